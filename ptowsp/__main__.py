@@ -1,0 +1,5 @@
+"""`python -m ptowsp` is `wspc`."""
+
+from .cli import main
+
+main()

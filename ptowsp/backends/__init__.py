@@ -1,0 +1,1 @@
+"""Back ends: ref (NumPy oracle), cpu (C + runtime), ascend (CANN project)."""

@@ -1,0 +1,1 @@
+"""Front end: `.wsp` text to a checked AST (parser, checker, diagnostics)."""

@@ -1,0 +1,568 @@
+"""The surface AST of a `.wsp` file: one frozen dataclass per construct of the language.
+
+The AST mirrors the grammar, not execution (that is the IR's job, built by `ir/lower.py`).
+Every node carries a `Span`; spans are left out of equality, so two parses of the same
+program at different positions compare equal. Nothing here knows about Lark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Iterator, Optional, Union
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source range: 1-based line and column of the first character, end exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def merge(self, other: "Span") -> "Span":
+        """The smallest span covering both (same file)."""
+        start = min((self.line, self.col), (other.line, other.col))
+        end = max((self.end_line, self.end_col), (other.end_line, other.end_col))
+        return Span(self.file, start[0], start[1], end[0], end[1])
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+NO_SPAN = Span("<builtin>", 0, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Base of every AST node."""
+
+    span: Span = field(default=NO_SPAN, compare=False, repr=False, kw_only=True)
+
+    def children(self) -> Iterator["Node"]:
+        """Direct child nodes, in source order."""
+        for f in fields(self):
+            if f.name == "span":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Node):
+                yield value
+            elif isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, Node):
+                        yield item
+
+    def walk(self) -> Iterator["Node"]:
+        """This node and all its descendants, pre-order."""
+        stack: list[Node] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(list(node.children())))
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions (shared by kernel bodies, scalar expressions, views, dims and schedule keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Name(Node):
+    """An identifier use: a const, sym, tensor, axis, loop variable, parameter, ..."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class IntLit(Node):
+    """An integer literal (`42`, `0x2A`, `1_000`)."""
+
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class FloatLit(Node):
+    """A float literal (`1.0`, `1e-6`, `.5`, `inf`); `text` keeps the spelling."""
+
+    value: float
+    text: str = field(compare=False, default="")
+
+
+@dataclass(frozen=True, slots=True)
+class BoolLit(Node):
+    """`true` or `false`."""
+
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StrLit(Node):
+    """A string literal with escapes resolved."""
+
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unary(Node):
+    """`-x` or `not x`."""
+
+    op: str
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Node):
+    """`a OP b` for `+ - * / %`, comparisons, `and`, `or`; `op_span` locates the operator."""
+
+    op: str
+    left: Expr
+    right: Expr
+    op_span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Keyword(Node):
+    """`name = value` inside a call's argument list."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Node):
+    """`func(args, name = value, ...)`; `tl.f` and `pto.f` are stored as `f` with `prefix` set."""
+
+    func: Name
+    args: tuple[Expr, ...] = ()
+    kwargs: tuple[Keyword, ...] = ()
+    prefix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Attr(Node):
+    """`value.attr`: `e.pos`, `t.index`, `NAME.id`."""
+
+    value: Expr
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Slice(Node):
+    """`start : stop` inside an index list; either bound may be missing (`:`)."""
+
+    start: Optional[Expr]
+    stop: Optional[Expr]
+
+
+@dataclass(frozen=True, slots=True)
+class Index(Node):
+    """`value[i, j : k, :]`: a tensor view, a tensor element read, or `ragged[b]`."""
+
+    value: Expr
+    items: tuple[Union[Expr, Slice], ...]
+
+
+# Axis constructors. They are expressions syntactically (`Dense[8]`, `DenseDyn(B)`), but the
+# parser turns these spellings into dedicated nodes wherever they appear.
+
+
+@dataclass(frozen=True, slots=True)
+class DenseAxis(Node):
+    """`Dense[N]` (also `Dense[N]()`): a static extent."""
+
+    extent: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class DenseDynAxis(Node):
+    """`DenseDyn(expr)`: an extent known at run time."""
+
+    extent: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class RaggedAxis(Node):
+    """`Ragged(outer, lengths)`: `lengths` is an i32 tensor or an expression of `_`."""
+
+    outer: Expr
+    lengths: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class SparseAxis(Node):
+    """`Sparse(outer, indptr, indices)`: CSR selection."""
+
+    outer: Expr
+    indptr: Expr
+    indices: Expr
+
+
+Expr = Union[
+    Name, IntLit, FloatLit, BoolLit, StrLit, Unary, Binary, Call, Attr, Index,
+    DenseAxis, DenseDynAxis, RaggedAxis, SparseAxis,
+]
+AxisExpr = Union[DenseAxis, DenseDynAxis, RaggedAxis, SparseAxis, Expr]
+
+# ---------------------------------------------------------------------------------------------
+# Types
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType(Node):
+    """`DT[dims]` of a tensor declaration."""
+
+    dtype: str
+    dims: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TileType(Node):
+    """`Tile[M, N, DT]`."""
+
+    rows: Expr
+    cols: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class TileParamType(Node):
+    """`In[Tile[...]]`, `Out[Tile[...]]` or `InOut[Tile[...]]`."""
+
+    mode: str
+    tile: TileType
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarParamType(Node):
+    """`Scalar[DT]`."""
+
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConstexprParamType(Node):
+    """`Constexpr[DT]`: a compile-time integer that specialises the kernel."""
+
+    dtype: str
+
+
+ParamType = Union[TileParamType, ScalarParamType, ConstexprParamType]
+
+# ---------------------------------------------------------------------------------------------
+# Statements: kernel bodies (Let, Assign, Store, ExprStmt) and workload bodies (the rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Let(Node):
+    """`let name = value`."""
+
+    name: Name
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Assign(Node):
+    """`name = value`: rebinds a `let`."""
+
+    name: Name
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Store(Node):
+    """`store(target, value)`."""
+
+    target: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class ExprStmt(Node):
+    """An expression used as a statement where no other reading applies (always an error)."""
+
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class CallStmt(Node):
+    """`callee[coords](args)`: a kernel task, or an inlined workload (resolved by the checker).
+
+    `coords` is None when the call has no bracket list.
+    """
+
+    callee: Name
+    coords: Optional[tuple[Expr, ...]]
+    args: tuple[Expr, ...]
+    kwargs: tuple[Keyword, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ForLoop(Node):
+    """`for v1, v2 in P(...) / P.grid(...) / P.seq(...) / P.sel(...) { body }`.
+
+    `kind` is `grid`, `seq` or `sel`; `spelling` is the source form (`P`, `P.grid`, ...).
+    """
+
+    vars: tuple[Name, ...]
+    kind: str
+    axes: tuple[AxisExpr, ...]
+    body: tuple[Stmt, ...]
+    spelling: str = field(default="P", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WhenBranch(Node):
+    """One `when PRED { body }` arm (also `else when`, `P.when(PRED)`)."""
+
+    pred: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class When(Node):
+    """`when ... else when ... otherwise ...`: the first branch whose predicate holds runs."""
+
+    branches: tuple[WhenBranch, ...]
+    otherwise: Optional[tuple[Stmt, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Combine(Node):
+    """`combine { ... }`: an unordered group."""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sequential(Node):
+    """`sequential { ... }`: each statement's tasks finish before the next one's start."""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Process(Node):
+    """`process NAME { ... }` or `process NAME * N { ... }` (N replicas)."""
+
+    name: Name
+    replicas: Optional[Expr]
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Pipe(Node):
+    """`pipe { process ... }` (also `P.pipe`)."""
+
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Node):
+    """`send(channel, CALL)`."""
+
+    channel: Name
+    call: CallStmt
+
+
+@dataclass(frozen=True, slots=True)
+class Consume(Node):
+    """`consume(channel) as var { body }`."""
+
+    channel: Name
+    var: Name
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record(Node):
+    """`record(event)`: marks the tasks of the preceding statement."""
+
+    event: Name
+
+
+@dataclass(frozen=True, slots=True)
+class Synchronize(Node):
+    """`synchronize(event)`: later statements of the block wait for the marked tasks."""
+
+    event: Name
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSet(Node):
+    """`slot_set(k, expr)`."""
+
+    slot: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class SlotLoad(Node):
+    """`slot_load(k, T[i, j])`."""
+
+    slot: Expr
+    source: Expr
+
+
+Stmt = Union[
+    Let, Assign, Store, ExprStmt, CallStmt, ForLoop, When, Combine, Sequential, Pipe, Process,
+    Send, Consume, Record, Synchronize, SlotSet, SlotLoad,
+]
+
+# ---------------------------------------------------------------------------------------------
+# Declarations
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleDecl(Node):
+    """`module NAME`."""
+
+    name: Name
+
+
+@dataclass(frozen=True, slots=True)
+class Import(Node):
+    """`import "path.wsp"` (path relative to the importing file)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SymDecl(Node):
+    """One name of `sym A, B = 4`: a non-negative integer bound at run time."""
+
+    name: Name
+    default: Optional[Expr]
+
+
+@dataclass(frozen=True, slots=True)
+class ConstDecl(Node):
+    """`const N = 64`."""
+
+    name: Name
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDecl(Node):
+    """`input|output|inout|scratch NAME: DT[dims]`."""
+
+    kind: str
+    name: Name
+    type: TensorType
+
+
+@dataclass(frozen=True, slots=True)
+class AxisDecl(Node):
+    """`axis NAME = AXIS`."""
+
+    name: Name
+    axis: AxisExpr
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelDecl(Node):
+    """`channel NAME: Tile[M, N, DT], depth = D`, or a token channel when `elem` is None.
+
+    `depth` is None when not written (the default applies).
+    """
+
+    name: Name
+    elem: Optional[TileType]
+    depth: Optional[Expr]
+
+
+@dataclass(frozen=True, slots=True)
+class EventDecl(Node):
+    """`event NAME`: a rendezvous channel of depth 0."""
+
+    name: Name
+
+
+@dataclass(frozen=True, slots=True)
+class KernelParam(Node):
+    """`name: TYPE [= default]`."""
+
+    name: Name
+    type: ParamType
+    default: Optional[Expr]
+
+
+@dataclass(frozen=True, slots=True)
+class ExternBody(Node):
+    """`extern LANG <raw string>`: a foreign body for one target language (`c`, `ascend`)."""
+
+    lang: str
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDecl(Node):
+    """`kernel NAME(params) { body }` or `kernel NAME(params) extern c \"\"\"...\"\"\"`."""
+
+    name: Name
+    params: tuple[KernelParam, ...]
+    body: Optional[tuple[Stmt, ...]]
+    externs: tuple[ExternBody, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadParam(Node):
+    """`name: AxisType` of a workload (`DenseDyn`, `Dense[8]`, `Ragged`, `Sparse`)."""
+
+    name: Name
+    kind: str
+    extent: Optional[Expr] = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadDecl(Node):
+    """`workload NAME(params) { body }`."""
+
+    name: Name
+    params: tuple[WorkloadParam, ...]
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Combinator(Node):
+    """`.name(args)` in a schedule chain."""
+
+    name: Name
+    args: tuple[Expr, ...]
+    kwargs: tuple[Keyword, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDecl(Node):
+    """`schedule NAME = W(args) .comb(...) ...`."""
+
+    name: Name
+    workload: Name
+    args: tuple[Expr, ...]
+    combinators: tuple[Combinator, ...]
+
+
+Decl = Union[
+    ModuleDecl, Import, SymDecl, ConstDecl, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
+    KernelDecl, WorkloadDecl, ScheduleDecl,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile(Node):
+    """One parsed `.wsp` file: its path, its text and its declarations in source order."""
+
+    path: str
+    decls: tuple[Decl, ...]
+    text: str = field(default="", compare=False, repr=False)
+
+    @property
+    def module_name(self) -> Optional[str]:
+        for d in self.decls:
+            if isinstance(d, ModuleDecl):
+                return d.name.id
+        return None
+
+
+DECLARATION_NAMES = (SymDecl, ConstDecl, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
+                     KernelDecl, WorkloadDecl, ScheduleDecl)

@@ -1,0 +1,1 @@
+"""The IR shared by every back end, and the symbolic integers it is built on."""
