@@ -106,7 +106,7 @@ def _dedupe(items: list[Diagnostic]) -> list[Diagnostic]:
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:
     """A `help:` text for a near-miss name, or None."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.7)
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
     return f"did you mean `{close[0]}`?" if close else None
 
 

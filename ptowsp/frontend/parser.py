@@ -13,6 +13,7 @@ Three pieces:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -61,7 +62,11 @@ class StatementSeparators:
 
     always_accept = ("NL", "SEMI")
 
+    def __init__(self) -> None:
+        self.open_braces: list[Token] = []  # of the parse in progress, for "never closed"
+
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        self.open_braces = []
         depth = 0
         prev: Optional[Token] = None
         pending: Optional[Token] = None  # a separator we may still drop
@@ -92,6 +97,10 @@ class StatementSeparators:
                 depth = max(depth - 1, 0)
             elif text in ("{", "}"):
                 depth = 0  # a brace ends any unbalanced bracket: keeps one typo from eating the file
+                if text == "{":
+                    self.open_braces.append(tok)
+                elif self.open_braces:
+                    self.open_braces.pop()
             yield tok
             prev = tok
 
@@ -234,6 +243,9 @@ class AstBuilder(Transformer):
                 return A.IntLit(-operand.value, span=self._span(meta))
             return A.FloatLit(-operand.value, "-" + operand.text, span=self._span(meta))
         return A.Unary(str(op.value), operand, span=self._span(meta))
+
+    def attr_name(self, meta, c):
+        return c[0]
 
     def attr(self, meta, c):
         value, tok = c
@@ -505,11 +517,14 @@ _AXIS_HELP = {
 _STATEMENT_CALLS = {"store": 2, "slot_set": 2, "slot_load": 2}
 
 
+_TASK_AS_VALUE = ("a task call is a statement, not a value",
+                  "call kernels on their own line, or inside `send(ch, ...)`")
+
+
 def _value(e: Any) -> Any:
     """An expression in value position: a bare task call is not a value."""
     if isinstance(e, RawCall):
-        raise ParseIssue(e.span, "a task call is a statement, not a value",
-                         "call kernels on their own line, or inside `send(ch, ...)`")
+        raise ParseIssue(e.span, *_TASK_AS_VALUE)
     return e
 
 
@@ -669,6 +684,10 @@ def _words(parser: Lark, expected: set[str]) -> str:
     if len(expected & _EXPR_START) >= 4:
         parts.append("an expression")
         expected -= _EXPR_START
+    operators = {"ADD_OP", "MUL_OP", "COMP_OP", "AND", "OR", "DOT", "LPAR", "LSQB", "EQUAL"}
+    if len(expected & operators) >= 4:
+        parts.append("an operator")
+        expected -= operators
     stmt_start = {"LET", "FOR", "WHEN", "COMBINE", "SEQUENTIAL", "PIPE", "PROCESS", "SEND",
                   "CONSUME", "RECORD", "SYNCHRONIZE"}
     if len(expected & stmt_start) >= 4:
@@ -685,7 +704,7 @@ def _words(parser: Lark, expected: set[str]) -> str:
             parts.append(f"`{pattern}`")
         except KeyError:
             parts.append(name.lower())
-    parts = list(dict.fromkeys(parts))
+    parts = sorted(dict.fromkeys(parts), key=lambda p: p in ("an expression", "an operator"))
     if len(parts) > 6:
         parts = parts[:6] + ["..."]
     if len(parts) == 1:
@@ -710,6 +729,11 @@ def _syntax_diagnostic(parser: Lark, err: UnexpectedInput, file: str, text: str)
     if isinstance(err, UnexpectedToken):
         tok = err.token
         expected = set(err.accepts or err.expected)
+        open_braces = parser.options.postlex.open_braces
+        if tok.type == "$END" and "RBRACE" in expected and open_braces:
+            brace = open_braces[-1]
+            return Diagnostic(_tok_span(file, brace), "syntax", "this `{` is never closed",
+                              "add the missing `}`")
         if tok.type == "$END":
             lines = text.splitlines() or [""]
             line = len(lines)
@@ -720,7 +744,8 @@ def _syntax_diagnostic(parser: Lark, err: UnexpectedInput, file: str, text: str)
         else:
             span = _tok_span(file, tok)
         help_text = None
-        if tok.type == "NAME" and tok.value in ("if", "elif"):
+        line_before = text.splitlines()[tok.line - 1][:tok.column - 1] if tok.type != "$END" else ""
+        if re.search(r"\b(if|elif)\s*$", line_before) or (tok.type == "NAME" and tok.value in ("if", "elif")):
             help_text = "write `when PRED { ... } else when PRED { ... } otherwise { ... }`"
         elif tok.type == "_SEP" and "RPAR" in expected:
             help_text = "a `(` opened earlier is not closed"
@@ -765,7 +790,9 @@ def parse(text: str, file: str = "<string>") -> A.SourceFile:
         flat.extend(d if isinstance(d, list) else [d])
     source = A.SourceFile(file, tuple(flat), text, span=A.Span(file, 1, 1, 1, 1))
     for node in source.walk():
-        if isinstance(node, RawCall):
+        if isinstance(node, RawCall) and isinstance(node.func, A.Index):
+            diags.error(node.span, "syntax", *_TASK_AS_VALUE)
+        elif isinstance(node, RawCall):
             diags.error(node.span, "syntax", "a method call is only allowed in a schedule chain")
     diags.raise_if_any()
     return source

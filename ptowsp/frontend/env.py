@@ -1,0 +1,106 @@
+"""The module environment: what the declarations of a module (and its imports) mean.
+
+`checker.py` builds a `ModuleEnv` from the parsed files (declarations, consts folded, tensor
+dims and axis extents made symbolic); `kernel_check.py` and `workload_check.py` read it; the
+result of a successful check is the `ModuleEnv` itself, which `ir/lower.py` consumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..ir import sym
+from . import ast as A
+from .signatures import KernelSig
+
+Decl = Union[A.SymDecl, A.ConstDecl, A.TensorDecl, A.AxisDecl, A.ChannelDecl, A.EventDecl,
+             A.KernelDecl, A.WorkloadDecl, A.ScheduleDecl]
+
+DEFAULT_CHANNEL_DEPTH = 1  # language.md is silent; see docs/language.md
+NUM_SLOTS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """A declared tensor: `kind` is input/output/inout/scratch; dims are symbolic."""
+
+    name: str
+    kind: str
+    dtype: str
+    dims: tuple[sym.Expr, ...]
+    decl: A.TensorDecl
+
+
+@dataclass(frozen=True, slots=True)
+class AxisInfo:
+    """A module-level axis.
+
+    kind: `dense` (static `extent`), `densedyn` (symbolic `extent`), `ragged` (`outer` axis name
+    and `lengths`: a tensor name or an AST expression of `_`), `sparse` (`outer`, `indptr`,
+    `indices` tensor names). `alias_of` is set for `axis a = other_axis`.
+    """
+
+    name: str
+    kind: str
+    decl: A.AxisDecl
+    extent: Optional[sym.Expr] = None
+    outer: Optional[str] = None
+    lengths_tensor: Optional[str] = None
+    lengths_expr: Optional[A.Expr] = None
+    indptr: Optional[str] = None
+    indices: Optional[str] = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    """A channel (data: `elem` = (rows, cols, dtype); token: `elem` None) or an event (depth 0)."""
+
+    name: str
+    elem: Optional[tuple[int, int, str]]
+    depth: int
+    is_event: bool
+    decl: Union[A.ChannelDecl, A.EventDecl]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCheck:
+    """A fact the checker could not prove; the back ends test it before launching (`span` names
+    the statement or argument to blame)."""
+
+    check: sym.Check
+    span: A.Span
+
+
+@dataclass
+class ModuleEnv:
+    """Everything the declarations say, keyed by name. Built once per check."""
+
+    name: str
+    sources: dict[str, str] = field(default_factory=dict)
+    files: list[A.SourceFile] = field(default_factory=list)
+    names: dict[str, Decl] = field(default_factory=dict)
+    consts: dict[str, int] = field(default_factory=dict)
+    syms: dict[str, A.SymDecl] = field(default_factory=dict)
+    sym_defaults: dict[str, Optional[int]] = field(default_factory=dict)
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    axes: dict[str, AxisInfo] = field(default_factory=dict)
+    channels: dict[str, ChannelInfo] = field(default_factory=dict)
+    kernels: dict[str, A.KernelDecl] = field(default_factory=dict)
+    kernel_sigs: dict[str, KernelSig] = field(default_factory=dict)
+    workloads: dict[str, A.WorkloadDecl] = field(default_factory=dict)
+    schedules: dict[str, A.ScheduleDecl] = field(default_factory=dict)
+    checks: list[RuntimeCheck] = field(default_factory=list)
+
+    def kind_of(self, name: str) -> Optional[str]:
+        """`sym`, `const`, `tensor`, `axis`, `channel`, `event`, `kernel`, `workload`,
+        `schedule`, or None for an unknown name."""
+        d = self.names.get(name)
+        return None if d is None else DECL_KINDS[type(d)]
+
+
+DECL_KINDS = {
+    A.SymDecl: "sym", A.ConstDecl: "const", A.TensorDecl: "tensor", A.AxisDecl: "axis",
+    A.ChannelDecl: "channel", A.EventDecl: "event", A.KernelDecl: "kernel",
+    A.WorkloadDecl: "workload", A.ScheduleDecl: "schedule",
+}
