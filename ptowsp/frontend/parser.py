@@ -40,9 +40,10 @@ KERNEL_PREFIXES = ("tl", "pto")
 _CONTINUES_AFTER = frozenset(
     "+ - * / % < <= > >= == != = : , ( [ . and or not in as".split()
 )
-# A line starting with one of these continues the previous line (`{` lets a block open on the
-# next line; language.md is silent, C and Rust users expect it).
-_CONTINUES_BEFORE = frozenset([".", "else", "otherwise", "{"])
+# A line starting with one of these continues the previous line. language.md names `.`, `else`
+# and `otherwise`; `{` (a block opening on the next line) and `extern` (a kernel's second
+# foreign body) can start no statement, so accepting them breaks no program.
+_CONTINUES_BEFORE = frozenset([".", "else", "otherwise", "{", "extern"])
 # After a `}` one of these may follow on the same line without a separator.
 _FOLLOWS_BRACE = frozenset(["}", ")", "]", ",", ".", "else", "otherwise", ";"])
 _STRINGS = ("STRING", "RAW_STRING")

@@ -1,0 +1,30 @@
+"""Shared test machinery: golden files (`pytest --update-golden` rewrites them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/* files")
+
+
+@pytest.fixture
+def golden(request):
+    """`golden(name, text)` compares `text` with tests/golden/<name>."""
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if request.config.getoption("--update-golden"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        if not path.exists():
+            pytest.fail(f"golden file {path} is missing; run `pytest --update-golden` to create it")
+        assert text == path.read_text(), f"output differs from {path} (pytest --update-golden rewrites it)"
+
+    return check
