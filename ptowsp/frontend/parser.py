@@ -1,8 +1,8 @@
 """Parse `.wsp` text into AST nodes (`frontend/ast.py`). The only module that imports Lark.
 
 Three pieces:
-- `StatementSeparators`, a Lark post-lexer implementing the statement-ending rules of
-  language.md section 2 (newline, `;`, closing `}`, and the continuation rules);
+- `WspLexer`, a lexer (one master regex built from the grammar's terminals) that also applies
+  the statement-ending rules of language.md section 2 (newline, `;`, closing `}`, continuations);
 - `AstBuilder`, a Lark transformer applied during LALR parsing (no parse tree is built) that
   turns rules into AST nodes at once and gives meaning to the spellings the grammar parses as
   plain expressions: types (`In[Tile[16, 128, f32]]`), axes (`Dense[8]`, `Ragged(b, L)`),
@@ -19,8 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token, Transformer
+from lark.lexer import Lexer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import ast as A
 from .diagnostics import Diagnostic, Diagnostics, WspError
@@ -53,54 +54,108 @@ def _text(tok: Token) -> Optional[str]:
     return None if tok.type in _STRINGS else str(tok.value)
 
 
-class StatementSeparators:
-    """Post-lexer: NL and `;` become SEP where a statement ends, and vanish where it goes on.
+class WspLexer(Lexer):
+    """The lexer and the statement-separator rules of language.md section 2, in one pass.
 
+    Lark's own lexer spends most of a parse on per-token bookkeeping; one master regular
+    expression built from the grammar's terminals (so `grammar/wsp.lark` stays the single
+    source of truth for token shapes) is several times faster.
+
+    Separators: NL and `;` become `_SEP` where a statement ends and vanish where it goes on.
     Newlines inside `(...)` and `[...]` never end a statement (as in Python). Separators right
     after `{`, before `}`, at the start and at the end of the file, and repeated ones, are
     dropped. A `}` followed on the same line by the start of another statement ends it.
     """
 
-    always_accept = ("NL", "SEMI")
+    __future_interface__ = 2
+    # Token shapes taken from the grammar, tried in this order (first match wins).
+    _REGEX_TERMINALS = ("RAW_STRING", "STRING", "FLOAT", "INT", "NAME", "BINOP")
 
-    def __init__(self) -> None:
+    def __init__(self, conf) -> None:
+        terms = {t.name: t for t in conf.terminals}
+        self.keywords: dict[str, str] = {}
+        punct: dict[str, str] = {}
+        for t in conf.terminals:
+            if t.pattern.type == "str":
+                if re.fullmatch(r"[A-Za-z_]\w*", t.pattern.value):
+                    self.keywords[t.pattern.value] = t.name
+                else:
+                    punct[t.pattern.value] = t.name
+        self.punct = punct
+        ignored = "|".join(terms[n].pattern.to_regexp() for n in conf.ignore)
+        groups = [f"(?P<WS>{ignored})", r"(?P<NL>\n)", r"(?P<SEMI>;)"]
+        groups += [f"(?P<{n}>{terms[n].pattern.to_regexp()})" for n in self._REGEX_TERMINALS]
+        groups.append("(?P<PUNCT>" + "|".join(re.escape(p) for p in sorted(punct, key=len, reverse=True)) + ")")
+        self.master = re.compile("|".join(groups))
         self.open_braces: list[Token] = []  # of the parse in progress, for "never closed"
 
-    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+    def _raw(self, text: str) -> Iterator[Token]:
+        match = self.master.match
+        keywords, punct = self.keywords, self.punct
+        pos, line, line_start, n = 0, 1, 0, len(text)
+        while pos < n:
+            m = match(text, pos)
+            if m is None:
+                raise UnexpectedCharacters(text, pos, line, pos - line_start + 1)
+            kind, value, end = m.lastgroup, m.group(), m.end()
+            col = pos - line_start + 1
+            if kind == "WS" or kind == "NL" or kind == "RAW_STRING" or kind == "STRING":
+                newlines = value.count("\n")
+            else:
+                newlines = 0
+            if kind != "WS":
+                if kind == "NAME":
+                    kind = keywords.get(value, "NAME")
+                elif kind == "PUNCT":
+                    kind = punct[value]
+                if newlines:
+                    end_line, end_col = line + newlines, end - value.rfind("\n") - pos
+                else:
+                    end_line, end_col = line, col + len(value)
+                yield Token(kind, value, pos, line, col, end_line, end_col, end)
+            if newlines:
+                line += newlines
+                line_start = pos + value.rfind("\n") + 1
+            pos = end
+
+    def lex(self, lexer_state, parser_state) -> Iterator[Token]:
+        text = lexer_state.text
+        if not isinstance(text, str):
+            text = text.text
         self.open_braces = []
         depth = 0
         prev: Optional[Token] = None
         pending: Optional[Token] = None  # a separator we may still drop
         pending_explicit = False  # it came from a `;`
-        for tok in stream:
-            if tok.type in ("NL", "SEMI"):
-                explicit = tok.type == "SEMI"
+        for tok in self._raw(text):
+            kind = tok.type
+            if kind == "NL" or kind == "SEMI":
+                explicit = kind == "SEMI"
                 if not explicit and (depth > 0 or (prev is not None and _text(prev) in _CONTINUES_AFTER)):
                     continue
-                if prev is None or _text(prev) == "{":
+                if prev is None or prev.type == "LBRACE":
                     continue
                 if pending is None:
                     pending = Token.new_borrow_pos("_SEP", tok.value, tok)
                 pending_explicit = pending_explicit or explicit
                 continue
-            text = _text(tok)
+            value = _text(tok)
             if pending is not None:
-                if text == "}" or (not pending_explicit and text in _CONTINUES_BEFORE):
-                    pass
-                else:
+                if not (kind == "RBRACE" or (not pending_explicit and value in _CONTINUES_BEFORE)):
                     yield pending
                 pending, pending_explicit = None, False
-            elif prev is not None and _text(prev) == "}" and depth == 0 and text not in _FOLLOWS_BRACE:
+            elif prev is not None and prev.type == "RBRACE" and depth == 0 and value not in _FOLLOWS_BRACE:
                 yield Token.new_borrow_pos("_SEP", "", tok)
-            if text in ("(", "["):
+            if kind == "LPAR" or kind == "LSQB":
                 depth += 1
-            elif text in (")", "]"):
+            elif kind == "RPAR" or kind == "RSQB":
                 depth = max(depth - 1, 0)
-            elif text in ("{", "}"):
+            elif kind == "LBRACE":
                 depth = 0  # a brace ends any unbalanced bracket: keeps one typo from eating the file
-                if text == "{":
-                    self.open_braces.append(tok)
-                elif self.open_braces:
+                self.open_braces.append(tok)
+            elif kind == "RBRACE":
+                depth = 0
+                if self.open_braces:
                     self.open_braces.pop()
             yield tok
             prev = tok
@@ -134,16 +189,71 @@ class _BlockMarker(A.Node):
     body: tuple
 
 
+class _Prefixed:
+    """An operand with its prefix operators (`-x`, `not x`), grouped later by `_Climber`."""
+
+    __slots__ = ("ops", "operand")
+
+    def __init__(self, ops: tuple, operand: Any):
+        self.ops, self.operand = ops, operand
+
+
+# Binding strength of binary operators (higher binds tighter); `not` sits between `and` and the
+# comparisons, unary minus above everything.
+_BINARY_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
+                "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+_NOT_PREC = 3
+_COMPARISON = 4
+
+
+class _Climber:
+    """Precedence climbing over a flat list of operands, prefix and binary operator tokens."""
+
+    def __init__(self, file: str, items: list):
+        self.file, self.items, self.pos = file, items, 0
+
+    def run(self) -> A.Node:
+        return self.expr(0)
+
+    def expr(self, min_prec: int) -> A.Node:
+        left = self.unary()
+        last_comparison: Optional[Token] = None
+        while self.pos < len(self.items):
+            op = self.items[self.pos]
+            prec = _BINARY_PREC[op.value]
+            if prec < min_prec:
+                break
+            if prec == _COMPARISON and last_comparison is not None:
+                raise ParseIssue(_tok_span(self.file, op), "comparisons cannot be chained",
+                                 "write `a < b and b < c`")
+            self.pos += 1
+            right = self.expr(prec + 1)
+            left = A.Binary(str(op.value), left, right, _tok_span(self.file, op),
+                            span=left.span.merge(right.span))
+            last_comparison = op if prec == _COMPARISON else None
+        return left
+
+    def unary(self) -> A.Node:
+        item = self.items[self.pos]
+        self.pos += 1
+        if not isinstance(item, Token):
+            return item
+        if item.value not in ("-", "+", "not"):
+            raise ParseIssue(_tok_span(self.file, item), f"expected an expression, found `{item.value}`")
+        operand = self.expr(_NOT_PREC + 1) if item.value == "not" else self.unary()
+        span = _tok_span(self.file, item).merge(operand.span)
+        if item.value == "+":
+            return operand
+        if item.value == "-" and isinstance(operand, A.IntLit):
+            # `-3` is a literal, so `-1` and `-inf` read naturally in messages and dumps
+            return A.IntLit(-operand.value, span=span)
+        if item.value == "-" and isinstance(operand, A.FloatLit) and not operand.text.startswith("-"):
+            return A.FloatLit(-operand.value, "-" + operand.text, span=span)
+        return A.Unary(str(item.value), operand, span=span)
+
+
 def _tok_span(file: str, tok: Token) -> A.Span:
     return A.Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
-
-
-def _span_of(*nodes: Any) -> A.Span:
-    spans = [n.span for n in nodes if isinstance(n, A.Node) and n.span is not A.NO_SPAN]
-    out = spans[0]
-    for s in spans[1:]:
-        out = out.merge(s)
-    return out
 
 
 def _int(text: str) -> int:
@@ -192,19 +302,53 @@ def _fold_when(stmts: list) -> tuple:
 _AXIS_CTORS = {"DenseDyn": 1, "Ragged": 2, "Sparse": 3}
 
 
-@v_args(meta=True)
-class AstBuilder(Transformer):
-    """Lark callbacks, one per grammar rule, each returning an AST node."""
+class _Block:
+    """A `{ ... }` block on its way into a statement: its statements and its span."""
 
-    def __init__(self, file: str):
+    __slots__ = ("stmts", "span")
+
+    def __init__(self, stmts: tuple, span: A.Span):
+        self.stmts, self.span = stmts, span
+
+
+class AstBuilder(Transformer):
+    """Lark callbacks, one per grammar rule, each returning an AST node.
+
+    It runs inside the LALR parser (Lark's `transformer=` option), so it sees each rule's
+    children once, bottom-up, and no parse tree is ever built. Spans come from the first and
+    last child that has a position (tokens the grammar keeps by naming them, or AST nodes).
+    """
+
+    def __init__(self, file: str = "<string>"):
         super().__init__(visit_tokens=False)
+        self.file = file  # set by `parse` before each run: one builder serves every parse
+        # calls whose meaning needs their context (`k[i](...)`, `w().dispatch(...)`), by id,
+        # until a statement or schedule takes them; any left at the end stand where no call can
+        self.raw_calls: dict[int, RawCall] = {}
+
+    def reset(self, file: str) -> None:
         self.file = file
+        self.raw_calls = {}
+
+    def _taken(self, e: Any) -> Any:
+        if isinstance(e, RawCall):
+            self.raw_calls.pop(id(e), None)
+        return e
 
     # ---- helpers
-    def _span(self, meta) -> A.Span:
-        if getattr(meta, "empty", True):
+    def _pos(self, x: Any) -> Optional[A.Span]:
+        if isinstance(x, Token):
+            return A.Span(self.file, x.line, x.column, x.end_line, x.end_column)
+        if isinstance(x, (A.Node, _Block)):
+            return None if x.span is A.NO_SPAN else x.span
+        return None
+
+    def _sp(self, c: list) -> A.Span:
+        first = next((s for s in map(self._pos, c) if s is not None), None)
+        last = next((s for s in map(self._pos, reversed(c)) if s is not None), None)
+        if first is None:
             return A.NO_SPAN
-        return A.Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+        return first.merge(last)
 
     def _name(self, tok: Token) -> A.Name:
         span = _tok_span(self.file, tok)
@@ -213,65 +357,62 @@ class AstBuilder(Transformer):
         return A.Name(str(tok.value), span=span)
 
     # ---- expressions
-    def name(self, meta, c):
+    def name(self, c):
         return self._name(c[0])
 
-    def int_lit(self, meta, c):
+    def int_lit(self, c):
         return A.IntLit(_int(c[0].value), span=_tok_span(self.file, c[0]))
 
-    def float_lit(self, meta, c):
+    def float_lit(self, c):
         text = c[0].value
         return A.FloatLit(float(text.replace("_", "")), text, span=_tok_span(self.file, c[0]))
 
-    def str_lit(self, meta, c):
+    def str_lit(self, c):
         span = _tok_span(self.file, c[0])
         return A.StrLit(_unescape(c[0].value[1:-1], span), span=span)
 
-    def bool_lit(self, meta, c):
+    def bool_lit(self, c):
         return A.BoolLit(c[0].value == "true", span=_tok_span(self.file, c[0]))
 
-    def binary(self, meta, c):
-        left, op, right = c
-        return A.Binary(str(op.value), left, right, _tok_span(self.file, op), span=self._span(meta))
+    def prefixed(self, c):
+        return _Prefixed(tuple(c[:-1]), c[-1])
 
-    def unary(self, meta, c):
-        op, operand = c
-        if op.value == "+":
-            return operand
-        if op.value == "-" and isinstance(operand, (A.IntLit, A.FloatLit)):
-            # Fold `-3` into a literal so `-inf` and `-1` read naturally in messages and dumps.
-            if isinstance(operand, A.IntLit):
-                return A.IntLit(-operand.value, span=self._span(meta))
-            return A.FloatLit(-operand.value, "-" + operand.text, span=self._span(meta))
-        return A.Unary(str(op.value), operand, span=self._span(meta))
+    def operators(self, c):
+        if len(c) == 1 and not isinstance(c[0], _Prefixed):
+            return c[0]
+        items: list = []
+        for x in c:
+            if isinstance(x, _Prefixed):
+                items.extend(x.ops)
+                items.append(x.operand)
+            else:
+                items.append(x)
+        return _Climber(self.file, items).run()
 
-    def attr_name(self, meta, c):
-        return c[0]
-
-    def attr(self, meta, c):
+    def attr(self, c):
         value, tok = c
-        return A.Attr(value, str(tok.value), span=self._span(meta))
+        return A.Attr(value, str(tok.value), span=self._sp(c))
 
-    def keyword(self, meta, c):
+    def keyword(self, c):
         tok, value = c
-        return A.Keyword(str(tok.value), value, span=self._span(meta))
+        return A.Keyword(str(tok.value), value, span=self._sp(c))
 
-    def slice(self, meta, c):
-        start, stop = c
-        return A.Slice(start, stop, span=self._span(meta))
+    def slice(self, c):
+        start, _colon, stop = c
+        return A.Slice(start, stop, span=self._sp(c))
 
-    def index(self, meta, c):
-        value, items = c[0], tuple(x for x in c[1:] if x is not None)
-        span = self._span(meta)
+    def index(self, c):
+        value, items = c[0], tuple(x for x in c[1:-1] if x is not None)
+        span = self._sp(c)
         if isinstance(value, A.Name) and value.id == "Dense":
             if len(items) != 1 or isinstance(items[0], A.Slice):
                 raise ParseIssue(span, "`Dense[...]` takes one extent", "write `Dense[8]`")
             return A.DenseAxis(items[0], span=span)
         return A.Index(value, items, span=span)
 
-    def call(self, meta, c):
-        func, items = c[0], [x for x in c[1:] if x is not None]
-        span = self._span(meta)
+    def call(self, c):
+        func, items = c[0], [x for x in c[1:-1] if x is not None]
+        span = self._sp(c)
         args = tuple(x for x in items if not isinstance(x, A.Keyword))
         kwargs = tuple(x for x in items if isinstance(x, A.Keyword))
         seen_kw = False
@@ -300,44 +441,42 @@ class AstBuilder(Transformer):
                                                   func.span.end_col - len(func.attr),
                                                   func.span.end_line, func.span.end_col))
             return A.Call(fname, args, kwargs, func.value.id, span=span)
-        return RawCall(func, args, kwargs, span=span)
+        raw = RawCall(func, args, kwargs, span=span)
+        self.raw_calls[id(raw)] = raw
+        return raw
 
     # ---- declarations
-    def start(self, meta, c):
+    def start(self, c):
         return [x for x in c if x is not None]
 
-    def module_decl(self, meta, c):
-        return A.ModuleDecl(self._name(c[0]), span=self._span(meta))
+    def module_decl(self, c):
+        return A.ModuleDecl(self._name(c[1]), span=self._sp(c))
 
-    def import_decl(self, meta, c):
-        span = _tok_span(self.file, c[0])
-        return A.Import(_unescape(c[0].value[1:-1], span), span=self._span(meta))
+    def import_decl(self, c):
+        span = _tok_span(self.file, c[1])
+        return A.Import(_unescape(c[1].value[1:-1], span), span=self._sp(c))
 
-    def sym_item(self, meta, c):
-        return A.SymDecl(self._name(c[0]), c[1], span=self._span(meta))
+    def sym_item(self, c):
+        return A.SymDecl(self._name(c[0]), c[1], span=self._sp(c))
 
-    def sym_decl(self, meta, c):
+    def sym_decl(self, c):
         return list(c)
 
-    def const_decl(self, meta, c):
-        return A.ConstDecl(self._name(c[0]), c[1], span=self._span(meta))
+    def const_decl(self, c):
+        return A.ConstDecl(self._name(c[1]), c[2], span=self._sp(c))
 
-    def tensor_kind(self, meta, c):
-        return c[0]
-
-    def tensor_decl(self, meta, c):
+    def tensor_decl(self, c):
         kind, name, texpr = c
-        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr),
-                            span=self._span(meta))
+        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr), span=self._sp(c))
 
-    def axis_decl(self, meta, c):
-        return A.AxisDecl(self._name(c[0]), c[1], span=self._span(meta))
+    def axis_decl(self, c):
+        return A.AxisDecl(self._name(c[1]), c[2], span=self._sp(c))
 
-    def channel_option(self, meta, c):
-        return A.Keyword(str(c[0].value), c[1], span=self._span(meta))
+    def channel_option(self, c):
+        return A.Keyword(str(c[0].value), c[1], span=self._sp(c))
 
-    def channel_decl(self, meta, c):
-        name, elem, options = self._name(c[0]), c[1], c[2:]
+    def channel_decl(self, c):
+        name, elem, options = self._name(c[1]), c[2], c[3:]
         depth = None
         for opt in options:
             if opt.name != "depth":
@@ -347,46 +486,48 @@ class AstBuilder(Transformer):
                 raise ParseIssue(opt.span, "`depth` is given twice")
             depth = opt.value
         tile = _tile_type(elem) if elem is not None else None
-        return A.ChannelDecl(name, tile, depth, span=self._span(meta))
+        return A.ChannelDecl(name, tile, depth, span=self._sp(c))
 
-    def event_decl(self, meta, c):
-        return A.EventDecl(self._name(c[0]), span=self._span(meta))
+    def event_decl(self, c):
+        return A.EventDecl(self._name(c[1]), span=self._sp(c))
 
-    def kernel_param(self, meta, c):
+    def kernel_param(self, c):
         name, texpr, default = c
-        return A.KernelParam(self._name(name), _param_type(texpr), default, span=self._span(meta))
+        return A.KernelParam(self._name(name), _param_type(texpr), default, span=self._sp(c))
 
-    def extern_body(self, meta, c):
-        lang, code = c
+    def extern_body(self, c):
+        _kw, lang, code = c
         text = code.value[3:-3] if code.type == "RAW_STRING" else _unescape(
             code.value[1:-1], _tok_span(self.file, code))
-        return A.ExternBody(str(lang.value), text, span=self._span(meta))
+        return A.ExternBody(str(lang.value), text, span=self._sp(c))
 
-    def kernel_decl(self, meta, c):
-        name = self._name(c[0])
-        rest = [x for x in c[1:] if x is not None]
+    def kernel_decl(self, c):
+        name = self._name(c[1])
+        rest = [x for x in c[2:] if x is not None]
         params = tuple(x for x in rest if isinstance(x, A.KernelParam))
         externs = tuple(x for x in rest if isinstance(x, A.ExternBody))
-        body = next((x for x in rest if isinstance(x, tuple)), None)
-        return A.KernelDecl(name, params, body, externs, span=self._span(meta))
+        block = next((x for x in rest if isinstance(x, _Block)), None)
+        return A.KernelDecl(name, params, block.stmts if block else None, externs, span=self._sp(c))
 
-    def workload_param(self, meta, c):
+    def workload_param(self, c):
         name, texpr = self._name(c[0]), c[1]
         kind, extent = _workload_param_type(texpr)
-        return A.WorkloadParam(name, kind, extent, span=self._span(meta))
+        return A.WorkloadParam(name, kind, extent, span=self._sp(c))
 
-    def workload_decl(self, meta, c):
-        name = self._name(c[0])
-        rest = [x for x in c[1:] if x is not None]
+    def workload_decl(self, c):
+        name = self._name(c[1])
+        rest = [x for x in c[2:] if x is not None]
         params = tuple(x for x in rest if isinstance(x, A.WorkloadParam))
-        body = next(x for x in rest if isinstance(x, tuple))
-        return A.WorkloadDecl(name, params, body, span=self._span(meta))
+        block = next(x for x in rest if isinstance(x, _Block))
+        return A.WorkloadDecl(name, params, block.stmts, span=self._sp(c))
 
-    def schedule_decl(self, meta, c):
-        name, chain = self._name(c[0]), c[1]
+    def schedule_decl(self, c):
+        name, chain = self._name(c[1]), c[2]
+        span = self._sp(c)
         combinators: list[A.Combinator] = []
         node = chain
         while isinstance(node, RawCall) and isinstance(node.func, A.Attr):
+            self._taken(node)
             attr = node.func
             mspan = A.Span(self.file, attr.span.end_line, attr.span.end_col - len(attr.attr),
                            attr.span.end_line, attr.span.end_col)
@@ -397,32 +538,31 @@ class AstBuilder(Transformer):
             raise ParseIssue(node.span, f"`.{node.attr}` in a schedule must be called",
                              f"write `.{node.attr}(...)`")
         if not isinstance(node, A.Call) or node.prefix:
-            raise ParseIssue(getattr(node, "span", self._span(meta)),
-                             "a schedule starts with a workload call",
+            raise ParseIssue(getattr(node, "span", span), "a schedule starts with a workload call",
                              "write `schedule main = my_workload(axes...) .dispatch(...)`")
         combinators.reverse()
-        return A.ScheduleDecl(name, node.func, node.args, tuple(combinators), span=self._span(meta))
+        return A.ScheduleDecl(name, node.func, node.args, tuple(combinators), span=span)
 
     # ---- statements
-    def block(self, meta, c):
-        return _fold_when([x for x in c if x is not None])
+    def block(self, c):
+        return _Block(_fold_when([x for x in c[1:-1] if x is not None]), self._sp(c))
 
-    def let_stmt(self, meta, c):
-        return A.Let(self._name(c[0]), _value(c[1]), span=self._span(meta))
+    def let_stmt(self, c):
+        return A.Let(self._name(c[1]), _value(c[2]), span=self._sp(c))
 
-    def assign_stmt(self, meta, c):
+    def assign_stmt(self, c):
         target, value = c
         if not isinstance(target, A.Name):
             raise ParseIssue(target.span, "only a `let` name can be assigned",
                              "use `store(out, value)` to write a tile parameter")
-        return A.Assign(target, _value(value), span=self._span(meta))
+        return A.Assign(target, _value(value), span=self._sp(c))
 
-    def expr_stmt(self, meta, c):
-        return _call_statement(c[0], self._span(meta))
+    def expr_stmt(self, c):
+        return _call_statement(self._taken(c[0]), self._sp(c))
 
-    def block_stmt(self, meta, c):
-        head, body = c
-        span = self._span(meta)
+    def block_stmt(self, c):
+        head, block = c
+        span, body = self._sp(c), block.stmts
         if isinstance(head, A.Call) and head.prefix == "P":
             if head.func.id == "when" and len(head.args) == 1 and not head.kwargs:
                 return A.When((A.WhenBranch(head.args[0], body, span=span),), None, span=span)
@@ -437,11 +577,10 @@ class AstBuilder(Transformer):
                          "blocks follow `for`, `when`, `P.when(...)`, `P.otherwise`, `combine`, "
                          "`sequential`, `pipe`, `process` and `consume`")
 
-    def for_stmt(self, meta, c):
-        names = [self._name(t) for t in c if isinstance(t, Token)]
-        rest = [x for x in c if not isinstance(x, Token)]
-        iterable, body = rest
-        span = self._span(meta)
+    def for_stmt(self, c):
+        names = [self._name(t) for t in c[1:] if isinstance(t, Token)]
+        iterable, block = c[-2], c[-1]
+        span = self._sp(c)
         if not (isinstance(iterable, A.Call) and (iterable.prefix == "P" and iterable.func.id in ("grid", "seq", "sel")
                                                    or not iterable.prefix and iterable.func.id == "P")):
             raise ParseIssue(iterable.span, "a `for` loop iterates over `P(...)`, `P.grid(...)`, `P.seq(...)` or `P.sel(...)`",
@@ -452,61 +591,60 @@ class AstBuilder(Transformer):
             raise ParseIssue(iterable.kwargs[0].span, f"`{spelling}` takes axes only")
         if not iterable.args:
             raise ParseIssue(iterable.span, f"`{spelling}` needs at least one axis")
+        if kind in ("seq", "sel") and len(iterable.args) != 1:
+            raise ParseIssue(iterable.span, f"`{spelling}` takes exactly one axis")
         if len(names) != len(iterable.args):
             raise ParseIssue(iterable.span, f"{len(names)} loop variable{'s' if len(names) != 1 else ''} "
                              f"but {len(iterable.args)} ax{'es' if len(iterable.args) != 1 else 'is'}",
                              "write one loop variable per axis")
-        if kind in ("seq", "sel") and len(names) != 1:
-            raise ParseIssue(iterable.span, f"`{spelling}` takes exactly one axis")
-        return A.ForLoop(tuple(names), kind, tuple(iterable.args), body, spelling, span=span)
+        return A.ForLoop(tuple(names), kind, tuple(iterable.args), block.stmts, spelling, span=span)
 
-    def else_when(self, meta, c):
-        return A.WhenBranch(c[0], c[1], span=self._span(meta))
+    def else_when(self, c):
+        return A.WhenBranch(c[1], c[2].stmts, span=self._sp(c))
 
-    def otherwise(self, meta, c):
-        return _BlockMarker(c[0], span=self._span(meta))
+    def otherwise(self, c):
+        return _BlockMarker(c[1].stmts, span=self._sp(c))
 
-    def when_stmt(self, meta, c):
-        pred, body, rest = c[0], c[1], [x for x in c[2:] if x is not None]
-        span = self._span(meta)
-        first = A.WhenBranch(pred, body, span=span)
+    def when_stmt(self, c):
+        pred, block, rest = c[1], c[2], [x for x in c[3:] if x is not None]
+        first = A.WhenBranch(pred, block.stmts, span=self._sp(c[:3]))
         branches = (first,) + tuple(x for x in rest if isinstance(x, A.WhenBranch))
         other = next((x.body for x in rest if isinstance(x, _BlockMarker)), None)
-        return A.When(branches, other, span=span)
+        return A.When(branches, other, span=self._sp(c))
 
-    def combine_stmt(self, meta, c):
-        return A.Combine(c[0], span=self._span(meta))
+    def combine_stmt(self, c):
+        return A.Combine(c[1].stmts, span=self._sp(c))
 
-    def sequential_stmt(self, meta, c):
-        return A.Sequential(c[0], span=self._span(meta))
+    def sequential_stmt(self, c):
+        return A.Sequential(c[1].stmts, span=self._sp(c))
 
-    def pipe_stmt(self, meta, c):
-        return A.Pipe(c[0], span=self._span(meta))
+    def pipe_stmt(self, c):
+        return A.Pipe(c[1].stmts, span=self._sp(c))
 
-    def process_stmt(self, meta, c):
-        name = self._name(c[0])
-        star, replicas, body = c[1], c[2], c[3]
-        if star is not None and star.value != "*":
+    def process_stmt(self, c):
+        name = self._name(c[1])
+        star, replicas, block = c[2], c[3], c[4]
+        if star is not None and star.value != "*":  # the grammar's BINOP stands there
             raise ParseIssue(_tok_span(self.file, star), f"expected `*` or `{{`, found `{star.value}`",
                              "write `process NAME * N { ... }` for N replicas")
-        return A.Process(name, replicas, body, span=self._span(meta))
+        return A.Process(name, replicas, block.stmts, span=self._sp(c))
 
-    def send_stmt(self, meta, c):
-        channel, call = self._name(c[0]), c[1]
+    def send_stmt(self, c):
+        channel, call = self._name(c[1]), self._taken(c[2])
         stmt = _call_statement(call, call.span)
         if not isinstance(stmt, A.CallStmt):
             raise ParseIssue(call.span, "`send` takes a channel and a kernel call",
                              "write `send(ch, kernel[i](out = ch, ...))`")
-        return A.Send(channel, stmt, span=self._span(meta))
+        return A.Send(channel, stmt, span=self._sp(c))
 
-    def consume_stmt(self, meta, c):
-        return A.Consume(self._name(c[0]), self._name(c[1]), c[2], span=self._span(meta))
+    def consume_stmt(self, c):
+        return A.Consume(self._name(c[1]), self._name(c[2]), c[3].stmts, span=self._sp(c))
 
-    def record_stmt(self, meta, c):
-        return A.Record(self._name(c[0]), span=self._span(meta))
+    def record_stmt(self, c):
+        return A.Record(self._name(c[1]), span=self._sp(c))
 
-    def synchronize_stmt(self, meta, c):
-        return A.Synchronize(self._name(c[0]), span=self._span(meta))
+    def synchronize_stmt(self, c):
+        return A.Synchronize(self._name(c[1]), span=self._sp(c))
 
 
 _AXIS_HELP = {
@@ -627,6 +765,7 @@ def _workload_param_type(e: Any) -> tuple[str, Optional[A.Expr]]:
 # The parser object (built once per process; LALR tables cached on disk)
 
 _PARSER: Optional[Lark] = None
+_BUILDER = AstBuilder()
 
 
 def grammar_text() -> str:
@@ -644,10 +783,10 @@ def _lark() -> Lark:
     global _PARSER
     if _PARSER is None:
         text = grammar_text()
-        # The basic lexer, not the contextual one: the post-lexer looks one token ahead, so the
-        # parser state a contextual lexer would consult is not yet known.
-        options = dict(parser="lalr", lexer="basic", propagate_positions=True,
-                       maybe_placeholders=True, postlex=StatementSeparators())
+        options = dict(parser="lalr", lexer=WspLexer,
+                       maybe_placeholders=True,
+                       # AST nodes are built during LALR reductions: no parse tree, no second pass
+                       transformer=_BUILDER)
         try:
             d = cache_dir()
             d.mkdir(parents=True, exist_ok=True)
@@ -666,14 +805,14 @@ def _lark() -> Lark:
 
 _TOKEN_WORDS = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
+    "BINOP": "an operator",
     "RAW_STRING": "a `\"\"\"` string", "_SEP": "end of statement", "$END": "end of file",
-    "COMP_OP": "a comparison",
-    "ADD_OP": "`+` or `-`", "MUL_OP": "`*`, `/` or `%`", "OR": "`or`", "AND": "`and`",
+    "OR": "`or`", "AND": "`and`",
     "NOT": "`not`", "TRUE": "`true`", "FALSE": "`false`",
 }
-_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "ADD_OP", "NOT", "TRUE", "FALSE"}
-_DECL_START = {"MODULE", "IMPORT", "SYM", "CONST", "INPUT", "OUTPUT", "INOUT", "SCRATCH", "AXIS", "CHANNEL", "EVENT",
-               "KERNEL", "WORKLOAD", "SCHEDULE"}
+_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "BINOP", "NOT", "TRUE", "FALSE"}
+_DECL_START = {"MODULE", "IMPORT", "SYM", "CONST", "INPUT", "OUTPUT", "INOUT", "SCRATCH", "AXIS",
+               "CHANNEL", "EVENT", "KERNEL", "WORKLOAD", "SCHEDULE"}
 
 
 def _words(parser: Lark, expected: set[str]) -> str:
@@ -685,7 +824,7 @@ def _words(parser: Lark, expected: set[str]) -> str:
     if len(expected & _EXPR_START) >= 4:
         parts.append("an expression")
         expected -= _EXPR_START
-    operators = {"ADD_OP", "MUL_OP", "COMP_OP", "AND", "OR", "DOT", "LPAR", "LSQB", "EQUAL"}
+    operators = {"BINOP", "AND", "OR", "DOT", "LPAR", "LSQB", "EQUAL"}
     if len(expected & operators) >= 4:
         parts.append("an operator")
         expected -= operators
@@ -730,7 +869,7 @@ def _syntax_diagnostic(parser: Lark, err: UnexpectedInput, file: str, text: str)
     if isinstance(err, UnexpectedToken):
         tok = err.token
         expected = set(err.accepts or err.expected)
-        open_braces = parser.options.postlex.open_braces
+        open_braces = parser.parser.lexer.open_braces
         if tok.type == "$END" and "RBRACE" in expected and open_braces:
             brace = open_braces[-1]
             return Diagnostic(_tok_span(file, brace), "syntax", "this `{` is never closed",
@@ -772,28 +911,25 @@ def parse(text: str, file: str = "<string>") -> A.SourceFile:
     """Parse one file; raises `WspError` with a diagnostic on a syntax error."""
     parser = _lark()
     diags = Diagnostics({file: text})
-    builder = AstBuilder(file)
+    _BUILDER.reset(file)
     try:
-        tree = parser.parse(text)
-        decls = builder.transform(tree)
+        decls = parser.parse(text)
     except UnexpectedInput as err:
         diags.add(_syntax_diagnostic(parser, err, file, text))
         diags.raise_if_any()
         raise AssertionError("unreachable")
-    except VisitError as err:
-        if isinstance(err.orig_exc, ParseIssue):
-            issue = err.orig_exc
-            diags.error(issue.span, "syntax", issue.message, issue.help)
-            diags.raise_if_any()
-        raise
+    except ParseIssue as issue:
+        diags.error(issue.span, "syntax", issue.message, issue.help)
+        diags.raise_if_any()
+        raise AssertionError("unreachable")
     flat: list = []
     for d in decls:
         flat.extend(d if isinstance(d, list) else [d])
     source = A.SourceFile(file, tuple(flat), text, span=A.Span(file, 1, 1, 1, 1))
-    for node in source.walk():
-        if isinstance(node, RawCall) and isinstance(node.func, A.Index):
+    for node in _BUILDER.raw_calls.values():
+        if isinstance(node.func, A.Index):
             diags.error(node.span, "syntax", *_TASK_AS_VALUE)
-        elif isinstance(node, RawCall):
+        else:
             diags.error(node.span, "syntax", "a method call is only allowed in a schedule chain")
     diags.raise_if_any()
     return source
