@@ -41,11 +41,11 @@ workload work{i}(batch: DenseDyn, tiles: DenseDyn) {{
         norm{i}[b, t](x = X{i}[b, t], w = W, y = Y{i}[b, t])
         stat{i}[b, t](x = X{i}[b, t], h = H{i}[b, t])
     }}
-    for s in P.seq(tiles) {{
-        when s % 2 == 0 {{
-            stat{i}[s](x = X{i}[0, s], h = H{i}[0, s])
+    for b in P.seq(batch) {{
+        when b % 2 == 0 {{
+            stat{i}[b](x = X{i}[b, 0], h = H{i}[b, 0])
         }} otherwise {{
-            norm{i}[s](x = X{i}[0, s], w = W, y = Y{i}[0, s], eps = 1e-5)
+            norm{i}[b](x = X{i}[b, 0], w = W, y = Y{i}[b, 0], eps = 1e-5)
         }}
     }}
 }}
@@ -81,7 +81,7 @@ def median_time(cmd: list[str], runs: int, env: dict) -> float:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         times.append(time.perf_counter() - t0)
         if r.returncode != 0:
-            sys.exit(f"command failed: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+            sys.exit(f"command failed: {' '.join(cmd)}\n{(r.stdout + r.stderr)[:2000]}")
     return statistics.median(times)
 
 

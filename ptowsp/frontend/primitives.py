@@ -24,15 +24,49 @@ FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
 SIGNED_DTYPES = ("i8", "i16", "i32", "i64")
 UNSIGNED_DTYPES = ("u8", "u16", "u32", "u64")
 INT_DTYPES = SIGNED_DTYPES + UNSIGNED_DTYPES
-BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64,
-        "u8": 8, "u16": 16, "u32": 32, "u64": 64, "bool": 8}
+BITS = {
+    "f16": 16,
+    "bf16": 16,
+    "f32": 32,
+    "f64": 64,
+    "i8": 8,
+    "i16": 16,
+    "i32": 32,
+    "i64": 64,
+    "u8": 8,
+    "u16": 16,
+    "u32": 32,
+    "u64": 64,
+    "bool": 8,
+}
 # Spellings from NumPy, Triton and C that users reach for; used for `help:` texts only.
 DTYPE_ALIASES = {
-    "float": "f32", "float16": "f16", "half": "f16", "float32": "f32", "float64": "f64",
-    "double": "f64", "bfloat16": "bf16", "bf": "bf16", "int": "i32", "int8": "i8", "int16": "i16",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-    "uint64": "u64", "bool_": "bool", "boolean": "bool", "fp16": "f16", "fp32": "f32",
-    "fp64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "I32": "i32",
+    "float": "f32",
+    "float16": "f16",
+    "half": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "double": "f64",
+    "bfloat16": "bf16",
+    "bf": "bf16",
+    "int": "i32",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "bool_": "bool",
+    "boolean": "bool",
+    "fp16": "f16",
+    "fp32": "f32",
+    "fp64": "f64",
+    "F32": "f32",
+    "F16": "f16",
+    "BF16": "bf16",
+    "I32": "i32",
 }
 
 
@@ -90,7 +124,9 @@ class Type:
         if self.is_tile:
             return f"a {self.shape_str()} {self.dtype} tile"
         if self.literal:
-            return {"f32": "a float literal", "i32": "an integer literal"}.get(self.dtype, "a bool literal")
+            return {"f32": "a float literal", "i32": "an integer literal"}.get(
+                self.dtype, "a bool literal"
+            )
         return f"{'an' if self.dtype[0] in 'fi' else 'a'} {self.dtype} scalar"
 
 
@@ -182,7 +218,7 @@ def literal_fits(value: int, dtype: str) -> bool:
     """Whether an integer literal is representable in an integer dtype."""
     bits = BITS[dtype]
     if dtype in UNSIGNED_DTYPES:
-        return 0 <= value < 2 ** bits
+        return 0 <= value < 2**bits
     return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
 
 
@@ -190,7 +226,9 @@ def literal_fits(value: int, dtype: str) -> bool:
 # Broadcasting (2-D NumPy rules over symbolic dims)
 
 
-def _dim(a: sym.Expr, b: sym.Expr, ranges: Mapping[str, sym.Interval]) -> tuple[Optional[sym.Expr], str]:
+def _dim(
+    a: sym.Expr, b: sym.Expr, ranges: Mapping[str, sym.Interval]
+) -> tuple[Optional[sym.Expr], str]:
     """Broadcast one dimension: (result, "") or (None, "differ" / "may differ")."""
     eq = sym.prove_eq(a, b, ranges)
     if eq is True:
@@ -224,7 +262,9 @@ def broadcast(types: list[Type], ranges: Mapping[str, sym.Interval]) -> tuple[Op
     return tile(shape[0], shape[1], ""), why
 
 
-def fits(value: Type, rows: sym.Expr, cols: sym.Expr, ranges: Mapping[str, sym.Interval]) -> Optional[bool]:
+def fits(
+    value: Type, rows: sym.Expr, cols: sym.Expr, ranges: Mapping[str, sym.Interval]
+) -> Optional[bool]:
     """Whether `value` broadcasts to exactly [rows, cols]: True, False, or None if unprovable."""
     if not value.is_tile:
         return True
@@ -254,8 +294,9 @@ def same_shape(a: Type, b: Type, ranges: Mapping[str, sym.Interval]) -> Optional
 class Param:
     """One parameter of a primitive.
 
-    kind: `value` (a tile or a scalar), `tile`, `scalar`, `dim` (a compile-time positive
-    integer: literal, const or Constexpr parameter) or `dtype` (a data-type name such as `f32`).
+    kind: `value` (a tile or a scalar expression; the rule checks which it needs), `dim` (a
+    compile-time positive integer: literal, const or Constexpr parameter) or `dtype` (a data-type
+    name such as `f32`, written as a bare name).
     """
 
     name: str
@@ -320,9 +361,14 @@ def _need_tile(t: Typing, pname: str) -> bool:
     a = t[pname]
     if a.type.is_tile:
         return True
-    t.error(a.span, "needs-tile", f"`{t.name}` needs a tile, found {a.type}",
-            "reductions and tile operations take tiles; a scalar broadcasts in `+ - * /`"
-            if t.name in REDUCTIONS else None)
+    t.error(
+        a.span,
+        "needs-tile",
+        f"`{t.name}` needs a tile, found {a.type}",
+        "a scalar has nothing to reduce; `broadcast(s, M, N)` makes a tile of it"
+        if t.name in REDUCTIONS
+        else None,
+    )
     return False
 
 
@@ -330,8 +376,12 @@ def _no_bool(t: Typing, pname: str, what: Optional[str] = None) -> bool:
     a = t[pname]
     if a.type.dtype != "bool":
         return True
-    t.error(a.span, "bool-arith", f"{what or f'`{t.name}`'} cannot take a bool value",
-            "use `where(cond, a, b)` to choose between values, or `cast(x, f32)` for 0/1")
+    t.error(
+        a.span,
+        "bool-arith",
+        f"{what or f'`{t.name}`'} cannot take a bool value",
+        "use `where(cond, a, b)` to choose between values, or `cast(x, f32)` for 0/1",
+    )
     return False
 
 
@@ -344,12 +394,15 @@ def _need_float(t: Typing, pname: str) -> Optional[Type]:
     if a.literal and k == "int":
         # decision: an integer literal given to a float function (`exp(2)`) is read as a float literal, as NumPy would
         return literal_type("float")
-    t.error(t[pname].span, "needs-float", f"`{t.name}` needs a float value, found {a}", _cast_help())
+    t.error(
+        t[pname].span, "needs-float", f"`{t.name}` needs a float value, found {a}", _cast_help()
+    )
     return None
 
 
-def elementwise_binary(t: Typing, label: str, a: Arg, b: Arg, span: Span,
-                       allow_bool: bool = False) -> Type:
+def elementwise_binary(
+    t: Typing, label: str, a: Arg, b: Arg, span: Span, allow_bool: bool = False
+) -> Type:
     """`a OP b` for an arithmetic operator or primitive: dtype combination and broadcasting.
 
     `label` names the operation in messages (`+`, `add`); broadcast errors go at `span`.
@@ -359,16 +412,28 @@ def elementwise_binary(t: Typing, label: str, a: Arg, b: Arg, span: Span,
     if not allow_bool:
         for x in (a, b):
             if x.type.dtype == "bool":
-                return t.error(x.span, "bool-arith", f"`{label}` cannot take a bool value",
-                               "use `where(cond, a, b)` to choose between values, or `cast(x, f32)` for 0/1")
+                return t.error(
+                    x.span,
+                    "bool-arith",
+                    f"`{label}` cannot take a bool value",
+                    "use `where(cond, a, b)` to choose between values, or `cast(x, f32)` for 0/1",
+                )
     shape, why = broadcast([a.type, b.type], t.ranges)
     if shape is None:
-        return t.error(span, "broadcast", f"operands of `{label}` {'do not' if why == 'differ' else 'may not'} "
-                       f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
-                       "extents must be equal or 1 in each dimension"
-                       + ("; Constexpr-dependent extents must be provably equal" if why != "differ" else ""))
+        return t.error(
+            span,
+            "broadcast",
+            f"operands of `{label}` {'do not' if why == 'differ' else 'may not'} "
+            f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
+            "extents must be equal or 1 in each dimension"
+            + ("; Constexpr-dependent extents must be provably equal" if why != "differ" else ""),
+        )
     d = combine(a.type, b.type)
-    return with_dtype(shape, d.dtype, d.literal) if shape.is_scalar else tile(shape.rows, shape.cols, d.dtype)
+    return (
+        with_dtype(shape, d.dtype, d.literal)
+        if shape.is_scalar
+        else tile(shape.rows, shape.cols, d.dtype)
+    )
 
 
 def compare(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
@@ -378,14 +443,21 @@ def compare(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
     bools = [x for x in (a, b) if x.type.dtype == "bool"]
     if bools and not (len(bools) == 2 and op in ("==", "!=")):
         # decision: bools compare only with bools and only with `==` / `!=`
-        return t.error(bools[0].span, "bool-compare",
-                       f"`{op}` cannot compare a bool value" + (" with a number" if len(bools) == 1 else ""),
-                       "`cast(x, i32)` turns a bool into 0/1")
+        return t.error(
+            bools[0].span,
+            "bool-compare",
+            f"`{op}` cannot compare a bool value" + (" with a number" if len(bools) == 1 else ""),
+            "`cast(x, i32)` turns a bool into 0/1",
+        )
     shape, why = broadcast([a.type, b.type], t.ranges)
     if shape is None:
-        return t.error(span, "broadcast", f"operands of `{op}` {'do not' if why == 'differ' else 'may not'} "
-                       f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
-                       "extents must be equal or 1 in each dimension")
+        return t.error(
+            span,
+            "broadcast",
+            f"operands of `{op}` {'do not' if why == 'differ' else 'may not'} "
+            f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
+            "extents must be equal or 1 in each dimension",
+        )
     if shape.is_scalar:
         return scalar("bool", a.type.literal and b.type.literal)
     return tile(shape.rows, shape.cols, "bool")
@@ -397,13 +469,21 @@ def logic(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
         return ERROR
     for x in (a, b):
         if x.type.dtype != "bool":
-            return t.error(x.span, "needs-bool", f"`{op}` needs bool operands, found {x.type}",
-                           "compare first, e.g. `x > 0`")
+            return t.error(
+                x.span,
+                "needs-bool",
+                f"`{op}` needs bool operands, found {x.type}",
+                "compare first, e.g. `x > 0`",
+            )
     shape, why = broadcast([a.type, b.type], t.ranges)
     if shape is None:
-        return t.error(span, "broadcast", f"operands of `{op}` {'do not' if why == 'differ' else 'may not'} "
-                       f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
-                       "extents must be equal or 1 in each dimension")
+        return t.error(
+            span,
+            "broadcast",
+            f"operands of `{op}` {'do not' if why == 'differ' else 'may not'} "
+            f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
+            "extents must be equal or 1 in each dimension",
+        )
     if shape.is_scalar:
         return scalar("bool", a.type.literal and b.type.literal)
     return tile(shape.rows, shape.cols, "bool")
@@ -415,11 +495,17 @@ def unary(t: Typing, op: str, a: Arg) -> Type:
         return ERROR
     if op == "not":
         if a.type.dtype != "bool":
-            return t.error(a.span, "needs-bool", f"`not` needs a bool operand, found {a.type}",
-                           "compare first, e.g. `not (x > 0)`")
+            return t.error(
+                a.span,
+                "needs-bool",
+                f"`not` needs a bool operand, found {a.type}",
+                "compare first, e.g. `not (x > 0)`",
+            )
         return a.type
     if a.type.dtype == "bool":
-        return t.error(a.span, "bool-arith", "`-` cannot take a bool value", "use `not` to negate a bool")
+        return t.error(
+            a.span, "bool-arith", "`-` cannot take a bool value", "use `not` to negate a bool"
+        )
     return a.type
 
 
@@ -444,15 +530,25 @@ def _full(t: Typing) -> Type:
 
 
 def _value_for(t: Typing, pname: str, dtype: str) -> bool:
+    # decision: the value of `full`/`constant` is a scalar that converts to DT by the rules of `store` (`full(M, N, 1.5, i32)` needs a cast)
     a = t[pname]
     if a.type.is_tile:
-        t.error(a.span, "needs-scalar", f"the value of `{t.name}` must be a scalar, found a "
-                f"{a.type.shape_str()} tile", "use `broadcast(x, M, N)` or `cast(x, DT)` for tiles")
+        t.error(
+            a.span,
+            "needs-scalar",
+            f"the value of `{t.name}` must be a scalar, found a {a.type.shape_str()} tile",
+            "use `broadcast(x, M, N)` or `cast(x, DT)` for tiles",
+        )
         return False
     if not convertible(a.type, dtype):
-        t.error(a.span, "needs-cast", f"`{t.name}` of {dtype} cannot take {a.type} without a cast",
-                f"write `cast(value, {dtype})`" if a.type.dtype != "bool" and dtype != "bool"
-                else "bool values are `true` and `false`; `cast` converts between bool and numbers")
+        t.error(
+            a.span,
+            "needs-cast",
+            f"`{t.name}` of {dtype} cannot take {a.type} without a cast",
+            f"write `cast(value, {dtype})`"
+            if a.type.dtype != "bool" and dtype != "bool"
+            else "bool values are `true` and `false`; `cast` converts between bool and numbers",
+        )
         return False
     return True
 
@@ -495,8 +591,12 @@ def _pow(t: Typing) -> Type:
     if f is None:
         return ERROR
     if s.type.is_tile:
-        return t.error(s.span, "needs-scalar", f"the exponent of `pow` must be a scalar, found a "
-                       f"{s.type.shape_str()} tile", "for elementwise exponents write `exp(y * log(x))`")
+        return t.error(
+            s.span,
+            "needs-scalar",
+            f"the exponent of `pow` must be a scalar, found a {s.type.shape_str()} tile",
+            "for elementwise exponents write `exp(y * log(x))`",
+        )
     if not _no_bool(t, "exponent", "the exponent of `pow`"):
         return ERROR
     # decision: `pow(x, s)` has x's type; s may be any numeric scalar (an f32 `x` with an f64 `s` stays f32)
@@ -508,11 +608,14 @@ REDUCTIONS = ("rowsum", "rowmax", "rowmin", "rowmean", "colsum", "colmax", "colm
 
 def _reduction(t: Typing) -> Type:
     x = t["x"].type
+    # decision: reductions of bool tiles are errors (cast to a number first)
     if x.is_error or not _need_tile(t, "x") or not _no_bool(t, "x"):
         return ERROR
     if t.name.endswith("mean") and kind_of(x.dtype) != "float":
         # decision: rowmean/colmean of an integer tile is an error (cast first); sums, maxima and minima keep the tile's dtype, integers included
-        return t.error(t["x"].span, "needs-float", f"`{t.name}` needs a float tile, found {x}", _cast_help())
+        return t.error(
+            t["x"].span, "needs-float", f"`{t.name}` needs a float tile, found {x}", _cast_help()
+        )
     if t.name.startswith("row"):
         return tile(x.rows, 1, x.dtype)
     return tile(1, x.cols, x.dtype)
@@ -527,12 +630,18 @@ def _row_col_op(t: Typing) -> Type:
     want = (a.type.rows, sym.const(1)) if row else (sym.const(1), a.type.cols)
     want_str = f"[{sym.to_str(want[0])}, {sym.to_str(want[1])}]"
     # decision: rowmul/rowadd/rowsub/rowdiv take exactly an [M, 1] tile and colmul/coladd/colsub/coldiv exactly a [1, N] tile (the operators broadcast more freely)
-    ok = v.type.is_tile and all(sym.prove_eq(h, w, t.ranges) is True
-                                for h, w in ((v.type.rows, want[0]), (v.type.cols, want[1])))
+    ok = v.type.is_tile and all(
+        sym.prove_eq(h, w, t.ranges) is True
+        for h, w in ((v.type.rows, want[0]), (v.type.cols, want[1]))
+    )
     if not ok:
-        return t.error(v.span, "shape", f"`{t.name}` needs a {want_str} tile as its second argument, "
-                       f"found {v.type}", f"`{t.name}(x, v)` {'scales' if t.name.endswith('mul') else 'combines'} "
-                       f"each {'row' if row else 'column'} of x with one value of v")
+        return t.error(
+            v.span,
+            "shape",
+            f"`{t.name}` needs a {want_str} tile as its second argument, found {v.type}",
+            f"`{t.name}(x, v)` combines each {'row' if row else 'column'} of x with one value of v; "
+            "the operators `+ - * /` broadcast more freely",
+        )
     return elementwise_binary(t, t.name, a, v, t.span)
 
 
@@ -543,9 +652,14 @@ def _broadcast(t: Typing) -> Type:
         return ERROR
     ok = fits(x.type, rows, cols, t.ranges)
     if ok is not True:
-        return t.error(t.span, "broadcast", f"`broadcast` cannot stretch {x.type.shape_str()} to "
-                       f"[{sym.to_str(rows)}, {sym.to_str(cols)}]",
-                       "each extent must equal the target's or be 1")
+        return t.error(
+            t.span,
+            "broadcast",
+            f"`broadcast` cannot stretch {x.type.shape_str()} to "
+            f"[{sym.to_str(rows)}, {sym.to_str(cols)}]",
+            "each extent must equal the target's or be 1",
+        )
+    # decision: `broadcast` keeps x's dtype; a literal gives its default dtype (`broadcast(1.0, M, N)` is f32, `broadcast(1, M, N)` i32)
     d = x.type.dtype if not x.type.literal else _LITERAL_DTYPE[kind_of(x.type.dtype)]
     return tile(rows, cols, d)
 
@@ -561,18 +675,25 @@ def _matmul(t: Typing) -> Type:
         return ERROR
     inner = sym.prove_eq(a.type.cols, b.type.rows, t.ranges)
     if inner is not True:
-        return t.error(t.span, "matmul-shape",
-                       f"inner dimensions of `matmul` {'do not' if inner is False else 'may not'} match: "
-                       f"{a.type.shape_str()} x {b.type.shape_str()}",
-                       "`matmul(a, b)` multiplies [M, K] by [K, N]; `transpose(x)` swaps a tile's dimensions")
+        return t.error(
+            t.span,
+            "matmul-shape",
+            f"inner dimensions of `matmul` {'do not' if inner is False else 'may not'} match: "
+            f"{a.type.shape_str()} x {b.type.shape_str()}",
+            "`matmul(a, b)` multiplies [M, K] by [K, N]; `transpose(x)` swaps a tile's dimensions",
+        )
     m, n = a.type.rows, b.type.cols
     if acc is not None:
         c = acc.type
         good = c.is_tile and c.dtype == "f32" and same_shape(c, tile(m, n, "f32"), t.ranges) is True
         if not good:
-            return t.error(acc.span, "matmul-acc", f"the `acc` of `matmul` must be a "
-                           f"[{sym.to_str(m)}, {sym.to_str(n)}] f32 tile, found {c}",
-                           "`matmul(a, b, acc = c)` returns `c + a @ b` in f32")
+            return t.error(
+                acc.span,
+                "matmul-acc",
+                f"the `acc` of `matmul` must be a "
+                f"[{sym.to_str(m)}, {sym.to_str(n)}] f32 tile, found {c}",
+                "`matmul(a, b, acc = c)` returns `c + a @ b` in f32",
+            )
     # decision: matmul takes integer or float tiles of any dtypes and always yields f32 (language.md: accumulates in f32)
     return tile(m, n, "f32")
 
@@ -603,13 +724,22 @@ def _where(t: Typing) -> Type:
     if c.type.is_error or a.type.is_error or b.type.is_error:
         return ERROR
     if c.type.dtype != "bool":
-        return t.error(c.span, "needs-bool", f"the condition of `where` must be bool, found {c.type}",
-                       "compare to get a condition: `where(x > 0, x, 0)`")
+        return t.error(
+            c.span,
+            "needs-bool",
+            f"the condition of `where` must be bool, found {c.type}",
+            "compare to get a condition: `where(x > 0, x, 0)`",
+        )
     shape, why = broadcast([c.type, a.type, b.type], t.ranges)
     if shape is None:
-        return t.error(t.span, "broadcast", f"arguments of `where` {'do not' if why == 'differ' else 'may not'} "
-                       f"broadcast: {c.type.shape_str()}, {a.type.shape_str()} and {b.type.shape_str()}",
-                       "extents must be equal or 1 in each dimension")
+        return t.error(
+            t.span,
+            "broadcast",
+            f"arguments of `where` {'do not' if why == 'differ' else 'may not'} "
+            f"broadcast: {c.type.shape_str()}, {a.type.shape_str()} and {b.type.shape_str()}",
+            "extents must be equal or 1 in each dimension",
+        )
+    # decision: `where`'s result dtype combines a and b as an arithmetic operator would (bool branches allowed); a literal branch takes the other's dtype
     d = combine(a.type, b.type)
     if shape.is_scalar:
         return scalar(d.dtype, d.literal and c.type.literal)
@@ -630,9 +760,13 @@ def _slice(t: Typing) -> Type:
     rem = sym.mod(x.cols, 2)
     even = sym.prove_eq(rem, 0, t.ranges)
     if even is not True:
-        return t.error(t["x"].span, "odd-width", f"`{t.name}` needs an even number of columns, found "
-                       f"{x.shape_str()}" + (" (may be odd)" if even is None else ""),
-                       "`slice_even`/`slice_odd` take columns 0, 2, 4, ... / 1, 3, 5, ... of an even-width tile")
+        return t.error(
+            t["x"].span,
+            "odd-width",
+            f"`{t.name}` needs an even number of columns, found "
+            f"{x.shape_str()}" + (" (may be odd)" if even is None else ""),
+            "`slice_even`/`slice_odd` take columns 0, 2, 4, ... / 1, 3, 5, ... of an even-width tile",
+        )
     return tile(x.rows, sym.floordiv(x.cols, 2), x.dtype)
 
 
@@ -642,9 +776,13 @@ def _interleave(t: Typing) -> Type:
         return ERROR
     same = same_shape(a.type, b.type, t.ranges)
     if same is not True:
-        return t.error(t.span, "shape", f"`interleave` needs two tiles of the same shape, found "
-                       f"{a.type.shape_str()} and {b.type.shape_str()}",
-                       "`interleave(a, b)` is the inverse of `slice_even` and `slice_odd`")
+        return t.error(
+            t.span,
+            "shape",
+            f"`interleave` needs two tiles of the same shape, found "
+            f"{a.type.shape_str()} and {b.type.shape_str()}",
+            "`interleave(a, b)` is the inverse of `slice_even` and `slice_odd`",
+        )
     # decision: interleave of two dtypes gives their promoted dtype (like an elementwise operation)
     return tile(a.type.rows, sym.mul(a.type.cols, 2), promote(a.type.dtype, b.type.dtype))
 
@@ -660,44 +798,104 @@ _DIMS = (Param("rows", "dim"), Param("cols", "dim"))
 def _table() -> dict[str, Primitive]:
     rows: list[Primitive] = [
         Primitive("load", "memory", (Param("x", "value"),), _load, "a copy of a tile"),
-        Primitive("full", "memory", _DIMS + (Param("value", "value"), Param("dtype", "dtype")), _full,
-                  "a [rows, cols] tile of dtype filled with value"),
-        Primitive("constant", "memory", (Param("value", "value"), Param("dtype", "dtype")), _constant,
-                  "a scalar of dtype"),
+        Primitive(
+            "full",
+            "memory",
+            _DIMS + (Param("value", "value"), Param("dtype", "dtype")),
+            _full,
+            "a [rows, cols] tile of dtype filled with value",
+        ),
+        Primitive(
+            "constant",
+            "memory",
+            (Param("value", "value"), Param("dtype", "dtype")),
+            _constant,
+            "a scalar of dtype",
+        ),
     ]
     for name in ("add", "sub", "mul", "div"):
-        rows.append(Primitive(name, "arithmetic", _AB, _arith, f"elementwise {name} (broadcasting)"))
+        rows.append(
+            Primitive(name, "arithmetic", _AB, _arith, f"elementwise {name} (broadcasting)")
+        )
     for name in ("maximum", "minimum"):
-        rows.append(Primitive(name, "arithmetic", _AB, _arith, f"elementwise {name} (broadcasting)"))
+        rows.append(
+            Primitive(name, "arithmetic", _AB, _arith, f"elementwise {name} (broadcasting)")
+        )
     for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos"):
-        rows.append(Primitive(name, "math", _X, _float_unary, f"elementwise {name} of a float value"))
+        rows.append(
+            Primitive(name, "math", _X, _float_unary, f"elementwise {name} of a float value")
+        )
     for name in ("abs", "neg"):
         rows.append(Primitive(name, "math", _X, _numeric_unary, f"elementwise {name}"))
-    rows.append(Primitive("pow", "math", (Param("x", "value"), Param("exponent", "value")), _pow,
-                          "x raised to a scalar power"))
+    rows.append(
+        Primitive(
+            "pow",
+            "math",
+            (Param("x", "value"), Param("exponent", "value")),
+            _pow,
+            "x raised to a scalar power",
+        )
+    )
     rows.append(Primitive("relu", "activations", _X, _numeric_unary, "max(x, 0)"))
     for name in ("gelu", "silu"):
-        rows.append(Primitive(name, "activations", _X, _float_unary, f"{name} (gelu: tanh approximation)"))
+        rows.append(
+            Primitive(name, "activations", _X, _float_unary, f"{name} (gelu: tanh approximation)")
+        )
     for name in REDUCTIONS:
         shape = "[M, 1]" if name.startswith("row") else "[1, N]"
-        rows.append(Primitive(name, "reductions", (Param("x", "value"),), _reduction,
-                              f"{name[3:]} over each {'row' if name.startswith('row') else 'column'} -> {shape}"))
+        rows.append(
+            Primitive(
+                name,
+                "reductions",
+                (Param("x", "value"),),
+                _reduction,
+                f"{name[3:]} over each {'row' if name.startswith('row') else 'column'} -> {shape}",
+            )
+        )
     # decision: `colsub` and `coldiv` exist beside `colmul` and `coladd`, mirroring the row forms
     for name in ("rowmul", "rowadd", "rowsub", "rowdiv", "colmul", "coladd", "colsub", "coldiv"):
-        rows.append(Primitive(name, "broadcast", (Param("x", "value"), Param("vec", "value")), _row_col_op,
-                              f"{name[3:]} a {'[M, 1]' if name.startswith('row') else '[1, N]'} vector into each "
-                              f"{'row' if name.startswith('row') else 'column'}"))
+        rows.append(
+            Primitive(
+                name,
+                "broadcast",
+                (Param("x", "value"), Param("vec", "value")),
+                _row_col_op,
+                f"{name[3:]} a {'[M, 1]' if name.startswith('row') else '[1, N]'} vector into each "
+                f"{'row' if name.startswith('row') else 'column'}",
+            )
+        )
     rows += [
-        Primitive("broadcast", "broadcast", (Param("x", "value"),) + _DIMS, _broadcast,
-                  "x stretched to [rows, cols]"),
-        Primitive("matmul", "matrix", _AB + (Param("acc", "value", optional=True),), _matmul,
-                  "[M, K] x [K, N] -> [M, N] f32; with acc: acc + a @ b"),
+        Primitive(
+            "broadcast",
+            "broadcast",
+            (Param("x", "value"),) + _DIMS,
+            _broadcast,
+            "x stretched to [rows, cols]",
+        ),
+        # decision: `acc` may be given by keyword (`acc = c`) or as a third positional argument
+        Primitive(
+            "matmul",
+            "matrix",
+            _AB + (Param("acc", "value", optional=True),),
+            _matmul,
+            "[M, K] x [K, N] -> [M, N] f32; with acc: acc + a @ b",
+        ),
         Primitive("transpose", "matrix", _X, _transpose, "[M, N] -> [N, M]"),
         Primitive("softmax", "special", _X, _softmax, "row-wise softmax"),
-        Primitive("cast", "special", (Param("x", "value"), Param("dtype", "dtype")), _cast,
-                  "x converted to dtype"),
-        Primitive("where", "special", (Param("cond", "value"),) + _AB, _where,
-                  "a where cond holds, else b (broadcasting)"),
+        Primitive(
+            "cast",
+            "special",
+            (Param("x", "value"), Param("dtype", "dtype")),
+            _cast,
+            "x converted to dtype",
+        ),
+        Primitive(
+            "where",
+            "special",
+            (Param("cond", "value"),) + _AB,
+            _where,
+            "a where cond holds, else b (broadcasting)",
+        ),
         Primitive("row_index", "special", _DIMS, _index, "i32 tile of row numbers"),
         Primitive("col_index", "special", _DIMS, _index, "i32 tile of column numbers"),
         Primitive("slice_even", "special", _X, _slice, "columns 0, 2, 4, ..."),

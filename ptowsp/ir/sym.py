@@ -6,11 +6,15 @@ semantics; the surface language spells them ``/`` and ``%``), ``ceildiv``,
 ``min``, ``max`` and ``abs``.  Every builder returns a canonical form: a
 polynomial with integer coefficients over *atoms* -- variables and opaque
 non-linear nodes whose arguments are themselves canonical -- with terms in a
-fixed order.  Two expressions whose difference is a polynomial in the same
-atoms therefore compare equal structurally iff they are equal semantically.
-On top of that the module offers substitution, exact evaluation, interval
-bounds, three-valued proofs, run-time ``Check``s and printers for the surface
-language and for C.
+fixed order.  So ``a - b`` simplifies to ``0`` exactly when a and b agree as
+polynomials in their atoms (taken as independent unknowns), and structural
+``==`` decides that.  Division by a positive constant is normalised too:
+whole multiples are peeled off (``(16*t + 8) / 16`` -> ``t``, which holds for
+every integer t), common factors cancel, the constant is reduced into
+``[0, c)``, and ``ceildiv(x, c)`` becomes ``(x + c - 1) / c`` (printed back
+as ``ceildiv``).  On top of that the module offers substitution, exact
+evaluation, interval bounds, three-valued proofs, run-time ``Check``s and
+printers for the surface language and for C.
 
 Simplification preserves the value wherever the input is defined.  A division
 whose divisor could be zero may disappear (``0 * (x / y)`` -> ``0``,
@@ -114,13 +118,13 @@ class CeilDiv(Expr):
 
 @_node
 class Min(Expr):
-    """Minimum of two or more pairwise incomparable arguments, sorted."""
+    """Minimum of two or more sorted arguments, no two differing by a constant."""
     args: tuple
 
 
 @_node
 class Max(Expr):
-    """Maximum of two or more pairwise incomparable arguments, sorted."""
+    """Maximum of two or more sorted arguments, no two differing by a constant."""
     args: tuple
 
 
@@ -615,7 +619,7 @@ def _imod(n, d):
         return (0, min(_xadd(d[1], -1), n[1]) if n[0] >= 0 else _xadd(d[1], -1))
     if d[1] < 0:
         return (max(_xadd(d[0], 1), n[0]) if n[1] <= 0 else _xadd(d[0], 1), 0)
-    m = _xadd(max(-d[0], d[1]), -1)
+    m = _xadd(max(-d[0], d[1], 1), -1)  # d == [0, 0] is never defined: any answer
     return (-m, m)
 
 
