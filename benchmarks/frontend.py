@@ -90,7 +90,9 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=11)
     args = ap.parse_args()
-    env = {**os.environ}
+    # Installed packages run from cached bytecode (pip compiles it at install time); a shell that
+    # sets PYTHONDONTWRITEBYTECODE would make every run recompile wspc's sources instead.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "generated.wsp"
         text = generate(args.lines)

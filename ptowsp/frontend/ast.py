@@ -1,5 +1,9 @@
 """The surface AST of a `.wsp` file: one frozen dataclass per construct of the language.
 
+Node classes are declared with `@node` (`ptowsp/records.py`): frozen, slotted dataclasses whose
+generated methods are compiled in one batch, because defining ~60 classes with
+`@dataclass(frozen=True, slots=True)` cost more than parsing a small file.
+
 The AST mirrors the grammar, not execution (that is the IR's job, built by `ir/lower.py`).
 Every node carries a `Span`; spans are left out of equality, so two parses of the same
 program at different positions compare equal. Nothing here knows about Lark.
@@ -7,11 +11,13 @@ program at different positions compare equal. Nothing here knows about Lark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field
 from typing import Iterator, Optional, Union
 
+from ..records import record as node  # a frozen, slotted dataclass, cheap to define
 
-@dataclass(frozen=True, slots=True)
+
+@node
 class Span:
     """A source range: 1-based line and column of the first character, end exclusive."""
 
@@ -34,7 +40,7 @@ class Span:
 NO_SPAN = Span("<builtin>", 0, 0, 0, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Node:
     """Base of every AST node."""
 
@@ -42,10 +48,10 @@ class Node:
 
     def children(self) -> Iterator["Node"]:
         """Direct child nodes, in source order."""
-        for f in fields(self):
-            if f.name == "span":
+        for name in self._all_:
+            if name == "span":
                 continue
-            value = getattr(self, f.name)
+            value = getattr(self, name)
             if isinstance(value, Node):
                 yield value
             elif isinstance(value, tuple):
@@ -66,21 +72,21 @@ class Node:
 # Expressions (shared by kernel bodies, scalar expressions, views, dims and schedule keys)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Name(Node):
     """An identifier use: a const, sym, tensor, axis, loop variable, parameter, ..."""
 
     id: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class IntLit(Node):
     """An integer literal (`42`, `0x2A`, `1_000`)."""
 
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class FloatLit(Node):
     """A float literal (`1.0`, `1e-6`, `.5`, `inf`); `text` keeps the spelling."""
 
@@ -88,21 +94,21 @@ class FloatLit(Node):
     text: str = field(compare=False, default="")
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class BoolLit(Node):
     """`true` or `false`."""
 
     value: bool
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class StrLit(Node):
     """A string literal with escapes resolved."""
 
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Unary(Node):
     """`-x` or `not x`."""
 
@@ -110,7 +116,7 @@ class Unary(Node):
     operand: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Binary(Node):
     """`a OP b` for `+ - * / %`, comparisons, `and`, `or`; `op_span` locates the operator."""
 
@@ -120,7 +126,7 @@ class Binary(Node):
     op_span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Keyword(Node):
     """`name = value` inside a call's argument list."""
 
@@ -128,7 +134,7 @@ class Keyword(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Call(Node):
     """`func(args, name = value, ...)`; `tl.f` and `pto.f` are stored as `f` with `prefix` set."""
 
@@ -138,7 +144,7 @@ class Call(Node):
     prefix: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Attr(Node):
     """`value.attr`: `e.pos`, `t.index`, `NAME.id`."""
 
@@ -146,7 +152,7 @@ class Attr(Node):
     attr: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Slice(Node):
     """`start : stop` inside an index list; either bound may be missing (`:`)."""
 
@@ -154,7 +160,7 @@ class Slice(Node):
     stop: Optional[Expr]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Index(Node):
     """`value[i, j : k, :]`: a tensor view, a tensor element read, or `ragged[b]`."""
 
@@ -166,21 +172,21 @@ class Index(Node):
 # parser turns these spellings into dedicated nodes wherever they appear.
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class DenseAxis(Node):
     """`Dense[N]` (also `Dense[N]()`): a static extent."""
 
     extent: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class DenseDynAxis(Node):
     """`DenseDyn(expr)`: an extent known at run time."""
 
     extent: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class RaggedAxis(Node):
     """`Ragged(outer, lengths)`: `lengths` is an i32 tensor or an expression of `_`."""
 
@@ -188,7 +194,7 @@ class RaggedAxis(Node):
     lengths: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SparseAxis(Node):
     """`Sparse(outer, indptr, indices)`: CSR selection."""
 
@@ -207,7 +213,7 @@ AxisExpr = Union[DenseAxis, DenseDynAxis, RaggedAxis, SparseAxis, Expr]
 # Types
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class TensorType(Node):
     """`DT[dims]` of a tensor declaration."""
 
@@ -215,7 +221,7 @@ class TensorType(Node):
     dims: tuple[Expr, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class TileType(Node):
     """`Tile[M, N, DT]`."""
 
@@ -224,7 +230,7 @@ class TileType(Node):
     dtype: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class TileParamType(Node):
     """`In[Tile[...]]`, `Out[Tile[...]]` or `InOut[Tile[...]]`."""
 
@@ -232,14 +238,14 @@ class TileParamType(Node):
     tile: TileType
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ScalarParamType(Node):
     """`Scalar[DT]`."""
 
     dtype: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ConstexprParamType(Node):
     """`Constexpr[DT]`: a compile-time integer that specialises the kernel."""
 
@@ -252,7 +258,7 @@ ParamType = Union[TileParamType, ScalarParamType, ConstexprParamType]
 # Statements: kernel bodies (Let, Assign, Store, ExprStmt) and workload bodies (the rest)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Let(Node):
     """`let name = value`."""
 
@@ -260,7 +266,7 @@ class Let(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Assign(Node):
     """`name = value`: rebinds a `let`."""
 
@@ -268,7 +274,7 @@ class Assign(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Store(Node):
     """`store(target, value)`."""
 
@@ -276,14 +282,14 @@ class Store(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ExprStmt(Node):
     """An expression used as a statement where no other reading applies (always an error)."""
 
     expr: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class CallStmt(Node):
     """`callee[coords](args)`: a kernel task, or an inlined workload (resolved by the checker).
 
@@ -296,7 +302,7 @@ class CallStmt(Node):
     kwargs: tuple[Keyword, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ForLoop(Node):
     """`for v1, v2 in P(...) / P.grid(...) / P.seq(...) / P.sel(...) { body }`.
 
@@ -310,7 +316,7 @@ class ForLoop(Node):
     spelling: str = field(default="P", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class WhenBranch(Node):
     """One `when PRED { body }` arm (also `else when`, `P.when(PRED)`)."""
 
@@ -318,7 +324,7 @@ class WhenBranch(Node):
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class When(Node):
     """`when ... else when ... otherwise ...`: the first branch whose predicate holds runs."""
 
@@ -326,21 +332,21 @@ class When(Node):
     otherwise: Optional[tuple[Stmt, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Combine(Node):
     """`combine { ... }`: an unordered group."""
 
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Sequential(Node):
     """`sequential { ... }`: each statement's tasks finish before the next one's start."""
 
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Process(Node):
     """`process NAME { ... }` or `process NAME * N { ... }` (N replicas)."""
 
@@ -349,14 +355,14 @@ class Process(Node):
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Pipe(Node):
     """`pipe { process ... }` (also `P.pipe`)."""
 
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Send(Node):
     """`send(channel, CALL)`."""
 
@@ -364,7 +370,7 @@ class Send(Node):
     call: CallStmt
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Consume(Node):
     """`consume(channel) as var { body }`."""
 
@@ -373,21 +379,21 @@ class Consume(Node):
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Record(Node):
     """`record(event)`: marks the tasks of the preceding statement."""
 
     event: Name
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Synchronize(Node):
     """`synchronize(event)`: later statements of the block wait for the marked tasks."""
 
     event: Name
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SlotSet(Node):
     """`slot_set(k, expr)`."""
 
@@ -395,7 +401,7 @@ class SlotSet(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SlotLoad(Node):
     """`slot_load(k, T[i, j])`."""
 
@@ -412,21 +418,21 @@ Stmt = Union[
 # Declarations
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ModuleDecl(Node):
     """`module NAME`."""
 
     name: Name
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Import(Node):
     """`import "path.wsp"` (path relative to the importing file)."""
 
     path: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SymDecl(Node):
     """One name of `sym A, B = 4`: a non-negative integer bound at run time."""
 
@@ -434,7 +440,7 @@ class SymDecl(Node):
     default: Optional[Expr]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ConstDecl(Node):
     """`const N = 64`."""
 
@@ -442,7 +448,7 @@ class ConstDecl(Node):
     value: Expr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class TensorDecl(Node):
     """`input|output|inout|scratch NAME: DT[dims]`."""
 
@@ -451,7 +457,7 @@ class TensorDecl(Node):
     type: TensorType
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class AxisDecl(Node):
     """`axis NAME = AXIS`."""
 
@@ -459,7 +465,7 @@ class AxisDecl(Node):
     axis: AxisExpr
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ChannelDecl(Node):
     """`channel NAME: Tile[M, N, DT], depth = D`, or a token channel when `elem` is None.
 
@@ -471,14 +477,14 @@ class ChannelDecl(Node):
     depth: Optional[Expr]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class EventDecl(Node):
     """`event NAME`: a rendezvous channel of depth 0."""
 
     name: Name
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class KernelParam(Node):
     """`name: TYPE [= default]`."""
 
@@ -487,7 +493,7 @@ class KernelParam(Node):
     default: Optional[Expr]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ExternBody(Node):
     """`extern LANG <raw string>`: a foreign body for one target language (`c`, `ascend`)."""
 
@@ -495,7 +501,7 @@ class ExternBody(Node):
     code: str
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class KernelDecl(Node):
     """`kernel NAME(params) { body }` or `kernel NAME(params) extern c \"\"\"...\"\"\"`."""
 
@@ -505,7 +511,7 @@ class KernelDecl(Node):
     externs: tuple[ExternBody, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class WorkloadParam(Node):
     """`name: AxisType` of a workload (`DenseDyn`, `Dense[8]`, `Ragged`, `Sparse`)."""
 
@@ -514,7 +520,7 @@ class WorkloadParam(Node):
     extent: Optional[Expr] = None
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class WorkloadDecl(Node):
     """`workload NAME(params) { body }`."""
 
@@ -523,7 +529,7 @@ class WorkloadDecl(Node):
     body: tuple[Stmt, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class Combinator(Node):
     """`.name(args)` in a schedule chain."""
 
@@ -532,7 +538,7 @@ class Combinator(Node):
     kwargs: tuple[Keyword, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class ScheduleDecl(Node):
     """`schedule NAME = W(args) .comb(...) ...`."""
 
@@ -548,7 +554,7 @@ Decl = Union[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@node
 class SourceFile(Node):
     """One parsed `.wsp` file: its path, its text and its declarations in source order."""
 

@@ -14,13 +14,14 @@ Compiler bugs are not diagnostics: they raise `InternalError`, which names the s
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterable, Mapping, Optional
 
+from ..records import record
 from .ast import NO_SPAN, Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Note:
     """A secondary location ("first declared here")."""
 
@@ -28,7 +29,7 @@ class Note:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Diagnostic:
     """One user error at a span, with an optional fix (`help`) and related locations."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..records import record
 from ..ir import sym
 from . import ast as A
 from .signatures import KernelSig
@@ -21,7 +22,7 @@ DEFAULT_CHANNEL_DEPTH = 1  # language.md is silent; see docs/language.md
 NUM_SLOTS = 64
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TensorInfo:
     """A declared tensor: `kind` is input/output/inout/scratch; dims are symbolic."""
 
@@ -32,7 +33,7 @@ class TensorInfo:
     decl: A.TensorDecl
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AxisInfo:
     """A module-level axis.
 
@@ -52,7 +53,7 @@ class AxisInfo:
     indices: Optional[str] = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChannelInfo:
     """A channel (data: `elem` = (rows, cols, dtype); token: `elem` None) or an event (depth 0)."""
 
@@ -63,7 +64,7 @@ class ChannelInfo:
     decl: Union[A.ChannelDecl, A.EventDecl]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RuntimeCheck:
     """A fact the checker could not prove; the back ends test it before launching (`span` names
     the statement or argument to blame)."""

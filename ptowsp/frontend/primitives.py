@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
+from ..records import record
 from ..ir import sym
 from .ast import NO_SPAN, Span
 
@@ -85,7 +86,7 @@ _LITERAL_DTYPE = {"bool": "bool", "int": "i32", "float": "f32"}
 # Types
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Type:
     """A kernel value: a tile `[rows, cols] dtype`, a scalar of a dtype, or the error type.
 
@@ -290,7 +291,7 @@ def same_shape(a: Type, b: Type, ranges: Mapping[str, sym.Interval]) -> Optional
 # Parameters, bound arguments and the typing context
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     """One parameter of a primitive.
 
@@ -304,7 +305,7 @@ class Param:
     optional: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Arg:
     """An argument bound to a parameter: its type (values), dim (`dim`) or dtype name (`dtype`)."""
 
@@ -333,7 +334,7 @@ class Typing:
         return self.args[name]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Primitive:
     """A kernel primitive: name, group (language.md's table), parameters and typing rule."""
 

@@ -51,7 +51,9 @@ def expr_str(e: Optional[A.Node], parent: int = 0) -> str:
     if isinstance(e, A.Slice):
         start = expr_str(e.start) if e.start is not None else ""
         stop = expr_str(e.stop) if e.stop is not None else ""
-        return f"{start} : {stop}".strip() if (start or stop) else ":"
+        # PEP 8's habit: `0:8`, but `t * 16 : t * 16 + 16` when a bound is compound
+        simple = all(b is None or isinstance(b, (A.Name, A.IntLit)) for b in (e.start, e.stop))
+        return f"{start}:{stop}" if simple else f"{start} : {stop}".strip()
     if isinstance(e, A.Index):
         return f"{expr_str(e.value, 8)}[{', '.join(expr_str(i) for i in e.items)}]"
     if isinstance(e, A.DenseAxis):

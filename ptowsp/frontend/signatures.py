@@ -8,15 +8,15 @@ folded. `to_sym` turns an integer AST expression into a `sym.Expr`, asking a cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
+from ..records import record
 from ..ir import sym
 from . import ast as A
 from .diagnostics import Diagnostics, did_you_mean
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TileSig:
     """The tile a parameter takes: mode (`In`, `Out`, `InOut`), symbolic rows and cols, dtype."""
 
@@ -26,7 +26,7 @@ class TileSig:
     dtype: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParamSig:
     """One kernel parameter: `kind` is `tile`, `scalar` or `constexpr`."""
 
@@ -38,7 +38,7 @@ class ParamSig:
     span: A.Span
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelSig:
     """What a call site needs to know about a kernel."""
 

@@ -22,8 +22,10 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Union
 
+from ..records import record
 from ..ir import sym
 from . import ast as A
+from .printer import expr_str
 from .diagnostics import Diagnostics, Note, did_you_mean
 from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
 from .signatures import KernelSig, NotSymbolic, ParamSig, to_sym
@@ -33,6 +35,8 @@ FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 UNKNOWN = sym.Interval(None, None)
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
 
+_PROVERS = {"<=": sym.prove_le, "<": sym.prove_lt, ">=": sym.prove_ge, ">": sym.prove_gt,
+            "==": sym.prove_eq, "!=": sym.prove_ne}
 COMBINATORS = ("dispatch", "streams", "stream_by", "timing", "task_graph")
 DISPATCH_POLICIES = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 TIMING_POLICIES = ("immediate", "batched", "interleaved", "rate_limit")
@@ -46,7 +50,7 @@ Ref = Optional[tuple[str, str]]
 # What names mean inside a workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SVal:
     """The type of a scalar expression (`int`, `float`, `bool` or `error`) and, for integers,
     its symbolic value; `value` holds a compile-time float."""
@@ -59,7 +63,7 @@ class SVal:
 ERR = SVal("error")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AxisVal:
     """An axis as the body sees it.
 
@@ -77,7 +81,7 @@ class AxisVal:
     static: bool = False  # a `Dense` parameter or axis: the extent is a compile-time integer
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoopVar:
     """A loop variable (or the `_` of a ragged length): an integer with a known range."""
 
@@ -88,7 +92,7 @@ class LoopVar:
     pos: Optional[sym.Expr] = None  # `e.pos` of a `P.sel` variable
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Item:
     """The variable of `consume(ch) as t`: an item of `channel` (None if the channel is bad)."""
 
@@ -97,7 +101,7 @@ class Item:
     var: sym.Expr  # t.index
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProcessName:
     """An enclosing `process NAME [* N]`: `NAME.id` is its replica number."""
 
@@ -106,7 +110,7 @@ class ProcessName:
     var: Optional[sym.Expr]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pending:
     """A variable of the loop whose axes are being read (not yet bound)."""
 
@@ -142,7 +146,7 @@ class Scope:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Need:
     """`ragged[i]` inside a workload: `i` must iterate the ragged axis's outer axis. Kept for
     the call sites when a workload parameter is involved."""
@@ -167,7 +171,7 @@ class Summary:
     needs: list[Need] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Op:
     """A send or consume inside a process, for the rendezvous deadlock check."""
 
@@ -193,6 +197,7 @@ class _Module:
         self.summaries: dict[str, Summary] = {}
         self.in_progress: list[str] = []
         self._sound: dict[tuple[str, str], bool] = {}
+        self.proofs: dict[tuple, Optional[bool]] = {}  # see `_Body.decide`
 
     def run(self) -> None:
         self._ragged_lengths()
@@ -344,24 +349,8 @@ class _Body:
         self.diags.error(span, code, message, help, notes)
 
     def text(self, node: A.Node) -> str:
-        """The source text of a node, whitespace collapsed."""
-        s = node.span
-        src = self.env.sources.get(s.file)
-        if src is None or s.line <= 0:
-            return "..."
-        lines = src.splitlines()
-        if s.line > len(lines) or s.end_line > len(lines):
-            return "..."
-        if s.line == s.end_line:
-            out = lines[s.line - 1][s.col - 1 : s.end_col - 1]
-        else:
-            parts = (
-                [lines[s.line - 1][s.col - 1 :]]
-                + lines[s.line : s.end_line - 1]
-                + [lines[s.end_line - 1][: s.end_col - 1]]
-            )
-            out = " ".join(p.strip() for p in parts)
-        return " ".join(out.split())
+        """A node as source text (the one AST printer, so messages read the same everywhere)."""
+        return expr_str(node)
 
     def call_text(self, call: A.CallStmt) -> str:
         if call.coords is None:
@@ -417,18 +406,25 @@ class _Body:
         `E` written as `E - 1 - u` (`u >= 0`), a superset of its real range: both a proof and
         a disproof over the superset hold for the real range.
         """
-        prover = {
-            "<=": sym.prove_le,
-            "<": sym.prove_lt,
-            ">=": sym.prove_ge,
-            ">": sym.prove_gt,
-            "==": sym.prove_eq,
-            "!=": sym.prove_ne,
-        }[op]
+        free = sym.free_vars(lhs) | sym.free_vars(rhs)
+        # Programs repeat the same views over the same loops; proofs are the checker's main
+        # cost, so each distinct question (with the facts it depends on) is answered once.
+        seen = set(free)
+        for v in free:
+            if v in self.extents:
+                seen |= sym.free_vars(self.extents[v])
+        facts = tuple(sorted((v, self.ranges.get(v), self.extents.get(v)) for v in seen))
+        key = (lhs, op, rhs, facts)
+        cache = self.mod.proofs
+        if key not in cache:
+            cache[key] = self._decide(lhs, op, rhs, free)
+        return cache[key]
+
+    def _decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr, free: frozenset) -> Optional[bool]:
+        prover = _PROVERS[op]
         r = prover(lhs, rhs, self.ranges)
         if r is not None:
             return r
-        free = sym.free_vars(lhs) | sym.free_vars(rhs)
         mapping: dict[str, sym.Expr] = {}
         ranges = dict(self.ranges)
         for v in free:

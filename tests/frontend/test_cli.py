@@ -38,7 +38,7 @@ def test_check_reports_every_file_then_exits_1(tmp_path):
     bad.write_text("const A = \n")
     result = CliRunner().invoke(main, ["check", str(bad), str(ROOT / "examples/rmsnorm.wsp")])
     assert result.exit_code == 1
-    assert f"{bad}:1:11: error: expected an expression, found end of file" in result.output
+    assert f"{bad}:1:10: error: expected an expression, found end of file" in result.output
     assert "rmsnorm.wsp: ok" in result.output
 
 
