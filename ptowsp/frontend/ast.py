@@ -546,6 +546,7 @@ class ScheduleDecl(Node):
     workload: Name
     args: tuple[Expr, ...]
     combinators: tuple[Combinator, ...]
+    kwargs: tuple[Keyword, ...] = ()
 
 
 Decl = Union[

@@ -405,7 +405,7 @@ class AstBuilder:
             raise ParseIssue(getattr(node, "span", span), "a schedule starts with a workload call",
                              "write `schedule main = my_workload(axes...) .dispatch(...)`")
         combinators.reverse()
-        return A.ScheduleDecl(name, node.func, node.args, tuple(combinators), span=span)
+        return A.ScheduleDecl(name, node.func, node.args, tuple(combinators), node.kwargs, span=span)
 
     # ---- statements
     def block(self, c):

@@ -39,7 +39,7 @@ class AxisInfo:
 
     kind: `dense` (static `extent`), `densedyn` (symbolic `extent`), `ragged` (`outer` axis name
     and `lengths`: a tensor name or an AST expression of `_`), `sparse` (`outer`, `indptr`,
-    `indices` tensor names). `alias_of` is set for `axis a = other_axis`.
+    `indices` tensor names). `axis a = other_axis` copies the other axis's meaning.
     """
 
     name: str

@@ -171,7 +171,7 @@ def _decl(d: A.Node, out: list[str]) -> None:
         out.append(f"{pad}Workload {d.name.id}({params})")
         _block(d.body, 2, out)
     elif isinstance(d, A.ScheduleDecl):
-        out.append(f"{pad}Schedule {d.name.id} = {d.workload.id}({_args(d.args, ())})")
+        out.append(f"{pad}Schedule {d.name.id} = {d.workload.id}({_args(d.args, d.kwargs)})")
         for c in d.combinators:
             out.append(f"{pad}  .{c.name.id}({_args(c.args, c.kwargs)})")
     else:

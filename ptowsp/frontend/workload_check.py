@@ -1207,7 +1207,7 @@ class _Body:
             else:
                 bound[kw.name] = (kw.value, kw.span)
         missing = [n for n in names if n not in bound]
-        if missing:
+        if missing and ok:  # after a misspelt keyword, the missing parameter is the same mistake
             listed = ", ".join(f"`{m}`" for m in missing)
             self.error(
                 span,
@@ -2292,12 +2292,12 @@ class _Body:
                     f"`{wname}` is {_an(kind)}, not a workload",
                     "a schedule starts with a workload call: `schedule main = my_workload(axes...)`",
                 )
-            for a in sd.args:
+            for a in sd.args + tuple(k.value for k in sd.kwargs):
                 self.axis(a, Scope())
         else:
             decl = self.env.workloads[wname]
             summary = self.mod.summaries.get(wname)
-            mapping = self.bind_workload(decl, sd.args, (), self._schedule_call_span(sd), Scope())
+            mapping = self.bind_workload(decl, sd.args, sd.kwargs, self._schedule_call_span(sd), Scope())
             if summary is not None and mapping is not None:
                 self.apply_needs(wname, summary.needs, mapping)
             names: set[str] = set()

@@ -91,3 +91,25 @@ def test_python_dash_m_and_no_numpy_import():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
+
+
+def test_grammar_tables_are_cached_and_lark_is_not_imported_on_a_warm_run(tmp_path):
+    code = ("import sys\nfrom ptowsp.frontend.checker import check_file\n"
+            "check_file('examples/rmsnorm.wsp')\nprint('lark' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(tmp_path)}
+    cold = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout.strip() == "True"  # the first run builds the tables with Lark
+    assert len(list(tmp_path.glob("grammar-*.marshal"))) == 1
+    warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.strip() == "False"  # later runs load them: no Lark, no rebuild
+
+
+def test_unwritable_cache_still_checks(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(blocker / "cache")}
+    result = subprocess.run([sys.executable, "-m", "ptowsp", "check", "examples/rmsnorm.wsp"],
+                            capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr

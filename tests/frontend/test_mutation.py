@@ -13,8 +13,8 @@ from ptowsp.frontend.checker import check_source
 from ptowsp.frontend.diagnostics import WspError
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [p.read_text() for p in sorted((ROOT / "tests" / "programs").glob("*.wsp"))]
-SOURCES += [p.read_text() for p in sorted((ROOT / "examples").glob("*.wsp"))]
+PATHS = sorted((ROOT / "tests" / "programs").glob("*.wsp")) + sorted((ROOT / "examples").glob("*.wsp"))
+SOURCES = [p.read_text() for p in PATHS]
 TOKEN = re.compile(r'"""[\s\S]*?"""|"(?:\\.|[^"\\\n])*"|//[^\n]*|\d[\d_.eE]*|\w+|\n|[<>=!]=|\S')
 
 
@@ -50,10 +50,11 @@ def test_mutated_programs_give_diagnostics_not_crashes(which, mutations, word):
         if not toks:
             return
     text = join(toks)
+    name = str(PATHS[which])  # beside the original, so that its imports resolve
     try:
-        check_source(text, "mutant.wsp")
+        check_source(text, name)
     except WspError as err:
         assert err.diagnostics
         rendered = err.render()
-        assert rendered.startswith("mutant.wsp:")
+        assert rendered.startswith(name) or rendered.startswith(str(PATHS[which].parent))
         assert "Traceback" not in rendered
