@@ -14,12 +14,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== wspc check examples/rmsnorm.wsp"
+	@echo "== 1. check a correct program (language.md's first example)"
 	$(BIN)/wspc check examples/rmsnorm.wsp
-	@echo "== wspc compile examples/rmsnorm.wsp --emit ast (first lines)"
-	@$(BIN)/wspc compile examples/rmsnorm.wsp --emit ast | head -n 20
-	@echo "== a program with mistakes: wspc check reports every one (exit status 1 is expected)"
-	-$(BIN)/wspc check examples/errors_demo.wsp
+	@echo
+	@echo "== 2. the checked program as wspc sees it (wspc compile --emit ast)"
+	$(BIN)/wspc compile examples/rmsnorm.wsp --emit ast
+	@echo
+	@echo "== 3. a program with six mistakes: every one is reported, with a fix where one is known"
+	@$(BIN)/wspc check examples/errors_demo.wsp; \
+	  echo "(wspc exited with status $$?: 1 means the program has errors)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
