@@ -87,7 +87,7 @@ def check(ctx: click.Context, files: tuple[str, ...], quiet: bool) -> None:
 
     failed = False
     for path in files:
-        env = _run_guarded(ctx, "check", lambda: check_file(path), exit_on_error=False)
+        env = _run_guarded(ctx, "check", lambda path=path: check_file(path), exit_on_error=False)
         if env is None:
             failed = True
         elif not quiet:

@@ -15,11 +15,11 @@ from typing import Optional
 
 from ..ir import sym
 from . import ast as A
-from .diagnostics import Diagnostics, Note, WspError, did_you_mean
+from .diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernel_check import check_kernel_body
 from .parser import DTYPES, parse
-from .signatures import NotSymbolic, const_resolver, kernel_signature, to_sym
+from .signatures import NotSymbolic, kernel_signature, to_sym
 from .workload_check import check_workloads
 
 
@@ -29,10 +29,8 @@ def check_file(path: str) -> ModuleEnv:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        diags = Diagnostics()
-        diags.error(A.Span(str(path), 0, 0, 0, 0), "io", f"cannot read file: {_reason(err)}")
-        diags.raise_if_any()
-        raise AssertionError("unreachable")
+        span = A.Span(str(path), 0, 0, 0, 0)
+        raise WspError([Diagnostic(span, "io", f"cannot read file: {_reason(err)}")]) from None
     return check_source(text, str(path))
 
 
@@ -305,12 +303,12 @@ class _DeclChecker:
         for name, d in list(self.env.names.items()):
             if not isinstance(d, A.TensorDecl):
                 continue
-            dims = []
+            dims, sound = [], True
             for e in d.type.dims:
                 try:
                     s = to_sym(e, resolve, self.diags, "a tensor dimension")
                 except NotSymbolic:
-                    s = sym.const(1)
+                    s, sound = sym.const(1), False
                 v = sym.const_value(s)
                 if v is not None and v < 0:
                     self.diags.error(e.span, "negative-dim", f"tensor dimension is negative ({v})")
@@ -318,7 +316,7 @@ class _DeclChecker:
                     self.env.checks.append(_runtime(s, ">=", sym.const(0),
                                                     f"dimension of `{name}` must not be negative", e.span))
                 dims.append(s)
-            self.env.tensors[name] = TensorInfo(name, d.kind, d.type.dtype, tuple(dims), d)
+            self.env.tensors[name] = TensorInfo(name, d.kind, d.type.dtype, tuple(dims), d, sound)
 
     # -- axes
     def _axes(self) -> None:
@@ -417,7 +415,7 @@ class _DeclChecker:
         if t.dtype not in ("i32", "i64", "i16", "i8", "u8", "u16", "u32", "u64"):
             self.diags.error(e.span, "bad-index-tensor",
                              f"`{role}` must be an integer tensor, but `{e.id}` is {t.dtype}",
-                             f"declare it as `i32[...]`")
+                             "declare it as `i32[...]`")
             return None
         if len(t.dims) != 1:
             self.diags.error(e.span, "bad-index-tensor",
@@ -431,13 +429,14 @@ class _DeclChecker:
             if isinstance(d, A.EventDecl):
                 self.env.channels[name] = ChannelInfo(name, None, 0, True, d)
             elif isinstance(d, A.ChannelDecl):
-                elem = None
+                elem, sound = None, True
                 if d.elem is not None:
                     rows = self._const_int(d.elem.rows, "a tile dimension")
                     cols = self._const_int(d.elem.cols, "a tile dimension")
                     for v, e in ((rows, d.elem.rows), (cols, d.elem.cols)):
                         if v is not None and v <= 0:
                             self.diags.error(e.span, "bad-tile", f"tile dimensions must be positive, found {v}")
+                    sound = rows is not None and cols is not None and rows > 0 and cols > 0
                     elem = (rows or 1, cols or 1, d.elem.dtype)
                 depth = DEFAULT_CHANNEL_DEPTH
                 if d.depth is not None:
@@ -446,7 +445,7 @@ class _DeclChecker:
                         self.diags.error(d.depth.span, "bad-depth", f"channel depth must be 0 or more, found {v}")
                     elif v is not None:
                         depth = v
-                self.env.channels[name] = ChannelInfo(name, elem, depth, False, d)
+                self.env.channels[name] = ChannelInfo(name, elem, depth, False, d, sound)
 
     # -- kernels: signatures, then bodies
     def _kernels(self) -> None:

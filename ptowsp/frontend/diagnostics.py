@@ -14,7 +14,6 @@ Compiler bugs are not diagnostics: they raise `InternalError`, which names the s
 from __future__ import annotations
 
 import difflib
-from dataclasses import field
 from typing import Iterable, Mapping, Optional
 
 from ..records import record

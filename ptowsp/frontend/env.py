@@ -31,6 +31,7 @@ class TensorInfo:
     dtype: str
     dims: tuple[sym.Expr, ...]
     decl: A.TensorDecl
+    sound: bool = True  # False: a dimension was wrong (reported); a placeholder stands for it
 
 
 @record
@@ -62,6 +63,7 @@ class ChannelInfo:
     depth: int
     is_event: bool
     decl: Union[A.ChannelDecl, A.EventDecl]
+    sound: bool = True  # False: the element type was wrong (reported)
 
 
 @record

@@ -24,6 +24,7 @@ class TileSig:
     rows: sym.Expr
     cols: sym.Expr
     dtype: str
+    sound: bool = True  # False: a dimension was wrong (reported); a placeholder stands for it
 
 
 @record
@@ -135,13 +136,14 @@ def kernel_signature(k: A.KernelDecl, consts: Mapping[str, int], diags: Diagnost
     for p in k.params:
         t = p.type
         if isinstance(t, A.TileParamType):
-            dims = []
+            dims, sound = [], True
             for d in (t.tile.rows, t.tile.cols):
                 try:
                     dims.append(to_sym(d, resolve, diags, "a tile dimension"))
                 except NotSymbolic:
                     dims.append(sym.const(1))
-            tile = TileSig(t.mode, dims[0], dims[1], t.tile.dtype)
+                    sound = False
+            tile = TileSig(t.mode, dims[0], dims[1], t.tile.dtype, sound)
             params.append(ParamSig(p.name.id, "tile", t.tile.dtype, tile, p.default, p.span))
         elif isinstance(t, A.ScalarParamType):
             params.append(ParamSig(p.name.id, "scalar", t.dtype, None, p.default, p.span))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Union
+from typing import Iterable, Optional, Union
 
 from ..records import record
 from ..ir import sym
@@ -28,7 +28,7 @@ from . import ast as A
 from .printer import expr_str
 from .diagnostics import Diagnostics, Note, did_you_mean
 from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
-from .signatures import KernelSig, NotSymbolic, ParamSig, to_sym
+from .signatures import KernelSig, ParamSig
 
 UNSIGNED_DTYPES = frozenset({"u8", "u16", "u32", "u64"})
 FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
@@ -196,7 +196,6 @@ class _Module:
         self.diags = diags
         self.summaries: dict[str, Summary] = {}
         self.in_progress: list[str] = []
-        self._sound: dict[tuple[str, str], bool] = {}
         self.proofs: dict[tuple, Optional[bool]] = {}  # see `_Body.decide`
 
     def run(self) -> None:
@@ -220,34 +219,6 @@ class _Module:
             self.in_progress.pop()
         self.summaries[name] = s
         return s
-
-    def sound(
-        self,
-        kind: str,
-        name: str,
-        dims: Callable[[], list[A.Expr]],
-        allow_syms: bool,
-        extra: Iterable[str] = (),
-    ) -> bool:
-        """Whether every dimension expression of a declaration converts (memoised)."""
-        key = (kind, name)
-        if key not in self._sound:
-            env, extra = self.env, set(extra)
-
-            def resolve(n: A.Name) -> sym.Expr:
-                if n.id in env.consts:
-                    return sym.const(env.consts[n.id])
-                if n.id in extra or (allow_syms and env.kind_of(n.id) == "sym"):
-                    return sym.var(n.id)
-                raise NotSymbolic()
-
-            try:
-                for d in dims():
-                    to_sym(d, resolve, Diagnostics(), "a dimension")
-                self._sound[key] = True
-            except NotSymbolic:
-                self._sound[key] = False
-        return self._sound[key]
 
     def closure(self, name: str) -> list[Summary]:
         """The summaries of a workload and of everything it inlines, each once."""
@@ -458,29 +429,16 @@ class _Body:
         return True
 
     def sound_tensor(self, name: str) -> bool:
-        """False when a dimension of the tensor's declaration is wrong (reported by the declaration
-        checker, which put a placeholder in its place): its views are not checked further."""
-        return self.mod.sound("tensor", name, lambda: self.env.tensors[name].decl.type.dims, True)
+        """False when a dimension of the tensor's declaration is wrong (already reported, with a
+        placeholder in its place): its views are not checked further."""
+        return self.env.tensors[name].sound
 
     def sound_param(self, kernel: str, param: str) -> bool:
-        def dims() -> list[A.Expr]:
-            for p in self.env.kernels[kernel].params:
-                if p.name.id == param and isinstance(p.type, A.TileParamType):
-                    return [p.type.tile.rows, p.type.tile.cols]
-            return []
-
-        consts = {
-            p.name.id
-            for p in self.env.kernels[kernel].params
-            if isinstance(p.type, A.ConstexprParamType)
-        }
-        return self.mod.sound("param", f"{kernel}.{param}", dims, False, consts)
+        p = self.env.kernel_sigs[kernel].param(param)
+        return p is None or p.tile is None or p.tile.sound
 
     def sound_channel(self, ch: ChannelInfo) -> bool:
-        d = ch.decl
-        if not isinstance(d, A.ChannelDecl) or d.elem is None:
-            return True
-        return self.mod.sound("channel", ch.name, lambda: [d.elem.rows, d.elem.cols], False)
+        return ch.sound
 
     def opaque(self, name: str, dtype: str) -> sym.Expr:
         """A run-time value (a tensor element, a slot): a variable with its dtype's range."""
