@@ -458,7 +458,9 @@ class _DeclChecker:
                     self.diags.error(p.name.span, "duplicate-param", f"parameter `{p.name.id}` is declared twice",
                                      notes=[Note(seen[p.name.id].name.span, "first declared here")])
                 seen.setdefault(p.name.id, p)
-            check_kernel_body(k, sig, self.env.consts, self.diags)
+            types = check_kernel_body(k, sig, self.env.consts, self.diags)
+            if types is not None:
+                self.env.kernel_types[name] = types
 
 
 def _runtime(lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str, span: A.Span):

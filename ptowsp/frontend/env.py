@@ -8,7 +8,7 @@ result of a successful check is the `ModuleEnv` itself, which `ir/lower.py` cons
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from ..records import record
 from ..ir import sym
@@ -91,6 +91,8 @@ class ModuleEnv:
     channels: dict[str, ChannelInfo] = field(default_factory=dict)
     kernels: dict[str, A.KernelDecl] = field(default_factory=dict)
     kernel_sigs: dict[str, KernelSig] = field(default_factory=dict)
+    # the inferred types of each tile-bodied kernel (kernel_check.KernelTypes); extern: absent
+    kernel_types: dict[str, Any] = field(default_factory=dict)
     workloads: dict[str, A.WorkloadDecl] = field(default_factory=dict)
     schedules: dict[str, A.ScheduleDecl] = field(default_factory=dict)
     checks: list[RuntimeCheck] = field(default_factory=list)

@@ -450,6 +450,11 @@ def compare(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
             f"`{op}` cannot compare a bool value" + (" with a number" if len(bools) == 1 else ""),
             "`cast(x, i32)` turns a bool into 0/1",
         )
+    return _bool_result(t, op, a, b, span)
+
+
+def _bool_result(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
+    """The bool tile (or scalar) of a comparison or logical operator: its operands' broadcast."""
     shape, why = broadcast([a.type, b.type], t.ranges)
     if shape is None:
         return t.error(
@@ -476,18 +481,7 @@ def logic(t: Typing, op: str, a: Arg, b: Arg, span: Span) -> Type:
                 f"`{op}` needs bool operands, found {x.type}",
                 "compare first, e.g. `x > 0`",
             )
-    shape, why = broadcast([a.type, b.type], t.ranges)
-    if shape is None:
-        return t.error(
-            span,
-            "broadcast",
-            f"operands of `{op}` {'do not' if why == 'differ' else 'may not'} "
-            f"broadcast: {a.type.shape_str()} and {b.type.shape_str()}",
-            "extents must be equal or 1 in each dimension",
-        )
-    if shape.is_scalar:
-        return scalar("bool", a.type.literal and b.type.literal)
-    return tile(shape.rows, shape.cols, "bool")
+    return _bool_result(t, op, a, b, span)
 
 
 def unary(t: Typing, op: str, a: Arg) -> Type:
