@@ -124,18 +124,16 @@ def _excerpt(sources: Mapping[str, str], span: Span, label: str = "") -> list[st
     line = _source_line(sources, span)
     if line is None:
         return []
-    line = line.replace("\t", " ")
     width = len(str(span.line))
     gutter = " " * max(width, 3)
     start = max(span.col, 1)
-    if span.end_line == span.line:
-        end = max(span.end_col, start + 1)
-    else:
-        end = max(len(line) + 1, start + 1)
-    carets = " " * (start - 1) + "^" * (end - start)
-    out = [f" {str(span.line).rjust(len(gutter))} | {line}".rstrip(),
-           f" {gutter} | {carets}" + (f" {label}" if label else "")]
-    return out
+    end = max(span.end_col, start + 1) if span.end_line == span.line else max(len(line) + 1, start + 1)
+    # tabs are shown as 4 columns and the caret moves with them (message columns count characters)
+    shown_start = len(line[:start - 1].expandtabs(4))
+    shown_end = len(line[:end - 1].expandtabs(4))
+    carets = " " * shown_start + "^" * max(shown_end - shown_start, 1)
+    return [f" {str(span.line).rjust(len(gutter))} | {line.expandtabs(4)}".rstrip(),
+            f" {gutter} | {carets}" + (f" {label}" if label else "")]
 
 
 def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:

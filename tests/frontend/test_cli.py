@@ -113,3 +113,15 @@ def test_unwritable_cache_still_checks(tmp_path):
     result = subprocess.run([sys.executable, "-m", "ptowsp", "check", "examples/rmsnorm.wsp"],
                             capture_output=True, text=True, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_caret_follows_tabs(tmp_path):
+    src = tmp_path / "tab.wsp"
+    src.write_text("kernel k(x: In[Tile[4, 4, f32]], y: Out[Tile[4, 4, f32]]) {\n\tstore(y, x + nope)\n}\n")
+    result = CliRunner().invoke(main, ["check", str(src)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == f"{src}:2:15: error: unknown name `nope`"
+    source_line, caret_line = lines[1], lines[2]
+    assert source_line.endswith("|     store(y, x + nope)")
+    assert caret_line.index("^") == source_line.index("nope") and caret_line.count("^") == 4
