@@ -162,14 +162,17 @@ class _Parser:
         push_state, push_value = state_stack.append, value_stack.append
         for tok in self.lexer.tokens(text):
             ttype = tok[0]
+            before = None  # the stack before this token's reductions, for error messages
             while True:
                 action = states[state_stack[-1]].get(ttype)
                 if action is None:
-                    raise _UnexpectedToken(tok, set(states[state_stack[-1]]))
+                    raise _UnexpectedToken(tok, self.accepts(before or state_stack))
                 if action >= 0:
                     push_state(action)
                     push_value(tok)
                     break
+                if before is None:
+                    before = state_stack[:]
                 origin, size, fn, include, append_none, expand1, unit = rules[-1 - action]
                 if unit:
                     state_stack[-1] = states[state_stack[-2]][origin]
@@ -207,10 +210,35 @@ class _Parser:
         raise AssertionError("the token stream always ends with $END")
 
 
+    def accepts(self, stack: list[int]) -> set[str]:
+        """The terminals that could come next: those the tables would shift after reducing.
+
+        LALR merges lookaheads, so the actions of the state where an error shows up also list
+        tokens that fit only other contexts; trying each terminal on the stack as it was before
+        the offending token gives an honest "expected ..." (as Lark's `accepts()` does)."""
+        states, rules = self.tables["states"], self.tables["rules"]
+        terminals = {t for row in states.values() for t in row if t.isupper()}
+        out = set()
+        for t in terminals:
+            st = list(stack)
+            while True:
+                action = states[st[-1]].get(t)
+                if action is None:
+                    break
+                if action >= 0:
+                    out.add(t)
+                    break
+                origin, size = rules[-1 - action][:2]
+                if size:
+                    del st[-size:]
+                st.append(states[st[-1]][origin])
+        return out
+
+
 class _UnexpectedToken(Exception):
     def __init__(self, token: Tok, expected: set[str]):
         super().__init__(f"unexpected {token!r}")
-        self.token, self.expected = token, {e for e in expected if e.isupper()}  # terminals only
+        self.token, self.expected = token, expected
 
 
 _PARSER: Optional[_Parser] = None
