@@ -1,5 +1,9 @@
 """wspc: a compiler toolchain for the WSP workload-schedule language (PTO-WSP v9).
 
+    import ptowsp
+    m = ptowsp.load("model.wsp")                  # or ptowsp.parse(text, "model.wsp")
+    out = m.compile(target="cpu_sim").run(bind={"B": 4}, X=x)
+
 The package is imported by the `wspc` command on every run, so it stays light: nothing here
 imports numpy, cffi or Lark; each stage is imported where it is used.
 """
@@ -7,15 +11,28 @@ imports numpy, cffi or Lark; each stage is imported where it is used.
 __version__ = "0.1.0"
 
 
-def parse(text: str, filename: str = "<string>"):
-    """Parse `.wsp` text into an AST `SourceFile` (syntax only; see `check`)."""
-    from .frontend.parser import parse as _parse
-
-    return _parse(text, filename)
-
-
 def load(path: str):
-    """Load, resolve imports of, and check a `.wsp` file; returns the checked module."""
-    from .frontend.checker import check_file
+    """Load and check the module in `path` (with its imports): a `ptowsp.runtime.Module`.
 
-    return check_file(path)
+    Raises `ptowsp.WspError` (with `.diagnostics`) when the program has errors."""
+    from .frontend.checker import check_file
+    from .runtime import Module
+
+    return Module(check_file(path))
+
+
+def parse(text: str, filename: str = "<string>"):
+    """Check module text (imports relative to `filename`): a `ptowsp.runtime.Module`."""
+    from .frontend.checker import check_source
+    from .runtime import Module
+
+    return Module(check_source(text, filename))
+
+
+def __getattr__(name: str):
+    # the error classes, without importing the front end at `import ptowsp`
+    if name in ("WspError", "InternalError", "Diagnostic"):
+        from .frontend import diagnostics
+
+        return getattr(diagnostics, name)
+    raise AttributeError(f"module 'ptowsp' has no attribute {name!r}")

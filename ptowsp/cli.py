@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Callable, TypeVar
+from typing import Callable, Optional, TypeVar
 
 import click
 
@@ -96,30 +96,275 @@ def check(ctx: click.Context, files: tuple[str, ...], quiet: bool) -> None:
         ctx.exit(EXIT_USER)
 
 
+def _load_module(ctx: click.Context, file: str):
+    from .frontend.checker import check_file
+    from .runtime import Module
+
+    return Module(_run_guarded(ctx, "check", lambda: check_file(file)))
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--target", type=click.Choice(["cpu_sim", "ascend_npu"]), default="cpu_sim",
-              show_default=True, help="Back end.")
-@click.option("--emit", type=click.Choice(["ast"]), default=None,
-              help="Print an intermediate form instead of building (`ast`: the parsed program).")
-@click.option("-o", "--output", type=click.Path(), default=None, help="Write to this path.")
+@click.option("--target", type=click.Choice(["cpu_sim"]), default="cpu_sim", show_default=True,
+              help="Back end (ascend_npu comes with its issue).")
+@click.option("--emit", type=click.Choice(["ast", "ir", "c"]), default=None,
+              help="Print an intermediate form instead of building: the parsed program, the IR, "
+                   "or the generated C.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="With --emit: the file to write. Otherwise: the artifact directory to write.")
+@click.option("--schedule", default=None, help="The schedule to check exists (default: main or the only one).")
+@click.option("--depfile", type=click.Path(dir_okay=False), default=None,
+              help="Write a Makefile rule listing the module's source files (for make -MD style builds).")
 @click.pass_context
-def compile(ctx: click.Context, file: str, target: str, emit: str | None, output: str | None) -> None:
-    """Check FILE and compile it (today: `--emit ast`)."""
-    from .frontend.checker import check_file
+def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], output: Optional[str],
+            schedule: Optional[str], depfile: Optional[str]) -> None:
+    """Check FILE and build it for TARGET (or print an intermediate form)."""
     from .frontend.printer import dump
 
-    env = _run_guarded(ctx, "check", lambda: check_file(file))
+    module = _load_module(ctx, file)
     if emit == "ast":
-        text = "".join(dump(f) for f in env.files)
-        if output:
-            _write_atomic(output, text)
-        else:
-            click.echo(text, nl=False)
+        _emit(output, "".join(dump(f) for f in module.env.files))
         return
-    click.echo(f"wspc: error: the {target} back end is not part of this build yet; "
-               "use `--emit ast` to see the checked program", err=True)
-    ctx.exit(2)
+    ir = _run_guarded(ctx, "lower", lambda: module.ir)
+    if schedule is not None:
+        from .runtime import choose_schedule
+
+        _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
+    if emit == "ir":
+        from .ir.printer import print_module
+
+        _emit(output, print_module(ir))
+        return
+    from .backends.cpu import program as cpu
+
+    code = _run_guarded(ctx, "emit", lambda: cpu.emit_module(ir))
+    if emit == "c":
+        _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(code.files.items())
+                              if n.endswith(".c")))
+        return
+    artifact = _run_guarded(ctx, "build", lambda: _build(ir, code))
+    if output:
+        _run_guarded(ctx, "write", lambda: _write_artifact_dir(output, artifact, ir))
+    if depfile:
+        target_name = output or file
+        deps = " ".join(f.path for f in module.env.files)
+        _write_atomic(depfile, f"{target_name}: {deps}\n")
+    where = output or str(artifact.directory)
+    click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
+
+
+def _build(ir, code):
+    from .backends.cpu import build
+    from .backends.cpu.program import _extern_diagnostics
+
+    try:
+        return build.build(code.files)
+    except build.BuildError as err:
+        raise _extern_diagnostics(ir, err) or build.internal_build_error(err) from None
+
+
+def _write_artifact_dir(output: str, artifact, ir) -> None:
+    """A self-contained artifact directory: the library, its C, manifest.json and the IR."""
+    import os
+    import pickle
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    try:
+        for f in artifact.directory.iterdir():
+            shutil.copy2(f, tmp / f.name)
+        (tmp / "module.ir.pickle").write_bytes(pickle.dumps(ir))
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _emit(output: Optional[str], text: str) -> None:
+    if output:
+        _write_atomic(output, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        name, sep, rest = v.partition("=")
+        if not sep or not name or not rest:
+            raise click.BadParameter(f"expected NAME=VALUE, got {v!r}", ctx=ctx, param_hint=option)
+        out.append((name.strip(), rest.strip()))
+    return out
+
+
+@main.command()
+@click.argument("target_path", metavar="FILE|DIR", type=click.Path())
+@click.option("--schedule", default=None, help="The schedule to run (default: main or the only one).")
+@click.option("--bind", "binds", multiple=True, metavar="SYM=N", help="Bind a sym.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy", help="An input or inout array.")
+@click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False), default=None, metavar="F.npz",
+              help="Input arrays by name from one .npz file.")
+@click.option("--output", "outputs", multiple=True, metavar="NAME=F.npy",
+              help="Write an output or inout array (only after a successful run).")
+@click.option("--outputs", "outputs_npz", type=click.Path(dir_okay=False), default=None, metavar="F.npz",
+              help="Write every output and inout array into one .npz file.")
+@click.option("--random-inputs", type=int, default=None, metavar="SEED",
+              help="Fill inputs that have no array with reproducible random data.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker threads (default: cores).")
+@click.option("--target", type=click.Choice(["cpu_sim", "ref"]), default="cpu_sim", show_default=True,
+              help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle).")
+@click.option("--stats", is_flag=True, help="Print task count and times.")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.pass_context
+def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
+        outputs, outputs_npz, random_inputs, workers, target, stats, as_json) -> None:
+    """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`)."""
+    bind: dict[str, int] = {}
+    for name, value in _pairs(ctx, binds, "--bind"):
+        try:
+            bind[name] = int(value, 0)
+        except ValueError:
+            raise click.BadParameter(f"{name}={value}: not an integer", ctx=ctx, param_hint="--bind") from None
+    out_files = _pairs(ctx, outputs, "--output")
+    program = _run_guarded(ctx, "compile", lambda: _program(ctx, target_path, target, schedule, workers))
+    arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz, ctx))
+    results = _run_guarded(ctx, "run", lambda: program.run_arrays(arrays, bind, random_inputs, workers, sources))
+    _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, out_files, outputs_npz))
+    if stats or as_json:
+        info = program.stats.as_dict()
+        info["schedule"] = program.schedule
+        info["target"] = program.target
+        if as_json:
+            import json
+
+            click.echo(json.dumps(info, sort_keys=True))
+        else:
+            for k in ("task_count", "compile_time_ms", "execute_time_ms", "workers", "dependencies",
+                      "max_in_flight"):
+                if k in info:
+                    click.echo(f"{k:>16}: {info[k]}")
+
+
+def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int]):
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        from .runtime import load_artifact
+
+        return load_artifact(p, schedule, workers)
+    if not p.exists():
+        from .frontend.diagnostics import Diagnostic, WspError
+        from .spans import Span
+
+        raise WspError([Diagnostic(Span(path, 0, 0, 0, 0), "io", "cannot read file: no such file")])
+    module = _load_module(ctx, path)
+    return module.compile(target=target, schedule=schedule, workers=workers)
+
+
+def _read_inputs(program, inputs, inputs_npz, ctx):
+    """The arrays named on the command line; unreadable files are diagnostics at the tensor."""
+    import numpy as np
+
+    from .frontend.diagnostics import Diagnostic, WspError
+
+    tensors = {t.name: t for t in program.module.tensors}
+    arrays, sources, diags = {}, {}, []
+
+    def span_of(name):
+        from .spans import Span
+
+        t = tensors.get(name)
+        return t.span if t is not None else Span("<command line>", 0, 0, 0, 0)
+
+    if inputs_npz:
+        try:
+            with np.load(inputs_npz, allow_pickle=False) as z:
+                for name in z.files:
+                    arrays[name] = z[name]
+                    sources[name] = f"{inputs_npz}[{name}]"
+        except (OSError, ValueError) as err:
+            diags.append(Diagnostic(span_of(""), "io", f"cannot read {inputs_npz}: {err}"))
+    for name, file in _pairs(ctx, inputs, "--input"):
+        try:
+            arrays[name] = np.load(file, allow_pickle=False)
+            sources[name] = file
+        except (OSError, ValueError) as err:
+            reason = "no such file" if isinstance(err, FileNotFoundError) else str(err)
+            diags.append(Diagnostic(span_of(name), "io", f"cannot read {file} for `{name}`: {reason}"))
+    if diags:
+        raise WspError(diags, dict(program.module.sources))
+    return arrays, sources
+
+
+def _write_outputs(program, results, out_files, outputs_npz) -> None:
+    """Write the requested arrays, each atomically; only called after a successful run."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from .frontend.diagnostics import Diagnostic, WspError
+    from .spans import Span
+
+    diags = []
+    for name, _ in out_files:
+        if name not in results:
+            t = next((t for t in program.module.tensors if t.name == name), None)
+            what = f"`{name}` is an {t.kind}, not an output" if t is not None else f"`{name}` is not a tensor of the module"
+            diags.append(Diagnostic(t.span if t is not None else Span("<command line>", 0, 0, 0, 0), "io", what,
+                                    "--output names outputs and inouts"))
+    if diags:
+        raise WspError(diags, dict(program.module.sources))
+    jobs = [(Path(f), {name: results[name]}) for name, f in out_files]
+    if outputs_npz:
+        jobs.append((Path(outputs_npz), dict(results)))
+    for path, content in jobs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                if path.suffix == ".npz":
+                    np.savez(fh, **content)
+                else:
+                    np.save(fh, next(iter(content.values())))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@main.group()
+def cache() -> None:
+    """The build cache ($WSPC_CACHE_DIR or ~/.cache/wspc)."""
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """Where the cache is and what it holds."""
+    from .backends.cpu import build
+
+    info = build.cache_info()
+    click.echo(f"directory: {info['directory']}")
+    click.echo(f"modules:   {info['modules']}")
+    click.echo(f"runtimes:  {info['runtimes']}")
+    click.echo(f"size:      {info['bytes'] / 1e6:.1f} MB")
+
+
+@cache.command("clear")
+def cache_clear() -> None:
+    """Remove every cached artifact."""
+    from .backends.cpu import build
+
+    freed = build.cache_clear()
+    click.echo(f"removed {freed / 1e6:.1f} MB from {build.cache_dir()}")
 
 
 def _write_atomic(path, text: str) -> None:

@@ -1,0 +1,187 @@
+"""Build generated C into a loadable artifact, through a content-addressed cache.
+
+An artifact is a directory `<cache>/modules/<key>/` holding `module.so` and the C it was built
+from; `key` hashes everything that affects the bytes (the generated sources, the runtime's
+sources, the compiler and its flags, wspc's version). The runtime itself is compiled once per
+compiler and flags into `<cache>/runtime/<key>.o` and linked into every module, so a cold
+module build compiles only the generated code.
+
+Concurrency: every file and directory is built under a temporary name in the cache and renamed
+into place; a rename is atomic, so readers see a complete artifact or none. When eight
+`wspc compile` of one module race (`make -j8`), each builds, one rename wins, and the others
+throw their copy away and use the winner's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from ... import __version__
+from ...frontend.diagnostics import InternalError
+
+RUNTIME_DIR = Path(__file__).resolve().parents[2] / "runtime_c"  # a link to the repository's runtime_c/
+DEFAULT_CFLAGS = ("-std=c11", "-O3", "-march=native", "-fPIC", "-pthread",
+                  "-fno-math-errno", "-Wall", "-Wno-unused-function", "-Wno-unused-variable",
+                  "-Wno-unused-but-set-variable")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("WSPC_CACHE_DIR") or Path.home() / ".cache" / "wspc")
+
+
+def compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
+def cflags() -> list[str]:
+    extra = os.environ.get("WSPC_CFLAGS")
+    return shlex.split(extra) if extra is not None else list(DEFAULT_CFLAGS)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built module: where its shared object and sources are, and its cache key."""
+
+    key: str
+    directory: Path
+    cached: bool  # True when it was already in the cache
+
+    @property
+    def library(self) -> Path:
+        return self.directory / "module.so"
+
+
+class BuildError(Exception):
+    """The C compiler rejected the code; `output` is what it said."""
+
+    def __init__(self, message: str, output: str):
+        super().__init__(message)
+        self.output = output
+
+
+def _compiler_identity() -> str:
+    try:
+        out = subprocess.run(compiler() + ["--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0] if out.stdout else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _runtime_text() -> str:
+    files = sorted(RUNTIME_DIR.glob("*.[ch]"))
+    return "".join(f"// {f.name}\n{f.read_text()}" for f in files)
+
+
+def _run(cmd: list[str], what: str) -> None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as err:
+        raise BuildError(f"cannot run the C compiler `{cmd[0]}`: {err.strerror}", "") from None
+    if out.returncode != 0:
+        raise BuildError(f"the C compiler failed on {what}", out.stdout + out.stderr)
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename `tmp` to `final` unless another process got there first (then drop ours)."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if final.exists():
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+        else:
+            raise
+
+
+def runtime_object(root: Optional[Path] = None) -> Path:
+    """The runtime compiled with the current compiler and flags (built once, then cached)."""
+    root = root or cache_dir()
+    flags = cflags()
+    key = _digest(_runtime_text(), " ".join(compiler() + flags), _compiler_identity())
+    final = root / "runtime" / f"{key}.o"
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final.parent, prefix=".build-") as tmp:
+        objs = []
+        for src in sorted(RUNTIME_DIR.glob("*.c")):
+            obj = Path(tmp) / (src.name + ".o")
+            _run(compiler() + flags + ["-I", str(RUNTIME_DIR), "-c", str(src), "-o", str(obj)],
+                 f"runtime_c/{src.name}")
+            objs.append(str(obj))
+        combined = Path(tmp) / "runtime.o"
+        _run(["ld", "-r", "-o", str(combined)] + objs, "linking the runtime objects")
+        fd, staged = tempfile.mkstemp(dir=final.parent, prefix=".runtime-", suffix=".o")
+        os.close(fd)
+        shutil.copy(combined, staged)
+        _publish(Path(staged), final)
+    return final
+
+
+def build(sources: Mapping[str, str], root: Optional[Path] = None) -> Artifact:
+    """Compile `sources` ({file name: C text}; `.c` files are compiled) with the runtime."""
+    root = root or cache_dir()
+    flags = cflags()
+    runtime_o = runtime_object(root)
+    key = _digest(__version__, " ".join(compiler() + flags), _compiler_identity(), runtime_o.name,
+                  *(f"{name}\n{text}" for name, text in sorted(sources.items())))
+    final = root / "modules" / key
+    if (final / "module.so").exists():
+        return Artifact(key, final, cached=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}-"))
+    try:
+        for name, text in sources.items():
+            (tmp / name).write_text(text)
+        c_files = [str(tmp / n) for n in sorted(sources) if n.endswith(".c")]
+        _run(compiler() + flags + ["-shared", "-I", str(RUNTIME_DIR), "-I", str(tmp)] + c_files
+             + [str(runtime_o), "-o", str(tmp / "module.so"), "-lm"], "the generated module")
+        _publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Artifact(key, final, cached=False)
+
+
+def cache_info(root: Optional[Path] = None) -> dict:
+    """What the cache holds: its directory, artifact count and size in bytes."""
+    root = root or cache_dir()
+    modules = [p for p in (root / "modules").glob("*") if p.is_dir() and not p.name.startswith(".")]
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.exists() else 0
+    return {"directory": str(root), "modules": len(modules),
+            "runtimes": len(list((root / "runtime").glob("*.o"))), "bytes": size}
+
+
+def cache_clear(root: Optional[Path] = None) -> int:
+    """Remove every artifact (and the grammar tables); returns the bytes freed."""
+    root = root or cache_dir()
+    freed = cache_info(root)["bytes"]
+    if root.exists():
+        for child in root.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    return freed
+
+
+def internal_build_error(err: BuildError) -> InternalError:
+    return InternalError("cpu build", f"{err}\n{err.output.strip()}")

@@ -1,0 +1,249 @@
+"""Emit the enumerator of each schedule: C that walks the loop tree with the bound symbols,
+checks every view, and submits one `wsp_task` per task to the runtime (`wsp_runtime.h`).
+
+Python decides every expression here (`ir.sym.to_c`); the file layout is the template's.
+A failed view check calls `wsp_fail(rt, WSP_ERR_VIEW, "VIEW <k> <coords> <lhs> <rhs>")`, which
+`program.py` turns back into a diagnostic at the check's span with the coordinates and values;
+the task is not submitted, so it never launches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ...ir import nodes as N
+from ...ir import sym
+
+ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+             "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+_MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}
+
+
+def c_ident(prefix: str, name: str) -> str:
+    """A C identifier for a user name: only [A-Za-z0-9_], never clashing with C keywords."""
+    return prefix + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", name)
+
+
+def kernel_symbol(k: N.Kernel) -> str:
+    return c_ident("wsp_k_", k.name)
+
+
+def entry_symbol(s: N.Schedule) -> str:
+    return c_ident("wsp_run_", s.name)
+
+
+@dataclass
+class Enumerators:
+    """The C of every schedule's enumerator, and the run-time checks they may report."""
+
+    source: str
+    entries: dict[str, str]  # schedule name -> C function
+    checks: list[N.ViewCheck] = field(default_factory=list)  # indexed by the `k` of a report
+    tasks: list[N.Task] = field(default_factory=list)  # indexed by `wsp_task.stmt`
+
+
+class _Emitter:
+    def __init__(self, module: N.Module, out: Enumerators):
+        self.m = module
+        self.out = out
+        self.tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
+        self.kernel_index = {k.name: i for i, k in enumerate(module.kernels)}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.loop_vars: list[str] = []
+
+    # names in C
+    def name_of(self, v: str) -> str:
+        return c_ident("v_", v) if v in self.loop_vars else c_ident("s_", v)
+
+    def c(self, e) -> str:
+        return sym.to_c(sym.as_expr(e), self.name_of)
+
+    def emit(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def schedule(self, s: N.Schedule) -> str:
+        fn = entry_symbol(s)
+        self.lines = []
+        self.depth = 1
+        for i, sd in enumerate(self.m.syms):
+            self.emit(f"const int64_t {c_ident('s_', sd.name)} = syms[{i}];")
+        for i, t in enumerate(self.m.tensors):
+            dims = [self.c(d) for d in t.dims]
+            for d, text in enumerate(dims):
+                self.emit(f"const int64_t t{i}_d{d} = {text};")
+            # row-major strides, in elements
+            for d in range(len(dims)):
+                rest = " * ".join(f"t{i}_d{e}" for e in range(d + 1, len(dims))) or "1"
+                self.emit(f"const int64_t t{i}_s{d} = {rest};")
+            self.emit(f"char *const t{i} = (char *)tensors[{i}];")
+        self.emit("wsp_task task;")
+        self.emit("memset(&task, 0, sizeof task);")
+        self.emit("int rc = 0;")
+        self.emit("char msg[512];")
+        self.emit("(void)msg;")
+        self.body(s.body)
+        self.emit("return 0;")
+        head = f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors)\n{{\n"
+        return head + "\n".join(self.lines) + "\n}\n"
+
+    def body(self, stmts) -> None:
+        for st in stmts:
+            if isinstance(st, N.Loop):
+                self.loop(st)
+            elif isinstance(st, N.Block):
+                self.block(st)
+            else:
+                self.task(st)
+
+    def loop(self, lp: N.Loop) -> None:
+        extent = self.c(lp.extent)
+        self.loop_vars.append(lp.var)
+        v = self.name_of(lp.var)
+        if lp.kind == "seq":
+            self.emit("if ((rc = wsp_order_push(rt))) return rc;")
+        self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v}++) {{")
+        self.depth += 1
+        if lp.kind == "seq":
+            self.emit(f"if ({v} > 0 && (rc = wsp_order_next(rt))) return rc;")
+        self.body(lp.body)
+        self.depth -= 1
+        self.emit("}")
+        if lp.kind == "seq":
+            self.emit("if ((rc = wsp_order_pop(rt))) return rc;")
+        self.loop_vars.pop()
+
+    def block(self, b: N.Block) -> None:
+        if b.kind != "sequential":
+            self.body(b.body)
+            return
+        self.emit("if ((rc = wsp_order_push(rt))) return rc;")
+        for i, st in enumerate(b.body):
+            if i:
+                self.emit("if ((rc = wsp_order_next(rt))) return rc;")
+            self.body((st,))
+        self.emit("if ((rc = wsp_order_pop(rt))) return rc;")
+
+    def coords_format(self) -> tuple[str, str]:
+        names = [v for v in self.loop_vars]
+        fmt = ", ".join(f"{v.split(chr(39))[0]}=%lld" for v in names)
+        args = ", ".join(f"(long long){self.name_of(v)}" for v in names)
+        return fmt, args
+
+    def task(self, t: N.Task) -> None:
+        stmt = len(self.out.tasks)
+        self.out.tasks.append(t)
+        kernel = self.m.kernel(t.kernel)
+        self.emit(f"/* {t.text} */")
+        # run-time checks first: a task with a bad view is never submitted
+        for a in t.args:
+            if isinstance(a, N.TileArg):
+                for chk in a.checks:
+                    self.view_check(chk)
+        tiles = [p for p in kernel.params if p.kind == "tile"]
+        scalars = [p for p in kernel.params if p.kind == "scalar"]
+        by_param = {a.param: a for a in t.args}
+        self.emit(f"task.fn = {kernel_symbol(kernel)};")
+        self.emit(f"task.kernel = {self.kernel_index[kernel.name]};")
+        self.emit(f"task.stmt = {stmt};")
+        self.emit(f"task.ntiles = {len(tiles)};")
+        self.emit(f"task.nscalars = {len(scalars)};")
+        self.emit(f"task.ncoords = {len(t.coords)};")
+        for i, c in enumerate(t.coords[:8]):
+            self.emit(f"task.coords[{i}] = {self.c(c)};")
+        for i, p in enumerate(tiles):
+            self.tile(i, p, by_param[p.name])
+        for i, p in enumerate(scalars):
+            a = by_param[p.name]
+            if isinstance(a.value, sym.Expr):
+                field_ = "f" if p.dtype in ("f16", "bf16", "f32", "f64") else "i"
+                cast = "(double)" if field_ == "f" else ""
+                self.emit(f"task.scalars[{i}].{field_} = {cast}({self.c(a.value)});")
+            elif isinstance(a.value, bool):
+                self.emit(f"task.scalars[{i}].i = {int(a.value)};")
+            elif p.dtype in ("f16", "bf16", "f32", "f64"):
+                self.emit(f"task.scalars[{i}].f = {_c_double(float(a.value))};")
+            else:
+                self.emit(f"task.scalars[{i}].i = {int(a.value)};")
+        self.emit("if ((rc = wsp_submit(rt, &task))) return rc;")
+
+    def tile(self, i: int, p: N.KParam, a: N.TileArg) -> None:
+        ti = self.tensor_index[a.tensor]
+        t = self.m.tensors[ti]
+        size = ELEM_SIZE[t.dtype]
+        offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
+        self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
+        self.emit(f"task.tiles[{i}].rows = {p.rows};")
+        self.emit(f"task.tiles[{i}].cols = {p.cols};")
+        self.emit(f"task.tiles[{i}].stride = {f't{ti}_s{a.row_dim}' if a.row_dim is not None else p.cols};")
+        self.emit(f"task.tiles[{i}].col_stride = {f't{ti}_s{a.col_dim}' if a.col_dim is not None else 1};")
+        acc = f"task.access[{i}]"
+        self.emit(f"{acc}.tensor = {ti}; {acc}.mode = {_MODE[a.mode]}; {acc}.ndim = {len(a.offsets)};")
+        for d, (o, e) in enumerate(zip(a.offsets, a.extents)):
+            lo = self.c(o)
+            self.emit(f"{acc}.lo[{d}] = {lo}; {acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
+
+    def view_check(self, chk: N.ViewCheck) -> None:
+        k = len(self.out.checks)
+        self.out.checks.append(chk)
+        c = chk.check
+        lhs, rhs = self.c(c.lhs), self.c(c.rhs)
+        fmt, args = self.coords_format()
+        self.emit(f"if (!(({lhs}) {c.op} ({rhs}))) {{")
+        self.depth += 1
+        extra = f", {args}" if args else ""
+        self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld"{extra}, '
+                  f"(long long)({lhs}), (long long)({rhs}));")
+        self.emit("return wsp_fail(rt, WSP_ERR_VIEW, msg);")
+        self.depth -= 1
+        self.emit("}")
+
+
+def _c_double(v: float) -> str:
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    return repr(v)
+
+
+PRELUDE = """\
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "wsp_runtime.h"
+
+static inline int64_t wsp_floordiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t wsp_mod(int64_t a, int64_t b) { return b == 0 ? 0 : a - wsp_floordiv(a, b) * b; }
+static inline int64_t wsp_ceildiv(int64_t a, int64_t b) { return b == 0 ? 0 : -wsp_floordiv(-a, b); }
+static inline int64_t wsp_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t wsp_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t wsp_abs(int64_t a) { return a < 0 ? -a : a; }
+"""
+
+
+def emit_enumerators(module: N.Module, kernel_decls: str) -> Enumerators:
+    """C for every schedule of `module`; `kernel_decls` declares the kernel functions."""
+    out = Enumerators(source="", entries={})
+    em = _Emitter(module, out)
+    parts = [PRELUDE, kernel_decls]
+    for s in module.schedules:
+        out.entries[s.name] = entry_symbol(s)
+        parts.append(f"/* schedule {s.name} = {s.workload}(...) */")
+        parts.append(em.schedule(s))
+    out.source = "\n".join(parts)
+    return out
+
+
+def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:
+    """(check index, coordinates, lhs value, rhs value) of a `VIEW ...` failure message."""
+    m = re.fullmatch(r"VIEW (\d+) (.*)\|(-?\d+)\|(-?\d+)", message)
+    if not m:
+        return None
+    return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))

@@ -1,0 +1,197 @@
+"""The cpu_sim back end as `Program` sees it: emit C for a module, build it through the cache,
+load it with cffi (ABI mode: no Python extension to compile), and run schedules on the runtime.
+
+`emit_module` returns the C sources (strings only); `build.build` turns them into an artifact;
+`Backend.run` binds arrays and symbols, calls the schedule's enumerator, waits, and turns a
+run-time failure into a diagnostic (a bad view: at its argument, with coordinates and values)
+or an `ExecutionError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ...frontend.diagnostics import Diagnostic, WspError
+from ...ir import nodes as N
+from . import build
+from .enumerate import emit_enumerators, kernel_symbol, parse_view_failure
+
+HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
+
+
+class ExecutionError(Exception):
+    """A run failed for a reason that is not a user's view (a kernel failure, the task window
+    in abort mode, an internal runtime error)."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ModuleC:
+    """The C of a module: file name -> text, and what the enumerators may report."""
+
+    files: dict[str, str]
+    enumerators: Any  # enumerate.Enumerators
+
+
+def emit_module(m: N.Module) -> ModuleC:
+    """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
+    from .kernels import emit_kernels
+
+    decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
+                      for k in m.kernels)
+    enums = emit_enumerators(m, decls)
+    manifest = {
+        "module": m.name,
+        "syms": [{"name": s.name, "default": s.default} for s in m.syms],
+        "tensors": [{"name": t.name, "kind": t.kind, "dtype": t.dtype} for t in m.tensors],
+        "schedules": {name: fn for name, fn in enums.entries.items()},
+        "kernels": [k.name for k in m.kernels],
+    }
+    files = {"kernels.c": emit_kernels(m.kernels), "enumerate.c": enums.source,
+             "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
+    return ModuleC(files, enums)
+
+
+def _cdef_text() -> str:
+    text = HEADER.read_text()
+    start = text.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
+    return text[start:text.index("/* CDEF-END */")]
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def load(artifact: build.Artifact, entries: dict[str, str]):
+    """The cffi handle of an artifact (one per process and path)."""
+    key = str(artifact.library)
+    if key not in _LOADED:
+        import cffi
+
+        ffi = cffi.FFI()
+        ffi.cdef(_cdef_text())
+        ffi.cdef("\n".join(f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors);"
+                           for fn in entries.values()))
+        _LOADED[key] = (ffi, ffi.dlopen(key))
+    return _LOADED[key]
+
+
+class Backend:
+    """A module built for cpu_sim, ready to run any of its schedules."""
+
+    def __init__(self, m: N.Module, schedule: str, workers: Optional[int] = None):
+        self.module = m
+        self.code = emit_module(m)
+        try:
+            self.artifact = build.build(self.code.files)
+        except build.BuildError as err:
+            raise _extern_diagnostics(m, err) or build.internal_build_error(err) from None
+        self.ffi, self.lib = load(self.artifact, self.code.enumerators.entries)
+        self.workers = workers
+
+    @classmethod
+    def from_directory(cls, m: N.Module, directory, workers: Optional[int] = None) -> "Backend":
+        """A backend over an artifact directory (`wspc compile -o DIR`): nothing is rebuilt."""
+        from pathlib import Path
+
+        self = cls.__new__(cls)
+        self.module = m
+        self.code = emit_module(m)  # cheap, and gives the check table for messages
+        self.artifact = build.Artifact("", Path(directory), cached=True)
+        self.ffi, self.lib = load(self.artifact, self.code.enumerators.entries)
+        self.workers = workers
+        return self
+
+    def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
+            workers: Optional[int] = None) -> tuple[dict[str, Any], dict]:
+        import numpy as np
+
+        from ...runtime import numpy_dtype
+
+        ffi, lib = self.ffi, self.lib
+        arrays = []
+        outputs = {}
+        for t in m.tensors:
+            shape = tuple(_eval(d, syms) for d in t.dims)
+            if t.kind == "input":
+                a = np.ascontiguousarray(inputs[t.name])
+            elif t.kind == "inout":
+                a = np.array(inputs[t.name], copy=True, order="C")  # the caller's array stays as it was
+                outputs[t.name] = a
+            else:
+                a = np.zeros(shape, dtype=numpy_dtype(t.dtype))
+                if t.kind == "output":
+                    outputs[t.name] = a
+            arrays.append(a)
+        sched = m.schedule(schedule)
+        rt = lib.wsp_runtime_new(int(workers or self.workers or 0), len(m.tensors))
+        if rt == ffi.NULL:
+            raise ExecutionError(4, "cannot start the runtime (out of memory?)")
+        try:
+            mode = 1 if sched.window_mode == "abort" else 0
+            rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
+            if rc == 0:
+                syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
+                bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
+                tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
+                fn = getattr(lib, self.code.enumerators.entries[schedule])
+                fn(rt, syms_c, tensors_c)
+            lib.wsp_wait(rt)  # always drain: tasks may be in flight after a failure
+            code = lib.wsp_error_code(rt)
+            message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
+            stats = ffi.new("wsp_stats *")
+            lib.wsp_get_stats(rt, stats)
+            info = {"task_count": int(stats.tasks), "dependencies": int(stats.dependencies),
+                    "max_in_flight": int(stats.max_in_flight), "runtime_ms": float(stats.execute_ms),
+                    "workers": int(lib.wsp_runtime_workers(rt))}
+        finally:
+            lib.wsp_runtime_free(rt)
+        if code:
+            raise self._failure(code, message)
+        return outputs, info
+
+    def _failure(self, code: int, message: str) -> Exception:
+        view = parse_view_failure(message)
+        if view is None:
+            return ExecutionError(code, message)
+        k, coords, lhs, rhs = view
+        chk = self.code.enumerators.checks[k]
+        c = chk.check
+        detail = f"at {coords}: " if coords else ""
+        text = (f"{chk.message} ({detail}`{_s(c.lhs)}` is {lhs}, `{_s(c.rhs)}` is {rhs}); "
+                "the task was not launched")
+        return WspError([Diagnostic(chk.span, "bad-view", text)], dict(self.module.sources))
+
+
+def _s(e) -> str:
+    from ...ir import sym
+
+    return sym.to_str(e)
+
+
+def _eval(d, syms) -> int:
+    from ...ir import sym
+
+    return sym.evaluate(d, syms)
+
+
+_GCC_LOCATION = re.compile(r"^(?P<file>[^:\n]+\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
+
+
+def _extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]:
+    """Compiler errors located in a `.wsp` file (through `#line` in extern bodies) are the
+    user's: report them as diagnostics there."""
+    from ...spans import Span
+
+    diags = [Diagnostic(Span(g["file"], int(g["line"]), int(g["col"]), int(g["line"]), int(g["col"]) + 1),
+                        "extern-c", f"in `extern c` body: {g['msg']}")
+             for g in (mm.groupdict() for mm in _GCC_LOCATION.finditer(err.output))]
+    return WspError(diags, dict(m.sources)) if diags else None
+
+
+__all__ = ["Backend", "emit_module", "ExecutionError"]
