@@ -146,7 +146,8 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
     if output:
         _run_guarded(ctx, "write", lambda: _write_artifact_dir(output, artifact, ir))
     if depfile:
-        target_name = output or file
+        # the rule's target is the file make tracks: the library inside the artifact directory
+        target_name = f"{output}/module.so" if output else file
         deps = " ".join(f.path for f in module.env.files)
         _write_atomic(depfile, f"{target_name}: {deps}\n")
     where = output or str(artifact.directory)

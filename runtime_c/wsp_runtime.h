@@ -109,6 +109,11 @@ int wsp_order_pop(wsp_runtime *rt);
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
 int wsp_error_code(const wsp_runtime *rt);
 const char *wsp_error_message(const wsp_runtime *rt);
+
+/* Called by a kernel (on its worker thread) to explain a failure: the text (kept per thread,
+ * truncated to 255 bytes) joins the run's WSP_ERR_KERNEL message. Returns WSP_ERR_KERNEL, so a
+ * kernel can `return wsp_kernel_fail("...");`. */
+int wsp_kernel_fail(const char *message);
 /* CDEF-END */
 
 #endif

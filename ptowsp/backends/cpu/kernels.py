@@ -1,0 +1,1011 @@
+"""Emit C for kernels: `emit_kernel(k) -> KernelC` (one function) and `emit_kernels(kernels) -> str`
+(one translation unit). Strings only: nothing here writes, compiles or loads a file.
+
+The ABI is `wsp_runtime.h`'s: `int wsp_k_<name>(const wsp_tile *tiles, const wsp_scalar *scalars)`,
+`tiles` in the order of the kernel's tile parameters, `scalars` in the order of its scalar
+parameters (float dtypes in `.f` as a double, integers and bool in `.i`); it returns 0, or
+WSP_ERR_INTERNAL (4) when the slow path below runs out of memory.
+
+How a tile kernel becomes C (each step is a function below):
+1. `_prepare`: the op DAG minus dead ops, `softmax` expanded into rowmax / sub / exp / rowsum / div,
+   and a `_copy` op where a store must not read a tile another store overwrites.
+2. `_plan`: every tile op is put in a *loop nest* (an iteration shape and a level). Elementwise ops
+   of one shape and level share a nest and are computed per element as C locals (`v12`); a value
+   used by another nest, a view or a matmul is *materialised* in a local array (`t12`).
+   Reductions accumulate inside the nest of their input; `broadcast`, `transpose`, `slice_*` and
+   `interleave` are index maps (no code of their own); `matmul` is a loop of its own. A value
+   produced at level L is readable from level L+1 on, so nests and matmuls run level by level.
+   A store whose value is computed in a nest of the parameter's shape writes the tile directly
+   from that nest; other stores run after everything else.
+3. `_Emitter`: the C body, with `restrict` pointers, static trip counts and inner loops over
+   columns that gcc -O3 vectorises (row reductions use 16 lane accumulators, so even a float sum
+   vectorises without -ffast-math; floating-point choices are branch-free bit selects).
+4. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
+   that no written tile overlaps another one, and otherwise runs the same body on contiguous
+   copies (`wsp_call_copied` in `wsp_kernels.h`), so the body's `restrict` promises always hold
+   and a kernel whose output aliases its input still reads entry values.
+
+Value semantics are nodes.py's: f16/bf16 are held in f32 and rounded (to nearest even) only by
+convert/cast and stores; integer arithmetic wraps; integer division floors and x / 0 == 0;
+float -> integer casts truncate, saturate and send NaN to 0; bool is a uint8_t 0/1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ...ir import nodes as N
+from . import cexpr as C
+from .cexpr import E, Expr, Raw
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+SIGNED = ("i8", "i16", "i32", "i64")
+UNSIGNED = ("u8", "u16", "u32", "u64")
+CTYPE = {  # the C type a value of each dtype is held in while a kernel computes
+    "f16": "float", "bf16": "float", "f32": "float", "f64": "double",
+    "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+    "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t",
+}
+STORAGE = dict(CTYPE, f16="uint16_t", bf16="uint16_t")  # the C type of a tile element in memory
+ESIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+         "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
+_MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
+
+ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where", "_copy"))
+VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
+LANES = 16  # accumulators per row reduction: two AVX2 vectors of f32
+# decision: temporaries up to 64 KiB live on the stack (worker threads have at least that);
+# larger kernels take one malloc'd block per call
+STACK_LIMIT = 64 * 1024
+
+_HERE = Path(__file__).resolve().parent
+
+
+def kind_of(dtype: str) -> str:
+    return "bool" if dtype == "bool" else "float" if dtype in FLOATS else "int"
+
+
+def kernel_symbol(k: N.Kernel) -> str:
+    """The C function of kernel `k` (the same name `enumerate.py` calls)."""
+    return C.c_ident("wsp_k_", k.name)
+
+
+@dataclass(frozen=True)
+class KernelC:
+    """The C of one kernel: `source` defines `symbol` (and static helpers named after it);
+    `tiles` and `scalars` are the parameter names in the order of the ABI's arrays."""
+
+    name: str
+    symbol: str
+    source: str
+    tiles: tuple[str, ...]
+    scalars: tuple[str, ...]
+
+    @property
+    def declaration(self) -> str:
+        return f"int {self.symbol}(const wsp_tile *tiles, const wsp_scalar *scalars);"
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates and the support header
+
+
+@lru_cache(maxsize=None)
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+@lru_cache(maxsize=None)
+def support_header() -> str:
+    """The text of `wsp_kernels.h` (pasted into every kernel translation unit)."""
+    return (_HERE / "wsp_kernels.h").read_text()
+
+
+_RESTORE = "/* wsp:restore-line */"
+
+
+def emit_kernels(kernels: Iterable[N.Kernel], filename: str = "kernels.c") -> str:
+    """One C translation unit defining every kernel's entry point (needs `wsp_runtime.h` on the
+    include path; `filename` is the name it is compiled under, for `#line` after extern bodies)."""
+    parts = [emit_kernel(k) for k in kernels]
+    text = _env().get_template("kernels.c.j2").render(support=support_header(), kernels=parts)
+    if _RESTORE not in text:
+        return text
+    lines = text.split("\n")
+    quoted = _c_string(filename)
+    for n, line in enumerate(lines):
+        if line == _RESTORE:
+            lines[n] = f"#line {n + 2} {quoted}"
+    return "\n".join(lines)
+
+
+def emit_kernel(k: N.Kernel) -> KernelC:
+    """The C of one kernel (see the module docstring for the ABI)."""
+    tiles = tuple(p.name for p in k.params if p.kind == "tile")
+    scalars = tuple(p.name for p in k.params if p.kind == "scalar")
+    if k.extern_c is not None:
+        source = _emit_extern(k)
+    else:
+        source = _emit_tile_kernel(k)
+    return KernelC(k.name, kernel_symbol(k), source, tiles, scalars)
+
+
+def _c_string(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{out}"'
+
+
+def _comment(s: str) -> str:
+    return s.replace("*/", "* /")
+
+
+# ---------------------------------------------------------------------------------------------
+# extern c kernels
+
+
+def _emit_extern(k: N.Kernel) -> str:
+    sym = kernel_symbol(k)
+    tiles = [p for p in k.params if p.kind == "tile"]
+    scalars = [p for p in k.params if p.kind == "scalar"]
+    formals, actuals = [], []
+    for t, p in enumerate(tiles):
+        struct = f"wsp_{'in' if p.mode == 'In' else 'out'}_{p.dtype}"
+        const = "const " if p.mode == "In" else ""
+        formals.append(f"{struct} {_extern_name(p.name)}")
+        actuals.append(f"({struct}){{({const}{STORAGE[p.dtype]} *)tiles[{t}].data, "
+                       f"tiles[{t}].rows, tiles[{t}].cols, tiles[{t}].stride}}")
+    for s, p in enumerate(scalars):
+        # decision: extern scalars are plain C values: float for f32/f16/bf16 (f16/bf16 rounded),
+        # double for f64, the fixed-width integer types, and _Bool for bool
+        ctype = "_Bool" if p.dtype == "bool" else CTYPE[p.dtype]
+        formals.append(f"{ctype} {_extern_name(p.name)}")
+        actuals.append(C.to_c(_scalar_param(p.dtype, s)))
+    line = None
+    body = k.extern_c or ""
+    if k.span.file != N.NO_SPAN.file and k.span.end_line:
+        # the body is the raw string that ends on the declaration's last line
+        start = k.span.end_line - body.count("\n")
+        if start >= k.span.line:
+            line = f"#line {start} {_c_string(k.span.file)}"
+    writes = [t for t, p in enumerate(tiles) if p.mode != "In"]
+    return _env().get_template("extern_kernel.c.j2").render(
+        name=_comment(k.name), source=_comment(k.source), symbol=sym,
+        formals=formals or ["void"], actuals=actuals, body=body, line=line, restore=_RESTORE,
+        esize=[ESIZE[p.dtype] for p in tiles], modes=[_MODE_BITS[p.mode] for p in tiles],
+        order=writes, ntiles=len(tiles),
+    )
+
+
+def _extern_name(name: str) -> str:
+    # decision: an extern kernel's parameters keep their names (the body refers to them); a name
+    # that is a C keyword cannot be referred to from C anyway and becomes `wsp_p_<name>`
+    return name if C.is_c_name(name) else C.c_ident("wsp_p_", name)
+
+
+def _scalar_param(dtype: str, index: int) -> Expr:
+    """Scalar parameter `index` as a held value of `dtype`."""
+    if dtype == "f32":
+        return C.cast("float", f"scalars[{index}].f")
+    if dtype == "f64":
+        return Raw(f"scalars[{index}].f")
+    if dtype == "f16":
+        return C.call("wsp_round_f16_d", f"scalars[{index}].f")
+    if dtype == "bf16":
+        return C.call("wsp_round_bf16_d", f"scalars[{index}].f")
+    if dtype == "bool":
+        return C.cast("uint8_t", C.binop("!=", f"scalars[{index}].i", 0))
+    return C.cast(CTYPE[dtype], f"scalars[{index}].i")
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Preparing the op list
+
+
+def _prepare(k: N.Kernel, snapshot: frozenset[int] = frozenset()
+             ) -> tuple[list[N.Op], list[tuple[str, int]]]:
+    """The ops the stores need, softmax expanded, and a `_copy` op (an elementwise identity
+    that is never inlined) for the value of every store whose index is in `snapshot`."""
+    ops: list[N.Op] = []
+    new_of: dict[int, int] = {}
+
+    def add(op: N.Op) -> int:
+        ops.append(op)
+        return len(ops) - 1
+
+    live = _live(k)
+    for i, op in enumerate(k.ops):
+        if i not in live:
+            continue
+        args = tuple(new_of[a] for a in op.args)
+        if op.op == "softmax":
+            # decision: softmax(x) = e * (1 / rowsum(e)), e = exp(x - rowmax(x)): expanded so
+            # that the max, the exp-and-sum and the scaling fuse with what surrounds them; one
+            # division per row and a multiply per element (within an ulp of e / sum)
+            (x,) = args
+            rows = (op.shape[0], 1)
+            m = add(N.Op("rowmax", (x,), rows, op.dtype))
+            d = add(N.Op("sub", (x, m), op.shape, op.dtype))
+            e = add(N.Op("exp", (d,), op.shape, op.dtype))
+            s = add(N.Op("rowsum", (e,), rows, op.dtype))
+            one = add(N.Op("literal", (), None, op.dtype, 1.0))
+            r = add(N.Op("div", (one, s), rows, op.dtype))
+            new_of[i] = add(N.Op("mul", (e, r), op.shape, op.dtype))
+        else:
+            new_of[i] = add(N.Op(op.op, args, op.shape, op.dtype, op.attr))
+    stores = []
+    for n, (p, v) in enumerate(k.stores):
+        v = new_of[v]
+        if n in snapshot and ops[v].shape is not None:
+            v = add(N.Op("_copy", (v,), ops[v].shape, ops[v].dtype))
+        stores.append((p, v))
+    return ops, stores
+
+
+def _live(k: N.Kernel) -> set[int]:
+    live: set[int] = set()
+    todo = [v for _, v in k.stores]
+    while todo:
+        i = todo.pop()
+        if i not in live:
+            live.add(i)
+            todo.extend(k.ops[i].args)
+    return live
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Planning: nests, levels, materialisation, stores
+
+# Elementwise ops cheap enough to recompute wherever they are read (as leaves are) when their
+# operands are leaves, scalars or other such ops: lowering's `convert` of a parameter, `x * 2`.
+_CHEAP = frozenset(("convert", "cast", "neg", "abs", "add", "sub", "mul", "maximum", "minimum",
+                    "relu", "not", "and", "or", "lt", "le", "gt", "ge", "eq", "ne", "where"))
+_INLINE_COST = 3  # at most this many cheap ops are recomputed per read
+
+
+@dataclass
+class _Nest:
+    level: int
+    shape: tuple[int, int]
+    ops: list[int] = field(default_factory=list)  # elementwise ops, in DAG order
+    rowreds: list[int] = field(default_factory=list)
+    colreds: list[int] = field(default_factory=list)
+    stores: list[tuple[str, int]] = field(default_factory=list)  # fused stores
+
+    @property
+    def first(self) -> int:
+        return min(self.ops + self.rowreds + self.colreds)
+
+
+@dataclass
+class _Plan:
+    ops: list[N.Op]
+    kind: list[str]  # scalar | leaf | inline | ew | red | view | matmul
+    level: list[int]  # ew/red: the nest's level; others: the level from which it is readable
+    nest_of: dict[int, _Nest]
+    mat: set[int]  # values held in arrays t<i>
+    steps: list[tuple[str, object]]  # ("nest", _Nest) | ("matmul", op index), in order
+    final_stores: list[tuple[str, int]]
+    hazards: frozenset[int]  # stores (indices into k.stores) that need a snapshot
+
+
+def _classify(op: N.Op) -> str:
+    if op.shape is None:
+        return "scalar"
+    if op.op in ("param", "iota_row", "iota_col", "literal"):
+        return "leaf"
+    if op.op in ELEMENTWISE:
+        return "ew"
+    if op.op in N.REDUCTIONS:
+        return "red"
+    if op.op in VIEWS:
+        return "view"
+    if op.op == "matmul":
+        return "matmul"
+    raise NotImplementedError(f"the cpu back end has no code for op `{op.op}`")
+
+
+def _plan(k: N.Kernel) -> _Plan:
+    """The plan of `k`; stores that would read a tile an earlier store overwrote get their
+    value copied first (a second planning round)."""
+    plan = _plan_once(k, frozenset())
+    if plan.hazards:
+        plan = _plan_once(k, plan.hazards)
+        assert not plan.hazards, "snapshots must remove every store hazard"
+    return plan
+
+
+def _plan_once(k: N.Kernel, snapshot: frozenset[int]) -> _Plan:
+    ops, stores = _prepare(k, snapshot)
+    n = len(ops)
+    kind = [_classify(op) for op in ops]
+    level = [0] * n
+    uses: list[list[int]] = [[] for _ in range(n)]
+    stored: list[list[int]] = [[] for _ in range(n)]  # store indices reading each value
+    for i, op in enumerate(ops):
+        for a in op.args:
+            uses[a].append(i)
+    for s, (_, v) in enumerate(stores):
+        stored[v].append(s)
+
+    cost = [0] * n
+    for i, op in enumerate(ops):
+        # a stored value stays in a nest: stores of one shape then share one loop
+        if kind[i] == "ew" and op.op in _CHEAP and not stored[i]:
+            c = 1 + sum(cost[a] for a in op.args if kind[a] == "inline")
+            if all(kind[a] in ("scalar", "leaf", "inline") for a in op.args) and c <= _INLINE_COST:
+                kind[i], cost[i] = "inline", c
+
+    def avail(u: int) -> int:
+        """The level from which u is readable as an array (or a leaf)."""
+        if kind[u] in ("ew", "red"):
+            return level[u] + 1
+        return level[u]
+
+    nests: dict[tuple, _Nest] = {}
+    nest_of: dict[int, _Nest] = {}
+    for i, op in enumerate(ops):
+        kd = kind[i]
+        if kd in ("scalar", "leaf", "inline"):
+            level[i] = 0
+        elif kd == "ew":
+            lv = 0
+            for a in op.args:
+                if kind[a] == "ew" and ops[a].shape == op.shape:
+                    lv = max(lv, level[a])  # same shape: may be computed in the same nest
+                elif kind[a] not in ("scalar", "leaf", "inline"):
+                    lv = max(lv, avail(a))
+            level[i] = lv
+            nest = nests.setdefault((lv, op.shape), _Nest(lv, op.shape))
+            nest.ops.append(i)
+            nest_of[i] = nest
+        elif kd == "red":
+            (x,) = op.args
+            lv = level[x] if kind[x] == "ew" else avail(x)
+            level[i] = lv
+            nest = nests.setdefault((lv, ops[x].shape), _Nest(lv, ops[x].shape))
+            (nest.rowreds if op.op.startswith("row") else nest.colreds).append(i)
+            nest_of[i] = nest
+        else:  # views and matmul read arrays
+            level[i] = max((avail(a) for a in op.args), default=0)
+
+    # Materialise every elementwise value read outside its own nest (in a nest: at the
+    # element being computed, so the value is a local).
+    mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul")}
+    for i in range(n):
+        if kind[i] == "ew" and any(kind[u] not in ("ew", "red") or nest_of[u] is not nest_of[i]
+                                   for u in uses[i]):
+            mat.add(i)
+
+    def read_here(u: int, nest: _Nest, shape) -> bool:
+        """Whether every reader of u (a tile parameter's value, or an inline op of it) is in
+        `nest` at the element being written; a store reading it runs after the nests."""
+        if stored[u]:
+            return False
+        for c in uses[u]:
+            if kind[c] == "inline":
+                if ops[c].shape != shape or not read_here(c, nest, shape):
+                    return False
+            elif kind[c] not in ("ew", "red") or nest_of[c] is not nest or nest.shape != shape:
+                return False
+        return True
+
+    # Stores: straight from the nest when the value is computed there at the tile's shape and
+    # nothing reads the tile's entry value elsewhere.
+    params = {p.name: p for p in k.params}
+    param_ops: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op.op == "param":
+            param_ops.setdefault(str(op.attr), []).append(i)
+    final: list[tuple[int, str, int]] = []
+    for s, (pname, v) in enumerate(stores):
+        p = params[pname]
+        ok = kind[v] == "ew" and ops[v].shape == (p.rows, p.cols)
+        if ok and p.mode == "InOut":
+            ok = all(read_here(po, nest_of[v], ops[v].shape) for po in param_ops.get(pname, ()))
+        if ok:
+            nest_of[v].stores.append((pname, v))
+        else:
+            final.append((s, pname, v))
+            if kind[v] == "ew":
+                mat.add(v)
+
+    # Stores after the nests run in order: one may not read (other than at the element it
+    # writes) a tile that it or an earlier one writes.
+    def direct_reads(v: int, identity: bool, out: dict[str, bool]) -> None:
+        op = ops[v]
+        if op.op == "param":
+            out[str(op.attr)] = out.get(str(op.attr), True) and identity
+        elif kind[v] in ("view", "inline"):
+            for a in op.args:
+                same = kind[v] == "inline" and ops[a].shape == op.shape
+                direct_reads(a, identity and same, out)
+
+    hazards = set()
+    written: set[str] = set()
+    for s, pname, v in final:
+        reads: dict[str, bool] = {}
+        direct_reads(v, True, reads)
+        if any(q in written for q in reads) or reads.get(pname) is False:
+            hazards.add(s)
+        written.add(pname)
+
+    # Steps, level by level: matmuls first (their inputs are ready), then the nests.
+    steps: list[tuple[str, object]] = []
+    by_level: dict[int, list[_Nest]] = {}
+    for nest in nests.values():
+        by_level.setdefault(nest.level, []).append(nest)
+    for lv in range(max(level, default=0) + 2):
+        steps += [("matmul", i) for i in range(n) if kind[i] == "matmul" and level[i] == lv]
+        steps += [("nest", nest) for nest in sorted(by_level.get(lv, []), key=lambda t: t.first)]
+    return _Plan(ops, kind, level, nest_of, mat, steps, [(p, v) for _, p, v in final],
+                 frozenset(hazards))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Emitting the body
+
+
+def _unsigned_for(dtype: str) -> str:
+    return "uint64_t" if _BITS[dtype] == 64 else "uint32_t"
+
+
+def _sel(c: Expr, a: Expr, b: Expr, dtype: str) -> Expr:
+    """`c ? a : b` for held values; branch-free for floats (see wsp_kernels.h)."""
+    ct = CTYPE[dtype]
+    if ct == "float":
+        return C.call("wsp_self", c, a, b)
+    if ct == "double":
+        return C.call("wsp_seld", c, a, b)
+    return C.cond(c, a, b)
+
+
+def convert(e: Expr, src: str, dst: str) -> Expr:
+    """A held value of dtype `src` as a held value of dtype `dst` (convert and cast)."""
+    if src == dst:
+        return e
+    ks, kd = kind_of(src), kind_of(dst)
+    if kd == "bool":
+        return C.cast("uint8_t", C.binop("!=", e, 0))
+    if kd == "float":
+        if ks != "float":  # integers and bool: exact in double up to 2^53, then one rounding
+            if dst == "f32":
+                return C.cast("float", e)
+            if dst == "f64":
+                return C.cast("double", e)
+            return C.call(f"wsp_round_{dst}_d", C.cast("double", e))
+        if dst == "f64":
+            return C.cast("double", e)
+        if src == "f64":
+            return C.cast("float", e) if dst == "f32" else C.call(f"wsp_round_{dst}_d", e)
+        if dst == "f32":  # f16/bf16 held in f32 are f32 values already
+            return e
+        return C.call(f"wsp_round_{dst}", e)
+    # integer destination
+    if ks == "float":
+        return C.call(f"wsp_{'d' if src == 'f64' else 'f'}2i_{dst}", e)
+    return C.cast(CTYPE[dst], e)  # bool 0/1, or integer wrap-around (modulo 2^bits)
+
+
+def load(e: Expr, dtype: str) -> Expr:
+    """A tile element in memory (`e`) as a held value."""
+    if dtype == "f16":
+        return C.call("wsp_f16_to_f32", e)
+    if dtype == "bf16":
+        return C.call("wsp_bf16_to_f32", e)
+    if dtype == "bool":
+        return C.cast("uint8_t", C.binop("!=", e, 0))
+    return e
+
+
+def store_value(e: Expr, src: str, dst: str) -> Expr:
+    """A held value of dtype `src` as the memory representation of dtype `dst`."""
+    if dst in ("f16", "bf16"):
+        if src == "f64":
+            return C.call(f"wsp_f64_to_{dst}", e)
+        if kind_of(src) != "float":
+            return C.call(f"wsp_f64_to_{dst}", C.cast("double", e))
+        return C.call(f"wsp_f32_to_{dst}", e)
+    return convert(e, src, dst)
+
+
+def literal(value, dtype: str) -> Expr:
+    """A literal op's value as a held value of `dtype`."""
+    if isinstance(value, bool):
+        value = int(value)
+    if dtype == "bool":
+        return C.cast("uint8_t", 1 if value else 0)
+    if kind_of(dtype) == "float":
+        v = float(value)
+        v = {"f32": C.f32_value, "f16": C.f16_value, "bf16": C.bf16_value}.get(dtype, float)(v)
+        return C.float_lit(v, CTYPE[dtype])
+    if isinstance(value, float):
+        value = int(value) if value == value and abs(value) != float("inf") else 0
+    e = C.int_lit(int(value), dtype)
+    return e if dtype in ("i32", "i64", "u32", "u64") else C.cast(CTYPE[dtype], e)
+
+
+def _wrap_arith(cop: str, a: Expr, b: Expr, dtype: str) -> Expr:
+    if dtype in ("u32", "u64"):
+        return C.binop(cop, a, b)
+    u = _unsigned_for(dtype)
+    return C.cast(CTYPE[dtype], C.binop(cop, C.cast(u, a), C.cast(u, b)))
+
+
+_FLOAT_FN = {  # op -> (f32 function, f64 function)
+    "exp": ("wsp_expf", "exp"), "log": ("wsp_logf", "log"), "sqrt": ("sqrtf", "sqrt"),
+    "tanh": ("wsp_tanhf", "tanh"), "sigmoid": ("wsp_sigmoidf", "wsp_sigmoid"),
+    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "gelu": ("wsp_geluf", "wsp_gelu"),
+    "silu": ("wsp_siluf", "wsp_silu"), "abs": ("fabsf", "fabs"),
+}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def elementwise(op: N.Op, args: list[Expr], arg_dtypes: list[str],
+                exponent: Optional[float] = None) -> Expr:
+    """The held value of elementwise `op` (tile or scalar) from its operands' held values."""
+    name, dt = op.op, op.dtype
+    ct = CTYPE[dt]
+    fl = kind_of(dt) == "float"
+    if name in ("convert", "cast", "_copy"):
+        return convert(args[0], arg_dtypes[0], dt)
+    if name in _COMPARE:
+        common = arg_dtypes[0]
+        a, b = args[0], convert(args[1], arg_dtypes[1], common)
+        return C.cast("uint8_t", C.binop(_COMPARE[name], a, b))
+    if name == "where":
+        c = convert(args[0], arg_dtypes[0], "bool")
+        a, b = (convert(x, d, dt) for x, d in zip(args[1:], arg_dtypes[1:]))
+        return _sel(c, a, b, dt)
+    # every other operand has the op's dtype (lowering inserts converts; be lenient anyway)
+    xs = [convert(x, d, dt) for x, d in zip(args, arg_dtypes)]
+    if name in ("and", "or"):
+        return C.cast("uint8_t", C.binop("&" if name == "and" else "|", xs[0], xs[1]))
+    if name == "not":
+        return C.cast("uint8_t", C.binop("^", xs[0], Raw("1u")))
+    if name in ("add", "sub", "mul"):
+        cop = {"add": "+", "sub": "-", "mul": "*"}[name]
+        return C.binop(cop, xs[0], xs[1]) if fl else _wrap_arith(cop, xs[0], xs[1], dt)
+    if name == "div":
+        return C.binop("/", xs[0], xs[1]) if fl else C.call(f"wsp_fdiv_{dt}", xs[0], xs[1])
+    if name in ("maximum", "minimum"):
+        if fl:
+            fn = ("wsp_max" if name == "maximum" else "wsp_min") + ("d" if ct == "double" else "f")
+            return C.call(fn, xs[0], xs[1])
+        return C.cond(C.binop(">" if name == "maximum" else "<", xs[0], xs[1]), xs[0], xs[1])
+    if name == "pow":
+        # decision: pow by the literal exponents 0, 1, 2 and -1 is exact arithmetic (the same
+        # value as powf, but vectorisable); any other exponent calls libm's powf / pow
+        if exponent == 2.0:
+            return C.binop("*", xs[0], xs[0])
+        if exponent == 1.0:
+            return xs[0]
+        if exponent == -1.0:
+            return C.binop("/", C.float_lit(1.0, ct), xs[0])
+        if exponent == 0.0:
+            return C.float_lit(1.0, ct)
+        return C.call("powf" if ct == "float" else "pow", xs[0], xs[1])
+    if name == "neg":
+        if fl:
+            return C.neg(xs[0])
+        u = _unsigned_for(dt)
+        return C.cast(ct, C.binop("-", C.cast(u, 0), C.cast(u, xs[0])))
+    if name == "abs" and not fl:
+        if dt in UNSIGNED:
+            return xs[0]
+        u = _unsigned_for(dt)
+        return C.cast(ct, C.cond(C.binop("<", xs[0], 0), C.binop("-", C.cast(u, 0), C.cast(u, xs[0])),
+                                 C.cast(u, xs[0])))
+    if name == "relu":
+        if fl:
+            fn = "wsp_maxd" if ct == "double" else "wsp_maxf"
+            return C.call(fn, xs[0], C.float_lit(0.0, ct))
+        if dt in UNSIGNED:
+            return xs[0]
+        return C.cond(C.binop(">", xs[0], 0), xs[0], C.cast(ct, 0))
+    if name == "rsqrt":
+        sq = "sqrtf" if ct == "float" else "sqrt"
+        return C.binop("/", C.float_lit(1.0, ct), C.call(sq, xs[0]))
+    if name in _FLOAT_FN:
+        f32, f64 = _FLOAT_FN[name]
+        return C.call(f64 if ct == "double" else f32, xs[0])
+    raise NotImplementedError(f"the cpu back end has no code for elementwise op `{name}`")
+
+
+class _Lines:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def __call__(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def open(self, text: str) -> None:
+        self(text + " {")
+        self.depth += 1
+
+    def close(self) -> None:
+        self.depth -= 1
+        self("}")
+
+
+def _reduce_init(name: str, dt: str) -> Expr:
+    ct = CTYPE[dt]
+    kind = name[3:]
+    if kind in ("sum", "mean"):
+        return C.float_lit(0.0, ct) if kind_of(dt) == "float" else C.cast(ct, 0)
+    if kind_of(dt) == "float":
+        e = C.float_lit(float("inf"), ct)
+        return C.neg(e) if kind == "max" else e
+    lo, hi = C._INT_LIMITS[dt]
+    return literal(lo if kind == "max" else hi, dt)
+
+
+def _reduce_step(name: str, acc: Expr, x: Expr, dt: str) -> Expr:
+    kind = name[3:]
+    fl = kind_of(dt) == "float"
+    ct = CTYPE[dt]
+    if kind in ("sum", "mean"):
+        return C.binop("+", acc, x) if fl else _wrap_arith("+", acc, x, dt)
+    if fl:
+        return C.call(("wsp_max" if kind == "max" else "wsp_min") + ("d" if ct == "double" else "f"),
+                      acc, x)
+    return C.cond(C.binop(">" if kind == "max" else "<", x, acc), x, acc)
+
+
+class _Emitter:
+    """The body of one tile kernel from its plan."""
+
+    def __init__(self, k: N.Kernel, plan: _Plan):
+        self.k, self.plan, self.ops = k, plan, plan.ops
+        self.tiles = [p for p in k.params if p.kind == "tile"]
+        self.tile_index = {p.name: t for t, p in enumerate(self.tiles)}
+        scalars = [q for q in k.params if q.kind == "scalar"]
+        self.scalar_index = {p.name: s for s, p in enumerate(scalars)}
+        self.used_ptr: set[int] = set()
+        self.used_rs: set[int] = set()
+        self.out = _Lines()
+        self.memo: dict[str, str] = {}  # access text -> local name, per nest body
+        self.nlocal = 0
+        self.uses_scalars = False
+
+    # -- names
+    def ptr(self, t: int) -> str:
+        self.used_ptr.add(t)
+        return f"p{t}"
+
+    def rs(self, t: int) -> str:
+        self.used_rs.add(t)
+        return f"p{t}_rs"
+
+    def exponent_of(self, op: N.Op) -> Optional[float]:
+        if op.op != "pow":
+            return None
+        e = self.ops[op.args[1]]
+        if e.op == "literal" and isinstance(e.attr, (int, float)):
+            v = float(e.attr)
+            if kind_of(e.dtype) == "float":
+                v = {"f32": C.f32_value, "f16": C.f16_value, "bf16": C.bf16_value}.get(
+                    e.dtype, float)(v)
+            return v
+        return None
+
+    # -- reading values
+    def access(self, u: int, i: Expr, j: Expr) -> Expr:
+        """Value u at (i, j) of its own shape, for a value readable outside a nest."""
+        op = self.ops[u]
+        kd = self.plan.kind[u]
+        if kd == "scalar":
+            return Raw(f"s{u}")
+        if op.op == "param":
+            t = self.tile_index[str(op.attr)]
+            p = self.tiles[t]
+            off = C.iadd(C.imul(i, self.rs(t)) if p.rows > 1 else Raw("0"), j if p.cols > 1 else 0)
+            return load(C.index(self.ptr(t), off), p.dtype)
+        if op.op == "literal":
+            return literal(op.attr, op.dtype)
+        if op.op == "iota_row":
+            return convert(C.cast("int64_t", i), "i64", op.dtype)
+        if op.op == "iota_col":
+            return convert(C.cast("int64_t", j), "i64", op.dtype)
+        if u in self.plan.mat:
+            rows, cols = op.shape
+            off = C.iadd(C.imul(i, cols) if rows > 1 else Raw("0"), j if cols > 1 else 0)
+            return C.index(f"t{u}", off)
+        if kd == "view":
+            return self.view(u, i, j)
+        if kd == "inline":
+            args = []
+            for a in op.args:
+                sa = self.ops[a].shape
+                if sa is None:
+                    args.append(Raw(f"s{a}"))
+                else:
+                    args.append(self.access(a, i if sa[0] > 1 else Raw("0"),
+                                            j if sa[1] > 1 else Raw("0")))
+            return elementwise(op, args, [self.ops[a].dtype for a in op.args], self.exponent_of(op))
+        raise AssertionError(f"value {u} ({op.op}) is not readable here")
+
+    def view(self, u: int, i: Expr, j: Expr) -> Expr:
+        op = self.ops[u]
+        a = op.args[0]
+        if op.op == "broadcast":
+            sa = self.ops[a].shape
+            if sa is None:
+                return self.access(a, i, j)
+            return convert(self.access(a, i if sa[0] > 1 else Raw("0"), j if sa[1] > 1 else Raw("0")),
+                           self.ops[a].dtype, op.dtype)
+        if op.op == "transpose":
+            return self.access(a, j, i)
+        if op.op == "slice_even":
+            return self.access(a, i, C.imul(2, j))
+        if op.op == "slice_odd":
+            return self.access(a, i, C.iadd(C.imul(2, j), 1))
+        if op.op == "interleave":
+            b = op.args[1]
+            half = C.binop(">>", j, 1)
+            va = convert(self.access(a, i, half), self.ops[a].dtype, op.dtype)
+            vb = convert(self.access(b, i, half), self.ops[b].dtype, op.dtype)
+            return _sel(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
+        raise AssertionError(op.op)
+
+    def operand(self, u: int, nest: Optional[_Nest], shape) -> Expr:
+        """Value u as an operand of an op of `shape` computed at (i, j) of `nest`."""
+        if self.plan.kind[u] == "scalar":
+            return Raw(f"s{u}")
+        if nest is not None and self.plan.nest_of.get(u) is nest and self.plan.kind[u] == "ew":
+            return Raw(f"v{u}")
+        su = self.ops[u].shape
+        i = Raw("i") if su[0] > 1 else Raw("0")
+        j = Raw("j") if su[1] > 1 else Raw("0")
+        e = self.access(u, i, j)
+        if nest is None or isinstance(e, Raw):
+            return e
+        text = C.to_c(e)
+        name = self.memo.get(text)
+        if name is None:
+            name = f"x{self.nlocal}"
+            self.nlocal += 1
+            self.memo[text] = name
+            self.out(f"const {CTYPE[self.ops[u].dtype]} {name} = {text};")
+        return Raw(name)
+
+    def value(self, i: int, nest: Optional[_Nest]) -> Expr:
+        op = self.ops[i]
+        args = [self.operand(a, nest, op.shape) for a in op.args]
+        return elementwise(op, args, [self.ops[a].dtype for a in op.args], self.exponent_of(op))
+
+    # -- the body
+    def emit(self) -> str:
+        out = self.out
+        for kind, item in self.plan.steps:
+            if kind == "matmul":
+                self.matmul(item)
+            else:
+                self.nest(item)
+        for pname, v in self.plan.final_stores:
+            self.final_store(pname, v)
+        body = "\n".join(out.lines)
+        # scalars, computed once; only those the body reads (a `pow` by a literal exponent
+        # does not read its exponent, for instance)
+        defs: list[str] = []
+        used = set(re.findall(r"\bs(\d+)\b", body))
+        for i in reversed(range(len(self.ops))):
+            op = self.ops[i]
+            if self.plan.kind[i] != "scalar" or str(i) not in used:
+                continue
+            if op.op == "scalar_param":
+                e = _scalar_param(op.dtype, self.scalar_index[str(op.attr)])
+                self.uses_scalars = True
+            elif op.op == "literal":
+                e = literal(op.attr, op.dtype)
+            elif op.op in ELEMENTWISE:
+                e = self.value(i, None)
+            else:
+                raise NotImplementedError(f"scalar op `{op.op}`")
+            text = C.to_c(e)
+            used |= set(re.findall(r"\bs(\d+)\b", text))
+            defs.append(f"    const {CTYPE[op.dtype]} s{i} = {text};")
+        return "\n".join(defs[::-1] + [body])
+
+    def temps(self) -> list[tuple[str, str, int]]:
+        """(C type, name, elements) of every array temporary."""
+        out = []
+        for u in sorted(self.plan.mat):
+            op = self.ops[u]
+            out.append((CTYPE[op.dtype], f"t{u}", op.shape[0] * op.shape[1]))
+        return out
+
+    def nest(self, nest: _Nest) -> None:
+        out = self.out
+        rows, cols = nest.shape
+        self.memo = {}
+        what = ", ".join(f"{self.ops[i].op}#{i}" for i in sorted(nest.ops + nest.rowreds + nest.colreds))
+        out(f"/* [{rows}, {cols}] level {nest.level}: {what} */")
+        for r in nest.colreds:
+            dt = self.ops[r].dtype
+            out(f"for (int64_t j = 0; j < {cols}; ++j) t{r}[j] = "
+                f"{C.to_c(_reduce_init(self.ops[r].op, dt))};")
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        if not nest.rowreds:
+            out.open(f"for (int64_t j = 0; j < {cols}; ++j)")
+            self.element(nest, None)
+            out.close()
+        else:
+            for r in nest.rowreds:
+                op = self.ops[r]
+                out(f"{CTYPE[op.dtype]} a{r}[{LANES}];")
+                out(f"for (int l = 0; l < {LANES}; ++l) a{r}[l] = "
+                    f"{C.to_c(_reduce_init(op.op, op.dtype))};")
+            main = cols - cols % LANES
+            if main:
+                out.open(f"for (int64_t jb = 0; jb < {main}; jb += {LANES})")
+                out("WSP_LANE_LOOP")
+                out.open(f"for (int64_t l = 0; l < {LANES}; ++l)")
+                out("const int64_t j = jb + l;")
+                self.element(nest, "l")
+                out.close()
+                out.close()
+            if cols % LANES:
+                out.open(f"for (int64_t j = {main}; j < {cols}; ++j)")
+                self.element(nest, f"j - {main}" if main else "j")
+                out.close()
+            for r in nest.rowreds:
+                op = self.ops[r]
+                out.open(f"for (int w = {LANES // 2}; w > 0; w /= 2)")
+                step = _reduce_step(op.op, Raw(f"a{r}[l]"), Raw(f"a{r}[l + w]"), op.dtype)
+                out(f"for (int l = 0; l < w; ++l) a{r}[l] = {C.to_c(step)};")
+                out.close()
+                res = Raw(f"a{r}[0]")
+                if op.op == "rowmean":
+                    res = C.binop("/", res, C.float_lit(float(cols), CTYPE[op.dtype]))
+                out(f"t{r}[{'i' if rows > 1 else '0'}] = {C.to_c(res)};")
+        out.close()
+        for r in nest.colreds:
+            if self.ops[r].op == "colmean":
+                d = C.float_lit(float(rows), CTYPE[self.ops[r].dtype])
+                out(f"for (int64_t j = 0; j < {cols}; ++j) t{r}[j] = t{r}[j] / {C.to_c(d)};")
+
+    def element(self, nest: _Nest, lane: Optional[str]) -> None:
+        """The per-element statements of a nest at (i, j)."""
+        out = self.out
+        self.memo = {}
+        rows, cols = nest.shape
+        here = C.iadd(C.imul("i", cols) if rows > 1 else Raw("0"), "j" if cols > 1 else 0)
+        for i in nest.ops:
+            op = self.ops[i]
+            out(f"const {CTYPE[op.dtype]} v{i} = {C.to_c(self.value(i, nest))};")
+            if i in self.plan.mat:
+                out(f"t{i}[{C.to_c(here)}] = v{i};")
+        for r in nest.rowreds:
+            x = self.operand(self.ops[r].args[0], nest, nest.shape)
+            step = _reduce_step(self.ops[r].op, Raw(f"a{r}[{lane}]"), x, self.ops[r].dtype)
+            out(f"a{r}[{lane}] = {C.to_c(step)};")
+        for r in nest.colreds:
+            x = self.operand(self.ops[r].args[0], nest, nest.shape)
+            jj = "j" if cols > 1 else "0"
+            step = _reduce_step(self.ops[r].op, Raw(f"t{r}[{jj}]"), x, self.ops[r].dtype)
+            out(f"t{r}[{jj}] = {C.to_c(step)};")
+        for pname, v in nest.stores:
+            self.store_at(pname, Raw(f"v{v}"), self.ops[v].dtype, Raw("i"), Raw("j"))
+
+    def store_at(self, pname: str, e: Expr, dtype: str, i: Expr, j: Expr) -> None:
+        t = self.tile_index[pname]
+        p = self.tiles[t]
+        off = C.iadd(C.imul(i, self.rs(t)) if p.rows > 1 else Raw("0"), j if p.cols > 1 else 0)
+        self.out(f"{self.ptr(t)}[{C.to_c(off)}] = {C.to_c(store_value(e, dtype, p.dtype))};")
+
+    def final_store(self, pname: str, v: int) -> None:
+        out = self.out
+        p = self.tiles[self.tile_index[pname]]
+        out(f"/* store {_comment(pname)} */")
+        out.open(f"for (int64_t i = 0; i < {p.rows}; ++i)")
+        out.open(f"for (int64_t j = 0; j < {p.cols}; ++j)")
+        sv = self.ops[v].shape
+        if sv is None:
+            e: Expr = Raw(f"s{v}")
+        else:
+            e = self.access(v, Raw("i") if sv[0] > 1 else Raw("0"), Raw("j") if sv[1] > 1 else Raw("0"))
+        self.store_at(pname, e, self.ops[v].dtype, Raw("i"), Raw("j"))
+        out.close()
+        out.close()
+
+    def matmul(self, m: int) -> None:
+        out = self.out
+        op = self.ops[m]
+        a, b = op.args[0], op.args[1]
+        rows, cols = op.shape
+        inner = self.ops[a].shape[1]
+        out(f"/* [{rows}, {cols}] matmul#{m}: K = {inner} */")
+        here = C.iadd(C.imul("i", cols) if rows > 1 else Raw("0"), "j" if cols > 1 else 0)
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        if len(op.args) > 2:
+            acc = op.args[2]
+            sa = self.ops[acc].shape
+            init = self.access(acc, Raw("i") if sa and sa[0] > 1 else Raw("0"),
+                               Raw("j") if sa and sa[1] > 1 else Raw("0")) if sa else Raw(f"s{acc}")
+            init = convert(init, self.ops[acc].dtype, "f32")
+        else:
+            init = C.float_lit(0.0, "float")
+        out(f"for (int64_t j = 0; j < {cols}; ++j) t{m}[{C.to_c(here)}] = {C.to_c(init)};")
+        # decision: matmul runs i-k-j (the inner loop over the output's columns vectorises) and
+        # accumulates in f32 in k order with fused multiply-adds where the target has them
+        out.open(f"for (int64_t k = 0; k < {inner}; ++k)")
+        ea = convert(self.access(a, Raw("i") if rows > 1 else Raw("0"),
+                                 Raw("k") if inner > 1 else Raw("0")), self.ops[a].dtype, "f32")
+        out(f"const float aik = {C.to_c(ea)};")
+        eb = convert(self.access(b, Raw("k") if inner > 1 else Raw("0"),
+                                 Raw("j") if cols > 1 else Raw("0")), self.ops[b].dtype, "f32")
+        cell = f"t{m}[{C.to_c(here)}]"
+        out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = WSP_FMAF(aik, {C.to_c(eb)}, {cell});")
+        out.close()
+        out.close()
+
+
+def _emit_tile_kernel(k: N.Kernel) -> str:
+    plan = _plan(k)
+    em = _Emitter(k, plan)
+    body = em.emit()
+    tiles = em.tiles
+    decls = []
+    for t in sorted(em.used_ptr | em.used_rs):
+        p = tiles[t]
+        const = "const " if p.mode == "In" else ""
+        if t in em.used_ptr:
+            decls.append(f"{const}{STORAGE[p.dtype]} *restrict const p{t} = "
+                         f"({const}{STORAGE[p.dtype]} *)tiles[{t}].data;")
+        if t in em.used_rs:
+            decls.append(f"const int64_t p{t}_rs = tiles[{t}].stride;")
+    temps = em.temps()
+    total = sum(_aligned(n * _csize(ct)) for ct, _, n in temps)
+    heap = total > STACK_LIMIT
+    arena = []
+    offset = 0
+    for ct, name, n in temps:
+        if heap:
+            arena.append(f"{ct} *restrict const {name} = ({ct} *)(wsp_arena + {offset});")
+            offset += _aligned(n * _csize(ct))
+        else:
+            arena.append(f"_Alignas(64) {ct} {name}[{n}];")
+    order = [em.tile_index[pn] for pn, _ in k.stores]
+    return _env().get_template("kernel.c.j2").render(
+        name=_comment(k.name), source=_comment(k.source), symbol=kernel_symbol(k),
+        params=[_comment(_describe(p)) for p in k.params],
+        decls=decls, temps=arena, heap=total if heap else 0, body=body,
+        uses_scalars=em.uses_scalars,
+        uses_tiles=bool(decls),
+        ntiles=len(tiles), esize=[ESIZE[p.dtype] for p in tiles],
+        modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
+        shapes=[(p.rows, p.cols) for p in tiles],
+    )
+
+
+def _describe(p: N.KParam) -> str:
+    if p.kind == "tile":
+        return f"{p.name}: {p.mode}[Tile[{p.rows}, {p.cols}, {p.dtype}]]"
+    return f"{p.name}: Scalar[{p.dtype}]"
+
+
+def _csize(ctype: str) -> int:
+    return {"float": 4, "double": 8, "int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8,
+            "uint8_t": 1, "uint16_t": 2, "uint32_t": 4, "uint64_t": 8}[ctype]
+
+
+def _aligned(n: int) -> int:
+    return (n + 63) // 64 * 64
+
+
+__all__ = ["KernelC", "emit_kernel", "emit_kernels", "kernel_symbol", "support_header"]

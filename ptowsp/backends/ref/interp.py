@@ -1,0 +1,583 @@
+"""The `ref` back end: a NumPy interpreter of the IR, the executable definition of its semantics.
+
+`run(module, schedule, syms, arrays)` binds the symbols, checks and copies the inputs (a caller's
+array is never written), zero-fills outputs and scratch, enumerates the schedule's tasks in
+order, and returns the outputs and inouts. Enumeration order is always a valid execution order
+(inferred dependencies only ever point backwards in it; `seq`, `sequential` and `combine` only
+add order), so the interpreter runs each task to completion before the next.
+
+Before a task runs, every `ViewCheck` of its arguments is evaluated; the first that fails raises
+`RunError` (message, span, the task's loop coordinates, the values involved) and the task is not
+run. Kernels are evaluated op by op following `ir/nodes.py`:
+
+- Values are NumPy arrays (0-d for scalars) in a compute dtype: f16/bf16/f32 values are held in
+  float32, f64 in float64, integers and bool natively. f16/bf16 values are rounded (to nearest,
+  ties to even) only by `convert`/`cast` to them, by `literal`/`scalar_param` ops of that dtype
+  (a value *of* that type) and by stores. bf16 is rounded by bit manipulation on float32
+  (add 0x7FFF plus the lowest kept bit, truncate; NaN stays a quiet NaN); f16 through
+  `np.float16`. bf16 tensors are exchanged as uint16 arrays of raw bits (or an array whose dtype
+  is named `bfloat16`, read as its bits).
+- Integer arithmetic wraps; integer `div` is floor division and x / 0 is 0. Float division
+  follows IEEE. `maximum`/`minimum`/reductions propagate NaN.
+- `cast` (and `convert`) from float to integer rounds toward zero and saturates; NaN gives 0.
+  Number to bool is `x != 0`; bool to number is 0 or 1.
+- `gelu` is the tanh approximation, `sigmoid` is 1 / (1 + exp(-x)), `silu` x * sigmoid(x),
+  `rsqrt` 1 / sqrt(x), `softmax` row-wise with the row maximum subtracted first.
+
+Extern kernels: the ref back end cannot run C. A Python implementation registered with
+`register_extern(name, fn)` (or passed as `run(..., externs={name: fn})`) is called as
+`fn(**params)`: `In` tiles are read-only 2-D arrays, `InOut` tiles writable copies of their
+entry value, `Out` tiles zero-filled writable arrays (all in the compute dtype: f16/bf16 as
+float32), scalars NumPy scalars, Constexpr values ints. The function writes its `Out`/`InOut`
+arrays in place, or returns a dict of their new values; the values are then stored by the
+rules of `store`. Without one, running the kernel raises `RunError` naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional
+
+import numpy as np
+
+from ...ir import nodes as N
+from ...ir import sym
+from ...spans import NO_SPAN, Span
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+_INT_NP = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+           "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
+# storage / exchange dtype of a tensor
+STORAGE = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
+           "bool": np.bool_, **_INT_NP}
+# dtype kernel values are computed in
+COMPUTE = {"f16": np.float32, "bf16": np.float32, "f32": np.float32, "f64": np.float64,
+           "bool": np.bool_, **_INT_NP}
+
+
+class RunError(Exception):
+    """A run-time error of the program: `message` is reported at `span` (the argument or
+    declaration to blame) with the task's loop coordinates (`coords`: ((name, value), ...)) and
+    the values involved (`values`: {expression text: value}). `partial` holds the outputs and
+    inouts as they were when the error was raised (the failing task wrote nothing)."""
+
+    def __init__(self, message: str, span: Span = NO_SPAN, coords: tuple = (),
+                 values: Optional[dict] = None, partial: Optional[dict] = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.coords = tuple(coords)
+        self.values = dict(values or {})
+        self.partial = partial
+
+    def __str__(self) -> str:
+        if self.span.line:
+            return f"{self.span}: {self.message}"
+        return self.message
+
+
+_EXTERNS: dict[str, Callable] = {}
+
+
+def register_extern(name: str, fn: Callable) -> None:
+    """Run extern kernel `name` (its name in the program) with `fn` in the ref back end."""
+    _EXTERNS[name] = fn
+
+
+def unregister_extern(name: str) -> None:
+    _EXTERNS.pop(name, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dtype conversions
+
+
+def kind_of(dtype: str) -> str:
+    if dtype == "bool":
+        return "bool"
+    return "float" if dtype in FLOATS else "int"
+
+
+def bf16_round(x) -> np.ndarray:
+    """float32 values rounded to the nearest bf16 (ties to even), as float32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    b = x.view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    r = np.where(np.isnan(x), (b | 0x00400000) & 0xFFFF0000, r)  # NaN stays a quiet NaN
+    return (r & 0xFFFFFFFF).astype(np.uint32).view(np.float32).reshape(x.shape)
+
+
+def bf16_bits(x) -> np.ndarray:
+    return (bf16_round(x).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bf16_from_bits(bits) -> np.ndarray:
+    b = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    return b.view(np.float32)
+
+
+def _float_to_int(x: np.ndarray, dtype: str) -> np.ndarray:
+    nt = _INT_NP[dtype]
+    info = np.iinfo(nt)
+    t = np.trunc(np.asarray(x, dtype=np.float64))
+    nan = np.isnan(t)
+    hi = t >= float(info.max)
+    lo = t <= float(info.min)
+    safe = np.where(nan | hi | lo, 0.0, t).astype(nt)
+    out = np.where(hi, nt(info.max), np.where(lo, nt(info.min), safe))
+    return np.asarray(out, dtype=nt)
+
+
+def convert(x, src: str, dst: str) -> np.ndarray:
+    """A value of dtype `src` (compute representation) as dtype `dst` (`convert` and `cast`)."""
+    x = np.asarray(x)
+    ks, kd = kind_of(src), kind_of(dst)
+    if kd == "bool":
+        return np.asarray(x != 0, dtype=np.bool_)
+    if ks == "bool":
+        x = x.astype(np.int8)
+    if kd == "float":
+        if dst == "f16":
+            return x.astype(np.float16).astype(np.float32)
+        if dst == "bf16":
+            # decision: f64 -> bf16 rounds through f32 (as C's `wsp_f32_to_bf16((float)x)` would)
+            return bf16_round(x.astype(np.float32))
+        return x.astype(COMPUTE[dst])
+    if ks == "float":
+        return _float_to_int(x, dst)
+    return x.astype(COMPUTE[dst])  # integer to integer wraps
+
+
+def scalar_value(v, dtype: str) -> np.ndarray:
+    """A Python number as a 0-d value of `dtype` (literals, scalar arguments)."""
+    k = kind_of(dtype)
+    if k == "bool":
+        return np.asarray(bool(v), dtype=np.bool_)
+    if k == "float":
+        return convert(np.asarray(float(v), dtype=np.float64), "f64", dtype)
+    bits = np.iinfo(_INT_NP[dtype]).bits
+    n = int(v) % (1 << bits)
+    if dtype.startswith("i") and n >= 1 << (bits - 1):
+        n -= 1 << bits
+    return np.asarray(n, dtype=_INT_NP[dtype])
+
+
+def to_compute(stored: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":
+        return bf16_from_bits(stored)
+    return np.array(stored, dtype=COMPUTE[dtype])
+
+
+def to_storage(value: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bf16":
+        return bf16_bits(value)
+    with np.errstate(over="ignore"):  # values past f16's range were already rounded to inf
+        if dtype == "f16":
+            return np.asarray(value, dtype=np.float32).astype(np.float16)
+        return np.asarray(value).astype(STORAGE[dtype])
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+def _idiv(a, b):
+    zero = b == 0
+    q = np.floor_divide(a, np.where(zero, b.dtype.type(1), b))
+    return np.where(zero, a.dtype.type(0), q)
+
+
+def _sigmoid(x):
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _gelu(x):
+    t = x.dtype.type
+    c = t(np.sqrt(2.0 / np.pi))
+    return t(0.5) * x * (t(1) + np.tanh(c * (x + t(0.044715) * x * x * x)))
+
+
+# decision: maximum/minimum (and rowmax/rowmin) propagate NaN, as NumPy's maximum does
+_BINARY: dict[str, Callable] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum,
+    "minimum": np.minimum, "pow": np.power, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "and": np.logical_and, "or": np.logical_or,
+}
+_UNARY: dict[str, Callable] = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
+    "sin": np.sin, "cos": np.cos, "relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "gelu": _gelu, "silu": lambda x: x * _sigmoid(x), "not": np.logical_not,
+}
+
+
+def _reduce(name: str, x: np.ndarray) -> np.ndarray:
+    axis = 1 if name.startswith("row") else 0
+    what = name[3:]
+    if what == "sum":
+        return np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)
+    if what == "mean":
+        s = np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)
+        return s / x.dtype.type(x.shape[axis])
+    if what == "max":
+        return np.max(x, axis=axis, keepdims=True)
+    return np.min(x, axis=axis, keepdims=True)
+
+
+def eval_op(op: N.Op, args: list[np.ndarray], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One op's value from its arguments' values (`inputs`: parameter values by name)."""
+    name = op.op
+    if name in ("param", "scalar_param"):
+        return inputs[op.attr]
+    if name == "literal":
+        # decision: a literal is its value converted to the op's dtype (an f16 literal is rounded to f16)
+        return scalar_value(op.attr, op.dtype)
+    if name in ("iota_row", "iota_col"):
+        r, c = op.shape
+        idx = np.arange(r if name == "iota_row" else c, dtype=COMPUTE[op.dtype])
+        return np.broadcast_to(idx[:, None] if name == "iota_row" else idx[None, :], (r, c))
+    if name in ("convert", "cast"):
+        return convert(args[0], _dtype_of(args[0]), op.dtype)
+    if name == "div":
+        if kind_of(op.dtype) == "int":
+            return _idiv(args[0], args[1])
+        return np.divide(args[0], args[1])
+    if name in _BINARY:
+        return _BINARY[name](args[0], args[1])
+    if name in _UNARY:
+        return _UNARY[name](args[0])
+    if name == "where":
+        return np.where(args[0], args[1], args[2])
+    if name in N.REDUCTIONS:
+        return _reduce(name, args[0])
+    if name == "broadcast":
+        return np.broadcast_to(args[0], op.shape)
+    if name == "matmul":
+        # decision: matmul converts both operands to f32 (f64 rounds, integers convert) and multiplies in f32; `acc` is added to the product
+        out = np.matmul(args[0].astype(np.float32), args[1].astype(np.float32))
+        if len(args) == 3:
+            out = args[2] + out
+        return out
+    if name == "transpose":
+        return args[0].T
+    if name == "softmax":
+        x = args[0]
+        e = np.exp(x - np.max(x, axis=1, keepdims=True))
+        return e / np.sum(e, axis=1, keepdims=True)
+    if name == "slice_even":
+        return args[0][:, 0::2]
+    if name == "slice_odd":
+        return args[0][:, 1::2]
+    if name == "interleave":
+        a, b = args
+        out = np.empty((a.shape[0], a.shape[1] * 2), dtype=a.dtype)
+        out[:, 0::2] = a
+        out[:, 1::2] = b
+        return out
+    raise RuntimeError(f"ref: no rule for op `{name}`")
+
+
+def _dtype_of(x: np.ndarray) -> str:
+    """The IR dtype of a convert's operand, from its NumPy dtype (f32 also stands for f16/bf16:
+    they are held in f32 and convert identically)."""
+    dt = np.asarray(x).dtype
+    if dt == np.bool_:
+        return "bool"
+    if dt == np.float64:
+        return "f64"
+    if dt == np.float32:
+        return "f32"
+    for k, v in _INT_NP.items():
+        if dt == v:
+            return k
+    raise RuntimeError(f"ref: unexpected value dtype {dt}")
+
+
+def eval_kernel(k: N.Kernel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate a tile-bodied kernel: `inputs` maps In/InOut tiles and scalars to compute
+    values; returns each stored parameter's value (param dtype, tile shape)."""
+    params = {p.name: p for p in k.params}
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for op in k.ops:
+            v = eval_op(op, [vals[a] for a in op.args], inputs)
+            v = np.asarray(v, dtype=COMPUTE[op.dtype])
+            if op.shape is not None and v.shape != op.shape:
+                v = np.broadcast_to(v, op.shape)
+            vals.append(v)
+        out = {}
+        for name, idx in k.stores:
+            p = params[name]
+            v = vals[idx]
+            if k.ops[idx].dtype != p.dtype:
+                v = convert(v, _dtype_of(v), p.dtype)
+            out[name] = np.array(np.broadcast_to(v, (p.rows, p.cols)), dtype=COMPUTE[p.dtype])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a schedule
+
+
+def _describe(c: sym.Check, env: Mapping[str, int]) -> tuple[str, dict]:
+    values = {}
+    lv, rv = sym.evaluate(c.lhs, env), sym.evaluate(c.rhs, env)
+    if not sym.is_const(c.lhs):
+        values[sym.to_str(c.lhs)] = lv
+    if not sym.is_const(c.rhs):
+        values[sym.to_str(c.rhs)] = rv
+    if sym.is_const(c.rhs):
+        found = f"found {lv}"
+    elif sym.is_const(c.lhs):
+        found = f"found {rv}"
+    else:
+        found = f"found {lv} and {rv}"
+    return found, values
+
+
+class _Runner:
+    def __init__(self, module: N.Module, env: dict[str, int], tensors: dict[str, np.ndarray],
+                 externs: Mapping[str, Callable]):
+        self.m = module
+        self.env = env
+        self.tensors = tensors
+        self.externs = externs
+        self.kernels = {k.name: k for k in module.kernels}
+        self.decls = {t.name: t for t in module.tensors}
+        self.loops: list[tuple[str, int]] = []
+        self.task_count = 0
+
+    def partial(self) -> dict[str, np.ndarray]:
+        return {n: a.copy() for n, a in self.tensors.items()
+                if self.decls[n].kind in ("output", "inout")}
+
+    def error(self, message: str, span: Span = NO_SPAN, values: Optional[dict] = None):
+        raise RunError(message, span, tuple(self.loops), values, self.partial())
+
+    def where(self, task: Optional[N.Task] = None) -> str:
+        at = ", ".join(f"{n}={v}" for n, v in self.loops)
+        text = f"task `{task.text}`" if task is not None else "enumeration"
+        return f" ({text}{' at ' + at if at else ''})"
+
+    def eval(self, e: sym.Expr, span: Span = NO_SPAN, task: Optional[N.Task] = None) -> int:
+        try:
+            return sym.evaluate(e, self.env)
+        except sym.SymError as err:
+            self.error(f"cannot evaluate `{sym.to_str(e)}`: {err}{self.where(task)}", span)
+
+    def stmts(self, body) -> None:
+        for st in body:
+            if isinstance(st, N.Loop):
+                n = self.eval(st.extent)
+                saved = self.env.get(st.var)
+                for i in range(max(n, 0)):
+                    self.env[st.var] = i
+                    self.loops.append((st.var, i))
+                    try:
+                        self.stmts(st.body)
+                    finally:
+                        self.loops.pop()
+                if saved is None:
+                    self.env.pop(st.var, None)
+                else:
+                    self.env[st.var] = saved
+            elif isinstance(st, N.Block):
+                self.stmts(st.body)
+            else:
+                self.task(st)
+
+    def task(self, t: N.Task) -> None:
+        k = self.kernels[t.kernel]
+        self.task_count += 1
+        # every check of every argument before anything runs
+        for a in t.args:
+            if isinstance(a, N.TileArg):
+                for vc in a.checks:
+                    try:
+                        ok = vc.check.evaluate(self.env)
+                    except sym.SymError as err:
+                        self.error(f"{vc.message}: {err}{self.where(t)}", vc.span)
+                    if not ok:
+                        found, values = _describe(vc.check, self.env)
+                        self.error(f"{vc.message}, {found}{self.where(t)}", vc.span, values)
+        boxes: dict[str, tuple] = {}
+        inputs: dict[str, np.ndarray] = {}
+        params = {p.name: p for p in k.params}
+        for a in t.args:
+            p = params[a.param]
+            if isinstance(a, N.TileArg):
+                offs = [self.eval(o, t.span, t) for o in a.offsets]
+                exts = [self.eval(e, t.span, t) for e in a.extents]
+                arr = self.tensors[a.tensor]
+                if any(o < 0 or o + e > n or e < 0 for o, e, n in zip(offs, exts, arr.shape)):
+                    raise RuntimeError(f"ref: the box of `{a.param}` in `{t.text}` is outside "
+                                       f"`{a.tensor}` and no check said so")
+                box = tuple(slice(o, o + e) for o, e in zip(offs, exts))
+                boxes[a.param] = box
+                if a.mode != "w":
+                    inputs[a.param] = to_compute(arr[box], p.dtype).reshape(p.rows, p.cols)
+            else:
+                v = a.value
+                if isinstance(v, sym.Expr):
+                    v = self.eval(v, t.span, t)
+                # decision: a scalar argument is a value of its parameter's dtype (an f16 Scalar is rounded to f16, an integer wraps)
+                with np.errstate(over="ignore"):
+                    inputs[a.param] = scalar_value(v, a.dtype)
+        if k.extern_c is not None:
+            outs = self.extern(k, inputs)
+        else:
+            outs = eval_kernel(k, inputs)
+        # stores take effect as the kernel finishes
+        for name, value in outs.items():
+            a = next(x for x in t.args if x.param == name)
+            arr = self.tensors[a.tensor]
+            region = arr[boxes[name]]
+            arr[boxes[name]] = to_storage(value, params[name].dtype).reshape(region.shape)
+
+    def extern(self, k: N.Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # decision: extern kernels run only through a registered Python function (by source name, for every specialisation), called with NumPy tiles in the compute dtype; its Out/InOut arrays (or a returned dict) are stored by the rules of `store`
+        fn = self.externs.get(k.source) or _EXTERNS.get(k.source)
+        if fn is None:
+            self.error(f"kernel `{k.source}` is an extern C kernel, which the ref back end cannot "
+                       "run; register a Python implementation with "
+                       f"`ptowsp.backends.ref.register_extern({k.source!r}, fn)`", k.span)
+        kwargs: dict = {}
+        for p in k.params:
+            if p.kind == "scalar":
+                kwargs[p.name] = inputs[p.name][()]
+            elif p.mode == "In":
+                x = np.array(inputs[p.name])
+                x.setflags(write=False)
+                kwargs[p.name] = x
+            elif p.mode == "InOut":
+                kwargs[p.name] = np.array(inputs[p.name])
+            else:
+                kwargs[p.name] = np.zeros((p.rows, p.cols), dtype=COMPUTE[p.dtype])
+        kwargs.update(dict(k.constexprs))
+        result = fn(**kwargs)
+        out = {}
+        for p in k.params:
+            if p.kind != "tile" or p.mode == "In":
+                continue
+            if isinstance(result, Mapping) and p.name in result:
+                v = np.asarray(result[p.name])
+            else:
+                v = kwargs[p.name]
+            if v.dtype.kind == "f" or kind_of(p.dtype) == "float":
+                v, src = v.astype(np.float64), "f64"
+            else:
+                src = _dtype_of(v)
+            with np.errstate(all="ignore"):
+                v = convert(v, src, p.dtype)
+            out[p.name] = np.array(np.broadcast_to(v, (p.rows, p.cols)))
+        return out
+
+
+def _bind(module: N.Module, syms: Mapping[str, int]) -> dict[str, int]:
+    known = {s.name: s for s in module.syms}
+    for name in syms:
+        if name not in known:
+            raise RunError(f"unknown symbol `{name}`")
+    env: dict[str, int] = {}
+    for s in module.syms:
+        v = syms.get(s.name, s.default)
+        if v is None:
+            raise RunError(f"symbol `{s.name}` is not bound", s.span)
+        v = int(v)
+        if v < 0:
+            raise RunError(f"symbol `{s.name}` is bound to {v}, but symbols are non-negative",
+                           s.span, values={s.name: v})
+        env[s.name] = v
+    return env
+
+
+def _accepts(arr: np.ndarray, dtype: str) -> Optional[np.ndarray]:
+    """The array as stored for `dtype`, or None when its dtype is not exactly that."""
+    if dtype == "bf16" and arr.dtype.name == "bfloat16":
+        return arr.view(np.uint16)
+    return arr if arr.dtype == np.dtype(STORAGE[dtype]) else None
+
+
+def run(module: N.Module, schedule: Optional[str] = None, syms: Optional[Mapping[str, int]] = None,
+        arrays: Optional[Mapping[str, np.ndarray]] = None,
+        externs: Optional[Mapping[str, Callable]] = None) -> dict[str, np.ndarray]:
+    """Run `schedule` (default: the module's default) and return the outputs and inouts."""
+    return execute(module, schedule, syms, arrays, externs)[0]
+
+
+def execute(module: N.Module, schedule: Optional[str] = None,
+            syms: Optional[Mapping[str, int]] = None,
+            arrays: Optional[Mapping[str, np.ndarray]] = None,
+            externs: Optional[Mapping[str, Callable]] = None) -> tuple[dict[str, np.ndarray], dict]:
+    """`run`, also returning what the run did: `{"task_count": n}`."""
+    syms = dict(syms or {})
+    arrays = dict(arrays or {})
+    name = schedule if schedule is not None else module.default_schedule
+    if name is None:
+        names = ", ".join(f"`{s.name}`" for s in module.schedules)
+        raise RunError(f"choose a schedule to run: {names}" if names else
+                       f"module `{module.name}` has no schedule to run")
+    try:
+        sched = module.schedule(name)
+    except KeyError:
+        raise RunError(f"module `{module.name}` has no schedule `{name}`") from None
+    env = _bind(module, syms)
+    for c in module.checks:
+        try:
+            ok = c.check.evaluate(env)
+        except sym.SymError as err:
+            raise RunError(f"{c.message}: {err}", c.span) from None
+        if not ok:
+            found, values = _describe(c.check, env)
+            raise RunError(f"{c.message}, {found}", c.span, values=values)
+    tensors: dict[str, np.ndarray] = {}
+    decls = {t.name: t for t in module.tensors}
+    for n in arrays:
+        if n not in decls:
+            raise RunError(f"the module has no tensor `{n}`")
+        if decls[n].kind not in ("input", "inout"):
+            raise RunError(f"`{n}` is {decls[n].kind} tensor; only inputs and inouts take arrays",
+                           decls[n].span)
+    for t in module.tensors:
+        shape = tuple(sym.evaluate(d, env) for d in t.dims)
+        if t.kind in ("input", "inout"):
+            if t.name not in arrays:
+                raise RunError(f"no array is bound to {t.kind} `{t.name}`", t.span)
+            given = np.asarray(arrays[t.name])
+            arr = _accepts(given, t.dtype)
+            if arr is None or arr.shape != shape:
+                want = ("uint16 (bf16 bits)" if t.dtype == "bf16"
+                        else np.dtype(STORAGE[t.dtype]).name)
+                raise RunError(f"`{t.name}` must be a {want} array of shape {shape}, found "
+                               f"{given.dtype} {given.shape}", t.span)
+            tensors[t.name] = np.array(arr, copy=True)  # never write the caller's array
+        else:
+            tensors[t.name] = np.zeros(shape, dtype=STORAGE[t.dtype])
+    runner = _Runner(module, env, tensors, dict(externs or {}))
+    runner.stmts(sched.body)
+    outputs = {t.name: tensors[t.name] for t in module.tensors if t.kind in ("output", "inout")}
+    return outputs, {"task_count": runner.task_count}
+
+
+class Backend:
+    """The ref target behind `ptowsp.runtime.Program` (which binds and checks the arrays):
+    `run(m, schedule, syms, inputs) -> (outputs, info)`. A `RunError` becomes a `WspError`
+    with one diagnostic at its span, as the other targets report bad views."""
+
+    def __init__(self, externs: Optional[Mapping[str, Callable]] = None):
+        self.externs = dict(externs or {})
+
+    def run(self, m: N.Module, schedule: str, syms: Mapping[str, int],
+            inputs: Mapping[str, np.ndarray], workers: Optional[int] = None):
+        try:
+            return execute(m, schedule, syms, inputs, self.externs)
+        except RunError as err:
+            from ...frontend.diagnostics import Diagnostic, WspError  # only when reporting
+
+            code = "bad-view" if err.coords or err.values else "run"
+            raise WspError([Diagnostic(err.span, code, err.message)], dict(m.sources)) from None
+
+
+__all__ = ["run", "execute", "Backend", "RunError", "register_extern", "unregister_extern",
+           "bf16_round", "convert", "eval_kernel"]

@@ -1,0 +1,990 @@
+"""Lower a checked `ModuleEnv` to the IR of `ir/nodes.py`: `lower(env) -> nodes.Module` (pure).
+
+Kernels become op DAGs over static tiles, specialised once per distinct `Constexpr` assignment
+used by a task (`rows__R_4`; kernels without `Constexpr` parameters keep their name). Schedules
+become loop trees with workload parameters substituted and inlined workloads expanded; views
+become `TileArg` boxes carrying the `ViewCheck`s that could not be proved here.
+
+What lowering decides (each also written next to its code as `# decision:`):
+- Implicit conversions are explicit `convert` ops; `rowmul/rowadd/...` become the plain
+  elementwise op with broadcasting; a store's value is converted and broadcast to the
+  parameter's tile by explicit ops, so every stored op has the parameter's shape and dtype.
+- Literals take the dtype of what they meet (one `literal` op of that dtype); a compound
+  literal expression (`1 / 2`) is computed in its default dtype (i32 / f32) and converted.
+- A module without schedules whose only parameterless root workload (inlined by no other) is W
+  gets the implicit schedule `W` with the defaults of language.md section 8: round_robin(1),
+  one stream, immediate, no window.
+- Dispatch policies: `round_robin(n)` is `Policy("round_robin", (n,))` (no count:
+  `Policy("round_robin")`, the machine model's); `work_steal(n = N)` is `Policy("work_steal",
+  (), N)`; the key policies are `Policy(name, (key,), N or None)`.
+- Loop variables keep their source names unless that would rebind a name bound by an enclosing
+  loop or a sym (then `b_2`, ...): names are unique along every path of the loop tree, so
+  schedule keys stay expressions over the loop variables' source names.
+
+Constructs this build's back ends do not support yet (`when`, ragged and sparse axes, `P.sel`,
+CSP, slots, tensor-element reads in scalar expressions, kernels without an `extern c` body)
+are reported as `unsupported` diagnostics at the construct, all raised together as a `WspError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..frontend import ast as A
+from ..frontend.diagnostics import Diagnostics, InternalError
+from ..frontend.env import ModuleEnv
+from ..frontend.primitives import (
+    ARITH_OPERATORS,
+    COMPARE_OPERATORS,
+    LOGIC_OPERATORS,
+    PRIMITIVES,
+    Arg,
+    Type,
+    Typing,
+    combine,
+    compare,
+    elementwise_binary,
+    literal_type,
+    logic,
+    unary,
+)
+from ..frontend.printer import expr_str
+from ..frontend.signatures import KernelSig, NotSymbolic, ParamSig, to_sym
+from ..spans import Span
+from . import nodes as N
+from . import sym
+
+UNSUPPORTED = "is not supported by this build's back ends yet"
+
+
+class _Unsupported(Exception):
+    """A construct this build cannot lower: reported as one diagnostic at `span`."""
+
+    def __init__(self, span: Span, message: str):
+        super().__init__(message)
+        self.span = span
+        self.message = message
+
+
+def lower(env: ModuleEnv) -> N.Module:
+    """The IR of a checked module. Raises `WspError` for constructs not supported yet."""
+    return _ModuleLowerer(env).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# The module
+
+
+class _ModuleLowerer:
+    def __init__(self, env: ModuleEnv):
+        self.env = env
+        self.diags = Diagnostics(dict(env.sources))
+        # (kernel, constexpr assignment) -> specialised name, in order of first use
+        self.specs: dict[tuple[str, tuple[tuple[str, int], ...]], str] = {}
+
+    def run(self) -> N.Module:
+        env = self.env
+        syms = tuple(
+            N.SymDecl(name, env.sym_defaults.get(name), d.span) for name, d in env.syms.items()
+        )
+        tensors = tuple(
+            N.TensorDecl(t.name, t.kind, t.dtype, tuple(t.dims), t.decl.span)
+            for t in env.tensors.values()
+        )
+        schedules = [self.schedule(sd) for sd in env.schedules.values()]
+        if not env.schedules:
+            implicit = self.implicit_schedule()
+            if implicit is not None:
+                schedules.append(implicit)
+        schedules = [s for s in schedules if s is not None]
+        kernels = self.kernels()
+        self.diags.raise_if_any()
+        names = [s.name for s in schedules]
+        default = "main" if "main" in names else names[0] if len(names) == 1 else None
+        return N.Module(
+            name=env.name,
+            syms=syms,
+            tensors=tensors,
+            kernels=tuple(kernels),
+            schedules=tuple(schedules),
+            default_schedule=default,
+            checks=self.module_checks(),
+            sources=tuple(env.sources.items()),
+        )
+
+    def unsupported(self, u: _Unsupported) -> None:
+        self.diags.error(u.span, "unsupported", u.message)
+
+    def module_checks(self) -> tuple[N.ViewCheck, ...]:
+        """Tensor dimensions that may be negative (the checker's rule, kept per dimension)."""
+        out = []
+        for t in self.env.tensors.values():
+            for dim, node in zip(t.dims, t.decl.type.dims):
+                if sym.const_value(dim) is None and sym.prove_ge(dim, 0) is not True:
+                    reason = f"dimension of `{t.name}` must not be negative"
+                    out.append(N.ViewCheck(sym.Check(dim, ">=", sym.const(0), reason), reason,
+                                           node.span))
+        return tuple(out)
+
+    # -- schedules
+    def schedule(self, sd: A.ScheduleDecl) -> Optional[N.Schedule]:
+        wl = _WorkloadLowerer(self)
+        try:
+            body = wl.scheduled(sd.workload.id, sd.args, sd.kwargs)
+        except _Unsupported as u:
+            self.unsupported(u)
+            return None
+        fields: dict = {}
+        for c in sd.combinators:
+            try:
+                fields.update(wl.combinator(c))
+            except _Unsupported as u:
+                self.unsupported(u)
+        return N.Schedule(sd.name.id, sd.workload.id, tuple(body), **fields)
+
+    def implicit_schedule(self) -> Optional[N.Schedule]:
+        inlined: set[str] = set()
+        for w in self.env.workloads.values():
+            for node in _walk_stmts(w.body):
+                if isinstance(node, A.CallStmt) and node.callee.id in self.env.workloads:
+                    inlined.add(node.callee.id)
+        roots = [n for n, w in self.env.workloads.items() if n not in inlined and not w.params]
+        if len(roots) != 1:
+            return None
+        # decision: the implicit schedule of a lone parameterless root workload W is named W and has every default (round_robin(1), one stream, immediate, no window)
+        name = roots[0]
+        try:
+            body = _WorkloadLowerer(self).scheduled(name, (), ())
+        except _Unsupported as u:
+            self.unsupported(u)
+            return None
+        return N.Schedule(name, name, tuple(body))
+
+    # -- kernels
+    def specialise(self, kernel: str, cvals: dict[str, int]) -> str:
+        key = (kernel, tuple(sorted(cvals.items())))
+        name = self.specs.get(key)
+        if name is None:
+            name = kernel
+            if cvals:
+                parts = [f"{k}_{v}" if v >= 0 else f"{k}_m{-v}" for k, v in sorted(cvals.items())]
+                name = "__".join([kernel] + parts)
+                while name in self.env.kernels:  # a user kernel spelled like a specialisation
+                    name += "_"
+            self.specs[key] = name
+        return name
+
+    def kernels(self) -> list[N.Kernel]:
+        out = []
+        for kname, decl in self.env.kernels.items():
+            sig = self.env.kernel_sigs[kname]
+            if not sig.constexprs:
+                self.specialise(kname, {})
+            # decision: a Constexpr kernel is lowered once per assignment used by a task, sorted by values; an unused one is not lowered
+            for (k, assignment), name in sorted(self.specs.items(), key=lambda kv: kv[0]):
+                if k != kname:
+                    continue
+                try:
+                    out.append(_KernelLowerer(self.env, decl, sig, dict(assignment), name).run())
+                except _Unsupported as u:
+                    self.unsupported(u)
+        return out
+
+
+def _walk_stmts(stmts) -> list[A.Node]:
+    out: list[A.Node] = []
+    for s in stmts:
+        out.extend(s.walk())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+@dataclass
+class _V:
+    """A kernel value while lowering: its checker type (concrete dims), the op holding it, or
+    for a bare literal (`2`, `1e-6`, a const, a Constexpr) the number, emitted where it meets a
+    dtype."""
+
+    type: Type
+    idx: Optional[int] = None
+    lit: Union[int, float, bool, None] = None
+
+    @property
+    def shape(self) -> Optional[tuple[int, int]]:
+        return _shape(self.type)
+
+
+def _shape(t: Type) -> Optional[tuple[int, int]]:
+    if not t.is_tile:
+        return None
+    r, c = sym.const_value(t.rows), sym.const_value(t.cols)
+    if r is None or c is None:
+        raise InternalError("lower", f"a tile shape is not static after specialisation: {t}")
+    return (r, c)
+
+
+def _internal_report(span, code, message, help=None):
+    raise InternalError("lower", f"the checker let through a kernel error: {message}")
+
+
+# Primitives that are a plain elementwise op with NumPy broadcasting.
+_ELEMENTWISE = {
+    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "maximum",
+    "minimum": "minimum", "pow": "pow",
+    # decision: rowmul/rowadd/rowsub/rowdiv and colmul/coladd/colsub/coldiv lower to mul/add/sub/div with broadcasting (the checker already fixed the vector's shape)
+    "rowmul": "mul", "rowadd": "add", "rowsub": "sub", "rowdiv": "div",
+    "colmul": "mul", "coladd": "add", "colsub": "sub", "coldiv": "div",
+}
+_UNARY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "abs", "neg", "relu",
+          "gelu", "silu")
+_SHAPED = ("rowsum", "rowmax", "rowmin", "rowmean", "colsum", "colmax", "colmin", "colmean",
+           "transpose", "softmax", "slice_even", "slice_odd")
+
+
+class _KernelLowerer:
+    def __init__(self, env: ModuleEnv, decl: A.KernelDecl, sig: KernelSig,
+                 cvals: dict[str, int], name: str):
+        self.env, self.decl, self.sig, self.cvals, self.name = env, decl, sig, cvals, name
+        self.ops: list[N.Op] = []
+        self.memo: dict[tuple, int] = {}
+        self.lets: dict[str, _V] = {}
+        self.params: dict[str, ParamSig] = {p.name: p for p in sig.params}
+        self.param_vals: dict[str, _V] = {}
+
+    def run(self) -> N.Kernel:
+        kparams = []
+        for p in self.sig.params:
+            if p.kind == "tile":
+                r, c = self.tile_dims(p)
+                kparams.append(N.KParam(p.name, "tile", p.dtype, p.tile.mode, r, c))
+            elif p.kind == "scalar":
+                kparams.append(N.KParam(p.name, "scalar", p.dtype))
+        constexprs = tuple(sorted(self.cvals.items()))
+        if self.decl.body is None:
+            code = next((e.code for e in self.decl.externs if e.lang == "c"), None)
+            # decision: an extern kernel without an `extern c` body is unsupported (every back end of this build runs C or a registered Python function)
+            if code is None:
+                raise _Unsupported(self.decl.name.span,
+                                   f"kernel `{self.sig.name}` has no `extern c` body, which every "
+                                   "back end of this build needs")
+            return N.Kernel(self.name, self.sig.name, tuple(kparams), (), (), code, constexprs,
+                            self.decl.span)
+        stores: list[tuple[str, int]] = []
+        for s in self.decl.body:
+            if isinstance(s, A.Let):
+                self.lets[s.name.id] = self.expr(s.value)
+            elif isinstance(s, A.Assign):
+                self.lets[s.name.id] = self.rebind(self.lets[s.name.id], self.expr(s.value))
+            elif isinstance(s, A.Store):
+                p = self.params[s.target.id]
+                shape = self.tile_dims(p)
+                idx = self.fit(self.expr(s.value), p.dtype, shape)
+                stores.append((p.name, idx))
+            else:
+                raise InternalError("lower", f"unexpected kernel statement {type(s).__name__}")
+        return N.Kernel(self.name, self.sig.name, tuple(kparams), tuple(self.ops), tuple(stores),
+                        None, constexprs, self.decl.span)
+
+    def tile_dims(self, p: ParamSig) -> tuple[int, int]:
+        mapping = {k: sym.const(v) for k, v in self.cvals.items()}
+        r = sym.const_value(sym.substitute(p.tile.rows, mapping))
+        c = sym.const_value(sym.substitute(p.tile.cols, mapping))
+        if r is None or c is None:
+            raise InternalError("lower",
+                                f"tile `{p.name}` of `{self.sig.name}` has no static shape")
+        return (r, c)
+
+    # -- the op list (a DAG in dependency order; identical ops are shared)
+    def emit(self, op: str, args: tuple[int, ...], shape: Optional[tuple[int, int]], dtype: str,
+             attr=None) -> int:
+        key = (op, args, shape, dtype, type(attr).__name__, repr(attr))
+        idx = self.memo.get(key)
+        if idx is None:
+            idx = len(self.ops)
+            self.ops.append(N.Op(op, args, shape, dtype, attr))
+            self.memo[key] = idx
+        return idx
+
+    def coerce(self, v: _V, dtype: str) -> int:
+        """The op holding `v` as `dtype`: a literal of that dtype, `v` itself, or a convert."""
+        if v.lit is not None:
+            # decision: a bare literal takes the dtype of what it meets as one `literal` op of that dtype
+            return self.emit("literal", (), None, dtype, v.lit)
+        if v.idx is None:
+            raise InternalError("lower", "a kernel value without an op")
+        if v.type.dtype == dtype:
+            return v.idx
+        # decision: where the checker promoted an operand, an explicit `convert` op says so
+        return self.emit("convert", (v.idx,), v.shape, dtype)
+
+    def materialise(self, v: _V) -> int:
+        # decision: a compound literal expression (`1 / 2`, `exp(2)`) is computed in its default dtype (i32, f32, bool) and converted where it meets a typed value: `1 / 2` is 0
+        return self.coerce(v, v.type.dtype)
+
+    def fit(self, v: _V, dtype: str, shape: Optional[tuple[int, int]]) -> int:
+        """`v` converted to `dtype` and broadcast to `shape` (stores and rebinding)."""
+        idx = self.coerce(v, dtype)
+        if shape is not None and v.shape != shape:
+            # decision: a store (or rebinding) of a smaller value broadcasts with an explicit `broadcast` op, so every stored op has the parameter's exact shape and dtype
+            idx = self.emit("broadcast", (idx,), shape, dtype)
+        return idx
+
+    def rebind(self, target: _V, value: _V) -> _V:
+        if target.type.literal and value.lit is not None:
+            return _V(target.type, None, value.lit)
+        return _V(target.type, self.fit(value, target.type.dtype, target.shape))
+
+    # -- expressions
+    def typing(self, name: str, span: Span, args: Optional[dict] = None) -> Typing:
+        return Typing(name, span, args or {}, {}, _internal_report)
+
+    def expr(self, e: A.Expr) -> _V:
+        if isinstance(e, A.IntLit):
+            return _V(literal_type("int"), lit=e.value)
+        if isinstance(e, A.FloatLit):
+            return _V(literal_type("float"), lit=e.value)
+        if isinstance(e, A.BoolLit):
+            return _V(literal_type("bool"), lit=e.value)
+        if isinstance(e, A.Name):
+            return self.name_value(e)
+        if isinstance(e, A.Unary):
+            x = self.expr(e.operand)
+            t = unary(self.typing(e.op, e.span), e.op, Arg(x.type, e.operand.span))
+            if x.lit is not None:
+                return _V(t, lit=(not x.lit) if e.op == "not" else -x.lit)
+            op = "not" if e.op == "not" else "neg"
+            return _V(t, self.emit(op, (self.coerce(x, t.dtype),), _shape(t), t.dtype))
+        if isinstance(e, A.Binary):
+            return self.binary(e)
+        if isinstance(e, A.Call):
+            return self.call(e)
+        raise InternalError("lower", f"unexpected kernel expression {type(e).__name__}")
+
+    def name_value(self, n: A.Name) -> _V:
+        if n.id in self.lets:
+            return self.lets[n.id]
+        p = self.params.get(n.id)
+        if p is not None:
+            if p.name not in self.param_vals:
+                if p.kind == "tile":
+                    r, c = self.tile_dims(p)
+                    t = Type("tile", p.dtype, sym.const(r), sym.const(c))
+                    v = _V(t, self.emit("param", (), (r, c), p.dtype, p.name))
+                elif p.kind == "scalar":
+                    v = _V(Type("scalar", p.dtype), self.emit("scalar_param", (), None, p.dtype,
+                                                              p.name))
+                else:
+                    v = _V(literal_type("int"), lit=self.cvals[p.name])
+                self.param_vals[p.name] = v
+            return self.param_vals[p.name]
+        if n.id in self.env.consts:
+            return _V(literal_type("int"), lit=self.env.consts[n.id])
+        raise InternalError("lower", f"unknown kernel name `{n.id}`")
+
+    def binary(self, e: A.Binary) -> _V:
+        a, b = self.expr(e.left), self.expr(e.right)
+        aa, ba = Arg(a.type, e.left.span), Arg(b.type, e.right.span)
+        t = self.typing(e.op, e.span)
+        if e.op in ARITH_OPERATORS:
+            rt = elementwise_binary(t, e.op, aa, ba, e.op_span)
+            op, dt = ARITH_OPERATORS[e.op], rt.dtype
+        elif e.op in COMPARE_OPERATORS:
+            rt = compare(t, e.op, aa, ba, e.op_span)
+            op, dt = COMPARE_OPERATORS[e.op], combine(a.type, b.type).dtype
+        elif e.op in LOGIC_OPERATORS:
+            rt = logic(t, e.op, aa, ba, e.op_span)
+            op, dt = LOGIC_OPERATORS[e.op], "bool"
+        else:
+            raise InternalError("lower", f"unexpected kernel operator `{e.op}`")
+        # decision: comparison operands are converted to their combined dtype (as for arithmetic), then compared
+        args = (self.coerce(a, dt), self.coerce(b, dt))
+        return _V(rt, self.emit(op, args, _shape(rt), rt.dtype))
+
+    def dim(self, node: A.Expr) -> int:
+        def resolve(n: A.Name) -> sym.Expr:
+            if n.id in self.cvals:
+                return sym.const(self.cvals[n.id])
+            if n.id in self.env.consts:
+                return sym.const(self.env.consts[n.id])
+            raise NotSymbolic()
+
+        try:
+            v = sym.const_value(to_sym(node, resolve, Diagnostics()))
+        except NotSymbolic:
+            v = None
+        if v is None:
+            raise InternalError("lower", f"`{expr_str(node)}` is not a compile-time dimension")
+        return v
+
+    def call(self, e: A.Call) -> _V:
+        # `tl.NAME` / `pto.NAME` are stored by the parser as NAME with a prefix: the same primitive
+        prim = PRIMITIVES.get(e.func.id)
+        if prim is None:
+            raise InternalError("lower", f"unknown primitive `{e.func.id}`")
+        nodes_: dict[str, A.Expr] = {p.name: a for p, a in zip(prim.params, e.args)}
+        for kw in e.kwargs:
+            nodes_[kw.name] = kw.value
+        vals: dict[str, _V] = {}
+        dims: dict[str, int] = {}
+        args: dict[str, Arg] = {}
+        for p in prim.params:
+            node = nodes_.get(p.name)
+            if node is None:
+                continue
+            if p.kind == "dim":
+                dims[p.name] = self.dim(node)
+                args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(dims[p.name]))
+            elif p.kind == "dtype":
+                args[p.name] = Arg(Type("error"), node.span, dtype=node.id)
+            else:
+                vals[p.name] = self.expr(node)
+                args[p.name] = Arg(vals[p.name].type, node.span)
+        rt = prim.rule(self.typing(prim.name, e.span, args))
+        if rt.is_error:
+            raise InternalError("lower", f"`{prim.name}` did not type")
+        name, shape, dt = prim.name, _shape(rt), rt.dtype
+        if name == "load":
+            # decision: `load(x)` is the value of x itself (parameters are immutable values)
+            return vals["x"]
+        if name == "full":
+            # decision: `full(M, N, v, DT)` is a broadcast of the scalar v (converted to DT)
+            s = self.coerce(vals["value"], dt)
+            return _V(rt, self.emit("broadcast", (s,), shape, dt))
+        if name == "constant":
+            return _V(rt, self.coerce(vals["value"], dt))
+        if name in _ELEMENTWISE:
+            a = vals["a"] if "a" in vals else vals["x"]
+            b = vals["b"] if "b" in vals else vals.get("vec", vals.get("exponent"))
+            # decision: `pow(x, s)` converts the exponent to x's dtype, like any elementwise operand
+            return _V(rt, self.emit(_ELEMENTWISE[name], (self.coerce(a, dt), self.coerce(b, dt)),
+                                    shape, dt))
+        if name in _UNARY:
+            return _V(rt, self.emit(name, (self.coerce(vals["x"], dt),), shape, dt))
+        if name in _SHAPED:
+            return _V(rt, self.emit(name, (self.coerce(vals["x"], vals["x"].type.dtype),), shape,
+                                    dt))
+        if name == "broadcast":
+            x = self.coerce(vals["x"], dt)
+            if vals["x"].shape == shape:
+                return _V(rt, x)
+            return _V(rt, self.emit("broadcast", (x,), shape, dt))
+        if name == "matmul":
+            # decision: matmul operands keep their dtypes (the op reads any numeric tiles); `acc` is f32
+            ops = (self.materialise(vals["a"]), self.materialise(vals["b"]))
+            if "acc" in vals:
+                ops += (self.coerce(vals["acc"], "f32"),)
+            return _V(rt, self.emit("matmul", ops, shape, "f32"))
+        if name == "cast":
+            return _V(rt, self.emit("cast", (self.materialise(vals["x"]),), shape, dt))
+        if name == "where":
+            args_ = (self.coerce(vals["cond"], "bool"), self.coerce(vals["a"], dt),
+                     self.coerce(vals["b"], dt))
+            return _V(rt, self.emit("where", args_, shape, dt))
+        if name in ("row_index", "col_index"):
+            op = "iota_row" if name == "row_index" else "iota_col"
+            return _V(rt, self.emit(op, (), shape, "i32"))
+        if name == "interleave":
+            args_ = (self.coerce(vals["a"], dt), self.coerce(vals["b"], dt))
+            return _V(rt, self.emit("interleave", args_, shape, dt))
+        raise InternalError("lower", f"primitive `{name}` has no lowering")
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads and schedules
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """A loop variable in scope: its IR name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """A dense axis in scope (a workload parameter): its extent in IR names."""
+
+    extent: sym.Expr
+
+
+class _Scope:
+    def __init__(self, parent: Optional["_Scope"] = None):
+        self.names: dict[str, Union[_Loop, _Axis]] = {}
+        self.parent = parent
+
+    def lookup(self, name: str):
+        s: Optional[_Scope] = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        return None
+
+
+_PROVERS = {"<=": sym.prove_le, "<": sym.prove_lt, ">=": sym.prove_ge, ">": sym.prove_gt,
+            "==": sym.prove_eq, "!=": sym.prove_ne}
+_Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool)
+
+
+class _WorkloadLowerer:
+    """One schedule's loop tree (inlined workloads included)."""
+
+    def __init__(self, mod: _ModuleLowerer):
+        self.mod = mod
+        self.env = mod.env
+        self.bound: dict[str, int] = {}  # IR loop names bound on the current path
+        self.renamed: set[str] = set()  # source names that had to be renamed somewhere
+        self.ranges: dict[str, sym.Interval] = {}
+        self.extents: dict[str, sym.Expr] = {}
+        self.proofs: dict[tuple, Optional[bool]] = {}
+
+    # ---- entry points
+    def scheduled(self, wname: str, args, kwargs) -> list[N.Stmt]:
+        decl = self.env.workloads[wname]
+        scope = self.bind_params(decl, args, kwargs, _Scope())
+        self.workload = wname
+        return self.block(decl.body, scope)
+
+    def bind_params(self, decl: A.WorkloadDecl, args, kwargs, caller: _Scope) -> _Scope:
+        scope = _Scope()
+        bound: dict[str, A.Expr] = {p.name.id: a for p, a in zip(decl.params, args)}
+        for kw in kwargs:
+            bound[kw.name] = kw.value
+        for p in decl.params:
+            scope.names[p.name.id] = _Axis(self.axis_extent(bound[p.name.id], caller))
+        return scope
+
+    # ---- statements
+    def block(self, stmts, scope: _Scope) -> list[N.Stmt]:
+        out: list[N.Stmt] = []
+        for s in stmts:
+            try:
+                out.extend(self.stmt(s, scope))
+            except _Unsupported as u:
+                self.mod.unsupported(u)
+        return out
+
+    def stmt(self, s: A.Stmt, scope: _Scope) -> list[N.Stmt]:
+        if isinstance(s, A.ForLoop):
+            return [self.for_loop(s, scope)]
+        if isinstance(s, A.CallStmt):
+            if s.callee.id in self.env.workloads:
+                decl = self.env.workloads[s.callee.id]
+                inner = self.bind_params(decl, s.args, s.kwargs, scope)
+                return self.block(decl.body, inner)
+            return [self.task(s, scope)]
+        if isinstance(s, A.Combine):
+            return [N.Block("combine", tuple(self.block(s.body, _Scope(scope))))]
+        if isinstance(s, A.Sequential):
+            items: list[N.Stmt] = []
+            for child in s.body:
+                try:
+                    part = self.stmt(child, _Scope(scope))
+                except _Unsupported as u:
+                    self.mod.unsupported(u)
+                    continue
+                # decision: an inlined workload inside `sequential` is one step; its own statements stay unordered (a combine block)
+                if len(part) == 1:
+                    items.append(part[0])
+                elif part:
+                    items.append(N.Block("combine", tuple(part)))
+            return [N.Block("sequential", tuple(items))]
+        what = {
+            A.When: "`when`", A.Pipe: "`pipe`", A.Process: "`process`", A.Send: "`send`",
+            A.Consume: "`consume`", A.Record: "`record`", A.Synchronize: "`synchronize`",
+            A.SlotSet: "`slot_set`", A.SlotLoad: "`slot_load`",
+        }.get(type(s))
+        if what is None:
+            raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
+        raise _Unsupported(s.span, f"{what} {UNSUPPORTED}")
+
+    def fresh(self, name: str) -> str:
+        # decision: a loop variable keeps its source name unless an enclosing loop binds it or a sym has it (then `b_2`, `b_3`, ...): unique along every path, so sibling loops may share a name and keys stay over source names
+        out, k = name, 1
+        while out in self.env.syms or self.bound.get(out, 0) > 0:
+            k += 1
+            out = f"{name}_{k}"
+        if out != name:
+            self.renamed.add(name)
+        self.bound[out] = self.bound.get(out, 0) + 1
+        return out
+
+    def for_loop(self, s: A.ForLoop, scope: _Scope) -> N.Loop:
+        if s.kind == "sel":
+            raise _Unsupported(s.span, f"`P.sel` {UNSUPPORTED}")
+        extents = [self.axis_extent(ax, scope) for ax in s.axes]
+        inner = _Scope(scope)
+        names = []
+        saved: dict[str, tuple] = {}
+        for v, ext in zip(s.vars, extents):
+            name = self.fresh(v.id)
+            names.append(name)
+            inner.names[v.id] = _Loop(name)
+            saved[name] = (self.ranges.get(name), self.extents.get(name))
+            hi = sym.bounds(ext, self.ranges).hi
+            known = hi is not None and hi >= 1
+            self.ranges[name] = sym.Interval(0, hi - 1) if known else sym.NONNEG
+            if sym.const_value(ext) is None:
+                self.extents[name] = ext
+            else:
+                self.extents.pop(name, None)
+        try:
+            body: tuple[N.Stmt, ...] = tuple(self.block(s.body, inner))
+        finally:
+            for name in names:
+                self.bound[name] -= 1
+                r, e = saved[name]
+                for table, old in ((self.ranges, r), (self.extents, e)):
+                    if old is None:
+                        table.pop(name, None)
+                    else:
+                        table[name] = old
+        kind = "seq" if s.kind == "seq" else "grid"
+        # decision: `for a, b in P(x, y)` is one Loop per axis, nested in the order written (P.seq: lexicographic order)
+        for name, ext in reversed(list(zip(names, extents))):
+            body = (N.Loop(name, ext, kind, body),)
+        return body[0]
+
+    def axis_extent(self, e: A.Expr, scope: _Scope) -> sym.Expr:
+        if isinstance(e, A.DenseAxis):
+            return self.int_expr(e.extent, scope)
+        if isinstance(e, A.DenseDynAxis):
+            return self.int_expr(e.extent, scope)
+        if isinstance(e, (A.RaggedAxis, A.SparseAxis)):
+            raise _Unsupported(e.span, f"inline ragged and sparse axes {UNSUPPORTED}")
+        if isinstance(e, A.Name):
+            b = scope.lookup(e.id)
+            if isinstance(b, _Axis):
+                return b.extent
+            if b is None and e.id in self.env.axes:
+                info = self.env.axes[e.id]
+                if info.kind in ("ragged", "sparse"):
+                    raise _Unsupported(e.span, f"{info.kind} axis `{e.id}` {UNSUPPORTED}")
+                return info.extent
+        if isinstance(e, A.Index) and isinstance(e.value, A.Name):
+            info = self.env.axes.get(e.value.id)
+            if scope.lookup(e.value.id) is None and info is not None:
+                raise _Unsupported(e.span, f"{info.kind} axis `{e.value.id}` {UNSUPPORTED}")
+        return self.int_expr(e, scope)
+
+    # ---- scalar expressions
+    def int_expr(self, e: A.Expr, scope: _Scope) -> sym.Expr:
+        kind, v = self.scalar(e, scope)
+        if kind != "int":
+            raise InternalError("lower", f"`{expr_str(e)}` is not an integer expression")
+        return v
+
+    def scalar(self, e: A.Expr, scope: _Scope) -> _Scalar:
+        if isinstance(e, A.IntLit):
+            return ("int", sym.const(e.value))
+        if isinstance(e, A.FloatLit):
+            return ("float", e.value)
+        if isinstance(e, A.BoolLit):
+            return ("bool", e.value)
+        if isinstance(e, A.Name):
+            b = scope.lookup(e.id)
+            if isinstance(b, _Loop):
+                return ("int", sym.var(b.name))
+            if b is None and e.id in self.env.consts:
+                return ("int", sym.const(self.env.consts[e.id]))
+            if b is None and e.id in self.env.syms:
+                return ("int", sym.var(e.id))
+            raise InternalError("lower", f"`{e.id}` is not a scalar here")
+        if isinstance(e, A.Index):
+            raise _Unsupported(e.span, f"reading tensor elements in scalar expressions "
+                               f"(`{expr_str(e)}`) {UNSUPPORTED}")
+        if isinstance(e, A.Attr):
+            raise _Unsupported(e.span, f"`{expr_str(e)}` {UNSUPPORTED}")
+        if isinstance(e, A.Call):
+            f = e.func.id
+            if f in ("slot", "query"):
+                raise _Unsupported(e.span, f"`{f}(...)` {UNSUPPORTED}")
+            args = [self.scalar(a, scope) for a in e.args]
+            if all(k == "int" for k, _ in args):
+                fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
+                return ("int", fn(*(v for _, v in args)))
+            nums = [self.number(k, v, e) for k, v in args]
+            return ("float", float({"min": min, "max": max, "abs": abs}[f](*nums)))
+        if isinstance(e, A.Unary):
+            k, v = self.scalar(e.operand, scope)
+            if e.op == "not":
+                return ("bool", not self.const_bool(k, v, e))
+            return (k, sym.neg(v) if k == "int" else -v)
+        if isinstance(e, A.Binary):
+            return self.scalar_binary(e, scope)
+        raise InternalError("lower", f"unexpected scalar expression {type(e).__name__}")
+
+    def number(self, kind: str, v, e: A.Expr) -> float:
+        if kind == "float":
+            return v
+        c = sym.const_value(v)
+        if c is None:
+            raise _Unsupported(e.span, f"float arithmetic on run-time values (`{expr_str(e)}`) "
+                               f"{UNSUPPORTED}")
+        return c
+
+    def const_bool(self, kind: str, v, e: A.Expr) -> bool:
+        if kind == "bool" and isinstance(v, bool):
+            return v
+        raise _Unsupported(e.span, f"conditions on run-time values (`{expr_str(e)}`) {UNSUPPORTED}")
+
+    def scalar_binary(self, e: A.Binary, scope: _Scope) -> _Scalar:
+        (lk, lv), (rk, rv) = self.scalar(e.left, scope), self.scalar(e.right, scope)
+        op = e.op
+        if op in ("and", "or"):
+            a, b = self.const_bool(lk, lv, e.left), self.const_bool(rk, rv, e.right)
+            return ("bool", (a and b) if op == "and" else (a or b))
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            if lk == "int" and rk == "int":
+                r = _PROVERS[op](lv, rv, {}, sym.Interval(None, None))
+                if r is None:
+                    raise _Unsupported(e.span, f"conditions on run-time values (`{expr_str(e)}`) "
+                                       f"{UNSUPPORTED}")
+                return ("bool", r)
+            if lk == "bool" or rk == "bool":
+                a, b = self.const_bool(lk, lv, e.left), self.const_bool(rk, rv, e.right)
+                return ("bool", (a == b) if op == "==" else (a != b))
+            a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)
+            return ("bool", {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                             "!=": a != b}[op])
+        if lk == "int" and rk == "int":
+            fn = {"+": sym.add, "-": sym.sub, "*": sym.mul, "/": sym.floordiv, "%": sym.mod}[op]
+            return ("int", fn(lv, rv))
+        a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)
+        return ("float", {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                          "/": lambda: a / b, "%": lambda: a % b}[op]())
+
+    # ---- proofs (the checker's: intervals, then loop variables written as `E - 1 - u`)
+    def decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr) -> Optional[bool]:
+        free = sym.free_vars(lhs) | sym.free_vars(rhs)
+        seen = set(free)
+        for v in free:
+            if v in self.extents:
+                seen |= sym.free_vars(self.extents[v])
+        facts = tuple(sorted((v, self.ranges.get(v), self.extents.get(v)) for v in seen))
+        key = (lhs, op, rhs, facts)
+        if key not in self.proofs:
+            prover = _PROVERS[op]
+            r = prover(lhs, rhs, self.ranges)
+            if r is None:
+                mapping: dict[str, sym.Expr] = {}
+                ranges = dict(self.ranges)
+                for v in free:
+                    if v in self.extents:
+                        u = f"{v}~"
+                        mapping[v] = sym.sub(sym.sub(self.extents[v], 1), sym.var(u))
+                        ranges[u] = sym.NONNEG
+                if mapping:
+                    r = prover(sym.substitute(lhs, mapping), sym.substitute(rhs, mapping), ranges)
+            self.proofs[key] = r
+        return self.proofs[key]
+
+    def require(self, checks: list, lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str,
+                span: Span) -> None:
+        # decision: a fact not proved here is a ViewCheck, even one that is always false: the task may never be enumerated, and the error belongs to the task that is
+        if self.decide(lhs, op, rhs) is not True:
+            checks.append(N.ViewCheck(sym.Check(lhs, op, rhs, reason), reason, span))
+
+    # ---- tasks
+    def task(self, s: A.CallStmt, scope: _Scope) -> N.Task:
+        sig = self.env.kernel_sigs[s.callee.id]
+        bound = {kw.name: kw for kw in s.kwargs}
+        cvals: dict[str, int] = {}
+        for p in sig.params:
+            if p.kind != "constexpr":
+                continue
+            node = bound[p.name].value if p.name in bound else p.default
+            v = sym.const_value(self.int_expr(node, _Scope() if p.name not in bound else scope))
+            if v is None:
+                raise InternalError("lower", f"Constexpr `{p.name}` is not a compile-time integer")
+            cvals[p.name] = v
+        kname = self.mod.specialise(sig.name, cvals)
+        coords = tuple(self.int_expr(c, scope) for c in s.coords or ())
+        args: list[Union[N.TileArg, N.ScalarArg]] = []
+        for p in sig.params:
+            if p.kind == "tile":
+                args.append(self.tile_arg(bound[p.name], p, cvals, scope))
+            elif p.kind == "scalar":
+                args.append(self.scalar_arg(bound.get(p.name), p, scope))
+        text = s.callee.id
+        if s.coords is not None:
+            text += f"[{', '.join(expr_str(c) for c in s.coords)}]"
+        return N.Task(kname, coords, tuple(args), text, s.span)
+
+    def scalar_arg(self, kw: Optional[A.Keyword], p: ParamSig, scope: _Scope) -> N.ScalarArg:
+        node = kw.value if kw is not None else p.default
+        kind, v = self.scalar(node, scope if kw is not None else _Scope())
+        if p.dtype == "bool":
+            return N.ScalarArg(p.name, self.const_bool(kind, v, node), p.dtype)
+        if p.dtype in ("f16", "bf16", "f32", "f64"):
+            if kind == "int":
+                c = sym.const_value(v)
+                # decision: an integer expression passed to a float Scalar stays symbolic when it is not constant; the back end converts its value
+                return N.ScalarArg(p.name, float(c) if c is not None else v, p.dtype)
+            return N.ScalarArg(p.name, float(self.number(kind, v, node)), p.dtype)
+        if kind != "int":
+            raise InternalError("lower", f"`{expr_str(node)}` is not an integer")
+        return N.ScalarArg(p.name, v, p.dtype)
+
+    def tile_arg(self, kw: A.Keyword, p: ParamSig, cvals: dict[str, int],
+                 scope: _Scope) -> N.TileArg:
+        v = kw.value
+        base = v.value if isinstance(v, A.Index) else v
+        if not isinstance(base, A.Name) or base.id not in self.env.tensors:
+            raise _Unsupported(kw.span, f"passing channel slots and items {UNSUPPORTED}")
+        t = self.env.tensors[base.id]
+        mapping = {k: sym.const(c) for k, c in cvals.items()}
+        rows = sym.substitute(p.tile.rows, mapping)
+        cols = sym.substitute(p.tile.cols, mapping)
+        tile_text = f"Tile[{sym.to_str(rows)}, {sym.to_str(cols)}, {p.tile.dtype}]"
+        kwtext = expr_str(kw)
+        items = v.items if isinstance(v, A.Index) else ()
+        offsets: list[sym.Expr] = []
+        extents: list[sym.Expr] = []
+        vdims: list[int] = []
+        checks: list[N.ViewCheck] = []
+        span = kw.span
+        # the checker's view rules and messages (workload_check._Body.view / index_in_range)
+        for axis, (item, dim) in enumerate(zip(items, t.dims)):
+            if isinstance(item, A.Slice):
+                start = self.int_expr(item.start, scope) if item.start is not None else sym.const(0)
+                stop = self.int_expr(item.stop, scope) if item.stop is not None else dim
+                if item.start is not None:
+                    self.require(checks, start, ">=", sym.const(0),
+                                 f"slice start `{expr_str(item.start)}` in `{kwtext}` must not be "
+                                 "negative", span)
+                if item.stop is not None:
+                    self.require(checks, stop, "<=", dim,
+                                 f"slice end `{expr_str(item.stop)}` in `{kwtext}` must be at most "
+                                 f"{sym.to_str(dim)}", span)
+                if item.start is not None or item.stop is not None:
+                    self.require(checks, start, "<=", stop,
+                                 f"slice `{expr_str(item)}` in `{kwtext}` must not have a negative "
+                                 "length", span)
+                offsets.append(start)
+                extents.append(sym.sub(stop, start))
+                vdims.append(axis)
+            else:
+                i = self.int_expr(item, scope)
+                text = expr_str(item)
+                self.require(checks, i, ">=", sym.const(0),
+                             f"index `{text}` in `{kwtext}` must not be negative", span)
+                self.require(checks, i, "<", dim,
+                             f"index `{text}` in `{kwtext}` must be less than {sym.to_str(dim)}",
+                             span)
+                offsets.append(i)
+                extents.append(sym.const(1))
+        for axis in range(len(items), len(t.dims)):
+            offsets.append(sym.const(0))
+            extents.append(t.dims[axis])
+            vdims.append(axis)
+        # decision: leading view dimensions beyond the tile's two are squeezed (the checker proved them 1); fewer than two are promoted with leading 1s (row_dim/col_dim None)
+        for axis in vdims[:-2]:
+            self.require(checks, extents[axis], "==", sym.const(1),
+                         f"dimension {axis} of `{kwtext}` must have extent 1 to fit {tile_text}",
+                         span)
+        kept = vdims[-2:]
+        row_dim = kept[0] if len(kept) == 2 else None
+        col_dim = kept[-1] if kept else None
+        for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
+            got = extents[dim_] if dim_ is not None else sym.const(1)
+            self.require(checks, got, "==", want,
+                         f"`{kwtext}` must have {sym.to_str(want)} {which} to fit {tile_text}",
+                         span)
+        mode = {"In": "r", "Out": "w", "InOut": "rw"}[p.tile.mode]
+        return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
+                         tuple(checks))
+
+    # ---- schedule combinators
+    def combinator(self, c: A.Combinator) -> dict:
+        n = c.name.id
+        if n == "dispatch":
+            return {"dispatch": self.dispatch(c.args[0])}
+        if n == "streams":
+            return {"streams": self.const_int(c.args[0])}
+        if n == "stream_by":
+            return {"stream_by": self.key(c.args[0])}
+        if n == "timing":
+            p = _policy_call(c.args[0])
+            f = p.func.id
+            if f == "immediate":
+                return {"timing": N.Policy("immediate")}
+            given = list(p.args) + [kw.value for kw in p.kwargs]
+            if f == "rate_limit":
+                kind, v = self.scalar(given[0], _Scope())
+                rate = sym.const_value(v) if kind == "int" else v
+                return {"timing": N.Policy("rate_limit", (rate,))}
+            return {"timing": N.Policy(f, (self.const_int(given[0]),))}
+        if n == "task_graph":
+            out: dict = {}
+            for kw in c.kwargs:
+                if kw.name == "window":
+                    out["window"] = self.const_int(kw.value)
+                elif kw.name == "mode":
+                    out["window_mode"] = kw.value.id
+            return out
+        raise InternalError("lower", f"unknown combinator `.{n}`")
+
+    def dispatch(self, e: A.Expr) -> N.Policy:
+        # decision: round_robin's count is its argument (`Policy("round_robin", (4,))`, none: the machine's); work_steal's and the key policies' count is `n`
+        p = _policy_call(e)
+        f = p.func.id
+        kws = {kw.name: kw.value for kw in p.kwargs}
+        if f == "round_robin":
+            given = list(p.args) + list(kws.values())
+            return N.Policy("round_robin", tuple(self.const_int(g) for g in given))
+        if f == "work_steal":
+            given = list(p.args) + list(kws.values())
+            return N.Policy("work_steal", (), self.const_int(given[0]) if given else None)
+        n = self.const_int(kws["n"]) if "n" in kws else None
+        return N.Policy(f, (self.key(p.args[0]),), n)
+
+    def const_int(self, e: A.Expr) -> int:
+        v = sym.const_value(self.int_expr(e, _Scope()))
+        if v is None:
+            raise InternalError("lower", f"`{expr_str(e)}` is not a compile-time integer")
+        return v
+
+    def key(self, e: A.Expr) -> sym.Expr:
+        """A schedule key over the loop variables' source names (they are the IR names)."""
+        scope = _Scope()
+        names = _loop_names(self.env, self.workload)
+        for n in names:
+            scope.names[n] = _Loop(n)
+        for node in e.walk():
+            if isinstance(node, A.Name) and node.id in names and node.id in self.renamed:
+                # decision: a key naming a loop variable that had to be renamed (it shadows an enclosing loop variable or a sym) is not supported
+                raise _Unsupported(e.span, f"a schedule key naming the rebound loop variable "
+                                   f"`{node.id}` {UNSUPPORTED}")
+        return self.int_expr(e, scope)
+
+
+def _policy_call(e: A.Expr) -> A.Call:
+    return A.Call(e, (), (), span=e.span) if isinstance(e, A.Name) else e
+
+
+def _loop_names(env: ModuleEnv, wname: str) -> set[str]:
+    """Loop variable source names of a workload and of everything it inlines."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    stack = [wname]
+    while stack:
+        w = stack.pop()
+        if w in seen or w not in env.workloads:
+            continue
+        seen.add(w)
+        for node in _walk_stmts(env.workloads[w].body):
+            if isinstance(node, A.ForLoop):
+                out.update(v.id for v in node.vars)
+            elif isinstance(node, A.Consume):
+                out.add(node.var.id)
+            elif isinstance(node, A.CallStmt) and node.callee.id in env.workloads:
+                stack.append(node.callee.id)
+    return out
+
+
+__all__ = ["lower"]

@@ -1,0 +1,161 @@
+"""Print an IR `Module` as stable, readable text: `print_module(m) -> str`.
+
+Used by `wspc compile --emit ir` and the golden files. Deterministic: op numbers are positions
+in each kernel's op list, loop variables print by their IR names, spans print as `line:col`
+only (never file paths, so golden files do not depend on where the tests run).
+
+    kernel rmsnorm_tile(x: In f32[16, 128], ..., eps: Scalar f32)
+      %0 = param x : [16, 128] f32
+      %1 = mul %0, %0 : [16, 128] f32
+      store y = %8
+    schedule main = norm  [default]
+      dispatch round_robin(4)
+      for b in grid(B):
+        task rmsnorm_tile[b, t]
+          x: r X[b, t, 0:16, 0:128] rows=2 cols=3
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from . import nodes as N
+from . import sym
+
+
+def print_module(m: N.Module) -> str:
+    """The whole module as text (ends with a newline)."""
+    out: list[str] = [f"module {m.name}"]
+    if m.syms or m.tensors or m.checks:
+        out.append("")
+    for s in m.syms:
+        out.append(f"sym {s.name}" + (f" = {s.default}" if s.default is not None else ""))
+    for t in m.tensors:
+        out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]")
+    for c in m.checks:
+        out.append(_check(c))
+    for k in m.kernels:
+        out.append("")
+        out.extend(kernel_lines(k))
+    for s in m.schedules:
+        out.append("")
+        out.extend(schedule_lines(s, s.name == m.default_schedule))
+    return "\n".join(out) + "\n"
+
+
+def _value(v: Union[int, float, bool, str, None]) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _shape(shape) -> str:
+    return "" if shape is None else f"[{shape[0]}, {shape[1]}] "
+
+
+def op_line(i: int, op: N.Op) -> str:
+    """`%3 = mul %1, %2 : [16, 128] f32`."""
+    parts = [f"%{a}" for a in op.args]
+    if op.attr is not None:
+        parts.insert(0, _value(op.attr))
+    operands = (" " + ", ".join(parts)) if parts else ""
+    return f"%{i} = {op.op}{operands} : {_shape(op.shape)}{op.dtype}"
+
+
+def kernel_lines(k: N.Kernel) -> list[str]:
+    params = []
+    for p in k.params:
+        if p.kind == "tile":
+            params.append(f"{p.name}: {p.mode} {p.dtype}[{p.rows}, {p.cols}]")
+        else:
+            params.append(f"{p.name}: Scalar {p.dtype}")
+    head = f"kernel {k.name}({', '.join(params)})"
+    if k.name != k.source or k.constexprs:
+        head += f"  # {k.source}" + "".join(f" {n}={v}" for n, v in k.constexprs)
+    if k.extern_c is not None:
+        lines = [head + " extern c"]
+        body = k.extern_c.strip("\n").splitlines()
+        lines.extend(f"  | {line.rstrip()}".rstrip() for line in body)
+        return lines
+    lines = [head]
+    lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
+    lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
+    return lines
+
+
+def _policy(p: N.Policy) -> str:
+    args = [sym.to_str(a) if isinstance(a, sym.Expr) else _value(a) for a in p.args]
+    if p.n is not None:
+        args.append(f"n = {p.n}")
+    return f"{p.name}({', '.join(args)})" if args else p.name
+
+
+def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
+    lines = [f"schedule {s.name} = {s.workload}" + ("  [default]" if default else "")]
+    lines.append(f"  dispatch {_policy(s.dispatch)}")
+    lines.append(f"  streams {s.streams}"
+                 + (f" by {sym.to_str(s.stream_by)}" if s.stream_by is not None else ""))
+    lines.append(f"  timing {_policy(s.timing)}")
+    if s.window is not None:
+        lines.append(f"  window {s.window} {s.window_mode}")
+    for st in s.body:
+        lines.extend(stmt_lines(st, 1))
+    return lines
+
+
+def stmt_lines(st: N.Stmt, depth: int) -> list[str]:
+    pad = "  " * depth
+    if isinstance(st, N.Loop):
+        lines = [f"{pad}for {st.var} in {st.kind}({sym.to_str(st.extent)}):"]
+        for child in st.body:
+            lines.extend(stmt_lines(child, depth + 1))
+        return lines
+    if isinstance(st, N.Block):
+        lines = [f"{pad}{st.kind}:"]
+        for child in st.body:
+            lines.extend(stmt_lines(child, depth + 1))
+        return lines
+    return task_lines(st, depth)
+
+
+def task_lines(t: N.Task, depth: int) -> list[str]:
+    pad = "  " * depth
+    coords = f"[{', '.join(sym.to_str(c) for c in t.coords)}]" if t.coords else ""
+    head = f"{pad}task {t.kernel}{coords}"
+    if t.text != f"{t.kernel}{coords}":
+        head += f"  # {t.text}"
+    lines = [head]
+    for a in t.args:
+        if isinstance(a, N.TileArg):
+            lines.append(f"{pad}  {a.param}: {a.mode} {box(a)} rows={_dim(a.row_dim)} "
+                         f"cols={_dim(a.col_dim)}")
+            lines.extend(f"{pad}    {_check(c)}" for c in a.checks)
+        else:
+            v = sym.to_str(a.value) if isinstance(a.value, sym.Expr) else _value(a.value)
+            lines.append(f"{pad}  {a.param} = {v} : {a.dtype}")
+    return lines
+
+
+def _dim(d) -> str:
+    return "-" if d is None else str(d)
+
+
+def box(a: N.TileArg) -> str:
+    """`X[b, t * 16:t * 16 + 16, 0:128]`: an index where the extent is 1 off the tile's dims."""
+    parts = []
+    for d, (off, ext) in enumerate(zip(a.offsets, a.extents)):
+        if sym.const_value(ext) == 1 and d not in (a.row_dim, a.col_dim):
+            parts.append(sym.to_str(off))
+        else:
+            parts.append(f"{sym.to_str(off)}:{sym.to_str(sym.add(off, ext))}")
+    return f"{a.tensor}[{', '.join(parts)}]"
+
+
+def _check(c: N.ViewCheck) -> str:
+    where = f" @{c.span.line}:{c.span.col}" if c.span.line else ""
+    return f"check {c.check}  # {c.message}{where}"
+
+
+__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box"]

@@ -1,0 +1,443 @@
+"""Check the invariants of an IR `Module`: `verify(m)` returns None or raises
+`InternalError("verify", message)` naming the first broken invariant and where it is.
+
+Checked: op arguments refer to earlier ops; shapes and dtypes agree with each op (elementwise
+operands of the op's dtype, broadcast-compatible shapes, reduction and matmul shapes, ...);
+stores cover every `Out` exactly once and every `InOut` at most once, with values of the
+parameter's dtype and a shape that broadcasts to its tile; tasks name existing kernels and
+bind every parameter exactly once; tile boxes have one entry per tensor dimension with valid
+row/col dimensions whose constant extents match the tile; every symbol used is a sym or a loop
+variable bound around it; loop variables are unique along every path of the loop tree.
+
+Left alone: anything that needs run-time values (symbolic extents, view checks).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..frontend.diagnostics import InternalError
+from . import nodes as N
+from . import sym
+
+DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
+FLOATS = ("f16", "bf16", "f32", "f64")
+INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+_ARITH = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+_COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+_DISPATCH = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
+_TIMING = ("immediate", "batched", "interleaved", "rate_limit")
+_MODES = {"In": "r", "Out": "w", "InOut": "rw"}
+
+
+class _Fail(Exception):
+    pass
+
+
+def _fail(message: str):
+    raise _Fail(message)
+
+
+def verify(m: N.Module) -> None:
+    """Raise `InternalError("verify", ...)` if `m` breaks an IR invariant."""
+    where = f"module `{m.name}`"
+    try:
+        _unique([s.name for s in m.syms], "sym")
+        _unique([t.name for t in m.tensors], "tensor")
+        _unique([k.name for k in m.kernels], "kernel")
+        _unique([s.name for s in m.schedules], "schedule")
+        syms = {s.name for s in m.syms}
+        for t in m.tensors:
+            where = f"tensor `{t.name}`"
+            if t.kind not in ("input", "output", "inout", "scratch"):
+                _fail(f"unknown tensor kind `{t.kind}`")
+            _dtype(t.dtype)
+            for d in t.dims:
+                _bound(d, syms, "a dimension")
+        for c in m.checks:
+            where = "module checks"
+            _bound(c.check.lhs, syms, "a check")
+            _bound(c.check.rhs, syms, "a check")
+        for k in m.kernels:
+            where = f"kernel `{k.name}`"
+            _kernel(k)
+        kernels = {k.name: k for k in m.kernels}
+        tensors = {t.name: t for t in m.tensors}
+        for s in m.schedules:
+            where = f"schedule `{s.name}`"
+            _Schedule(s, kernels, tensors, syms).run()
+        names = {s.name for s in m.schedules}
+        if m.default_schedule is not None and m.default_schedule not in names:
+            where = f"module `{m.name}`"
+            _fail(f"the default schedule `{m.default_schedule}` does not exist")
+    except _Fail as f:
+        raise InternalError("verify", f"{where}: {f}") from None
+
+
+def _unique(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            _fail(f"{what} `{n}` is declared twice")
+        seen.add(n)
+
+
+def _dtype(dt: str) -> None:
+    if dt not in DTYPES:
+        _fail(f"unknown dtype `{dt}`")
+
+
+def _bound(e, names: set[str], what: str) -> None:
+    free = sym.free_vars(e)
+    missing = sorted(free - names)
+    if missing:
+        _fail(f"{what} `{sym.to_str(e)}` uses unbound symbol `{missing[0]}`")
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+def _broadcast(*shapes) -> Optional[tuple[int, int]]:
+    out = None
+    for s in shapes:
+        if s is None:
+            continue
+        if out is None:
+            out = s
+            continue
+        dims = []
+        for a, b in zip(out, s):
+            if a == b or b == 1:
+                dims.append(a)
+            elif a == 1:
+                dims.append(b)
+            else:
+                _fail(f"shapes {list(out)} and {list(s)} do not broadcast")
+        out = (dims[0], dims[1])
+    return out
+
+
+def _fits(shape, target) -> bool:
+    return shape is None or all(a == b or a == 1 for a, b in zip(shape, target))
+
+
+def _kernel(k: N.Kernel) -> None:
+    _unique([p.name for p in k.params], "parameter")
+    params = {p.name: p for p in k.params}
+    for p in k.params:
+        _dtype(p.dtype)
+        if p.kind == "tile":
+            if p.mode not in _MODES:
+                _fail(f"tile parameter `{p.name}` has mode `{p.mode}`")
+            if p.rows <= 0 or p.cols <= 0:
+                _fail(f"tile parameter `{p.name}` has shape [{p.rows}, {p.cols}]")
+        elif p.kind == "scalar":
+            if p.mode is not None:
+                _fail(f"scalar parameter `{p.name}` has a mode")
+        else:
+            _fail(f"parameter `{p.name}` has kind `{p.kind}`")
+    if k.extern_c is not None:
+        if k.ops or k.stores:
+            _fail("an extern kernel has ops or stores")
+        return
+    for i, op in enumerate(k.ops):
+        try:
+            _op(op, i, k.ops, params)
+        except _Fail as f:
+            raise _Fail(f"op %{i} ({op.op}): {f}") from None
+    counts: dict[str, int] = {}
+    for name, idx in k.stores:
+        p = params.get(name)
+        if p is None or p.kind != "tile" or p.mode == "In":
+            _fail(f"store to `{name}`, which is not an Out or InOut parameter")
+        if not 0 <= idx < len(k.ops):
+            _fail(f"store to `{name}` of op %{idx}, which does not exist")
+        v = k.ops[idx]
+        if v.dtype != p.dtype:
+            _fail(f"store to `{name}` ({p.dtype}) of an {v.dtype} value")
+        if not _fits(v.shape, (p.rows, p.cols)):
+            _fail(f"store to `{name}` [{p.rows}, {p.cols}] of a {list(v.shape)} value")
+        counts[name] = counts.get(name, 0) + 1
+    for p in k.params:
+        n = counts.get(p.name, 0)
+        if p.mode == "Out" and n != 1:
+            _fail(f"Out parameter `{p.name}` is stored {n} times (exactly once needed)")
+        if p.mode == "InOut" and n > 1:
+            _fail(f"InOut parameter `{p.name}` is stored {n} times (at most once allowed)")
+
+
+def _op(op: N.Op, i: int, ops, params) -> None:
+    if op.op not in N.ALL_OPS:
+        _fail("unknown operation")
+    _dtype(op.dtype)
+    for a in op.args:
+        if not 0 <= a < i:
+            _fail(f"argument %{a} is not an earlier op")
+    args = [ops[a] for a in op.args]
+    name = op.op
+
+    def arity(n: int) -> None:
+        if len(args) != n:
+            _fail(f"takes {n} arguments, has {len(args)}")
+
+    def shape(want) -> None:
+        if op.shape != want:
+            _fail(f"shape {op.shape} should be {want}")
+
+    def same_dtype(xs) -> None:
+        for x in xs:
+            if x.dtype != op.dtype:
+                _fail(f"operand dtype {x.dtype} differs from the op's {op.dtype}")
+
+    def tile(x) -> tuple[int, int]:
+        if x.shape is None:
+            _fail("needs a tile operand")
+        return x.shape
+
+    if op.shape is not None and (len(op.shape) != 2 or min(op.shape) <= 0):
+        _fail(f"bad shape {op.shape}")
+    if name in ("param", "scalar_param"):
+        arity(0)
+        p = params.get(op.attr)
+        if p is None:
+            _fail(f"parameter `{op.attr}` does not exist")
+        if name == "param":
+            if p.kind != "tile" or p.mode == "Out":
+                _fail(f"`{p.name}` is not an In or InOut tile")
+            shape((p.rows, p.cols))
+        else:
+            if p.kind != "scalar":
+                _fail(f"`{p.name}` is not a scalar parameter")
+            shape(None)
+        if op.dtype != p.dtype:
+            _fail(f"dtype {op.dtype} differs from parameter `{p.name}`'s {p.dtype}")
+    elif name == "literal":
+        arity(0)
+        shape(None)
+        if not isinstance(op.attr, (int, float, bool)):
+            _fail(f"literal value {op.attr!r} is not a number")
+    elif name in ("iota_row", "iota_col"):
+        arity(0)
+        tile(op)
+        if op.dtype not in INTS:
+            _fail("iota of a non-integer dtype")
+    elif name in _ARITH:
+        arity(2)
+        same_dtype(args)
+        if op.dtype == "bool":
+            _fail("arithmetic on bool")
+        shape(_broadcast(args[0].shape, args[1].shape))
+    elif name in _COMPARE:
+        arity(2)
+        if args[0].dtype != args[1].dtype:
+            _fail(f"compares {args[0].dtype} with {args[1].dtype}")
+        if op.dtype != "bool":
+            _fail("a comparison yields bool")
+        shape(_broadcast(args[0].shape, args[1].shape))
+    elif name in ("and", "or", "not"):
+        arity(1 if name == "not" else 2)
+        if op.dtype != "bool" or any(a.dtype != "bool" for a in args):
+            _fail("logic on non-bool values")
+        shape(_broadcast(*(a.shape for a in args)))
+    elif name in ("convert", "cast"):
+        arity(1)
+        shape(args[0].shape)
+    elif name in N.ELEMENTWISE_UNARY:
+        arity(1)
+        same_dtype(args)
+        shape(args[0].shape)
+        if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
+                    "silu") and op.dtype not in FLOATS:
+            _fail(f"`{name}` of a non-float dtype")
+    elif name == "where":
+        arity(3)
+        if args[0].dtype != "bool":
+            _fail("the condition is not bool")
+        same_dtype(args[1:])
+        shape(_broadcast(*(a.shape for a in args)))
+    elif name in N.REDUCTIONS:
+        arity(1)
+        same_dtype(args)
+        r, c = tile(args[0])
+        shape((r, 1) if name.startswith("row") else (1, c))
+    elif name == "broadcast":
+        arity(1)
+        same_dtype(args)
+        target = tile(op)
+        if not _fits(args[0].shape, target):
+            _fail(f"cannot broadcast {args[0].shape} to {target}")
+    elif name == "matmul":
+        if len(args) not in (2, 3):
+            _fail(f"takes 2 or 3 arguments, has {len(args)}")
+        (m, k1), (k2, n) = tile(args[0]), tile(args[1])
+        if k1 != k2:
+            _fail(f"inner dimensions differ: {args[0].shape} x {args[1].shape}")
+        if op.dtype != "f32":
+            _fail("matmul yields f32")
+        if any(a.dtype == "bool" for a in args[:2]):
+            _fail("matmul of bool")
+        shape((m, n))
+        if len(args) == 3 and (args[2].dtype != "f32" or args[2].shape != (m, n)):
+            _fail("the accumulator must be an f32 tile of the result's shape")
+    elif name == "transpose":
+        arity(1)
+        same_dtype(args)
+        r, c = tile(args[0])
+        shape((c, r))
+    elif name == "softmax":
+        arity(1)
+        same_dtype(args)
+        shape(tile(args[0]))
+        if op.dtype not in FLOATS:
+            _fail("softmax of a non-float dtype")
+    elif name in ("slice_even", "slice_odd"):
+        arity(1)
+        same_dtype(args)
+        r, c = tile(args[0])
+        if c % 2:
+            _fail("odd number of columns")
+        shape((r, c // 2))
+    elif name == "interleave":
+        arity(2)
+        same_dtype(args)
+        if args[0].shape != args[1].shape:
+            _fail("operands of different shapes")
+        r, c = tile(args[0])
+        shape((r, 2 * c))
+    else:  # pragma: no cover - every name of ALL_OPS is handled above
+        _fail("no rule")
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedules
+
+
+class _Schedule:
+    def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str]):
+        self.s, self.kernels, self.tensors, self.syms = s, kernels, tensors, syms
+        self.keys: list[sym.Expr] = []
+
+    def run(self) -> None:
+        s = self.s
+        for p, allowed in ((s.dispatch, _DISPATCH), (s.timing, _TIMING)):
+            if p.name not in allowed:
+                _fail(f"unknown policy `{p.name}`")
+        if s.dispatch.name in ("affinity", "hash", "dispatch_by"):
+            if len(s.dispatch.args) != 1 or not isinstance(s.dispatch.args[0], sym.Expr):
+                _fail(f"`{s.dispatch.name}` needs one key expression")
+            self.keys.append(s.dispatch.args[0])
+        for n in ((s.dispatch.n,) + tuple(a for a in s.dispatch.args if isinstance(a, int))):
+            if n is not None and n < 1:
+                _fail("a dispatcher count must be positive")
+        if s.streams < 1:
+            _fail("the stream count must be positive")
+        if s.stream_by is not None:
+            self.keys.append(s.stream_by)
+        if s.window is not None and s.window < 1:
+            _fail("the task window must be positive")
+        if s.window_mode not in ("stall", "abort"):
+            _fail(f"unknown window mode `{s.window_mode}`")
+        self.body(s.body, ())
+
+    def body(self, stmts, loops: tuple[str, ...]) -> None:
+        for st in stmts:
+            if isinstance(st, N.Loop):
+                if st.var in loops or st.var in self.syms:
+                    _fail(f"loop variable `{st.var}` rebinds a name bound around it")
+                if st.kind not in ("grid", "seq"):
+                    _fail(f"loop kind `{st.kind}`")
+                _bound(st.extent, self.syms | set(loops), f"the extent of `{st.var}`")
+                self.body(st.body, loops + (st.var,))
+            elif isinstance(st, N.Block):
+                if st.kind not in ("combine", "sequential"):
+                    _fail(f"block kind `{st.kind}`")
+                self.body(st.body, loops)
+            elif isinstance(st, N.Task):
+                try:
+                    self.task(st, self.syms | set(loops))
+                except _Fail as f:
+                    raise _Fail(f"task `{st.text}`: {f}") from None
+            else:
+                _fail(f"unexpected statement {type(st).__name__}")
+
+    def task(self, t: N.Task, names: set[str]) -> None:
+        k = self.kernels.get(t.kernel)
+        if k is None:
+            _fail(f"kernel `{t.kernel}` does not exist")
+        for c in t.coords:
+            _bound(c, names, "a coordinate")
+        for key in self.keys:
+            _bound(key, names, "a schedule key")
+        params = {p.name: p for p in k.params}
+        seen: set[str] = set()
+        for a in t.args:
+            p = params.get(a.param)
+            if p is None:
+                _fail(f"binds `{a.param}`, which `{k.name}` does not have")
+            if a.param in seen:
+                _fail(f"binds `{a.param}` twice")
+            seen.add(a.param)
+            if isinstance(a, N.TileArg):
+                self.tile_arg(a, p, names)
+            elif isinstance(a, N.ScalarArg):
+                if p.kind != "scalar":
+                    _fail(f"a scalar value for tile parameter `{p.name}`")
+                if a.dtype != p.dtype:
+                    _fail(f"scalar `{p.name}` given as {a.dtype}, declared {p.dtype}")
+                if isinstance(a.value, sym.Expr):
+                    if p.dtype == "bool":
+                        _fail(f"an integer expression for bool scalar `{p.name}`")
+                    _bound(a.value, names, f"the value of `{p.name}`")
+                elif isinstance(a.value, bool) != (p.dtype == "bool"):
+                    _fail(f"a {type(a.value).__name__} value for {p.dtype} scalar `{p.name}`")
+                elif isinstance(a.value, float) and p.dtype not in FLOATS:
+                    _fail(f"a float value for {p.dtype} scalar `{p.name}`")
+            else:
+                _fail(f"unexpected argument {type(a).__name__}")
+        missing = [p.name for p in k.params if p.name not in seen]
+        if missing:
+            _fail(f"does not bind `{missing[0]}`")
+
+    def tile_arg(self, a: N.TileArg, p: N.KParam, names: set[str]) -> None:
+        if p.kind != "tile":
+            _fail(f"a tensor region for scalar parameter `{p.name}`")
+        t = self.tensors.get(a.tensor)
+        if t is None:
+            _fail(f"tensor `{a.tensor}` does not exist")
+        if a.mode != _MODES[p.mode]:
+            _fail(f"`{p.name}` is {p.mode} but its region has mode `{a.mode}`")
+        if a.mode != "r" and t.kind == "input":
+            _fail(f"`{p.name}` writes input tensor `{t.name}`")
+        if t.dtype != p.dtype:
+            _fail(f"`{p.name}` ({p.dtype}) is bound to {t.dtype} tensor `{t.name}`")
+        nd = len(t.dims)
+        if len(a.offsets) != nd or len(a.extents) != nd:
+            _fail(f"the box of `{p.name}` has {len(a.offsets)} offsets and {len(a.extents)} "
+                  f"extents for a {nd}-D tensor")
+        for d in (a.row_dim, a.col_dim):
+            if d is not None and not 0 <= d < nd:
+                _fail(f"dimension {d} of `{p.name}` is not a dimension of `{t.name}`")
+        if a.col_dim is None and a.row_dim is not None:
+            _fail(f"`{p.name}` has a row dimension but no column dimension")
+        if a.row_dim is not None and a.row_dim >= a.col_dim:
+            _fail(f"`{p.name}`'s row dimension {a.row_dim} is not before its column dimension")
+        for d, want in ((a.row_dim, p.rows), (a.col_dim, p.cols)):
+            got = 1 if d is None else sym.const_value(a.extents[d])
+            if got is not None and got != want:
+                _fail(f"`{p.name}` has extent {got} where the tile has {want}")
+        for d in range(nd):
+            if d in (a.row_dim, a.col_dim):
+                continue
+            e = sym.const_value(a.extents[d])
+            if e is not None and e != 1:
+                _fail(f"dimension {d} of `{p.name}`'s box has extent {e} but is not a tile "
+                      "dimension")
+        for e in a.offsets + a.extents:
+            _bound(e, names, f"the box of `{p.name}`")
+        for c in a.checks:
+            _bound(c.check.lhs, names, "a view check")
+            _bound(c.check.rhs, names, "a view check")
+
+
+__all__ = ["verify"]

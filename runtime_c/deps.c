@@ -1,0 +1,509 @@
+/* deps.c: dependency inference over exact boxes (language.md section 6, "Data dependencies").
+ *
+ * A task that reads or writes a box waits for every earlier, unfinished task writing an
+ * overlapping box of the same tensor (RAW, WAW); a writer also waits for earlier unfinished
+ * readers of an overlapping box (WAR). Edges are added with wsp__add_edge (tasks.c), which skips
+ * finished predecessors and duplicates.
+ *
+ * The structure. Every distinct box of a tensor in use has an ACCESS RECORD {last writer,
+ * readers since that writer}. Records are grouped by SIZE CLASS: a box with extents e[d] has
+ * class L with L[d] = ceil(log2 e[d]), so e[d] <= 2^L[d]. One chained hash table (per runtime)
+ * maps (tensor, class, cell) to records, where cell[d] = lo[d] >> L[d]. A record of class L can
+ * overlap a query box Q only if its lo[d] lies in (Q.lo[d] - 2^L[d], Q.hi[d]), that is in cells
+ * (Q.lo[d] - 2^L[d] + 1) >> L[d] .. (Q.hi[d] - 1) >> L[d]; when every box of the class is aligned
+ * in dim d (lo a multiple of 2^L[d], the usual tiling), the range starts at Q.lo[d] >> L[d], so a
+ * tile-shaped query probes exactly one cell per class. For each live class of the tensor a query
+ * probes that product of cell ranges, or scans the class's own record list when the list is
+ * shorter (a whole-tensor read against many small tiles).
+ *
+ * Complexity per access: O(sum over the tensor's live classes of min(cells in range, records of
+ * the class)) plus O(edges added); for tiled programs (a few tile shapes, aligned) that is O(1)
+ * expected: one probe per class finds the exact record. Insertion and removal are O(1) expected
+ * (open addressing with linear probing, load at most 1/2, each slot holding the full hash so a
+ * probe reads a record only on a hash match; deletion shifts entries back instead of leaving
+ * tombstones). Removing a reader is O(1): the task keeps
+ * the reader's index (wsp_reg) and readers are swap-removed. Never a scan over in-flight tasks.
+ *
+ * Lifetime. Only the submitter touches this structure. A finished task stays registered until
+ * the submitter recycles its node (wsp__deps_retire); edges to it are then skipped because its
+ * successor list is closed. A record with neither writer nor readers is deleted, so the table
+ * holds records of in-flight tasks plus finished ones not yet recycled (bounded by the pool).
+ * A writer replaces the record's writer and clears its readers (it waits for both, so later
+ * tasks that wait for it wait for them transitively); a reader's stale wsp_reg is detected by
+ * checking readers[index] == task before removal.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsp_internal.h"
+
+#define REC_INLINE 2
+#define REC_CHUNK 256
+#define BOX_MAX ((int64_t)1 << 62)
+
+/* A table slot keeps the full hash so that a probe touches a record only on a hash match. */
+typedef struct wsp_slot {
+    uint64_t hash;
+    wsp_rec *rec;               /* NULL: empty */
+} wsp_slot;
+
+struct wsp_rec {
+    wsp_rec *hnext;             /* free list */
+    wsp_rec *cprev, *cnext;     /* records of the same class */
+    wsp_class *cls;
+    uint64_t hash;
+    wsp_tasknode *writer;
+    wsp_tasknode **readers;     /* inl, or a heap array when more are needed */
+    int32_t nreaders, capreaders;
+    wsp_tasknode *inl[REC_INLINE];
+    int64_t lo[WSP_MAX_DIMS], hi[WSP_MAX_DIMS];
+};
+
+struct wsp_class {
+    uint64_t key;               /* levels, 6 bits per dim */
+    int32_t id, tensor, ndim, nrec;
+    uint32_t unaligned;         /* bit d: a record's lo[d] is not a multiple of 2^level[d] */
+    uint8_t level[WSP_MAX_DIMS];
+    wsp_rec *list;
+};
+
+typedef struct rec_chunk {
+    struct rec_chunk *next;
+    wsp_rec recs[REC_CHUNK];
+} rec_chunk;
+
+static inline int level_of(int64_t extent) {
+    return extent <= 1 ? 0 : 64 - __builtin_clzll((unsigned long long)(extent - 1));
+}
+
+static inline uint64_t hash_cell(int32_t tensor, int32_t cls_id, int ndim, const int64_t *cell) {
+    uint64_t h = (uint64_t)(uint32_t)tensor * 0x9E3779B97F4A7C15ULL
+                 ^ (uint64_t)(uint32_t)cls_id * 0xC2B2AE3D27D4EB4FULL;
+    for (int d = 0; d < ndim; d++) {
+        h ^= (uint64_t)cell[d];
+        h *= 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 29;
+    }
+    h ^= h >> 32;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+int wsp__deps_init(wsp_deps *d, int32_t ntensors) {
+    memset(d, 0, sizeof *d);
+    d->ntensors = ntensors;
+    d->tensors = calloc((size_t)(ntensors > 0 ? ntensors : 1), sizeof *d->tensors);
+    d->mask = 1023;
+    d->slots = calloc(d->mask + 1, sizeof *d->slots);
+    if (!d->tensors || !d->slots) return WSP_ERR_INTERNAL;
+    for (int32_t i = 0; i < ntensors; i++) d->tensors[i].ndim = -1;
+    return WSP_OK;
+}
+
+static void free_classes(wsp_tensor_deps *td) {
+    for (int32_t c = 0; c < td->nclass; c++) free(td->classes[c]);
+    td->nclass = 0;
+    td->nrec = 0;
+    td->last = NULL;
+}
+
+void wsp__deps_destroy(wsp_deps *d) {
+    if (d->tensors) {
+        for (int32_t i = 0; i < d->ntensors; i++) {
+            free_classes(&d->tensors[i]);
+            free(d->tensors[i].classes);
+        }
+    }
+    /* records still linked (only after an internal error) may own heap reader arrays */
+    if (d->slots) {
+        for (uint64_t b = 0; b <= d->mask; b++)
+            if (d->slots[b].rec && d->slots[b].rec->readers != d->slots[b].rec->inl)
+                free(d->slots[b].rec->readers);
+    }
+    for (rec_chunk *c = d->rec_chunks; c;) {
+        rec_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(d->tensors);
+    free(d->slots);
+    memset(d, 0, sizeof *d);
+}
+
+/* A new run: every task of the previous one has been retired, so no record is left. */
+void wsp__deps_begin(wsp_deps *d) {
+    if (d->nrec != 0) {  /* cannot happen; be safe rather than keep dangling task pointers */
+        for (uint64_t b = 0; b <= d->mask; b++) {
+            wsp_rec *r = d->slots[b].rec;
+            if (!r) continue;
+            if (r->readers != r->inl) free(r->readers);
+            r->readers = r->inl;
+            r->capreaders = REC_INLINE;
+            r->nreaders = 0;
+            r->writer = NULL;
+            r->hnext = d->free_recs;
+            d->free_recs = r;
+            d->slots[b].rec = NULL;
+        }
+        d->nrec = 0;
+    }
+    wsp__deps_compact(d);
+    for (int32_t i = 0; i < d->ntensors; i++) {
+        free_classes(&d->tensors[i]);
+        d->tensors[i].ndim = -1;
+    }
+}
+
+static wsp_rec *rec_alloc(wsp_deps *d) {
+    if (!d->free_recs) {
+        rec_chunk *c = malloc(sizeof *c);
+        if (!c) return NULL;
+        c->next = d->rec_chunks;
+        d->rec_chunks = c;
+        for (int i = REC_CHUNK - 1; i >= 0; i--) {
+            c->recs[i].hnext = d->free_recs;
+            d->free_recs = &c->recs[i];
+        }
+    }
+    wsp_rec *r = d->free_recs;
+    d->free_recs = r->hnext;
+    r->writer = NULL;
+    r->readers = r->inl;
+    r->nreaders = 0;
+    r->capreaders = REC_INLINE;
+    return r;
+}
+
+static int resize_table(wsp_deps *d, uint64_t nb) {
+    wsp_slot *ns = calloc(nb, sizeof *ns);
+    if (!ns) return -1;
+    for (uint64_t b = 0; b <= d->mask; b++) {
+        if (!d->slots[b].rec) continue;
+        uint64_t i = d->slots[b].hash & (nb - 1);
+        while (ns[i].rec) i = (i + 1) & (nb - 1);
+        ns[i] = d->slots[b];
+    }
+    free(d->slots);
+    d->slots = ns;
+    d->mask = nb - 1;
+    return 0;
+}
+
+/* After a burst of in-flight tasks the table would stay large and sparse, and every probe a
+ * cache miss: shrink it (to load 1/4) once it is below 1/8 full. */
+void wsp__deps_compact(wsp_deps *d) {
+    uint64_t cap = d->mask + 1;
+    if (cap <= 1024 || (uint64_t)d->nrec * 8 >= cap) return;
+    uint64_t nb = 1024;
+    while (nb < (uint64_t)d->nrec * 4) nb *= 2;
+    resize_table(d, nb);
+}
+
+static void table_remove(wsp_deps *d, wsp_rec *r) {
+    uint64_t m = d->mask, i = r->hash & m;
+    while (d->slots[i].rec != r) {
+        if (!d->slots[i].rec) return;  /* not there: cannot happen */
+        i = (i + 1) & m;
+    }
+    /* backward-shift deletion keeps every probe sequence unbroken, without tombstones */
+    for (uint64_t j = (i + 1) & m; d->slots[j].rec; j = (j + 1) & m) {
+        uint64_t k = d->slots[j].hash & m;
+        int movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+        if (movable) {
+            d->slots[i] = d->slots[j];
+            i = j;
+        }
+    }
+    d->slots[i].rec = NULL;
+}
+
+static void rec_delete(wsp_deps *d, wsp_rec *r) {
+    table_remove(d, r);
+    wsp_class *c = r->cls;
+    if (r->cprev) r->cprev->cnext = r->cnext;
+    else c->list = r->cnext;
+    if (r->cnext) r->cnext->cprev = r->cprev;
+    if (--c->nrec == 0) c->unaligned = 0;
+    d->tensors[c->tensor].nrec--;
+    d->nrec--;
+    if (r->readers != r->inl) free(r->readers);
+    r->readers = r->inl;
+    r->capreaders = REC_INLINE;
+    r->nreaders = 0;
+    r->writer = NULL;
+    r->cls = NULL;
+    r->hnext = d->free_recs;
+    d->free_recs = r;
+}
+
+/* ---- validation ------------------------------------------------------------------------------ */
+
+static int check_access(wsp_runtime *rt, const wsp_task *task, int i) {
+    const wsp_access *a = &task->access[i];
+    if (a->tensor < 0 || a->tensor >= rt->ntensors)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d): access %d names tensor %d, but the "
+                          "runtime has %d tensors",
+                          task->kernel, task->stmt, i, a->tensor, rt->ntensors);
+    if (a->mode != WSP_READ && a->mode != WSP_WRITE && a->mode != WSP_READWRITE)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d): access %d has mode %d (expected 1, 2 "
+                          "or 3)",
+                          task->kernel, task->stmt, i, a->mode);
+    if (a->ndim < 0 || a->ndim > WSP_MAX_DIMS)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d): access %d has %d dimensions (at most "
+                          "%d)",
+                          task->kernel, task->stmt, i, a->ndim, WSP_MAX_DIMS);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->lo[d] < 0 || a->hi[d] < a->lo[d] || a->hi[d] > BOX_MAX)
+            return wsp__failf(rt, WSP_ERR_USAGE,
+                              "task of kernel %d (statement %d): access %d to tensor %d has box "
+                              "[%lld, %lld) in dimension %d (need 0 <= lo <= hi <= 2^62)",
+                              task->kernel, task->stmt, i, a->tensor, (long long)a->lo[d],
+                              (long long)a->hi[d], d);
+    }
+    int32_t nd = rt->deps.tensors[a->tensor].ndim;
+    if (nd >= 0 && nd != a->ndim)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d): tensor %d accessed with %d "
+                          "dimensions after %d in the same run",
+                          task->kernel, task->stmt, a->tensor, a->ndim, nd);
+    return WSP_OK;
+}
+
+/* ---- inference ------------------------------------------------------------------------------- */
+
+typedef struct query {
+    wsp_runtime *rt;
+    wsp_tasknode *t;
+    int write;
+    int ndim;
+    const int64_t *lo, *hi;
+    wsp_class *own;
+    wsp_rec *exact;
+} query;
+
+static inline int overlaps(const wsp_rec *r, const query *q) {
+    for (int d = 0; d < q->ndim; d++)
+        if (r->lo[d] >= q->hi[d] || q->lo[d] >= r->hi[d]) return 0;
+    return 1;
+}
+
+static void on_overlap(query *q, wsp_rec *r) {
+    wsp_tasknode *t = q->t;
+    if (r->writer && r->writer != t) wsp__add_edge(q->rt, &r->writer->h, t);
+    if (q->write) {
+        for (int32_t i = 0; i < r->nreaders; i++)
+            if (r->readers[i] != t) wsp__add_edge(q->rt, &r->readers[i]->h, t);
+    }
+    if (r->cls == q->own && !q->exact) {
+        int same = 1;
+        for (int d = 0; d < q->ndim && same; d++)
+            same = r->lo[d] == q->lo[d] && r->hi[d] == q->hi[d];
+        if (same) q->exact = r;
+    }
+}
+
+/* Records of class c in the cell whose hash is h (the cell itself is checked by overlap). */
+static void probe(wsp_deps *dp, query *q, wsp_class *c, uint64_t h) {
+    for (uint64_t i = h & dp->mask; dp->slots[i].rec; i = (i + 1) & dp->mask) {
+        if (dp->slots[i].hash != h) continue;
+        wsp_rec *r = dp->slots[i].rec;
+        if (r->cls == c && overlaps(r, q)) on_overlap(q, r);
+    }
+}
+
+static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
+    int n = q->ndim;
+    int64_t klo[WSP_MAX_DIMS], khi[WSP_MAX_DIMS], cell[WSP_MAX_DIMS];
+    uint64_t cells = 1;
+    int many = 0;
+    for (int d = 0; d < n; d++) {
+        int L = c->level[d];
+        int64_t from = q->lo[d];
+        if (c->unaligned & (1u << d)) {
+            from -= ((int64_t)1 << L) - 1;
+            if (from < 0) from = 0;
+        }
+        klo[d] = from >> L;
+        khi[d] = (q->hi[d] - 1) >> L;
+        many |= __builtin_mul_overflow(cells, (uint64_t)(khi[d] - klo[d]) + 1, &cells);
+    }
+    if (many || cells > (uint64_t)c->nrec) {
+        for (wsp_rec *r = c->list; r; r = r->cnext)
+            if (overlaps(r, q)) on_overlap(q, r);
+        return;
+    }
+    for (int d = 0; d < n; d++) cell[d] = klo[d];
+    for (;;) {
+        probe(dp, q, c, hash_cell(c->tensor, c->id, n, cell));
+        int d = n - 1;
+        while (d >= 0 && cell[d] == khi[d]) {
+            cell[d] = klo[d];
+            d--;
+        }
+        if (d < 0) break;
+        cell[d]++;
+    }
+}
+
+static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint64_t key,
+                             const uint8_t *level) {
+    if (td->last && td->last->key == key) return td->last;
+    for (int32_t i = 0; i < td->nclass; i++)
+        if (td->classes[i]->key == key) return td->last = td->classes[i];
+    if (td->nclass == td->capclass) {
+        int32_t cap = td->capclass ? td->capclass * 2 : 4;
+        wsp_class **nc = realloc(td->classes, (size_t)cap * sizeof *nc);
+        if (!nc) return NULL;
+        td->classes = nc;
+        td->capclass = cap;
+    }
+    wsp_class *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->key = key;
+    c->id = td->nclass;
+    c->tensor = tensor;
+    c->ndim = ndim;
+    memcpy(c->level, level, WSP_MAX_DIMS);
+    td->classes[td->nclass++] = c;
+    return td->last = c;
+}
+
+static wsp_rec *insert_record(wsp_deps *dp, wsp_class *c, const query *q, uint64_t h,
+                              uint32_t unaligned) {
+    /* keep the load at most 1/2; if the table cannot grow, up to 7/8 still works */
+    if ((uint64_t)(dp->nrec + 1) * 2 > dp->mask + 1 && resize_table(dp, (dp->mask + 1) * 2) != 0 &&
+        (uint64_t)(dp->nrec + 1) * 8 > (dp->mask + 1) * 7)
+        return NULL;
+    wsp_rec *r = rec_alloc(dp);
+    if (!r) return NULL;
+    memcpy(r->lo, q->lo, sizeof r->lo);  /* whole arrays: cheaper than a loop over ndim */
+    memcpy(r->hi, q->hi, sizeof r->hi);
+    c->unaligned |= unaligned;
+    r->cls = c;
+    r->hash = h;
+    uint64_t i = h & dp->mask;
+    while (dp->slots[i].rec) i = (i + 1) & dp->mask;
+    dp->slots[i].hash = h;
+    dp->slots[i].rec = r;
+    r->cprev = NULL;
+    r->cnext = c->list;
+    if (c->list) c->list->cprev = r;
+    c->list = r;
+    c->nrec++;
+    dp->tensors[c->tensor].nrec++;
+    dp->nrec++;
+    return r;
+}
+
+static int add_reader(wsp_rec *r, wsp_tasknode *t) {
+    if (r->nreaders == r->capreaders) {
+        int32_t cap = r->capreaders * 2;
+        wsp_tasknode **nr;
+        if (r->readers == r->inl) {
+            nr = malloc((size_t)cap * sizeof *nr);
+            if (nr) memcpy(nr, r->inl, sizeof r->inl);
+        } else {
+            nr = realloc(r->readers, (size_t)cap * sizeof *nr);
+        }
+        if (!nr) return -1;
+        r->readers = nr;
+        r->capreaders = cap;
+    }
+    r->readers[r->nreaders] = t;
+    return r->nreaders++;
+}
+
+int wsp__deps_check(wsp_runtime *rt, const wsp_task *task) {
+    for (int i = 0; i < task->ntiles; i++) {
+        int rc = check_access(rt, task, i);
+        if (rc) return rc;
+    }
+    return WSP_OK;
+}
+
+int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
+    wsp_deps *dp = &rt->deps;
+    wsp_reg *regs = wsp__regs(t);
+    for (int i = 0; i < task->ntiles; i++) {
+        const wsp_access *a = &task->access[i];
+        int n = a->ndim, empty = 0;
+        uint64_t key = 0;
+        uint32_t unaligned = 0;
+        int64_t cell[WSP_MAX_DIMS];
+        uint8_t level[WSP_MAX_DIMS] = {0};
+        for (int d = 0; d < n; d++) {
+            int64_t ext = a->hi[d] - a->lo[d];
+            int L = level_of(ext);
+            empty |= ext == 0;
+            level[d] = (uint8_t)L;
+            key |= (uint64_t)L << (6 * d);
+            cell[d] = a->lo[d] >> L;
+            unaligned |= (uint32_t)((a->lo[d] & (((int64_t)1 << L) - 1)) != 0) << d;
+        }
+        if (empty) continue;  /* an empty box conflicts with nothing */
+        wsp_tensor_deps *td = &dp->tensors[a->tensor];
+        td->ndim = n;
+        query q = {rt, t, (a->mode & WSP_WRITE) != 0, n, a->lo, a->hi, NULL, NULL};
+        q.own = find_class(td, a->tensor, n, key, level);
+        if (!q.own) return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency classes)");
+        uint64_t h = hash_cell(a->tensor, q.own->id, n, cell);
+        if (td->nrec == q.own->nrec && !(q.own->unaligned | unaligned)) {
+            /* every box of the tensor is aligned in this class: only this cell can overlap */
+            probe(dp, &q, q.own, h);
+        } else {
+            for (int32_t c = 0; c < td->nclass; c++)
+                if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
+        }
+        wsp_rec *r = q.exact;
+        if (!r && !(r = insert_record(dp, q.own, &q, h, unaligned)))
+            return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency records)");
+        wsp_reg *reg = NULL;
+        for (int k = 0; k < t->nregs && !reg; k++)
+            if (regs[k].rec == r) reg = &regs[k];
+        if (!reg) {
+            reg = &regs[t->nregs++];
+            reg->rec = r;
+            reg->reader = -1;
+        }
+        if (q.write) {
+            r->writer = t;
+            r->nreaders = 0;
+            reg->reader = -1;
+        } else if (r->writer != t && !(r->nreaders > 0 && r->readers[r->nreaders - 1] == t)) {
+            int idx = add_reader(r, t);
+            if (idx < 0) return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (readers)");
+            reg->reader = idx;
+        }
+    }
+    return WSP_OK;
+}
+
+void wsp__deps_retire(wsp_deps *dp, wsp_tasknode *t) {
+    wsp_reg *regs = wsp__regs(t);
+    for (int k = 0; k < t->nregs; k++) {
+        wsp_rec *r = regs[k].rec;
+        int removed = 0;
+        if (r->writer == t) {
+            r->writer = NULL;
+            removed = 1;
+        }
+        int32_t i = regs[k].reader;
+        if (i >= 0 && i < r->nreaders && r->readers[i] == t) {
+            int32_t last = --r->nreaders;
+            if (i != last) {
+                wsp_tasknode *m = r->readers[last];
+                r->readers[i] = m;
+                wsp_reg *mregs = wsp__regs(m);
+                for (int j = 0; j < m->nregs; j++)
+                    if (mregs[j].rec == r) mregs[j].reader = i;
+            }
+            removed = 1;
+        }
+        if (removed && !r->writer && r->nreaders == 0) rec_delete(dp, r);
+    }
+    t->nregs = 0;
+}

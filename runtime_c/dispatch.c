@@ -1,0 +1,455 @@
+/* dispatch.c: worker threads, ready queues and task completion.
+ *
+ * Placement: every task carries a dispatcher index, the schedule's choice that traces and the
+ * cycle model report (round robin for now: the k-th task of a run goes to k % n; affinity, hash,
+ * dispatch_by and work stealing only have to choose it differently). On the host, a task that is
+ * ready when submitted runs on worker (dispatcher % workers). A task released by a completion
+ * runs on its dispatcher's worker too, except that the completing worker keeps one successor
+ * when it has nothing else of its own queued: a chain then stays on one core instead of paying a
+ * cross-core hand-off per task. A thief (work stealing) can take from another worker's FIFO.
+ *
+ * Hand-off without locks on the common path. Each worker has two single-producer single-consumer
+ * rings of node pointers: `in` (ready tasks from the submitter) and `out` (finished nodes back to
+ * the submitter, which recycles them). Each side publishes its position once per WSP_BATCH
+ * entries, so a cache line moves between cores once per batch, and the reader prefetches the
+ * nodes ahead (an intrusive list would make every hand-off a chain of dependent cache misses).
+ * Rare paths use a mutex-protected FIFO per worker: tasks that another worker's completion makes
+ * ready, and overflow when `in` is full; `out` overflows onto the lock-free `finished` stack.
+ * A task a worker makes ready for itself goes on its private FIFO (its line is already cached).
+ *
+ * Idle workers spin briefly and then sleep on their queue's condition variable. The sleep
+ * handshake is Dekker-style: the worker sets `sleeping` then re-reads the ring, the submitter
+ * publishes the ring then reads `sleeping` (both sequentially consistent), so a wake-up is never
+ * lost. The submitter sleeps the same way on rt->cv in a window stall or in wsp_wait, woken by
+ * the worker whose published counters satisfy its condition.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsp_internal.h"
+
+#define SPIN_ROUNDS 256            /* ~5 us of pause instructions, then yield */
+#define YIELD_ROUNDS 64            /* sched_yield() calls before sleeping */
+#define PREFETCH_AHEAD 4
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline void prefetch_node(const void *p) {
+    __builtin_prefetch(p, 1, 3);
+    __builtin_prefetch((const char *)p + WSP_CACHELINE, 1, 3);
+}
+
+/* ---- counters -------------------------------------------------------------------------------- */
+
+int64_t wsp__sum_done(wsp_runtime *rt) {
+    int64_t s = 0;
+    for (int32_t i = 0; i < rt->nworkers; i++)
+        s += atomic_load_explicit(&rt->workers[i]->done, memory_order_seq_cst);
+    return s;
+}
+
+static int64_t sum_retired(wsp_runtime *rt) {
+    int64_t s = 0;
+    for (int32_t i = 0; i < rt->nworkers; i++)
+        s += atomic_load_explicit(&rt->workers[i]->retired, memory_order_seq_cst);
+    return s;
+}
+
+int64_t wsp__sum_ran(const wsp_runtime *rt) {
+    int64_t s = 0;
+    for (int32_t i = 0; i < rt->nworkers; i++)
+        s += atomic_load_explicit(&rt->workers[i]->ran, memory_order_relaxed);
+    return s;
+}
+
+/* ---- the locked FIFO and sleeping ------------------------------------------------------------ */
+
+static void fifo_push(wsp_queue *q, wsp_node *n) {
+    n->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail) q->tail->next = n;
+    else q->head = n;
+    q->tail = n;
+    q->count++;
+    atomic_store_explicit(&q->n, q->count, memory_order_release);
+    if (atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
+        q->token = 1;
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void wake(wsp_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->token = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* ---- submitter side of the rings -------------------------------------------------------------- */
+
+static void publish_in(wsp_runtime *rt, int32_t i) {
+    wsp_stage *s = &rt->stages[i];
+    wsp_queue *q = &rt->queues[i];
+    if (s->in_pub == s->in_tail) return;
+    atomic_store_explicit(&q->in.tail, s->in_tail, memory_order_seq_cst);
+    s->in_pub = s->in_tail;
+    if (atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) wake(q);
+}
+
+void wsp__flush_all(wsp_runtime *rt) {
+    for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i);
+    rt->unpub_since = -1;
+}
+
+void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
+    int32_t i = t->queue;
+    wsp_stage *s = &rt->stages[i];
+    wsp_queue *q = &rt->queues[i];
+    if (s->in_tail - s->in_head == WSP_RING) {
+        s->in_head = atomic_load_explicit(&q->in.head, memory_order_acquire);
+        if (s->in_tail - s->in_head == WSP_RING) {
+            publish_in(rt, i);
+            fifo_push(q, &t->h);
+            return;
+        }
+    }
+    q->in.buf[s->in_tail & (WSP_RING - 1)] = &t->h;
+    s->in_tail++;
+    if (s->in_tail - s->in_pub >= WSP_BATCH ||
+        atomic_load_explicit(&q->sleeping, memory_order_relaxed))
+        publish_in(rt, i);
+    else if (rt->unpub_since < 0)
+        rt->unpub_since = rt->nsub;
+}
+
+void wsp__drain(wsp_runtime *rt) {
+    for (int32_t i = 0; i < rt->nworkers; i++) {
+        wsp_queue *q = &rt->queues[i];
+        wsp_stage *s = &rt->stages[i];
+        size_t tail = atomic_load_explicit(&q->out.tail, memory_order_acquire);
+        size_t h = s->out_head;
+        if (h == tail) continue;
+        for (size_t k = h; k < tail && k < h + PREFETCH_AHEAD; k++)
+            prefetch_node(q->out.buf[k & (WSP_RING - 1)]);
+        for (; h < tail; h++) {
+            if (h + PREFETCH_AHEAD < tail)
+                prefetch_node(q->out.buf[(h + PREFETCH_AHEAD) & (WSP_RING - 1)]);
+            wsp__recycle(rt, q->out.buf[h & (WSP_RING - 1)]);
+        }
+        s->out_head = h;
+        atomic_store_explicit(&q->out.head, h, memory_order_release);
+    }
+    wsp_node *n = atomic_exchange_explicit(&rt->finished, NULL, memory_order_acquire);
+    while (n) {
+        wsp_node *next = n->next;
+        wsp__recycle(rt, n);
+        n = next;
+    }
+}
+
+/* ---- worker side ----------------------------------------------------------------------------- */
+
+static inline void local_push(wsp_worker *w, wsp_tasknode *t) {
+    t->h.next = NULL;
+    if (w->ltail) w->ltail->h.next = &t->h;
+    else w->lhead = t;
+    w->ltail = t;
+}
+
+static inline wsp_tasknode *local_pop(wsp_worker *w) {
+    wsp_tasknode *t = w->lhead;
+    if (t) {
+        w->lhead = (wsp_tasknode *)t->h.next;
+        if (!w->lhead) w->ltail = NULL;
+    }
+    return t;
+}
+
+/* Moves the locked FIFO into the private one. */
+static int take_fifo(wsp_worker *w) {
+    wsp_queue *q = w->q;
+    pthread_mutex_lock(&q->mu);
+    wsp_node *first = q->head, *last = q->tail;
+    q->head = q->tail = NULL;
+    q->count = 0;
+    atomic_store_explicit(&q->n, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&q->mu);
+    if (!first) return 0;
+    if (w->ltail) w->ltail->h.next = first;
+    else w->lhead = (wsp_tasknode *)first;
+    w->ltail = (wsp_tasknode *)last;
+    return 1;
+}
+
+static wsp_tasknode *ring_take(wsp_worker *w) {
+    wsp_ring *r = &w->q->in;
+    if (w->in_head == w->in_tail) {
+        atomic_store_explicit(&r->head, w->in_head, memory_order_release);
+        w->in_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (w->in_head == w->in_tail) return NULL;
+        for (size_t k = w->in_head; k < w->in_tail && k < w->in_head + PREFETCH_AHEAD; k++)
+            prefetch_node(r->buf[k & (WSP_RING - 1)]);
+    }
+    if (w->in_head + PREFETCH_AHEAD < w->in_tail)
+        prefetch_node(r->buf[(w->in_head + PREFETCH_AHEAD) & (WSP_RING - 1)]);
+    return (wsp_tasknode *)r->buf[w->in_head++ & (WSP_RING - 1)];
+}
+
+/* Hands the worker's finished nodes to the submitter and counts the tasks among them. */
+static void publish_out(wsp_worker *w) {
+    if (w->out_pub != w->out_tail) {
+        atomic_store_explicit(&w->q->out.tail, w->out_tail, memory_order_release);
+        w->out_pub = w->out_tail;
+    }
+    if (w->out_tasks) {
+        w->retired_l += w->out_tasks;
+        w->out_tasks = 0;
+        atomic_store_explicit(&w->retired, w->retired_l, memory_order_seq_cst);
+    }
+}
+
+static void retire(wsp_worker *w, wsp_node *n) {
+    wsp_ring *r = &w->q->out;
+    if (w->out_tail - w->out_head == WSP_RING) {
+        w->out_head = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (w->out_tail - w->out_head == WSP_RING) {  /* the submitter is busy: use the stack */
+            wsp_runtime *rt = w->rt;
+            wsp_node *head = atomic_load_explicit(&rt->finished, memory_order_relaxed);
+            do {
+                n->next = head;
+            } while (!atomic_compare_exchange_weak_explicit(&rt->finished, &head, n,
+                                                            memory_order_release,
+                                                            memory_order_relaxed));
+            if (n->kind == WSP_NODE_TASK) w->out_tasks++;
+            publish_out(w);
+            return;
+        }
+    }
+    r->buf[w->out_tail++ & (WSP_RING - 1)] = n;
+    if (n->kind == WSP_NODE_TASK) w->out_tasks++;
+    if (w->out_tail - w->out_pub >= WSP_BATCH) publish_out(w);
+}
+
+/* ---- completion ------------------------------------------------------------------------------ */
+
+/* A worker that releases a successor while it has nothing else of its own to run continues
+ * with it (a chain stays on one core); further successors go to their dispatcher's worker. */
+static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
+    if (!w) wsp__stage_ready(rt, t);
+    else if (t->queue == w->index || !w->lhead) local_push(w, t);
+    else fifo_push(&rt->queues[t->queue], &t->h);
+}
+
+void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
+    for (;;) {
+        wsp_edge *e = atomic_exchange_explicit(&n->succ, WSP_CLOSED, memory_order_acq_rel);
+        while (e) {
+            /* read the edge before the decrement: the successor (which owns it) may then run */
+            wsp_edge *next = e->next;
+            wsp_tasknode *s = e->succ;
+            if (atomic_fetch_sub_explicit(&s->h.pending, 1, memory_order_acq_rel) == 1)
+                make_ready(rt, w, s);
+            e = next;
+        }
+        wsp_group *parent = n->group;
+        if (w) retire(w, n);
+        else wsp__recycle(rt, n);
+        if (!parent || atomic_fetch_sub_explicit(&parent->h.pending, 1, memory_order_acq_rel) != 1)
+            return;
+        n = &parent->h;
+    }
+}
+
+/* ---- the submitter's sleep ------------------------------------------------------------------- */
+
+static int wait_over(wsp_runtime *rt, int mode) {
+    if (mode == WSP_WAIT_STALL)
+        return atomic_load_explicit(&rt->err, memory_order_seq_cst) != 0 ||
+               atomic_load_explicit(&rt->submitted, memory_order_seq_cst) - wsp__sum_done(rt) <=
+                   atomic_load_explicit(&rt->wait_target, memory_order_seq_cst);
+    return sum_retired(rt) == atomic_load_explicit(&rt->submitted, memory_order_seq_cst);
+}
+
+void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target) {
+    pthread_mutex_lock(&rt->mu);
+    atomic_store_explicit(&rt->wait_target, target, memory_order_seq_cst);
+    atomic_store_explicit(&rt->sub_waiting, mode, memory_order_seq_cst);
+    while (!wait_over(rt, mode)) pthread_cond_wait(&rt->cv, &rt->mu);
+    atomic_store_explicit(&rt->sub_waiting, WSP_WAIT_NONE, memory_order_seq_cst);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* Worker side of the same handshake: counters are published (seq_cst) before this is called. */
+static void maybe_wake_submitter(wsp_runtime *rt) {
+    int mode = atomic_load_explicit(&rt->sub_waiting, memory_order_seq_cst);
+    if (mode == WSP_WAIT_NONE || !wait_over(rt, mode)) return;
+    pthread_mutex_lock(&rt->mu);
+    pthread_cond_broadcast(&rt->cv);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* ---- workers --------------------------------------------------------------------------------- */
+
+static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
+    if (atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
+        wsp__kernel_msg_clear();
+        int rc = t->fn(wsp__tiles(t), wsp__scalars(t));
+        atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
+        if (rc != 0) wsp__kernel_failed(rt, t, rc);
+    }
+    wsp__complete(rt, w, &t->h);
+    atomic_store_explicit(&w->done, ++w->done_l, memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->sub_waiting, memory_order_seq_cst) != WSP_WAIT_NONE) {
+        publish_out(w);
+        maybe_wake_submitter(rt);
+    }
+}
+
+static int has_work(wsp_worker *w) {
+    return atomic_load_explicit(&w->q->in.tail, memory_order_seq_cst) != w->in_head ||
+           atomic_load_explicit(&w->q->n, memory_order_seq_cst) != 0;
+}
+
+static wsp_tasknode *next_task(wsp_worker *w) {
+    wsp_queue *q = w->q;
+    for (;;) {
+        wsp_tasknode *t = local_pop(w);
+        if (t) return t;
+        if (atomic_load_explicit(&q->n, memory_order_relaxed) && take_fifo(w)) continue;
+        if ((t = ring_take(w))) return t;
+        /* idle: hand everything back first, the submitter may be waiting for it */
+        publish_out(w);
+        maybe_wake_submitter(w->rt);
+        /* spin a little, then yield (with more threads than cores the submitter may be
+         * waiting for this core), then sleep */
+        int found = 0;
+        for (int i = 0; i < SPIN_ROUNDS + YIELD_ROUNDS && !found; i++) {
+            if (i < SPIN_ROUNDS) cpu_relax();
+            else sched_yield();
+            found = atomic_load_explicit(&q->in.tail, memory_order_relaxed) != w->in_head ||
+                    atomic_load_explicit(&q->n, memory_order_relaxed) != 0;
+        }
+        if (found) continue;
+        pthread_mutex_lock(&q->mu);
+        atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
+        if (!has_work(w)) {
+            while (!q->token && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+        }
+        q->token = 0;
+        atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
+        int stop = q->stop && !has_work(w);
+        pthread_mutex_unlock(&q->mu);
+        if (stop) return NULL;
+    }
+}
+
+static void *worker_main(void *arg) {
+    wsp_worker *w = arg;
+    wsp_tasknode *t;
+    while ((t = next_task(w))) run_task(w->rt, w, t);
+    publish_out(w);
+    return NULL;
+}
+
+/* ---- set-up ---------------------------------------------------------------------------------- */
+
+static void *cache_aligned(size_t bytes) {
+    bytes = (bytes + WSP_CACHELINE - 1) / WSP_CACHELINE * WSP_CACHELINE;
+    void *p = aligned_alloc(WSP_CACHELINE, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+/* Memory for queues and workers (at wsp_runtime_new); threads start at the first wsp_begin. */
+int wsp__workers_init(wsp_runtime *rt) {
+    int32_t n = rt->nworkers;
+    rt->stages = calloc((size_t)n, sizeof *rt->stages);
+    rt->workers = calloc((size_t)n, sizeof *rt->workers);
+    rt->queues = cache_aligned(sizeof(wsp_queue) * (size_t)n);
+    if (!rt->stages || !rt->workers || !rt->queues) return WSP_ERR_INTERNAL;
+    for (int32_t i = 0; i < n; i++) {
+        wsp_queue *q = &rt->queues[i];
+        q->in.buf = malloc(WSP_RING * sizeof(wsp_node *));
+        q->out.buf = malloc(WSP_RING * sizeof(wsp_node *));
+        wsp_worker *w = rt->workers[i] = cache_aligned(sizeof(wsp_worker));
+        if (!q->in.buf || !q->out.buf || !w) return WSP_ERR_INTERNAL;
+        if (pthread_mutex_init(&q->mu, NULL) != 0) return WSP_ERR_INTERNAL;
+        if (pthread_cond_init(&q->cv, NULL) != 0) {
+            pthread_mutex_destroy(&q->mu);
+            return WSP_ERR_INTERNAL;
+        }
+        q->inited = 1;
+        atomic_init(&q->n, 0);
+        atomic_init(&q->sleeping, 0);
+        atomic_init(&q->in.head, 0);
+        atomic_init(&q->in.tail, 0);
+        atomic_init(&q->out.head, 0);
+        atomic_init(&q->out.tail, 0);
+        w->rt = rt;
+        w->q = q;
+        w->index = i;
+        atomic_init(&w->done, 0);
+        atomic_init(&w->retired, 0);
+        atomic_init(&w->ran, 0);
+    }
+    return WSP_OK;
+}
+
+int wsp__workers_start(wsp_runtime *rt) {
+    for (int32_t i = 0; i < rt->nworkers; i++) {
+        pthread_mutex_lock(&rt->queues[i].mu);
+        rt->queues[i].stop = 0;
+        pthread_mutex_unlock(&rt->queues[i].mu);
+    }
+    for (int32_t i = 0; i < rt->nworkers; i++) {
+        if (pthread_create(&rt->workers[i]->thread, NULL, worker_main, rt->workers[i]) != 0) {
+            rt->threads_started = i;
+            wsp__workers_stop(rt);
+            return wsp__failf(rt, WSP_ERR_INTERNAL, "cannot start worker thread %d of %d", i,
+                              rt->nworkers);
+        }
+    }
+    rt->threads_started = rt->nworkers;
+    return WSP_OK;
+}
+
+/* Stops and joins the started workers (they are idle: no run is in progress). */
+void wsp__workers_stop(wsp_runtime *rt) {
+    for (int32_t i = 0; i < rt->threads_started; i++) {
+        wsp_queue *q = &rt->queues[i];
+        pthread_mutex_lock(&q->mu);
+        q->stop = 1;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+    for (int32_t i = 0; i < rt->threads_started; i++) pthread_join(rt->workers[i]->thread, NULL);
+    rt->threads_started = 0;
+}
+
+void wsp__workers_destroy(wsp_runtime *rt) {
+    for (int32_t i = 0; rt->queues && i < rt->nworkers; i++) {
+        wsp_queue *q = &rt->queues[i];
+        if (q->inited) {
+            pthread_cond_destroy(&q->cv);
+            pthread_mutex_destroy(&q->mu);
+        }
+        free(q->in.buf);
+        free(q->out.buf);
+    }
+    for (int32_t i = 0; rt->workers && i < rt->nworkers; i++) free(rt->workers[i]);
+    free(rt->queues);
+    free(rt->workers);
+    free(rt->stages);
+    rt->queues = NULL;
+    rt->workers = NULL;
+    rt->stages = NULL;
+}

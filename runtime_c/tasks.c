@@ -1,0 +1,553 @@
+/* tasks.c: the runtime's life cycle and its submitter side: new/free, begin, submit (validate,
+ * window, copy into a pooled node, order scopes, dependency inference in deps.c, hand-off to
+ * dispatch.c), wait, order scopes, errors and statistics.
+ *
+ * Nodes (tasks and order groups) come from per-size-class free lists owned by the submitter;
+ * workers hand finished nodes back on the lock-free `finished` stack and the submitter recycles
+ * them in batches when a free list runs dry ("drain"), which is also when deps.c forgets them.
+ * So steady state allocates nothing.
+ *
+ * In-flight accounting without a shared counter: the submitter counts submissions, each worker
+ * publishes how many tasks it completed on its own cache line, and the submitter sums those only
+ * when its cached estimate (an upper bound) reaches the window or a new maximum. The window is
+ * therefore exact; max_in_flight may overstate the true maximum by the tasks that finished
+ * during the last 16 submissions, and never exceeds the window.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wsp_internal.h"
+
+#define NODE_CHUNK_BYTES (64 * 1024)
+#define MAX_REFRESH_EVERY 16
+
+int64_t wsp__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static void set_error(wsp_runtime *rt, int code, const char *text) {
+    int won = 0;
+    pthread_mutex_lock(&rt->err_mu);
+    if (atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
+        snprintf(rt->errmsg, sizeof rt->errmsg, "%s", text ? text : "(no message)");
+        atomic_store_explicit(&rt->err, code, memory_order_release);
+        won = 1;
+    }
+    pthread_mutex_unlock(&rt->err_mu);
+    if (won) {  /* a submitter stalled on the window returns at once */
+        pthread_mutex_lock(&rt->mu);
+        pthread_cond_broadcast(&rt->cv);
+        pthread_mutex_unlock(&rt->mu);
+    }
+}
+
+int wsp_fail(wsp_runtime *rt, int code, const char *message) {
+    if (!rt) return code ? code : WSP_ERR_USAGE;
+    if (code != WSP_OK) set_error(rt, code, message);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+int wsp__failf(wsp_runtime *rt, int code, const char *fmt, ...) {
+    char buf[WSP_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return wsp_fail(rt, code, buf);
+}
+
+int wsp_error_code(const wsp_runtime *rt) {
+    return rt ? atomic_load_explicit(&((wsp_runtime *)rt)->err, memory_order_acquire) : WSP_OK;
+}
+
+const char *wsp_error_message(const wsp_runtime *rt) {
+    if (!rt || atomic_load_explicit(&((wsp_runtime *)rt)->err, memory_order_acquire) == 0)
+        return "";
+    return rt->errmsg;
+}
+
+/* A kernel's own words for its failure, kept per thread until the worker reports it. */
+static _Thread_local char kernel_msg[256];
+
+int wsp_kernel_fail(const char *message) {
+    snprintf(kernel_msg, sizeof kernel_msg, "%s", message ? message : "");
+    return WSP_ERR_KERNEL;
+}
+
+void wsp__kernel_msg_clear(void) { kernel_msg[0] = 0; }
+
+void wsp__kernel_failed(wsp_runtime *rt, wsp_tasknode *t, int rc) {
+    char coords[WSP_MAX_COORDS * 24 + 4];
+    size_t len = 0;
+    int64_t *c = wsp__coords(t);
+    coords[0] = 0;
+    for (int i = 0; i < t->ncoords && len < sizeof coords; i++)
+        len += (size_t)snprintf(coords + len, sizeof coords - len, "%s%lld", i ? ", " : "",
+                                (long long)c[i]);
+    wsp__failf(rt, WSP_ERR_KERNEL, "kernel %d (statement %d) failed at coords [%s] with code %d%s%s",
+               t->kernel, t->stmt, coords, rc, kernel_msg[0] ? ": " : "", kernel_msg);
+}
+
+/* ---- node pools (submitter only) -------------------------------------------------------------- */
+
+static inline int size_class(size_t bytes) {  /* the smallest k with 64 << k >= bytes */
+    return bytes <= 64 ? 0 : 64 - __builtin_clzll((unsigned long long)(bytes - 1) >> 6);
+}
+
+static int refill(wsp_runtime *rt, int k) {
+    size_t size = (size_t)64 << k;
+    size_t bytes = NODE_CHUNK_BYTES > 16 * size ? NODE_CHUNK_BYTES : 16 * size;
+    char *chunk = aligned_alloc(WSP_CACHELINE, bytes);
+    if (!chunk) return -1;
+    *(void **)chunk = rt->node_chunks;  /* the first slot links the chunk list */
+    rt->node_chunks = chunk;
+    for (size_t off = size > WSP_CACHELINE ? size : WSP_CACHELINE; off + size <= bytes; off += size) {
+        wsp_node *n = (wsp_node *)(chunk + off);
+        n->sclass = (uint8_t)k;
+        n->next = rt->free_nodes[k];
+        rt->free_nodes[k] = n;
+    }
+    return 0;
+}
+
+static void node_free(wsp_runtime *rt, wsp_node *n) {
+    n->next = rt->free_nodes[n->sclass];
+    rt->free_nodes[n->sclass] = n;
+}
+
+void wsp__recycle(wsp_runtime *rt, wsp_node *n) {
+    if (n->kind == WSP_NODE_TASK) {
+        wsp_tasknode *t = (wsp_tasknode *)n;
+        wsp__deps_retire(&rt->deps, t);
+        while (t->chunks) {
+            wsp_edgechunk *c = t->chunks;
+            t->chunks = c->next;
+            c->next = rt->free_chunks;
+            rt->free_chunks = c;
+        }
+        node_free(rt, n);
+    } else {
+        wsp_group *g = (wsp_group *)n;
+        g->drained = 1;
+        if (g->scope_refs == 0) node_free(rt, n);
+    }
+}
+
+static wsp_node *node_alloc(wsp_runtime *rt, size_t bytes) {
+    int k = size_class(bytes);
+    if (k >= WSP_NCLASSES) return NULL;
+    if (!rt->free_nodes[k]) {
+        wsp__drain(rt);
+        wsp__deps_compact(&rt->deps);
+        if (!rt->free_nodes[k] && refill(rt, k) != 0) return NULL;
+    }
+    wsp_node *n = rt->free_nodes[k];
+    rt->free_nodes[k] = n->next;
+    n->next = NULL;
+    n->group = NULL;
+    n->mark = 0;
+    atomic_store_explicit(&n->succ, NULL, memory_order_relaxed);
+    return n;
+}
+
+static void group_unref(wsp_runtime *rt, wsp_group *g) {
+    if (--g->scope_refs == 0 && g->drained) node_free(rt, &g->h);
+}
+
+/* ---- edges ----------------------------------------------------------------------------------- */
+
+static wsp_edge *edge_slot(wsp_runtime *rt, wsp_tasknode *t) {
+    int32_t i = t->nedges;
+    if (i < WSP_INLINE_EDGES) return &t->edges[i];
+    int32_t j = (i - WSP_INLINE_EDGES) % WSP_CHUNK_EDGES;
+    if (j == 0) {
+        wsp_edgechunk *c = rt->free_chunks;
+        if (c) rt->free_chunks = c->next;
+        else c = malloc(sizeof *c);
+        if (!c) return NULL;
+        c->next = t->chunks;
+        t->chunks = c;
+    }
+    return &t->chunks->e[j];
+}
+
+/* t waits for pred unless pred has finished or t already waits for it. */
+void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t) {
+    if (pred == &t->h || pred->mark == t->seq + 1) return;
+    wsp_edge *head = atomic_load_explicit(&pred->succ, memory_order_acquire);
+    if (head == WSP_CLOSED) return;
+    pred->mark = t->seq + 1;
+    /* a slot of a new chunk that ends up unused stays with t and is reused by its next edge */
+    wsp_edge *e = edge_slot(rt, t);
+    if (!e) {
+        wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (dependency edges)");
+        return;
+    }
+    e->succ = t;
+    do {
+        if (head == WSP_CLOSED) return;
+        e->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&pred->succ, &head, e, memory_order_release,
+                                                    memory_order_acquire));
+    t->nedges++;
+    rt->ndeps++;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------------ */
+
+static int32_t online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int32_t)(n > 1024 ? 1024 : n) : 1;
+}
+
+wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
+    if (ntensors < 0) return NULL;
+    size_t size = (sizeof(wsp_runtime) + WSP_CACHELINE - 1) / WSP_CACHELINE * WSP_CACHELINE;
+    wsp_runtime *rt = aligned_alloc(WSP_CACHELINE, size);
+    if (!rt) return NULL;
+    memset(rt, 0, sizeof *rt);
+    rt->nworkers = workers > 0 ? workers : online_cpus();
+    rt->unpub_since = -1;
+    rt->ntensors = ntensors;
+    atomic_init(&rt->err, 0);
+    atomic_init(&rt->sub_waiting, 0);
+    atomic_init(&rt->wait_target, 0);
+    atomic_init(&rt->submitted, 0);
+    atomic_init(&rt->finished, NULL);
+    if (pthread_mutex_init(&rt->err_mu, NULL) != 0) {
+        free(rt);
+        return NULL;
+    }
+    if (pthread_mutex_init(&rt->mu, NULL) != 0) {
+        pthread_mutex_destroy(&rt->err_mu);
+        free(rt);
+        return NULL;
+    }
+    if (pthread_cond_init(&rt->cv, NULL) != 0) {
+        pthread_mutex_destroy(&rt->mu);
+        pthread_mutex_destroy(&rt->err_mu);
+        free(rt);
+        return NULL;
+    }
+    if (wsp__deps_init(&rt->deps, ntensors) != WSP_OK || wsp__workers_init(rt) != WSP_OK) {
+        wsp__workers_destroy(rt);
+        wsp__deps_destroy(&rt->deps);
+        pthread_cond_destroy(&rt->cv);
+        pthread_mutex_destroy(&rt->mu);
+        pthread_mutex_destroy(&rt->err_mu);
+        free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+int32_t wsp_runtime_workers(const wsp_runtime *rt) { return rt ? rt->nworkers : 0; }
+
+void wsp_runtime_free(wsp_runtime *rt) {
+    if (!rt) return;
+    if (rt->running) {  /* drop whatever has not started, let running kernels finish */
+        wsp_fail(rt, WSP_ERR_USAGE, "wsp_runtime_free called during a run (before wsp_wait)");
+        wsp_wait(rt);
+    }
+    wsp__workers_stop(rt);
+    for (int i = 0; i < rt->depth; i++) {  /* only after an internal error */
+        if (rt->scopes[i].barrier) group_unref(rt, rt->scopes[i].barrier);
+        if (rt->scopes[i].current) group_unref(rt, rt->scopes[i].current);
+    }
+    free(rt->scopes);
+    while (rt->free_chunks) {
+        wsp_edgechunk *c = rt->free_chunks;
+        rt->free_chunks = c->next;
+        free(c);
+    }
+    while (rt->node_chunks) {
+        void *c = rt->node_chunks;
+        rt->node_chunks = *(void **)c;
+        free(c);
+    }
+    wsp__deps_destroy(&rt->deps);
+    wsp__workers_destroy(rt);
+    pthread_cond_destroy(&rt->cv);
+    pthread_mutex_destroy(&rt->mu);
+    pthread_mutex_destroy(&rt->err_mu);
+    free(rt);
+}
+
+int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_begin called again before wsp_wait ended the run");
+    /* a new run: forget the previous run's error (no worker is busy between runs) */
+    pthread_mutex_lock(&rt->err_mu);
+    atomic_store_explicit(&rt->err, 0, memory_order_release);
+    rt->errmsg[0] = 0;
+    pthread_mutex_unlock(&rt->err_mu);
+    rt->running = 1;
+    rt->finished_run = 0;
+    rt->window = window > 0 ? window : 0;
+    rt->window_mode = window_mode;
+    rt->run_sub0 = rt->nsub;
+    rt->run_ran0 = wsp__sum_ran(rt);
+    rt->done_cache = wsp__sum_done(rt);  /* exact: no task is in flight between runs */
+    rt->done_cache_at = rt->nsub;
+    rt->max_in_flight = 0;
+    rt->ndeps = 0;
+    rt->rr = 0;
+    rt->execute_ms = 0;
+    rt->t_begin_ns = wsp__now_ns();
+    wsp__deps_begin(&rt->deps);
+    if (window_mode != WSP_WINDOW_STALL && window_mode != WSP_WINDOW_ABORT)
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_begin: unknown window mode %d", window_mode);
+    if (!rt->threads_started) {
+        int rc = wsp__workers_start(rt);
+        if (rc) return rc;
+    }
+    return WSP_OK;
+}
+
+/* ---- in-flight accounting --------------------------------------------------------------------- */
+
+static void refresh_done(wsp_runtime *rt) {
+    rt->done_cache = wsp__sum_done(rt);
+    rt->done_cache_at = rt->nsub;
+}
+
+static int window_admit(wsp_runtime *rt) {
+    if (rt->nsub - rt->done_cache < rt->window) return WSP_OK;
+    refresh_done(rt);
+    if (rt->nsub - rt->done_cache < rt->window) return WSP_OK;
+    if (rt->window_mode == WSP_WINDOW_ABORT)
+        return wsp__failf(rt, WSP_ERR_WINDOW,
+                          "task window of %lld tasks is full (mode = abort): %lld tasks are "
+                          "enumerated but unfinished",
+                          (long long)rt->window, (long long)(rt->nsub - rt->done_cache));
+    /* stall: resume a little below the limit so a full window costs one wake-up per batch */
+    int64_t slack = (rt->window - 1) / 4;
+    if (slack > 256) slack = 256;
+    wsp__flush_all(rt);
+    wsp__submitter_wait(rt, WSP_WAIT_STALL, rt->window - 1 - slack);
+    refresh_done(rt);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+static void note_in_flight(wsp_runtime *rt) {
+    int64_t est = rt->nsub - rt->done_cache;
+    if (est <= rt->max_in_flight) return;
+    if (rt->nsub - rt->done_cache_at >= MAX_REFRESH_EVERY) {
+        refresh_done(rt);
+        est = rt->nsub - rt->done_cache;
+    }
+    if (est > rt->max_in_flight) rt->max_in_flight = est;
+}
+
+/* ---- order scopes ---------------------------------------------------------------------------- */
+
+static wsp_group *group_new(wsp_runtime *rt, wsp_group *parent) {
+    wsp_group *g = (wsp_group *)node_alloc(rt, sizeof(wsp_group));
+    if (!g) return NULL;
+    g->h.kind = WSP_NODE_GROUP;
+    g->h.group = parent;
+    atomic_store_explicit(&g->h.pending, 1, memory_order_relaxed);  /* open until closed */
+    g->scope_refs = 1;
+    g->drained = 0;
+    if (parent) atomic_fetch_add_explicit(&parent->h.pending, 1, memory_order_relaxed);
+    return g;
+}
+
+/* The group of scope `level`'s current step, created (with its enclosing ones) on first use. */
+static wsp_group *step_group(wsp_runtime *rt, int32_t level) {
+    wsp_scope *s = &rt->scopes[level];
+    if (s->current) return s->current;
+    wsp_group *parent = NULL;
+    if (level > 0 && !(parent = step_group(rt, level - 1))) return NULL;
+    s->current = group_new(rt, parent);
+    return s->current;
+}
+
+static void group_close(wsp_runtime *rt, wsp_group *g) {
+    if (atomic_fetch_sub_explicit(&g->h.pending, 1, memory_order_acq_rel) == 1)
+        wsp__complete(rt, NULL, &g->h);
+}
+
+static int order_attach(wsp_runtime *rt, wsp_tasknode *t) {
+    wsp_scope *s = &rt->scopes[rt->depth - 1];
+    if (s->barrier) {
+        if (atomic_load_explicit(&s->barrier->h.succ, memory_order_acquire) == WSP_CLOSED) {
+            group_unref(rt, s->barrier);
+            s->barrier = NULL;
+        } else {
+            wsp__add_edge(rt, &s->barrier->h, t);
+        }
+    }
+    wsp_group *g = step_group(rt, rt->depth - 1);
+    if (!g) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order scopes)");
+    atomic_fetch_add_explicit(&g->h.pending, 1, memory_order_relaxed);
+    t->h.group = g;
+    return WSP_OK;
+}
+
+static int order_check(wsp_runtime *rt, const char *fn, int need_scope) {
+    if (!rt) return WSP_ERR_USAGE;
+    int e = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (e) return e;
+    if (!rt->running)
+        return wsp__failf(rt, WSP_ERR_USAGE, "%s called outside wsp_begin ... wsp_wait", fn);
+    if (need_scope && rt->depth == 0)
+        return wsp__failf(rt, WSP_ERR_USAGE, "%s called with no open order scope", fn);
+    return WSP_OK;
+}
+
+int wsp_order_push(wsp_runtime *rt) {
+    int rc = order_check(rt, "wsp_order_push", 0);
+    if (rc) return rc;
+    if (rt->depth == rt->capscopes) {
+        int32_t cap = rt->capscopes ? rt->capscopes * 2 : 8;
+        wsp_scope *ns = realloc(rt->scopes, (size_t)cap * sizeof *ns);
+        if (!ns) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order scopes)");
+        rt->scopes = ns;
+        rt->capscopes = cap;
+    }
+    wsp_scope *s = &rt->scopes[rt->depth];
+    /* tasks of the new scope also wait for the enclosing scopes' previous steps */
+    s->barrier = rt->depth > 0 ? rt->scopes[rt->depth - 1].barrier : NULL;
+    if (s->barrier) s->barrier->scope_refs++;
+    s->current = NULL;
+    rt->depth++;
+    return WSP_OK;
+}
+
+int wsp_order_next(wsp_runtime *rt) {
+    int rc = order_check(rt, "wsp_order_next", 1);
+    if (rc) return rc;
+    wsp_scope *s = &rt->scopes[rt->depth - 1];
+    if (s->current) {  /* an empty step changes nothing: the old barrier still covers it */
+        wsp_group *g = s->current;
+        s->current = NULL;
+        group_close(rt, g);
+        if (s->barrier) group_unref(rt, s->barrier);
+        s->barrier = g;
+    }
+    return WSP_OK;
+}
+
+static void scope_pop(wsp_runtime *rt) {
+    wsp_scope *s = &rt->scopes[rt->depth - 1];
+    if (s->current) {
+        group_close(rt, s->current);
+        group_unref(rt, s->current);
+    }
+    if (s->barrier) group_unref(rt, s->barrier);
+    rt->depth--;
+}
+
+int wsp_order_pop(wsp_runtime *rt) {
+    int rc = order_check(rt, "wsp_order_pop", 1);
+    if (rc) return rc;
+    scope_pop(rt);
+    return WSP_OK;
+}
+
+/* ---- submit ---------------------------------------------------------------------------------- */
+
+static int check_task(wsp_runtime *rt, const wsp_task *task) {
+    if (!task) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit: task is NULL");
+    if (!task->fn)
+        return wsp__failf(rt, WSP_ERR_USAGE, "task of kernel %d (statement %d) has no function",
+                          task->kernel, task->stmt);
+    if (task->ntiles < 0 || task->ntiles > WSP_MAX_TILES || task->nscalars < 0 ||
+        task->nscalars > WSP_MAX_SCALARS || task->ncoords < 0 || task->ncoords > WSP_MAX_COORDS)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d) has %d tiles, %d scalars, %d coords "
+                          "(at most %d, %d, %d)",
+                          task->kernel, task->stmt, task->ntiles, task->nscalars, task->ncoords,
+                          WSP_MAX_TILES, WSP_MAX_SCALARS, WSP_MAX_COORDS);
+    return wsp__deps_check(rt, task);
+}
+
+int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
+    if (!rt) return WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (!rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit called outside wsp_begin ... wsp_wait");
+    if ((rc = check_task(rt, task))) return rc;
+    if (rt->window > 0 && (rc = window_admit(rt))) return rc;
+
+    size_t bytes = sizeof(wsp_tasknode) + (size_t)task->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
+                   (size_t)task->nscalars * sizeof(wsp_scalar) + (size_t)task->ncoords * sizeof(int64_t);
+    wsp_tasknode *t = (wsp_tasknode *)node_alloc(rt, bytes);
+    if (!t) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    t->h.kind = WSP_NODE_TASK;
+    atomic_store_explicit(&t->h.pending, WSP_PENDING_GUARD, memory_order_relaxed);
+    t->fn = task->fn;
+    t->kernel = task->kernel;
+    t->stmt = task->stmt;
+    t->ntiles = (int16_t)task->ntiles;
+    t->nscalars = (int16_t)task->nscalars;
+    t->ncoords = (int16_t)task->ncoords;
+    t->nregs = 0;
+    t->nedges = 0;
+    t->chunks = NULL;
+    t->seq = rt->seq++;
+    /* short loops beat memcpy calls for the handful of entries a task has */
+    wsp_tile *tiles = wsp__tiles(t);
+    for (int i = 0; i < task->ntiles; i++) tiles[i] = task->tiles[i];
+    wsp_scalar *scalars = wsp__scalars(t);
+    for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
+    int64_t *coords = wsp__coords(t);
+    for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
+    t->dispatcher = (int32_t)(rt->rr++ % (uint64_t)rt->nworkers);
+    t->queue = t->dispatcher % rt->nworkers;
+
+    rt->nsub++;
+    atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
+    note_in_flight(rt);
+    if (rt->depth > 0) order_attach(rt, t);
+    wsp__deps_submit(rt, t, task);
+    /* on an error above the task still goes through (it will not run), so counts stay exact */
+    int release = WSP_PENDING_GUARD - t->nedges;
+    if (atomic_fetch_sub_explicit(&t->h.pending, release, memory_order_acq_rel) == release)
+        wsp__stage_ready(rt, t);
+    /* a ready task waits for at most WSP_BATCH further submissions before workers see it */
+    if (rt->unpub_since >= 0 && rt->nsub - rt->unpub_since >= WSP_BATCH) wsp__flush_all(rt);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+/* ---- wait and statistics --------------------------------------------------------------------- */
+
+int wsp_wait(wsp_runtime *rt) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (!rt->running) return atomic_load_explicit(&rt->err, memory_order_acquire);
+    int32_t open = rt->depth;
+    while (rt->depth > 0) scope_pop(rt);
+    wsp__flush_all(rt);
+    wsp__submitter_wait(rt, WSP_WAIT_ALL, 0);
+    wsp__drain(rt);
+    rt->running = 0;
+    rt->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
+    rt->finished_run = 1;
+    if (open > 0)
+        wsp__failf(rt, WSP_ERR_USAGE, "wsp_wait called with %d order scope(s) still open", open);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!rt) return;
+    out->tasks = rt->nsub - rt->run_sub0;
+    out->tasks_run = wsp__sum_ran(rt) - rt->run_ran0;
+    out->dependencies = rt->ndeps;
+    out->max_in_flight = rt->max_in_flight;
+    if (rt->finished_run) out->execute_ms = rt->execute_ms;
+    else if (rt->running) out->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
+}

@@ -1,0 +1,267 @@
+/* wsp_internal.h: what tasks.c, deps.c and dispatch.c share. Not an ABI: nothing here is seen by
+ * generated code or Python, and every symbol is hidden inside the shared object.
+ *
+ * Threads and ownership (the rule that keeps the runtime mostly lock-free):
+ *   - the SUBMITTER is the one thread that calls wsp_begin, submit, order_* and wait for a run. It
+ *     alone owns the node pools, the dependency structures (deps.c), the order-scope stack and
+ *     the staging buffers. Calls for one runtime must not overlap (generated code enumerates on
+ *     one thread); distinct runtimes are fully independent.
+ *   - WORKERS run kernels. They touch a node only through its atomic header fields (successor
+ *     list, pending count) and hand finished nodes back to the submitter through the `finished`
+ *     stack; the submitter recycles them ("drains") and only then unregisters them from deps.c.
+ *     So no node is reused while any structure still points at it, and deps.c needs no lock.
+ */
+#ifndef WSP_INTERNAL_H
+#define WSP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wsp_runtime.h"
+
+#define WSP_HIDDEN __attribute__((visibility("hidden")))
+#define WSP_CACHELINE 64
+#define WSP_MSG_MAX 1024          /* error messages are truncated to this many bytes */
+
+/* ---- graph nodes: tasks and order groups ---------------------------------------------------- */
+
+typedef struct wsp_node wsp_node;
+typedef struct wsp_tasknode wsp_tasknode;
+typedef struct wsp_group wsp_group;
+
+/* An edge pred -> succ lives in the successor's memory and is linked into pred's list. */
+typedef struct wsp_edge {
+    struct wsp_edge *next;
+    wsp_tasknode *succ;
+} wsp_edge;
+
+#define WSP_CLOSED ((wsp_edge *)(uintptr_t)1)   /* successor list of a finished node */
+#define WSP_PENDING_GUARD (1 << 30)              /* held by the submitter while adding edges */
+
+enum { WSP_NODE_TASK = 0, WSP_NODE_GROUP = 1 };
+
+struct wsp_node {
+    _Atomic(wsp_edge *) succ;  /* successor edges; WSP_CLOSED once the node has finished */
+    atomic_int pending;        /* task: unfinished predecessors (+guard); group: members + 1 open */
+    uint8_t kind;
+    uint8_t sclass;            /* pool size class */
+    uint16_t unused;
+    wsp_node *next;            /* free list, or a worker's finished chain (one owner at a time) */
+    wsp_group *group;          /* task: its order group; group: the enclosing scope's group */
+    uint64_t mark;             /* submitter only: seq+1 of the last task given an edge from here */
+};
+
+#define WSP_INLINE_EDGES 3
+#define WSP_CHUNK_EDGES 15
+typedef struct wsp_edgechunk {
+    struct wsp_edgechunk *next;
+    wsp_edge e[WSP_CHUNK_EDGES];
+} wsp_edgechunk;
+
+/* Where a task is registered in deps.c: one entry per distinct access record. */
+typedef struct wsp_reg {
+    struct wsp_rec *rec;
+    int32_t reader;            /* index in rec's readers when added as a reader, else -1 */
+    int32_t unused;
+} wsp_reg;
+
+struct wsp_tasknode {
+    wsp_node h;
+    wsp_kernel_fn fn;
+    int32_t kernel, stmt;
+    int16_t ntiles, nscalars, ncoords, nregs;
+    int32_t dispatcher;        /* policy's choice (round robin for now) */
+    int32_t queue;             /* worker queue: dispatcher % workers */
+    int32_t nedges;            /* edge slots used: inline first, then chunks */
+    uint64_t seq;              /* submission number, unique over the runtime's life */
+    wsp_edgechunk *chunks;     /* newest first */
+    wsp_edge edges[WSP_INLINE_EDGES];
+    /* tail: wsp_tile[ntiles], wsp_scalar[nscalars], int64_t[ncoords], wsp_reg[ntiles] */
+};
+
+struct wsp_group {
+    wsp_node h;
+    int32_t scope_refs;        /* submitter only: references from the scope stack */
+    int32_t drained;           /* submitter only: finished and handed back */
+};
+
+static inline wsp_tile *wsp__tiles(wsp_tasknode *t) { return (wsp_tile *)(t + 1); }
+static inline wsp_scalar *wsp__scalars(wsp_tasknode *t) {
+    return (wsp_scalar *)(wsp__tiles(t) + t->ntiles);
+}
+static inline int64_t *wsp__coords(wsp_tasknode *t) {
+    return (int64_t *)(wsp__scalars(t) + t->nscalars);
+}
+static inline wsp_reg *wsp__regs(wsp_tasknode *t) { return (wsp_reg *)(wsp__coords(t) + t->ncoords); }
+
+/* ---- dependency inference (deps.c) ---------------------------------------------------------- */
+
+typedef struct wsp_class wsp_class;
+typedef struct wsp_rec wsp_rec;
+
+typedef struct wsp_tensor_deps {
+    int32_t ndim;              /* fixed by the first access of a run; -1 before */
+    int32_t nclass, capclass;
+    int64_t nrec;              /* live records over all classes */
+    wsp_class *last;           /* the class found last (tiles repeat) */
+    wsp_class **classes;
+} wsp_tensor_deps;
+
+typedef struct wsp_deps {
+    int32_t ntensors;
+    wsp_tensor_deps *tensors;
+    struct wsp_slot *slots;    /* open addressing over (tensor, class, cell), linear probing */
+    uint64_t mask;
+    int64_t nrec;
+    wsp_rec *free_recs;
+    void *rec_chunks;
+} wsp_deps;
+
+typedef struct wsp_runtime wsp_runtime;
+
+WSP_HIDDEN int wsp__deps_init(wsp_deps *d, int32_t ntensors);
+WSP_HIDDEN void wsp__deps_destroy(wsp_deps *d);
+WSP_HIDDEN void wsp__deps_begin(wsp_deps *d);
+/* Checks a task's accesses (WSP_ERR_USAGE with a message) before anything is allocated. */
+WSP_HIDDEN int wsp__deps_check(wsp_runtime *rt, const wsp_task *task);
+/* Adds t's edges to earlier conflicting tasks and registers its accesses. */
+WSP_HIDDEN int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task);
+/* Shrinks the table after a burst (called after draining). */
+WSP_HIDDEN void wsp__deps_compact(wsp_deps *d);
+/* Unregisters a finished task (submitter, while recycling it). */
+WSP_HIDDEN void wsp__deps_retire(wsp_deps *d, wsp_tasknode *t);
+
+/* ---- workers and queues (dispatch.c) -------------------------------------------------------- */
+
+#define WSP_BATCH 32               /* ring entries published at once */
+#define WSP_RING 4096              /* entries per ring (a power of two) */
+
+/* A single-producer single-consumer ring of node pointers. Each side keeps its own position
+ * privately and publishes it here in batches. */
+typedef struct wsp_ring {
+    _Alignas(WSP_CACHELINE) atomic_size_t tail;    /* written by the producer */
+    _Alignas(WSP_CACHELINE) atomic_size_t head;    /* written by the consumer */
+    _Alignas(WSP_CACHELINE) wsp_node **buf;
+} wsp_ring;
+
+/* Per worker: `in` carries ready tasks from the submitter, `out` finished nodes back to it. The
+ * mutex-protected FIFO (linked through h.next) takes ready tasks from other workers, and from
+ * the submitter when `in` is full; the worker sleeps on cv. */
+typedef struct wsp_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    wsp_node *head, *tail;         /* under mu */
+    size_t count;                  /* under mu */
+    int token, stop, inited;       /* under mu: a wake-up is pending / the runtime is freed */
+    atomic_size_t n;               /* == count, for peeking without the lock */
+    _Alignas(WSP_CACHELINE) atomic_int sleeping;   /* written by the owner only */
+    wsp_ring in, out;
+} wsp_queue;
+
+typedef struct wsp_worker {
+    wsp_runtime *rt;
+    wsp_queue *q;
+    int32_t index;
+    pthread_t thread;
+    /* private to the worker thread */
+    wsp_tasknode *lhead, *ltail;   /* FIFO of tasks this worker made ready for itself */
+    size_t in_head, in_tail;       /* consumer side of q->in */
+    size_t out_tail, out_head, out_pub;   /* producer side of q->out */
+    int64_t out_tasks;             /* tasks in q->out not yet counted in `retired` */
+    int64_t done_l, retired_l, ran_l;
+    /* published by the worker, read by the submitter (cumulative over the runtime's life) */
+    _Alignas(WSP_CACHELINE) atomic_llong done;     /* tasks completed */
+    atomic_llong retired;                          /* tasks handed back to the submitter */
+    atomic_llong ran;                              /* kernels executed */
+} wsp_worker;
+
+/* The submitter's side of one worker's rings. */
+typedef struct wsp_stage {
+    size_t in_tail, in_head, in_pub;   /* producer side of q->in */
+    size_t out_head;                   /* consumer side of q->out */
+} wsp_stage;
+
+WSP_HIDDEN int wsp__workers_init(wsp_runtime *rt);
+WSP_HIDDEN int wsp__workers_start(wsp_runtime *rt);
+WSP_HIDDEN void wsp__workers_stop(wsp_runtime *rt);
+WSP_HIDDEN void wsp__workers_destroy(wsp_runtime *rt);
+/* Submitter: a task became ready (published by batch, at once if its worker sleeps). */
+WSP_HIDDEN void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t);
+WSP_HIDDEN void wsp__flush_all(wsp_runtime *rt);
+/* Submitter: recycles every node the workers have handed back (wsp__recycle on each). */
+WSP_HIDDEN void wsp__drain(wsp_runtime *rt);
+/* Completes a node (a finished task, or a group whose count reached zero) on a worker (w) or on
+ * the submitter (w == NULL): releases successors and cascades into enclosing groups. */
+WSP_HIDDEN void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n);
+/* Submitter waits: WSP_WAIT_STALL until in-flight <= wait_target (or an error), WSP_WAIT_ALL
+ * until every submitted task has been handed back. */
+enum { WSP_WAIT_NONE = 0, WSP_WAIT_STALL = 1, WSP_WAIT_ALL = 2 };
+WSP_HIDDEN void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target);
+WSP_HIDDEN int64_t wsp__sum_done(wsp_runtime *rt);
+WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
+
+/* ---- the runtime (tasks.c) ------------------------------------------------------------------ */
+
+#define WSP_NCLASSES 6             /* node size classes: 64 << k bytes */
+
+typedef struct wsp_scope {
+    wsp_group *barrier;            /* every task of the scope's current step waits for it */
+    wsp_group *current;            /* tasks of the current step (created lazily) */
+} wsp_scope;
+
+struct wsp_runtime {
+    /* read-mostly: workers read these for every task, so nothing written per task lives here */
+    int32_t nworkers, ntensors;
+    wsp_worker **workers;
+    wsp_queue *queues;
+    atomic_int err;                /* the first wsp_fail wins */
+    atomic_int sub_waiting;        /* WSP_WAIT_*: the submitter sleeps in a stall or wsp_wait */
+    atomic_llong wait_target;
+
+    /* the submitter's sleep, and the error text */
+    _Alignas(WSP_CACHELINE) pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_mutex_t err_mu;
+    char errmsg[WSP_MSG_MAX];
+
+    /* written by the submitter for every task; workers read `submitted` only while it sleeps */
+    _Alignas(WSP_CACHELINE) atomic_llong submitted;   /* tasks submitted, cumulative */
+    int32_t threads_started;
+    int running;
+    int64_t window;
+    int32_t window_mode;
+    int64_t nsub;                  /* == submitted */
+    int64_t run_sub0, run_ran0;    /* counters at wsp_begin */
+    int64_t done_cache, done_cache_at;
+    int64_t max_in_flight;
+    int64_t ndeps;
+    uint64_t seq;
+    uint64_t rr;
+    int64_t t_begin_ns;
+    double execute_ms;
+    int finished_run;              /* execute_ms is final */
+    wsp_stage *stages;
+    int64_t unpub_since;           /* nsub when the oldest unpublished ready task was staged; -1 */
+    wsp_node *free_nodes[WSP_NCLASSES];
+    wsp_edgechunk *free_chunks;
+    void *node_chunks;             /* malloc'd blocks, freed with the runtime */
+    wsp_scope *scopes;
+    int32_t depth, capscopes;
+    wsp_deps deps;
+
+    _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
+    char pad_end[WSP_CACHELINE];
+};
+
+/* tasks.c helpers used by the other files */
+WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
+WSP_HIDDEN void wsp__recycle(wsp_runtime *rt, wsp_node *n);
+WSP_HIDDEN int wsp__failf(wsp_runtime *rt, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+WSP_HIDDEN void wsp__kernel_failed(wsp_runtime *rt, wsp_tasknode *t, int rc);
+WSP_HIDDEN void wsp__kernel_msg_clear(void);
+WSP_HIDDEN int64_t wsp__now_ns(void);
+
+#endif

@@ -1,0 +1,266 @@
+/* harness.c: kernels and drivers for the runtime tests (tests/runtime/).
+ *
+ * Kernels record when they start and finish on one global sequence counter, so a test can check
+ * "task j started after task i finished" without trusting clocks. Drivers submit many tasks from
+ * C (random programs with their own brute-force checker, chains) where Python would be too slow.
+ * Test-only code: global state is fine here, one test runs at a time.
+ */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wsp_runtime.h"
+
+/* scalars of the recording kernels: [0] task id, [1] busy time in ns, [2] nonzero to fail */
+enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2 };
+
+static atomic_long seq_clock;
+static long *starts, *finishes;
+static long capacity;
+static atomic_long running, max_running;
+static atomic_long arrived;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void busy(int64_t ns) {
+    if (ns <= 0) return;
+    int64_t end = now_ns() + ns;
+    while (now_ns() < end) {
+    }
+}
+
+int harness_reset(long n) {
+    free(starts);
+    free(finishes);
+    starts = calloc((size_t)(n > 0 ? n : 1), sizeof *starts);
+    finishes = calloc((size_t)(n > 0 ? n : 1), sizeof *finishes);
+    capacity = n;
+    atomic_store(&seq_clock, 0);
+    atomic_store(&running, 0);
+    atomic_store(&max_running, 0);
+    atomic_store(&arrived, 0);
+    return starts && finishes ? 0 : -1;
+}
+
+long harness_start(long id) { return id >= 0 && id < capacity ? starts[id] : -1; }
+long harness_finish(long id) { return id >= 0 && id < capacity ? finishes[id] : -1; }
+long harness_max_running(void) { return atomic_load(&max_running); }
+
+static int k_record(const wsp_tile *tiles, const wsp_scalar *s) {
+    (void)tiles;
+    long id = (long)s[0].i;
+    if (id < 0 || id >= capacity) return wsp_kernel_fail("task id out of range");
+    long r = atomic_fetch_add(&running, 1) + 1;
+    long m = atomic_load(&max_running);
+    while (r > m && !atomic_compare_exchange_weak(&max_running, &m, r)) {
+    }
+    starts[id] = atomic_fetch_add(&seq_clock, 1) + 1;
+    busy(s[1].i);
+    finishes[id] = atomic_fetch_add(&seq_clock, 1) + 1;
+    atomic_fetch_sub(&running, 1);
+    if (s[2].i) return s[2].i > 1 ? (int)s[2].i : wsp_kernel_fail("harness kernel failed on purpose");
+    return 0;
+}
+
+static int k_empty(const wsp_tile *tiles, const wsp_scalar *s) {
+    (void)tiles;
+    (void)s;
+    return 0;
+}
+
+/* Waits (up to 2 s) until s[1] tasks have arrived: succeeds only if they run concurrently. */
+static int k_rendezvous(const wsp_tile *tiles, const wsp_scalar *s) {
+    (void)tiles;
+    long want = (long)s[1].i;
+    atomic_fetch_add(&arrived, 1);
+    int64_t end = now_ns() + 2000000000LL;
+    while (atomic_load(&arrived) < want) {
+        if (now_ns() > end) return wsp_kernel_fail("rendezvous timed out");
+    }
+    return 0;
+}
+
+wsp_kernel_fn harness_kernel(int which) {
+    switch (which) {
+    case K_RECORD: return k_record;
+    case K_EMPTY: return k_empty;
+    case K_RENDEZVOUS: return k_rendezvous;
+    default: return NULL;
+    }
+}
+
+/* ---- random programs with a brute-force checker ------------------------------------------------ */
+
+typedef struct rtask {
+    int nacc;
+    int tensor[3], mode[3];
+    int64_t lo[3][3], hi[3][3];
+    int depth;
+    long scope[8], step[8];   /* the scope instances the task is in, and its step in each */
+} rtask;
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int64_t rndint(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+static int conflict(const rtask *a, const rtask *b, int ndim) {
+    for (int i = 0; i < a->nacc; i++)
+        for (int j = 0; j < b->nacc; j++) {
+            if (a->tensor[i] != b->tensor[j]) continue;
+            if (!((a->mode[i] | b->mode[j]) & WSP_WRITE)) continue;
+            int over = 1;
+            for (int d = 0; d < ndim; d++)
+                over &= a->lo[i][d] < b->hi[j][d] && b->lo[j][d] < a->hi[i][d];
+            if (over) return 1;
+        }
+    return 0;
+}
+
+static int ordered(const rtask *a, const rtask *b) {
+    for (int i = 0; i < a->depth; i++)
+        for (int j = 0; j < b->depth; j++)
+            if (a->scope[i] == b->scope[j] && a->step[i] < b->step[j]) return 1;
+    return 0;
+}
+
+/* Submits `n` random tasks (boxes in [0, extent)^ndim, random modes, random order scopes when
+ * `scopes`), waits, and checks every ordering constraint. Returns the number of violations,
+ * or -1 - code when the run itself failed. `*edges_out` gets the dependencies statistic. */
+long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
+                        int64_t window, int mode, long spin_ns, long *edges_out) {
+    rng_state = seed ? seed : 88172645463325252ULL;
+    rtask *tasks = calloc((size_t)n, sizeof *tasks);
+    if (!tasks || harness_reset(n) != 0) return -1 - WSP_ERR_INTERNAL;
+    long scope_stack[8], step_stack[8];
+    int depth = 0;
+    long next_scope = 0;
+    int rc = wsp_begin(rt, window, mode);
+    wsp_task *t = calloc(1, sizeof *t);
+    for (long k = 0; k < n && rc == 0; k++) {
+        if (scopes) {
+            int op = (int)(rnd() % 8);
+            if (op == 0 && depth < 8) {
+                rc = wsp_order_push(rt);
+                scope_stack[depth] = next_scope++;
+                step_stack[depth] = 0;
+                depth++;
+            } else if (op == 1 && depth > 0) {
+                rc = wsp_order_next(rt);
+                step_stack[depth - 1]++;
+            } else if (op == 2 && depth > 0) {
+                rc = wsp_order_pop(rt);
+                depth--;
+            }
+            if (rc) break;
+        }
+        rtask *r = &tasks[k];
+        r->depth = depth;
+        memcpy(r->scope, scope_stack, sizeof scope_stack);
+        memcpy(r->step, step_stack, sizeof step_stack);
+        r->nacc = (int)rndint(1, 3);
+        memset(t, 0, sizeof *t);
+        t->fn = k_record;
+        t->kernel = 7;
+        t->stmt = 1;
+        t->ntiles = r->nacc;
+        t->nscalars = 3;
+        t->scalars[0].i = k;
+        t->scalars[1].i = (rnd() % 4 == 0) ? spin_ns : 0;
+        t->ncoords = 1;
+        t->coords[0] = k;
+        for (int i = 0; i < r->nacc; i++) {
+            r->tensor[i] = (int)rndint(0, 1);
+            r->mode[i] = (int)rndint(1, 3);
+            wsp_access *a = &t->access[i];
+            a->tensor = r->tensor[i];
+            a->mode = r->mode[i];
+            a->ndim = ndim;
+            for (int d = 0; d < ndim; d++) {
+                int64_t len = rnd() % 3 == 0 ? rndint(1, extent) : rndint(1, 3);
+                int64_t lo = rndint(0, extent - 1);
+                if (rnd() % 2) lo -= lo % len;  /* often aligned, as tiles are */
+                if (lo + len > extent) len = extent - lo;
+                r->lo[i][d] = a->lo[d] = lo;
+                r->hi[i][d] = a->hi[d] = lo + len;
+            }
+        }
+        rc = wsp_submit(rt, t);
+    }
+    while (rc == 0 && depth-- > 0) rc = wsp_order_pop(rt);
+    int wrc = wsp_wait(rt);
+    free(t);
+    if (rc == 0) rc = wrc;
+    if (rc) {
+        free(tasks);
+        return -1 - rc;
+    }
+    wsp_stats st;
+    wsp_get_stats(rt, &st);
+    if (edges_out) *edges_out = (long)st.dependencies;
+    long bad = 0;
+    if (st.tasks != n || st.tasks_run != n) bad++;
+    for (long j = 0; j < n; j++) {
+        if (starts[j] <= 0 || finishes[j] <= starts[j]) {
+            bad++;
+            continue;
+        }
+        for (long i = 0; i < j; i++) {
+            if ((conflict(&tasks[i], &tasks[j], ndim) || ordered(&tasks[i], &tasks[j])) &&
+                !(finishes[i] < starts[j])) {
+                if (bad < 5)
+                    fprintf(stderr, "violation: task %ld (finish %ld) vs task %ld (start %ld)\n", i,
+                            finishes[i], j, starts[j]);
+                bad++;
+            }
+        }
+    }
+    free(tasks);
+    return bad;
+}
+
+/* Runs `n` empty tasks; `chains` == 0: each writes its own box; else task k reads box k - chains
+ * and writes box k (chains interleaved RAW chains). Returns wsp_wait's code. */
+int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
+                 long spin_ns) {
+    wsp_task *t = calloc(1, sizeof *t);
+    if (!t || harness_reset(kernel == K_RECORD ? n : 1) != 0) return -1;
+    int rc = wsp_begin(rt, window, mode);
+    t->fn = harness_kernel(kernel);
+    t->nscalars = 3;
+    t->scalars[1].i = spin_ns;
+    for (long k = 0; k < n && rc == 0; k++) {
+        t->scalars[0].i = kernel == K_RECORD ? k : 0;
+        t->ntiles = 1;
+        wsp_access *a = &t->access[0];
+        a->tensor = 0;
+        a->mode = WSP_WRITE;
+        a->ndim = 2;
+        a->lo[0] = k;
+        a->hi[0] = k + 1;
+        a->lo[1] = 0;
+        a->hi[1] = 16;
+        if (chains > 0 && k >= chains) {
+            t->ntiles = 2;
+            t->access[1] = *a;
+            t->access[1].mode = WSP_READ;
+            t->access[1].lo[0] = k - chains;
+            t->access[1].hi[0] = k - chains + 1;
+        }
+        rc = wsp_submit(rt, t);
+    }
+    int wrc = wsp_wait(rt);
+    free(t);
+    return rc ? rc : wrc;
+}

@@ -1,0 +1,137 @@
+/* stress.c: a standalone stress run of the runtime for sanitizer builds (test_sanitizers.py).
+ * Built with harness.c and the runtime sources; exits 0 when every check passes.
+ *
+ *     stress [scale]     scale multiplies the task counts (default 1)
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wsp_runtime.h"
+
+long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
+                        int64_t window, int mode, long spin_ns, long *edges_out);
+int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
+                 long spin_ns);
+wsp_kernel_fn harness_kernel(int which);
+
+static int failures;
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                  \
+            fprintf(stderr, "\n");                         \
+            failures++;                                    \
+        }                                                  \
+    } while (0)
+
+static int empty_kernel(const wsp_tile *t, const wsp_scalar *s) {
+    (void)t;
+    (void)s;
+    return 0;
+}
+
+/* Each thread owns a runtime: runtimes must not share state. */
+static void *own_runtime(void *arg) {
+    long n = *(long *)arg;
+    wsp_runtime *rt = wsp_runtime_new(2, 1);
+    wsp_task t;
+    memset(&t, 0, sizeof t);
+    t.fn = empty_kernel;
+    t.ntiles = 1;
+    t.access[0].tensor = 0;
+    t.access[0].ndim = 1;
+    for (int run = 0; run < 3; run++) {
+        int rc = wsp_begin(rt, run == 1 ? 64 : 0, WSP_WINDOW_STALL);
+        for (long k = 0; k < n && rc == 0; k++) {
+            t.access[0].mode = (k % 3 == 0) ? WSP_WRITE : WSP_READ;
+            t.access[0].lo[0] = k % 97;
+            t.access[0].hi[0] = k % 97 + 1 + k % 5;
+            if (k % 50 == 0) rc = wsp_order_push(rt);
+            if (rc == 0 && k % 50 == 25) rc = wsp_order_next(rt);
+            if (rc == 0) rc = wsp_submit(rt, &t);
+            if (rc == 0 && k % 50 == 49) rc = wsp_order_pop(rt);
+        }
+        int w = wsp_wait(rt);
+        if (rc == 0) rc = w;
+        if (rc != 0) {
+            fprintf(stderr, "own_runtime: run %d failed: %d %s\n", run, rc, wsp_error_message(rt));
+            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+        }
+    }
+    wsp_runtime_free(rt);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    long scale = argc > 1 ? atol(argv[1]) : 1;
+    if (scale < 1) scale = 1;
+    int worker_counts[] = {1, 2, 4};
+    for (int wi = 0; wi < 3; wi++) {
+        int workers = worker_counts[wi];
+        wsp_runtime *rt = wsp_runtime_new(workers, 2);
+        for (int ndim = 1; ndim <= 3; ndim++) {
+            for (int scopes = 0; scopes <= 1; scopes++) {
+                long edges = 0;
+                long bad = harness_random_run(rt, 300 * scale, 1234 + ndim * 7 + scopes + wi, ndim,
+                                              ndim == 1 ? 40 : 10, scopes, 0, WSP_WINDOW_STALL,
+                                              2000, &edges);
+                CHECK(bad == 0, "random run: workers %d ndim %d scopes %d: %ld", workers, ndim,
+                      scopes, bad);
+                bad = harness_random_run(rt, 300 * scale, 99 + ndim, ndim, 12, scopes, 3,
+                                         WSP_WINDOW_STALL, 1000, &edges);
+                CHECK(bad == 0, "windowed random run: workers %d ndim %d: %ld", workers, ndim, bad);
+            }
+        }
+        int rc = harness_bulk(rt, 20000 * scale, 0, 0, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk independent: %d", rc);
+        rc = harness_bulk(rt, 20000 * scale, 1, 0, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk chain: %d", rc);
+        rc = harness_bulk(rt, 20000 * scale, 3, 16, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk chains with window: %d", rc);
+        wsp_stats st;
+        wsp_get_stats(rt, &st);
+        CHECK(st.max_in_flight <= 16, "max_in_flight %lld > 16", (long long)st.max_in_flight);
+        rc = harness_bulk(rt, 2000, 0, 2, WSP_WINDOW_ABORT, 0, 200000);
+        CHECK(rc == WSP_ERR_WINDOW, "abort mode returned %d", rc);
+        /* a failing kernel in the middle of a run, then the runtime is reused */
+        wsp_task t;
+        memset(&t, 0, sizeof t);
+        t.fn = harness_kernel(0);
+        t.nscalars = 3;
+        t.ntiles = 1;
+        t.access[0].tensor = 0;
+        t.access[0].mode = WSP_READWRITE;
+        t.access[0].ndim = 1;
+        t.access[0].hi[0] = 1;
+        rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+        for (long k = 0; k < 200 && rc == 0; k++) {
+            t.scalars[0].i = 0;
+            t.scalars[2].i = k == 50;
+            rc = wsp_submit(rt, &t);
+        }
+        rc = wsp_wait(rt);
+        CHECK(rc == WSP_ERR_KERNEL, "kernel failure returned %d", rc);
+        rc = harness_bulk(rt, 1000, 2, 0, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "reuse after failure: %d", rc);
+        /* free in the middle of a run */
+        rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+        t.scalars[2].i = 0;
+        for (long k = 0; k < 100 && rc == 0; k++) rc = wsp_submit(rt, &t);
+        wsp_runtime_free(rt);
+    }
+    pthread_t th[3];
+    long n = 3000 * scale;
+    for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, own_runtime, &n);
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    wsp_runtime_free(wsp_runtime_new(0, 0));
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("stress ok\n");
+    return 0;
+}

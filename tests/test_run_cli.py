@@ -1,0 +1,155 @@
+"""`wspc run` and `wspc compile -o` through a real subprocess: results against NumPy, every bad
+input of language.md section 9, atomic outputs, artifact directories, depfiles, the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RMSNORM = ROOT / "examples" / "rmsnorm.wsp"
+
+pytestmark = pytest.mark.cc
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("wspc-cache")
+
+
+def wspc(*args, cache: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-m", "ptowsp", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+def rmsnorm_numpy(x, w, eps=1e-6):
+    x64 = x.astype(np.float64)
+    ms = (x64 * x64).mean(axis=-1, keepdims=True)
+    return (x64 / np.sqrt(ms + eps) * w.astype(np.float64)).astype(np.float32)
+
+
+@pytest.fixture
+def rms_inputs(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 16, 128)).astype(np.float32)
+    w = rng.standard_normal((1, 128)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    return x, w
+
+
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_run_matches_numpy_and_infers_syms(tmp_path, rms_inputs, cache, target):
+    x, w = rms_inputs
+    r = wspc("run", RMSNORM, "--target", target, "--input", f"X={tmp_path / 'x.npy'}",
+             "--input", f"W={tmp_path / 'w.npy'}", "--output", f"Y={tmp_path / 'y.npy'}", "--json",
+             cache=cache)
+    assert r.returncode == 0, r.stderr
+    y = np.load(tmp_path / "y.npy")
+    np.testing.assert_allclose(y, rmsnorm_numpy(x, w), rtol=2e-6, atol=1e-6)
+    stats = json.loads(r.stdout)
+    assert stats["task_count"] == 2 * 3  # B * T tasks, B and T inferred from x.npy
+
+
+def _bad_run(tmp_path, cache, *extra):
+    out = tmp_path / "y.npy"
+    r = wspc("run", RMSNORM, *extra, "--output", f"Y={out}", cache=cache)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists(), "no output may be written after an error"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".y.npy")], "no temporary left"
+    return r.stderr
+
+
+def test_wrong_dtype_is_reported_at_the_declaration(tmp_path, rms_inputs, cache):
+    np.save(tmp_path / "x64.npy", rms_inputs[0].astype(np.float64))
+    err = _bad_run(tmp_path, cache, "--input", f"X={tmp_path / 'x64.npy'}", "--input", f"W={tmp_path / 'w.npy'}")
+    assert "rmsnorm.wsp:6:1: error: `X` is declared f32, but its array" in err
+    assert "float64" in err and "^" in err
+
+
+def test_wrong_shape_is_reported_at_the_declaration(tmp_path, rms_inputs, cache):
+    np.save(tmp_path / "w3.npy", np.zeros((1, 127), np.float32))
+    err = _bad_run(tmp_path, cache, "--input", f"X={tmp_path / 'x.npy'}", "--input", f"W={tmp_path / 'w3.npy'}")
+    assert "rmsnorm.wsp:7:1: error: `W` is declared f32[1, 128] = [1, 128], but its array" in err
+    assert "[1, 127]" in err
+
+
+def test_missing_array_is_reported_at_the_declaration(tmp_path, rms_inputs, cache):
+    err = _bad_run(tmp_path, cache, "--input", f"X={tmp_path / 'x.npy'}")
+    assert "rmsnorm.wsp:7:1: error: input `W` has no array" in err
+
+
+def test_missing_binding_names_the_sym(tmp_path, cache):
+    err = _bad_run(tmp_path, cache, "--random-inputs", "1")
+    assert "rmsnorm.wsp:4:5: error: sym `B` is not bound" in err
+    assert "rmsnorm.wsp:4:8: error: sym `T` is not bound" in err
+
+
+def test_contradicting_binding_names_both_sources(tmp_path, rms_inputs, cache):
+    err = _bad_run(tmp_path, cache, "--bind", "B=5", "--input", f"X={tmp_path / 'x.npy'}",
+                   "--input", f"W={tmp_path / 'w.npy'}")
+    assert "`B` is 5 from --bind B=5, but the shape [2, 3, 16, 128] of `X`" in err
+
+
+def test_unreadable_input_file(tmp_path, cache):
+    err = _bad_run(tmp_path, cache, "--input", f"X={tmp_path / 'nope.npy'}")
+    assert "rmsnorm.wsp:6:1: error: cannot read" in err and "no such file" in err
+
+
+def test_random_inputs_are_reproducible(tmp_path, cache):
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    for out in (a, b):
+        r = wspc("run", RMSNORM, "--bind", "B=2", "--bind", "T=2", "--random-inputs", "7", "--outputs", out,
+                 cache=cache)
+        assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(a)["Y"], np.load(b)["Y"])
+
+
+def test_artifact_directory_and_depfile(tmp_path, rms_inputs, cache):
+    art, dep = tmp_path / "art", tmp_path / "rms.d"
+    r = wspc("compile", RMSNORM, "-o", art, "--depfile", dep, cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert {"module.so", "kernels.c", "enumerate.c", "manifest.json"} <= {p.name for p in art.iterdir()}
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert [t["name"] for t in manifest["tensors"]] == ["X", "W", "Y"]
+    assert dep.read_text().split(":")[0] == f"{art}/module.so"
+    assert str(RMSNORM) in dep.read_text() or "examples/rmsnorm.wsp" in dep.read_text()
+    x, w = rms_inputs
+    r = wspc("run", art, "--input", f"X={tmp_path / 'x.npy'}", "--input", f"W={tmp_path / 'w.npy'}",
+             "--output", f"Y={tmp_path / 'y.npy'}", cache=cache)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), rmsnorm_numpy(x, w), rtol=2e-6, atol=1e-6)
+
+
+def test_eight_concurrent_compiles_of_one_module(tmp_path):
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: wspc("compile", RMSNORM, "-o", tmp_path / f"out{i}", cache=cache),
+                                range(8)))
+    for r in results:
+        assert r.returncode == 0, r.stderr
+    libs = {(tmp_path / f"out{i}" / "module.so").read_bytes() for i in range(8)}
+    assert len(libs) == 1  # every process ended with the same, complete artifact
+    modules = [p for p in (cache / "modules").iterdir()]
+    assert len(modules) == 1 and not modules[0].name.startswith(".")
+    leftovers = [p for p in cache.rglob(".*")]
+    assert not leftovers, f"temporary files left in the cache: {leftovers}"
+
+
+def test_cache_info_and_clear(tmp_path):
+    cache = tmp_path / "c"
+    assert wspc("compile", RMSNORM, cache=cache).returncode == 0
+    info = wspc("cache", "info", cache=cache)
+    assert info.returncode == 0 and "modules:   1" in info.stdout
+    cleared = wspc("cache", "clear", cache=cache)
+    assert cleared.returncode == 0
+    assert "modules:   0" in wspc("cache", "info", cache=cache).stdout
