@@ -14,13 +14,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@echo "== 1. check a correct program (language.md's first example)"
+	@echo "== 1. check a program (language.md's first example)"
 	$(BIN)/wspc check examples/rmsnorm.wsp
 	@echo
-	@echo "== 2. the checked program as wspc sees it (wspc compile --emit ast)"
-	$(BIN)/wspc compile examples/rmsnorm.wsp --emit ast
+	@echo "== 2. run it on random inputs with cpu_sim: C kernels on the multi-threaded runtime"
+	$(BIN)/wspc run examples/rmsnorm.wsp --bind B=4 --bind T=64 --random-inputs 0 --stats
 	@echo
-	@echo "== 3. a program with six mistakes: every one is reported, with a fix where one is known"
+	@echo "== 3. softmax.wsp through the Python API, checked against the ref back end and NumPy"
+	$(BIN)/python examples/demo.py
+	@echo
+	@echo "== 4. a program with six mistakes: every one is reported, with a fix where one is known"
 	@$(BIN)/wspc check examples/errors_demo.wsp; \
 	  echo "(wspc exited with status $$?: 1 means the program has errors)"
 
@@ -29,6 +32,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/frontend.py
+	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/tasks.py
+	$(BIN)/python benchmarks/compile.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

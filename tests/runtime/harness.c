@@ -230,12 +230,13 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
     return bad;
 }
 
-/* Runs `n` empty tasks; `chains` == 0: each writes its own box; else task k reads box k - chains
- * and writes box k (chains interleaved RAW chains). Returns wsp_wait's code. */
+/* Runs `n` tasks of `kernel`: with `chains` == 0 each writes its own box, else task k reads box
+ * k - chains and writes box k (interleaved RAW chains). Returns the first error code. Touches
+ * no global state unless kernel == K_RECORD, so threads may run it on their own runtimes. */
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns) {
     wsp_task *t = calloc(1, sizeof *t);
-    if (!t || harness_reset(kernel == K_RECORD ? n : 1) != 0) return -1;
+    if (!t || (kernel == K_RECORD && harness_reset(n) != 0)) return -1;
     int rc = wsp_begin(rt, window, mode);
     t->fn = harness_kernel(kernel);
     t->nscalars = 3;

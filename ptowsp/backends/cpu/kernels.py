@@ -3,31 +3,44 @@
 
 The ABI is `wsp_runtime.h`'s: `int wsp_k_<name>(const wsp_tile *tiles, const wsp_scalar *scalars)`,
 `tiles` in the order of the kernel's tile parameters, `scalars` in the order of its scalar
-parameters (float dtypes in `.f` as a double, integers and bool in `.i`); it returns 0, or
-WSP_ERR_INTERNAL (4) when the slow path below runs out of memory.
+parameters (float dtypes in `.f` as a double, integers and bool in `.i`, bool as 0/1). It
+returns 0; WSP_ERR_INTERNAL (4) when the copying slow path runs out of memory; WSP_ERR_USAGE (5)
+when a tile's rows/cols differ from the kernel's static shape (a bug in the caller).
 
 How a tile kernel becomes C (each step is a function below):
-1. `_prepare`: the op DAG minus dead ops, `softmax` expanded into rowmax / sub / exp / rowsum / div,
-   and a `_copy` op where a store must not read a tile another store overwrites.
-2. `_plan`: every tile op is put in a *loop nest* (an iteration shape and a level). Elementwise ops
-   of one shape and level share a nest and are computed per element as C locals (`v12`); a value
-   used by another nest, a view or a matmul is *materialised* in a local array (`t12`).
-   Reductions accumulate inside the nest of their input; `broadcast`, `transpose`, `slice_*` and
-   `interleave` are index maps (no code of their own); `matmul` is a loop of its own. A value
-   produced at level L is readable from level L+1 on, so nests and matmuls run level by level.
-   A store whose value is computed in a nest of the parameter's shape writes the tile directly
-   from that nest; other stores run after everything else.
+1. `_prepare`: the op DAG minus dead ops, with `softmax` expanded into rowmax / sub / exp /
+   rowsum / reciprocal / mul.
+2. `_plan`: cheap elementwise ops over parameters and scalars (lowering's `convert` of a
+   parameter, `x * 2`) are *inline*: recomputed wherever they are read, like the parameters
+   themselves. Every other tile op is put in a *loop nest* (an iteration shape and a level).
+   Elementwise ops of one shape and level share a nest and are computed per element as C locals
+   (`v12`); a value read by another nest, a view or a matmul is *materialised* in a local array
+   (`t12`). Reductions accumulate inside the nest of their input; `broadcast`, `transpose`,
+   `slice_*` and `interleave` are index maps (no code of their own); `matmul` is a loop nest of
+   its own. A value produced at level L is readable from level L+1 on, so nests and matmuls run
+   level by level. A store whose value is computed in a nest of the parameter's shape writes the
+   tile from that nest (for an InOut tile only if nothing else reads its entry value); other
+   stores run after every nest, in order, and a store value that would read a tile an earlier
+   store overwrote is copied first (`_copy`, a second planning round): stores take effect as the
+   kernel ends.
 3. `_Emitter`: the C body, with `restrict` pointers, static trip counts and inner loops over
-   columns that gcc -O3 vectorises (row reductions use 16 lane accumulators, so even a float sum
+   columns that gcc -O3 vectorises (row reductions use 16 lane accumulators, so a float sum
    vectorises without -ffast-math; floating-point choices are branch-free bit selects).
 4. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
    that no written tile overlaps another one, and otherwise runs the same body on contiguous
    copies (`wsp_call_copied` in `wsp_kernels.h`), so the body's `restrict` promises always hold
    and a kernel whose output aliases its input still reads entry values.
 
+`extern c` kernels (template `extern_kernel.c.j2`): the body becomes a `static void` function
+whose parameters are the kernel's, named as in the source: a tile `p` is a `wsp_in_<dtype>` /
+`wsp_out_<dtype>` struct (`p.data`, `p.rows`, `p.cols`, `p.stride`), a scalar a plain C value.
+Strided tiles are copied to contiguous buffers around the call. A `#line` directive maps the
+body to its `.wsp` file, so C compiler errors point into the user's source.
+
 Value semantics are nodes.py's: f16/bf16 are held in f32 and rounded (to nearest even) only by
-convert/cast and stores; integer arithmetic wraps; integer division floors and x / 0 == 0;
-float -> integer casts truncate, saturate and send NaN to 0; bool is a uint8_t 0/1.
+convert/cast, literals and scalar parameters of that type, and stores; integer arithmetic wraps;
+integer division floors and x / 0 == 0; float -> integer casts truncate, saturate and send NaN
+to 0; bool is a uint8_t 0/1; maximum/minimum and max/min reductions propagate NaN.
 """
 
 from __future__ import annotations

@@ -1,0 +1,182 @@
+"""Builds the C runtime with the test harness (harness.c) into one shared object per session and
+loads it with cffi in ABI mode, using the cdef text between the CDEF markers of wsp_runtime.h."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_DIR = ROOT / "runtime_c"
+HERE = Path(__file__).resolve().parent
+
+# The flags every runtime file must compile cleanly with (the brief's contract).
+STRICT_FLAGS = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Werror", "-pthread", "-fPIC", "-shared"]
+
+# Error codes and modes, mirrored from wsp_runtime.h for readability.
+OK, ERR_VIEW, ERR_WINDOW, ERR_KERNEL, ERR_INTERNAL, ERR_USAGE = 0, 1, 2, 3, 4, 5
+READ, WRITE, READWRITE = 1, 2, 3
+STALL, ABORT = 0, 1
+K_RECORD, K_EMPTY, K_RENDEZVOUS = 0, 1, 2
+
+HARNESS_CDEF = """
+wsp_kernel_fn harness_kernel(int which);
+int harness_reset(long n);
+long harness_start(long id);
+long harness_finish(long id);
+long harness_max_running(void);
+long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
+                        int64_t window, int mode, long spin_ns, long *edges_out);
+int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
+                 long spin_ns);
+"""
+
+
+def compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def cdef_text() -> str:
+    text = (RUNTIME_DIR / "wsp_runtime.h").read_text()
+    start = text.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
+    return text[start:text.index("/* CDEF-END */")]
+
+
+def runtime_sources() -> list[str]:
+    return [str(p) for p in sorted(RUNTIME_DIR.glob("*.c"))]
+
+
+@dataclass
+class Lib:
+    ffi: object
+    lib: object
+
+
+@pytest.fixture(scope="session")
+def rtlib(tmp_path_factory) -> Lib:
+    """The runtime plus harness.c as a shared object, loaded with cffi (ABI mode)."""
+    import cffi
+
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    out = tmp_path_factory.mktemp("wsp_runtime") / "libwsp_test.so"
+    cmd = [cc, *STRICT_FLAGS, "-I", str(RUNTIME_DIR), *runtime_sources(), str(HERE / "harness.c"),
+           "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, f"building the runtime failed:\n{' '.join(cmd)}\n{proc.stderr}"
+    ffi = cffi.FFI()
+    ffi.cdef(cdef_text() + HARNESS_CDEF)
+    return Lib(ffi, ffi.dlopen(str(out)))
+
+
+class Runtime:
+    """One wsp_runtime and helpers that submit harness tasks from Python."""
+
+    def __init__(self, L: Lib, workers: int = 2, ntensors: int = 2):
+        self.ffi, self.lib = L.ffi, L.lib
+        self.rt = self.lib.wsp_runtime_new(workers, ntensors)
+        assert self.rt != self.ffi.NULL
+        self.task = self.ffi.new("wsp_task *")
+
+    def free(self) -> None:
+        if self.rt is not None:
+            self.lib.wsp_runtime_free(self.rt)
+            self.rt = None
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def begin(self, window: int = 0, mode: int = STALL) -> int:
+        return self.lib.wsp_begin(self.rt, window, mode)
+
+    def wait(self) -> int:
+        return self.lib.wsp_wait(self.rt)
+
+    def push(self) -> int:
+        return self.lib.wsp_order_push(self.rt)
+
+    def next(self) -> int:
+        return self.lib.wsp_order_next(self.rt)
+
+    def pop(self) -> int:
+        return self.lib.wsp_order_pop(self.rt)
+
+    def fail(self, code: int, message: bytes) -> int:
+        return self.lib.wsp_fail(self.rt, code, message)
+
+    def error(self) -> tuple[int, str]:
+        return (self.lib.wsp_error_code(self.rt),
+                self.ffi.string(self.lib.wsp_error_message(self.rt)).decode())
+
+    def stats(self):
+        st = self.ffi.new("wsp_stats *")
+        self.lib.wsp_get_stats(self.rt, st)
+        return st
+
+    # -- tasks ----------------------------------------------------------------------------------
+    def submit(self, tid: int, accesses=(), spin_ns: int = 0, fail: int = 0,
+               kernel: int = K_RECORD, coords=(), kernel_index: int = 0, stmt: int = 0,
+               scalars=None) -> int:
+        """accesses: (tensor, mode, [(lo, hi), ...]) per tile."""
+        t = self.task
+        t.fn = self.lib.harness_kernel(kernel)
+        t.kernel = kernel_index
+        t.stmt = stmt
+        t.ntiles = len(accesses)
+        vals = scalars if scalars is not None else (tid, spin_ns, fail)
+        t.nscalars = len(vals)
+        for k, v in enumerate(vals):
+            t.scalars[k].i = v
+        t.ncoords = len(coords)
+        for k, c in enumerate(coords):
+            t.coords[k] = c
+        for k, (tensor, mode, box) in enumerate(accesses):
+            a = t.access[k]
+            a.tensor, a.mode, a.ndim = tensor, mode, len(box)
+            for d, (lo, hi) in enumerate(box):
+                a.lo[d], a.hi[d] = lo, hi
+        return self.lib.wsp_submit(self.rt, t)
+
+    def times(self, n: int) -> list[tuple[int, int]]:
+        return [(self.lib.harness_start(i), self.lib.harness_finish(i)) for i in range(n)]
+
+
+@pytest.fixture
+def runtime(rtlib):
+    """runtime(workers=2, ntensors=2) -> Runtime, freed at the end of the test."""
+    made: list[Runtime] = []
+
+    def make(workers: int = 2, ntensors: int = 2) -> Runtime:
+        r = Runtime(rtlib, workers, ntensors)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.free()
+
+
+def call_with_timeout(fn, seconds: float):
+    """Runs fn() in a thread (cffi releases the GIL in C calls); fails the test on a hang."""
+    result: list = []
+    errors: list = []
+
+    def body():
+        try:
+            result.append(fn())
+        except BaseException as e:  # noqa: BLE001 - re-raised below in the test's thread
+            errors.append(e)
+
+    th = threading.Thread(target=body, daemon=True)
+    th.start()
+    th.join(seconds)
+    if th.is_alive():
+        pytest.fail(f"no progress after {seconds} s (deadlock?)")
+    if errors:
+        raise errors[0]
+    return result[0]
