@@ -156,18 +156,19 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
 
 def _build(ir, code):
     from .backends.cpu import build
-    from .backends.cpu.program import _extern_diagnostics
+    from .backends.cpu.program import _extern_diagnostics, _save_run_info
 
     try:
-        return build.build(code.files)
+        artifact = build.build(code.files)
     except build.BuildError as err:
         raise _extern_diagnostics(ir, err) or build.internal_build_error(err) from None
+    _save_run_info(artifact.directory, ir, code.enumerators)  # what `wspc run DIR` needs
+    return artifact
 
 
 def _write_artifact_dir(output: str, artifact, ir) -> None:
     """A self-contained artifact directory: the library, its C, manifest.json and the IR."""
     import os
-    import pickle
     import shutil
     import tempfile
     from pathlib import Path
@@ -178,7 +179,6 @@ def _write_artifact_dir(output: str, artifact, ir) -> None:
     try:
         for f in artifact.directory.iterdir():
             shutil.copy2(f, tmp / f.name)
-        (tmp / "module.ir.pickle").write_bytes(pickle.dumps(ir))
         if out.exists():
             shutil.rmtree(out)
         os.rename(tmp, out)
@@ -255,18 +255,17 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int]):
     from pathlib import Path
 
+    from .runtime import load_artifact, program_for_file
+
     p = Path(path)
     if p.is_dir():
-        from .runtime import load_artifact
-
         return load_artifact(p, schedule, workers)
     if not p.exists():
         from .frontend.diagnostics import Diagnostic, WspError
         from .spans import Span
 
         raise WspError([Diagnostic(Span(path, 0, 0, 0, 0), "io", "cannot read file: no such file")])
-    module = _load_module(ctx, path)
-    return module.compile(target=target, schedule=schedule, workers=workers)
+    return program_for_file(p, target, schedule, workers)
 
 
 def _read_inputs(program, inputs, inputs_npz, ctx):

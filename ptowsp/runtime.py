@@ -309,22 +309,44 @@ class Module:
 
 def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[int] = None) -> Program:
     """A `Program` from an artifact directory written by `wspc compile -o DIR`."""
-    import pickle
     from pathlib import Path
+
+    from .backends.cpu import program as cpu_program
 
     d = Path(directory)
     t0 = time.perf_counter()
     try:
-        m = pickle.loads((d / "module.ir.pickle").read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as err:
+        backend = cpu_program.Backend.from_directory(None, d, workers)
+    except Exception as err:  # noqa: BLE001 - anything unreadable is "not an artifact"
         raise WspError([Diagnostic(Span(str(d), 0, 0, 0, 0), "io",
-                                   f"not a wspc artifact directory ({err})",
+                                   f"not a wspc artifact directory ({type(err).__name__}: {err})",
                                    "make one with `wspc compile FILE.wsp -o DIR`")]) from None
-    from .backends.cpu import program as cpu_program
+    m = backend.module
+    return Program(m, choose_schedule(m, schedule), "cpu_sim", backend, (time.perf_counter() - t0) * 1000)
 
-    name = choose_schedule(m, schedule)
-    backend = cpu_program.Backend.from_directory(m, d, workers)
-    return Program(m, name, "cpu_sim", backend, (time.perf_counter() - t0) * 1000)
+
+def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = None,
+                     workers: Optional[int] = None) -> Program:
+    """Compile a .wsp file, reusing the last build of the same sources when there is one (a warm
+    `wspc run` then skips checking, lowering and code generation)."""
+    from pathlib import Path
+
+    from . import load
+
+    t0 = time.perf_counter()
+    if target == "cpu_sim":
+        from .backends.cpu import program as cpu_program
+
+        parts = cpu_program.cached_program_parts(Path(path))
+        if parts is not None:
+            m, backend = parts
+            backend.workers = workers
+            return Program(m, choose_schedule(m, schedule), target, backend, (time.perf_counter() - t0) * 1000)
+    module = load(str(path))
+    prog = module.compile(target=target, schedule=schedule, workers=workers)
+    if target == "cpu_sim":
+        cpu_program.record_program(Path(path), [f.path for f in module.env.files], prog._backend)
+    return prog
 
 
 def choose_schedule(m: "nodes.Module", name: Optional[str]) -> str:

@@ -1054,25 +1054,18 @@ def test_strided_views(lib, shape, how):
         if p.kind == "tile" and p.mode == "Out":
             if how == "outputs_strided":
                 canvas = np.full((2 * p.rows + 1, 2 * p.cols + 1), 7, NP[p.dtype])
-                tiles[p.name] = canvas[1::2, 1::2]
+                where = np.s_[1::2, 1::2]
             else:
                 canvas = np.full((p.rows + 2, p.cols + 3), 7, NP[p.dtype])
-                tiles[p.name] = canvas[1:1 + p.rows, 1:1 + p.cols]
-            canvases[p.name] = canvas
+                where = np.s_[1:1 + p.rows, 1:1 + p.cols]
+            tiles[p.name] = canvas[where]
+            canvases[p.name] = (canvas, where)
     assert lib.call(k.name, tiles, {"eps": 1e-6}) == 0
     check_fused(tiles, x, w, 1e-6)
-    for name, canvas in canvases.items():  # nothing outside the tiles was touched
-        mask = np.ones(canvas.shape, bool)
-        view = tiles[name]
-        offs = (np.arange(view.shape[0])[:, None] * (view.strides[0] // view.itemsize)
-                + np.arange(view.shape[1])[None, :] * (view.strides[1] // view.itemsize))
-        start = (view.__array_interface__["data"][0] - canvas.__array_interface__["data"][0]) // view.itemsize
-        mask.reshape(-1)[start + offs.reshape(-1)] = False
-        assert np.all(canvas[mask] == NP[lib_dtype(k, name)](7))
-
-
-def lib_dtype(k, name):
-    return next(p.dtype for p in k.params if p.name == name)
+    for canvas, where in canvases.values():  # nothing outside the tiles was touched
+        outside = np.ones(canvas.shape, bool)
+        outside[where] = False
+        assert np.all(canvas[outside] == 7)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1252,3 +1245,41 @@ def test_heap_temporaries(lib):
     e = np.exp(v - v.max(axis=1, keepdims=True))
     s = e / e.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(out["y"], s + (s * s).sum(axis=1, keepdims=True), rtol=3e-6)
+
+
+def test_extern_compile_error_points_into_the_wsp_file(tmp_path):
+    from ptowsp.spans import Span
+
+    body = "\n    y.data[0] = no_such_name;\n"
+    k = N.Kernel("bad", "bad", (N.KParam("y", "tile", "f32", "Out", 1, 4),), (), (), body, (),
+                 Span("dir/bad.wsp", 3, 1, 5, 4))  # `"""` opens on line 3, closes on line 5
+    src = K.emit_kernels([k])
+    (tmp_path / "kernels.c").write_text(src)
+    res = subprocess.run(["cc", "-std=c11", "-c", "-I", str(RUNTIME_H.parent),
+                          str(tmp_path / "kernels.c"), "-o", str(tmp_path / "k.o")],
+                         capture_output=True, text=True)
+    assert res.returncode != 0
+    assert "dir/bad.wsp:4:17: error:" in res.stderr and "no_such_name" in res.stderr
+
+
+def test_c_expression_printer():
+    from ptowsp.backends.cpu import cexpr as C
+
+    a, b, c = C.E("a"), C.E("b"), C.E("c")
+    assert C.to_c(C.binop("*", C.binop("+", a, b), c)) == "(a + b) * c"
+    assert C.to_c(C.binop("-", a, C.binop("-", b, c))) == "a - (b - c)"
+    assert C.to_c(C.binop("-", C.binop("-", a, b), c)) == "a - b - c"
+    assert C.to_c(C.binop("&", C.binop("==", a, b), c)) == "(a == b) & c"  # -Wparentheses
+    assert C.to_c(C.neg(C.float_lit(-1.5, "float"))) == "-(-1.5f)"
+    assert C.to_c(C.cast("float", C.binop("+", a, b))) == "(float)(a + b)"
+    assert C.to_c(C.cond(C.binop("<", a, b), a, C.cond(c, a, b))) == "a < b ? a : c ? a : b"
+    assert C.to_c(C.imul(C.E("i"), 1)) == "i" and C.to_c(C.iadd(0, C.imul(0, "x"))) == "0"
+    assert C.to_c(C.int_lit(-(2**63), "i64")) == "INT64_MIN"
+    assert C.to_c(C.int_lit(2**64 - 1, "u64")) == "UINT64_C(18446744073709551615)"
+    assert C.to_c(C.int_lit(300, "i8")) == "44"
+    assert C.f32_value(1e-6) == float(np.float32(1e-6)) and C.f32_value(1e39) == math.inf
+    assert C.f16_value(65519.0) == 65504.0 and C.f16_value(65520.0) == math.inf
+    assert C.bf16_value(1.0 + 2**-8) == 1.0 and C.bf16_value(1.0 + 3 * 2**-8) == 1.0 + 2**-6
+    assert C.to_c(C.float_lit(0.1, "double")) == "0.1"
+    assert C.to_c(C.float_lit(C.f32_value(0.1), "float")) == "0.100000001f"
+    assert C.c_ident("wsp_k_", "a.b") == "wsp_k_a_2e_b"

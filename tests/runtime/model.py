@@ -15,7 +15,8 @@ class ModelTask:
 
 
 def overlap(b1, b2) -> bool:
-    return all(l1 < h2 and l2 < h1 for (l1, h1), (l2, h2) in zip(b1, b2))
+    """Boxes share an element (an empty box shares none)."""
+    return all(l1 < h1 and l2 < h2 and l1 < h2 and l2 < h1 for (l1, h1), (l2, h2) in zip(b1, b2))
 
 
 def conflict(a: ModelTask, b: ModelTask) -> bool:

@@ -257,6 +257,12 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int] = frozenset()
             one = add(N.Op("literal", (), None, op.dtype, 1.0))
             r = add(N.Op("div", (one, s), rows, op.dtype))
             new_of[i] = add(N.Op("mul", (e, r), op.shape, op.dtype))
+        elif op.op == "matmul" and _needs_f32_copy(ops[args[1]]):
+            # decision: a matmul's b is read once per row of a: one that is not already an f32
+            # array (a conversion, an f16 or integer tile, a transposed view) is converted into
+            # a contiguous f32 array first
+            b = add(N.Op("_copy", (args[1],), ops[args[1]].shape, "f32"))
+            new_of[i] = add(N.Op(op.op, (args[0], b) + args[2:], op.shape, op.dtype, op.attr))
         else:
             new_of[i] = add(N.Op(op.op, args, op.shape, op.dtype, op.attr))
     stores = []
@@ -266,6 +272,12 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int] = frozenset()
             v = add(N.Op("_copy", (v,), ops[v].shape, ops[v].dtype))
         stores.append((p, v))
     return ops, stores
+
+
+def _needs_f32_copy(op: N.Op) -> bool:
+    if op.dtype != "f32":
+        return True
+    return op.op in VIEWS or op.op in _CHEAP
 
 
 def _live(k: N.Kernel) -> set[int]:
@@ -944,6 +956,7 @@ class _Emitter:
         inner = self.ops[a].shape[1]
         out(f"/* [{rows}, {cols}] matmul#{m}: K = {inner} */")
         here = C.iadd(C.imul("i", cols) if rows > 1 else Raw("0"), "j" if cols > 1 else 0)
+        cell = f"t{m}[{C.to_c(here)}]"
         out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         if len(op.args) > 2:
             acc = op.args[2]
@@ -953,18 +966,37 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
-        out(f"for (int64_t j = 0; j < {cols}; ++j) t{m}[{C.to_c(here)}] = {C.to_c(init)};")
-        # decision: matmul runs i-k-j (the inner loop over the output's columns vectorises) and
-        # accumulates in f32 in k order with fused multiply-adds where the target has them
-        out.open(f"for (int64_t k = 0; k < {inner}; ++k)")
-        ea = convert(self.access(a, Raw("i") if rows > 1 else Raw("0"),
-                                 Raw("k") if inner > 1 else Raw("0")), self.ops[a].dtype, "f32")
-        out(f"const float aik = {C.to_c(ea)};")
-        eb = convert(self.access(b, Raw("k") if inner > 1 else Raw("0"),
-                                 Raw("j") if cols > 1 else Raw("0")), self.ops[b].dtype, "f32")
-        cell = f"t{m}[{C.to_c(here)}]"
-        out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = WSP_FMAF(aik, {C.to_c(eb)}, {cell});")
+        out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
+
+        def a_at(k: Expr) -> str:
+            e = self.access(a, Raw("i") if rows > 1 else Raw("0"), k if inner > 1 else Raw("0"))
+            return C.to_c(convert(e, self.ops[a].dtype, "f32"))
+
+        def b_at(k: Expr) -> str:
+            e = self.access(b, k if inner > 1 else Raw("0"), Raw("j") if cols > 1 else Raw("0"))
+            return C.to_c(convert(e, self.ops[b].dtype, "f32"))
+
+        # decision: matmul runs i-k-j (the inner loop over the output's columns vectorises),
+        # k unrolled by 4 with the partial sum in a register; the sum is accumulated in f32 in k
+        # order with fused multiply-adds where the target has them
+        step = 4 if inner >= 4 else 1
+        main = inner - inner % step
+        out.open(f"for (int64_t k = 0; k < {main}; k += {step})")
+        ks = [Raw("k")] + [C.binop("+", "k", d) for d in range(1, step)]
+        for d, kk in enumerate(ks):
+            out(f"const float a{d} = {a_at(kk)};")
+        out.open(f"for (int64_t j = 0; j < {cols}; ++j)")
+        out(f"float c = {cell};")
+        for d, kk in enumerate(ks):
+            out(f"c = WSP_FMAF(a{d}, {b_at(kk)}, c);")
+        out(f"{cell} = c;")
         out.close()
+        out.close()
+        if main < inner:
+            out.open(f"for (int64_t k = {main}; k < {inner}; ++k)")
+            out(f"const float a0 = {a_at(Raw('k'))};")
+            out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = WSP_FMAF(a0, {b_at(Raw('k'))}, {cell});")
+            out.close()
         out.close()
 
 

@@ -10,8 +10,10 @@ or an `ExecutionError`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from ...frontend.diagnostics import Diagnostic, WspError
@@ -58,25 +60,34 @@ def emit_module(m: N.Module) -> ModuleC:
     return ModuleC(files, enums)
 
 
-def _cdef_text() -> str:
-    text = HEADER.read_text()
-    start = text.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
-    return text[start:text.index("/* CDEF-END */")]
-
+# Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.
+_CDEF = """
+typedef struct wsp_runtime wsp_runtime;
+typedef struct wsp_stats {
+    int64_t tasks; int64_t tasks_run; int64_t dependencies; int64_t max_in_flight; double execute_ms;
+} wsp_stats;
+wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors);
+void wsp_runtime_free(wsp_runtime *rt);
+int32_t wsp_runtime_workers(const wsp_runtime *rt);
+int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode);
+int wsp_wait(wsp_runtime *rt);
+void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out);
+int wsp_error_code(const wsp_runtime *rt);
+const char *wsp_error_message(const wsp_runtime *rt);
+"""
 
 _LOADED: dict[str, Any] = {}
 
 
-def load(artifact: build.Artifact, entries: dict[str, str]):
-    """The cffi handle of an artifact (one per process and path)."""
-    key = str(artifact.library)
+def load(library: Path, entries: dict[str, str]):
+    """The cffi handle of a built module (one per process and path)."""
+    key = str(library)
     if key not in _LOADED:
         import cffi
 
         ffi = cffi.FFI()
-        ffi.cdef(_cdef_text())
-        ffi.cdef("\n".join(f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors);"
-                           for fn in entries.values()))
+        ffi.cdef(_CDEF + "".join(f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors);\n"
+                                 for fn in entries.values()))
         _LOADED[key] = (ffi, ffi.dlopen(key))
     return _LOADED[key]
 
@@ -85,26 +96,29 @@ class Backend:
     """A module built for cpu_sim, ready to run any of its schedules."""
 
     def __init__(self, m: N.Module, schedule: str, workers: Optional[int] = None):
-        self.module = m
-        self.code = emit_module(m)
+        code = emit_module(m)
         try:
-            self.artifact = build.build(self.code.files)
+            artifact = build.build(code.files)
         except build.BuildError as err:
             raise _extern_diagnostics(m, err) or build.internal_build_error(err) from None
-        self.ffi, self.lib = load(self.artifact, self.code.enumerators.entries)
+        self._setup(m, artifact.directory, code.enumerators, workers)
+        self.artifact = artifact
+        _save_run_info(artifact.directory, m, code.enumerators)
+
+    def _setup(self, m: N.Module, directory: Path, enumerators, workers: Optional[int]) -> None:
+        self.module = m
+        self.directory = Path(directory)
+        self.enumerators = enumerators
+        self.ffi, self.lib = load(self.directory / "module.so", enumerators.entries)
         self.workers = workers
 
     @classmethod
-    def from_directory(cls, m: N.Module, directory, workers: Optional[int] = None) -> "Backend":
-        """A backend over an artifact directory (`wspc compile -o DIR`): nothing is rebuilt."""
-        from pathlib import Path
-
+    def from_directory(cls, m: Optional[N.Module], directory, workers: Optional[int] = None) -> "Backend":
+        """A backend over a built artifact directory: nothing is generated or rebuilt."""
+        ir, enumerators = _load_run_info(Path(directory))
         self = cls.__new__(cls)
-        self.module = m
-        self.code = emit_module(m)  # cheap, and gives the check table for messages
-        self.artifact = build.Artifact("", Path(directory), cached=True)
-        self.ffi, self.lib = load(self.artifact, self.code.enumerators.entries)
-        self.workers = workers
+        self._setup(m or ir, Path(directory), enumerators, workers)
+        self.artifact = None
         return self
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
@@ -139,7 +153,7 @@ class Backend:
                 syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
                 bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
                 tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
-                fn = getattr(lib, self.code.enumerators.entries[schedule])
+                fn = getattr(lib, self.enumerators.entries[schedule])
                 fn(rt, syms_c, tensors_c)
             lib.wsp_wait(rt)  # always drain: tasks may be in flight after a failure
             code = lib.wsp_error_code(rt)
@@ -160,7 +174,7 @@ class Backend:
         if view is None:
             return ExecutionError(code, message)
         k, coords, lhs, rhs = view
-        chk = self.code.enumerators.checks[k]
+        chk = self.enumerators.checks[k]
         c = chk.check
         detail = f"at {coords}: " if coords else ""
         text = (f"{chk.message} ({detail}`{_s(c.lhs)}` is {lhs}, `{_s(c.rhs)}` is {rhs}); "
@@ -194,4 +208,72 @@ def _extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError
     return WspError(diags, dict(m.sources)) if diags else None
 
 
-__all__ = ["Backend", "emit_module", "ExecutionError"]
+# ---------------------------------------------------------------------------------------------
+# What a run needs besides the library, kept beside it, and the index of compiled sources
+
+RUN_INFO = "run.pickle"
+
+
+def _save_run_info(directory: Path, m: N.Module, enumerators) -> None:
+    import pickle
+
+    path = directory / RUN_INFO
+    if path.exists():
+        return
+    tmp = directory / f".{RUN_INFO}.{os.getpid()}"
+    tmp.write_bytes(pickle.dumps((m, enumerators), protocol=pickle.HIGHEST_PROTOCOL))
+    os.replace(tmp, path)
+
+
+def _load_run_info(directory: Path):
+    import pickle
+
+    return pickle.loads((directory / RUN_INFO).read_bytes())
+
+
+def _index_path(main: Path, text: str) -> Path:
+    key = build.digest(build.wspc_identity(), str(main.resolve()), text)
+    return build.cache_dir() / "index" / f"{key}.pickle"
+
+
+def cached_program_parts(main: Path):
+    """(IR, Backend) for a .wsp file compiled before and unchanged since (with its imports),
+    without checking, lowering or generating anything; None when there is no such build."""
+    import hashlib
+    import pickle
+
+    try:
+        text = main.read_text(encoding="utf-8")
+        entry = pickle.loads(_index_path(main, text).read_bytes())
+        for file, digest in entry["files"]:
+            if hashlib.sha256(Path(file).read_bytes()).hexdigest() != digest:
+                return None
+        directory = Path(entry["directory"])
+        backend = Backend.from_directory(None, directory)
+    except Exception:  # noqa: BLE001 - any trouble with the index means: build the normal way
+        return None
+    return backend.module, backend
+
+
+def record_program(main: Path, files: list[str], backend: "Backend") -> None:
+    """Remember that `main` (with `files`, its imports included) builds to `backend`'s artifact."""
+    import hashlib
+    import pickle
+
+    if backend.artifact is None:
+        return
+    try:
+        text = main.read_text(encoding="utf-8")
+        entry = {"files": [(str(Path(f).resolve()), hashlib.sha256(Path(f).read_bytes()).hexdigest())
+                           for f in files],
+                 "directory": str(backend.directory)}
+        path = _index_path(main, text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_bytes(pickle.dumps(entry))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the index only saves time
+
+
+__all__ = ["Backend", "emit_module", "ExecutionError", "cached_program_parts", "record_program"]
