@@ -191,10 +191,11 @@ static int resize_table(wsp_deps *d, uint64_t nb) {
 }
 
 /* After a burst of in-flight tasks the table would stay large and sparse, and every probe a
- * cache miss: shrink it (to load 1/4) once it is below 1/8 full. */
+ * cache miss: shrink a large table (to load 1/4) once it is below 1/32 full. Growth happens at
+ * 1/2, so a table never oscillates between the two. */
 void wsp__deps_compact(wsp_deps *d) {
     uint64_t cap = d->mask + 1;
-    if (cap <= 1024 || (uint64_t)d->nrec * 8 >= cap) return;
+    if (cap <= 16384 || (uint64_t)d->nrec * 32 >= cap) return;
     uint64_t nb = 1024;
     while (nb < (uint64_t)d->nrec * 4) nb *= 2;
     resize_table(d, nb);
@@ -239,7 +240,7 @@ static void rec_delete(wsp_deps *d, wsp_rec *r) {
 
 /* ---- validation ------------------------------------------------------------------------------ */
 
-static int check_access(wsp_runtime *rt, const wsp_task *task, int i) {
+static int bad_access(wsp_runtime *rt, const wsp_task *task, int i) {
     const wsp_access *a = &task->access[i];
     if (a->tensor < 0 || a->tensor >= rt->ntensors)
         return wsp__failf(rt, WSP_ERR_USAGE,
@@ -264,13 +265,11 @@ static int check_access(wsp_runtime *rt, const wsp_task *task, int i) {
                               task->kernel, task->stmt, i, a->tensor, (long long)a->lo[d],
                               (long long)a->hi[d], d);
     }
-    int32_t nd = rt->deps.tensors[a->tensor].ndim;
-    if (nd >= 0 && nd != a->ndim)
-        return wsp__failf(rt, WSP_ERR_USAGE,
-                          "task of kernel %d (statement %d): tensor %d accessed with %d "
-                          "dimensions after %d in the same run",
-                          task->kernel, task->stmt, a->tensor, a->ndim, nd);
-    return WSP_OK;
+    return wsp__failf(rt, WSP_ERR_USAGE,
+                      "task of kernel %d (statement %d): tensor %d accessed with %d dimensions "
+                      "after %d in the same run",
+                      task->kernel, task->stmt, a->tensor, a->ndim,
+                      rt->deps.tensors[a->tensor].ndim);
 }
 
 /* ---- inference ------------------------------------------------------------------------------- */
@@ -349,8 +348,7 @@ static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
     }
 }
 
-static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint64_t key,
-                             const uint8_t *level) {
+static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint64_t key) {
     if (td->last && td->last->key == key) return td->last;
     for (int32_t i = 0; i < td->nclass; i++)
         if (td->classes[i]->key == key) return td->last = td->classes[i];
@@ -367,17 +365,21 @@ static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint
     c->id = td->nclass;
     c->tensor = tensor;
     c->ndim = ndim;
-    memcpy(c->level, level, WSP_MAX_DIMS);
+    for (int d = 0; d < ndim; d++) c->level[d] = (uint8_t)((key >> (6 * d)) & 63);
     td->classes[td->nclass++] = c;
     return td->last = c;
 }
 
+/* Makes room for one more record (load at most 1/2; if the table cannot grow, up to 7/8). */
+static int table_reserve(wsp_deps *dp) {
+    if ((uint64_t)(dp->nrec + 1) * 2 <= dp->mask + 1) return 0;
+    if (resize_table(dp, (dp->mask + 1) * 2) == 0) return 0;
+    return (uint64_t)(dp->nrec + 1) * 8 > (dp->mask + 1) * 7 ? -1 : 0;
+}
+
+/* `slot` is an empty slot on h's probe sequence (table_reserve was called), or UINT64_MAX. */
 static wsp_rec *insert_record(wsp_deps *dp, wsp_class *c, const query *q, uint64_t h,
-                              uint32_t unaligned) {
-    /* keep the load at most 1/2; if the table cannot grow, up to 7/8 still works */
-    if ((uint64_t)(dp->nrec + 1) * 2 > dp->mask + 1 && resize_table(dp, (dp->mask + 1) * 2) != 0 &&
-        (uint64_t)(dp->nrec + 1) * 8 > (dp->mask + 1) * 7)
-        return NULL;
+                              uint32_t unaligned, uint64_t slot) {
     wsp_rec *r = rec_alloc(dp);
     if (!r) return NULL;
     memcpy(r->lo, q->lo, sizeof r->lo);  /* whole arrays: cheaper than a loop over ndim */
@@ -385,10 +387,11 @@ static wsp_rec *insert_record(wsp_deps *dp, wsp_class *c, const query *q, uint64
     c->unaligned |= unaligned;
     r->cls = c;
     r->hash = h;
-    uint64_t i = h & dp->mask;
-    while (dp->slots[i].rec) i = (i + 1) & dp->mask;
-    dp->slots[i].hash = h;
-    dp->slots[i].rec = r;
+    if (slot == UINT64_MAX)
+        for (slot = h & dp->mask; dp->slots[slot].rec; slot = (slot + 1) & dp->mask) {
+        }
+    dp->slots[slot].hash = h;
+    dp->slots[slot].rec = r;
     r->cprev = NULL;
     r->cnext = c->list;
     if (c->list) c->list->cprev = r;
@@ -417,10 +420,18 @@ static int add_reader(wsp_rec *r, wsp_tasknode *t) {
     return r->nreaders++;
 }
 
+/* The fast test of every access; bad_access() finds the words for the first bad one. Unsigned
+ * compares fold the range checks: a negative lo or hi shows up as a huge value. */
 int wsp__deps_check(wsp_runtime *rt, const wsp_task *task) {
+    const wsp_tensor_deps *tensors = rt->deps.tensors;
     for (int i = 0; i < task->ntiles; i++) {
-        int rc = check_access(rt, task, i);
-        if (rc) return rc;
+        const wsp_access *a = &task->access[i];
+        int ok = (uint32_t)a->tensor < (uint32_t)rt->ntensors &&
+                 (uint32_t)(a->mode - 1) < 3u && (uint32_t)a->ndim <= WSP_MAX_DIMS;
+        for (int d = 0; ok && d < a->ndim; d++)
+            ok = (uint64_t)a->lo[d] <= (uint64_t)a->hi[d] && (uint64_t)a->hi[d] <= (uint64_t)BOX_MAX;
+        if (!ok || (tensors[a->tensor].ndim >= 0 && tensors[a->tensor].ndim != a->ndim))
+            return bad_access(rt, task, i);
     }
     return WSP_OK;
 }
@@ -430,36 +441,42 @@ int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
     wsp_reg *regs = wsp__regs(t);
     for (int i = 0; i < task->ntiles; i++) {
         const wsp_access *a = &task->access[i];
-        int n = a->ndim, empty = 0;
+        const int n = a->ndim;
+        int empty = 0;
         uint64_t key = 0;
         uint32_t unaligned = 0;
         int64_t cell[WSP_MAX_DIMS];
-        uint8_t level[WSP_MAX_DIMS] = {0};
         for (int d = 0; d < n; d++) {
-            int64_t ext = a->hi[d] - a->lo[d];
+            int64_t lo = a->lo[d], ext = a->hi[d] - lo;
             int L = level_of(ext);
             empty |= ext == 0;
-            level[d] = (uint8_t)L;
             key |= (uint64_t)L << (6 * d);
-            cell[d] = a->lo[d] >> L;
-            unaligned |= (uint32_t)((a->lo[d] & (((int64_t)1 << L) - 1)) != 0) << d;
+            cell[d] = lo >> L;
+            unaligned |= (uint32_t)((lo & (((int64_t)1 << L) - 1)) != 0) << d;
         }
         if (empty) continue;  /* an empty box conflicts with nothing */
         wsp_tensor_deps *td = &dp->tensors[a->tensor];
         td->ndim = n;
         query q = {rt, t, (a->mode & WSP_WRITE) != 0, n, a->lo, a->hi, NULL, NULL};
-        q.own = find_class(td, a->tensor, n, key, level);
-        if (!q.own) return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency classes)");
+        q.own = find_class(td, a->tensor, n, key);
+        if (!q.own || table_reserve(dp) != 0)
+            return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency records)");
         uint64_t h = hash_cell(a->tensor, q.own->id, n, cell);
+        uint64_t slot = UINT64_MAX;
         if (td->nrec == q.own->nrec && !(q.own->unaligned | unaligned)) {
-            /* every box of the tensor is aligned in this class: only this cell can overlap */
-            probe(dp, &q, q.own, h);
+            /* every box of the tensor is aligned in this class: only this cell can overlap, and
+             * the probe ends at the slot a new record takes */
+            for (slot = h & dp->mask; dp->slots[slot].rec; slot = (slot + 1) & dp->mask) {
+                if (dp->slots[slot].hash != h) continue;
+                wsp_rec *r = dp->slots[slot].rec;
+                if (r->cls == q.own && overlaps(r, &q)) on_overlap(&q, r);
+            }
         } else {
             for (int32_t c = 0; c < td->nclass; c++)
                 if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
         }
         wsp_rec *r = q.exact;
-        if (!r && !(r = insert_record(dp, q.own, &q, h, unaligned)))
+        if (!r && !(r = insert_record(dp, q.own, &q, h, unaligned, slot)))
             return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency records)");
         wsp_reg *reg = NULL;
         for (int k = 0; k < t->nregs && !reg; k++)

@@ -24,14 +24,15 @@
  * the worker whose published counters satisfy its condition.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wsp_internal.h"
 
-#define SPIN_ROUNDS 256            /* ~5 us of pause instructions, then yield */
-#define YIELD_ROUNDS 64            /* sched_yield() calls before sleeping */
+#define SPIN_ROUNDS 1000           /* ~20 us of pause instructions, then yield */
+#define YIELD_ROUNDS 16            /* sched_yield() calls before sleeping */
 #define PREFETCH_AHEAD 4
 
 static inline void cpu_relax(void) {
@@ -82,14 +83,18 @@ static void fifo_push(wsp_queue *q, wsp_node *n) {
     atomic_store_explicit(&q->n, q->count, memory_order_release);
     if (atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
         q->token = 1;
+        atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
         pthread_cond_signal(&q->cv);
     }
     pthread_mutex_unlock(&q->mu);
 }
 
+/* Clearing `sleeping` here keeps later publications from signalling again before the worker
+ * has even been scheduled. */
 static void wake(wsp_queue *q) {
     pthread_mutex_lock(&q->mu);
     q->token = 1;
+    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
@@ -279,21 +284,29 @@ static int wait_over(wsp_runtime *rt, int mode) {
     return sum_retired(rt) == atomic_load_explicit(&rt->submitted, memory_order_seq_cst);
 }
 
+/* The submitter announces what it waits for, then checks; a worker that publishes counters
+ * (seq_cst) and then finds the condition met claims the wake-up (so one completion signals, not
+ * every one) and signals under the mutex, which the submitter holds until it sleeps. */
 void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target) {
     pthread_mutex_lock(&rt->mu);
     atomic_store_explicit(&rt->wait_target, target, memory_order_seq_cst);
-    atomic_store_explicit(&rt->sub_waiting, mode, memory_order_seq_cst);
-    while (!wait_over(rt, mode)) pthread_cond_wait(&rt->cv, &rt->mu);
+    for (;;) {
+        atomic_store_explicit(&rt->sub_waiting, mode, memory_order_seq_cst);
+        if (wait_over(rt, mode)) break;
+        pthread_cond_wait(&rt->cv, &rt->mu);
+    }
     atomic_store_explicit(&rt->sub_waiting, WSP_WAIT_NONE, memory_order_seq_cst);
     pthread_mutex_unlock(&rt->mu);
 }
 
-/* Worker side of the same handshake: counters are published (seq_cst) before this is called. */
 static void maybe_wake_submitter(wsp_runtime *rt) {
     int mode = atomic_load_explicit(&rt->sub_waiting, memory_order_seq_cst);
     if (mode == WSP_WAIT_NONE || !wait_over(rt, mode)) return;
+    if (!atomic_compare_exchange_strong_explicit(&rt->sub_waiting, &mode, WSP_WAIT_NONE,
+                                                 memory_order_seq_cst, memory_order_seq_cst))
+        return;
     pthread_mutex_lock(&rt->mu);
-    pthread_cond_broadcast(&rt->cv);
+    pthread_cond_signal(&rt->cv);
     pthread_mutex_unlock(&rt->mu);
 }
 
@@ -404,7 +417,16 @@ int wsp__workers_init(wsp_runtime *rt) {
     return WSP_OK;
 }
 
+/* Worker threads run this library's code: if the host unloads it while a runtime was never freed
+ * (cffi closing it at interpreter exit), they would crash. Once threads exist, pin it. */
+static void pin_library(void) {
+    Dl_info info;
+    if (dladdr((void *)&wsp__workers_start, &info) && info.dli_fname)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 int wsp__workers_start(wsp_runtime *rt) {
+    pin_library();
     for (int32_t i = 0; i < rt->nworkers; i++) {
         pthread_mutex_lock(&rt->queues[i].mu);
         rt->queues[i].stop = 0;

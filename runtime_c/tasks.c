@@ -99,12 +99,11 @@ void wsp__kernel_failed(wsp_runtime *rt, wsp_tasknode *t, int rc) {
 
 /* ---- node pools (submitter only) -------------------------------------------------------------- */
 
-static inline int size_class(size_t bytes) {  /* the smallest k with 64 << k >= bytes */
-    return bytes <= 64 ? 0 : 64 - __builtin_clzll((unsigned long long)(bytes - 1) >> 6);
-}
+/* Size classes step by a cache line, so a task takes only the lines it needs. */
+static inline int size_class(size_t bytes) { return bytes <= 64 ? 0 : (int)((bytes - 1) >> 6); }
 
 static int refill(wsp_runtime *rt, int k) {
-    size_t size = (size_t)64 << k;
+    size_t size = (size_t)64 * (size_t)(k + 1);
     size_t bytes = NODE_CHUNK_BYTES > 16 * size ? NODE_CHUNK_BYTES : 16 * size;
     char *chunk = aligned_alloc(WSP_CACHELINE, bytes);
     if (!chunk) return -1;
@@ -505,18 +504,25 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
     int64_t *coords = wsp__coords(t);
     for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
-    t->dispatcher = (int32_t)(rt->rr++ % (uint64_t)rt->nworkers);
-    t->queue = t->dispatcher % rt->nworkers;
+    /* round robin without a division per task */
+    t->dispatcher = (int32_t)rt->rr;
+    t->queue = t->dispatcher;
+    if (++rt->rr == (uint64_t)rt->nworkers) rt->rr = 0;
 
     rt->nsub++;
     atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
     note_in_flight(rt);
     if (rt->depth > 0) order_attach(rt, t);
     wsp__deps_submit(rt, t, task);
-    /* on an error above the task still goes through (it will not run), so counts stay exact */
+    /* on an error above the task still goes through (it will not run), so counts stay exact;
+     * without edges nobody else can touch the count, so no atomic read-modify-write is needed */
     int release = WSP_PENDING_GUARD - t->nedges;
-    if (atomic_fetch_sub_explicit(&t->h.pending, release, memory_order_acq_rel) == release)
+    if (t->nedges == 0) {
+        atomic_store_explicit(&t->h.pending, 0, memory_order_relaxed);
         wsp__stage_ready(rt, t);
+    } else if (atomic_fetch_sub_explicit(&t->h.pending, release, memory_order_acq_rel) == release) {
+        wsp__stage_ready(rt, t);
+    }
     /* a ready task waits for at most WSP_BATCH further submissions before workers see it */
     if (rt->unpub_since >= 0 && rt->nsub - rt->unpub_since >= WSP_BATCH) wsp__flush_all(rt);
     return atomic_load_explicit(&rt->err, memory_order_acquire);

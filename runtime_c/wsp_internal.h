@@ -53,7 +53,7 @@ struct wsp_node {
     uint64_t mark;             /* submitter only: seq+1 of the last task given an edge from here */
 };
 
-#define WSP_INLINE_EDGES 3
+#define WSP_INLINE_EDGES 2
 #define WSP_CHUNK_EDGES 15
 typedef struct wsp_edgechunk {
     struct wsp_edgechunk *next;
@@ -204,7 +204,7 @@ WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 
 /* ---- the runtime (tasks.c) ------------------------------------------------------------------ */
 
-#define WSP_NCLASSES 6             /* node size classes: 64 << k bytes */
+#define WSP_NCLASSES 40            /* node size classes: 64 * (k + 1) bytes */
 
 typedef struct wsp_scope {
     wsp_group *barrier;            /* every task of the scope's current step waits for it */

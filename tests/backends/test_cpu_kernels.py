@@ -110,13 +110,16 @@ class KB:
 
 
 KERNELS: dict[str, N.Kernel] = {}
+FAMILIES: list[list[str]] = []  # kernels registered together are compiled together
 
 
 def kernel(fn):
     """Register the kernel(s) `fn` builds (a KB or a list of them)."""
     out = fn()
+    FAMILIES.append([])
     for kb in out if isinstance(out, list) else [out]:
         KERNELS[kb.name] = kb.kernel() if isinstance(kb, KB) else kb
+        FAMILIES[-1].append(kb.name)
     return fn
 
 
@@ -234,8 +237,8 @@ def _broadcasting():
     kb.store("y_rstore", kb.op("exp", r))  # a [6,1] value stored into [6,10]
     kb.tile("y_sstore", 6, 10, "f16", "Out")
     kb.store("y_sstore", kb.op("mul", s, s))  # a scalar stored into an f16 tile
-    kb.out("y_iota", kb.op("add", kb.add("iota_row", (), (6, 10), "i32"),
-                           kb.op("mul", kb.add("iota_col", (), (6, 10), "i32"), kb.lit(100, "i32"))))
+    rows, cols = kb.add("iota_row", (), (6, 10), "i32"), kb.add("iota_col", (), (6, 10), "i32")
+    kb.out("y_iota", kb.op("add", rows, kb.op("mul", cols, kb.lit(100, "i32"))))
     return kb
 
 
@@ -275,7 +278,8 @@ def _special():
     kb.out("y_mixed", kb.op("matmul", a16, b8, shape=(5, 9), dtype="f32"))
     # matmul of computed values and of a transposed view, feeding elementwise work
     t = kb.op("transpose", b, shape=(9, 7))
-    kb.out("y_chain", kb.op("exp", kb.op("matmul", kb.op("mul", a, a), kb.op("transpose", t, shape=(7, 9)), shape=(5, 9))))
+    tt = kb.op("transpose", t, shape=(7, 9))
+    kb.out("y_chain", kb.op("exp", kb.op("matmul", kb.op("mul", a, a), tt, shape=(5, 9))))
     out.append(kb)
     kb = KB("views")
     x = kb.tile("x", 4, 10, "f32")
@@ -289,7 +293,8 @@ def _special():
     kb.out("y_inter_i", kb.op("interleave", kb.op("slice_odd", y, shape=(4, 5)),
                               kb.op("slice_even", y, shape=(4, 5)), shape=(4, 10)))
     # a view of a computed value, reduced
-    kb.out("y_tsum", kb.op("rowsum", kb.op("transpose", kb.op("exp", x), shape=(10, 4)), shape=(10, 1)))
+    ex = kb.op("transpose", kb.op("exp", x), shape=(10, 4))
+    kb.out("y_tsum", kb.op("rowsum", ex, shape=(10, 1)))
     out.append(kb)
     return out
 
@@ -351,6 +356,18 @@ def _entry_values():
     return out
 
 
+@kernel
+def _names():
+    # kernel names that would collide with generated helper names under a naive scheme
+    out = []
+    for n, name in enumerate(("cpy", "cpy_body", "b_cpy", "kb_cpy")):
+        kb = KB(name)
+        x = kb.tile("x", 1, 3, "i32")
+        kb.out("y", kb.op("add", x, kb.lit(n, "i32")))
+        out.append(kb)
+    return out
+
+
 BIG = (1000, 1000)
 
 
@@ -393,11 +410,11 @@ EXTERN_BODY = """
 
 @kernel
 def _extern():
-    params = (N.KParam("x", "tile", "f32", "In", 3, 7), N.KParam("h", "tile", "f16", "In", 3, 7),
-              N.KParam("y", "tile", "f32", "Out", 3, 7), N.KParam("c", "tile", "i32", "InOut", 3, 7),
-              N.KParam("hb", "tile", "bf16", "Out", 3, 7), N.KParam("h2", "tile", "f16", "Out", 3, 7),
-              N.KParam("scale", "scalar", "f32"), N.KParam("n", "scalar", "i32"),
-              N.KParam("flag", "scalar", "bool"))
+    tiles = [("x", "f32", "In"), ("h", "f16", "In"), ("y", "f32", "Out"), ("c", "i32", "InOut"),
+             ("hb", "bf16", "Out"), ("h2", "f16", "Out")]
+    params = tuple(N.KParam(n, "tile", dt, mode, 3, 7) for n, dt, mode in tiles) + (
+        N.KParam("scale", "scalar", "f32"), N.KParam("n", "scalar", "i32"),
+        N.KParam("flag", "scalar", "bool"))
     from ptowsp.spans import Span
 
     text = EXTERN_BODY
@@ -481,8 +498,9 @@ def lib(tmp_path_factory) -> Lib:
     """Every kernel of this module, in two translation units compiled side by side."""
     from concurrent.futures import ThreadPoolExecutor
 
-    names = list(KERNELS)
-    groups = [names[0::2], names[1::2]]
+    groups: list[list[str]] = [[], []]
+    for family in sorted(FAMILIES, key=len, reverse=True):
+        min(groups, key=len).extend(family)
     dirs = [tmp_path_factory.mktemp(f"cpu_kernels{g}") for g in range(len(groups))]
     srcs = [K.emit_kernels([KERNELS[n] for n in group]) for group in groups]
     with ThreadPoolExecutor(len(groups)) as pool:
@@ -897,7 +915,8 @@ def test_reductions(lib, dt):
                 assert ok.all(), (name, y, ref)
             elif dt in ("f16", "bf16") and name[3:] in ("sum", "mean"):
                 y = to_f32(out[f"y_{name}"], dt).astype(np.float64)
-                ok = np.isnan(ref) & np.isnan(y) | (np.abs(y - ref) <= 1.01 * ulp_of(ref, dt) + 1e-6 * np.abs(ref))
+                tol = 1.01 * ulp_of(ref, dt) + 1e-6 * np.abs(ref)
+                ok = np.isnan(ref) & np.isnan(y) | (np.abs(y - ref) <= tol)
                 assert ok.all(), (name, y, ref)
             else:
                 close_ulp(out[f"y_{name}"], ref, dt, n)
@@ -975,7 +994,8 @@ def test_softmax(lib, dt):
 
 def test_matmul(lib):
     rng = np.random.default_rng(12)
-    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((7, 9)).astype(np.float32)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 9)).astype(np.float32)
     acc = rng.standard_normal((5, 9)).astype(np.float32)
     a16 = rng.standard_normal((5, 7)).astype(np.float16)
     b8 = rng.integers(-128, 127, (7, 9), dtype=np.int8, endpoint=True)
@@ -1003,7 +1023,8 @@ def test_views(lib):
     inter_i = np.empty_like(y)
     inter_i[:, 0::2], inter_i[:, 1::2] = y[:, 1::2], y[:, 0::2]
     same(out["y_inter_i"], inter_i)
-    np.testing.assert_allclose(out["y_tsum"][:, 0], np.exp(x.astype(np.float64)).sum(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(out["y_tsum"][:, 0], np.exp(x.astype(np.float64)).sum(axis=0),
+                               rtol=1e-6)
 
 
 def fused_ref(x, w, eps):
@@ -1144,7 +1165,8 @@ def test_extern_line_directives():
     lines = src.split("\n")
     at = next(n for n, line in enumerate(lines) if line.startswith('#line') and "ext.wsp" in line)
     assert lines[at] == '#line 10 "ext.wsp"'  # the body's first line: span end minus its lines
-    back = next(n for n, line in enumerate(lines) if line.startswith('#line') and "kernels.c" in line)
+    back = next(n for n, line in enumerate(lines)
+                if line.startswith("#line") and "kernels.c" in line)
     assert lines[back] == f'#line {back + 2} "kernels.c"'
 
 
@@ -1204,7 +1226,8 @@ def test_hypothesis_fused(lib, x):
 def test_hypothesis_cast_saturates(lib, x, dst):
     out = lib.run("cast_f32", x=x)
     ref = [ref_cast(float(v), "f32", dst) for v in x.reshape(-1)]
-    np.testing.assert_array_equal(out[f"y_{dst}"].reshape(-1), np.array(ref, dtype=object).astype(NP[dst]))
+    np.testing.assert_array_equal(out[f"y_{dst}"].reshape(-1),
+                                  np.array(ref, dtype=object).astype(NP[dst]))
 
 
 @FAST
@@ -1215,9 +1238,10 @@ def test_hypothesis_int_arith(lib, dt, data):
     b = data.draw(hnp.arrays(NP[dt], SHAPE, elements=st.integers(lo, hi)))
     out = lib.run(f"bin_{dt}", a=a, b=b)
     pa, pb = a.astype(object).reshape(-1), b.astype(object).reshape(-1)
-    same(out["y_mul"].reshape(-1), np.array([wrap(x * y, dt) for x, y in zip(pa, pb)], dtype=object).astype(NP[dt]))
-    same(out["y_div"].reshape(-1), np.array([wrap(py_floordiv(x, y), dt) for x, y in zip(pa, pb)],
-                                            dtype=object).astype(NP[dt]))
+    mul = [wrap(x * y, dt) for x, y in zip(pa, pb)]
+    div = [wrap(py_floordiv(x, y), dt) for x, y in zip(pa, pb)]
+    same(out["y_mul"].reshape(-1), np.array(mul, dtype=object).astype(NP[dt]))
+    same(out["y_div"].reshape(-1), np.array(div, dtype=object).astype(NP[dt]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1233,6 +1257,12 @@ def test_emit_is_deterministic_and_mangled():
     assert kc.symbol == "wsp_k_we_2d_ird_2e_name"
     assert kc.tiles == ("a", "b") + tuple(f"y_{n}" for n in BIN_OPS) and kc.scalars == ()
     assert kc.declaration.startswith("int wsp_k_we_2d_ird_2e_name(const wsp_tile *tiles")
+
+
+def test_kernel_names_do_not_collide(lib):
+    x = np.arange(3, dtype=np.int32).reshape(1, 3)
+    for n, name in enumerate(("cpy", "cpy_body", "b_cpy", "kb_cpy")):
+        same(lib.run(name, x=x)["y"], x + n)
 
 
 def test_heap_temporaries(lib):

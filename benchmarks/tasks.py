@@ -1,0 +1,170 @@
+"""Task-runtime overhead: one million empty tasks (a kernel that returns at once, each task with
+one write access to its own box of one tensor) through submit, dependency inference, dispatch
+and completion, on 1 and 2 workers; and the same with read-after-write chains (task k also reads
+the box task k - c wrote, so c interleaved chains). Prints ns per task (median and best of several
+runs) next to the reference runtimes of ../shared/perf/README.md, measured on the same kind of
+machine. The runtime is built with -O3 -march=native; the driver is C, so no Python per task.
+
+    python benchmarks/tasks.py [--tasks 1000000] [--runs 7] [--window 0]
+
+On a shared, noisy machine the best run is the better estimate of the runtime itself; the load
+average is printed so a slow median can be read for what it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "runtime_c"
+
+# ns per task for one million empty tasks on 2 worker threads (../shared/perf/README.md)
+REFERENCE = [
+    ("shared atomic counter, chunks of 64 (the floor)", 2),
+    ("lock-free queue, producer and consumers concurrent", 12),
+    ("OpenMP task", 32),
+    ("Taskflow 4.1: build the graph + run it", 24 + 63),
+    ("a mutex-protected queue, concurrent", 70),
+    ("Taskflow silent_async from the main thread", 139),
+]
+TARGET_NS = 150
+
+DRIVER = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "wsp_runtime.h"
+
+static int empty(const wsp_tile *t, const wsp_scalar *s) { (void)t; (void)s; return 0; }
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* driver WORKERS TASKS CHAINS WINDOW RUNS: one line per run, "total_ns submit_ns deps rc" */
+int main(int argc, char **argv) {
+    if (argc != 6) return 2;
+    int workers = atoi(argv[1]), chains = atoi(argv[3]), runs = atoi(argv[5]);
+    long n = atol(argv[2]);
+    long window = atol(argv[4]);
+    wsp_runtime *rt = wsp_runtime_new(workers, 1);
+    if (!rt) return 3;
+    wsp_task t;
+    memset(&t, 0, sizeof t);
+    t.fn = empty;
+    for (int r = -1; r < runs; r++) {   /* run -1 warms up pools and threads */
+        double t0 = now_ns();
+        int rc = wsp_begin(rt, window, WSP_WINDOW_STALL);
+        for (long k = 0; k < n && rc == 0; k++) {
+            t.ntiles = 1;
+            wsp_access *a = &t.access[0];
+            a->tensor = 0;
+            a->mode = WSP_WRITE;
+            a->ndim = 2;
+            a->lo[0] = k;
+            a->hi[0] = k + 1;
+            a->lo[1] = 0;
+            a->hi[1] = 128;
+            if (chains > 0 && k >= chains) {
+                t.ntiles = 2;
+                t.access[1] = *a;
+                t.access[1].mode = WSP_READ;
+                t.access[1].lo[0] = k - chains;
+                t.access[1].hi[0] = k - chains + 1;
+            }
+            rc = wsp_submit(rt, &t);
+        }
+        double t1 = now_ns();
+        int wrc = wsp_wait(rt);
+        double t2 = now_ns();
+        wsp_stats st;
+        wsp_get_stats(rt, &st);
+        if (r >= 0)
+            printf("%.0f %.0f %lld %d\n", t2 - t0, t1 - t0, (long long)st.dependencies,
+                   rc ? rc : wrc);
+    }
+    wsp_runtime_free(rt);
+    return 0;
+}
+"""
+
+CASES = [
+    # (label, workers, chains)
+    ("independent", 1, 0),
+    ("independent", 2, 0),
+    ("RAW chain (1 chain)", 1, 1),
+    ("RAW chain (1 chain)", 2, 1),
+    ("RAW chains (16 interleaved)", 2, 16),
+]
+
+
+def build(tmp: Path) -> Path:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        sys.exit("no C compiler found")
+    src = tmp / "driver.c"
+    src.write_text(DRIVER)
+    exe = tmp / "driver"
+    cmd = [cc, "-std=c11", "-O3", "-march=native", "-pthread", "-I", str(RUNTIME),
+           *map(str, sorted(RUNTIME.glob("*.c"))), str(src), "-o", str(exe)]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def measure(exe: Path, workers: int, tasks: int, chains: int, window: int, runs: int):
+    out = subprocess.run([str(exe), str(workers), str(tasks), str(chains), str(window), str(runs)],
+                         check=True, capture_output=True, text=True).stdout.split("\n")
+    rows = [line.split() for line in out if line.strip()]
+    if any(int(r[3]) != 0 for r in rows):
+        sys.exit(f"a run failed: {rows}")
+    total = [float(r[0]) / tasks for r in rows]
+    submit = [float(r[1]) / tasks for r in rows]
+    return total, submit
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--window", type=int, default=0, help="task window (0: none)")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="wsp-bench-") as tmp:
+        exe = build(Path(tmp))
+        load = os.getloadavg()[0]
+        print(f"wspc task runtime: {args.tasks:,} empty tasks per run, {args.runs} runs, "
+              f"window {args.window or 'none'}; {os.cpu_count()} CPUs, load average {load:.1f}")
+        print()
+        print(f"{'case':<30} {'workers':>7} {'median ns/task':>15} {'best':>7} "
+              f"{'submit (median)':>16}")
+        two_worker = []
+        for label, workers, chains in CASES:
+            total, submit = measure(exe, workers, args.tasks, chains, args.window, args.runs)
+            med = statistics.median(total)
+            if workers == 2:
+                two_worker.append(med)
+            print(f"{label:<30} {workers:>7} {med:>15.0f} {min(total):>7.0f} "
+                  f"{statistics.median(submit):>16.0f}")
+    print()
+    print("reference, one million empty tasks on 2 workers (../shared/perf/README.md):")
+    for label, ns in REFERENCE:
+        print(f"  {label:<52} {ns:>5} ns/task")
+    worst = max(two_worker)
+    verdict = "meets" if worst <= TARGET_NS else "misses"
+    print(f"target: <= {TARGET_NS} ns/task on 2 workers; the slowest 2-worker median here is "
+          f"{worst:.0f} ns ({verdict} it)")
+
+
+if __name__ == "__main__":
+    main()
