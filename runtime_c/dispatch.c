@@ -1,38 +1,40 @@
 /* dispatch.c: worker threads, ready queues and task completion.
  *
- * Placement: every task carries a dispatcher index, the schedule's choice that traces and the
- * cycle model report (round robin for now: the k-th task of a run goes to k % n; affinity, hash,
- * dispatch_by and work stealing only have to choose it differently). On the host, a task that is
- * ready when submitted runs on worker (dispatcher % workers). A task released by a completion
- * runs on its dispatcher's worker too, except that the completing worker keeps one successor
- * when it has nothing else of its own queued: a chain then stays on one core instead of paying a
- * cross-core hand-off per task. A thief (work stealing) can take from another worker's FIFO.
+ * Placement. Every task carries a dispatcher index: the schedule's choice, which traces and the
+ * cycle model report (round robin for now: the k-th task of a run goes to k % n; affinity, hash
+ * and dispatch_by only have to choose it differently). On the host the index picks the worker
+ * queue a ready task is put on (dispatcher % workers); which host thread then runs it is an
+ * execution detail: a worker that releases a successor while it has nothing else of its own
+ * queued keeps it (a chain stays on one core instead of paying a cross-core hand-off per task),
+ * and idle workers steal from other workers' queues, so a busy or sleeping worker never holds
+ * up work that another could run.
  *
- * Hand-off without locks on the common path. Each worker has two single-producer single-consumer
- * rings of node pointers: `in` (ready tasks from the submitter) and `out` (finished nodes back to
- * the submitter, which recycles them). Each side publishes its position once per WSP_BATCH
- * entries, so a cache line moves between cores once per batch, and the reader prefetches the
- * nodes ahead (an intrusive list would make every hand-off a chain of dependent cache misses).
- * Rare paths use a mutex-protected FIFO per worker: tasks that another worker's completion makes
- * ready, and overflow when `in` is full; `out` overflows onto the lock-free `finished` stack.
- * A task a worker makes ready for itself goes on its private FIFO (its line is already cached).
+ * Hand-off without per-task locks. Each worker has two rings of node pointers: `in` (ready tasks
+ * from the submitter, its only producer; claimed in batches by the owner or by thieves under a
+ * per-ring lock, one lock per WSP_BATCH tasks) and `out` (finished nodes back to the submitter,
+ * which recycles them; single producer, single consumer). Positions are published per batch, so
+ * a cache line crosses cores once per batch, and readers prefetch the nodes ahead (an intrusive
+ * list would make every hand-off a chain of dependent cache misses). Rare paths use a mutex-
+ * protected FIFO per worker (successors released by other workers, overflow of a full `in`);
+ * `out` overflows onto the lock-free `finished` stack.
  *
- * Idle workers spin briefly and then sleep on their queue's condition variable. The sleep
- * handshake is Dekker-style: the worker sets `sleeping` then re-reads the ring, the submitter
- * publishes the ring then reads `sleeping` (both sequentially consistent), so a wake-up is never
- * lost. The submitter sleeps the same way on rt->cv in a window stall or in wsp_wait, woken by
- * the worker whose published counters satisfy its condition.
+ * Idle workers spin briefly -- at most online CPUs - 1 of them at once, because the submitting
+ * thread needs a core too -- and then sleep on their queue's condition variable. The submitter
+ * publishes a batch, then (after a fence) reads the spinner count and the owner's `sleeping`
+ * flag; a spinner leaving the spin, and a worker going to sleep, write their own flag first and
+ * then (after a fence) re-read the rings. So either side sees the other: no wake-up is lost, and
+ * while a spinner is about, publishing costs no system call. The submitter itself sleeps on
+ * rt->cv in a window stall or in wsp_wait, woken once by the worker whose published counters
+ * meet its condition.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wsp_internal.h"
 
-#define SPIN_ROUNDS 1000           /* ~20 us of pause instructions, then yield */
-#define YIELD_ROUNDS 16            /* sched_yield() calls before sleeping */
+#define SPIN_ROUNDS 2000           /* ~40 us of pause instructions before sleeping */
 #define PREFETCH_AHEAD 4
 
 static inline void cpu_relax(void) {
@@ -73,6 +75,16 @@ int64_t wsp__sum_ran(const wsp_runtime *rt) {
 
 /* ---- the locked FIFO and sleeping ------------------------------------------------------------ */
 
+/* Clearing `sleeping` here keeps later publications from signalling again before the worker
+ * has even been scheduled. */
+static void wake(wsp_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->token = 1;
+    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
 static void fifo_push(wsp_queue *q, wsp_node *n) {
     n->next = NULL;
     pthread_mutex_lock(&q->mu);
@@ -89,29 +101,47 @@ static void fifo_push(wsp_queue *q, wsp_node *n) {
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Clearing `sleeping` here keeps later publications from signalling again before the worker
- * has even been scheduled. */
-static void wake(wsp_queue *q) {
-    pthread_mutex_lock(&q->mu);
-    q->token = 1;
-    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->mu);
+/* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. */
+static int wake_a_sleeper(wsp_runtime *rt, int32_t except) {
+    for (int32_t j = 0; j < rt->nworkers; j++) {
+        if (j != except && atomic_load_explicit(&rt->queues[j].sleeping, memory_order_relaxed)) {
+            wake(&rt->queues[j]);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ---- submitter side of the rings -------------------------------------------------------------- */
 
-static void publish_in(wsp_runtime *rt, int32_t i) {
+/* Makes queue i's staged tasks visible. check == 0: only that. Otherwise also make sure someone
+ * will run them: an idle spinner will (it re-reads every ring after it stops spinning), else the
+ * owner is woken if it sleeps, else, when the busy owner has a backlog (any backlog, with
+ * check == 2: the submitter is about to block or has not looked for a while), a sleeping worker
+ * is woken to steal. */
+static void publish_in(wsp_runtime *rt, int32_t i, int check) {
     wsp_stage *s = &rt->stages[i];
     wsp_queue *q = &rt->queues[i];
-    if (s->in_pub == s->in_tail) return;
+    if (!check) {
+        if (s->in_pub != s->in_tail)
+            atomic_store_explicit(&q->in.tail, s->in_tail, memory_order_release);
+        s->in_pub = s->in_tail;
+        return;
+    }
+    size_t pending = s->in_tail - atomic_load_explicit(&q->in.head, memory_order_relaxed);
+    if (pending == 0) return;
+    /* a sequentially consistent store (even of an already published value) and loads: the
+     * Dekker pairing with workers (C11 fences would do, but ThreadSanitizer cannot check them) */
     atomic_store_explicit(&q->in.tail, s->in_tail, memory_order_seq_cst);
     s->in_pub = s->in_tail;
+    if (atomic_load_explicit(&rt->spinners, memory_order_seq_cst) > 0 && pending < WSP_BATCH_ASLEEP)
+        return;
     if (atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) wake(q);
+    else if (pending > (check == 2 ? 0 : WSP_BATCH)) wake_a_sleeper(rt, i);
 }
 
 void wsp__flush_all(wsp_runtime *rt) {
-    for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i);
+    for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i, 2);
     rt->unpub_since = -1;
 }
 
@@ -122,43 +152,57 @@ void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
     if (s->in_tail - s->in_head == WSP_RING) {
         s->in_head = atomic_load_explicit(&q->in.head, memory_order_acquire);
         if (s->in_tail - s->in_head == WSP_RING) {
-            publish_in(rt, i);
+            publish_in(rt, i, 1);
             fifo_push(q, &t->h);
             return;
         }
     }
     q->in.buf[s->in_tail & (WSP_RING - 1)] = &t->h;
     s->in_tail++;
-    if (s->in_tail - s->in_pub >= WSP_BATCH ||
-        atomic_load_explicit(&q->sleeping, memory_order_relaxed))
-        publish_in(rt, i);
-    else if (rt->unpub_since < 0)
-        rt->unpub_since = rt->nsub;
+    if (s->in_tail - s->in_pub >= WSP_BATCH) {
+        publish_in(rt, i, 1);
+        return;
+    }
+    /* a worker is idle: show it the task now (a plain store), checked later by the stale rule */
+    if (atomic_load_explicit(&rt->spinners, memory_order_relaxed) > 0) publish_in(rt, i, 0);
+    if (rt->unpub_since < 0) rt->unpub_since = rt->nsub;
 }
 
-void wsp__drain(wsp_runtime *rt) {
-    for (int32_t i = 0; i < rt->nworkers; i++) {
+/* Recycling just before reuse keeps the recycled nodes and records in cache, so the submitter
+ * drains in small amounts (node_alloc asks for 64), rotating over the workers. */
+int64_t wsp__drain(wsp_runtime *rt, int64_t max) {
+    int64_t done = 0;
+    for (int32_t j = 0; j < rt->nworkers && done < max; j++) {
+        int32_t i = rt->drain_next + j;
+        if (i >= rt->nworkers) i -= rt->nworkers;
         wsp_queue *q = &rt->queues[i];
         wsp_stage *s = &rt->stages[i];
         size_t tail = atomic_load_explicit(&q->out.tail, memory_order_acquire);
         size_t h = s->out_head;
         if (h == tail) continue;
+        if ((int64_t)(tail - h) > max - done) tail = h + (size_t)(max - done);
         for (size_t k = h; k < tail && k < h + PREFETCH_AHEAD; k++)
             prefetch_node(q->out.buf[k & (WSP_RING - 1)]);
         for (; h < tail; h++) {
             if (h + PREFETCH_AHEAD < tail)
                 prefetch_node(q->out.buf[(h + PREFETCH_AHEAD) & (WSP_RING - 1)]);
             wsp__recycle(rt, q->out.buf[h & (WSP_RING - 1)]);
+            done++;
         }
         s->out_head = h;
         atomic_store_explicit(&q->out.head, h, memory_order_release);
     }
-    wsp_node *n = atomic_exchange_explicit(&rt->finished, NULL, memory_order_acquire);
-    while (n) {
-        wsp_node *next = n->next;
-        wsp__recycle(rt, n);
-        n = next;
+    if (++rt->drain_next >= rt->nworkers) rt->drain_next = 0;
+    if (done < max) {
+        wsp_node *n = atomic_exchange_explicit(&rt->finished, NULL, memory_order_acquire);
+        while (n) {  /* rare: the stack takes what a full ring could not */
+            wsp_node *next = n->next;
+            wsp__recycle(rt, n);
+            done++;
+            n = next;
+        }
     }
+    return done;
 }
 
 /* ---- worker side ----------------------------------------------------------------------------- */
@@ -168,6 +212,7 @@ static inline void local_push(wsp_worker *w, wsp_tasknode *t) {
     if (w->ltail) w->ltail->h.next = &t->h;
     else w->lhead = t;
     w->ltail = t;
+    w->lcount++;
 }
 
 static inline wsp_tasknode *local_pop(wsp_worker *w) {
@@ -175,13 +220,20 @@ static inline wsp_tasknode *local_pop(wsp_worker *w) {
     if (t) {
         w->lhead = (wsp_tasknode *)t->h.next;
         if (!w->lhead) w->ltail = NULL;
+        w->lcount--;
     }
     return t;
 }
 
-/* Moves the locked FIFO into the private one. */
-static int take_fifo(wsp_worker *w) {
-    wsp_queue *q = w->q;
+static inline wsp_tasknode *batch_pop(wsp_worker *w) {
+    if (w->bpos == w->bn) return NULL;
+    if (w->bpos + PREFETCH_AHEAD < w->bn) prefetch_node(w->batch[w->bpos + PREFETCH_AHEAD]);
+    return w->batch[w->bpos++];
+}
+
+/* Moves queue q's locked FIFO (the worker's own, or a victim's) into the private one. */
+static int take_fifo(wsp_worker *w, wsp_queue *q) {
+    if (!atomic_load_explicit(&q->n, memory_order_relaxed)) return 0;
     pthread_mutex_lock(&q->mu);
     wsp_node *first = q->head, *last = q->tail;
     q->head = q->tail = NULL;
@@ -192,21 +244,44 @@ static int take_fifo(wsp_worker *w) {
     if (w->ltail) w->ltail->h.next = first;
     else w->lhead = (wsp_tasknode *)first;
     w->ltail = (wsp_tasknode *)last;
+    for (wsp_node *n = first; n; n = n->next) w->lcount++;
     return 1;
 }
 
-static wsp_tasknode *ring_take(wsp_worker *w) {
-    wsp_ring *r = &w->q->in;
-    if (w->in_head == w->in_tail) {
-        atomic_store_explicit(&r->head, w->in_head, memory_order_release);
-        w->in_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (w->in_head == w->in_tail) return NULL;
-        for (size_t k = w->in_head; k < w->in_tail && k < w->in_head + PREFETCH_AHEAD; k++)
-            prefetch_node(r->buf[k & (WSP_RING - 1)]);
+/* Claims up to WSP_BATCH published tasks of q's `in` ring (the worker's own, or a victim's):
+ * the pointers are copied out before `head` moves, so the submitter may reuse the slots. */
+static int claim(wsp_worker *w, wsp_queue *q) {
+    if (atomic_load_explicit(&q->in.tail, memory_order_seq_cst) ==
+        atomic_load_explicit(&q->in.head, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&q->take_mu);
+    size_t head = atomic_load_explicit(&q->in.head, memory_order_relaxed);
+    size_t k = atomic_load_explicit(&q->in.tail, memory_order_acquire) - head;
+    if (k > WSP_BATCH) k = WSP_BATCH;
+    for (size_t j = 0; j < k; j++) w->batch[j] = (wsp_tasknode *)q->in.buf[(head + j) & (WSP_RING - 1)];
+    atomic_store_explicit(&q->in.head, head + k, memory_order_release);
+    pthread_mutex_unlock(&q->take_mu);
+    w->bpos = 0;
+    w->bn = (int)k;
+    for (size_t j = 0; j < k && j < PREFETCH_AHEAD; j++) prefetch_node(w->batch[j]);
+    return k > 0;
+}
+
+static int own_work(wsp_worker *w) {
+    return atomic_load_explicit(&w->q->in.tail, memory_order_seq_cst) !=
+               atomic_load_explicit(&w->q->in.head, memory_order_relaxed) ||
+           atomic_load_explicit(&w->q->n, memory_order_seq_cst) != 0;
+}
+
+/* An idle worker takes published work from the other workers' queues. */
+static int steal(wsp_worker *w) {
+    wsp_runtime *rt = w->rt;
+    for (int32_t j = 1; j < rt->nworkers; j++) {
+        int32_t v = w->index + j;
+        if (v >= rt->nworkers) v -= rt->nworkers;
+        if (claim(w, &rt->queues[v]) || take_fifo(w, &rt->queues[v])) return 1;
     }
-    if (w->in_head + PREFETCH_AHEAD < w->in_tail)
-        prefetch_node(r->buf[(w->in_head + PREFETCH_AHEAD) & (WSP_RING - 1)]);
-    return (wsp_tasknode *)r->buf[w->in_head++ & (WSP_RING - 1)];
+    return 0;
 }
 
 /* Hands the worker's finished nodes to the submitter and counts the tasks among them. */
@@ -247,11 +322,19 @@ static void retire(wsp_worker *w, wsp_node *n) {
 /* ---- completion ------------------------------------------------------------------------------ */
 
 /* A worker that releases a successor while it has nothing else of its own to run continues
- * with it (a chain stays on one core); further successors go to their dispatcher's worker. */
+ * with it (a chain stays on one core); further successors go to their dispatcher's worker,
+ * except that a sleeping one is left asleep (a system call per task would cost more than the
+ * task) until this worker has a backlog of its own. */
 static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
-    if (!w) wsp__stage_ready(rt, t);
-    else if (t->queue == w->index || !w->lhead) local_push(w, t);
-    else fifo_push(&rt->queues[t->queue], &t->h);
+    if (!w) {
+        wsp__stage_ready(rt, t);
+    } else if (t->queue == w->index || !w->lhead ||
+               (w->lcount < WSP_BATCH &&
+                atomic_load_explicit(&rt->queues[t->queue].sleeping, memory_order_relaxed))) {
+        local_push(w, t);
+    } else {
+        fifo_push(&rt->queues[t->queue], &t->h);
+    }
 }
 
 void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
@@ -327,39 +410,39 @@ static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     }
 }
 
-static int has_work(wsp_worker *w) {
-    return atomic_load_explicit(&w->q->in.tail, memory_order_seq_cst) != w->in_head ||
-           atomic_load_explicit(&w->q->n, memory_order_seq_cst) != 0;
-}
-
 static wsp_tasknode *next_task(wsp_worker *w) {
+    wsp_runtime *rt = w->rt;
     wsp_queue *q = w->q;
     for (;;) {
         wsp_tasknode *t = local_pop(w);
+        if (!t) t = batch_pop(w);
         if (t) return t;
-        if (atomic_load_explicit(&q->n, memory_order_relaxed) && take_fifo(w)) continue;
-        if ((t = ring_take(w))) return t;
+        if (take_fifo(w, q) || claim(w, q)) continue;
         /* idle: hand everything back first, the submitter may be waiting for it */
         publish_out(w);
-        maybe_wake_submitter(w->rt);
-        /* spin a little, then yield (with more threads than cores the submitter may be
-         * waiting for this core), then sleep */
+        maybe_wake_submitter(rt);
+        if (steal(w)) continue;
+        /* spin a little before sleeping, but never more spinners than spare cores: the
+         * submitter is a thread too, and a spinning worker on its core slows every submit */
         int found = 0;
-        for (int i = 0; i < SPIN_ROUNDS + YIELD_ROUNDS && !found; i++) {
-            if (i < SPIN_ROUNDS) cpu_relax();
-            else sched_yield();
-            found = atomic_load_explicit(&q->in.tail, memory_order_relaxed) != w->in_head ||
-                    atomic_load_explicit(&q->n, memory_order_relaxed) != 0;
+        if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->max_spinners) {
+            for (int i = 1; i <= SPIN_ROUNDS && !found; i++) {
+                cpu_relax();
+                found = own_work(w) || ((i & 15) == 0 && steal(w));
+            }
         }
-        if (found) continue;
+        /* seq_cst, pairing with publish_in: the submitter saw this spinner, or the scan below
+         * sees what it published */
+        atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_seq_cst);
+        if (found || steal(w)) continue;
         pthread_mutex_lock(&q->mu);
         atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
-        if (!has_work(w)) {
+        if (!own_work(w)) {
             while (!q->token && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         }
         q->token = 0;
         atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
-        int stop = q->stop && !has_work(w);
+        int stop = q->stop && !own_work(w);
         pthread_mutex_unlock(&q->mu);
         if (stop) return NULL;
     }
@@ -396,7 +479,12 @@ int wsp__workers_init(wsp_runtime *rt) {
         wsp_worker *w = rt->workers[i] = cache_aligned(sizeof(wsp_worker));
         if (!q->in.buf || !q->out.buf || !w) return WSP_ERR_INTERNAL;
         if (pthread_mutex_init(&q->mu, NULL) != 0) return WSP_ERR_INTERNAL;
+        if (pthread_mutex_init(&q->take_mu, NULL) != 0) {
+            pthread_mutex_destroy(&q->mu);
+            return WSP_ERR_INTERNAL;
+        }
         if (pthread_cond_init(&q->cv, NULL) != 0) {
+            pthread_mutex_destroy(&q->take_mu);
             pthread_mutex_destroy(&q->mu);
             return WSP_ERR_INTERNAL;
         }
@@ -462,6 +550,7 @@ void wsp__workers_destroy(wsp_runtime *rt) {
         wsp_queue *q = &rt->queues[i];
         if (q->inited) {
             pthread_cond_destroy(&q->cv);
+            pthread_mutex_destroy(&q->take_mu);
             pthread_mutex_destroy(&q->mu);
         }
         free(q->in.buf);

@@ -145,7 +145,8 @@ static wsp_node *node_alloc(wsp_runtime *rt, size_t bytes) {
     int k = size_class(bytes);
     if (k >= WSP_NCLASSES) return NULL;
     if (!rt->free_nodes[k]) {
-        wsp__drain(rt);
+        while (!rt->free_nodes[k] && wsp__drain(rt, 64) > 0) {
+        }
         wsp__deps_compact(&rt->deps);
         if (!rt->free_nodes[k] && refill(rt, k) != 0) return NULL;
     }
@@ -215,6 +216,8 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     if (!rt) return NULL;
     memset(rt, 0, sizeof *rt);
     rt->nworkers = workers > 0 ? workers : online_cpus();
+    rt->max_spinners = online_cpus() - 1;
+    atomic_init(&rt->spinners, 0);
     rt->unpub_since = -1;
     rt->ntensors = ntensors;
     atomic_init(&rt->err, 0);
@@ -523,8 +526,8 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     } else if (atomic_fetch_sub_explicit(&t->h.pending, release, memory_order_acq_rel) == release) {
         wsp__stage_ready(rt, t);
     }
-    /* a ready task waits for at most WSP_BATCH further submissions before workers see it */
-    if (rt->unpub_since >= 0 && rt->nsub - rt->unpub_since >= WSP_BATCH) wsp__flush_all(rt);
+    /* a ready task waits for at most WSP_STALE further submissions before workers see it */
+    if (rt->unpub_since >= 0 && rt->nsub - rt->unpub_since >= WSP_STALE) wsp__flush_all(rt);
     return atomic_load_explicit(&rt->err, memory_order_acquire);
 }
 
@@ -537,7 +540,7 @@ int wsp_wait(wsp_runtime *rt) {
     while (rt->depth > 0) scope_pop(rt);
     wsp__flush_all(rt);
     wsp__submitter_wait(rt, WSP_WAIT_ALL, 0);
-    wsp__drain(rt);
+    wsp__drain(rt, INT64_MAX);
     rt->running = 0;
     rt->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
     rt->finished_run = 1;

@@ -136,6 +136,8 @@ WSP_HIDDEN void wsp__deps_retire(wsp_deps *d, wsp_tasknode *t);
 /* ---- workers and queues (dispatch.c) -------------------------------------------------------- */
 
 #define WSP_BATCH 32               /* ring entries published at once */
+#define WSP_BATCH_ASLEEP 256       /* backlog that wakes a sleeping owner although a spinner runs */
+#define WSP_STALE 256              /* submissions a staged ready task waits at most */
 #define WSP_RING 4096              /* entries per ring (a power of two) */
 
 /* A single-producer single-consumer ring of node pointers. Each side keeps its own position
@@ -146,17 +148,19 @@ typedef struct wsp_ring {
     _Alignas(WSP_CACHELINE) wsp_node **buf;
 } wsp_ring;
 
-/* Per worker: `in` carries ready tasks from the submitter, `out` finished nodes back to it. The
- * mutex-protected FIFO (linked through h.next) takes ready tasks from other workers, and from
- * the submitter when `in` is full; the worker sleeps on cv. */
+/* Per worker: `in` carries ready tasks from the submitter (its only producer); the worker and
+ * idle thieves claim batches from it under take_mu. `out` carries finished nodes back to the
+ * submitter. The mutex-protected FIFO (linked through h.next) takes ready tasks released by
+ * other workers, and from the submitter when `in` is full; the worker sleeps on cv. */
 typedef struct wsp_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t take_mu;       /* consumers of `in`: the owner and thieves */
     wsp_node *head, *tail;         /* under mu */
     size_t count;                  /* under mu */
     int token, stop, inited;       /* under mu: a wake-up is pending / the runtime is freed */
     atomic_size_t n;               /* == count, for peeking without the lock */
-    _Alignas(WSP_CACHELINE) atomic_int sleeping;   /* written by the owner only */
+    _Alignas(WSP_CACHELINE) atomic_int sleeping;   /* written by the owner (and a waker) */
     wsp_ring in, out;
 } wsp_queue;
 
@@ -167,7 +171,9 @@ typedef struct wsp_worker {
     pthread_t thread;
     /* private to the worker thread */
     wsp_tasknode *lhead, *ltail;   /* FIFO of tasks this worker made ready for itself */
-    size_t in_head, in_tail;       /* consumer side of q->in */
+    int64_t lcount;
+    wsp_tasknode *batch[WSP_BATCH];   /* claimed from a queue's `in` ring */
+    int bpos, bn;
     size_t out_tail, out_head, out_pub;   /* producer side of q->out */
     int64_t out_tasks;             /* tasks in q->out not yet counted in `retired` */
     int64_t done_l, retired_l, ran_l;
@@ -179,7 +185,7 @@ typedef struct wsp_worker {
 
 /* The submitter's side of one worker's rings. */
 typedef struct wsp_stage {
-    size_t in_tail, in_head, in_pub;   /* producer side of q->in */
+    size_t in_tail, in_head, in_pub;   /* producer side of q->in (in_head: a cached view) */
     size_t out_head;                   /* consumer side of q->out */
 } wsp_stage;
 
@@ -190,8 +196,9 @@ WSP_HIDDEN void wsp__workers_destroy(wsp_runtime *rt);
 /* Submitter: a task became ready (published by batch, at once if its worker sleeps). */
 WSP_HIDDEN void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t);
 WSP_HIDDEN void wsp__flush_all(wsp_runtime *rt);
-/* Submitter: recycles every node the workers have handed back (wsp__recycle on each). */
-WSP_HIDDEN void wsp__drain(wsp_runtime *rt);
+/* Submitter: recycles up to `max` nodes the workers have handed back (wsp__recycle on each);
+ * returns how many. */
+WSP_HIDDEN int64_t wsp__drain(wsp_runtime *rt, int64_t max);
 /* Completes a node (a finished task, or a group whose count reached zero) on a worker (w) or on
  * the submitter (w == NULL): releases successors and cascades into enclosing groups. */
 WSP_HIDDEN void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n);
@@ -214,6 +221,8 @@ typedef struct wsp_scope {
 struct wsp_runtime {
     /* read-mostly: workers read these for every task, so nothing written per task lives here */
     int32_t nworkers, ntensors;
+    int32_t max_spinners;          /* idle workers that may spin at once: online CPUs - 1 */
+    atomic_int spinners;
     wsp_worker **workers;
     wsp_queue *queues;
     atomic_int err;                /* the first wsp_fail wins */
@@ -243,7 +252,8 @@ struct wsp_runtime {
     double execute_ms;
     int finished_run;              /* execute_ms is final */
     wsp_stage *stages;
-    int64_t unpub_since;           /* nsub when the oldest unpublished ready task was staged; -1 */
+    int32_t drain_next;            /* the worker whose `out` ring is drained first next time */
+    int64_t unpub_since;           /* nsub when a staged task last skipped the wake-up check; -1 */
     wsp_node *free_nodes[WSP_NCLASSES];
     wsp_edgechunk *free_chunks;
     void *node_chunks;             /* malloc'd blocks, freed with the runtime */

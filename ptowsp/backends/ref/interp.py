@@ -115,6 +115,24 @@ def bf16_from_bits(bits) -> np.ndarray:
     return b.view(np.float32)
 
 
+def _f32_round_to_odd(x: np.ndarray) -> np.ndarray:
+    """f64 values as f32, truncated toward zero with the last bit set when inexact."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        near = x.astype(np.float32)
+        bits = near.view(np.uint32).copy()
+        # where rounding to nearest went away from zero, step back one ulp toward zero
+        away = np.isfinite(near) & (np.abs(near.astype(np.float64)) > np.abs(x))
+        bits = np.where(away, bits - 1, bits).astype(np.uint32)
+        trunc = bits.view(np.float32)
+        inexact = np.isfinite(x) & (trunc.astype(np.float64) != x)
+        bits = np.where(inexact, bits | 1, bits).astype(np.uint32)
+        out = bits.view(np.float32)
+        # values past f32's range: rounding to odd gives the largest finite f32 (bf16 then rounds)
+        big = np.isfinite(x) & ~np.isfinite(near)
+        out = np.where(big, np.copysign(np.float32(np.finfo(np.float32).max), x).astype(np.float32), out)
+        return np.where(np.isnan(x), np.float32(np.nan), out).astype(np.float32).reshape(x.shape)
+
+
 def _float_to_int(x: np.ndarray, dtype: str) -> np.ndarray:
     nt = _INT_NP[dtype]
     info = np.iinfo(nt)
@@ -139,8 +157,11 @@ def convert(x, src: str, dst: str) -> np.ndarray:
         if dst == "f16":
             return x.astype(np.float16).astype(np.float32)
         if dst == "bf16":
-            # decision: f64 -> bf16 rounds through f32 (as C's `wsp_f32_to_bf16((float)x)` would)
-            return bf16_round(x.astype(np.float32))
+            if x.dtype == np.float32:
+                return bf16_round(x)
+            # one rounding from f64 (or an integer): round to odd into f32 first, which keeps
+            # the bits a nearest-even rounding to bf16 needs (rounding through f32 would round twice)
+            return bf16_round(_f32_round_to_odd(np.asarray(x, dtype=np.float64)))
         return x.astype(COMPUTE[dst])
     if ks == "float":
         return _float_to_int(x, dst)
@@ -187,14 +208,29 @@ def _idiv(a, b):
 
 
 def _sigmoid(x):
+    # e = exp(-|x|) never overflows, so sigmoid stays accurate far into the negatives
+    # (1 / (1 + exp(-x)) underflows to 0 below about -88 in f32)
     one = x.dtype.type(1)
-    return one / (one + np.exp(-x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, one, e) / (one + e)
+
+
+def _at_minus_inf_zero(x, y):
+    """`y` with the limit -0 where x is -inf (x * sigmoid(x) and gelu tend to -0 there)."""
+    return np.where(np.isneginf(x), x.dtype.type(-0.0), y)
+
+
+def _silu(x):
+    with np.errstate(invalid="ignore"):
+        return _at_minus_inf_zero(x, x * _sigmoid(x))
 
 
 def _gelu(x):
     t = x.dtype.type
     c = t(np.sqrt(2.0 / np.pi))
-    return t(0.5) * x * (t(1) + np.tanh(c * (x + t(0.044715) * x * x * x)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _at_minus_inf_zero(x, t(0.5) * x * (t(1) + np.tanh(c * (x + t(0.044715) * x * x * x))))
 
 
 # decision: maximum/minimum (and rowmax/rowmin) propagate NaN, as NumPy's maximum does
@@ -208,7 +244,7 @@ _UNARY: dict[str, Callable] = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
     "sin": np.sin, "cos": np.cos, "relu": lambda x: np.maximum(x, x.dtype.type(0)),
-    "gelu": _gelu, "silu": lambda x: x * _sigmoid(x), "not": np.logical_not,
+    "gelu": _gelu, "silu": lambda x: _silu(x), "not": np.logical_not,
 }
 
 
