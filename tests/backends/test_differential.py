@@ -1,0 +1,165 @@
+"""cpu_sim == ref == NumPy on random op chains, for several dtypes and odd shapes.
+
+Each module holds a batch of randomly generated kernels (one per expression), so one C build
+serves many chains; hypothesis then varies the data (negative, large, tiny values) fed to the
+compiled module. The NumPy formula is built from the same random tree by this file's own table
+of NumPy functions: it shares nothing with `backends/ref`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ptowsp
+
+pytestmark = pytest.mark.cc
+
+UNARY = {
+    "exp": lambda a: np.exp(np.clip(a, -30, 30)),  # the .wsp side clips with minimum/maximum too
+    "tanh": np.tanh,
+    "sigmoid": lambda a: 1 / (1 + np.exp(-a)),
+    "relu": lambda a: np.maximum(a, 0),
+    "abs": np.abs,
+    "neg": np.negative,
+    "sqrt": lambda a: np.sqrt(np.abs(a)),
+    "silu": lambda a: a / (1 + np.exp(-a)),
+}
+UNARY_WSP = {
+    "exp": "exp(minimum(maximum({}, -30.0), 30.0))",
+    "sqrt": "sqrt(abs({}))",
+}
+BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
+
+
+LITEXPRS: list[str] = []  # the literal-only sub-expressions of the expression being built
+
+
+def random_expr(rng: random.Random, depth: int):
+    """(wsp text, numpy function of (x, y), kind) of a random expression over tiles x and y.
+
+    `kind` follows the literal rules of language.md section 4: "tile"; "lit", a bare literal,
+    which takes the dtype of the tile it meets; "litexpr", an expression of literals only,
+    which is computed as an f32 scalar."""
+    if depth == 0 or rng.random() < 0.2:
+        leaf = rng.choice(["x", "y", "x", "y", "lit"])
+        if leaf == "lit":
+            v = round(rng.uniform(-2, 2), 3)
+            return f"({v})", lambda x, y, v=v: v, "lit"
+        return leaf, (lambda x, y: x) if leaf == "x" else (lambda x, y: y), "tile"
+    if rng.random() < 0.5:
+        name = rng.choice(sorted(UNARY))
+        text, f, kind = random_expr(rng, depth - 1)
+        wsp = UNARY_WSP.get(name, name + "({})").format(text)
+        if kind == "tile":
+            return wsp, lambda x, y, f=f, g=UNARY[name]: g(f(x, y)), "tile"
+        LITEXPRS.append(wsp)
+        return wsp, lambda x, y, f=f, g=UNARY[name]: g(np.float32(f(x, y))).astype(np.float32), "litexpr"
+    op = rng.choice(sorted(BINARY))
+    (ta, fa, ka), (tb, fb, kb) = random_expr(rng, depth - 1), random_expr(rng, depth - 1)
+    wsp = f"({ta} {op} {tb})" if op in "+-*" else f"{op}({ta}, {tb})"
+    g = BINARY[op]
+    if ka != "tile" and kb != "tile":
+        LITEXPRS.append(wsp)
+        return wsp, lambda x, y: g(np.float32(fa(x, y)), np.float32(fb(x, y))).astype(np.float32), "litexpr"
+
+    def operand(f, kind):
+        # a bare literal meets the tile as an exact decimal; a literal expression as its f32 value
+        return (lambda x, y: np.float64(np.float32(f(x, y)))) if kind == "litexpr" else f
+
+    fa2, fb2 = operand(fa, ka), operand(fb, kb)
+    return wsp, lambda x, y: g(fa2(x, y), fb2(x, y)), "tile"
+
+
+SHAPES = [(3, 5), (16, 128), (1, 7), (7, 1), (5, 33)]
+DTYPES = ["f32", "f64", "f16", "bf16"]
+NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+
+
+def to_f64(a, dt):
+    if dt == "bf16":
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
+def from_f32(a, dt):
+    """NumPy's rounding of an f32 result into dt (bf16: nearest even, by bits)."""
+    if dt == "bf16":
+        b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
+    return a.astype(NP[dt])
+
+
+def build_batch(seed: int, dt: str, shape):
+    rng = random.Random(seed)
+    m, n = shape
+    exprs = []
+    for _ in range(10):
+        LITEXPRS.clear()
+        text, f, kind = random_expr(rng, 4)
+        if kind != "tile":  # no tile at all: an f32 scalar, broadcast and converted on store
+            f = (lambda f: lambda x, y: np.float64(np.float32(f(x, y))))(f)
+        # an f32 scalar computed from literals (tanh(0.5)) may differ by an f32 ulp between two
+        # correct exp/tanh implementations: such chains are compared at f32 precision
+        exprs.append((text, f, "f32" if LITEXPRS or kind != "tile" else dt))
+    lines = [f"input X: {dt}[{m}, {n}]", f"input Y: {dt}[{m}, {n}]"]
+    for i, (text, _, _) in enumerate(exprs):
+        lines.append(f"output O{i}: {dt}[{m}, {n}]")
+        lines.append(f"kernel k{i}(x: In[Tile[{m}, {n}, {dt}]], y: In[Tile[{m}, {n}, {dt}]], "
+                     f"o: Out[Tile[{m}, {n}, {dt}]]) {{ store(o, broadcast({text}, {m}, {n})) }}")
+    calls = "\n".join(f"    k{i}(x = X, y = Y, o = O{i})" for i in range(len(exprs)))
+    lines.append(f"workload w() {{\n{calls}\n}}")
+    module = ptowsp.parse("\n".join(lines), f"chains_{seed}_{dt}.wsp")
+    return module, module.compile(target="cpu_sim"), module.compile(target="ref"), exprs
+
+
+_BATCHES: dict = {}
+
+
+def batch(seed, dt, shape):
+    key = (seed, dt, shape)
+    if key not in _BATCHES:
+        _BATCHES[key] = build_batch(seed, dt, shape)
+    return _BATCHES[key]
+
+
+CASES = [(seed, dt, SHAPES[(seed + i) % len(SHAPES)]) for i, dt in enumerate(DTYPES) for seed in (1, 2)]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "wspc-cache"))
+
+
+def values(dt, shape):
+    elems = st.floats(-50, 50, allow_nan=False, width=32) | st.sampled_from([0.0, -0.0, 1e-6, -1e-6, 40.0])
+    return hnp.arrays(np.float32, shape, elements=elems).map(lambda a: from_f32(a, dt))
+
+
+@pytest.mark.parametrize("seed, dt, shape", CASES, ids=[f"{d}-{s}-{m}x{n}" for s, d, (m, n) in CASES])
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_random_chains_cpu_equals_ref_equals_numpy(seed, dt, shape, data):
+    module, cpu, ref, exprs = batch(seed, dt, shape)
+    x = data.draw(values(dt, shape))
+    y = data.draw(values(dt, shape))
+    got = cpu.run(X=x, Y=y)
+    want = ref.run(X=x, Y=y)
+    x64, y64 = to_f64(x, dt), to_f64(y, dt)
+    tols = {"f64": 1e-9, "f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+    for i, (text, f, precision) in enumerate(exprs):
+        tol = max(tols[dt], tols[precision])
+        a, b = to_f64(got[f"O{i}"], dt), to_f64(want[f"O{i}"], dt)
+        with np.errstate(all="ignore"):
+            expected = np.broadcast_to(f(x64, y64), shape)
+            scale = np.maximum(np.abs(expected), 1.0)
+            # equal infinities (exp past f16's range) are equal; otherwise relative to the value
+            assert np.all((a == b) | (np.abs(a - b) <= tol * scale)), f"cpu_sim != ref for {text}"
+            big = np.abs(expected) > {"f16": 65504.0, "bf16": 3.3e38}.get(dt, np.inf)
+            close = (a == expected) | (np.abs(a - expected) <= 4 * tol * scale)
+            assert np.all(close | (big & np.isinf(a))), f"cpu_sim != numpy for {text}"
