@@ -19,7 +19,7 @@
  * Complexity per access: O(sum over the tensor's live classes of min(cells in range, records of
  * the class)) plus O(edges added); for tiled programs (a few tile shapes, aligned) that is O(1)
  * expected: one probe per class finds the exact record. Insertion and removal are O(1) expected
- * (open addressing with linear probing, load at most 1/2, each slot holding the full hash so a
+ * (open addressing with linear probing, load at most 1/4, each slot holding the full hash so a
  * probe reads a record only on a hash match; deletion shifts entries back instead of leaving
  * tombstones). Removing a reader is O(1): the task keeps
  * the reader's index (wsp_reg) and readers are swap-removed. Never a scan over in-flight tasks.
@@ -191,13 +191,13 @@ static int resize_table(wsp_deps *d, uint64_t nb) {
 }
 
 /* After a burst of in-flight tasks the table would stay large and sparse, and every probe a
- * cache miss: shrink a large table (to load 1/4) once it is below 1/32 full. Growth happens at
- * 1/2, so a table never oscillates between the two. */
+ * cache miss: shrink a large table (to load 1/8) once it is below 1/64 full. Growth happens at
+ * 1/4, so a table never oscillates between the two. */
 void wsp__deps_compact(wsp_deps *d) {
     uint64_t cap = d->mask + 1;
-    if (cap <= 16384 || (uint64_t)d->nrec * 32 >= cap) return;
+    if (cap <= 16384 || (uint64_t)d->nrec * 64 >= cap) return;
     uint64_t nb = 1024;
-    while (nb < (uint64_t)d->nrec * 4) nb *= 2;
+    while (nb < (uint64_t)d->nrec * 8) nb *= 2;
     resize_table(d, nb);
 }
 
@@ -370,9 +370,10 @@ static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint
     return td->last = c;
 }
 
-/* Makes room for one more record (load at most 1/2; if the table cannot grow, up to 7/8). */
+/* Makes room for one more record (load at most 1/4, so probe runs stay short; if the table
+ * cannot grow, up to 7/8 still works). */
 static int table_reserve(wsp_deps *dp) {
-    if ((uint64_t)(dp->nrec + 1) * 2 <= dp->mask + 1) return 0;
+    if ((uint64_t)(dp->nrec + 1) * 4 <= dp->mask + 1) return 0;
     if (resize_table(dp, (dp->mask + 1) * 2) == 0) return 0;
     return (uint64_t)(dp->nrec + 1) * 8 > (dp->mask + 1) * 7 ? -1 : 0;
 }
@@ -426,12 +427,14 @@ int wsp__deps_check(wsp_runtime *rt, const wsp_task *task) {
     const wsp_tensor_deps *tensors = rt->deps.tensors;
     for (int i = 0; i < task->ntiles; i++) {
         const wsp_access *a = &task->access[i];
-        int ok = (uint32_t)a->tensor < (uint32_t)rt->ntensors &&
-                 (uint32_t)(a->mode - 1) < 3u && (uint32_t)a->ndim <= WSP_MAX_DIMS;
-        for (int d = 0; ok && d < a->ndim; d++)
-            ok = (uint64_t)a->lo[d] <= (uint64_t)a->hi[d] && (uint64_t)a->hi[d] <= (uint64_t)BOX_MAX;
-        if (!ok || (tensors[a->tensor].ndim >= 0 && tensors[a->tensor].ndim != a->ndim))
+        if ((uint32_t)a->tensor >= (uint32_t)rt->ntensors || (uint32_t)(a->mode - 1) >= 3u ||
+            (uint32_t)a->ndim > WSP_MAX_DIMS)
             return bad_access(rt, task, i);
+        for (int d = 0; d < a->ndim; d++)  /* an early exit: vectorising this short loop costs */
+            if ((uint64_t)a->lo[d] > (uint64_t)a->hi[d] || (uint64_t)a->hi[d] > (uint64_t)BOX_MAX)
+                return bad_access(rt, task, i);
+        int32_t nd = tensors[a->tensor].ndim;
+        if (nd >= 0 && nd != a->ndim) return bad_access(rt, task, i);
     }
     return WSP_OK;
 }

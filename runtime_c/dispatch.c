@@ -10,22 +10,28 @@
  * up work that another could run.
  *
  * Hand-off without per-task locks. Each worker has two rings of node pointers: `in` (ready tasks
- * from the submitter, its only producer; claimed in batches by the owner or by thieves under a
- * per-ring lock, one lock per WSP_BATCH tasks) and `out` (finished nodes back to the submitter,
- * which recycles them; single producer, single consumer). Positions are published per batch, so
- * a cache line crosses cores once per batch, and readers prefetch the nodes ahead (an intrusive
- * list would make every hand-off a chain of dependent cache misses). Rare paths use a mutex-
- * protected FIFO per worker (successors released by other workers, overflow of a full `in`);
- * `out` overflows onto the lock-free `finished` stack.
+ * from the submitter, its only producer; the owner and idle thieves pop one task at a time with a
+ * CAS on `head`, so nothing queued is ever hidden in a private batch behind a long kernel) and
+ * `out` (finished nodes back to the submitter, which recycles them; single producer, single
+ * consumer). The submitter publishes `tail` per batch of WSP_BATCH tasks and the workers hand
+ * back per batch, so those lines cross cores once per batch; readers prefetch the nodes ahead (an
+ * intrusive list would make every hand-off a chain of dependent cache misses). Rare paths use a
+ * mutex-protected FIFO per worker (successors released by other workers, overflow of a full
+ * `in`); `out` overflows onto the lock-free `finished` stack.
  *
  * Idle workers spin briefly -- at most online CPUs - 1 of them at once, because the submitting
  * thread needs a core too -- and then sleep on their queue's condition variable. The submitter
- * publishes a batch, then (after a fence) reads the spinner count and the owner's `sleeping`
- * flag; a spinner leaving the spin, and a worker going to sleep, write their own flag first and
- * then (after a fence) re-read the rings. So either side sees the other: no wake-up is lost, and
- * while a spinner is about, publishing costs no system call. The submitter itself sleeps on
- * rt->cv in a window stall or in wsp_wait, woken once by the worker whose published counters
- * meet its condition.
+ * publishes a batch, then reads the spinner count and the owner's `sleeping` flag; a spinner
+ * leaving the spin, and a worker going to sleep, write their own flag first and then re-read the
+ * rings (all sequentially consistent: Dekker's pairing). So either side sees the other and no
+ * wake-up is lost; while a spinner is about, publishing costs no system call. A sleeping owner is
+ * woken once its backlog reaches WSP_BATCH_ASLEEP, or when the submitter is about to block or
+ * has submitted WSP_STALE more tasks since (that bounds how long a ready task can wait). The
+ * submitter itself sleeps on rt->cv in a window stall or in wsp_wait, woken once by the worker
+ * whose published counters meet its condition.
+ *
+ * Ready tasks a worker holds privately (its continuation, and a few successors of tiny kernels)
+ * are invisible to thieves; everything else is stealable.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -34,7 +40,7 @@
 
 #include "wsp_internal.h"
 
-#define SPIN_ROUNDS 2000           /* ~40 us of pause instructions before sleeping */
+#define SPIN_ROUNDS 300            /* ~6 us of pause instructions before sleeping */
 #define PREFETCH_AHEAD 4
 
 static inline void cpu_relax(void) {
@@ -43,6 +49,20 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* A cheap clock for telling long kernels from short ones (no need for calibrated units). */
+#define LONG_KERNEL_TICKS 50000    /* ~20 us at 2.5 GHz */
+static inline uint64_t ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return (uint64_t)wsp__now_ns();
+#endif
+}
+
+static inline wsp_node *slot(wsp_ring *r, size_t i) {
+    return atomic_load_explicit(&r->buf[i & (WSP_RING - 1)], memory_order_relaxed);
 }
 
 static inline void prefetch_node(const void *p) {
@@ -103,9 +123,10 @@ static void fifo_push(wsp_queue *q, wsp_node *n) {
 
 /* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. */
 static int wake_a_sleeper(wsp_runtime *rt, int32_t except) {
-    for (int32_t j = 0; j < rt->nworkers; j++) {
-        if (j != except && atomic_load_explicit(&rt->queues[j].sleeping, memory_order_relaxed)) {
-            wake(&rt->queues[j]);
+    wsp_queue *q = rt->queues, *end = rt->queues + rt->nworkers, *skip = rt->queues + except;
+    for (; q != end; q++) {
+        if (q != skip && atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
+            wake(q);
             return 1;
         }
     }
@@ -136,13 +157,18 @@ static void publish_in(wsp_runtime *rt, int32_t i, int check) {
     s->in_pub = s->in_tail;
     if (atomic_load_explicit(&rt->spinners, memory_order_seq_cst) > 0 && pending < WSP_BATCH_ASLEEP)
         return;
-    if (atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) wake(q);
-    else if (pending > (check == 2 ? 0 : WSP_BATCH)) wake_a_sleeper(rt, i);
+    if (atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) {
+        /* a wake-up is a system call: let a sleeping owner's backlog grow, within the stale rule */
+        if (check == 2 || pending >= WSP_BATCH_ASLEEP) wake(q);
+        else if (rt->unpub_since < 0) rt->unpub_since = rt->nsub;
+    } else if (pending > (check == 2 ? 0 : WSP_BATCH)) {
+        wake_a_sleeper(rt, i);
+    }
 }
 
 void wsp__flush_all(wsp_runtime *rt) {
-    for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i, 2);
     rt->unpub_since = -1;
+    for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i, 2);
 }
 
 void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
@@ -157,7 +183,7 @@ void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
             return;
         }
     }
-    q->in.buf[s->in_tail & (WSP_RING - 1)] = &t->h;
+    atomic_store_explicit(&q->in.buf[s->in_tail & (WSP_RING - 1)], &t->h, memory_order_relaxed);
     s->in_tail++;
     if (s->in_tail - s->in_pub >= WSP_BATCH) {
         publish_in(rt, i, 1);
@@ -182,11 +208,10 @@ int64_t wsp__drain(wsp_runtime *rt, int64_t max) {
         if (h == tail) continue;
         if ((int64_t)(tail - h) > max - done) tail = h + (size_t)(max - done);
         for (size_t k = h; k < tail && k < h + PREFETCH_AHEAD; k++)
-            prefetch_node(q->out.buf[k & (WSP_RING - 1)]);
+            prefetch_node(slot(&q->out, k));
         for (; h < tail; h++) {
-            if (h + PREFETCH_AHEAD < tail)
-                prefetch_node(q->out.buf[(h + PREFETCH_AHEAD) & (WSP_RING - 1)]);
-            wsp__recycle(rt, q->out.buf[h & (WSP_RING - 1)]);
+            if (h + PREFETCH_AHEAD < tail) prefetch_node(slot(&q->out, h + PREFETCH_AHEAD));
+            wsp__recycle(rt, slot(&q->out, h));
             done++;
         }
         s->out_head = h;
@@ -225,46 +250,47 @@ static inline wsp_tasknode *local_pop(wsp_worker *w) {
     return t;
 }
 
-static inline wsp_tasknode *batch_pop(wsp_worker *w) {
-    if (w->bpos == w->bn) return NULL;
-    if (w->bpos + PREFETCH_AHEAD < w->bn) prefetch_node(w->batch[w->bpos + PREFETCH_AHEAD]);
-    return w->batch[w->bpos++];
-}
-
-/* Moves queue q's locked FIFO (the worker's own, or a victim's) into the private one. */
+/* Moves up to WSP_BATCH tasks of queue q's locked FIFO (the worker's own, or a victim's) into
+ * the private one, leaving the rest where other thieves can find them. */
 static int take_fifo(wsp_worker *w, wsp_queue *q) {
     if (!atomic_load_explicit(&q->n, memory_order_relaxed)) return 0;
     pthread_mutex_lock(&q->mu);
-    wsp_node *first = q->head, *last = q->tail;
-    q->head = q->tail = NULL;
-    q->count = 0;
-    atomic_store_explicit(&q->n, 0, memory_order_relaxed);
+    wsp_node *first = q->head, *last = first;
+    int64_t k = first ? 1 : 0;
+    for (; k < WSP_BATCH && last && last->next; k++) last = last->next;
+    if (first) {
+        q->head = last->next;
+        if (!q->head) q->tail = NULL;
+        last->next = NULL;
+        q->count -= (size_t)k;
+        atomic_store_explicit(&q->n, q->count, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&q->mu);
     if (!first) return 0;
     if (w->ltail) w->ltail->h.next = first;
     else w->lhead = (wsp_tasknode *)first;
     w->ltail = (wsp_tasknode *)last;
-    for (wsp_node *n = first; n; n = n->next) w->lcount++;
+    w->lcount += k;
     return 1;
 }
 
-/* Claims up to WSP_BATCH published tasks of q's `in` ring (the worker's own, or a victim's):
- * the pointers are copied out before `head` moves, so the submitter may reuse the slots. */
-static int claim(wsp_worker *w, wsp_queue *q) {
-    if (atomic_load_explicit(&q->in.tail, memory_order_seq_cst) ==
-        atomic_load_explicit(&q->in.head, memory_order_relaxed))
-        return 0;
-    pthread_mutex_lock(&q->take_mu);
-    size_t head = atomic_load_explicit(&q->in.head, memory_order_relaxed);
-    size_t k = atomic_load_explicit(&q->in.tail, memory_order_acquire) - head;
-    if (k > WSP_BATCH) k = WSP_BATCH;
-    for (size_t j = 0; j < k; j++) w->batch[j] = (wsp_tasknode *)q->in.buf[(head + j) & (WSP_RING - 1)];
-    atomic_store_explicit(&q->in.head, head + k, memory_order_release);
-    pthread_mutex_unlock(&q->take_mu);
-    w->bpos = 0;
-    w->bn = (int)k;
-    for (size_t j = 0; j < k && j < PREFETCH_AHEAD; j++) prefetch_node(w->batch[j]);
-    return k > 0;
+/* Pops one published task of q's `in` ring (the worker's own, or a victim's). Several threads
+ * may pop: a slot is read first and kept only if the CAS on `head` then succeeds (the submitter
+ * reuses a slot only after `head` has passed it). *tail caches the ring's tail. */
+static wsp_tasknode *ring_pop(wsp_queue *q, size_t *tail) {
+    size_t h = atomic_load_explicit(&q->in.head, memory_order_relaxed);
+    for (;;) {
+        if (h >= *tail) {
+            *tail = atomic_load_explicit(&q->in.tail, memory_order_seq_cst);
+            if (h >= *tail) return NULL;
+        }
+        wsp_node *n = slot(&q->in, h);
+        if (atomic_compare_exchange_weak_explicit(&q->in.head, &h, h + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+            if (h + 1 + PREFETCH_AHEAD < *tail) prefetch_node(slot(&q->in, h + 1 + PREFETCH_AHEAD));
+            return (wsp_tasknode *)n;
+        }
+    }
 }
 
 static int own_work(wsp_worker *w) {
@@ -274,14 +300,17 @@ static int own_work(wsp_worker *w) {
 }
 
 /* An idle worker takes published work from the other workers' queues. */
-static int steal(wsp_worker *w) {
+static wsp_tasknode *steal(wsp_worker *w) {
     wsp_runtime *rt = w->rt;
     for (int32_t j = 1; j < rt->nworkers; j++) {
         int32_t v = w->index + j;
         if (v >= rt->nworkers) v -= rt->nworkers;
-        if (claim(w, &rt->queues[v]) || take_fifo(w, &rt->queues[v])) return 1;
+        size_t tail = 0;
+        wsp_tasknode *t = ring_pop(&rt->queues[v], &tail);
+        if (t) return t;
+        if (take_fifo(w, &rt->queues[v])) return local_pop(w);
     }
-    return 0;
+    return NULL;
 }
 
 /* Hands the worker's finished nodes to the submitter and counts the tasks among them. */
@@ -314,7 +343,7 @@ static void retire(wsp_worker *w, wsp_node *n) {
             return;
         }
     }
-    r->buf[w->out_tail++ & (WSP_RING - 1)] = n;
+    atomic_store_explicit(&r->buf[w->out_tail++ & (WSP_RING - 1)], n, memory_order_relaxed);
     if (n->kind == WSP_NODE_TASK) w->out_tasks++;
     if (w->out_tail - w->out_pub >= WSP_BATCH) publish_out(w);
 }
@@ -322,22 +351,38 @@ static void retire(wsp_worker *w, wsp_node *n) {
 /* ---- completion ------------------------------------------------------------------------------ */
 
 /* A worker that releases a successor while it has nothing else of its own to run continues
- * with it (a chain stays on one core); further successors go to their dispatcher's worker,
- * except that a sleeping one is left asleep (a system call per task would cost more than the
- * task) until this worker has a backlog of its own. */
+ * with it: a chain stays on one core. Other successors go where other workers can take them
+ * (their dispatcher's queue), except after a tiny kernel, when waking a sleeping worker would
+ * cost more than the task: then this worker keeps them, up to a batch. After a long kernel a
+ * sleeper is woken to take them (the successors of a long kernel are likely long too). */
 static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     if (!w) {
         wsp__stage_ready(rt, t);
-    } else if (t->queue == w->index || !w->lhead ||
-               (w->lcount < WSP_BATCH &&
-                atomic_load_explicit(&rt->queues[t->queue].sleeping, memory_order_relaxed))) {
-        local_push(w, t);
-    } else {
-        fifo_push(&rt->queues[t->queue], &t->h);
+        return;
     }
+    if (!w->lhead) {
+        local_push(w, t);
+        return;
+    }
+    wsp_queue *home = &rt->queues[t->queue];
+    int mine = t->queue == w->index;
+    int asleep = atomic_load_explicit(&home->sleeping, memory_order_relaxed);
+    if (w->last_ticks < LONG_KERNEL_TICKS) {
+        if (!mine && !asleep) {
+            fifo_push(home, &t->h);
+            return;
+        }
+        if (w->lcount < WSP_BATCH) {
+            local_push(w, t);
+            return;
+        }
+    }
+    fifo_push(home, &t->h);  /* wakes the owner if it sleeps */
+    if (mine) wake_a_sleeper(rt, w->index);
 }
 
 void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
+    wsp_node *first = n;
     for (;;) {
         wsp_edge *e = atomic_exchange_explicit(&n->succ, WSP_CLOSED, memory_order_acq_rel);
         while (e) {
@@ -349,12 +394,17 @@ void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
             e = next;
         }
         wsp_group *parent = n->group;
-        if (w) retire(w, n);
-        else wsp__recycle(rt, n);
+        if (n != first) {
+            if (w) retire(w, n);
+            else wsp__recycle(rt, n);
+        }
         if (!parent || atomic_fetch_sub_explicit(&parent->h.pending, 1, memory_order_acq_rel) != 1)
-            return;
+            break;
         n = &parent->h;
     }
+    /* last: once the task counts as handed back, the groups it completed are handed back too */
+    if (w) retire(w, first);
+    else wsp__recycle(rt, first);
 }
 
 /* ---- the submitter's sleep ------------------------------------------------------------------- */
@@ -398,7 +448,9 @@ static void maybe_wake_submitter(wsp_runtime *rt) {
 static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     if (atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
         wsp__kernel_msg_clear();
+        uint64_t t0 = ticks();
         int rc = t->fn(wsp__tiles(t), wsp__scalars(t));
+        w->last_ticks = ticks() - t0;
         atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
         if (rc != 0) wsp__kernel_failed(rt, t, rc);
     }
@@ -415,26 +467,27 @@ static wsp_tasknode *next_task(wsp_worker *w) {
     wsp_queue *q = w->q;
     for (;;) {
         wsp_tasknode *t = local_pop(w);
-        if (!t) t = batch_pop(w);
-        if (t) return t;
-        if (take_fifo(w, q) || claim(w, q)) continue;
+        if (t || (t = ring_pop(q, &w->in_tail))) return t;
+        if (take_fifo(w, q)) continue;
         /* idle: hand everything back first, the submitter may be waiting for it */
         publish_out(w);
         maybe_wake_submitter(rt);
-        if (steal(w)) continue;
+        if ((t = steal(w))) return t;
         /* spin a little before sleeping, but never more spinners than spare cores: the
          * submitter is a thread too, and a spinning worker on its core slows every submit */
         int found = 0;
         if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->max_spinners) {
-            for (int i = 1; i <= SPIN_ROUNDS && !found; i++) {
+            for (int i = 1; i <= SPIN_ROUNDS && !found && !t; i++) {
                 cpu_relax();
-                found = own_work(w) || ((i & 15) == 0 && steal(w));
+                found = own_work(w);
+                if (!found && (i & 15) == 0) t = steal(w);
             }
         }
         /* seq_cst, pairing with publish_in: the submitter saw this spinner, or the scan below
          * sees what it published */
         atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_seq_cst);
-        if (found || steal(w)) continue;
+        if (t || (!found && (t = steal(w)))) return t;
+        if (found) continue;
         pthread_mutex_lock(&q->mu);
         atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
         if (!own_work(w)) {
@@ -474,17 +527,12 @@ int wsp__workers_init(wsp_runtime *rt) {
     if (!rt->stages || !rt->workers || !rt->queues) return WSP_ERR_INTERNAL;
     for (int32_t i = 0; i < n; i++) {
         wsp_queue *q = &rt->queues[i];
-        q->in.buf = malloc(WSP_RING * sizeof(wsp_node *));
-        q->out.buf = malloc(WSP_RING * sizeof(wsp_node *));
+        q->in.buf = calloc(WSP_RING, sizeof *q->in.buf);
+        q->out.buf = calloc(WSP_RING, sizeof *q->out.buf);
         wsp_worker *w = rt->workers[i] = cache_aligned(sizeof(wsp_worker));
         if (!q->in.buf || !q->out.buf || !w) return WSP_ERR_INTERNAL;
         if (pthread_mutex_init(&q->mu, NULL) != 0) return WSP_ERR_INTERNAL;
-        if (pthread_mutex_init(&q->take_mu, NULL) != 0) {
-            pthread_mutex_destroy(&q->mu);
-            return WSP_ERR_INTERNAL;
-        }
         if (pthread_cond_init(&q->cv, NULL) != 0) {
-            pthread_mutex_destroy(&q->take_mu);
             pthread_mutex_destroy(&q->mu);
             return WSP_ERR_INTERNAL;
         }
@@ -550,7 +598,6 @@ void wsp__workers_destroy(wsp_runtime *rt) {
         wsp_queue *q = &rt->queues[i];
         if (q->inited) {
             pthread_cond_destroy(&q->cv);
-            pthread_mutex_destroy(&q->take_mu);
             pthread_mutex_destroy(&q->mu);
         }
         free(q->in.buf);

@@ -2,10 +2,11 @@
  * window, copy into a pooled node, order scopes, dependency inference in deps.c, hand-off to
  * dispatch.c), wait, order scopes, errors and statistics.
  *
- * Nodes (tasks and order groups) come from per-size-class free lists owned by the submitter;
- * workers hand finished nodes back on the lock-free `finished` stack and the submitter recycles
- * them in batches when a free list runs dry ("drain"), which is also when deps.c forgets them.
- * So steady state allocates nothing.
+ * Nodes (tasks and order groups) come from per-size-class free lists (a cache line per class
+ * step) owned by the submitter; workers hand finished nodes back (dispatch.c) and the submitter
+ * recycles a few dozen at a time when a free list runs dry ("drain"), which is also when deps.c
+ * forgets them: recycled memory is reused while it is still in cache, and steady state
+ * allocates nothing.
  *
  * In-flight accounting without a shared counter: the submitter counts submissions, each worker
  * publishes how many tasks it completed on its own cache line, and the submitter sums those only

@@ -4,12 +4,13 @@
  * Threads and ownership (the rule that keeps the runtime mostly lock-free):
  *   - the SUBMITTER is the one thread that calls wsp_begin, submit, order_* and wait for a run. It
  *     alone owns the node pools, the dependency structures (deps.c), the order-scope stack and
- *     the staging buffers. Calls for one runtime must not overlap (generated code enumerates on
- *     one thread); distinct runtimes are fully independent.
- *   - WORKERS run kernels. They touch a node only through its atomic header fields (successor
- *     list, pending count) and hand finished nodes back to the submitter through the `finished`
- *     stack; the submitter recycles them ("drains") and only then unregisters them from deps.c.
- *     So no node is reused while any structure still points at it, and deps.c needs no lock.
+ *     the producer side of the workers' `in` rings. Calls for one runtime must not overlap
+ *     (generated code enumerates on one thread); distinct runtimes are fully independent.
+ *   - WORKERS run kernels. Besides running a task they touch other nodes only through atomic
+ *     header fields (successor list, pending count), and they hand finished nodes back to the
+ *     submitter (their `out` ring, or the `finished` stack when it is full); the submitter
+ *     recycles them ("drains") and only then unregisters them from deps.c. So no node is reused
+ *     while any structure still points at it, and deps.c needs no lock.
  */
 #ifndef WSP_INTERNAL_H
 #define WSP_INTERNAL_H
@@ -48,7 +49,8 @@ struct wsp_node {
     uint8_t kind;
     uint8_t sclass;            /* pool size class */
     uint16_t unused;
-    wsp_node *next;            /* free list, or a worker's finished chain (one owner at a time) */
+    wsp_node *next;            /* a queue FIFO or private list while ready, the `finished` stack
+                                  when done, then a free list: one owner at a time */
     wsp_group *group;          /* task: its order group; group: the enclosing scope's group */
     uint64_t mark;             /* submitter only: seq+1 of the last task given an edge from here */
 };
@@ -72,8 +74,8 @@ struct wsp_tasknode {
     wsp_kernel_fn fn;
     int32_t kernel, stmt;
     int16_t ntiles, nscalars, ncoords, nregs;
-    int32_t dispatcher;        /* policy's choice (round robin for now) */
-    int32_t queue;             /* worker queue: dispatcher % workers */
+    int32_t dispatcher;        /* the schedule's choice, for traces (round robin for now) */
+    int32_t queue;             /* the worker queue it is put on: dispatcher % workers */
     int32_t nedges;            /* edge slots used: inline first, then chunks */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
@@ -140,22 +142,21 @@ WSP_HIDDEN void wsp__deps_retire(wsp_deps *d, wsp_tasknode *t);
 #define WSP_STALE 256              /* submissions a staged ready task waits at most */
 #define WSP_RING 4096              /* entries per ring (a power of two) */
 
-/* A single-producer single-consumer ring of node pointers. Each side keeps its own position
- * privately and publishes it here in batches. */
+/* A ring of node pointers with one producer, which keeps its position privately and publishes
+ * `tail` in batches. `in` rings have several consumers (CAS on `head`), `out` rings one. */
 typedef struct wsp_ring {
     _Alignas(WSP_CACHELINE) atomic_size_t tail;    /* written by the producer */
-    _Alignas(WSP_CACHELINE) atomic_size_t head;    /* written by the consumer */
-    _Alignas(WSP_CACHELINE) wsp_node **buf;
+    _Alignas(WSP_CACHELINE) atomic_size_t head;    /* written by the consumer(s) */
+    _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) *buf;   /* relaxed: ordered by tail and head */
 } wsp_ring;
 
 /* Per worker: `in` carries ready tasks from the submitter (its only producer); the worker and
- * idle thieves claim batches from it under take_mu. `out` carries finished nodes back to the
+ * idle thieves pop them with a CAS on `head`. `out` carries finished nodes back to the
  * submitter. The mutex-protected FIFO (linked through h.next) takes ready tasks released by
  * other workers, and from the submitter when `in` is full; the worker sleeps on cv. */
 typedef struct wsp_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_mutex_t take_mu;       /* consumers of `in`: the owner and thieves */
     wsp_node *head, *tail;         /* under mu */
     size_t count;                  /* under mu */
     int token, stop, inited;       /* under mu: a wake-up is pending / the runtime is freed */
@@ -172,8 +173,8 @@ typedef struct wsp_worker {
     /* private to the worker thread */
     wsp_tasknode *lhead, *ltail;   /* FIFO of tasks this worker made ready for itself */
     int64_t lcount;
-    wsp_tasknode *batch[WSP_BATCH];   /* claimed from a queue's `in` ring */
-    int bpos, bn;
+    uint64_t last_ticks;           /* how long the last kernel ran (time-stamp counter ticks) */
+    size_t in_tail;                /* the last `tail` of q->in this worker read */
     size_t out_tail, out_head, out_pub;   /* producer side of q->out */
     int64_t out_tasks;             /* tasks in q->out not yet counted in `retired` */
     int64_t done_l, retired_l, ran_l;
@@ -193,7 +194,7 @@ WSP_HIDDEN int wsp__workers_init(wsp_runtime *rt);
 WSP_HIDDEN int wsp__workers_start(wsp_runtime *rt);
 WSP_HIDDEN void wsp__workers_stop(wsp_runtime *rt);
 WSP_HIDDEN void wsp__workers_destroy(wsp_runtime *rt);
-/* Submitter: a task became ready (published by batch, at once if its worker sleeps). */
+/* Submitter: a task became ready (published per batch, or at once when a worker is idle). */
 WSP_HIDDEN void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t);
 WSP_HIDDEN void wsp__flush_all(wsp_runtime *rt);
 /* Submitter: recycles up to `max` nodes the workers have handed back (wsp__recycle on each);
@@ -222,12 +223,14 @@ struct wsp_runtime {
     /* read-mostly: workers read these for every task, so nothing written per task lives here */
     int32_t nworkers, ntensors;
     int32_t max_spinners;          /* idle workers that may spin at once: online CPUs - 1 */
-    atomic_int spinners;
     wsp_worker **workers;
     wsp_queue *queues;
     atomic_int err;                /* the first wsp_fail wins */
     atomic_int sub_waiting;        /* WSP_WAIT_*: the submitter sleeps in a stall or wsp_wait */
     atomic_llong wait_target;
+
+    /* written when a worker starts or stops spinning, read by the submitter per ready task */
+    _Alignas(WSP_CACHELINE) atomic_int spinners;
 
     /* the submitter's sleep, and the error text */
     _Alignas(WSP_CACHELINE) pthread_mutex_t mu;
@@ -253,7 +256,7 @@ struct wsp_runtime {
     int finished_run;              /* execute_ms is final */
     wsp_stage *stages;
     int32_t drain_next;            /* the worker whose `out` ring is drained first next time */
-    int64_t unpub_since;           /* nsub when a staged task last skipped the wake-up check; -1 */
+    int64_t unpub_since;           /* nsub since ready tasks wait unpublished or unwoken; -1 */
     wsp_node *free_nodes[WSP_NCLASSES];
     wsp_edgechunk *free_chunks;
     void *node_chunks;             /* malloc'd blocks, freed with the runtime */

@@ -31,6 +31,7 @@ int harness_reset(long n);
 long harness_start(long id);
 long harness_finish(long id);
 long harness_max_running(void);
+long harness_thread(long id);
 long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
                         int64_t window, int mode, long spin_ns, long *edges_out);
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,

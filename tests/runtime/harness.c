@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2 };
 
 static atomic_long seq_clock;
-static long *starts, *finishes;
+static long *starts, *finishes, *threads;
 static long capacity;
 static atomic_long running, max_running;
 static atomic_long arrived;
@@ -39,19 +40,25 @@ static void busy(int64_t ns) {
 int harness_reset(long n) {
     free(starts);
     free(finishes);
+    free(threads);
     starts = calloc((size_t)(n > 0 ? n : 1), sizeof *starts);
     finishes = calloc((size_t)(n > 0 ? n : 1), sizeof *finishes);
+    threads = calloc((size_t)(n > 0 ? n : 1), sizeof *threads);
     capacity = n;
     atomic_store(&seq_clock, 0);
     atomic_store(&running, 0);
     atomic_store(&max_running, 0);
     atomic_store(&arrived, 0);
-    return starts && finishes ? 0 : -1;
+    return starts && finishes && threads ? 0 : -1;
 }
 
 long harness_start(long id) { return id >= 0 && id < capacity ? starts[id] : -1; }
 long harness_finish(long id) { return id >= 0 && id < capacity ? finishes[id] : -1; }
 long harness_max_running(void) { return atomic_load(&max_running); }
+/* A number for the thread that ran task `id` (equal numbers: the same thread). */
+long harness_thread(long id) { return id >= 0 && id < capacity ? threads[id] : -1; }
+
+static _Thread_local char thread_marker;
 
 static int k_record(const wsp_tile *tiles, const wsp_scalar *s) {
     (void)tiles;
@@ -62,6 +69,7 @@ static int k_record(const wsp_tile *tiles, const wsp_scalar *s) {
     while (r > m && !atomic_compare_exchange_weak(&max_running, &m, r)) {
     }
     starts[id] = atomic_fetch_add(&seq_clock, 1) + 1;
+    threads[id] = (long)(intptr_t)&thread_marker;
     busy(s[1].i);
     finishes[id] = atomic_fetch_add(&seq_clock, 1) + 1;
     atomic_fetch_sub(&running, 1);

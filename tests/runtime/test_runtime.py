@@ -64,6 +64,17 @@ def test_runtime_compiles_with_strict_flags(tmp_path):
     assert proc.stderr == ""
 
 
+@pytest.mark.parametrize("sanitizer", ["thread", "address,undefined"])
+def test_runtime_compiles_with_strict_flags_and_sanitizers(tmp_path, sanitizer):
+    """Compile only (no sanitizer runtime needed): -O3 -Werror warnings differ under them."""
+    cc = compiler()
+    flags = [f for f in STRICT_FLAGS if f != "-shared"] + [f"-fsanitize={sanitizer}", "-c"]
+    for src in runtime_sources():
+        proc = subprocess.run([cc, *flags, "-I", str(RUNTIME_DIR), src, "-o",
+                               str(tmp_path / "out.o")], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
 # ---- life cycle -----------------------------------------------------------------------------------
 
 
@@ -170,8 +181,8 @@ def test_partially_overlapping_boxes(runtime):
 
 def test_multi_dimensional_boxes(runtime):
     r = runtime(4, 1)
-    ops = [("task", [(0, WRITE, box((0, 4), (0, 4), (0, 2)))], 50_000_000),
-           ("task", [(0, WRITE, box((0, 4), (4, 8), (0, 2)))], 0),   # disjoint in dim 1
+    ops = [("task", [(0, WRITE, box((0, 4), (0, 4), (0, 2)))], 80_000_000),
+           ("task", [(0, WRITE, box((0, 4), (4, 8), (0, 2)))], 40_000_000),   # disjoint in dim 1
            ("task", [(0, READ, box((0, 4), (0, 4), (2, 3)))], 0),    # disjoint in dim 2
            ("task", [(0, READ, box((2, 6), (3, 5), (1, 2)))], 0)]    # overlaps 0 and 1
     tasks, times = run_program(r, ops)
@@ -194,6 +205,30 @@ def test_disjoint_boxes_run_concurrently(runtime, boxes):
         assert r.submit(i, [(0, WRITE, b)], kernel=K_RENDEZVOUS, scalars=(i, 2)) == OK
     assert r.wait() == OK, r.error()
     assert r.stats().dependencies == 0
+
+
+def test_idle_worker_steals_from_a_busy_one(runtime):
+    """Round robin puts tasks 0 and 2 on worker 0; worker 1, idle after task 1, takes task 2."""
+    r = runtime(2, 1)
+    ops = [("task", [(0, WRITE, box((0, 1)))], 80_000_000),
+           ("task", [(0, WRITE, box((1, 2)))], 1_000_000),
+           ("task", [(0, WRITE, box((2, 3)))], 1_000_000)]
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    assert times[2][0] < times[0][1]
+    assert r.lib.harness_thread(2) != r.lib.harness_thread(0)
+
+
+def test_released_successors_of_a_long_kernel_spread(runtime):
+    """A long writer releases three long readers: they must not queue up behind each other."""
+    r = runtime(4, 1)
+    ops = [("task", [(0, WRITE, box((0, 8)))], 30_000_000)]
+    ops += [("task", [(0, READ, box((0, 8)))], 60_000_000) for _ in range(3)]
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    readers = times[1:]
+    assert max(s for s, _ in readers) < min(f for _, f in readers)  # all three overlap
+    assert len({r.lib.harness_thread(i) for i in range(1, 4)}) == 3
 
 
 def test_whole_tensor_access_against_many_tiles(runtime):
