@@ -153,3 +153,27 @@ def test_cache_info_and_clear(tmp_path):
     cleared = wspc("cache", "clear", cache=cache)
     assert cleared.returncode == 0
     assert "modules:   0" in wspc("cache", "info", cache=cache).stdout
+
+
+def test_examples_makefile_builds_runs_and_rebuilds_only_what_changed(tmp_path):
+    import shutil
+
+    work = tmp_path / "examples"
+    shutil.copytree(ROOT / "examples", work, ignore=shutil.ignore_patterns("build"))
+    wspc_cmd = f"{sys.executable} -m ptowsp"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(tmp_path / "cache"),
+           "WSPC": wspc_cmd}
+
+    def make():
+        r = subprocess.run(["make", "-C", str(work), f"WSPC={wspc_cmd}"], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    first = make()
+    assert first.count(" compile ") == 4 and first.count(" run ") == 4
+    for name in ("rmsnorm", "softmax", "gemm", "swiglu_ffn"):
+        assert (work / "build" / f"{name}.npz").exists()
+    assert " compile " not in make()  # nothing changed: nothing to do
+    os.utime(work / "gemm.wsp")
+    again = make()
+    assert again.count(" compile ") == 1 and "gemm.wsp" in again
