@@ -35,8 +35,6 @@ FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 UNKNOWN = sym.Interval(None, None)
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
 
-_PROVERS = {"<=": sym.prove_le, "<": sym.prove_lt, ">=": sym.prove_ge, ">": sym.prove_gt,
-            "==": sym.prove_eq, "!=": sym.prove_ne}
 COMBINATORS = ("dispatch", "streams", "stream_by", "timing", "task_graph")
 DISPATCH_POLICIES = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 TIMING_POLICIES = ("immediate", "batched", "interleaved", "rate_limit")
@@ -370,42 +368,9 @@ class _Body:
             self.extents.pop(var, None)
 
     def decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr) -> Optional[bool]:
-        """Prove or disprove `lhs op rhs` over the ranges of the variables in scope.
-
-        Intervals alone cannot see that `b < B` when `b` iterates `DenseDyn(B)`; so when they
-        are undecided the proof is retried with every loop variable `v` over a symbolic extent
-        `E` written as `E - 1 - u` (`u >= 0`), a superset of its real range: both a proof and
-        a disproof over the superset hold for the real range.
-        """
-        free = sym.free_vars(lhs) | sym.free_vars(rhs)
-        # Programs repeat the same views over the same loops; proofs are the checker's main
-        # cost, so each distinct question (with the facts it depends on) is answered once.
-        seen = set(free)
-        for v in free:
-            if v in self.extents:
-                seen |= sym.free_vars(self.extents[v])
-        facts = tuple(sorted((v, self.ranges.get(v), self.extents.get(v)) for v in seen))
-        key = (lhs, op, rhs, facts)
-        cache = self.mod.proofs
-        if key not in cache:
-            cache[key] = self._decide(lhs, op, rhs, free)
-        return cache[key]
-
-    def _decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr, free: frozenset) -> Optional[bool]:
-        prover = _PROVERS[op]
-        r = prover(lhs, rhs, self.ranges)
-        if r is not None:
-            return r
-        mapping: dict[str, sym.Expr] = {}
-        ranges = dict(self.ranges)
-        for v in free:
-            if v in self.extents:
-                u = f"{v}~"
-                mapping[v] = sym.sub(sym.sub(self.extents[v], 1), sym.var(u))
-                ranges[u] = sym.NONNEG
-        if not mapping:
-            return None
-        return prover(sym.substitute(lhs, mapping), sym.substitute(rhs, mapping), ranges)
+        """Prove or disprove `lhs op rhs` over the ranges of the variables in scope (proofs are
+        the checker's main cost, and programs repeat views: answers are cached per module)."""
+        return sym.prove_in_loops(lhs, op, rhs, self.ranges, self.extents, self.mod.proofs)
 
     def require(
         self,

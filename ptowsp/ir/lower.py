@@ -760,28 +760,7 @@ class _WorkloadLowerer:
 
     # ---- proofs (the checker's: intervals, then loop variables written as `E - 1 - u`)
     def decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr) -> Optional[bool]:
-        free = sym.free_vars(lhs) | sym.free_vars(rhs)
-        seen = set(free)
-        for v in free:
-            if v in self.extents:
-                seen |= sym.free_vars(self.extents[v])
-        facts = tuple(sorted((v, self.ranges.get(v), self.extents.get(v)) for v in seen))
-        key = (lhs, op, rhs, facts)
-        if key not in self.proofs:
-            prover = _PROVERS[op]
-            r = prover(lhs, rhs, self.ranges)
-            if r is None:
-                mapping: dict[str, sym.Expr] = {}
-                ranges = dict(self.ranges)
-                for v in free:
-                    if v in self.extents:
-                        u = f"{v}~"
-                        mapping[v] = sym.sub(sym.sub(self.extents[v], 1), sym.var(u))
-                        ranges[u] = sym.NONNEG
-                if mapping:
-                    r = prover(sym.substitute(lhs, mapping), sym.substitute(rhs, mapping), ranges)
-            self.proofs[key] = r
-        return self.proofs[key]
+        return sym.prove_in_loops(lhs, op, rhs, self.ranges, self.extents, self.proofs)
 
     def require(self, checks: list, lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str,
                 span: Span) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Callable, Mapping, Union
+from typing import Callable, Mapping, Optional, Union
 
 __all__ = [
     "SymError", "UnboundSymbol", "Expr", "Const", "Var", "FloorDiv", "Mod",
@@ -849,3 +849,41 @@ def to_str(e: IntLike) -> str:
 def to_c(e: IntLike, name_of: Callable[[str], str] = lambda v: v) -> str:
     """C text using the wsp_* helpers for everything beyond + - *."""
     return _Printer(True, name_of).expr(as_expr(e))[0]
+
+
+def prove_in_loops(lhs: IntLike, op: str, rhs: IntLike, ranges: Mapping[str, Interval],
+                   extents: Mapping[str, Expr], cache: Optional[dict] = None) -> Optional[bool]:
+    """`lhs op rhs` over loop variables: True, False or None (unknown).
+
+    Intervals alone cannot see that `b < B` when `b` iterates `[0, B)`; so when they are
+    undecided the proof is retried with every loop variable `v` over a symbolic extent
+    (`extents[v]`) written as `E - 1 - u` with `u >= 0`: a superset of its range, so both a
+    proof and a disproof hold for the real range. `cache` (a dict the caller keeps) answers
+    each distinct question, with the facts it depends on, once.
+    """
+    lhs, rhs = as_expr(lhs), as_expr(rhs)
+    free = free_vars(lhs) | free_vars(rhs)
+    key = None
+    if cache is not None:
+        seen = set(free)
+        for v in free:
+            if v in extents:
+                seen |= free_vars(extents[v])
+        key = (lhs, op, rhs, tuple(sorted((v, ranges.get(v), extents.get(v)) for v in seen)))
+        if key in cache:
+            return cache[key]
+    prover = _PROVERS[op]
+    r = prover(lhs, rhs, ranges)
+    if r is None:
+        mapping: dict[str, Expr] = {}
+        widened = dict(ranges)
+        for v in free:
+            if v in extents:
+                u = f"{v}~"
+                mapping[v] = sub(sub(extents[v], 1), var(u))
+                widened[u] = NONNEG
+        if mapping:
+            r = prover(substitute(lhs, mapping), substitute(rhs, mapping), widened)
+    if cache is not None:
+        cache[key] = r
+    return r

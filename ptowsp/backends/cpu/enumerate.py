@@ -14,19 +14,12 @@ from dataclasses import dataclass, field
 
 from ...ir import nodes as N
 from ...ir import sym
+from .cexpr import c_ident
+from .kernels import kernel_symbol
 
 ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
              "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 _MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}
-
-
-def c_ident(prefix: str, name: str) -> str:
-    """A C identifier for a user name: only [A-Za-z0-9_], never clashing with C keywords."""
-    return prefix + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", name)
-
-
-def kernel_symbol(k: N.Kernel) -> str:
-    return c_ident("wsp_k_", k.name)
 
 
 def entry_symbol(s: N.Schedule) -> str:
