@@ -74,6 +74,9 @@ LANES = 16  # accumulators per row reduction: two AVX2 vectors of f32
 # decision: temporaries up to 64 KiB live on the stack (worker threads have at least that);
 # larger kernels take one malloc'd block per call
 STACK_LIMIT = 64 * 1024
+# the register-blocked matmul: MM_MR x MM_NR blocks of C, B packed MM_KC rows at a time
+MM_MR, MM_NR, MM_KC = 6, 16, 256
+MM_MIN_ROWS = 4
 
 _HERE = Path(__file__).resolve().parent
 
@@ -994,7 +997,6 @@ class _Emitter:
         out(f"/* [{rows}, {cols}] matmul#{m}: K = {inner} */")
         here = C.iadd(C.imul("i", cols) if rows > 1 else Raw("0"), "j" if cols > 1 else 0)
         cell = f"t{m}[{C.to_c(here)}]"
-        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         if len(op.args) > 2:
             acc = op.args[2]
             sa = self.ops[acc].shape
@@ -1002,6 +1004,13 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
+        if rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4:
+            out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+            out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
+            out.close()
+            self.matmul_blocked(m)
+            return
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
 
         def a_at(k: Expr) -> str:
@@ -1012,9 +1021,10 @@ class _Emitter:
             e = self.access(b, k if inner > 1 else Raw("0"), Raw("j") if cols > 1 else Raw("0"))
             return C.to_c(convert(e, self.ops[b].dtype, "f32"))
 
-        # decision: matmul runs i-k-j (the inner loop over the output's columns vectorises),
-        # k unrolled by 4 with the partial sum in a register; the sum is accumulated in f32 in k
-        # order with fused multiply-adds where the target has them
+        # decision: a small matmul (fewer than MM_MIN_ROWS rows or MM_NR columns) runs i-k-j
+        # (the inner loop over the output's columns vectorises), k unrolled by 4 with the
+        # partial sum in a register; the sum is accumulated in f32 in k order with fused
+        # multiply-adds where the target has them
         step = 4 if inner >= 4 else 1
         main = inner - inner % step
         out.open(f"for (int64_t k = 0; k < {main}; k += {step})")
@@ -1034,6 +1044,109 @@ class _Emitter:
             out(f"for (int64_t j = 0; j < {cols}; ++j) "
                 f"{cell} = WSP_FMAF(a0, {b_at(Raw('k'))}, {cell});")
             out.close()
+        out.close()
+
+    def matmul_blocked(self, m: int) -> None:
+        """t{m} (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
+        at a time, into a contiguous zero-padded panel of MM_NR columns; an MM_MR x MM_NR block
+        of C is held in 2 * MM_MR vectors of 8 floats (GCC vector extensions, no intrinsics
+        header) and accumulated over k with one broadcast of a per row and vector FMAs."""
+        # decision: 6 x 16 blocks (12 accumulators + 2 rows of B + 1 broadcast = 15 of the 16
+        # AVX2 registers); the last rows % 6 rows run as one smaller block, the last cols % 16
+        # columns through a 16-wide copy of C and the zero-padded panel; measured on 64^3
+        # tiles ~? GFLOP/s per core against ~61 for the i-k-j loop
+        out = self.out
+        op = self.ops[m]
+        a, b = op.args[0], op.args[1]
+        rows, cols = op.shape
+        inner = self.ops[a].shape[1]
+        mr, nr, kc_max = MM_MR, MM_NR, MM_KC
+        kc_len = min(inner, kc_max)
+        out.open("")
+        out("typedef float wsp_v8 __attribute__((vector_size(32)));")
+        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4)));")
+        out("#if defined(__FMA__) && defined(__AVX__)")
+        out("#define WSP_MM_FMA(x, y, z) __builtin_ia32_vfmaddps256((x), (y), (z))")
+        out("#else")
+        out("#define WSP_MM_FMA(x, y, z) ((x) * (y) + (z))")
+        out("#endif")
+        out(f"_Alignas(64) float bp[{kc_len * nr}];")
+        out(f"_Alignas(64) float cb[{mr * nr}];")
+        if inner > kc_max:
+            out.open(f"for (int64_t kc = 0; kc < {inner}; kc += {kc_max})")
+            out(f"const int64_t kn = {inner} - kc < {kc_max} ? {inner} - kc : {kc_max};")
+        else:
+            out.open("")
+            out("const int64_t kc = 0, kn = " + str(inner) + ";")
+        out.open(f"for (int64_t jb = 0; jb < {cols}; jb += {nr})")
+        out(f"const int64_t jn = {cols} - jb < {nr} ? {cols} - jb : {nr};")
+        kk = C.iadd("kc", "k")
+
+        def b_at(j: Expr) -> str:
+            e = self.access(b, kk, C.iadd("jb", j) if cols > 1 else Raw("0"))
+            return C.to_c(convert(e, self.ops[b].dtype, "f32"))
+
+        out.open(f"if (jn == {nr})")
+        out.open("for (int64_t k = 0; k < kn; ++k)")
+        out(f"for (int64_t l = 0; l < {nr}; ++l) bp[k * {nr} + l] = {b_at(Raw('l'))};")
+        out.close()
+        out.close()
+        out.open("else")
+        out.open("for (int64_t k = 0; k < kn; ++k)")
+        out(f"for (int64_t l = 0; l < jn; ++l) bp[k * {nr} + l] = {b_at(Raw('l'))};")
+        out(f"for (int64_t l = jn; l < {nr}; ++l) bp[k * {nr} + l] = 0.0f;")
+        out.close()
+        out.close()
+        full = rows - rows % mr
+        if full:
+            out.open(f"for (int64_t i0 = 0; i0 < {full}; i0 += {mr})")
+            self.matmul_block(m, mr)
+            out.close()
+        if rows % mr:
+            out.open("")
+            out(f"const int64_t i0 = {full};")
+            self.matmul_block(m, rows % mr)
+            out.close()
+        out.close()  # jb
+        out.close()  # kc
+        out("#undef WSP_MM_FMA")
+        out.close()
+
+    def matmul_block(self, m: int, r: int) -> None:
+        """Rows i0 .. i0 + r of C, columns jb .. jb + jn, over k in kc .. kc + kn."""
+        out = self.out
+        op = self.ops[m]
+        a = op.args[0]
+        cols = op.shape[1]
+        inner = self.ops[a].shape[1]
+        nr, nv = MM_NR, MM_NR // 8
+        out(f"float *cp = &t{m}[i0 * {cols} + jb];")
+        out(f"int64_t cs = {cols};")
+        out.open(f"if (jn != {nr})")
+        out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < {nr}; ++l) "
+            f"cb[q * {nr} + l] = l < jn ? cp[q * {cols} + l] : 0.0f;")
+        out(f"cp = cb; cs = {nr};")
+        out.close()
+        for q in range(r):
+            out("wsp_v8 " + ", ".join(f"c{q}_{v} = *(const wsp_v8u *)(cp + {q} * cs + {8 * v})"
+                                     for v in range(nv)) + ";")
+        out.open("for (int64_t k = 0; k < kn; ++k)")
+        out("const float *bk = bp + k * " + str(nr) + ";")
+        for v in range(nv):
+            out(f"const wsp_v8 b{v} = *(const wsp_v8 *)(bk + {8 * v});")
+        for q in range(r):
+            e = self.access(a, C.iadd("i0", q), C.iadd("kc", "k") if inner > 1 else Raw("0"))
+            out(f"const float a{q} = {C.to_c(convert(e, self.ops[a].dtype, 'f32'))};")
+            out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
+            for v in range(nv):
+                out(f"c{q}_{v} = WSP_MM_FMA(av{q}, b{v}, c{q}_{v});")
+        out.close()
+        for q in range(r):
+            for v in range(nv):
+                out(f"*(wsp_v8u *)(cp + {q} * cs + {8 * v}) = c{q}_{v};")
+        out.open(f"if (jn != {nr})")
+        out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < jn; ++l) "
+            f"t{m}[(i0 + q) * {cols} + jb + l] = cb[q * {nr} + l];")
         out.close()
 
 

@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ...frontend.diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from . import build
+from .buffers import BufferPool, covered
 from .enumerate import emit_enumerators, kernel_symbol, parse_view_failure
 
 HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
@@ -111,6 +112,7 @@ class Backend:
         self.enumerators = enumerators
         self.ffi, self.lib = load(self.directory / "module.so", enumerators.entries)
         self.workers = workers
+        self.pool = BufferPool()
 
     @classmethod
     def from_directory(cls, m: Optional[N.Module], directory, workers: Optional[int] = None) -> "Backend":
@@ -128,6 +130,7 @@ class Backend:
         from ...runtime import numpy_dtype
 
         ffi, lib = self.ffi, self.lib
+        sched = m.schedule(schedule)
         arrays = []
         outputs = {}
         for t in m.tensors:
@@ -138,11 +141,11 @@ class Backend:
                 a = np.array(inputs[t.name], copy=True, order="C")  # the caller's array stays as it was
                 outputs[t.name] = a
             else:
-                a = np.zeros(shape, dtype=numpy_dtype(t.dtype))
+                # zero-filled as language.md says, unless every element is provably written
+                a = self.pool.take(shape, numpy_dtype(t.dtype), zero=not covered(sched, t, syms))
                 if t.kind == "output":
                     outputs[t.name] = a
             arrays.append(a)
-        sched = m.schedule(schedule)
         rt = lib.wsp_runtime_new(int(workers or self.workers or 0), len(m.tensors))
         if rt == ffi.NULL:
             raise ExecutionError(4, "cannot start the runtime (out of memory?)")
@@ -167,6 +170,7 @@ class Backend:
             lib.wsp_runtime_free(rt)
         if code:
             raise self._failure(code, message)
+        self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
 
     def _failure(self, code: int, message: str) -> Exception:

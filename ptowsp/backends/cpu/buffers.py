@@ -1,0 +1,108 @@
+"""Output and scratch buffers for cpu_sim runs: which need zero-filling, and reuse between runs.
+
+Two facts make a memory-bound run expensive beyond its kernels: every new 256 MiB output is
+fresh memory, so its pages are faulted in and zeroed by the OS as the kernels first touch them,
+and language.md's zero-fill adds a second pass. So:
+
+- `covered(schedule, tensor, syms)` proves, for the common shape of data-parallel programs,
+  that the tasks write every element of a tensor: one writing statement, each dimension's
+  offset `a * v + b` in one loop variable `v` (or a constant), tiles adjacent (`a` equal to the
+  box extent) and spanning the dimension. Such a tensor needs no zero-fill.
+- `BufferPool` keeps the arrays a run returned; when the caller has let go of one (nothing but
+  the pool refers to it), the next run reuses its memory instead of faulting in new pages.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping, Optional
+
+from ...ir import nodes as N
+from ...ir import sym
+
+
+def _writers(body, tensor: str, loops: tuple, out: list) -> None:
+    for st in body:
+        if isinstance(st, N.Loop):
+            _writers(st.body, tensor, loops + ((st.var, st.extent),), out)
+        elif isinstance(st, N.Block):
+            _writers(st.body, tensor, loops, out)
+        else:
+            for a in st.args:
+                if isinstance(a, N.TileArg) and a.tensor == tensor and a.mode != "r":
+                    out.append((a, dict(loops)))
+
+
+def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Optional[str], sym.Expr, sym.Expr]]:
+    """(v, a, b) with o == a * v + b for one loop variable v (None: o has no loop variable)."""
+    vs = [v for v in sym.free_vars(o) if v in loops]
+    if not vs:
+        return None, sym.const(0), o
+    if len(vs) > 1:
+        return None
+    v = vs[0]
+    b = sym.substitute(o, {v: 0})
+    a = sym.sub(sym.substitute(o, {v: 1}), b)
+    if sym.free_vars(a) & set(loops) or sym.sub(o, sym.add(sym.mul(a, sym.var(v)), b)) != sym.const(0):
+        return None
+    return v, a, b
+
+
+def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int]) -> bool:
+    """Whether the schedule's tasks write every element of `tensor` (see the module docstring)."""
+    found: list = []
+    _writers(schedule.body, tensor.name, (), found)
+    if len(found) != 1:
+        return False
+    arg, loops = found[0]
+    if arg.mode == "rw":
+        return False  # an InOut reads the zero-filled value first
+    try:
+        used = set()
+        for d, (o, e) in enumerate(zip(arg.offsets, arg.extents)):
+            dim = sym.evaluate(tensor.dims[d], syms)
+            ext = sym.evaluate(e, syms)
+            parts = _affine(sym.as_expr(o), loops)
+            if parts is None:
+                return False
+            v, a, b = parts
+            if v is None:
+                if not (sym.evaluate(b, syms) == 0 and ext >= dim):
+                    return False
+                continue
+            if v in used:
+                return False
+            used.add(v)
+            steps = sym.evaluate(loops[v], syms)
+            if steps <= 0 or sym.evaluate(b, syms) != 0 or sym.evaluate(a, syms) != ext:
+                return False
+            if ext * steps < dim:
+                return False
+    except sym.SymError:
+        return False
+    return True
+
+
+class BufferPool:
+    """Arrays returned by earlier runs, reused once their caller has let go of them."""
+
+    def __init__(self) -> None:
+        self._arrays: list = []
+
+    def take(self, shape: tuple, dtype: Any, zero: bool):
+        import numpy as np
+
+        want = np.dtype(dtype)
+        for i, a in enumerate(self._arrays):
+            # 3 references: the pool's list, `a`, and getrefcount's argument
+            if a.shape == shape and a.dtype == want and sys.getrefcount(a) <= 3:
+                del self._arrays[i]
+                if zero:
+                    a.fill(0)
+                return a
+        return np.zeros(shape, dtype=want) if zero else np.empty(shape, dtype=want)
+
+    def keep(self, arrays) -> None:
+        """Remember arrays a run hands out (the pool keeps at most the last few)."""
+        self._arrays.extend(arrays)
+        del self._arrays[:-8]
