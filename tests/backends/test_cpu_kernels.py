@@ -282,6 +282,24 @@ def _special():
     tt = kb.op("transpose", t, shape=(7, 9))
     kb.out("y_chain", kb.op("exp", kb.op("matmul", kb.op("mul", a, a), tt, shape=(5, 9))))
     out.append(kb)
+    # register-blocked matmuls: rows % 6, cols % 16 and K remainders
+    kb = KB("matmul_blocked")
+    a, b = kb.tile("a", 13, 37, "f32"), kb.tile("b", 37, 29, "f32")
+    acc = kb.tile("acc", 13, 29, "f32")
+    a16, bb = kb.tile("a16", 13, 37, "f16"), kb.tile("bb", 37, 29, "bf16")
+    kb.out("y", kb.op("matmul", a, b, shape=(13, 29)))
+    kb.out("y_acc", kb.op("matmul", a, b, acc, shape=(13, 29)))
+    kb.out("y_half", kb.op("matmul", a16, bb, shape=(13, 29), dtype="f32"))
+    kb.out("y_half_acc", kb.op("matmul", a16, bb, acc, shape=(13, 29), dtype="f32"), "f16")
+    bt = kb.tile("bt", 29, 37, "f32")
+    kb.out("y_bt", kb.op("matmul", kb.op("mul", a, a), kb.op("transpose", bt, shape=(37, 29)),
+                         shape=(13, 29)))
+    out.append(kb)
+    kb = KB("matmul_inout")  # the gemm example's kernel (c = c + a @ b) on 16^3 tiles
+    a, b = kb.tile("a", 16, 16, "f32"), kb.tile("b", 16, 16, "f32")
+    c = kb.tile("c", 16, 16, "f32", "InOut")
+    kb.store("c", kb.op("matmul", a, b, c, shape=(16, 16)))
+    out.append(kb)
     kb = KB("views")
     x = kb.tile("x", 4, 10, "f32")
     y = kb.tile("y", 4, 10, "i32")
@@ -1012,6 +1030,44 @@ def test_matmul(lib):
     np.testing.assert_allclose(out["y_mixed"], a16.astype(np.float64) @ b8.astype(np.float64),
                                rtol=2e-6, atol=1e-3)
     np.testing.assert_allclose(out["y_chain"], np.exp((a64 * a64) @ b64), rtol=1e-5)
+
+
+def test_matmul_blocked(lib):
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((13, 37)).astype(np.float32)
+    b = rng.standard_normal((37, 29)).astype(np.float32)
+    acc = rng.standard_normal((13, 29)).astype(np.float32)
+    a16 = rng.standard_normal((13, 37)).astype(np.float16)
+    bb = bf16_bits(rng.standard_normal((37, 29)))
+    bt = rng.standard_normal((29, 37)).astype(np.float32)
+    out = lib.run("matmul_blocked", a=a, b=b, acc=acc, a16=a16, bb=bb, bt=bt)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    tol = dict(rtol=2e-6, atol=2e-6 * 37 * 4)
+    np.testing.assert_allclose(out["y"], a64 @ b64, **tol)
+    np.testing.assert_allclose(out["y_acc"], acc + a64 @ b64, **tol)
+    h = a16.astype(np.float64) @ bf16_f32(bb).astype(np.float64)
+    np.testing.assert_allclose(out["y_half"], h, **tol)
+    np.testing.assert_allclose(out["y_half_acc"].astype(np.float64), acc + h, rtol=1e-3,
+                               atol=1e-2)
+    np.testing.assert_allclose(out["y_bt"], (a64 * a64) @ bt.T.astype(np.float64), rtol=1e-5,
+                               atol=1e-4)
+
+
+def test_matmul_blocked_strided(lib):
+    """The gemm example's kernel on row-strided 16x16 tiles of 64-wide matrices, accumulating
+    in place."""
+    rng = np.random.default_rng(22)
+    A = rng.standard_normal((64, 64)).astype(np.float32)
+    B = rng.standard_normal((64, 64)).astype(np.float32)
+    C = np.zeros((64, 64), np.float32)
+    for i in range(4):
+        for j in range(4):
+            for k in range(4):
+                t = (slice(i * 16, i * 16 + 16), slice(j * 16, j * 16 + 16))
+                lib.run("matmul_inout", a=A[t[0], k * 16:k * 16 + 16],
+                        b=B[k * 16:k * 16 + 16, t[1]], c=C[t])
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5,
+                               atol=2e-6 * 64 * 4)
 
 
 def test_views(lib):

@@ -77,6 +77,7 @@ STACK_LIMIT = 64 * 1024
 # the register-blocked matmul: MM_MR x MM_NR blocks of C, B packed MM_KC rows at a time
 MM_MR, MM_NR, MM_KC = 6, 16, 256
 MM_MIN_ROWS = 4
+MM_APACK = 32 * 1024
 
 _HERE = Path(__file__).resolve().parent
 
@@ -1005,10 +1006,19 @@ class _Emitter:
         else:
             init = C.float_lit(0.0, "float")
         if rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4:
-            out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
-            out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
-            out.close()
-            self.matmul_blocked(m)
+            # decision: the product is summed from 0 and `acc` added once at the end, as in
+            # the reference (acc + a @ b): in one K chunk by the block's store (t holds acc),
+            # over several chunks (partial sums in t) by a last pass
+            chunked = inner > _mm_kc(rows)
+            if len(op.args) > 2 and not chunked:
+                out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+                out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
+                out.close()
+            self.matmul_blocked(m, "kc" if chunked else "add" if len(op.args) > 2 else "set")
+            if len(op.args) > 2 and chunked:
+                out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+                out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
+                out.close()
             return
         out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
@@ -1046,7 +1056,7 @@ class _Emitter:
             out.close()
         out.close()
 
-    def matmul_blocked(self, m: int) -> None:
+    def matmul_blocked(self, m: int, mode: str) -> None:
         """t{m} (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
         at a time, into a contiguous zero-padded panel of MM_NR columns; an MM_MR x MM_NR block
         of C is held in 2 * MM_MR vectors of 8 floats (GCC vector extensions, no intrinsics
@@ -1054,13 +1064,17 @@ class _Emitter:
         # decision: 6 x 16 blocks (12 accumulators + 2 rows of B + 1 broadcast = 15 of the 16
         # AVX2 registers); the last rows % 6 rows run as one smaller block, the last cols % 16
         # columns through a 16-wide copy of C and the zero-padded panel; measured on 64^3
-        # tiles ~? GFLOP/s per core against ~61 for the i-k-j loop
+        # tiles of 1024-wide matrices 45-54 GFLOP/s per core against 20-22 for the i-k-j loop
+        # (noisy machine); the 1024^3 gemm example went from ~25 to ~38 GFLOP/s on 2 workers.
+        # Besides the temporaries, bp, cb and ap take up to ~49 KiB of stack
         out = self.out
         op = self.ops[m]
         a, b = op.args[0], op.args[1]
         rows, cols = op.shape
         inner = self.ops[a].shape[1]
-        mr, nr, kc_max = MM_MR, MM_NR, MM_KC
+        mr, nr = MM_MR, MM_NR
+        nblk = -(-rows // mr)
+        kc_max = _mm_kc(rows)
         kc_len = min(inner, kc_max)
         out.open("")
         out("typedef float wsp_v8 __attribute__((vector_size(32)));")
@@ -1072,12 +1086,21 @@ class _Emitter:
         out("#endif")
         out(f"_Alignas(64) float bp[{kc_len * nr}];")
         out(f"_Alignas(64) float cb[{mr * nr}];")
+        out(f"_Alignas(64) float ap[{nblk * mr * kc_len}];")
         if inner > kc_max:
             out.open(f"for (int64_t kc = 0; kc < {inner}; kc += {kc_max})")
             out(f"const int64_t kn = {inner} - kc < {kc_max} ? {inner} - kc : {kc_max};")
         else:
             out.open("")
             out("const int64_t kc = 0, kn = " + str(inner) + ";")
+        # A's chunk, converted to f32, as [row block][k][row in block]: its rows may be strided
+        # (64 rows 4 KiB apart share a few L1 sets) and the block reads it sequentially
+        ea = self.access(a, Raw("i") if rows > 1 else Raw("0"),
+                         C.iadd("kc", "k") if inner > 1 else Raw("0"))
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        out(f"for (int64_t k = 0; k < kn; ++k) ap[(i / {mr}) * ({mr} * kn) + k * {mr} + i % {mr}]"
+            f" = {C.to_c(convert(ea, self.ops[a].dtype, 'f32'))};")
+        out.close()
         out.open(f"for (int64_t jb = 0; jb < {cols}; jb += {nr})")
         out(f"const int64_t jn = {cols} - jb < {nr} ? {cols} - jb : {nr};")
         kk = C.iadd("kc", "k")
@@ -1086,9 +1109,14 @@ class _Emitter:
             e = self.access(b, kk, C.iadd("jb", j) if cols > 1 else Raw("0"))
             return C.to_c(convert(e, self.ops[b].dtype, "f32"))
 
+        # decision: a full panel row is packed as 8-element vector initialisers (gcc makes
+        # them vector loads); a copy loop became a `rep movsl` per 64 bytes, measured 27% of
+        # the kernel on 64^3 tiles
         out.open(f"if (jn == {nr})")
         out.open("for (int64_t k = 0; k < kn; ++k)")
-        out(f"for (int64_t l = 0; l < {nr}; ++l) bp[k * {nr} + l] = {b_at(Raw('l'))};")
+        for v in range(nr // 8):
+            elems = ", ".join(b_at(Raw(str(8 * v + l))) for l in range(8))
+            out(f"*(wsp_v8 *)(bp + k * {nr} + {8 * v}) = (wsp_v8){{{elems}}};")
         out.close()
         out.close()
         out.open("else")
@@ -1100,54 +1128,72 @@ class _Emitter:
         full = rows - rows % mr
         if full:
             out.open(f"for (int64_t i0 = 0; i0 < {full}; i0 += {mr})")
-            self.matmul_block(m, mr)
+            self.matmul_block(m, mr, mode)
             out.close()
         if rows % mr:
             out.open("")
             out(f"const int64_t i0 = {full};")
-            self.matmul_block(m, rows % mr)
+            self.matmul_block(m, rows % mr, mode)
             out.close()
         out.close()  # jb
         out.close()  # kc
         out("#undef WSP_MM_FMA")
         out.close()
 
-    def matmul_block(self, m: int, r: int) -> None:
-        """Rows i0 .. i0 + r of C, columns jb .. jb + jn, over k in kc .. kc + kn."""
+    def matmul_block(self, m: int, r: int, mode: str) -> None:
+        """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
+        stored into t{m} (`set`), added to it (`add`), or set when kc == 0 and added otherwise
+        (`kc`)."""
         out = self.out
         op = self.ops[m]
-        a = op.args[0]
         cols = op.shape[1]
-        inner = self.ops[a].shape[1]
         nr, nv = MM_NR, MM_NR // 8
         out(f"float *cp = &t{m}[i0 * {cols} + jb];")
         out(f"int64_t cs = {cols};")
         out.open(f"if (jn != {nr})")
-        out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < {nr}; ++l) "
-            f"cb[q * {nr} + l] = l < jn ? cp[q * {cols} + l] : 0.0f;")
+        if mode != "set":
+            out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < {nr}; ++l) "
+                f"cb[q * {nr} + l] = l < jn ? cp[q * {cols} + l] : 0.0f;")
         out(f"cp = cb; cs = {nr};")
         out.close()
         for q in range(r):
-            out("wsp_v8 " + ", ".join(f"c{q}_{v} = *(const wsp_v8u *)(cp + {q} * cs + {8 * v})"
-                                     for v in range(nv)) + ";")
+            out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
+        out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
         out.open("for (int64_t k = 0; k < kn; ++k)")
         out("const float *bk = bp + k * " + str(nr) + ";")
         for v in range(nv):
             out(f"const wsp_v8 b{v} = *(const wsp_v8 *)(bk + {8 * v});")
         for q in range(r):
-            e = self.access(a, C.iadd("i0", q), C.iadd("kc", "k") if inner > 1 else Raw("0"))
-            out(f"const float a{q} = {C.to_c(convert(e, self.ops[a].dtype, 'f32'))};")
+            out(f"const float a{q} = ak[k * {MM_MR} + {q}];")
             out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
             for v in range(nv):
                 out(f"c{q}_{v} = WSP_MM_FMA(av{q}, b{v}, c{q}_{v});")
         out.close()
-        for q in range(r):
-            for v in range(nv):
-                out(f"*(wsp_v8u *)(cp + {q} * cs + {8 * v}) = c{q}_{v};")
+        def store(add: bool) -> None:
+            for q in range(r):
+                for v in range(nv):
+                    at = f"*(wsp_v8u *)(cp + {q} * cs + {8 * v})"
+                    out(f"{at} = {at + ' + ' if add else ''}c{q}_{v};")
+        if mode == "kc":
+            out.open("if (kc == 0)")
+            store(False)
+            out.close()
+            out.open("else")
+            store(True)
+            out.close()
+        else:
+            store(mode == "add")
         out.open(f"if (jn != {nr})")
         out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < jn; ++l) "
             f"t{m}[(i0 + q) * {cols} + jb + l] = cb[q * {nr} + l];")
         out.close()
+
+
+def _mm_kc(rows: int) -> int:
+    """K chunk of a blocked matmul: the packed A chunk (rows rounded up to MM_MR, x the chunk)
+    stays within MM_APACK bytes."""
+    rows_p = -(-rows // MM_MR) * MM_MR
+    return max(16, min(MM_KC, MM_APACK // (4 * rows_p)) // 4 * 4)
 
 
 def _row_groups(plan: _Plan) -> list[tuple[str, object]]:
