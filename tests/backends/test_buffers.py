@@ -68,3 +68,14 @@ def test_pool_never_hands_out_an_array_someone_still_holds():
     del view, b
     d = pool.take((4,), np.float32, zero=False)
     assert d.shape == (4,)
+
+
+def test_pool_reuses_an_array_its_caller_dropped():
+    pool = BufferPool()
+    first = pool.take((8,), np.float32, zero=False)
+    first_id = id(first)
+    pool.keep([first])
+    del first
+    again = pool.take((8,), np.float32, zero=True)
+    assert id(again) == first_id and not again.any()
+    assert pool.take((8,), np.float64, zero=True).dtype == np.float64  # another dtype: a new array

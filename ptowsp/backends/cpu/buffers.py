@@ -93,10 +93,12 @@ class BufferPool:
         import numpy as np
 
         want = np.dtype(dtype)
-        for i, a in enumerate(self._arrays):
-            # 3 references: the pool's list, `a`, and getrefcount's argument
-            if a.shape == shape and a.dtype == want and sys.getrefcount(a) <= 3:
-                del self._arrays[i]
+        arrays = self._arrays
+        for i in range(len(arrays)):
+            # 2 references: the pool's list and getrefcount's argument (no loop variable holds
+            # it: `enumerate` would keep one in its recycled result tuple)
+            if arrays[i].shape == shape and arrays[i].dtype == want and sys.getrefcount(arrays[i]) <= 2:
+                a = arrays.pop(i)
                 if zero:
                     a.fill(0)
                 return a
