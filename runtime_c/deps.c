@@ -424,7 +424,7 @@ static int add_reader(wsp_rec *r, wsp_tasknode *t) {
 /* The fast test of every access; bad_access() finds the words for the first bad one. Unsigned
  * compares fold the range checks: a negative lo or hi shows up as a huge value. */
 int wsp__deps_check(wsp_runtime *rt, const wsp_task *task) {
-    const wsp_tensor_deps *tensors = rt->deps.tensors;
+    wsp_tensor_deps *tensors = rt->deps.tensors;
     for (int i = 0; i < task->ntiles; i++) {
         const wsp_access *a = &task->access[i];
         if ((uint32_t)a->tensor >= (uint32_t)rt->ntensors || (uint32_t)(a->mode - 1) >= 3u ||
@@ -435,6 +435,7 @@ int wsp__deps_check(wsp_runtime *rt, const wsp_task *task) {
                 return bad_access(rt, task, i);
         int32_t nd = tensors[a->tensor].ndim;
         if (nd >= 0 && nd != a->ndim) return bad_access(rt, task, i);
+        tensors[a->tensor].ndim = a->ndim;  /* fixed here, not at registration: a batch registers later */
     }
     return WSP_OK;
 }

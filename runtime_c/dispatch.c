@@ -338,13 +338,13 @@ static void retire(wsp_worker *w, wsp_node *n) {
             } while (!atomic_compare_exchange_weak_explicit(&rt->finished, &head, n,
                                                             memory_order_release,
                                                             memory_order_relaxed));
-            if (n->kind == WSP_NODE_TASK) w->out_tasks++;
+            if (n->kind == WSP_NODE_TASK) w->out_tasks += ((wsp_tasknode *)n)->count;
             publish_out(w);
             return;
         }
     }
     atomic_store_explicit(&r->buf[w->out_tail++ & (WSP_RING - 1)], n, memory_order_relaxed);
-    if (n->kind == WSP_NODE_TASK) w->out_tasks++;
+    if (n->kind == WSP_NODE_TASK) w->out_tasks += ((wsp_tasknode *)n)->count;
     if (w->out_tail - w->out_pub >= WSP_BATCH) publish_out(w);
 }
 
@@ -445,17 +445,42 @@ static void maybe_wake_submitter(wsp_runtime *rt) {
 
 /* ---- workers --------------------------------------------------------------------------------- */
 
+/* The tasks of a batch, in submission order; the first failure ends it. */
+static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
+    const char *p = (const char *)t + t->subs;
+    for (int32_t k = 0; k < t->count; k++) {
+        if (atomic_load_explicit(&rt->err, memory_order_relaxed) != 0) return;
+        const wsp_sub *s = (const wsp_sub *)p;
+        const wsp_tile *tiles = (const wsp_tile *)(s + 1);
+        const wsp_scalar *scalars = (const wsp_scalar *)(tiles + s->ntiles);
+        int rc = s->fn(tiles, scalars);
+        atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
+        if (rc != 0) {
+            wsp__kernel_failed(rt, s->kernel, s->stmt, (const int64_t *)(scalars + s->nscalars),
+                               s->ncoords, rc);
+            return;
+        }
+        p += s->size;
+    }
+}
+
 static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     if (atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
         wsp__kernel_msg_clear();
         uint64_t t0 = ticks();
-        int rc = t->fn(wsp__tiles(t), wsp__scalars(t));
+        if (t->subs) {
+            run_batch(rt, w, t);
+        } else {
+            int rc = t->fn(wsp__tiles(t), wsp__scalars(t));
+            atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
+            if (rc != 0) wsp__kernel_failed(rt, t->kernel, t->stmt, wsp__coords(t), t->ncoords, rc);
+        }
         w->last_ticks = ticks() - t0;
-        atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
-        if (rc != 0) wsp__kernel_failed(rt, t, rc);
     }
+    int32_t count = t->count;  /* t is the submitter's once complete hands it back */
     wsp__complete(rt, w, &t->h);
-    atomic_store_explicit(&w->done, ++w->done_l, memory_order_seq_cst);
+    w->done_l += count;
+    atomic_store_explicit(&w->done, w->done_l, memory_order_seq_cst);
     if (atomic_load_explicit(&rt->sub_waiting, memory_order_seq_cst) != WSP_WAIT_NONE) {
         publish_out(w);
         maybe_wake_submitter(rt);

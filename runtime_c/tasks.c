@@ -86,16 +86,16 @@ int wsp_kernel_fail(const char *message) {
 
 void wsp__kernel_msg_clear(void) { kernel_msg[0] = 0; }
 
-void wsp__kernel_failed(wsp_runtime *rt, wsp_tasknode *t, int rc) {
+void wsp__kernel_failed(wsp_runtime *rt, int32_t kernel, int32_t stmt, const int64_t *c,
+                        int ncoords, int rc) {
     char coords[WSP_MAX_COORDS * 24 + 4];
     size_t len = 0;
-    int64_t *c = wsp__coords(t);
     coords[0] = 0;
-    for (int i = 0; i < t->ncoords && len < sizeof coords; i++)
+    for (int i = 0; i < ncoords && len < sizeof coords; i++)
         len += (size_t)snprintf(coords + len, sizeof coords - len, "%s%lld", i ? ", " : "",
                                 (long long)c[i]);
     wsp__failf(rt, WSP_ERR_KERNEL, "kernel %d (statement %d) failed at coords [%s] with code %d%s%s",
-               t->kernel, t->stmt, coords, rc, kernel_msg[0] ? ": " : "", kernel_msg);
+               kernel, stmt, coords, rc, kernel_msg[0] ? ": " : "", kernel_msg);
 }
 
 /* ---- node pools (submitter only) -------------------------------------------------------------- */
@@ -304,6 +304,9 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     rt->done_cache_at = rt->nsub;
     rt->max_in_flight = 0;
     rt->ndeps = 0;
+    rt->nbatches = 0;
+    rt->grain = 1;
+    rt->batch_left = 0;
     rt->rr = 0;
     rt->execute_ms = 0;
     rt->t_begin_ns = wsp__now_ns();
@@ -324,18 +327,28 @@ static void refresh_done(wsp_runtime *rt) {
     rt->done_cache_at = rt->nsub;
 }
 
+/* Tasks submitted so far, the open batch's included. */
+static inline int64_t enumerated(const wsp_runtime *rt) {
+    return rt->nsub + (rt->batch ? rt->batch->count : 0);
+}
+
+static int batch_close(wsp_runtime *rt);
+
 static int window_admit(wsp_runtime *rt) {
-    if (rt->nsub - rt->done_cache < rt->window) return WSP_OK;
+    if (enumerated(rt) - rt->done_cache < rt->window) return WSP_OK;
     refresh_done(rt);
-    if (rt->nsub - rt->done_cache < rt->window) return WSP_OK;
+    if (enumerated(rt) - rt->done_cache < rt->window) return WSP_OK;
     if (rt->window_mode == WSP_WINDOW_ABORT)
         return wsp__failf(rt, WSP_ERR_WINDOW,
                           "task window of %lld tasks is full (mode = abort): %lld tasks are "
                           "enumerated but unfinished",
-                          (long long)rt->window, (long long)(rt->nsub - rt->done_cache));
-    /* stall: resume a little below the limit so a full window costs one wake-up per batch */
+                          (long long)rt->window, (long long)(enumerated(rt) - rt->done_cache));
+    /* stall: resume a little below the limit so a full window costs one wake-up per batch;
+     * the open batch goes out first, or the tasks it holds would never finish */
     int64_t slack = (rt->window - 1) / 4;
     if (slack > 256) slack = 256;
+    int rc = batch_close(rt);
+    if (rc) return rc;
     wsp__flush_all(rt);
     wsp__submitter_wait(rt, WSP_WAIT_STALL, rt->window - 1 - slack);
     refresh_done(rt);
@@ -411,7 +424,7 @@ static int order_check(wsp_runtime *rt, const char *fn, int need_scope) {
 
 int wsp_order_push(wsp_runtime *rt) {
     int rc = order_check(rt, "wsp_order_push", 0);
-    if (rc) return rc;
+    if (rc || (rc = batch_close(rt))) return rc;
     if (rt->depth == rt->capscopes) {
         int32_t cap = rt->capscopes ? rt->capscopes * 2 : 8;
         wsp_scope *ns = realloc(rt->scopes, (size_t)cap * sizeof *ns);
@@ -430,7 +443,7 @@ int wsp_order_push(wsp_runtime *rt) {
 
 int wsp_order_next(wsp_runtime *rt) {
     int rc = order_check(rt, "wsp_order_next", 1);
-    if (rc) return rc;
+    if (rc || (rc = batch_close(rt))) return rc;
     wsp_scope *s = &rt->scopes[rt->depth - 1];
     if (s->current) {  /* an empty step changes nothing: the old barrier still covers it */
         wsp_group *g = s->current;
@@ -454,7 +467,7 @@ static void scope_pop(wsp_runtime *rt) {
 
 int wsp_order_pop(wsp_runtime *rt) {
     int rc = order_check(rt, "wsp_order_pop", 1);
-    if (rc) return rc;
+    if (rc || (rc = batch_close(rt))) return rc;
     scope_pop(rt);
     return WSP_OK;
 }
@@ -476,48 +489,19 @@ static int check_task(wsp_runtime *rt, const wsp_task *task) {
     return wsp__deps_check(rt, task);
 }
 
-int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
-    if (!rt) return WSP_ERR_USAGE;
-    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
-    if (rc) return rc;
-    if (!rt->running)
-        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit called outside wsp_begin ... wsp_wait");
-    if ((rc = check_task(rt, task))) return rc;
-    if (rt->window > 0 && (rc = window_admit(rt))) return rc;
-
-    size_t bytes = sizeof(wsp_tasknode) + (size_t)task->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
-                   (size_t)task->nscalars * sizeof(wsp_scalar) + (size_t)task->ncoords * sizeof(int64_t);
-    wsp_tasknode *t = (wsp_tasknode *)node_alloc(rt, bytes);
-    if (!t) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
-    t->h.kind = WSP_NODE_TASK;
-    atomic_store_explicit(&t->h.pending, WSP_PENDING_GUARD, memory_order_relaxed);
-    t->fn = task->fn;
-    t->kernel = task->kernel;
-    t->stmt = task->stmt;
-    t->ntiles = (int16_t)task->ntiles;
-    t->nscalars = (int16_t)task->nscalars;
-    t->ncoords = (int16_t)task->ncoords;
-    t->nregs = 0;
-    t->nedges = 0;
-    t->chunks = NULL;
+/* Hands a filled node to dependency inference and dispatch; `acc` holds its accesses. */
+static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc) {
     t->seq = rt->seq++;
-    /* short loops beat memcpy calls for the handful of entries a task has */
-    wsp_tile *tiles = wsp__tiles(t);
-    for (int i = 0; i < task->ntiles; i++) tiles[i] = task->tiles[i];
-    wsp_scalar *scalars = wsp__scalars(t);
-    for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
-    int64_t *coords = wsp__coords(t);
-    for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
     /* round robin without a division per task */
     t->dispatcher = (int32_t)rt->rr;
     t->queue = t->dispatcher;
     if (++rt->rr == (uint64_t)rt->nworkers) rt->rr = 0;
 
-    rt->nsub++;
+    rt->nsub += t->count;
     atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
     note_in_flight(rt);
     if (rt->depth > 0) order_attach(rt, t);
-    wsp__deps_submit(rt, t, task);
+    wsp__deps_submit(rt, t, acc);
     /* on an error above the task still goes through (it will not run), so counts stay exact;
      * without edges nobody else can touch the count, so no atomic read-modify-write is needed */
     int release = WSP_PENDING_GUARD - t->nedges;
@@ -532,11 +516,188 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     return atomic_load_explicit(&rt->err, memory_order_acquire);
 }
 
+static wsp_tasknode *tasknode_new(wsp_runtime *rt, size_t bytes) {
+    wsp_tasknode *t = (wsp_tasknode *)node_alloc(rt, bytes);
+    if (!t) return NULL;
+    t->h.kind = WSP_NODE_TASK;
+    atomic_store_explicit(&t->h.pending, WSP_PENDING_GUARD, memory_order_relaxed);
+    t->nregs = 0;
+    t->nedges = 0;
+    t->chunks = NULL;
+    t->count = 1;
+    t->subs = 0;
+    return t;
+}
+
+/* ---- batches --------------------------------------------------------------------------------- */
+
+/* A batch node: the header, room for the tiles and registrations of up to WSP_MAX_TILES union
+ * accesses (wsp__regs follows tiles[ntiles]), then the wsp_sub records. */
+#define BATCH_SUBS ((sizeof(wsp_tasknode) + WSP_MAX_TILES * (sizeof(wsp_tile) + sizeof(wsp_reg)) + 7) / 8 * 8)
+
+int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain) {
+    if (!rt) return WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (!rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_batch called outside wsp_begin ... wsp_wait");
+    if ((rc = batch_close(rt))) return rc;
+    if (grain <= 0) {  /* about 16 batches per worker, as in chunked loop scheduling */
+        grain = ntasks / ((int64_t)rt->nworkers * 16);
+        if (rt->window > 0 && grain > rt->window / (2 * (int64_t)rt->nworkers))
+            grain = rt->window / (2 * (int64_t)rt->nworkers);
+    }
+    if (grain > WSP_GRAIN_MAX) grain = WSP_GRAIN_MAX;
+    rt->grain = grain >= 2 && ntasks >= 2 ? grain : 1;
+    rt->batch_left = rt->grain > 1 ? ntasks : 0;
+    return WSP_OK;
+}
+
+static inline int same_key(const wsp_access *a, const wsp_access *b) {
+    return a->tensor == b->tensor && a->mode == b->mode && a->ndim == b->ndim;
+}
+
+/* The batch's union access of a's tensor and mode, or -1. */
+static int find_key(const wsp_task *u, const wsp_access *a) {
+    for (int i = 0; i < u->ntiles; i++)
+        if (same_key(&u->access[i], a)) return i;
+    return -1;
+}
+
+static int box_empty(const wsp_access *a) {
+    for (int d = 0; d < a->ndim; d++)
+        if (a->lo[d] == a->hi[d]) return 1;
+    return 0;
+}
+
+/* Whether `task` joins the open batch: room for its records, and for its (tensor, mode) pairs
+ * among the batch's union accesses. Empty boxes conflict with nothing and take no slot. */
+static int batch_fits(const wsp_runtime *rt, const wsp_task *task, size_t bytes) {
+    if (rt->batch->count >= rt->grain || rt->batch_bytes + bytes > WSP_BATCH_BYTES) return 0;
+    const wsp_task *u = &rt->batch_acc;
+    int extra = 0;
+    for (int i = 0; i < task->ntiles; i++) {
+        const wsp_access *a = &task->access[i];
+        if (box_empty(a) || find_key(u, a) >= 0) continue;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = same_key(&task->access[j], a) && !box_empty(&task->access[j]);
+        extra += !seen;
+    }
+    return u->ntiles + extra <= WSP_MAX_TILES;
+}
+
+static int batch_add(wsp_runtime *rt, const wsp_task *task) {
+    size_t bytes = sizeof(wsp_sub) + (size_t)task->ntiles * sizeof(wsp_tile) +
+                   (size_t)(task->nscalars + task->ncoords) * 8;
+    int rc;
+    if (rt->batch && !batch_fits(rt, task, bytes) && (rc = batch_close(rt))) return rc;
+    wsp_tasknode *b = rt->batch;
+    if (!b) {
+        if (!(b = tasknode_new(rt, BATCH_SUBS + WSP_BATCH_BYTES)))
+            return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+        b->fn = NULL;
+        b->kernel = task->kernel;
+        b->stmt = task->stmt;
+        b->ntiles = b->nscalars = b->ncoords = 0;
+        b->count = 0;
+        b->subs = (uint32_t)BATCH_SUBS;
+        rt->batch = b;
+        rt->batch_bytes = 0;
+        rt->batch_acc.ntiles = 0;
+    }
+    wsp_sub *s = (wsp_sub *)((char *)b + b->subs + rt->batch_bytes);
+    s->fn = task->fn;
+    s->kernel = task->kernel;
+    s->stmt = task->stmt;
+    s->ntiles = (int16_t)task->ntiles;
+    s->nscalars = (int16_t)task->nscalars;
+    s->ncoords = (int16_t)task->ncoords;
+    s->size = (uint16_t)bytes;
+    wsp_tile *tiles = (wsp_tile *)(s + 1);
+    for (int i = 0; i < task->ntiles; i++) tiles[i] = task->tiles[i];
+    wsp_scalar *scalars = (wsp_scalar *)(tiles + task->ntiles);
+    for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
+    int64_t *coords = (int64_t *)(scalars + task->nscalars);
+    for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
+    rt->batch_bytes += bytes;
+    b->count++;
+    wsp_task *u = &rt->batch_acc;
+    for (int i = 0; i < task->ntiles; i++) {
+        const wsp_access *a = &task->access[i];
+        if (box_empty(a)) continue;  /* conflicts with nothing, so it must not widen the union */
+        int k = find_key(u, a);
+        if (k < 0) {  /* batch_fits made room */
+            u->access[u->ntiles++] = *a;
+            continue;
+        }
+        wsp_access *x = &u->access[k];
+        for (int d = 0; d < a->ndim; d++) {
+            if (a->lo[d] < x->lo[d]) x->lo[d] = a->lo[d];
+            if (a->hi[d] > x->hi[d]) x->hi[d] = a->hi[d];
+        }
+    }
+    if (--rt->batch_left <= 0) {  /* the nest is done: no reason to hold its last batch */
+        rt->grain = 1;
+        return batch_close(rt);
+    }
+    return WSP_OK;
+}
+
+/* Submits the open batch, if any. */
+static int batch_close(wsp_runtime *rt) {
+    wsp_tasknode *b = rt->batch;
+    if (!b) return WSP_OK;
+    rt->batch = NULL;
+    b->ntiles = (int16_t)rt->batch_acc.ntiles;  /* wsp__regs(b) needs room for this many */
+    rt->nbatches++;
+    enqueue(rt, b, &rt->batch_acc);
+    return WSP_OK;
+}
+
+/* ---- submit ---------------------------------------------------------------------------------- */
+
+int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
+    if (!rt) return WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (!rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit called outside wsp_begin ... wsp_wait");
+    if ((rc = check_task(rt, task))) return rc;
+    if (rt->window > 0 && (rc = window_admit(rt))) return rc;
+    if (rt->grain > 1) {
+        if ((rc = batch_add(rt, task))) return rc;
+        return atomic_load_explicit(&rt->err, memory_order_acquire);
+    }
+
+    size_t bytes = sizeof(wsp_tasknode) + (size_t)task->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
+                   (size_t)task->nscalars * sizeof(wsp_scalar) + (size_t)task->ncoords * sizeof(int64_t);
+    wsp_tasknode *t = tasknode_new(rt, bytes);
+    if (!t) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    t->fn = task->fn;
+    t->kernel = task->kernel;
+    t->stmt = task->stmt;
+    t->ntiles = (int16_t)task->ntiles;
+    t->nscalars = (int16_t)task->nscalars;
+    t->ncoords = (int16_t)task->ncoords;
+    /* short loops beat memcpy calls for the handful of entries a task has */
+    wsp_tile *tiles = wsp__tiles(t);
+    for (int i = 0; i < task->ntiles; i++) tiles[i] = task->tiles[i];
+    wsp_scalar *scalars = wsp__scalars(t);
+    for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
+    int64_t *coords = wsp__coords(t);
+    for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
+    return enqueue(rt, t, task);
+}
+
 /* ---- wait and statistics --------------------------------------------------------------------- */
 
 int wsp_wait(wsp_runtime *rt) {
     if (!rt) return WSP_ERR_USAGE;
     if (!rt->running) return atomic_load_explicit(&rt->err, memory_order_acquire);
+    batch_close(rt);
+    rt->grain = 1;
+    rt->batch_left = 0;
     int32_t open = rt->depth;
     while (rt->depth > 0) scope_pop(rt);
     wsp__flush_all(rt);
@@ -558,6 +719,7 @@ void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out) {
     out->tasks_run = wsp__sum_ran(rt) - rt->run_ran0;
     out->dependencies = rt->ndeps;
     out->max_in_flight = rt->max_in_flight;
+    out->batches = rt->nbatches;
     if (rt->finished_run) out->execute_ms = rt->execute_ms;
     else if (rt->running) out->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
 }

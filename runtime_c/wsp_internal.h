@@ -77,6 +77,8 @@ struct wsp_tasknode {
     int32_t dispatcher;        /* the schedule's choice, for traces (round robin for now) */
     int32_t queue;             /* the worker queue it is put on: dispatcher % workers */
     int32_t nedges;            /* edge slots used: inline first, then chunks */
+    int32_t count;             /* tasks it stands for: 1, or the tasks of a batch */
+    uint32_t subs;             /* a batch: byte offset of its wsp_sub records from the node */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
     wsp_edge edges[WSP_INLINE_EDGES];
@@ -88,6 +90,16 @@ struct wsp_group {
     int32_t scope_refs;        /* submitter only: references from the scope stack */
     int32_t drained;           /* submitter only: finished and handed back */
 };
+
+/* One task of a batch (a runtime task standing for `count` consecutive submissions, run in
+ * submission order on one worker): the task's own fields, then its tail. */
+typedef struct wsp_sub {
+    wsp_kernel_fn fn;
+    int32_t kernel, stmt;
+    int16_t ntiles, nscalars, ncoords;
+    uint16_t size;             /* bytes of the record with its tail (a multiple of 8) */
+    /* tail: wsp_tile[ntiles], wsp_scalar[nscalars], int64_t[ncoords] */
+} wsp_sub;
 
 static inline wsp_tile *wsp__tiles(wsp_tasknode *t) { return (wsp_tile *)(t + 1); }
 static inline wsp_scalar *wsp__scalars(wsp_tasknode *t) {
@@ -212,7 +224,9 @@ WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 
 /* ---- the runtime (tasks.c) ------------------------------------------------------------------ */
 
-#define WSP_NCLASSES 40            /* node size classes: 64 * (k + 1) bytes */
+#define WSP_NCLASSES 168           /* node size classes: 64 * (k + 1) bytes */
+#define WSP_GRAIN_MAX 64           /* tasks per batch at most */
+#define WSP_BATCH_BYTES 8192       /* wsp_sub records per batch at most */
 
 typedef struct wsp_scope {
     wsp_group *barrier;            /* every task of the scope's current step waits for it */
@@ -263,6 +277,13 @@ struct wsp_runtime {
     wsp_scope *scopes;
     int32_t depth, capscopes;
     wsp_deps deps;
+    /* batching (wsp_batch): the open batch, its records' bytes, the union of its accesses */
+    int64_t grain;                 /* tasks per batch; 1: every submission is its own task */
+    int64_t batch_left;            /* submissions the last wsp_batch call still covers */
+    int64_t nbatches;              /* batches submitted in this run */
+    wsp_tasknode *batch;
+    size_t batch_bytes;
+    wsp_task batch_acc;            /* access[0 .. ntiles) */
 
     _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
     char pad_end[WSP_CACHELINE];
@@ -273,7 +294,8 @@ WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
 WSP_HIDDEN void wsp__recycle(wsp_runtime *rt, wsp_node *n);
 WSP_HIDDEN int wsp__failf(wsp_runtime *rt, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-WSP_HIDDEN void wsp__kernel_failed(wsp_runtime *rt, wsp_tasknode *t, int rc);
+WSP_HIDDEN void wsp__kernel_failed(wsp_runtime *rt, int32_t kernel, int32_t stmt,
+                                   const int64_t *coords, int ncoords, int rc);
 WSP_HIDDEN void wsp__kernel_msg_clear(void);
 WSP_HIDDEN int64_t wsp__now_ns(void);
 

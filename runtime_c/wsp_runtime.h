@@ -85,10 +85,11 @@ typedef struct wsp_stats {
     int64_t tasks_run;        /* tasks whose kernel ran */
     int64_t dependencies;     /* dependency edges inferred */
     int64_t max_in_flight;    /* the most tasks enumerated but unfinished at once */
+    int64_t batches;          /* runtime tasks that stood for several submitted tasks */
     double execute_ms;        /* from wsp_begin to the end of wsp_wait */
 } wsp_stats;
 
-/* Life cycle: new -> begin -> (submit | order_* )* -> wait -> stats/error -> free.
+/* Life cycle: new -> begin -> (submit | batch | order_* )* -> wait -> stats/error -> free.
  * workers <= 0 means the host's core count; window <= 0 means no window. */
 wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors);
 void wsp_runtime_free(wsp_runtime *rt);
@@ -97,6 +98,16 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode);
 int wsp_submit(wsp_runtime *rt, const wsp_task *task);      /* copies *task */
 int wsp_wait(wsp_runtime *rt);                              /* all submitted tasks finished */
 void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out);
+
+/* Batching: the next `ntasks` submissions may be packed, in submission order, into runtime
+ * tasks of up to `grain` tasks each (at most 64), which one worker runs one after the other;
+ * dependencies are inferred for the union of their boxes per tensor and mode, so nothing is
+ * ever reordered, only parallelism inside a batch is given up. grain <= 0 lets the runtime
+ * choose from ntasks and the worker count (enough batches to keep every worker busy). Order
+ * scope calls, a full window, wsp_wait and the last of the `ntasks` close the open batch.
+ * Statistics and the window count submitted tasks, not batches. Enumerators call it before a
+ * parallel loop nest with the nest's task count. */
+int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain);
 
 /* Order scopes for P.seq and `sequential`: inside a scope, tasks submitted after
  * wsp_order_next() start only after every task submitted in the scope before that call (and

@@ -36,6 +36,7 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
                         int64_t window, int mode, long spin_ns, long *edges_out);
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns);
+void harness_set_grain(long grain);
 """
 
 
@@ -106,6 +107,9 @@ class Runtime:
 
     def pop(self) -> int:
         return self.lib.wsp_order_pop(self.rt)
+
+    def batch(self, ntasks: int, grain: int = 0) -> int:
+        return self.lib.wsp_batch(self.rt, ntasks, grain)
 
     def fail(self, code: int, message: bytes) -> int:
         return self.lib.wsp_fail(self.rt, code, message)

@@ -157,7 +157,11 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
     int rc = wsp_begin(rt, window, mode);
     wsp_task *t = calloc(1, sizeof *t);
     for (long k = 0; k < n && rc == 0; k++) {
-        if (scopes) {
+        if ((scopes & 2) && rnd() % 16 == 0) {  /* batching: explicit grains and the default */
+            rc = wsp_batch(rt, rndint(1, 100), rnd() % 4 == 0 ? 0 : rndint(1, 70));
+            if (rc) break;
+        }
+        if (scopes & 1) {
             int op = (int)(rnd() % 8);
             if (op == 0 && depth < 8) {
                 rc = wsp_order_push(rt);
@@ -241,11 +245,17 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
 /* Runs `n` tasks of `kernel`: with `chains` == 0 each writes its own box, else task k reads box
  * k - chains and writes box k (interleaved RAW chains). Returns the first error code. Touches
  * no global state unless kernel == K_RECORD, so threads may run it on their own runtimes. */
+static long bulk_grain = 1;
+
+/* The grain harness_bulk asks wsp_batch for (1: no batching, 0: the runtime's choice). */
+void harness_set_grain(long grain) { bulk_grain = grain; }
+
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns) {
     wsp_task *t = calloc(1, sizeof *t);
     if (!t || (kernel == K_RECORD && harness_reset(n) != 0)) return -1;
     int rc = wsp_begin(rt, window, mode);
+    if (rc == 0 && bulk_grain != 1) rc = wsp_batch(rt, n, bulk_grain);
     t->fn = harness_kernel(kernel);
     t->nscalars = 3;
     t->scalars[1].i = spin_ns;

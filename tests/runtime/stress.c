@@ -13,6 +13,7 @@
 
 long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
                         int64_t window, int mode, long spin_ns, long *edges_out);
+void harness_set_grain(long grain);
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns);
 wsp_kernel_fn harness_kernel(int which);
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
         int workers = worker_counts[wi];
         wsp_runtime *rt = wsp_runtime_new(workers, 2);
         for (int ndim = 1; ndim <= 3; ndim++) {
-            for (int scopes = 0; scopes <= 1; scopes++) {
+            for (int scopes = 0; scopes <= 3; scopes++) {  /* bit 0: order scopes, bit 1: batches */
                 long edges = 0;
                 long bad = harness_random_run(rt, 300 * scale, 1234 + ndim * 7 + scopes + wi, ndim,
                                               ndim == 1 ? 40 : 10, scopes, 0, WSP_WINDOW_STALL,
@@ -97,6 +98,15 @@ int main(int argc, char **argv) {
         CHECK(st.max_in_flight <= 16, "max_in_flight %lld > 16", (long long)st.max_in_flight);
         rc = harness_bulk(rt, 2000, 0, 2, WSP_WINDOW_ABORT, 0, 200000);
         CHECK(rc == WSP_ERR_WINDOW, "abort mode returned %d", rc);
+        harness_set_grain(0);  /* the same, batched */
+        rc = harness_bulk(rt, 20000 * scale, 0, 0, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk independent, batched: %d", rc);
+        rc = harness_bulk(rt, 20000 * scale, 3, 16, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk chains with window, batched: %d", rc);
+        harness_set_grain(64);
+        rc = harness_bulk(rt, 20000 * scale, 1, 5, WSP_WINDOW_STALL, 1, 0);
+        CHECK(rc == 0, "bulk chain, grain above the window: %d", rc);
+        harness_set_grain(1);
         /* a failing kernel in the middle of a run, then the runtime is reused */
         wsp_task t;
         memset(&t, 0, sizeof t);

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.cc
 
 
 def run_program(r: Runtime, ops, window: int = 0, mode: int = STALL):
-    """Submits ops ("task", accesses, spin_ns) / ("push",) / ("next",) / ("pop",); next and pop
-    outside any scope are skipped, open scopes are popped at the end. Returns (model, times)."""
+    """Submits ops ("task", accesses, spin_ns) / ("push",) / ("next",) / ("pop",) /
+    ("batch", ntasks, grain); next and pop outside any scope are skipped, open scopes are popped
+    at the end. Returns (model, times)."""
     tracker = ScopeTracker()
     tasks: list[ModelTask] = []
     r.lib.harness_reset(max(1, sum(op[0] == "task" for op in ops)))
@@ -32,6 +33,8 @@ def run_program(r: Runtime, ops, window: int = 0, mode: int = STALL):
         if op[0] == "task":
             tasks.append(ModelTask(op[1], tracker.current()))
             assert r.submit(len(tasks) - 1, op[1], spin_ns=op[2]) == OK, r.error()
+        elif op[0] == "batch":
+            assert r.batch(op[1], op[2]) == OK
         elif op[0] == "push":
             assert r.push() == OK
             tracker.push()
@@ -267,8 +270,10 @@ def programs(draw):
 
     ops = []
     for _ in range(draw(st.integers(1, 30))):
-        kind = draw(st.sampled_from(["task"] * 7 + ["push", "next", "pop"]))
-        if kind == "task":
+        kind = draw(st.sampled_from(["task"] * 7 + ["push", "next", "pop", "batch"]))
+        if kind == "batch":
+            ops.append(("batch", draw(st.integers(0, 40)), draw(st.sampled_from([0, 1, 2, 5, 64]))))
+        elif kind == "task":
             accs = [(t, m, a_box()) for t, m in draw(st.lists(access, min_size=1, max_size=3))]
             ops.append(("task", accs, draw(st.sampled_from([0, 0, 0, 30_000, 300_000]))))
         else:
@@ -297,7 +302,7 @@ def test_random_programs_respect_every_dependency(pool, ops, workers):
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 @pytest.mark.parametrize("ndim,extent", [(1, 64), (2, 12), (3, 6)])
-@pytest.mark.parametrize("scopes", [0, 1])
+@pytest.mark.parametrize("scopes", [0, 1, 2, 3])  # bit 0: order scopes, bit 1: batches
 def test_random_programs_in_c(rtlib, workers, ndim, extent, scopes):
     """Larger random programs generated and checked (O(n^2)) inside harness.c."""
     rt = rtlib.lib.wsp_runtime_new(workers, 2)
@@ -309,6 +314,103 @@ def test_random_programs_in_c(rtlib, workers, ndim, extent, scopes):
             assert bad == 0
     finally:
         rtlib.lib.wsp_runtime_free(rt)
+
+
+# ---- batches --------------------------------------------------------------------------------------
+
+
+def test_batches_cover_many_tasks_and_still_use_every_worker(runtime):
+    r = runtime(2, 1)
+    n = 2048
+    ops = [("batch", n, 0)] + [("task", [(0, WRITE, box((i, i + 1)))], 20_000) for i in range(n)]
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    st_ = r.stats()
+    assert st_.tasks == st_.tasks_run == n  # counted per task, not per batch
+    # 2048 / (2 workers * 16) = 64 tasks per batch: 32 batches, both workers busy
+    assert st_.batches == n // 64
+    assert len({r.lib.harness_thread(i) for i in range(n)}) == 2
+
+
+def test_a_batch_runs_its_tasks_in_submission_order(runtime):
+    """Tasks of one batch (grain 8) conflict pairwise, and still run one after another."""
+    r = runtime(2, 1)
+    ops = [("batch", 8, 8)] + [("task", [(0, READWRITE, box((0, 4)))], 1000) for _ in range(8)]
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    assert r.stats().batches == 1
+    starts = [s for s, _ in times]
+    assert starts == sorted(starts)
+
+
+def test_batches_end_at_order_steps_and_nest_ends(runtime):
+    r = runtime(2, 1)
+    ops = ([("batch", 100, 64), ("push",)] +
+           [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(5)] + [("next",)] +
+           [("task", [(0, READ, box((0, 5)))], 0) for _ in range(3)] + [("pop",)] +
+           [("batch", 4, 4)] + [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(6)])
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    # [5 writers] [3 readers] | [4 covered by the second call] then 2 single tasks
+    assert r.stats().batches == 3
+    assert r.stats().tasks == 14
+
+
+def test_kernel_failure_inside_a_batch_reports_that_task(runtime):
+    r = runtime(1, 1)
+    r.lib.harness_reset(10)
+    assert r.begin() == OK
+    assert r.batch(10, 10) == OK
+    for i in range(10):
+        assert r.submit(i, [(0, WRITE, box((i, i + 1)))], fail=3 if i == 4 else 0, kernel_index=2,
+                        stmt=5, coords=(i,)) == OK
+    assert r.wait() == ERR_KERNEL
+    msg = r.error()[1]
+    assert "kernel 2 (statement 5) failed at coords [4] with code 3" in msg
+    st_ = r.stats()
+    assert st_.tasks == 10 and st_.tasks_run == 5  # the batch stopped at its failing task
+
+
+@pytest.mark.parametrize("grain", [0, 3, 64])
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_window_counts_the_tasks_of_batches(rtlib, grain, window):
+    r = Runtime(rtlib, 2, 1)
+    try:
+        rtlib.lib.harness_set_grain(grain)
+        for chains in (0, 1, 3):
+            rc = call_with_timeout(
+                lambda: rtlib.lib.harness_bulk(r.rt, 5000, chains, window, STALL, K_EMPTY, 0), 30)
+            assert rc == OK
+            assert r.stats().tasks == 5000 and r.stats().max_in_flight <= window
+    finally:
+        rtlib.lib.harness_set_grain(1)
+        r.free()
+
+
+def test_window_abort_counts_the_open_batch(runtime):
+    r = runtime(1, 1)
+    r.lib.harness_reset(20)
+    assert r.begin(3, ABORT) == OK
+    assert r.batch(20, 64) == OK
+    codes = [r.submit(i, [(0, WRITE, box((i, i + 1)))], spin_ns=1_000) for i in range(5)]
+    assert codes[:3] == [OK] * 3 and codes[3] == ERR_WINDOW
+    assert r.wait() == ERR_WINDOW
+
+
+def test_batch_outside_a_run_is_a_usage_error(runtime):
+    r = runtime(1, 1)
+    assert r.batch(10, 2) == ERR_USAGE
+    assert "wsp_batch called outside" in r.error()[1]
+
+
+def test_rank_mismatch_inside_one_batch_is_a_usage_error(runtime):
+    r = runtime(1, 1)
+    assert r.begin() == OK
+    assert r.batch(4, 4) == OK
+    assert r.submit(0, [(0, WRITE, box((0, 1)))], kernel=K_EMPTY) == OK
+    assert r.submit(1, [(0, WRITE, box((0, 1), (0, 1)))], kernel=K_EMPTY) == ERR_USAGE
+    assert r.wait() == ERR_USAGE
+    assert "2 dimensions after 1" in r.error()[1]
 
 
 # ---- order scopes ---------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.depth = 1
         self.loop_vars: list[str] = []
+        self.batched = False  # inside a loop nest already announced with wsp_batch
 
     # names in C
     def name_of(self, v: str) -> str:
@@ -90,8 +91,36 @@ class _Emitter:
             else:
                 self.task(st)
 
+    def task_count(self, stmts, bound: frozenset) -> str | None:
+        """C for the number of tasks `stmts` submit, or None when a loop extent depends on a
+        variable in `bound` (loops of the nest itself: not known before the nest starts)."""
+        terms = []
+        for st in stmts:
+            if isinstance(st, N.Task):
+                terms.append("1")
+                continue
+            if isinstance(st, N.Block):
+                inner = self.task_count(st.body, bound)
+            else:
+                if sym.free_vars(st.extent) & bound:
+                    return None
+                inner = self.task_count(st.body, bound | {st.var})
+                if inner is not None:
+                    inner = f"wsp_max({self.c(st.extent)}, 0) * ({inner})"
+            if inner is None:
+                return None
+            terms.append(inner)
+        return " + ".join(terms) or "0"
+
     def loop(self, lp: N.Loop) -> None:
         extent = self.c(lp.extent)
+        announce = False
+        if lp.kind != "seq" and not self.batched:
+            # the nest's task count lets the runtime pack consecutive tasks into batches
+            count = self.task_count((lp,), frozenset())
+            if count is not None:
+                self.emit(f"if ((rc = wsp_batch(rt, {count}, 0))) return rc;")
+                self.batched = announce = True
         self.loop_vars.append(lp.var)
         v = self.name_of(lp.var)
         if lp.kind == "seq":
@@ -106,6 +135,8 @@ class _Emitter:
         if lp.kind == "seq":
             self.emit("if ((rc = wsp_order_pop(rt))) return rc;")
         self.loop_vars.pop()
+        if announce:
+            self.batched = False
 
     def block(self, b: N.Block) -> None:
         if b.kind != "sequential":

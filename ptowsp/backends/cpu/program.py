@@ -65,7 +65,8 @@ def emit_module(m: N.Module) -> ModuleC:
 _CDEF = """
 typedef struct wsp_runtime wsp_runtime;
 typedef struct wsp_stats {
-    int64_t tasks; int64_t tasks_run; int64_t dependencies; int64_t max_in_flight; double execute_ms;
+    int64_t tasks; int64_t tasks_run; int64_t dependencies; int64_t max_in_flight; int64_t batches;
+    double execute_ms;
 } wsp_stats;
 wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors);
 void wsp_runtime_free(wsp_runtime *rt);
@@ -164,7 +165,8 @@ class Backend:
             stats = ffi.new("wsp_stats *")
             lib.wsp_get_stats(rt, stats)
             info = {"task_count": int(stats.tasks), "dependencies": int(stats.dependencies),
-                    "max_in_flight": int(stats.max_in_flight), "runtime_ms": float(stats.execute_ms),
+                    "max_in_flight": int(stats.max_in_flight), "batches": int(stats.batches),
+                    "runtime_ms": float(stats.execute_ms),
                     "workers": int(lib.wsp_runtime_workers(rt))}
         finally:
             lib.wsp_runtime_free(rt)

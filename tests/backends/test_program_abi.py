@@ -1,0 +1,41 @@
+"""program.py declares to cffi only the part of wsp_runtime.h that Python calls: it must agree
+with the header, or the stats read from C are garbage."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cffi
+
+from ptowsp.backends.cpu import program
+
+HEADER = Path(__file__).resolve().parents[2] / "runtime_c" / "wsp_runtime.h"
+
+
+def _header_cdef() -> str:
+    text = HEADER.read_text()
+    return text[text.index("/* CDEF-BEGIN */") + 16:text.index("/* CDEF-END */")]
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", " ", s, flags=re.S)).strip()
+
+
+def test_the_stats_struct_has_the_header_layout():
+    full, mine = cffi.FFI(), cffi.FFI()
+    full.cdef(_header_cdef())
+    mine.cdef(program._CDEF)
+    fields = [name for name, _ in full.typeof("wsp_stats").fields]
+    assert [name for name, _ in mine.typeof("wsp_stats").fields] == fields
+    assert mine.sizeof("wsp_stats") == full.sizeof("wsp_stats")
+    for name in fields:
+        assert mine.offsetof("wsp_stats", name) == full.offsetof("wsp_stats", name), name
+
+
+def test_every_declared_function_is_declared_alike_in_the_header():
+    header = _norm(_header_cdef())
+    decls = [d for d in _norm(program._CDEF).split(";") if "(" in d and "typedef" not in d]
+    assert len(decls) >= 8
+    for d in decls:
+        assert d.strip() + ";" in header, d
