@@ -443,9 +443,25 @@ int wsp_order_push(wsp_runtime *rt) {
 
 int wsp_order_next(wsp_runtime *rt) {
     int rc = order_check(rt, "wsp_order_next", 1);
-    if (rc || (rc = batch_close(rt))) return rc;
+    if (rc) return rc;
     wsp_scope *s = &rt->scopes[rt->depth - 1];
+    /* An open batch may go on into the next step: its tasks run in submission order anyway,
+     * and when it is submitted it waits for every barrier its steps had (kept here), besides
+     * the scope's barrier then (batch_close). Only a batch started in this scope, and with room
+     * to keep the barrier, does so. */
+    if (rt->batch) {
+        if (rt->batch_depth != rt->depth ||
+            (s->current && s->barrier && rt->nbatch_waits == WSP_BATCH_WAITS)) {
+            if ((rc = batch_close(rt))) return rc;
+        } else {
+            rt->batch_steps++;
+        }
+    }
     if (s->current) {  /* an empty step changes nothing: the old barrier still covers it */
+        if (rt->batch && s->barrier) {
+            s->barrier->scope_refs++;
+            rt->batch_waits[rt->nbatch_waits++] = s->barrier;
+        }
         wsp_group *g = s->current;
         s->current = NULL;
         group_close(rt, g);
@@ -501,6 +517,11 @@ static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc) {
     atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
     note_in_flight(rt);
     if (rt->depth > 0) order_attach(rt, t);
+    for (int32_t i = 0; i < rt->nbatch_waits; i++) {  /* a batch spanning order steps */
+        wsp__add_edge(rt, &rt->batch_waits[i]->h, t);
+        group_unref(rt, rt->batch_waits[i]);
+    }
+    rt->nbatch_waits = 0;
     wsp__deps_submit(rt, t, acc);
     /* on an error above the task still goes through (it will not run), so counts stay exact;
      * without edges nobody else can touch the count, so no atomic read-modify-write is needed */
@@ -605,6 +626,9 @@ static int batch_add(wsp_runtime *rt, const wsp_task *task) {
         rt->batch = b;
         rt->batch_bytes = 0;
         rt->batch_acc.ntiles = 0;
+        rt->batch_depth = rt->depth;
+        rt->batch_steps = 0;
+        rt->nbatch_waits = 0;
     }
     wsp_sub *s = (wsp_sub *)((char *)b + b->subs + rt->batch_bytes);
     s->fn = task->fn;
@@ -644,14 +668,52 @@ static int batch_add(wsp_runtime *rt, const wsp_task *task) {
     return WSP_OK;
 }
 
+/* After a batch that went on over order steps: every task of the current step so far is in
+ * it, but it also holds tasks of earlier steps, which the step's later tasks must wait for. So
+ * the step is split here: the batch's group becomes the barrier of what follows (only more
+ * order than the program asks for, never less). */
+static void batch_ends_step(wsp_runtime *rt) {
+    if (rt->batch_steps == 0 || rt->depth == 0 || rt->batch_depth != rt->depth) return;
+    rt->batch_steps = 0;
+    wsp_scope *s = &rt->scopes[rt->depth - 1];
+    if (!s->current) return;
+    wsp_group *g = s->current;
+    s->current = NULL;
+    group_close(rt, g);
+    if (s->barrier) group_unref(rt, s->barrier);
+    s->barrier = g;
+}
+
 /* Submits the open batch, if any. */
 static int batch_close(wsp_runtime *rt) {
     wsp_tasknode *b = rt->batch;
     if (!b) return WSP_OK;
     rt->batch = NULL;
+    if (b->count == 1) {  /* a batch of one is a plain task: a node of its own size */
+        const wsp_sub *s = (const wsp_sub *)((char *)b + b->subs);
+        size_t bytes = sizeof(wsp_tasknode) + (size_t)s->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
+                       (size_t)(s->nscalars + s->ncoords) * 8;
+        wsp_tasknode *t = tasknode_new(rt, bytes);
+        if (!t) {
+            node_free(rt, &b->h);
+            return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+        }
+        t->fn = s->fn;
+        t->kernel = s->kernel;
+        t->stmt = s->stmt;
+        t->ntiles = s->ntiles;
+        t->nscalars = s->nscalars;
+        t->ncoords = s->ncoords;
+        memcpy(wsp__tiles(t), s + 1, s->size - sizeof *s);  /* tiles, scalars, coords */
+        node_free(rt, &b->h);
+        enqueue(rt, t, &rt->batch_acc);
+        batch_ends_step(rt);
+        return WSP_OK;
+    }
     b->ntiles = (int16_t)rt->batch_acc.ntiles;  /* wsp__regs(b) needs room for this many */
     rt->nbatches++;
     enqueue(rt, b, &rt->batch_acc);
+    batch_ends_step(rt);
     return WSP_OK;
 }
 

@@ -227,6 +227,7 @@ WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 #define WSP_NCLASSES 168           /* node size classes: 64 * (k + 1) bytes */
 #define WSP_GRAIN_MAX 64           /* tasks per batch at most */
 #define WSP_BATCH_BYTES 8192       /* wsp_sub records per batch at most */
+#define WSP_BATCH_WAITS 8          /* order steps a batch may span, after its first */
 
 typedef struct wsp_scope {
     wsp_group *barrier;            /* every task of the scope's current step waits for it */
@@ -284,6 +285,10 @@ struct wsp_runtime {
     wsp_tasknode *batch;
     size_t batch_bytes;
     wsp_task batch_acc;            /* access[0 .. ntiles) */
+    int32_t batch_depth;           /* the order-scope depth the open batch was started at */
+    int32_t batch_steps;           /* order steps it went on into (wsp_order_next calls) */
+    int32_t nbatch_waits;
+    wsp_group *batch_waits[WSP_BATCH_WAITS];  /* barriers of the order steps it spans */
 
     _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
     char pad_end[WSP_CACHELINE];

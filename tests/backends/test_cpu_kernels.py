@@ -295,6 +295,14 @@ def _special():
     kb.out("y_bt", kb.op("matmul", kb.op("mul", a, a), kb.op("transpose", bt, shape=(37, 29)),
                          shape=(13, 29)))
     out.append(kb)
+    kb = KB("matmul_chunked")  # K longer than one chunk: A read in place, and packed
+    a, b = kb.tile("a", 8, 300, "f32"), kb.tile("b", 300, 20, "f32")
+    acc = kb.tile("acc", 8, 20, "f32")
+    kb.out("y", kb.op("matmul", a, b, shape=(8, 20)))
+    kb.out("y_acc", kb.op("matmul", a, b, acc, shape=(8, 20)))
+    a16, b2 = kb.tile("a16", 64, 200, "f16"), kb.tile("b2", 200, 20, "f32")
+    kb.out("y_half", kb.op("matmul", a16, b2, shape=(64, 20), dtype="f32"))
+    out.append(kb)
     kb = KB("matmul_inout")  # the gemm example's kernel (c = c + a @ b) on 16^3 tiles
     a, b = kb.tile("a", 16, 16, "f32"), kb.tile("b", 16, 16, "f32")
     c = kb.tile("c", 16, 16, "f32", "InOut")
@@ -1053,6 +1061,24 @@ def test_matmul_blocked(lib):
                                atol=1e-4)
 
 
+def test_matmul_over_several_k_chunks(lib):
+    """K = 300 runs in chunks of 256 (A read in place) and K = 200 in chunks of 124 (A packed
+    from f16): partial sums carry over chunks, and `acc` is added once at the end."""
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((8, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 20)).astype(np.float32)
+    acc = rng.standard_normal((8, 20)).astype(np.float32)
+    a16 = rng.standard_normal((64, 200)).astype(np.float16)
+    b2 = rng.standard_normal((200, 20)).astype(np.float32)
+    out = lib.run("matmul_chunked", a=a, b=b, acc=acc, a16=a16, b2=b2)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    tol = dict(rtol=2e-6, atol=2e-6 * 300 * 4)
+    np.testing.assert_allclose(out["y"], a64 @ b64, **tol)
+    np.testing.assert_allclose(out["y_acc"], acc + a64 @ b64, **tol)
+    np.testing.assert_allclose(out["y_half"], a16.astype(np.float64) @ b2.astype(np.float64),
+                               rtol=2e-6, atol=2e-6 * 200 * 4)
+
+
 def test_matmul_blocked_strided(lib):
     """The gemm example's kernel on row-strided 16x16 tiles of 64-wide matrices, accumulating
     in place."""
@@ -1404,7 +1430,11 @@ def test_agrees_with_the_ref_interpreter(lib, seed):
             got = R.to_compute(out[pname], dt)
             if dt in FLOATS:
                 rtol = {"f16": 2.0**-10, "bf16": 2.0**-7}.get(dt, 1e-5)
-                ok = np.isclose(got, want, rtol=rtol, atol=1e-6, equal_nan=True)
+                # a dot product of K terms (|x| <= 3) summed in another order: K ulps of 9 K
+                kmax = max((k.ops[o.args[0]].shape[1] for o in k.ops if o.op == "matmul"),
+                           default=0)
+                atol = max(1e-6, kmax * 9 * kmax * 2.0**-24)
+                ok = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
             else:
                 ok = got == want
             assert ok.all(), (name, pname, got[~ok][:4], np.asarray(want)[~ok][:4])

@@ -343,7 +343,7 @@ def test_a_batch_runs_its_tasks_in_submission_order(runtime):
     assert starts == sorted(starts)
 
 
-def test_batches_end_at_order_steps_and_nest_ends(runtime):
+def test_batches_go_on_over_order_steps_and_end_with_the_scope(runtime):
     r = runtime(2, 1)
     ops = ([("batch", 100, 64), ("push",)] +
            [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(5)] + [("next",)] +
@@ -351,9 +351,21 @@ def test_batches_end_at_order_steps_and_nest_ends(runtime):
            [("batch", 4, 4)] + [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(6)])
     tasks, times = run_program(r, ops)
     assert violations(tasks, times) == []
-    # [5 writers] [3 readers] | [4 covered by the second call] then 2 single tasks
-    assert r.stats().batches == 3
+    # [5 writers, next, 3 readers] up to the pop | [4 covered by the second call] | 2 single tasks
+    assert r.stats().batches == 2
     assert r.stats().tasks == 14
+
+
+def test_a_step_split_by_a_batch_still_orders_its_later_tasks(runtime):
+    """A batch holding steps 0 and 1 fills up in step 1; the rest of step 1 must still wait
+    for step 0 (inside the batch), and step 2 for all of step 1."""
+    r = runtime(2, 1)
+    ops = ([("push",), ("task", [(0, WRITE, box((0, 1)))], 0), ("batch", 5, 3)] +
+           [("task", [(0, WRITE, box((i, i + 1)))], 200_000) for i in range(1, 3)] + [("next",)] +
+           [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(3, 8)] + [("next",)] +
+           [("task", [(0, WRITE, box((i, i + 1)))], 0) for i in range(8, 10)] + [("pop",)])
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
 
 
 def test_kernel_failure_inside_a_batch_reports_that_task(runtime):

@@ -333,6 +333,7 @@ class _Plan:
     steps: list[tuple[str, object]]  # ("nest", _Nest) | ("matmul", op index), in order
     final_stores: list[tuple[str, int]]
     hazards: frozenset[int]  # stores (indices into k.stores) that need a snapshot
+    into: dict[int, str]  # blocked matmuls computed in place in the tile they are stored to
 
 
 def _classify(op: N.Op) -> str:
@@ -478,6 +479,32 @@ def _plan_once(k: N.Kernel, snapshot: frozenset[int]) -> _Plan:
             hazards.add(s)
         written.add(pname)
 
+    # decision: a blocked matmul whose value is only stored, to an f32 tile of its shape that
+    # nothing else reads (but as its `acc`), accumulates in that tile: the copy of C in and
+    # out of a temporary was ~10% of a 64^3 tile's time
+    into: dict[int, str] = {}
+    for s, pname, v in final:
+        p, op = params[pname], ops[v]
+        if kind[v] != "matmul" or s in hazards or uses[v] or len(stored[v]) != 1:
+            continue
+        if op.dtype != "f32" or p.dtype != "f32" or op.shape != (p.rows, p.cols):
+            continue
+        inner = ops[op.args[0]].shape[1]
+        if not _mm_blocked(op.shape[0], op.shape[1], inner) or sum(q == pname for q, _ in stores) != 1:
+            continue
+        own = param_ops.get(pname, [])
+        acc = op.args[2] if len(op.args) > 2 else None
+        kc = _mm_kc(op.shape[0], not _a_in_place(ops, mat, op.args[0]))
+        if acc is not None and (acc not in own or inner > kc):
+            continue  # acc is added once, after the K chunks: not in place
+        if any(a in own for a in op.args[:2]) or any(stored[po] for po in own):
+            continue
+        if any(u != v for po in own for u in uses[po]):
+            continue
+        into[v] = pname
+    mat -= set(into)
+    final = [f for f in final if f[2] not in into]
+
     # Steps, level by level: matmuls first (their inputs are ready), then the nests.
     steps: list[tuple[str, object]] = []
     by_level: dict[int, list[_Nest]] = {}
@@ -487,7 +514,7 @@ def _plan_once(k: N.Kernel, snapshot: frozenset[int]) -> _Plan:
         steps += [("matmul", i) for i in range(n) if kind[i] == "matmul" and level[i] == lv]
         steps += [("nest", nest) for nest in sorted(by_level.get(lv, []), key=lambda t: t.first)]
     return _Plan(ops, kind, level, nest_of, mat, steps, [(p, v) for _, p, v in final],
-                 frozenset(hazards))
+                 frozenset(hazards), into)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1005,11 +1032,14 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
-        if rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4:
+        if _mm_blocked(rows, cols, inner):
             # decision: the product is summed from 0 and `acc` added once at the end, as in
             # the reference (acc + a @ b): in one K chunk by the block's store (t holds acc),
             # over several chunks (partial sums in t) by a last pass
-            chunked = inner > _mm_kc(rows)
+            chunked = inner > _mm_kc(rows, self.a_rows(a) is None)
+            if m in self.plan.into:  # the tile already holds acc, if there is one
+                self.matmul_blocked(m, "kc" if chunked else "add" if len(op.args) > 2 else "set")
+                return
             if len(op.args) > 2 and not chunked:
                 out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
                 out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
@@ -1074,7 +1104,7 @@ class _Emitter:
         inner = self.ops[a].shape[1]
         mr, nr = MM_MR, MM_NR
         nblk = -(-rows // mr)
-        kc_max = _mm_kc(rows)
+        kc_max = _mm_kc(rows, self.a_rows(a) is None)
         kc_len = min(inner, kc_max)
         out.open("")
         out("typedef float wsp_v8 __attribute__((vector_size(32)));")
@@ -1086,21 +1116,22 @@ class _Emitter:
         out("#endif")
         out(f"_Alignas(64) float bp[{kc_len * nr}];")
         out(f"_Alignas(64) float cb[{mr * nr}];")
-        out(f"_Alignas(64) float ap[{nblk * mr * kc_len}];")
+        if self.a_rows(a) is None:
+            out(f"_Alignas(64) float ap[{nblk * mr * kc_len}];")
         if inner > kc_max:
             out.open(f"for (int64_t kc = 0; kc < {inner}; kc += {kc_max})")
             out(f"const int64_t kn = {inner} - kc < {kc_max} ? {inner} - kc : {kc_max};")
         else:
             out.open("")
             out("const int64_t kc = 0, kn = " + str(inner) + ";")
-        # A's chunk, converted to f32, as [row block][k][row in block]: its rows may be strided
-        # (64 rows 4 KiB apart share a few L1 sets) and the block reads it sequentially
-        ea = self.access(a, Raw("i") if rows > 1 else Raw("0"),
-                         C.iadd("kc", "k") if inner > 1 else Raw("0"))
-        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
-        out(f"for (int64_t k = 0; k < kn; ++k) ap[(i / {mr}) * ({mr} * kn) + k * {mr} + i % {mr}]"
-            f" = {C.to_c(convert(ea, self.ops[a].dtype, 'f32'))};")
-        out.close()
+        if self.a_rows(a) is None:
+            # A's chunk, converted to f32, as [row block][k][row in block]
+            ea = self.access(a, Raw("i") if rows > 1 else Raw("0"),
+                             C.iadd("kc", "k") if inner > 1 else Raw("0"))
+            out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+            out(f"for (int64_t k = 0; k < kn; ++k) ap[(i / {mr}) * ({mr} * kn) + k * {mr} + i % {mr}]"
+                f" = {C.to_c(convert(ea, self.ops[a].dtype, 'f32'))};")
+            out.close()
         out.open(f"for (int64_t jb = 0; jb < {cols}; jb += {nr})")
         out(f"const int64_t jn = {cols} - jb < {nr} ? {cols} - jb : {nr};")
         kk = C.iadd("kc", "k")
@@ -1140,6 +1171,21 @@ class _Emitter:
         out("#undef WSP_MM_FMA")
         out.close()
 
+    def a_rows(self, a: int) -> Optional[tuple[str, str]]:
+        """(pointer, row stride) of a matmul's A operand read in place (_a_in_place), or None
+        when it is packed."""
+        # decision: reading A in place (a micro-block reads 6 rows, each sequentially) instead
+        # of packing it measured 70-89 against 52-63 GFLOP/s on 64^3 tiles in cache, and
+        # ~50 against ~44 on the tiles of 1024-wide matrices (noisy machine, one core): the
+        # scalar packing loop cost more than the strided rows it avoided
+        if not _a_in_place(self.ops, self.plan.mat, a):
+            return None
+        op = self.ops[a]
+        if op.op == "param":
+            t = self.tile_index[str(op.attr)]
+            return self.ptr(t), self.rs(t)
+        return f"t{a}", str(op.shape[1])
+
     def matmul_block(self, m: int, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
         stored into t{m} (`set`), added to it (`add`), or set when kc == 0 and added otherwise
@@ -1148,23 +1194,33 @@ class _Emitter:
         op = self.ops[m]
         cols = op.shape[1]
         nr, nv = MM_NR, MM_NR // 8
-        out(f"float *cp = &t{m}[i0 * {cols} + jb];")
-        out(f"int64_t cs = {cols};")
+        if m in self.plan.into:
+            t = self.tile_index[self.plan.into[m]]
+            dst, stride = self.ptr(t), self.rs(t)
+        else:
+            dst, stride = f"t{m}", str(cols)
+        out(f"float *cp = &{dst}[i0 * {stride} + jb];")
+        out(f"int64_t cs = {stride};")
         out.open(f"if (jn != {nr})")
         if mode != "set":
             out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < {nr}; ++l) "
-                f"cb[q * {nr} + l] = l < jn ? cp[q * {cols} + l] : 0.0f;")
+                f"cb[q * {nr} + l] = l < jn ? cp[q * {stride} + l] : 0.0f;")
         out(f"cp = cb; cs = {nr};")
         out.close()
         for q in range(r):
             out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
-        out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
+        direct = self.a_rows(op.args[0])
+        if direct is None:
+            out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
+        else:
+            out(f"const float *ak = {direct[0]} + i0 * {direct[1]} + kc;")
         out.open("for (int64_t k = 0; k < kn; ++k)")
         out("const float *bk = bp + k * " + str(nr) + ";")
         for v in range(nv):
             out(f"const wsp_v8 b{v} = *(const wsp_v8 *)(bk + {8 * v});")
         for q in range(r):
-            out(f"const float a{q} = ak[k * {MM_MR} + {q}];")
+            at = f"ak[k * {MM_MR} + {q}]" if direct is None else f"ak[{q} * {direct[1]} + k]"
+            out(f"const float a{q} = {at};")
             out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
             for v in range(nv):
                 out(f"c{q}_{v} = WSP_MM_FMA(av{q}, b{v}, c{q}_{v});")
@@ -1185,13 +1241,30 @@ class _Emitter:
             store(mode == "add")
         out.open(f"if (jn != {nr})")
         out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < jn; ++l) "
-            f"t{m}[(i0 + q) * {cols} + jb + l] = cb[q * {nr} + l];")
+            f"{dst}[(i0 + q) * {stride} + jb + l] = cb[q * {nr} + l];")
         out.close()
 
 
-def _mm_kc(rows: int) -> int:
-    """K chunk of a blocked matmul: the packed A chunk (rows rounded up to MM_MR, x the chunk)
-    stays within MM_APACK bytes."""
+def _a_in_place(ops: list[N.Op], mat: set[int], a: int) -> bool:
+    """Whether a blocked matmul reads its A operand in place: an f32 tile parameter (columns
+    contiguous: the entry point copies strided ones) or an f32 temporary; otherwise A is
+    converted or computed into a packed panel."""
+    op = ops[a]
+    if op.dtype != "f32" or op.shape is None or op.shape[0] < 2 or op.shape[1] < 2:
+        return False
+    return op.op == "param" or a in mat
+
+
+def _mm_blocked(rows: int, cols: int, inner: int) -> bool:
+    """Whether a matmul of this shape runs register-blocked (else i-k-j)."""
+    return rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4
+
+
+def _mm_kc(rows: int, packed: bool = True) -> int:
+    """K chunk of a blocked matmul: MM_KC (the B panel, MM_KC x MM_NR, stays in L1), less when
+    a packed A chunk (rows rounded up to MM_MR, x the chunk) would outgrow MM_APACK bytes."""
+    if not packed:
+        return MM_KC
     rows_p = -(-rows // MM_MR) * MM_MR
     return max(16, min(MM_KC, MM_APACK // (4 * rows_p)) // 4 * 4)
 
