@@ -5,7 +5,7 @@ Memory-bound kernels (RMSNorm, row softmax, SiLU gating) over [524288, 128] f32 
 (issue 3) are at least 5x idiomatic NumPy and 70% of the fused C at 2 threads for the
 memory-bound kernels, and at least 50% of numpy.matmul's GFLOP/s for GEMM.
 
-    python benchmarks/kernels.py [--rows 524288] [--runs 5] [--workers 2]
+    python benchmarks/kernels.py [--rows 524288] [--runs 9] [--workers 2]
 """
 
 from __future__ import annotations
@@ -94,14 +94,21 @@ void fused(int op, const float *x, const float *w, const float *g, float *y, int
 """
 
 
-def median_ms(fn, runs: int) -> float:
-    fn()  # warm up (page faults, caches)
-    times = []
+def medians_ms(fns, runs: int, pause: float = 0.0) -> list[float]:
+    """Median milliseconds of each function, the functions taking turns within every run (the
+    machine's drift then hits all of them alike). `pause` seconds before each call let the
+    threads of the previous one go to sleep: OpenBLAS's spin for a while after numpy.matmul
+    returns (a pause slows idiomatic NumPy's page faults down, so only GEMM takes one)."""
+    for fn in fns:
+        fn()  # warm up (page faults, caches)
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+        for fn, ts in zip(fns, times):
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1000)
+    return [statistics.median(ts) for ts in times]
 
 
 def build_fused(workdir: Path):
@@ -135,7 +142,7 @@ def numpy_versions(x, w, g):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=524288)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     rows = args.rows
@@ -156,11 +163,11 @@ def main() -> None:
             prog = ptowsp.parse(text, f"{name}.wsp").compile(target="cpu_sim")
             arrays = {"X": x, "W": w, "G": g}
             inputs = {k: v for k, v in arrays.items() if f"input  {k}:" in text}
-            t_np = median_ms(np_fns[name], args.runs)
             op = {"rmsnorm": 0, "softmax": 1, "silu_gate": 2}[name]
             xp, wp, gp, yp = (ffi.cast("float *", ffi.from_buffer(a)) for a in (x, w, g, y))
-            t_c = median_ms(lambda: fused.fused(op, xp, wp, gp, yp, rows, args.workers), args.runs)
-            t_w = median_ms(lambda: prog.run(workers=args.workers, **inputs), args.runs)
+            t_np, t_c, t_w = medians_ms(
+                [np_fns[name], lambda: fused.fused(op, xp, wp, gp, yp, rows, args.workers),
+                 lambda: prog.run(workers=args.workers, **inputs)], args.runs)
             gbs = [traffic[name] / t / 1e6 for t in (t_np, t_c, t_w)]
             print(f"{name:<10} {gbs[0]:8.1f}  {gbs[1]:8.1f}  {gbs[2]:8.1f}    {t_np / t_w:7.2f}x {t_c / t_w * 100:9.0f}%")
         # GEMM
@@ -168,8 +175,8 @@ def main() -> None:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         gemm = ptowsp.load(str(ROOT / "examples" / "gemm.wsp")).compile(target="cpu_sim")
-        t_np = median_ms(lambda: a @ b, args.runs)
-        t_w = median_ms(lambda: gemm.run(A=a, B=b, workers=args.workers), args.runs)
+        t_np, t_w = medians_ms([lambda: a @ b, lambda: gemm.run(A=a, B=b, workers=args.workers)],
+                               args.runs, pause=0.2)
         flops = 2 * n ** 3
         print(f"\nGEMM {n}^3 f32: numpy.matmul {flops / t_np / 1e6:7.1f} GFLOP/s, cpu_sim "
               f"{flops / t_w / 1e6:7.1f} GFLOP/s = {t_np / t_w * 100:.0f}% of numpy")

@@ -247,7 +247,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
             click.echo(json.dumps(info, sort_keys=True))
         else:
             for k in ("task_count", "compile_time_ms", "execute_time_ms", "workers", "dependencies",
-                      "max_in_flight"):
+                      "max_in_flight", "batches"):
                 if k in info:
                     click.echo(f"{k:>16}: {info[k]}")
 

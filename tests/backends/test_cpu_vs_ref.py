@@ -142,6 +142,36 @@ def test_bit_identical_across_workers_and_runs():
         assert r.tobytes() == results[0].tobytes()
 
 
+def test_large_nests_run_in_batches_with_the_same_results():
+    """4096 tasks: the runtime packs them (wsp_batch) yet counts, orders and computes them as
+    single tasks: a grid of independent rows, then a P.seq chain per row over a shared tile."""
+    m = ptowsp.parse("""
+sym N
+input  X: f32[N, 8]
+output Y: f32[N, 8]
+output S: f32[4, 8]
+kernel twice(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) { store(y, x * 2) }
+kernel acc(x: In[Tile[1, 8, f32]], s: InOut[Tile[1, 8, f32]]) { store(s, s * 0.5 + x) }
+workload w() {
+    for i in P(N) { twice[i](x = X[i], y = Y[i]) }
+    for r in P(4) { for i in P.seq(N / 4) { acc[r, i](x = Y[r * (N / 4) + i], s = S[r]) } }
+}
+""", "batched.wsp")
+    x = np.random.default_rng(9).standard_normal((2048, 8)).astype(np.float32)
+    prog = m.compile(target="cpu_sim")
+    outs = [prog.run(X=x, workers=w) for w in (1, 2, 4)]
+    ref = m.compile(target="ref").run(X=x)
+    assert prog.stats.task_count == 4096 and prog.stats.extra["batches"] > 0
+    s = np.zeros((4, 8))
+    for r in range(4):
+        for i in range(512):
+            s[r] = s[r] * 0.5 + 2 * f64(x[r * 512 + i])
+    for out in outs:
+        np.testing.assert_array_equal(out["Y"], x * 2)
+        np.testing.assert_allclose(out["S"], s, rtol=1e-5, atol=1e-5)
+        assert out["S"].tobytes() == ref["S"].tobytes() == outs[0]["S"].tobytes()
+
+
 def test_inputs_are_never_modified():
     m = ptowsp.parse("""
 sym N
