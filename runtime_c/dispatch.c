@@ -155,7 +155,9 @@ static void publish_in(wsp_runtime *rt, int32_t i, int check) {
      * Dekker pairing with workers (C11 fences would do, but ThreadSanitizer cannot check them) */
     atomic_store_explicit(&q->in.tail, s->in_tail, memory_order_seq_cst);
     s->in_pub = s->in_tail;
-    if (atomic_load_explicit(&rt->spinners, memory_order_seq_cst) > 0 && pending < WSP_BATCH_ASLEEP)
+    /* a spinning worker will steal the tasks, unless placement pins them to this queue's owner */
+    if (atomic_load_explicit(&rt->spinners, memory_order_seq_cst) > 0 && pending < WSP_BATCH_ASLEEP &&
+        !atomic_load_explicit(&rt->pinned, memory_order_relaxed))
         return;
     if (atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) {
         /* a wake-up is a system call: let a sleeping owner's backlog grow, within the stale rule */
@@ -302,6 +304,7 @@ static int own_work(wsp_worker *w) {
 /* An idle worker takes published work from the other workers' queues. */
 static wsp_tasknode *steal(wsp_worker *w) {
     wsp_runtime *rt = w->rt;
+    if (atomic_load_explicit(&rt->pinned, memory_order_relaxed)) return NULL;  /* placement: only work_steal moves tasks between workers */
     for (int32_t j = 1; j < rt->nworkers; j++) {
         int32_t v = w->index + j;
         if (v >= rt->nworkers) v -= rt->nworkers;
@@ -358,6 +361,10 @@ static void retire(wsp_worker *w, wsp_node *n) {
 static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     if (!w) {
         wsp__stage_ready(rt, t);
+        return;
+    }
+    if (atomic_load_explicit(&rt->pinned, memory_order_relaxed) && t->queue != w->index) {  /* its dispatcher's worker runs it */
+        fifo_push(&rt->queues[t->queue], &t->h);
         return;
     }
     if (!w->lhead) {
@@ -445,6 +452,12 @@ static void maybe_wake_submitter(wsp_runtime *rt) {
 
 /* ---- workers --------------------------------------------------------------------------------- */
 
+/* The trace event of task `i` of the run, or NULL when it is not traced. */
+static inline wsp_trace_event *traced(wsp_runtime *rt, int64_t i) {
+    if (!rt->tracing || i >= (int64_t)WSP_TRACE_CHUNK * WSP_TRACE_MAXCHUNKS) return NULL;
+    return wsp__trace_at(rt, i);
+}
+
 /* The tasks of a batch, in submission order; the first failure ends it. */
 static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     const char *p = (const char *)t + t->subs;
@@ -453,7 +466,13 @@ static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
         const wsp_sub *s = (const wsp_sub *)p;
         const wsp_tile *tiles = (const wsp_tile *)(s + 1);
         const wsp_scalar *scalars = (const wsp_scalar *)(tiles + s->ntiles);
+        wsp_trace_event *e = traced(rt, t->lseq + k);
+        if (e) e->start_ns = wsp__now_ns() - rt->t_begin_ns;
         int rc = s->fn(tiles, scalars);
+        if (e) {
+            e->end_ns = wsp__now_ns() - rt->t_begin_ns;
+            e->worker = w->index;
+        }
         atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
         if (rc != 0) {
             wsp__kernel_failed(rt, s->kernel, s->stmt, (const int64_t *)(scalars + s->nscalars),
@@ -465,13 +484,19 @@ static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
 }
 
 static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
-    if (atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
+    if (!rt->skip_kernels && atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
         wsp__kernel_msg_clear();
         uint64_t t0 = ticks();
         if (t->subs) {
             run_batch(rt, w, t);
         } else {
+            wsp_trace_event *e = traced(rt, t->lseq);
+            if (e) e->start_ns = wsp__now_ns() - rt->t_begin_ns;
             int rc = t->fn(wsp__tiles(t), wsp__scalars(t));
+            if (e) {
+                e->end_ns = wsp__now_ns() - rt->t_begin_ns;
+                e->worker = w->index;
+            }
             atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
             if (rc != 0) wsp__kernel_failed(rt, t->kernel, t->stmt, wsp__coords(t), t->ncoords, rc);
         }

@@ -128,6 +128,8 @@ void wsp__recycle(wsp_runtime *rt, wsp_node *n) {
     if (n->kind == WSP_NODE_TASK) {
         wsp_tasknode *t = (wsp_tasknode *)n;
         wsp__deps_retire(&rt->deps, t);
+        if (t->stream >= 0 && t->stream < rt->nstreams && rt->stream_last[t->stream] == t)
+            rt->stream_last[t->stream] = NULL;
         while (t->chunks) {
             wsp_edgechunk *c = t->chunks;
             t->chunks = c->next;
@@ -219,6 +221,7 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     rt->nworkers = workers > 0 ? workers : online_cpus();
     rt->max_spinners = online_cpus() - 1;
     atomic_init(&rt->spinners, 0);
+    atomic_init(&rt->pinned, 0);
     rt->unpub_since = -1;
     rt->ntensors = ntensors;
     atomic_init(&rt->err, 0);
@@ -279,6 +282,10 @@ void wsp_runtime_free(wsp_runtime *rt) {
     }
     wsp__deps_destroy(&rt->deps);
     wsp__workers_destroy(rt);
+    free(rt->stream_last);
+    for (int64_t c = 0; c < rt->ntchunks; c++) free(rt->tchunks[c]);
+    free(rt->tchunks);
+    wsp__simlog_free(rt->simlog);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);
     pthread_mutex_destroy(&rt->err_mu);
@@ -307,6 +314,11 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     rt->nbatches = 0;
     rt->grain = 1;
     rt->batch_left = 0;
+    rt->ndisp = rt->steal_ok = rt->nstreams = 0;
+    atomic_store_explicit(&rt->pinned, 0, memory_order_relaxed);
+    rt->tracing = rt->trace_on;
+    rt->ntrace = 0;
+    if (rt->simlog) wsp__simlog_begin(rt->simlog);
     rt->rr = 0;
     rt->execute_ms = 0;
     rt->t_begin_ns = wsp__now_ns();
@@ -502,21 +514,66 @@ static int check_task(wsp_runtime *rt, const wsp_task *task) {
                           "(at most %d, %d, %d)",
                           task->kernel, task->stmt, task->ntiles, task->nscalars, task->ncoords,
                           WSP_MAX_TILES, WSP_MAX_SCALARS, WSP_MAX_COORDS);
+    if (rt->ndisp > 0 && (task->dispatcher < 0 || task->dispatcher >= rt->ndisp))
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "task of kernel %d (statement %d) names dispatcher %d of %d",
+                          task->kernel, task->stmt, task->dispatcher, rt->ndisp);
+    if (rt->nstreams > 0 && (task->stream < 0 || task->stream >= rt->nstreams))
+        return wsp__failf(rt, WSP_ERR_USAGE, "task of kernel %d (statement %d) names stream %d of %d",
+                          task->kernel, task->stmt, task->stream, rt->nstreams);
     return wsp__deps_check(rt, task);
+}
+
+/* The trace's event and the cycle model's log entry of task `index` of the run. */
+static int record(wsp_runtime *rt, const wsp_task *task, int64_t index) {
+    if (rt->tracing && index < (int64_t)WSP_TRACE_CHUNK * WSP_TRACE_MAXCHUNKS) {
+        int64_t c = index / WSP_TRACE_CHUNK;
+        if (c >= rt->ntchunks) {
+            rt->tchunks[c] = malloc(WSP_TRACE_CHUNK * sizeof(wsp_trace_event));
+            if (!rt->tchunks[c]) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (trace)");
+            rt->ntchunks = c + 1;
+        }
+        wsp_trace_event *e = wsp__trace_at(rt, index);
+        e->kernel = task->kernel;
+        e->stmt = task->stmt;
+        e->dispatcher = rt->ndisp > 0 ? task->dispatcher : -1;
+        e->stream = rt->nstreams > 0 ? task->stream : -1;
+        e->worker = -1;
+        e->ncoords = task->ncoords;
+        for (int i = 0; i < WSP_MAX_COORDS; i++) e->coords[i] = i < task->ncoords ? task->coords[i] : 0;
+        e->start_ns = e->end_ns = 0;
+        rt->ntrace = index + 1;
+    }
+    if (rt->simlog) {
+        /* without `.dispatch` the model deals tasks round robin over its dispatchers */
+        int32_t d = rt->ndisp > 0 ? task->dispatcher
+                                  : (int32_t)(index % wsp__simlog_dispatchers(rt->simlog));
+        int32_t st = rt->nstreams > 0 ? task->stream : -1;
+        if (wsp__simlog_add(rt->simlog, task, d, st))
+            return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (cycle model log)");
+    }
+    return WSP_OK;
 }
 
 /* Hands a filled node to dependency inference and dispatch; `acc` holds its accesses. */
 static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc) {
     t->seq = rt->seq++;
-    /* round robin without a division per task */
-    t->dispatcher = (int32_t)rt->rr;
-    t->queue = t->dispatcher;
-    if (++rt->rr == (uint64_t)rt->nworkers) rt->rr = 0;
+    if (rt->ndisp > 0) {
+        t->queue = t->dispatcher % rt->nworkers;  /* dispatcher d is served by worker d % W */
+    } else {  /* round robin without a division per task */
+        t->queue = (int32_t)rt->rr;
+        if (++rt->rr == (uint64_t)rt->nworkers) rt->rr = 0;
+    }
 
     rt->nsub += t->count;
     atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
     note_in_flight(rt);
     if (rt->depth > 0) order_attach(rt, t);
+    if (t->stream >= 0) {  /* a stream's tasks start in order and never overlap */
+        wsp_tasknode *prev = rt->stream_last[t->stream];
+        if (prev) wsp__add_edge(rt, &prev->h, t);
+        rt->stream_last[t->stream] = t;
+    }
     for (int32_t i = 0; i < rt->nbatch_waits; i++) {  /* a batch spanning order steps */
         wsp__add_edge(rt, &rt->batch_waits[i]->h, t);
         group_unref(rt, rt->batch_waits[i]);
@@ -547,6 +604,9 @@ static wsp_tasknode *tasknode_new(wsp_runtime *rt, size_t bytes) {
     t->chunks = NULL;
     t->count = 1;
     t->subs = 0;
+    t->dispatcher = -1;
+    t->stream = -1;
+    t->lseq = 0;
     return t;
 }
 
@@ -595,6 +655,9 @@ static int box_empty(const wsp_access *a) {
  * among the batch's union accesses. Empty boxes conflict with nothing and take no slot. */
 static int batch_fits(const wsp_runtime *rt, const wsp_task *task, size_t bytes) {
     if (rt->batch->count >= rt->grain || rt->batch_bytes + bytes > WSP_BATCH_BYTES) return 0;
+    /* one batch, one placement: it runs on its dispatcher's worker, in its stream */
+    if (rt->ndisp > 0 && task->dispatcher != rt->batch->dispatcher) return 0;
+    if (rt->nstreams > 0 && task->stream != rt->batch->stream) return 0;
     const wsp_task *u = &rt->batch_acc;
     int extra = 0;
     for (int i = 0; i < task->ntiles; i++) {
@@ -623,6 +686,9 @@ static int batch_add(wsp_runtime *rt, const wsp_task *task) {
         b->ntiles = b->nscalars = b->ncoords = 0;
         b->count = 0;
         b->subs = (uint32_t)BATCH_SUBS;
+        b->dispatcher = rt->ndisp > 0 ? task->dispatcher : -1;
+        b->stream = rt->nstreams > 0 ? task->stream : -1;
+        b->lseq = enumerated(rt) - rt->run_sub0;
         rt->batch = b;
         rt->batch_bytes = 0;
         rt->batch_acc.ntiles = 0;
@@ -701,6 +767,9 @@ static int batch_close(wsp_runtime *rt) {
         t->fn = s->fn;
         t->kernel = s->kernel;
         t->stmt = s->stmt;
+        t->dispatcher = b->dispatcher;
+        t->stream = b->stream;
+        t->lseq = b->lseq;
         t->ntiles = s->ntiles;
         t->nscalars = s->nscalars;
         t->ncoords = s->ncoords;
@@ -727,6 +796,8 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
         return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit called outside wsp_begin ... wsp_wait");
     if ((rc = check_task(rt, task))) return rc;
     if (rt->window > 0 && (rc = window_admit(rt))) return rc;
+    int64_t index = enumerated(rt) - rt->run_sub0;  /* the task's number in this run */
+    if ((rt->tracing || rt->simlog) && (rc = record(rt, task, index))) return rc;
     if (rt->grain > 1) {
         if ((rc = batch_add(rt, task))) return rc;
         return atomic_load_explicit(&rt->err, memory_order_acquire);
@@ -739,6 +810,9 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     t->fn = task->fn;
     t->kernel = task->kernel;
     t->stmt = task->stmt;
+    t->dispatcher = rt->ndisp > 0 ? task->dispatcher : -1;
+    t->stream = rt->nstreams > 0 ? task->stream : -1;
+    t->lseq = index;
     t->ntiles = (int16_t)task->ntiles;
     t->nscalars = (int16_t)task->nscalars;
     t->ncoords = (int16_t)task->ncoords;
@@ -752,6 +826,106 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     return enqueue(rt, t, task);
 }
 
+/* ---- schedules, trace, cycle model ------------------------------------------------------- */
+
+int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams) {
+    if (!rt) return WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (!rt->running || rt->nsub != rt->run_sub0 || rt->batch)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_schedule must come after wsp_begin, before any task");
+    if (ndispatchers < 0 || nstreams < 0)
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_schedule: %d dispatchers, %d streams",
+                          ndispatchers, nstreams);
+    if (nstreams > rt->capstreams) {
+        wsp_tasknode **ns = realloc(rt->stream_last, (size_t)nstreams * sizeof *ns);
+        if (!ns) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (streams)");
+        rt->stream_last = ns;
+        rt->capstreams = nstreams;
+    }
+    for (int32_t i = 0; i < nstreams; i++) rt->stream_last[i] = NULL;
+    rt->ndisp = ndispatchers;
+    rt->steal_ok = steal != 0;
+    rt->nstreams = nstreams;
+    atomic_store_explicit(&rt->pinned, ndispatchers > 0 && !steal, memory_order_relaxed);
+    return WSP_OK;
+}
+
+int32_t wsp_schedule_dispatchers(const wsp_runtime *rt) { return rt ? rt->ndisp : 0; }
+int32_t wsp_schedule_streams(const wsp_runtime *rt) { return rt ? rt->nstreams : 0; }
+
+int wsp_execute(wsp_runtime *rt, int32_t on) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (rt->running) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_execute called during a run");
+    rt->skip_kernels = !on;
+    return WSP_OK;
+}
+
+int wsp_trace_enable(wsp_runtime *rt, int32_t on) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (rt->running) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_trace_enable called during a run");
+    if (on && !rt->tchunks) {
+        rt->tchunks = calloc(WSP_TRACE_MAXCHUNKS, sizeof *rt->tchunks);
+        if (!rt->tchunks) return WSP_ERR_INTERNAL;
+    }
+    rt->trace_on = on != 0;
+    return WSP_OK;
+}
+
+int64_t wsp_trace_count(const wsp_runtime *rt) { return rt && rt->tracing ? rt->ntrace : 0; }
+
+int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out) {
+    if (!rt || !rt->tracing || rt->running || first < 0 || n <= 0 || !out) return 0;
+    int64_t k = 0;
+    for (; k < n && first + k < rt->ntrace; k++) out[k] = *wsp__trace_at(rt, first + k);
+    return k;
+}
+
+int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
+                   const wsp_kcost *costs, int32_t nkernels) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (rt->running) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_sim_enable called during a run");
+    wsp__simlog_free(rt->simlog);
+    rt->simlog = NULL;
+    if (!m || !p) return WSP_OK;  /* off */
+    if (p->ndispatchers < 1 || nkernels < 0 || (nkernels > 0 && !costs))
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_sim_enable: bad policy or costs");
+    rt->simlog = wsp__simlog_new(rt->ntensors, m, p, costs, nkernels);
+    return rt->simlog ? WSP_OK : WSP_ERR_INTERNAL;
+}
+
+int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims) {
+    if (!rt || !dims) return WSP_ERR_USAGE;
+    if (rt->simlog && rt->running) wsp__simlog_shape(rt->simlog, tensor, ndim, dims);
+    return WSP_OK;
+}
+
+int wsp_sim_summary(const wsp_runtime *rt, wsp_simsummary *out) {
+    if (!rt || !out) return WSP_ERR_USAGE;
+    memset(out, 0, sizeof *out);
+    if (!rt->simlog) return WSP_ERR_USAGE;
+    *out = *wsp__simlog_summary(rt->simlog);
+    return WSP_OK;
+}
+
+int wsp_sim_dispatchers(const wsp_runtime *rt, int32_t first, int32_t n, wsp_simdisp *out) {
+    if (!rt || !rt->simlog || !out || first < 0) return 0;
+    int32_t nd;
+    const wsp_simdisp *d = wsp__simlog_disp(rt->simlog, &nd);
+    int32_t k = 0;
+    for (; k < n && first + k < nd; k++) out[k] = d[first + k];
+    return k;
+}
+
+int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simresult *out) {
+    if (!rt || !rt->simlog || !out || first < 0) return 0;
+    int64_t nr;
+    const wsp_simresult *r = wsp__simlog_results(rt->simlog, &nr);
+    int64_t k = 0;
+    for (; k < n && first + k < nr; k++) out[k] = r[first + k];
+    return k;
+}
+
 /* ---- wait and statistics --------------------------------------------------------------------- */
 
 int wsp_wait(wsp_runtime *rt) {
@@ -763,11 +937,19 @@ int wsp_wait(wsp_runtime *rt) {
     int32_t open = rt->depth;
     while (rt->depth > 0) scope_pop(rt);
     wsp__flush_all(rt);
+    /* the log is complete once enumeration is: the model replays it while the workers finish
+     * the real run, on the thread that would otherwise sleep */
+    if (rt->simlog && atomic_load_explicit(&rt->err, memory_order_acquire) == 0) {
+        char msg[256];
+        int rc = wsp__simlog_replay(rt->simlog, rt->tracing, msg, sizeof msg);
+        if (rc) wsp__failf(rt, rc, "cycle model: %s", rc == WSP_ERR_INTERNAL ? "out of memory" : msg);
+    }
     wsp__submitter_wait(rt, WSP_WAIT_ALL, 0);
     wsp__drain(rt, INT64_MAX);
     rt->running = 0;
     rt->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
     rt->finished_run = 1;
+    for (int32_t i = 0; i < rt->nstreams; i++) rt->stream_last[i] = NULL;
     if (open > 0)
         wsp__failf(rt, WSP_ERR_USAGE, "wsp_wait called with %d order scope(s) still open", open);
     return atomic_load_explicit(&rt->err, memory_order_acquire);

@@ -74,8 +74,11 @@ struct wsp_tasknode {
     wsp_kernel_fn fn;
     int32_t kernel, stmt;
     int16_t ntiles, nscalars, ncoords, nregs;
-    int32_t dispatcher;        /* the schedule's choice, for traces (round robin for now) */
+    int32_t dispatcher;        /* the schedule's dispatcher (-1: none, any worker) */
     int32_t queue;             /* the worker queue it is put on: dispatcher % workers */
+    int32_t stream;            /* -1: none */
+    int32_t unused2;
+    int64_t lseq;              /* index in the run of its (first) task, for the trace */
     int32_t nedges;            /* edge slots used: inline first, then chunks */
     int32_t count;             /* tasks it stands for: 1, or the tasks of a batch */
     uint32_t subs;             /* a batch: byte offset of its wsp_sub records from the node */
@@ -238,6 +241,10 @@ struct wsp_runtime {
     /* read-mostly: workers read these for every task, so nothing written per task lives here */
     int32_t nworkers, ntensors;
     int32_t max_spinners;          /* idle workers that may spin at once: online CPUs - 1 */
+    atomic_int pinned;             /* this run: tasks stay on their dispatcher's worker */
+    int32_t tracing;               /* this run records a trace (workers write times) */
+    int32_t skip_kernels;          /* wsp_execute(rt, 0): no kernel is called */
+    struct wsp_trace_event **tchunks;   /* the trace: WSP_TRACE_CHUNK events per chunk */
     wsp_worker **workers;
     wsp_queue *queues;
     atomic_int err;                /* the first wsp_fail wins */
@@ -285,6 +292,15 @@ struct wsp_runtime {
     wsp_tasknode *batch;
     size_t batch_bytes;
     wsp_task batch_acc;            /* access[0 .. ntiles) */
+    /* schedules (wsp_schedule), per run */
+    int32_t ndisp, steal_ok, nstreams, capstreams;
+    wsp_tasknode **stream_last;    /* the last task submitted in each stream */
+    /* trace */
+    int32_t trace_on;              /* wsp_trace_enable: record the next runs */
+    int64_t ntrace;                /* tasks traced in this run */
+    int64_t ntchunks;              /* chunks allocated */
+    /* cycle model */
+    struct wsp_simlog *simlog;     /* NULL unless wsp_sim_enable */
     int32_t batch_depth;           /* the order-scope depth the open batch was started at */
     int32_t batch_steps;           /* order steps it went on into (wsp_order_next calls) */
     int32_t nbatch_waits;
@@ -293,6 +309,34 @@ struct wsp_runtime {
     _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
     char pad_end[WSP_CACHELINE];
 };
+
+#define WSP_TRACE_CHUNK 4096
+#define WSP_TRACE_MAXCHUNKS 65536   /* 268M tasks traced at most; later tasks go untraced */
+
+static inline wsp_trace_event *wsp__trace_at(const wsp_runtime *rt, int64_t i) {
+    return &rt->tchunks[i / WSP_TRACE_CHUNK][i % WSP_TRACE_CHUNK];
+}
+
+/* ---- the cycle model's view of a run (simlog.c) ---------------------------------------------- */
+
+/* Logs each submitted task with its predecessors, inferred from the boxes exactly as enumerated
+ * (host timing plays no part), and replays the log with wsp_sim_replay (sim.c) after the run. */
+typedef struct wsp_simlog wsp_simlog;
+WSP_HIDDEN wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_policy *p,
+                                       const wsp_kcost *costs, int32_t nkernels);
+WSP_HIDDEN void wsp__simlog_free(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_begin(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_t *dims);
+/* `dispatcher`/`stream` as the model sees them; returns 0 or WSP_ERR_INTERNAL */
+WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher,
+                               int32_t stream);
+/* Replays the run; keeps per-task results when `keep_results`. Returns 0 or an error code
+ * with a message in err. */
+WSP_HIDDEN int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen);
+WSP_HIDDEN const wsp_simsummary *wsp__simlog_summary(const wsp_simlog *l);
+WSP_HIDDEN const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n);
+WSP_HIDDEN const wsp_simresult *wsp__simlog_results(const wsp_simlog *l, int64_t *n);
+WSP_HIDDEN int32_t wsp__simlog_dispatchers(const wsp_simlog *l);
 
 /* tasks.c helpers used by the other files */
 WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);

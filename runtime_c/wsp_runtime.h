@@ -76,6 +76,8 @@ typedef struct wsp_task {
     wsp_scalar scalars[WSP_MAX_SCALARS];
     wsp_access access[WSP_MAX_TILES];   /* one per tile, same order */
     int64_t coords[WSP_MAX_COORDS];
+    int32_t dispatcher;   /* 0 .. n-1 under wsp_schedule(n > 0, ...); ignored otherwise */
+    int32_t stream;       /* 0 .. s-1 under wsp_schedule(..., s > 0); ignored otherwise */
 } wsp_task;
 
 typedef struct wsp_runtime wsp_runtime;
@@ -108,6 +110,133 @@ void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out);
  * Statistics and the window count submitted tasks, not batches. Enumerators call it before a
  * parallel loop nest with the nest's task count. */
 int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain);
+
+/* ---- schedules, the cycle model and the trace ------------------------------------------- */
+
+/* Placement for one run, called after wsp_begin and before the first submit.
+ * ndispatchers > 0: a task's `dispatcher` is honoured: dispatcher d's tasks run on worker
+ *   d % workers, and only if `steal` (work_steal) may an idle worker take them; 0: any worker
+ *   runs any task (no `.dispatch` in the schedule).
+ * nstreams > 0: tasks of one `stream` start in submission order and never overlap. */
+int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
+int32_t wsp_schedule_dispatchers(const wsp_runtime *rt);   /* as set for this run (0: none) */
+int32_t wsp_schedule_streams(const wsp_runtime *rt);
+
+/* The machine the cycle model replays a run on (times in ns are converted with clock_ghz). */
+typedef struct wsp_machine {
+    double clock_ghz;
+    int32_t dispatchers;      /* AICPUs: the default dispatcher count */
+    int32_t cube_cores;
+    int32_t vector_cores;
+    int32_t unused;
+    double dispatch_ns;       /* a dispatcher's time to issue one task */
+    double completion_ns;     /* from a kernel's end until its dependents may be issued */
+} wsp_machine;
+
+#define WSP_UNIT_VECTOR 0
+#define WSP_UNIT_CUBE 1
+
+/* A kernel's duration on one core of its unit (from the IR's operation counts). */
+typedef struct wsp_kcost {
+    int32_t unit;             /* WSP_UNIT_VECTOR or WSP_UNIT_CUBE */
+    int32_t unused;
+    int64_t cycles;
+} wsp_kcost;
+
+#define WSP_TIMING_IMMEDIATE 0
+#define WSP_TIMING_BATCHED 1
+#define WSP_TIMING_INTERLEAVED 2
+#define WSP_TIMING_RATE_LIMIT 3
+
+/* A schedule as the cycle model sees it. */
+typedef struct wsp_policy {
+    int32_t ndispatchers;     /* >= 1 */
+    int32_t steal;            /* work_steal */
+    int32_t nstreams;         /* 0: tasks are in no stream */
+    int32_t timing;           /* WSP_TIMING_* */
+    int64_t timing_n;         /* batched(n), interleaved(n) */
+    double rate_per_ms;       /* rate_limit(tasks_per_ms) */
+    int64_t window;           /* task_graph(window = N); 0: none */
+} wsp_policy;
+
+/* One task of a replayed graph: its predecessors are the next `npreds` entries of the preds
+ * array (indices of earlier tasks), tasks in enumeration order. */
+typedef struct wsp_simtask {
+    int32_t kernel;
+    int32_t dispatcher;       /* assigned (0 .. ndispatchers-1) */
+    int32_t stream;           /* -1: none */
+    int32_t npreds;
+} wsp_simtask;
+
+typedef struct wsp_simresult {
+    int64_t enumerated;       /* cycles: when the enumerator produced it (window) */
+    int64_t ready;            /* predecessors complete (and stream predecessor finished) */
+    int64_t issue;            /* its dispatcher began issuing it */
+    int64_t start, finish;    /* on its core */
+    int32_t core;             /* index within its unit's cores */
+    int32_t unit;
+    int32_t dispatcher;       /* the dispatcher that issued it (differs when stolen) */
+    int32_t group;            /* batched: the issue group's number; else -1 */
+} wsp_simresult;
+
+typedef struct wsp_simsummary {
+    int64_t tasks;
+    int64_t total_cycles;     /* makespan: the last finish */
+    int64_t critical_path;    /* the longest chain of dispatch + kernel + completion */
+    int64_t work[2];          /* kernel cycles per unit */
+    int64_t serial_cycles;    /* every task one after another (dispatch + kernel + completion) */
+    int64_t stolen;
+    int64_t groups;           /* batched issue groups */
+} wsp_simsummary;
+
+typedef struct wsp_simdisp {
+    int64_t tasks;            /* issued by this dispatcher */
+    int64_t stolen;           /* of those, assigned to another one */
+    int64_t busy_cycles;      /* time spent issuing */
+} wsp_simdisp;
+
+/* The cycle model on an explicit graph: fills `results` (ntasks entries, or NULL), `summary`
+ * and `disp` (policy->ndispatchers entries, or NULL). Deterministic: a function of its inputs.
+ * Returns 0, or WSP_ERR_USAGE for malformed input (a message in `err`, if given). */
+int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
+                   int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
+                   const int64_t *preds, wsp_simresult *results, wsp_simsummary *summary,
+                   wsp_simdisp *disp, char *err, int32_t errlen);
+
+/* The trace of a run (after wsp_trace(rt, 1) before wsp_begin... see tasks.c): one record per
+ * task in enumeration order, real times in ns since wsp_begin. */
+typedef struct wsp_trace_event {
+    int32_t kernel, stmt;
+    int32_t dispatcher;       /* assigned; -1 when the schedule has no .dispatch */
+    int32_t stream;           /* -1: none */
+    int32_t worker;           /* the host thread that ran it; -1 if it never ran */
+    int32_t ncoords;
+    int64_t coords[WSP_MAX_COORDS];
+    int64_t start_ns, end_ns;
+} wsp_trace_event;
+
+/* 0: the next runs call no kernel (tasks are enumerated, ordered and dispatched, and the cycle
+ * model replays them: a model-only run needs no data); 1 (the default): kernels run. */
+int wsp_execute(wsp_runtime *rt, int32_t on);
+
+/* Record a trace in the next runs (off by default: it costs memory and time per task). */
+int wsp_trace_enable(wsp_runtime *rt, int32_t on);
+int64_t wsp_trace_count(const wsp_runtime *rt);
+/* Copies events first .. first+n-1 of the last run into out; returns how many. */
+int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out);
+
+/* The cycle model after each run (off by default): the machine, the schedule's policy and the
+ * kernels' costs; wsp_wait then replays the run's task graph (dependencies inferred exactly as
+ * enumerated, independent of host timing) and keeps the results. */
+int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
+                   const wsp_kcost *costs, int32_t nkernels);
+/* The shape of a tensor in this run (after wsp_begin, before its first task): lets the model
+ * index tiles directly instead of hashing them. Optional. */
+int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims);
+int wsp_sim_summary(const wsp_runtime *rt, wsp_simsummary *out);
+int wsp_sim_dispatchers(const wsp_runtime *rt, int32_t first, int32_t n, wsp_simdisp *out);
+/* Per-task model results of the last run when tracing was on (else 0 copied). */
+int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simresult *out);
 
 /* Order scopes for P.seq and `sequential`: inside a scope, tasks submitted after
  * wsp_order_next() start only after every task submitted in the scope before that call (and

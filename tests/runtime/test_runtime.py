@@ -653,3 +653,46 @@ def test_calls_outside_a_run_are_usage_errors(runtime):
     assert r.begin(0, 7) == ERR_USAGE
     assert r.wait() == ERR_USAGE
     assert "window mode 7" in r.error()[1]
+
+
+# ---- placement ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_pinned_placement_runs_every_task_on_its_dispatchers_worker(rtlib, workers):
+    """Many short runs under round_robin(3) placement: no wake-up may be lost (a pinned task
+    can only be run by its owner, so nobody else may be woken in its place)."""
+    r = Runtime(rtlib, workers, 1)
+    try:
+        def body():
+            for run in range(150):
+                n = 1 + run % 23
+                r.lib.harness_reset(n)
+                assert r.begin() == OK
+                assert r.lib.wsp_schedule(r.rt, 3, 0, 0) == OK
+                for i in range(n):
+                    r.task.dispatcher = i % 3
+                    chain = [(0, READ, box((i - 1, i)))] if i and run % 2 else []
+                    assert r.submit(i, [(0, WRITE, box((i, i + 1)))] + chain,
+                                    spin_ns=2000 if i % 5 == 0 else 0) == OK
+                assert r.wait() == OK, r.error()
+                for i in range(n):
+                    assert r.lib.harness_thread(i) >= 0
+            return True
+        assert call_with_timeout(body, 60)
+    finally:
+        r.free()
+
+
+def test_placement_errors_are_usage_errors(runtime):
+    r = runtime(2, 1)
+    assert r.begin() == OK
+    assert r.lib.wsp_schedule(r.rt, 2, 0, 2) == OK
+    r.task.dispatcher, r.task.stream = 5, 0
+    assert r.submit(0, [(0, WRITE, box((0, 1)))], kernel=K_EMPTY) == ERR_USAGE
+    assert "dispatcher 5 of 2" in r.error()[1]
+    assert r.wait() == ERR_USAGE
+    assert r.begin() == OK
+    assert r.submit(0, [(0, WRITE, box((0, 1)))], kernel=K_EMPTY) == OK
+    assert r.lib.wsp_schedule(r.rt, 2, 0, 0) == ERR_USAGE  # after a task: too late
+    assert r.wait() == ERR_USAGE
