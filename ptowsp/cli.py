@@ -220,12 +220,19 @@ def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tup
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker threads (default: cores).")
 @click.option("--target", type=click.Choice(["cpu_sim", "ref"]), default="cpu_sim", show_default=True,
               help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle).")
-@click.option("--stats", is_flag=True, help="Print task count and times.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+              metavar="T.json", help="Write the run (real and simulated) as a Chrome trace.")
+@click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
+              metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
+@click.option("--stats", is_flag=True, help="Print task count, times, simulated cycles and loads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
-        outputs, outputs_npz, random_inputs, workers, target, stats, as_json) -> None:
+        outputs, outputs_npz, random_inputs, workers, target, trace_file, machine_file, stats,
+        as_json) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`)."""
+    if target == "ref" and (trace_file or machine_file):
+        raise click.UsageError("--trace and --machine need --target cpu_sim (ref has no cycle model)")
     bind: dict[str, int] = {}
     for name, value in _pairs(ctx, binds, "--bind"):
         try:
@@ -233,10 +240,19 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
         except ValueError:
             raise click.BadParameter(f"{name}={value}: not an integer", ctx=ctx, param_hint="--bind") from None
     out_files = _pairs(ctx, outputs, "--output")
+    machine = None
+    if machine_file:
+        from .machine import load_machine
+
+        machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
     program = _run_guarded(ctx, "compile", lambda: _program(ctx, target_path, target, schedule, workers))
+    program.machine = machine
     arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz, ctx))
-    results = _run_guarded(ctx, "run", lambda: program.run_arrays(arrays, bind, random_inputs, workers, sources))
+    results = _run_guarded(ctx, "run", lambda: program.run_arrays(arrays, bind, random_inputs, workers,
+                                                                  sources, trace=bool(trace_file)))
     _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, out_files, outputs_npz))
+    if trace_file:
+        _run_guarded(ctx, "outputs", lambda: _write_trace(program, trace_file))
     if stats or as_json:
         info = program.stats.as_dict()
         info["schedule"] = program.schedule
@@ -246,10 +262,38 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 
             click.echo(json.dumps(info, sort_keys=True))
         else:
-            for k in ("task_count", "compile_time_ms", "execute_time_ms", "workers", "dependencies",
-                      "max_in_flight", "batches"):
-                if k in info:
-                    click.echo(f"{k:>16}: {info[k]}")
+            _print_stats(info)
+
+
+def _write_trace(program, path: str) -> None:
+    from pathlib import Path
+
+    from .frontend.diagnostics import Diagnostic, WspError
+    from .spans import Span
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        program.trace.write(path)
+    except OSError as err:
+        raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
+                                   f"cannot write the trace {path}: {err.strerror}")]) from None
+
+
+def _print_stats(info: dict) -> None:
+    for k in ("task_count", "compile_time_ms", "execute_time_ms", "workers", "dependencies",
+              "max_in_flight", "batches", "total_cycles", "critical_path_cycles", "simulated_us"):
+        if k in info:
+            v = info[k]
+            click.echo(f"{k:>20}: {round(v, 3) if isinstance(v, float) else v}")
+    for unit, u in info.get("utilisation", {}).items():
+        click.echo(f"{unit + ' utilisation':>20}: {u * 100:.1f}%")
+    disp = info.get("dispatchers", [])
+    if disp:
+        total = info.get("total_cycles") or 1
+        click.echo(f"{'dispatcher':>12} {'tasks':>10} {'stolen':>8} {'busy':>7}")
+        for d in disp:
+            click.echo(f"{d['dispatcher']:>12} {d['tasks']:>10} {d['stolen']:>8} "
+                       f"{d['busy_cycles'] / total * 100:>6.1f}%")
 
 
 def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int]):

@@ -228,6 +228,18 @@ def _random_array(rng, dtype: str, shape):
 _NO_SPAN = Span("<command line>", 0, 0, 0, 0)
 
 
+def sym_names(e) -> frozenset:
+    from .ir import sym
+
+    return sym.free_vars(e)
+
+
+def sym_eval(e, syms) -> int:
+    from .ir import sym
+
+    return sym.evaluate(e, syms)
+
+
 class Program:
     """A module compiled for one target and schedule: call `run` as often as you like."""
 
@@ -239,25 +251,66 @@ class Program:
         self._backend = backend
         self.stats = Stats(compile_time_ms=compile_time_ms)
         self._last: Optional[dict] = None
+        self.machine: Any = None  # the cycle model's machine (None: the built-in ascend910b)
+        self.trace: Any = None  # a `ptowsp.trace.Trace` after a run with trace=True
 
     def run(self, bind: Optional[Mapping[str, int]] = None, random_inputs: Optional[int] = None,
-            workers: Optional[int] = None, **arrays) -> dict[str, "np.ndarray"]:
+            workers: Optional[int] = None, trace: bool = False,
+            **arrays) -> dict[str, "np.ndarray"]:
         """Run with `bind` symbols and the input arrays by name; returns the outputs and inouts
-        (new arrays: the caller's arrays are never modified, inouts included)."""
-        return self.run_arrays(arrays, bind, random_inputs, workers)
+        (new arrays: the caller's arrays are never modified, inouts included). With `trace`,
+        `self.trace` then holds the run's trace (real and simulated)."""
+        return self.run_arrays(arrays, bind, random_inputs, workers, trace=trace)
 
     def run_arrays(self, arrays: Mapping[str, Any], bind: Optional[Mapping[str, int]] = None,
                    random_inputs: Optional[int] = None, workers: Optional[int] = None,
-                   sources: Optional[Mapping[str, str]] = None) -> dict[str, "np.ndarray"]:
+                   sources: Optional[Mapping[str, str]] = None,
+                   trace: bool = False) -> dict[str, "np.ndarray"]:
         """`run`, with `sources` naming where each array came from (for messages)."""
         syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources)
         t0 = time.perf_counter()
-        outputs, info = self._backend.run(self.module, self.schedule, syms, inputs, workers=workers)
+        if self.target == "cpu_sim":
+            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
+                                              workers=workers, trace=trace, machine=self.machine)
+        else:
+            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
+                                              workers=workers)
         self.stats.execute_time_ms = (time.perf_counter() - t0) * 1000
         self.stats.task_count = int(info.get("task_count", 0))
-        self.stats.extra = {k: v for k, v in info.items() if k != "task_count"}
+        self.stats.total_cycles = int(info.get("total_cycles", 0))
+        self.trace = info.pop("trace", None)
+        self.stats.extra = {k: v for k, v in info.items()
+                            if k not in ("task_count", "total_cycles")}
         self._last = outputs
         return outputs
+
+    def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False) -> Stats:
+        """The cycle model alone: tasks are enumerated, ordered and replayed on the machine, no
+        kernel runs and no data is needed (symbols come from `bind` and their defaults).
+        Returns `self.stats` (`total_cycles`, utilisation, dispatcher loads in `extra`)."""
+        import numpy as np
+
+        if self.target != "cpu_sim":
+            raise ValueError("simulate needs the cpu_sim target (ref has no cycle model)")
+        syms = {s.name: s.default for s in self.module.syms if s.default is not None}
+        syms.update(bind or {})
+        fake = {}
+        for t in self.module.tensors:  # zero-strided stand-ins: the binding checks their shapes
+            if t.kind in ("input", "inout") and all(v in syms for d in t.dims
+                                                    for v in sym_names(d)):
+                shape = tuple(sym_eval(d, syms) for d in t.dims)
+                fake[t.name] = np.broadcast_to(np.zeros((), numpy_dtype(t.dtype)), shape)
+        syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None)
+        t0 = time.perf_counter()
+        _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
+                                    machine=self.machine, execute=False)
+        self.stats.execute_time_ms = (time.perf_counter() - t0) * 1000
+        self.stats.task_count = int(info.get("task_count", 0))
+        self.stats.total_cycles = int(info.get("total_cycles", 0))
+        self.trace = info.pop("trace", None)
+        self.stats.extra = {k: v for k, v in info.items()
+                            if k not in ("task_count", "total_cycles")}
+        return self.stats
 
     # the seeds' spellings
     def execute(self, **kwargs) -> None:

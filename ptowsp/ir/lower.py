@@ -141,7 +141,10 @@ class _ModuleLowerer:
                 fields.update(wl.combinator(c))
             except _Unsupported as u:
                 self.unsupported(u)
-        return N.Schedule(sd.name.id, sd.workload.id, tuple(body), **fields)
+        given = tuple(sorted({c.name.id for c in sd.combinators}))
+        span = next((c.span for c in sd.combinators if c.name.id == "task_graph"), sd.name.span)
+        return N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
+                          **fields)
 
     def implicit_schedule(self) -> Optional[N.Schedule]:
         inlined: set[str] = set()

@@ -202,6 +202,10 @@ class Schedule:
     timing: Policy = Policy("immediate")
     window: Optional[int] = None
     window_mode: str = "stall"
+    # the combinators the schedule wrote: without `dispatch` any host worker may run any task
+    # (the model still deals round_robin(1)); without `streams` tasks are in no stream
+    given: tuple[str, ...] = ()
+    window_span: Span = NO_SPAN  # `.task_graph(...)` (or the schedule): a window abort is reported here
 
 
 @record

@@ -22,15 +22,18 @@ def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", " ", s, flags=re.S)).strip()
 
 
-def test_the_stats_struct_has_the_header_layout():
+def test_every_struct_program_py_defines_has_the_header_layout():
     full, mine = cffi.FFI(), cffi.FFI()
     full.cdef(_header_cdef())
     mine.cdef(program._CDEF)
-    fields = [name for name, _ in full.typeof("wsp_stats").fields]
-    assert [name for name, _ in mine.typeof("wsp_stats").fields] == fields
-    assert mine.sizeof("wsp_stats") == full.sizeof("wsp_stats")
-    for name in fields:
-        assert mine.offsetof("wsp_stats", name) == full.offsetof("wsp_stats", name), name
+    defined = re.findall(r"typedef struct (\w+) \{", program._CDEF)
+    assert {"wsp_stats", "wsp_machine", "wsp_policy", "wsp_simsummary"} <= set(defined)
+    for struct in defined:
+        fields = [name for name, _ in full.typeof(struct).fields]
+        assert [name for name, _ in mine.typeof(struct).fields] == fields, struct
+        assert mine.sizeof(struct) == full.sizeof(struct), struct
+        for name in fields:
+            assert mine.offsetof(struct, name) == full.offsetof(struct, name), (struct, name)
 
 
 def test_every_declared_function_is_declared_alike_in_the_header():

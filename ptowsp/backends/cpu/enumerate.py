@@ -61,6 +61,7 @@ class _Emitter:
         fn = entry_symbol(s)
         self.lines = []
         self.depth = 1
+        self.sched = s
         for i, sd in enumerate(self.m.syms):
             self.emit(f"const int64_t {c_ident('s_', sd.name)} = syms[{i}];")
         for i, t in enumerate(self.m.tensors):
@@ -74,6 +75,11 @@ class _Emitter:
             self.emit(f"char *const t{i} = (char *)tensors[{i}];")
         self.emit("wsp_task task;")
         self.emit("memset(&task, 0, sizeof task);")
+        # placement: the counts come from wsp_schedule (the policy's, or the machine's)
+        self.emit("const int64_t wsp_nd = wsp_schedule_dispatchers(rt);")
+        self.emit("const int64_t wsp_ns = wsp_schedule_streams(rt);")
+        self.emit("int64_t wsp_k = 0;  /* tasks enumerated so far */")
+        self.emit("(void)wsp_nd; (void)wsp_ns;")
         self.emit("int rc = 0;")
         self.emit("char msg[512];")
         self.emit("(void)msg;")
@@ -190,7 +196,31 @@ class _Emitter:
                 self.emit(f"task.scalars[{i}].f = {_c_double(float(a.value))};")
             else:
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
+        self.placement()
         self.emit("if ((rc = wsp_submit(rt, &task))) return rc;")
+        self.emit("wsp_k++;")
+
+    def placement(self) -> None:
+        """task.dispatcher and task.stream by the schedule's policies (language.md section 8)."""
+        s = self.sched
+        if "dispatch" in s.given:
+            p = s.dispatch
+            if p.name == "round_robin":
+                d = "wsp_mod(wsp_k, wsp_nd)"  # the k-th enumerated task to k % n
+            elif p.name == "work_steal":
+                # decision: as in Cilk or TBB, tasks start on the dispatcher that expands the
+                # workload (0) and idle dispatchers steal them
+                d = "0"
+            elif p.name == "hash":
+                d = f"wsp_mod((int64_t)(wsp_hash64((uint64_t)({self.c(p.args[0])})) >> 1), wsp_nd)"
+            else:  # affinity, dispatch_by: the key (index) taken mod n
+                d = f"wsp_mod({self.c(p.args[0])}, wsp_nd)"
+            self.emit(f"task.dispatcher = (int32_t)({d});")
+        if "streams" in s.given:
+            # decision: `.streams(n)` without `.stream_by` deals tasks round robin over streams
+            st = (f"wsp_mod({self.c(s.stream_by)}, wsp_ns)" if s.stream_by is not None
+                  else "wsp_mod(wsp_k, wsp_ns)")
+            self.emit(f"task.stream = (int32_t)({st});")
 
     def tile(self, i: int, p: N.KParam, a: N.TileArg) -> None:
         ti = self.tensor_index[a.tensor]
@@ -249,6 +279,11 @@ static inline int64_t wsp_ceildiv(int64_t a, int64_t b) { return b == 0 ? 0 : -w
 static inline int64_t wsp_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t wsp_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t wsp_abs(int64_t a) { return a < 0 ? -a : a; }
+static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spreads keys */
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 """
 
 

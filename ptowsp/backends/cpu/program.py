@@ -68,6 +68,33 @@ typedef struct wsp_stats {
     int64_t tasks; int64_t tasks_run; int64_t dependencies; int64_t max_in_flight; int64_t batches;
     double execute_ms;
 } wsp_stats;
+typedef struct wsp_machine {
+    double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t unused;
+    double dispatch_ns; double completion_ns;
+} wsp_machine;
+typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
+typedef struct wsp_policy {
+    int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
+    double rate_per_ms; int64_t window;
+} wsp_policy;
+typedef struct wsp_simsummary {
+    int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
+    int64_t serial_cycles; int64_t stolen; int64_t groups;
+} wsp_simsummary;
+typedef struct wsp_simdisp { int64_t tasks; int64_t stolen; int64_t busy_cycles; } wsp_simdisp;
+int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
+int wsp_execute(wsp_runtime *rt, int32_t on);
+int wsp_trace_enable(wsp_runtime *rt, int32_t on);
+int64_t wsp_trace_count(const wsp_runtime *rt);
+typedef struct wsp_trace_event wsp_trace_event;
+typedef struct wsp_simresult wsp_simresult;
+int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out);
+int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
+                   const wsp_kcost *costs, int32_t nkernels);
+int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims);
+int wsp_sim_summary(const wsp_runtime *rt, wsp_simsummary *out);
+int wsp_sim_dispatchers(const wsp_runtime *rt, int32_t first, int32_t n, wsp_simdisp *out);
+int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simresult *out);
 wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors);
 void wsp_runtime_free(wsp_runtime *rt);
 int32_t wsp_runtime_workers(const wsp_runtime *rt);
@@ -125,7 +152,8 @@ class Backend:
         return self
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
-            workers: Optional[int] = None) -> tuple[dict[str, Any], dict]:
+            workers: Optional[int] = None, trace: bool = False,
+            machine: Any = None, execute: bool = True) -> tuple[dict[str, Any], dict]:
         import numpy as np
 
         from ...runtime import numpy_dtype
@@ -136,7 +164,11 @@ class Backend:
         outputs = {}
         for t in m.tensors:
             shape = tuple(_eval(d, syms) for d in t.dims)
-            if t.kind == "input":
+            if not execute:  # nothing is read or written: untouched pages cost nothing
+                a = np.empty(shape, dtype=numpy_dtype(t.dtype))
+                if t.kind in ("output", "inout"):
+                    outputs[t.name] = a
+            elif t.kind == "input":
                 a = np.ascontiguousarray(inputs[t.name])
             elif t.kind == "inout":
                 a = np.array(inputs[t.name], copy=True, order="C")  # the caller's array stays as it was
@@ -151,8 +183,21 @@ class Backend:
         if rt == ffi.NULL:
             raise ExecutionError(4, "cannot start the runtime (out of memory?)")
         try:
+            mach = machine or _default_machine()
+            policy = schedule_policy(sched, mach.dispatchers)
+            self._enable_model(rt, m, mach, policy)
+            if trace:
+                lib.wsp_trace_enable(rt, 1)
+            if not execute:
+                lib.wsp_execute(rt, 0)
             mode = 1 if sched.window_mode == "abort" else 0
             rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
+            if rc == 0:
+                # host placement only where the schedule asks for it (docs/schedules.md)
+                pinned = policy["ndispatchers"] if "dispatch" in sched.given else 0
+                rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
+                for i, a in enumerate(arrays):
+                    lib.wsp_sim_shape(rt, i, a.ndim, ffi.new("int64_t[]", list(a.shape) or [0]))
             if rc == 0:
                 syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
                 bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
@@ -168,14 +213,84 @@ class Backend:
                     "max_in_flight": int(stats.max_in_flight), "batches": int(stats.batches),
                     "runtime_ms": float(stats.execute_ms),
                     "workers": int(lib.wsp_runtime_workers(rt))}
+            if not code:
+                info.update(self._model_results(rt, mach, policy))
+                if trace:
+                    info["trace"] = self._trace(rt, m, sched, mach, info)
         finally:
             lib.wsp_runtime_free(rt)
         if code:
-            raise self._failure(code, message)
+            raise self._failure(code, message, sched)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
 
-    def _failure(self, code: int, message: str) -> Exception:
+    def _enable_model(self, rt, m: N.Module, mach, policy: dict) -> None:
+        """Turns the cycle model on for the run: the machine, the schedule and kernel costs."""
+        from .cost import kernel_costs
+
+        ffi, lib = self.ffi, self.lib
+        if getattr(self, "_costs_for", None) != mach:
+            self._costs = kernel_costs(m, mach)
+            self._costs_for = mach
+        cm = ffi.new("wsp_machine *", {
+            "clock_ghz": mach.clock_ghz, "dispatchers": mach.dispatchers,
+            "cube_cores": mach.cube_cores, "vector_cores": mach.vector_cores,
+            "dispatch_ns": mach.dispatch_ns, "completion_ns": mach.completion_ns})
+        cp = ffi.new("wsp_policy *", policy)
+        costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in self._costs] or 1)
+        if lib.wsp_sim_enable(rt, cm, cp, costs, len(self._costs)):
+            raise ExecutionError(4, "cannot start the cycle model (out of memory?)")
+
+    def _model_results(self, rt, mach, policy: dict) -> dict:
+        ffi, lib = self.ffi, self.lib
+        s = ffi.new("wsp_simsummary *")
+        lib.wsp_sim_summary(rt, s)
+        nd = policy["ndispatchers"]
+        d = ffi.new("wsp_simdisp[]", nd)
+        lib.wsp_sim_dispatchers(rt, 0, nd, d)
+        total = int(s.total_cycles)
+        util = {}
+        for unit, name, cores in ((1, "cube", mach.cube_cores), (0, "vector", mach.vector_cores)):
+            util[name] = float(s.work[unit]) / (cores * total) if total and cores else 0.0
+        return {"total_cycles": total, "critical_path_cycles": int(s.critical_path),
+                "simulated_us": total / mach.clock_ghz / 1000.0,
+                "serial_cycles": int(s.serial_cycles), "stolen": int(s.stolen),
+                "utilisation": util,
+                "dispatchers": [{"dispatcher": i, "tasks": int(d[i].tasks),
+                                 "stolen": int(d[i].stolen), "busy_cycles": int(d[i].busy_cycles)}
+                                for i in range(nd)]}
+
+    def _trace(self, rt, m: N.Module, sched: N.Schedule, mach, info: dict):
+        import numpy as np
+
+        from ...trace import EVENT_DTYPE, SIMRESULT_DTYPE, Trace
+
+        ffi, lib = self.ffi, self.lib
+        n = int(lib.wsp_trace_count(rt))
+        real = np.zeros(n, dtype=EVENT_DTYPE)
+        sim = np.zeros(n, dtype=SIMRESULT_DTYPE)
+        if n:
+            lib.wsp_trace_read(rt, 0, n, ffi.cast("wsp_trace_event *", ffi.from_buffer(real)))
+            got = lib.wsp_sim_read(rt, 0, n, ffi.cast("wsp_simresult *", ffi.from_buffer(sim)))
+            if got != n:
+                sim = None
+        names = [k.name for k in m.kernels]
+        summary = {k: info[k] for k in ("task_count", "total_cycles", "critical_path_cycles",
+                                        "simulated_us", "utilisation", "stolen") if k in info}
+        return Trace(real, names, mach, sim=sim, schedule=sched.name, summary=summary,
+                     dispatchers=info.get("dispatchers", []))
+
+    def _failure(self, code: int, message: str, sched: Optional[N.Schedule] = None) -> Exception:
+        sources = dict(self.module.sources)
+        if code == 2 and sched is not None:  # WSP_ERR_WINDOW: the schedule's window, in abort mode
+            return WspError([Diagnostic(sched.window_span, "window", message,
+                                        "raise the window, or use `mode = stall`")], sources)
+        kernel = re.match(r"kernel \d+ \(statement (\d+)\) failed at coords \[([^]]*)\] (.*)", message)
+        if code == 3 and kernel and int(kernel.group(1)) < len(self.enumerators.tasks):
+            task = self.enumerators.tasks[int(kernel.group(1))]
+            return WspError([Diagnostic(task.span, "kernel-failed",
+                                        f"`{task.text}` failed at [{kernel.group(2)}] "
+                                        f"{kernel.group(3)}")], sources)
         view = parse_view_failure(message)
         if view is None:
             return ExecutionError(code, message)
@@ -186,6 +301,38 @@ class Backend:
         text = (f"{chk.message} ({detail}`{_s(c.lhs)}` is {lhs}, `{_s(c.rhs)}` is {rhs}); "
                 "the task was not launched")
         return WspError([Diagnostic(chk.span, "bad-view", text)], dict(self.module.sources))
+
+
+_TIMING = {"immediate": 0, "batched": 1, "interleaved": 2, "rate_limit": 3}
+
+
+def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
+    """The schedule as the runtime and the cycle model take it (`wsp_policy`)."""
+    d = s.dispatch
+    if "dispatch" not in s.given:
+        nd = 1  # language.md section 8: no `.dispatch` deals round_robin(1)
+    elif d.name == "round_robin":
+        nd = int(d.args[0]) if d.args else machine_dispatchers
+    else:
+        nd = int(d.n) if d.n is not None else machine_dispatchers
+    t = s.timing
+    return {"ndispatchers": nd, "steal": int(d.name == "work_steal" and "dispatch" in s.given),
+            "nstreams": int(s.streams) if "streams" in s.given else 0,
+            "timing": _TIMING[t.name],
+            "timing_n": int(t.args[0]) if t.name in ("batched", "interleaved") else 0,
+            "rate_per_ms": float(t.args[0]) if t.name == "rate_limit" else 0.0,
+            "window": int(s.window or 0)}
+
+
+_MACHINE: list = []
+
+
+def _default_machine():
+    if not _MACHINE:
+        from ...machine import load_machine
+
+        _MACHINE.append(load_machine(None))
+    return _MACHINE[0]
 
 
 def _s(e) -> str:

@@ -1,0 +1,130 @@
+"""Kernel costs for the cycle model: each kernel's unit and duration on one core of a machine.
+
+`kernel_costs(module, machine)` counts the work of every kernel's op DAG (shapes are static, so
+this is exact arithmetic, not a measurement) and returns `(unit, cycles)` per kernel, in
+`module.kernels` order: the runtime indexes costs by kernel index (wsp_kcost in
+wsp_runtime.h). It models one core in isolation; dispatch, dependencies and contention are the
+C replay's business.
+
+The model, and what it assumes:
+- A kernel with a `matmul` runs on a cube core (unit 1), every other kernel on a vector core
+  (unit 0). An `extern c` kernel is opaque: vector unit, memory time only.
+- Cube: the cube computes 16x16x16 fractals, so an M x K @ K x N matmul costs
+  ceil(M/16) * ceil(N/16) * ceil(K/16) * 4096 / cube_macs_per_cycle cycles, whatever the
+  operand dtypes (assumed: every dtype at the fp16 rate).
+- Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
+  repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
+  softmax) cost four times that (assumed: no published per-op figure; they take several
+  instructions each). Reductions count the elements they read; broadcast, transpose, slices
+  and interleave move data and count once.
+- Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
+  core's equal share of the HBM bandwidth.
+- A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
+  against compute, so the slower of the two sets the pace.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ...ir import nodes as N
+from .kernels import ESIZE
+
+if TYPE_CHECKING:
+    from ...machine import Machine
+
+UNIT_VECTOR = 0
+UNIT_CUBE = 1
+FRACTAL = 16  # the cube's M, N and K granularity
+TRANSCENDENTAL = frozenset(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
+                            "silu", "pow", "softmax"))
+TRANSCENDENTAL_FACTOR = 4
+_FREE = frozenset(N.LEAVES)
+
+
+def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
+    """`(unit, cycles)` of every kernel of `module`, in `module.kernels` order."""
+    return [kernel_cost(k, machine) for k in module.kernels]
+
+
+def kernel_cost(kernel: N.Kernel, machine: "Machine") -> tuple[int, int]:
+    """`(unit, cycles)` of one kernel on one core of its unit."""
+    if kernel.extern_c is not None:
+        return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR))
+    unit = UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
+    compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)
+    # decision: on a cube kernel the vector epilogue is added, not overlapped: it needs the
+    # product first (conservative; the 910B runs it on the AI core's paired vector cores)
+    return unit, max(1, compute, memory_cycles(kernel, machine, unit))
+
+
+def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
+    """Cycles of the kernel's matmuls on one cube core."""
+    total = 0
+    for op in kernel.ops:
+        if op.op == "matmul":
+            m, n = op.shape
+            k = kernel.ops[op.args[0]].shape[1]
+            fractals = _ceil_div(m, FRACTAL) * _ceil_div(n, FRACTAL) * _ceil_div(k, FRACTAL)
+            total += _ceil_div(fractals * FRACTAL ** 3, machine.cube_macs_per_cycle)
+    return total
+
+
+def vector_cycles(kernel: N.Kernel, machine: "Machine") -> int:
+    """Cycles of the kernel's non-matmul ops on one vector core."""
+    fixpipe = _fixpipe_converts(kernel)
+    total = 0
+    for i, op in enumerate(kernel.ops):
+        if op.op in _FREE or op.op == "matmul" or i in fixpipe:
+            continue
+        if op.shape is None:
+            # decision: scalar arithmetic runs on the core's scalar unit, beside the vector
+            # pipeline: free next to tile work
+            continue
+        total += _vector_op_cycles(kernel, op, machine)
+    return total
+
+
+def _vector_op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine") -> int:
+    if op.op in N.REDUCTIONS:
+        src = kernel.ops[op.args[0]]
+        elements = _elements(src.shape)
+    else:
+        elements = _elements(op.shape)
+    # decision: an op works at the widest dtype it touches (a comparison's bool result, a
+    # convert's narrower side are not what the vector unit streams)
+    width = max([ESIZE[op.dtype]] + [ESIZE[kernel.ops[a].dtype] for a in op.args])
+    cycles = _ceil_div(elements * width, machine.vector_bytes_per_cycle)
+    return cycles * TRANSCENDENTAL_FACTOR if op.op in TRANSCENDENTAL else cycles
+
+
+def _fixpipe_converts(kernel: N.Kernel) -> set[int]:
+    """Indices of `convert` ops applied directly to a matmul result.
+
+    decision: free, because the cube's fixpipe converts the accumulator on its way out of L0C;
+    counting it on the vector unit would bill a GEMM for work the hardware does not do."""
+    return {i for i, op in enumerate(kernel.ops)
+            if op.op == "convert" and kernel.ops[op.args[0]].op == "matmul"}
+
+
+def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int) -> int:
+    """Cycles to move the kernel's tile parameters through one core's share of HBM."""
+    moved = 0
+    for p in kernel.params:
+        if p.kind != "tile":
+            continue
+        passes = 2 if p.mode == "InOut" else 1
+        moved += passes * p.rows * p.cols * ESIZE[p.dtype]
+    bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
+    cycles = moved / bytes_per_ns * machine.clock_ghz
+    # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle
+    return math.ceil(round(cycles, 6))
+
+
+def _elements(shape) -> int:
+    return 1 if shape is None else shape[0] * shape[1]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,374 @@
+"""Traces of a cpu_sim run: the real run on host threads and its replay on the cycle model,
+as Chrome trace JSON (Perfetto, chrome://tracing) and as a text summary.
+
+The C runtime records one `wsp_trace_event` per task (wsp_trace_read) and, with the cycle model
+on, one `wsp_simresult` per task (wsp_sim_read), both in enumeration order. They arrive here as
+NumPy structured arrays with exactly the C layouts (EVENT_DTYPE, SIMRESULT_DTYPE; `from_cdata`
+copies a cffi buffer into one), so a million tasks cost one memcpy, not a million cdata reads.
+
+    tr = Trace(events, kernel_names, machine, sim=results, schedule="main",
+               summary=summary_dict(c_summary), dispatchers=dispatcher_stats(c_disp, n))
+    tr.write("run.json"); print(tr.summary())
+
+Nothing here runs or models anything: the numbers are the runtime's and the model's.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .machine import Machine
+
+MAX_COORDS = 8  # WSP_MAX_COORDS
+
+# struct wsp_trace_event: int32 x6, int64 coords[8], int64 x2 (104 bytes, checked against cffi
+# by tests/test_trace.py).
+EVENT_DTYPE = np.dtype({
+    "names": ["kernel", "stmt", "dispatcher", "stream", "worker", "ncoords", "coords",
+              "start_ns", "end_ns"],
+    "formats": ["<i4", "<i4", "<i4", "<i4", "<i4", "<i4", ("<i8", (MAX_COORDS,)), "<i8", "<i8"],
+    "offsets": [0, 4, 8, 12, 16, 20, 24, 88, 96],
+    "itemsize": 104,
+})
+
+# struct wsp_simresult: int64 x5, int32 x4 (56 bytes).
+SIMRESULT_DTYPE = np.dtype({
+    "names": ["enumerated", "ready", "issue", "start", "finish", "core", "unit", "dispatcher",
+              "group"],
+    "formats": ["<i8"] * 5 + ["<i4"] * 4,
+    "offsets": [0, 8, 16, 24, 32, 40, 44, 48, 52],
+    "itemsize": 56,
+})
+
+UNIT_NAMES = ("vector", "cube")  # WSP_UNIT_VECTOR, WSP_UNIT_CUBE
+PID_REAL, PID_SIM = 1, 2
+SUMMARY_FIELDS = ("tasks", "total_cycles", "critical_path", "serial_cycles", "stolen", "groups")
+
+
+def from_cdata(ffi, ptr, n: int, dtype: np.dtype) -> np.ndarray:
+    """A NumPy copy of `n` C records at `ptr` (a cffi pointer) with layout `dtype`."""
+    if n <= 0:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(ffi.buffer(ptr, n * dtype.itemsize), dtype=dtype, count=n).copy()
+
+
+def summary_dict(s) -> dict[str, Any]:
+    """A `wsp_simsummary` (cdata, or anything with its attributes) as the dict Trace takes."""
+    out = {name: int(getattr(s, name)) for name in SUMMARY_FIELDS}
+    out["work"] = [int(s.work[0]), int(s.work[1])]
+    return out
+
+
+def dispatcher_stats(d, n: int) -> list[dict[str, int]]:
+    """`n` `wsp_simdisp` records (a cdata array) as the dicts Trace takes."""
+    return [{"tasks": int(d[i].tasks), "stolen": int(d[i].stolen),
+             "busy_cycles": int(d[i].busy_cycles)} for i in range(n)]
+
+
+class Trace:
+    """One run's tasks: real times per task, and the cycle model's times when it ran."""
+
+    def __init__(self, events: np.ndarray, kernel_names: Sequence[str],
+                 machine: Optional["Machine"] = None, *, sim: Optional[np.ndarray] = None,
+                 schedule: str = "", summary: Optional[dict[str, Any]] = None,
+                 dispatchers: Optional[Sequence[dict[str, int]]] = None):
+        events = np.asarray(events)
+        if events.dtype != EVENT_DTYPE:
+            raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
+        if sim is not None:
+            sim = np.asarray(sim)
+            if sim.dtype != SIMRESULT_DTYPE:
+                raise ValueError(f"sim results must have SIMRESULT_DTYPE, not {sim.dtype}")
+            if len(sim) != len(events):
+                raise ValueError(f"{len(sim)} sim results for {len(events)} events: both are "
+                                 "one per enumerated task")
+            if machine is None:
+                raise ValueError("sim results need the machine (cycles -> time)")
+        self.events = events
+        self.sim = sim
+        self.kernel_names = list(kernel_names)
+        self.machine = machine
+        self.schedule = schedule
+        self.summary_data = dict(summary) if summary else (_derive_summary(sim) if sim is not None
+                                                          else {})
+        self.dispatchers = [dict(d) for d in dispatchers or ()]
+        self._vtid0: Optional[int] = None
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    # -- Chrome trace -------------------------------------------------------------------------
+
+    def to_chrome_trace(self) -> dict[str, Any]:
+        """The trace as a Chrome trace object: process 1 the real run (a thread per worker),
+        process 2 the cycle model (a thread per core); one complete ("X") event per task and
+        track, times in µs, task details in each event's args."""
+        with _no_gc():
+            names = self._task_names()
+            args = self._task_args()
+            out = self._metadata()
+            out.extend(self._real_events(names, args))
+            if self.sim is not None:
+                out.extend(self._sim_events(names, args))
+        other = {"schedule": self.schedule, "tasks": len(self)}
+        if self.machine is not None:
+            other["machine"] = self.machine.name
+        other.update(self.summary_data)
+        return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": other}
+
+    def write(self, path: str) -> None:
+        """Write the Chrome trace JSON to `path` atomically (a reader never sees half a file)."""
+        # decision: json.dumps, not json.dump: dumps uses the C encoder in one shot, dump the
+        # pure-Python iterator (several times slower on a million events)
+        text = json.dumps(self.to_chrome_trace(), separators=(",", ":"))
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def _task_names(self) -> list[str]:
+        """`kernel[c0, c1]` per task (the kernel name alone when it has no coordinates).
+
+        Formatted a coordinate count at a time with column lists (str.format over zip): per-row
+        NumPy access would cost seconds on a million tasks."""
+        kn = self.kernel_names
+        kernels = self.events["kernel"]
+        known = (kernels >= 0) & (kernels < len(kn))
+        table = np.array(kn + ["?"], dtype=object)
+        base = table[np.where(known, kernels, len(kn))].tolist()
+        for i in np.nonzero(~known)[0].tolist():
+            base[i] = f"kernel{int(kernels[i])}"
+        ncoords = np.clip(self.events["ncoords"], 0, MAX_COORDS)
+        coords = self.events["coords"]
+        counts = np.unique(ncoords).tolist()
+        if len(counts) == 1 and counts[0] > 0:  # the usual case: one loop nest's depth
+            fmt = _name_format(counts[0])
+            return list(map(fmt.format, base, *(coords[:, j].tolist() for j in range(counts[0]))))
+        for nc in counts:
+            if nc == 0:
+                continue
+            idx = np.nonzero(ncoords == nc)[0]
+            sub = [base[i] for i in idx.tolist()]
+            cols = (coords[idx, j].tolist() for j in range(nc))
+            for i, name in zip(idx.tolist(), map(_name_format(nc).format, sub, *cols)):
+                base[i] = name
+        return base
+
+    def _task_args(self) -> list[dict[str, Any]]:
+        """Each task's details, one dict shared by its real and its simulated event.
+
+        `dispatcher` and `stream` are -1 for none, as in wsp_trace_event; `stolen` and `group`
+        appear only where they say something, and real times only for tasks that ran."""
+        ev = self.events
+        cols = [np.arange(len(ev)).tolist()]
+        cols += [ev[f].tolist() for f in ("dispatcher", "stream", "worker", "start_ns")]
+        cols.append((ev["end_ns"] - ev["start_ns"]).tolist())
+        if self.sim is None:
+            out = [{"task": i, "dispatcher": d, "stream": s, "worker": w, "real_start_ns": t0,
+                    "real_dur_ns": dt} for i, d, s, w, t0, dt in zip(*cols)]
+        else:
+            sim = self.sim
+            cols += [sim["start"].tolist(), (sim["finish"] - sim["start"]).tolist(),
+                     sim["dispatcher"].tolist()]
+            out = [{"task": i, "dispatcher": d, "stream": s, "worker": w, "real_start_ns": t0,
+                    "real_dur_ns": dt, "sim_start_cycles": c0, "sim_dur_cycles": dc,
+                    "issued_by": by} for i, d, s, w, t0, dt, c0, dc, by in zip(*cols)]
+            self._mark_sim_extras(out)
+        for i in np.nonzero(ev["worker"] < 0)[0].tolist():
+            del out[i]["real_start_ns"], out[i]["real_dur_ns"]
+        return out
+
+    def _mark_sim_extras(self, out: list[dict[str, Any]]) -> None:
+        """`stolen` and `group`, set only on the (usually few) tasks they apply to."""
+        assigned, issuer = self.events["dispatcher"], self.sim["dispatcher"]
+        group = self.sim["group"]
+        # decision: only a task with an assigned dispatcher can be stolen; without `.dispatch`
+        # (assigned -1) any dispatcher may issue it
+        for i in np.nonzero((assigned >= 0) & (issuer != assigned))[0].tolist():
+            out[i]["stolen"] = True
+        grouped = np.nonzero(group >= 0)[0]
+        for i, g in zip(grouped.tolist(), group[grouped].tolist()):
+            out[i]["group"] = g
+
+    def _metadata(self) -> list[dict[str, Any]]:
+        """Process and thread names and orders: the real run above the model."""
+        out = [_meta(PID_REAL, None, "process_name", name="host (real run)"),
+               _meta(PID_REAL, None, "process_sort_index", sort_index=PID_REAL)]
+        for w in np.unique(self.events["worker"]).tolist():
+            if w >= 0:
+                out.append(_meta(PID_REAL, w + 1, "thread_name", name=f"worker {w}"))
+                out.append(_meta(PID_REAL, w + 1, "thread_sort_index", sort_index=w + 1))
+        if self.sim is None:
+            return out
+        out.append(_meta(PID_SIM, None, "process_name", name=f"{self.machine.name} (cycle model)"))
+        out.append(_meta(PID_SIM, None, "process_sort_index", sort_index=PID_SIM))
+        for unit, core in self._sim_cores():
+            tid = self._sim_tid(unit, core)
+            out.append(_meta(PID_SIM, tid, "thread_name", name=f"{_unit_name(unit)} {core}"))
+            out.append(_meta(PID_SIM, tid, "thread_sort_index", sort_index=tid))
+        return out
+
+    def _sim_cores(self) -> list[tuple[int, int]]:
+        """Every core of the machine (an idle core is a fact worth seeing), plus any core a
+        result names beyond them."""
+        cores = {(1, c) for c in range(self.machine.cube_cores)}
+        cores |= {(0, c) for c in range(self.machine.vector_cores)}
+        if len(self.sim):
+            # one int64 key per (unit, core): np.unique(axis=0) on pairs takes seconds
+            keys = np.unique(self.sim["unit"].astype(np.int64) << 32 | self.sim["core"])
+            cores |= {(k >> 32, k & 0xFFFFFFFF) for k in keys.tolist()}
+        return sorted(cores, key=lambda uc: self._sim_tid(*uc))
+
+    def _sim_tid(self, unit: int, core: int) -> int:
+        """Cube cores first (tids 1..), then vector cores."""
+        return 1 + core if unit == 1 else self._vector_tid0 + core
+
+    @property
+    def _vector_tid0(self) -> int:
+        """The first vector core's tid: after every cube core, named or used."""
+        if self._vtid0 is None:
+            cube = self.sim["core"][self.sim["unit"] == 1]
+            self._vtid0 = 1 + max(self.machine.cube_cores, int(cube.max(initial=-1)) + 1)
+        return self._vtid0
+
+    def _real_events(self, names: list[str], args: list[dict]) -> list[dict[str, Any]]:
+        """One complete event per task that ran (worker >= 0), at its host times."""
+        ev = self.events
+        ran = np.nonzero(ev["worker"] >= 0)[0]
+        if len(ran) != len(ev):
+            keep = ran.tolist()
+            names, args = [names[i] for i in keep], [args[i] for i in keep]
+            ev = ev[ran]
+        ts = (ev["start_ns"] / 1000.0).tolist()
+        dur = (np.maximum(ev["end_ns"] - ev["start_ns"], 0) / 1000.0).tolist()
+        tid = (ev["worker"].astype(np.int64) + 1).tolist()
+        return [{"name": n, "cat": "task", "ph": "X", "pid": PID_REAL, "tid": w, "ts": t0,
+                 "dur": d, "args": a} for n, w, t0, d, a in zip(names, tid, ts, dur, args)]
+
+    def _sim_events(self, names: list[str], args: list[dict]) -> list[dict[str, Any]]:
+        """One complete event per task on its modelled core, cycles converted to µs."""
+        sim = self.sim
+        per_us = self.machine.clock_ghz * 1000.0  # cycles per µs
+        ts = (sim["start"] / per_us).tolist()
+        dur = (np.maximum(sim["finish"] - sim["start"], 0) / per_us).tolist()
+        core = sim["core"].astype(np.int64)
+        tid = np.where(sim["unit"] == 1, 1 + core, self._vector_tid0 + core).tolist()
+        return [{"name": n, "cat": "task", "ph": "X", "pid": PID_SIM, "tid": c, "ts": t0,
+                 "dur": d, "args": a} for n, c, t0, d, a in zip(names, tid, ts, dur, args)]
+
+    # -- text summary -------------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """A readable account: the real run, the modelled makespan, per-unit utilisation and
+        each dispatcher's load."""
+        lines = [self._title()]
+        lines += self._real_lines()
+        if self.summary_data and self.machine is not None:
+            lines += self._sim_lines()
+        if self.dispatchers:
+            lines += self._dispatcher_lines()
+        return "\n".join(lines)
+
+    def _title(self) -> str:
+        where = f" on {self.machine.name}" if self.machine is not None else ""
+        sched = f"schedule `{self.schedule}`" if self.schedule else "trace"
+        return f"{sched}{where}: {len(self)} tasks"
+
+    def _real_lines(self) -> list[str]:
+        ran = self.events[self.events["worker"] >= 0]
+        if not len(ran):
+            return ["  real run        no task ran"]
+        span_us = (int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1000.0
+        workers = len(np.unique(ran["worker"]))
+        skipped = len(self) - len(ran)
+        text = f"  real run        {len(ran)} tasks ran on {workers} workers in {span_us:,.1f} us"
+        return [text + (f" ({skipped} never ran)" if skipped else "")]
+
+    def _sim_lines(self) -> list[str]:
+        s, m = self.summary_data, self.machine
+        total = int(s.get("total_cycles", 0))
+        lines = [f"  cycle model     {int(s.get('tasks', len(self)))} tasks, {total:,} cycles = "
+                 f"{total / m.clock_ghz / 1000.0:,.1f} us at {m.clock_ghz:g} GHz"]
+        for key, label in (("critical_path", "critical path"), ("serial_cycles", "serial")):
+            if key in s:
+                lines.append(f"  {label:<16}{int(s[key]):,} cycles")
+        work = list(s.get("work", ()))
+        for unit in (1, 0):
+            if unit < len(work):
+                lines.append(f"  {UNIT_NAMES[unit] + ' busy':<16}"
+                             f"{_percent(work[unit], m.cores(unit) * total)} "
+                             f"of {m.cores(unit)} cores ({int(work[unit]):,} kernel cycles)")
+        if s.get("stolen"):
+            n = int(s["stolen"])
+            lines.append(f"  stolen          {n:,} task{'' if n == 1 else 's'}")
+        if s.get("groups"):
+            lines.append(f"  issue groups    {int(s['groups']):,}")
+        return lines
+
+    def _dispatcher_lines(self) -> list[str]:
+        total = int(self.summary_data.get("total_cycles", 0))
+        lines = ["  dispatcher     tasks   stolen    busy"]
+        for i, d in enumerate(self.dispatchers):
+            lines.append(f"  {i:>10} {int(d.get('tasks', 0)):>9,} {int(d.get('stolen', 0)):>8,} "
+                         f"{_percent(d.get('busy_cycles', 0), total):>7}")
+        return lines
+
+
+def _derive_summary(sim: np.ndarray) -> dict[str, Any]:
+    """What a summary can say from per-task results alone (no critical path, no serial time)."""
+    if not len(sim):
+        return {"tasks": 0, "total_cycles": 0, "work": [0, 0]}
+    dur = sim["finish"] - sim["start"]
+    work = [int(dur[sim["unit"] == u].sum()) for u in (0, 1)]
+    return {"tasks": len(sim), "total_cycles": int(sim["finish"].max()), "work": work}
+
+
+@contextmanager
+def _no_gc():
+    """Pause the cyclic collector while building millions of dicts.
+
+    decision: they hold no cycles, and the collector's passes over the growing heap cost
+    about 30% of the build (measured on 1M tasks with the model: 4.7 s -> 3.3 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _name_format(ncoords: int) -> str:
+    """`{}[{}, {}]` for two coordinates: the kernel name, then each coordinate."""
+    return "{}[" + ", ".join(["{}"] * ncoords) + "]"
+
+
+def _meta(pid: int, tid: Optional[int], kind: str, **args) -> dict[str, Any]:
+    """A metadata event: `kind` is process_name, thread_name or a *_sort_index."""
+    event: dict[str, Any] = {"name": kind, "ph": "M", "pid": pid, "args": args}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def _unit_name(unit: int) -> str:
+    return UNIT_NAMES[unit] if 0 <= unit < len(UNIT_NAMES) else f"unit{unit}"
+
+
+def _percent(part, whole) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"

@@ -1,0 +1,325 @@
+"""The cycle model's inputs: machine files (`ptowsp/machine.py`) and kernel costs
+(`backends/cpu/cost.py`), against numbers computed by hand here.
+
+The built-in 910B: 1.8 GHz, 1600 GB/s shared by 24 cube or 48 vector cores, so a cube core moves
+1600 / 24 / 1.8 = 37.04 bytes per cycle (one byte costs 0.027 cycles) and a vector core
+18.52 bytes per cycle (0.054 cycles a byte). No C compiler needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import ptowsp
+from ptowsp.backends.cpu import cost
+from ptowsp.backends.cpu.cost import kernel_cost, kernel_costs
+from ptowsp.frontend.diagnostics import WspError
+from ptowsp.ir import nodes as N
+from ptowsp import machine as machine_module
+from dataclasses import replace
+
+from ptowsp.machine import Machine, load_machine
+
+ROOT = Path(__file__).resolve().parents[2]
+# the hand-computed figures below assume 1.8 GHz: a fixed machine, whatever the built-in says
+M910B = replace(load_machine(None), clock_ghz=1.8)
+FAST_HBM = dataclasses.replace(M910B, hbm_gbps=1e12)  # memory never the bottleneck
+
+
+def tile(name, rows, cols, dtype, mode="In"):
+    return N.KParam(name, "tile", dtype, mode, rows, cols)
+
+
+def matmul_kernel(m, k, n, dtype="f16", out="f16") -> N.Kernel:
+    """c = a @ b, as lowering makes it: an f32 product converted to c's dtype."""
+    ops = (N.Op("param", (), (m, k), dtype, "a"), N.Op("param", (), (k, n), dtype, "b"),
+           N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("convert", (2,), (m, n), out))
+    params = (tile("a", m, k, dtype), tile("b", k, n, dtype), tile("c", m, n, out, "Out"))
+    return N.Kernel("mm", "mm", params, ops, (("c", 3),))
+
+
+def elementwise_kernel(rows, cols, op="add", dtype="f32") -> N.Kernel:
+    """y = op(x * 2, 1): two tile ops of rows x cols."""
+    ops = (N.Op("param", (), (rows, cols), dtype, "x"), N.Op("literal", (), None, dtype, 2.0),
+           N.Op("mul", (0, 1), (rows, cols), dtype), N.Op("literal", (), None, dtype, 1.0),
+           N.Op(op, (2, 3), (rows, cols), dtype))
+    params = (tile("x", rows, cols, dtype), tile("y", rows, cols, dtype, "Out"))
+    return N.Kernel("ew", "ew", params, ops, (("y", 4),))
+
+
+def unary_kernel(op, shape=(16, 128), dtype="f32", out_shape=None) -> N.Kernel:
+    out_shape = out_shape or shape
+    ops = (N.Op("param", (), shape, dtype, "x"), N.Op(op, (0,), out_shape, dtype))
+    params = (tile("x", *shape, dtype), tile("y", *out_shape, dtype, "Out"))
+    return N.Kernel(op, op, params, ops, (("y", 1),))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel costs, by hand
+
+
+def test_matmul_256_cube_and_memory():
+    k = matmul_kernel(256, 256, 256)
+    # 16 x 16 x 16 fractals of 4096 MACs at 4096 MACs per cycle
+    assert cost.cube_cycles(k, M910B) == 4096
+    # the f32 -> f16 convert of the product is the fixpipe's: no vector work
+    assert cost.vector_cycles(k, M910B) == 0
+    # a, b read and c written: 3 x 128 KiB = 393216 bytes x 0.027 = 10616.8
+    assert cost.memory_cycles(k, M910B, cost.UNIT_CUBE) == 10617
+    assert kernel_cost(k, M910B) == (1, 10617)  # memory-bound
+    assert kernel_cost(k, FAST_HBM) == (1, 4096)  # compute-bound with bandwidth to spare
+
+
+def test_matmul_full_k_gemm_tile():
+    """A 6144^3 GEMM as 576 tasks of 256 x 256 outputs, each with the whole K."""
+    k = matmul_kernel(256, 6144, 256)
+    assert cost.cube_cycles(k, M910B) == 16 * 16 * 384
+    # (2 x 3 MiB + 128 KiB) x 0.027 = 173408.3
+    assert kernel_cost(k, M910B) == (1, 173409)
+
+
+def test_matmul_rounds_up_to_fractals_and_scales_with_macs():
+    assert cost.cube_cycles(matmul_kernel(17, 17, 17), M910B) == 8
+    assert cost.cube_cycles(matmul_kernel(1, 16, 1), M910B) == 1
+    wide = dataclasses.replace(M910B, cube_macs_per_cycle=8192)
+    assert cost.cube_cycles(matmul_kernel(256, 256, 256), wide) == 2048
+
+
+def test_matmul_with_inout_accumulator():
+    """examples/gemm.wsp's kernel: c = matmul(a, b, acc = c) on 64 x 64 f32 tiles."""
+    text = (ROOT / "examples" / "gemm.wsp").read_text()
+    (k,) = ptowsp.parse(text, "gemm.wsp").ir.kernels
+    assert cost.cube_cycles(k, M910B) == 4 * 4 * 4
+    # a and b read (16 KiB each), c read and written (2 x 16 KiB): 65536 x 0.027 = 1769.5
+    assert kernel_cost(k, M910B) == (1, 1770)
+
+
+def test_elementwise_f32_is_memory_bound():
+    k = elementwise_kernel(64, 128)
+    # mul and add: 64 x 128 x 4 bytes / 256 = 128 cycles each; scalars are free
+    assert cost.vector_cycles(k, M910B) == 256
+    # x read and y written: 65536 bytes x 0.054 = 3538.9
+    assert kernel_cost(k, M910B) == (0, 3539)
+    assert kernel_cost(k, FAST_HBM) == (0, 256)
+
+
+def test_softmax_from_source():
+    """examples/softmax.wsp: a 16 x 128 f32 softmax, a transcendental op (x4)."""
+    text = (ROOT / "examples" / "softmax.wsp").read_text()
+    (k,) = ptowsp.parse(text, "softmax.wsp").ir.kernels
+    assert cost.vector_cycles(k, M910B) == 16 * 128 * 4 // 256 * 4
+    # 2 x 8 KiB x 0.054 = 884.7
+    assert kernel_cost(k, M910B) == (0, 885)
+    assert kernel_cost(k, FAST_HBM) == (0, 128)
+
+
+EXTERN = '''
+module ext
+sym T = 4
+input  X: f32[T, 64]
+input  W: f32[64, 8]
+output R: i32[T, 2]
+kernel topk(x: In[Tile[1, 64, f32]], w: In[Tile[64, 8, f32]],
+            route: Out[Tile[1, 2, i32]]) extern c """
+    for (int j = 0; j < 2; j++) route.data[j] = j;
+"""
+workload route() {
+    for t in P(T) {
+        topk[t](x = X[t : t + 1, :], w = W, route = R[t : t + 1, :])
+    }
+}
+schedule main = route()
+'''
+
+
+def test_extern_kernel_is_vector_memory_only():
+    (k,) = ptowsp.parse(EXTERN, "ext.wsp").ir.kernels
+    assert k.extern_c is not None
+    # 256 + 2048 + 8 bytes x 0.054 = 124.8
+    assert kernel_cost(k, M910B) == (0, 125)
+    assert kernel_cost(k, FAST_HBM) == (0, 1)
+
+
+def test_doubling_a_tile_doubles_memory_cycles():
+    small, big = elementwise_kernel(64, 128), elementwise_kernel(128, 128)
+    # exact on a machine where a core moves a power of two bytes per cycle (1536 / 24 / 1.0
+    # = 64 cube, 32 vector), to within the final ceil on the 910B
+    even = dataclasses.replace(M910B, hbm_gbps=1536, clock_ghz=1.0)
+    for unit in (0, 1):
+        assert cost.memory_cycles(big, even, unit) == 2 * cost.memory_cycles(small, even, unit)
+        twice = 2 * cost.memory_cycles(small, M910B, unit)
+        assert twice - 1 <= cost.memory_cycles(big, M910B, unit) <= twice
+    assert cost.vector_cycles(big, M910B) == 2 * cost.vector_cycles(small, M910B)
+
+
+def test_transcendental_ops_cost_four_times():
+    plain = cost.vector_cycles(unary_kernel("neg"), M910B)
+    assert plain == 32
+    for op in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu", "silu"):
+        assert cost.vector_cycles(unary_kernel(op), M910B) == 4 * plain, op
+
+
+def test_reductions_count_their_input():
+    # rowsum of 16 x 128 reads 2048 elements although it makes 16
+    assert cost.vector_cycles(unary_kernel("rowsum", out_shape=(16, 1)), M910B) == 32
+    assert cost.vector_cycles(unary_kernel("colmax", out_shape=(1, 128)), M910B) == 32
+
+
+def test_data_movement_counts_once():
+    assert cost.vector_cycles(unary_kernel("transpose", (16, 128), out_shape=(128, 16)),
+                              M910B) == 32
+    assert cost.vector_cycles(unary_kernel("broadcast", (16, 1), out_shape=(16, 128)),
+                              M910B) == 32
+
+
+def test_ops_work_at_their_widest_dtype():
+    """A comparison streams its f32 operands (the bool result is not the width); a convert to
+    f16 outside a matmul is vector work at f32 width."""
+    ops = (N.Op("param", (), (16, 128), "f32", "x"), N.Op("param", (), (16, 128), "f32", "z"),
+           N.Op("lt", (0, 1), (16, 128), "bool"), N.Op("convert", (0,), (16, 128), "f16"))
+    params = (tile("x", 16, 128, "f32"), tile("z", 16, 128, "f32"),
+              tile("m", 16, 128, "bool", "Out"), tile("h", 16, 128, "f16", "Out"))
+    k = N.Kernel("k", "k", params, ops, (("m", 2), ("h", 3)))
+    assert cost.vector_cycles(k, M910B) == 32 + 32
+
+
+def test_cube_kernel_adds_its_vector_epilogue():
+    m, k, n = 64, 64, 64
+    ops = (N.Op("param", (), (m, k), "f16", "a"), N.Op("param", (), (k, n), "f16", "b"),
+           N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
+    params = (tile("a", m, k, "f16"), tile("b", k, n, "f16"), tile("y", m, n, "f32", "Out"))
+    kern = N.Kernel("k", "k", params, ops, (("y", 3),))
+    # 64 cube cycles, then exp over 64 x 64 f32: 16384 / 256 x 4 = 256 cycles
+    assert kernel_cost(kern, FAST_HBM) == (1, 64 + 256)
+
+
+def test_at_least_one_cycle():
+    empty = N.Kernel("nothing", "nothing", (), (), ())
+    assert kernel_cost(empty, M910B) == (0, 1)
+
+
+def test_costs_follow_module_kernel_order():
+    kernels = (elementwise_kernel(8, 8), matmul_kernel(32, 32, 32), unary_kernel("exp"))
+    module = N.Module("m", (), (), kernels, (), None)
+    costs = kernel_costs(module, M910B)
+    assert costs == [kernel_cost(k, M910B) for k in kernels]
+    assert [unit for unit, _ in costs] == [0, 1, 0]
+    assert all(isinstance(c, int) and c >= 1 for _, c in costs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine files
+
+
+def test_builtin_machine():
+    m = load_machine(None)
+    assert m == Machine(name="ascend910b", clock_ghz=1.6, dispatchers=4, cube_cores=24,
+                        vector_cores=48, cube_macs_per_cycle=4096, vector_bytes_per_cycle=256,
+                        hbm_gbps=1600, dispatch_ns=140, completion_ns=600)
+    # the published peak: 24 cores x 4096 MACs x 2 FLOP x 1.6 GHz = 314.6 TFLOP/s (sold as 313)
+    assert 24 * m.cube_macs_per_cycle * 2 * m.clock_ghz / 1e3 == pytest.approx(314.6, abs=0.1)
+    assert m.cores(cost.UNIT_CUBE) == 24 and m.cores(cost.UNIT_VECTOR) == 48
+
+
+def test_builtin_file_documents_every_key():
+    assert set(machine_module._KEYS) == {f.name for f in dataclasses.fields(Machine)}
+    text = (ROOT / "ptowsp" / "machines" / "ascend910b.toml").read_text()
+    lines = text.splitlines()
+    for f in dataclasses.fields(Machine):
+        (i,) = [i for i, line in enumerate(lines) if line.startswith(f"{f.name} =")]
+        assert lines[i - 1].startswith("#"), f"{f.name} has no comment above it"
+
+
+def test_machine_toml_ships_with_the_package():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "machines/*.toml" in data["tool"]["setuptools"]["package-data"]["ptowsp"]
+
+
+def test_user_file_overrides_a_subset(tmp_path):
+    p = tmp_path / "slow.toml"
+    p.write_text('name = "slow"\nclock_ghz = 1.0  # half speed\ndispatch_ns = 0\n')
+    m = load_machine(str(p))
+    assert (m.name, m.clock_ghz, m.dispatch_ns) == ("slow", 1.0, 0)
+    assert m.cube_cores == 24 and m.completion_ns == 600
+
+
+def _error(tmp_path, text: str) -> str:
+    p = tmp_path / "m.toml"
+    p.write_text(text)
+    with pytest.raises(WspError) as info:
+        load_machine(str(p))
+    return info.value.render()
+
+
+def test_syntax_error_has_a_position(tmp_path):
+    out = _error(tmp_path, "clock_ghz = 1.5\ncube_cores = = 3\n")
+    first, line, caret = out.splitlines()[:3]
+    assert first.endswith("m.toml:2:14: error: invalid TOML: invalid value")
+    assert line.endswith("2 | cube_cores = = 3")
+    assert caret.endswith("|              ^")
+
+
+def test_unknown_key_caret_under_the_key(tmp_path):
+    out = _error(tmp_path, "clock_ghz = 1.5\n  vector_corse = 3\n")
+    assert "m.toml:2:3: error: unknown machine key `vector_corse`" in out
+    assert out.splitlines()[2].endswith("|   ^^^^^^^^^^^^")
+    assert "help: did you mean `vector_cores`?" in out
+
+
+def test_unknown_table(tmp_path):
+    out = _error(tmp_path, "[cores]\ncube = 3\n")
+    assert "m.toml:1:2: error: unknown machine key `cores`" in out
+
+
+@pytest.mark.parametrize("line, message", [
+    ("clock_ghz = true", "`clock_ghz` must be a number, not the boolean true"),
+    ('hbm_gbps = "fast"', "`hbm_gbps` must be a number, not the string 'fast'"),
+    ("name = 5", "`name` must be a string, not the integer 5"),
+    ("clock_ghz = 0", "`clock_ghz` must be positive, not 0"),
+    ("cube_cores = -2", "`cube_cores` must be positive, not -2"),
+    ("dispatchers = 0", "`dispatchers` must be positive, not 0"),
+    ("completion_ns = -1.5", "`completion_ns` must not be negative, not -1.5"),
+    ("cube_cores = 24.5", "`cube_cores` must be an integer, not the float 24.5"),
+    ("hbm_gbps = inf", "`hbm_gbps` must be a finite number, not inf"),
+    ("vector_cores = [48]", "`vector_cores` must be a number, not an array"),
+])
+def test_bad_values(tmp_path, line, message):
+    out = _error(tmp_path, f"# a comment\n{line}  # why\n")
+    col = line.index("=") + 3
+    assert f"m.toml:2:{col}: error: {message}" in out
+    value = line.split("=", 1)[1].strip()
+    assert out.splitlines()[2].endswith("| " + " " * (col - 1) + "^" * len(value))
+
+
+def test_whole_float_count_gets_a_help(tmp_path):
+    out = _error(tmp_path, "cube_cores = 24.0\n")
+    assert "must be an integer, not the float 24.0" in out
+    assert "help: write `cube_cores = 24`" in out
+
+
+def test_all_errors_reported_together(tmp_path):
+    out = _error(tmp_path, "clock_ghz = 0\nbogus = 1\ndispatchers = false\n")
+    assert out.endswith("3 errors")
+
+
+def test_missing_file_names_it(tmp_path):
+    with pytest.raises(WspError) as info:
+        load_machine(str(tmp_path / "nope.toml"))
+    path = tmp_path / "nope.toml"
+    assert info.value.render() == f"{path}: error: cannot read machine file: no such file"
+
+
+def test_to_c_fills_wsp_machine():
+    cffi = pytest.importorskip("cffi")
+    text = (ROOT / "runtime_c" / "wsp_runtime.h").read_text()
+    ffi = cffi.FFI()
+    ffi.cdef(text[text.index("/* CDEF-BEGIN */") + 16:text.index("/* CDEF-END */")])
+    cm = M910B.to_c(ffi)
+    assert (cm.clock_ghz, cm.dispatchers, cm.cube_cores, cm.vector_cores) == (1.8, 4, 24, 48)
+    assert (cm.dispatch_ns, cm.completion_ns) == (140.0, 600.0)
+    out = ffi.new("wsp_machine *")
+    assert dataclasses.replace(M910B, dispatchers=2).to_c(ffi, out) is out and out.dispatchers == 2
