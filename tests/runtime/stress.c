@@ -127,6 +127,46 @@ int main(int argc, char **argv) {
         CHECK(rc == WSP_ERR_KERNEL, "kernel failure returned %d", rc);
         rc = harness_bulk(rt, 1000, 2, 0, WSP_WINDOW_STALL, 1, 0);
         CHECK(rc == 0, "reuse after failure: %d", rc);
+        /* placement, streams, the trace and the cycle model together */
+        {
+            wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
+            wsp_policy p = {3, 0, 2, WSP_TIMING_BATCHED, 4, 0.0, 0};
+            wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
+            CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable");
+            CHECK(wsp_trace_enable(rt, 1) == 0, "trace enable");
+            for (int pass = 0; pass < 2; pass++) {
+                rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+                if (rc == 0) rc = wsp_schedule(rt, 3, pass, 2);
+                if (rc == 0) rc = wsp_batch(rt, 600, 0);
+                for (long k = 0; k < 600 && rc == 0; k++) {
+                    memset(&t, 0, sizeof t);
+                    t.fn = harness_kernel(1);
+                    t.nscalars = 3;
+                    t.ntiles = 1 + (k % 3 == 0);
+                    t.access[0].tensor = 0;
+                    t.access[0].mode = WSP_WRITE;
+                    t.access[0].ndim = 1;
+                    t.access[0].lo[0] = k % 50;
+                    t.access[0].hi[0] = k % 50 + 1;
+                    t.access[1] = t.access[0];
+                    t.access[1].mode = WSP_READ;
+                    t.access[1].lo[0] = (k + 7) % 50;
+                    t.access[1].hi[0] = (k + 7) % 50 + 1;
+                    t.dispatcher = (int32_t)(k % 3);
+                    t.stream = (int32_t)((k / 5) % 2);
+                    rc = wsp_submit(rt, &t);
+                }
+                int wrc = wsp_wait(rt);
+                CHECK(rc == 0 && wrc == 0, "placed run: %d %d %s", rc, wrc, wsp_error_message(rt));
+                wsp_simsummary sum;
+                CHECK(wsp_sim_summary(rt, &sum) == 0 && sum.tasks == 600, "sim summary");
+                CHECK(wsp_trace_count(rt) == 600, "trace count");
+                wsp_trace_event ev[8];
+                CHECK(wsp_trace_read(rt, 592, 8, ev) == 8 && ev[7].worker >= 0, "trace read");
+            }
+            CHECK(wsp_trace_enable(rt, 0) == 0 && wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0,
+                  "off again");
+        }
         /* free in the middle of a run */
         rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
         t.scalars[2].i = 0;
