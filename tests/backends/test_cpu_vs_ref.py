@@ -201,3 +201,32 @@ workload w() { for i in P(N) { cp[i](x = X[i + S], y = Y[i]) } }
     assert "i=2" in d.message and "the task was not launched" in d.message
     rendered = info.value.render()
     assert rendered.startswith("shift.wsp:6:")
+
+
+def test_runs_from_several_threads_at_once_share_nothing_they_should_not():
+    """A program keeps its runtime between runs; a second thread running it meanwhile gets a
+    runtime of its own, and every result is right."""
+    import threading
+
+    m = ptowsp.load(str(EXAMPLES / "gemm.wsp"))
+    prog = m.compile(target="cpu_sim")
+    rng = np.random.default_rng(10)
+    pairs = [(rng.standard_normal((128, 64)).astype(np.float32),
+              rng.standard_normal((64, 128)).astype(np.float32)) for _ in range(4)]
+    errors: list = []
+
+    def body(i):
+        try:
+            for _ in range(5):
+                a, b = pairs[i]
+                out = prog.run(A=a, B=b, workers=1 + i % 2)
+                np.testing.assert_allclose(out["C"], f64(a) @ f64(b), rtol=1e-4, atol=1e-4)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[0]

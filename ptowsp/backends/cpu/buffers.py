@@ -15,6 +15,7 @@ and language.md's zero-fill adds a second pass. So:
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Mapping, Optional
 
 from ...ir import nodes as N
@@ -88,23 +89,30 @@ class BufferPool:
 
     def __init__(self) -> None:
         self._arrays: list = []
+        self._lock = threading.Lock()  # runs of one program may come from several threads
 
     def take(self, shape: tuple, dtype: Any, zero: bool):
         import numpy as np
 
         want = np.dtype(dtype)
-        arrays = self._arrays
-        for i in range(len(arrays)):
-            # 2 references: the pool's list and getrefcount's argument (no loop variable holds
-            # it: `enumerate` would keep one in its recycled result tuple)
-            if arrays[i].shape == shape and arrays[i].dtype == want and sys.getrefcount(arrays[i]) <= 2:
-                a = arrays.pop(i)
-                if zero:
-                    a.fill(0)
-                return a
-        return np.zeros(shape, dtype=want) if zero else np.empty(shape, dtype=want)
+        a = None
+        with self._lock:
+            arrays = self._arrays
+            for i in range(len(arrays)):
+                # 2 references: the pool's list and getrefcount's argument (no loop variable
+                # holds it: `enumerate` would keep one in its recycled result tuple)
+                if (arrays[i].shape == shape and arrays[i].dtype == want
+                        and sys.getrefcount(arrays[i]) <= 2):
+                    a = arrays.pop(i)
+                    break
+        if a is None:
+            return np.zeros(shape, dtype=want) if zero else np.empty(shape, dtype=want)
+        if zero:
+            a.fill(0)
+        return a
 
     def keep(self, arrays) -> None:
         """Remember arrays a run hands out (the pool keeps at most the last few)."""
-        self._arrays.extend(arrays)
-        del self._arrays[:-8]
+        with self._lock:
+            self._arrays.extend(arrays)
+            del self._arrays[:-8]

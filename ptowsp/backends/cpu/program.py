@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -141,6 +142,9 @@ class Backend:
         self.ffi, self.lib = load(self.directory / "module.so", enumerators.entries)
         self.workers = workers
         self.pool = BufferPool()
+        self._rt = None
+        self._rt_key = None
+        self._rt_lock = threading.Lock()
 
     @classmethod
     def from_directory(cls, m: Optional[N.Module], directory, workers: Optional[int] = None) -> "Backend":
@@ -179,17 +183,13 @@ class Backend:
                 if t.kind == "output":
                     outputs[t.name] = a
             arrays.append(a)
-        rt = lib.wsp_runtime_new(int(workers or self.workers or 0), len(m.tensors))
-        if rt == ffi.NULL:
-            raise ExecutionError(4, "cannot start the runtime (out of memory?)")
+        rt, owned = self._runtime(int(workers or self.workers or 0), len(m.tensors))
         try:
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy)
-            if trace:
-                lib.wsp_trace_enable(rt, 1)
-            if not execute:
-                lib.wsp_execute(rt, 0)
+            lib.wsp_trace_enable(rt, 1 if trace else 0)
+            lib.wsp_execute(rt, 1 if execute else 0)
             mode = 1 if sched.window_mode == "abort" else 0
             rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
             if rc == 0:
@@ -218,11 +218,38 @@ class Backend:
                 if trace:
                     info["trace"] = self._trace(rt, m, sched, mach, info)
         finally:
-            lib.wsp_runtime_free(rt)
+            if owned:
+                lib.wsp_runtime_free(rt)
+            else:
+                self._rt_lock.release()
         if code:
             raise self._failure(code, message, sched)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
+
+    def _runtime(self, workers: int, ntensors: int):
+        """(runtime, owned): the backend's runtime, kept between runs (its threads, pools and
+        the model's tables are then reused), or a runtime of the call's own when another
+        thread is running this backend (owned: free it after the run)."""
+        import weakref
+
+        lib, ffi = self.lib, self.ffi
+        if self._rt_lock.acquire(blocking=False):
+            if self._rt is not None and self._rt_key == (workers, ntensors):
+                return self._rt, False
+            if self._rt is not None:
+                self._rt_free()  # the finalizer frees it once
+            rt = lib.wsp_runtime_new(workers, ntensors)
+            if rt == ffi.NULL:
+                self._rt_lock.release()
+                raise ExecutionError(4, "cannot start the runtime (out of memory?)")
+            self._rt, self._rt_key = rt, (workers, ntensors)
+            self._rt_free = weakref.finalize(self, lib.wsp_runtime_free, rt)
+            return rt, False
+        rt = lib.wsp_runtime_new(workers, ntensors)
+        if rt == ffi.NULL:
+            raise ExecutionError(4, "cannot start the runtime (out of memory?)")
+        return rt, True
 
     def _enable_model(self, rt, m: N.Module, mach, policy: dict) -> None:
         """Turns the cycle model on for the run: the machine, the schedule and kernel costs."""
