@@ -275,14 +275,18 @@ class Program:
         else:
             outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
                                               workers=workers)
+        self._record(info, t0)
+        self._last = outputs
+        return outputs
+
+    def _record(self, info: dict, t0: float) -> None:
+        """Stats (and the trace, if one was taken) of the run that started at t0."""
         self.stats.execute_time_ms = (time.perf_counter() - t0) * 1000
         self.stats.task_count = int(info.get("task_count", 0))
         self.stats.total_cycles = int(info.get("total_cycles", 0))
         self.trace = info.pop("trace", None)
         self.stats.extra = {k: v for k, v in info.items()
                             if k not in ("task_count", "total_cycles")}
-        self._last = outputs
-        return outputs
 
     def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False) -> Stats:
         """The cycle model alone: tasks are enumerated, ordered and replayed on the machine, no
@@ -304,12 +308,7 @@ class Program:
         t0 = time.perf_counter()
         _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
                                     machine=self.machine, execute=False)
-        self.stats.execute_time_ms = (time.perf_counter() - t0) * 1000
-        self.stats.task_count = int(info.get("task_count", 0))
-        self.stats.total_cycles = int(info.get("total_cycles", 0))
-        self.trace = info.pop("trace", None)
-        self.stats.extra = {k: v for k, v in info.items()
-                            if k not in ("task_count", "total_cycles")}
+        self._record(info, t0)
         return self.stats
 
     # the seeds' spellings

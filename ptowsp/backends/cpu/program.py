@@ -269,23 +269,25 @@ class Backend:
             raise ExecutionError(4, "cannot start the cycle model (out of memory?)")
 
     def _model_results(self, rt, mach, policy: dict) -> dict:
+        from ...trace import dispatcher_stats, summary_dict
+
         ffi, lib = self.ffi, self.lib
         s = ffi.new("wsp_simsummary *")
         lib.wsp_sim_summary(rt, s)
         nd = policy["ndispatchers"]
         d = ffi.new("wsp_simdisp[]", nd)
         lib.wsp_sim_dispatchers(rt, 0, nd, d)
-        total = int(s.total_cycles)
+        sm = summary_dict(s)
+        total = sm["total_cycles"]
         util = {}
         for unit, name, cores in ((1, "cube", mach.cube_cores), (0, "vector", mach.vector_cores)):
-            util[name] = float(s.work[unit]) / (cores * total) if total and cores else 0.0
-        return {"total_cycles": total, "critical_path_cycles": int(s.critical_path),
+            util[name] = sm["work"][unit] / (cores * total) if total and cores else 0.0
+        return {"total_cycles": total, "critical_path_cycles": sm["critical_path"],
                 "simulated_us": total / mach.clock_ghz / 1000.0,
-                "serial_cycles": int(s.serial_cycles), "stolen": int(s.stolen),
+                "serial_cycles": sm["serial_cycles"], "stolen": sm["stolen"],
                 "utilisation": util,
-                "dispatchers": [{"dispatcher": i, "tasks": int(d[i].tasks),
-                                 "stolen": int(d[i].stolen), "busy_cycles": int(d[i].busy_cycles)}
-                                for i in range(nd)]}
+                "dispatchers": [{"dispatcher": i, **x}
+                                for i, x in enumerate(dispatcher_stats(d, nd))]}
 
     def _trace(self, rt, m: N.Module, sched: N.Schedule, mach, info: dict):
         import numpy as np
