@@ -81,7 +81,10 @@ int main(int argc, char **argv) {
         if (rc == 0 && place > 0) rc = wsp_schedule(rt, place, 0, 0);
         int64_t dims[2] = {n, 128};
         if (rc == 0 && sim) rc = wsp_sim_shape(rt, 0, 2, dims);
-        if (rc == 0 && grain != 1) rc = wsp_batch(rt, n, grain);
+        /* as an enumerator does: the independent nest is announced as such (each task writes
+         * a box of its own), the chained one is not */
+        if (rc == 0 && grain != 1)
+            rc = wsp_batch(rt, n, grain, chains == 0 ? WSP_BATCH_INDEPENDENT : 0);
         for (long k = 0; k < n && rc == 0; k++) {
             t.ntiles = 1;
             wsp_access *a = &t.access[0];

@@ -173,7 +173,22 @@ void wsp__flush_all(wsp_runtime *rt) {
     for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i, 2);
 }
 
+/* A split batch became ready (tasks.c, split_close): it counts its parts as its group's members
+ * before any of them can run; the caller then hands them on, each to its own worker, reading a
+ * part's link before handing it on. */
+static inline wsp_tasknode *fan_out(wsp_tasknode *t) {
+    atomic_store_explicit(&t->h.pending, t->nparts, memory_order_relaxed);
+    return t->parts;
+}
+
 void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
+    if (t->nparts) {
+        for (wsp_tasknode *p = fan_out(t), *next; p; p = next) {
+            next = p->parts;
+            wsp__stage_ready(rt, p);
+        }
+        return;
+    }
     int32_t i = t->queue;
     wsp_stage *s = &rt->stages[i];
     wsp_queue *q = &rt->queues[i];
@@ -363,6 +378,13 @@ static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
         wsp__stage_ready(rt, t);
         return;
     }
+    if (t->nparts) {
+        for (wsp_tasknode *p = fan_out(t), *next; p; p = next) {
+            next = p->parts;
+            make_ready(rt, w, p);
+        }
+        return;
+    }
     if (atomic_load_explicit(&rt->pinned, memory_order_relaxed) && t->queue != w->index) {  /* its dispatcher's worker runs it */
         fifo_push(&rt->queues[t->queue], &t->h);
         return;
@@ -466,7 +488,7 @@ static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
         const wsp_sub *s = (const wsp_sub *)p;
         const wsp_tile *tiles = (const wsp_tile *)(s + 1);
         const wsp_scalar *scalars = (const wsp_scalar *)(tiles + s->ntiles);
-        wsp_trace_event *e = traced(rt, t->lseq + k);
+        wsp_trace_event *e = traced(rt, s->index);
         if (e) e->start_ns = wsp__now_ns() - rt->t_begin_ns;
         int rc = s->fn(tiles, scalars);
         if (e) {

@@ -219,6 +219,14 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     if (!rt) return NULL;
     memset(rt, 0, sizeof *rt);
     rt->nworkers = workers > 0 ? workers : online_cpus();
+    rt->xpart = calloc((size_t)rt->nworkers, sizeof *rt->xpart);
+    rt->xbytes = calloc((size_t)rt->nworkers, sizeof *rt->xbytes);
+    if (!rt->xpart || !rt->xbytes) {
+        free(rt->xpart);
+        free(rt->xbytes);
+        free(rt);
+        return NULL;
+    }
     rt->max_spinners = online_cpus() - 1;
     atomic_init(&rt->spinners, 0);
     atomic_init(&rt->pinned, 0);
@@ -230,17 +238,23 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     atomic_init(&rt->submitted, 0);
     atomic_init(&rt->finished, NULL);
     if (pthread_mutex_init(&rt->err_mu, NULL) != 0) {
+        free(rt->xpart);
+        free(rt->xbytes);
         free(rt);
         return NULL;
     }
     if (pthread_mutex_init(&rt->mu, NULL) != 0) {
         pthread_mutex_destroy(&rt->err_mu);
+        free(rt->xpart);
+        free(rt->xbytes);
         free(rt);
         return NULL;
     }
     if (pthread_cond_init(&rt->cv, NULL) != 0) {
         pthread_mutex_destroy(&rt->mu);
         pthread_mutex_destroy(&rt->err_mu);
+        free(rt->xpart);
+        free(rt->xbytes);
         free(rt);
         return NULL;
     }
@@ -250,6 +264,8 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
         pthread_cond_destroy(&rt->cv);
         pthread_mutex_destroy(&rt->mu);
         pthread_mutex_destroy(&rt->err_mu);
+        free(rt->xpart);
+        free(rt->xbytes);
         free(rt);
         return NULL;
     }
@@ -283,6 +299,8 @@ void wsp_runtime_free(wsp_runtime *rt) {
     wsp__deps_destroy(&rt->deps);
     wsp__workers_destroy(rt);
     free(rt->stream_last);
+    free(rt->xpart);
+    free(rt->xbytes);
     for (int64_t c = 0; c < rt->ntchunks; c++) free(rt->tchunks[c]);
     free(rt->tchunks);
     wsp__simlog_free(rt->simlog);
@@ -341,7 +359,7 @@ static void refresh_done(wsp_runtime *rt) {
 
 /* Tasks submitted so far, the open batch's included. */
 static inline int64_t enumerated(const wsp_runtime *rt) {
-    return rt->nsub + (rt->batch ? rt->batch->count : 0);
+    return rt->nsub + rt->batch_count;
 }
 
 static int batch_close(wsp_runtime *rt);
@@ -462,7 +480,7 @@ int wsp_order_next(wsp_runtime *rt) {
      * the scope's barrier then (batch_close). Only a batch started in this scope, and with room
      * to keep the barrier, does so. */
     if (rt->batch) {
-        if (rt->batch_depth != rt->depth ||
+        if (rt->batch_depth != rt->depth || rt->nxparts > 0 ||
             (s->current && s->barrier && rt->nbatch_waits == WSP_BATCH_WAITS)) {
             if ((rc = batch_close(rt))) return rc;
         } else {
@@ -556,7 +574,7 @@ static int record(wsp_runtime *rt, const wsp_task *task, int64_t index) {
 }
 
 /* Hands a filled node to dependency inference and dispatch; `acc` holds its accesses. */
-static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc) {
+static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc, int64_t ntasks) {
     t->seq = rt->seq++;
     if (rt->ndisp > 0) {
         t->queue = t->dispatcher % rt->nworkers;  /* dispatcher d is served by worker d % W */
@@ -565,7 +583,7 @@ static int enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc) {
         if (++rt->rr == (uint64_t)rt->nworkers) rt->rr = 0;
     }
 
-    rt->nsub += t->count;
+    rt->nsub += ntasks;
     atomic_store_explicit(&rt->submitted, rt->nsub, memory_order_relaxed);
     note_in_flight(rt);
     if (rt->depth > 0) order_attach(rt, t);
@@ -607,6 +625,8 @@ static wsp_tasknode *tasknode_new(wsp_runtime *rt, size_t bytes) {
     t->dispatcher = -1;
     t->stream = -1;
     t->lseq = 0;
+    t->nparts = 0;
+    t->parts = NULL;
     return t;
 }
 
@@ -616,7 +636,7 @@ static wsp_tasknode *tasknode_new(wsp_runtime *rt, size_t bytes) {
  * accesses (wsp__regs follows tiles[ntiles]), then the wsp_sub records. */
 #define BATCH_SUBS ((sizeof(wsp_tasknode) + WSP_MAX_TILES * (sizeof(wsp_tile) + sizeof(wsp_reg)) + 7) / 8 * 8)
 
-int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain) {
+int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain, int32_t flags) {
     if (!rt) return WSP_ERR_USAGE;
     int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
     if (rc) return rc;
@@ -631,6 +651,7 @@ int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain) {
     if (grain > WSP_GRAIN_MAX) grain = WSP_GRAIN_MAX;
     rt->grain = grain >= 2 && ntasks >= 2 ? grain : 1;
     rt->batch_left = rt->grain > 1 ? ntasks : 0;
+    rt->batch_indep = (flags & WSP_BATCH_INDEPENDENT) != 0;
     return WSP_OK;
 }
 
@@ -654,10 +675,20 @@ static int box_empty(const wsp_access *a) {
 /* Whether `task` joins the open batch: room for its records, and for its (tensor, mode) pairs
  * among the batch's union accesses. Empty boxes conflict with nothing and take no slot. */
 static int batch_fits(const wsp_runtime *rt, const wsp_task *task, size_t bytes) {
-    if (rt->batch->count >= rt->grain || rt->batch_bytes + bytes > WSP_BATCH_BYTES) return 0;
-    /* one batch, one placement: it runs on its dispatcher's worker, in its stream */
-    if (rt->ndisp > 0 && task->dispatcher != rt->batch->dispatcher) return 0;
+    if (rt->batch_count >= rt->grain) return 0;
+    /* one batch, one stream; its records run on their dispatchers' workers: on the batch's
+     * worker, or, when the tasks are independent and the batch stays in one order step, in
+     * the batch's part on another worker */
     if (rt->nstreams > 0 && task->stream != rt->batch->stream) return 0;
+    size_t used = rt->batch_bytes;
+    if (rt->ndisp > 0) {
+        int32_t q = task->dispatcher % rt->nworkers;
+        if (q != rt->batch->queue) {
+            if (!rt->batch_indep || rt->nstreams > 0 || rt->batch_steps > 0) return 0;
+            used = rt->xpart[q] ? rt->xbytes[q] : 0;
+        }
+    }
+    if (used + bytes > WSP_BATCH_BYTES) return 0;
     const wsp_task *u = &rt->batch_acc;
     int extra = 0;
     for (int i = 0; i < task->ntiles; i++) {
@@ -671,32 +702,53 @@ static int batch_fits(const wsp_runtime *rt, const wsp_task *task, size_t bytes)
     return u->ntiles + extra <= WSP_MAX_TILES;
 }
 
-static int batch_add(wsp_runtime *rt, const wsp_task *task) {
+/* A node for a batch's records: the header with room for the union accesses, then the records. */
+static wsp_tasknode *batch_node(wsp_runtime *rt, const wsp_task *task, int64_t index) {
+    wsp_tasknode *b = tasknode_new(rt, BATCH_SUBS + WSP_BATCH_BYTES);
+    if (!b) return NULL;
+    b->fn = NULL;
+    b->kernel = task->kernel;
+    b->stmt = task->stmt;
+    b->ntiles = b->nscalars = b->ncoords = 0;
+    b->count = 0;
+    b->subs = (uint32_t)BATCH_SUBS;
+    b->dispatcher = rt->ndisp > 0 ? task->dispatcher : -1;
+    b->queue = rt->ndisp > 0 ? task->dispatcher % rt->nworkers : 0;
+    b->stream = rt->nstreams > 0 ? task->stream : -1;
+    b->lseq = index;
+    return b;
+}
+
+static int batch_add(wsp_runtime *rt, const wsp_task *task, int64_t index) {
     size_t bytes = sizeof(wsp_sub) + (size_t)task->ntiles * sizeof(wsp_tile) +
                    (size_t)(task->nscalars + task->ncoords) * 8;
     int rc;
     if (rt->batch && !batch_fits(rt, task, bytes) && (rc = batch_close(rt))) return rc;
     wsp_tasknode *b = rt->batch;
     if (!b) {
-        if (!(b = tasknode_new(rt, BATCH_SUBS + WSP_BATCH_BYTES)))
+        if (!(b = batch_node(rt, task, index)))
             return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
-        b->fn = NULL;
-        b->kernel = task->kernel;
-        b->stmt = task->stmt;
-        b->ntiles = b->nscalars = b->ncoords = 0;
-        b->count = 0;
-        b->subs = (uint32_t)BATCH_SUBS;
-        b->dispatcher = rt->ndisp > 0 ? task->dispatcher : -1;
-        b->stream = rt->nstreams > 0 ? task->stream : -1;
-        b->lseq = enumerated(rt) - rt->run_sub0;
         rt->batch = b;
         rt->batch_bytes = 0;
+        rt->batch_count = 0;
         rt->batch_acc.ntiles = 0;
         rt->batch_depth = rt->depth;
         rt->batch_steps = 0;
         rt->nbatch_waits = 0;
     }
-    wsp_sub *s = (wsp_sub *)((char *)b + b->subs + rt->batch_bytes);
+    size_t *used = &rt->batch_bytes;
+    if (rt->ndisp > 0 && task->dispatcher % rt->nworkers != b->queue) {  /* batch_fits allowed it */
+        int32_t q = task->dispatcher % rt->nworkers;
+        if (!rt->xpart[q]) {
+            if (!(rt->xpart[q] = batch_node(rt, task, index)))
+                return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+            rt->xbytes[q] = 0;
+            rt->nxparts++;
+        }
+        b = rt->xpart[q];
+        used = &rt->xbytes[q];
+    }
+    wsp_sub *s = (wsp_sub *)((char *)b + b->subs + *used);
     s->fn = task->fn;
     s->kernel = task->kernel;
     s->stmt = task->stmt;
@@ -704,14 +756,16 @@ static int batch_add(wsp_runtime *rt, const wsp_task *task) {
     s->nscalars = (int16_t)task->nscalars;
     s->ncoords = (int16_t)task->ncoords;
     s->size = (uint16_t)bytes;
+    s->index = index;
     wsp_tile *tiles = (wsp_tile *)(s + 1);
     for (int i = 0; i < task->ntiles; i++) tiles[i] = task->tiles[i];
     wsp_scalar *scalars = (wsp_scalar *)(tiles + task->ntiles);
     for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
     int64_t *coords = (int64_t *)(scalars + task->nscalars);
     for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
-    rt->batch_bytes += bytes;
+    *used += bytes;
     b->count++;
+    rt->batch_count++;
     wsp_task *u = &rt->batch_acc;
     for (int i = 0; i < task->ntiles; i++) {
         const wsp_access *a = &task->access[i];
@@ -750,11 +804,59 @@ static void batch_ends_step(wsp_runtime *rt) {
     s->barrier = g;
 }
 
+/* A batch with parts on several workers: one node is inferred for all its tasks (the union
+ * accesses) and stands for them; it runs nothing itself. When it is ready its parts become
+ * ready, each on its own worker (wsp__stage_ready), and as their group it finishes when they
+ * all have. Its tasks are independent, so the parts need no order among themselves. */
+static int split_close(wsp_runtime *rt, wsp_tasknode *b, int64_t ntasks) {
+    wsp_tasknode *s = tasknode_new(rt, BATCH_SUBS);
+    wsp_tasknode *tail = b;
+    int32_t n = 1;
+    for (int32_t q = 0; q < rt->nworkers; q++) {
+        wsp_tasknode *p = rt->xpart[q];
+        if (!p) continue;
+        rt->xpart[q] = NULL;
+        tail->parts = p;
+        tail = p;
+        n++;
+    }
+    tail->parts = NULL;
+    rt->nxparts = 0;
+    if (!s) {
+        for (wsp_tasknode *p = b, *next; p; p = next) {
+            next = p->parts;
+            node_free(rt, &p->h);
+        }
+        return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    }
+    s->fn = NULL;
+    s->kernel = b->kernel;
+    s->stmt = b->stmt;
+    s->ntiles = (int16_t)rt->batch_acc.ntiles;  /* wsp__regs(s) needs room for this many */
+    s->nscalars = s->ncoords = 0;
+    s->count = 0;  /* its parts count the tasks */
+    s->dispatcher = b->dispatcher;
+    s->lseq = b->lseq;
+    s->nparts = n;
+    s->parts = b;
+    for (wsp_tasknode *p = b; p; p = p->parts) {
+        p->h.group = (wsp_group *)s;  /* only its header is used: a parent's pending count */
+        p->seq = rt->seq++;
+        p->queue = p->dispatcher % rt->nworkers;
+    }
+    rt->nbatches += n;
+    enqueue(rt, s, &rt->batch_acc, ntasks);
+    return WSP_OK;
+}
+
 /* Submits the open batch, if any. */
 static int batch_close(wsp_runtime *rt) {
     wsp_tasknode *b = rt->batch;
     if (!b) return WSP_OK;
     rt->batch = NULL;
+    int64_t ntasks = rt->batch_count;
+    rt->batch_count = 0;
+    if (rt->nxparts > 0) return split_close(rt, b, ntasks);
     if (b->count == 1) {  /* a batch of one is a plain task: a node of its own size */
         const wsp_sub *s = (const wsp_sub *)((char *)b + b->subs);
         size_t bytes = sizeof(wsp_tasknode) + (size_t)s->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
@@ -775,13 +877,13 @@ static int batch_close(wsp_runtime *rt) {
         t->ncoords = s->ncoords;
         memcpy(wsp__tiles(t), s + 1, s->size - sizeof *s);  /* tiles, scalars, coords */
         node_free(rt, &b->h);
-        enqueue(rt, t, &rt->batch_acc);
+        enqueue(rt, t, &rt->batch_acc, 1);
         batch_ends_step(rt);
         return WSP_OK;
     }
     b->ntiles = (int16_t)rt->batch_acc.ntiles;  /* wsp__regs(b) needs room for this many */
     rt->nbatches++;
-    enqueue(rt, b, &rt->batch_acc);
+    enqueue(rt, b, &rt->batch_acc, b->count);
     batch_ends_step(rt);
     return WSP_OK;
 }
@@ -799,7 +901,7 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     int64_t index = enumerated(rt) - rt->run_sub0;  /* the task's number in this run */
     if ((rt->tracing || rt->simlog) && (rc = record(rt, task, index))) return rc;
     if (rt->grain > 1) {
-        if ((rc = batch_add(rt, task))) return rc;
+        if ((rc = batch_add(rt, task, index))) return rc;
         return atomic_load_explicit(&rt->err, memory_order_acquire);
     }
 
@@ -823,7 +925,7 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
     int64_t *coords = wsp__coords(t);
     for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
-    return enqueue(rt, t, task);
+    return enqueue(rt, t, task, 1);
 }
 
 /* ---- schedules, trace, cycle model ------------------------------------------------------- */

@@ -77,13 +77,14 @@ struct wsp_tasknode {
     int32_t dispatcher;        /* the schedule's dispatcher (-1: none, any worker) */
     int32_t queue;             /* the worker queue it is put on: dispatcher % workers */
     int32_t stream;            /* -1: none */
-    int32_t unused2;
+    int32_t nparts;            /* a split batch: its parts (it runs nothing itself); else 0 */
     int64_t lseq;              /* index in the run of its (first) task, for the trace */
     int32_t nedges;            /* edge slots used: inline first, then chunks */
     int32_t count;             /* tasks it stands for: 1, or the tasks of a batch */
     uint32_t subs;             /* a batch: byte offset of its wsp_sub records from the node */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
+    wsp_tasknode *parts;       /* a split batch: its first part; a part: the next one */
     wsp_edge edges[WSP_INLINE_EDGES];
     /* tail: wsp_tile[ntiles], wsp_scalar[nscalars], int64_t[ncoords], wsp_reg[ntiles] */
 };
@@ -101,6 +102,7 @@ typedef struct wsp_sub {
     int32_t kernel, stmt;
     int16_t ntiles, nscalars, ncoords;
     uint16_t size;             /* bytes of the record with its tail (a multiple of 8) */
+    int64_t index;             /* the task's number in the run, for the trace */
     /* tail: wsp_tile[ntiles], wsp_scalar[nscalars], int64_t[ncoords] */
 } wsp_sub;
 
@@ -289,9 +291,15 @@ struct wsp_runtime {
     int64_t grain;                 /* tasks per batch; 1: every submission is its own task */
     int64_t batch_left;            /* submissions the last wsp_batch call still covers */
     int64_t nbatches;              /* batches submitted in this run */
-    wsp_tasknode *batch;
+    wsp_tasknode *batch;           /* holds the records of the tasks of the batch's own queue */
     size_t batch_bytes;
+    int64_t batch_count;           /* tasks in the open batch, its parts' included */
     wsp_task batch_acc;            /* access[0 .. ntiles) */
+    int32_t batch_indep;           /* the announced tasks are mutually independent: a batch may
+                                      hold tasks of several worker queues, split into parts */
+    int32_t nxparts;               /* parts of the open batch besides `batch` */
+    wsp_tasknode **xpart;          /* per worker queue: the open batch's part there, or NULL */
+    size_t *xbytes;                /* their records' bytes */
     /* schedules (wsp_schedule), per run */
     int32_t ndisp, steal_ok, nstreams, capstreams;
     wsp_tasknode **stream_last;    /* the last task submitted in each stream */

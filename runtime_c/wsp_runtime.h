@@ -109,7 +109,14 @@ void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out);
  * scope calls, a full window, wsp_wait and the last of the `ntasks` close the open batch.
  * Statistics and the window count submitted tasks, not batches. Enumerators call it before a
  * parallel loop nest with the nest's task count. */
-int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain);
+int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain, int32_t flags);
+
+/* wsp_batch flags. INDEPENDENT: no two of the announced tasks conflict (the compiler proved
+ * their written boxes pairwise disjoint and untouched by the others). Then, with placement on
+ * several worker queues and no streams, one batch may hold tasks of several queues: it is
+ * inferred as one node and runs as one part per queue, in parallel, each part in submission
+ * order on its dispatcher's worker. */
+#define WSP_BATCH_INDEPENDENT 1
 
 /* ---- schedules, the cycle model and the trace ------------------------------------------- */
 

@@ -108,8 +108,8 @@ class Runtime:
     def pop(self) -> int:
         return self.lib.wsp_order_pop(self.rt)
 
-    def batch(self, ntasks: int, grain: int = 0) -> int:
-        return self.lib.wsp_batch(self.rt, ntasks, grain)
+    def batch(self, ntasks: int, grain: int = 0, flags: int = 0) -> int:
+        return self.lib.wsp_batch(self.rt, ntasks, grain, flags)
 
     def fail(self, code: int, message: bytes) -> int:
         return self.lib.wsp_fail(self.rt, code, message)

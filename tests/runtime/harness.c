@@ -143,8 +143,11 @@ static int ordered(const rtask *a, const rtask *b) {
     return 0;
 }
 
-/* Submits `n` random tasks (boxes in [0, extent)^ndim, random modes, random order scopes when
- * `scopes`), waits, and checks every ordering constraint. Returns the number of violations,
+/* Submits `n` random tasks (boxes in [0, extent)^ndim, random modes; `scopes` bit 0: random
+ * order scopes, bit 1: random wsp_batch announcements, some flagged WSP_BATCH_INDEPENDENT over
+ * tasks made independent (each writes a box of its own, beyond the random ones, and reads
+ * tensor 1 only), bit 2: placement on 4 dispatchers, each task on a random one), waits, and
+ * checks every ordering constraint. Returns the number of violations,
  * or -1 - code when the run itself failed. `*edges_out` gets the dependencies statistic. */
 long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
                         int64_t window, int mode, long spin_ns, long *edges_out) {
@@ -155,10 +158,15 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
     int depth = 0;
     long next_scope = 0;
     int rc = wsp_begin(rt, window, mode);
+    if (rc == 0 && (scopes & 4)) rc = wsp_schedule(rt, 4, 0, 0);
     wsp_task *t = calloc(1, sizeof *t);
+    long indep_left = 0;  /* tasks the last independent announcement still covers */
     for (long k = 0; k < n && rc == 0; k++) {
         if ((scopes & 2) && rnd() % 16 == 0) {  /* batching: explicit grains and the default */
-            rc = wsp_batch(rt, rndint(1, 100), rnd() % 4 == 0 ? 0 : rndint(1, 70));
+            long m = rndint(1, 100);
+            int flags = rnd() % 2 ? WSP_BATCH_INDEPENDENT : 0;
+            indep_left = flags ? m : 0;
+            rc = wsp_batch(rt, m, rnd() % 4 == 0 ? 0 : rndint(1, 70), flags);
             if (rc) break;
         }
         if (scopes & 1) {
@@ -192,6 +200,8 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
         t->scalars[1].i = (rnd() % 4 == 0) ? spin_ns : 0;
         t->ncoords = 1;
         t->coords[0] = k;
+        t->dispatcher = (scopes & 4) ? (int32_t)rndint(0, 3) : 0;
+        int indep = indep_left-- > 0;
         for (int i = 0; i < r->nacc; i++) {
             r->tensor[i] = (int)rndint(0, 1);
             r->mode[i] = (int)rndint(1, 3);
@@ -206,6 +216,15 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
                 if (lo + len > extent) len = extent - lo;
                 r->lo[i][d] = a->lo[d] = lo;
                 r->hi[i][d] = a->hi[d] = lo + len;
+            }
+            if (indep && i == 0) {  /* a write of its own: row extent + k of tensor 0 */
+                r->tensor[0] = a->tensor = 0;
+                r->mode[0] = a->mode = WSP_WRITE;
+                r->lo[0][0] = a->lo[0] = extent + k;
+                r->hi[0][0] = a->hi[0] = extent + k + 1;
+            } else if (indep) {  /* reads of tensor 1, which none of the batch's tasks writes */
+                r->tensor[i] = a->tensor = 1;
+                r->mode[i] = a->mode = WSP_READ;
             }
         }
         rc = wsp_submit(rt, t);
@@ -255,7 +274,7 @@ int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, 
     wsp_task *t = calloc(1, sizeof *t);
     if (!t || (kernel == K_RECORD && harness_reset(n) != 0)) return -1;
     int rc = wsp_begin(rt, window, mode);
-    if (rc == 0 && bulk_grain != 1) rc = wsp_batch(rt, n, bulk_grain);
+    if (rc == 0 && bulk_grain != 1) rc = wsp_batch(rt, n, bulk_grain, chains == 0 ? WSP_BATCH_INDEPENDENT : 0);
     t->fn = harness_kernel(kernel);
     t->nscalars = 3;
     t->scalars[1].i = spin_ns;

@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
             for (int pass = 0; pass < 2; pass++) {
                 rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
                 if (rc == 0) rc = wsp_schedule(rt, 3, pass, 2);
-                if (rc == 0) rc = wsp_batch(rt, 600, 0);
+                if (rc == 0) rc = wsp_batch(rt, 600, 0, 0);
                 for (long k = 0; k < 600 && rc == 0; k++) {
                     memset(&t, 0, sizeof t);
                     t.fn = harness_kernel(1);

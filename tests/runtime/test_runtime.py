@@ -302,7 +302,8 @@ def test_random_programs_respect_every_dependency(pool, ops, workers):
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 @pytest.mark.parametrize("ndim,extent", [(1, 64), (2, 12), (3, 6)])
-@pytest.mark.parametrize("scopes", [0, 1, 2, 3])  # bit 0: order scopes, bit 1: batches
+@pytest.mark.parametrize("scopes", [0, 1, 2, 3, 6, 7])  # bit 0: order scopes, bit 1: batches,
+# bit 2: placement on 4 dispatchers (with independent announcements: batches split into parts)
 def test_random_programs_in_c(rtlib, workers, ndim, extent, scopes):
     """Larger random programs generated and checked (O(n^2)) inside harness.c."""
     rt = rtlib.lib.wsp_runtime_new(workers, 2)
@@ -682,6 +683,43 @@ def test_pinned_placement_runs_every_task_on_its_dispatchers_worker(rtlib, worke
         assert call_with_timeout(body, 60)
     finally:
         r.free()
+
+
+@pytest.mark.parametrize("flags", [0, 1])  # 1: WSP_BATCH_INDEPENDENT
+def test_batches_under_placement_keep_every_task_on_its_dispatchers_worker(runtime, flags):
+    """round_robin(4) on 2 workers, the nest announced with wsp_batch: independent tasks are
+    still packed (into batches split into one part per worker; without the flag consecutive
+    tasks alternate between workers, so no batch forms), yet dispatcher d's tasks all run on one
+    thread, d and d + 2 share it, and a second nest that reads the first one's boxes still
+    waits for their writers."""
+    r = runtime(2, 1)
+    n = 512
+    r.lib.harness_reset(2 * n)
+    assert r.begin() == OK
+    assert r.lib.wsp_schedule(r.rt, 4, 0, 0) == OK
+    assert r.batch(n, 0, flags) == OK
+    for i in range(n):
+        r.task.dispatcher = i % 4
+        assert r.submit(i, [(0, WRITE, box((i, i + 1)))], spin_ns=500 if i % 7 == 0 else 0) == OK
+    assert r.batch(n, 0, flags) == OK
+    for i in range(n):  # reads box n - 1 - i of the first nest: every task waits for one writer
+        r.task.dispatcher = i % 4
+        assert r.submit(n + i, [(0, READ, box((n - 1 - i, n - i))),
+                                (0, WRITE, box((n + i, n + i + 1)))]) == OK
+    assert r.wait() == OK, r.error()
+    st_ = r.stats()
+    assert st_.tasks == st_.tasks_run == 2 * n
+    if flags:
+        assert 2 < st_.batches < n  # packed, not task by task
+    else:
+        assert st_.batches == 0
+    thread_of = {}
+    for i in range(2 * n):
+        thread_of.setdefault(i % 4 % 2, set()).add(r.lib.harness_thread(i))
+    assert all(len(t) == 1 for t in thread_of.values())
+    assert thread_of[0] != thread_of[1]
+    for i in range(n):
+        assert r.lib.harness_finish(n - 1 - i) < r.lib.harness_start(n + i)
 
 
 def test_placement_errors_are_usage_errors(runtime):

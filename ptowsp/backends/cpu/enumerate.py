@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ...ir import nodes as N
 from ...ir import sym
+from ...ir.independence import independent_nest
 from .cexpr import c_ident
 from .kernels import kernel_symbol
 
@@ -122,10 +123,12 @@ class _Emitter:
         extent = self.c(lp.extent)
         announce = False
         if lp.kind != "seq" and not self.batched:
-            # the nest's task count lets the runtime pack consecutive tasks into batches
+            # the nest's task count lets the runtime pack consecutive tasks into batches, and
+            # proven independence lets it run one batch's tasks on several workers (placement)
             count = self.task_count((lp,), frozenset())
             if count is not None:
-                self.emit(f"if ((rc = wsp_batch(rt, {count}, 0))) return rc;")
+                flags = "WSP_BATCH_INDEPENDENT" if independent_nest(lp) else "0"
+                self.emit(f"if ((rc = wsp_batch(rt, {count}, 0, {flags}))) return rc;")
                 self.batched = announce = True
         self.loop_vars.append(lp.var)
         v = self.name_of(lp.var)
