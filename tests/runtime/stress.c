@@ -134,10 +134,12 @@ int main(int argc, char **argv) {
             wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
             CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable");
             CHECK(wsp_trace_enable(rt, 1) == 0, "trace enable");
-            for (int pass = 0; pass < 2; pass++) {
+            /* pass 2: independent tasks, no streams: batches split into parts per worker */
+            for (int pass = 0; pass < 3; pass++) {
+                int indep = pass == 2;
                 rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
-                if (rc == 0) rc = wsp_schedule(rt, 3, pass, 2);
-                if (rc == 0) rc = wsp_batch(rt, 600, 0, 0);
+                if (rc == 0) rc = wsp_schedule(rt, 3, pass == 1, indep ? 0 : 2);
+                if (rc == 0) rc = wsp_batch(rt, 600, 0, indep ? WSP_BATCH_INDEPENDENT : 0);
                 for (long k = 0; k < 600 && rc == 0; k++) {
                     memset(&t, 0, sizeof t);
                     t.fn = harness_kernel(1);
@@ -146,14 +148,15 @@ int main(int argc, char **argv) {
                     t.access[0].tensor = 0;
                     t.access[0].mode = WSP_WRITE;
                     t.access[0].ndim = 1;
-                    t.access[0].lo[0] = k % 50;
-                    t.access[0].hi[0] = k % 50 + 1;
+                    t.access[0].lo[0] = indep ? k : k % 50;
+                    t.access[0].hi[0] = t.access[0].lo[0] + 1;
                     t.access[1] = t.access[0];
                     t.access[1].mode = WSP_READ;
                     t.access[1].lo[0] = (k + 7) % 50;
                     t.access[1].hi[0] = (k + 7) % 50 + 1;
+                    if (indep) t.ntiles = 1;
                     t.dispatcher = (int32_t)(k % 3);
-                    t.stream = (int32_t)((k / 5) % 2);
+                    t.stream = indep ? 0 : (int32_t)((k / 5) % 2);
                     rc = wsp_submit(rt, &t);
                 }
                 int wrc = wsp_wait(rt);
