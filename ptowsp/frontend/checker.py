@@ -365,9 +365,12 @@ class _DeclChecker:
                     indices = self._index_tensor(ax.indices, "indices")
                     if indptr is None or indices is None:
                         return None
+                    self._index_length(ax.indptr, "indptr", outer, 1, build)
                     return AxisInfo(name, "sparse", d, outer=outer, indptr=indptr, indices=indices)
                 if isinstance(ax.lengths, A.Name) and env.kind_of(ax.lengths.id) == "tensor":
                     t = self._index_tensor(ax.lengths, "lengths")
+                    if t is not None:
+                        self._index_length(ax.lengths, "lengths", outer, 0, build)
                     return None if t is None else AxisInfo(name, "ragged", d, outer=outer, lengths_tensor=t)
                 # an expression of `_` (the outer index); checked as a scalar expression later
                 return AxisInfo(name, "ragged", d, outer=outer, lengths_expr=ax.lengths)
@@ -401,6 +404,21 @@ class _DeclChecker:
         self.diags.error(e.span, "bad-outer-axis", "the outer index space must be a named axis",
                          "declare it first: `axis batch = DenseDyn(B)`")
         return None
+
+    def _index_length(self, e: A.Name, role: str, outer: str, extra: int, build) -> None:
+        """`lengths` needs an element per outer index, `indptr` one more: an error when the
+        tensor is provably shorter (a length that might be short is checked at each read)."""
+        t = self.env.tensors[e.id]
+        info = build(outer)
+        if not t.sound or info is None or info.extent is None:
+            return
+        need = sym.add(info.extent, extra)
+        if sym.prove_ge(t.dims[0], need) is False:
+            # decision: a `lengths` (or `indptr`) tensor provably shorter than its outer axis needs (one more for `indptr`) is a compile error at the tensor's name in the axis
+            self.diags.error(e.span, "bad-index-tensor",
+                             f"`{role}` needs {sym.to_str(need)} elements for outer axis `{outer}`, "
+                             f"but `{e.id}` has {sym.to_str(t.dims[0])}",
+                             f"declare it as `{t.dtype}[{sym.to_str(need)}]`")
 
     def _index_tensor(self, e: A.Expr, role: str) -> Optional[str]:
         if not (isinstance(e, A.Name) and e.id in self.env.tensors):

@@ -21,9 +21,23 @@ What lowering decides (each also written next to its code as `# decision:`):
   loop or a sym (then `b_2`, ...): names are unique along every path of the loop tree, so
   schedule keys stay expressions over the loop variables' source names.
 
-Constructs this build's back ends do not support yet (`when`, ragged and sparse axes, `P.sel`,
-CSP, slots, tensor-element reads in scalar expressions, kernels without an `extern c` body)
-are reported as `unsupported` diagnostics at the construct, all raised together as a `WspError`.
+Run-time values (language.md sections 5 and 6) become statements of the loop tree:
+- An element read `T[i, j]` in a scalar expression is an `N.Read` into a fresh variable
+  `T@n` (n counts the schedule's reads), placed right before the statement using it (a loop's
+  extent: before the Loop; a task's arguments: before the Task), shared by repeated reads of
+  one element in one statement, with `ViewCheck`s for the index bounds not proved here.
+- `tok[b]` of `Ragged(outer, lengths)` has extent `lengths@n` (or the length expression with
+  `_` = b), plus an `N.Assert` that it is not negative unless proved.
+- `for e in P.sel(route[b])`: Reads of `indptr[b]`, `indptr[b + 1]`, Asserts 0 <= lo <= hi
+  <= len(indices), a grid Loop over `e.pos` in [0, hi - lo) whose body starts with the Read
+  `e = indices[lo + e.pos]`.
+- `when` is an `N.When` of `N.Cond`s (decided predicates fold to the chosen body); `else when`
+  predicates and the right side of `and` / `or` read elements only when reached.
+- `slot_set` / `slot_load` are `N.SlotSet`s; `slot(k)` is the variable `N.slot_var(k)`.
+
+Constructs this build's back ends do not support yet (CSP, kernels without an `extern c`
+body, element reads in schedule keys) are reported as `unsupported` diagnostics at the
+construct, all raised together as a `WspError`.
 """
 
 from __future__ import annotations
@@ -33,7 +47,7 @@ from typing import Optional, Union
 
 from ..frontend import ast as A
 from ..frontend.diagnostics import Diagnostics, InternalError
-from ..frontend.env import ModuleEnv
+from ..frontend.env import AxisInfo, ModuleEnv
 from ..frontend.primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
@@ -508,15 +522,33 @@ class _Loop:
 
 
 @dataclass(frozen=True)
-class _Axis:
-    """A dense axis in scope (a workload parameter): its extent in IR names."""
+class _Sel:
+    """A `P.sel` variable in scope: `name` is the Read variable holding the coordinate
+    (`indices[k]`), `pos` the loop variable of its position (`e.pos`)."""
 
-    extent: sym.Expr
+    name: str
+    pos: str
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A name standing for an integer expression (the `_` of a ragged length)."""
+
+    value: sym.Expr
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """An axis in scope (a workload parameter): a dense axis's extent in IR names, or the
+    module-level ragged/sparse axis passed for it (`info`)."""
+
+    extent: Optional[sym.Expr]
+    info: Optional[AxisInfo] = None
 
 
 class _Scope:
     def __init__(self, parent: Optional["_Scope"] = None):
-        self.names: dict[str, Union[_Loop, _Axis]] = {}
+        self.names: dict[str, Union[_Loop, _Sel, _Value, _Axis]] = {}
         self.parent = parent
 
     def lookup(self, name: str):
@@ -528,9 +560,53 @@ class _Scope:
         return None
 
 
-_PROVERS = {"<=": sym.prove_le, "<": sym.prove_lt, ">=": sym.prove_ge, ">": sym.prove_gt,
-            "==": sym.prove_eq, "!=": sym.prove_ne}
-_Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool)
+_Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool | N.Cond)
+_UNKNOWN = sym.Interval(None, None)
+# decision: an element read gives the element's value as a signed 64-bit integer; the range the
+# proofs assume follows the dtype (u8/u16/u32 and bool are non-negative, the rest unknown)
+_READ_RANGES = {"u8": sym.Interval(0, 255), "u16": sym.Interval(0, 65535),
+                "u32": sym.Interval(0, 2**32 - 1), "bool": sym.Interval(0, 1)}
+
+
+def _not(c):
+    if isinstance(c, bool):
+        return not c
+    if c.op == "not":
+        return c.args[0]
+    return N.Cond("not", (c,))
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is True:
+        return b
+    if b is True:
+        return a
+    return N.Cond("and", (a, b))
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is False:
+        return b
+    if b is False:
+        return a
+    return N.Cond("or", (a, b))
+
+
+def _has_reads(e: A.Expr) -> bool:
+    """Whether evaluating `e` reads tensor elements (then `and`/`or` must short-circuit)."""
+    return any(isinstance(n, A.Index) for n in e.walk())
+
+
+def _splits(e: A.Expr) -> bool:
+    """Whether a predicate is lowered as nested `When`s: an `and` / `or` (under any `not`s)
+    whose right side reads tensor elements."""
+    while isinstance(e, A.Unary) and e.op == "not":
+        e = e.operand
+    return isinstance(e, A.Binary) and e.op in ("and", "or") and _has_reads(e.right)
 
 
 class _WorkloadLowerer:
@@ -539,18 +615,29 @@ class _WorkloadLowerer:
     def __init__(self, mod: _ModuleLowerer):
         self.mod = mod
         self.env = mod.env
-        self.bound: dict[str, int] = {}  # IR loop names bound on the current path
+        self.bound: dict[str, int] = {}  # IR loop (and P.sel) names bound on the current path
         self.renamed: set[str] = set()  # source names that had to be renamed somewhere
         self.ranges: dict[str, sym.Interval] = {}
         self.extents: dict[str, sym.Expr] = {}
         self.proofs: dict[tuple, Optional[bool]] = {}
+        # Reads and Asserts to place right before the statement being lowered (None: no
+        # statement, e.g. a schedule key), and the reads it made so far (shared when repeated)
+        self.pre: Optional[list[N.Stmt]] = None
+        self.memo: dict[tuple, str] = {}
+        self.nreads = 0
+        self.dyn: set[str] = set()  # variables holding run-time values (Read variables, slots)
 
     # ---- entry points
     def scheduled(self, wname: str, args, kwargs) -> list[N.Stmt]:
         decl = self.env.workloads[wname]
-        scope = self.bind_params(decl, args, kwargs, _Scope())
         self.workload = wname
-        return self.block(decl.body, scope)
+        self.pre, self.memo = [], {}
+        try:
+            scope = self.bind_params(decl, args, kwargs, _Scope())
+            pre = self.pre
+        finally:
+            self.pre, self.memo = None, {}
+        return pre + self.block(decl.body, scope)
 
     def bind_params(self, decl: A.WorkloadDecl, args, kwargs, caller: _Scope) -> _Scope:
         scope = _Scope()
@@ -558,7 +645,12 @@ class _WorkloadLowerer:
         for kw in kwargs:
             bound[kw.name] = kw.value
         for p in decl.params:
-            scope.names[p.name.id] = _Axis(self.axis_extent(bound[p.name.id], caller))
+            arg = bound[p.name.id]
+            info = self.axis_info(arg, caller)
+            if info is not None:
+                scope.names[p.name.id] = _Axis(None, info)
+            else:
+                scope.names[p.name.id] = _Axis(self.axis_extent(arg, caller))
         return scope
 
     # ---- statements
@@ -566,13 +658,31 @@ class _WorkloadLowerer:
         out: list[N.Stmt] = []
         for s in stmts:
             try:
-                out.extend(self.stmt(s, scope))
+                out.extend(self.lowered(s, scope))
             except _Unsupported as u:
                 self.mod.unsupported(u)
         return out
 
+    def capture(self, fn, memo: Optional[dict] = None):
+        """`fn()` with its own list of Reads and Asserts (and reads to share, starting from
+        `memo`): returns (that list, fn's value)."""
+        saved = (self.pre, self.memo)
+        self.pre, self.memo = [], dict(memo or {})
+        try:
+            value = fn()
+            return self.pre, value
+        finally:
+            self.pre, self.memo = saved
+
+    def lowered(self, s: A.Stmt, scope: _Scope) -> list[N.Stmt]:
+        """One statement, preceded by the Reads and Asserts its expressions need."""
+        pre, out = self.capture(lambda: self.stmt(s, scope))
+        return pre + out
+
     def stmt(self, s: A.Stmt, scope: _Scope) -> list[N.Stmt]:
         if isinstance(s, A.ForLoop):
+            if s.kind == "sel":
+                return [self.sel_loop(s, scope)]
             return [self.for_loop(s, scope)]
         if isinstance(s, A.CallStmt):
             if s.callee.id in self.env.workloads:
@@ -586,7 +696,7 @@ class _WorkloadLowerer:
             items: list[N.Stmt] = []
             for child in s.body:
                 try:
-                    part = self.stmt(child, _Scope(scope))
+                    part = self.lowered(child, _Scope(scope))
                 except _Unsupported as u:
                     self.mod.unsupported(u)
                     continue
@@ -596,15 +706,80 @@ class _WorkloadLowerer:
                 elif part:
                     items.append(N.Block("combine", tuple(part)))
             return [N.Block("sequential", tuple(items))]
+        if isinstance(s, A.When):
+            return self.when(list(s.branches), s.otherwise, scope)
+        if isinstance(s, A.SlotSet):
+            k = self.slot_number(s.slot)
+            return [N.SlotSet(k, self.int_expr(s.value, scope), s.span)]
+        if isinstance(s, A.SlotLoad):
+            k = self.slot_number(s.slot)
+            kind, v = self.element(s.source, scope)
+            if kind != "int":
+                raise InternalError("lower", "`slot_load` of a bool tensor")
+            return [N.SlotSet(k, v, s.span)]
         what = {
-            A.When: "`when`", A.Pipe: "`pipe`", A.Process: "`process`", A.Send: "`send`",
+            A.Pipe: "`pipe`", A.Process: "`process`", A.Send: "`send`",
             A.Consume: "`consume`", A.Record: "`record`", A.Synchronize: "`synchronize`",
-            A.SlotSet: "`slot_set`", A.SlotLoad: "`slot_load`",
         }.get(type(s))
         if what is None:
             raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
         raise _Unsupported(s.span, f"{what} {UNSUPPORTED}")
 
+    def slot_number(self, e: A.Expr) -> int:
+        k = self.const_int(e)
+        if not 0 <= k < N.NSLOTS:
+            raise InternalError("lower", f"slot {k} does not exist")
+        return k
+
+    # ---- when / else when / otherwise
+    def when(self, branches: list, otherwise, scope: _Scope, memo: Optional[dict] = None
+             ) -> list[N.Stmt]:
+        """`when` as `N.When`s. Predicates are evaluated lazily: the element reads of an
+        `else when` predicate happen only when the branches before it failed (sharing the reads
+        of those predicates: no task runs in between), and those of the right side of `and` /
+        `or` only when the left side did not decide."""
+        if not branches:
+            return self.block(otherwise or (), _Scope(scope))
+        br = branches[0]
+        return self.test(br.pred, scope, lambda m: self.block(br.body, _Scope(scope)),
+                         lambda m: self.when(branches[1:], otherwise, scope, m), memo or {})
+
+    def test(self, pred: A.Expr, scope: _Scope, then, els, memo: dict) -> list[N.Stmt]:
+        """Statements running `then(memo)` where `pred` holds and `els(memo)` elsewhere (`memo`:
+        the element reads made so far that they may share). A thunk may be called twice,
+        lowering its statements twice with fresh names."""
+        if isinstance(pred, A.Unary) and pred.op == "not" and _splits(pred.operand):
+            return self.test(pred.operand, scope, els, then, memo)
+        if isinstance(pred, A.Binary) and _splits(pred):
+            # decision: `and` / `or` short-circuit: the right side's element reads (and their range checks) happen only when the left side does not decide
+            right = lambda m: self.test(pred.right, scope, then, els, m)
+            if pred.op == "and":
+                return self.test(pred.left, scope, right, els, memo)
+            return self.test(pred.left, scope, then, right, memo)
+        seen: dict = {}
+
+        def evaluate():
+            value = self.scalar(pred, scope)
+            seen.update(self.memo)
+            return value
+
+        pre, (kind, c) = self.capture(evaluate, memo)
+        if kind != "bool":
+            raise InternalError("lower", f"`{expr_str(pred)}` is not a condition")
+        # decision: a predicate decided at compile time (constants, syms and loop ranges) lowers to the chosen body alone
+        if c is True:
+            return pre + then(seen)
+        if c is False:
+            return pre + els(seen)
+        body, rest = tuple(then(seen)), tuple(els(seen))
+        if not body:
+            return pre + ([N.When(((_not(c), rest),))] if rest else [])
+        if len(rest) == 1 and isinstance(rest[0], N.When):
+            # `else when` whose predicate needs no new reads: one When with several branches
+            return pre + [N.When(((c, body),) + rest[0].branches, rest[0].otherwise)]
+        return pre + [N.When(((c, body),), rest)]
+
+    # ---- loops
     def fresh(self, name: str) -> str:
         # decision: a loop variable keeps its source name unless an enclosing loop binds it or a sym has it (then `b_2`, `b_3`, ...): unique along every path, so sibling loops may share a name and keys stay over source names
         out, k = name, 1
@@ -616,63 +791,217 @@ class _WorkloadLowerer:
         self.bound[out] = self.bound.get(out, 0) + 1
         return out
 
+    def bind_var(self, name: str, rng: sym.Interval, extent: Optional[sym.Expr],
+                 saved: dict) -> None:
+        """Give variable `name` a range (and a symbolic extent for the loop proofs), keeping
+        what it had for `unbind`."""
+        if name not in saved:
+            saved[name] = (self.ranges.get(name), self.extents.get(name), name in self.dyn)
+        self.ranges[name] = rng
+        # decision: an extent that reads a slot is not used in proofs (a later slot_set in the body changes the slot, not the extent)
+        if extent is not None and sym.const_value(extent) is None and not any(
+                N.slot_index(v) is not None for v in sym.free_vars(extent)):
+            self.extents[name] = extent
+        else:
+            self.extents.pop(name, None)
+
+    def unbind(self, saved: dict) -> None:
+        for name, (r, e, dyn) in saved.items():
+            self.bound[name] = self.bound.get(name, 1) - 1
+            for table, old in ((self.ranges, r), (self.extents, e)):
+                if old is None:
+                    table.pop(name, None)
+                else:
+                    table[name] = old
+            if dyn:
+                self.dyn.add(name)
+            else:
+                self.dyn.discard(name)
+
     def for_loop(self, s: A.ForLoop, scope: _Scope) -> N.Loop:
-        if s.kind == "sel":
-            raise _Unsupported(s.span, f"`P.sel` {UNSUPPORTED}")
         extents = [self.axis_extent(ax, scope) for ax in s.axes]
         inner = _Scope(scope)
         names = []
         saved: dict[str, tuple] = {}
-        for v, ext in zip(s.vars, extents):
-            name = self.fresh(v.id)
-            names.append(name)
-            inner.names[v.id] = _Loop(name)
-            saved[name] = (self.ranges.get(name), self.extents.get(name))
-            hi = sym.bounds(ext, self.ranges).hi
-            known = hi is not None and hi >= 1
-            self.ranges[name] = sym.Interval(0, hi - 1) if known else sym.NONNEG
-            if sym.const_value(ext) is None:
-                self.extents[name] = ext
-            else:
-                self.extents.pop(name, None)
         try:
+            for v, ext in zip(s.vars, extents):
+                name = self.fresh(v.id)
+                names.append(name)
+                inner.names[v.id] = _Loop(name)
+                hi = sym.bounds(ext, self.ranges).hi
+                known = hi is not None and hi >= 1
+                self.bind_var(name, sym.Interval(0, hi - 1) if known else sym.NONNEG, ext, saved)
+                self.dyn.discard(name)
             body: tuple[N.Stmt, ...] = tuple(self.block(s.body, inner))
         finally:
-            for name in names:
-                self.bound[name] -= 1
-                r, e = saved[name]
-                for table, old in ((self.ranges, r), (self.extents, e)):
-                    if old is None:
-                        table.pop(name, None)
-                    else:
-                        table[name] = old
+            self.unbind(saved)
         kind = "seq" if s.kind == "seq" else "grid"
         # decision: `for a, b in P(x, y)` is one Loop per axis, nested in the order written (P.seq: lexicographic order)
         for name, ext in reversed(list(zip(names, extents))):
             body = (N.Loop(name, ext, kind, body),)
         return body[0]
 
+    def sel_loop(self, s: A.ForLoop, scope: _Scope) -> N.Loop:
+        """`for e in P.sel(route[b])`: Reads lo = indptr[b] and hi = indptr[b + 1], Asserts that
+        0 <= lo <= hi <= len(indices), then a grid loop over the position `e.pos` in
+        [0, hi - lo) whose body starts by reading `e = indices[lo + e.pos]`."""
+        if len(s.vars) != 1 or len(s.axes) != 1:
+            raise InternalError("lower", "`P.sel` over several axes")
+        (v,), (ax,) = s.vars, s.axes
+        info = self.axis_info(ax.value, scope) if isinstance(ax, A.Index) else None
+        if info is None or info.kind != "sparse" or len(ax.items) != 1:
+            raise InternalError("lower",
+                                f"`P.sel({expr_str(ax)})` is not a sparse axis at an index")
+        item = ax.items[0]
+        b = self.int_expr(item, scope)
+        bt = expr_str(item)
+        ip, ix = info.indptr, info.indices
+        name = expr_str(ax.value)
+        span = ax.span
+        lo = self.read(ip, (b,), (bt,), f"{ip}[{bt}]", span)
+        hi = self.read(ip, (sym.add(b, 1),), (f"{bt} + 1",), f"{ip}[{bt} + 1]", span)
+        nnz = self.env.tensors[ix].dims[0]
+        self.assert_(lo, ">=", sym.const(0),
+                     f"`{ip}[{bt}]` of sparse axis `{name}` must not be negative", span)
+        self.assert_(hi, ">=", lo,
+                     f"`{ip}` of sparse axis `{name}` must not decrease: `{ip}[{bt} + 1]` must "
+                     f"be at least `{ip}[{bt}]`", span)
+        self.assert_(hi, "<=", nnz,
+                     f"`{ip}[{bt} + 1]` of sparse axis `{name}` must be at most "
+                     f"{sym.to_str(nnz)}, the length of `{ix}`", span)
+        count = sym.sub(hi, lo)
+        saved: dict[str, tuple] = {}
+        try:
+            # decision: the P.sel variable is a Read variable named like the source variable (renamed as loop variables are), so keys and coordinates name it; its position loop variable is `e.pos`
+            elem = self.fresh(v.id)
+            pos = f"{elem}.pos"
+            self.bound[pos] = self.bound.get(pos, 0) + 1
+            self.bind_var(pos, sym.NONNEG, count, saved)
+            self.dyn.discard(pos)
+            # decision: `e` holds `indices[k]`, any value the index data holds: views it indexes are checked at run time on both sides
+            self.bind_var(elem, _UNKNOWN, None, saved)
+            self.dyn.add(elem)
+            inner = _Scope(scope)
+            inner.names[v.id] = _Sel(elem, pos)
+            # no checks: the Asserts above make lo + pos an index of `indices`
+            first = N.Read(elem, ix, (sym.add(lo, sym.var(pos)),), (), v.span)
+            body = (first,) + tuple(self.block(s.body, inner))
+        finally:
+            self.unbind(saved)
+        return N.Loop(pos, count, "grid", body)
+
+    # ---- axes
+    def axis_info(self, e: A.Expr, scope: _Scope) -> Optional[AxisInfo]:
+        """The ragged or sparse module axis a name denotes (directly or as a parameter)."""
+        if not isinstance(e, A.Name):
+            return None
+        b = scope.lookup(e.id)
+        if isinstance(b, _Axis):
+            return b.info
+        if b is None and e.id in self.env.axes:
+            info = self.env.axes[e.id]
+            return info if info.kind in ("ragged", "sparse") else None
+        return None
+
     def axis_extent(self, e: A.Expr, scope: _Scope) -> sym.Expr:
         if isinstance(e, A.DenseAxis):
             return self.int_expr(e.extent, scope)
         if isinstance(e, A.DenseDynAxis):
-            return self.int_expr(e.extent, scope)
+            return self.dynamic_extent(self.int_expr(e.extent, scope), e)
         if isinstance(e, (A.RaggedAxis, A.SparseAxis)):
             raise _Unsupported(e.span, f"inline ragged and sparse axes {UNSUPPORTED}")
         if isinstance(e, A.Name):
+            info = self.axis_info(e, scope)
+            if info is not None:
+                raise InternalError("lower", f"{info.kind} axis `{e.id}` used without an index")
             b = scope.lookup(e.id)
             if isinstance(b, _Axis):
                 return b.extent
             if b is None and e.id in self.env.axes:
-                info = self.env.axes[e.id]
-                if info.kind in ("ragged", "sparse"):
-                    raise _Unsupported(e.span, f"{info.kind} axis `{e.id}` {UNSUPPORTED}")
-                return info.extent
-        if isinstance(e, A.Index) and isinstance(e.value, A.Name):
-            info = self.env.axes.get(e.value.id)
-            if scope.lookup(e.value.id) is None and info is not None:
-                raise _Unsupported(e.span, f"{info.kind} axis `{e.value.id}` {UNSUPPORTED}")
-        return self.int_expr(e, scope)
+                return self.env.axes[e.id].extent
+        if isinstance(e, A.Index):
+            info = self.axis_info(e.value, scope)
+            if info is not None:
+                if info.kind != "ragged" or len(e.items) != 1:
+                    raise InternalError("lower",
+                                        f"`{expr_str(e)}` is not a ragged axis at an index")
+                return self.ragged_extent(info, e, scope)
+        return self.dynamic_extent(self.int_expr(e, scope), e)
+
+    def ragged_extent(self, info: AxisInfo, e: A.Index, scope: _Scope) -> sym.Expr:
+        """`tok[b]`: a Read of `lengths[b]` or the length expression at `_` = b, with an Assert
+        that it is not negative."""
+        item = e.items[0]
+        b = self.int_expr(item, scope)
+        bt = expr_str(item)
+        if info.lengths_tensor is not None:
+            t = info.lengths_tensor
+            ext = self.read(t, (b,), (bt,), f"{t}[{bt}]", e.span)
+        else:
+            inner = _Scope()
+            inner.names["_"] = _Value(b)
+            ext = self.int_expr(info.lengths_expr, inner)
+        # decision: a negative ragged length is reported at the axis use (`tok[b]` in the loop), with the outer coordinates and the length found
+        self.assert_(ext, ">=", sym.const(0), f"length of ragged axis `{expr_str(e.value)}` at "
+                     f"`{bt}` must not be negative", e.span)
+        return ext
+
+    def dynamic_extent(self, ext: sym.Expr, node: A.Expr) -> sym.Expr:
+        # decision: a loop extent computed from run-time values (element reads, slots) that may be negative is a run-time error; one over syms only still means an empty loop
+        if self.is_dynamic(ext):
+            self.assert_(ext, ">=", sym.const(0),
+                         f"loop extent `{expr_str(node)}` must not be negative", node.span)
+        return ext
+
+    def is_dynamic(self, e: sym.Expr) -> bool:
+        return any(v in self.dyn or N.slot_index(v) is not None for v in sym.free_vars(e))
+
+    # ---- run-time values: element reads and asserts
+    def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span) -> sym.Expr:
+        """A Read of `tensor[index]` placed before the current statement (shared within it):
+        its variable. `texts` spell the indices and `what` the read in messages."""
+        key = (tensor, tuple(index))
+        if key in self.memo:
+            return sym.var(self.memo[key])
+        if self.pre is None:
+            # decision: schedule keys are over the task's coordinates only: reading tensor elements or slots in a key is unsupported
+            raise _Unsupported(span, f"reading tensor elements in a schedule key (`{what}`) "
+                               f"{UNSUPPORTED}")
+        t = self.env.tensors[tensor]
+        checks: list[N.ViewCheck] = []
+        for text, i, dim in zip(texts, index, t.dims):
+            self.require(checks, i, ">=", sym.const(0),
+                         f"index `{text}` of `{what}` must not be negative", span)
+            self.require(checks, i, "<", dim,
+                         f"index `{text}` of `{what}` must be less than {sym.to_str(dim)}", span)
+        self.nreads += 1
+        # decision: a Read variable is `TENSOR@n` (n counts the reads of the schedule): never a source name
+        var = f"{tensor}@{self.nreads}"
+        self.pre.append(N.Read(var, tensor, tuple(index), tuple(checks), span))
+        self.ranges[var] = _READ_RANGES.get(t.dtype, _UNKNOWN)
+        self.dyn.add(var)
+        self.memo[key] = var
+        return sym.var(var)
+
+    def assert_(self, lhs: sym.Expr, op: str, rhs: sym.Expr, message: str, span: Span) -> None:
+        """An Assert before the current statement, unless the fact is proved."""
+        if self.decide(lhs, op, rhs) is True:
+            return
+        if self.pre is None:
+            raise InternalError("lower", "an Assert outside a statement")
+        self.pre.append(N.Assert(N.ViewCheck(sym.Check(lhs, op, rhs, message), message, span)))
+
+    def element(self, e: A.Expr, scope: _Scope) -> _Scalar:
+        """`T[i, j]` in a scalar expression: a Read (a bool element is the condition `!= 0`)."""
+        if not (isinstance(e, A.Index) and isinstance(e.value, A.Name)
+                and e.value.id in self.env.tensors):
+            raise InternalError("lower", f"`{expr_str(e)}` is not a tensor element")
+        t = self.env.tensors[e.value.id]
+        index = tuple(self.int_expr(i, scope) for i in e.items)
+        v = self.read(t.name, index, tuple(expr_str(i) for i in e.items), expr_str(e), e.span)
+        if t.dtype == "bool":
+            return ("bool", N.Cond("!=", (v, sym.const(0))))
+        return ("int", v)
 
     # ---- scalar expressions
     def int_expr(self, e: A.Expr, scope: _Scope) -> sym.Expr:
@@ -690,22 +1019,34 @@ class _WorkloadLowerer:
             return ("bool", e.value)
         if isinstance(e, A.Name):
             b = scope.lookup(e.id)
-            if isinstance(b, _Loop):
+            if isinstance(b, (_Loop, _Sel)):
                 return ("int", sym.var(b.name))
+            if isinstance(b, _Value):
+                return ("int", b.value)
             if b is None and e.id in self.env.consts:
                 return ("int", sym.const(self.env.consts[e.id]))
             if b is None and e.id in self.env.syms:
                 return ("int", sym.var(e.id))
             raise InternalError("lower", f"`{e.id}` is not a scalar here")
         if isinstance(e, A.Index):
-            raise _Unsupported(e.span, f"reading tensor elements in scalar expressions "
-                               f"(`{expr_str(e)}`) {UNSUPPORTED}")
+            return self.element(e, scope)
         if isinstance(e, A.Attr):
+            b = scope.lookup(e.value.id) if isinstance(e.value, A.Name) else None
+            if e.attr == "pos" and isinstance(b, _Sel):
+                return ("int", sym.var(b.pos))
             raise _Unsupported(e.span, f"`{expr_str(e)}` {UNSUPPORTED}")
         if isinstance(e, A.Call):
             f = e.func.id
-            if f in ("slot", "query"):
+            if f == "query":
                 raise _Unsupported(e.span, f"`{f}(...)` {UNSUPPORTED}")
+            if f == "slot":
+                k = self.slot_number(e.args[0])
+                if self.pre is None:
+                    raise _Unsupported(e.span, f"reading slots in a schedule key "
+                                       f"(`{expr_str(e)}`) {UNSUPPORTED}")
+                name = N.slot_var(k)
+                self.ranges[name] = _UNKNOWN
+                return ("int", sym.var(name))
             args = [self.scalar(a, scope) for a in e.args]
             if all(k == "int" for k, _ in args):
                 fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
@@ -715,7 +1056,7 @@ class _WorkloadLowerer:
         if isinstance(e, A.Unary):
             k, v = self.scalar(e.operand, scope)
             if e.op == "not":
-                return ("bool", not self.const_bool(k, v, e))
+                return ("bool", _not(v))
             return (k, sym.neg(v) if k == "int" else -v)
         if isinstance(e, A.Binary):
             return self.scalar_binary(e, scope)
@@ -730,27 +1071,20 @@ class _WorkloadLowerer:
                                f"{UNSUPPORTED}")
         return c
 
-    def const_bool(self, kind: str, v, e: A.Expr) -> bool:
-        if kind == "bool" and isinstance(v, bool):
-            return v
-        raise _Unsupported(e.span, f"conditions on run-time values (`{expr_str(e)}`) {UNSUPPORTED}")
-
     def scalar_binary(self, e: A.Binary, scope: _Scope) -> _Scalar:
         (lk, lv), (rk, rv) = self.scalar(e.left, scope), self.scalar(e.right, scope)
         op = e.op
         if op in ("and", "or"):
-            a, b = self.const_bool(lk, lv, e.left), self.const_bool(rk, rv, e.right)
-            return ("bool", (a and b) if op == "and" else (a or b))
+            return ("bool", _and(lv, rv) if op == "and" else _or(lv, rv))
         if op in ("==", "!=", "<", "<=", ">", ">="):
             if lk == "int" and rk == "int":
-                r = _PROVERS[op](lv, rv, {}, sym.Interval(None, None))
-                if r is None:
-                    raise _Unsupported(e.span, f"conditions on run-time values (`{expr_str(e)}`) "
-                                       f"{UNSUPPORTED}")
-                return ("bool", r)
+                r = self.decide(lv, op, rv)
+                return ("bool", r if r is not None else N.Cond(op, (lv, rv)))
             if lk == "bool" or rk == "bool":
-                a, b = self.const_bool(lk, lv, e.left), self.const_bool(rk, rv, e.right)
-                return ("bool", (a == b) if op == "==" else (a != b))
+                if isinstance(lv, bool) and isinstance(rv, bool):
+                    return ("bool", (lv == rv) if op == "==" else (lv != rv))
+                same = _or(_and(lv, rv), _and(_not(lv), _not(rv)))
+                return ("bool", same if op == "==" else _not(same))
             a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)
             return ("bool", {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
                              "!=": a != b}[op])
@@ -801,7 +1135,10 @@ class _WorkloadLowerer:
         node = kw.value if kw is not None else p.default
         kind, v = self.scalar(node, scope if kw is not None else _Scope())
         if p.dtype == "bool":
-            return N.ScalarArg(p.name, self.const_bool(kind, v, node), p.dtype)
+            if not isinstance(v, bool):
+                raise _Unsupported(node.span, f"passing a condition on run-time values "
+                                   f"(`{expr_str(node)}`) to a bool scalar {UNSUPPORTED}")
+            return N.ScalarArg(p.name, v, p.dtype)
         if p.dtype in ("f16", "bf16", "f32", "f64"):
             if kind == "int":
                 c = sym.const_value(v)

@@ -172,7 +172,95 @@ class Block:
     body: tuple["Stmt", ...]
 
 
-Stmt = Union[Loop, Block, Task]
+@record
+class Read:
+    """`var = tensor[index]`: one element of an integer tensor, read at this point of enumeration
+    (language.md section 6, data-dependent task generation). Later expressions use `var`, a name
+    unique in the schedule. The element is read only after every earlier-enumerated task that
+    writes it has finished; `checks` (index bounds the checker could not prove) must hold before
+    the read, else the run fails at their spans with the coordinates and values."""
+
+    var: str
+    tensor: str
+    index: tuple[sym.Expr, ...]
+    checks: tuple[ViewCheck, ...] = ()
+    span: Span = NO_SPAN
+
+
+@record
+class Assert:
+    """A run-time fact about values read so far (a ragged length is not negative, an indptr is
+    monotone and within `indices`): when it fails, nothing further is enumerated and the run
+    fails at the check's span with the coordinates and values."""
+
+    check: ViewCheck
+
+
+@record
+class Cond:
+    """A run-time predicate. `op` is a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`; `args` two
+    integer expressions), `and` / `or` (two Conds), `not` (one Cond) or `const` (one bool)."""
+
+    op: str
+    args: tuple
+
+
+@record
+class When:
+    """`when P1 { .. } else when P2 { .. } otherwise { .. }`: the body of the first branch whose
+    predicate holds, per enclosing iteration, else `otherwise` (possibly empty)."""
+
+    branches: tuple[tuple[Cond, tuple["Stmt", ...]], ...]
+    otherwise: tuple["Stmt", ...] = ()
+
+
+@record
+class SlotSet:
+    """`slot_set(k, value)` (and the second half of `slot_load`): run-time slot `k` (0 <= k < 64)
+    takes `value` from here on in enumeration order. `slot(k)` in an expression is the variable
+    `slot_var(k)`."""
+
+    slot: int
+    value: sym.Expr
+    span: Span = NO_SPAN
+
+
+def slot_var(k: int) -> str:
+    """The name expressions use for run-time slot `k` (never a valid source identifier)."""
+    return f"slot#{k}"
+
+
+def slot_index(name: str) -> Optional[int]:
+    """k when `name` is slot_var(k), else None."""
+    return int(name[5:]) if name.startswith("slot#") else None
+
+
+NSLOTS = 64
+
+
+def walk(stmts):
+    """Every statement of a loop tree, depth first, in enumeration order."""
+    for st in stmts:
+        yield st
+        if isinstance(st, (Loop, Block)):
+            yield from walk(st.body)
+        elif isinstance(st, When):
+            for _, body in st.branches:
+                yield from walk(body)
+            yield from walk(st.otherwise)
+
+
+def written_tensors(stmts) -> set[str]:
+    """The tensors some task of the tree writes."""
+    return {a.tensor for st in walk(stmts) if isinstance(st, Task) for a in st.args
+            if isinstance(a, TileArg) and a.mode != "r"}
+
+
+def read_tensors(stmts) -> set[str]:
+    """The tensors whose elements enumeration reads (N.Read): the data the task space needs."""
+    return {st.tensor for st in walk(stmts) if isinstance(st, Read)}
+
+Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet]
 
 
 # ---------------------------------------------------------------------------------------------

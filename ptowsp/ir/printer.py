@@ -13,6 +13,9 @@ only (never file paths, so golden files do not depend on where the tests run).
       for b in grid(B):
         task rmsnorm_tile[b, t]
           x: r X[b, t, 0:16, 0:128] rows=2 cols=3
+
+Run-time values print as `read T@1 = T[b]` (its index checks below it), `assert lhs >= rhs  #
+message`, `when PRED:` / `else when PRED:` / `otherwise:` blocks and `slot_set k = value`.
 """
 
 from __future__ import annotations
@@ -117,7 +120,40 @@ def stmt_lines(st: N.Stmt, depth: int) -> list[str]:
         for child in st.body:
             lines.extend(stmt_lines(child, depth + 1))
         return lines
+    if isinstance(st, N.Read):
+        index = ", ".join(sym.to_str(i) for i in st.index)
+        lines = [f"{pad}read {st.var} = {st.tensor}[{index}]"]
+        lines.extend(f"{pad}  {_check(c)}" for c in st.checks)
+        return lines
+    if isinstance(st, N.Assert):
+        return [f"{pad}assert {_check(st.check)[len('check '):]}"]
+    if isinstance(st, N.When):
+        lines = []
+        for i, (c, body) in enumerate(st.branches):
+            lines.append(f"{pad}{'when' if i == 0 else 'else when'} {cond(c)}:")
+            for child in body:
+                lines.extend(stmt_lines(child, depth + 1))
+        if st.otherwise:
+            lines.append(f"{pad}otherwise:")
+            for child in st.otherwise:
+                lines.extend(stmt_lines(child, depth + 1))
+        return lines
+    if isinstance(st, N.SlotSet):
+        return [f"{pad}slot_set {st.slot} = {sym.to_str(st.value)}"]
     return task_lines(st, depth)
+
+
+def cond(c: N.Cond, top: bool = True) -> str:
+    """`a < b and not (c == 0)`: a run-time predicate as text."""
+    if c.op == "const":
+        return _value(c.args[0])
+    if c.op == "not":
+        return f"not {cond(c.args[0], False)}"
+    if c.op in ("and", "or"):
+        text = f"{cond(c.args[0], False)} {c.op} {cond(c.args[1], False)}"
+        return text if top else f"({text})"
+    text = f"{sym.to_str(c.args[0])} {c.op} {sym.to_str(c.args[1])}"
+    return text if top else f"({text})"
 
 
 def task_lines(t: N.Task, depth: int) -> list[str]:
@@ -158,4 +194,4 @@ def _check(c: N.ViewCheck) -> str:
     return f"check {c.check}  # {c.message}{where}"
 
 
-__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box"]
+__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box", "cond"]

@@ -6,8 +6,12 @@ operands of the op's dtype, broadcast-compatible shapes, reduction and matmul sh
 stores cover every `Out` exactly once and every `InOut` at most once, with values of the
 parameter's dtype and a shape that broadcasts to its tile; tasks name existing kernels and
 bind every parameter exactly once; tile boxes have one entry per tensor dimension with valid
-row/col dimensions whose constant extents match the tile; every symbol used is a sym or a loop
-variable bound around it; loop variables are unique along every path of the loop tree.
+row/col dimensions whose constant extents match the tile; every symbol used is a sym, a loop
+variable or a Read variable bound around it (a Read binds its variable for the statements after
+it in its block), or a slot variable `slot#k` with 0 <= k < 64; loop and Read variables are
+unique along every path of the loop tree; Reads read one element of an integer (or bool)
+tensor; `When` predicates are well-formed `Cond`s and their bodies verify as blocks; `SlotSet`
+slots are in 0..63.
 
 Left alone: anything that needs run-time values (symbolic extents, view checks).
 """
@@ -56,8 +60,7 @@ def verify(m: N.Module) -> None:
                 _bound(d, syms, "a dimension")
         for c in m.checks:
             where = "module checks"
-            _bound(c.check.lhs, syms, "a check")
-            _bound(c.check.rhs, syms, "a check")
+            _check(c, syms, "a check")
         for k in m.kernels:
             where = f"kernel `{k.name}`"
             _kernel(k)
@@ -87,11 +90,49 @@ def _dtype(dt: str) -> None:
         _fail(f"unknown dtype `{dt}`")
 
 
-def _bound(e, names: set[str], what: str) -> None:
+def _slot(name: str):
+    """k when `name` is the variable of slot k (0 <= k < NSLOTS), else None."""
+    try:
+        k = N.slot_index(name)
+    except ValueError:
+        return None
+    return k if k is not None and 0 <= k < N.NSLOTS and name == N.slot_var(k) else None
+
+
+def _bound(e, names, what: str) -> None:
+    """Every symbol of `e` is in `names` or is a slot variable."""
     free = sym.free_vars(e)
-    missing = sorted(free - names)
+    missing = sorted(v for v in free - names if _slot(v) is None)
     if missing:
         _fail(f"{what} `{sym.to_str(e)}` uses unbound symbol `{missing[0]}`")
+
+
+def _check(c: N.ViewCheck, names, what: str) -> None:
+    _bound(c.check.lhs, names, what)
+    _bound(c.check.rhs, names, what)
+
+
+_COND_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _cond(c, names) -> None:
+    if not isinstance(c, N.Cond):
+        _fail(f"a `when` predicate is a {type(c).__name__}, not a Cond")
+    if c.op in _COND_OPS:
+        if len(c.args) != 2 or not all(isinstance(a, sym.Expr) for a in c.args):
+            _fail(f"comparison `{c.op}` needs two integer expressions")
+        for a in c.args:
+            _bound(a, names, "a predicate")
+    elif c.op in ("and", "or", "not"):
+        if len(c.args) != (1 if c.op == "not" else 2):
+            _fail(f"`{c.op}` has {len(c.args)} operands")
+        for a in c.args:
+            _cond(a, names)
+    elif c.op == "const":
+        if len(c.args) != 1 or not isinstance(c.args[0], bool):
+            _fail("a constant predicate needs one bool")
+    else:
+        _fail(f"unknown predicate `{c.op}`")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,28 +379,63 @@ class _Schedule:
             _fail("the task window must be positive")
         if s.window_mode not in ("stall", "abort"):
             _fail(f"unknown window mode `{s.window_mode}`")
-        self.body(s.body, ())
+        self.body(s.body, frozenset(self.syms))
 
-    def body(self, stmts, loops: tuple[str, ...]) -> None:
+    def body(self, stmts, names: frozenset) -> None:
+        """`names`: the syms, loop variables and Read variables bound around `stmts`; a Read
+        binds its variable for the statements after it in its block (and inside them)."""
         for st in stmts:
             if isinstance(st, N.Loop):
-                if st.var in loops or st.var in self.syms:
+                if st.var in names:
                     _fail(f"loop variable `{st.var}` rebinds a name bound around it")
                 if st.kind not in ("grid", "seq"):
                     _fail(f"loop kind `{st.kind}`")
-                _bound(st.extent, self.syms | set(loops), f"the extent of `{st.var}`")
-                self.body(st.body, loops + (st.var,))
+                _bound(st.extent, names, f"the extent of `{st.var}`")
+                self.body(st.body, names | {st.var})
             elif isinstance(st, N.Block):
                 if st.kind not in ("combine", "sequential"):
                     _fail(f"block kind `{st.kind}`")
-                self.body(st.body, loops)
+                self.body(st.body, names)
             elif isinstance(st, N.Task):
                 try:
-                    self.task(st, self.syms | set(loops))
+                    self.task(st, names)
                 except _Fail as f:
                     raise _Fail(f"task `{st.text}`: {f}") from None
+            elif isinstance(st, N.Read):
+                self.read(st, names)
+                names = names | {st.var}
+            elif isinstance(st, N.Assert):
+                _check(st.check, names, "an assert")
+            elif isinstance(st, N.When):
+                if not st.branches:
+                    _fail("a `when` without branches")
+                for c, body in st.branches:
+                    _cond(c, names)
+                    self.body(body, names)
+                self.body(st.otherwise, names)
+            elif isinstance(st, N.SlotSet):
+                if not (isinstance(st.slot, int) and 0 <= st.slot < N.NSLOTS):
+                    _fail(f"slot {st.slot} does not exist (slots are 0 to {N.NSLOTS - 1})")
+                _bound(st.value, names, f"the value of slot {st.slot}")
             else:
                 _fail(f"unexpected statement {type(st).__name__}")
+
+    def read(self, r: N.Read, names: frozenset) -> None:
+        if r.var in names:
+            _fail(f"read variable `{r.var}` rebinds a name bound around it")
+        if _slot(r.var) is not None:
+            _fail(f"read variable `{r.var}` is spelled like a slot")
+        t = self.tensors.get(r.tensor)
+        if t is None:
+            _fail(f"read `{r.var}` of tensor `{r.tensor}`, which does not exist")
+        if t.dtype not in INTS and t.dtype != "bool":
+            _fail(f"read `{r.var}` of {t.dtype} tensor `{t.name}` (only integer elements)")
+        if len(r.index) != len(t.dims):
+            _fail(f"read `{r.var}` has {len(r.index)} indices for a {len(t.dims)}-D tensor")
+        for i in r.index:
+            _bound(i, names, f"an index of read `{r.var}`")
+        for c in r.checks:
+            _check(c, names, f"a check of read `{r.var}`")
 
     def task(self, t: N.Task, names: set[str]) -> None:
         k = self.kernels.get(t.kernel)
@@ -436,8 +512,7 @@ class _Schedule:
         for e in a.offsets + a.extents:
             _bound(e, names, f"the box of `{p.name}`")
         for c in a.checks:
-            _bound(c.check.lhs, names, "a view check")
-            _bound(c.check.rhs, names, "a view check")
+            _check(c, names, "a view check")
 
 
 __all__ = ["verify"]

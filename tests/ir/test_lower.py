@@ -384,45 +384,63 @@ def test_default_and_implicit_schedules():
 
 
 @pytest.mark.parametrize("body, where, message", [
-    ("when N > 0 { copy(x = X[0], y = Y[0]) }", (14, 5),
-     "`when` is not supported by this build's back ends yet"),
-    ("slot_set(0, N)", (14, 5), "`slot_set` is not supported by this build's back ends yet"),
-    ("slot_load(0, Cnt[0])", (14, 5), "`slot_load` is not supported by this build's back ends yet"),
-    ("for i in P(N) { copy[i](x = X[Cnt[i]], y = Y[i]) }", (14, 35),
-     "reading tensor elements in scalar expressions (`Cnt[i]`) is not supported by this "
-     "build's back ends yet"),
-    ("for i in P(slot(3)) { copy[i](x = X[i], y = Y[i]) }", (14, 16),
-     "`slot(...)` is not supported by this build's back ends yet"),
-    ("for b in P(batch) { for j in P.seq(tok[b]) { copy[b](x = X[b], y = Y[b]) } }", (14, 40),
-     "ragged axis `tok` is not supported by this build's back ends yet"),
-    ("for b in P(batch) { for e in P.sel(sp[b]) { copy[b](x = X[e], y = Y[b]) } }", (14, 25),
-     "`P.sel` is not supported by this build's back ends yet"),
     ("pipe { process a { send(ch, copy(x = X[0], y = ch)) } process b { consume(ch) as t "
-     "{ copy(x = t, y = Y[0]) } } }", (14, 5),
+     "{ copy(x = t, y = Y[0]) } } }", (15, 5),
      "`pipe` is not supported by this build's back ends yet"),
+    ("copy(x = X[0], y = Y[0])\n    record(ev)", (16, 5),
+     "`record` is not supported by this build's back ends yet"),
+    ("when query(ev) { copy(x = X[0], y = Y[0]) }", (15, 10),
+     "`query(...)` is not supported by this build's back ends yet"),
+    ("for i in P(N) { flag[i](x = X[i], y = Y[i], f = Cnt[i] > 0) }", (15, 53),
+     "passing a condition on run-time values (`Cnt[i] > 0`) to a bool scalar is not supported "
+     "by this build's back ends yet"),
 ])
 def test_unsupported(body, where, message):
     text = HEAD + textwrap.dedent("""\
-        axis batch = DenseDyn(N)
-        axis tok = Ragged(batch, Cnt)
-        axis sp = Sparse(batch, Cnt, Cnt)
+        kernel flag(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]], f: Scalar[bool] = true) {
+            store(y, where(f, x, 0))
+        }
         channel ch: Tile[4, 8, f32], depth = 2
+        event ev
         workload w() {
         """) + "    " + body + "\n}\n"
     assert unsupported(text) == [(*where, message)]
 
 
+@pytest.mark.parametrize("body", [
+    "when N > 0 { copy(x = X[0], y = Y[0]) }",
+    "slot_set(0, N)",
+    "slot_load(0, Cnt[0])",
+    "for i in P(N) { copy[i](x = X[Cnt[i]], y = Y[i]) }",
+    "for i in P(slot(3)) { copy[i](x = X[i], y = Y[i]) }",
+    "for b in P(batch) { for j in P.seq(tok[b]) { copy[b](x = X[b], y = Y[b]) } }",
+    "for b in P(batch) { for e in P.sel(sp[b]) { copy[b](x = X[e], y = Y[b]) } }",
+])
+def test_dynamic_constructs_lower(body):
+    # formerly unsupported; tests/ir/test_lower_dynamic.py checks what they become
+    text = HEAD + textwrap.dedent("""\
+        axis batch = DenseDyn(N)
+        axis tok = Ragged(batch, Cnt)
+        input  Ptr: i32[N + 1]
+        axis sp = Sparse(batch, Ptr, Cnt)
+        workload w() {
+        """) + "    " + body + "\n}\n"
+    lowered(text)
+
+
 def test_every_unsupported_construct_is_reported():
     text = HEAD + """
+        event ev
         workload w() {
-            when N > 0 { copy(x = X[0], y = Y[0]) }
-            slot_set(0, N)
             copy(x = X[0], y = Y[0])
+            record(ev)
+            when N > 0 { copy(x = X[0], y = Y[0]) }
+            synchronize(ev)
         }
     """
     assert [m for _, _, m in unsupported(text)] == [
-        "`when` is not supported by this build's back ends yet",
-        "`slot_set` is not supported by this build's back ends yet"]
+        "`record` is not supported by this build's back ends yet",
+        "`synchronize` is not supported by this build's back ends yet"]
 
 
 def test_kernel_without_a_c_body_is_unsupported():
@@ -452,7 +470,7 @@ def test_key_on_a_renamed_loop_variable_is_unsupported():
 PROGRAMS = sorted((ROOT / "tests" / "programs").glob("*.wsp")) + sorted(
     (ROOT / "examples").glob("*.wsp"))
 PROGRAMS = [p for p in PROGRAMS if not p.name.startswith("errors_")]
-UNSUPPORTED = {"events_slots_inline", "moe_sparse", "ragged_attention", "spec_megakernel"}
+UNSUPPORTED = {"events_slots_inline", "spec_megakernel"}  # CSP: record, synchronize, query, pipe
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=[p.stem for p in PROGRAMS])

@@ -7,7 +7,9 @@ and language.md's zero-fill adds a second pass. So:
 - `covered(schedule, tensor, syms)` proves, for the common shape of data-parallel programs,
   that the tasks write every element of a tensor: one writing statement, each dimension's
   offset `a * v + b` in one loop variable `v` (or a constant), tiles adjacent (`a` equal to the
-  box extent) and spanning the dimension. Such a tensor needs no zero-fill.
+  box extent) and spanning the dimension. Such a tensor needs no zero-fill. A task under a
+  `When`, or in a loop whose extent reads run-time values (element reads, `P.sel`, slots), never
+  counts as covering.
 - `BufferPool` keeps the arrays a run returned; when the caller has let go of one (nothing but
   the pool refers to it), the next run reuses its memory instead of faulting in new pages.
 """
@@ -22,16 +24,24 @@ from ...ir import nodes as N
 from ...ir import sym
 
 
-def _writers(body, tensor: str, loops: tuple, out: list) -> None:
+def _writers(body, tensor: str, loops: tuple, out: list, dynamic: bool = False) -> None:
+    """(TileArg, loops around it, dynamic) of every task writing `tensor`; `dynamic` when the
+    task runs only under a `When`, or in a loop whose extent is not an expression of the syms
+    alone (element reads, `P.sel`, slots: run-time values decide how many tasks there are)."""
     for st in body:
         if isinstance(st, N.Loop):
-            _writers(st.body, tensor, loops + ((st.var, st.extent),), out)
+            _writers(st.body, tensor, loops + ((st.var, st.extent),), out, dynamic)
         elif isinstance(st, N.Block):
-            _writers(st.body, tensor, loops, out)
-        else:
+            _writers(st.body, tensor, loops, out, dynamic)
+        elif isinstance(st, N.When):
+            for _, branch in st.branches:
+                _writers(branch, tensor, loops, out, True)
+            _writers(st.otherwise, tensor, loops, out, True)
+        elif isinstance(st, N.Task):
             for a in st.args:
                 if isinstance(a, N.TileArg) and a.tensor == tensor and a.mode != "r":
-                    out.append((a, dict(loops)))
+                    out.append((a, dict(loops), dynamic))
+        # Read, Assert, SlotSet: no task
 
 
 def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Optional[str], sym.Expr, sym.Expr]]:
@@ -55,9 +65,13 @@ def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int])
     _writers(schedule.body, tensor.name, (), found)
     if len(found) != 1:
         return False
-    arg, loops = found[0]
+    arg, loops, dynamic = found[0]
+    if dynamic:
+        return False  # run-time values decide which tasks exist
     if arg.mode == "rw":
         return False  # an InOut reads the zero-filled value first
+    if any(sym.free_vars(e) - set(syms) for e in loops.values()):
+        return False  # an extent over run-time values (or other loop variables)
     try:
         used = set()
         for d, (o, e) in enumerate(zip(arg.offsets, arg.extents)):

@@ -8,7 +8,13 @@ add order), so the interpreter runs each task to completion before the next.
 
 Before a task runs, every `ViewCheck` of its arguments is evaluated; the first that fails raises
 `RunError` (message, span, the task's loop coordinates, the values involved) and the task is not
-run. Kernels are evaluated op by op following `ir/nodes.py`:
+run. Run-time values follow enumeration too: a `Read` checks its index, then takes the element
+as the tasks run so far left it (a router kernel's output drives later loops); an `Assert`
+that fails raises `RunError` the same way (nothing after it is enumerated); a `When` runs its
+first branch whose `Cond` holds (`and` / `or` short-circuit); `SlotSet` sets one of the 64
+slots, which start at 0 in every run and are the variables `slot#k` of expressions.
+
+Kernels are evaluated op by op following `ir/nodes.py`:
 
 - Values are NumPy arrays (0-d for scalars) in a compute dtype: f16/bf16/f32 values are held in
   float32, f64 in float64, integers and bool natively. f16/bf16 values are rounded (to nearest,
@@ -402,9 +408,25 @@ class _Runner:
         except sym.SymError as err:
             self.error(f"cannot evaluate `{sym.to_str(e)}`: {err}{self.where(task)}", span)
 
+    def at(self) -> str:
+        """` (at b=1, e.pos=0)`: the loop coordinates of a failed read or assert."""
+        at = ", ".join(f"{n}={v}" for n, v in self.loops)
+        return f" (at {at})" if at else ""
+
+    def check(self, vc: N.ViewCheck, where: str) -> None:
+        """Raise the RunError of `vc` if it does not hold (`where`: the coordinates text)."""
+        try:
+            ok = vc.check.evaluate(self.env)
+        except sym.SymError as err:
+            self.error(f"{vc.message}: {err}{where}", vc.span)
+        if not ok:
+            found, values = _describe(vc.check, self.env)
+            self.error(f"{vc.message}, {found}{where}", vc.span, values)
+
     def stmts(self, body) -> None:
         for st in body:
             if isinstance(st, N.Loop):
+                # decision: a loop's extent is evaluated once, when the loop starts
                 n = self.eval(st.extent)
                 saved = self.env.get(st.var)
                 for i in range(max(n, 0)):
@@ -420,8 +442,50 @@ class _Runner:
                     self.env[st.var] = saved
             elif isinstance(st, N.Block):
                 self.stmts(st.body)
+            elif isinstance(st, N.Read):
+                self.read(st)
+            elif isinstance(st, N.Assert):
+                self.check(st.check, self.at())
+            elif isinstance(st, N.When):
+                for c, branch in st.branches:
+                    if self.cond(c):
+                        self.stmts(branch)
+                        break
+                else:
+                    self.stmts(st.otherwise)
+            elif isinstance(st, N.SlotSet):
+                self.env[N.slot_var(st.slot)] = self.eval(st.value, st.span)
             else:
                 self.task(st)
+
+    def read(self, r: N.Read) -> None:
+        """One element, after every check of its index; earlier tasks have all run, so it is
+        the value their writes left."""
+        for vc in r.checks:
+            self.check(vc, self.at())
+        idx = tuple(self.eval(i, r.span) for i in r.index)
+        arr = self.tensors[r.tensor]
+        if any(not 0 <= i < n for i, n in zip(idx, arr.shape)):
+            raise RuntimeError(f"ref: read `{r.var}` of `{r.tensor}{list(idx)}` is outside the "
+                               "tensor and no check said so")
+        v = int(arr[idx])
+        # decision: an element is read as a signed 64-bit integer (a u64 element past 2**63 - 1 wraps, as in C)
+        if v >= 2**63:
+            v -= 2**64
+        self.env[r.var] = v
+
+    def cond(self, c: N.Cond) -> bool:
+        if c.op == "const":
+            return bool(c.args[0])
+        if c.op == "not":
+            return not self.cond(c.args[0])
+        if c.op == "and":
+            return self.cond(c.args[0]) and self.cond(c.args[1])
+        if c.op == "or":
+            return self.cond(c.args[0]) or self.cond(c.args[1])
+        a, b = (self.eval(x) for x in c.args)
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                ">=": a >= b}[c.op]
 
     def task(self, t: N.Task) -> None:
         k = self.kernels[t.kernel]
@@ -430,13 +494,7 @@ class _Runner:
         for a in t.args:
             if isinstance(a, N.TileArg):
                 for vc in a.checks:
-                    try:
-                        ok = vc.check.evaluate(self.env)
-                    except sym.SymError as err:
-                        self.error(f"{vc.message}: {err}{self.where(t)}", vc.span)
-                    if not ok:
-                        found, values = _describe(vc.check, self.env)
-                        self.error(f"{vc.message}, {found}{self.where(t)}", vc.span, values)
+                    self.check(vc, self.where(t))
         boxes: dict[str, tuple] = {}
         inputs: dict[str, np.ndarray] = {}
         params = {p.name: p for p in k.params}
@@ -590,6 +648,9 @@ def execute(module: N.Module, schedule: Optional[str] = None,
             tensors[t.name] = np.array(arr, copy=True)  # never write the caller's array
         else:
             tensors[t.name] = np.zeros(shape, dtype=STORAGE[t.dtype])
+    # decision: the 64 slots hold 0 at the start of every run; a slot keeps the exact integer set
+    for k in range(N.NSLOTS):
+        env[N.slot_var(k)] = 0
     runner = _Runner(module, env, tensors, dict(externs or {}))
     runner.stmts(sched.body)
     outputs = {t.name: tensors[t.name] for t in module.tensors if t.kind in ("output", "inout")}
