@@ -48,11 +48,14 @@ static inline double wsp_seld(int c, double a, double b)
 
 /* Before the lane loop of a row reduction (`for l < 16: acc[l] = op(acc[l], x[j + l])`): gcc
  * would unroll it completely and then fail to vectorise 16 scalar reductions of a custom op
- * (NaN-propagating max); kept as a loop, it vectorises over l with acc in memory. */
+ * (NaN-propagating max); kept as a loop, it vectorises over l with acc in memory. The lanes
+ * are independent (lane l touches element jb + l of each operand and acc[l]; a kernel never
+ * writes a tile it reads at another element), so `ivdep`: without it gcc versions the loop
+ * for possible aliasing and the scalar copy runs (half of a 64x64 attention step's time). */
 #if defined(__clang__)
-#define WSP_LANE_LOOP _Pragma("clang loop unroll(disable)")
+#define WSP_LANE_LOOP _Pragma("clang loop unroll(disable) vectorize(assume_safety)")
 #elif defined(__GNUC__)
-#define WSP_LANE_LOOP _Pragma("GCC unroll 1")
+#define WSP_LANE_LOOP _Pragma("GCC ivdep") _Pragma("GCC unroll 1")
 #else
 #define WSP_LANE_LOOP
 #endif
