@@ -76,10 +76,20 @@
  * tasks wait in one queue per (dispatcher, class, unit): a FIFO ordered by (ready, index) with a
  * small heap beside it for the rare out-of-order arrival within one instant, so the first
  * issuable task of a dispatcher is the better of two heads. Free dispatchers are a bitmap.
+ * Successors are linked lists threaded through the edges, built in the one pass over the tasks
+ * that also validates them and computes the critical path.
+ * Three loops apply these rules. run_general does every policy, instant by instant. The plain
+ * policies (immediate; interleaved without streams) have leaner copies that give the same
+ * results: run_plain (several dispatchers) skips the instants at which nothing can happen, and
+ * run_one (one dispatcher, the default schedule) applies events one after the other until the
+ * dispatcher is free with something to issue; see "the plain policies" below. This matters
+ * because the runtime replays every run it logs (simlog.c): the model's cost per task is part
+ * of the runtime's (benchmarks/tasks.py).
  * Per task O(log kernels + free dispatchers scanned); memory O(ntasks + npreds + nkernels +
- * ndispatchers * (nstreams + 1)), the last term only for interleaved; everything is malloc'ed
- * and freed before returning; no global state (reentrant). Task indices are kept in 32 bits:
- * ntasks < 2^31 - 1. Cycle counts are checked not to overflow (serial_cycles plus the rate
+ * ndispatchers * (nstreams + 1)), the last term only for interleaved. The arrays live in a
+ * wsp_simws: wsp_sim_replay frees it before returning (no global state: reentrant), the
+ * runtime's log keeps it between replays (wsp__sim_replay_ws). Task indices are kept in 32
+ * bits: ntasks < 2^31 - 1. Cycle counts are checked not to overflow (serial_cycles plus the rate
  * limit's spacing per task below 2^61). Errors: WSP_ERR_USAGE with a message for malformed
  * input, WSP_ERR_INTERNAL when out of memory.
  */
@@ -125,6 +135,7 @@ typedef struct sim_disp {
     int64_t gleft;             /* batched: unissued tasks of the open group */
     int64_t gid;               /* batched: the open group's number */
     int64_t ntasks, stolen;
+    uint32_t umask;            /* plain loop: units (bit u) with ready tasks in its queues */
 } sim_disp;
 
 typedef struct sim_cores {
@@ -140,6 +151,7 @@ typedef struct sim_pick {
 } sim_pick;
 
 typedef struct sim {
+    wsp_simws *ws;
     const wsp_kcost *costs;
     const wsp_simtask *tasks;
     wsp_simresult *res;
@@ -150,8 +162,10 @@ typedef struct sim {
     int64_t *tkey;             /* ready time while queued, finish once issued (cp before) */
     uint32_t *state;           /* until ready: unfinished predecessors (+1 for a stream
                                   predecessor); while running: core << 1 | unit */
-    int64_t *succ_off;         /* successors (CSR); NULL when there are no predecessors */
-    sim_idx *succ;
+    sim_idx *shead;            /* successors: the first edge of each task's list, -1; NULL
+                                  when there are no predecessors */
+    sim_idx *enext, *eto;      /* per edge (numbered as in the predecessor array): the next
+                                  edge of the same list, -1; the successor */
     sim_idx *snext;            /* next task of the same stream, -1; NULL without streams */
 
     sim_queue *q;              /* ready queues: nd * C * 2 */
@@ -163,7 +177,11 @@ typedef struct sim {
 
     sim_disp *disp;
     uint64_t *freew;           /* free dispatchers (busy_until <= now), a bitmap */
-    int32_t *bring;            /* busy dispatchers in busy_until order, a ring of nd */
+    int32_t *bring;            /* busy dispatchers in busy_until order, a ring of nd (its
+                                  buffer holds ringmask + 1 >= nd, a power of two) */
+    int64_t ringmask;
+    unsigned used;             /* units (bit u) that tasks need */
+    int32_t nkernels;
     int64_t bhead, bcount;
     sim_cores cores[2];
     int64_t nready_u[2];       /* tasks in ready queues, per unit */
@@ -192,16 +210,45 @@ static int sim_fail(char *err, int32_t errlen, const char *fmt, ...) {
     return WSP_ERR_USAGE;
 }
 
-static void *sim_alloc(int64_t n, size_t size) {
-    if (n <= 0) n = 1;
-    if ((uint64_t)n > SIZE_MAX / size) return NULL;
-    return malloc((size_t)n * size);
+/* ---- working memory ---------------------------------------------------------------------------
+ * One buffer per array, grown (never shrunk) on demand and kept in the wsp_simws between
+ * replays: the simlog replays after every run, and mapping and faulting in tens of MB afresh
+ * each time would cost more than the replay itself. Nothing is carried over but the memory. */
+enum {
+    B_TKEY, B_STATE, B_FIFO, B_KFIFO, B_SHEAD, B_STAIL, B_ENEXT, B_ETO, B_SNEXT, B_DQ, B_GFIFO,
+    B_QHEAP, B_READY0,
+    B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1, B_COUNT
+};
+
+struct wsp_simws {
+    void *buf[B_COUNT];
+    size_t cap[B_COUNT];       /* bytes */
+};
+
+void wsp__simws_free(wsp_simws *w) {
+    if (!w) return;
+    for (int b = 0; b < B_COUNT; b++) free(w->buf[b]);
+    free(w);
 }
 
-static void *sim_zalloc(int64_t n, size_t size) {
+/* buffer b with room for max(n, 1) elements of `size` bytes (contents undefined), or NULL */
+static void *ws_get(wsp_simws *w, int b, int64_t n, size_t size) {
     if (n <= 0) n = 1;
     if ((uint64_t)n > SIZE_MAX / size) return NULL;
-    return calloc((size_t)n, size);
+    size_t need = (size_t)n * size;
+    if (need > w->cap[b]) {
+        free(w->buf[b]);
+        w->buf[b] = malloc(need);
+        w->cap[b] = w->buf[b] ? need : 0;
+    }
+    return w->buf[b];
+}
+
+/* the same, its first max(n, 1) elements zeroed */
+static void *ws_zget(wsp_simws *w, int b, int64_t n, size_t size) {
+    void *p = ws_get(w, b, n, size);
+    if (p) memset(p, 0, (size_t)(n > 0 ? n : 1) * size);
+    return p;
 }
 
 /* round half away from zero of a finite x >= 0 (llround without libm) */
@@ -219,7 +266,7 @@ static int64_t sim_ceil(double x) {
 
 /* ---- the kernel heap ------------------------------------------------------------------------ */
 
-static void heap_up(sim_key *h, int64_t i, sim_key x) {
+static inline void heap_up(sim_key *h, int64_t i, sim_key x) {
     while (i > 0) {
         int64_t parent = (i - 1) >> 1;
         if (!(x < h[parent])) break;
@@ -231,7 +278,7 @@ static void heap_up(sim_key *h, int64_t i, sim_key x) {
 
 /* replaces the minimum of h[0 .. n) by x; bottom-up: the hole at the root sinks to a leaf along
  * the smaller children, then x rises from there */
-static void heap_replace_top(sim_key *h, int64_t n, sim_key x) {
+static inline void heap_replace_top(sim_key *h, int64_t n, sim_key x) {
     int64_t i = 0, c;
     while ((c = 2 * i + 2) < n) {
         c -= h[c - 1] < h[c];
@@ -260,13 +307,10 @@ static inline int64_t q_peek(const sim *S, const sim_queue *Q) {
 
 static inline int q_empty(const sim_queue *Q) { return Q->head == Q->tail && Q->hlen == 0; }
 
-static void q_push(sim *S, sim_queue *Q, int64_t k) {
-    if (Q->head == Q->tail || before(S, S->fifo[Q->base + Q->tail - 1], k)) {
-        S->fifo[Q->base + Q->tail++] = (sim_idx)k;
-        return;
-    }
+/* the rare out-of-order arrival: into the queue's heap (out of line) */
+static __attribute__((noinline)) void q_push_heap(sim *S, sim_queue *Q, int64_t k) {
     if (!S->qheap) {
-        S->qheap = sim_alloc(S->ntasks, sizeof *S->qheap);
+        S->qheap = ws_get(S->ws, B_QHEAP, S->ntasks, sizeof *S->qheap);
         if (!S->qheap) {
             S->oom = 1;
             return;
@@ -283,11 +327,14 @@ static void q_push(sim *S, sim_queue *Q, int64_t k) {
     h[i] = (sim_idx)k;
 }
 
-static void q_pop(sim *S, sim_queue *Q) {
-    if (!Q->hlen) {
-        Q->head++;
-        return;
-    }
+static inline void q_push(sim *S, sim_queue *Q, int64_t k) {
+    if (__builtin_expect(Q->head == Q->tail || before(S, S->fifo[Q->base + Q->tail - 1], k), 1))
+        S->fifo[Q->base + Q->tail++] = (sim_idx)k;
+    else
+        q_push_heap(S, Q, k);
+}
+
+static __attribute__((noinline)) void q_pop_heap(sim *S, sim_queue *Q) {
     int64_t f = Q->head < Q->tail ? S->fifo[Q->base + Q->head] : -1;
     if (f >= 0 && before(S, f, S->qheap[Q->base])) {
         Q->head++;
@@ -305,6 +352,11 @@ static void q_pop(sim *S, sim_queue *Q) {
         i = c;
     }
     if (n) h[i] = x;
+}
+
+static inline void q_pop(sim *S, sim_queue *Q) {
+    if (__builtin_expect(!Q->hlen, 1)) Q->head++;
+    else q_pop_heap(S, Q);
 }
 
 /* ---- cores, bitmaps -------------------------------------------------------------------------- */
@@ -384,9 +436,9 @@ static void enumerate(sim *S, int64_t t) {
 }
 
 static void deps_seen(sim *S, int64_t k, int64_t t) {
-    if (S->succ_off) {
-        for (int64_t i = S->succ_off[k]; i < S->succ_off[k + 1]; i++) {
-            int64_t s = S->succ[i];
+    if (S->shead) {
+        for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
+            int64_t s = S->eto[e];
             if (--S->state[s] == 0 && s < S->next_enum) make_ready(S, s, t);
         }
     }
@@ -397,7 +449,7 @@ static void deps_seen(sim *S, int64_t k, int64_t t) {
 }
 
 static inline int has_dependents(const sim *S, int64_t k) {
-    return (S->succ_off && S->succ_off[k + 1] > S->succ_off[k]) || (S->snext && S->snext[k] >= 0);
+    return (S->shead && S->shead[k] >= 0) || (S->snext && S->snext[k] >= 0);
 }
 
 /* ---- choosing a task ------------------------------------------------------------------------- */
@@ -651,29 +703,11 @@ static void finish_next(sim *S, int64_t t) {
         S->dq[S->dtail++] = (sim_idx)k;
 }
 
-static int run(sim *S) {
+static int run_general(sim *S) {
     int64_t t = 0;
-    if (S->window > 0) {
-        enumerate(S, 0);
-    } else {
-        /* everything is enumerated at 0; tasks without predecessors are ready then, in index
-         * order, so they go straight to the ends of their FIFOs */
-        S->next_enum = S->ntasks;
-        for (int64_t k = 0; k < S->ntasks; k++) {
-            if (S->res) S->res[k].enumerated = 0;
-            if (S->state[k] != 0) continue;
-            S->tkey[k] = 0;
-            if (S->res) S->res[k].ready = 0;
-            int64_t d = S->tasks[k].dispatcher, c = task_class(S, k);
-            int u = task_unit(S, k);
-            sim_queue *Q = &S->q[queue_index(S, d, c, u)];
-            S->fifo[Q->base + Q->tail++] = (sim_idx)k;
-            S->disp[d].qcount++;
-            S->disp[d].qunit[u]++;
-            S->nready_u[u]++;
-            if (S->clsbits) S->clsbits[d * S->clswords + (c >> 6)] |= UINT64_C(1) << (c & 63);
-        }
-    }
+    /* with no window, the setup put the tasks ready at 0 into their queues */
+    if (S->window > 0) enumerate(S, 0);
+    else S->next_enum = S->ntasks;
     int act = 1;
     for (;;) {
         if (S->oom) return WSP_ERR_INTERNAL;   /* a ready queue's overflow heap */
@@ -727,30 +761,401 @@ static int run(sim *S) {
     return S->finished == S->ntasks ? WSP_OK : WSP_ERR_INTERNAL;
 }
 
-/* ---- setup ----------------------------------------------------------------------------------- */
+/* ---- the plain policies ------------------------------------------------------------------------
+ * run_general above is the model for every policy. Most schedules need none of its issue groups,
+ * classes or rate limit (immediate, and interleaved without streams, which is the same), and for
+ * them the loops below compute exactly the same results with much less work per task:
+ *   - the state that changes per task is a local struct (`plain`): the stores to the task
+ *     arrays cannot reach it (they could reach S's fields), so the compiler need not reload it;
+ *     the units are also bit masks (with a free core; with ready tasks, overall and per
+ *     dispatcher), so "can anything be issued" and "has this dispatcher work" are one AND;
+ *   - the helpers are compiled per case: one dispatcher or several (`one`), the unit every task
+ *     needs when there is only one (`U`: 0, 1; 2 for both), a single kernel (`K1`: its FIFO is
+ *     the kernel heap);
+ *   - instants at which nothing can happen are skipped. Between two instants the state is
+ *     settled (nothing more could be issued at the last one), so:
+ *       a dispatcher becoming free matters only if it could then issue (own work, or stealing);
+ *       a kernel end matters if the window counts it, if its dependents see it at once
+ *         (completion 0), or if a unit has no free core while tasks of it wait; otherwise it
+ *         only frees a core that nobody waits for, and is applied later, still in order and at
+ *         its own time;
+ *       the dependents of an end see it `completion` later: the earliest pending end + that
+ *         latency bounds each such moment from below, and a seen completion is an instant;
+ *     so every instant at which run_general issues, readies or enumerates a task is an instant
+ *     here too, with the same state, and an extra instant issues nothing (run_plain). With one
+ *     dispatcher nothing at all can be issued while it is busy, nor while it is free with
+ *     nothing issuable: the events up to the first moment it is free with something issuable
+ *     are applied in their order (at each time kernel ends, then completions seen), with no
+ *     dispatch phase or search for the next instant in between (run_one).
+ * In the benchmark's loops (an issue every `dispatch` cycles, a kernel end and perhaps a
+ * completion per task) a task costs one pass through the loop instead of two or three. */
 
-static void sim_free(sim *S) {
-    free(S->tkey);
-    free(S->state);
-    free(S->succ_off);
-    free(S->succ);
-    free(S->snext);
-    free(S->q);
-    free(S->fifo);
-    free(S->qheap);
-    free(S->gq);
-    free(S->gfifo);
-    free(S->clsbits);
-    free(S->disp);
-    free(S->freew);
-    free(S->bring);
-    free(S->cores[0].bits);
-    free(S->cores[1].bits);
-    free(S->kq);
-    free(S->kfifo);
-    free(S->kh);
-    free(S->dq);
+#define SIM_INLINE static inline __attribute__((always_inline))
+
+typedef struct plain {
+    int64_t nd, dc, cc, window, ntasks, ringmask;   /* copies of S's (S's could be aliased) */
+    int steal;
+    unsigned rmask, fmask;     /* units (bit u) with ready tasks / with a free core (run_one
+                                  with a single unit in use counts instead) */
+    int64_t nready[2], nfree[2], hint[2];   /* hint: no free core in the words below it */
+    int64_t nkh, dhead, dtail; /* kernel heap; ended tasks whose dependents wait for completion */
+    int64_t kx, cx;            /* the first kernel end, the first completion seen (or never) */
+    int64_t bhead, bcount;     /* busy dispatchers (ring of ringmask + 1 >= nd) */
+    int64_t nfreed;            /* free dispatchers */
+    int64_t pend;              /* run_plain: running tasks with dependents */
+    int64_t next_enum, unfinished, finished, makespan, stolen;
+    int64_t issued;            /* run_one: tasks issued (else counted per dispatcher) */
+} plain;
+
+SIM_INLINE void pl_init(const sim *S, plain *P) {
+    memset(P, 0, sizeof *P);
+    P->nd = S->nd;
+    P->dc = S->dc;
+    P->cc = S->cc;
+    P->window = S->window;
+    P->ntasks = S->ntasks;
+    P->steal = S->steal;
+    P->ringmask = S->ringmask;
+    P->nfreed = S->nd;
+    for (int u = 0; u < 2; u++) {
+        P->nfree[u] = S->cores[u].nfree;
+        if (P->nfree[u] > 0) P->fmask |= 1u << u;
+        P->nready[u] = S->nready_u[u];   /* with no window, the setup queued the tasks ready at 0 */
+        if (P->nready[u] > 0) P->rmask |= 1u << u;
+    }
+    P->next_enum = P->window > 0 ? 0 : P->ntasks;
+    P->kx = P->cx = SIM_NEVER;
 }
+
+SIM_INLINE int pl_done(sim *S, const plain *P) {
+    S->finished = P->finished;
+    S->makespan = P->makespan;
+    S->stolen = P->stolen;
+    return P->finished == P->ntasks ? WSP_OK : WSP_ERR_INTERNAL;
+}
+
+SIM_INLINE int pl_has_deps(const sim *S, int64_t k) {
+    return (S->shead && S->shead[k] >= 0) || (S->snext && S->snext[k] >= 0);
+}
+
+/* what dispatcher v would issue: the first task (queue order) among its queues of the units in
+ * um (non-empty queues whose unit has a free core; um != 0); *u gets its unit */
+SIM_INLINE int64_t pl_pick(const sim *S, int64_t v, unsigned um, int *u) {
+    if (um == 3) {
+        int64_t a = q_peek(S, &S->q[v * 2]), b = q_peek(S, &S->q[v * 2 + 1]);
+        *u = before(S, b, a);
+        return *u ? b : a;
+    }
+    *u = (int)(um >> 1);
+    return q_peek(S, &S->q[v * 2 + (um >> 1)]);
+}
+
+SIM_INLINE void pl_ready(sim *S, plain *P, int64_t k, int64_t t, const int one, const int U) {
+    S->tkey[k] = t;
+    if (S->res) S->res[k].ready = t;
+    int64_t d = one ? 0 : S->tasks[k].dispatcher;
+    int u = U < 2 ? U : S->costs[S->tasks[k].kernel].unit;
+    q_push(S, &S->q[d * 2 + u], k);
+    if (!one) {
+        S->disp[d].qunit[u]++;
+        S->disp[d].umask |= 1u << u;
+    }
+    P->nready[u]++;
+    if (!one || U == 2) P->rmask |= 1u << u;
+}
+
+SIM_INLINE void pl_enumerate(sim *S, plain *P, int64_t t, const int one, const int U) {
+    while (P->next_enum < P->ntasks && P->unfinished < P->window) {
+        int64_t k = P->next_enum++;
+        P->unfinished++;
+        if (S->res) S->res[k].enumerated = t;
+        if (S->state[k] == 0) pl_ready(S, P, k, t, one, U);
+    }
+}
+
+SIM_INLINE void pl_deps_seen(sim *S, plain *P, int64_t k, int64_t t, const int one, const int U) {
+    if (S->shead)
+        for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
+            int64_t s = S->eto[e];
+            if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
+        }
+    if (S->snext) {
+        int64_t s = S->snext[k];
+        if (s >= 0 && --S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
+    }
+}
+
+/* dispatcher d issues task k of unit u from its owner's queue at t. A task with dependents goes
+ * into its kernel's FIFO as ~k (negative), so that its end need not ask again. */
+SIM_INLINE void pl_issue(sim *S, plain *P, int64_t d, int64_t k, int u, int64_t t, int stolen,
+                         const int one, const int U, const int K1) {
+    int64_t owner = stolen ? S->tasks[k].dispatcher : d;
+    q_pop(S, &S->q[owner * 2 + u]);
+    if (!one) {
+        sim_disp *O = &S->disp[owner];
+        if (--O->qunit[u] == 0) O->umask &= ~(1u << u);
+    }
+    if (--P->nready[u] == 0 && (!one || U == 2)) P->rmask &= ~(1u << u);
+    /* the lowest free core of the unit */
+    uint64_t *bits = S->cores[u].bits;
+    int64_t w = P->hint[u];
+    while (bits[w] == 0) w++;
+    P->hint[u] = w;
+    int32_t core = (int32_t)(w * 64 + __builtin_ctzll(bits[w]));
+    bits[w] &= bits[w] - 1;
+    if (--P->nfree[u] == 0 && (!one || U == 2)) P->fmask &= ~(1u << u);
+    S->state[k] = (uint32_t)core << 1 | (uint32_t)u;
+    int32_t kernel = K1 ? 0 : S->tasks[k].kernel;
+    int64_t start = t + P->dc, fin = start + S->costs[kernel].cycles;
+    if (__builtin_expect(S->res != NULL, 0)) {
+        wsp_simresult *r = &S->res[k];
+        r->issue = t;
+        r->start = start;
+        r->finish = fin;
+        r->core = core;
+        r->unit = u;
+        r->dispatcher = (int32_t)d;
+        r->group = -1;
+    }
+    S->tkey[k] = fin;   /* kernels of one kind end in issue order */
+    sim_fifo *K = &S->kq[kernel];
+    if (K->head == K->tail) {
+        if (K1) {
+            P->kx = fin;
+        } else {
+            heap_up(S->kh, P->nkh++, (sim_key)(uint64_t)fin << 64 | (sim_key)(uint64_t)kernel);
+            P->kx = key_time(S->kh[0]);
+        }
+    }
+    int deps = pl_has_deps(S, k);
+    S->kfifo[K->base + K->tail++] = deps ? ~(sim_idx)k : (sim_idx)k;
+    if (one) {
+        P->issued++;   /* (and it is free again at t + dispatch: run_one keeps that) */
+    } else {
+        P->pend += deps;
+        sim_disp *D = &S->disp[d];
+        D->busy_until = start;
+        if (P->dc > 0) {
+            S->freew[d >> 6] &= ~(UINT64_C(1) << (d & 63));
+            P->nfreed--;
+            S->bring[(P->bhead + P->bcount++) & P->ringmask] = (int32_t)d;
+        }
+        D->ntasks++;
+        if (stolen) {
+            D->stolen++;
+            P->stolen++;
+        }
+    }
+    if (fin > P->makespan) P->makespan = fin;
+}
+
+/* The kernel end first in (time, kernel, issue) order, at its time e (the heap's first): its
+ * core is free, the window counts it, its dependents see it (now, or after the completion
+ * latency). */
+SIM_INLINE void pl_end(sim *S, plain *P, int64_t e, const int one, const int U, const int K1) {
+    int64_t kernel = K1 ? 0 : (int64_t)(uint64_t)S->kh[0];
+    sim_fifo *K = &S->kq[kernel];
+    int64_t k = S->kfifo[K->base + K->head++];
+    int deps = k < 0;
+    if (deps) k = ~k;
+    if (K1) {
+        sim_idx n = K->head < K->tail ? S->kfifo[K->base + K->head] : 0;
+        P->kx = K->head < K->tail ? S->tkey[n < 0 ? ~n : n] : SIM_NEVER;
+    } else {
+        if (K->head < K->tail) {
+            sim_idx n = S->kfifo[K->base + K->head];
+            sim_key next = (sim_key)(uint64_t)S->tkey[n < 0 ? ~n : n] << 64 | (uint64_t)kernel;
+            if (P->nkh == 1) S->kh[0] = next;
+            else heap_replace_top(S->kh, P->nkh, next);
+        } else if (--P->nkh > 0) {
+            heap_replace_top(S->kh, P->nkh, S->kh[P->nkh]);
+        }
+        P->kx = P->nkh ? key_time(S->kh[0]) : SIM_NEVER;
+    }
+    uint32_t st = S->state[k];
+    int u = U < 2 ? U : (int)(st & 1);
+    int64_t w = (int64_t)(st >> 7);   /* the word of core st >> 1 */
+    S->cores[u].bits[w] |= UINT64_C(1) << (st >> 1 & 63);
+    if (w < P->hint[u]) P->hint[u] = w;
+    P->nfree[u]++;
+    if (!one || U == 2) P->fmask |= 1u << u;
+    P->finished++;
+    if (P->window > 0) {
+        P->unfinished--;
+        pl_enumerate(S, P, e, one, U);
+    }
+    if (!deps) return;
+    if (!one) P->pend--;
+    if (P->cc == 0) {
+        pl_deps_seen(S, P, k, e, one, U);
+    } else {
+        if (P->dhead == P->dtail) P->cx = e + P->cc;
+        S->dq[P->dtail++] = (sim_idx)k;
+    }
+}
+
+/* the completions seen at x (the first pending one's time) */
+SIM_INLINE void pl_completions(sim *S, plain *P, int64_t x, const int one, const int U) {
+    while (P->cx == x) {
+        pl_deps_seen(S, P, S->dq[P->dhead++], x, one, U);
+        P->cx = P->dhead < P->dtail ? S->tkey[S->dq[P->dhead]] + P->cc : SIM_NEVER;
+    }
+}
+
+/* ---- several dispatchers: instant by instant ---- */
+
+/* run_general's dispatch_phase */
+SIM_INLINE void pl_dispatch(sim *S, plain *P, int64_t t) {
+    const int64_t nd = P->nd;
+    /* pass 1: among the free dispatchers with work, the first task in (ready, index) order */
+    for (;;) {
+        unsigned avail = P->rmask & P->fmask;
+        if (!avail || !P->nfreed) return;
+        int64_t d = -1, k = 0;
+        int u = 0;
+        for (int64_t w = 0; w * 64 < nd; w++)
+            for (uint64_t m = S->freew[w]; m; m &= m - 1) {
+                int64_t v = w * 64 + __builtin_ctzll(m);
+                unsigned um = S->disp[v].umask & avail;
+                if (!um) continue;
+                int vu;
+                int64_t vk = pl_pick(S, v, um, &vu);
+                if (d < 0 || before(S, vk, k)) {
+                    d = v;
+                    k = vk;
+                    u = vu;
+                }
+            }
+        if (d < 0) break;
+        pl_issue(S, P, d, k, u, t, 0, 0, 2, 0);
+    }
+    if (!P->steal) return;
+    /* pass 2: the free dispatchers in index order steal what the first victim after them that
+     * has something would issue next; when one finds nothing, no other does (pass 1 left
+     * nothing issuable in the free dispatchers' own queues) */
+    for (int64_t d = next_set(S->freew, 0, nd); d >= 0 && (P->rmask & P->fmask);
+         d = next_set(S->freew, d + 1, nd)) {
+        while (S->disp[d].busy_until <= t) {
+            int64_t v = -1;
+            unsigned um = 0;
+            for (int64_t i = 1; i < nd; i++) {
+                v = d + i >= nd ? d + i - nd : d + i;
+                if ((um = S->disp[v].umask & P->fmask)) break;
+            }
+            if (!um) return;
+            int u;
+            int64_t k = pl_pick(S, v, um, &u);
+            pl_issue(S, P, d, k, u, t, 1, 0, 2, 0);
+        }
+    }
+}
+
+/* the next instant after a dispatch phase: the first event that can change what happens */
+SIM_INLINE int64_t pl_next(const sim *S, const plain *P) {
+    int64_t next = SIM_NEVER;
+    if (P->nkh) {
+        if (P->window > 0 || (P->cc == 0 && P->pend > 0) || (P->rmask & ~P->fmask))
+            next = P->kx;
+        else if (P->pend > 0)
+            next = P->kx + P->cc;
+    }
+    if (P->cx < next) next = P->cx;
+    int thief = P->steal && (P->rmask & P->fmask);
+    for (int64_t i = 0; i < P->bcount; i++) {
+        const sim_disp *D = &S->disp[S->bring[(P->bhead + i) & P->ringmask]];
+        if (D->busy_until >= next) break;
+        if (thief || (D->umask & P->fmask)) {
+            next = D->busy_until;
+            break;
+        }
+    }
+    if (next == SIM_NEVER && P->nkh) next = P->kx;   /* the last ends, to count them */
+    return next;
+}
+
+static __attribute__((noinline)) int run_plain(sim *S) {
+    plain P;
+    pl_init(S, &P);
+    int64_t t = 0;
+    if (P.window > 0) pl_enumerate(S, &P, 0, 0, 2);
+    for (;;) {
+        if (S->oom) return WSP_ERR_INTERNAL;   /* a ready queue's overflow heap */
+        pl_dispatch(S, &P, t);
+        int64_t next = pl_next(S, &P);
+        if (next == SIM_NEVER) break;
+        t = next;
+        /* the instant's changes: dispatchers becoming free, kernel ends (those skipped before
+         * first, in order), completions seen */
+        while (P.bcount && S->disp[S->bring[P.bhead]].busy_until <= t) {
+            int64_t d = S->bring[P.bhead];
+            P.bhead = (P.bhead + 1) & P.ringmask;
+            P.bcount--;
+            P.nfreed++;
+            S->freew[d >> 6] |= UINT64_C(1) << (d & 63);
+        }
+        while (P.nkh && P.kx <= t) pl_end(S, &P, P.kx, 0, 2, 0);
+        pl_completions(S, &P, t, 0, 2);
+    }
+    return pl_done(S, &P);
+}
+
+/* ---- one dispatcher: event by event ---- */
+
+SIM_INLINE int pl_issuable(const plain *P, const int U) {
+    if (U < 2) return P->nready[U] > 0 && P->nfree[U] > 0;
+    return (P->rmask & P->fmask) != 0;
+}
+
+SIM_INLINE int run_one_t(sim *S, const int U, const int K1) {
+    plain P;
+    pl_init(S, &P);
+    int64_t t = 0, busy = 0;   /* the dispatcher is free when busy <= t */
+    if (P.window > 0) pl_enumerate(S, &P, 0, 1, U);
+    for (;;) {
+        if (S->oom) return WSP_ERR_INTERNAL;   /* a ready queue's overflow heap */
+        /* free at t: issue while something is issuable (with dispatch 0 it stays free) */
+        while (pl_issuable(&P, U)) {
+            int u;
+            int64_t k = pl_pick(S, 0, U < 2 ? 1u << U : P.rmask & P.fmask, &u);
+            pl_issue(S, &P, 0, k, u, t, 0, 1, U, K1);
+            busy = t + P.dc;
+            if (busy > t) break;
+        }
+        /* the events up to the first moment it is free with something issuable */
+        for (;;) {
+            int64_t x = P.kx < P.cx ? P.kx : P.cx;
+            if (busy > t && x > busy) {
+                t = busy;   /* free again, with the events up to then applied */
+                if (pl_issuable(&P, U)) break;
+            }
+            if (x == SIM_NEVER) {
+                S->disp[0].ntasks = P.issued;
+                return pl_done(S, &P);
+            }
+            while (P.kx == x) pl_end(S, &P, x, 1, U, K1);
+            pl_completions(S, &P, x, 1, U);
+            if (x < busy) continue;
+            t = x;
+            if (pl_issuable(&P, U)) break;
+        }
+    }
+}
+
+static __attribute__((noinline)) int run_one_any(sim *S) { return run_one_t(S, 2, 0); }
+static __attribute__((noinline)) int run_one_vector(sim *S) { return run_one_t(S, 0, 0); }
+static __attribute__((noinline)) int run_one_cube(sim *S) { return run_one_t(S, 1, 0); }
+static __attribute__((noinline)) int run_one_vector_k1(sim *S) { return run_one_t(S, 0, 1); }
+static __attribute__((noinline)) int run_one_cube_k1(sim *S) { return run_one_t(S, 1, 1); }
+
+static int run(sim *S) {
+    if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT) return run_general(S);
+    if (S->nd > 1) return run_plain(S);
+    if (S->used == 1) return S->nkernels == 1 ? run_one_vector_k1(S) : run_one_vector(S);
+    if (S->used == 2) return S->nkernels == 1 ? run_one_cube_k1(S) : run_one_cube(S);
+    return run_one_any(S);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
 
 static int check_ns(double ns, double clock, const char *what, int64_t *out, char *err,
                     int32_t errlen) {
@@ -821,17 +1226,160 @@ static int check_setup(const wsp_machine *m, const wsp_policy *p, const wsp_kcos
     return WSP_OK;
 }
 
-int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
-                   int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
-                   const int64_t *preds, wsp_simresult *results, wsp_simsummary *summary,
-                   wsp_simdisp *disp, char *err, int32_t errlen) {
+/* The first malformed field of task k, in the order the checks are documented (a task-field
+ * error is found by one combined test per task; this says which). */
+static int task_error(const wsp_policy *p, int32_t nkernels, int64_t k, const wsp_simtask *tk,
+                      char *err, int32_t errlen) {
+    if (tk->kernel < 0 || tk->kernel >= nkernels)
+        return sim_fail(err, errlen, "cycle model: task %" PRId64 " has kernel %d of %d", k,
+                        (int)tk->kernel, (int)nkernels);
+    if (tk->dispatcher < 0 || tk->dispatcher >= p->ndispatchers)
+        return sim_fail(err, errlen, "cycle model: task %" PRId64 " has dispatcher %d of %d", k,
+                        (int)tk->dispatcher, (int)p->ndispatchers);
+    if (tk->stream < -1 || tk->stream >= p->nstreams)
+        return sim_fail(err, errlen, "cycle model: task %" PRId64 " has stream %d of %d", k,
+                        (int)tk->stream, (int)p->nstreams);
+    return sim_fail(err, errlen, "cycle model: task %" PRId64 " has %d predecessors", k,
+                    (int)tk->npreds);
+}
+
+/* What one pass over the tasks finds besides the per-task arrays. */
+typedef struct scan_out {
+    int64_t npreds, serial, work[2], cp_max;
+    unsigned used;             /* units (bit u) that tasks need */
+    int missing_preds;         /* a task has predecessors, but there is no array */
+    int64_t bad_task, bad_pred;/* the first predecessor out of range: task, predecessor; or -1 */
+    int64_t nready0;           /* tasks without predecessors, listed in ready0 */
+} scan_out;
+
+/* One pass over the tasks, in order:
+ *   - fields in range (the first bad one is reported at once);
+ *   - serial and work: each a sum of terms below SIM_TIME_LIMIT that stops as soon as it passes
+ *     it, so never overflows (`checked` only if some task could make them pass it);
+ *   - tasks per kernel and per ready queue (the slices' sizes);
+ *   - predecessors: a bad one is only recorded (it is reported after the checks that come before
+ *     it); each edge is appended to its predecessor's successor list (allocated at the first
+ *     edge), so every list comes out in increasing task order with no second pass;
+ *   - pending counts, stream links, the tasks without predecessors (listed in ready0, if given)
+ *     and the critical path (in tkey).
+ * p64 or p32 is the predecessor array: each caller's loop is compiled for its width. */
+static inline __attribute__((always_inline)) int
+scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, const int32_t *p32,
+           int64_t npreds_cap, sim_idx *ready0, int64_t *last, scan_out *o, char *err,
+           int32_t errlen, const int checked) {
+    const wsp_simtask *tasks = S->tasks;
+    const wsp_kcost *costs = S->costs;
+    const int64_t cc = S->cc, dc = S->dc, ntasks = S->ntasks;
+    const uint32_t nk32 = (uint32_t)nkernels, nd32 = (uint32_t)p->ndispatchers,
+                   ns32 = (uint32_t)p->nstreams;
+    const int havep = p64 || p32;
+    /* locals, not S's fields: the stores to the int64 arrays could reach those */
+    const int64_t C = S->C;
+    sim_fifo *const kq = S->kq;
+    sim_queue *const q = S->q;
+    sim_idx *const snext = S->snext;
+    int64_t *const tkey = S->tkey, cpm = 0, serial = 0, work[2] = {0, 0}, off = 0;
+    sim_idx *shead = NULL, *stail = NULL, *enext = NULL, *eto = NULL;
+    uint32_t *const state = S->state;
+    unsigned used = 0;
+    for (int64_t k = 0; k < ntasks; k++) {
+        const wsp_simtask *tk = &tasks[k];
+        if (((uint32_t)tk->kernel >= nk32) | ((uint32_t)tk->dispatcher >= nd32) |
+            ((uint32_t)tk->stream + 1u > ns32) | ((uint32_t)tk->npreds >= (uint32_t)INT32_MAX))
+            return task_error(p, nkernels, k, tk, err, errlen);
+        const wsp_kcost *kc = &costs[tk->kernel];
+        int u = kc->unit;
+        used |= 1u << u;
+        if (checked) {
+            if (kc->cycles > SIM_TIME_LIMIT)
+                return sim_fail(err, errlen, "cycle model: cycle counts overflow");
+            work[u] += kc->cycles;
+            serial += dc + cc + kc->cycles;
+            if (serial > SIM_TIME_LIMIT || work[u] > SIM_TIME_LIMIT)
+                return sim_fail(err, errlen, "cycle model: cycle counts overflow");
+        } else {
+            work[u] += kc->cycles;
+            serial += dc + cc + kc->cycles;
+        }
+        kq[tk->kernel].tail++;
+        int64_t c = C == 1 ? 0 : tk->stream < 0 ? C - 1 : tk->stream;   /* task_class */
+        q[(tk->dispatcher * C + c) * 2 + u].tail++;
+        int64_t base = 0;
+        if (shead) shead[k] = -1;
+        if (tk->npreds > 0) {
+            if (!havep) {
+                o->missing_preds = 1;
+            } else {
+                if (!shead) {
+                    shead = S->shead = ws_get(S->ws, B_SHEAD, ntasks, sizeof *shead);
+                    stail = ws_get(S->ws, B_STAIL, ntasks, sizeof *stail);
+                    enext = S->enext = ws_get(S->ws, B_ENEXT, npreds_cap, sizeof *enext);
+                    eto = S->eto = ws_get(S->ws, B_ETO, npreds_cap, sizeof *eto);
+                    if (!shead || !stail || !enext || !eto) return WSP_ERR_INTERNAL;
+                    for (int64_t i = 0; i <= k; i++) shead[i] = -1;
+                }
+                for (int32_t i = 0; i < tk->npreds; i++) {
+                    int64_t e = off + i, j = p32 ? p32[e] : p64[e];
+                    if (j < 0 || j >= k) {
+                        if (o->bad_task < 0) {
+                            o->bad_task = k;
+                            o->bad_pred = j;
+                        }
+                        continue;
+                    }
+                    if (tkey[j] + cc > base) base = tkey[j] + cc;
+                    /* edge e: appended to j's list */
+                    eto[e] = (sim_idx)k;
+                    enext[e] = -1;
+                    if (shead[j] < 0) shead[j] = (sim_idx)e;
+                    else enext[stail[j]] = (sim_idx)e;
+                    stail[j] = (sim_idx)e;
+                }
+            }
+        }
+        off += tk->npreds;
+        uint32_t pending = (uint32_t)tk->npreds;
+        if (snext) {
+            snext[k] = -1;
+            if (tk->stream >= 0) {
+                int64_t j = last[tk->stream];
+                if (j >= 0) {
+                    if (tkey[j] + cc > base) base = tkey[j] + cc;
+                    snext[j] = (sim_idx)k;
+                    pending++;
+                }
+                last[tk->stream] = k;
+            }
+        }
+        state[k] = pending;
+        if (ready0 && pending == 0) ready0[o->nready0++] = (sim_idx)k;
+        tkey[k] = base + dc + kc->cycles;
+        if (tkey[k] > cpm) cpm = tkey[k];
+    }
+    o->npreds = off;
+    o->serial = serial;
+    o->work[0] = work[0];
+    o->work[1] = work[1];
+    o->cp_max = cpm;
+    o->used = used;
+    return WSP_OK;
+}
+
+int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *p,
+                       const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
+                       const wsp_simtask *tasks, const int64_t *preds64, const int32_t *preds32,
+                       int64_t npreds_known, wsp_simresult *results, wsp_simsummary *summary,
+                       wsp_simdisp *disp, char *err, int32_t errlen) {
     if (err && errlen > 0) err[0] = '\0';
     int64_t dc = 0, cc = 0, spacing = 0;
     int rc = check_setup(m, p, costs, nkernels, ntasks, tasks, &dc, &cc, &spacing, err, errlen);
     if (rc) return rc;
+    if (!*wsp && !(*wsp = calloc(1, sizeof **wsp))) return WSP_ERR_INTERNAL;
+    wsp_simws *ws = *wsp;
 
     sim S;
     memset(&S, 0, sizeof S);
+    S.ws = ws;
     S.costs = costs;
     S.tasks = tasks;
     S.res = results;
@@ -852,146 +1400,91 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
     int64_t *last = NULL;
 
     rc = WSP_ERR_INTERNAL;
-    S.kq = sim_zalloc(nkernels, sizeof *S.kq);
-    if (!S.kq) goto out;
+    S.kq = ws_zget(ws, B_KQ, nkernels, sizeof *S.kq);
+    S.q = ws_zget(ws, B_Q, nq, sizeof *S.q);
+    S.tkey = ws_get(ws, B_TKEY, ntasks, sizeof *S.tkey);
+    S.state = ws_get(ws, B_STATE, ntasks, sizeof *S.state);
+    if (!S.kq || !S.q || !S.tkey || !S.state) return rc;
+    if (p->nstreams > 0) {
+        S.snext = ws_get(ws, B_SNEXT, ntasks, sizeof *S.snext);
+        last = ws_get(ws, B_LAST, p->nstreams, sizeof *last);
+        if (!S.snext || !last) return rc;
+        for (int32_t s = 0; s < p->nstreams; s++) last[s] = -1;
+    }
 
-    /* the tasks: ranges, predecessor count, units in use, tasks per kernel, serial and work */
-    int64_t npreds = 0, serial = 0, work[2] = {0, 0};
-    int used[2] = {0, 0};
-    for (int64_t k = 0; k < ntasks; k++) {
-        const wsp_simtask *tk = &tasks[k];
-        rc = WSP_ERR_USAGE;
-        if (tk->kernel < 0 || tk->kernel >= nkernels) {
-            sim_fail(err, errlen, "cycle model: task %" PRId64 " has kernel %d of %d", k,
-                     (int)tk->kernel, (int)nkernels);
-            goto out;
-        }
-        if (tk->dispatcher < 0 || tk->dispatcher >= p->ndispatchers) {
-            sim_fail(err, errlen, "cycle model: task %" PRId64 " has dispatcher %d of %d", k,
-                     (int)tk->dispatcher, (int)p->ndispatchers);
-            goto out;
-        }
-        if (tk->stream < -1 || tk->stream >= p->nstreams) {
-            sim_fail(err, errlen, "cycle model: task %" PRId64 " has stream %d of %d", k,
-                     (int)tk->stream, (int)p->nstreams);
-            goto out;
-        }
-        if (tk->npreds < 0 || tk->npreds == INT32_MAX) {
-            sim_fail(err, errlen, "cycle model: task %" PRId64 " has %d predecessors", k,
-                     (int)tk->npreds);
-            goto out;
-        }
-        npreds += tk->npreds;
-        const wsp_kcost *kc = &costs[tk->kernel];
-        used[kc->unit] = 1;
-        work[kc->unit] += kc->cycles;
-        S.kq[tk->kernel].tail++;
-        if (__builtin_add_overflow(serial, dc + cc, &serial) ||
-            __builtin_add_overflow(serial, kc->cycles, &serial) || serial > SIM_TIME_LIMIT ||
-            work[kc->unit] > SIM_TIME_LIMIT) {
-            sim_fail(err, errlen, "cycle model: cycle counts overflow");
-            goto out;
-        }
+    scan_out o;
+    memset(&o, 0, sizeof o);
+    o.bad_task = o.bad_pred = -1;
+    /* room for every edge: the sum of the valid predecessor counts (an invalid one is reported
+     * before any later task's edges are read) */
+    if (npreds_known < 0) {
+        npreds_known = 0;
+        for (int64_t k = 0; k < ntasks; k++)
+            if (tasks[k].npreds > 0 && tasks[k].npreds < INT32_MAX) npreds_known += tasks[k].npreds;
     }
-    rc = WSP_ERR_USAGE;
-    if (npreds > 0 && !preds) {
-        sim_fail(err, errlen, "cycle model: no predecessor array");
-        goto out;
-    }
+    /* serial and work stay below SIM_TIME_LIMIT if every task could take the longest kernel */
+    int64_t longest = 0, bound;
+    for (int32_t i = 0; i < nkernels; i++)
+        if (costs[i].cycles > longest) longest = costs[i].cycles;
+    int checked = longest > SIM_TIME_LIMIT ||
+                  __builtin_mul_overflow(ntasks, dc + cc + longest, &bound) ||
+                  bound > SIM_TIME_LIMIT;
+    /* with no window, the tasks without predecessors are ready at 0: listed for the queues */
+    sim_idx *ready0 = NULL;
+    if (S.window == 0 && !(ready0 = ws_get(ws, B_READY0, ntasks, sizeof *ready0))) return rc;
+    if (checked)
+        rc = preds32 ? scan_tasks(&S, p, nkernels, NULL, preds32, npreds_known, ready0, last, &o,
+                                  err, errlen, 1)
+                     : scan_tasks(&S, p, nkernels, preds64, NULL, npreds_known, ready0, last, &o,
+                                  err, errlen, 1);
+    else
+        rc = preds32 ? scan_tasks(&S, p, nkernels, NULL, preds32, npreds_known, ready0, last, &o,
+                                  err, errlen, 0)
+                     : scan_tasks(&S, p, nkernels, preds64, NULL, npreds_known, ready0, last, &o,
+                                  err, errlen, 0);
+    if (rc) return rc;
+    int64_t npreds = o.npreds;
+    S.used = o.used;
+    S.nkernels = nkernels;
+    if (o.missing_preds) return sim_fail(err, errlen, "cycle model: no predecessor array");
     int64_t ncores[2] = {m->vector_cores, m->cube_cores};
     for (int u = 0; u < 2; u++)
-        if (used[u] && ncores[u] == 0) {
-            sim_fail(err, errlen, "cycle model: tasks need %s cores but the machine has none",
-                     u == WSP_UNIT_CUBE ? "cube" : "vector");
-            goto out;
-        }
+        if ((o.used >> u & 1) && ncores[u] == 0)
+            return sim_fail(err, errlen,
+                            "cycle model: tasks need %s cores but the machine has none",
+                            u == WSP_UNIT_CUBE ? "cube" : "vector");
     {
         int64_t extra;
         if (__builtin_mul_overflow(ntasks, spacing, &extra) || extra > SIM_TIME_LIMIT ||
-            serial + extra > SIM_TIME_LIMIT) {
-            sim_fail(err, errlen, "cycle model: cycle counts overflow");
-            goto out;
-        }
+            o.serial + extra > SIM_TIME_LIMIT)
+            return sim_fail(err, errlen, "cycle model: cycle counts overflow");
     }
+    if (o.bad_task >= 0)
+        return sim_fail(err, errlen,
+                        "cycle model: task %" PRId64 " has predecessor %" PRId64
+                        " (must be an earlier task, 0 .. %" PRId64 ")", o.bad_task, o.bad_pred,
+                        o.bad_task - 1);
 
     rc = WSP_ERR_INTERNAL;
-    S.tkey = sim_alloc(ntasks, sizeof *S.tkey);
-    S.state = sim_alloc(ntasks, sizeof *S.state);
-    S.fifo = sim_alloc(ntasks, sizeof *S.fifo);
-    S.kfifo = sim_alloc(ntasks, sizeof *S.kfifo);
-    S.kh = sim_alloc(nkernels, sizeof *S.kh);
-    S.q = sim_zalloc(nq, sizeof *S.q);
-    S.disp = sim_zalloc(S.nd, sizeof *S.disp);
-    S.freew = sim_alloc(((int64_t)S.nd + 63) / 64, sizeof *S.freew);
-    S.bring = sim_alloc(S.nd, sizeof *S.bring);
-    if (!S.tkey || !S.state || !S.fifo || !S.kfifo || !S.kh || !S.q || !S.disp ||
-        !S.freew || !S.bring)
-        goto out;
+    S.fifo = ws_get(ws, B_FIFO, ntasks, sizeof *S.fifo);
+    S.kfifo = ws_get(ws, B_KFIFO, ntasks, sizeof *S.kfifo);
+    S.kh = ws_get(ws, B_KH, nkernels, sizeof *S.kh);
+    S.disp = ws_zget(ws, B_DISP, S.nd, sizeof *S.disp);
+    S.freew = ws_get(ws, B_FREEW, ((int64_t)S.nd + 63) / 64, sizeof *S.freew);
+    for (S.ringmask = 1; S.ringmask < S.nd; S.ringmask *= 2) {
+    }
+    S.ringmask--;
+    S.bring = ws_get(ws, B_BRING, S.ringmask + 1, sizeof *S.bring);
+    if (!S.fifo || !S.kfifo || !S.kh || !S.disp || !S.freew || !S.bring) return rc;
     bits_fill(S.freew, S.nd);
-    if (npreds > 0) {
-        S.succ_off = sim_zalloc(ntasks + 1, sizeof *S.succ_off);
-        S.succ = sim_alloc(npreds, sizeof *S.succ);
-        if (!S.succ_off || !S.succ) goto out;
-    }
-    if (p->nstreams > 0) {
-        S.snext = sim_alloc(ntasks, sizeof *S.snext);
-        last = sim_alloc(p->nstreams, sizeof *last);
-        if (!S.snext || !last) goto out;
-        for (int32_t s = 0; s < p->nstreams; s++) last[s] = -1;
-    }
     if (cc > 0 && (npreds > 0 || p->nstreams > 0)) {
-        S.dq = sim_alloc(ntasks, sizeof *S.dq);
-        if (!S.dq) goto out;
+        S.dq = ws_get(ws, B_DQ, ntasks, sizeof *S.dq);
+        if (!S.dq) return rc;
     }
-
-    /* predecessors: validation, pending counts, successor counts, the critical path (in tkey),
-     * queue sizes */
-    int64_t cp_max = 0;
-    {
-        int64_t off = 0;
-        for (int64_t k = 0; k < ntasks; k++) {
-            const wsp_simtask *tk = &tasks[k];
-            int64_t base = 0;
-            for (int32_t i = 0; i < tk->npreds; i++) {
-                int64_t j = preds[off + i];
-                if (j < 0 || j >= k) {
-                    rc = sim_fail(err, errlen,
-                                  "cycle model: task %" PRId64 " has predecessor %" PRId64
-                                  " (must be an earlier task, 0 .. %" PRId64 ")", k, j, k - 1);
-                    goto out;
-                }
-                if (S.tkey[j] + cc > base) base = S.tkey[j] + cc;
-                S.succ_off[j + 1]++;
-            }
-            off += tk->npreds;
-            S.state[k] = (uint32_t)tk->npreds;
-            if (S.snext) {
-                S.snext[k] = -1;
-                if (tk->stream >= 0) {
-                    int64_t j = last[tk->stream];
-                    if (j >= 0) {
-                        if (S.tkey[j] + cc > base) base = S.tkey[j] + cc;
-                        S.snext[j] = (sim_idx)k;
-                        S.state[k]++;
-                    }
-                    last[tk->stream] = k;
-                }
-            }
-            S.tkey[k] = base + dc + costs[tk->kernel].cycles;
-            if (S.tkey[k] > cp_max) cp_max = S.tkey[k];
-            S.q[queue_index(&S, tk->dispatcher, task_class(&S, k), task_unit(&S, k))].tail++;
-        }
-    }
-    if (npreds > 0) {
-        for (int64_t k = 0; k < ntasks; k++) S.succ_off[k + 1] += S.succ_off[k];
-        int64_t *cursor = sim_alloc(ntasks, sizeof *cursor);
-        if (!cursor) goto out;
-        memcpy(cursor, S.succ_off, (size_t)ntasks * sizeof *cursor);
-        int64_t off = 0;
-        for (int64_t k = 0; k < ntasks; k++)
-            for (int32_t i = 0; i < tasks[k].npreds; i++)
-                S.succ[cursor[preds[off++]]++] = (sim_idx)k;
-        free(cursor);
+    if (S.C > 1) {
+        S.clswords = (S.C + 63) / 64;
+        S.clsbits = ws_zget(ws, B_CLS, S.nd * S.clswords, sizeof *S.clsbits);
+        if (!S.clsbits) return rc;
     }
 
     /* slices: a ready queue per (dispatcher, class, unit) and a FIFO per kernel, each as large
@@ -1012,24 +1505,38 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
             base += n;
         }
     }
+    if (S.window == 0) {
+        /* everything is enumerated at 0; the tasks without predecessors are ready then, in
+         * index order, so they go straight to the ends of their FIFOs */
+        for (int64_t k = 0; results && k < ntasks; k++) results[k].enumerated = 0;
+        for (int64_t i = 0; i < o.nready0; i++) {
+            int64_t k = ready0[i];
+            S.tkey[k] = 0;
+            if (results) results[k].ready = 0;
+            int64_t d = tasks[k].dispatcher, c = task_class(&S, k);
+            int u = costs[tasks[k].kernel].unit;
+            sim_queue *Q = &S.q[queue_index(&S, d, c, u)];
+            S.fifo[Q->base + Q->tail++] = (sim_idx)k;
+            S.disp[d].qcount++;
+            S.disp[d].qunit[u]++;
+            S.disp[d].umask |= 1u << u;
+            S.nready_u[u]++;
+            if (S.clsbits) S.clsbits[d * S.clswords + (c >> 6)] |= UINT64_C(1) << (c & 63);
+        }
+    }
     if (S.batched) {
-        S.gq = sim_zalloc(nq, sizeof *S.gq);
-        S.gfifo = sim_alloc(ntasks, sizeof *S.gfifo);
-        if (!S.gq || !S.gfifo) goto out;
+        S.gq = ws_zget(ws, B_GQ, nq, sizeof *S.gq);
+        S.gfifo = ws_get(ws, B_GFIFO, ntasks, sizeof *S.gfifo);
+        if (!S.gq || !S.gfifo) return rc;
         for (int64_t i = 0; i < nq; i++) S.gq[i].base = S.q[i].base;
     }
-    if (S.C > 1) {
-        S.clswords = (S.C + 63) / 64;
-        S.clsbits = sim_zalloc(S.nd * S.clswords, sizeof *S.clsbits);
-        if (!S.clsbits) goto out;
-    }
     for (int u = 0; u < 2; u++) {
-        if (!used[u]) continue;
+        if (!(o.used >> u & 1)) continue;
         int64_t n = ncores[u] < ntasks ? ncores[u] : ntasks;
         sim_cores *c = &S.cores[u];
         c->nwords = (n + 63) / 64;
-        c->bits = sim_alloc(c->nwords, sizeof *c->bits);
-        if (!c->bits) goto out;
+        c->bits = ws_get(ws, u ? B_CORES1 : B_CORES0, c->nwords, sizeof *c->bits);
+        if (!c->bits) return rc;
         bits_fill(c->bits, n);
         c->nfree = n;
     }
@@ -1038,15 +1545,15 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
     if (rc == WSP_ERR_INTERNAL && !S.oom && err && errlen > 0)
         snprintf(err, (size_t)errlen, "cycle model: stalled with %" PRId64 " of %" PRId64
                  " tasks finished", S.finished, ntasks);
-    if (rc) goto out;
+    if (rc) return rc;
 
     if (summary) {
         summary->tasks = ntasks;
         summary->total_cycles = S.makespan;
-        summary->critical_path = cp_max;
-        summary->work[0] = work[0];
-        summary->work[1] = work[1];
-        summary->serial_cycles = serial;
+        summary->critical_path = o.cp_max;
+        summary->work[0] = o.work[0];
+        summary->work[1] = o.work[1];
+        summary->serial_cycles = o.serial;
         summary->stolen = S.stolen;
         summary->groups = S.groups;
     }
@@ -1056,8 +1563,16 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
             disp[d].stolen = S.disp[d].stolen;
             disp[d].busy_cycles = S.disp[d].ntasks * dc;
         }
-out:
-    free(last);
-    sim_free(&S);
+    return WSP_OK;
+}
+
+int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
+                   int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
+                   const int64_t *preds, wsp_simresult *results, wsp_simsummary *summary,
+                   wsp_simdisp *disp, char *err, int32_t errlen) {
+    wsp_simws *ws = NULL;   /* reentrant: this call's working memory is its own */
+    int rc = wsp__sim_replay_ws(&ws, m, p, costs, nkernels, ntasks, tasks, preds, NULL, -1,
+                                results, summary, disp, err, errlen);
+    wsp__simws_free(ws);
     return rc;
 }

@@ -7,59 +7,101 @@
  *
  * The inference. Per tensor, while every box of it is one aligned tile of a single shape
  * (extents equal, lo a multiple of the extent: boxes are then equal or disjoint, the common case
- * of tiled programs), a hash table maps the tile's coordinates to a record {last writer,
- * readers since}: exact, O(1) per access. The first box that breaks the tiling switches the
- * tensor to one whole-tensor record: that access waits for every task any record names, and
- * from then on every access of the tensor conflicts with every other (conservative: the model
- * never misses an order the program needs, and may add some). A read waits for the writer; a
- * write waits for the writer and the readers, then becomes the writer.
+ * of tiled programs), a record {last writer, readers since} per tile: exact, O(1) per access.
+ * The records live in a dense table indexed by the tile's coordinates when the tensor's shape is
+ * known (wsp_sim_shape), else in a hash table keyed by them. The first box that breaks the tiling
+ * switches the tensor to one whole-tensor record: that access waits for every task any record
+ * names, and from then on every access of the tensor conflicts with every other (conservative:
+ * the model never misses an order the program needs, and may add some). A read waits for the
+ * writer; a write waits for the writer and the readers, then becomes the writer.
  *
- * Memory: a record per distinct tile written or read in the run (about 48 bytes), a log entry
- * per task (16 bytes) and 8 bytes per edge. Freed at the next wsp_begin or with the runtime.
+ * Cost. This runs on the submitter for every task and the replay in wsp_wait, so both count
+ * against the runtime's own per-task cost (benchmarks/tasks.py: the cycle model adds under
+ * 100 ns per task). Hence:
+ *   - nothing big is allocated, freed or cleared per run: the log, the records, the hash and
+ *     dense tables and the replay's working memory (wsp_simws) only grow, and stay for the next
+ *     run (a fresh mapping of tens of MB per run costs more in page faults than the replay);
+ *   - a run number (`epoch`) in every dense record and hash slot says whether it belongs to
+ *     this run, so starting a run clears nothing (on the rare wrap-around every table is zeroed);
+ *   - records are 16 bytes with task indices in 32 bits (the replay needs ntasks < 2^31 anyway);
+ *     a record's second and later readers go to fixed chunks from a pool with a free list;
+ *   - a box that is a tile of a tensor with a dense table (the common case) takes a fast path,
+ *     dense_rec: the record's index in one branch-free pass over the dimensions (a shift, not a
+ *     division, for power-of-two extents); anything else goes through access();
+ *   - the replay gets the predecessors as 32-bit indices and their number, and no copy.
+ *
+ * Memory: a dense record per tile of a shaped tensor (16 bytes), a record per distinct tile
+ * otherwise (24 bytes, plus 16 in the hash table), a log entry per task (16 bytes), 4 bytes per
+ * edge, the replay's O(ntasks + edges). Kept until the cycle model is disabled or the runtime
+ * freed.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "wsp_internal.h"
 
-#define INLINE_READERS 2
-
+/* The 16-byte record of one tile (or of a whole tensor). Readers: none, one (`rd`), or, from the
+ * second on, a chain of chunks whose newest is `rd` (readers are kept in no particular order:
+ * an edge's position among a task's predecessors changes nothing in the replay). */
 typedef struct srec {
-    uint64_t key;              /* packed tile coordinates */
-    int64_t writer;            /* -1: none */
-    int32_t nreaders, cap;
-    int64_t inl[INLINE_READERS];
-    int64_t *more;             /* cap > INLINE_READERS: all readers live here */
+    uint32_t epoch;            /* dense tables: the run it belongs to; older ones are empty */
+    int32_t writer;            /* -1: none */
+    int32_t nreaders;
+    int32_t rd;                /* nreaders == 1: the reader; > 1: its newest chunk */
 } srec;
 
+#define CHUNK_READERS 6
+typedef struct rchunk {
+    int32_t prev;              /* the older chunk of the same record, -1; on the free list: next */
+    int32_t n;
+    int32_t r[CHUNK_READERS];
+} rchunk;
+
+typedef struct hrec {          /* a hashed tile's record */
+    uint64_t key;              /* packed tile coordinates */
+    srec r;
+} hrec;
+
 typedef struct stens {
+    /* this run (reset by wsp__simlog_begin) */
     int32_t mode;              /* 0: untouched, 1: one tiling, 2: whole-tensor record */
     int32_t ndim;
     int32_t bits;              /* bits per packed coordinate */
+    int32_t dense_on;          /* the dense table indexes this run's tiles */
+    int32_t fast;              /* dense_on and the shape still as at its opening: dense_rec */
+    int32_t pow2;              /* every extent is a power of two (2: and there are two) */
     int64_t ext[WSP_MAX_DIMS];
-    int64_t *slots;            /* open addressing: record index + 1, 0 empty */
-    uint64_t mask;
-    int64_t nrec;
+    int32_t shift[WSP_MAX_DIMS];/* log2(ext) when a power of two, else -1 */
+    int64_t nrec;              /* hashed records of this run */
     srec whole;                /* mode 2 */
-    int64_t dims[WSP_MAX_DIMS];/* the tensor's shape this run (wsp_sim_shapes), or ndims = -1 */
+    int64_t dims[WSP_MAX_DIMS];/* the tensor's shape this run (wsp_sim_shape), or ndims = -1 */
     int32_t ndims;
-    srec *dense;               /* known shape, one tiling: a record per tile, by linear index */
-    int64_t ndense;
     int64_t tiles[WSP_MAX_DIMS];/* tiles per dimension of the dense table */
-    srec *spare;               /* the last run's dense table, zeroed, for reuse */
-    int64_t nspare;
+    int64_t lim[WSP_MAX_DIMS]; /* coordinates below it are tiled and in the table */
+    int64_t ndense;            /* tiles of the dense table this run */
+    /* kept between runs */
+    uint64_t *slots;           /* open addressing: epoch << 32 | (record index + 1); another
+                                  run's entry counts as empty */
+    uint64_t mask;
+    srec *dense;               /* a record per tile, by linear index */
+    int64_t capdense;
 } stens;
 
 struct wsp_simlog {
     int32_t ntensors;
+    uint32_t epoch;            /* the run: 1, 2, ... (0 marks nothing) */
     stens *tens;
-    srec *recs;
+    hrec *recs;
     int64_t nrecs, caprecs;
+    rchunk *chunks;
+    int64_t nchunks, capchunks;
+    int32_t free_chunk;        /* -1: none */
     wsp_simtask *tasks;
     int64_t ntasks, captasks;
-    int64_t *preds;
+    int32_t *preds;
     int64_t npreds, cappreds;
-    int64_t last_pred;         /* of the current task: skips immediate duplicates */
+    int32_t last_pred;         /* of the current task: skips immediate duplicates */
+    int oom;
     wsp_machine m;
     wsp_policy p;
     wsp_kcost *costs;
@@ -67,13 +109,15 @@ struct wsp_simlog {
     wsp_simsummary summary;
     wsp_simdisp *disp;
     wsp_simresult *results;
-    int64_t nresults;
+    int64_t nresults, capresults;
+    wsp_simws *ws;             /* the replay's working memory */
 };
 
 static int grow(void **buf, int64_t *cap, int64_t need, size_t size) {
     if (need <= *cap) return 0;
     int64_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
+    if ((uint64_t)c > SIZE_MAX / size) return -1;
     void *nb = realloc(*buf, (size_t)c * size);
     if (!nb) return -1;
     *buf = nb;
@@ -81,34 +125,31 @@ static int grow(void **buf, int64_t *cap, int64_t need, size_t size) {
     return 0;
 }
 
-static void rec_clear(srec *r) {
-    if (r->cap > INLINE_READERS) free(r->more);
-    r->more = NULL;
-    r->cap = INLINE_READERS;
-    r->nreaders = 0;
-    r->writer = -1;
-}
+static const srec EMPTY_REC = {0, -1, 0, 0};
 
 static void reset_tensors(wsp_simlog *l) {
-    for (int64_t i = 0; i < l->nrecs; i++) rec_clear(&l->recs[i]);
     l->nrecs = 0;
+    l->nchunks = 0;
+    l->free_chunk = -1;
+    if (++l->epoch == 0) {
+        /* after 2^32 - 1 runs: entries of run 1 would look current again */
+        l->epoch = 1;
+        for (int32_t t = 0; t < l->ntensors; t++) {
+            stens *ts = &l->tens[t];
+            if (ts->slots) memset(ts->slots, 0, (size_t)(ts->mask + 1) * sizeof *ts->slots);
+            if (ts->dense) memset(ts->dense, 0, (size_t)ts->capdense * sizeof *ts->dense);
+        }
+    }
     for (int32_t t = 0; t < l->ntensors; t++) {
         stens *ts = &l->tens[t];
-        free(ts->slots);
-        rec_clear(&ts->whole);
-        for (int64_t i = 0; ts->dense && i < ts->ndense; i++)
-            if (ts->dense[i].cap > INLINE_READERS) free(ts->dense[i].more);
-        /* the dense table stays for the next run (freeing and mapping tens of MB again per run
-         * cost more than the replay: page faults, and TLB shootdowns with the workers running) */
-        srec *dense = ts->dense ? ts->dense : ts->spare;  /* never both */
-        int64_t ndense = ts->dense ? ts->ndense : ts->nspare;
-        if (ts->dense) memset(dense, 0, (size_t)ndense * sizeof *dense);
-        memset(ts, 0, sizeof *ts);
-        ts->spare = dense;
-        ts->nspare = ndense;
+        ts->mode = 0;
+        ts->ndim = 0;
+        ts->dense_on = 0;
+        ts->fast = 0;
+        ts->nrec = 0;
+        ts->ndense = 0;
+        ts->whole = EMPTY_REC;
         ts->ndims = -1;
-        ts->whole.writer = -1;
-        ts->whole.cap = INLINE_READERS;
     }
 }
 
@@ -134,23 +175,26 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
 
 void wsp__simlog_free(wsp_simlog *l) {
     if (!l) return;
-    if (l->tens) {
-        reset_tensors(l);
-        for (int32_t t = 0; t < l->ntensors; t++) free(l->tens[t].spare);
+    for (int32_t t = 0; l->tens && t < l->ntensors; t++) {
+        free(l->tens[t].slots);
+        free(l->tens[t].dense);
     }
     free(l->tens);
     free(l->recs);
+    free(l->chunks);
     free(l->tasks);
     free(l->preds);
     free(l->costs);
     free(l->disp);
     free(l->results);
+    wsp__simws_free(l->ws);
     free(l);
 }
 
 void wsp__simlog_begin(wsp_simlog *l) {
     reset_tensors(l);
     l->ntasks = l->npreds = 0;
+    l->oom = 0;
     memset(&l->summary, 0, sizeof l->summary);
     l->nresults = 0;
 }
@@ -161,45 +205,103 @@ void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_
     if (tensor < 0 || tensor >= l->ntensors || ndim < 0 || ndim > WSP_MAX_DIMS) return;
     stens *ts = &l->tens[tensor];
     ts->ndims = ndim;
+    ts->fast = 0;   /* access() decides what a shape given late means */
     for (int d = 0; d < ndim; d++) ts->dims[d] = dims[d];
 }
 
 /* ---- inference ------------------------------------------------------------------------------ */
 
-static int add_pred(wsp_simlog *l, int64_t j) {
-    if (j < 0 || j == l->last_pred || j == l->ntasks) return 0;
-    if (grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds)) return -1;
+/* j becomes a predecessor of the task being added (not itself, and not twice in a row) */
+static inline int add_pred(wsp_simlog *l, int32_t j) {
+    if (j < 0 || j == l->last_pred || j == (int32_t)l->ntasks) return 0;
+    if (__builtin_expect(l->npreds == l->cappreds, 0) &&
+        grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds))
+        return -1;
     l->preds[l->npreds++] = j;
     l->last_pred = j;
     return 0;
 }
 
-static int64_t *readers_of(srec *r) { return r->cap > INLINE_READERS ? r->more : r->inl; }
+/* every reader of r becomes a predecessor */
+static __attribute__((noinline)) int readers_to_preds(wsp_simlog *l, const srec *r) {
+    if (r->nreaders == 1) return add_pred(l, r->rd);
+    if (r->nreaders == 0) return 0;
+    for (int32_t c = r->rd; c >= 0; c = l->chunks[c].prev)
+        for (int32_t i = 0; i < l->chunks[c].n; i++)
+            if (add_pred(l, l->chunks[c].r[i])) return -1;
+    return 0;
+}
 
-static int add_reader(srec *r, int64_t k) {
-    if (r->nreaders > 0 && readers_of(r)[r->nreaders - 1] == k) return 0;
-    if (r->nreaders == r->cap) {
-        int32_t cap = r->cap * 2;
-        int64_t *m = malloc((size_t)cap * sizeof *m);
-        if (!m) return -1;
-        memcpy(m, readers_of(r), (size_t)r->nreaders * sizeof *m);
-        if (r->cap > INLINE_READERS) free(r->more);
-        r->more = m;
-        r->cap = cap;
+/* r forgets its readers; their chunks go back to the pool */
+static void clear_readers(wsp_simlog *l, srec *r) {
+    if (r->nreaders > 1) {
+        int32_t c = r->rd;
+        while (l->chunks[c].prev >= 0) c = l->chunks[c].prev;
+        l->chunks[c].prev = l->free_chunk;
+        l->free_chunk = r->rd;
     }
-    readers_of(r)[r->nreaders++] = k;
+    r->nreaders = 0;
+}
+
+static __attribute__((noinline)) int add_reader_more(wsp_simlog *l, srec *r, int32_t k);
+
+static inline int add_reader(wsp_simlog *l, srec *r, int32_t k) {
+    if (r->nreaders == 0) {
+        r->rd = k;
+        r->nreaders = 1;
+        return 0;
+    }
+    return add_reader_more(l, r, k);
+}
+
+/* a second or later reader */
+static __attribute__((noinline)) int add_reader_more(wsp_simlog *l, srec *r, int32_t k) {
+    if (r->nreaders == 1) {
+        if (r->rd == k) return 0;
+    } else {
+        rchunk *c = &l->chunks[r->rd];
+        if (c->r[c->n - 1] == k) return 0;
+        if (c->n < CHUNK_READERS) {
+            c->r[c->n++] = k;
+            r->nreaders++;
+            return 0;
+        }
+    }
+    /* a new chunk: for the second reader (the first moves in with it), or the last one is full */
+    int32_t ci = l->free_chunk;
+    if (ci >= 0) {
+        l->free_chunk = l->chunks[ci].prev;
+    } else {
+        if (l->nchunks >= INT32_MAX ||
+            grow((void **)&l->chunks, &l->capchunks, l->nchunks + 1, sizeof *l->chunks))
+            return -1;
+        ci = (int32_t)l->nchunks++;
+    }
+    rchunk *c = &l->chunks[ci];
+    if (r->nreaders == 1) {
+        c->prev = -1;
+        c->n = 2;
+        c->r[0] = r->rd;
+        c->r[1] = k;
+    } else {
+        c->prev = r->rd;
+        c->n = 1;
+        c->r[0] = k;
+    }
+    r->rd = ci;
+    r->nreaders++;
     return 0;
 }
 
 /* The edges of one access to record r, then r updated. */
-static int access_rec(wsp_simlog *l, srec *r, int write) {
-    int64_t k = l->ntasks;
+static inline int access_rec(wsp_simlog *l, srec *r, int write) {
+    int32_t k = (int32_t)l->ntasks;
     if (add_pred(l, r->writer)) return -1;
-    if (!write) return r->writer == k ? 0 : add_reader(r, k);
-    int64_t *rd = readers_of(r);
-    for (int32_t i = 0; i < r->nreaders; i++)
-        if (add_pred(l, rd[i])) return -1;
-    r->nreaders = 0;
+    if (!write) return r->writer == k ? 0 : add_reader(l, r, k);
+    if (r->nreaders) {
+        if (readers_to_preds(l, r)) return -1;
+        clear_readers(l, r);
+    }
     r->writer = k;
     return 0;
 }
@@ -207,24 +309,19 @@ static int access_rec(wsp_simlog *l, srec *r, int write) {
 /* Every task any record of the tensor names becomes a predecessor; the tensor keeps one
  * record from now on, with this task as its writer (it waited for everything before). */
 static int to_whole(wsp_simlog *l, stens *ts) {
-    for (uint64_t s = 0; ts->slots && s <= ts->mask; s++) {
-        if (!ts->slots[s]) continue;
-        srec *r = &l->recs[ts->slots[s] - 1];
-        if (add_pred(l, r->writer)) return -1;
-        int64_t *rd = readers_of(r);
-        for (int64_t i = 0; i < r->nreaders; i++)
-            if (add_pred(l, rd[i])) return -1;
+    for (uint64_t s = 0; ts->nrec > 0 && s <= ts->mask; s++) {
+        if ((uint32_t)(ts->slots[s] >> 32) != l->epoch) continue;
+        srec *r = &l->recs[(uint32_t)ts->slots[s] - 1].r;
+        if (add_pred(l, r->writer) || readers_to_preds(l, r)) return -1;
     }
-    for (int64_t i = 0; ts->dense && i < ts->ndense; i++) {
+    for (int64_t i = 0; ts->dense_on && i < ts->ndense; i++) {
         srec *r = &ts->dense[i];
-        if (r->cap == 0) continue;
-        if (add_pred(l, r->writer)) return -1;
-        int64_t *rd = readers_of(r);
-        for (int32_t k = 0; k < r->nreaders; k++)
-            if (add_pred(l, rd[k])) return -1;
+        if (r->epoch != l->epoch) continue;
+        if (add_pred(l, r->writer) || readers_to_preds(l, r)) return -1;
     }
-    free(ts->slots);
-    ts->slots = NULL;
+    ts->nrec = 0;
+    ts->dense_on = 0;
+    ts->fast = 0;
     ts->mode = 2;
     return access_rec(l, &ts->whole, 1);
 }
@@ -241,13 +338,15 @@ static uint64_t mix(const stens *ts, uint64_t key) {
 }
 
 static srec *find_or_add(wsp_simlog *l, stens *ts, uint64_t key) {
-    if ((uint64_t)(ts->nrec + 1) * 2 > ts->mask + 1 || !ts->slots) {
+    const uint64_t ep = (uint64_t)l->epoch << 32;
+    if (!ts->slots || (uint64_t)(ts->nrec + 1) * 2 > ts->mask + 1) {
+        /* grow (this run's entries move; entries of earlier runs are dropped) */
         uint64_t size = ts->slots ? (ts->mask + 1) * 2 : 64;
-        int64_t *ns = calloc(size, sizeof *ns);
+        uint64_t *ns = calloc(size, sizeof *ns);
         if (!ns) return NULL;
-        for (uint64_t s = 0; ts->slots && s <= ts->mask; s++) {
-            if (!ts->slots[s]) continue;
-            uint64_t h = mix(ts, l->recs[ts->slots[s] - 1].key) & (size - 1);
+        for (uint64_t s = 0; ts->nrec > 0 && s <= ts->mask; s++) {
+            if ((ts->slots[s] >> 32) != (uint64_t)l->epoch) continue;
+            uint64_t h = mix(ts, l->recs[(uint32_t)ts->slots[s] - 1].key) & (size - 1);
             while (ns[h]) h = (h + 1) & (size - 1);
             ns[h] = ts->slots[s];
         }
@@ -256,20 +355,51 @@ static srec *find_or_add(wsp_simlog *l, stens *ts, uint64_t key) {
         ts->mask = size - 1;
     }
     uint64_t h = mix(ts, key) & ts->mask;
-    for (; ts->slots[h]; h = (h + 1) & ts->mask)
-        if (l->recs[ts->slots[h] - 1].key == key) return &l->recs[ts->slots[h] - 1];
-    if (grow((void **)&l->recs, &l->caprecs, l->nrecs + 1, sizeof *l->recs)) return NULL;
-    srec *r = &l->recs[l->nrecs++];
-    memset(r, 0, sizeof *r);
+    for (; (ts->slots[h] & ~(uint64_t)UINT32_MAX) == ep; h = (h + 1) & ts->mask)
+        if (l->recs[(uint32_t)ts->slots[h] - 1].key == key)
+            return &l->recs[(uint32_t)ts->slots[h] - 1].r;
+    if (l->nrecs >= UINT32_MAX - 1 ||
+        grow((void **)&l->recs, &l->caprecs, l->nrecs + 1, sizeof *l->recs))
+        return NULL;
+    hrec *r = &l->recs[l->nrecs++];
     r->key = key;
-    r->writer = -1;
-    r->cap = INLINE_READERS;
-    ts->slots[h] = l->nrecs;
+    r->r = EMPTY_REC;
+    ts->slots[h] = ep | (uint64_t)l->nrecs;
     ts->nrec++;
-    return r;
+    return &r->r;
 }
 
-static int access(wsp_simlog *l, const wsp_access *a) {
+/* The dense table of a tensor whose shape is known, at its first tiled access of the run; 0 if
+ * the shape makes no sensible table (then it is hashed). */
+static int dense_open(stens *ts, int n) {
+    int64_t total = 1;
+    for (int d = 0; d < n && total > 0; d++) {
+        int64_t tiles = (ts->dims[d] + ts->ext[d] - 1) / ts->ext[d];
+        ts->tiles[d] = tiles;
+        total = tiles > 0 && total <= ((int64_t)1 << 40) / tiles ? total * tiles : -1;
+    }
+    if (total <= 0 || total > ((int64_t)1 << 28)) return 0;
+    if (ts->capdense < total) {
+        /* zeroed (epoch 0: empty); its pages come lazily */
+        srec *nd = calloc((size_t)total, sizeof *nd);
+        if (!nd) return 0;
+        free(ts->dense);
+        ts->dense = nd;
+        ts->capdense = total;
+    }
+    ts->ndense = total;
+    ts->dense_on = 1;
+    ts->fast = 1;
+    /* a coordinate that overflows the packed key sends access() to to_whole even with a table:
+     * dense_rec leaves such boxes to access() */
+    for (int d = 0; d < n; d++) {
+        int64_t fit = ts->bits < 64 ? (int64_t)1 << ts->bits : INT64_MAX;
+        ts->lim[d] = ts->tiles[d] < fit ? ts->tiles[d] : fit;
+    }
+    return 1;
+}
+
+static __attribute__((noinline)) int access(wsp_simlog *l, const wsp_access *a) {
     stens *ts = &l->tens[a->tensor];
     int n = a->ndim;
     for (int d = 0; d < n; d++)
@@ -280,68 +410,100 @@ static int access(wsp_simlog *l, const wsp_access *a) {
         ts->mode = 1;
         ts->ndim = n;
         ts->bits = n > 0 ? 64 / n : 64;
-        for (int d = 0; d < n; d++) ts->ext[d] = a->hi[d] - a->lo[d];
+        ts->pow2 = 1;
+        for (int d = 0; d < n; d++) {
+            int64_t e = a->hi[d] - a->lo[d];
+            ts->ext[d] = e;
+            ts->shift[d] = (e & (e - 1)) == 0 ? __builtin_ctzll((uint64_t)e) : -1;
+            ts->pow2 &= ts->shift[d] >= 0;
+        }
+        if (ts->pow2 && n == 2) ts->pow2 = 2;
     }
+    if (ts->ndim != n) return to_whole(l, ts);
     uint64_t key = 0;
     int64_t coord[WSP_MAX_DIMS];
-    int tiled = ts->ndim == n;
-    for (int d = 0; d < n && tiled; d++) {
-        int64_t e = ts->ext[d];
-        int64_t c = a->lo[d] / e;
+    for (int d = 0; d < n; d++) {
+        /* lo >= 0 (wsp__deps_check), so a shift divides */
+        int64_t e = ts->ext[d], lo = a->lo[d];
+        int64_t c = ts->shift[d] >= 0 ? lo >> ts->shift[d] : lo / e;
         coord[d] = c;
-        tiled = a->hi[d] - a->lo[d] == e && c * e == a->lo[d] &&
-                (ts->bits >= 64 || (uint64_t)c < ((uint64_t)1 << ts->bits));
+        if (a->hi[d] - lo != e || c * e != lo ||
+            (ts->bits < 64 && (uint64_t)c >= ((uint64_t)1 << ts->bits)))
+            return to_whole(l, ts);
         key = ts->bits >= 64 ? (uint64_t)c : (key << ts->bits) | (uint64_t)c;
     }
-    if (!tiled) return to_whole(l, ts);
-    if (ts->ndims == n && n > 0 && !ts->slots) {  /* the shape is known: index the tile directly */
-        if (!ts->dense) {
-            int64_t total = 1;
-            for (int d = 0; d < n && total > 0; d++) {
-                int64_t tiles = (ts->dims[d] + ts->ext[d] - 1) / ts->ext[d];
-                ts->tiles[d] = tiles;
-                total = tiles > 0 && total <= ((int64_t)1 << 40) / tiles ? total * tiles : -1;
-            }
-            if (total > 0 && total <= ((int64_t)1 << 28)) {
-                if (ts->spare && ts->nspare >= total) {
-                    ts->dense = ts->spare;
-                    ts->ndense = ts->nspare;
-                } else {
-                    free(ts->spare);
-                    ts->dense = calloc((size_t)total, sizeof *ts->dense);  /* pages come lazily */
-                    if (!ts->dense) return -1;
-                    ts->ndense = total;
-                }
-                ts->spare = NULL;
-                ts->nspare = 0;
-            } else {
-                ts->ndims = -1;
-            }
+    if (ts->ndims == n && n > 0 && ts->nrec == 0 && (ts->dense_on || dense_open(ts, n))) {
+        /* the shape is known: the tile's record by its linear index */
+        int64_t idx = 0;
+        for (int d = 0; d < n; d++) {
+            if (coord[d] >= ts->tiles[d]) return to_whole(l, ts);
+            idx = idx * ts->tiles[d] + coord[d];
         }
-        if (ts->dense) {
-            int64_t idx = 0;
-            for (int d = 0; d < n; d++) {
-                if (coord[d] >= ts->tiles[d]) return to_whole(l, ts);
-                idx = idx * ts->tiles[d] + coord[d];
-            }
-            srec *r = &ts->dense[idx];
-            if (r->cap == 0) {  /* first touch */
-                r->writer = -1;
-                r->cap = INLINE_READERS;
-            }
-            return access_rec(l, r, write);
+        srec *r = &ts->dense[idx];
+        if (r->epoch != l->epoch) {  /* first touch in this run */
+            *r = EMPTY_REC;
+            r->epoch = l->epoch;
         }
+        return access_rec(l, r, write);
     }
+    if (ts->ndims == n && n > 0 && !ts->dense_on) ts->ndims = -1;  /* no table: hash from now on */
     srec *r = find_or_add(l, ts, key);
     return r ? access_rec(l, r, write) : -1;
 }
 
+/* The fast path of access() for the common case: tensor a->tensor is tiled with a dense table
+ * and the box is one of its tiles. Returns the tile's record, or NULL when access() must decide
+ * (it then starts from scratch: nothing was changed here). Branch-free per dimension; the
+ * index is computed unsigned (a bad box's may wrap, and is not used). */
+static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
+    uint64_t idx = 0, bad = 0;
+    if (ts->pow2 == 2) {   /* two dimensions (tiles of a matrix, the most common): unrolled */
+        int64_t lo0 = a->lo[0], lo1 = a->lo[1], c0 = lo0 >> ts->shift[0], c1 = lo1 >> ts->shift[1];
+        bad = (uint64_t)((a->hi[0] - lo0) ^ ts->ext[0]) | (uint64_t)(lo0 & (ts->ext[0] - 1)) |
+              (uint64_t)((a->hi[1] - lo1) ^ ts->ext[1]) | (uint64_t)(lo1 & (ts->ext[1] - 1)) |
+              (uint64_t)(c0 >= ts->lim[0]) | (uint64_t)(c1 >= ts->lim[1]);
+        idx = (uint64_t)c0 * (uint64_t)ts->tiles[1] + (uint64_t)c1;
+    } else if (ts->pow2) {
+        for (int d = 0; d < ts->ndim; d++) {
+            int64_t lo = a->lo[d], e = ts->ext[d], c = lo >> ts->shift[d];
+            bad |= (uint64_t)((a->hi[d] - lo) ^ e) | (uint64_t)(lo & (e - 1)) |
+                   (uint64_t)(c >= ts->lim[d]);
+            idx = idx * (uint64_t)ts->tiles[d] + (uint64_t)c;
+        }
+    } else {
+        for (int d = 0; d < ts->ndim; d++) {
+            int64_t lo = a->lo[d], e = ts->ext[d], c = lo / e;
+            bad |= (uint64_t)((a->hi[d] - lo) ^ e) | (uint64_t)(lo - c * e) |
+                   (uint64_t)(c >= ts->lim[d]);
+            idx = idx * (uint64_t)ts->tiles[d] + (uint64_t)c;
+        }
+    }
+    if (bad) return NULL;
+    srec *r = &ts->dense[idx];
+    if (r->epoch != l->epoch) {  /* first touch in this run */
+        *r = EMPTY_REC;
+        r->epoch = l->epoch;
+    }
+    return r;
+}
+
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
-    if (grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks)) return WSP_ERR_INTERNAL;
+    if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
+        /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
+        if (l->oom || l->ntasks >= INT32_MAX - 1 ||
+            grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks))
+            return WSP_ERR_INTERNAL;
+    }
     int64_t first = l->npreds;
     l->last_pred = -1;
-    for (int i = 0; i < task->ntiles; i++)
-        if (access(l, &task->access[i])) return WSP_ERR_INTERNAL;
+    for (const wsp_access *a = task->access, *end = a + task->ntiles; a < end; a++) {
+        stens *ts = &l->tens[a->tensor];
+        srec *r = ts->fast && a->ndim == ts->ndim ? dense_rec(l, ts, a) : NULL;
+        if (r ? access_rec(l, r, (a->mode & WSP_WRITE) != 0) : access(l, a)) {
+            l->oom = 1;  /* the records may be half updated: the log is unusable */
+            return WSP_ERR_INTERNAL;
+        }
+    }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
     t->dispatcher = dispatcher;
@@ -353,17 +515,19 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
 /* ---- replay --------------------------------------------------------------------------------- */
 
 int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen) {
-    free(l->results);
-    l->results = NULL;
     l->nresults = 0;
+    if (l->oom) return WSP_ERR_INTERNAL;
     if (keep_results && l->ntasks > 0) {
-        l->results = malloc((size_t)l->ntasks * sizeof *l->results);
-        if (!l->results) return WSP_ERR_INTERNAL;
+        if (grow((void **)&l->results, &l->capresults, l->ntasks, sizeof *l->results))
+            return WSP_ERR_INTERNAL;
         l->nresults = l->ntasks;
     }
     memset(l->disp, 0, (size_t)l->p.ndispatchers * sizeof *l->disp);
-    return wsp_sim_replay(&l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks, l->preds,
-                          l->results, &l->summary, l->disp, err, errlen);
+    int rc = wsp__sim_replay_ws(&l->ws, &l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks,
+                                NULL, l->preds, l->npreds, keep_results ? l->results : NULL,
+                                &l->summary, l->disp, err, errlen);
+    if (rc) l->nresults = 0;
+    return rc;
 }
 
 const wsp_simsummary *wsp__simlog_summary(const wsp_simlog *l) { return &l->summary; }

@@ -41,7 +41,10 @@ typedef struct wsp_edge {
 #define WSP_CLOSED ((wsp_edge *)(uintptr_t)1)   /* successor list of a finished node */
 #define WSP_PENDING_GUARD (1 << 30)              /* held by the submitter while adding edges */
 
-enum { WSP_NODE_TASK = 0, WSP_NODE_GROUP = 1 };
+/* A WAITER (wsp_await) is a wsp_tasknode that is never dispatched: its edges come from the
+ * awaited writers, and whoever brings its pending count to zero signals the submitter and hands
+ * it back like a finished task (dispatch.c, waiter_done). */
+enum { WSP_NODE_TASK = 0, WSP_NODE_GROUP = 1, WSP_NODE_WAITER = 2 };
 
 struct wsp_node {
     _Atomic(wsp_edge *) succ;  /* successor edges; WSP_CLOSED once the node has finished */
@@ -151,6 +154,11 @@ WSP_HIDDEN int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task
 WSP_HIDDEN void wsp__deps_compact(wsp_deps *d);
 /* Unregisters a finished task (submitter, while recycling it). */
 WSP_HIDDEN void wsp__deps_retire(wsp_deps *d, wsp_tasknode *t);
+/* wsp_await: checks `acc` (WSP_ERR_USAGE with a message; registers nothing). */
+WSP_HIDDEN int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *acc);
+/* The unfinished tasks registered as writers of a box overlapping acc's: with w == NULL only
+ * counts them (allocates nothing), else also adds an edge from each to the waiter w. */
+WSP_HIDDEN int64_t wsp__deps_writers(wsp_runtime *rt, const wsp_access *acc, wsp_tasknode *w);
 
 /* ---- workers and queues (dispatch.c) -------------------------------------------------------- */
 
@@ -221,8 +229,9 @@ WSP_HIDDEN int64_t wsp__drain(wsp_runtime *rt, int64_t max);
  * the submitter (w == NULL): releases successors and cascades into enclosing groups. */
 WSP_HIDDEN void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n);
 /* Submitter waits: WSP_WAIT_STALL until in-flight <= wait_target (or an error), WSP_WAIT_ALL
- * until every submitted task has been handed back. */
-enum { WSP_WAIT_NONE = 0, WSP_WAIT_STALL = 1, WSP_WAIT_ALL = 2 };
+ * until every submitted task has been handed back, WSP_WAIT_AWAIT until the waiter whose seq is
+ * wait_target has completed (await_done == target) or an error. */
+enum { WSP_WAIT_NONE = 0, WSP_WAIT_STALL = 1, WSP_WAIT_ALL = 2, WSP_WAIT_AWAIT = 3 };
 WSP_HIDDEN void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target);
 WSP_HIDDEN int64_t wsp__sum_done(wsp_runtime *rt);
 WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
@@ -252,6 +261,7 @@ struct wsp_runtime {
     atomic_int err;                /* the first wsp_fail wins */
     atomic_int sub_waiting;        /* WSP_WAIT_*: the submitter sleeps in a stall or wsp_wait */
     atomic_llong wait_target;
+    atomic_llong await_done;       /* seq of the last waiter completed by a worker (wsp_await) */
 
     /* written when a worker starts or stops spinning, read by the submitter per ready task */
     _Alignas(WSP_CACHELINE) atomic_int spinners;
@@ -345,6 +355,20 @@ WSP_HIDDEN const wsp_simsummary *wsp__simlog_summary(const wsp_simlog *l);
 WSP_HIDDEN const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n);
 WSP_HIDDEN const wsp_simresult *wsp__simlog_results(const wsp_simlog *l, int64_t *n);
 WSP_HIDDEN int32_t wsp__simlog_dispatchers(const wsp_simlog *l);
+
+/* The replay (sim.c) with working memory that outlives it: *ws is created on first use, grown
+ * as needed and kept for the next replay (wsp__simws_free releases it), so a log replayed after
+ * every run maps and clears no fresh memory. Predecessors come as int64 (preds64, the public
+ * wsp_sim_replay) or int32 (preds32, the log); the other is NULL. npreds_known: their number,
+ * or -1 (then counted). Otherwise as wsp_sim_replay. */
+typedef struct wsp_simws wsp_simws;
+WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const wsp_policy *p,
+                                  const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
+                                  const wsp_simtask *tasks, const int64_t *preds64,
+                                  const int32_t *preds32, int64_t npreds_known,
+                                  wsp_simresult *results, wsp_simsummary *summary,
+                                  wsp_simdisp *disp, char *err, int32_t errlen);
+WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);
 
 /* tasks.c helpers used by the other files */
 WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
