@@ -282,6 +282,8 @@ typedef struct query {
     const int64_t *lo, *hi;
     wsp_class *own;
     wsp_rec *exact;
+    int await;                  /* wsp__deps_writers: only look for unfinished writers */
+    int64_t found;              /* ... and count them here (t: the waiter, or NULL) */
 } query;
 
 static inline int overlaps(const wsp_rec *r, const query *q) {
@@ -290,7 +292,22 @@ static inline int overlaps(const wsp_rec *r, const query *q) {
     return 1;
 }
 
+/* An awaited box: a record's writer is the one to wait for (a writer waits for the record's
+ * earlier writers, WAW, so they are covered). The acquire load of a finished writer's closed
+ * successor list makes its kernel's stores visible to the caller (pairing with the exchange in
+ * wsp__complete); a writer already recycled was synchronised with when it was drained. */
+static void await_overlap(query *q, wsp_rec *r) {
+    wsp_tasknode *w = r->writer;
+    if (!w || atomic_load_explicit(&w->h.succ, memory_order_acquire) == WSP_CLOSED) return;
+    q->found++;
+    if (q->t) wsp__add_edge(q->rt, &w->h, q->t);
+}
+
 static void on_overlap(query *q, wsp_rec *r) {
+    if (__builtin_expect(q->await, 0)) {
+        await_overlap(q, r);
+        return;
+    }
     wsp_tasknode *t = q->t;
     if (r->writer && r->writer != t) wsp__add_edge(q->rt, &r->writer->h, t);
     if (q->write) {
@@ -461,7 +478,7 @@ int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
         if (empty) continue;  /* an empty box conflicts with nothing */
         wsp_tensor_deps *td = &dp->tensors[a->tensor];
         td->ndim = n;
-        query q = {rt, t, (a->mode & WSP_WRITE) != 0, n, a->lo, a->hi, NULL, NULL};
+        query q = {rt, t, (a->mode & WSP_WRITE) != 0, n, a->lo, a->hi, NULL, NULL, 0, 0};
         q.own = find_class(td, a->tensor, n, key);
         if (!q.own || table_reserve(dp) != 0)
             return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency records)");
@@ -527,4 +544,40 @@ void wsp__deps_retire(wsp_deps *dp, wsp_tasknode *t) {
         if (removed && !r->writer && r->nreaders == 0) rec_delete(dp, r);
     }
     t->nregs = 0;
+}
+
+/* ---- wsp_await ------------------------------------------------------------------------------- */
+
+int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *a) {
+    if (!a) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_await: access is NULL");
+    if ((uint32_t)a->tensor >= (uint32_t)rt->ntensors)
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_await: tensor %d, but the runtime has %d tensors",
+                          a->tensor, rt->ntensors);
+    if ((uint32_t)a->ndim > WSP_MAX_DIMS)
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_await: %d dimensions (at most %d)", a->ndim,
+                          WSP_MAX_DIMS);
+    for (int d = 0; d < a->ndim; d++)
+        if ((uint64_t)a->lo[d] > (uint64_t)a->hi[d] || (uint64_t)a->hi[d] > (uint64_t)BOX_MAX)
+            return wsp__failf(rt, WSP_ERR_USAGE,
+                              "wsp_await: box [%lld, %lld) of tensor %d in dimension %d (need 0 "
+                              "<= lo <= hi <= 2^62)",
+                              (long long)a->lo[d], (long long)a->hi[d], a->tensor, d);
+    int32_t nd = rt->deps.tensors[a->tensor].ndim;
+    if (nd >= 0 && nd != a->ndim)
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "wsp_await: tensor %d read with %d dimensions after %d in the same run",
+                          a->tensor, a->ndim, nd);
+    return WSP_OK;
+}
+
+int64_t wsp__deps_writers(wsp_runtime *rt, const wsp_access *a, wsp_tasknode *w) {
+    wsp_deps *dp = &rt->deps;
+    wsp_tensor_deps *td = &dp->tensors[a->tensor];
+    if (td->nrec == 0 || td->ndim != a->ndim) return 0;  /* nothing registered (ndim: checked) */
+    for (int d = 0; d < a->ndim; d++)
+        if (a->lo[d] == a->hi[d]) return 0;  /* an empty box has no writers */
+    query q = {rt, w, 0, a->ndim, a->lo, a->hi, NULL, NULL, 1, 0};
+    for (int32_t c = 0; c < td->nclass; c++)
+        if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
+    return q.found;
 }

@@ -28,7 +28,8 @@
  * woken once its backlog reaches WSP_BATCH_ASLEEP, or when the submitter is about to block or
  * has submitted WSP_STALE more tasks since (that bounds how long a ready task can wait). The
  * submitter itself sleeps on rt->cv in a window stall or in wsp_wait, woken once by the worker
- * whose published counters meet its condition.
+ * whose published counters meet its condition; in wsp_await (WSP_WAIT_AWAIT) it waits for a
+ * waiter node, woken by the worker that completes the waiter's last awaited writer.
  *
  * Ready tasks a worker holds privately (its continuation, and a few successors of tiny kernels)
  * are invisible to thieves; everything else is stealable.
@@ -41,6 +42,7 @@
 #include "wsp_internal.h"
 
 #define SPIN_ROUNDS 300            /* ~6 us of pause instructions before sleeping */
+#define AWAIT_SPIN_ROUNDS 300      /* the submitter's spin in wsp_await before it sleeps */
 #define PREFETCH_AHEAD 4
 
 static inline void cpu_relax(void) {
@@ -410,6 +412,23 @@ static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
     if (mine) wake_a_sleeper(rt, w->index);
 }
 
+static void maybe_wake_submitter(wsp_runtime *rt);
+
+/* A waiter's last awaited writer finished (its pending count reached zero here). The waiter is
+ * this thread's now: hand it back like a finished node, then publish its completion and wake the
+ * submitter (seq_cst, pairing with wsp__submitter_wait: a submitter that announced WSP_WAIT_AWAIT
+ * before this store is seen by the load of sub_waiting in maybe_wake_submitter; one that
+ * announces it later finds await_done set). The release chain of the writers' decrements of the
+ * waiter's count (acq_rel read-modify-writes) and this store make every awaited kernel's stores
+ * visible to the submitter that reads await_done. */
+static void waiter_done(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *s) {
+    long long id = (long long)s->seq;
+    if (w) retire(w, &s->h);
+    else wsp__recycle(rt, &s->h);
+    atomic_store_explicit(&rt->await_done, id, memory_order_seq_cst);
+    if (w) maybe_wake_submitter(rt);
+}
+
 void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
     wsp_node *first = n;
     for (;;) {
@@ -418,8 +437,10 @@ void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
             /* read the edge before the decrement: the successor (which owns it) may then run */
             wsp_edge *next = e->next;
             wsp_tasknode *s = e->succ;
-            if (atomic_fetch_sub_explicit(&s->h.pending, 1, memory_order_acq_rel) == 1)
-                make_ready(rt, w, s);
+            if (atomic_fetch_sub_explicit(&s->h.pending, 1, memory_order_acq_rel) == 1) {
+                if (__builtin_expect(s->h.kind == WSP_NODE_WAITER, 0)) waiter_done(rt, w, s);
+                else make_ready(rt, w, s);
+            }
             e = next;
         }
         wsp_group *parent = n->group;
@@ -439,6 +460,10 @@ void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n) {
 /* ---- the submitter's sleep ------------------------------------------------------------------- */
 
 static int wait_over(wsp_runtime *rt, int mode) {
+    if (mode == WSP_WAIT_AWAIT)
+        return atomic_load_explicit(&rt->err, memory_order_seq_cst) != 0 ||
+               atomic_load_explicit(&rt->await_done, memory_order_seq_cst) ==
+                   atomic_load_explicit(&rt->wait_target, memory_order_seq_cst);
     if (mode == WSP_WAIT_STALL)
         return atomic_load_explicit(&rt->err, memory_order_seq_cst) != 0 ||
                atomic_load_explicit(&rt->submitted, memory_order_seq_cst) - wsp__sum_done(rt) <=
@@ -450,6 +475,16 @@ static int wait_over(wsp_runtime *rt, int mode) {
  * (seq_cst) and then finds the condition met claims the wake-up (so one completion signals, not
  * every one) and signals under the mutex, which the submitter holds until it sleeps. */
 void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target) {
+    if (mode == WSP_WAIT_AWAIT) {
+        /* an awaited writer is often a short kernel (a router): spin briefly before paying a
+         * sleep and a wake-up (no announcement yet, so no worker tries to wake us) */
+        for (int i = 0; i < AWAIT_SPIN_ROUNDS; i++) {
+            if (atomic_load_explicit(&rt->await_done, memory_order_acquire) == target ||
+                atomic_load_explicit(&rt->err, memory_order_acquire) != 0)
+                return;
+            cpu_relax();
+        }
+    }
     pthread_mutex_lock(&rt->mu);
     atomic_store_explicit(&rt->wait_target, target, memory_order_seq_cst);
     for (;;) {

@@ -1,6 +1,7 @@
 /* tasks.c: the runtime's life cycle and its submitter side: new/free, begin, submit (validate,
  * window, copy into a pooled node, order scopes, dependency inference in deps.c, hand-off to
- * dispatch.c), wait, order scopes, errors and statistics.
+ * dispatch.c), wait, order scopes, awaits (wsp_await: data-dependent enumeration), errors and
+ * statistics.
  *
  * Nodes (tasks and order groups) come from per-size-class free lists (a cache line per class
  * step) owned by the submitter; workers hand finished nodes back (dispatch.c) and the submitter
@@ -125,7 +126,7 @@ static void node_free(wsp_runtime *rt, wsp_node *n) {
 }
 
 void wsp__recycle(wsp_runtime *rt, wsp_node *n) {
-    if (n->kind == WSP_NODE_TASK) {
+    if (n->kind != WSP_NODE_GROUP) {  /* a task, or a waiter (wsp_await: no regs, no stream) */
         wsp_tasknode *t = (wsp_tasknode *)n;
         wsp__deps_retire(&rt->deps, t);
         if (t->stream >= 0 && t->stream < rt->nstreams && rt->stream_last[t->stream] == t)
@@ -235,6 +236,7 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     atomic_init(&rt->err, 0);
     atomic_init(&rt->sub_waiting, 0);
     atomic_init(&rt->wait_target, 0);
+    atomic_init(&rt->await_done, -1);
     atomic_init(&rt->submitted, 0);
     atomic_init(&rt->finished, NULL);
     if (pthread_mutex_init(&rt->err_mu, NULL) != 0) {
@@ -1026,6 +1028,76 @@ int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simres
     int64_t k = 0;
     for (; k < n && first + k < nr; k++) out[k] = r[first + k];
     return k;
+}
+
+/* ---- data-dependent enumeration: wsp_await ---------------------------------------------------- */
+
+/* Whether the open batch holds a task writing a box that overlaps acc's (its union boxes). */
+static int batch_writes(const wsp_runtime *rt, const wsp_access *acc) {
+    const wsp_task *u = &rt->batch_acc;
+    for (int i = 0; i < u->ntiles; i++) {
+        const wsp_access *x = &u->access[i];
+        if (x->tensor != acc->tensor || !(x->mode & WSP_WRITE) || x->ndim != acc->ndim) continue;
+        int over = 1;
+        for (int d = 0; d < x->ndim && over; d++)
+            over = x->lo[d] < acc->hi[d] && acc->lo[d] < x->hi[d] && acc->lo[d] < acc->hi[d];
+        if (over) return 1;
+    }
+    return 0;
+}
+
+/* Every wsp_await of the run passes here once, before the host decides whether to block (the
+ * model must not depend on host timing): the tensor and box (acc) and the enumeration index, the
+ * number of tasks enumerated before the await. */
+static void note_await(wsp_runtime *rt, const wsp_access *acc, int64_t index) {
+    /* cycle model: simlog hook (see simlog.c) */
+    (void)rt;
+    (void)acc;
+    (void)index;
+}
+
+/* A waiter: a node that is never dispatched, with an edge from each unfinished writer. The
+ * pending guard (as in enqueue) keeps writers that finish meanwhile from completing it early;
+ * once the guard is dropped the waiter belongs to whoever brings its count to zero: this thread
+ * (then it is recycled here) or the worker finishing the last writer (dispatch.c, waiter_done),
+ * which hands it back like a finished task, so it is never freed while a writer's successor list
+ * still links one of its edges, even when an error ends the wait early. */
+static int await_block(wsp_runtime *rt, const wsp_access *acc) {
+    wsp_tasknode *w = tasknode_new(rt, sizeof(wsp_tasknode));
+    if (!w) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    w->h.kind = WSP_NODE_WAITER;
+    w->count = 0;
+    w->seq = rt->seq++;
+    int64_t id = (int64_t)w->seq;
+    int64_t ndeps = rt->ndeps;
+    wsp__deps_writers(rt, acc, w);
+    rt->ndeps = ndeps;  /* the statistic counts edges between tasks */
+    int release = WSP_PENDING_GUARD - w->nedges;
+    if (w->nedges == 0 ||
+        atomic_fetch_sub_explicit(&w->h.pending, release, memory_order_acq_rel) == release) {
+        wsp__recycle(rt, &w->h);  /* every writer finished meanwhile (acquire: their stores) */
+        return atomic_load_explicit(&rt->err, memory_order_acquire);
+    }
+    /* the writers may sit among ready tasks not yet shown to the workers */
+    wsp__flush_all(rt);
+    /* it returns after an acquire load of await_done == id (the acquire the caller's reads
+     * need: no fence, which ThreadSanitizer could not check), or on an error */
+    wsp__submitter_wait(rt, WSP_WAIT_AWAIT, id);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+int wsp_await(wsp_runtime *rt, const wsp_access *acc) {
+    if (!rt) return WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (!rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_await called outside wsp_begin ... wsp_wait");
+    if ((rc = wsp__deps_await_check(rt, acc))) return rc;
+    /* a writer in the open batch must be submitted to be waited for; otherwise the batch stays */
+    if (rt->batch && batch_writes(rt, acc) && (rc = batch_close(rt))) return rc;
+    note_await(rt, acc, enumerated(rt) - rt->run_sub0);
+    if (wsp__deps_writers(rt, acc, NULL) == 0) return WSP_OK;  /* the fast path: no allocation */
+    return await_block(rt, acc);
 }
 
 /* ---- wait and statistics --------------------------------------------------------------------- */

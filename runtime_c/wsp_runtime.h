@@ -252,6 +252,18 @@ int wsp_order_push(wsp_runtime *rt);
 int wsp_order_next(wsp_runtime *rt);
 int wsp_order_pop(wsp_runtime *rt);
 
+/* Data-dependent enumeration (language.md section 6: reading a tensor element that earlier
+ * tasks of the run write waits for those writers). Blocks the submitter until every task
+ * submitted so far (open batches included) that writes a box overlapping `acc`'s box of
+ * `acc->tensor` has finished, so the caller may then read those elements. Tasks that do not
+ * write that box are not waited for. `acc->mode` is ignored (the access is a read). Returns
+ * WSP_OK, or the run's error code if the run failed meanwhile (then the caller must stop
+ * enumerating). Only the writers (and, through them, what they wait for themselves); a writer
+ * in a batch is waited for with its batch, whose union boxes count as its boxes. An await adds
+ * no order among tasks and leaves order scopes, streams and the window as they were; with
+ * nothing to wait for it returns at once. */
+int wsp_await(wsp_runtime *rt, const wsp_access *acc);
+
 /* Errors: the first error wins; later submits return it at once and no further task starts. */
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
 int wsp_error_code(const wsp_runtime *rt);

@@ -23,7 +23,7 @@ STRICT_FLAGS = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Werror", "-pthread", "-
 OK, ERR_VIEW, ERR_WINDOW, ERR_KERNEL, ERR_INTERNAL, ERR_USAGE = 0, 1, 2, 3, 4, 5
 READ, WRITE, READWRITE = 1, 2, 3
 STALL, ABORT = 0, 1
-K_RECORD, K_EMPTY, K_RENDEZVOUS = 0, 1, 2
+K_RECORD, K_EMPTY, K_RENDEZVOUS, K_STORE = 0, 1, 2, 3
 
 HARNESS_CDEF = """
 wsp_kernel_fn harness_kernel(int which);
@@ -37,6 +37,10 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns);
 void harness_set_grain(long grain);
+long harness_tick(void);
+long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int mode, int flags,
+                        int64_t *buf);
+double harness_await_bench(wsp_runtime *rt, long n, int what);
 """
 
 
@@ -126,9 +130,12 @@ class Runtime:
     # -- tasks ----------------------------------------------------------------------------------
     def submit(self, tid: int, accesses=(), spin_ns: int = 0, fail: int = 0,
                kernel: int = K_RECORD, coords=(), kernel_index: int = 0, stmt: int = 0,
-               scalars=None) -> int:
-        """accesses: (tensor, mode, [(lo, hi), ...]) per tile."""
+               scalars=None, tile_data=()) -> int:
+        """accesses: (tensor, mode, [(lo, hi), ...]) per tile; tile_data: cffi pointers for the
+        first tiles' `data` (K_STORE stores into tile 0)."""
         t = self.task
+        for k, p in enumerate(tile_data):
+            t.tiles[k].data = p
         t.fn = self.lib.harness_kernel(kernel)
         t.kernel = kernel_index
         t.stmt = stmt
@@ -146,6 +153,14 @@ class Runtime:
             for d, (lo, hi) in enumerate(box):
                 a.lo[d], a.hi[d] = lo, hi
         return self.lib.wsp_submit(self.rt, t)
+
+    def await_(self, tensor: int, box) -> int:
+        """wsp_await on box [(lo, hi), ...] of `tensor`."""
+        a = self.ffi.new("wsp_access *")
+        a.tensor, a.mode, a.ndim = tensor, READ, len(box)
+        for d, (lo, hi) in enumerate(box):
+            a.lo[d], a.hi[d] = lo, hi
+        return self.lib.wsp_await(self.rt, a)
 
     def times(self, n: int) -> list[tuple[int, int]]:
         return [(self.lib.harness_start(i), self.lib.harness_finish(i)) for i in range(n)]

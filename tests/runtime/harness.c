@@ -15,8 +15,9 @@
 
 #include "wsp_runtime.h"
 
-/* scalars of the recording kernels: [0] task id, [1] busy time in ns, [2] nonzero to fail */
-enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2 };
+/* scalars of the recording kernels: [0] task id, [1] busy time in ns, [2] nonzero to fail;
+ * K_STORE also [3]: a value it stores (a plain store) into tile 0's first int64_t element */
+enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2, K_STORE = 3 };
 
 static atomic_long seq_clock;
 static long *starts, *finishes, *threads;
@@ -55,6 +56,8 @@ int harness_reset(long n) {
 long harness_start(long id) { return id >= 0 && id < capacity ? starts[id] : -1; }
 long harness_finish(long id) { return id >= 0 && id < capacity ? finishes[id] : -1; }
 long harness_max_running(void) { return atomic_load(&max_running); }
+/* A reading of the clock harness_start/harness_finish use (it advances it). */
+long harness_tick(void) { return atomic_fetch_add(&seq_clock, 1) + 1; }
 /* A number for the thread that ran task `id` (equal numbers: the same thread). */
 long harness_thread(long id) { return id >= 0 && id < capacity ? threads[id] : -1; }
 
@@ -74,6 +77,25 @@ static int k_record(const wsp_tile *tiles, const wsp_scalar *s) {
     finishes[id] = atomic_fetch_add(&seq_clock, 1) + 1;
     atomic_fetch_sub(&running, 1);
     if (s[2].i) return s[2].i > 1 ? (int)s[2].i : wsp_kernel_fail("harness kernel failed on purpose");
+    return 0;
+}
+
+/* k_record's protocol, storing s[3] into tile 0 before it counts as finished. */
+static int k_store(const wsp_tile *tiles, const wsp_scalar *s) {
+    long id = (long)s[0].i;
+    if (id < 0 || id >= capacity) return wsp_kernel_fail("task id out of range");
+    starts[id] = atomic_fetch_add(&seq_clock, 1) + 1;
+    threads[id] = (long)(intptr_t)&thread_marker;
+    busy(s[1].i);
+    *(int64_t *)tiles[0].data = s[3].i;
+    finishes[id] = atomic_fetch_add(&seq_clock, 1) + 1;
+    if (s[2].i) return wsp_kernel_fail("store kernel failed on purpose");
+    return 0;
+}
+
+/* Stores s[0] into tile 0 and nothing else: no global state, for many runtimes at once. */
+static int k_put(const wsp_tile *tiles, const wsp_scalar *s) {
+    *(int64_t *)tiles[0].data = s[0].i;
     return 0;
 }
 
@@ -100,6 +122,7 @@ wsp_kernel_fn harness_kernel(int which) {
     case K_RECORD: return k_record;
     case K_EMPTY: return k_empty;
     case K_RENDEZVOUS: return k_rendezvous;
+    case K_STORE: return k_store;
     default: return NULL;
     }
 }
@@ -146,8 +169,9 @@ static int ordered(const rtask *a, const rtask *b) {
 /* Submits `n` random tasks (boxes in [0, extent)^ndim, random modes; `scopes` bit 0: random
  * order scopes, bit 1: random wsp_batch announcements, some flagged WSP_BATCH_INDEPENDENT over
  * tasks made independent (each writes a box of its own, beyond the random ones, and reads
- * tensor 1 only), bit 2: placement on 4 dispatchers, each task on a random one), waits, and
- * checks every ordering constraint. Returns the number of violations,
+ * tensor 1 only), bit 2: placement on 4 dispatchers, each task on a random one, bit 3: random
+ * wsp_await calls, each checked at once: every earlier task writing an overlapping box has
+ * finished), waits, and checks every ordering constraint. Returns the number of violations,
  * or -1 - code when the run itself failed. `*edges_out` gets the dependencies statistic. */
 long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int extent, int scopes,
                         int64_t window, int mode, long spin_ns, long *edges_out) {
@@ -161,6 +185,7 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
     if (rc == 0 && (scopes & 4)) rc = wsp_schedule(rt, 4, 0, 0);
     wsp_task *t = calloc(1, sizeof *t);
     long indep_left = 0;  /* tasks the last independent announcement still covers */
+    long await_bad = 0;   /* awaits that returned before a writer of their box finished */
     for (long k = 0; k < n && rc == 0; k++) {
         if ((scopes & 2) && rnd() % 16 == 0) {  /* batching: explicit grains and the default */
             long m = rndint(1, 100);
@@ -184,6 +209,36 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
                 depth--;
             }
             if (rc) break;
+        }
+        if ((scopes & 8) && rnd() % 8 == 0) {  /* an await on a random box */
+            rtask q;
+            memset(&q, 0, sizeof q);
+            q.nacc = 1;
+            q.tensor[0] = (int)rndint(0, 1);
+            q.mode[0] = WSP_WRITE;  /* for conflict(): only the other side's writes count */
+            wsp_access a;
+            memset(&a, 0, sizeof a);
+            a.tensor = q.tensor[0];
+            a.mode = WSP_READ;
+            a.ndim = ndim;
+            for (int d = 0; d < ndim; d++) {
+                int64_t len = rnd() % 4 == 0 ? rndint(1, extent) : rndint(1, 3);
+                int64_t lo = rndint(0, extent - 1);
+                if (lo + len > extent) len = extent - lo;
+                q.lo[0][d] = a.lo[d] = lo;
+                q.hi[0][d] = a.hi[d] = lo + len;
+            }
+            if ((rc = wsp_await(rt, &a))) break;
+            for (long j = 0; j < k; j++) {
+                rtask w = tasks[j];
+                for (int i = 0; i < w.nacc; i++)
+                    if (!(w.mode[i] & WSP_WRITE)) w.tensor[i] = -1;  /* its reads do not count */
+                if (conflict(&w, &q, ndim) && finishes[j] <= 0) {
+                    if (await_bad < 5)
+                        fprintf(stderr, "await before task %ld: writer %ld not finished\n", k, j);
+                    await_bad++;
+                }
+            }
         }
         rtask *r = &tasks[k];
         r->depth = depth;
@@ -240,7 +295,7 @@ long harness_random_run(wsp_runtime *rt, long n, uint64_t seed, int ndim, int ex
     wsp_stats st;
     wsp_get_stats(rt, &st);
     if (edges_out) *edges_out = (long)st.dependencies;
-    long bad = 0;
+    long bad = await_bad;
     if (st.tasks != n || st.tasks_run != n) bad++;
     for (long j = 0; j < n; j++) {
         if (starts[j] <= 0 || finishes[j] <= starts[j]) {
@@ -301,4 +356,163 @@ int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, 
     int wrc = wsp_wait(rt);
     free(t);
     return rc ? rc : wrc;
+}
+
+/* ---- wsp_await ----------------------------------------------------------------------------- */
+
+/* Enumerates `n` steps on a fresh run; step i writes value i into cell i % ncells of `buf` (a
+ * k_put task writing box [c, c+1) of tensor 0), maybe among other tasks, then awaits that box
+ * and checks that buf[c] == i (a plain read: ThreadSanitizer checks the await's ordering).
+ * flags: bit 0: order scopes (a scope around everything, a step every 3 iterations), bit 1:
+ * the writer is announced with wsp_batch among `ncells` tasks (the open batch holds it), bit 2:
+ * placement on 3 dispatchers, tasks on dispatcher i % 3 and independent batches (split into
+ * parts), bit 3: a reader of the cell and a writer of another tensor before each await (not
+ * waited for). Returns the number of wrong reads, or -1 - code when the run failed. */
+long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int mode, int flags,
+                        int64_t *buf) {
+    wsp_task *t = calloc(1, sizeof *t);
+    int64_t *other = calloc(4, sizeof *other);
+    if (!t || !other || ncells < 1) return -1 - WSP_ERR_INTERNAL;
+    long bad = 0;
+    int rc = wsp_begin(rt, window, mode);
+    if (rc == 0 && (flags & 4)) rc = wsp_schedule(rt, 3, 0, 0);
+    if (rc == 0 && (flags & 1)) rc = wsp_order_push(rt);
+    for (int c = 0; c < ncells; c++) buf[c] = -1;
+    for (long i = 0; i < n && rc == 0; i++) {
+        int c = (int)(i % ncells);
+        if ((flags & 1) && i % 3 == 0 && (rc = wsp_order_next(rt))) break;
+        /* a batch: the writer and the other cells' writers of this round (values it - c + k) */
+        /* one more task announced than the round submits: the batch is still open at the await
+         * (unless the reader of flag 8 joins it) */
+        if ((flags & 2) && c == 0 &&
+            (rc = wsp_batch(rt, ncells + !(flags & 8), ncells + 1,
+                            (flags & 4) && !(flags & 8) ? WSP_BATCH_INDEPENDENT : 0)))
+            break;
+        if (!(flags & 2) || c == 0) {
+            for (int k = (flags & 2) ? 0 : c; k < ((flags & 2) ? ncells : c + 1) && rc == 0; k++) {
+                memset(t, 0, sizeof *t);
+                t->fn = k_put;
+                t->nscalars = 1;
+                t->scalars[0].i = i - c + k;
+                t->ntiles = 1;
+                t->tiles[0].data = &buf[k];
+                t->tiles[0].rows = t->tiles[0].cols = t->tiles[0].stride = t->tiles[0].col_stride = 1;
+                t->access[0].tensor = 0;
+                t->access[0].mode = WSP_WRITE;
+                t->access[0].ndim = 1;
+                t->access[0].lo[0] = k;
+                t->access[0].hi[0] = k + 1;
+                t->dispatcher = (int32_t)((i + k) % 3);
+                rc = wsp_submit(rt, t);
+            }
+        }
+        if (rc == 0 && (flags & 8)) {  /* a reader of the cell, a writer elsewhere */
+            memset(t, 0, sizeof *t);
+            t->fn = k_empty;
+            t->ntiles = 1;
+            t->access[0].tensor = 0;
+            t->access[0].mode = WSP_READ;
+            t->access[0].ndim = 1;
+            t->access[0].lo[0] = c;
+            t->access[0].hi[0] = c + 1;
+            t->dispatcher = (int32_t)(i % 3);
+            rc = wsp_submit(rt, t);
+            if (rc == 0) {
+                t->fn = k_put;
+                t->nscalars = 1;
+                t->scalars[0].i = i;
+                t->tiles[0].data = &other[i % 4];
+                t->access[0].tensor = 1;
+                t->access[0].mode = WSP_WRITE;
+                t->access[0].lo[0] = i % 4;
+                t->access[0].hi[0] = i % 4 + 1;
+                rc = wsp_submit(rt, t);
+            }
+        }
+        if (rc) break;
+        wsp_access a;
+        memset(&a, 0, sizeof a);
+        a.tensor = 0;
+        a.mode = WSP_READ;
+        a.ndim = 1;
+        a.lo[0] = c;
+        a.hi[0] = c + 1;
+        if ((rc = wsp_await(rt, &a))) break;
+        if (buf[c] != i) {
+            if (bad < 5) fprintf(stderr, "await loop: step %ld read %lld\n", i, (long long)buf[c]);
+            bad++;
+        }
+    }
+    if (rc == 0 && (flags & 1)) rc = wsp_order_pop(rt);
+    int wrc = wsp_wait(rt);
+    free(t);
+    free(other);
+    if (rc == 0) rc = wrc;
+    return rc ? -1 - rc : bad;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Costs of wsp_await in ns per call, over n calls on a fresh run. what 0: nothing was ever
+ * written (no record of the tensor); 1: 64 tiles of the tensor are registered, their writers
+ * finished, the box awaited is one of them; 2: a round trip, an empty writer of the box submitted
+ * just before each await (the mean); 3: the same, the median. Returns -1 on an error. */
+double harness_await_bench(wsp_runtime *rt, long n, int what) {
+    static int64_t cells[64];
+    wsp_task *t = calloc(1, sizeof *t);
+    int64_t *each = what == 3 ? calloc((size_t)(n > 0 ? n : 1), sizeof *each) : NULL;
+    if (!t || (what == 3 && !each) || wsp_begin(rt, 0, WSP_WINDOW_STALL) != 0) return -1;
+    t->fn = k_put;
+    t->nscalars = 1;
+    t->ntiles = 1;
+    t->access[0].tensor = 0;
+    t->access[0].mode = WSP_WRITE;
+    t->access[0].ndim = 2;
+    t->access[0].lo[1] = 0;
+    t->access[0].hi[1] = 16;
+    int rc = 0;
+    wsp_access a = t->access[0];
+    a.mode = WSP_READ;
+    if (what == 1) {
+        for (int k = 0; k < 64 && rc == 0; k++) {
+            t->tiles[0].data = &cells[k];
+            t->access[0].lo[0] = k * 16;
+            t->access[0].hi[0] = k * 16 + 16;
+            rc = wsp_submit(rt, t);
+        }
+        for (int k = 0; k < 64 && rc == 0; k++) {  /* then every one of them has finished */
+            a.lo[0] = k * 16;
+            a.hi[0] = k * 16 + 16;
+            rc = wsp_await(rt, &a);
+        }
+    }
+    a.lo[0] = 0;
+    a.hi[0] = 16;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < n && rc == 0; i++) {
+        int64_t t_i = each ? now_ns() : 0;
+        if (what >= 2) {
+            t->tiles[0].data = &cells[0];
+            t->scalars[0].i = i;
+            t->access[0].lo[0] = 0;
+            t->access[0].hi[0] = 16;
+            rc = wsp_submit(rt, t);
+        }
+        if (rc == 0) rc = wsp_await(rt, &a);
+        if (each) each[i] = now_ns() - t_i;
+    }
+    int64_t t1 = now_ns();
+    int wrc = wsp_wait(rt);
+    free(t);
+    double result = (double)(t1 - t0) / (double)(n > 0 ? n : 1);
+    if (each && n > 0) {
+        qsort(each, (size_t)n, sizeof *each, cmp_i64);
+        result = (double)each[n / 2];
+    }
+    free(each);
+    if (rc || wrc) return -1;
+    return result;
 }

@@ -17,6 +17,8 @@ void harness_set_grain(long grain);
 int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, int kernel,
                  long spin_ns);
 wsp_kernel_fn harness_kernel(int which);
+long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int mode, int flags,
+                        int64_t *buf);
 
 static int failures;
 #define CHECK(cond, ...)                                   \
@@ -38,7 +40,7 @@ static int empty_kernel(const wsp_tile *t, const wsp_scalar *s) {
 /* Each thread owns a runtime: runtimes must not share state. */
 static void *own_runtime(void *arg) {
     long n = *(long *)arg;
-    wsp_runtime *rt = wsp_runtime_new(2, 1);
+    wsp_runtime *rt = wsp_runtime_new(2, 2);
     wsp_task t;
     memset(&t, 0, sizeof t);
     t.fn = empty_kernel;
@@ -63,6 +65,12 @@ static void *own_runtime(void *arg) {
             __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
         }
     }
+    int64_t cells[4];  /* awaits on several runtimes at once */
+    long bad = harness_await_loop(rt, n / 10, 2, 0, WSP_WINDOW_STALL, 8, cells);
+    if (bad != 0) {
+        fprintf(stderr, "own_runtime: await loop: %ld\n", bad);
+        __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+    }
     wsp_runtime_free(rt);
     return NULL;
 }
@@ -75,7 +83,8 @@ int main(int argc, char **argv) {
         int workers = worker_counts[wi];
         wsp_runtime *rt = wsp_runtime_new(workers, 2);
         for (int ndim = 1; ndim <= 3; ndim++) {
-            for (int scopes = 0; scopes <= 3; scopes++) {  /* bit 0: order scopes, bit 1: batches */
+            /* bit 0: order scopes, bit 1: batches, bit 3: awaits (8 .. 11) */
+            for (int scopes = 0; scopes <= 11; scopes += scopes == 3 ? 5 : 1) {
                 long edges = 0;
                 long bad = harness_random_run(rt, 300 * scale, 1234 + ndim * 7 + scopes + wi, ndim,
                                               ndim == 1 ? 40 : 10, scopes, 0, WSP_WINDOW_STALL,
@@ -85,6 +94,16 @@ int main(int argc, char **argv) {
                 bad = harness_random_run(rt, 300 * scale, 99 + ndim, ndim, 12, scopes, 3,
                                          WSP_WINDOW_STALL, 1000, &edges);
                 CHECK(bad == 0, "windowed random run: workers %d ndim %d: %ld", workers, ndim, bad);
+            }
+        }
+        /* awaits: the kernel's plain stores must be visible (and race-free) after wsp_await */
+        {
+            int64_t cells[8];
+            int flag_sets[] = {0, 8, 1, 2, 6, 15};
+            for (int f = 0; f < 6; f++) {
+                long bad = harness_await_loop(rt, 500 * scale, f % 2 ? 3 : 1, f == 3 ? 2 : 0,
+                                              WSP_WINDOW_STALL, flag_sets[f], cells);
+                CHECK(bad == 0, "await loop: workers %d flags %d: %ld", workers, flag_sets[f], bad);
             }
         }
         int rc = harness_bulk(rt, 20000 * scale, 0, 0, WSP_WINDOW_STALL, 1, 0);
