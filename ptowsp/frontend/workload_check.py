@@ -5,8 +5,9 @@ parameters, loop variables, consumed items and process names, and checks: axes a
 calls against kernel signatures (every parameter bound by name, tensor views against tile shapes
 and dtypes, with `ir/sym.py` proofs and `RuntimeCheck`s appended to `env.checks` for what cannot
 be proved), scalar expressions, inlined workload calls (argument kinds, inline cycles), CSP
-(pipes, processes, channel slots, consumed items, send/consume pairing per root workload, simple
-rendezvous deadlocks, record/synchronize), slots, and schedules (workload arguments,
+(pipes, processes, channel slots, consumed items, send/consume pairing per root workload, where
+sends and consumes may stand (inside a process; one consuming process per channel; sends inside
+its pipe), rendezvous deadlock cycles, record/synchronize), slots, and schedules (workload arguments,
 combinators, policy values, keys against the coordinates of every reachable kernel call).
 
 Every user error becomes a diagnostic; nothing here raises for one. What this leaves alone:
@@ -203,6 +204,7 @@ class _Module:
         for sd in self.env.schedules.values():
             _Body(self, None).schedule(sd)
         self._pairing()
+        self._csp_structure()
 
     def summary(self, name: str) -> Optional[Summary]:
         """Check a workload body once; None while it is being checked (an inline cycle)."""
@@ -285,6 +287,110 @@ class _Module:
                                 f"channel `{c}` is sent to but never consumed",
                                 f"consume it in another process: `consume({c}) as t {{ ... }}`",
                             )
+
+
+    # -- where sends and consumes may be, per root workload (inlined bodies expanded)
+    def _roots(self) -> list[str]:
+        inlined: set[str] = set()
+        for s in self.summaries.values():
+            inlined.update(s.inlines)
+        scheduled = {sd.workload.id for sd in self.env.schedules.values()}
+        return [n for n in self.env.workloads
+                if n in self.summaries and (n not in inlined or n in scheduled)]
+
+    def _csp_structure(self) -> None:
+        """decision: `send` and `consume` stand inside a `process` (counting the processes that
+        inline the workload holding them); all consumes of a channel are in one process (whose
+        replicas share its items), and every send to it is inside the pipe of that process (a
+        channel connects the processes of one pipe, which opens it each time it runs)."""
+        if not self.env.channels:
+            return
+        reported: set[tuple] = set()
+
+        def error(span, code, message, help=None, notes=()):
+            key = (span, code, message)
+            if key not in reported:
+                reported.add(key)
+                self.diags.error(span, code, message, help, notes)
+
+        for root in self._roots():
+            uses: list[_Use] = []
+            self._collect_uses(self.env.workloads[root].body, (), (), (root,), uses)
+            # a channel not both sent and consumed here is reported by the pairing check
+            sent = {u.channel for u in uses if u.kind == "send"}
+            consumed = {u.channel for u in uses if u.kind == "consume"}
+            uses = [u for u in uses if u.channel in sent and u.channel in consumed]
+            consumers: dict[str, _Use] = {}
+            for u in uses:
+                if not u.procs:
+                    error(u.span, "csp-outside-process",
+                          f"`{u.kind}` is only allowed inside a `process` of a `pipe`",
+                          f"write `pipe {{ process NAME {{ ... {u.kind}({u.channel}, ...) ... }} }}`"
+                          if u.kind == "send" else
+                          f"write `pipe {{ process NAME {{ consume({u.channel}) as t {{ ... }} }} }}`")
+                    continue
+                if u.kind != "consume":
+                    continue
+                first = consumers.setdefault(u.channel, u)
+                if first.procs[-1] is not u.procs[-1]:
+                    a, b = first.procs[-1].name.id, u.procs[-1].name.id
+                    error(u.span, "csp-two-consumers",
+                          f"channel `{u.channel}` is consumed by process `{a}` and by process "
+                          f"`{b}`; the items of a channel go to one process",
+                          f"consume it in one process; replicas (`process {a} * N`) share its items",
+                          [Note(first.span, f"process `{a}` consumes `{u.channel}` here")])
+            for u in uses:
+                c = consumers.get(u.channel)
+                if u.kind != "send" or not u.procs or c is None or not c.pipes:
+                    continue
+                owner = c.pipes[-1]
+                if not any(p is owner for p in u.pipes):
+                    error(u.span, "csp-send-outside-pipe",
+                          f"`send({u.channel}, ...)` is outside the pipe whose process "
+                          f"`{c.procs[-1].name.id}` consumes `{u.channel}`",
+                          "a channel connects the processes of one pipe: send from a process of "
+                          "that pipe",
+                          [Note(c.span, f"`{u.channel}` is consumed here")])
+
+    def _collect_uses(self, stmts, procs: tuple, pipes: tuple, stack: tuple,
+                      out: list["_Use"]) -> None:
+        for s in stmts:
+            if isinstance(s, A.Pipe):
+                for st in s.body:
+                    # a statement that is not a process is reported already (`pipe-body`)
+                    if isinstance(st, A.Process):
+                        self._collect_uses(st.body, procs + (st,), pipes + (s,), stack, out)
+            elif isinstance(s, A.Process):
+                self._collect_uses(s.body, procs + (s,), pipes, stack, out)
+            elif isinstance(s, A.Send):
+                if s.channel.id in self.env.channels:
+                    out.append(_Use("send", s.channel.id, s.channel.span, procs, pipes))
+            elif isinstance(s, A.Consume):
+                if s.channel.id in self.env.channels:
+                    out.append(_Use("consume", s.channel.id, s.channel.span, procs, pipes))
+                self._collect_uses(s.body, procs, pipes, stack, out)
+            elif isinstance(s, (A.ForLoop, A.Combine, A.Sequential)):
+                self._collect_uses(s.body, procs, pipes, stack, out)
+            elif isinstance(s, A.When):
+                for br in s.branches:
+                    self._collect_uses(br.body, procs, pipes, stack, out)
+                self._collect_uses(s.otherwise or (), procs, pipes, stack, out)
+            elif (isinstance(s, A.CallStmt) and s.callee.id in self.env.workloads
+                  and s.callee.id not in stack):
+                self._collect_uses(self.env.workloads[s.callee.id].body, procs, pipes,
+                                   stack + (s.callee.id,), out)
+
+
+@dataclass(frozen=True, eq=False)
+class _Use:
+    """A send or consume reached from a root workload: the processes and pipes around it
+    (outermost first)."""
+
+    kind: str
+    channel: str
+    span: A.Span
+    procs: tuple
+    pipes: tuple
 
 
 # ---------------------------------------------------------------------------------------------
@@ -683,16 +789,20 @@ class _Body:
         ops = self.proc_ops
         self.proc_ops, self.uncertain = saved, saved_unc
         if saved is not None:
-            saved.extend(ops)
+            # decision: a nested pipe's processes run beside the enclosing process, so their sends
+            # and consumes count for it (pairing) but never as ordered, certain steps of it
+            saved.extend(_Op(op.kind, op.channel, op.span, False) for op in ops)
         return ops
 
     def deadlocks(self, procs: list[tuple[A.Process, list[_Op]]]) -> None:
-        """Two processes that each send on a rendezvous channel before consuming the other's.
+        """Cycles of processes that each send on a rendezvous channel before consuming the one
+        the previous process of the cycle sends on (a process alone: before consuming the
+        channel it sends on).
 
-        decision: only this two-process pattern is decided at compile time, over sends and
-        consumes reached on every run (not under `when`, inside a consume body, or in a loop that
-        may be empty) in the processes' own bodies; longer cycles are left to the run-time
-        deadlock report.
+        decision: these cycles are decided at compile time over sends and consumes reached on
+        every run (not under `when`, inside a consume body, or in a loop that may be empty) in
+        the processes' own bodies, for channels consumed by one process; anything else is left
+        to the run-time deadlock report.
         """
         consumers: dict[str, set[int]] = {}
         for i, (_, ops) in enumerate(procs):
@@ -709,29 +819,105 @@ class _Body:
         rendezvous = sorted(
             {op.channel.name for _, ops in procs for op in ops if op.channel.depth == 0}
         )
-        for i, (pa, ops_a) in enumerate(procs):
-            for j in range(i + 1, len(procs)):
-                pb, ops_b = procs[j]
-                done = False
-                for c1 in rendezvous:
-                    for c2 in rendezvous:
-                        if done or c1 == c2 or consumers.get(c1) != {j} or consumers.get(c2) != {i}:
-                            continue
-                        sa, ca = first(ops_a, "send", c1), first(ops_a, "consume", c2)
-                        sb, cb = first(ops_b, "send", c2), first(ops_b, "consume", c1)
-                        if sa and ca and sb and cb and sa[0] < ca[0] and sb[0] < cb[0]:
-                            a, b = pa.name.id, pb.name.id
-                            self.error(
-                                sa[1].span,
-                                "deadlock",
-                                f"deadlock: process `{a}` sends on `{c1}` before it consumes `{c2}`, and "
-                                f"process `{b}` sends on `{c2}` before it consumes `{c1}`; both channels are "
-                                "rendezvous (depth 0)",
-                                "give one of the channels a depth of 1 or more, or consume before sending "
-                                "in one of the processes",
-                                notes=[Note(sb[1].span, f"process `{b}` sends on `{c2}` here")],
-                            )
-                            done = True
+        # a state (i, c): process i is stuck at its first send on rendezvous channel c, whose
+        # only consumer is process j; j waits for c only after its own stuck send (j, c2)
+        states: list[tuple[int, str]] = []
+        sole: dict[str, int] = {}
+        for c in rendezvous:
+            if len(consumers.get(c, ())) == 1:
+                sole[c] = next(iter(consumers[c]))
+        for i, (_, ops) in enumerate(procs):
+            for c in rendezvous:
+                if c in sole and first(ops, "send", c):
+                    states.append((i, c))
+        index = {st: k for k, st in enumerate(states)}
+
+        def successors(st: tuple[int, str]) -> list[tuple[int, str]]:
+            _, c = st
+            j = sole[c]
+            ops_j = procs[j][1]
+            consume = first(ops_j, "consume", c)
+            if consume is None:
+                return []
+            out = []
+            for c2 in rendezvous:
+                nxt = (j, c2)
+                if nxt in index:
+                    send = first(ops_j, "send", c2)
+                    if send and send[0] < consume[0]:
+                        out.append(nxt)
+            return out
+
+        used: set[tuple[int, str]] = set()
+        for start in states:
+            if start in used:
+                continue
+            cycle = self._cycle(start, successors, index, used)
+            if cycle is None:
+                continue
+            used.update(cycle)
+            self._report_deadlock(cycle, procs, first)
+
+    @staticmethod
+    def _cycle(start, successors, index, used) -> Optional[list]:
+        """A cycle from `start` back to it through states numbered after it, not yet reported."""
+        path = [start]
+        seen = {start}
+
+        def dfs(st) -> bool:
+            for nxt in successors(st):
+                if nxt == start:
+                    return True
+                if nxt in seen or nxt in used or index[nxt] < index[start]:
+                    continue
+                seen.add(nxt)
+                path.append(nxt)
+                if dfs(nxt):
+                    return True
+                path.pop()
+            return False
+
+        return path if dfs(start) else None
+
+    def _report_deadlock(self, cycle, procs, first) -> None:
+        names = [procs[i][0].name.id for i, _ in cycle]
+        sent = [c for _, c in cycle]
+        consumed = [sent[k - 1] for k in range(len(cycle))]
+        spans = [first(procs[i][1], "send", c)[1].span for i, c in cycle]
+        if len(cycle) == 1:
+            (a,), (c,) = names, sent
+            self.error(
+                spans[0],
+                "deadlock",
+                f"deadlock: process `{a}` sends on `{c}` before it consumes `{c}`, but `{c}` is a "
+                "rendezvous (depth 0): the send waits for a consumer",
+                f"give `{c}` a depth of 1 or more, or consume it in another process",
+            )
+            return
+        if len(cycle) == 2:
+            a, b = names
+            c1, c2 = sent
+            message = (
+                f"deadlock: process `{a}` sends on `{c1}` before it consumes `{c2}`, and "
+                f"process `{b}` sends on `{c2}` before it consumes `{c1}`; both channels are "
+                "rendezvous (depth 0)"
+            )
+        else:
+            clauses = [f"process `{n}` sends on `{c}` before it consumes `{d}`"
+                       for n, c, d in zip(names, sent, consumed)]
+            message = (
+                "deadlock: " + ", ".join(clauses[:-1]) + ", and " + clauses[-1]
+                + f"; all {len(cycle)} channels are rendezvous (depth 0)"
+            )
+        self.error(
+            spans[0],
+            "deadlock",
+            message,
+            "give one of the channels a depth of 1 or more, or consume before sending "
+            "in one of the processes",
+            notes=[Note(sp, f"process `{n}` sends on `{c}` here")
+                   for sp, n, c in zip(spans[1:], names[1:], sent[1:])],
+        )
 
     def channel(self, n: A.Name, scope: Scope, what: str) -> Optional[ChannelInfo]:
         b = scope.lookup(n.id)

@@ -35,9 +35,21 @@ Run-time values (language.md sections 5 and 6) become statements of the loop tre
   predicates and the right side of `and` / `or` read elements only when reached.
 - `slot_set` / `slot_load` are `N.SlotSet`s; `slot(k)` is the variable `N.slot_var(k)`.
 
-Constructs this build's back ends do not support yet (CSP, kernels without an `extern c`
-body, element reads in schedule keys) are reported as `unsupported` diagnostics at the
-construct, all raised together as a `WspError`.
+CSP (language.md section 7; the contract is the "CSP" part of `ir/nodes.py`):
+- Every channel and event is an `N.Channel` of the module; one used by `send`/`consume` gets
+  a scratch tensor `NAME@slots` of `max(depth, 1)` slots (`N.slots_name`).
+- `pipe` is an `N.Pipe` owning the channels its processes consume, `process` an `N.Process`
+  (replica variable `NAME.id`), `send(ch, CALL)` an `N.Send` whose task writes the slot
+  `ch@slots[k % S]` of its item variable `ch@n` (a token channel: an `N.Access` "w"),
+  `consume(ch) as t` an `N.Consume` binding `t` (its item number); `t` passed to a tile is a
+  read of its slot, and every task of the body that does not read it gets an `N.Access` "r".
+- A statement followed by `record(ev)`s is wrapped in an `N.Mark`; `synchronize(ev)` is an
+  `N.Sync`; `query(X)` the predicate `N.Cond("query", (X,))`. A schedule using any of these
+  has `uses_csp`; `reject_csp` is how a back end without the CSP enumerator refuses it.
+
+Constructs this build's back ends do not support yet (kernels without an `extern c` body,
+element reads in schedule keys) are reported as `unsupported` diagnostics at the construct,
+all raised together as a `WspError`.
 """
 
 from __future__ import annotations
@@ -46,8 +58,8 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..frontend import ast as A
-from ..frontend.diagnostics import Diagnostics, InternalError
-from ..frontend.env import AxisInfo, ModuleEnv
+from ..frontend.diagnostics import Diagnostic, Diagnostics, InternalError, WspError
+from ..frontend.env import AxisInfo, ChannelInfo, ModuleEnv
 from ..frontend.primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
@@ -86,6 +98,33 @@ def lower(env: ModuleEnv) -> N.Module:
     return _ModuleLowerer(env).run()
 
 
+def _csp_span(s: N.Schedule) -> Span:
+    """Where a schedule first uses CSP (its first pipe, send or consume, else its first record
+    or synchronize; a schedule using `query` alone: the schedule)."""
+    for kinds in ((N.Pipe, N.Send, N.Consume), (N.Mark, N.Sync)):
+        for st in N.walk(s.body):
+            if isinstance(st, kinds) and st.span.line:
+                return st.span
+    return s.window_span
+
+
+def reject_csp(m: N.Module, target: str, schedules=None) -> None:
+    """Raise a `WspError` (one `unsupported` diagnostic per schedule, at its first CSP
+    construct) when one of `schedules` (default: all of the module's) uses CSP: for a back end
+    whose enumerator does not implement the coroutines of `ir/nodes.py` yet."""
+    names = set(schedules) if schedules is not None else None
+    diags = []
+    for s in m.schedules:
+        if s.uses_csp and (names is None or s.name in names):
+            diags.append(Diagnostic(
+                _csp_span(s), "unsupported",
+                f"schedule `{s.name}` uses CSP (pipes, channels, events), which the {target} "
+                "target does not support yet",
+                "run it with the `ref` target"))
+    if diags:
+        raise WspError(diags, dict(m.sources))
+
+
 # ---------------------------------------------------------------------------------------------
 # The module
 
@@ -116,16 +155,36 @@ class _ModuleLowerer:
         self.diags.raise_if_any()
         names = [s.name for s in schedules]
         default = "main" if "main" in names else names[0] if len(names) == 1 else None
+        channels, slot_tensors = self.channels(schedules)
         return N.Module(
             name=env.name,
             syms=syms,
-            tensors=tensors,
+            tensors=tensors + slot_tensors,
             kernels=tuple(kernels),
             schedules=tuple(schedules),
             default_schedule=default,
             checks=self.module_checks(),
             sources=tuple(env.sources.items()),
+            channels=channels,
         )
+
+    def channels(self, schedules) -> tuple[tuple[N.Channel, ...], tuple[N.TensorDecl, ...]]:
+        """Every channel and event, and the slot tensors of those some schedule sends to or
+        consumes (in declaration order)."""
+        used = {st.channel for s in schedules for st in N.walk(s.body)
+                if isinstance(st, (N.Send, N.Consume))}
+        channels, tensors = [], []
+        for c in self.env.channels.values():
+            slots = N.slots_name(c.name) if c.name in used else None
+            ch = N.Channel(c.name, c.depth, c.elem, slots, c.is_event, c.decl.span)
+            channels.append(ch)
+            if slots is None:
+                continue
+            # decision: a channel's items live in a scratch tensor `NAME@slots` of max(depth, 1) slots (depth 0 has one); a token channel's slots are u8[S, 1, 1], touched by no kernel, so its items order tasks like a data channel's
+            rows, cols, dtype = c.elem if c.elem is not None else (1, 1, "u8")
+            dims = (sym.const(ch.nslots), sym.const(rows), sym.const(cols))
+            tensors.append(N.TensorDecl(slots, "scratch", dtype, dims, c.decl.span))
+        return tuple(channels), tuple(tensors)
 
     def unsupported(self, u: _Unsupported) -> None:
         self.diags.error(u.span, "unsupported", u.message)
@@ -158,7 +217,7 @@ class _ModuleLowerer:
         given = tuple(sorted({c.name.id for c in sd.combinators}))
         span = next((c.span for c in sd.combinators if c.name.id == "task_graph"), sd.name.span)
         return N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
-                          **fields)
+                          uses_csp=N.uses_csp(body), **fields)
 
     def implicit_schedule(self) -> Optional[N.Schedule]:
         inlined: set[str] = set()
@@ -176,7 +235,7 @@ class _ModuleLowerer:
         except _Unsupported as u:
             self.unsupported(u)
             return None
-        return N.Schedule(name, name, tuple(body))
+        return N.Schedule(name, name, tuple(body), uses_csp=N.uses_csp(body))
 
     # -- kernels
     def specialise(self, kernel: str, cvals: dict[str, int]) -> str:
@@ -538,6 +597,23 @@ class _Value:
 
 
 @dataclass(frozen=True)
+class _Item:
+    """The variable of `consume(ch) as t` in scope: `name` is its IR variable (the item
+    number; `t`, `t.index` and `t` as a coordinate all mean it)."""
+
+    name: str
+    channel: ChannelInfo
+
+
+@dataclass(frozen=True)
+class _Proc:
+    """An enclosing `process NAME [* N]`: `var` is the IR variable of `NAME.id` (None without
+    replicas)."""
+
+    var: Optional[str]
+
+
+@dataclass(frozen=True)
 class _Axis:
     """An axis in scope (a workload parameter): a dense axis's extent in IR names, or the
     module-level ragged/sparse axis passed for it (`info`)."""
@@ -548,7 +624,7 @@ class _Axis:
 
 class _Scope:
     def __init__(self, parent: Optional["_Scope"] = None):
-        self.names: dict[str, Union[_Loop, _Sel, _Value, _Axis]] = {}
+        self.names: dict[str, Union[_Loop, _Sel, _Value, _Axis, _Item, _Proc]] = {}
         self.parent = parent
 
     def lookup(self, name: str):
@@ -626,6 +702,11 @@ class _WorkloadLowerer:
         self.memo: dict[tuple, str] = {}
         self.nreads = 0
         self.dyn: set[str] = set()  # variables holding run-time values (Read variables, slots)
+        # CSP: the items of the enclosing consume bodies (their tasks access the items' slots),
+        # the send whose call is being lowered (channel, item variable), and the sends so far
+        self.items: list[tuple[ChannelInfo, str]] = []
+        self.sending: Optional[tuple[ChannelInfo, str]] = None
+        self.nsends = 0
 
     # ---- entry points
     def scheduled(self, wname: str, args, kwargs) -> list[N.Stmt]:
@@ -656,11 +737,13 @@ class _WorkloadLowerer:
     # ---- statements
     def block(self, stmts, scope: _Scope) -> list[N.Stmt]:
         out: list[N.Stmt] = []
-        for s in stmts:
+        for s, events, span in _with_records(stmts):
             try:
-                out.extend(self.lowered(s, scope))
+                part = self.lowered(s, scope)
             except _Unsupported as u:
                 self.mod.unsupported(u)
+                continue
+            out.extend(_marked(part, events, span))
         return out
 
     def capture(self, fn, memo: Optional[dict] = None):
@@ -694,9 +777,9 @@ class _WorkloadLowerer:
             return [N.Block("combine", tuple(self.block(s.body, _Scope(scope))))]
         if isinstance(s, A.Sequential):
             items: list[N.Stmt] = []
-            for child in s.body:
+            for child, events, span in _with_records(s.body):
                 try:
-                    part = self.lowered(child, _Scope(scope))
+                    part = _marked(self.lowered(child, _Scope(scope)), events, span)
                 except _Unsupported as u:
                     self.mod.unsupported(u)
                     continue
@@ -717,13 +800,118 @@ class _WorkloadLowerer:
             if kind != "int":
                 raise InternalError("lower", "`slot_load` of a bool tensor")
             return [N.SlotSet(k, v, s.span)]
-        what = {
-            A.Pipe: "`pipe`", A.Process: "`process`", A.Send: "`send`",
-            A.Consume: "`consume`", A.Record: "`record`", A.Synchronize: "`synchronize`",
-        }.get(type(s))
-        if what is None:
-            raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
-        raise _Unsupported(s.span, f"{what} {UNSUPPORTED}")
+        if isinstance(s, A.Pipe):
+            return [self.pipe(s, scope)]
+        if isinstance(s, A.Send):
+            return [self.send(s, scope)]
+        if isinstance(s, A.Consume):
+            return [self.consume(s, scope)]
+        if isinstance(s, A.Synchronize):
+            return [N.Sync(s.event.id, s.event.span)]
+        raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
+
+    # ---- CSP
+    def pipe(self, s: A.Pipe, scope: _Scope) -> N.Pipe:
+        procs = []
+        for st in s.body:
+            if not isinstance(st, A.Process):
+                raise InternalError("lower", "a `pipe` holds a statement that is not a process")
+            procs.append(self.process(st, scope))
+        owned: list[str] = []
+        for p in procs:
+            for c in _own_consumes(p.body):
+                if c not in owned:
+                    owned.append(c)
+        return N.Pipe(tuple(procs), tuple(owned), s.span)
+
+    def process(self, s: A.Process, scope: _Scope) -> N.Process:
+        n = self.const_int(s.replicas) if s.replicas is not None else 1
+        inner = _Scope(scope)
+        saved: dict[str, tuple] = {}
+        id_var = None
+        try:
+            if s.replicas is not None:
+                # decision: the replica number `NAME.id` is a variable named `NAME.id` (renamed as loop variables are), in [0, N)
+                id_var = self.fresh(f"{s.name.id}.id")
+                self.bind_var(id_var, sym.Interval(0, n - 1), None, saved)
+                self.dyn.discard(id_var)
+            inner.names[s.name.id] = _Proc(id_var)
+            body = tuple(self.block(s.body, inner))
+        finally:
+            self.unbind(saved)
+        sends: list[str] = []
+        for st in N.walk(body):
+            if isinstance(st, N.Send) and st.channel not in sends:
+                sends.append(st.channel)
+        return N.Process(s.name.id, n, id_var, body, tuple(sends), s.name.span)
+
+    def send(self, s: A.Send, scope: _Scope) -> N.Send:
+        ch = self.env.channels[s.channel.id]
+        self.nsends += 1
+        # decision: a send's item variable is `CHANNEL@n` (n counts the schedule's sends): never a source name
+        var = f"{ch.name}@{self.nsends}"
+        saved: dict[str, tuple] = {}
+        self.bound[var] = self.bound.get(var, 0) + 1
+        self.bind_var(var, sym.NONNEG, None, saved)
+        self.dyn.discard(var)
+        outer, self.sending = self.sending, (ch, var)
+        try:
+            task = self.task(s.call, scope)
+        finally:
+            self.sending = outer
+            self.unbind(saved)
+        return N.Send(ch.name, var, task, s.channel.span)
+
+    def consume(self, s: A.Consume, scope: _Scope) -> N.Consume:
+        ch = self.env.channels[s.channel.id]
+        saved: dict[str, tuple] = {}
+        try:
+            # decision: the item variable keeps the source name `t` (renamed as loop variables are): `t`, `t.index` and schedule keys over `t` name it
+            var = self.fresh(s.var.id)
+            self.bind_var(var, sym.NONNEG, None, saved)
+            self.dyn.discard(var)
+            inner = _Scope(scope)
+            inner.names[s.var.id] = _Item(var, ch)
+            self.items.append((ch, var))
+            try:
+                body = tuple(self.block(s.body, inner))
+            finally:
+                self.items.pop()
+        finally:
+            self.unbind(saved)
+        return N.Consume(ch.name, var, body, s.channel.span)
+
+    def slot_box(self, ch: ChannelInfo, item: str) -> tuple[tuple, tuple]:
+        """The box of item `item`'s slot in `ch`'s slot tensor: (offsets, extents)."""
+        rows, cols = (ch.elem[0], ch.elem[1]) if ch.elem is not None else (1, 1)
+        offsets = (sym.mod(sym.var(item), max(ch.depth, 1)), sym.const(0), sym.const(0))
+        return offsets, (sym.const(1), sym.const(rows), sym.const(cols))
+
+    def slot_arg(self, p: ParamSig, ch: ChannelInfo, item: str) -> N.TileArg:
+        """A consumed item (`In`) or the slot a send writes (`Out`) bound to tile `p`."""
+        offsets, extents = self.slot_box(ch, item)
+        mode = {"In": "r", "Out": "w", "InOut": "rw"}[p.tile.mode]
+        return N.TileArg(p.name, N.slots_name(ch.name), mode, offsets, extents, 1, 2)
+
+    def csp_accesses(self, args) -> tuple[N.Access, ...]:
+        """The slot accesses a task needs beyond its tile arguments: a read of the item of every
+        enclosing consume body it does not read through a tile, and the token slot a send to a
+        token channel writes."""
+        out: list[N.Access] = []
+        boxes = {(a.tensor, a.offsets, a.extents) for a in args
+                 if isinstance(a, N.TileArg) and a.mode != "w"}
+        for ch, item in self.items:
+            offsets, extents = self.slot_box(ch, item)
+            slots = N.slots_name(ch.name)
+            # decision: every task of a consume body reads its item's slot box (an `Access` when no tile argument does), so the item is freed only when all of them have finished
+            if (slots, offsets, extents) not in boxes and not any(
+                    x.tensor == slots and x.offsets == offsets for x in out):
+                out.append(N.Access(slots, "r", offsets, extents))
+        if self.sending is not None and self.sending[0].elem is None:
+            ch, item = self.sending
+            offsets, extents = self.slot_box(ch, item)
+            out.append(N.Access(N.slots_name(ch.name), "w", offsets, extents))
+        return tuple(out)
 
     def slot_number(self, e: A.Expr) -> int:
         k = self.const_int(e)
@@ -1019,7 +1207,7 @@ class _WorkloadLowerer:
             return ("bool", e.value)
         if isinstance(e, A.Name):
             b = scope.lookup(e.id)
-            if isinstance(b, (_Loop, _Sel)):
+            if isinstance(b, (_Loop, _Sel, _Item)):
                 return ("int", sym.var(b.name))
             if isinstance(b, _Value):
                 return ("int", b.value)
@@ -1034,11 +1222,18 @@ class _WorkloadLowerer:
             b = scope.lookup(e.value.id) if isinstance(e.value, A.Name) else None
             if e.attr == "pos" and isinstance(b, _Sel):
                 return ("int", sym.var(b.pos))
-            raise _Unsupported(e.span, f"`{expr_str(e)}` {UNSUPPORTED}")
+            if e.attr == "index" and isinstance(b, _Item):
+                return ("int", sym.var(b.name))
+            if e.attr == "id" and isinstance(b, _Proc) and b.var is not None:
+                return ("int", sym.var(b.var))
+            raise InternalError("lower", f"`{expr_str(e)}` is not a scalar here")
         if isinstance(e, A.Call):
             f = e.func.id
             if f == "query":
-                raise _Unsupported(e.span, f"`{f}(...)` {UNSUPPORTED}")
+                if self.pre is None:
+                    raise _Unsupported(e.span, f"`query` in a schedule key {UNSUPPORTED}")
+                # decision: `query(X)` is the run-time predicate Cond("query", (X,)): every task marked by X's latest `record` and sent to X so far has finished
+                return ("bool", N.Cond("query", (e.args[0].id,)))
             if f == "slot":
                 k = self.slot_number(e.args[0])
                 if self.pre is None:
@@ -1129,7 +1324,7 @@ class _WorkloadLowerer:
         text = s.callee.id
         if s.coords is not None:
             text += f"[{', '.join(expr_str(c) for c in s.coords)}]"
-        return N.Task(kname, coords, tuple(args), text, s.span)
+        return N.Task(kname, coords, tuple(args), text, s.span, self.csp_accesses(args))
 
     def scalar_arg(self, kw: Optional[A.Keyword], p: ParamSig, scope: _Scope) -> N.ScalarArg:
         node = kw.value if kw is not None else p.default
@@ -1153,8 +1348,14 @@ class _WorkloadLowerer:
                  scope: _Scope) -> N.TileArg:
         v = kw.value
         base = v.value if isinstance(v, A.Index) else v
+        if isinstance(v, A.Name):
+            b = scope.lookup(v.id)
+            if isinstance(b, _Item):
+                return self.slot_arg(p, b.channel, b.name)
+            if (b is None and self.sending is not None and v.id == self.sending[0].name):
+                return self.slot_arg(p, self.sending[0], self.sending[1])
         if not isinstance(base, A.Name) or base.id not in self.env.tensors:
-            raise _Unsupported(kw.span, f"passing channel slots and items {UNSUPPORTED}")
+            raise InternalError("lower", f"`{expr_str(kw)}` is not a view")
         t = self.env.tensors[base.id]
         mapping = {k: sym.const(c) for k, c in cvals.items()}
         rows = sym.substitute(p.tile.rows, mapping)
@@ -1282,6 +1483,44 @@ class _WorkloadLowerer:
         return self.int_expr(e, scope)
 
 
+def _with_records(stmts) -> list[tuple[A.Stmt, tuple[str, ...], Span]]:
+    """The statements of a block without its `record`s: (statement, the events recorded right
+    after it, the first such `record`)."""
+    out: list[list] = []
+    for s in stmts:
+        if isinstance(s, A.Record):
+            if not out:
+                raise InternalError("lower", "a `record` with no statement before it")
+            # decision: consecutive `record`s mark the statement before the first; an event recorded twice there is marked once
+            if s.event.id not in out[-1][1]:
+                out[-1][1].append(s.event.id)
+            if out[-1][2] is None:
+                out[-1][2] = s.span
+            continue
+        out.append([s, [], None])
+    return [(s, tuple(ev), span) for s, ev, span in out]
+
+
+def _marked(part: list, events: tuple[str, ...], span) -> list:
+    """A lowered statement, wrapped in a `Mark` of `events` when it is recorded."""
+    if not events:
+        return part
+    return [N.Mark(events, tuple(part), span)]
+
+
+def _own_consumes(stmts) -> list[str]:
+    """The channels consumed by these statements, not counting nested pipes' processes."""
+    out: list[str] = []
+    for st in stmts:
+        if isinstance(st, N.Pipe):
+            continue
+        if isinstance(st, N.Consume) and st.channel not in out:
+            out.append(st.channel)
+        for body in N.children(st):
+            out.extend(c for c in _own_consumes(body) if c not in out)
+    return out
+
+
 def _policy_call(e: A.Expr) -> A.Call:
     return A.Call(e, (), (), span=e.span) if isinstance(e, A.Name) else e
 
@@ -1306,4 +1545,4 @@ def _loop_names(env: ModuleEnv, wname: str) -> set[str]:
     return out
 
 
-__all__ = ["lower"]
+__all__ = ["lower", "reject_csp"]

@@ -5,7 +5,9 @@ Made by `ir/lower.py` from a checked `ModuleEnv`; nothing here knows about the s
 Kernels are specialised: each distinct set of `Constexpr` values gives its own `Kernel`, so every
 tile shape here is a plain integer. Workload parameters are substituted: each `Schedule` holds
 the whole loop tree it runs. Integer expressions (extents, coordinates, view offsets) are
-`ir.sym` expressions over syms and loop variables, evaluated at run time.
+`ir.sym` expressions over syms and loop variables, evaluated at run time. CSP (channels,
+pipes of processes, send / consume, record / synchronize / query) is described, as the contract
+between lowering and the back ends, in the "CSP" section below.
 
 Value semantics (shared by every back end; `backends/ref` is the executable definition):
 - A kernel value has a dtype; `f16`/`bf16` values are *held in f32* and rounded to nearest even
@@ -142,14 +144,42 @@ class ScalarArg:
 
 
 @record
+class Access:
+    """A box of a tensor that a task accesses without binding it to a kernel parameter (CSP).
+
+    Dependencies are inferred on it exactly as on a `TileArg`'s box (`mode` "r": the task waits
+    for earlier writers of an overlapping box; "w": also for earlier readers and writers), but
+    no data reaches the kernel and the kernel writes nothing there. The box is
+    `[offsets[d], offsets[d] + extents[d])` per dimension of `tensor`, always inside it (lowering
+    only makes boxes of channel slot tensors, whose offsets are `item % slots`). Uses:
+    - mode "r" on every task enumerated inside a `Consume` body (however deeply nested) that
+      does not already read the item's slot box through a `TileArg`: the item is freed when
+      every task of its body iteration has finished, so the next send into that slot waits
+      for all of them (WAR);
+    - mode "w" on the task of a `Send` to a token channel (no element type): the consumer's
+      body tasks then wait for it (RAW on the token slot) and it waits for the body tasks of
+      the item that used the slot before (WAR), exactly as for a data channel.
+    """
+
+    tensor: str
+    mode: str
+    offsets: tuple[sym.Expr, ...]
+    extents: tuple[sym.Expr, ...]
+
+
+@record
 class Task:
-    """One task per enumeration: a kernel, its coordinates, and its arguments."""
+    """One task per enumeration: a kernel, its coordinates, and its arguments.
+
+    `extra` are accesses without a tile (see `Access`): the back ends add them to the task's
+    dependency boxes and pass nothing to the kernel. Empty outside CSP."""
 
     kernel: str
     coords: tuple[sym.Expr, ...]
     args: tuple[Union[TileArg, ScalarArg], ...]
     text: str  # the call as written, for messages and traces (`rmsnorm_tile[b, t]`)
     span: Span = NO_SPAN
+    extra: tuple[Access, ...] = ()
 
 
 @record
@@ -199,7 +229,15 @@ class Assert:
 @record
 class Cond:
     """A run-time predicate. `op` is a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`; `args` two
-    integer expressions), `and` / `or` (two Conds), `not` (one Cond) or `const` (one bool)."""
+    integer expressions), `and` / `or` (two Conds), `not` (one Cond), `const` (one bool) or
+    `query` (one str: the name of a channel or event, `query(ev)`).
+
+    `query(X)` holds when every task in X's *pending set* has finished at the moment the
+    predicate is evaluated (the one timing-dependent value of the language). The pending set
+    is the marked set of X's latest `Mark` enumerated so far (see `Mark`) together with the
+    tasks of every `Send` to X enumerated so far. With nothing pending it holds (a never
+    recorded event has completed, as in CUDA). `ref` runs tasks as they are enumerated, so
+    there it always holds."""
 
     op: str
     args: tuple
@@ -238,16 +276,224 @@ def slot_index(name: str) -> Optional[int]:
 NSLOTS = 64
 
 
+# ---------------------------------------------------------------------------------------------
+# CSP (language.md section 7): channels, pipes of processes, send / consume, record / synchronize
+#
+# The contract every back end implements (`backends/ref/interp.py` is the executable
+# definition). CSP adds nothing to the task runtime: a channel's items live in a scratch tensor
+# of slots and every ordering the language asks for is an inferred data dependency on those
+# slots (`TileArg`s and `Access`es below), plus what the enumeration order adds. What is new is
+# the *enumeration*: a schedule whose body holds a `Pipe` is enumerated by deterministic
+# coroutines.
+#
+# Coroutines. The schedule body is coroutine 0 ("main"). Executing a `Pipe` opens its channels
+# (`Pipe.channels`), appends one coroutine per process replica to the list of coroutines (the
+# processes in order, the replicas of each by id), and blocks the coroutine that executed it
+# until all of them have finished; the channels are then discarded. A coroutine inherits the
+# variable bindings around the `Pipe` (loop, read and item variables) and binds its replica
+# variable (`Process.id_var`); slots (`slot#k`) are shared by all coroutines.
+#
+# The scheduler, exactly (the C enumerator must reproduce it so that enumeration order, hence
+# `t.index` numbering and the direction of every inferred dependency, is the same everywhere):
+#
+#     coroutines = [main]
+#     while main has not finished:
+#         progressed = False
+#         i = 0
+#         while i < len(coroutines):             # coroutines created during a pass run in it
+#             c = coroutines[i]; i += 1
+#             if c finished, or c is blocked and its condition still fails: continue
+#             run c until it blocks (a condition that fails) or finishes; progressed = True
+#         if not progressed: deadlock (report every blocked coroutine, see below)
+#
+# A coroutine that reaches a blocking statement whose condition already holds does not block.
+# Blocking conditions (per channel *instance*: the opening of its pipe; `S = max(depth, 1)`
+# slots; item k lives in slot `k % S`; item numbers count from 0 per instance):
+# - `Send` of item k (k = number of items sent to this instance so far) proceeds when
+#   item k - S has been *released* (or k < S) and, for depth 0 only, some coroutine is blocked
+#   at a `Consume` of this instance waiting for item k (a rendezvous: the send waits for the
+#   consumer). Then the item variable is bound to k, the task is enumerated, and item k counts
+#   as sent. So depth D >= 1 keeps at most D items in flight (sent, not yet released), depth 0
+#   at most one.
+# - `Consume` by replica r of a process with N replicas takes items r, r + N, r + 2N, ... in
+#   order (a cursor per coroutine and channel, kept across the coroutine's `Consume`
+#   statements of that channel). Waiting for item k, it proceeds when item k has been sent
+#   (binds the item variable to k and enumerates the body), or ends the `Consume` statement when
+#   the channel is *closed* and fewer than k + 1 items were sent. When the body of item k has
+#   been enumerated completely, item k is *released*.
+# - A channel instance is closed when every coroutine of its pipe whose process sends to it
+#   (`Process.sends`, which counts sends in nested pipes) has finished.
+# - `Pipe`: blocked until every coroutine it created has finished.
+# Nothing else blocks: `Mark`, `Sync`, `query` and element reads are not scheduling points.
+# Opening a channel that is already open (the owning pipe running twice at once, e.g. inside a
+# replicated process) is a run-time error at the second `Pipe`.
+#
+# Deadlock: a pass in which no coroutine can proceed. The run fails at the span of the first
+# blocked `Send`/`Consume` (in coroutine order), naming every blocked process (and replica),
+# the channel, the item and the depth, with a note at each other blocked statement.
+
+
+@record
+class Channel:
+    """A declared channel or event (`is_event`: `event NAME`, a token channel of depth 0).
+
+    `elem` is (rows, cols, dtype) of a data channel, None for a token channel or event. `slots`
+    is the scratch tensor holding its items (None when no schedule sends or consumes it, e.g.
+    an event used only by `record`/`synchronize`): a data channel's is `elem dtype[S, rows,
+    cols]`, a token channel's `u8[S, 1, 1]`, with S = max(depth, 1); it is named
+    `NAME@slots`, which no source name can be. The slot of item k is `slots[k % S]`.
+    """
+
+    name: str
+    depth: int
+    elem: Optional[tuple[int, int, str]]
+    slots: Optional[str]
+    is_event: bool = False
+    span: Span = NO_SPAN
+
+    @property
+    def nslots(self) -> int:
+        return max(self.depth, 1)
+
+
+def slots_name(channel: str) -> str:
+    """The scratch tensor of a channel's slots."""
+    return f"{channel}@slots"
+
+
+@record
+class Send:
+    """`send(channel, CALL)`: blocks as described above, then binds `item` (a variable unique
+    along the path, never a source name) to the item number k and enumerates `task`. For a
+    data channel the task has exactly one `TileArg` with mode "w" on the channel's slot tensor,
+    box `[item % S, 0:rows, 0:cols]`; for a token channel an `Access` with mode "w" on
+    `[item % S, 0, 0]`. Item k is available to its consumer once the task has finished (the
+    consumer's tasks read the slot box: RAW). `span` is the channel name in the `send`."""
+
+    channel: str
+    item: str
+    task: Task
+    span: Span = NO_SPAN
+
+
+@record
+class Consume:
+    """`consume(channel) as t { body }`: for each item k of this coroutine's share (see above),
+    binds `item` (the source name `t`, renamed like a loop variable when it would shadow one;
+    `t`, `t.index` and `t` as a coordinate all mean it) to k and enumerates `body`. A tile
+    argument `t` is a `TileArg` with mode "r" on the slot box `[item % S, 0:rows, 0:cols]`;
+    every task of the body that does not read that box gets an `Access` "r" on it, so item k
+    is freed (the next send into its slot may start) only when all of them have finished.
+    `span` is the channel name in the `consume`."""
+
+    channel: str
+    item: str
+    body: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@record
+class Process:
+    """`process NAME { body }` or `process NAME * replicas { body }` inside a `Pipe`: one
+    coroutine per replica. `id_var` (the name `NAME.id`, renamed if it would shadow a binding;
+    None without `* N`) holds the replica number 0..replicas-1 in the body. `sends` are the
+    channels the body sends to, nested pipes included (they decide when a channel closes)."""
+
+    name: str
+    replicas: int
+    id_var: Optional[str]
+    body: tuple["Stmt", ...]
+    sends: tuple[str, ...] = ()
+    span: Span = NO_SPAN
+
+
+@record
+class Pipe:
+    """`pipe { process ... }`: runs its processes as coroutines and finishes when all have.
+    `channels` are the channels this pipe *owns*: those consumed by its processes' own bodies
+    (not by processes of pipes nested in them). Every execution of the pipe opens a fresh
+    instance of each (item numbers from 0, open), discarded when the pipe finishes; items
+    sent but never consumed are dropped. Every send to an owned channel is inside this pipe
+    (the checker's rule)."""
+
+    processes: tuple[Process, ...]
+    channels: tuple[str, ...] = ()
+    span: Span = NO_SPAN
+
+
+@record
+class Mark:
+    """`STMT` followed by `record(e1)`, `record(e2)`, ...: `body` is STMT lowered; the tasks it
+    enumerates (its processes' tasks included when it holds a `Pipe`) become the *marked set*
+    of each event of `events`, replacing the previous one, when the body has been enumerated
+    completely. Only order and `query` depend on it: `Sync` and `query` read the marked set.
+    `span`: the first `record`."""
+
+    events: tuple[str, ...]
+    body: tuple["Stmt", ...]
+    span: Span = NO_SPAN
+
+
+@record
+class Sync:
+    """`synchronize(event)`: every task enumerated after this point by the statements that
+    follow it in the same statement list (and inside them) starts after every task of the
+    event's marked set as it is when the `Sync` is enumerated (empty if no `Mark` of it has
+    been enumerated: then it waits for nothing). A back end may implement it by waiting, at the
+    `Sync`, for the marked tasks to finish before enumerating further (more order, never less);
+    it is not a coroutine switch. `span`: the event name."""
+
+    event: str
+    span: Span = NO_SPAN
+
+
+CSP_STMTS = (Pipe, Process, Send, Consume, Mark, Sync)
+
+
+def children(st) -> tuple:
+    """The statement lists directly inside `st` (for walks)."""
+    if isinstance(st, (Loop, Block, Consume, Process, Mark)):
+        return (st.body,)
+    if isinstance(st, When):
+        return tuple(body for _, body in st.branches) + (st.otherwise,)
+    if isinstance(st, Pipe):
+        return tuple((p,) for p in st.processes)
+    if isinstance(st, Send):
+        return ((st.task,),)
+    return ()
+
+
 def walk(stmts):
-    """Every statement of a loop tree, depth first, in enumeration order."""
+    """Every statement of a loop tree, depth first, in enumeration order (a `Pipe` yields its
+    `Process`es, a `Send` its `Task`)."""
     for st in stmts:
         yield st
-        if isinstance(st, (Loop, Block)):
-            yield from walk(st.body)
-        elif isinstance(st, When):
-            for _, body in st.branches:
-                yield from walk(body)
-            yield from walk(st.otherwise)
+        for body in children(st):
+            yield from walk(body)
+
+
+def _cond_queries(c) -> bool:
+    if not isinstance(c, Cond):
+        return False
+    if c.op == "query":
+        return True
+    return c.op in ("and", "or", "not") and any(_cond_queries(a) for a in c.args)
+
+
+def uses_csp(stmts) -> bool:
+    """Whether a loop tree uses CSP: a pipe, process, send, consume, record or synchronize, or
+    a `query` predicate. (`Schedule.uses_csp` holds this for the schedule's body.)"""
+    for st in walk(stmts):
+        if isinstance(st, CSP_STMTS):
+            return True
+        if isinstance(st, When) and any(_cond_queries(c) for c, _ in st.branches):
+            return True
+    return False
+
+
+def tasks(stmts):
+    """Every task of a loop tree, in enumeration order of the tree (sends' tasks included)."""
+    return [st for st in walk(stmts) if isinstance(st, Task)]
 
 
 def written_tensors(stmts) -> set[str]:
@@ -260,7 +506,8 @@ def read_tensors(stmts) -> set[str]:
     """The tensors whose elements enumeration reads (N.Read): the data the task space needs."""
     return {st.tensor for st in walk(stmts) if isinstance(st, Read)}
 
-Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet]
+Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet, Pipe, Process, Send, Consume, Mark,
+             Sync]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,6 +541,9 @@ class Schedule:
     # (the model still deals round_robin(1)); without `streams` tasks are in no stream
     given: tuple[str, ...] = ()
     window_span: Span = NO_SPAN  # `.task_graph(...)` (or the schedule): a window abort is reported here
+    # the body uses CSP (`uses_csp(body)`): enumerated by coroutines (see "CSP" above); a back
+    # end without the CSP enumerator rejects such a schedule (`ir.lower.reject_csp`)
+    uses_csp: bool = False
 
 
 @record
@@ -332,6 +582,14 @@ class Module:
     default_schedule: Optional[str]
     checks: tuple[ViewCheck, ...] = ()
     sources: tuple[tuple[str, str], ...] = ()  # (file, text) of every file, for run-time errors
+    # every declared channel and event; the slot tensors of those used are scratch `tensors`
+    channels: tuple[Channel, ...] = ()
+
+    def channel(self, name: str) -> Channel:
+        for c in self.channels:
+            if c.name == name:
+                return c
+        raise KeyError(name)
 
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:

@@ -16,6 +16,11 @@ only (never file paths, so golden files do not depend on where the tests run).
 
 Run-time values print as `read T@1 = T[b]` (its index checks below it), `assert lhs >= rhs  #
 message`, `when PRED:` / `else when PRED:` / `otherwise:` blocks and `slot_set k = value`.
+
+CSP prints as `channel l2c: f32[16, 128] depth 2 slots l2c@slots` declarations, `pipe:  # opens
+l2c` with `process NAME * N (id NAME.id):  # sends c2s` blocks, `send l2c item l2c@1:` over its
+task, `consume l2c as t:`, `mark ev:` over the recorded statement, `sync ev`, `query(ev)` in
+predicates, and a task's extra slot accesses as `+r l2c@slots[t % 2, 0, 0]`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ def print_module(m: N.Module) -> str:
         out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]")
     for c in m.checks:
         out.append(_check(c))
+    for c in m.channels:
+        out.append(channel_line(c))
     for k in m.kernels:
         out.append("")
         out.extend(kernel_lines(k))
@@ -44,6 +51,13 @@ def print_module(m: N.Module) -> str:
         out.append("")
         out.extend(schedule_lines(s, s.name == m.default_schedule))
     return "\n".join(out) + "\n"
+
+
+def channel_line(c: N.Channel) -> str:
+    kind = "event" if c.is_event else "channel"
+    elem = f": {c.elem[2]}[{c.elem[0]}, {c.elem[1]}]" if c.elem is not None else ""
+    slots = f" slots {c.slots}" if c.slots is not None else ""
+    return f"{kind} {c.name}{elem} depth {c.depth}{slots}"
 
 
 def _value(v: Union[int, float, bool, str, None]) -> str:
@@ -103,6 +117,8 @@ def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
     lines.append(f"  timing {_policy(s.timing)}")
     if s.window is not None:
         lines.append(f"  window {s.window} {s.window_mode}")
+    if s.uses_csp:
+        lines.append("  csp")
     for st in s.body:
         lines.extend(stmt_lines(st, 1))
     return lines
@@ -140,6 +156,28 @@ def stmt_lines(st: N.Stmt, depth: int) -> list[str]:
         return lines
     if isinstance(st, N.SlotSet):
         return [f"{pad}slot_set {st.slot} = {sym.to_str(st.value)}"]
+    if isinstance(st, N.Pipe):
+        opens = f"  # opens {', '.join(st.channels)}" if st.channels else ""
+        lines = [f"{pad}pipe:{opens}"]
+        for p in st.processes:
+            lines.extend(stmt_lines(p, depth + 1))
+        return lines
+    if isinstance(st, N.Process):
+        head = f"{pad}process {st.name}"
+        if st.id_var is not None:
+            head += f" * {st.replicas} (id {st.id_var})"
+        head += ":" + (f"  # sends {', '.join(st.sends)}" if st.sends else "")
+        return [head] + [line for child in st.body for line in stmt_lines(child, depth + 1)]
+    if isinstance(st, N.Send):
+        return [f"{pad}send {st.channel} item {st.item}:"] + task_lines(st.task, depth + 1)
+    if isinstance(st, N.Consume):
+        lines = [f"{pad}consume {st.channel} as {st.item}:"]
+        return lines + [line for child in st.body for line in stmt_lines(child, depth + 1)]
+    if isinstance(st, N.Mark):
+        lines = [f"{pad}mark {', '.join(st.events)}:"]
+        return lines + [line for child in st.body for line in stmt_lines(child, depth + 1)]
+    if isinstance(st, N.Sync):
+        return [f"{pad}sync {st.event}"]
     return task_lines(st, depth)
 
 
@@ -147,6 +185,8 @@ def cond(c: N.Cond, top: bool = True) -> str:
     """`a < b and not (c == 0)`: a run-time predicate as text."""
     if c.op == "const":
         return _value(c.args[0])
+    if c.op == "query":
+        return f"query({c.args[0]})"
     if c.op == "not":
         return f"not {cond(c.args[0], False)}"
     if c.op in ("and", "or"):
@@ -171,6 +211,11 @@ def task_lines(t: N.Task, depth: int) -> list[str]:
         else:
             v = sym.to_str(a.value) if isinstance(a.value, sym.Expr) else _value(a.value)
             lines.append(f"{pad}  {a.param} = {v} : {a.dtype}")
+    for x in t.extra:
+        parts = ", ".join(sym.to_str(o) if sym.const_value(e) == 1 else
+                          f"{sym.to_str(o)}:{sym.to_str(sym.add(o, e))}"
+                          for o, e in zip(x.offsets, x.extents))
+        lines.append(f"{pad}  +{x.mode} {x.tensor}[{parts}]")
     return lines
 
 
@@ -194,4 +239,5 @@ def _check(c: N.ViewCheck) -> str:
     return f"check {c.check}  # {c.message}{where}"
 
 
-__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box", "cond"]
+__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box", "cond",
+           "channel_line"]

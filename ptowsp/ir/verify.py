@@ -13,6 +13,17 @@ unique along every path of the loop tree; Reads read one element of an integer (
 tensor; `When` predicates are well-formed `Cond`s and their bodies verify as blocks; `SlotSet`
 slots are in 0..63.
 
+CSP: channels are declared once, and each one with slots has a scratch slot tensor of
+`max(depth, 1)` slots of its element type (`u8[S, 1, 1]` for token channels); pipes hold
+processes with unique names and at least one replica, whose replica variable is bound in their
+body; a process's `sends` are exactly the channels its body sends to, and a pipe's `channels`
+exactly those its processes' own bodies consume; a `Send` binds a fresh item variable for its
+task, which writes the slot box `[item % S, ...]` once (a tile of a data channel, an `Access`
+of a token channel); a `Consume` binds its item variable in its body, and every task inside
+reads the item's slot box (a tile or an `Access`); extra accesses are boxes of existing tensors;
+`Mark`, `Sync` and `query` name events (`query`: or channels); `uses_csp` says whether the body
+uses CSP; `Process` appears only in a `Pipe`, and sends and consumes only inside processes.
+
 Left alone: anything that needs run-time values (symbolic extents, view checks).
 """
 
@@ -66,15 +77,39 @@ def verify(m: N.Module) -> None:
             _kernel(k)
         kernels = {k.name: k for k in m.kernels}
         tensors = {t.name: t for t in m.tensors}
+        channels = {c.name: c for c in m.channels}
+        _unique([c.name for c in m.channels], "channel")
+        for c in m.channels:
+            where = f"channel `{c.name}`"
+            _channel(c, tensors)
         for s in m.schedules:
             where = f"schedule `{s.name}`"
-            _Schedule(s, kernels, tensors, syms).run()
+            _Schedule(s, kernels, tensors, syms, channels).run()
         names = {s.name for s in m.schedules}
         if m.default_schedule is not None and m.default_schedule not in names:
             where = f"module `{m.name}`"
             _fail(f"the default schedule `{m.default_schedule}` does not exist")
     except _Fail as f:
         raise InternalError("verify", f"{where}: {f}") from None
+
+
+def _channel(c: N.Channel, tensors) -> None:
+    if c.depth < 0:
+        _fail(f"depth {c.depth}")
+    if c.is_event and (c.depth != 0 or c.elem is not None):
+        _fail("an event is a token channel of depth 0")
+    if c.slots is None:
+        return
+    if c.slots != N.slots_name(c.name):
+        _fail(f"slot tensor `{c.slots}` should be `{N.slots_name(c.name)}`")
+    t = tensors.get(c.slots)
+    if t is None or t.kind != "scratch":
+        _fail(f"slot tensor `{c.slots}` is not a scratch tensor of the module")
+    rows, cols, dtype = c.elem if c.elem is not None else (1, 1, "u8")
+    dims = tuple(sym.const_value(d) for d in t.dims)
+    if t.dtype != dtype or dims != (c.nslots, rows, cols):
+        _fail(f"slot tensor `{c.slots}` is {t.dtype}{list(dims)}, should be "
+              f"{dtype}{[c.nslots, rows, cols]}")
 
 
 def _unique(names: list[str], what: str) -> None:
@@ -115,7 +150,7 @@ def _check(c: N.ViewCheck, names, what: str) -> None:
 _COND_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def _cond(c, names) -> None:
+def _cond(c, names, channels=None) -> None:
     if not isinstance(c, N.Cond):
         _fail(f"a `when` predicate is a {type(c).__name__}, not a Cond")
     if c.op in _COND_OPS:
@@ -127,10 +162,15 @@ def _cond(c, names) -> None:
         if len(c.args) != (1 if c.op == "not" else 2):
             _fail(f"`{c.op}` has {len(c.args)} operands")
         for a in c.args:
-            _cond(a, names)
+            _cond(a, names, channels)
     elif c.op == "const":
         if len(c.args) != 1 or not isinstance(c.args[0], bool):
             _fail("a constant predicate needs one bool")
+    elif c.op == "query":
+        if len(c.args) != 1 or not isinstance(c.args[0], str):
+            _fail("`query` needs one channel name")
+        if channels is not None and c.args[0] not in channels:
+            _fail(f"`query({c.args[0]})` of a channel that does not exist")
     else:
         _fail(f"unknown predicate `{c.op}`")
 
@@ -355,9 +395,13 @@ def _op(op: N.Op, i: int, ops, params) -> None:
 
 
 class _Schedule:
-    def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str]):
+    def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str], channels=None):
         self.s, self.kernels, self.tensors, self.syms = s, kernels, tensors, syms
+        self.channels: dict[str, N.Channel] = dict(channels or {})
         self.keys: list[sym.Expr] = []
+        # CSP context while walking: inside a process; the items of the enclosing consumes
+        self.in_process = 0
+        self.items: list[tuple[N.Channel, str]] = []
 
     def run(self) -> None:
         s = self.s
@@ -379,6 +423,9 @@ class _Schedule:
             _fail("the task window must be positive")
         if s.window_mode not in ("stall", "abort"):
             _fail(f"unknown window mode `{s.window_mode}`")
+        if s.uses_csp != N.uses_csp(s.body):
+            does = "does" if not s.uses_csp else "does not"
+            _fail(f"`uses_csp` is {s.uses_csp}, but the body {does} use CSP")
         self.body(s.body, frozenset(self.syms))
 
     def body(self, stmts, names: frozenset) -> None:
@@ -410,15 +457,111 @@ class _Schedule:
                 if not st.branches:
                     _fail("a `when` without branches")
                 for c, body in st.branches:
-                    _cond(c, names)
+                    _cond(c, names, self.channels)
                     self.body(body, names)
                 self.body(st.otherwise, names)
             elif isinstance(st, N.SlotSet):
                 if not (isinstance(st.slot, int) and 0 <= st.slot < N.NSLOTS):
                     _fail(f"slot {st.slot} does not exist (slots are 0 to {N.NSLOTS - 1})")
                 _bound(st.value, names, f"the value of slot {st.slot}")
+            elif isinstance(st, N.Pipe):
+                self.pipe(st, names)
+            elif isinstance(st, N.Send):
+                self.send(st, names)
+            elif isinstance(st, N.Consume):
+                self.consume(st, names)
+            elif isinstance(st, N.Mark):
+                for ev in st.events:
+                    self.event(ev, "a `Mark`")
+                self.body(st.body, names)
+            elif isinstance(st, N.Sync):
+                self.event(st.event, "a `Sync`")
+            elif isinstance(st, N.Process):
+                _fail(f"process `{st.name}` outside a pipe")
             else:
                 _fail(f"unexpected statement {type(st).__name__}")
+
+    # ---- CSP
+    def event(self, name: str, what: str) -> None:
+        c = self.channels.get(name)
+        if c is None or not c.is_event:
+            _fail(f"{what} of `{name}`, which is not an event")
+
+    def slotted(self, name: str, what: str) -> N.Channel:
+        c = self.channels.get(name)
+        if c is None:
+            _fail(f"{what} channel `{name}`, which does not exist")
+        if c.slots is None:
+            _fail(f"{what} channel `{name}`, which has no slot tensor")
+        return c
+
+    def slot_box(self, c: N.Channel, item: str) -> tuple:
+        rows, cols = (c.elem[0], c.elem[1]) if c.elem is not None else (1, 1)
+        offsets = (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0))
+        return (c.slots, offsets, (sym.const(1), sym.const(rows), sym.const(cols)))
+
+    def pipe(self, p: N.Pipe, names: frozenset) -> None:
+        _unique([q.name for q in p.processes], "process")
+        owned: list[str] = []
+        for q in p.processes:
+            try:
+                if q.replicas < 1:
+                    _fail(f"{q.replicas} replicas")
+                if q.id_var is None and q.replicas != 1:
+                    _fail(f"{q.replicas} replicas without a replica variable")
+                inner = names
+                if q.id_var is not None:
+                    if q.id_var in names:
+                        _fail(f"replica variable `{q.id_var}` rebinds a name bound around it")
+                    inner = names | {q.id_var}
+                sends = []
+                for st in N.walk(q.body):
+                    if isinstance(st, N.Send) and st.channel not in sends:
+                        sends.append(st.channel)
+                if sorted(sends) != sorted(q.sends):
+                    _fail(f"`sends` is {list(q.sends)}, but the body sends to {sends}")
+                for c in _own_consumes(q.body):
+                    if c not in owned:
+                        owned.append(c)
+                saved = self.in_process
+                self.in_process += 1
+                try:
+                    self.body(q.body, inner)
+                finally:
+                    self.in_process = saved
+            except _Fail as f:
+                raise _Fail(f"process `{q.name}`: {f}") from None
+        if sorted(owned) != sorted(p.channels):
+            _fail(f"a pipe owns {list(p.channels)}, but its processes consume {owned}")
+
+    def send(self, st: N.Send, names: frozenset) -> None:
+        if not self.in_process:
+            _fail(f"a send to `{st.channel}` outside a process")
+        c = self.slotted(st.channel, "a send to")
+        if st.item in names or _slot(st.item) is not None:
+            _fail(f"send item variable `{st.item}` rebinds a name bound around it")
+        inner = names | {st.item}
+        self.body((st.task,), inner)
+        want = self.slot_box(c, st.item)
+        writes = [a for a in st.task.args if isinstance(a, N.TileArg) and a.tensor == c.slots]
+        writes += [x for x in st.task.extra if x.tensor == c.slots and x.mode != "r"]
+        if len(writes) != 1 or (writes[0].tensor, writes[0].offsets, writes[0].extents) != want:
+            _fail(f"the task of a send to `{c.name}` must write the slot box of `{st.item}` "
+                  "exactly once")
+        if c.elem is not None and not isinstance(writes[0], N.TileArg):
+            _fail(f"a send to data channel `{c.name}` writes its slot without a tile")
+
+    def consume(self, st: N.Consume, names: frozenset) -> None:
+        if not self.in_process:
+            _fail(f"a consume of `{st.channel}` outside a process")
+        c = self.slotted(st.channel, "a consume of")
+        if st.item in names or _slot(st.item) is not None:
+            _fail(f"item variable `{st.item}` rebinds a name bound around it")
+        self.items.append((c, st.item))
+        try:
+            self.body(st.body, names | {st.item})
+        finally:
+            self.items.pop()
 
     def read(self, r: N.Read, names: frozenset) -> None:
         if r.var in names:
@@ -474,6 +617,27 @@ class _Schedule:
         missing = [p.name for p in k.params if p.name not in seen]
         if missing:
             _fail(f"does not bind `{missing[0]}`")
+        for x in t.extra:
+            if not isinstance(x, N.Access):
+                _fail(f"an extra access is a {type(x).__name__}")
+            tt = self.tensors.get(x.tensor)
+            if tt is None:
+                _fail(f"an extra access of tensor `{x.tensor}`, which does not exist")
+            if x.mode not in ("r", "w", "rw"):
+                _fail(f"an extra access has mode `{x.mode}`")
+            if len(x.offsets) != len(tt.dims) or len(x.extents) != len(tt.dims):
+                _fail(f"an extra access of `{x.tensor}` has {len(x.offsets)} offsets and "
+                      f"{len(x.extents)} extents for a {len(tt.dims)}-D tensor")
+            for e in x.offsets + x.extents:
+                _bound(e, names, f"an extra access of `{x.tensor}`")
+        for c, item in self.items:
+            box = self.slot_box(c, item)
+            accesses = [a for a in list(t.args) + list(t.extra)
+                        if isinstance(a, (N.TileArg, N.Access))]
+            if not any((a.tensor, a.offsets, a.extents) == box and a.mode != "w"
+                       for a in accesses):
+                _fail(f"does not read the slot of item `{item}` of `{c.name}`, whose consume "
+                      "body it is in")
 
     def tile_arg(self, a: N.TileArg, p: N.KParam, names: set[str]) -> None:
         if p.kind != "tile":
@@ -513,6 +677,18 @@ class _Schedule:
             _bound(e, names, f"the box of `{p.name}`")
         for c in a.checks:
             _check(c, names, "a view check")
+
+
+def _own_consumes(stmts) -> list[str]:
+    out: list[str] = []
+    for st in stmts:
+        if isinstance(st, N.Pipe):
+            continue
+        if isinstance(st, N.Consume) and st.channel not in out:
+            out.append(st.channel)
+        for body in N.children(st):
+            out.extend(c for c in _own_consumes(body) if c not in out)
+    return out
 
 
 __all__ = ["verify"]
