@@ -288,26 +288,49 @@ class Program:
         self.stats.extra = {k: v for k, v in info.items()
                             if k not in ("task_count", "total_cycles")}
 
-    def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False) -> Stats:
+    def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False,
+                 **arrays) -> Stats:
         """The cycle model alone: tasks are enumerated, ordered and replayed on the machine, no
         kernel runs and no data is needed (symbols come from `bind` and their defaults).
-        Returns `self.stats` (`total_cycles`, utilisation, dispatcher loads in `extra`)."""
+        Returns `self.stats` (`total_cycles`, utilisation, dispatcher loads in `extra`).
+
+        A schedule whose task space depends on data (a ragged length, a CSR routing, a `when`
+        on a tensor element) needs those tensors: pass them by name as in `run`. When it reads
+        what its own tasks write (a router's output), the kernels must run to produce it, so
+        such a schedule is simulated on a real run (all inputs needed)."""
         import numpy as np
 
         if self.target != "cpu_sim":
             raise ValueError("simulate needs the cpu_sim target (ref has no cycle model)")
+        from .ir import nodes as N
+
+        name = self.schedule or self.module.default_schedule
+        names = {s.name for s in self.module.schedules}
+        body = self.module.schedule(name).body if name in names else ()  # else: run() reports it
+        read, produced = N.read_tensors(body), N.written_tensors(body)
+        execute = bool(read & produced)
+        missing = [t for t in sorted(read) if t not in arrays and t not in produced]
+        if missing:
+            t = self.module.tensor(missing[0])
+            raise WspError([Diagnostic(t.span, "binding",
+                                       f"simulating this schedule needs the data of `{t.name}`: "
+                                       "its elements decide which tasks exist",
+                                       f"pass it: simulate({t.name}=...)")],
+                           dict(self.module.sources))
         syms = {s.name: s.default for s in self.module.syms if s.default is not None}
         syms.update(bind or {})
-        fake = {}
+        fake = dict(arrays)
         for t in self.module.tensors:  # zero-strided stand-ins: the binding checks their shapes
-            if t.kind in ("input", "inout") and all(v in syms for d in t.dims
-                                                    for v in sym_names(d)):
+            if t.kind in ("input", "inout") and t.name not in fake and all(
+                    v in syms for d in t.dims for v in sym_names(d)):
                 shape = tuple(sym_eval(d, syms) for d in t.dims)
-                fake[t.name] = np.broadcast_to(np.zeros((), numpy_dtype(t.dtype)), shape)
+                zero = np.zeros((), numpy_dtype(t.dtype))
+                # kernels that run read real (contiguous) arrays; otherwise nothing is read
+                fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)
         syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None)
         t0 = time.perf_counter()
         _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
-                                    machine=self.machine, execute=False)
+                                    machine=self.machine, execute=execute)
         self._record(info, t0)
         return self.stats
 

@@ -21,6 +21,8 @@ from .kernels import kernel_symbol
 ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
              "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 _MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}
+C_INT = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
+         "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t"}
 
 
 def entry_symbol(s: N.Schedule) -> str:
@@ -34,6 +36,9 @@ class Enumerators:
     source: str
     entries: dict[str, str]  # schedule name -> C function
     checks: list[N.ViewCheck] = field(default_factory=list)  # indexed by the `k` of a report
+    # the `k` of checks on data read during enumeration (N.Assert): they stop enumeration
+    data_checks: set[int] = field(default_factory=set)
+    check_tasks: dict[int, str] = field(default_factory=dict)  # k -> the call it guards
     tasks: list[N.Task] = field(default_factory=list)  # indexed by `wsp_task.stmt`
 
 
@@ -46,11 +51,20 @@ class _Emitter:
         self.lines: list[str] = []
         self.depth = 1
         self.loop_vars: list[str] = []
+        self.read_vars: set[str] = set()  # N.Read variables: C locals of the enumerator
+        self.written: set[str] = set()  # tensors the schedule's tasks write
         self.batched = False  # inside a loop nest already announced with wsp_batch
 
     # names in C
     def name_of(self, v: str) -> str:
-        return c_ident("v_", v) if v in self.loop_vars else c_ident("s_", v)
+        k = N.slot_index(v)
+        if k is not None:
+            return f"((int64_t)wsp_slots[{k}])"
+        if v in self.loop_vars:
+            return c_ident("v_", v)
+        if v in self.read_vars:
+            return c_ident("r_", v)
+        return c_ident("s_", v)
 
     def c(self, e) -> str:
         return sym.to_c(sym.as_expr(e), self.name_of)
@@ -81,6 +95,10 @@ class _Emitter:
         self.emit("const int64_t wsp_ns = wsp_schedule_streams(rt);")
         self.emit("int64_t wsp_k = 0;  /* tasks enumerated so far */")
         self.emit("(void)wsp_nd; (void)wsp_ns;")
+        self.written = N.written_tensors(s.body)
+        self.read_vars = set()
+        self.emit(f"uint64_t wsp_slots[{N.NSLOTS}];  /* run-time slots, 0 at the start */")
+        self.emit("memset(wsp_slots, 0, sizeof wsp_slots);")
         self.emit("int rc = 0;")
         self.emit("char msg[512];")
         self.emit("(void)msg;")
@@ -95,8 +113,65 @@ class _Emitter:
                 self.loop(st)
             elif isinstance(st, N.Block):
                 self.block(st)
+            elif isinstance(st, N.Read):
+                self.read(st)
+            elif isinstance(st, N.Assert):
+                self.out.data_checks.add(len(self.out.checks))
+                self.view_check(st.check)
+            elif isinstance(st, N.When):
+                self.when(st)
+            elif isinstance(st, N.SlotSet):
+                self.emit(f"wsp_slots[{st.slot}] = (uint64_t)({self.c(st.value)});")
             else:
                 self.task(st)
+
+    def read(self, r: N.Read) -> None:
+        """One element of an integer tensor into a C local; when the schedule's tasks write that
+        tensor, first wait for the earlier-enumerated writers of the element (wsp_await)."""
+        for chk in r.checks:
+            self.view_check(chk)
+        ti = self.tensor_index[r.tensor]
+        t = self.m.tensors[ti]
+        idx = [self.c(i) for i in r.index]
+        text = f"{r.tensor}[{', '.join(sym.to_str(sym.as_expr(i)) for i in r.index)}]"
+        self.emit(f"/* {text.replace('*/', '* /')} */")
+        if r.tensor in self.written:
+            self.emit("{")
+            self.depth += 1
+            self.emit("wsp_access acc;")
+            self.emit(f"acc.tensor = {ti}; acc.mode = WSP_READ; acc.ndim = {len(idx)};")
+            for d, i in enumerate(idx):
+                self.emit(f"acc.lo[{d}] = {i}; acc.hi[{d}] = acc.lo[{d}] + 1;")
+            self.emit("if ((rc = wsp_await(rt, &acc))) return rc;")
+            self.depth -= 1
+            self.emit("}")
+        offset = " + ".join(f"({i}) * t{ti}_s{d}" for d, i in enumerate(idx)) or "0"
+        self.read_vars.add(r.var)
+        self.emit(f"const int64_t {self.name_of(r.var)} = "
+                  f"(int64_t)((const {C_INT[t.dtype]} *)t{ti})[{offset}];")
+
+    def cond(self, c: N.Cond) -> str:
+        if c.op == "const":
+            return "1" if c.args[0] else "0"
+        if c.op == "not":
+            return f"!({self.cond(c.args[0])})"
+        if c.op in ("and", "or"):
+            op = "&&" if c.op == "and" else "||"
+            return f"({self.cond(c.args[0])}) {op} ({self.cond(c.args[1])})"
+        return f"({self.c(c.args[0])}) {c.op} ({self.c(c.args[1])})"
+
+    def when(self, w: N.When) -> None:
+        for i, (pred, body) in enumerate(w.branches):
+            self.emit(f"{'if' if i == 0 else '} else if'} ({self.cond(pred)}) {{")
+            self.depth += 1
+            self.body(body)
+            self.depth -= 1
+        if w.otherwise:
+            self.emit("} else {")
+            self.depth += 1
+            self.body(w.otherwise)
+            self.depth -= 1
+        self.emit("}")
 
     def task_count(self, stmts, bound: frozenset) -> str | None:
         """C for the number of tasks `stmts` submit, or None when a loop extent depends on a
@@ -106,6 +181,15 @@ class _Emitter:
             if isinstance(st, N.Task):
                 terms.append("1")
                 continue
+            if isinstance(st, N.Read):  # values read inside the nest are not known on entry
+                bound = bound | {st.var}
+                continue
+            if isinstance(st, (N.Assert, N.SlotSet)):
+                if isinstance(st, N.SlotSet):  # later extents may read the slot
+                    bound = bound | {N.slot_var(st.slot)}
+                continue
+            if isinstance(st, N.When):
+                return None
             if isinstance(st, N.Block):
                 inner = self.task_count(st.body, bound)
             else:
@@ -134,7 +218,8 @@ class _Emitter:
         v = self.name_of(lp.var)
         if lp.kind == "seq":
             self.emit("if ((rc = wsp_order_push(rt))) return rc;")
-        self.emit(f"for (int64_t {v} = 0; {v} < {extent}; {v}++) {{")
+        # the extent is evaluated once, as the loop starts (the body may change a slot it reads)
+        self.emit(f"for (int64_t {v} = 0, {v}_n = {extent}; {v} < {v}_n; {v}++) {{")
         self.depth += 1
         if lp.kind == "seq":
             self.emit(f"if ({v} > 0 && (rc = wsp_order_next(rt))) return rc;")
@@ -173,6 +258,7 @@ class _Emitter:
         for a in t.args:
             if isinstance(a, N.TileArg):
                 for chk in a.checks:
+                    self.out.check_tasks[len(self.out.checks)] = t.text
                     self.view_check(chk)
         tiles = [p for p in kernel.params if p.kind == "tile"]
         scalars = [p for p in kernel.params if p.kind == "scalar"]

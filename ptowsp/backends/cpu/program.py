@@ -45,7 +45,10 @@ class ModuleC:
 
 def emit_module(m: N.Module) -> ModuleC:
     """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
+    from ...ir.lower import reject_csp
     from .kernels import emit_kernels
+
+    reject_csp(m, "cpu_sim")  # the C enumerator has no coroutines yet (docs/csp.md)
 
     decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
                       for k in m.kernels)
@@ -164,11 +167,14 @@ class Backend:
 
         ffi, lib = self.ffi, self.lib
         sched = m.schedule(schedule)
+        read = N.read_tensors(sched.body)
         arrays = []
         outputs = {}
         for t in m.tensors:
             shape = tuple(_eval(d, syms) for d in t.dims)
-            if not execute:  # nothing is read or written: untouched pages cost nothing
+            if not execute and t.kind in ("input", "inout") and t.name in read:
+                a = np.ascontiguousarray(inputs[t.name])  # enumeration reads its elements
+            elif not execute:  # nothing is read or written: untouched pages cost nothing
                 a = np.empty(shape, dtype=numpy_dtype(t.dtype))
                 if t.kind in ("output", "inout"):
                     outputs[t.name] = a
@@ -325,11 +331,28 @@ class Backend:
             return ExecutionError(code, message)
         k, coords, lhs, rhs = view
         chk = self.enumerators.checks[k]
-        c = chk.check
-        detail = f"at {coords}: " if coords else ""
-        text = (f"{chk.message} ({detail}`{_s(c.lhs)}` is {lhs}, `{_s(c.rhs)}` is {rhs}); "
-                "the task was not launched")
-        return WspError([Diagnostic(chk.span, "bad-view", text)], dict(self.module.sources))
+        text = f"{chk.message}, {found_values(chk.check, lhs, rhs)}"
+        task = self.enumerators.check_tasks.get(k)
+        if task:
+            text += f" (task `{task}`{' at ' + coords if coords else ''})"
+        elif coords:  # a read or a fact about data read during enumeration
+            text += f" (at {coords})"
+        if k in self.enumerators.data_checks:  # a length or an indptr read during the run
+            return WspError([Diagnostic(chk.span, "bad-data", text)], dict(self.module.sources))
+        return WspError([Diagnostic(chk.span, "bad-view", text + "; the task was not launched")],
+                        dict(self.module.sources))
+
+
+def found_values(c, lhs: int, rhs: int) -> str:
+    """`found 3` / `found 1 and 2`: the values of a failed check's non-constant sides (the
+    wording of the ref back end)."""
+    from ...ir import sym
+
+    if sym.is_const(c.rhs):
+        return f"found {lhs}"
+    if sym.is_const(c.lhs):
+        return f"found {rhs}"
+    return f"found {lhs} and {rhs}"
 
 
 _TIMING = {"immediate": 0, "batched": 1, "interleaved": 2, "rate_limit": 3}
@@ -362,12 +385,6 @@ def _default_machine():
 
         _MACHINE.append(load_machine(None))
     return _MACHINE[0]
-
-
-def _s(e) -> str:
-    from ...ir import sym
-
-    return sym.to_str(e)
 
 
 def _eval(d, syms) -> int:
