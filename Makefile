@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/compile.py
+	$(BIN)/python benchmarks/dynamic.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

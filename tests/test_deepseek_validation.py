@@ -1,0 +1,109 @@
+"""The seeds' DeepSeek-V3 validation set (seeds/001, "Real-Data Validation": Attention 32 tasks,
+RMSNorm 200 tasks, FFN 200 tasks, MoE 800 expert calls) at exactly those task counts, on
+cpu_sim and ref, against float64 NumPy. `pytest -s` prints the table.
+
+Sizes: attention = examples/attention_tiered.wsp with batch 4 x heads 8 (lengths <= 128, so
+each (b, h) is one task of the short tiers); RMSNorm = examples/rmsnorm.wsp with B=4, T=50
+(16x128 tiles); FFN = examples/swiglu_ffn.wsp with T=1600 tokens (100 gate + 100 down tasks);
+MoE = examples/moe.wsp with 400 tokens, top-2 of 8 experts (800 expert tasks, plus 25 gate, 25
+route and 50 mix tasks). The error measure (max |error| / max |expected|) is explained in
+tests/test_examples_dynamic.py; the absolute max error is printed too."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptowsp
+
+from .test_examples_dynamic import (CPU_VS_REF, F32_REL, K, attention_inputs, attention_numpy,
+                                    moe_inputs, moe_numpy, moe_routing_numpy, programs, rel_err)
+from .test_examples_dynamic import _cache, _router  # noqa: F401  (autouse: cache dir, ref router)
+
+pytestmark = pytest.mark.cc
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def f64(a):
+    return np.asarray(a, np.float64)
+
+
+def kernel_counts(trace) -> collections.Counter:
+    names = trace.kernel_names
+    return collections.Counter(names[k] for k in trace.events["kernel"].tolist())
+
+
+def report(name, tasks, out, want, ref_out):
+    abs_err = float(np.abs(f64(out) - want).max())
+    err = rel_err(out, want)
+    print(f"\nDeepSeek validation {name:<9} tasks {tasks:4d}  max |err| {abs_err:.2e}  "
+          f"relative {err:.2e}  cpu_sim vs ref {rel_err(out, ref_out):.2e}")
+    assert err <= F32_REL
+    assert rel_err(out, ref_out) <= CPU_VS_REF
+
+
+def both(path, **kw):
+    m = ptowsp.load(str(path))
+    cpu = m.compile(target="cpu_sim")
+    out = cpu.run(trace=True, **kw)
+    ref = m.compile(target="ref")
+    ref_out = ref.run(**kw)
+    assert ref.stats.task_count == cpu.stats.task_count
+    return out, ref_out, cpu
+
+
+def test_attention_32_tasks():
+    lens = [37, 64, 100, 128]
+    inputs = attention_inputs(lens, heads=8, s=128, seed=10)
+    cpu, ref = programs("attention_tiered")
+    out = cpu.run(**inputs)["O"]
+    assert cpu.stats.task_count == 32
+    ref_out = ref.run(**inputs)["O"]
+    assert ref.stats.task_count == 32
+    report("attention", 32, out, attention_numpy(inputs["Q"], inputs["K"], inputs["V"], lens),
+           ref_out)
+
+
+def test_rmsnorm_200_tasks():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 50, 16, 128), dtype=np.float32)
+    w = rng.standard_normal((1, 128), dtype=np.float32)
+    out, ref_out, cpu = both(EXAMPLES / "rmsnorm.wsp", X=x, W=w)
+    assert cpu.stats.task_count == 200
+    want = f64(x) / np.sqrt((f64(x) ** 2).mean(-1, keepdims=True) + 1e-6) * f64(w)
+    # no cancellation here: every element is within 1e-5 of its own value as well
+    np.testing.assert_allclose(out["Y"], want, rtol=F32_REL, atol=0)
+    report("RMSNorm", 200, out["Y"], want, ref_out["Y"])
+
+
+def test_ffn_200_tasks():
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((1600, 64)) * 0.5).astype(np.float32)
+    w1, w3 = ((rng.standard_normal((64, 256)) / 8).astype(np.float32) for _ in range(2))
+    w2 = (rng.standard_normal((256, 64)) / 16).astype(np.float32)
+    out, ref_out, cpu = both(EXAMPLES / "swiglu_ffn.wsp", X=x, W1=w1, W3=w3, W2=w2)
+    assert cpu.stats.task_count == 200
+    assert kernel_counts(cpu.trace) == {"gate": 100, "down": 100}
+    g = f64(x) @ f64(w1)
+    want = ((g / (1 + np.exp(-g))) * (f64(x) @ f64(w3))) @ f64(w2)
+    report("FFN", 200, out["Y"], want, ref_out["Y"])
+
+
+def test_moe_800_expert_calls():
+    inputs = moe_inputs(400, seed=13, skew=0.5)
+    cpu, ref = programs("moe")
+    out = cpu.run(trace=True, **inputs)
+    counts = kernel_counts(cpu.trace)
+    assert counts["expert"] == 800 == int(out["Indptr"][-1])
+    assert cpu.stats.task_count == 800 + 25 + 25 + 50
+    ref_out = ref.run(**inputs)
+    assert ref.stats.task_count == cpu.stats.task_count
+    routes, margin = moe_routing_numpy(inputs["X"], inputs["Wg"], inputs["Bias"])
+    assert margin > 1e-4 and all(len(r[0]) == K for r in routes)
+    np.testing.assert_array_equal(out["Indices"], [e for r in routes for e in r[0]])
+    report("MoE", counts["expert"], out["Y"], moe_numpy(inputs, routes), ref_out["Y"])
