@@ -1,13 +1,22 @@
-/* sim.c: wsp_sim_replay, a deterministic discrete-event cycle model of an Ascend-like NPU.
+/* sim.c: wsp_sim_replay(_gated), a deterministic discrete-event cycle model of an Ascend-like NPU.
  *
  * Time is counted in integer clock cycles (int64). Nanoseconds become cycles as
  * round-half-away(ns * clock_ghz) (llround, computed without libm): `dispatch` from the
  * machine's dispatch_ns, `completion` from its completion_ns.
  *
  * THE MODEL
- *   Enumerator. Produces the tasks in order, instantly, at time 0. With a window N > 0 task k is
- *     produced only when fewer than N produced tasks are unfinished (finished = its kernel has
- *     ended), so it waits for kernel ends. `enumerated` is that time.
+ *   Enumerator. Produces the tasks in order, instantly, at time 0, except that
+ *     - with a window N > 0 task k is produced only when fewer than N produced tasks are
+ *       unfinished (finished = its kernel has ended), so it waits for kernel ends;
+ *     - an ENUMERATION GATE (index g, writers W: tasks before g) holds back task g and every
+ *       later task until every task of W has finished AND its completion has been seen (finish
+ *       + completion). A gate is a wsp_await of the run: the enumerator read an element that the
+ *       tasks of W write (simlog.c finds them in its own tables) and waited for exactly them.
+ *       There may be several gates (in index order); one without writers, or at index ntasks,
+ *       holds back nothing and is dropped. The tasks before a gate are not held back by it
+ *       (though they may be issued at other times: those it holds back no longer compete).
+ *     `enumerated` is the time task k is produced: the latest of enumerated[k - 1], the window's
+ *     moment and the opening of every gate at or before k.
  *   Readiness. Task k is ready at max(enumerated, finish[j] + completion for every predecessor j,
  *     and for a task of stream s: finish of the previous task of s in enumeration order +
  *     completion). So a stream's tasks never overlap and start in enumeration order.
@@ -17,7 +26,7 @@
  *     cycles, the task starts at issue + dispatch on the lowest-numbered free core of its unit and
  *     finishes `cycles` later (0 allowed). The core is reserved from issue to finish.
  *   Completion. At `finish` the core is free and the window counts the task finished; dependents
- *     see it at finish + completion.
+ *     and gates see it at finish + completion.
  *   One instant. All changes of an instant (kernel ends, completions seen, dispatchers becoming
  *     free, the rate limit expiring) are applied first, then:
  *     pass 1: among the free dispatchers that have a task of their own to issue, the one whose
@@ -60,14 +69,22 @@
  *   results[k]: enumerated, ready, issue, start, finish, core (within its unit), unit,
  *     dispatcher (the issuer), group (-1 unless batched).
  *   summary: tasks; total_cycles = max finish (0 for no tasks); critical_path = max cp[k] where
- *     cp[k] = max(0, cp[j] + completion over predecessors j and the stream predecessor)
- *     + dispatch + cycles[k]; work[u] = kernel cycles of unit u; serial_cycles = sum over tasks
- *     of dispatch + cycles + completion; stolen; groups.
+ *     cp[k] = max(0, gate floor, cp[j] + completion over predecessors j and the stream
+ *     predecessor) + dispatch + cycles[k], the gate floor being max cp[w] + completion over the
+ *     writers w of every gate at or before k (so with no window a gate is, in every output but
+ *     `enumerated`, exactly its writers made predecessors of every task from its index on);
+ *     work[u] = kernel cycles of unit u; serial_cycles = sum over tasks of dispatch + cycles +
+ *     completion; stolen; groups.
  *   disp[d]: tasks issued by d, of those stolen, busy_cycles = tasks * dispatch.
- *   Guarantees: total >= critical_path; total >= work[u] / cores[u]; total <= serial_cycles
+ *   Guarantees: total >= critical_path (finish[k] >= cp[k]: ready[k] >= enumerated[k] >= the
+ *   completion of each gate writer); total >= work[u] / cores[u]; total <= serial_cycles
  *   except under rate_limit (at each instant before the end some task is being dispatched,
- *   runs or waits out its completion latency, or the lowest unissued task is issued right then).
- *   The result does not depend on the order in which the changes of one instant are applied.
+ *   runs or waits out its completion latency, or the lowest unissued task is issued right then:
+ *   with gates too, since the writers of a gate at or before the lowest unissued task come
+ *   before it, so are issued, and when none of them runs or waits out its latency it is open).
+ *   The result does not depend on the order in which the changes of one instant are applied,
+ *   and is a function of the inputs alone (the runtime's log: of the run as enumerated, never of
+ *   host timing or the worker count).
  *
  * COST. The event "queue" is a set of FIFOs, because the model is monotone: kernels of one kind
  * have one duration, so their ends come in the order they were issued (a FIFO per kernel, and a
@@ -78,6 +95,11 @@
  * issuable task of a dispatcher is the better of two heads. Free dispatchers are a bitmap.
  * Successors are linked lists threaded through the edges, built in the one pass over the tasks
  * that also validates them and computes the critical path.
+ * Gates: each writer of a gate gets one more edge at the end of its successor list, to ~gate
+ * (negative: no task), so it counts as having dependents; seen, it counts the gate's pending
+ * writers down, and the first closed gate's index bounds the enumerator (elim). Only runs with
+ * gates pay for them: the plain loops are compiled again for them (G), and the gates' part of
+ * the critical path is a second pass over the tasks from the first gate (gate_cp).
  * Three loops apply these rules. run_general does every policy, instant by instant. The plain
  * policies (immediate; interleaved without streams) have leaner copies that give the same
  * results: run_plain (several dispatchers) skips the instants at which nothing can happen, and
@@ -86,7 +108,8 @@
  * because the runtime replays every run it logs (simlog.c): the model's cost per task is part
  * of the runtime's (benchmarks/tasks.py).
  * Per task O(log kernels + free dispatchers scanned); memory O(ntasks + npreds + nkernels +
- * ndispatchers * (nstreams + 1)), the last term only for interleaved. The arrays live in a
+ * ndispatchers * (nstreams + 1) + gates + their writers), the interleaved term only for
+ * interleaved. The arrays live in a
  * wsp_simws: wsp_sim_replay frees it before returning (no global state: reentrant), the
  * runtime's log keeps it between replays (wsp__sim_replay_ws). Task indices are kept in 32
  * bits: ntasks < 2^31 - 1. Cycle counts are checked not to overflow (serial_cycles plus the rate
@@ -195,6 +218,13 @@ typedef struct sim {
     int64_t rate_at;           /* when a rate-limited issue may go, or SIM_NEVER */
 
     int64_t next_enum, unfinished, finished;
+    int64_t elim;              /* tasks below it may be produced: the first closed gate's index,
+                                  or ntasks */
+    int64_t wlim;              /* the window, or INT64_MAX without one */
+    int64_t ngates, gnext;     /* gates (those with writers, index < ntasks); the first closed */
+    int64_t *gidx, *goff, *gpend; /* per gate: its index, its writers gw[goff[i] .. goff[i+1]),
+                                  writer edges whose completion is not seen yet */
+    sim_idx *gw;
     int64_t next_allowed;
     int oom;
     int64_t makespan, stolen, groups;
@@ -216,7 +246,7 @@ static int sim_fail(char *err, int32_t errlen, const char *fmt, ...) {
  * each time would cost more than the replay itself. Nothing is carried over but the memory. */
 enum {
     B_TKEY, B_STATE, B_FIFO, B_KFIFO, B_SHEAD, B_STAIL, B_ENEXT, B_ETO, B_SNEXT, B_DQ, B_GFIFO,
-    B_QHEAP, B_READY0,
+    B_QHEAP, B_READY0, B_GIDX, B_GOFF, B_GPEND, B_GW,
     B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1, B_COUNT
 };
 
@@ -427,7 +457,7 @@ static void make_ready(sim *S, int64_t k, int64_t t) {
 }
 
 static void enumerate(sim *S, int64_t t) {
-    while (S->next_enum < S->ntasks && S->unfinished < S->window) {
+    while (S->next_enum < S->elim && S->unfinished < S->wlim) {
         int64_t k = S->next_enum++;
         S->unfinished++;
         if (S->res) S->res[k].enumerated = t;
@@ -435,11 +465,22 @@ static void enumerate(sim *S, int64_t t) {
     }
 }
 
+/* One writer edge of gate i is seen: when that opens the first closed gate, the enumerator
+ * goes on (up to the next closed gate). */
+static void gate_seen(sim *S, int64_t i, int64_t t) {
+    if (--S->gpend[i] != 0 || i != S->gnext) return;
+    while (++S->gnext < S->ngates && S->gpend[S->gnext] == 0) {
+    }
+    S->elim = S->gnext < S->ngates ? S->gidx[S->gnext] : S->ntasks;
+    enumerate(S, t);
+}
+
 static void deps_seen(sim *S, int64_t k, int64_t t) {
     if (S->shead) {
         for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
             int64_t s = S->eto[e];
-            if (--S->state[s] == 0 && s < S->next_enum) make_ready(S, s, t);
+            if (s < 0) gate_seen(S, ~s, t);   /* a gate's writer edge (~gate) */
+            else if (--S->state[s] == 0 && s < S->next_enum) make_ready(S, s, t);
         }
     }
     if (S->snext) {
@@ -705,9 +746,9 @@ static void finish_next(sim *S, int64_t t) {
 
 static int run_general(sim *S) {
     int64_t t = 0;
-    /* with no window, the setup put the tasks ready at 0 into their queues */
+    /* with no window, the setup produced the tasks before the first gate and put those ready at
+     * 0 into their queues */
     if (S->window > 0) enumerate(S, 0);
-    else S->next_enum = S->ntasks;
     int act = 1;
     for (;;) {
         if (S->oom) return WSP_ERR_INTERNAL;   /* a ready queue's overflow heap */
@@ -804,6 +845,7 @@ typedef struct plain {
     int64_t nfreed;            /* free dispatchers */
     int64_t pend;              /* run_plain: running tasks with dependents */
     int64_t next_enum, unfinished, finished, makespan, stolen;
+    int64_t elim, wlim;        /* as S's */
     int64_t issued;            /* run_one: tasks issued (else counted per dispatcher) */
 } plain;
 
@@ -823,7 +865,9 @@ SIM_INLINE void pl_init(const sim *S, plain *P) {
         P->nready[u] = S->nready_u[u];   /* with no window, the setup queued the tasks ready at 0 */
         if (P->nready[u] > 0) P->rmask |= 1u << u;
     }
-    P->next_enum = P->window > 0 ? 0 : P->ntasks;
+    P->next_enum = S->next_enum;   /* with no window, the setup produced the first tasks */
+    P->elim = S->elim;
+    P->wlim = S->wlim;
     P->kx = P->cx = SIM_NEVER;
 }
 
@@ -865,7 +909,7 @@ SIM_INLINE void pl_ready(sim *S, plain *P, int64_t k, int64_t t, const int one, 
 }
 
 SIM_INLINE void pl_enumerate(sim *S, plain *P, int64_t t, const int one, const int U) {
-    while (P->next_enum < P->ntasks && P->unfinished < P->window) {
+    while (P->next_enum < P->elim && P->unfinished < P->wlim) {
         int64_t k = P->next_enum++;
         P->unfinished++;
         if (S->res) S->res[k].enumerated = t;
@@ -873,11 +917,22 @@ SIM_INLINE void pl_enumerate(sim *S, plain *P, int64_t t, const int one, const i
     }
 }
 
-SIM_INLINE void pl_deps_seen(sim *S, plain *P, int64_t k, int64_t t, const int one, const int U) {
+/* gate_seen (G: the run has gates, whose writer edges are in the successor lists) */
+SIM_INLINE void pl_gate_seen(sim *S, plain *P, int64_t i, int64_t t, const int one, const int U) {
+    if (--S->gpend[i] != 0 || i != S->gnext) return;
+    while (++S->gnext < S->ngates && S->gpend[S->gnext] == 0) {
+    }
+    P->elim = S->gnext < S->ngates ? S->gidx[S->gnext] : P->ntasks;
+    pl_enumerate(S, P, t, one, U);
+}
+
+SIM_INLINE void pl_deps_seen(sim *S, plain *P, int64_t k, int64_t t, const int one, const int U,
+                             const int G) {
     if (S->shead)
         for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
             int64_t s = S->eto[e];
-            if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
+            if (G && s < 0) pl_gate_seen(S, P, ~s, t, one, U);
+            else if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
         }
     if (S->snext) {
         int64_t s = S->snext[k];
@@ -952,7 +1007,8 @@ SIM_INLINE void pl_issue(sim *S, plain *P, int64_t d, int64_t k, int u, int64_t 
 /* The kernel end first in (time, kernel, issue) order, at its time e (the heap's first): its
  * core is free, the window counts it, its dependents see it (now, or after the completion
  * latency). */
-SIM_INLINE void pl_end(sim *S, plain *P, int64_t e, const int one, const int U, const int K1) {
+SIM_INLINE void pl_end(sim *S, plain *P, int64_t e, const int one, const int U, const int K1,
+                       const int G) {
     int64_t kernel = K1 ? 0 : (int64_t)(uint64_t)S->kh[0];
     sim_fifo *K = &S->kq[kernel];
     int64_t k = S->kfifo[K->base + K->head++];
@@ -987,7 +1043,7 @@ SIM_INLINE void pl_end(sim *S, plain *P, int64_t e, const int one, const int U, 
     if (!deps) return;
     if (!one) P->pend--;
     if (P->cc == 0) {
-        pl_deps_seen(S, P, k, e, one, U);
+        pl_deps_seen(S, P, k, e, one, U, G);
     } else {
         if (P->dhead == P->dtail) P->cx = e + P->cc;
         S->dq[P->dtail++] = (sim_idx)k;
@@ -995,9 +1051,10 @@ SIM_INLINE void pl_end(sim *S, plain *P, int64_t e, const int one, const int U, 
 }
 
 /* the completions seen at x (the first pending one's time) */
-SIM_INLINE void pl_completions(sim *S, plain *P, int64_t x, const int one, const int U) {
+SIM_INLINE void pl_completions(sim *S, plain *P, int64_t x, const int one, const int U,
+                               const int G) {
     while (P->cx == x) {
-        pl_deps_seen(S, P, S->dq[P->dhead++], x, one, U);
+        pl_deps_seen(S, P, S->dq[P->dhead++], x, one, U, G);
         P->cx = P->dhead < P->dtail ? S->tkey[S->dq[P->dhead]] + P->cc : SIM_NEVER;
     }
 }
@@ -1073,7 +1130,7 @@ SIM_INLINE int64_t pl_next(const sim *S, const plain *P) {
     return next;
 }
 
-static __attribute__((noinline)) int run_plain(sim *S) {
+SIM_INLINE int run_plain_t(sim *S, const int G) {
     plain P;
     pl_init(S, &P);
     int64_t t = 0;
@@ -1093,11 +1150,14 @@ static __attribute__((noinline)) int run_plain(sim *S) {
             P.nfreed++;
             S->freew[d >> 6] |= UINT64_C(1) << (d & 63);
         }
-        while (P.nkh && P.kx <= t) pl_end(S, &P, P.kx, 0, 2, 0);
-        pl_completions(S, &P, t, 0, 2);
+        while (P.nkh && P.kx <= t) pl_end(S, &P, P.kx, 0, 2, 0, G);
+        pl_completions(S, &P, t, 0, 2, G);
     }
     return pl_done(S, &P);
 }
+
+static __attribute__((noinline)) int run_plain(sim *S) { return run_plain_t(S, 0); }
+static __attribute__((noinline)) int run_plain_gated(sim *S) { return run_plain_t(S, 1); }
 
 /* ---- one dispatcher: event by event ---- */
 
@@ -1106,7 +1166,7 @@ SIM_INLINE int pl_issuable(const plain *P, const int U) {
     return (P->rmask & P->fmask) != 0;
 }
 
-SIM_INLINE int run_one_t(sim *S, const int U, const int K1) {
+SIM_INLINE int run_one_t(sim *S, const int U, const int K1, const int G) {
     plain P;
     pl_init(S, &P);
     int64_t t = 0, busy = 0;   /* the dispatcher is free when busy <= t */
@@ -1132,8 +1192,8 @@ SIM_INLINE int run_one_t(sim *S, const int U, const int K1) {
                 S->disp[0].ntasks = P.issued;
                 return pl_done(S, &P);
             }
-            while (P.kx == x) pl_end(S, &P, x, 1, U, K1);
-            pl_completions(S, &P, x, 1, U);
+            while (P.kx == x) pl_end(S, &P, x, 1, U, K1, G);
+            pl_completions(S, &P, x, 1, U, G);
             if (x < busy) continue;
             t = x;
             if (pl_issuable(&P, U)) break;
@@ -1141,14 +1201,16 @@ SIM_INLINE int run_one_t(sim *S, const int U, const int K1) {
     }
 }
 
-static __attribute__((noinline)) int run_one_any(sim *S) { return run_one_t(S, 2, 0); }
-static __attribute__((noinline)) int run_one_vector(sim *S) { return run_one_t(S, 0, 0); }
-static __attribute__((noinline)) int run_one_cube(sim *S) { return run_one_t(S, 1, 0); }
-static __attribute__((noinline)) int run_one_vector_k1(sim *S) { return run_one_t(S, 0, 1); }
-static __attribute__((noinline)) int run_one_cube_k1(sim *S) { return run_one_t(S, 1, 1); }
+static __attribute__((noinline)) int run_one_any(sim *S) { return run_one_t(S, 2, 0, 0); }
+static __attribute__((noinline)) int run_one_vector(sim *S) { return run_one_t(S, 0, 0, 0); }
+static __attribute__((noinline)) int run_one_cube(sim *S) { return run_one_t(S, 1, 0, 0); }
+static __attribute__((noinline)) int run_one_vector_k1(sim *S) { return run_one_t(S, 0, 1, 0); }
+static __attribute__((noinline)) int run_one_cube_k1(sim *S) { return run_one_t(S, 1, 1, 0); }
+static __attribute__((noinline)) int run_one_gated(sim *S) { return run_one_t(S, 2, 0, 1); }
 
 static int run(sim *S) {
     if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT) return run_general(S);
+    if (S->ngates > 0) return S->nd > 1 ? run_plain_gated(S) : run_one_gated(S);
     if (S->nd > 1) return run_plain(S);
     if (S->used == 1) return S->nkernels == 1 ? run_one_vector_k1(S) : run_one_vector(S);
     if (S->used == 2) return S->nkernels == 1 ? run_one_cube_k1(S) : run_one_cube(S);
@@ -1261,7 +1323,7 @@ typedef struct scan_out {
  *     it); each edge is appended to its predecessor's successor list (allocated at the first
  *     edge), so every list comes out in increasing task order with no second pass;
  *   - pending counts, stream links, the tasks without predecessors (listed in ready0, if given)
- *     and the critical path (in tkey).
+ *     and the critical path (in tkey; gate_cp adds the gates' part).
  * p64 or p32 is the predecessor array: each caller's loop is compiled for its width. */
 static inline __attribute__((always_inline)) int
 scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, const int32_t *p32,
@@ -1365,11 +1427,134 @@ scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, co
     return WSP_OK;
 }
 
+/* Checks the gates and keeps those that gate something (writers, index < ntasks) in S's gate
+ * arrays, their writers copied; *ngw gets the writers kept. */
+static int setup_gates(sim *S, int64_t ngates, const wsp_simgate *gates, const int64_t *gw64,
+                       const int32_t *gw32, int64_t *ngw, char *err, int32_t errlen) {
+    *ngw = 0;
+    if (ngates < 0 || (ngates > 0 && !gates))
+        return sim_fail(err, errlen, "cycle model: bad gate count %" PRId64, ngates);
+    int64_t prev = 0, total = 0, kept = 0, keptw = 0;
+    for (int64_t i = 0; i < ngates; i++) {
+        const wsp_simgate *g = &gates[i];
+        if (g->index < prev || g->index > S->ntasks)
+            return sim_fail(err, errlen,
+                            "cycle model: gate %" PRId64 " has index %" PRId64 " (gates in "
+                            "nondecreasing order, %" PRId64 " .. %" PRId64 ")", i, g->index, prev,
+                            S->ntasks);
+        if (g->nwriters < 0 || (g->nwriters > 0 && !gw64 && !gw32))
+            return sim_fail(err, errlen, "cycle model: gate %" PRId64 " has %d writers%s", i,
+                            (int)g->nwriters, g->nwriters > 0 ? " but there is no array" : "");
+        for (int64_t j = total; j < total + g->nwriters; j++) {
+            int64_t w = gw32 ? gw32[j] : gw64[j];
+            if (w < 0 || w >= g->index)
+                return sim_fail(err, errlen,
+                                "cycle model: gate %" PRId64 " has writer %" PRId64 " (must be "
+                                "an earlier task, 0 .. %" PRId64 ")", i, w, g->index - 1);
+        }
+        total += g->nwriters;
+        if (g->nwriters > 0 && g->index < S->ntasks) {
+            kept++;
+            keptw += g->nwriters;
+        }
+        prev = g->index;
+    }
+    if (kept == 0) return WSP_OK;
+    if (keptw >= INT32_MAX)
+        return sim_fail(err, errlen, "cycle model: too many gate writers (%" PRId64 ")", keptw);
+    S->gidx = ws_get(S->ws, B_GIDX, kept, sizeof *S->gidx);
+    S->goff = ws_get(S->ws, B_GOFF, kept + 1, sizeof *S->goff);
+    S->gpend = ws_get(S->ws, B_GPEND, kept, sizeof *S->gpend);
+    S->gw = ws_get(S->ws, B_GW, keptw, sizeof *S->gw);
+    if (!S->gidx || !S->goff || !S->gpend || !S->gw) return WSP_ERR_INTERNAL;
+    int64_t n = 0, off = 0;
+    total = 0;
+    for (int64_t i = 0; i < ngates; i++) {
+        const wsp_simgate *g = &gates[i];
+        if (g->nwriters > 0 && g->index < S->ntasks) {
+            S->gidx[n] = g->index;
+            S->goff[n] = off;
+            S->gpend[n] = g->nwriters;
+            for (int64_t j = total; j < total + g->nwriters; j++)
+                S->gw[off++] = (sim_idx)(gw32 ? gw32[j] : gw64[j]);
+            n++;
+        }
+        total += g->nwriters;
+    }
+    S->goff[n] = off;
+    S->ngates = n;
+    *ngw = off;
+    return WSP_OK;
+}
+
+/* The critical path with gates: from the first gate on, a task's chain may also start at the
+ * completion of any writer of a gate at or before it (the floor), as its enumeration does.
+ * Recomputes cp (tkey) from there, after scan_tasks (which checked the tasks and predecessors);
+ * a separate pass, so that runs without gates pay nothing for it. Returns the new maximum. */
+static __attribute__((noinline)) int64_t gate_cp(sim *S, const int64_t *p64, const int32_t *p32,
+                                                 int64_t *last, int32_t nstreams, int64_t cpm) {
+    const int64_t cc = S->cc, g0 = S->gidx[0];
+    int64_t *tkey = S->tkey, off = 0, floor = 0, gi = 0;
+    for (int32_t s = 0; s < nstreams; s++) last[s] = -1;
+    for (int64_t k = 0; k < S->ntasks; k++) {
+        const wsp_simtask *tk = &S->tasks[k];
+        int64_t sp = -1;
+        if (tk->stream >= 0) {
+            sp = last[tk->stream];
+            last[tk->stream] = k;
+        }
+        if (k < g0) {
+            off += tk->npreds;
+            continue;
+        }
+        for (; gi < S->ngates && S->gidx[gi] == k; gi++)
+            for (int64_t j = S->goff[gi]; j < S->goff[gi + 1]; j++)
+                if (tkey[S->gw[j]] + cc > floor) floor = tkey[S->gw[j]] + cc;
+        int64_t base = floor;
+        for (int32_t i = 0; i < tk->npreds; i++) {
+            int64_t j = p32 ? p32[off + i] : p64[off + i];
+            if (tkey[j] + cc > base) base = tkey[j] + cc;
+        }
+        off += tk->npreds;
+        if (sp >= 0 && tkey[sp] + cc > base) base = tkey[sp] + cc;
+        tkey[k] = base + S->dc + S->costs[tk->kernel].cycles;
+        if (tkey[k] > cpm) cpm = tkey[k];
+    }
+    return cpm;
+}
+
+/* Each gate writer's edge (eto = ~gate, numbered from npreds on) at the end of its successor
+ * list, so that the writer counts as having dependents. */
+static int gate_edges(sim *S, int64_t npreds) {
+    sim_idx *shead = S->shead, *stail = S->ws->buf[B_STAIL];   /* scan_tasks' lists */
+    if (!shead) {   /* no predecessors: the lists hold gate edges only */
+        int64_t cap = S->goff[S->ngates];
+        shead = S->shead = ws_get(S->ws, B_SHEAD, S->ntasks, sizeof *shead);
+        stail = ws_get(S->ws, B_STAIL, S->ntasks, sizeof *stail);
+        S->enext = ws_get(S->ws, B_ENEXT, cap, sizeof *S->enext);
+        S->eto = ws_get(S->ws, B_ETO, cap, sizeof *S->eto);
+        if (!shead || !stail || !S->enext || !S->eto) return WSP_ERR_INTERNAL;
+        for (int64_t k = 0; k < S->ntasks; k++) shead[k] = -1;
+    }
+    int64_t e = npreds;
+    for (int64_t i = 0; i < S->ngates; i++)
+        for (int64_t j = S->goff[i]; j < S->goff[i + 1]; j++, e++) {
+            int64_t w = S->gw[j];
+            S->eto[e] = ~(sim_idx)i;
+            S->enext[e] = -1;
+            if (shead[w] < 0) shead[w] = (sim_idx)e;
+            else S->enext[stail[w]] = (sim_idx)e;
+            stail[w] = (sim_idx)e;
+        }
+    return WSP_OK;
+}
+
 int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *p,
                        const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
                        const wsp_simtask *tasks, const int64_t *preds64, const int32_t *preds32,
-                       int64_t npreds_known, wsp_simresult *results, wsp_simsummary *summary,
-                       wsp_simdisp *disp, char *err, int32_t errlen) {
+                       int64_t npreds_known, int64_t ngates, const wsp_simgate *gates,
+                       const int64_t *gw64, const int32_t *gw32, wsp_simresult *results,
+                       wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen) {
     if (err && errlen > 0) err[0] = '\0';
     int64_t dc = 0, cc = 0, spacing = 0;
     int rc = check_setup(m, p, costs, nkernels, ntasks, tasks, &dc, &cc, &spacing, err, errlen);
@@ -1396,8 +1581,14 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.spacing = spacing;
     S.next_allowed = INT64_MIN;
     S.rate_at = SIM_NEVER;
+    S.wlim = S.window > 0 ? S.window : INT64_MAX;
     int64_t nq = (int64_t)S.nd * S.C * 2;
     int64_t *last = NULL;
+    int64_t ngw = 0;
+    if (ngates != 0 && (rc = setup_gates(&S, ngates, gates, gw64, gw32, &ngw, err, errlen)))
+        return rc;
+    S.elim = S.ngates > 0 ? S.gidx[0] : ntasks;
+    S.next_enum = S.window > 0 ? 0 : S.elim;
 
     rc = WSP_ERR_INTERNAL;
     S.kq = ws_zget(ws, B_KQ, nkernels, sizeof *S.kq);
@@ -1422,6 +1613,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         for (int64_t k = 0; k < ntasks; k++)
             if (tasks[k].npreds > 0 && tasks[k].npreds < INT32_MAX) npreds_known += tasks[k].npreds;
     }
+    npreds_known += ngw;   /* the gates' writer edges follow */
     /* serial and work stay below SIM_TIME_LIMIT if every task could take the longest kernel */
     int64_t longest = 0, bound;
     for (int32_t i = 0; i < nkernels; i++)
@@ -1464,6 +1656,13 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
                         "cycle model: task %" PRId64 " has predecessor %" PRId64
                         " (must be an earlier task, 0 .. %" PRId64 ")", o.bad_task, o.bad_pred,
                         o.bad_task - 1);
+    if (S.ngates > 0) {
+        if (npreds + ngw >= INT32_MAX)
+            return sim_fail(err, errlen, "cycle model: too many edges (%" PRId64 ")",
+                            npreds + ngw);
+        if (gate_edges(&S, npreds)) return WSP_ERR_INTERNAL;
+        o.cp_max = gate_cp(&S, preds64, preds32, last, p->nstreams, o.cp_max);
+    }
 
     rc = WSP_ERR_INTERNAL;
     S.fifo = ws_get(ws, B_FIFO, ntasks, sizeof *S.fifo);
@@ -1477,7 +1676,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.bring = ws_get(ws, B_BRING, S.ringmask + 1, sizeof *S.bring);
     if (!S.fifo || !S.kfifo || !S.kh || !S.disp || !S.freew || !S.bring) return rc;
     bits_fill(S.freew, S.nd);
-    if (cc > 0 && (npreds > 0 || p->nstreams > 0)) {
+    if (cc > 0 && (npreds > 0 || p->nstreams > 0 || S.ngates > 0)) {
         S.dq = ws_get(ws, B_DQ, ntasks, sizeof *S.dq);
         if (!S.dq) return rc;
     }
@@ -1506,10 +1705,13 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         }
     }
     if (S.window == 0) {
-        /* everything is enumerated at 0; the tasks without predecessors are ready then, in
-         * index order, so they go straight to the ends of their FIFOs */
-        for (int64_t k = 0; results && k < ntasks; k++) results[k].enumerated = 0;
-        for (int64_t i = 0; i < o.nready0; i++) {
+        /* everything before the first gate is enumerated at 0; the tasks without predecessors
+         * are ready then, in index order, so they go straight to the ends of their FIFOs */
+        const int64_t elim = S.elim;
+        int64_t nready0 = o.nready0;
+        while (nready0 > 0 && ready0[nready0 - 1] >= elim) nready0--;   /* behind a gate */
+        for (int64_t k = 0; results && k < elim; k++) results[k].enumerated = 0;
+        for (int64_t i = 0; i < nready0; i++) {
             int64_t k = ready0[i];
             S.tkey[k] = 0;
             if (results) results[k].ready = 0;
@@ -1566,13 +1768,22 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     return WSP_OK;
 }
 
+int wsp_sim_replay_gated(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
+                         int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
+                         const int64_t *preds, int64_t ngates, const wsp_simgate *gates,
+                         const int64_t *writers, wsp_simresult *results,
+                         wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen) {
+    wsp_simws *ws = NULL;   /* reentrant: this call's working memory is its own */
+    int rc = wsp__sim_replay_ws(&ws, m, p, costs, nkernels, ntasks, tasks, preds, NULL, -1,
+                                ngates, gates, writers, NULL, results, summary, disp, err, errlen);
+    wsp__simws_free(ws);
+    return rc;
+}
+
 int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
                    int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
                    const int64_t *preds, wsp_simresult *results, wsp_simsummary *summary,
                    wsp_simdisp *disp, char *err, int32_t errlen) {
-    wsp_simws *ws = NULL;   /* reentrant: this call's working memory is its own */
-    int rc = wsp__sim_replay_ws(&ws, m, p, costs, nkernels, ntasks, tasks, preds, NULL, -1,
+    return wsp_sim_replay_gated(m, p, costs, nkernels, ntasks, tasks, preds, 0, NULL, NULL,
                                 results, summary, disp, err, errlen);
-    wsp__simws_free(ws);
-    return rc;
 }

@@ -15,6 +15,16 @@
  * the model never misses an order the program needs, and may add some). A read waits for the
  * writer; a write waits for the writer and the readers, then becomes the writer.
  *
+ * Awaits. wsp_await (tasks.c, note_await) reports every await of the run, with the number of
+ * tasks enumerated before it, before the host decides whether to block. The log looks up the
+ * last writers of the records the awaited box overlaps (RAW only: readers do not count; an
+ * earlier writer of a tile is a predecessor of its last one, so it is covered) and records an
+ * enumeration gate (sim.c: the tasks from that index on are produced only once those writers'
+ * completions are seen). A whole-tensor record gives its writer, conservatively. Writers that
+ * the previous gate already holds are dropped, an await with none left records nothing, and two
+ * awaits with no task between them make one gate. Gates and their writers live in two more
+ * grow-only arrays, emptied (not freed) by wsp__simlog_begin.
+ *
  * Cost. This runs on the submitter for every task and the replay in wsp_wait, so both count
  * against the runtime's own per-task cost (benchmarks/tasks.py: the cycle model adds under
  * 100 ns per task). Hence:
@@ -32,8 +42,8 @@
  *
  * Memory: a dense record per tile of a shaped tensor (16 bytes), a record per distinct tile
  * otherwise (24 bytes, plus 16 in the hash table), a log entry per task (16 bytes), 4 bytes per
- * edge, the replay's O(ntasks + edges). Kept until the cycle model is disabled or the runtime
- * freed.
+ * edge, 16 bytes per gate and 4 per gate writer, the replay's O(ntasks + edges). Kept until
+ * the cycle model is disabled or the runtime freed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +111,10 @@ struct wsp_simlog {
     int32_t *preds;
     int64_t npreds, cappreds;
     int32_t last_pred;         /* of the current task: skips immediate duplicates */
+    wsp_simgate *gates;        /* wsp_await: enumeration gates (sim.c), in index order */
+    int64_t ngates, capgates;
+    int32_t *gw;               /* their writers, gate after gate, each gate's sorted */
+    int64_t ngw, capgw;
     int oom;
     wsp_machine m;
     wsp_policy p;
@@ -184,6 +198,8 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->chunks);
     free(l->tasks);
     free(l->preds);
+    free(l->gates);
+    free(l->gw);
     free(l->costs);
     free(l->disp);
     free(l->results);
@@ -194,6 +210,7 @@ void wsp__simlog_free(wsp_simlog *l) {
 void wsp__simlog_begin(wsp_simlog *l) {
     reset_tensors(l);
     l->ntasks = l->npreds = 0;
+    l->ngates = l->ngw = 0;
     l->oom = 0;
     memset(&l->summary, 0, sizeof l->summary);
     l->nresults = 0;
@@ -512,6 +529,180 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
     return WSP_OK;
 }
 
+/* ---- wsp_await: enumeration gates -------------------------------------------------------------
+ * The writers of an awaited box are the last writers of the records it overlaps (an earlier
+ * writer of a tile is a predecessor of its last one: covered). A tensor in one tiling: the tiles
+ * the box overlaps (dense table: by linear index; hashed: looked up tile by tile, or the table
+ * scanned when the box spans more tiles than it holds). A whole-tensor record: its writer
+ * (conservative, as every access of such a tensor). */
+
+static int push_writer(wsp_simlog *l, int32_t w) {
+    if (w < 0) return 0;
+    if (__builtin_expect(l->ngw == l->capgw, 0) &&
+        grow((void **)&l->gw, &l->capgw, l->ngw + 1, sizeof *l->gw))
+        return -1;
+    l->gw[l->ngw++] = w;
+    return 0;
+}
+
+/* the record of a hashed tile, or NULL (adds nothing) */
+static const srec *find_rec(const wsp_simlog *l, const stens *ts, uint64_t key) {
+    if (!ts->slots || ts->nrec == 0) return NULL;
+    const uint64_t ep = (uint64_t)l->epoch << 32;
+    for (uint64_t h = mix(ts, key) & ts->mask; (ts->slots[h] & ~(uint64_t)UINT32_MAX) == ep;
+         h = (h + 1) & ts->mask)
+        if (l->recs[(uint32_t)ts->slots[h] - 1].key == key)
+            return &l->recs[(uint32_t)ts->slots[h] - 1].r;
+    return NULL;
+}
+
+/* The writers of every tile in [c0[d], c1[d]] (inclusive, c0 <= c1) of a tiled tensor. */
+static int tile_writers(wsp_simlog *l, const stens *ts, const int64_t *c0, const int64_t *c1) {
+    int n = ts->ndim;
+    if (ts->dense_on) {
+        int64_t hi[WSP_MAX_DIMS], c[WSP_MAX_DIMS];
+        int any = 1;
+        for (int d = 0; d < n; d++) {
+            hi[d] = c1[d] < ts->tiles[d] - 1 ? c1[d] : ts->tiles[d] - 1;
+            c[d] = c0[d];
+            any &= c0[d] <= hi[d];
+        }
+        while (any) {   /* an odometer over the tiles, last dimension fastest */
+            int64_t idx = 0;
+            for (int d = 0; d < n; d++) idx = idx * ts->tiles[d] + c[d];
+            const srec *r = &ts->dense[idx];
+            if (r->epoch == l->epoch && push_writer(l, r->writer)) return -1;
+            int d = n - 1;
+            for (; d >= 0 && c[d] == hi[d]; d--) c[d] = c0[d];
+            if (d < 0) break;
+            c[d]++;
+        }
+    }
+    if (ts->nrec == 0) return 0;
+    /* hashed: the tiles the box spans (coordinates beyond the packed key's range are not
+     * recorded), or every record when that is fewer */
+    int64_t hi[WSP_MAX_DIMS], c[WSP_MAX_DIMS];
+    uint64_t span = 1;
+    int any = 1;
+    for (int d = 0; d < n; d++) {
+        int64_t fit = ts->bits < 64 ? ((int64_t)1 << ts->bits) - 1 : INT64_MAX;
+        hi[d] = c1[d] < fit ? c1[d] : fit;
+        c[d] = c0[d];
+        any &= c0[d] <= hi[d];
+        uint64_t w = any ? (uint64_t)(hi[d] - c0[d]) + 1 : 1;
+        span = span > ((uint64_t)1 << 62) / w ? (uint64_t)1 << 62 : span * w;
+    }
+    if (!any) return 0;
+    if (span > (uint64_t)ts->nrec) {
+        uint64_t m = ts->bits < 64 ? ((uint64_t)1 << ts->bits) - 1 : ~(uint64_t)0;
+        for (uint64_t s = 0; s <= ts->mask; s++) {
+            if ((uint32_t)(ts->slots[s] >> 32) != l->epoch) continue;
+            const hrec *h = &l->recs[(uint32_t)ts->slots[s] - 1];
+            int in = 1;
+            for (int d = 0; d < n && in; d++) {
+                int64_t x = (int64_t)(ts->bits >= 64 ? h->key
+                                                     : (h->key >> (ts->bits * (n - 1 - d))) & m);
+                in = x >= c0[d] && x <= hi[d];
+            }
+            if (in && push_writer(l, h->r.writer)) return -1;
+        }
+        return 0;
+    }
+    for (;;) {
+        uint64_t key = 0;
+        for (int d = 0; d < n; d++)
+            key = ts->bits >= 64 ? (uint64_t)c[d] : (key << ts->bits) | (uint64_t)c[d];
+        const srec *r = find_rec(l, ts, key);
+        if (r && push_writer(l, r->writer)) return -1;
+        int d = n - 1;
+        for (; d >= 0 && c[d] == hi[d]; d--) c[d] = c0[d];
+        if (d < 0) break;
+        c[d]++;
+    }
+    return 0;
+}
+
+/* Every writer any record of the tensor names (a box the tiling cannot place). */
+static int all_writers(wsp_simlog *l, const stens *ts) {
+    for (uint64_t s = 0; ts->nrec > 0 && s <= ts->mask; s++)
+        if ((uint32_t)(ts->slots[s] >> 32) == l->epoch &&
+            push_writer(l, l->recs[(uint32_t)ts->slots[s] - 1].r.writer))
+            return -1;
+    for (int64_t i = 0; ts->dense_on && i < ts->ndense; i++)
+        if (ts->dense[i].epoch == l->epoch && push_writer(l, ts->dense[i].writer)) return -1;
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* sorts gw[from .. ngw) and drops duplicates, and those in sorted[0 .. n) */
+static void gate_unique(wsp_simlog *l, int64_t from, const int32_t *sorted, int64_t n) {
+    int32_t *w = l->gw + from;
+    int64_t m = l->ngw - from, out = 0, j = 0;
+    if (m > 1) qsort(w, (size_t)m, sizeof *w, cmp_i32);
+    for (int64_t i = 0; i < m; i++) {
+        if (out > 0 && w[out - 1] == w[i]) continue;
+        while (j < n && sorted[j] < w[i]) j++;
+        if (j < n && sorted[j] == w[i]) continue;
+        w[out++] = w[i];
+    }
+    l->ngw = from + out;
+}
+
+static int simlog_await(wsp_simlog *l, const wsp_access *a) {
+    stens *ts = &l->tens[a->tensor];
+    int n = a->ndim;
+    for (int d = 0; d < n; d++)
+        if (a->hi[d] <= a->lo[d]) return 0;   /* an empty box has no writers */
+    int64_t first = l->ngw;
+    if (ts->mode == 2) {
+        if (push_writer(l, ts->whole.writer)) return -1;
+    } else if (ts->mode == 1) {
+        if (n != ts->ndim) {
+            if (all_writers(l, ts)) return -1;
+        } else {
+            int64_t c0[WSP_MAX_DIMS], c1[WSP_MAX_DIMS];
+            for (int d = 0; d < n; d++) {
+                c0[d] = a->lo[d] / ts->ext[d];
+                c1[d] = (a->hi[d] - 1) / ts->ext[d];
+            }
+            if (tile_writers(l, ts, c0, c1)) return -1;
+        }
+    }
+    if (l->ngw == first) return 0;
+    /* the previous gate's writers gate this one's tasks already; at the same index, the two
+     * gates are one */
+    wsp_simgate *prev = l->ngates > 0 ? &l->gates[l->ngates - 1] : NULL;
+    int64_t poff = prev ? first - prev->nwriters : first;
+    gate_unique(l, first, l->gw + poff, prev ? prev->nwriters : 0);
+    int64_t added = l->ngw - first;
+    if (added == 0) return 0;
+    if (prev && prev->index == l->ntasks) {
+        if (prev->nwriters + added >= INT32_MAX) return -1;
+        prev->nwriters += (int32_t)added;
+        qsort(l->gw + poff, (size_t)prev->nwriters, sizeof *l->gw, cmp_i32);
+        return 0;
+    }
+    if (added >= INT32_MAX ||
+        (l->ngates == l->capgates &&
+         grow((void **)&l->gates, &l->capgates, l->ngates + 1, sizeof *l->gates)))
+        return -1;
+    wsp_simgate *g = &l->gates[l->ngates++];
+    g->index = l->ntasks;
+    g->nwriters = (int32_t)added;
+    g->unused = 0;
+    return 0;
+}
+
+void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index) {
+    (void)index;   /* == l->ntasks: the log holds exactly the tasks enumerated before it */
+    if (l->oom || l->ntasks == 0) return;
+    if (simlog_await(l, acc)) l->oom = 1;   /* the replay then fails: out of memory */
+}
+
 /* ---- replay --------------------------------------------------------------------------------- */
 
 int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen) {
@@ -524,7 +715,8 @@ int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errle
     }
     memset(l->disp, 0, (size_t)l->p.ndispatchers * sizeof *l->disp);
     int rc = wsp__sim_replay_ws(&l->ws, &l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks,
-                                NULL, l->preds, l->npreds, keep_results ? l->results : NULL,
+                                NULL, l->preds, l->npreds, l->ngates, l->gates, NULL, l->gw,
+                                keep_results ? l->results : NULL,
                                 &l->summary, l->disp, err, errlen);
     if (rc) l->nresults = 0;
     return rc;

@@ -1051,9 +1051,7 @@ static int batch_writes(const wsp_runtime *rt, const wsp_access *acc) {
  * number of tasks enumerated before the await. */
 static void note_await(wsp_runtime *rt, const wsp_access *acc, int64_t index) {
     /* cycle model: simlog hook (see simlog.c) */
-    (void)rt;
-    (void)acc;
-    (void)index;
+    if (rt->simlog) wsp__simlog_await(rt->simlog, acc, index);
 }
 
 /* A waiter: a node that is never dispatched, with an edge from each unfinished writer. The

@@ -348,6 +348,11 @@ WSP_HIDDEN void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, c
 /* `dispatcher`/`stream` as the model sees them; returns 0 or WSP_ERR_INTERNAL */
 WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher,
                                int32_t stream);
+/* A wsp_await of the run on acc's box, `index` tasks into it: the log's own last writers of the
+ * tiles the box overlaps (RAW only; from its tables, so independent of host timing) become an
+ * enumeration gate at that index (sim.c). Records nothing when there is no writer; an out of
+ * memory makes the replay fail. */
+WSP_HIDDEN void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index);
 /* Replays the run; keeps per-task results when `keep_results`. Returns 0 or an error code
  * with a message in err. */
 WSP_HIDDEN int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen);
@@ -360,12 +365,15 @@ WSP_HIDDEN int32_t wsp__simlog_dispatchers(const wsp_simlog *l);
  * as needed and kept for the next replay (wsp__simws_free releases it), so a log replayed after
  * every run maps and clears no fresh memory. Predecessors come as int64 (preds64, the public
  * wsp_sim_replay) or int32 (preds32, the log); the other is NULL. npreds_known: their number,
- * or -1 (then counted). Otherwise as wsp_sim_replay. */
+ * or -1 (then counted). Gates' writers likewise come as int64 (gw64) or int32 (gw32).
+ * Otherwise as wsp_sim_replay_gated. */
 typedef struct wsp_simws wsp_simws;
 WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const wsp_policy *p,
                                   const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
                                   const wsp_simtask *tasks, const int64_t *preds64,
-                                  const int32_t *preds32, int64_t npreds_known,
+                                  const int32_t *preds32, int64_t npreds_known, int64_t ngates,
+                                  const wsp_simgate *gates, const int64_t *gw64,
+                                  const int32_t *gw32,
                                   wsp_simresult *results, wsp_simsummary *summary,
                                   wsp_simdisp *disp, char *err, int32_t errlen);
 WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);

@@ -210,6 +210,24 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
                    const int64_t *preds, wsp_simresult *results, wsp_simsummary *summary,
                    wsp_simdisp *disp, char *err, int32_t errlen);
 
+/* An enumeration gate of a replayed graph (a wsp_await of the run): task `index` and every later
+ * task are produced only after each of the gate's `nwriters` writers (the next entries of the
+ * writers array: indices of tasks before `index`) has finished and its completion has been seen.
+ * Gates come in nondecreasing index order; 0 <= index <= ntasks. */
+typedef struct wsp_simgate {
+    int64_t index;
+    int32_t nwriters;
+    int32_t unused;
+} wsp_simgate;
+
+/* wsp_sim_replay with enumeration gates (ngates entries, their writers in `writers`); with
+ * ngates == 0 it is wsp_sim_replay. */
+int wsp_sim_replay_gated(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *costs,
+                         int32_t nkernels, int64_t ntasks, const wsp_simtask *tasks,
+                         const int64_t *preds, int64_t ngates, const wsp_simgate *gates,
+                         const int64_t *writers, wsp_simresult *results,
+                         wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen);
+
 /* The trace of a run (after wsp_trace(rt, 1) before wsp_begin... see tasks.c): one record per
  * task in enumeration order, real times in ns since wsp_begin. */
 typedef struct wsp_trace_event {
@@ -234,7 +252,8 @@ int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trac
 
 /* The cycle model after each run (off by default): the machine, the schedule's policy and the
  * kernels' costs; wsp_wait then replays the run's task graph (dependencies inferred exactly as
- * enumerated, independent of host timing) and keeps the results. */
+ * enumerated, independent of host timing; each wsp_await an enumeration gate on the writers of
+ * the awaited box) and keeps the results. */
 int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
                    const wsp_kcost *costs, int32_t nkernels);
 /* The shape of a tensor in this run (after wsp_begin, before its first task): lets the model

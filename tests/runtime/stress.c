@@ -37,6 +37,112 @@ static int empty_kernel(const wsp_tile *t, const wsp_scalar *s) {
     return 0;
 }
 
+/* The cycle model with awaits (enumeration gates) in each of its loops: tiled boxes (hashed, then
+ * with a dense table), a tensor whose tiling breaks (one whole-tensor record), boxes over several
+ * tiles, nothing and empty boxes awaited; the results must not depend on the records' kind, the
+ * run or the workers' timing. Then wsp_sim_replay_gated directly, valid and malformed. */
+#define GATED_TASKS 400
+static void gated_model_runs(wsp_runtime *rt, int workers) {
+    static wsp_simresult first[4][GATED_TASKS];   /* per policy: the first run's results */
+    static int have[4];
+    wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
+    wsp_policy pols[4] = {
+        {1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0},   /* run_one */
+        {3, 1, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 8},   /* run_plain, a window */
+        {3, 0, 0, WSP_TIMING_BATCHED, 4, 0.0, 0},     /* run_general */
+        {2, 0, 0, WSP_TIMING_RATE_LIMIT, 0, 1e5, 4}};
+    wsp_kcost costs[2] = {{WSP_UNIT_VECTOR, 0, 50}, {WSP_UNIT_CUBE, 0, 400}};
+    wsp_simresult res[GATED_TASKS];
+    for (int g = 0; g < 4; g++)
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK(wsp_sim_enable(rt, &m, &pols[g], costs, 2) == 0, "gated: sim enable");
+            CHECK(wsp_trace_enable(rt, 1) == 0, "gated: trace enable");
+            int rc = wsp_begin(rt, pols[g].window, WSP_WINDOW_STALL);
+            int64_t dims[2] = {64, 8};
+            if (rc == 0 && rep) rc = wsp_sim_shape(rt, 0, 2, dims);
+            wsp_task t;
+            for (long k = 0; k < GATED_TASKS && rc == 0; k++) {
+                memset(&t, 0, sizeof t);
+                t.fn = harness_kernel(1);
+                t.nscalars = 3;
+                t.kernel = k % 9 == 0;
+                t.ntiles = 1 + (k % 10 == 3);
+                wsp_access *a = &t.access[0];
+                a->tensor = 0;
+                a->mode = WSP_WRITE;
+                a->ndim = 2;
+                a->lo[0] = (k % 16) * 4;
+                a->hi[0] = a->lo[0] + 4;
+                a->hi[1] = 8;
+                a = &t.access[1];   /* tensor 1: overlapping boxes, one whole-tensor record */
+                a->tensor = 1;
+                a->mode = WSP_READWRITE;
+                a->ndim = 1;
+                a->lo[0] = k % 7;
+                a->hi[0] = k % 7 + 3;
+                rc = wsp_submit(rt, &t);
+                if (rc == 0 && k % 25 == 24) {
+                    wsp_access w;
+                    memset(&w, 0, sizeof w);
+                    w.tensor = 0;
+                    w.mode = WSP_READ;
+                    w.ndim = 2;
+                    w.lo[0] = (k * 3) % 60;
+                    w.hi[0] = w.lo[0] + 5;   /* two tiles */
+                    w.lo[1] = 2;
+                    w.hi[1] = 3;
+                    rc = wsp_await(rt, &w);
+                    w.lo[0] = w.hi[0] = 9;   /* empty */
+                    if (rc == 0) rc = wsp_await(rt, &w);
+                    w.lo[0] = 0;             /* the whole tensor */
+                    w.hi[0] = 64;
+                    w.lo[1] = 0;
+                    w.hi[1] = 8;
+                    if (rc == 0 && k % 100 == 99) rc = wsp_await(rt, &w);
+                    memset(&w, 0, sizeof w);
+                    w.tensor = 1;
+                    w.ndim = 1;
+                    w.lo[0] = 2;
+                    w.hi[0] = 3;
+                    if (rc == 0 && k % 50 == 49) rc = wsp_await(rt, &w);
+                }
+            }
+            int wrc = wsp_wait(rt);
+            CHECK(rc == 0 && wrc == 0, "gated run: policy %d: %d %d %s", g, rc, wrc,
+                  wsp_error_message(rt));
+            wsp_simsummary sum;
+            CHECK(wsp_sim_summary(rt, &sum) == 0 && sum.tasks == GATED_TASKS &&
+                      sum.critical_path <= sum.total_cycles,
+                  "gated: sim summary");
+            CHECK(wsp_sim_read(rt, 0, GATED_TASKS, res) == GATED_TASKS, "gated: sim read");
+            CHECK(res[GATED_TASKS - 1].enumerated > 0, "gated: policy %d: no gate", g);
+            if (!have[g]) {
+                memcpy(first[g], res, sizeof res);
+                have[g] = 1;
+            } else {
+                CHECK(memcmp(first[g], res, sizeof res) == 0,
+                      "gated: policy %d, run %d, %d workers: results differ", g, rep, workers);
+            }
+        }
+    CHECK(wsp_trace_enable(rt, 0) == 0 && wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0,
+          "gated: off again");
+    /* explicit gates */
+    wsp_simtask tasks[6] = {{1, 0, -1, 0}, {0, 0, -1, 0}, {0, 0, -1, 1},
+                            {0, 0, -1, 0}, {0, 0, -1, 0}, {0, 0, -1, 0}};
+    int64_t preds[1] = {0};
+    wsp_simgate gates[3] = {{2, 1, 0}, {4, 2, 0}, {6, 1, 0}};
+    int64_t writers[4] = {1, 0, 2, 5};
+    char err[128];
+    wsp_simsummary sum;
+    int rc = wsp_sim_replay_gated(&m, &pols[0], costs, 2, 6, tasks, preds, 3, gates, writers, res,
+                                  &sum, NULL, err, sizeof err);
+    CHECK(rc == 0 && res[4].enumerated >= res[0].finish, "replay gated: %d %s", rc, err);
+    writers[3] = 6;   /* not an earlier task */
+    rc = wsp_sim_replay_gated(&m, &pols[0], costs, 2, 6, tasks, preds, 3, gates, writers, res,
+                              &sum, NULL, err, sizeof err);
+    CHECK(rc == WSP_ERR_USAGE, "replay gated, bad writer: %d", rc);
+}
+
 /* Each thread owns a runtime: runtimes must not share state. */
 static void *own_runtime(void *arg) {
     long n = *(long *)arg;
@@ -188,6 +294,7 @@ int main(int argc, char **argv) {
             }
             CHECK(wsp_trace_enable(rt, 0) == 0 && wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0,
                   "off again");
+            gated_model_runs(rt, workers);
         }
         /* free in the middle of a run */
         rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
