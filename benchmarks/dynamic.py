@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernels as kernel_bench  # noqa: E402  (benchmarks/kernels.py: the shared timing loop)
 
 import ptowsp
 
@@ -39,20 +40,9 @@ E, K, DM, F = 8, 2, 64, 128
 
 
 def medians_ms(fns, runs: int, pause: float = 0.2) -> list[float]:
-    """Median milliseconds of each function, the functions taking turns within every run (the
-    machine's drift then hits all of them alike). `pause` seconds before each call let the
-    threads of the previous one go to sleep (OpenBLAS's spin a while after numpy.matmul
-    returns, and would compete with the next call's threads)."""
-    for fn in fns:
-        fn()  # warm up (page faults, caches, thread pools)
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, ts in zip(fns, times):
-            time.sleep(pause)
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1000)
-    return [statistics.median(ts) for ts in times]
+    """benchmarks/kernels.py's interleaved medians, pausing between calls by default so the
+    OpenBLAS threads of the NumPy baselines go to sleep before the next contender runs."""
+    return kernel_bench.medians_ms(fns, runs, pause)
 
 
 def dispatcher_loads(stats) -> str:

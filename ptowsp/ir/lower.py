@@ -819,7 +819,7 @@ class _WorkloadLowerer:
             procs.append(self.process(st, scope))
         owned: list[str] = []
         for p in procs:
-            for c in _own_consumes(p.body):
+            for c in N.own_consumes(p.body):
                 if c not in owned:
                     owned.append(c)
         return N.Pipe(tuple(procs), tuple(owned), s.span)
@@ -1506,19 +1506,6 @@ def _marked(part: list, events: tuple[str, ...], span) -> list:
     if not events:
         return part
     return [N.Mark(events, tuple(part), span)]
-
-
-def _own_consumes(stmts) -> list[str]:
-    """The channels consumed by these statements, not counting nested pipes' processes."""
-    out: list[str] = []
-    for st in stmts:
-        if isinstance(st, N.Pipe):
-            continue
-        if isinstance(st, N.Consume) and st.channel not in out:
-            out.append(st.channel)
-        for body in N.children(st):
-            out.extend(c for c in _own_consumes(body) if c not in out)
-    return out
 
 
 def _policy_call(e: A.Expr) -> A.Call:

@@ -472,6 +472,19 @@ def walk(stmts):
             yield from walk(body)
 
 
+def own_consumes(stmts) -> list[str]:
+    """The channels consumed by these statements, not counting nested pipes' processes."""
+    out: list[str] = []
+    for st in stmts:
+        if isinstance(st, Pipe):
+            continue
+        if isinstance(st, Consume) and st.channel not in out:
+            out.append(st.channel)
+        for body in children(st):
+            out.extend(c for c in own_consumes(body) if c not in out)
+    return out
+
+
 def _cond_queries(c) -> bool:
     if not isinstance(c, Cond):
         return False

@@ -520,7 +520,7 @@ class _Schedule:
                         sends.append(st.channel)
                 if sorted(sends) != sorted(q.sends):
                     _fail(f"`sends` is {list(q.sends)}, but the body sends to {sends}")
-                for c in _own_consumes(q.body):
+                for c in N.own_consumes(q.body):
                     if c not in owned:
                         owned.append(c)
                 saved = self.in_process
@@ -677,18 +677,6 @@ class _Schedule:
             _bound(e, names, f"the box of `{p.name}`")
         for c in a.checks:
             _check(c, names, "a view check")
-
-
-def _own_consumes(stmts) -> list[str]:
-    out: list[str] = []
-    for st in stmts:
-        if isinstance(st, N.Pipe):
-            continue
-        if isinstance(st, N.Consume) and st.channel not in out:
-            out.append(st.channel)
-        for body in N.children(st):
-            out.extend(c for c in _own_consumes(body) if c not in out)
-    return out
 
 
 __all__ = ["verify"]

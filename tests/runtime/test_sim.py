@@ -68,10 +68,8 @@ class Out:
     raw: bytes = b""      # results + summary + disp as bytes, for determinism checks
 
 
-def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_results=True,
-        with_disp=True, nkernels=None, ntasks=None) -> Out:
-    """Calls wsp_sim_replay. costs: [(unit, cycles)]."""
-    ffi, lib = L.ffi, L.lib
+def replay_inputs(ffi, tasks, costs, m: Machine, p: Policy):
+    """The machine, policy, kernel costs, tasks and flat predecessor arrays of a replay."""
     mach = ffi.new("wsp_machine *", {"clock_ghz": m.clock, "dispatchers": m.dispatchers,
                                      "cube_cores": m.cube, "vector_cores": m.vector,
                                      "dispatch_ns": m.dispatch_ns,
@@ -83,8 +81,33 @@ def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_r
     tk = ffi.new("wsp_simtask[]", [{"kernel": t.kernel, "dispatcher": t.dispatcher,
                                     "stream": t.stream, "npreds": len(t.preds)}
                                    for t in tasks] or 1)
-    flat = [j for t in tasks for j in t.preds]
-    preds = ffi.new("int64_t[]", flat or 1)
+    preds = ffi.new("int64_t[]", [j for t in tasks for j in t.preds] or 1)
+    return mach, pol, kc, tk, preds
+
+
+def replay_outputs(ffi, rc, err, ntasks, res, summ, disp, nd) -> Out:
+    """What a replay wrote (results and dispatcher table only when asked for: not NULL)."""
+    out = Out(rc, ffi.string(err).decode(), [], {}, [])
+    if rc != OK:
+        return out
+    if res != ffi.NULL:
+        out.results = [R(r.enumerated, r.ready, r.issue, r.start, r.finish, r.core, r.unit,
+                         r.dispatcher, r.group) for r in (res[k] for k in range(ntasks))]
+        out.raw += bytes(ffi.buffer(res, ffi.sizeof("wsp_simresult") * ntasks))
+    out.summary = {f: (tuple(getattr(summ, f)) if f == "work" else getattr(summ, f))
+                   for f in SUMMARY_FIELDS}
+    out.raw += bytes(ffi.buffer(summ))
+    if disp != ffi.NULL:
+        out.disp = [(disp[d].tasks, disp[d].stolen, disp[d].busy_cycles) for d in range(nd)]
+        out.raw += bytes(ffi.buffer(disp, ffi.sizeof("wsp_simdisp") * nd))
+    return out
+
+
+def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_results=True,
+        with_disp=True, nkernels=None, ntasks=None) -> Out:
+    """Calls wsp_sim_replay. costs: [(unit, cycles)]."""
+    ffi, lib = L.ffi, L.lib
+    mach, pol, kc, tk, preds = replay_inputs(ffi, tasks, costs, m, p)
     n = len(tasks) if ntasks is None else ntasks
     res = ffi.new("wsp_simresult[]", max(1, len(tasks))) if with_results else ffi.NULL
     summ = ffi.new("wsp_simsummary *")
@@ -92,9 +115,7 @@ def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_r
     err = ffi.new("char[]", 256)
     rc = lib.wsp_sim_replay(mach, pol, kc, len(costs) if nkernels is None else nkernels, n, tk,
                             preds, res, summ, disp, err, 256)
-    out = Out(rc, ffi.string(err).decode(), [], {}, [])
-    if rc != OK:
-        return out
+    return replay_outputs(ffi, rc, err, len(tasks), res, summ, disp, p.nd)
     if with_results:
         out.results = [R(r.enumerated, r.ready, r.issue, r.start, r.finish, r.core, r.unit,
                          r.dispatcher, r.group) for r in (res[k] for k in range(len(tasks)))]

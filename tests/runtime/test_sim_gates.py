@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import ERR_USAGE, OK, READ, WRITE, Runtime
+from .test_sim import replay_inputs, replay_outputs
 from .test_sim import (BATCHED, CUBE, INTERLEAVED, RATE_LIMIT, SCALE, SUMMARY_FIELDS, VECTOR,
                        Machine, Out, Policy, R, T, check_streams, cycles_of, reference, workloads)
 from .test_sim import ok as ok_plain
@@ -32,18 +33,7 @@ def gsim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), gates=()
          ngates=None, null_writers=False) -> Out:
     """Calls wsp_sim_replay_gated. gates: [(index, [writers])]."""
     ffi, lib = L.ffi, L.lib
-    mach = ffi.new("wsp_machine *", {"clock_ghz": m.clock, "dispatchers": m.dispatchers,
-                                     "cube_cores": m.cube, "vector_cores": m.vector,
-                                     "dispatch_ns": m.dispatch_ns,
-                                     "completion_ns": m.completion_ns})
-    pol = ffi.new("wsp_policy *", {"ndispatchers": p.nd, "steal": int(p.steal),
-                                   "nstreams": p.nstreams, "timing": p.timing, "timing_n": p.n,
-                                   "rate_per_ms": p.rate, "window": p.window})
-    kc = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in costs] or 1)
-    tk = ffi.new("wsp_simtask[]", [{"kernel": t.kernel, "dispatcher": t.dispatcher,
-                                    "stream": t.stream, "npreds": len(t.preds)}
-                                   for t in tasks] or 1)
-    preds = ffi.new("int64_t[]", [j for t in tasks for j in t.preds] or 1)
+    mach, pol, kc, tk, preds = replay_inputs(ffi, tasks, costs, m, p)
     g = ffi.new("wsp_simgate[]", [{"index": i, "nwriters": len(w)} for i, w in gates] or 1)
     wr = ffi.NULL if null_writers else ffi.new("int64_t[]", [x for _, w in gates for x in w] or 1)
     res = ffi.new("wsp_simresult[]", max(1, len(tasks)))
@@ -53,9 +43,7 @@ def gsim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), gates=()
     rc = lib.wsp_sim_replay_gated(mach, pol, kc, len(costs), len(tasks), tk, preds,
                                   len(gates) if ngates is None else ngates, g, wr, res, summ, disp,
                                   err, 256)
-    out = Out(rc, ffi.string(err).decode(), [], {}, [])
-    if rc != OK:
-        return out
+    return replay_outputs(ffi, rc, err, len(tasks), res, summ, disp, p.nd)
     out.results = [R(r.enumerated, r.ready, r.issue, r.start, r.finish, r.core, r.unit,
                      r.dispatcher, r.group) for r in (res[k] for k in range(len(tasks)))]
     out.summary = {f: (tuple(getattr(summ, f)) if f == "work" else getattr(summ, f))
