@@ -19,6 +19,9 @@ int harness_bulk(wsp_runtime *rt, long n, int chains, int64_t window, int mode, 
 wsp_kernel_fn harness_kernel(int which);
 long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int mode, int flags,
                         int64_t *buf);
+int harness_reset(long n);
+long harness_start(long id);
+long harness_finish(long id);
 
 static int failures;
 #define CHECK(cond, ...)                                   \
@@ -101,6 +104,7 @@ static void gated_model_runs(wsp_runtime *rt, int workers) {
                     if (rc == 0 && k % 100 == 99) rc = wsp_await(rt, &w);
                     memset(&w, 0, sizeof w);
                     w.tensor = 1;
+                    w.mode = WSP_READWRITE;  /* a writer's await: readers gate it too */
                     w.ndim = 1;
                     w.lo[0] = 2;
                     w.hi[0] = 3;
@@ -141,6 +145,115 @@ static void gated_model_runs(wsp_runtime *rt, int workers) {
     rc = wsp_sim_replay_gated(&m, &pols[0], costs, 2, 6, tasks, preds, 3, gates, writers, res,
                               &sum, NULL, err, sizeof err);
     CHECK(rc == WSP_ERR_USAGE, "replay gated, bad writer: %d", rc);
+}
+
+/* Coroutines: a parent P.seq loop forking children each iteration, switched between submits,
+ * the children with scopes of their own; tasks with an extra READ of an event box, probes and
+ * writing awaits on it, notes with the trace on, a batch over switches; then runs that return
+ * early with contexts open (an error). Every task of iteration i must finish before any task
+ * of iteration i + 1 starts (K_RECORD's sequence clock). */
+#define CO_ITERS 12
+#define CO_TASKS 8   /* per iteration: 2 by the parent, 3 by each child */
+static void coroutine_runs(wsp_runtime *rt, long scale) {
+    static int64_t scratch[4];
+    CHECK(wsp_trace_enable(rt, 1) == 0, "coroutines: trace enable");
+    for (long rep = 0; rep < 2 * scale; rep++) {
+        harness_reset(CO_ITERS * CO_TASKS);
+        int rc = wsp_begin(rt, rep % 2 ? 6 : 0, WSP_WINDOW_STALL);
+        if (rc == 0) rc = wsp_order_push(rt);
+        if (rc == 0 && rep % 2) rc = wsp_batch(rt, CO_ITERS * CO_TASKS, 4, 0);
+        wsp_task t;
+        memset(&t, 0, sizeof t);
+        t.fn = harness_kernel(0);   /* K_RECORD */
+        t.nscalars = 3;
+        t.tiles[1].data = scratch;  /* the extra access's tile: valid, 1 x 1 */
+        t.tiles[1].rows = t.tiles[1].cols = 1;
+        long id = 0;
+        for (int i = 0; i < CO_ITERS && rc == 0; i++) {
+            if (i) rc = wsp_order_next(rt);
+            int32_t kids[2] = {0, 0};
+            for (int j = 0; j < 2 && rc == 0; j++) {
+                kids[j] = wsp_order_fork(rt);
+                if (kids[j] <= 0) rc = -kids[j];
+            }
+            /* parent, child 0, child 1, child 0 (pushes), parent, child 1, child 0, child 1 */
+            static const int who[CO_TASKS] = {0, 1, 2, 1, 0, 2, 1, 2};
+            for (int k = 0; k < CO_TASKS && rc == 0; k++) {
+                int32_t ctx = who[k] ? kids[who[k] - 1] : 0;
+                rc = wsp_order_switch(rt, ctx);
+                if (rc == 0 && who[k] == 1 && k == 3) rc = wsp_order_push(rt);
+                if (rc == 0 && who[k] == 1 && k == 6) rc = wsp_order_next(rt);
+                t.scalars[0].i = id;
+                t.scalars[1].i = (id % 3) * 20000;
+                t.ntiles = 1 + (k % 2);
+                t.access[0].tensor = 0;
+                t.access[0].mode = WSP_WRITE;
+                t.access[0].ndim = 1;
+                t.access[0].lo[0] = id;
+                t.access[0].hi[0] = id + 1;
+                t.access[1].tensor = 1;
+                t.access[1].mode = WSP_READ;
+                t.access[1].ndim = 1;
+                t.access[1].lo[0] = 0;
+                t.access[1].hi[0] = 1;
+                if (rc == 0) rc = wsp_note(rt, 1, k);
+                if (rc == 0) rc = wsp_submit(rt, &t);
+                id++;
+                if (rc == 0 && k == 5) {
+                    wsp_access ev;
+                    memset(&ev, 0, sizeof ev);
+                    ev.tensor = 1;
+                    ev.mode = WSP_READWRITE;
+                    ev.ndim = 1;
+                    ev.hi[0] = 1;
+                    int p = wsp_probe(rt, &ev);
+                    if (p < 0) rc = -p;
+                    else if (i % 4 == 1) rc = wsp_await(rt, &ev);
+                }
+            }
+            for (int j = 0; j < 2 && rc == 0; j++) rc = wsp_order_end(rt, kids[j]);
+            if (rc == 0) rc = wsp_order_switch(rt, 0);
+        }
+        if (rc == 0) rc = wsp_order_pop(rt);
+        int wrc = wsp_wait(rt);
+        CHECK(rc == 0 && wrc == 0, "coroutines: run %ld: %d %d %s", rep, rc, wrc,
+              wsp_error_message(rt));
+        CHECK(wsp_note_count(rt) == CO_ITERS * CO_TASKS, "coroutines: notes");
+        for (long a = 0; a < CO_ITERS * CO_TASKS; a++)
+            for (long b = (a / CO_TASKS + 1) * CO_TASKS; b < CO_ITERS * CO_TASKS; b++)
+                if (!(harness_finish(a) > 0 && harness_finish(a) < harness_start(b))) {
+                    CHECK(0, "coroutines: run %ld: task %ld did not precede task %ld", rep, a, b);
+                    a = b = CO_ITERS * CO_TASKS;
+                }
+    }
+    /* an early return with contexts open (their own scopes too, the current one a child) */
+    for (int rep = 0; rep < 3; rep++) {
+        harness_reset(64);
+        int rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+        if (rc == 0) rc = wsp_order_push(rt);
+        wsp_task t;
+        memset(&t, 0, sizeof t);
+        t.fn = harness_kernel(0);
+        t.nscalars = 3;
+        t.ntiles = 1;
+        t.access[0].tensor = 0;
+        t.access[0].mode = WSP_READWRITE;
+        t.access[0].ndim = 1;
+        t.access[0].hi[0] = 1;
+        for (int j = 0; j < 4 && rc == 0; j++) {
+            int32_t c = wsp_order_fork(rt);
+            rc = c > 0 ? wsp_order_switch(rt, c) : -c;
+            if (rc == 0) rc = wsp_order_push(rt);
+            t.scalars[0].i = j;
+            t.scalars[2].i = j == 2 && rep != 1;
+            if (rc == 0) rc = wsp_submit(rt, &t);
+        }
+        if (rep == 1) wsp_fail(rt, WSP_ERR_VIEW, "an enumerator's check failed");
+        int wrc = wsp_wait(rt);
+        CHECK(wrc == (rep == 1 ? WSP_ERR_VIEW : WSP_ERR_KERNEL), "coroutines: early return %d: %d",
+              rep, wrc);
+    }
+    CHECK(wsp_trace_enable(rt, 0) == 0, "coroutines: trace off");
 }
 
 /* Each thread owns a runtime: runtimes must not share state. */
@@ -296,6 +409,7 @@ int main(int argc, char **argv) {
                   "off again");
             gated_model_runs(rt, workers);
         }
+        coroutine_runs(rt, scale);
         /* free in the middle of a run */
         rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
         t.scalars[2].i = 0;
