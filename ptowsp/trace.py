@@ -79,7 +79,8 @@ class Trace:
     def __init__(self, events: np.ndarray, kernel_names: Sequence[str],
                  machine: Optional["Machine"] = None, *, sim: Optional[np.ndarray] = None,
                  schedule: str = "", summary: Optional[dict[str, Any]] = None,
-                 dispatchers: Optional[Sequence[dict[str, int]]] = None):
+                 dispatchers: Optional[Sequence[dict[str, int]]] = None,
+                 notes: Optional[np.ndarray] = None, channels: Sequence[str] = ()):
         events = np.asarray(events)
         if events.dtype != EVENT_DTYPE:
             raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
@@ -101,6 +102,10 @@ class Trace:
                                                           else {})
         self.dispatchers = [dict(d) for d in dispatchers or ()]
         self._vtid0: Optional[int] = None
+        # CSP: (task, tag, item) rows from wsp_note_read; tag 2c: the task sends item `item`
+        # of channel `channels[c]`, tag 2c + 1: the task holds it (a task of its consume body)
+        self.notes = np.zeros((0, 3), np.int64) if notes is None else np.asarray(notes, np.int64)
+        self.channels = list(channels)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -116,8 +121,10 @@ class Trace:
             args = self._task_args()
             out = self._metadata()
             out.extend(self._real_events(names, args))
+            out.extend(self._counter_events("real"))
             if self.sim is not None:
                 out.extend(self._sim_events(names, args))
+                out.extend(self._counter_events("sim"))
         other = {"schedule": self.schedule, "tasks": len(self)}
         if self.machine is not None:
             other["machine"] = self.machine.name
@@ -270,6 +277,60 @@ class Trace:
         tid = np.where(sim["unit"] == 1, 1 + core, self._vector_tid0 + core).tolist()
         return [{"name": n, "cat": "task", "ph": "X", "pid": PID_SIM, "tid": c, "ts": t0,
                  "dur": d, "args": a} for n, c, t0, d, a in zip(names, tid, ts, dur, args)]
+
+    # -- channel occupancy (CSP) --------------------------------------------------------------
+
+    def channel_occupancy(self, clock: str = "real") -> dict[str, list[tuple[float, int]]]:
+        """Per channel, the number of items in flight over time: [(time, items), ...] at every
+        change, times in ns (`clock` "real") or cycles ("sim").
+
+        Item k of a channel is in flight from the start of the task that sends it until the
+        last of its send task and its consume body's tasks has finished (its slot is free
+        again). A release and a send at the same moment count as the release first. Items of
+        successive runs of a pipe are told apart by enumeration order (a consume body's task
+        holds the latest item k sent)."""
+        if clock == "real":
+            start, end, ran = self.events["start_ns"], self.events["end_ns"], self.events["worker"] >= 0
+        else:
+            if self.sim is None:
+                return {}
+            start, end = self.sim["start"], self.sim["finish"]
+            ran = np.ones(len(start), bool)
+        spans: dict[int, dict[tuple[int, int], list]] = {}
+        latest: dict[tuple[int, int], list] = {}
+        for task, tag, item in self.notes.tolist():
+            c = tag >> 1
+            if not ran[task]:
+                continue
+            if tag & 1 == 0:
+                span = [int(start[task]), int(end[task])]
+                latest[(c, item)] = span
+                spans.setdefault(c, {})[(len(spans.get(c, {})), item)] = span
+            elif (c, item) in latest:
+                span = latest[(c, item)]
+                span[1] = max(span[1], int(end[task]))
+        out = {}
+        for c, items in spans.items():
+            edges = sorted([(t1, 0) for _, t1 in items.values()] +
+                           [(t0, 1) for t0, _ in items.values()])  # releases first at a tie
+            n, series = 0, []
+            for t, up in edges:
+                n += 1 if up else -1
+                if series and series[-1][0] == t:
+                    series[-1] = (t, n)
+                else:
+                    series.append((t, n))
+            name = self.channels[c] if c < len(self.channels) else f"channel{c}"
+            out[name] = series
+        return out
+
+    def _counter_events(self, clock: str) -> list[dict[str, Any]]:
+        """Chrome counter ("C") events: a track per channel with its items in flight."""
+        pid, scale = (PID_REAL, 1000.0) if clock == "real" else (
+            PID_SIM, self.machine.clock_ghz * 1000.0)
+        return [{"name": f"channel {name}", "ph": "C", "pid": pid, "ts": t / scale,
+                 "args": {"items in flight": n}}
+                for name, series in self.channel_occupancy(clock).items() for t, n in series]
 
     # -- text summary -------------------------------------------------------------------------
 

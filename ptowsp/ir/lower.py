@@ -93,6 +93,29 @@ class _Unsupported(Exception):
         self.message = message
 
 
+def _event_uses(stmts) -> set[str]:
+    """The names recorded (`Mark`), synchronized or queried in a loop tree."""
+    out: set[str] = set()
+
+    def cond(c) -> None:
+        if isinstance(c, N.Cond):
+            if c.op == "query":
+                out.add(c.args[0])
+            elif c.op in ("and", "or", "not"):
+                for a in c.args:
+                    cond(a)
+
+    for st in N.walk(stmts):
+        if isinstance(st, N.Mark):
+            out.update(st.events)
+        elif isinstance(st, N.Sync):
+            out.add(st.event)
+        elif isinstance(st, N.When):
+            for c, _ in st.branches:
+                cond(c)
+    return out
+
+
 def lower(env: ModuleEnv) -> N.Module:
     """The IR of a checked module. Raises `WspError` for constructs not supported yet."""
     return _ModuleLowerer(env).run()
@@ -173,11 +196,17 @@ class _ModuleLowerer:
         consumes (in declaration order)."""
         used = {st.channel for s in schedules for st in N.walk(s.body)
                 if isinstance(st, (N.Send, N.Consume))}
+        marked = {name for s in schedules for name in _event_uses(s.body)}
         channels, tensors = [], []
         for c in self.env.channels.values():
             slots = N.slots_name(c.name) if c.name in used else None
-            ch = N.Channel(c.name, c.depth, c.elem, slots, c.is_event, c.decl.span)
+            marks = N.marks_name(c.name) if c.name in marked else None
+            ch = N.Channel(c.name, c.depth, c.elem, slots, c.is_event, c.decl.span, marks)
             channels.append(ch)
+            if marks is not None:
+                # decision: a recorded, synchronized or queried name gets a scratch `NAME@marks: u8[64]`; no kernel touches it, and ref ignores it; cpu_sim tags marked tasks with a read of one element per `record` generation, so synchronize and query wait for or probe exactly those tasks
+                tensors.append(N.TensorDecl(marks, "scratch", "u8", (sym.const(N.MARKS),),
+                                            c.decl.span))
             if slots is None:
                 continue
             # decision: a channel's items live in a scratch tensor `NAME@slots` of max(depth, 1) slots (depth 0 has one); a token channel's slots are u8[S, 1, 1], touched by no kernel, so its items order tasks like a data channel's

@@ -350,10 +350,21 @@ class Channel:
     slots: Optional[str]
     is_event: bool = False
     span: Span = NO_SPAN
+    # `NAME@marks: u8[MARKS]`, when some schedule records, synchronizes or queries it: a back end
+    # may tag marked tasks with a read of element `generation % MARKS` (see `Mark`, cpu_sim)
+    marks: Optional[str] = None
 
     @property
     def nslots(self) -> int:
         return max(self.depth, 1)
+
+
+MARKS = 64  # elements of a `NAME@marks` tensor
+
+
+def marks_name(channel: str) -> str:
+    """The scratch tensor a back end may use to track the marked set of `channel`."""
+    return f"{channel}@marks"
 
 
 def slots_name(channel: str) -> str:

@@ -57,7 +57,8 @@ def channel_line(c: N.Channel) -> str:
     kind = "event" if c.is_event else "channel"
     elem = f": {c.elem[2]}[{c.elem[0]}, {c.elem[1]}]" if c.elem is not None else ""
     slots = f" slots {c.slots}" if c.slots is not None else ""
-    return f"{kind} {c.name}{elem} depth {c.depth}{slots}"
+    marks = f" marks {c.marks}" if c.marks is not None else ""
+    return f"{kind} {c.name}{elem} depth {c.depth}{slots}{marks}"
 
 
 def _value(v: Union[int, float, bool, str, None]) -> str:

@@ -25,6 +25,10 @@ C_INT = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "
          "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t"}
 
 
+# info: what the run reports besides its tasks (CSP counters; see Enumerators.info)
+ENTRY_PARAMS = "wsp_runtime *rt, const int64_t *syms, void *const *tensors, int64_t *info"
+
+
 def entry_symbol(s: N.Schedule) -> str:
     return c_ident("wsp_run_", s.name)
 
@@ -40,9 +44,20 @@ class Enumerators:
     data_checks: set[int] = field(default_factory=set)
     check_tasks: dict[int, str] = field(default_factory=dict)  # k -> the call it guards
     tasks: list[N.Task] = field(default_factory=list)  # indexed by `wsp_task.stmt`
+    # CSP (csp.py): schedule -> what each entry of the `info` array counts, as
+    # ("channels" | "events", name, key); the places a coroutine may block, indexed by the
+    # numbers in a deadlock report; the pipes, indexed by the numbers in a double-open report
+    info: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    sites: list = field(default_factory=list)
+    pipes: list = field(default_factory=list)
 
 
 class _Emitter:
+    """The enumerator of a schedule without CSP: one C function walking the loop tree.
+    `csp.CoEmitter` extends it with coroutines for schedules that use CSP."""
+
+    RET = "return rc;"  # how emitted code leaves after an error (rc holds the code)
+
     def __init__(self, module: N.Module, out: Enumerators):
         self.m = module
         self.out = out
@@ -101,11 +116,15 @@ class _Emitter:
         self.emit("memset(wsp_slots, 0, sizeof wsp_slots);")
         self.emit("int rc = 0;")
         self.emit("char msg[512];")
-        self.emit("(void)msg;")
+        self.emit("(void)msg; (void)info;")
+        self.main(s)
+        head = f"int {fn}({ENTRY_PARAMS})\n{{\n"
+        return head + "\n".join(self.lines) + "\n}\n"
+
+    def main(self, s: N.Schedule) -> None:
+        """The schedule's statements, after the prologue."""
         self.body(s.body)
         self.emit("return 0;")
-        head = f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors)\n{{\n"
-        return head + "\n".join(self.lines) + "\n}\n"
 
     def body(self, stmts) -> None:
         for st in stmts:
@@ -142,13 +161,16 @@ class _Emitter:
             self.emit(f"acc.tensor = {ti}; acc.mode = WSP_READ; acc.ndim = {len(idx)};")
             for d, i in enumerate(idx):
                 self.emit(f"acc.lo[{d}] = {i}; acc.hi[{d}] = acc.lo[{d}] + 1;")
-            self.emit("if ((rc = wsp_await(rt, &acc))) return rc;")
+            self.emit(f"if ((rc = wsp_await(rt, &acc))) {self.RET}")
             self.depth -= 1
             self.emit("}")
         offset = " + ".join(f"({i}) * t{ti}_s{d}" for d, i in enumerate(idx)) or "0"
         self.read_vars.add(r.var)
-        self.emit(f"const int64_t {self.name_of(r.var)} = "
-                  f"(int64_t)((const {C_INT[t.dtype]} *)t{ti})[{offset}];")
+        self.bind(r.var, f"(int64_t)((const {C_INT[t.dtype]} *)t{ti})[{offset}]")
+
+    def bind(self, var: str, value: str) -> None:
+        """A variable of the enumerator (a read's value) takes `value` here."""
+        self.emit(f"const int64_t {self.name_of(var)} = {value};")
 
     def cond(self, c: N.Cond) -> str:
         if c.op == "const":
@@ -188,7 +210,7 @@ class _Emitter:
                 if isinstance(st, N.SlotSet):  # later extents may read the slot
                     bound = bound | {N.slot_var(st.slot)}
                 continue
-            if isinstance(st, N.When):
+            if isinstance(st, (N.When, *N.CSP_STMTS)):  # CSP: a coroutine may switch inside
                 return None
             if isinstance(st, N.Block):
                 inner = self.task_count(st.body, bound)
@@ -212,36 +234,40 @@ class _Emitter:
             count = self.task_count((lp,), frozenset())
             if count is not None:
                 flags = "WSP_BATCH_INDEPENDENT" if independent_nest(lp) else "0"
-                self.emit(f"if ((rc = wsp_batch(rt, {count}, 0, {flags}))) return rc;")
+                self.emit(f"if ((rc = wsp_batch(rt, {count}, 0, {flags}))) {self.RET}")
                 self.batched = announce = True
         self.loop_vars.append(lp.var)
         v = self.name_of(lp.var)
         if lp.kind == "seq":
-            self.emit("if ((rc = wsp_order_push(rt))) return rc;")
+            self.emit(f"if ((rc = wsp_order_push(rt))) {self.RET}")
         # the extent is evaluated once, as the loop starts (the body may change a slot it reads)
-        self.emit(f"for (int64_t {v} = 0, {v}_n = {extent}; {v} < {v}_n; {v}++) {{")
+        self.emit(self.loop_head(lp.var, extent))
         self.depth += 1
         if lp.kind == "seq":
-            self.emit(f"if ({v} > 0 && (rc = wsp_order_next(rt))) return rc;")
+            self.emit(f"if ({v} > 0 && (rc = wsp_order_next(rt))) {self.RET}")
         self.body(lp.body)
         self.depth -= 1
         self.emit("}")
         if lp.kind == "seq":
-            self.emit("if ((rc = wsp_order_pop(rt))) return rc;")
+            self.emit(f"if ((rc = wsp_order_pop(rt))) {self.RET}")
         self.loop_vars.pop()
         if announce:
             self.batched = False
+
+    def loop_head(self, var: str, extent: str) -> str:
+        v = self.name_of(var)
+        return f"for (int64_t {v} = 0, {v}_n = {extent}; {v} < {v}_n; {v}++) {{"
 
     def block(self, b: N.Block) -> None:
         if b.kind != "sequential":
             self.body(b.body)
             return
-        self.emit("if ((rc = wsp_order_push(rt))) return rc;")
+        self.emit(f"if ((rc = wsp_order_push(rt))) {self.RET}")
         for i, st in enumerate(b.body):
             if i:
-                self.emit("if ((rc = wsp_order_next(rt))) return rc;")
+                self.emit(f"if ((rc = wsp_order_next(rt))) {self.RET}")
             self.body((st,))
-        self.emit("if ((rc = wsp_order_pop(rt))) return rc;")
+        self.emit(f"if ((rc = wsp_order_pop(rt))) {self.RET}")
 
     def coords_format(self) -> tuple[str, str]:
         names = [v for v in self.loop_vars]
@@ -266,13 +292,15 @@ class _Emitter:
         self.emit(f"task.fn = {kernel_symbol(kernel)};")
         self.emit(f"task.kernel = {self.kernel_index[kernel.name]};")
         self.emit(f"task.stmt = {stmt};")
-        self.emit(f"task.ntiles = {len(tiles)};")
+        self.emit(f"task.ntiles = {len(tiles) + len(t.extra)};")
         self.emit(f"task.nscalars = {len(scalars)};")
         self.emit(f"task.ncoords = {len(t.coords)};")
         for i, c in enumerate(t.coords[:8]):
             self.emit(f"task.coords[{i}] = {self.c(c)};")
         for i, p in enumerate(tiles):
             self.tile(i, p, by_param[p.name])
+        for i, a in enumerate(t.extra, start=len(tiles)):
+            self.extra(i, a)
         for i, p in enumerate(scalars):
             a = by_param[p.name]
             if isinstance(a.value, sym.Expr):
@@ -285,9 +313,13 @@ class _Emitter:
                 self.emit(f"task.scalars[{i}].f = {_c_double(float(a.value))};")
             else:
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
+        self.before_submit(t)
         self.placement()
-        self.emit("if ((rc = wsp_submit(rt, &task))) return rc;")
+        self.emit(f"if ((rc = wsp_submit(rt, &task))) {self.RET}")
         self.emit("wsp_k++;")
+
+    def before_submit(self, t: N.Task) -> None:
+        """What a subclass adds to a filled task (csp.py: marks and trace notes)."""
 
     def placement(self) -> None:
         """task.dispatcher and task.stream by the schedule's policies (language.md section 8)."""
@@ -327,6 +359,21 @@ class _Emitter:
             lo = self.c(o)
             self.emit(f"{acc}.lo[{d}] = {lo}; {acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
 
+    def extra(self, i: int, a: N.Access) -> None:
+        """An access box without a parameter (CSP): a one-element tile after the kernel's own,
+        which the kernel never reads, so the runtime infers dependencies on its box."""
+        ti = self.tensor_index[a.tensor]
+        offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
+        size = ELEM_SIZE[self.m.tensors[ti].dtype]
+        self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
+        self.emit(f"task.tiles[{i}].rows = 1; task.tiles[{i}].cols = 1; "
+                  f"task.tiles[{i}].stride = 1; task.tiles[{i}].col_stride = 1;")
+        acc = f"task.access[{i}]"
+        self.emit(f"{acc}.tensor = {ti}; {acc}.mode = {_MODE[a.mode]}; {acc}.ndim = {len(a.offsets)};")
+        for d, (o, e) in enumerate(zip(a.offsets, a.extents)):
+            self.emit(f"{acc}.lo[{d}] = {self.c(o)}; "
+                      f"{acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
+
     def view_check(self, chk: N.ViewCheck) -> None:
         k = len(self.out.checks)
         self.out.checks.append(chk)
@@ -338,7 +385,7 @@ class _Emitter:
         extra = f", {args}" if args else ""
         self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld"{extra}, '
                   f"(long long)({lhs}), (long long)({rhs}));")
-        self.emit("return wsp_fail(rt, WSP_ERR_VIEW, msg);")
+        self.emit(f"rc = wsp_fail(rt, WSP_ERR_VIEW, msg); {self.RET}")
         self.depth -= 1
         self.emit("}")
 
@@ -355,6 +402,7 @@ PRELUDE = """\
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "wsp_runtime.h"
 
@@ -378,13 +426,17 @@ static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spre
 
 def emit_enumerators(module: N.Module, kernel_decls: str) -> Enumerators:
     """C for every schedule of `module`; `kernel_decls` declares the kernel functions."""
+    from .csp import CO_PRELUDE, CoEmitter
+
     out = Enumerators(source="", entries={})
-    em = _Emitter(module, out)
+    plain, co = _Emitter(module, out), CoEmitter(module, out)
     parts = [PRELUDE, kernel_decls]
+    if any(s.uses_csp for s in module.schedules):
+        parts.append(CO_PRELUDE)
     for s in module.schedules:
         out.entries[s.name] = entry_symbol(s)
         parts.append(f"/* schedule {s.name} = {s.workload}(...) */")
-        parts.append(em.schedule(s))
+        parts.append((co if s.uses_csp else plain).schedule(s))
     out.source = "\n".join(parts)
     return out
 

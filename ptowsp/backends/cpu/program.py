@@ -20,8 +20,9 @@ from typing import Any, Optional
 from ...frontend.diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from . import build
+from .csp import REPORT_WORDS
 from .buffers import BufferPool, covered
-from .enumerate import emit_enumerators, kernel_symbol, parse_view_failure
+from .enumerate import ENTRY_PARAMS, emit_enumerators, kernel_symbol, parse_view_failure
 
 HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
 
@@ -45,10 +46,7 @@ class ModuleC:
 
 def emit_module(m: N.Module) -> ModuleC:
     """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
-    from ...ir.lower import reject_csp
     from .kernels import emit_kernels
-
-    reject_csp(m, "cpu_sim")  # the C enumerator has no coroutines yet (docs/csp.md)
 
     decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
                       for k in m.kernels)
@@ -93,6 +91,8 @@ int64_t wsp_trace_count(const wsp_runtime *rt);
 typedef struct wsp_trace_event wsp_trace_event;
 typedef struct wsp_simresult wsp_simresult;
 int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out);
+int64_t wsp_note_count(const wsp_runtime *rt);
+int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *out);
 int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
                    const wsp_kcost *costs, int32_t nkernels);
 int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims);
@@ -119,8 +119,7 @@ def load(library: Path, entries: dict[str, str]):
         import cffi
 
         ffi = cffi.FFI()
-        ffi.cdef(_CDEF + "".join(f"int {fn}(wsp_runtime *rt, const int64_t *syms, void *const *tensors);\n"
-                                 for fn in entries.values()))
+        ffi.cdef(_CDEF + "".join(f"int {fn}({ENTRY_PARAMS});\n" for fn in entries.values()))
         _LOADED[key] = (ffi, ffi.dlopen(key))
     return _LOADED[key]
 
@@ -189,6 +188,9 @@ class Backend:
                 if t.kind == "output":
                     outputs[t.name] = a
             arrays.append(a)
+        # what the enumerator counts (CSP: items, records; after them, room for a deadlock report)
+        layout = self.enumerators.info.get(schedule, [])
+        counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
         rt, owned = self._runtime(int(workers or self.workers or 0), len(m.tensors))
         try:
             mach = machine or _default_machine()
@@ -209,7 +211,7 @@ class Backend:
                 bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
                 tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
                 fn = getattr(lib, self.enumerators.entries[schedule])
-                fn(rt, syms_c, tensors_c)
+                fn(rt, syms_c, tensors_c, counters)
             lib.wsp_wait(rt)  # always drain: tasks may be in flight after a failure
             code = lib.wsp_error_code(rt)
             message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
@@ -219,6 +221,8 @@ class Backend:
                     "max_in_flight": int(stats.max_in_flight), "batches": int(stats.batches),
                     "runtime_ms": float(stats.execute_ms),
                     "workers": int(lib.wsp_runtime_workers(rt))}
+            if layout and not code:
+                info.update(csp_info(m, layout, counters))
             if not code:
                 info.update(self._model_results(rt, mach, policy))
                 if trace:
@@ -229,6 +233,8 @@ class Backend:
             else:
                 self._rt_lock.release()
         if code:
+            if message.startswith("CSP "):
+                raise self._csp_failure(message, counters, len(layout))
             raise self._failure(code, message, sched)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
@@ -312,8 +318,31 @@ class Backend:
         names = [k.name for k in m.kernels]
         summary = {k: info[k] for k in ("task_count", "total_cycles", "critical_path_cycles",
                                         "simulated_us", "utilisation", "stolen") if k in info}
+        nn = int(lib.wsp_note_count(rt))
+        notes = np.zeros((nn, 3), np.int64)
+        if nn:
+            lib.wsp_note_read(rt, 0, nn, ffi.cast("int64_t *", ffi.from_buffer(notes)))
         return Trace(real, names, mach, sim=sim, schedule=sched.name, summary=summary,
-                     dispatchers=info.get("dispatchers", []))
+                     dispatchers=info.get("dispatchers", []), notes=notes,
+                     channels=[c.name for c in m.channels])
+
+    def _csp_failure(self, message: str, counters, base: int) -> WspError:
+        """A deadlock or a channel opened twice, worded as the ref back end words it."""
+        e = self.enumerators
+        if message.startswith("CSP OPEN"):
+            pid, other, ch = (int(x) for x in message.split()[2:5])
+            span, sp = e.pipes[pid][0], e.pipes[other][0]
+            name = self.module.channels[ch].name
+            text = (f"channel `{name}` is still open in another run of the pipe at "
+                    f"{sp.line}:{sp.col}; a channel serves one pipe at a time")
+            return WspError([Diagnostic(span, "run", text)], dict(self.module.sources))
+        words = [int(counters[base + 1 + i]) for i in range(int(counters[base]))]
+        blocked = []
+        while words:
+            site, replica, k, free, nv = words[:5]
+            values, words = words[5:5 + nv], words[5 + nv:]
+            blocked.append((e.sites[site], replica, k, free, values))
+        return WspError([deadlock_diagnostic(blocked)], dict(self.module.sources))
 
     def _failure(self, code: int, message: str, sched: Optional[N.Schedule] = None) -> Exception:
         sources = dict(self.module.sources)
@@ -341,6 +370,44 @@ class Backend:
             return WspError([Diagnostic(chk.span, "bad-data", text)], dict(self.module.sources))
         return WspError([Diagnostic(chk.span, "bad-view", text + "; the task was not launched")],
                         dict(self.module.sources))
+
+
+def csp_info(m: N.Module, layout, counters) -> dict:
+    """`channels` and `events` of a CSP run, as the ref back end reports them."""
+    got = {entry: int(counters[i]) for i, entry in enumerate(layout)}
+    channels = {c.name: {"items": got[("channels", c.name, "items")],
+                         "max_in_flight": got[("channels", c.name, "max_in_flight")],
+                         "depth": c.depth}
+                for c in m.channels if c.slots is not None}
+    events = {}
+    for c in m.channels:
+        r, s = got.get(("events", c.name, "records"), 0), got.get(("events", c.name, "synchronizes"), 0)
+        if r or s:
+            events[c.name] = {"records": r, "synchronizes": s}
+    return {"channels": channels, **({"events": events} if events else {})}
+
+
+def deadlock_diagnostic(blocked) -> Diagnostic:
+    """The deadlock error (docs/csp.md, "Deadlocks at run time") from the blocked coroutines:
+    (site, replica, item, slot free, variables) each, in coroutine order."""
+    from ...frontend.diagnostics import Note
+
+    parts, spans = [], []
+    for (kind, span, ch, depth, proc, replicated, scope, index), replica, k, free, values \
+            in blocked:
+        who = f"process `{proc}`" + (f" (replica {replica})" if replicated else "")
+        at = ", ".join(f"{v}={values[index[v]]}" for v in scope)
+        at = f" (at {at})" if at else ""
+        if kind == "send":
+            why = f"until item {k - max(depth, 1)} is consumed" if not free else \
+                "until a process waits to consume it"
+            parts.append(f"{who} waits to send item {k} on `{ch}` (depth {depth}) {why}{at}")
+        else:
+            parts.append(f"{who} waits for item {k} on `{ch}`{at}")
+        spans.append((span, f"{who} is blocked here"))
+    notes = tuple(Note(sp, text) for sp, text in spans[1:])
+    return Diagnostic(spans[0][0], "deadlock",
+                      "deadlock: no process can make progress: " + "; ".join(parts), None, notes)
 
 
 def found_values(c, lhs: int, rhs: int) -> str:
