@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/compile.py
 	$(BIN)/python benchmarks/dynamic.py
+	$(BIN)/python benchmarks/csp.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
