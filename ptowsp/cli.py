@@ -96,6 +96,42 @@ def check(ctx: click.Context, files: tuple[str, ...], quiet: bool) -> None:
         ctx.exit(EXIT_USER)
 
 
+def _opt_options(fn):
+    """-O0 .. -O3 and the pass manager's switches (ir/passes), shared by compile and run."""
+    fn = click.option("--verify-each", is_flag=True,
+                      help="Check the IR's invariants after every pass.")(fn)
+    fn = click.option("--time-passes", is_flag=True,
+                      help="Print each pass's time (to stderr).")(fn)
+    fn = click.option("--print-after", "print_after", multiple=True, metavar="PASS",
+                      help="Print the IR after PASS (or `all`) to stderr; repeatable.")(fn)
+    fn = click.option("-O", "opt_level", type=click.IntRange(0, 3), default=None, metavar="0..3",
+                      help="Optimisation level: -O0 runs no pass (default -O2).")(fn)
+    return fn
+
+
+def _check_pass_names(ctx: click.Context, print_after) -> None:
+    from .ir.passes import pass_names
+
+    known = pass_names()
+    for name in print_after:
+        if name != "all" and name not in known:
+            raise click.BadParameter(f"no pass `{name}`; the passes: {', '.join(known)}, all",
+                                     ctx=ctx, param_hint="--print-after")
+
+
+def _optimize(ctx: click.Context, ir, opt_level, print_after, time_passes, verify_each):
+    from .ir.passes import DEFAULT_LEVEL, optimize
+
+    _check_pass_names(ctx, print_after)
+    level = DEFAULT_LEVEL if opt_level is None else opt_level
+    ir, pm = _run_guarded(ctx, "optimise", lambda: optimize(
+        ir, level, verify_each=verify_each, print_after=print_after, time_passes=time_passes,
+        out=sys.stderr))
+    if time_passes:
+        click.echo(pm.report(), err=True, nl=False)
+    return ir
+
+
 def _load_module(ctx: click.Context, file: str):
     from .frontend.checker import check_file
     from .runtime import Module
@@ -115,9 +151,11 @@ def _load_module(ctx: click.Context, file: str):
 @click.option("--schedule", default=None, help="The schedule to check exists (default: main or the only one).")
 @click.option("--depfile", type=click.Path(dir_okay=False), default=None,
               help="Write a Makefile rule listing the module's source files (for make -MD style builds).")
+@_opt_options
 @click.pass_context
 def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], output: Optional[str],
-            schedule: Optional[str], depfile: Optional[str]) -> None:
+            schedule: Optional[str], depfile: Optional[str], opt_level: Optional[int], print_after,
+            time_passes: bool, verify_each: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
     from .frontend.printer import dump
 
@@ -126,6 +164,7 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
         _emit(output, "".join(dump(f) for f in module.env.files))
         return
     ir = _run_guarded(ctx, "lower", lambda: module.ir)
+    ir = _optimize(ctx, ir, opt_level, print_after, time_passes, verify_each)
     if schedule is not None:
         from .runtime import choose_schedule
 
@@ -226,10 +265,11 @@ def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tup
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
 @click.option("--stats", is_flag=True, help="Print task count, times, simulated cycles and loads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@_opt_options
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, target, trace_file, machine_file, stats,
-        as_json) -> None:
+        as_json, opt_level, print_after, time_passes, verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`)."""
     if target == "ref" and (trace_file or machine_file):
         raise click.UsageError("--trace and --machine need --target cpu_sim (ref has no cycle model)")
@@ -245,7 +285,13 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
         from .machine import load_machine
 
         machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
-    program = _run_guarded(ctx, "compile", lambda: _program(ctx, target_path, target, schedule, workers))
+    _check_pass_names(ctx, print_after)
+    passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
+              "verify_each": verify_each}
+    program = _run_guarded(ctx, "compile", lambda: _program(ctx, target_path, target, schedule,
+                                                           workers, passes))
+    if time_passes and program.passes is not None:
+        click.echo(program.passes.report(), err=True, nl=False)
     program.machine = machine
     arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz, ctx))
     results = _run_guarded(ctx, "run", lambda: program.run_arrays(arrays, bind, random_inputs, workers,
@@ -296,7 +342,8 @@ def _print_stats(info: dict) -> None:
                        f"{d['busy_cycles'] / total * 100:>6.1f}%")
 
 
-def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int]):
+def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int],
+             passes: dict):
     from pathlib import Path
 
     from .runtime import load_artifact, program_for_file
@@ -309,7 +356,9 @@ def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Opti
         from .spans import Span
 
         raise WspError([Diagnostic(Span(path, 0, 0, 0, 0), "io", "cannot read file: no such file")])
-    return program_for_file(p, target, schedule, workers)
+    level = passes["opt_level"]
+    flags = {k: v for k, v in passes.items() if k != "opt_level" and v}
+    return program_for_file(p, target, schedule, workers, level, **flags)
 
 
 def _read_inputs(program, inputs, inputs_npz, ctx):

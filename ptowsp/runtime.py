@@ -253,6 +253,8 @@ class Program:
         self._last: Optional[dict] = None
         self.machine: Any = None  # the cycle model's machine (None: the built-in ascend910b)
         self.trace: Any = None  # a `ptowsp.trace.Trace` after a run with trace=True
+        self.opt_level: Optional[int] = None  # the optimiser level it was compiled at
+        self.passes: Any = None  # the `ir.passes.PassManager` that ran (timings), if any
 
     def run(self, bind: Optional[Mapping[str, int]] = None, random_inputs: Optional[int] = None,
             workers: Optional[int] = None, trace: bool = False,
@@ -364,10 +366,18 @@ class Module:
             verify(self._ir)
         return self._ir
 
-    def compile(self, target: str = "cpu_sim", schedule: Optional[str] = None, opt_level: int = 2,
-                **options) -> Program:
+    def compile(self, target: str = "cpu_sim", schedule: Optional[str] = None,
+                opt_level: Optional[int] = None, *, verify_each: bool = False,
+                print_after=(), time_passes: bool = False, **options) -> Program:
+        """A `Program` for `target`, after the optimiser's `-O<opt_level>` pipeline (default
+        2; 0 runs no pass). `verify_each`, `print_after` (pass names) and `time_passes` are the
+        pass manager's (`ir/passes`); the timings are in `Program.passes`."""
+        from .ir.passes import DEFAULT_LEVEL, optimize
+
         t0 = time.perf_counter()
-        m = self.ir
+        level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
+        m, pm = optimize(self.ir, level, verify_each=verify_each, print_after=print_after,
+                         time_passes=time_passes)
         name = choose_schedule(m, schedule)
         if target == "ref":
             from .backends import ref
@@ -379,7 +389,10 @@ class Module:
             backend = cpu_program.Backend(m, name, **options)
         else:
             raise ValueError(f"unknown target {target!r}: use 'cpu_sim' or 'ref'")
-        return Program(m, name, target, backend, (time.perf_counter() - t0) * 1000)
+        prog = Program(m, name, target, backend, (time.perf_counter() - t0) * 1000)
+        prog.opt_level = level
+        prog.passes = pm
+        return prog
 
 
 def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[int] = None) -> Program:
@@ -401,26 +414,33 @@ def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[i
 
 
 def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = None,
-                     workers: Optional[int] = None) -> Program:
+                     workers: Optional[int] = None, opt_level: Optional[int] = None,
+                     **passes) -> Program:
     """Compile a .wsp file, reusing the last build of the same sources when there is one (a warm
     `wspc run` then skips checking, lowering and code generation)."""
     from pathlib import Path
 
     from . import load
 
+    from .ir.passes import DEFAULT_LEVEL
+
+    level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
     t0 = time.perf_counter()
     if target == "cpu_sim":
         from .backends.cpu import program as cpu_program
 
-        parts = cpu_program.cached_program_parts(Path(path))
+        # a build from the index runs no pass: asking to see passes means compiling
+        parts = None if any(passes.values()) else cpu_program.cached_program_parts(Path(path), level)
         if parts is not None:
             m, backend = parts
             backend.workers = workers
             return Program(m, choose_schedule(m, schedule), target, backend, (time.perf_counter() - t0) * 1000)
     module = load(str(path))
-    prog = module.compile(target=target, schedule=schedule, workers=workers)
+    prog = module.compile(target=target, schedule=schedule, workers=workers, opt_level=level,
+                          **passes)
     if target == "cpu_sim":
-        cpu_program.record_program(Path(path), [f.path for f in module.env.files], prog._backend)
+        cpu_program.record_program(Path(path), [f.path for f in module.env.files], prog._backend,
+                                   level)
     return prog
 
 

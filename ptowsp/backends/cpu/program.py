@@ -497,12 +497,12 @@ def _load_run_info(directory: Path):
     return pickle.loads((directory / RUN_INFO).read_bytes())
 
 
-def _index_path(main: Path, text: str) -> Path:
-    key = build.digest(build.wspc_identity(), str(main.resolve()), text)
+def _index_path(main: Path, text: str, opt_level: int) -> Path:
+    key = build.digest(build.wspc_identity(), str(main.resolve()), text, f"-O{opt_level}")
     return build.cache_dir() / "index" / f"{key}.pickle"
 
 
-def cached_program_parts(main: Path):
+def cached_program_parts(main: Path, opt_level: int):
     """(IR, Backend) for a .wsp file compiled before and unchanged since (with its imports),
     without checking, lowering or generating anything; None when there is no such build."""
     import hashlib
@@ -510,7 +510,7 @@ def cached_program_parts(main: Path):
 
     try:
         text = main.read_text(encoding="utf-8")
-        entry = pickle.loads(_index_path(main, text).read_bytes())
+        entry = pickle.loads(_index_path(main, text, opt_level).read_bytes())
         for file, digest in entry["files"]:
             if hashlib.sha256(Path(file).read_bytes()).hexdigest() != digest:
                 return None
@@ -521,7 +521,7 @@ def cached_program_parts(main: Path):
     return backend.module, backend
 
 
-def record_program(main: Path, files: list[str], backend: "Backend") -> None:
+def record_program(main: Path, files: list[str], backend: "Backend", opt_level: int) -> None:
     """Remember that `main` (with `files`, its imports included) builds to `backend`'s artifact."""
     import hashlib
     import pickle
@@ -533,7 +533,7 @@ def record_program(main: Path, files: list[str], backend: "Backend") -> None:
         entry = {"files": [(str(Path(f).resolve()), hashlib.sha256(Path(f).read_bytes()).hexdigest())
                            for f in files],
                  "directory": str(backend.directory)}
-        path = _index_path(main, text)
+        path = _index_path(main, text, opt_level)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_bytes(pickle.dumps(entry))
