@@ -19,7 +19,14 @@
  *     moment and the opening of every gate at or before k.
  *   Readiness. Task k is ready at max(enumerated, finish[j] + completion for every predecessor j,
  *     and for a task of stream s: finish of the previous task of s in enumeration order +
- *     completion). So a stream's tasks never overlap and start in enumeration order.
+ *     completion, and for a task waiting for a barrier: the barrier's completion). So a
+ *     stream's tasks never overlap and start in enumeration order.
+ *   Barriers (order scopes: P.seq, `sequential`; only through the runtime's log, see
+ *     wsp_simgroup in wsp_internal.h). A barrier is a step group of the run: it completes at the
+ *     latest finish + completion of the tasks in it, and the tasks waiting for it are ready no
+ *     earlier: exactly as if each of them had every task of the group as a predecessor (in
+ *     every output, the critical path included), with one edge per task in a scope instead of
+ *     one per pair. A barrier is no task: no result, no core, no dispatcher.
  *   Dispatchers (AICPUs, p->ndispatchers). Each holds the ready tasks assigned to it, ordered by
  *     (ready, task index). A free dispatcher issues the first task in that order whose unit
  *     (cube: m->cube_cores, vector: m->vector_cores) has a free core: it is busy for `dispatch`
@@ -69,10 +76,11 @@
  *   results[k]: enumerated, ready, issue, start, finish, core (within its unit), unit,
  *     dispatcher (the issuer), group (-1 unless batched).
  *   summary: tasks; total_cycles = max finish (0 for no tasks); critical_path = max cp[k] where
- *     cp[k] = max(0, gate floor, cp[j] + completion over predecessors j and the stream
- *     predecessor) + dispatch + cycles[k], the gate floor being max cp[w] + completion over the
- *     writers w of every gate at or before k (so with no window a gate is, in every output but
- *     `enumerated`, exactly its writers made predecessors of every task from its index on);
+ *     cp[k] = max(0, gate floor, cp[j] + completion over predecessors j, the stream
+ *     predecessor and the tasks of the barrier k waits for) + dispatch + cycles[k], the gate
+ *     floor being max cp[w] + completion over the writers w of every gate at or before k (so
+ *     with no window a gate is, in every output but `enumerated`, exactly its writers made
+ *     predecessors of every task from its index on);
  *     work[u] = kernel cycles of unit u; serial_cycles = sum over tasks of dispatch + cycles +
  *     completion; stolen; groups.
  *   disp[d]: tasks issued by d, of those stolen, busy_cycles = tasks * dispatch.
@@ -99,7 +107,14 @@
  * (negative: no task), so it counts as having dependents; seen, it counts the gate's pending
  * writers down, and the first closed gate's index bounds the enumerator (elim). Only runs with
  * gates pay for them: the plain loops are compiled again for them (G), and the gates' part of
- * the critical path is a second pass over the tasks from the first gate (gate_cp).
+ * the critical path is a second pass over the tasks from the first gate (extra_cp).
+ * Barriers likewise: each task in a barrier gets one edge at the end of its successor list, to
+ * ntasks + its innermost group (beyond every task), so it counts as having dependents; seen, it
+ * counts down the pending tasks of each barrier it is in (bar_seen: up the nesting, at most the
+ * scope depth), and a barrier reaching zero makes its waiting tasks (a list per barrier) see it.
+ * A task waiting for one has one more pending count. Runs with barriers use the G loops too,
+ * and extra_cp computes their part of the critical path (bcp: per group, the latest cp +
+ * completion of its tasks so far).
  * Three loops apply these rules. run_general does every policy, instant by instant. The plain
  * policies (immediate; interleaved without streams) have leaner copies that give the same
  * results: run_plain (several dispatchers) skips the instants at which nothing can happen, and
@@ -107,9 +122,9 @@
  * dispatcher is free with something to issue; see "the plain policies" below. This matters
  * because the runtime replays every run it logs (simlog.c): the model's cost per task is part
  * of the runtime's (benchmarks/tasks.py).
- * Per task O(log kernels + free dispatchers scanned); memory O(ntasks + npreds + nkernels +
- * ndispatchers * (nstreams + 1) + gates + their writers), the interleaved term only for
- * interleaved. The arrays live in a
+ * Per task O(log kernels + free dispatchers scanned + scope depth); memory O(ntasks + npreds +
+ * nkernels + ndispatchers * (nstreams + 1) + gates + their writers + groups), the interleaved
+ * term only for interleaved. The arrays live in a
  * wsp_simws: wsp_sim_replay frees it before returning (no global state: reentrant), the
  * runtime's log keeps it between replays (wsp__sim_replay_ws). Task indices are kept in 32
  * bits: ntasks < 2^31 - 1. Cycle counts are checked not to overflow (serial_cycles plus the rate
@@ -225,6 +240,13 @@ typedef struct sim {
     int64_t *gidx, *goff, *gpend; /* per gate: its index, its writers gw[goff[i] .. goff[i+1]),
                                   writer edges whose completion is not seen yet */
     sim_idx *gw;
+    /* order scopes (wsp_simgroup): a task in a scope has one more edge, eto = ntasks + its
+     * innermost group, when some group it is in is a barrier */
+    int64_t nbar;              /* barriers (groups some task waits for); 0: no order scopes */
+    const wsp_simgroup *grp;
+    int64_t *bpend;            /* per group: its tasks whose completion is not seen yet */
+    int64_t *bdoff;            /* per group: its waiting tasks bdl[bdoff[g] .. bdoff[g+1]) */
+    sim_idx *bdl;
     int64_t next_allowed;
     int oom;
     int64_t makespan, stolen, groups;
@@ -246,7 +268,7 @@ static int sim_fail(char *err, int32_t errlen, const char *fmt, ...) {
  * each time would cost more than the replay itself. Nothing is carried over but the memory. */
 enum {
     B_TKEY, B_STATE, B_FIFO, B_KFIFO, B_SHEAD, B_STAIL, B_ENEXT, B_ETO, B_SNEXT, B_DQ, B_GFIFO,
-    B_QHEAP, B_READY0, B_GIDX, B_GOFF, B_GPEND, B_GW,
+    B_QHEAP, B_READY0, B_GIDX, B_GOFF, B_GPEND, B_GW, B_BPEND, B_BDOFF, B_BDL, B_BCP,
     B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1, B_COUNT
 };
 
@@ -475,11 +497,24 @@ static void gate_seen(sim *S, int64_t i, int64_t t) {
     enumerate(S, t);
 }
 
+/* Task k's completion is seen at t by the groups it is in, from g (its innermost) outwards: a
+ * barrier whose last task that was is complete, and its waiting tasks see it. */
+static void bar_seen(sim *S, int64_t g, int64_t k, int64_t t) {
+    for (; g >= 0; g = S->grp[g].parent) {
+        if (k >= S->grp[g].close || --S->bpend[g] != 0) continue;
+        for (int64_t i = S->bdoff[g]; i < S->bdoff[g + 1]; i++) {
+            int64_t s = S->bdl[i];
+            if (--S->state[s] == 0 && s < S->next_enum) make_ready(S, s, t);
+        }
+    }
+}
+
 static void deps_seen(sim *S, int64_t k, int64_t t) {
     if (S->shead) {
         for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
             int64_t s = S->eto[e];
             if (s < 0) gate_seen(S, ~s, t);   /* a gate's writer edge (~gate) */
+            else if (s >= S->ntasks) bar_seen(S, s - S->ntasks, k, t);   /* its groups' */
             else if (--S->state[s] == 0 && s < S->next_enum) make_ready(S, s, t);
         }
     }
@@ -926,13 +961,29 @@ SIM_INLINE void pl_gate_seen(sim *S, plain *P, int64_t i, int64_t t, const int o
     pl_enumerate(S, P, t, one, U);
 }
 
+/* bar_seen */
+SIM_INLINE void pl_bar_seen(sim *S, plain *P, int64_t g, int64_t k, int64_t t, const int one,
+                            const int U) {
+    for (; g >= 0; g = S->grp[g].parent) {
+        if (k >= S->grp[g].close || --S->bpend[g] != 0) continue;
+        for (int64_t i = S->bdoff[g]; i < S->bdoff[g + 1]; i++) {
+            int64_t s = S->bdl[i];
+            if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
+        }
+    }
+}
+
+/* G: the run has gates or order scopes, whose edges (eto < 0: ~gate; >= ntasks: ntasks + group)
+ * are in the successor lists */
 SIM_INLINE void pl_deps_seen(sim *S, plain *P, int64_t k, int64_t t, const int one, const int U,
                              const int G) {
     if (S->shead)
         for (int64_t e = S->shead[k]; e >= 0; e = S->enext[e]) {
             int64_t s = S->eto[e];
-            if (G && s < 0) pl_gate_seen(S, P, ~s, t, one, U);
-            else if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
+            if (G && (uint64_t)s >= (uint64_t)P->ntasks) {
+                if (s < 0) pl_gate_seen(S, P, ~s, t, one, U);
+                else pl_bar_seen(S, P, s - P->ntasks, k, t, one, U);
+            } else if (--S->state[s] == 0 && s < P->next_enum) pl_ready(S, P, s, t, one, U);
         }
     if (S->snext) {
         int64_t s = S->snext[k];
@@ -1207,10 +1258,22 @@ static __attribute__((noinline)) int run_one_cube(sim *S) { return run_one_t(S, 
 static __attribute__((noinline)) int run_one_vector_k1(sim *S) { return run_one_t(S, 0, 1, 0); }
 static __attribute__((noinline)) int run_one_cube_k1(sim *S) { return run_one_t(S, 1, 1, 0); }
 static __attribute__((noinline)) int run_one_gated(sim *S) { return run_one_t(S, 2, 0, 1); }
+/* order scopes (P.seq loops of one kernel, on one dispatcher) are common: as lean as without */
+static __attribute__((noinline)) int run_one_vector_k1_gated(sim *S) {
+    return run_one_t(S, 0, 1, 1);
+}
+static __attribute__((noinline)) int run_one_cube_k1_gated(sim *S) {
+    return run_one_t(S, 1, 1, 1);
+}
 
 static int run(sim *S) {
     if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT) return run_general(S);
-    if (S->ngates > 0) return S->nd > 1 ? run_plain_gated(S) : run_one_gated(S);
+    if (S->ngates > 0 || S->nbar > 0) {
+        if (S->nd > 1) return run_plain_gated(S);
+        if (S->nkernels == 1 && S->used == 1) return run_one_vector_k1_gated(S);
+        if (S->nkernels == 1 && S->used == 2) return run_one_cube_k1_gated(S);
+        return run_one_gated(S);
+    }
     if (S->nd > 1) return run_plain(S);
     if (S->used == 1) return S->nkernels == 1 ? run_one_vector_k1(S) : run_one_vector(S);
     if (S->used == 2) return S->nkernels == 1 ? run_one_cube_k1(S) : run_one_cube(S);
@@ -1487,14 +1550,22 @@ static int setup_gates(sim *S, int64_t ngates, const wsp_simgate *gates, const i
     return WSP_OK;
 }
 
-/* The critical path with gates: from the first gate on, a task's chain may also start at the
- * completion of any writer of a gate at or before it (the floor), as its enumeration does.
- * Recomputes cp (tkey) from there, after scan_tasks (which checked the tasks and predecessors);
- * a separate pass, so that runs without gates pay nothing for it. Returns the new maximum. */
-static __attribute__((noinline)) int64_t gate_cp(sim *S, const int64_t *p64, const int32_t *p32,
-                                                 int64_t *last, int32_t nstreams, int64_t cpm) {
-    const int64_t cc = S->cc, g0 = S->gidx[0];
-    int64_t *tkey = S->tkey, off = 0, floor = 0, gi = 0;
+/* The critical path with gates and order scopes: from the first gate on, a task's chain may
+ * also start at the completion of any writer of a gate at or before it (the floor), as its
+ * enumeration does; and a task waiting for a barrier, at the completion of any task in that
+ * group (bcp: the latest cp + completion of the group's tasks so far; every one of them comes
+ * before the task). Recomputes cp (tkey) from the first gate or the first task in a scope,
+ * after scan_tasks (which checked the tasks and predecessors); a separate pass, so that runs
+ * without either pay nothing for it. Returns the new maximum. */
+static __attribute__((noinline)) int64_t extra_cp(sim *S, const int64_t *p64, const int32_t *p32,
+                                                  int64_t *last, int32_t nstreams, int64_t cpm,
+                                                  int64_t nmemb, const wsp_simmemb *memb,
+                                                  int64_t *bcp, int64_t ngroups) {
+    const int64_t cc = S->cc;
+    int64_t g0 = S->ngates > 0 ? S->gidx[0] : S->ntasks;
+    if (S->nbar > 0 && memb[0].task < g0) g0 = memb[0].task;
+    int64_t *tkey = S->tkey, off = 0, floor = 0, gi = 0, mi = 0;
+    for (int64_t g = 0; S->nbar > 0 && g < ngroups; g++) bcp[g] = 0;
     for (int32_t s = 0; s < nstreams; s++) last[s] = -1;
     for (int64_t k = 0; k < S->ntasks; k++) {
         const wsp_simtask *tk = &S->tasks[k];
@@ -1517,18 +1588,23 @@ static __attribute__((noinline)) int64_t gate_cp(sim *S, const int64_t *p64, con
         }
         off += tk->npreds;
         if (sp >= 0 && tkey[sp] + cc > base) base = tkey[sp] + cc;
+        const wsp_simmemb *mb = S->nbar > 0 && mi < nmemb && memb[mi].task == k ? &memb[mi++]
+                                                                                : NULL;
+        if (mb && mb->barrier >= 0 && S->bpend[mb->barrier] > 0 && bcp[mb->barrier] > base)
+            base = bcp[mb->barrier];
         tkey[k] = base + S->dc + S->costs[tk->kernel].cycles;
         if (tkey[k] > cpm) cpm = tkey[k];
+        for (int64_t g = mb ? mb->group : -1; g >= 0; g = S->grp[g].parent)
+            if (k < S->grp[g].close && tkey[k] + cc > bcp[g]) bcp[g] = tkey[k] + cc;
     }
     return cpm;
 }
 
 /* Each gate writer's edge (eto = ~gate, numbered from npreds on) at the end of its successor
  * list, so that the writer counts as having dependents. */
-static int gate_edges(sim *S, int64_t npreds) {
+static int gate_edges(sim *S, int64_t npreds, int64_t cap) {
     sim_idx *shead = S->shead, *stail = S->ws->buf[B_STAIL];   /* scan_tasks' lists */
-    if (!shead) {   /* no predecessors: the lists hold gate edges only */
-        int64_t cap = S->goff[S->ngates];
+    if (!shead) {   /* no predecessors: the lists hold gate (and order) edges only: cap */
         shead = S->shead = ws_get(S->ws, B_SHEAD, S->ntasks, sizeof *shead);
         stail = ws_get(S->ws, B_STAIL, S->ntasks, sizeof *stail);
         S->enext = ws_get(S->ws, B_ENEXT, cap, sizeof *S->enext);
@@ -1549,12 +1625,116 @@ static int gate_edges(sim *S, int64_t npreds) {
     return WSP_OK;
 }
 
+/* Order scopes: checks the groups and memberships (the log's; malformed ones are usage
+ * errors) and finds the barriers (groups some task waits for). With any, sets S's order arrays:
+ * the groups, their pending counts (bpend: tasks in the group), the tasks waiting for each
+ * (bdoff/bdl, in task order); *nedges gets the number of tasks in a scope that are in some
+ * barrier (each gets one edge, order_edges). Without any (S->nbar == 0), scopes change
+ * nothing. */
+static int setup_orders(sim *S, int64_t ngroups, const wsp_simgroup *groups, int64_t nmemb,
+                        const wsp_simmemb *memb, int64_t *nedges, char *err, int32_t errlen) {
+    *nedges = 0;
+    if (ngroups < 0 || ngroups >= INT32_MAX || (ngroups > 0 && !groups) || nmemb < 0 ||
+        (nmemb > 0 && !memb))
+        return sim_fail(err, errlen, "cycle model: bad order scopes (%" PRId64 " groups, %"
+                        PRId64 " tasks in them)", ngroups, nmemb);
+    if (nmemb == 0) return WSP_OK;
+    if (S->ntasks + ngroups >= INT32_MAX)
+        return sim_fail(err, errlen, "cycle model: too many order groups (%" PRId64 ")",
+                        ngroups);
+    for (int64_t g = 0; g < ngroups; g++)
+        if (groups[g].parent < -1 || groups[g].parent >= g || groups[g].close < 0)
+            return sim_fail(err, errlen, "cycle model: order group %" PRId64 " has parent %d, "
+                            "close %d", g, (int)groups[g].parent, (int)groups[g].close);
+    int64_t prev = -1, nb = 0;
+    S->bdoff = ws_zget(S->ws, B_BDOFF, ngroups + 1, sizeof *S->bdoff);
+    if (!S->bdoff) return WSP_ERR_INTERNAL;
+    for (int64_t i = 0; i < nmemb; i++) {
+        const wsp_simmemb *m = &memb[i];
+        if (m->task <= prev || m->task >= S->ntasks || m->group < 0 || m->group >= ngroups ||
+            m->barrier < -1 || m->barrier >= ngroups ||
+            (m->barrier >= 0 && groups[m->barrier].close > m->task))
+            return sim_fail(err, errlen, "cycle model: order scope entry %" PRId64 " (task %d, "
+                            "group %d, barrier %d) is malformed", i, (int)m->task,
+                            (int)m->group, (int)m->barrier);
+        prev = m->task;
+        if (m->barrier >= 0) {
+            S->bdoff[m->barrier + 1]++;
+            nb++;
+        }
+    }
+    if (nb == 0) return WSP_OK;   /* nobody waits for a group */
+    S->bpend = ws_zget(S->ws, B_BPEND, ngroups, sizeof *S->bpend);
+    S->bdl = ws_get(S->ws, B_BDL, nb, sizeof *S->bdl);
+    if (!S->bpend || !S->bdl) return WSP_ERR_INTERNAL;
+    int64_t nbar = 0;
+    for (int64_t g = 0; g < ngroups; g++) {
+        nbar += S->bdoff[g + 1] > 0;
+        S->bdoff[g + 1] += S->bdoff[g];
+    }
+    /* the waiting tasks (bdoff[g] counts up while filling, then is restored) */
+    for (int64_t i = 0; i < nmemb; i++)
+        if (memb[i].barrier >= 0) S->bdl[S->bdoff[memb[i].barrier]++] = memb[i].task;
+    for (int64_t g = ngroups; g > 0; g--) S->bdoff[g] = S->bdoff[g - 1];
+    S->bdoff[0] = 0;
+    /* pending counts: each task in every group it is in; an edge if one of them is a barrier */
+    int64_t ne = 0;
+    for (int64_t i = 0; i < nmemb; i++) {
+        int any = 0;
+        for (int64_t g = memb[i].group; g >= 0; g = groups[g].parent)
+            if (memb[i].task < groups[g].close) {
+                S->bpend[g]++;
+                any |= S->bdoff[g + 1] > S->bdoff[g];
+            }
+        ne += any;
+    }
+    S->grp = groups;
+    S->nbar = nbar;
+    *nedges = ne;
+    return WSP_OK;
+}
+
+/* After scan_tasks: a task waiting for a barrier that has tasks (always, from the log) has one
+ * more pending count (so it is not ready at 0), and each task in some barrier one more edge
+ * (eto = ntasks + its innermost group, numbered from e on) at the end of its successor list,
+ * so that it counts as having dependents; its completion is seen by its groups (bar_seen). */
+static int order_edges(sim *S, int64_t nmemb, const wsp_simmemb *memb, int64_t e, int64_t cap) {
+    sim_idx *shead = S->shead, *stail = S->ws->buf[B_STAIL];
+    if (!shead) {   /* no predecessors or gates: the lists hold order edges only */
+        shead = S->shead = ws_get(S->ws, B_SHEAD, S->ntasks, sizeof *shead);
+        stail = ws_get(S->ws, B_STAIL, S->ntasks, sizeof *stail);
+        S->enext = ws_get(S->ws, B_ENEXT, cap, sizeof *S->enext);
+        S->eto = ws_get(S->ws, B_ETO, cap, sizeof *S->eto);
+        if (!shead || !stail || !S->enext || !S->eto) return WSP_ERR_INTERNAL;
+        for (int64_t k = 0; k < S->ntasks; k++) shead[k] = -1;
+    }
+    const wsp_simgroup *grp = S->grp;
+    for (int64_t i = 0; i < nmemb; i++) {
+        const wsp_simmemb *m = &memb[i];
+        int64_t k = m->task;
+        if (m->barrier >= 0 && S->bpend[m->barrier] > 0) S->state[k]++;
+        int any = 0;
+        for (int64_t g = m->group; g >= 0 && !any; g = grp[g].parent)
+            any = k < grp[g].close && S->bdoff[g + 1] > S->bdoff[g];
+        if (!any) continue;
+        S->eto[e] = (sim_idx)(S->ntasks + m->group);
+        S->enext[e] = -1;
+        if (shead[k] < 0) shead[k] = (sim_idx)e;
+        else S->enext[stail[k]] = (sim_idx)e;
+        stail[k] = (sim_idx)e;
+        e++;
+    }
+    return WSP_OK;
+}
+
 int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *p,
                        const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
                        const wsp_simtask *tasks, const int64_t *preds64, const int32_t *preds32,
                        int64_t npreds_known, int64_t ngates, const wsp_simgate *gates,
-                       const int64_t *gw64, const int32_t *gw32, wsp_simresult *results,
-                       wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen) {
+                       const int64_t *gw64, const int32_t *gw32, int64_t ngroups,
+                       const wsp_simgroup *groups, int64_t nmemb, const wsp_simmemb *memb,
+                       wsp_simresult *results, wsp_simsummary *summary, wsp_simdisp *disp,
+                       char *err, int32_t errlen) {
     if (err && errlen > 0) err[0] = '\0';
     int64_t dc = 0, cc = 0, spacing = 0;
     int rc = check_setup(m, p, costs, nkernels, ntasks, tasks, &dc, &cc, &spacing, err, errlen);
@@ -1584,8 +1764,11 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.wlim = S.window > 0 ? S.window : INT64_MAX;
     int64_t nq = (int64_t)S.nd * S.C * 2;
     int64_t *last = NULL;
-    int64_t ngw = 0;
+    int64_t ngw = 0, nbe = 0;
     if (ngates != 0 && (rc = setup_gates(&S, ngates, gates, gw64, gw32, &ngw, err, errlen)))
+        return rc;
+    if ((ngroups != 0 || nmemb != 0) &&
+        (rc = setup_orders(&S, ngroups, groups, nmemb, memb, &nbe, err, errlen)))
         return rc;
     S.elim = S.ngates > 0 ? S.gidx[0] : ntasks;
     S.next_enum = S.window > 0 ? 0 : S.elim;
@@ -1613,7 +1796,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         for (int64_t k = 0; k < ntasks; k++)
             if (tasks[k].npreds > 0 && tasks[k].npreds < INT32_MAX) npreds_known += tasks[k].npreds;
     }
-    npreds_known += ngw;   /* the gates' writer edges follow */
+    npreds_known += ngw + nbe;   /* the gates' writer edges and the order edges follow */
     /* serial and work stay below SIM_TIME_LIMIT if every task could take the longest kernel */
     int64_t longest = 0, bound;
     for (int32_t i = 0; i < nkernels; i++)
@@ -1656,12 +1839,23 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
                         "cycle model: task %" PRId64 " has predecessor %" PRId64
                         " (must be an earlier task, 0 .. %" PRId64 ")", o.bad_task, o.bad_pred,
                         o.bad_task - 1);
-    if (S.ngates > 0) {
-        if (npreds + ngw >= INT32_MAX)
+    if (S.ngates > 0 || S.nbar > 0) {
+        if (npreds + ngw + nbe >= INT32_MAX)
             return sim_fail(err, errlen, "cycle model: too many edges (%" PRId64 ")",
-                            npreds + ngw);
-        if (gate_edges(&S, npreds)) return WSP_ERR_INTERNAL;
-        o.cp_max = gate_cp(&S, preds64, preds32, last, p->nstreams, o.cp_max);
+                            npreds + ngw + nbe);
+        if (S.ngates > 0 && gate_edges(&S, npreds, ngw + nbe)) return WSP_ERR_INTERNAL;
+        int64_t *bcp = NULL;
+        if (S.nbar > 0) {
+            if (order_edges(&S, nmemb, memb, npreds + ngw, ngw + nbe)) return WSP_ERR_INTERNAL;
+            if (!(bcp = ws_get(ws, B_BCP, ngroups, sizeof *bcp))) return WSP_ERR_INTERNAL;
+            /* the tasks waiting for a barrier are not ready at 0 */
+            int64_t n0 = 0;
+            for (int64_t i = 0; ready0 && i < o.nready0; i++)
+                if (S.state[ready0[i]] == 0) ready0[n0++] = ready0[i];
+            o.nready0 = n0;
+        }
+        o.cp_max = extra_cp(&S, preds64, preds32, last, p->nstreams, o.cp_max, nmemb, memb, bcp,
+                            ngroups);
     }
 
     rc = WSP_ERR_INTERNAL;
@@ -1676,7 +1870,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.bring = ws_get(ws, B_BRING, S.ringmask + 1, sizeof *S.bring);
     if (!S.fifo || !S.kfifo || !S.kh || !S.disp || !S.freew || !S.bring) return rc;
     bits_fill(S.freew, S.nd);
-    if (cc > 0 && (npreds > 0 || p->nstreams > 0 || S.ngates > 0)) {
+    if (cc > 0 && (npreds > 0 || p->nstreams > 0 || S.ngates > 0 || S.nbar > 0)) {
         S.dq = ws_get(ws, B_DQ, ntasks, sizeof *S.dq);
         if (!S.dq) return rc;
     }
@@ -1775,7 +1969,8 @@ int wsp_sim_replay_gated(const wsp_machine *m, const wsp_policy *p, const wsp_kc
                          wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen) {
     wsp_simws *ws = NULL;   /* reentrant: this call's working memory is its own */
     int rc = wsp__sim_replay_ws(&ws, m, p, costs, nkernels, ntasks, tasks, preds, NULL, -1,
-                                ngates, gates, writers, NULL, results, summary, disp, err, errlen);
+                                ngates, gates, writers, NULL, 0, NULL, 0, NULL, results, summary,
+                                disp, err, errlen);
     wsp__simws_free(ws);
     return rc;
 }

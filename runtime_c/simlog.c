@@ -17,13 +17,16 @@
  *
  * Awaits. wsp_await (tasks.c, note_await) reports every await of the run, with the number of
  * tasks enumerated before it, before the host decides whether to block. The log looks up the
- * last writers of the records the awaited box overlaps (RAW only: readers do not count; an
- * earlier writer of a tile is a predecessor of its last one, so it is covered) and records an
- * enumeration gate (sim.c: the tasks from that index on are produced only once those writers'
- * completions are seen). A whole-tensor record gives its writer, conservatively. Writers that
- * the previous gate already holds are dropped, an await with none left records nothing, and two
- * awaits with no task between them make one gate. Gates and their writers live in two more
- * grow-only arrays, emptied (not freed) by wsp__simlog_begin.
+ * last writers of the records the awaited box overlaps (a READ-mode await is RAW only: readers
+ * do not count; an earlier writer of a tile is a predecessor of its last one, so it is covered)
+ * and, for an await whose mode has WSP_WRITE, also the records' readers since their writers
+ * (WAR, as a writing task would wait for; earlier readers are the writer's predecessors), and
+ * records an enumeration gate (sim.c: the tasks from that index on are produced only once those
+ * tasks' completions are seen). A whole-tensor record gives its writer (and readers),
+ * conservatively. Tasks that the previous gate already holds are dropped, an await with none
+ * left records nothing, and two awaits with no task between them make one gate. Gates and their
+ * tasks live in two more grow-only arrays, emptied (not freed) by wsp__simlog_begin. (wsp_probe
+ * reports nothing here: it never blocks enumeration.)
  *
  * Cost. This runs on the submitter for every task and the replay in wsp_wait, so both count
  * against the runtime's own per-task cost (benchmarks/tasks.py: the cycle model adds under
@@ -40,10 +43,17 @@
  *     division, for power-of-two extents); anything else goes through access();
  *   - the replay gets the predecessors as 32-bit indices and their number, and no copy.
  *
+ * Order scopes (wsp_order_*, "order scopes" below): the log mirrors the runtime's scope stacks
+ * (per order context) and logs, for each task in a scope, its step group and the barrier it
+ * waits for; the replay makes each barrier one node (sim.c). A task outside every scope pays
+ * one test (the depth); one in a scope, an entry and a walk up the groups it joins that stops
+ * at the first one already marked.
+ *
  * Memory: a dense record per tile of a shaped tensor (16 bytes), a record per distinct tile
  * otherwise (24 bytes, plus 16 in the hash table), a log entry per task (16 bytes), 4 bytes per
- * edge, 16 bytes per gate and 4 per gate writer, the replay's O(ntasks + edges). Kept until
- * the cycle model is disabled or the runtime freed.
+ * edge, 16 bytes per gate and 4 per gate writer, 16 bytes per task in an order scope and 9 per
+ * step group, the replay's O(ntasks + edges + groups). Kept until the cycle model is disabled
+ * or the runtime freed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +107,17 @@ typedef struct stens {
     int64_t capdense;
 } stens;
 
+/* One level of an order context's scope stack: group ids of this run, -1 for none. */
+typedef struct sscope {
+    int32_t barrier;           /* the group every task of the level's current step waits for */
+    int32_t current;           /* the current step's group (created lazily) */
+} sscope;
+
+typedef struct sctx {          /* a saved order context: its stack */
+    sscope *sc;
+    int32_t depth, cap, borrowed, unused;
+} sctx;
+
 struct wsp_simlog {
     int32_t ntensors;
     uint32_t epoch;            /* the run: 1, 2, ... (0 marks nothing) */
@@ -115,6 +136,18 @@ struct wsp_simlog {
     int64_t ngates, capgates;
     int32_t *gw;               /* their writers, gate after gate, each gate's sorted */
     int64_t ngw, capgw;
+    int gate_readers;          /* the await being logged writes: records' readers join its gate */
+    /* order scopes (see "order scopes" below): the current context's stack, the others' */
+    sscope *sc;                /* levels [0, depth) of the current context */
+    int32_t depth, capsc, borrowed, cur;
+    sctx *ctxs;                /* by context id; ctxs[cur] is stale (its stack is sc) */
+    int32_t capctx;
+    wsp_simgroup *groups;      /* this run's step groups, by id */
+    int64_t ngroups, capgroups;
+    uint8_t *gused;            /* per group: a task joined it (or a group nested in it) */
+    int64_t capgused;
+    wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
+    int64_t nmemb, capmemb;
     int oom;
     wsp_machine m;
     wsp_policy p;
@@ -200,6 +233,13 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->preds);
     free(l->gates);
     free(l->gw);
+    for (int32_t i = 0; l->ctxs && i < l->capctx; i++)
+        if (i != l->cur) free(l->ctxs[i].sc);
+    free(l->ctxs);
+    free(l->sc);
+    free(l->groups);
+    free(l->gused);
+    free(l->memb);
     free(l->costs);
     free(l->disp);
     free(l->results);
@@ -211,6 +251,11 @@ void wsp__simlog_begin(wsp_simlog *l) {
     reset_tensors(l);
     l->ntasks = l->npreds = 0;
     l->ngates = l->ngw = 0;
+    /* every context ended, context 0 current and empty (the runtime's state at wsp_begin) */
+    wsp__simlog_order_switch(l, 0);
+    for (int32_t i = 0; i < l->capctx; i++) l->ctxs[i].depth = l->ctxs[i].borrowed = 0;
+    l->depth = l->borrowed = 0;
+    l->ngroups = l->nmemb = 0;
     l->oom = 0;
     memset(&l->summary, 0, sizeof l->summary);
     l->nresults = 0;
@@ -504,6 +549,8 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
     return r;
 }
 
+static int order_note(wsp_simlog *l);
+
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
     if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
         /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
@@ -521,6 +568,10 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
             return WSP_ERR_INTERNAL;
         }
     }
+    if (__builtin_expect(l->depth > 0, 0) && order_note(l)) {
+        l->oom = 1;
+        return WSP_ERR_INTERNAL;
+    }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
     t->dispatcher = dispatcher;
@@ -531,10 +582,11 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
 
 /* ---- wsp_await: enumeration gates -------------------------------------------------------------
  * The writers of an awaited box are the last writers of the records it overlaps (an earlier
- * writer of a tile is a predecessor of its last one: covered). A tensor in one tiling: the tiles
- * the box overlaps (dense table: by linear index; hashed: looked up tile by tile, or the table
- * scanned when the box spans more tiles than it holds). A whole-tensor record: its writer
- * (conservative, as every access of such a tensor). */
+ * writer of a tile is a predecessor of its last one: covered); a WRITE-mode await adds those
+ * records' readers (gate_readers). A tensor in one tiling: the tiles the box overlaps (dense
+ * table: by linear index; hashed: looked up tile by tile, or the table scanned when the box
+ * spans more tiles than it holds). A whole-tensor record: its writer and readers (conservative,
+ * as every access of such a tensor). */
 
 static int push_writer(wsp_simlog *l, int32_t w) {
     if (w < 0) return 0;
@@ -542,6 +594,17 @@ static int push_writer(wsp_simlog *l, int32_t w) {
         grow((void **)&l->gw, &l->capgw, l->ngw + 1, sizeof *l->gw))
         return -1;
     l->gw[l->ngw++] = w;
+    return 0;
+}
+
+/* r's writer, and its readers when the await being logged writes (l->gate_readers) */
+static int push_rec(wsp_simlog *l, const srec *r) {
+    if (push_writer(l, r->writer)) return -1;
+    if (!l->gate_readers || r->nreaders == 0) return 0;
+    if (r->nreaders == 1) return push_writer(l, r->rd);
+    for (int32_t c = r->rd; c >= 0; c = l->chunks[c].prev)
+        for (int32_t i = 0; i < l->chunks[c].n; i++)
+            if (push_writer(l, l->chunks[c].r[i])) return -1;
     return 0;
 }
 
@@ -571,7 +634,7 @@ static int tile_writers(wsp_simlog *l, const stens *ts, const int64_t *c0, const
             int64_t idx = 0;
             for (int d = 0; d < n; d++) idx = idx * ts->tiles[d] + c[d];
             const srec *r = &ts->dense[idx];
-            if (r->epoch == l->epoch && push_writer(l, r->writer)) return -1;
+            if (r->epoch == l->epoch && push_rec(l, r)) return -1;
             int d = n - 1;
             for (; d >= 0 && c[d] == hi[d]; d--) c[d] = c0[d];
             if (d < 0) break;
@@ -604,7 +667,7 @@ static int tile_writers(wsp_simlog *l, const stens *ts, const int64_t *c0, const
                                                      : (h->key >> (ts->bits * (n - 1 - d))) & m);
                 in = x >= c0[d] && x <= hi[d];
             }
-            if (in && push_writer(l, h->r.writer)) return -1;
+            if (in && push_rec(l, &h->r)) return -1;
         }
         return 0;
     }
@@ -613,7 +676,7 @@ static int tile_writers(wsp_simlog *l, const stens *ts, const int64_t *c0, const
         for (int d = 0; d < n; d++)
             key = ts->bits >= 64 ? (uint64_t)c[d] : (key << ts->bits) | (uint64_t)c[d];
         const srec *r = find_rec(l, ts, key);
-        if (r && push_writer(l, r->writer)) return -1;
+        if (r && push_rec(l, r)) return -1;
         int d = n - 1;
         for (; d >= 0 && c[d] == hi[d]; d--) c[d] = c0[d];
         if (d < 0) break;
@@ -622,14 +685,15 @@ static int tile_writers(wsp_simlog *l, const stens *ts, const int64_t *c0, const
     return 0;
 }
 
-/* Every writer any record of the tensor names (a box the tiling cannot place). */
+/* Every writer (and reader, when the await writes) any record of the tensor names (a box the
+ * tiling cannot place). */
 static int all_writers(wsp_simlog *l, const stens *ts) {
     for (uint64_t s = 0; ts->nrec > 0 && s <= ts->mask; s++)
         if ((uint32_t)(ts->slots[s] >> 32) == l->epoch &&
-            push_writer(l, l->recs[(uint32_t)ts->slots[s] - 1].r.writer))
+            push_rec(l, &l->recs[(uint32_t)ts->slots[s] - 1].r))
             return -1;
     for (int64_t i = 0; ts->dense_on && i < ts->ndense; i++)
-        if (ts->dense[i].epoch == l->epoch && push_writer(l, ts->dense[i].writer)) return -1;
+        if (ts->dense[i].epoch == l->epoch && push_rec(l, &ts->dense[i])) return -1;
     return 0;
 }
 
@@ -658,8 +722,9 @@ static int simlog_await(wsp_simlog *l, const wsp_access *a) {
     for (int d = 0; d < n; d++)
         if (a->hi[d] <= a->lo[d]) return 0;   /* an empty box has no writers */
     int64_t first = l->ngw;
+    l->gate_readers = (a->mode & WSP_WRITE) != 0;
     if (ts->mode == 2) {
-        if (push_writer(l, ts->whole.writer)) return -1;
+        if (push_rec(l, &ts->whole)) return -1;
     } else if (ts->mode == 1) {
         if (n != ts->ndim) {
             if (all_writers(l, ts)) return -1;
@@ -703,6 +768,161 @@ void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index) {
     if (simlog_await(l, acc)) l->oom = 1;   /* the replay then fails: out of memory */
 }
 
+/* ---- order scopes ------------------------------------------------------------------------------
+ * The runtime orders the steps of a scope with groups (tasks.c): a scope level has the group of
+ * its current step, which nests in the enclosing level's current step group, and a barrier,
+ * the group of its previous step (or, before its first step ends, the enclosing level's
+ * barrier at the push), which every task submitted at that level waits for. The log keeps the
+ * same stacks, per order context, with its own group ids (0, 1, ... in this run), and logs
+ * for each task in a scope (wsp_simmemb) its innermost level's step group and barrier; the
+ * replay (sim.c) turns each barrier into one node that waits for every task in the group. So
+ * the model orders exactly what the runtime does, as enumerated (no host timing), with one
+ * entry per task in a scope and nothing per task outside one (a depth test).
+ *
+ * A step ends (wsp_order_next, pop, the end of a context) when its group `close`s: tasks
+ * enumerated from then on are not in it, even in a group nested in it that stays open (which a
+ * live forked child could still add to: a misuse the runtime reports only for the borrowed
+ * level itself). A group no task joined while it was open (a step that only forked children,
+ * which submitted nothing) leaves the barrier as it was, as an empty step does: its next step
+ * waits for the previous one still. Forked contexts borrow the parent's levels, as in the
+ * runtime: the same barrier and the same current step group (created at the fork). */
+
+static int32_t group_new(wsp_simlog *l, int32_t parent) {
+    if (l->ngroups >= INT32_MAX - 1 ||
+        grow((void **)&l->groups, &l->capgroups, l->ngroups + 1, sizeof *l->groups) ||
+        grow((void **)&l->gused, &l->capgused, l->ngroups + 1, sizeof *l->gused))
+        return -1;
+    int32_t g = (int32_t)l->ngroups++;
+    l->groups[g].parent = parent;
+    l->groups[g].close = INT32_MAX;
+    l->gused[g] = 0;
+    return g;
+}
+
+/* level's current step group, created (with the enclosing ones) on first use; -1: no memory */
+static int32_t step_group(wsp_simlog *l, int32_t level) {
+    if (l->sc[level].current >= 0) return l->sc[level].current;
+    int32_t parent = -1;
+    if (level > 0 && (parent = step_group(l, level - 1)) < 0) return -1;
+    return l->sc[level].current = group_new(l, parent);
+}
+
+static void group_close(wsp_simlog *l, int32_t g) {
+    if (l->groups[g].close == INT32_MAX) l->groups[g].close = (int32_t)l->ntasks;
+}
+
+/* The task being added (index ntasks) is in a scope: its group and barrier. */
+static __attribute__((noinline)) int order_note(wsp_simlog *l) {
+    int32_t level = l->depth - 1, g = l->sc[level].current;
+    if (g < 0 && (g = step_group(l, level)) < 0) return -1;
+    if (l->nmemb == l->capmemb &&
+        grow((void **)&l->memb, &l->capmemb, l->nmemb + 1, sizeof *l->memb))
+        return -1;
+    wsp_simmemb *m = &l->memb[l->nmemb++];
+    m->task = (int32_t)l->ntasks;
+    m->group = g;
+    m->barrier = l->sc[level].barrier;
+    m->unused = 0;
+    /* the groups it joins are used (those they nest in too; marked once) */
+    for (int32_t x = g; x >= 0 && !l->gused[x]; x = l->groups[x].parent) l->gused[x] = 1;
+    return 0;
+}
+
+static int ctx_room(wsp_simlog *l, int32_t id) {
+    if (id < l->capctx) return 0;
+    int32_t cap = l->capctx ? l->capctx : 8;
+    while (cap <= id) cap = cap < INT32_MAX / 2 ? cap * 2 : INT32_MAX;
+    sctx *nc = realloc(l->ctxs, (size_t)cap * sizeof *nc);
+    if (!nc) return -1;
+    memset(nc + l->capctx, 0, (size_t)(cap - l->capctx) * sizeof *nc);
+    l->ctxs = nc;
+    l->capctx = cap;
+    return 0;
+}
+
+void wsp__simlog_order_push(wsp_simlog *l) {
+    if (l->oom) return;
+    if (l->depth == l->capsc) {
+        int32_t cap = l->capsc ? l->capsc * 2 : 8;
+        sscope *ns = realloc(l->sc, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            l->oom = 1;
+            return;
+        }
+        l->sc = ns;
+        l->capsc = cap;
+    }
+    sscope *s = &l->sc[l->depth];
+    s->barrier = l->depth > 0 ? l->sc[l->depth - 1].barrier : -1;
+    s->current = -1;
+    l->depth++;
+}
+
+void wsp__simlog_order_next(wsp_simlog *l) {
+    if (l->oom || l->depth <= 0) return;
+    sscope *s = &l->sc[l->depth - 1];
+    if (s->current < 0) return;   /* an empty step changes nothing */
+    int32_t g = s->current;
+    group_close(l, g);
+    if (l->gused[g]) s->barrier = g;
+    s->current = -1;
+}
+
+void wsp__simlog_order_pop(wsp_simlog *l) {
+    if (l->oom || l->depth <= 0) return;
+    sscope *s = &l->sc[l->depth - 1];
+    if (s->current >= 0) group_close(l, s->current);
+    l->depth--;
+}
+
+void wsp__simlog_order_fork(wsp_simlog *l, int32_t id) {
+    if (l->oom || id <= 0 || id == l->cur) return;
+    if ((l->depth > 0 && step_group(l, l->depth - 1) < 0) || ctx_room(l, id)) {
+        l->oom = 1;
+        return;
+    }
+    sctx *c = &l->ctxs[id];
+    if (c->cap < l->depth) {
+        int32_t cap = l->depth > 8 ? l->depth : 8;
+        sscope *ns = realloc(c->sc, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            l->oom = 1;
+            return;
+        }
+        c->sc = ns;
+        c->cap = cap;
+    }
+    if (l->depth > 0) memcpy(c->sc, l->sc, (size_t)l->depth * sizeof *c->sc);
+    c->depth = c->borrowed = l->depth;
+}
+
+void wsp__simlog_order_switch(wsp_simlog *l, int32_t id) {
+    if (id == l->cur || id < 0) return;
+    if (ctx_room(l, id > l->cur ? id : l->cur)) {
+        l->oom = 1;
+        return;
+    }
+    sctx *c = &l->ctxs[l->cur];
+    c->sc = l->sc;
+    c->depth = l->depth;
+    c->cap = l->capsc;
+    c->borrowed = l->borrowed;
+    c = &l->ctxs[id];
+    l->sc = c->sc;
+    l->depth = c->depth;
+    l->capsc = c->cap;
+    l->borrowed = c->borrowed;
+    l->cur = id;
+}
+
+void wsp__simlog_order_end(wsp_simlog *l, int32_t id) {
+    if (id <= 0 || id == l->cur || id >= l->capctx) return;
+    sctx *c = &l->ctxs[id];
+    for (int32_t i = c->depth - 1; i >= c->borrowed && !l->oom; i--)
+        if (c->sc[i].current >= 0) group_close(l, c->sc[i].current);
+    c->depth = c->borrowed = 0;
+}
+
 /* ---- replay --------------------------------------------------------------------------------- */
 
 int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen) {
@@ -716,6 +936,7 @@ int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errle
     memset(l->disp, 0, (size_t)l->p.ndispatchers * sizeof *l->disp);
     int rc = wsp__sim_replay_ws(&l->ws, &l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks,
                                 NULL, l->preds, l->npreds, l->ngates, l->gates, NULL, l->gw,
+                                l->ngroups, l->groups, l->nmemb, l->memb,
                                 keep_results ? l->results : NULL,
                                 &l->summary, l->disp, err, errlen);
     if (rc) l->nresults = 0;

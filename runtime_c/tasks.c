@@ -1,7 +1,7 @@
 /* tasks.c: the runtime's life cycle and its submitter side: new/free, begin, submit (validate,
  * window, copy into a pooled node, order scopes, dependency inference in deps.c, hand-off to
- * dispatch.c), wait, order scopes, awaits (wsp_await: data-dependent enumeration), errors and
- * statistics.
+ * dispatch.c), wait, order scopes and order contexts (one scope stack per coroutine), awaits and
+ * probes (wsp_await, wsp_probe: data-dependent enumeration), notes, errors and statistics.
  *
  * Nodes (tasks and order groups) come from per-size-class free lists (a cache line per class
  * step) owned by the submitter; workers hand finished nodes back (dispatch.c) and the submitter
@@ -232,6 +232,7 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     atomic_init(&rt->spinners, 0);
     atomic_init(&rt->pinned, 0);
     rt->unpub_since = -1;
+    rt->free_ctx = -1;
     rt->ntensors = ntensors;
     atomic_init(&rt->err, 0);
     atomic_init(&rt->sub_waiting, 0);
@@ -288,6 +289,10 @@ void wsp_runtime_free(wsp_runtime *rt) {
         if (rt->scopes[i].current) group_unref(rt, rt->scopes[i].current);
     }
     free(rt->scopes);
+    for (int32_t id = 0; id < rt->capctx; id++)  /* the current one's entry is stale */
+        if (id != rt->cur) free(rt->ctxs[id].scopes);
+    free(rt->ctxs);
+    free(rt->notes);
     while (rt->free_chunks) {
         wsp_edgechunk *c = rt->free_chunks;
         rt->free_chunks = c->next;
@@ -311,6 +316,8 @@ void wsp_runtime_free(wsp_runtime *rt) {
     pthread_mutex_destroy(&rt->err_mu);
     free(rt);
 }
+
+static void ctx_end_all(wsp_runtime *rt);
 
 int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     if (!rt) return WSP_ERR_USAGE;
@@ -338,6 +345,12 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     atomic_store_explicit(&rt->pinned, 0, memory_order_relaxed);
     rt->tracing = rt->trace_on;
     rt->ntrace = 0;
+    rt->nnotes = 0;
+    ctx_end_all(rt);  /* wsp_wait ended them; only context 0, with its stack, is left */
+    if (rt->ctxs) {
+        rt->nctx = 1;  /* ids restart at 1: a run's ids do not depend on earlier runs */
+        rt->free_ctx = -1;
+    }
     if (rt->simlog) wsp__simlog_begin(rt->simlog);
     rt->rr = 0;
     rt->execute_ms = 0;
@@ -407,14 +420,34 @@ static wsp_group *group_new(wsp_runtime *rt, wsp_group *parent) {
     atomic_store_explicit(&g->h.pending, 1, memory_order_relaxed);  /* open until closed */
     g->scope_refs = 1;
     g->drained = 0;
+    g->closed = 0;
+    g->used = 0;
     if (parent) atomic_fetch_add_explicit(&parent->h.pending, 1, memory_order_relaxed);
     return g;
 }
 
-/* The group of scope `level`'s current step, created (with its enclosing ones) on first use. */
+/* A borrowed level's group whose step the parent has ended may already have completed: adding
+ * a member (or a nested group) to it would complete it twice. */
+static int borrowed_ended(wsp_runtime *rt, int32_t level) {
+    return wsp__failf(rt, WSP_ERR_USAGE,
+                      "order context %d: the step of order scope level %d it borrowed at "
+                      "wsp_order_fork has ended (its parent called wsp_order_next, wsp_order_pop "
+                      "or wsp_order_end there before this context ended)",
+                      rt->cur, level);
+}
+
+/* The group of scope `level`'s current step, created (with its enclosing ones) on first use.
+ * NULL: out of memory, or a borrowed group that has closed (a usage error, reported here). A
+ * borrowed level always has its group (wsp_order_fork created it), so only own levels create. */
 static wsp_group *step_group(wsp_runtime *rt, int32_t level) {
     wsp_scope *s = &rt->scopes[level];
-    if (s->current) return s->current;
+    if (s->current) {
+        if (__builtin_expect(s->current->closed, 0)) {  /* only a borrowed one can be */
+            borrowed_ended(rt, level);
+            return NULL;
+        }
+        return s->current;
+    }
     wsp_group *parent = NULL;
     if (level > 0 && !(parent = step_group(rt, level - 1))) return NULL;
     s->current = group_new(rt, parent);
@@ -422,6 +455,7 @@ static wsp_group *step_group(wsp_runtime *rt, int32_t level) {
 }
 
 static void group_close(wsp_runtime *rt, wsp_group *g) {
+    g->closed = 1;
     if (atomic_fetch_sub_explicit(&g->h.pending, 1, memory_order_acq_rel) == 1)
         wsp__complete(rt, NULL, &g->h);
 }
@@ -440,6 +474,7 @@ static int order_attach(wsp_runtime *rt, wsp_tasknode *t) {
     if (!g) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order scopes)");
     atomic_fetch_add_explicit(&g->h.pending, 1, memory_order_relaxed);
     t->h.group = g;
+    for (wsp_group *x = g; x && !x->used; x = x->h.group) x->used = 1;  /* each group once */
     return WSP_OK;
 }
 
@@ -451,6 +486,11 @@ static int order_check(wsp_runtime *rt, const char *fn, int need_scope) {
         return wsp__failf(rt, WSP_ERR_USAGE, "%s called outside wsp_begin ... wsp_wait", fn);
     if (need_scope && rt->depth == 0)
         return wsp__failf(rt, WSP_ERR_USAGE, "%s called with no open order scope", fn);
+    if (need_scope && rt->depth <= rt->borrowed)  /* the parent's step: not this context's */
+        return wsp__failf(rt, WSP_ERR_USAGE,
+                          "%s in order context %d on a scope borrowed from its parent (only "
+                          "scopes the context pushed itself can be advanced or popped)",
+                          fn, rt->cur);
     return WSP_OK;
 }
 
@@ -470,6 +510,7 @@ int wsp_order_push(wsp_runtime *rt) {
     if (s->barrier) s->barrier->scope_refs++;
     s->current = NULL;
     rt->depth++;
+    if (rt->simlog) wsp__simlog_order_push(rt->simlog);
     return WSP_OK;
 }
 
@@ -489,7 +530,17 @@ int wsp_order_next(wsp_runtime *rt) {
             rt->batch_steps++;
         }
     }
-    if (s->current) {  /* an empty step changes nothing: the old barrier still covers it */
+    /* An empty step changes nothing: the old barrier still covers it. So does a step whose
+     * group no task joined (wsp_order_fork made it, and the children submitted nothing): that
+     * group completes as it closes, and as the barrier it would order nothing. (Tasks of the
+     * step still in the open batch wait for the old barrier when it is submitted, and the
+     * batch runs them before its later tasks.) */
+    if (s->current && !s->current->used) {
+        wsp_group *g = s->current;
+        s->current = NULL;
+        group_close(rt, g);
+        group_unref(rt, g);
+    } else if (s->current) {
         if (rt->batch && s->barrier) {
             s->barrier->scope_refs++;
             rt->batch_waits[rt->nbatch_waits++] = s->barrier;
@@ -500,6 +551,7 @@ int wsp_order_next(wsp_runtime *rt) {
         if (s->barrier) group_unref(rt, s->barrier);
         s->barrier = g;
     }
+    if (rt->simlog) wsp__simlog_order_next(rt->simlog);
     return WSP_OK;
 }
 
@@ -511,6 +563,7 @@ static void scope_pop(wsp_runtime *rt) {
     }
     if (s->barrier) group_unref(rt, s->barrier);
     rt->depth--;
+    if (rt->simlog) wsp__simlog_order_pop(rt->simlog);
 }
 
 int wsp_order_pop(wsp_runtime *rt) {
@@ -518,6 +571,195 @@ int wsp_order_pop(wsp_runtime *rt) {
     if (rc || (rc = batch_close(rt))) return rc;
     scope_pop(rt);
     return WSP_OK;
+}
+
+/* ---- order contexts (wsp_order_fork / switch / end) -------------------------------------------
+ * Coroutines of one enumerator each get a scope stack. The current context's stack is the one
+ * in rt->scopes (so submit, push, next and pop need no indirection); switching saves it into
+ * its `ctxs` entry and loads the other. A fork copies the current stack as the child's borrowed
+ * levels: the same barrier and the same current-step group per level (created here, so parent
+ * and child share one), each with a reference of its own. The child adds its tasks to those
+ * groups, and its own scopes' groups nest in them, but it never closes them: the parent's
+ * next/pop/end does. Ids are reused (last ended first), entries and their stacks kept. */
+
+static void ctx_save(wsp_runtime *rt) {
+    wsp_octx *c = &rt->ctxs[rt->cur];
+    c->scopes = rt->scopes;
+    c->depth = rt->depth;
+    c->cap = rt->capscopes;
+    c->borrowed = rt->borrowed;
+}
+
+static void ctx_load(wsp_runtime *rt, int32_t id) {
+    wsp_octx *c = &rt->ctxs[id];
+    rt->scopes = c->scopes;
+    rt->depth = c->depth;
+    rt->capscopes = c->cap;
+    rt->borrowed = c->borrowed;
+    rt->cur = id;
+    if (rt->simlog) wsp__simlog_order_switch(rt->simlog, id);
+}
+
+static int ctx_valid(const wsp_runtime *rt, int32_t id) {
+    return id == 0 || (rt->ctxs && id > 0 && id < rt->nctx && rt->ctxs[id].live);
+}
+
+/* Drops a stack's references, innermost level first: its own levels' current groups are
+ * closed (their steps end, as wsp_order_pop does), borrowed ones only released. */
+static void scopes_release(wsp_runtime *rt, wsp_scope *sc, int32_t depth, int32_t borrowed) {
+    for (int32_t i = depth - 1; i >= 0; i--) {
+        if (sc[i].current) {
+            if (i >= borrowed) group_close(rt, sc[i].current);
+            group_unref(rt, sc[i].current);
+        }
+        if (sc[i].barrier) group_unref(rt, sc[i].barrier);
+        sc[i].current = sc[i].barrier = NULL;
+    }
+}
+
+/* Ends context `id`, which is not the current one: its id goes on the free stack. */
+static void ctx_release(wsp_runtime *rt, int32_t id) {
+    wsp_octx *c = &rt->ctxs[id];
+    scopes_release(rt, c->scopes, c->depth, c->borrowed);
+    if (rt->simlog) wsp__simlog_order_end(rt->simlog, id);
+    c->depth = c->borrowed = 0;
+    c->live = 0;
+    c->next_free = rt->free_ctx;
+    rt->free_ctx = id;
+    rt->nlive--;
+}
+
+/* Every forked context of the run ended, context 0 current again (its scopes stay). */
+static void ctx_end_all(wsp_runtime *rt) {
+    if (!rt->ctxs) return;
+    if (rt->cur != 0) {
+        ctx_save(rt);
+        ctx_load(rt, 0);
+    }
+    for (int32_t id = 1; id < rt->nctx && rt->nlive > 0; id++)
+        if (rt->ctxs[id].live) ctx_release(rt, id);
+}
+
+/* A fresh id: the last ended one, or the next new entry (its kept stack reused). */
+static int32_t ctx_alloc(wsp_runtime *rt) {
+    if (!rt->ctxs) {  /* the first fork of the runtime's life: an entry for context 0 too */
+        rt->ctxs = calloc(8, sizeof *rt->ctxs);
+        if (!rt->ctxs) return -1;
+        rt->capctx = 8;
+        rt->nctx = 1;
+        rt->free_ctx = -1;
+        rt->ctxs[0].live = 1;
+        rt->ctxs[0].next_free = -1;
+    }
+    if (rt->free_ctx >= 0) {
+        int32_t id = rt->free_ctx;
+        rt->free_ctx = rt->ctxs[id].next_free;
+        return id;
+    }
+    if (rt->nctx == INT32_MAX) return -1;
+    if (rt->nctx == rt->capctx) {
+        int32_t cap = rt->capctx < INT32_MAX / 2 ? rt->capctx * 2 : INT32_MAX;
+        wsp_octx *nc = realloc(rt->ctxs, (size_t)cap * sizeof *nc);
+        if (!nc) return -1;
+        memset(nc + rt->capctx, 0, (size_t)(cap - rt->capctx) * sizeof *nc);
+        rt->ctxs = nc;
+        rt->capctx = cap;
+    }
+    return rt->nctx++;
+}
+
+int32_t wsp_order_fork(wsp_runtime *rt) {
+    int rc = order_check(rt, "wsp_order_fork", 0);
+    if (rc || (rc = batch_close(rt))) return -rc;
+    /* the groups parent and child share: every level's current step, created now */
+    if (rt->depth > 0 && !step_group(rt, rt->depth - 1))
+        return -wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order scopes)");
+    int32_t id = ctx_alloc(rt);
+    if (id < 0) return -wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order contexts)");
+    wsp_octx *c = &rt->ctxs[id];
+    if (c->cap < rt->depth) {
+        int32_t cap = rt->depth > 8 ? rt->depth : 8;
+        wsp_scope *ns = realloc(c->scopes, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            c->next_free = rt->free_ctx;  /* back on the free stack */
+            rt->free_ctx = id;
+            return -wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (order contexts)");
+        }
+        c->scopes = ns;
+        c->cap = cap;
+    }
+    for (int32_t i = 0; i < rt->depth; i++) {
+        wsp_scope *s = &rt->scopes[i];
+        if (s->barrier) s->barrier->scope_refs++;
+        if (s->current) s->current->scope_refs++;
+        c->scopes[i] = *s;
+    }
+    c->depth = c->borrowed = rt->depth;
+    c->live = 1;
+    c->next_free = -1;
+    rt->nlive++;
+    if (rt->simlog) wsp__simlog_order_fork(rt->simlog, id);
+    return id;
+}
+
+int wsp_order_switch(wsp_runtime *rt, int32_t ctx) {
+    int rc = order_check(rt, "wsp_order_switch", 0);
+    if (rc) return rc;
+    if (!ctx_valid(rt, ctx))
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_order_switch: no live order context %d", ctx);
+    if (ctx == rt->cur) return WSP_OK;
+    if ((rc = batch_close(rt))) return rc;  /* a batch holds tasks of one context's scopes */
+    ctx_save(rt);
+    ctx_load(rt, ctx);
+    return WSP_OK;
+}
+
+int wsp_order_end(wsp_runtime *rt, int32_t ctx) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (!rt->running)
+        return wsp_fail(rt, WSP_ERR_USAGE, "wsp_order_end called outside wsp_begin ... wsp_wait");
+    if (ctx == 0 || !ctx_valid(rt, ctx))
+        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_order_end: %s order context %d",
+                          ctx == 0 ? "cannot end the run's own" : "no live", ctx);
+    /* after an error too: an enumerator on its way out may end its coroutines */
+    if (ctx == rt->cur) {
+        batch_close(rt);
+        ctx_save(rt);
+        ctx_load(rt, 0);
+    }
+    ctx_release(rt, ctx);
+    return atomic_load_explicit(&rt->err, memory_order_acquire);
+}
+
+/* ---- notes (wsp_note) ------------------------------------------------------------------------ */
+
+int wsp_note(wsp_runtime *rt, int64_t tag, int64_t value) {
+    if (!rt || !rt->tracing) return WSP_OK;  /* off: the one branch it costs */
+    if (!rt->running) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_note called outside wsp_begin ... wsp_wait");
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return rc;
+    if (rt->nnotes == rt->capnotes) {
+        int64_t cap = rt->capnotes ? rt->capnotes * 2 : 1024;
+        int64_t *nn = (uint64_t)cap <= SIZE_MAX / (3 * sizeof *nn)
+                          ? realloc(rt->notes, (size_t)cap * 3 * sizeof *nn) : NULL;
+        if (!nn) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (notes)");
+        rt->notes = nn;
+        rt->capnotes = cap;
+    }
+    int64_t *n = rt->notes + 3 * rt->nnotes++;
+    n[0] = enumerated(rt) - rt->run_sub0;  /* the index the next submitted task gets */
+    n[1] = tag;
+    n[2] = value;
+    return WSP_OK;
+}
+
+int64_t wsp_note_count(const wsp_runtime *rt) { return rt && rt->tracing ? rt->nnotes : 0; }
+
+int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *out) {
+    if (!rt || !rt->tracing || first < 0 || n <= 0 || !out || first >= rt->nnotes) return 0;
+    if (n > rt->nnotes - first) n = rt->nnotes - first;
+    memcpy(out, rt->notes + 3 * first, (size_t)n * 3 * sizeof *out);
+    return n;
 }
 
 /* ---- submit ---------------------------------------------------------------------------------- */
@@ -1032,12 +1274,14 @@ int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simres
 
 /* ---- data-dependent enumeration: wsp_await ---------------------------------------------------- */
 
-/* Whether the open batch holds a task writing a box that overlaps acc's (its union boxes). */
-static int batch_writes(const wsp_runtime *rt, const wsp_access *acc) {
+/* Whether the open batch holds a task the await on acc waits for: one writing a box that
+ * overlaps acc's (its union boxes), or for a WRITE-mode await also one reading it. */
+static int batch_conflicts(const wsp_runtime *rt, const wsp_access *acc) {
     const wsp_task *u = &rt->batch_acc;
+    int32_t modes = (acc->mode & WSP_WRITE) ? WSP_READWRITE : WSP_WRITE;
     for (int i = 0; i < u->ntiles; i++) {
         const wsp_access *x = &u->access[i];
-        if (x->tensor != acc->tensor || !(x->mode & WSP_WRITE) || x->ndim != acc->ndim) continue;
+        if (x->tensor != acc->tensor || !(x->mode & modes) || x->ndim != acc->ndim) continue;
         int over = 1;
         for (int d = 0; d < x->ndim && over; d++)
             over = x->lo[d] < acc->hi[d] && acc->lo[d] < x->hi[d] && acc->lo[d] < acc->hi[d];
@@ -1090,12 +1334,27 @@ int wsp_await(wsp_runtime *rt, const wsp_access *acc) {
     if (rc) return rc;
     if (!rt->running)
         return wsp_fail(rt, WSP_ERR_USAGE, "wsp_await called outside wsp_begin ... wsp_wait");
-    if ((rc = wsp__deps_await_check(rt, acc))) return rc;
-    /* a writer in the open batch must be submitted to be waited for; otherwise the batch stays */
-    if (rt->batch && batch_writes(rt, acc) && (rc = batch_close(rt))) return rc;
+    if ((rc = wsp__deps_await_check(rt, acc, "wsp_await"))) return rc;
+    /* a task of the open batch must be submitted to be waited for; otherwise the batch stays */
+    if (rt->batch && batch_conflicts(rt, acc) && (rc = batch_close(rt))) return rc;
     note_await(rt, acc, enumerated(rt) - rt->run_sub0);
     if (wsp__deps_writers(rt, acc, NULL) == 0) return WSP_OK;  /* the fast path: no allocation */
     return await_block(rt, acc);
+}
+
+/* wsp_await's question without the wait and without a gate in the model. A poll loop of probes
+ * must make progress, so a positive answer shows the workers any ready task still staged. */
+int wsp_probe(wsp_runtime *rt, const wsp_access *acc) {
+    if (!rt) return -WSP_ERR_USAGE;
+    int rc = atomic_load_explicit(&rt->err, memory_order_acquire);
+    if (rc) return -rc;
+    if (!rt->running)
+        return -wsp_fail(rt, WSP_ERR_USAGE, "wsp_probe called outside wsp_begin ... wsp_wait");
+    if ((rc = wsp__deps_await_check(rt, acc, "wsp_probe"))) return -rc;
+    if (rt->batch && batch_conflicts(rt, acc) && (rc = batch_close(rt))) return -rc;
+    if (wsp__deps_writers(rt, acc, NULL) == 0) return 0;
+    wsp__flush_all(rt);
+    return 1;
 }
 
 /* ---- wait and statistics --------------------------------------------------------------------- */
@@ -1106,6 +1365,9 @@ int wsp_wait(wsp_runtime *rt) {
     batch_close(rt);
     rt->grain = 1;
     rt->batch_left = 0;
+    /* forked contexts still live (an enumerator that returned early) end here; the usage check
+     * below counts the scopes of context 0 only */
+    ctx_end_all(rt);
     int32_t open = rt->depth;
     while (rt->depth > 0) scope_pop(rt);
     wsp__flush_all(rt);

@@ -3,7 +3,7 @@
  *
  * Threads and ownership (the rule that keeps the runtime mostly lock-free):
  *   - the SUBMITTER is the one thread that calls wsp_begin, submit, order_* and wait for a run. It
- *     alone owns the node pools, the dependency structures (deps.c), the order-scope stack and
+ *     alone owns the node pools, the dependency structures (deps.c), the order-scope stacks and
  *     the producer side of the workers' `in` rings. Calls for one runtime must not overlap
  *     (generated code enumerates on one thread); distinct runtimes are fully independent.
  *   - WORKERS run kernels. Besides running a task they touch other nodes only through atomic
@@ -94,8 +94,12 @@ struct wsp_tasknode {
 
 struct wsp_group {
     wsp_node h;
-    int32_t scope_refs;        /* submitter only: references from the scope stack */
+    int32_t scope_refs;        /* submitter only: references from the scope stacks */
     int32_t drained;           /* submitter only: finished and handed back */
+    int32_t closed;            /* submitter only: its step ended (group_close); a forked context
+                                  that borrowed it must not add to it any more */
+    int32_t used;              /* submitter only: a task joined it or a group nested in it (a
+                                  group made by wsp_order_fork may get none: an empty step) */
 };
 
 /* One task of a batch (a runtime task standing for `count` consecutive submissions, run in
@@ -154,10 +158,12 @@ WSP_HIDDEN int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task
 WSP_HIDDEN void wsp__deps_compact(wsp_deps *d);
 /* Unregisters a finished task (submitter, while recycling it). */
 WSP_HIDDEN void wsp__deps_retire(wsp_deps *d, wsp_tasknode *t);
-/* wsp_await: checks `acc` (WSP_ERR_USAGE with a message; registers nothing). */
-WSP_HIDDEN int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *acc);
-/* The unfinished tasks registered as writers of a box overlapping acc's: with w == NULL only
- * counts them (allocates nothing), else also adds an edge from each to the waiter w. */
+/* wsp_await, wsp_probe (named `fn` in the message): checks `acc` (WSP_ERR_USAGE with a message;
+ * registers nothing). */
+WSP_HIDDEN int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *acc, const char *fn);
+/* The unfinished tasks registered as writers of a box overlapping acc's, and when acc->mode has
+ * WSP_WRITE also its readers (RAW + WAW + WAR, as a writer would wait for): with w == NULL
+ * only counts them (allocates nothing), else also adds an edge from each to the waiter w. */
 WSP_HIDDEN int64_t wsp__deps_writers(wsp_runtime *rt, const wsp_access *acc, wsp_tasknode *w);
 
 /* ---- workers and queues (dispatch.c) -------------------------------------------------------- */
@@ -248,6 +254,20 @@ typedef struct wsp_scope {
     wsp_group *current;            /* tasks of the current step (created lazily) */
 } wsp_scope;
 
+/* An order context (wsp_order_fork): a scope stack of its own. Levels [0, borrowed) are a copy
+ * of its parent's stack at the fork, holding references to the parent's groups (never closed
+ * by this context); the levels above are its own. The CURRENT context's stack lives in the
+ * runtime's scopes/depth/capscopes/borrowed fields (the per-task paths read them directly);
+ * its entry in `ctxs` is stale until a switch saves it there. */
+typedef struct wsp_octx {
+    wsp_scope *scopes;             /* kept (and reused) after the context ends */
+    int32_t depth, cap;
+    int32_t borrowed;
+    int32_t live;                  /* forked and not yet ended */
+    int32_t next_free;             /* the free-id stack's next entry, -1 */
+    int32_t unused;
+} wsp_octx;
+
 struct wsp_runtime {
     /* read-mostly: workers read these for every task, so nothing written per task lives here */
     int32_t nworkers, ntensors;
@@ -294,8 +314,17 @@ struct wsp_runtime {
     wsp_node *free_nodes[WSP_NCLASSES];
     wsp_edgechunk *free_chunks;
     void *node_chunks;             /* malloc'd blocks, freed with the runtime */
-    wsp_scope *scopes;
+    wsp_scope *scopes;             /* the current order context's stack (see wsp_octx) */
     int32_t depth, capscopes;
+    int32_t borrowed;              /* its borrowed levels */
+    int32_t cur;                   /* the current order context (0: the run's own) */
+    wsp_octx *ctxs;                /* every context's saved stack, by id (NULL before a fork) */
+    int32_t nctx, capctx;          /* ids handed out so far (0 included), entries allocated */
+    int32_t free_ctx;              /* the most recently ended id, -1: none */
+    int32_t nlive;                 /* live forked contexts */
+    /* wsp_note: (index, tag, value) triples of this run, kept between runs */
+    int64_t *notes;
+    int64_t nnotes, capnotes;
     wsp_deps deps;
     /* batching (wsp_batch): the open batch, its records' bytes, the union of its accesses */
     int64_t grain;                 /* tasks per batch; 1: every submission is its own task */
@@ -349,10 +378,21 @@ WSP_HIDDEN void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, c
 WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher,
                                int32_t stream);
 /* A wsp_await of the run on acc's box, `index` tasks into it: the log's own last writers of the
- * tiles the box overlaps (RAW only; from its tables, so independent of host timing) become an
- * enumeration gate at that index (sim.c). Records nothing when there is no writer; an out of
- * memory makes the replay fail. */
+ * tiles the box overlaps (and, when acc->mode has WSP_WRITE, their readers since; from its
+ * tables, so independent of host timing) become an enumeration gate at that index (sim.c).
+ * Records nothing when there is no such task; an out of memory makes the replay fail. */
 WSP_HIDDEN void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index);
+/* Order scopes as the model sees them (tasks.c calls these exactly where the runtime changes
+ * its scope stacks, after the call succeeded): the log keeps a scope stack per order context
+ * and the step groups of the run, and logs for each task in a scope its innermost step group
+ * and the barrier (an earlier step group) it waits for (simlog.c). Out of memory makes the
+ * replay fail. `id` is the runtime's context id. */
+WSP_HIDDEN void wsp__simlog_order_push(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_order_next(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_order_pop(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_order_fork(wsp_simlog *l, int32_t id);
+WSP_HIDDEN void wsp__simlog_order_switch(wsp_simlog *l, int32_t id);   /* ctx_load */
+WSP_HIDDEN void wsp__simlog_order_end(wsp_simlog *l, int32_t id);      /* ctx_release */
 /* Replays the run; keeps per-task results when `keep_results`. Returns 0 or an error code
  * with a message in err. */
 WSP_HIDDEN int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen);
@@ -361,21 +401,45 @@ WSP_HIDDEN const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n);
 WSP_HIDDEN const wsp_simresult *wsp__simlog_results(const wsp_simlog *l, int64_t *n);
 WSP_HIDDEN int32_t wsp__simlog_dispatchers(const wsp_simlog *l);
 
+/* Order scopes in the replay (the log's, see simlog.c; not in the public API). A STEP GROUP
+ * holds the tasks of one step of an order scope, those of the scopes nested in it (and of
+ * forked contexts that borrowed it) included: a task is in its innermost scope's current step
+ * group and in every group that one nests in, if it was enumerated before that group's step
+ * ended (`close`). A group some task waits for is a BARRIER: it completes when every task in it
+ * has finished and its completion has been seen (the latest finish + completion), and the
+ * tasks that wait for it are ready no earlier. In the replay a barrier is no task: it has no
+ * result, occupies no core and no dispatcher; it is exactly as if each task waiting for it had
+ * every task in it as a predecessor, at the cost of one edge per task in a scope. */
+typedef struct wsp_simgroup {
+    int32_t parent;            /* the group it nests in (a smaller id), -1 */
+    int32_t close;             /* tasks enumerated when its step ended (INT32_MAX: never) */
+} wsp_simgroup;
+
+typedef struct wsp_simmemb {
+    int32_t task;              /* a task in an order scope; entries in increasing task order */
+    int32_t group;             /* its innermost scope's current step group */
+    int32_t barrier;           /* the group it waits for (closed before it), -1 */
+    int32_t unused;
+} wsp_simmemb;
+
 /* The replay (sim.c) with working memory that outlives it: *ws is created on first use, grown
  * as needed and kept for the next replay (wsp__simws_free releases it), so a log replayed after
  * every run maps and clears no fresh memory. Predecessors come as int64 (preds64, the public
  * wsp_sim_replay) or int32 (preds32, the log); the other is NULL. npreds_known: their number,
  * or -1 (then counted). Gates' writers likewise come as int64 (gw64) or int32 (gw32).
- * Otherwise as wsp_sim_replay_gated. */
+ * Order scopes: ngroups step groups and nmemb memberships (wsp_simgroup above; 0 and NULL:
+ * none). Otherwise as wsp_sim_replay_gated. */
 typedef struct wsp_simws wsp_simws;
 WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const wsp_policy *p,
                                   const wsp_kcost *costs, int32_t nkernels, int64_t ntasks,
                                   const wsp_simtask *tasks, const int64_t *preds64,
                                   const int32_t *preds32, int64_t npreds_known, int64_t ngates,
                                   const wsp_simgate *gates, const int64_t *gw64,
-                                  const int32_t *gw32,
-                                  wsp_simresult *results, wsp_simsummary *summary,
-                                  wsp_simdisp *disp, char *err, int32_t errlen);
+                                  const int32_t *gw32, int64_t ngroups,
+                                  const wsp_simgroup *groups, int64_t nmemb,
+                                  const wsp_simmemb *memb, wsp_simresult *results,
+                                  wsp_simsummary *summary, wsp_simdisp *disp, char *err,
+                                  int32_t errlen);
 WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);
 
 /* tasks.c helpers used by the other files */
