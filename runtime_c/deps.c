@@ -293,14 +293,21 @@ static inline int overlaps(const wsp_rec *r, const query *q) {
 }
 
 /* An awaited box: a record's writer is the one to wait for (a writer waits for the record's
- * earlier writers, WAW, so they are covered). The acquire load of a finished writer's closed
- * successor list makes its kernel's stores visible to the caller (pairing with the exchange in
- * wsp__complete); a writer already recycled was synchronised with when it was drained. */
-static void await_overlap(query *q, wsp_rec *r) {
-    wsp_tasknode *w = r->writer;
-    if (!w || atomic_load_explicit(&w->h.succ, memory_order_acquire) == WSP_CLOSED) return;
+ * earlier writers, WAW, so they are covered), and for a WRITE-mode await (q->write) also the
+ * record's readers since that writer (earlier readers are covered: the writer waited for them,
+ * WAR). The acquire load of a finished task's closed successor list makes its kernel's memory
+ * accesses happen before the caller's (pairing with the exchange in wsp__complete); a task
+ * already recycled was synchronised with when it was drained. */
+static inline void await_one(query *q, wsp_tasknode *x) {
+    if (atomic_load_explicit(&x->h.succ, memory_order_acquire) == WSP_CLOSED) return;
     q->found++;
-    if (q->t) wsp__add_edge(q->rt, &w->h, q->t);
+    if (q->t) wsp__add_edge(q->rt, &x->h, q->t);
+}
+
+static void await_overlap(query *q, wsp_rec *r) {
+    if (r->writer) await_one(q, r->writer);
+    if (q->write)
+        for (int32_t i = 0; i < r->nreaders; i++) await_one(q, r->readers[i]);
 }
 
 static void on_overlap(query *q, wsp_rec *r) {
@@ -548,24 +555,26 @@ void wsp__deps_retire(wsp_deps *dp, wsp_tasknode *t) {
 
 /* ---- wsp_await ------------------------------------------------------------------------------- */
 
-int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *a) {
-    if (!a) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_await: access is NULL");
+int wsp__deps_await_check(wsp_runtime *rt, const wsp_access *a, const char *fn) {
+    if (!a) return wsp__failf(rt, WSP_ERR_USAGE, "%s: access is NULL", fn);
+    if (a->mode != WSP_READ && a->mode != WSP_WRITE && a->mode != WSP_READWRITE)
+        return wsp__failf(rt, WSP_ERR_USAGE, "%s: mode %d (expected 1, 2 or 3)", fn, a->mode);
     if ((uint32_t)a->tensor >= (uint32_t)rt->ntensors)
-        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_await: tensor %d, but the runtime has %d tensors",
+        return wsp__failf(rt, WSP_ERR_USAGE, "%s: tensor %d, but the runtime has %d tensors", fn,
                           a->tensor, rt->ntensors);
     if ((uint32_t)a->ndim > WSP_MAX_DIMS)
-        return wsp__failf(rt, WSP_ERR_USAGE, "wsp_await: %d dimensions (at most %d)", a->ndim,
+        return wsp__failf(rt, WSP_ERR_USAGE, "%s: %d dimensions (at most %d)", fn, a->ndim,
                           WSP_MAX_DIMS);
     for (int d = 0; d < a->ndim; d++)
         if ((uint64_t)a->lo[d] > (uint64_t)a->hi[d] || (uint64_t)a->hi[d] > (uint64_t)BOX_MAX)
             return wsp__failf(rt, WSP_ERR_USAGE,
-                              "wsp_await: box [%lld, %lld) of tensor %d in dimension %d (need 0 "
-                              "<= lo <= hi <= 2^62)",
-                              (long long)a->lo[d], (long long)a->hi[d], a->tensor, d);
+                              "%s: box [%lld, %lld) of tensor %d in dimension %d (need 0 <= lo "
+                              "<= hi <= 2^62)",
+                              fn, (long long)a->lo[d], (long long)a->hi[d], a->tensor, d);
     int32_t nd = rt->deps.tensors[a->tensor].ndim;
     if (nd >= 0 && nd != a->ndim)
         return wsp__failf(rt, WSP_ERR_USAGE,
-                          "wsp_await: tensor %d read with %d dimensions after %d in the same run",
+                          "%s: tensor %d read with %d dimensions after %d in the same run", fn,
                           a->tensor, a->ndim, nd);
     return WSP_OK;
 }
@@ -576,7 +585,7 @@ int64_t wsp__deps_writers(wsp_runtime *rt, const wsp_access *a, wsp_tasknode *w)
     if (td->nrec == 0 || td->ndim != a->ndim) return 0;  /* nothing registered (ndim: checked) */
     for (int d = 0; d < a->ndim; d++)
         if (a->lo[d] == a->hi[d]) return 0;  /* an empty box has no writers */
-    query q = {rt, w, 0, a->ndim, a->lo, a->hi, NULL, NULL, 1, 0};
+    query q = {rt, w, (a->mode & WSP_WRITE) != 0, a->ndim, a->lo, a->hi, NULL, NULL, 1, 0};
     for (int32_t c = 0; c < td->nclass; c++)
         if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
     return q.found;

@@ -75,6 +75,10 @@ typedef struct wsp_task {
     wsp_tile tiles[WSP_MAX_TILES];
     wsp_scalar scalars[WSP_MAX_SCALARS];
     wsp_access access[WSP_MAX_TILES];   /* one per tile, same order */
+    /* ntiles may exceed the kernel's tile parameters: entries after them are extra access boxes
+     * (dependencies only; e.g. an event's scratch tensor read by every task `record(ev)`
+     * marks). Their tiles must still be valid (data: any valid pointer, rows = cols = 1); the
+     * kernel is passed them all and reads only its leading ones. */
     int64_t coords[WSP_MAX_COORDS];
     int32_t dispatcher;   /* 0 .. n-1 under wsp_schedule(n > 0, ...); ignored otherwise */
     int32_t stream;       /* 0 .. s-1 under wsp_schedule(..., s > 0); ignored otherwise */
@@ -91,7 +95,8 @@ typedef struct wsp_stats {
     double execute_ms;        /* from wsp_begin to the end of wsp_wait */
 } wsp_stats;
 
-/* Life cycle: new -> begin -> (submit | batch | order_* )* -> wait -> stats/error -> free.
+/* Life cycle: new -> begin -> (submit | batch | order_* | await | probe | note)* -> wait ->
+ * stats/error -> free.
  * workers <= 0 means the host's core count; window <= 0 means no window. */
 wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors);
 void wsp_runtime_free(wsp_runtime *rt);
@@ -211,9 +216,10 @@ int wsp_sim_replay(const wsp_machine *m, const wsp_policy *p, const wsp_kcost *c
                    wsp_simdisp *disp, char *err, int32_t errlen);
 
 /* An enumeration gate of a replayed graph (a wsp_await of the run): task `index` and every later
- * task are produced only after each of the gate's `nwriters` writers (the next entries of the
- * writers array: indices of tasks before `index`) has finished and its completion has been seen.
- * Gates come in nondecreasing index order; 0 <= index <= ntasks. */
+ * task are produced only after each of the gate's `nwriters` tasks (the next entries of the
+ * writers array: indices of tasks before `index`; for a run's await, the awaited box's writers,
+ * and its readers too when the await's mode has WSP_WRITE) has finished and its completion has
+ * been seen. Gates come in nondecreasing index order; 0 <= index <= ntasks. */
 typedef struct wsp_simgate {
     int64_t index;
     int32_t nwriters;
@@ -252,8 +258,9 @@ int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trac
 
 /* The cycle model after each run (off by default): the machine, the schedule's policy and the
  * kernels' costs; wsp_wait then replays the run's task graph (dependencies inferred exactly as
- * enumerated, independent of host timing; each wsp_await an enumeration gate on the writers of
- * the awaited box) and keeps the results. */
+ * enumerated, independent of host timing; each wsp_await an enumeration gate on exactly the
+ * tasks it waits for: the writers of the awaited box, and for a WRITE-mode await its readers
+ * too; wsp_probe adds nothing) and keeps the results. */
 int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
                    const wsp_kcost *costs, int32_t nkernels);
 /* The shape of a tensor in this run (after wsp_begin, before its first task): lets the model
@@ -266,22 +273,78 @@ int64_t wsp_sim_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_simres
 
 /* Order scopes for P.seq and `sequential`: inside a scope, tasks submitted after
  * wsp_order_next() start only after every task submitted in the scope before that call (and
- * in enclosing scopes' previous steps) has finished. Scopes nest like the loops that open them. */
+ * in enclosing scopes' previous steps) has finished. Scopes nest like the loops that open them.
+ * They act on the current order context's stack (below). */
 int wsp_order_push(wsp_runtime *rt);
 int wsp_order_next(wsp_runtime *rt);
 int wsp_order_pop(wsp_runtime *rt);
 
+/* Order contexts, for coroutines (CSP processes enumerated as a state machine in one
+ * enumerator, one running at a time on the submitter thread): each context has its own stack
+ * of order scopes. Every run starts in context 0; wsp_begin resets them (ids restart at 1).
+ *
+ * wsp_order_fork: a new context (returned: an id > 0; not made current) whose stack starts as a
+ *   BORROWED copy of the current context's whole stack: at each borrowed level the child's
+ *   tasks join the parent's current step (one group per level, shared with the parent, created
+ *   here) and wait for the parent's barriers. So in `for i in P.seq(n) { fork children; they
+ *   submit; the parent waits (in enumeration) until they end }`, every task of iteration i + 1
+ *   (the parent's and its new children's) waits for every task of iteration i, the children's
+ *   included. The child may push/next/pop scopes of its own on top; next/pop on a borrowed
+ *   level is a usage error, and so is a child adding to a borrowed step its parent has already
+ *   ended (the parent must not call next/pop/end on a level while a child that borrowed it is
+ *   alive and still submits). Closes the open batch. On failure returns minus the run's error
+ *   code (WSP_ERR_INTERNAL when out of memory; the run fails).
+ * wsp_order_switch: makes `ctx` (0, or a live forked id) current. Closes the open batch first
+ *   (a batch never spans contexts). Unknown or ended ids: WSP_ERR_USAGE.
+ * wsp_order_end: the coroutine finished: its own scopes are popped (their steps end, as with
+ *   wsp_order_pop), its references to borrowed levels dropped, and its id may be reused by a
+ *   later fork. Ending the current context makes context 0 current (switch explicitly to go on
+ *   elsewhere); context 0 cannot be ended. Works after a run's error too (it only releases),
+ *   then returns that error.
+ * wsp_wait ends every context still live (an enumerator that returned early after an error
+ *   leaks nothing) without complaint; its "order scope(s) still open" usage error counts only
+ *   context 0's own scopes. */
+int32_t wsp_order_fork(wsp_runtime *rt);
+int wsp_order_switch(wsp_runtime *rt, int32_t ctx);
+int wsp_order_end(wsp_runtime *rt, int32_t ctx);
+
 /* Data-dependent enumeration (language.md section 6: reading a tensor element that earlier
  * tasks of the run write waits for those writers). Blocks the submitter until every task
  * submitted so far (open batches included) that writes a box overlapping `acc`'s box of
- * `acc->tensor` has finished, so the caller may then read those elements. Tasks that do not
- * write that box are not waited for. `acc->mode` is ignored (the access is a read). Returns
- * WSP_OK, or the run's error code if the run failed meanwhile (then the caller must stop
- * enumerating). Only the writers (and, through them, what they wait for themselves); a writer
- * in a batch is waited for with its batch, whose union boxes count as its boxes. An await adds
- * no order among tasks and leaves order scopes, streams and the window as they were; with
- * nothing to wait for it returns at once. */
+ * `acc->tensor` has finished, so the caller may then read those elements. With acc->mode ==
+ * WSP_READ tasks that do not write that box are not waited for; when acc->mode has the
+ * WSP_WRITE bit (WSP_WRITE, WSP_READWRITE: the caller will write the elements) the unfinished
+ * READERS of overlapping boxes are waited for too, as a writing task would (RAW + WAW + WAR);
+ * other modes are usage errors. Returns WSP_OK, or the run's error code if the run failed
+ * meanwhile (then the caller must stop enumerating). Only those tasks (and, through them, what
+ * they wait for themselves); a task in a batch is waited for with its batch, whose union boxes
+ * count as its boxes (an open batch holding one is closed first; otherwise it stays open). An
+ * await adds no order among tasks and leaves order scopes, streams and the window as they were;
+ * with nothing to wait for it returns at once. (Events: `synchronize(ev)` is a WSP_READWRITE
+ * await on the event's scratch tensor, which every task `record(ev)` marks reads as an extra
+ * access; `query(ev)` is !wsp_probe of the same access.) */
 int wsp_await(wsp_runtime *rt, const wsp_access *acc);
+
+/* Whether wsp_await(rt, acc) would have to wait now: 1 when some task it would wait for has not
+ * finished, 0 when none, or minus an error code (a usage error fails the run as wsp_await's
+ * would; a failed run's code is returned as is, negated). Never blocks and adds no gate to the
+ * cycle model. Closes the open batch only if it holds a task the await would wait for. When it
+ * returns 1 it shows the workers any ready task still staged, so a loop of probes makes
+ * progress. */
+int wsp_probe(wsp_runtime *rt, const wsp_access *acc);
+
+/* Notes for traces (channel occupancy and the like): when the run records a trace
+ * (wsp_trace_enable(rt, 1) before wsp_begin), wsp_note appends the triple (index, tag, value),
+ * index being the number of tasks submitted so far in the run: a note made just before a
+ * wsp_submit names that task's trace index. Without a trace it returns WSP_OK at once (a
+ * branch). Out of memory fails the run (WSP_ERR_INTERNAL); after an error it returns the error.
+ * Notes are reset by wsp_begin (memory kept). wsp_note_count: notes of the current or last run
+ * (0 without a trace); wsp_note_read copies notes first .. first+n-1 into out (3 int64 each:
+ * index, tag, value) and returns how many it copied. Read on the submitter's thread or after
+ * wsp_wait. */
+int wsp_note(wsp_runtime *rt, int64_t tag, int64_t value);
+int64_t wsp_note_count(const wsp_runtime *rt);
+int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *out);
 
 /* Errors: the first error wins; later submits return it at once and no further task starts. */
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
