@@ -29,6 +29,7 @@ from . import ast as A
 from .printer import expr_str
 from .diagnostics import Diagnostics, Note, did_you_mean
 from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
+from .schedule_axes import AXIS_COMBINATORS, REPEATABLE, AxisChecker
 from .signatures import KernelSig, ParamSig
 
 UNSIGNED_DTYPES = frozenset({"u8", "u16", "u32", "u64"})
@@ -36,7 +37,7 @@ FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 UNKNOWN = sym.Interval(None, None)
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
 
-COMBINATORS = ("dispatch", "streams", "stream_by", "timing", "task_graph")
+COMBINATORS = ("dispatch", "streams", "stream_by", "timing", "task_graph") + AXIS_COMBINATORS
 DISPATCH_POLICIES = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 TIMING_POLICIES = ("immediate", "batched", "interleaved", "rate_limit")
 TASK_GRAPH_MODES = ("stall", "abort")
@@ -2419,6 +2420,11 @@ class _Body:
                 self.ranges[v] = UNKNOWN
                 keyscope.names[n] = LoopVar(n, sym.var(v), "key")
         seen: dict[str, A.Combinator] = {}
+        axes: Optional[AxisChecker] = None
+        if wname in self.env.workloads:
+            inlined = {n for part in self.mod.closure(wname) if part.name != wname
+                       for n in part.loop_names}
+            axes = AxisChecker(self, self.env, wname, self.env.workloads[wname], inlined)
         for c in sd.combinators:
             n = c.name.id
             if n not in COMBINATORS:
@@ -2430,7 +2436,7 @@ class _Body:
                     or "combinators are " + ", ".join(f"`.{x}`" for x in COMBINATORS),
                 )
                 continue
-            if n in seen:
+            if n in seen and n not in REPEATABLE:
                 self.error(
                     c.name.span,
                     "duplicate-combinator",
@@ -2439,7 +2445,11 @@ class _Body:
                     notes=[Note(seen[n].name.span, "first given here")],
                 )
                 continue
-            seen[n] = c
+            seen.setdefault(n, c)
+            if n in AXIS_COMBINATORS:
+                if axes is not None:
+                    axes.check(c)
+                continue
             getattr(self, f"comb_{n}")(c, keyscope, wname, summary)
         if "stream_by" in seen and "streams" not in seen:
             # decision: `.stream_by(key)` needs `.streams(n)`: the key is taken mod n, and n has no default

@@ -54,7 +54,7 @@ all raised together as a `WspError`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Union
 
 from ..frontend import ast as A
@@ -76,8 +76,12 @@ from ..frontend.primitives import (
     unary,
 )
 from ..frontend.printer import expr_str
+from ..frontend.schedule_axes import AXIS_COMBINATORS, DEFAULT_BUCKETS, decompose_args
+from ..frontend.schedule_axes import build as build_axes
+from ..frontend.schedule_axes import outermost_ragged, own_span
 from ..frontend.signatures import KernelSig, NotSymbolic, ParamSig, to_sym
 from ..spans import Span
+from . import axes
 from . import nodes as N
 from . import sym
 
@@ -239,14 +243,60 @@ class _ModuleLowerer:
             return None
         fields: dict = {}
         for c in sd.combinators:
+            if c.name.id in AXIS_COMBINATORS:
+                continue  # applied to the loop tree below
             try:
                 fields.update(wl.combinator(c))
             except _Unsupported as u:
                 self.unsupported(u)
         given = tuple(sorted({c.name.id for c in sd.combinators}))
         span = next((c.span for c in sd.combinators if c.name.id == "task_graph"), sd.name.span)
-        return N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
-                          uses_csp=N.uses_csp(body), **fields)
+        sched = N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
+                           uses_csp=N.uses_csp(body), **fields)
+        return self.axis_transforms(sched, sd, wl)
+
+    def axis_transforms(self, s: N.Schedule, sd: A.ScheduleDecl, wl) -> Optional[N.Schedule]:
+        """The schedule's axis combinators applied to its loop tree in the order written
+        (ir/axes.py); a transform that could change the result is reported at its combinator."""
+        # decision: axis transforms rewrite the lowered loop tree here, at every -O level: they
+        # are the user's request, and passes then see the tree the program really enumerates
+        done: list[str] = []
+        # `.decompose(bucket(k))` without an axis takes the outermost ragged loop, and a split
+        # of that loop before it leaves its outer half (`qi_o`) as the ragged loop
+        default_ragged = (_outermost_ragged(self.env, sd.workload.id)
+                          if any(c.name.id == "decompose" and len(c.args) == 1
+                                 for c in sd.combinators) else None)
+        for c in sd.combinators:
+            n = c.name.id
+            if n not in AXIS_COMBINATORS:
+                continue
+            names = [a.id for a in c.args if isinstance(a, A.Name)]
+            try:
+                if n == "split":
+                    s = axes.split(s, names[0], wl.const_int(c.args[1]))
+                elif n == "tile":
+                    s = axes.tile(s, names[0], names[1], wl.const_int(c.args[2]),
+                                  wl.const_int(c.args[3]))
+                elif n == "reorder":
+                    s = axes.reorder(s, tuple(names))
+                elif n == "fuse_axes":
+                    s = axes.fuse_axes(s, names[0], names[1])
+                else:
+                    axis, kind, width, count = decompose_args(c)
+                    axis = axis or default_ragged
+                    ranges = axes.buckets(
+                        kind, wl.const_int(width) if width is not None else None,
+                        wl.const_int(count) if count is not None else DEFAULT_BUCKETS[kind])
+                    s = axes.decompose(s, axis, ranges)
+            except axes.AxisError as e:
+                self.diags.error(own_span(c), "axis-transform", e.message, e.help)
+                return None
+            if n == "split" and names[0] == default_ragged:
+                default_ragged = f"{default_ragged}_o"
+            parts = [expr_str(a) for a in c.args] + [f"{k.name} = {expr_str(k.value)}"
+                                                      for k in c.kwargs]
+            done.append(f"{n}({', '.join(parts)})")
+        return replace(s, transforms=tuple(done)) if done else s
 
     def implicit_schedule(self) -> Optional[N.Schedule]:
         inlined: set[str] = set()
@@ -1539,6 +1589,14 @@ def _marked(part: list, events: tuple[str, ...], span) -> list:
 
 def _policy_call(e: A.Expr) -> A.Call:
     return A.Call(e, (), (), span=e.span) if isinstance(e, A.Name) else e
+
+
+def _outermost_ragged(env: ModuleEnv, wname: str) -> str:
+    """The loop `.decompose` without an axis acts on (the checker made sure there is one)."""
+    found = outermost_ragged(build_axes(env, env.workloads[wname]))
+    if len(found) != 1:
+        raise InternalError("lower", f"`{wname}` has no single outermost ragged loop")
+    return found[0].name
 
 
 def _loop_names(env: ModuleEnv, wname: str) -> set[str]:
