@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/compile.py
 	$(BIN)/python benchmarks/dynamic.py
 	$(BIN)/python benchmarks/csp.py
+	$(BIN)/python benchmarks/optimizer.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

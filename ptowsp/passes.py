@@ -23,6 +23,8 @@ from .ir import passes as _p
 from .ir.passes import FunctionPass, Pass, PassError, PrintPass, Timing, optimize, pipeline
 from .ir.passes.dead_tasks import eliminate_dead_tasks
 from .ir.passes.flatten import flatten_blocks
+from .ir.passes.fuse_tasks import FusionConfig, fuse_tasks
+from .ir.passes.plan_kernels import plan_kernels
 from .ir.passes.simplify import simplify_module
 
 
@@ -54,5 +56,24 @@ class DeadTaskPass(FunctionPass):
         super().__init__("dead-tasks", eliminate_dead_tasks)
 
 
+class PlanKernelsPass(FunctionPass):
+    """Each kernel's ops fused into loop nests; its temporaries in buffers reused by liveness."""
+
+    def __init__(self):
+        super().__init__("plan-kernels", plan_kernels)
+
+
+class FuseTasksPass(FunctionPass):
+    """Producer / consumer tasks over one iteration space fused into one task, by operator
+    category (the seeds' `fuse_by_category`); `config` is a `FusionConfig` (the policy)."""
+
+    def __init__(self, config: FusionConfig | None = None):
+        cfg = config or FusionConfig()
+        super().__init__("fuse-tasks", lambda m: fuse_tasks(m, cfg),
+                         "producer / consumer tasks fused by operator category")
+        self.config = cfg
+
+
 __all__ = ["Pass", "PassManager", "PrintPass", "FunctionPass", "PassError", "Timing",
-           "FlattenCombinePass", "SimplifyPass", "DeadTaskPass", "optimize", "pipeline"]
+           "FlattenCombinePass", "SimplifyPass", "DeadTaskPass", "FuseTasksPass", "FusionConfig",
+           "PlanKernelsPass", "optimize", "pipeline"]

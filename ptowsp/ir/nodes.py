@@ -86,7 +86,9 @@ class Kernel:
     `stores` pairs an Out/InOut parameter with the op whose value it receives (converted to the
     parameter's dtype, broadcast to its shape). An extern kernel has `extern_c` (the C body of
     language.md section 4) and no ops. `source` is the kernel's name in the program; `name` is
-    unique per specialisation (`rows__R_4`) and safe as a C identifier suffix.
+    unique per specialisation (`rows__R_4`) and safe as a C identifier suffix. A kernel made by
+    task fusion (`ir/passes/fuse_tasks.py`) has source `a+b` and, in `fused`, one line per
+    fusion that made it (the kernels, their categories, the intermediate, the rule).
     """
 
     name: str
@@ -97,6 +99,61 @@ class Kernel:
     extern_c: Optional[str] = None
     constexprs: tuple[tuple[str, int], ...] = ()
     span: Span = NO_SPAN
+    # how the ops run (`ir/passes/plan_kernels.py`, -O2 and up); None: the back end's simplest
+    # form. A planned kernel's ops are the ones the plan schedules (softmax expanded, copies)
+    plan: Optional["KernelPlan"] = None
+    # why task fusion made this kernel (`ir/passes/fuse_tasks.py`); printed as `# fused: ...`
+    fused: tuple[str, ...] = ()
+
+
+# Kernel plans (`ir/passes/plan_kernels.py` makes them, `backends/cpu/kernels.py` follows them).
+# Values are op indices of the planned kernel. Where a value lives is `KernelPlan.kinds[i]`:
+#   scalar  a scalar, computed once          leaf    a parameter, literal or iota, read in place
+#   inline  a cheap elementwise op of leaves, recomputed wherever it is read
+#   ew      an elementwise op computed per element in its nest: a register (a C local) there,
+#           and also a local array when read outside the nest (`KernelPlan.assign`)
+#   red     a reduction accumulated in its input's nest (row: in lane registers; column: in its
+#           row-vector array), its result a small array
+#   view    an index map over its operand (broadcast, transpose, slices, interleave)
+#   matmul  its own step, into an array or straight into the tile it is stored to (`into`)
+
+
+@record
+class LoopNest:
+    """A loop nest of a kernel plan: `ops` per element over `shape`, reductions, stores."""
+
+    shape: tuple[int, int]
+    level: int
+    ops: tuple[int, ...] = ()
+    rowreds: tuple[int, ...] = ()
+    colreds: tuple[int, ...] = ()
+    stores: tuple[tuple[str, int], ...] = ()
+
+
+@record
+class PlanStep:
+    """A kernel plan's step: a `matmul`, or `nests` (several: row i of each in turn)."""
+
+    nests: tuple[LoopNest, ...] = ()
+    matmul: Optional[int] = None
+    blocked: bool = False  # register-blocked (else i-k-j)
+    kc: int = 0  # a blocked matmul's K chunk
+    pack_a: bool = False  # A converted into a packed panel (else read in place)
+
+
+@record
+class KernelPlan:
+    """How a kernel's ops run: kinds, steps, final stores, arrays in buffers reused by liveness."""
+
+    kinds: tuple[str, ...]
+    levels: tuple[int, ...]
+    steps: tuple[PlanStep, ...]
+    stores: tuple[tuple[str, int], ...]  # run after every step, in order
+    into: tuple[tuple[int, str], ...] = ()  # matmuls computed in the tile they are stored to
+    buffers: tuple[tuple[str, int], ...] = ()  # (held dtype, elements) of each local buffer
+    assign: tuple[tuple[int, int], ...] = ()  # (value, buffer) of every materialised value
+    temp_bytes_before: int = 0  # one buffer per materialised value
+    temp_bytes_after: int = 0  # with buffers reused
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,6 +625,8 @@ class Schedule:
     # the body uses CSP (`uses_csp(body)`): enumerated by coroutines (see "CSP" above); a back
     # end without the CSP enumerator rejects such a schedule (`ir.lower.reject_csp`)
     uses_csp: bool = False
+    # the axis transforms lowering applied to `body`, as written (`split(t, 4)`; ir/axes.py)
+    transforms: tuple[str, ...] = ()
 
 
 @record

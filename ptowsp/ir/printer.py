@@ -8,6 +8,8 @@ only (never file paths, so golden files do not depend on where the tests run).
       %0 = param x : [16, 128] f32
       %1 = mul %0, %0 : [16, 128] f32
       store y = %8
+    kernel gate__down(h: ...)  # gate+down
+      # fused: gate (complex-out-fusable) -> down (complex-out-fusable) via H [whole tile]
     schedule main = norm  [default]
       dispatch round_robin(4)
       for b in grid(B):
@@ -98,8 +100,13 @@ def kernel_lines(k: N.Kernel) -> list[str]:
         lines.extend(f"  | {line.rstrip()}".rstrip() for line in body)
         return lines
     lines = [head]
+    lines.extend(f"  # fused: {note}" for note in k.fused)
     lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
     lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
+    if k.plan is not None:  # after plan-kernels: nests, registers, buffers, temporary bytes
+        from .passes.plan_kernels import plan_lines
+
+        lines.extend("  " + line for line in plan_lines(k))
     return lines
 
 
@@ -120,6 +127,8 @@ def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
         lines.append(f"  window {s.window} {s.window_mode}")
     if s.uses_csp:
         lines.append("  csp")
+    if s.transforms:
+        lines.append("  axes " + "; ".join(s.transforms))
     for st in s.body:
         lines.extend(stmt_lines(st, 1))
     return lines

@@ -11,7 +11,8 @@ variable or a Read variable bound around it (a Read binds its variable for the s
 it in its block), or a slot variable `slot#k` with 0 <= k < 64; loop and Read variables are
 unique along every path of the loop tree; Reads read one element of an integer (or bool)
 tensor; `When` predicates are well-formed `Cond`s and their bodies verify as blocks; `SlotSet`
-slots are in 0..63.
+slots are in 0..63. A kernel's plan (`KernelPlan`, after `plan-kernels`) is checked as
+`_plan` says.
 
 CSP: channels are declared once, and each one with slots has a scratch slot tensor of
 `max(depth, 1)` slots of its element type (`u8[S, 1, 1]` for token channels); pipes hold
@@ -246,6 +247,11 @@ def _kernel(k: N.Kernel) -> None:
             _fail(f"Out parameter `{p.name}` is stored {n} times (exactly once needed)")
         if p.mode == "InOut" and n > 1:
             _fail(f"InOut parameter `{p.name}` is stored {n} times (at most once allowed)")
+    if k.plan is not None:
+        try:
+            _plan(k)
+        except _Fail as f:
+            raise _Fail(f"plan: {f}") from None
 
 
 def _op(op: N.Op, i: int, ops, params) -> None:
@@ -388,6 +394,122 @@ def _op(op: N.Op, i: int, ops, params) -> None:
         shape((r, 2 * c))
     else:  # pragma: no cover - every name of ALL_OPS is handled above
         _fail("no rule")
+
+
+_KIND_OPS = {
+    "leaf": ("param", "iota_row", "iota_col", "literal"),
+    "inline": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
+    "ew": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
+    "red": N.REDUCTIONS,
+    "view": ("broadcast", "transpose", "slice_even", "slice_odd", "interleave"),
+    "matmul": ("matmul",),
+}
+
+
+def _plan(k: N.Kernel) -> None:
+    """A kernel plan's invariants: kinds fit the ops; every nest, reduction and matmul op is
+    in exactly one step, at its nest's shape; a value read outside its nest has an array and
+    is made in an earlier step (or an earlier nest of the same row-by-row step); the stores of
+    nests, `stores` and `into` are the kernel's; values sharing a buffer are never live at once,
+    fit it and share its held dtype; the byte counts add up."""
+    from .passes.plan_kernels import buffer_bytes, held
+
+    plan, ops = k.plan, k.ops
+    kinds = plan.kinds
+    if len(kinds) != len(ops) or len(plan.levels) != len(ops):
+        _fail(f"{len(kinds)} kinds and {len(plan.levels)} levels for {len(ops)} ops")
+    for i, (op, kd) in enumerate(zip(ops, kinds)):
+        if kd == "scalar":
+            ok = op.shape is None
+        else:
+            ok = op.shape is not None and op.op in _KIND_OPS.get(kd, ())
+        if ok and kd == "inline":
+            ok = all(kinds[a] in ("scalar", "leaf", "inline") for a in op.args)
+        if not ok:
+            _fail(f"op %{i} ({op.op}) cannot be `{kd}`")
+    pos: dict[int, tuple[int, int]] = {}  # a value made in a step -> (step, nest)
+    nest_stores: list[tuple[str, int]] = []
+    for s, step in enumerate(plan.steps):
+        if (step.matmul is None) == (not step.nests):
+            _fail(f"step {s} is neither a matmul nor nests")
+        made: list[tuple[int, int]] = []
+        if step.matmul is not None:
+            if kinds[step.matmul] != "matmul":
+                _fail(f"step {s}: %{step.matmul} is not a matmul")
+            made.append((step.matmul, 0))
+        for t_i, t in enumerate(step.nests):
+            if len(step.nests) > 1 and (t.colreds or t.shape[0] != step.nests[0].shape[0]):
+                _fail(f"step {s}: nests run row by row need the same rows, no column reductions")
+            for i in t.ops:
+                if kinds[i] != "ew" or ops[i].shape != t.shape:
+                    _fail(f"step {s}: %{i} is not elementwise at the nest's shape {t.shape}")
+            for prefix, reds in (("row", t.rowreds), ("col", t.colreds)):
+                for r in reds:
+                    if kinds[r] != "red" or not ops[r].op.startswith(prefix) \
+                            or ops[ops[r].args[0]].shape != t.shape:
+                        _fail(f"step {s}: %{r} is not a {prefix} reduction over {t.shape}")
+            made.extend((i, t_i) for i in t.ops + t.rowreds + t.colreds)
+            nest_stores.extend(t.stores)
+            for _, v in t.stores:
+                if v not in t.ops:
+                    _fail(f"step {s}: a nest stores %{v}, which it does not compute")
+        for i, t_i in made:
+            if i in pos:
+                _fail(f"%{i} is made twice")
+            pos[i] = (s, t_i)
+    for i, kd in enumerate(kinds):
+        if kd in ("ew", "red", "matmul") and i not in pos:
+            _fail(f"%{i} ({ops[i].op}) is in no step")
+    buf = dict(plan.assign)
+    into = dict(plan.into)
+    last: dict[int, int] = {}
+
+    def reads(u: int, where: tuple[int, int]) -> None:
+        if kinds[u] in ("view", "inline"):
+            for a in ops[u].args:
+                reads(a, where)
+        elif kinds[u] in ("ew", "red", "matmul"):
+            if u not in buf:
+                _fail(f"%{u} is read outside its nest but has no array")
+            if pos[u] >= where:
+                _fail(f"%{u} is read before it is made")
+            last[u] = max(last.get(u, -1), where[0])
+
+    for s, step in enumerate(plan.steps):
+        if step.matmul is not None:
+            for a in ops[step.matmul].args:
+                reads(a, (s, 0))
+        for t_i, t in enumerate(step.nests):
+            for i in t.ops + t.rowreds + t.colreds:
+                for a in ops[i].args:
+                    if not (kinds[a] == "ew" and pos[a] == (s, t_i)):
+                        reads(a, (s, t_i))
+    for _, v in plan.stores:
+        reads(v, (len(plan.steps), 0))
+    if sorted(nest_stores + list(plan.stores) + [(p, m) for m, p in into.items()]) \
+            != sorted(k.stores):
+        _fail("the stores of the nests, after the steps and of matmuls into tiles are not "
+              "the kernel's")
+    for m in into:
+        if kinds[m] != "matmul" or m in buf:
+            _fail(f"%{m} is computed into a tile but is not a matmul without an array")
+    for u, b in buf.items():
+        if kinds[u] not in ("ew", "red", "matmul") or not 0 <= b < len(plan.buffers):
+            _fail(f"%{u} has no array of its own kind, or buffer b{b} does not exist")
+        dt, n = plan.buffers[b]
+        if held(ops[u].dtype) != dt or ops[u].shape[0] * ops[u].shape[1] > n:
+            _fail(f"%{u} ({ops[u].dtype}{list(ops[u].shape)}) does not fit buffer b{b} {dt}[{n}]")
+    live = {u: (pos[u][0], last.get(u, pos[u][0])) for u in buf}
+    for u in buf:
+        for w in buf:
+            if u < w and buf[u] == buf[w] and not (live[u][1] < live[w][0]
+                                                   or live[w][1] < live[u][0]):
+                _fail(f"%{u} and %{w} share buffer b{buf[u]} while both are live")
+    before = sum(buffer_bytes(held(ops[u].dtype), ops[u].shape[0] * ops[u].shape[1]) for u in buf)
+    after = sum(buffer_bytes(dt, n) for dt, n in plan.buffers)
+    if (before, after) != (plan.temp_bytes_before, plan.temp_bytes_after):
+        _fail(f"temporaries {plan.temp_bytes_before} -> {plan.temp_bytes_after} bytes, "
+              f"but the buffers say {before} -> {after}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -147,9 +147,10 @@ def _build(workdir: Path):
     """Compile the kernels and the driver with the build's compiler and flags; load them."""
     import cffi
 
+    from ...ir.passes.plan_kernels import plan_kernel
     from . import build
 
-    ks = _kernels()
+    ks = [plan_kernel(k) for k in _kernels()]  # as -O2 compiles them (ir/passes/plan_kernels.py)
     syms = {"RMS": kernel_symbol(ks[0]), "SOFT": kernel_symbol(ks[1]), "SILU": kernel_symbol(ks[2])}
     defines = "".join(f"#define {k} {v}\n" for k, v in syms.items())
     src = emit_kernels(ks) + "\n" + defines + _DRIVER

@@ -8,25 +8,18 @@ returns 0; WSP_ERR_INTERNAL (4) when the copying slow path runs out of memory; W
 when a tile's rows/cols differ from the kernel's static shape (a bug in the caller).
 
 How a tile kernel becomes C (each step is a function below):
-1. `_prepare`: the op DAG minus dead ops, with `softmax` expanded into rowmax / sub / exp /
-   rowsum / reciprocal / mul.
-2. `_plan`: cheap elementwise ops over parameters and scalars (lowering's `convert` of a
-   parameter, `x * 2`) are *inline*: recomputed wherever they are read, like the parameters
-   themselves. Every other tile op is put in a *loop nest* (an iteration shape and a level).
-   Elementwise ops of one shape and level share a nest and are computed per element as C locals
-   (`v12`); a value read by another nest, a view or a matmul is *materialised* in a local array
-   (`t12`). Reductions accumulate inside the nest of their input; `broadcast`, `transpose`,
-   `slice_*` and `interleave` are index maps (no code of their own); `matmul` is a loop nest of
-   its own. A value produced at level L is readable from level L+1 on, so nests and matmuls run
-   level by level. A store whose value is computed in a nest of the parameter's shape writes the
-   tile from that nest (for an InOut tile only if nothing else reads its entry value); other
-   stores run after every nest, in order, and a store value that would read a tile an earlier
-   store overwrote is copied first (`_copy`, a second planning round): stores take effect as the
-   kernel ends.
-3. `_Emitter`: the C body, with `restrict` pointers, static trip counts and inner loops over
+1. The plan (`ir/passes/plan_kernels.py`, the `plan-kernels` pass at -O2 and up) is attached to
+   the kernel: its ops (dead ops dropped, `softmax` expanded, copies), which are inline, which
+   share a loop nest at which level, which reductions accumulate in which nest, which values
+   are materialised in local arrays and which buffer each array is (buffers reused by
+   liveness), the steps in order (nests, nests run row by row, matmuls with their blocking),
+   and the stores after them. This file decides none of that: it follows the plan. A kernel
+   without one (-O0) gets `plan_kernel(k, fuse=False)`: one nest per op, every value in an
+   array of its own, every store after the nests.
+2. `_Emitter`: the C body, with `restrict` pointers, static trip counts and inner loops over
    columns that gcc -O3 vectorises (row reductions use 16 lane accumulators, so a float sum
    vectorises without -ffast-math; floating-point choices are branch-free bit selects).
-4. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
+3. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
    that no written tile overlaps another one, and otherwise runs the same body on contiguous
    copies (`wsp_call_copied` in `wsp_kernels.h`), so the body's `restrict` promises always hold
    and a kernel whose output aliases its input still reads entry values.
@@ -46,12 +39,13 @@ to 0; bool is a uint8_t 0/1; maximum/minimum and max/min reductions propagate Na
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
 from ...ir import nodes as N
+from ...ir.passes import plan_kernels as PK
 from . import cexpr as C
 from .cexpr import Expr, Raw
 
@@ -68,16 +62,14 @@ ESIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "
 _BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 _MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
 
-ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where", "_copy"))
+ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",))
 VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
 LANES = 16  # accumulators per row reduction: two AVX2 vectors of f32
 # decision: temporaries up to 64 KiB live on the stack (worker threads have at least that);
 # larger kernels take one malloc'd block per call
 STACK_LIMIT = 64 * 1024
-# the register-blocked matmul: MM_MR x MM_NR blocks of C, B packed MM_KC rows at a time
-MM_MR, MM_NR, MM_KC = 6, 16, 256
-MM_MIN_ROWS = 4
-MM_APACK = 32 * 1024
+# the register-blocked matmul: MM_MR x MM_NR blocks of C (the plan decides blocking and K chunks)
+MM_MR, MM_NR = PK.MM_MR, PK.MM_NR
 
 _HERE = Path(__file__).resolve().parent
 
@@ -233,291 +225,6 @@ def _scalar_param(dtype: str, index: int) -> Expr:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. Preparing the op list
-
-
-def _prepare(k: N.Kernel, snapshot: frozenset[int] = frozenset()
-             ) -> tuple[list[N.Op], list[tuple[str, int]]]:
-    """The ops the stores need, softmax expanded, and a `_copy` op (an elementwise identity
-    that is never inlined) for the value of every store whose index is in `snapshot`."""
-    ops: list[N.Op] = []
-    new_of: dict[int, int] = {}
-
-    def add(op: N.Op) -> int:
-        ops.append(op)
-        return len(ops) - 1
-
-    live = _live(k)
-    for i, op in enumerate(k.ops):
-        if i not in live:
-            continue
-        args = tuple(new_of[a] for a in op.args)
-        if op.op == "softmax":
-            # decision: softmax(x) = e * (1 / rowsum(e)), e = exp(x - rowmax(x)): expanded so
-            # that the max, the exp-and-sum and the scaling fuse with what surrounds them; one
-            # division per row and a multiply per element (within an ulp of e / sum)
-            (x,) = args
-            rows = (op.shape[0], 1)
-            m = add(N.Op("rowmax", (x,), rows, op.dtype))
-            d = add(N.Op("sub", (x, m), op.shape, op.dtype))
-            e = add(N.Op("exp", (d,), op.shape, op.dtype))
-            s = add(N.Op("rowsum", (e,), rows, op.dtype))
-            one = add(N.Op("literal", (), None, op.dtype, 1.0))
-            r = add(N.Op("div", (one, s), rows, op.dtype))
-            new_of[i] = add(N.Op("mul", (e, r), op.shape, op.dtype))
-        elif op.op == "matmul" and _needs_f32_copy(ops[args[1]]):
-            # decision: a matmul's b is read once per row of a: one that is not already an f32
-            # array (a conversion, an f16 or integer tile, a transposed view) is converted into
-            # a contiguous f32 array first
-            b = add(N.Op("_copy", (args[1],), ops[args[1]].shape, "f32"))
-            new_of[i] = add(N.Op(op.op, (args[0], b) + args[2:], op.shape, op.dtype, op.attr))
-        else:
-            new_of[i] = add(N.Op(op.op, args, op.shape, op.dtype, op.attr))
-    stores = []
-    for n, (p, v) in enumerate(k.stores):
-        v = new_of[v]
-        if n in snapshot and ops[v].shape is not None:
-            v = add(N.Op("_copy", (v,), ops[v].shape, ops[v].dtype))
-        stores.append((p, v))
-    return ops, stores
-
-
-def _needs_f32_copy(op: N.Op) -> bool:
-    if op.dtype != "f32":
-        return True
-    return op.op in VIEWS or op.op in _CHEAP
-
-
-def _live(k: N.Kernel) -> set[int]:
-    live: set[int] = set()
-    todo = [v for _, v in k.stores]
-    while todo:
-        i = todo.pop()
-        if i not in live:
-            live.add(i)
-            todo.extend(k.ops[i].args)
-    return live
-
-
-# ---------------------------------------------------------------------------------------------
-# 2. Planning: nests, levels, materialisation, stores
-
-# Elementwise ops cheap enough to recompute wherever they are read (as leaves are) when their
-# operands are leaves, scalars or other such ops: lowering's `convert` of a parameter, `x * 2`.
-_CHEAP = frozenset(("convert", "cast", "neg", "abs", "add", "sub", "mul", "maximum", "minimum",
-                    "relu", "not", "and", "or", "lt", "le", "gt", "ge", "eq", "ne", "where"))
-_INLINE_COST = 3  # at most this many cheap ops are recomputed per read
-
-
-@dataclass
-class _Nest:
-    level: int
-    shape: tuple[int, int]
-    ops: list[int] = field(default_factory=list)  # elementwise ops, in DAG order
-    rowreds: list[int] = field(default_factory=list)
-    colreds: list[int] = field(default_factory=list)
-    stores: list[tuple[str, int]] = field(default_factory=list)  # fused stores
-
-    @property
-    def first(self) -> int:
-        return min(self.ops + self.rowreds + self.colreds)
-
-
-@dataclass
-class _Plan:
-    ops: list[N.Op]
-    kind: list[str]  # scalar | leaf | inline | ew | red | view | matmul
-    level: list[int]  # ew/red: the nest's level; others: the level from which it is readable
-    nest_of: dict[int, _Nest]
-    mat: set[int]  # values held in arrays t<i>
-    steps: list[tuple[str, object]]  # ("nest", _Nest) | ("matmul", op index), in order
-    final_stores: list[tuple[str, int]]
-    hazards: frozenset[int]  # stores (indices into k.stores) that need a snapshot
-    into: dict[int, str]  # blocked matmuls computed in place in the tile they are stored to
-
-
-def _classify(op: N.Op) -> str:
-    if op.shape is None:
-        return "scalar"
-    if op.op in ("param", "iota_row", "iota_col", "literal"):
-        return "leaf"
-    if op.op in ELEMENTWISE:
-        return "ew"
-    if op.op in N.REDUCTIONS:
-        return "red"
-    if op.op in VIEWS:
-        return "view"
-    if op.op == "matmul":
-        return "matmul"
-    raise NotImplementedError(f"the cpu back end has no code for op `{op.op}`")
-
-
-def _plan(k: N.Kernel) -> _Plan:
-    """The plan of `k`; stores that would read a tile an earlier store overwrote get their
-    value copied first (a second planning round)."""
-    plan = _plan_once(k, frozenset())
-    if plan.hazards:
-        plan = _plan_once(k, plan.hazards)
-        assert not plan.hazards, "snapshots must remove every store hazard"
-    return plan
-
-
-def _plan_once(k: N.Kernel, snapshot: frozenset[int]) -> _Plan:
-    ops, stores = _prepare(k, snapshot)
-    n = len(ops)
-    kind = [_classify(op) for op in ops]
-    level = [0] * n
-    uses: list[list[int]] = [[] for _ in range(n)]
-    stored: list[list[int]] = [[] for _ in range(n)]  # store indices reading each value
-    for i, op in enumerate(ops):
-        for a in op.args:
-            uses[a].append(i)
-    for s, (_, v) in enumerate(stores):
-        stored[v].append(s)
-
-    # decision: cheap elementwise ops of parameters (a `convert` of an f16 weight, `x * 2`) are
-    # recomputed where they are read instead of being given a nest and an array of their own
-    cost = [0] * n
-    for i, op in enumerate(ops):
-        # a stored value stays in a nest: stores of one shape then share one loop
-        if kind[i] == "ew" and op.op in _CHEAP and not stored[i]:
-            c = 1 + sum(cost[a] for a in op.args if kind[a] == "inline")
-            if all(kind[a] in ("scalar", "leaf", "inline") for a in op.args) and c <= _INLINE_COST:
-                kind[i], cost[i] = "inline", c
-
-    def avail(u: int) -> int:
-        """The level from which u is readable as an array (or a leaf)."""
-        if kind[u] in ("ew", "red"):
-            return level[u] + 1
-        return level[u]
-
-    nests: dict[tuple, _Nest] = {}
-    nest_of: dict[int, _Nest] = {}
-    for i, op in enumerate(ops):
-        kd = kind[i]
-        if kd in ("scalar", "leaf", "inline"):
-            level[i] = 0
-        elif kd == "ew":
-            lv = 0
-            for a in op.args:
-                if kind[a] == "ew" and ops[a].shape == op.shape:
-                    lv = max(lv, level[a])  # same shape: may be computed in the same nest
-                elif kind[a] not in ("scalar", "leaf", "inline"):
-                    lv = max(lv, avail(a))
-            level[i] = lv
-            nest = nests.setdefault((lv, op.shape), _Nest(lv, op.shape))
-            nest.ops.append(i)
-            nest_of[i] = nest
-        elif kd == "red":
-            (x,) = op.args
-            lv = level[x] if kind[x] == "ew" else avail(x)
-            level[i] = lv
-            nest = nests.setdefault((lv, ops[x].shape), _Nest(lv, ops[x].shape))
-            (nest.rowreds if op.op.startswith("row") else nest.colreds).append(i)
-            nest_of[i] = nest
-        else:  # views and matmul read arrays
-            level[i] = max((avail(a) for a in op.args), default=0)
-
-    # Materialise every elementwise value read outside its own nest (in a nest: at the
-    # element being computed, so the value is a local).
-    mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul")}
-    for i in range(n):
-        if kind[i] == "ew" and any(kind[u] not in ("ew", "red") or nest_of[u] is not nest_of[i]
-                                   for u in uses[i]):
-            mat.add(i)
-
-    def read_here(u: int, nest: _Nest, shape) -> bool:
-        """Whether every reader of u (a tile parameter's value, or an inline op of it) is in
-        `nest` at the element being written; a store reading it runs after the nests."""
-        if stored[u]:
-            return False
-        for c in uses[u]:
-            if kind[c] == "inline":
-                if ops[c].shape != shape or not read_here(c, nest, shape):
-                    return False
-            elif kind[c] not in ("ew", "red") or nest_of[c] is not nest or nest.shape != shape:
-                return False
-        return True
-
-    # Stores: straight from the nest when the value is computed there at the tile's shape and
-    # nothing reads the tile's entry value elsewhere.
-    params = {p.name: p for p in k.params}
-    param_ops: dict[str, list[int]] = {}
-    for i, op in enumerate(ops):
-        if op.op == "param":
-            param_ops.setdefault(str(op.attr), []).append(i)
-    final: list[tuple[int, str, int]] = []
-    for s, (pname, v) in enumerate(stores):
-        p = params[pname]
-        ok = kind[v] == "ew" and ops[v].shape == (p.rows, p.cols)
-        if ok and p.mode == "InOut":
-            ok = all(read_here(po, nest_of[v], ops[v].shape) for po in param_ops.get(pname, ()))
-        if ok:
-            nest_of[v].stores.append((pname, v))
-        else:
-            final.append((s, pname, v))
-            if kind[v] == "ew":
-                mat.add(v)
-
-    # Stores after the nests run in order: one may not read (other than at the element it
-    # writes) a tile that it or an earlier one writes.
-    def direct_reads(v: int, identity: bool, out: dict[str, bool]) -> None:
-        op = ops[v]
-        if op.op == "param":
-            out[str(op.attr)] = out.get(str(op.attr), True) and identity
-        elif kind[v] in ("view", "inline"):
-            for a in op.args:
-                same = kind[v] == "inline" and ops[a].shape == op.shape
-                direct_reads(a, identity and same, out)
-
-    hazards = set()
-    written: set[str] = set()
-    for s, pname, v in final:
-        reads: dict[str, bool] = {}
-        direct_reads(v, True, reads)
-        if any(q in written for q in reads) or reads.get(pname) is False:
-            hazards.add(s)
-        written.add(pname)
-
-    # decision: a blocked matmul whose value is only stored, to an f32 tile of its shape that
-    # nothing else reads (but as its `acc`), accumulates in that tile: the copy of C in and
-    # out of a temporary was ~10% of a 64^3 tile's time
-    into: dict[int, str] = {}
-    for s, pname, v in final:
-        p, op = params[pname], ops[v]
-        if kind[v] != "matmul" or s in hazards or uses[v] or len(stored[v]) != 1:
-            continue
-        if op.dtype != "f32" or p.dtype != "f32" or op.shape != (p.rows, p.cols):
-            continue
-        inner = ops[op.args[0]].shape[1]
-        if not _mm_blocked(op.shape[0], op.shape[1], inner) or sum(q == pname for q, _ in stores) != 1:
-            continue
-        own = param_ops.get(pname, [])
-        acc = op.args[2] if len(op.args) > 2 else None
-        kc = _mm_kc(op.shape[0], not _a_in_place(ops, mat, op.args[0]))
-        if acc is not None and (acc not in own or inner > kc):
-            continue  # acc is added once, after the K chunks: not in place
-        if any(a in own for a in op.args[:2]) or any(stored[po] for po in own):
-            continue
-        if any(u != v for po in own for u in uses[po]):
-            continue
-        into[v] = pname
-    mat -= set(into)
-    final = [f for f in final if f[2] not in into]
-
-    # Steps, level by level: matmuls first (their inputs are ready), then the nests.
-    steps: list[tuple[str, object]] = []
-    by_level: dict[int, list[_Nest]] = {}
-    for nest in nests.values():
-        by_level.setdefault(nest.level, []).append(nest)
-    for lv in range(max(level, default=0) + 2):
-        steps += [("matmul", i) for i in range(n) if kind[i] == "matmul" and level[i] == lv]
-        steps += [("nest", nest) for nest in sorted(by_level.get(lv, []), key=lambda t: t.first)]
-    return _Plan(ops, kind, level, nest_of, mat, steps, [(p, v) for _, p, v in final],
-                 frozenset(hazards), into)
-
-
-# ---------------------------------------------------------------------------------------------
 # 3. Emitting the body
 
 
@@ -631,7 +338,7 @@ def elementwise(op: N.Op, args: list[Expr], arg_dtypes: list[str],
     name, dt = op.op, op.dtype
     ct = CTYPE[dt]
     fl = kind_of(dt) == "float"
-    if name in ("convert", "cast", "_copy"):
+    if name in ("convert", "cast"):
         return convert(args[0], arg_dtypes[0], dt)
     if name in _COMPARE:
         common = arg_dtypes[0]
@@ -740,8 +447,14 @@ def _reduce_step(name: str, acc: Expr, x: Expr, dt: str) -> Expr:
 class _Emitter:
     """The body of one tile kernel from its plan."""
 
-    def __init__(self, k: N.Kernel, plan: _Plan):
-        self.k, self.plan, self.ops = k, plan, plan.ops
+    def __init__(self, k: N.Kernel):
+        plan = k.plan
+        self.k, self.plan, self.ops = k, plan, k.ops
+        self.kind = plan.kinds
+        self.nest_of = {i: t for s in plan.steps for t in s.nests
+                        for i in t.ops + t.rowreds + t.colreds}
+        self.buf = dict(plan.assign)  # materialised value -> its buffer
+        self.into = dict(plan.into)
         self.tiles = [p for p in k.params if p.kind == "tile"]
         self.tile_index = {p.name: t for t, p in enumerate(self.tiles)}
         scalars = [q for q in k.params if q.kind == "scalar"]
@@ -778,7 +491,7 @@ class _Emitter:
     def access(self, u: int, i: Expr, j: Expr) -> Expr:
         """Value u at (i, j) of its own shape, for a value readable outside a nest."""
         op = self.ops[u]
-        kd = self.plan.kind[u]
+        kd = self.kind[u]
         if kd == "scalar":
             return Raw(f"s{u}")
         if op.op == "param":
@@ -792,10 +505,10 @@ class _Emitter:
             return convert(C.cast("int64_t", i), "i64", op.dtype)
         if op.op == "iota_col":
             return convert(C.cast("int64_t", j), "i64", op.dtype)
-        if u in self.plan.mat:
+        if u in self.buf:
             rows, cols = op.shape
             off = C.iadd(C.imul(i, cols) if rows > 1 else Raw("0"), j if cols > 1 else 0)
-            return C.index(f"t{u}", off)
+            return C.index(self.arr(u), off)
         if kd == "view":
             return self.view(u, i, j)
         if kd == "inline":
@@ -831,11 +544,11 @@ class _Emitter:
             return _sel(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
         raise AssertionError(op.op)
 
-    def operand(self, u: int, nest: Optional[_Nest]) -> Expr:
+    def operand(self, u: int, nest: Optional[N.LoopNest]) -> Expr:
         """Value u as an operand of an op computed at (i, j) of `nest` (None: a scalar op)."""
-        if self.plan.kind[u] == "scalar":
+        if self.kind[u] == "scalar":
             return Raw(f"s{u}")
-        if nest is not None and self.plan.nest_of.get(u) is nest and self.plan.kind[u] == "ew":
+        if nest is not None and self.nest_of.get(u) is nest and self.kind[u] == "ew":
             return Raw(f"v{u}")
         e = self.access(u, *_at(self.ops[u].shape, Raw("i"), Raw("j")))
         if nest is None or isinstance(e, Raw):
@@ -849,7 +562,7 @@ class _Emitter:
             self.out(f"const {CTYPE[self.ops[u].dtype]} {name} = {text};")
         return Raw(name)
 
-    def value(self, i: int, nest: Optional[_Nest]) -> Expr:
+    def value(self, i: int, nest: Optional[N.LoopNest]) -> Expr:
         op = self.ops[i]
         args = [self.operand(a, nest) for a in op.args]
         return elementwise(op, args, [self.ops[a].dtype for a in op.args], self.exponent_of(op))
@@ -857,14 +570,14 @@ class _Emitter:
     # -- the body
     def emit(self) -> str:
         out = self.out
-        for kind, item in _row_groups(self.plan):
-            if kind == "matmul":
-                self.matmul(item)
-            elif kind == "rows":
-                self.nests_by_row(item)
+        for step in self.plan.steps:
+            if step.matmul is not None:
+                self.matmul(step)
+            elif len(step.nests) > 1:
+                self.nests_by_row(step.nests)
             else:
-                self.nest(item)
-        for pname, v in self.plan.final_stores:
+                self.nest(step.nests[0])
+        for pname, v in self.plan.stores:
             self.final_store(pname, v)
         body = "\n".join(out.lines)
         # scalars, computed once; only those the body reads (a `pow` by a literal exponent
@@ -873,7 +586,7 @@ class _Emitter:
         used = set(re.findall(r"\bs(\d+)\b", body))
         for i in reversed(range(len(self.ops))):
             op = self.ops[i]
-            if self.plan.kind[i] != "scalar" or str(i) not in used:
+            if self.kind[i] != "scalar" or str(i) not in used:
                 continue
             if op.op == "scalar_param":
                 e = _scalar_param(op.dtype, self.scalar_index[str(op.attr)])
@@ -889,15 +602,15 @@ class _Emitter:
             defs.append(f"    const {CTYPE[op.dtype]} s{i} = {text};")
         return "\n".join(defs[::-1] + [body])
 
-    def temps(self) -> list[tuple[str, str, int]]:
-        """(C type, name, elements) of every array temporary."""
-        out = []
-        for u in sorted(self.plan.mat):
-            op = self.ops[u]
-            out.append((CTYPE[op.dtype], f"t{u}", op.shape[0] * op.shape[1]))
-        return out
+    def arr(self, u: int) -> str:
+        """The local array holding materialised value u: its buffer (shared by liveness)."""
+        return f"b{self.buf[u]}"
 
-    def nests_by_row(self, group: list[_Nest]) -> None:
+    def temps(self) -> list[tuple[str, str, int]]:
+        """(C type, name, elements) of every buffer."""
+        return [(CTYPE[dt], f"b{b}", n) for b, (dt, n) in enumerate(self.plan.buffers)]
+
+    def nests_by_row(self, group: tuple[N.LoopNest, ...]) -> None:
         """Nests whose rows are independent, one row of each in turn: what a nest reads from
         the one before is still in L1, and the loads and stores of a streaming kernel
         interleave (measured: RMSNorm over [524288, 128] 14-19 GB/s row by row, 11 GB/s nest
@@ -912,19 +625,19 @@ class _Emitter:
             out.close()
         out.close()
 
-    def nest_header(self, nest: _Nest) -> None:
+    def nest_header(self, nest: N.LoopNest) -> None:
         rows, cols = nest.shape
         what = ", ".join(f"{self.ops[i].op}#{i}"
                          for i in sorted(nest.ops + nest.rowreds + nest.colreds))
         self.out(f"/* [{rows}, {cols}] level {nest.level}: {what} */")
 
-    def nest(self, nest: _Nest) -> None:
+    def nest(self, nest: N.LoopNest) -> None:
         out = self.out
         rows, cols = nest.shape
         self.nest_header(nest)
         for r in nest.colreds:
             dt = self.ops[r].dtype
-            out(f"for (int64_t j = 0; j < {cols}; ++j) t{r}[j] = "
+            out(f"for (int64_t j = 0; j < {cols}; ++j) {self.arr(r)}[j] = "
                 f"{C.to_c(_reduce_init(self.ops[r].op, dt))};")
         out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         self.nest_row(nest)
@@ -932,9 +645,10 @@ class _Emitter:
         for r in nest.colreds:
             if self.ops[r].op == "colmean":
                 d = C.float_lit(float(rows), CTYPE[self.ops[r].dtype])
-                out(f"for (int64_t j = 0; j < {cols}; ++j) t{r}[j] = t{r}[j] / {C.to_c(d)};")
+                t = self.arr(r)
+                out(f"for (int64_t j = 0; j < {cols}; ++j) {t}[j] = {t}[j] / {C.to_c(d)};")
 
-    def nest_row(self, nest: _Nest) -> None:
+    def nest_row(self, nest: N.LoopNest) -> None:
         """Row i of a nest: every element, and the row reductions' lanes."""
         out = self.out
         rows, cols = nest.shape
@@ -974,9 +688,9 @@ class _Emitter:
             res = Raw(f"a{r}[0]")
             if op.op == "rowmean":
                 res = C.binop("/", res, C.float_lit(float(cols), CTYPE[op.dtype]))
-            out(f"t{r}[{'i' if rows > 1 else '0'}] = {C.to_c(res)};")
+            out(f"{self.arr(r)}[{'i' if rows > 1 else '0'}] = {C.to_c(res)};")
 
-    def element(self, nest: _Nest, lane: Optional[str]) -> None:
+    def element(self, nest: N.LoopNest, lane: Optional[str]) -> None:
         """The per-element statements of a nest at (i, j)."""
         out = self.out
         self.memo = {}
@@ -985,8 +699,8 @@ class _Emitter:
         for i in nest.ops:
             op = self.ops[i]
             out(f"const {CTYPE[op.dtype]} v{i} = {C.to_c(self.value(i, nest))};")
-            if i in self.plan.mat:
-                out(f"t{i}[{C.to_c(here)}] = v{i};")
+            if i in self.buf:
+                out(f"{self.arr(i)}[{C.to_c(here)}] = v{i};")
         for r in nest.rowreds:
             x = self.operand(self.ops[r].args[0], nest)
             step = _reduce_step(self.ops[r].op, Raw(f"a{r}[{lane}]"), x, self.ops[r].dtype)
@@ -994,8 +708,9 @@ class _Emitter:
         for r in nest.colreds:
             x = self.operand(self.ops[r].args[0], nest)
             jj = "j" if cols > 1 else "0"
-            step = _reduce_step(self.ops[r].op, Raw(f"t{r}[{jj}]"), x, self.ops[r].dtype)
-            out(f"t{r}[{jj}] = {C.to_c(step)};")
+            cell = f"{self.arr(r)}[{jj}]"
+            step = _reduce_step(self.ops[r].op, Raw(cell), x, self.ops[r].dtype)
+            out(f"{cell} = {C.to_c(step)};")
         for pname, v in nest.stores:
             self.store_at(pname, Raw(f"v{v}"), self.ops[v].dtype, Raw("i"), Raw("j"))
 
@@ -1020,15 +735,16 @@ class _Emitter:
         out.close()
         out.close()
 
-    def matmul(self, m: int) -> None:
+    def matmul(self, step: N.PlanStep) -> None:
         out = self.out
+        m = step.matmul
         op = self.ops[m]
         a, b = op.args[0], op.args[1]
         rows, cols = op.shape
         inner = self.ops[a].shape[1]
         out(f"/* [{rows}, {cols}] matmul#{m}: K = {inner} */")
         here = C.iadd(C.imul("i", cols) if rows > 1 else Raw("0"), "j" if cols > 1 else 0)
-        cell = f"t{m}[{C.to_c(here)}]"
+        cell = "" if m in self.into else f"{self.arr(m)}[{C.to_c(here)}]"
         if len(op.args) > 2:
             acc = op.args[2]
             sa = self.ops[acc].shape
@@ -1036,19 +752,19 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
-        if _mm_blocked(rows, cols, inner):
+        if step.blocked:
             # decision: the product is summed from 0 and `acc` added once at the end, as in
             # the reference (acc + a @ b): in one K chunk by the block's store (t holds acc),
             # over several chunks (partial sums in t) by a last pass
-            chunked = inner > _mm_kc(rows, self.a_rows(a) is None)
-            if m in self.plan.into:  # the tile already holds acc, if there is one
-                self.matmul_blocked(m, "kc" if chunked else "add" if len(op.args) > 2 else "set")
+            chunked = inner > step.kc
+            if m in self.into:  # the tile already holds acc, if there is one
+                self.matmul_blocked(step, "kc" if chunked else "add" if len(op.args) > 2 else "set")
                 return
             if len(op.args) > 2 and not chunked:
                 out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
                 out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
                 out.close()
-            self.matmul_blocked(m, "kc" if chunked else "add" if len(op.args) > 2 else "set")
+            self.matmul_blocked(step, "kc" if chunked else "add" if len(op.args) > 2 else "set")
             if len(op.args) > 2 and chunked:
                 out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
                 out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
@@ -1090,8 +806,8 @@ class _Emitter:
             out.close()
         out.close()
 
-    def matmul_blocked(self, m: int, mode: str) -> None:
-        """t{m} (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
+    def matmul_blocked(self, step: N.PlanStep, mode: str) -> None:
+        """C (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
         at a time, into a contiguous zero-padded panel of MM_NR columns; an MM_MR x MM_NR block
         of C is held in 2 * MM_MR vectors of 8 floats (GCC vector extensions, no intrinsics
         header) and accumulated over k with one broadcast of a per row and vector FMAs."""
@@ -1102,13 +818,14 @@ class _Emitter:
         # (noisy machine); the 1024^3 gemm example went from ~25 to ~38 GFLOP/s on 2 workers.
         # Besides the temporaries, bp, cb and ap take up to ~49 KiB of stack
         out = self.out
+        m = step.matmul
         op = self.ops[m]
         a, b = op.args[0], op.args[1]
         rows, cols = op.shape
         inner = self.ops[a].shape[1]
         mr, nr = MM_MR, MM_NR
         nblk = -(-rows // mr)
-        kc_max = _mm_kc(rows, self.a_rows(a) is None)
+        kc_max = step.kc
         kc_len = min(inner, kc_max)
         out.open("")
         out("typedef float wsp_v8 __attribute__((vector_size(32)));")
@@ -1120,7 +837,7 @@ class _Emitter:
         out("#endif")
         out(f"_Alignas(64) float bp[{kc_len * nr}];")
         out(f"_Alignas(64) float cb[{mr * nr}];")
-        if self.a_rows(a) is None:
+        if step.pack_a:
             out(f"_Alignas(64) float ap[{nblk * mr * kc_len}];")
         if inner > kc_max:
             out.open(f"for (int64_t kc = 0; kc < {inner}; kc += {kc_max})")
@@ -1128,7 +845,7 @@ class _Emitter:
         else:
             out.open("")
             out("const int64_t kc = 0, kn = " + str(inner) + ";")
-        if self.a_rows(a) is None:
+        if step.pack_a:
             # A's chunk, converted to f32, as [row block][k][row in block]
             ea = self.access(a, Raw("i") if rows > 1 else Raw("0"),
                              C.iadd("kc", "k") if inner > 1 else Raw("0"))
@@ -1163,46 +880,48 @@ class _Emitter:
         full = rows - rows % mr
         if full:
             out.open(f"for (int64_t i0 = 0; i0 < {full}; i0 += {mr})")
-            self.matmul_block(m, mr, mode)
+            self.matmul_block(step, mr, mode)
             out.close()
         if rows % mr:
             out.open("")
             out(f"const int64_t i0 = {full};")
-            self.matmul_block(m, rows % mr, mode)
+            self.matmul_block(step, rows % mr, mode)
             out.close()
         out.close()  # jb
         out.close()  # kc
         out("#undef WSP_MM_FMA")
         out.close()
 
-    def a_rows(self, a: int) -> Optional[tuple[str, str]]:
-        """(pointer, row stride) of a matmul's A operand read in place (_a_in_place), or None
-        when it is packed."""
+    def a_rows(self, step: N.PlanStep) -> Optional[tuple[str, str]]:
+        """(pointer, row stride) of a blocked matmul's A operand read in place (the plan's
+        `pack_a` is False: `plan_kernels.a_in_place`), or None when it is packed."""
         # decision: reading A in place (a micro-block reads 6 rows, each sequentially) instead
         # of packing it measured 70-89 against 52-63 GFLOP/s on 64^3 tiles in cache, and
         # ~50 against ~44 on the tiles of 1024-wide matrices (noisy machine, one core): the
         # scalar packing loop cost more than the strided rows it avoided
-        if not _a_in_place(self.ops, self.plan.mat, a):
+        if step.pack_a:
             return None
+        a = self.ops[step.matmul].args[0]
         op = self.ops[a]
         if op.op == "param":
             t = self.tile_index[str(op.attr)]
             return self.ptr(t), self.rs(t)
-        return f"t{a}", str(op.shape[1])
+        return self.arr(a), str(op.shape[1])
 
-    def matmul_block(self, m: int, r: int, mode: str) -> None:
+    def matmul_block(self, step: N.PlanStep, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
-        stored into t{m} (`set`), added to it (`add`), or set when kc == 0 and added otherwise
+        stored into C (`set`), added to it (`add`), or set when kc == 0 and added otherwise
         (`kc`)."""
         out = self.out
+        m = step.matmul
         op = self.ops[m]
         cols = op.shape[1]
         nr, nv = MM_NR, MM_NR // 8
-        if m in self.plan.into:
-            t = self.tile_index[self.plan.into[m]]
+        if m in self.into:
+            t = self.tile_index[self.into[m]]
             dst, stride = self.ptr(t), self.rs(t)
         else:
-            dst, stride = f"t{m}", str(cols)
+            dst, stride = self.arr(m), str(cols)
         out(f"float *cp = &{dst}[i0 * {stride} + jb];")
         out(f"int64_t cs = {stride};")
         out.open(f"if (jn != {nr})")
@@ -1213,7 +932,7 @@ class _Emitter:
         out.close()
         for q in range(r):
             out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
-        direct = self.a_rows(op.args[0])
+        direct = self.a_rows(step)
         if direct is None:
             out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
         else:
@@ -1249,82 +968,13 @@ class _Emitter:
         out.close()
 
 
-def _a_in_place(ops: list[N.Op], mat: set[int], a: int) -> bool:
-    """Whether a blocked matmul reads its A operand in place: an f32 tile parameter (columns
-    contiguous: the entry point copies strided ones) or an f32 temporary; otherwise A is
-    converted or computed into a packed panel."""
-    op = ops[a]
-    if op.dtype != "f32" or op.shape is None or op.shape[0] < 2 or op.shape[1] < 2:
-        return False
-    return op.op == "param" or a in mat
-
-
-def _mm_blocked(rows: int, cols: int, inner: int) -> bool:
-    """Whether a matmul of this shape runs register-blocked (else i-k-j)."""
-    return rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4
-
-
-def _mm_kc(rows: int, packed: bool = True) -> int:
-    """K chunk of a blocked matmul: MM_KC (the B panel, MM_KC x MM_NR, stays in L1), less when
-    a packed A chunk (rows rounded up to MM_MR, x the chunk) would outgrow MM_APACK bytes."""
-    if not packed:
-        return MM_KC
-    rows_p = -(-rows // MM_MR) * MM_MR
-    return max(16, min(MM_KC, MM_APACK // (4 * rows_p)) // 4 * 4)
-
-
-def _row_groups(plan: _Plan) -> list[tuple[str, object]]:
-    """The plan's steps with runs of row-independent nests merged into ("rows", [nests]).
-
-    A run is consecutive nests of the same number of rows (more than one) without column
-    reductions (complete only after the last row), where no op reads a value produced in the
-    run from another row (a `transpose` of it; slices, interleave and broadcasting keep rows).
-    """
-    # decision: row-independent nests run row by row (RMSNorm, softmax, most normalisations):
-    # a streaming kernel then interleaves its loads and stores, which measured 20-40% faster
-    # over large tensors than running each nest over the whole tile
-    ops, kind = plan.ops, plan.kind
-
-    def other_rows(u: int, produced: set[int], moved: bool) -> bool:
-        """Whether reading u reads a value produced in the run at another row."""
-        if u in produced:
-            return moved
-        if kind[u] in ("view", "inline"):
-            moved = moved or ops[u].op == "transpose"
-            return any(other_rows(a, produced, moved) for a in ops[u].args)
-        return False
-
-    out: list[tuple[str, object]] = []
-    run: list[_Nest] = []
-    produced: set[int] = set()
-
-    def flush():
-        if len(run) > 1:
-            out.append(("rows", list(run)))
-        elif run:
-            out.append(("nest", run[0]))
-        run.clear()
-        produced.clear()
-
-    for step, item in plan.steps:
-        if step != "nest" or item.colreds or item.shape[0] == 1:
-            flush()
-            out.append((step, item))
-            continue
-        if run and item.shape[0] != run[0].shape[0]:
-            flush()
-        reads = [a for i in item.ops + item.rowreds for a in ops[i].args]
-        if any(other_rows(a, produced, False) for a in reads):
-            flush()
-        run.append(item)
-        produced.update(item.ops + item.rowreds)
-    flush()
-    return out
-
-
 def _emit_tile_kernel(k: N.Kernel) -> str:
-    plan = _plan(k)
-    em = _Emitter(k, plan)
+    if k.plan is None:
+        # decision: a kernel without a plan (-O0: the plan-kernels pass did not run) gets the
+        # trivial plan: one loop nest per op, every value in an array of its own, every store
+        # after the nests. Correct and slow on purpose: -O2's plan is what makes kernels fast
+        k = PK.plan_kernel(k, fuse=False)
+    em = _Emitter(k)
     body = em.emit()
     tiles = em.tiles
     decls = []

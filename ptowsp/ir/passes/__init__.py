@@ -160,6 +160,8 @@ class PassManager:
 def _pipeline():
     from .dead_tasks import eliminate_dead_tasks
     from .flatten import flatten_blocks
+    from .fuse_tasks import fuse_tasks
+    from .plan_kernels import plan_kernels
     from .simplify import simplify_module
 
     # (level, name, function): a pass runs at -O<level> and above, in this order
@@ -173,6 +175,13 @@ def _pipeline():
         # tasks whose writes nobody reads and no output receives, and then their kernels and
         # scratch tensors; after flattening (fewer blocks to look through)
         (1, "dead-tasks", eliminate_dead_tasks),
+        # producer -> consumer tasks over one iteration space into one task (and adjacent grid
+        # nests into one nest when that lets tasks fuse): after dead-tasks, so no dead reader
+        # keeps an intermediate alive, and before kernel planning, which plans the fused kernels
+        (2, "fuse-tasks", fuse_tasks),
+        # kernel-local fusion into loop nests, temporaries in buffers reused by liveness: last,
+        # so every kernel (fused ones too) is planned once its ops are final
+        (2, "plan-kernels", plan_kernels),
     ]
 
 
