@@ -166,8 +166,8 @@ def _pipeline():
 
     # (level, name, function): a pass runs at -O<level> and above, in this order
     return [
-        # fold what lowering left symbolic but constant: one-trip and empty loops, constant
-        # `when` branches, constant kernel values; everything after sees a smaller tree
+        # fold what lowering left decided at compile time: empty loops, constant `when`
+        # branches, repeated kernel values; everything after sees a smaller tree
         (1, "simplify", simplify_module),
         # nested combine / sequential blocks into one: fusion looks at siblings, so it must see
         # them side by side
