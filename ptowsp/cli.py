@@ -333,6 +333,12 @@ def _print_stats(info: dict) -> None:
             click.echo(f"{k:>20}: {round(v, 3) if isinstance(v, float) else v}")
     for unit, u in info.get("utilisation", {}).items():
         click.echo(f"{unit + ' utilisation':>20}: {u * 100:.1f}%")
+    for name, c in info.get("channels", {}).items():  # CSP (docs/csp.md, "Run information")
+        click.echo(f"{'channel ' + name:>20}: {c['items']} items, at most {c['max_in_flight']} "
+                   f"in flight (depth {c['depth']})")
+    for name, e in info.get("events", {}).items():
+        click.echo(f"{'event ' + name:>20}: {e['records']} records, {e['synchronizes']} "
+                   "synchronizes")
     disp = info.get("dispatchers", [])
     if disp:
         total = info.get("total_cycles") or 1

@@ -306,3 +306,12 @@ def test_worker_pool_cpu_sim_vs_ref():
     for name in ("Probs", "ColSum"):
         assert rel_err(cpu[name], ref[name]) <= CPU_VS_REF
     np.testing.assert_array_equal(cpu["Owner"], ref["Owner"])
+
+
+def test_worker_pool_stats_name_the_channels(tmp_path):
+    # `--stats` (text) shows what `--json` holds under "channels"
+    r = wspc("run", EXAMPLES / "worker_pool.wsp", "--random-inputs", "0", "--stats")
+    assert r.returncode == 0, r.stderr
+    lines = [ln.strip() for ln in r.stdout.splitlines()]
+    assert "channel queue: 16 items, at most 2 in flight (depth 2)" in lines
+    assert any(ln.startswith("channel done: 16 items") for ln in lines)
