@@ -29,6 +29,13 @@ def _flatten(st) -> list:
         if isinstance(st, (N.Loop, N.Consume, N.Process, N.Mark)):
             body = _flatten_list(st.body)
             return [st if body is st.body else replace(st, body=body)]
+        if isinstance(st, N.Pipe):
+            # `rewrite_stmts` rewrites a pipe's processes' statements but hands `fn` the pipe,
+            # not its processes: their bodies are flattened here
+            procs = tuple(_flatten(p)[0] for p in st.processes)
+            if all(p is q for p, q in zip(procs, st.processes)):
+                return [st]
+            return [replace(st, processes=procs)]
         if isinstance(st, N.When):
             branches = tuple((c, _flatten_list(b)) for c, b in st.branches)
             other = _flatten_list(st.otherwise)

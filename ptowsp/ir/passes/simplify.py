@@ -10,12 +10,19 @@ Kernels:
   are one value (ops are pure);
 - ops no store reaches are dropped, and the rest renumbered in order.
 
+A branch of several statements that replaces its `when` becomes a `combine` block of them (as
+lowering does): inside a `sequential` it stays one step, and `flatten` splices it elsewhere.
+Constants are told apart by their bits: `literal 0.0` and `literal -0.0` are two values (they
+give different results: `x * 0.0` and `x * -0.0` differ in sign).
+
 Leaves alone: one-trip loops (their variable names coordinates in messages), floating-point
-constant folding (rounding must stay the back ends'), anything inside `extern c` kernels.
+constant folding (rounding must stay the back ends'), anything inside `extern c` kernels,
+planned kernels (`plan-kernels` ran: the plan indexes the ops, so they must not change).
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
 from typing import Optional
 
@@ -47,17 +54,24 @@ def _fold(st) -> list:
         for c, body in st.branches:
             v = cond_value(c)
             if v is True and not branches:
-                return list(body)
+                return _as_one(body)
             if v is True:  # an earlier branch may hold: this one ends the chain
                 return [replace(st, branches=tuple(branches), otherwise=body)]
             if v is None:
                 branches.append((c, body))
         if not branches:
-            return list(st.otherwise)
+            return _as_one(st.otherwise)
         if len(branches) == len(st.branches):
             return [st]
         return [replace(st, branches=tuple(branches))]
     return [st]
+
+
+def _as_one(body: tuple) -> list:
+    """A chosen branch as what replaces its `when`: nothing, its statement, or a `combine` block
+    of its statements (inside a `sequential` a `when` is one step: its statements must not
+    become steps ordered one after another)."""
+    return list(body) if len(body) <= 1 else [N.Block("combine", tuple(body))]
 
 
 def cond_value(c: N.Cond) -> Optional[bool]:
@@ -81,13 +95,12 @@ def cond_value(c: N.Cond) -> Optional[bool]:
 
 def simplify_kernel(k: N.Kernel) -> N.Kernel:
     """Common subexpressions merged and unreachable ops dropped (the same object if none)."""
-    if k.extern_c is not None or not k.ops:
+    if k.extern_c is not None or not k.ops or k.plan is not None:
         return k
     canon: list[int] = []
     seen: dict[tuple, int] = {}
     for i, op in enumerate(k.ops):
-        key = (op.op, tuple(canon[a] for a in op.args), op.shape, op.dtype, type(op.attr),
-               op.attr)
+        key = (op.op, tuple(canon[a] for a in op.args), op.shape, op.dtype, _attr_key(op.attr))
         canon.append(seen.setdefault(key, i))
     live = set()
     stack = [canon[i] for _, i in k.stores]
@@ -104,3 +117,13 @@ def simplify_kernel(k: N.Kernel) -> N.Kernel:
                 for i in keep)
     stores = tuple((p, new_index[canon[i]]) for p, i in k.stores)
     return replace(k, ops=ops, stores=stores)
+
+
+def _attr_key(attr) -> tuple:
+    """`attr` as a dictionary key that tells apart what `==` confuses: `0.0` and `-0.0` (equal,
+    one hash), `1`, `1.0` and `True` (equal); NaNs by their bits."""
+    if isinstance(attr, float):
+        return ("float", struct.pack("<d", attr))
+    if isinstance(attr, tuple):
+        return ("tuple",) + tuple(_attr_key(a) for a in attr)
+    return (type(attr).__name__, attr)
