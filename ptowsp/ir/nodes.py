@@ -139,6 +139,7 @@ class PlanStep:
     blocked: bool = False  # register-blocked (else i-k-j)
     kc: int = 0  # a blocked matmul's K chunk
     pack_a: bool = False  # A converted into a packed panel (else read in place)
+    pack_b: bool = True  # B's panels packed (else full panels read in place)
 
 
 @record

@@ -111,8 +111,26 @@ def test_softmax_is_expanded_and_fused():
 def test_matmul_epilogue():
     k = planned("matmul_epilogue")
     mm = next(s for s in k.plan.steps if s.matmul is not None)
-    assert mm.blocked and not mm.pack_a
+    assert mm.blocked and not mm.pack_a and not mm.pack_b  # f32 tiles: A and B in place
     assert mm.matmul in dict(k.plan.assign)  # the epilogue reads it from an array
+
+
+def test_matmul_b_packed_when_converted_in_place_when_f32():
+    f16 = KERNELS["matmul_epilogue"].replace("b: In[Tile[64, 32, f32]]", "b: In[Tile[64, 32, f16]]")
+    f16 = f16.replace("input B: f32[64, 32]", "input B: f16[64, 32]")
+    m = plan_kernels(ptowsp.parse(_workload(f16, "a = A, b = B, w = W, y = Y"), "h.wsp").ir)
+    k = m.kernels[0]
+    mm = next(s for s in k.plan.steps if s.matmul is not None)
+    b = k.ops[k.ops[mm.matmul].args[1]]
+    # the f16 weight is converted once into an f32 array, whose panels are then read in place
+    assert b.op == "convert" and b.dtype == "f32"
+    assert not mm.pack_b and k.ops[mm.matmul].args[1] in dict(k.plan.assign)
+
+
+def test_trivial_plan_runs_matmuls_unblocked():
+    k = plan_kernel(lowered("matmul_epilogue").kernels[0], fuse=False)
+    steps = [s for s in k.plan.steps if s.matmul is not None]
+    assert steps and all(not s.blocked and s.kc == 0 and s.pack_b for s in steps)
 
 
 def test_liveness_reuse_shrinks_temporaries():

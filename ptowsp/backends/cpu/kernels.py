@@ -770,8 +770,10 @@ class _Emitter:
                 out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
                 out.close()
             return
+        # decision: summed from 0 and `acc` added at the end, as the blocked matmul does, so
+        # -O0 (i-k-j) and -O2 (blocked) give the same bits
         out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
-        out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)};")
+        out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = 0.0f;")
 
         def a_at(k: Expr) -> str:
             e = self.access(a, Raw("i") if rows > 1 else Raw("0"), k if inner > 1 else Raw("0"))
@@ -804,6 +806,8 @@ class _Emitter:
             out(f"for (int64_t j = 0; j < {cols}; ++j) "
                 f"{cell} = WSP_FMAF(a0, {b_at(Raw('k'))}, {cell});")
             out.close()
+        if len(op.args) > 2:
+            out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
         out.close()
 
     def matmul_blocked(self, step: N.PlanStep, mode: str) -> None:
@@ -864,12 +868,19 @@ class _Emitter:
         # decision: a full panel row is packed as 8-element vector initialisers (gcc makes
         # them vector loads); a copy loop became a `rep movsl` per 64 bytes, measured 27% of
         # the kernel on 64^3 tiles
+        direct = self.b_cols(step)
+        out(f"const float *bb = bp;")
+        out(f"int64_t bs = {nr};")
         out.open(f"if (jn == {nr})")
-        out.open("for (int64_t k = 0; k < kn; ++k)")
-        for v in range(nr // 8):
-            elems = ", ".join(b_at(Raw(str(8 * v + l))) for l in range(8))
-            out(f"*(wsp_v8 *)(bp + k * {nr} + {8 * v}) = (wsp_v8){{{elems}}};")
-        out.close()
+        if direct is not None:
+            out(f"bb = {direct[0]} + kc * {direct[1]} + jb;")
+            out(f"bs = {direct[1]};")
+        else:
+            out.open("for (int64_t k = 0; k < kn; ++k)")
+            for v in range(nr // 8):
+                elems = ", ".join(b_at(Raw(str(8 * v + l))) for l in range(8))
+                out(f"*(wsp_v8 *)(bp + k * {nr} + {8 * v}) = (wsp_v8){{{elems}}};")
+            out.close()
         out.close()
         out.open("else")
         out.open("for (int64_t k = 0; k < kn; ++k)")
@@ -908,10 +919,22 @@ class _Emitter:
             return self.ptr(t), self.rs(t)
         return self.arr(a), str(op.shape[1])
 
+    def b_cols(self, step: N.PlanStep) -> Optional[tuple[str, str]]:
+        """(pointer, row stride) of a blocked matmul's B operand when its full panels are read
+        in place (the plan's `pack_b` is False: `plan_kernels.b_in_place`), or None."""
+        if step.pack_b:
+            return None
+        b = self.ops[step.matmul].args[1]
+        op = self.ops[b]
+        if op.op == "param":
+            t = self.tile_index[str(op.attr)]
+            return self.ptr(t), self.rs(t)
+        return self.arr(b), str(op.shape[1])
+
     def matmul_block(self, step: N.PlanStep, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
-        stored into C (`set`), added to it (`add`), or set when kc == 0 and added otherwise
-        (`kc`)."""
+        stored into C (`set`), added to it (`add`), or continued from C's partial sums when
+        kc != 0 (`kc`)."""
         out = self.out
         m = step.matmul
         op = self.ops[m]
@@ -930,17 +953,26 @@ class _Emitter:
                 f"cb[q * {nr} + l] = l < jn ? cp[q * {stride} + l] : 0.0f;")
         out(f"cp = cb; cs = {nr};")
         out.close()
+        # decision: over several K chunks the block starts from C's partial sums, so a chunked
+        # sum is the one FMA chain over k that an unchunked (or i-k-j) matmul computes
         for q in range(r):
             out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
+        if mode == "kc":
+            out.open("if (kc != 0)")
+            for q in range(r):
+                for v in range(nv):
+                    out(f"c{q}_{v} = *(const wsp_v8u *)(cp + {q} * cs + {8 * v});")
+            out.close()
         direct = self.a_rows(step)
         if direct is None:
             out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
         else:
             out(f"const float *ak = {direct[0]} + i0 * {direct[1]} + kc;")
+        out("#pragma GCC unroll 4")
         out.open("for (int64_t k = 0; k < kn; ++k)")
-        out("const float *bk = bp + k * " + str(nr) + ";")
+        out("const float *bk = bb + k * bs;")
         for v in range(nv):
-            out(f"const wsp_v8 b{v} = *(const wsp_v8 *)(bk + {8 * v});")
+            out(f"const wsp_v8 b{v} = *(const wsp_v8u *)(bk + {8 * v});")
         for q in range(r):
             at = f"ak[k * {MM_MR} + {q}]" if direct is None else f"ak[{q} * {direct[1]} + k]"
             out(f"const float a{q} = {at};")
@@ -953,15 +985,7 @@ class _Emitter:
                 for v in range(nv):
                     at = f"*(wsp_v8u *)(cp + {q} * cs + {8 * v})"
                     out(f"{at} = {at + ' + ' if add else ''}c{q}_{v};")
-        if mode == "kc":
-            out.open("if (kc == 0)")
-            store(False)
-            out.close()
-            out.open("else")
-            store(True)
-            out.close()
-        else:
-            store(mode == "add")
+        store(mode == "add")
         out.open(f"if (jn != {nr})")
         out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < jn; ++l) "
             f"{dst}[(i0 + q) * {stride} + jb + l] = cb[q * {nr} + l];")

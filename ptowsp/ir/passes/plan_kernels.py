@@ -178,6 +178,19 @@ def mm_kc(rows: int, packed: bool = True) -> int:
     return max(16, min(MM_KC, MM_APACK // (4 * rows_p)) // 4 * 4)
 
 
+def b_in_place(ops, mat, b: int) -> bool:
+    """Whether a blocked matmul reads B's full MM_NR-column panels in place: an f32 tile
+    parameter or an f32 array. Packing B costs a copy of B per call, which a call of few rows
+    (a [16, 128] tile against a [128, 128] weight: ~17% of the kernel) cannot amortise."""
+    # decision: read in place, a panel row is two unaligned vector loads from one 64-byte
+    # line; rows of B are `stride` apart, which the L1 prefetcher follows. Partial panels (the
+    # last cols % MM_NR columns) are still packed, zero-padded
+    op = ops[b]
+    if op.dtype != "f32" or op.shape is None or op.shape[1] < MM_NR:
+        return False
+    return op.op == "param" or b in mat
+
+
 def a_in_place(ops, mat, a: int) -> bool:
     """Whether a blocked matmul reads its A operand in place: an f32 tile parameter (columns
     contiguous: the entry point copies strided ones) or an f32 array; otherwise A is converted
@@ -402,11 +415,15 @@ class _Planner:
             if st == "matmul":
                 op = ops[item]
                 inner = ops[op.args[0]].shape[1]
-                blocked = mm_blocked(op.shape[0], op.shape[1], inner)
+                # decision: the trivial plan (-O0, -O1) runs every matmul i-k-j: register
+                # blocking is this pass's choice, like fusing nests
+                blocked = self.fuse and mm_blocked(op.shape[0], op.shape[1], inner)
                 pack = not a_in_place(ops, mat, op.args[0])
                 res.steps.append(N.PlanStep(matmul=item, blocked=blocked,
                                             kc=mm_kc(op.shape[0], pack) if blocked else 0,
-                                            pack_a=blocked and pack))
+                                            pack_a=blocked and pack,
+                                            pack_b=not (blocked
+                                                        and b_in_place(ops, mat, op.args[1]))))
             else:
                 res.steps.append(N.PlanStep(nests=tuple(t.record() for t in item)))
         self.buffers(res, mat)
@@ -556,7 +573,8 @@ def plan_lines(k: N.Kernel) -> list[str]:
     lines = ["plan:"]
     for s in plan.steps:
         if s.matmul is not None:
-            how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")) if s.blocked else "ikj"
+            how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")
+                   + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
             into = dict(plan.into).get(s.matmul)
             lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
         elif len(s.nests) == 1:
@@ -580,5 +598,5 @@ def plan_lines(k: N.Kernel) -> list[str]:
 
 
 __all__ = ["plan_kernels", "plan_kernel", "plan_lines", "value_reads", "held", "buffer_bytes",
-           "mm_blocked", "mm_kc", "a_in_place", "MM_MR", "MM_NR", "MM_KC", "MM_MIN_ROWS",
-           "MM_APACK"]
+           "mm_blocked", "mm_kc", "a_in_place", "b_in_place", "MM_MR", "MM_NR", "MM_KC",
+           "MM_MIN_ROWS", "MM_APACK"]
