@@ -112,6 +112,19 @@ def test_chain_removed_to_a_fixed_point(golden):
     assert same_results(m, after) == (13, 4)
 
 
+def test_when_left_empty_removed(golden):
+    # both branches' tasks are dead: the `when`, then its loop, go too
+    m = prog("""
+        for t in P(4) {
+            when t < 2 { a[t](x = X[t*8 : t*8 + 8, :], y = S1[t*8 : t*8 + 8, :]) }
+            otherwise { b[t](x = X[t*8 : t*8 + 8, :], y = S2[t*8 : t*8 + 8, :]) }
+        }
+    """)
+    after = golden_pair(golden, "when", m)
+    assert texts(after) == ["live[t]"] and len(after.schedules[0].body) == 1
+    assert same_results(m, after) == (8, 4)
+
+
 KEEP = {
     # the chain ends in an output: every task is live
     "output": ("""

@@ -64,6 +64,8 @@ def _drop(st, scratch: set, read: set, keep: set) -> list:
         return [] if _dead(st, scratch, read, keep) else [st]
     if isinstance(st, (N.Loop, N.Block)) and not st.body:
         return []  # its tasks are gone: an empty loop or block does nothing
+    if isinstance(st, N.When) and not st.otherwise and not any(b for _, b in st.branches):
+        return []  # predicates are pure (element reads are statements of their own)
     return [st]
 
 
