@@ -4,8 +4,13 @@
     m = ptowsp.load("model.wsp")                  # or ptowsp.parse(text, "model.wsp")
     out = m.compile(target="cpu_sim").run(bind={"B": 4}, X=x)
 
+The decorator API of the PTO-WSP seed documents (`@kernel`, `@workload`, `P`, `pto`, `Tensor`,
+`DispatchPolicy`, ..., see docs/python.md) is exported here too, and by the alias package
+`pto_wsp`; it builds the same AST as `.wsp` text and goes through the same checker.
+
 The package is imported by the `wspc` command on every run, so it stays light: nothing here
-imports numpy, cffi or Lark; each stage is imported where it is used.
+imports numpy, cffi or Lark; each stage (and each name of the Python API) is imported where it
+is first used.
 """
 
 __version__ = "0.1.0"
@@ -29,10 +34,59 @@ def parse(text: str, filename: str = "<string>"):
     return Module(check_source(text, filename))
 
 
+# The Python embedding API of the PTO-WSP seed documents (`docs/python.md`), loaded on first
+# use: name -> module under ptowsp.frontend (or ptowsp.passes). `pto_wsp` re-exports them.
+_EMBED = {
+    "embed": (
+        "P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
+        "slot_load_u64", "DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode", "to_wsp",
+    ),
+    "embed_kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
+    "embed_types": (
+        "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
+        "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
+        "symbol_u64", "ceildiv", "axis",
+    ),
+    "embed_csp": (
+        "Channel", "process", "send", "consume", "connect", "replicate", "Event", "record",
+        "synchronize", "query", "for_each", "parallel_for", "task",
+    ),
+    "embed_program": ("Program", "TraceLevel", "Task"),
+    "embed_errors": (
+        "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
+        "KernelError", "ScheduleError", "ChannelError", "ChannelClosed", "ChannelFull",
+    ),
+    "embed_unsupported": (
+        "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
+        "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
+        "TracePolicy", "Pools", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
+    ),
+}
+_EMBED_NAMES = {name: mod for mod, names in _EMBED.items() for name in names}
+_PASSES = ("PassManager", "Pass", "PrintPass", "FlattenCombinePass", "FunctionPass")
+
+__all__ = ["load", "parse", "WspError", "InternalError", "Diagnostic", *_EMBED_NAMES, *_PASSES]
+
+
 def __getattr__(name: str):
-    # the error classes, without importing the front end at `import ptowsp`
+    # the error classes and the embedding API, without importing the front end at `import ptowsp`
     if name in ("WspError", "InternalError", "Diagnostic"):
         from .frontend import diagnostics
 
         return getattr(diagnostics, name)
+    mod = _EMBED_NAMES.get(name)
+    if mod is not None:
+        import importlib
+
+        value = getattr(importlib.import_module(f".frontend.{mod}", __name__), name)
+        globals()[name] = value
+        return value
+    if name in _PASSES:
+        from . import passes
+
+        return getattr(passes, name)
     raise AttributeError(f"module 'ptowsp' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

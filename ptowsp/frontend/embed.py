@@ -1,0 +1,663 @@
+"""The Python decorator API of the PTO-WSP seed documents: `@workload`, the `P` namespace,
+composition (`combine`, `sequential`, `cond`), slots, and the `Workload` with its combinator
+chain ending in `.compile()`, all building the AST the parser builds for `.wsp` text.
+
+A `@workload` function runs once when it is called, with a `Trace` active: `for b in P(batch):`
+iterates exactly once, yielding a symbolic loop variable while the loop body is recorded, and
+emits a `ForLoop` when the iterator is resumed at the end of the body; `with P.when(...)` and
+`with consume(ch) as t` work the same way with context managers; a kernel call `k[b](...)`
+emits a `CallStmt`. Python control flow on run-time values is an error at its line.
+
+`embed_module.assemble(w)` turns a `Workload` into one `SourceFile`, checked by the same checker
+as a parsed file; `to_wsp(w)` prints that `SourceFile` as `.wsp` text. Schedule policies are
+in `embed_schedule.py`, kernels in `embed_kernel.py`, CSP in `embed_csp.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import time
+import types
+from typing import Any, Optional
+
+from . import ast as A
+from .diagnostics import WspError
+from .embed_csp import pipe_node
+from .embed_errors import ScheduleError, from_wsp, user_error
+from .embed_kernel import wsp_ident
+from .embed_module import assemble, build_module
+from .embed_schedule import (DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode,
+                             _TaskProxy)
+from .embed_source import def_span, here, stored_names, user_frame
+from .embed_types import (Axis, AxisIndex, Fragment, LoopVar, ScalarExpr, Sparse, Symbol, Tensor,
+                          Trace, as_scalar, axis_expr, ceildiv, current, pop, push, smax, smin,
+                          tracing, value_node)
+
+
+# ---------------------------------------------------------------------------------------------
+# The P namespace
+
+
+class _Loop:
+    """`P(...)`, `P.grid(...)`, `P.seq(...)`, `P.sel(...)`: a loop that runs its body once."""
+
+    def __init__(self, kind: str, spelling: str, axes: tuple, span: A.Span):
+        self.kind, self.spelling, self.axes, self.span = kind, spelling, axes, span
+        self.state = 0
+
+    def __iter__(self) -> "_Loop":
+        return self
+
+    def __next__(self):
+        if self.state == 0:
+            t = current()
+            if t is None:
+                raise user_error(self.span, f"`{self.spelling}(...)` is iterated outside a workload",
+                                 "loop inside a `@workload` function, or use "
+                                 "`for_each(axis, lambda i: ...)`")
+            self.trace = t
+            names = stored_names(user_frame()) or []
+            n = len(self.axes)
+            if len(names) != n:
+                base = names[0] if len(names) == 1 else "i"
+                names = [f"{base}{k}" for k in range(n)]
+            self.names = [wsp_ident(x) for x in names]
+            self.nodes = tuple(axis_expr(a, t, self.span) for a in self.axes)
+            t.open()
+            self.state = 1
+            vars_ = [LoopVar(x, "loop", self.span) for x in self.names]
+            return vars_[0] if n == 1 else tuple(vars_)
+        if self.state == 1:
+            self.state = 2
+            t = self.trace
+            body = t.close()
+            t.emit(A.ForLoop(tuple(A.Name(x, span=self.span) for x in self.names), self.kind,
+                             self.nodes, tuple(body), self.spelling, span=self.span))
+        raise StopIteration
+
+
+class _Block:
+    """A context manager recording a block (`P.when`, `P.otherwise`, `P.pipe`)."""
+
+    def __init__(self, what: str, span: A.Span):
+        self.what, self.span = what, span
+
+    def __enter__(self):
+        t = current()
+        if t is None:
+            raise user_error(self.span, f"`{self.what}` only works inside a `@workload` function")
+        self.trace = t
+        self.before()
+        t.open()
+        return None
+
+    def before(self) -> None:
+        pass
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            return
+        body = self.trace.close()
+        self.after(body)
+
+    def after(self, body: list) -> None:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+
+class _When(_Block):
+    def __init__(self, pred: Any, span: A.Span):
+        super().__init__("P.when", span)
+        self.pred = as_scalar(pred, span)
+
+    def before(self) -> None:
+        self.trace.adopt(self.pred.objs)
+
+    def after(self, body: list) -> None:
+        branch = A.WhenBranch(self.pred.node, tuple(body), span=self.span)
+        self.trace.emit(A.When((branch,), None, span=self.span))
+
+
+class _Otherwise(_Block):
+    def before(self) -> None:
+        block = self.trace.blocks[-1]
+        last = block[-1] if block else None
+        if not isinstance(last, A.When) or last.otherwise is not None:
+            raise user_error(self.span, "`P.otherwise()` must follow a `P.when(...)` block",
+                             "write `with P.when(PRED): ...` right before it")
+
+    def after(self, body: list) -> None:
+        block = self.trace.blocks[-1]
+        last = block[-1]
+        block[-1] = dataclasses.replace(last, otherwise=tuple(body), span=last.span.merge(self.span))
+
+
+class _Pipe(_Block):
+    def after(self, body: list) -> None:
+        self.trace.emit(pipe_node(self.trace, body, self.span))
+
+
+class _P:
+    """Loop constructors with explicit parallelism (the seeds' `P`)."""
+
+    def __call__(self, *axes: Any) -> _Loop:
+        """`for b, h in P(batch, heads):` a parallel grid (iterations independent)."""
+        return self._loop("grid", "P", axes)
+
+    def grid(self, *axes: Any) -> _Loop:
+        return self._loop("grid", "P.grid", axes)
+
+    def seq(self, axis: Any) -> _Loop:
+        """`for i in P.seq(n):` every task of iteration i finishes before i + 1 starts."""
+        return self._loop("seq", "P.seq", (axis,))
+
+    def sel(self, sparse: Any) -> _Loop:
+        """`for e in P.sel(routing[b]):` over the coordinates a sparse axis selects."""
+        span = here()
+        if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
+            raise user_error(span, "`P.sel` iterates a sparse axis at an outer index",
+                             "write `for e in P.sel(routing[b]):` with `routing = Sparse(...)`")
+        return _Loop("sel", "P.sel", (sparse,), span)
+
+    def _loop(self, kind: str, spelling: str, axes: tuple) -> _Loop:
+        span = here(3)
+        if not axes:
+            raise user_error(span, f"`{spelling}` needs at least one axis")
+        return _Loop(kind, spelling, axes, span)
+
+    def when(self, pred: Any) -> _When:
+        """`with P.when(PRED):` the block runs where PRED holds (evaluated at run time)."""
+        return _When(pred, here())
+
+    def otherwise(self) -> _Otherwise:
+        """`with P.otherwise():` the alternative of the `P.when` block just before."""
+        return _Otherwise("P.otherwise", here())
+
+    def pipe(self, *args: Any, **kwargs: Any) -> _Pipe:
+        """`with P.pipe():` a CSP pipeline; each statement in it that is not a `process` is a
+        process of its own."""
+        span = here()
+        if args or kwargs:
+            raise user_error(span, "`P.pipe()` takes no arguments in wspc",
+                             "give channels their depth: `Channel(\"c\", depth=2)`")
+        return _Pipe("P.pipe", span)
+
+    # run-time integer helpers (Python's min/max would compare now)
+    min = staticmethod(smin)
+    max = staticmethod(smax)
+    ceildiv = staticmethod(ceildiv)
+
+
+P = _P()
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload statements: composition, conditions, slots
+
+
+def _fragments(parts: tuple, t: Trace, span: A.Span, what: str) -> list:
+    stmts: list = []
+    for p in parts:
+        if isinstance(p, Fragment):
+            stmts.extend(t.take(p))
+        elif isinstance(p, (list, tuple)):
+            stmts.extend(_fragments(tuple(p), t, span, what))
+        else:
+            raise user_error(span, f"`{what}` takes workloads, not {p!r}")
+    return stmts
+
+
+def _group(kind: str, parts: tuple, span: A.Span):
+    active = current()
+    with tracing() as t:
+        stmts = _fragments(parts, t, span, kind)
+        node = A.Combine(tuple(stmts), span=span) if kind == "combine" else A.Sequential(
+            tuple(stmts), span=span)
+        frag = t.emit(node)
+    if active is not None:
+        return frag
+    names = [p.name for p in parts if isinstance(p, Workload)]
+    if len(names) != len(parts):
+        names = []
+    w = Workload.from_fragment("_".join(names) or kind, frag, span)
+    for p in parts:
+        if isinstance(p, Workload):
+            w._hints = {**p._hints, **w._hints}
+    return w
+
+
+def combine(*workloads: Any):
+    """`combine(a, b, ...)`: one unordered group (no order added between them)."""
+    return _group("combine", workloads, here())
+
+
+def sequential(*workloads: Any):
+    """`sequential(a, b, ...)`: each one's tasks finish before the next one's start."""
+    return _group("sequential", workloads, here())
+
+
+def cond(pred: Any, then: Any, otherwise: Any = None):
+    """`cond(PRED, then_workload, else_workload)`: the `when` statement as a function."""
+    span = here()
+    active = current()
+    p = as_scalar(pred, span)
+    with tracing() as t:
+        t.adopt(p.objs)
+        body = _fragments((then,), t, span, "cond")
+        other = None if otherwise is None else tuple(_fragments((otherwise,), t, span, "cond"))
+        frag = t.emit(A.When((A.WhenBranch(p.node, tuple(body), span=span),), other, span=span))
+    if active is not None:
+        return frag
+    return Workload.from_fragment("cond", frag, span)
+
+
+def slot_set_u64(slot: int, value: Any) -> Fragment:
+    """Write run-time slot `slot` (one of 64, all 0 when a run starts) from an expression."""
+    span = here()
+    with tracing() as t:
+        v = as_scalar(value, span)
+        t.adopt(v.objs)
+        return t.emit(A.SlotSet(A.IntLit(int(slot), span=span), v.node, span=span))
+
+
+def slot_load_u64(slot: int, view: Any, row: int = 0, col: int = 0) -> Fragment:
+    """Load one element of an integer tensor into slot `slot`: element (`row`, `col`) of the
+    2-D tile `view` selects (`flag[0][0]`), or `view` itself when it names one element. The
+    load waits for the tasks that write the element."""
+    from .embed_types import TensorView
+
+    span = here()
+    with tracing() as t:
+        if isinstance(view, Tensor):
+            view = _whole(view, span)
+        if not isinstance(view, TensorView):
+            raise user_error(span, "`slot_load_u64` reads an element of a tensor",
+                             "write `slot_load_u64(0, flags[b], row=0, col=0)`")
+        rank = len(view.tensor.shape)
+        left = rank - len(view.items)
+        extra = []
+        if left == 2:
+            extra = [row, col]
+        elif left == 1:
+            if _nonzero(row):
+                raise user_error(span, f"`row={row}`: the view has one dimension left")
+            extra = [col]
+        elif left == 0:
+            if _nonzero(row) or _nonzero(col):
+                raise user_error(span, "the view already names one element: `row` and `col` "
+                                 "must be 0")
+        else:
+            raise user_error(span, f"the view has {left} dimensions left; index it down to a 2-D "
+                             "tile or one element")
+        if extra:
+            view = view.__getitem__(tuple(extra), span)
+        node = value_node(view, t, span)
+        return t.emit(A.SlotLoad(A.IntLit(int(slot), span=span), node, span=span))
+
+
+def _nonzero(v: Any) -> bool:
+    """`v` is given and not the integer 0 (a run-time expression counts as given)."""
+    return not (v is None or (isinstance(v, int) and not isinstance(v, bool) and v == 0))
+
+
+def _whole(tensor: Tensor, span: A.Span):
+    from .embed_types import TensorView
+
+    return TensorView(tensor, (), span)
+
+
+# ---------------------------------------------------------------------------------------------
+# @workload
+
+
+class WorkloadFunction:
+    """A `@workload` function: calling it traces its body into a `Workload` (or, inside another
+    workload, into the statements being recorded there)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self.name = wsp_ident(fn.__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        span = here()
+        aliases = _axis_aliases(self.fn, args, kwargs)
+        active = current()
+        if active is not None:
+            block = active.blocks[-1]
+            start, depth = len(block), len(active.blocks)
+            self.fn(*args, **kwargs)
+            _check_closed(active, depth, span, self.fn)
+            return Fragment(block[start:], block, active.refs, span)
+        t = Trace()
+        push(t)
+        try:
+            self.fn(*args, **kwargs)
+        finally:
+            pop(t)
+        _check_closed(t, 1, span, self.fn)
+        w = Workload(self.name, t.blocks[0], t.refs, span)
+        w._decl_span = def_span(self.fn)
+        w._aliases = aliases
+        w._hints = {**_frame_hints(user_frame(), t.refs), **_name_hints(self.fn, aliases)}
+        return w
+
+    def __repr__(self) -> str:
+        return f"<workload {self.name}>"
+
+
+def _axis_aliases(fn, args: tuple, kwargs: dict) -> dict:
+    """{parameter name: axis object} for the axes a workload was called with (schedule keys
+    may name them: `t.get("batch")`)."""
+    try:
+        bound = inspect.signature(fn).bind_partial(*args, **kwargs)
+    except TypeError:
+        return {}
+    return {n: v for n, v in bound.arguments.items() if isinstance(v, Axis)}
+
+
+def _name_hints(fn, aliases: dict) -> dict:
+    """{id(object): name} for the objects a workload function names: its closure variables,
+    the globals its code uses, and its axis parameters. Objects not stored to a variable of
+    their own when created (`A, B = Tensor(...), Tensor(...)`) are named after these."""
+    out: dict = {}
+    code = fn.__code__
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            out.setdefault(id(cell.cell_contents), name)
+        except ValueError:  # an empty cell
+            pass
+    names: list = []
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.extend(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    g = fn.__globals__
+    for n in names:
+        if n in g:
+            out.setdefault(id(g[n]), n)
+    for n, v in aliases.items():
+        out.setdefault(id(v), n)
+    return out
+
+
+def _frame_hints(frame, refs: dict) -> dict:
+    """{id(object): variable} for the objects of `refs` bound to variables of `frame` (the
+    code building a workload outside any `@workload`)."""
+    out: dict = {}
+    if frame is None:
+        return out
+    wanted = {id(v) for v in refs.values()}
+    for scope in (frame.f_locals, frame.f_globals):
+        for k, v in list(scope.items()):
+            if id(v) in wanted and not k.startswith("_"):
+                out.setdefault(id(v), k)
+    return out
+
+
+def _check_closed(t: Trace, depth: int, span: A.Span, fn) -> None:
+    if len(t.blocks) != depth:
+        del t.blocks[depth:]
+        raise user_error(def_span(fn), "a `for` loop over `P(...)` (or a `with` block) was left "
+                         "early: `break` and `return` inside traced loops are not supported",
+                         "conditions are `with P.when(...)`; loops always run to the end")
+
+
+def workload(fn=None, **options):
+    """`@workload`: the function's body (with `P` loops and kernel calls) is a workload."""
+    if fn is None:
+        return lambda f: WorkloadFunction(f)
+    return WorkloadFunction(fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads and their schedules
+
+
+class Workload(Fragment):
+    """A traced workload with its schedule combinators. `.dispatch(...)`, `.streams(...)`,
+    `.stream_by(...)`, `.timing(...)`, `.task_graph(...)` return a new schedule; `.compile()`
+    checks and builds it; `.enumerate()` lists its tasks."""
+
+    __slots__ = ("name", "combinators", "module_name", "_decl_span", "_aliases", "_cache",
+                 "_hints")
+
+    def __init__(self, name: str, stmts: list, refs: dict, span: A.Span,
+                 combinators: tuple = ()):
+        super().__init__(stmts, None, refs, span)
+        self.name = name
+        self.combinators = combinators
+        self.module_name: Optional[str] = None
+        self._decl_span = span
+        self._aliases: dict = {}
+        self._cache: dict = {}
+        self._hints: dict = {}
+
+    @classmethod
+    def from_fragment(cls, name: str, frag: Fragment, span: A.Span) -> "Workload":
+        stmts = list(frag.stmts)
+        if frag.block is not None:
+            for s in stmts:
+                for i, x in enumerate(frag.block):
+                    if x is s:
+                        del frag.block[i]
+                        break
+        w = cls(wsp_ident(name), stmts, dict(frag.refs), span)
+        w._hints = _frame_hints(user_frame(), w.refs)
+        return w
+
+    def _with(self, comb: A.Combinator) -> "Workload":
+        w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators + (comb,))
+        w.module_name, w._decl_span, w._aliases = self.module_name, self._decl_span, self._aliases
+        w._hints = self._hints
+        return w
+
+    def named(self, name: str) -> "Workload":
+        w = self._with_none()
+        w.module_name = wsp_ident(str(name))
+        return w
+
+    def _with_none(self) -> "Workload":
+        w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators)
+        w.module_name, w._decl_span, w._aliases = self.module_name, self._decl_span, self._aliases
+        w._hints = self._hints
+        return w
+
+    # -- key expressions
+    def _resolver(self):
+        loops: list[tuple[str, Any]] = []  # (variable, axis object or None)
+
+        for top in self.stmts:
+            for s in top.walk():
+                if isinstance(s, A.ForLoop):
+                    for v, ax in zip(s.vars, s.axes):
+                        base = ax.value if isinstance(ax, A.Index) else ax
+                        obj = self.refs.get(base.id) if isinstance(base, A.Name) else None
+                        loops.append((v.id, obj))
+                elif isinstance(s, A.Consume):
+                    loops.append((s.var.id, None))
+        by_axis: dict[str, str] = {}
+        for var, obj in loops:
+            if obj is None:
+                continue
+            names = {getattr(obj, "_wsp_name", None), self._hints.get(id(obj))}
+            names |= {alias for alias, o in self._aliases.items() if o is obj}
+            for n in names:
+                if n:
+                    by_axis.setdefault(n, var)
+        variables = [v for v, _ in loops]
+
+        def resolve(name: str, span: A.Span) -> ScalarExpr:
+            var = name if name in variables else None
+            for cand in (name, name + "s", name.rstrip("s"), name + "es"):
+                if var is None and cand in by_axis:
+                    var = by_axis[cand]
+            if var is None:
+                known = sorted(set(variables) | set(by_axis))
+                raise user_error(span, f"the schedule key names `{name}`, which is neither a loop "
+                                 "variable of the workload nor an axis it loops over",
+                                 "use one of " + ", ".join(f"`{k}`" for k in known) if known
+                                 else None, cls=ScheduleError)
+            return ScalarExpr(A.Name(var, span=span))
+
+        return resolve
+
+    def _key(self, key: Any, span: A.Span) -> A.Expr:
+        if callable(key) and not isinstance(key, (ScalarExpr, Symbol)):
+            out = key(_TaskProxy(self._resolver(), span))
+        elif isinstance(key, str):
+            out = self._resolver()(key, span)
+        else:
+            out = key
+        if isinstance(out, tuple):
+            parts = [as_scalar(x, span) for x in out]
+            acc = parts[0]
+            for p in parts[1:]:  # a tuple key: one integer per distinct tuple
+                acc = ScalarExpr(A.Binary("+", A.Binary("*", acc.node, A.IntLit(1000003, span=span),
+                                                        span, span=span), p.node, span, span=span))
+            out = acc
+        e = as_scalar(out, span)
+        if e.objs:
+            raise user_error(span, "a schedule key is an expression of the task's coordinates",
+                             "use `t.get(\"b\")` and integers", cls=ScheduleError)
+        return e.node
+
+    def _policy(self, p: Any, kind: str, span: A.Span) -> A.Expr:
+        if not isinstance(p, Policy):
+            raise user_error(span, f"`.{kind}` takes a `{'DispatchPolicy' if kind == 'dispatch' else 'TimingPolicy'}`"
+                             f", not {p!r}", cls=ScheduleError)
+        args: list = [A.IntLit(a, span=span) if isinstance(a, int) else A.FloatLit(float(a), repr(float(a)), span=span)
+                      for a in p.args]
+        kwargs: list = []
+        if p.key is not None:
+            args.append(self._key(p.key, p.span if p.span.line else span))
+        if p.n is not None:
+            kwargs.append(A.Keyword("n", A.IntLit(int(p.n), span=span), span=span))
+        return A.Call(A.Name(p.name, span=span), tuple(args), tuple(kwargs), span=span)
+
+    def dispatch(self, policy: Any) -> "Workload":
+        span = here()
+        return self._with(A.Combinator(A.Name("dispatch", span=span),
+                                       (self._policy(policy, "dispatch", span),), (), span=span))
+
+    def streams(self, n: int) -> "Workload":
+        span = here()
+        return self._with(A.Combinator(A.Name("streams", span=span), (A.IntLit(int(n), span=span),),
+                                       (), span=span))
+
+    def stream_by(self, key: Any) -> "Workload":
+        span = here()
+        return self._with(A.Combinator(A.Name("stream_by", span=span), (self._key(key, span),), (),
+                                       span=span))
+
+    def timing(self, policy: Any) -> "Workload":
+        span = here()
+        return self._with(A.Combinator(A.Name("timing", span=span),
+                                       (self._policy(policy, "timing", span),), (), span=span))
+
+    def task_graph(self, window: Any = None, mode: Any = None, unit: Any = None,
+                   **other: Any) -> "Workload":
+        span = here()
+        if other:
+            name = sorted(other)[0]
+            raise user_error(span, f"`.task_graph({name}=...)` is not supported by wspc: "
+                             "dependencies are always inferred exactly from the tensor regions "
+                             "tasks access", "give only `window=TaskWindow(N, \"tasks\", "
+                             "WindowMode.STALL)`; use `.dispatch(DispatchPolicy.work_steal())` "
+                             "for work stealing", cls=ScheduleError)
+        if window is None:
+            raise user_error(span, "`.task_graph` needs `window=`",
+                             "write `.task_graph(window=TaskWindow(8192, \"tasks\", WindowMode.STALL))`",
+                             cls=ScheduleError)
+        if isinstance(window, TaskWindow):
+            size, unit, wmode = window.size, unit or window.unit, mode or window.mode
+        else:
+            size, wmode = int(window), mode
+        if isinstance(wmode, WindowMode):
+            wmode = wmode.value
+        kw = [A.Keyword("window", A.IntLit(size, span=span), span=span)]
+        if unit is not None:
+            kw.append(A.Keyword("unit", A.Name(str(unit), span=span), span=span))
+        if wmode is not None:
+            kw.append(A.Keyword("mode", A.Name(str(wmode).lower(), span=span), span=span))
+        return self._with(A.Combinator(A.Name("task_graph", span=span), (), tuple(kw), span=span))
+
+    def spatial_map(self, *args, **kwargs):
+        raise user_error(here(), "`.spatial_map` is not supported by wspc (no spatial mesh)",
+                         cls=ScheduleError)
+
+    def layout(self, *args, **kwargs):
+        raise user_error(here(), "`.layout` is not supported by wspc (tensors are row-major)",
+                         cls=ScheduleError)
+
+    # -- results
+    def module(self):
+        """The checked `ptowsp.runtime.Module` (raises the seeds' `CompileError`s)."""
+        return build_module(self)[0]
+
+    @property
+    def ir(self):
+        """The lowered IR module (for `PassManager.run`)."""
+        try:
+            return self.module().ir
+        except WspError as err:
+            raise from_wsp(err) from None
+
+    def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
+                workers: Optional[int] = None, **options: Any):
+        """A `Program` for `target` (`cpu_sim`, the default, or `ref`)."""
+        from .embed_program import Program
+
+        span = here()
+        t0 = time.perf_counter()
+        module, asm = build_module(self)
+        try:
+            prog = module.compile(target=target, opt_level=opt_level, workers=workers, **options)
+        except WspError as err:
+            raise from_wsp(err) from None
+        except ValueError as err:
+            raise user_error(span, str(err), "targets are `cpu_sim` and `ref`") from None
+        p = Program.adopt(prog, asm)
+        p.workload = self
+        p.stats.compile_time_ms = (time.perf_counter() - t0) * 1000
+        return p
+
+    def enumerate(self) -> list:
+        """The tasks of one run, in enumeration order (`task.kernel`, `task.get("b")`)."""
+        from .embed_program import enumerate_tasks
+
+        return enumerate_tasks(self)
+
+    def start(self):
+        """The seeds' `pipeline.start()`: compile (cpu_sim) and run."""
+        prog = self.compile()
+        prog.execute()
+        self._cache["started"] = prog
+        return prog
+
+    def join(self) -> None:
+        prog = self._cache.pop("started", None)
+        if prog is not None:
+            prog.synchronize()
+
+    def __repr__(self) -> str:
+        return f"<workload {self.name}>"
+
+
+def to_wsp(w: Any) -> str:
+    """The `.wsp` text of a workload (a `Workload` or an uncalled `@workload` of no arguments);
+    `ptowsp.parse(to_wsp(w))` checks and lowers to the same IR."""
+    from .embed_wsp import format_source
+
+    if isinstance(w, WorkloadFunction):
+        w = w()
+    if not isinstance(w, Workload):
+        raise user_error(here(), f"`to_wsp` takes a workload, not {w!r}")
+    return format_source(assemble(w).source)
+
+
+__all__ = ["P", "workload", "Workload", "WorkloadFunction", "combine", "sequential", "cond",
+           "slot_set_u64", "slot_load_u64", "DispatchPolicy", "TimingPolicy", "TaskWindow",
+           "WindowMode", "Policy", "to_wsp", "LoopVar"]

@@ -1,0 +1,411 @@
+"""CSP in the Python embedding: channels, events, processes, `send`, `consume`, and the
+tutorial's builder style (`process("loader").produces(ch).body(for_each(tiles, lambda t: ...))`,
+`connect([...], [...])`, `task(kernel, [t], {...})`).
+
+Each call records the statement of language.md section 7 it stands for. Builder-style calls made
+outside any `@workload` build detached fragments that `process(...).body(...)` and `connect`
+assemble; inside a workload they go into the block being traced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import ast as A
+from .embed_errors import user_error
+from .embed_kernel import KERNELS, BoundKernel, KernelRef, make_call, wsp_ident
+from .embed_source import here, stored_name, user_frame
+from .embed_types import (Fragment, LoopVar, ScalarExpr, TileSpec, axis_expr, current, key_of,
+                          tracing)
+
+
+class Channel:
+    """A bounded channel: `Channel("l2c", depth=2)`, `Channel[Tile](depth=2)`,
+    `Channel(capacity=4)`. Its element type is the tile type of the `Out` parameter it is passed
+    to in `send` (or `Channel[Tile[16, 128, DType.F32]]`); a channel never passed to a task is a
+    token channel. Depth 0 is a rendezvous."""
+
+    def __class_getitem__(cls, elem: Any):
+        def make(*args, **kwargs):
+            kwargs.setdefault("elem", elem)
+            return cls(*args, **kwargs)
+
+        return make
+
+    def __init__(self, name: Optional[str] = None, depth: Optional[int] = None,
+                 capacity: Optional[int] = None, elem: Any = None):
+        self._span = here()
+        if depth is not None and capacity is not None and depth != capacity:
+            raise user_error(self._span, "`depth` and `capacity` say different things",
+                             "give one of them")
+        self.depth = depth if depth is not None else capacity
+        self.elem = elem if isinstance(elem, TileSpec) else None
+        self.name = name or stored_name(user_frame()) or "ch"
+        self._wsp_name = wsp_ident(self.name)
+
+    def __repr__(self) -> str:
+        return f"Channel({self.name!r}, depth={self.depth})"
+
+
+class Event:
+    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7)."""
+
+    def __init__(self, name: Optional[str] = None):
+        self._span = here()
+        self.name = name or stored_name(user_frame()) or "ev"
+        self._wsp_name = wsp_ident(self.name)
+
+    def __repr__(self) -> str:
+        return f"Event({self.name!r})"
+
+
+def _channel_name(t, ch: Any, span: A.Span, what: str) -> A.Name:
+    if not isinstance(ch, (Channel, Event)):
+        raise user_error(span, f"`{what}` takes a channel, not {ch!r}",
+                         "create one with `Channel(\"name\", depth=2)`")
+    return t.ref(ch, span)
+
+
+def _one_call(t, frag: Any, span: A.Span, what: str) -> A.CallStmt:
+    if isinstance(frag, BoundKernel):
+        raise user_error(span, f"`{what}` takes a task: call the kernel", "write `k[i](...)`")
+    if not isinstance(frag, Fragment):
+        raise user_error(span, f"`{what}` takes a kernel call such as `load[i](src=X[i], dst=ch)`")
+    stmts = t.take(frag)
+    if len(stmts) != 1 or not isinstance(stmts[0], A.CallStmt):
+        raise user_error(span, f"`{what}` takes one kernel call")
+    return stmts[0]
+
+
+def send(ch: Channel, call: Fragment) -> Fragment:
+    """`send(ch, k[i](..., dst=ch))`: the task's output (the parameter given `ch`) becomes the
+    channel's next item; a token channel carries only the task's completion."""
+    span = here()
+    with tracing() as t:
+        name = _channel_name(t, ch, span, "send")
+        return t.emit(A.Send(name, _one_call(t, call, span, "send"), span=span))
+
+
+class _Consume:
+    """`with consume(ch) as t:` (the body runs once per item) or `consume(ch, lambda t: ...)`."""
+
+    def __init__(self, ch: Channel, span: A.Span):
+        self.ch, self.span = ch, span
+        self.trace = None
+
+    def __enter__(self) -> LoopVar:
+        t = current()
+        if t is None:
+            raise user_error(self.span, "`with consume(ch)` only works inside a `@workload`",
+                             "outside one, write `consume(ch, lambda t: ...)`")
+        self.trace = t
+        self.name = _channel_name(t, self.ch, self.span, "consume")
+        self.var = stored_name(user_frame()) or "item"
+        t.open()
+        return LoopVar(self.var, "item", self.span)
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            return
+        t = self.trace
+        body = t.close()
+        t.emit(A.Consume(self.name, A.Name(self.var, span=self.span), tuple(body), span=self.span))
+
+
+def _param_name(fn: Any, default: str) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_argcount >= 1:
+        return code.co_varnames[0]
+    return default
+
+
+def consume(ch: Channel, fn: Any = None):
+    """Consume the items of `ch` in send order (see `_Consume`)."""
+    span = here()
+    if fn is None:
+        return _Consume(ch, span)
+    with tracing() as t:
+        name = _channel_name(t, ch, span, "consume")
+        var = _param_name(fn, "item")
+        t.open()
+        try:
+            fn(LoopVar(var, "item", span))
+        finally:
+            body = t.close()
+        return t.emit(A.Consume(name, A.Name(var, span=span), tuple(body), span=span))
+
+
+def for_each(axis: Any, fn: Any, kind: str = "seq") -> Fragment:
+    """`for_each(tiles, lambda t: ...)`: the loop `for t in P.seq(tiles) { ... }`."""
+    span = here()
+    with tracing() as t:
+        ax = axis_expr(axis, t, span)
+        var = _param_name(fn, "i")
+        t.open()
+        try:
+            fn(LoopVar(var, "loop", span))
+        finally:
+            body = t.close()
+        spelling = "P.seq" if kind == "seq" else "P"
+        return t.emit(A.ForLoop((A.Name(var, span=span),), kind, (ax,), tuple(body), spelling,
+                                span=span))
+
+
+def parallel_for(axis: Any, fn: Any) -> Fragment:
+    """`parallel_for(batch, lambda b: ...)`: the loop `for b in P(batch) { ... }`."""
+    return for_each(axis, fn, "grid")
+
+
+def task(kernel: Any, coords: Any = None, args: Any = None, **kwargs: Any) -> Fragment:
+    """The tutorial's `task(kernel, [t], {"x": X[t], ...})`: one task of `kernel` (a `@kernel`
+    or its name) at `coords`, with arguments by name (a dict) or in parameter order (a list)."""
+    span = here()
+    if isinstance(kernel, str):
+        k = KERNELS.get(kernel)
+        if k is None:
+            raise user_error(span, f"no `@kernel` is named `{kernel}`",
+                             "pass the kernel object itself: `task(my_kernel, [t], {...})`")
+        kernel = k
+    if not isinstance(kernel, KernelRef):
+        raise user_error(span, f"`task` takes a `@kernel`, not {kernel!r}")
+    pos: tuple = ()
+    kw = dict(kwargs)
+    if isinstance(args, dict):
+        kw.update(args)
+    elif args is not None:
+        pos = tuple(args)
+    cs = None if coords is None else tuple(coords if isinstance(coords, (list, tuple)) else (coords,))
+    with tracing() as t:
+        return t.emit(make_call(t, kernel, cs, pos, kw, span, {"*": []}))
+
+
+class Process:
+    """A process of a pipe: `process("loader").produces(ch).body(...)`, or
+    `with process("loader"):` inside `with P.pipe():`; `replicate(p, 4)` runs four replicas
+    that share the channel's items (`p.id` is the replica number)."""
+
+    def __init__(self, name: str, replicas: Optional[int] = None):
+        self._span = here()
+        self.name = str(name)
+        self._wsp_name = wsp_ident(self.name)
+        self.replicas = replicas
+        self.produced: list = []
+        self.consumed: list = []
+        self._stmts: Optional[list] = None
+        self._refs: dict = {}
+        self._trace = None
+
+    def _copy(self) -> "Process":
+        p = Process.__new__(Process)
+        p.__dict__.update(self.__dict__)
+        p.produced, p.consumed = list(self.produced), list(self.consumed)
+        return p
+
+    def produces(self, *channels: Channel) -> "Process":
+        self.produced.extend(channels)
+        return self
+
+    def consumes(self, *channels: Channel) -> "Process":
+        self.consumed.extend(channels)
+        return self
+
+    def body(self, *parts: Any) -> "Process":
+        """The process body: fragments (`for_each(...)`, `consume(ch, ...)`, `task(...)`) or a
+        function called to record it."""
+        span = here()
+        with tracing() as t:
+            stmts: list = []
+            for part in parts:
+                if isinstance(part, Fragment):
+                    stmts.extend(t.take(part))
+                elif callable(part):
+                    t.open()
+                    try:
+                        part()
+                    finally:
+                        stmts.extend(t.close())
+                else:
+                    raise user_error(span, f"a process body is made of workload statements, not "
+                                     f"{part!r}")
+            self._stmts = stmts
+            self._refs = t.refs
+        return self
+
+    @property
+    def id(self) -> ScalarExpr:
+        """`NAME.id`: the replica number of a replicated process."""
+        span = here()
+        return ScalarExpr(A.Attr(A.Name(self._wsp_name, span=span), "id", span=span))
+
+    def node(self, t) -> A.Process:
+        if self._stmts is None:
+            raise user_error(self._span, f"process `{self.name}` has no body",
+                             "give it one: `.body(for_each(tiles, lambda t: ...))`")
+        self._check_declared()
+        t.adopt(self._refs)
+        reps = None if self.replicas is None else A.IntLit(int(self.replicas), span=self._span)
+        return A.Process(A.Name(self._wsp_name, span=self._span), reps, tuple(self._stmts),
+                         span=self._span)
+
+    def _check_declared(self) -> None:
+        """`.produces(...)` / `.consumes(...)`, when given, must say what the body does."""
+        sent, consumed = channels_used(self._stmts)
+        for what, declared, used in (("produces", self.produced, sent),
+                                     ("consumes", self.consumed, consumed)):
+            if not declared:
+                continue
+            keys = {key_of(c) for c in declared}
+            verb = "sends to" if what == "produces" else "consumes"
+            for c in declared:
+                if key_of(c) not in used:
+                    raise user_error(self._span, f"process `{self.name}` {what} `{c.name}`, but "
+                                     f"its body never {verb} it",
+                                     f"remove it from `.{what}(...)` or {verb.split()[0]} it in the body")
+            for key in used:
+                if key not in keys:
+                    name = getattr(self._refs.get(key), "name", key)
+                    raise user_error(self._span, f"process `{self.name}` {verb} `{name}`, which "
+                                     f"its `.{what}(...)` does not list",
+                                     f"add it: `.{what}({name})`")
+
+    # `with process("loader"):` inside `with P.pipe():`
+    def __enter__(self) -> "Process":
+        t = current()
+        if t is None:
+            raise user_error(self._span, "`with process(...)` only works inside a `@workload`")
+        self._trace = t
+        t.open()
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            return
+        t = self._trace
+        self._stmts = t.close()
+        self._refs = t.refs
+        t.emit(self.node(t))
+
+    def start(self):  # the seeds' `pipeline.start()` on a connected pipeline only
+        raise user_error(here(), "start a pipeline made with `connect(...)`, not a process")
+
+
+def channels_used(stmts) -> tuple[set, set]:
+    """The placeholder keys of the channels `stmts` send to and consume (nested pipes aside)."""
+    sent: set = set()
+    consumed: set = set()
+    for top in stmts or ():
+        for n in top.walk():
+            if isinstance(n, A.Send):
+                sent.add(n.channel.id)
+            elif isinstance(n, A.Consume):
+                consumed.add(n.channel.id)
+    return sent, consumed
+
+
+def process(name: str, replicas: Optional[int] = None) -> Process:
+    return Process(name, replicas)
+
+
+def replicate(p: Process, n: int) -> Process:
+    """`n` replicas of process `p` sharing its channels' items (item k to replica k % n)."""
+    if not isinstance(p, Process):
+        raise user_error(here(), f"`replicate` takes a process, not {p!r}")
+    q = p._copy()
+    q.replicas = int(n)
+    return q
+
+
+def pipe_node(t, stmts: list, span: A.Span) -> A.Pipe:
+    """A `pipe` of `stmts`: processes stay; any other statement becomes a process of its own
+    (`stage0`, `stage1`, ...), as the seeds' `with P.pipe():` blocks write them."""
+    body = []
+    n = 0
+    taken = {s.name.id for s in stmts if isinstance(s, A.Process)}
+    for s in stmts:
+        if isinstance(s, A.Process):
+            body.append(s)
+            continue
+        while f"stage{n}" in taken:
+            n += 1
+        name = f"stage{n}"
+        taken.add(name)
+        body.append(A.Process(A.Name(name, span=s.span), None, (s,), span=s.span))
+    return A.Pipe(tuple(body), span=span)
+
+
+def connect(processes: list, channels: Any = ()):
+    """Wire processes into a pipeline: the `pipe { process ... }` of language.md section 7.
+    Outside a workload it is a workload of its own (`.dispatch(...)`, `.compile()`, ...)."""
+    span = here()
+    for ch in channels or ():
+        if not isinstance(ch, (Channel, Event)):
+            raise user_error(span, f"`connect` takes the channels second, found {ch!r}")
+    active = current()
+    with tracing() as t:
+        procs = []
+        for p in processes:
+            if not isinstance(p, Process):
+                raise user_error(span, f"`connect` takes processes, not {p!r}",
+                                 "make them with `process(\"name\").body(...)`")
+            procs.append(p.node(t))
+        sent, consumed = channels_used(procs)
+        for ch in channels or ():
+            if key_of(ch) not in sent | consumed:
+                raise user_error(span, f"`connect` lists channel `{ch.name}`, but no process sends "
+                                 "to it or consumes it")
+        if channels:
+            listed = {key_of(c) for c in channels}
+            for key in sorted(sent | consumed):
+                if key not in listed:
+                    name = getattr(t.refs.get(key), "name", key)
+                    raise user_error(span, f"the processes use channel `{name}`, which `connect` "
+                                     "does not list", f"add it to the channel list")
+        names = [p.name.id for p in procs]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise user_error(span, f"process `{dup}` is connected twice",
+                             "give each process its own name")
+        frag = t.emit(A.Pipe(tuple(procs), span=span))
+    if active is not None:
+        return frag
+    from .embed import Workload
+
+    return Workload.from_fragment("pipeline", frag, span)
+
+
+def record(ev: Event, after: Any = None) -> Fragment:
+    """`record(ev)`: the statement just before (or `after=`) is what `ev` marks."""
+    span = here()
+    with tracing() as t:
+        if not isinstance(ev, Event):
+            raise user_error(span, f"`record` takes an `Event`, not {ev!r}")
+        name = t.ref(ev, span)
+        if after is not None:
+            if not isinstance(after, Fragment):
+                raise user_error(span, "`after=` takes the statement to mark (a task or a loop)")
+            t.emit_all(t.take(after), after.span)
+        return t.emit(A.Record(name, span=span))
+
+
+def synchronize(ev: Event) -> Fragment:
+    """`synchronize(ev)`: the statements after this one wait for the tasks `ev` marks."""
+    span = here()
+    with tracing() as t:
+        if not isinstance(ev, Event):
+            raise user_error(span, f"`synchronize` takes an `Event`, not {ev!r}")
+        return t.emit(A.Synchronize(t.ref(ev, span), span=span))
+
+
+def query(ev: Any) -> ScalarExpr:
+    """`query(ev)`: true when the tasks `ev` marks have finished (a run-time condition)."""
+    span = here()
+    if not isinstance(ev, (Event, Channel)):
+        raise user_error(span, f"`query` takes an event or a channel, not {ev!r}")
+    key = key_of(ev)
+    return ScalarExpr(A.Call(A.Name("query", span=span), (A.Name(key, span=span),), span=span),
+                      {key: ev})
+
+
+__all__ = ["Channel", "Event", "send", "consume", "for_each", "parallel_for", "task", "process",
+           "Process", "replicate", "connect", "record", "synchronize", "query", "KERNELS",
+           "pipe_node", "channels_used"]

@@ -1,0 +1,696 @@
+"""`@kernel` / `@jit_kernel` and the `pto` (alias `tl`) tile language: a decorated function's
+body is traced once into a `KernelDecl` of the AST, the node `kernel NAME(...) { ... }` of a
+`.wsp` file would parse to.
+
+Tracing calls the function with a `Value` per parameter. `pto.mul(x, x)`, `x * y`, `-x` and the
+other primitives return new `Value`s and record them; `pto.store(out, v)` records a store. When
+the function returns, the recorded values become statements in the order they were made:
+
+- a value the Python code stored in a variable (`sq = pto.mul(x, x)`) becomes `let sq = ...`
+  (the variable name comes from the instruction after the call; a name taken or reserved gets a
+  suffix), as does a value used twice;
+- a value used once and never named is written inline where it is used;
+- a value never used and never named becomes an expression statement, which the checker
+  reports as an unused value at its line.
+
+Every node's span is the Python expression that made it, so the checker's messages ("operands
+of `+` do not broadcast") point at the user's line and columns. `@kernel(cpp_src=...)` gives an
+`extern c` body instead (language.md section 4).
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from typing import Any, Optional
+
+from . import ast as A
+from .embed_errors import KernelError, user_error
+from .embed_source import def_span, here, param_spans, stored_name, user_frame
+from .embed_types import (Constexpr, ConstexprSpec, DType, ParamSpec, ScalarSpec, TileSpec, Trace,
+                          dtype_name, value_node)
+
+WSP_KEYWORDS = frozenset(
+    "module import sym const input output inout scratch axis kernel workload schedule channel "
+    "event let for in when else otherwise pipe process send consume as combine sequential record "
+    "synchronize extern and or not true false".split())
+
+
+def wsp_ident(name: str) -> str:
+    """A Python identifier as a `.wsp` one: keywords get a trailing `_` (`input` -> `input_`)."""
+    if not name.isidentifier() or not name.isascii():
+        name = "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in name)
+        if not name or name[0].isdigit():
+            name = "_" + name
+    return name + "_" if name in WSP_KEYWORDS else name
+
+
+# ---------------------------------------------------------------------------------------------
+# Values inside a kernel body
+
+
+class Value:
+    """A tile or scalar inside a traced kernel body: a parameter or the result of an operation."""
+
+    __slots__ = ("kind", "op", "args", "kwargs", "span", "hint", "name")
+    __hash__ = object.__hash__
+
+    def __init__(self, kind: str, op: str = "", args: tuple = (), kwargs: tuple = (),
+                 span: A.Span = A.NO_SPAN, hint: Optional[str] = None, name: str = ""):
+        self.kind, self.op, self.args, self.kwargs = kind, op, args, kwargs
+        self.span, self.hint, self.name = span, hint, name
+
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> "Value":
+        a, b = (other, self) if reverse else (self, other)
+        return _record("bin", op, (a, b))
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+    def __truediv__(self, o): return self._bin("/", o)
+    def __rtruediv__(self, o): return self._bin("/", o, True)
+    def __lt__(self, o): return self._bin("<", o)
+    def __le__(self, o): return self._bin("<=", o)
+    def __gt__(self, o): return self._bin(">", o)
+    def __ge__(self, o): return self._bin(">=", o)
+    def __eq__(self, o): return self._bin("==", o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin("!=", o)  # type: ignore[override]
+    def __and__(self, o): return self._bin("and", o)
+    def __or__(self, o): return self._bin("or", o)
+
+    def __matmul__(self, o): return _record("op", "matmul", (self, o))
+    def __rmatmul__(self, o): return _record("op", "matmul", (o, self))
+    def __pow__(self, o): return _record("op", "pow", (self, o))
+    def __neg__(self): return _record("un", "-", (self,))
+    def __invert__(self): return _record("un", "not", (self,))
+    def __abs__(self): return _record("op", "abs", (self,))
+
+    def __floordiv__(self, o):
+        raise user_error(here(), "`//` is not a kernel operator",
+                         "`/` on integer tiles is floor division; cast to a float type for a quotient")
+
+    def __mod__(self, o):
+        raise user_error(here(), "`%` is not a kernel operator")
+
+    def __bool__(self):
+        raise user_error(here(), "a tile value cannot decide a Python `if`, `and`, `or` or `not`: "
+                         "kernels are straight-line code",
+                         "select with `pto.where(cond, a, b)` and combine conditions with `&` / `|`")
+
+    def __iter__(self):
+        raise user_error(here(), "a tile value cannot be iterated: kernels are straight-line code")
+
+    def __repr__(self) -> str:
+        return f"Value({self.name or self.hint or self.op})"
+
+
+class _KernelTrace:
+    def __init__(self, kernel: "KernelRef"):
+        self.kernel = kernel
+        self.events: list = []  # ("value", Value) | ("store", target Value, value, span)
+
+
+_KSTACK: list[_KernelTrace] = []
+
+
+def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
+    if not _KSTACK:
+        raise user_error(here(), f"`{op}` on tile values only works inside a `@kernel` body")
+    frame = user_frame()
+    from .embed_source import frame_span
+
+    v = Value(kind, op, args, kwargs, frame_span(frame) if frame else A.NO_SPAN,
+              stored_name(frame))
+    _KSTACK[-1].events.append(("value", v))
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# The pto / tl namespace
+
+
+def _prim_names() -> tuple[str, ...]:
+    from .primitives import PRIMITIVES
+
+    return tuple(PRIMITIVES)
+
+
+class _PtoNamespace:
+    """`pto.NAME(...)` (also `tl.NAME`) for every primitive of language.md section 4."""
+
+    def __init__(self, spelling: str):
+        self._spelling = spelling
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        names = _prim_names()
+        if name not in names:
+            from .diagnostics import did_you_mean
+
+            extra = ("`topk` is not a primitive: write the kernel in C with "
+                     "`@kernel(cpp_src=...)`") if name == "topk" else None
+            raise user_error(here(), f"`{self._spelling}.{name}` is not a tile primitive",
+                             extra or did_you_mean(name, names)
+                             or "see the primitives of language.md section 4")
+
+        def prim(*args, **kwargs):
+            return _record("op", name, tuple(args), tuple(kwargs.items()))
+
+        prim.__name__ = name
+        return prim
+
+    # adapters where the seeds' signature differs from the language's
+    def store(self, dst: Any, src: Any) -> None:
+        """`store(dst, value)`: the value of an `Out`/`InOut` parameter when the kernel ends."""
+        if not _KSTACK:
+            raise user_error(here(), "`pto.store` only works inside a `@kernel` body")
+        span = here()
+        if not (isinstance(dst, Value) and dst.kind == "param"):
+            raise user_error(span, "`pto.store` writes an `Out` or `InOut` parameter",
+                             "write `pto.store(out, value)` with `out` a parameter of the kernel")
+        _KSTACK[-1].events.append(("store", dst, src, span))
+
+    def matmul(self, a: Any, b: Any, acc: Any = None) -> Value:
+        """`matmul(a, b)` (f32), or `acc + a @ b` fused when `acc` is given."""
+        if acc is None:
+            return _record("op", "matmul", (a, b))
+        return _record("op", "matmul", (a, b), (("acc", acc),))
+
+    def broadcast(self, x: Any, rows: Any, cols: Any = None) -> Value:
+        """`broadcast(x, M, N)`; the seeds' `broadcast(x, (M, N))` too."""
+        if cols is None and isinstance(rows, (tuple, list)) and len(rows) == 2:
+            rows, cols = rows
+        return _record("op", "broadcast", (x, rows, cols))
+
+    def alloc(self, shape: Any, dtype: Any = DType.F32, value: Any = 0) -> Value:
+        """The seeds' `alloc(shape, dtype)`: a tile filled with `value` (`full`)."""
+        rows, cols = shape
+        return _record("op", "full", (rows, cols, value, dtype))
+
+    def full(self, rows: Any, cols: Any, value: Any, dtype: Any = DType.F32) -> Value:
+        return _record("op", "full", (rows, cols, value, dtype))
+
+
+pto = _PtoNamespace("pto")
+tl = _PtoNamespace("tl")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the body
+
+
+def _arg_node(v: Any, names: dict, span: A.Span) -> A.Expr:
+    from .embed_types import DTYPE_NAMES, _lit
+
+    if isinstance(v, Value):
+        # a parameter or a `let` is named at the expression using it (for carets)
+        if v.kind == "param":
+            return A.Name(v.name, span=span)
+        if v in names:
+            return A.Name(names[v].id, span=span)
+        return _inline(v, names)
+    if isinstance(v, DType):
+        return A.Name(v.value, span=span)
+    if isinstance(v, str):  # a data type spelled as text, or a Constexpr parameter by name
+        return A.Name(v if v in DTYPE_NAMES else wsp_ident(v), span=span)
+    lit = _lit(v, span)
+    if lit is not None:
+        return lit
+    dt = dtype_name(v)
+    if dt is not None:
+        return A.Name(dt, span=span)
+    raise user_error(span, f"a {type(v).__name__} cannot be used in a kernel body",
+                     "use tile values, numbers and `DType`s")
+
+
+def _inline(v: Value, names: dict) -> A.Expr:
+    span = v.span
+    if v.kind == "param":
+        return A.Name(v.name, span=span)
+    spans, kwspans = _operand_spans(span, len(v.args))
+    if v.kind == "bin":
+        a, b = (_arg_node(x, names, sp) for x, sp in zip(v.args, spans))
+        return A.Binary(v.op, a, b, _op_span(v, span), span=span)
+    if v.kind == "un":
+        return A.Unary(v.op, _arg_node(v.args[0], names, spans[0]), span=span)
+    args = tuple(_arg_node(x, names, sp) for x, sp in zip(v.args, spans))
+    kwargs = tuple(A.Keyword(k, _arg_node(x, names, kwspans.get(k, span)), span=kwspans.get(k, span))
+                   for k, x in v.kwargs)
+    return A.Call(A.Name(v.op, span=span), args, kwargs, span=span)
+
+
+def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
+    """The spans of the operands of the Python expression at `span` (`a + b`, `-a`,
+    `pto.f(a, b, acc=c)`), so carets can point at one operand; `span` where unknown."""
+    import ast as pyast
+
+    from .embed_source import expression_at, node_span
+
+    node = expression_at(span)
+    operands: list = []
+    kw: dict = {}
+    if isinstance(node, pyast.BinOp):
+        operands = [node.left, node.right]
+    elif isinstance(node, pyast.Compare) and len(node.ops) == 1:
+        operands = [node.left, node.comparators[0]]
+    elif isinstance(node, pyast.UnaryOp):
+        operands = [node.operand]
+    elif isinstance(node, pyast.Call):
+        operands = list(node.args)
+        kw = {k.arg: node_span(span.file, k.value) for k in node.keywords if k.arg}
+    out = [node_span(span.file, o) for o in operands[:n]]
+    return out + [span] * (n - len(out)), kw
+
+
+def _op_span(v: Value, span: A.Span) -> A.Span:
+    """The span of the operator token of `a OP b` (for carets under `+`)."""
+    from .embed_source import expression_at
+
+    node = expression_at(span)
+    import ast as pyast
+
+    if isinstance(node, pyast.BinOp):
+        left, right = node.left, node.right
+    elif isinstance(node, pyast.Compare) and len(node.ops) == 1:
+        left, right = node.left, node.comparators[0]
+    else:
+        return span
+    if left.end_lineno != right.lineno:
+        return span
+    import linecache
+
+    line = linecache.getline(span.file, left.end_lineno)
+    seg = line[left.end_col_offset:right.col_offset]
+    stripped = seg.strip().strip("()").strip()
+    if not stripped:
+        return span
+    col = left.end_col_offset + seg.index(stripped[0])
+    return A.Span(span.file, left.end_lineno, col + 1, left.end_lineno, col + 1 + len(stripped))
+
+
+def _uses(events: list) -> dict:
+    uses: dict = {}
+
+    def count(x: Any) -> None:
+        if isinstance(x, Value):
+            uses[x] = uses.get(x, 0) + 1
+
+    for ev in events:
+        if ev[0] == "value":
+            for a in ev[1].args:
+                count(a)
+            for _, a in ev[1].kwargs:
+                count(a)
+        else:
+            count(ev[2])
+    return uses
+
+
+def _body(events: list, params: set[str]) -> tuple:
+    from .primitives import PRIMITIVES
+
+    uses = _uses(events)
+    names: dict = {}
+    taken = set(params) | set(PRIMITIVES) | set(WSP_KEYWORDS) | {"store", "slot", "tl", "pto"}
+    counter = 0
+    stmts: list = []
+    for ev in events:
+        if ev[0] == "store":
+            _, target, value, span = ev
+            (tspan, vspan), _ = _operand_spans(span, 2)
+            stmts.append(A.Store(A.Name(target.name, span=tspan), _arg_node(value, names, vspan),
+                                 span=span))
+            continue
+        v = ev[1]
+        n = uses.get(v, 0)
+        if v.hint is None and n == 1:
+            continue  # written inline where it is used
+        if v.hint is None and n == 0:
+            stmts.append(A.ExprStmt(_inline(v, names), span=v.span))
+            continue
+        if v.hint:  # the Python variable; a taken name gets a suffix (`x` -> `x_1`)
+            base = wsp_ident(v.hint)
+            name, n = base, 1
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+        else:  # used twice but never named: `t0`, `t1`, ...
+            name = f"t{counter}"
+            while name in taken:
+                counter += 1
+                name = f"t{counter}"
+        taken.add(name)
+        value = _inline(v, names)
+        names[v] = A.Name(name, span=v.span)
+        stmts.append(A.Let(A.Name(name, span=v.span), value, span=v.span))
+    return tuple(stmts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+# kernels by name, for the tutorial's `task("name", ...)` (the latest definition of a name wins)
+KERNELS: dict = {}
+
+_STANDARD_HEADERS = {"stdint.h", "math.h", "string.h", "<stdint.h>", "<math.h>", "<string.h>"}
+
+
+class KernelRef:
+    """A decorated kernel. `k[b, h](x=X[b], ...)` inside a workload is one task; `k.trace()`
+    shows its IR."""
+
+    def __init__(self, fn, cpp_src: Optional[str] = None, cpp_includes=(),
+                 cpp_body_path: Optional[str] = None, name: Optional[str] = None):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.name = name or self.__name__
+        self._wsp_name = wsp_ident(self.name)
+        self._span = def_span(fn)
+        self._cpp_src = cpp_src
+        self._cpp_includes = tuple(cpp_includes or ())
+        self._cpp_body_path = cpp_body_path
+        frame = user_frame()
+        self._locals = dict(frame.f_locals) if frame is not None else {}
+        self._decl: Optional[A.KernelDecl] = None
+        self._params: Optional[list] = None  # [(python name, wsp name, KernelParam)]
+        KERNELS[self.name] = self
+
+    # -- signature
+    def _annotation(self, pname: str, ann: Any, span: A.Span) -> Any:
+        if isinstance(ann, str):
+            env = dict(self.fn.__globals__)
+            code = self.fn.__code__
+            for n, cell in zip(code.co_freevars, self.fn.__closure__ or ()):
+                try:
+                    env[n] = cell.cell_contents
+                except ValueError:
+                    pass
+            env.update(self._locals)
+            try:
+                return eval(ann, env)  # noqa: S307 - the user's own annotation text
+            except Exception as err:  # noqa: BLE001
+                raise user_error(span, f"cannot evaluate the annotation of `{pname}`: {err}",
+                                 cls=KernelError) from None
+        return ann
+
+    def _param_type(self, pname: str, ann: Any, span: A.Span, pmap: dict) -> A.Node:
+        if ann is inspect.Parameter.empty:
+            raise user_error(span, f"parameter `{pname}` needs a type annotation",
+                             "annotate it: `x: In[Tile[16, 128, DType.F32]]`, `eps: Scalar[DType.F32]`",
+                             cls=KernelError)
+        if isinstance(ann, ParamSpec):
+            tile = ann.inner
+            if not isinstance(tile, TileSpec):
+                what = getattr(tile, "__name__", repr(tile))
+                raise user_error(span, f"`{ann.mode}[{what}]` does not give the tile's shape and "
+                                 "data type, which wspc needs to check and compile the kernel",
+                                 f"write `{ann.mode}[Tile[M, N, DType.F32]]` with the tile's "
+                                 "rows and columns", cls=KernelError)
+            return A.TileParamType(ann.mode, A.TileType(self._dim(tile.rows, span, pmap),
+                                                        self._dim(tile.cols, span, pmap),
+                                                        self._dtype(tile.dtype, span), span=span),
+                                   span=span)
+        if isinstance(ann, ScalarSpec):
+            return A.ScalarParamType(self._dtype(ann.dtype, span), span=span)
+        if isinstance(ann, ConstexprSpec) or ann is Constexpr:
+            dt = "i32" if ann is Constexpr else self._dtype(ann.dtype, span)
+            return A.ConstexprParamType(dt, span=span)
+        if isinstance(ann, TileSpec):
+            raise user_error(span, f"tile parameter `{pname}` needs a mode",
+                             "write `In[Tile[...]]`, `Out[Tile[...]]` or `InOut[Tile[...]]`",
+                             cls=KernelError)
+        raise user_error(span, f"`{getattr(ann, '__name__', ann)!s}` is not a kernel parameter type",
+                         "parameter types are `In[Tile[M, N, DT]]`, `Out[...]`, `InOut[...]`, "
+                         "`Scalar[DT]` and `Constexpr[int]`", cls=KernelError)
+
+    def _dim(self, d: Any, span: A.Span, pmap: dict) -> A.Expr:
+        if isinstance(d, bool):
+            raise user_error(span, f"a tile dimension must be an integer, not {d!r}", cls=KernelError)
+        if isinstance(d, str):
+            return A.Name(pmap.get(d, wsp_ident(d)), span=span)
+        try:
+            return A.IntLit(int(operator.index(d)), span=span)  # ints and NumPy integers
+        except TypeError:
+            pass
+        raise user_error(span, f"a tile dimension must be an integer or the name of a "
+                         f"`Constexpr` parameter, not {d!r}", cls=KernelError)
+
+    def _dtype(self, dt: Any, span: A.Span) -> str:
+        name = dtype_name(dt)
+        if name is None:
+            raise user_error(span, f"unknown data type {dt!r}", "use a `DType` such as `DType.F32`",
+                             cls=KernelError)
+        return name
+
+    def params(self) -> list:
+        """[(python name, wsp name, KernelParam)] in order (the signature, traced once)."""
+        self.decl()
+        return self._params  # type: ignore[return-value]
+
+    # -- the declaration
+    def decl(self) -> A.KernelDecl:
+        if self._decl is not None:
+            return self._decl
+        sig = inspect.signature(self.fn)
+        spans = param_spans(self.fn)
+        pmap = {p: wsp_ident(p) for p in sig.parameters}
+        params = []
+        triples = []
+        for pname, p in sig.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise user_error(spans.get(pname, (self._span,) * 3)[0],
+                                 "kernels take named parameters only (no `*args` / `**kwargs`)",
+                                 cls=KernelError)
+            whole, nspan, aspan = spans.get(pname, (self._span, self._span, None))
+            ann = self._annotation(pname, p.annotation, aspan or whole)
+            ptype = self._param_type(pname, ann, aspan or whole, pmap)
+            default = None
+            if p.default is not inspect.Parameter.empty:
+                from .embed_types import _lit
+
+                default = _lit(p.default, whole)
+                if default is None:
+                    raise user_error(whole, f"the default of `{pname}` must be a number",
+                                     cls=KernelError)
+            kp = A.KernelParam(A.Name(pmap[pname], span=nspan), ptype, default, span=whole)
+            params.append(kp)
+            triples.append((pname, pmap[pname], kp))
+        self._params = triples
+        if self._cpp_src is not None or self._cpp_body_path is not None:
+            body, externs = None, (A.ExternBody("c", self._c_body(), span=self._span),)
+        else:
+            body, externs = self._trace_body(triples), ()
+        self._decl = A.KernelDecl(A.Name(self._wsp_name, span=self._span), tuple(params), body,
+                                  externs, span=self._span)
+        return self._decl
+
+    def _c_body(self) -> str:
+        for inc in self._cpp_includes:
+            if str(inc).strip() not in _STANDARD_HEADERS:
+                raise user_error(self._span, f"kernel `{self.name}` includes `{inc}`, but extern "
+                                 "bodies are C99 compiled with only <stdint.h>, <math.h> and "
+                                 "<string.h>", "write the body in plain C without other headers",
+                                 cls=KernelError)
+        if self._cpp_body_path is not None:
+            with open(self._cpp_body_path, encoding="utf-8") as fh:
+                code = fh.read()
+        else:
+            code = self._cpp_src or ""
+        if '"""' in code:
+            raise user_error(self._span, 'an extern body cannot contain `"""`', cls=KernelError)
+        return code
+
+    def _trace_body(self, triples: list) -> tuple:
+        kt = _KernelTrace(self)
+        proxies = {}
+        for pname, wname, kp in triples:
+            proxies[pname] = Value("param", span=kp.name.span, name=wname)
+        sig = inspect.signature(self.fn)
+        args, kwargs = [], {}
+        for pname, p in sig.parameters.items():
+            if p.kind == p.KEYWORD_ONLY:
+                kwargs[pname] = proxies[pname]
+            else:
+                args.append(proxies[pname])
+        _KSTACK.append(kt)
+        try:
+            self.fn(*args, **kwargs)
+        finally:
+            _KSTACK.pop()
+        if not kt.events:
+            raise user_error(self._span, f"kernel `{self.name}` has an empty body: no `pto.*` "
+                             "operation or `pto.store` was traced",
+                             "write the body with `pto.*` calls, or give a C body with "
+                             "`@kernel(cpp_src=...)`", cls=KernelError)
+        return _body(kt.events, {w for _, w, _ in triples})
+
+    # -- use in workloads
+    def __getitem__(self, coords: Any) -> "BoundKernel":
+        coords = coords if isinstance(coords, tuple) else (coords,)
+        return BoundKernel(self, coords)
+
+    def at(self, **axes: Any) -> "BoundKernel":
+        return BoundKernel(self, tuple(axes.values()))
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        """One task without coordinates (inside a workload, or a builder-style fragment)."""
+        if _KSTACK:
+            raise user_error(here(), f"kernel `{self.name}` is called inside a kernel body",
+                             "kernels cannot call kernels; call it from a `@workload`",
+                             cls=KernelError)
+        return BoundKernel(self, None)(*args, **kwargs)
+
+    # -- inspection
+    def trace(self, **constexprs: Any) -> "KernelIR":
+        """The kernel's IR (ops in dependency order); Constexpr parameters need values."""
+        return kernel_ir(self, constexprs)
+
+    @property
+    def ir(self) -> "KernelIR":
+        return self.trace()
+
+    def compile(self, *args, **kwargs):
+        raise user_error(here(), "kernels are not compiled on their own",
+                         "compile the workload that uses it: `workload().compile(target=...)`",
+                         cls=KernelError)
+
+    def lower(self, *args, **kwargs):
+        return self.trace()
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name}>"
+
+
+class BoundKernel:
+    """`k[b, h]`: a kernel with its task coordinates, called with its arguments."""
+
+    def __init__(self, kernel: KernelRef, coords: Optional[tuple]):
+        self.kernel, self.coords = kernel, coords
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        from .embed_source import keyword_spans
+        from .embed_types import tracing
+
+        span = here()
+        with tracing() as t:
+            stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span))
+            return t.emit(stmt)
+
+
+def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwargs: dict,
+              span: A.Span, kwspans: dict) -> A.CallStmt:
+    """The CallStmt of `k[coords](*args, **kwargs)`: positional arguments bind the parameters
+    in order (the seeds allow it; `.wsp` binds by name), keywords by name."""
+    triples = k.params()
+    py_to_wsp = {p: w for p, w, _ in triples}
+    kws: list = []
+    pos_spans = kwspans.get("*", [])
+    if len(args) > len(triples):
+        raise user_error(span, f"kernel `{k.name}` takes {len(triples)} arguments, "
+                         f"{len(args)} given positionally", cls=KernelError)
+    seen = set()
+    for i, a in enumerate(args):
+        pname, wname, _ = triples[i]
+        sp = pos_spans[i] if i < len(pos_spans) else span
+        kws.append(A.Keyword(wname, value_node(a, t, sp), span=sp))
+        seen.add(pname)
+    for pname, a in kwargs.items():
+        sp = kwspans.get(pname, span)
+        if pname in seen:
+            raise user_error(sp, f"argument `{pname}` is given twice", cls=KernelError)
+        wname = py_to_wsp.get(pname, wsp_ident(pname))
+        vsp = sp
+        kws.append(A.Keyword(wname, value_node(a, t, vsp), span=sp))
+    cnodes = None
+    if coords is not None:
+        cnodes = tuple(value_node(c, t, span) for c in coords)
+    return A.CallStmt(t.ref(k, span), cnodes, (), tuple(kws), span=span)
+
+
+def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,
+           name: Optional[str] = None):
+    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern c` body)."""
+    if fn is None:
+        return lambda f: KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
+    return KernelRef(fn, cpp_src, cpp_includes, cpp_body_path, name)
+
+
+jit_kernel = kernel
+
+
+# ---------------------------------------------------------------------------------------------
+# `kernel.trace()`
+
+
+class KernelIR:
+    """A kernel's IR: `ops` (printable, in dependency order), `dump()` the whole kernel."""
+
+    def __init__(self, k):
+        from ..ir.printer import kernel_lines, op_line
+
+        self.kernel = k
+        self.ops = [_Op(op, op_line(i, op)) for i, op in enumerate(k.ops)]
+        self._text = "\n".join(kernel_lines(k))
+
+    def dump(self) -> str:
+        return self._text
+
+    def __str__(self) -> str:
+        return self._text
+
+
+class _Op:
+    """One IR op (its fields: `op`, `args`, `shape`, `dtype`); `str()` is its IR line."""
+
+    def __init__(self, op, text: str):
+        self._op, self.text = op, text.strip()
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
+    from .checker import check_files
+    from .diagnostics import WspError
+    from .embed_errors import from_wsp
+    from .embed_source import source_text
+    from ..runtime import Module
+
+    decl = k.decl()
+    cnames = {w for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}
+    pmap = {p: w for p, w, _ in k.params()}
+    values = {pmap.get(n, n): v for n, v in constexprs.items()}
+    missing = sorted(cnames - set(values))
+    if missing:
+        raise user_error(here(), f"kernel `{k.name}` has Constexpr parameters; give their values",
+                         f"write `{k.name}.trace({', '.join(f'{m}=...' for m in missing)})`",
+                         cls=KernelError)
+    if cnames:
+        from .embed_module import substitute
+
+        decl = A.KernelDecl(decl.name, tuple(p for p in decl.params if p.name.id not in cnames),
+                            decl.body, decl.externs, span=decl.span)
+        decl = substitute(decl, {n: A.IntLit(int(values[n]), span=decl.span) for n in cnames})
+    sf = A.SourceFile(k.fn.__code__.co_filename, (decl,), span=decl.span)
+    sources = {}
+    text = source_text(sf.path)
+    if text is not None:
+        sources[sf.path] = text
+    try:
+        m = Module(check_files([sf], sources))
+        ir = m.ir
+    except WspError as err:
+        raise from_wsp(err) from None
+    return KernelIR(ir.kernels[0])
+
+
+__all__ = ["kernel", "jit_kernel", "pto", "tl", "KernelRef", "BoundKernel", "Value", "KernelIR",
+           "wsp_ident", "WSP_KEYWORDS", "KERNELS"]

@@ -1,0 +1,280 @@
+"""Module assembly for the Python embedding: a traced `Workload` becomes one `SourceFile`.
+
+Every module-level object its statements name through placeholders (`@<id>`: tensors, axes,
+kernels, channels, events, symbols) gets a declaration and its final name (from the Python
+variable it was stored to, else a variable naming it where the workload was built; clashes and
+`.wsp` keywords get a suffix). A tensor some task writes is `inout` (the seeds' tensors are
+updated in place), every other one `input`; a channel's element type is the tile type of the
+parameter it is passed to in a `send`. The schedule `main` carries the workload's combinators.
+`build_module` runs the result through `checker.check_files`, exactly as a parsed file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import ast as A
+from .diagnostics import WspError
+from .embed_csp import Channel, Event
+from .embed_errors import from_wsp, user_error
+from .embed_kernel import WSP_KEYWORDS, KernelRef, wsp_ident
+from .embed_source import source_text
+from .embed_types import DTYPE_NAMES, Axis, Symbol, Tensor, Trace
+
+
+@dataclasses.dataclass
+class Assembled:
+    """A workload as one source file, with the Python objects behind its declarations."""
+
+    source: A.SourceFile
+    sources: dict
+    tensors: dict  # name -> Tensor
+    kinds: dict  # name -> input / inout
+    syms: dict  # name -> Symbol
+
+
+def substitute(node: Any, mapping: dict) -> Any:
+    """`node` with every `Name` whose id is a key of `mapping` replaced (keeping spans)."""
+
+    def fn(n):
+        if isinstance(n, A.Name) and n.id in mapping:
+            r = mapping[n.id]
+            if isinstance(r, str):
+                return A.Name(r, span=n.span)
+            return dataclasses.replace(r, span=n.span) if r.span is A.NO_SPAN else r
+        return None
+
+    return rewrite(node, fn)
+
+
+def rewrite(node: Any, fn) -> Any:
+    if isinstance(node, A.Node):
+        r = fn(node)
+        if r is not None:
+            return r
+        changes = {}
+        for f in node._all_:
+            if f == "span":
+                continue
+            v = getattr(node, f)
+            nv = rewrite(v, fn)
+            if nv is not v:
+                changes[f] = nv
+        return dataclasses.replace(node, **changes) if changes else node
+    if isinstance(node, tuple):
+        items = tuple(rewrite(x, fn) for x in node)
+        return items if any(a is not b for a, b in zip(items, node)) else node
+    return node
+
+
+def _local_names(stmts) -> set:
+    out: set = set()
+    for s in stmts:
+        for n in s.walk():
+            if isinstance(n, A.ForLoop):
+                out.update(v.id for v in n.vars)
+            elif isinstance(n, A.Consume):
+                out.add(n.var.id)
+            elif isinstance(n, A.Process):
+                out.add(n.name.id)
+    return out
+
+
+_RESERVED = frozenset({"P", "tl", "pto", "Dense", "DenseDyn", "Ragged", "Sparse", "In", "Out",
+                       "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | WSP_KEYWORDS | set(
+                           DTYPE_NAMES)
+
+
+def assemble(w) -> Assembled:
+    t = Trace()
+    t.refs = dict(w.refs)
+    stmts = tuple(w.stmts)
+    # every object reachable from the statements (axes name tensors and other axes)
+    axis_decls: dict[str, A.Node] = {}
+    kernel_decls: dict[str, A.KernelDecl] = {}
+    done: set = set()
+    while True:
+        todo = [k for k in t.refs if k not in done]
+        if not todo:
+            break
+        for key in todo:
+            done.add(key)
+            obj = t.refs[key]
+            if isinstance(obj, Axis):
+                axis_decls[key] = obj.decl(t)
+            elif isinstance(obj, KernelRef):
+                kernel_decls[key] = obj.decl()
+    # placeholders in first-use order
+    order: list[str] = []
+    seen: set = set()
+
+    def note(nodes) -> None:
+        for top in nodes:
+            for n in top.walk():
+                if isinstance(n, A.Name) and n.id.startswith("@") and n.id not in seen:
+                    seen.add(n.id)
+                    order.append(n.id)
+
+    note(stmts)
+    note(axis_decls.values())
+    for key in t.refs:
+        if key not in seen:
+            seen.add(key)
+            order.append(key)
+    # final names
+    taken = set(_RESERVED) | _local_names(stmts)
+    names: dict[str, str] = {}
+    for key in order:
+        obj = t.refs[key]
+        if isinstance(obj, Symbol):
+            if obj.name in taken and obj.name not in names.values():
+                raise user_error(obj._span, f"symbol `{obj.name}` has the name of a loop variable "
+                                 "or of a `.wsp` keyword", "rename the symbol")
+            names[key] = obj.name
+            taken.add(obj.name)
+    for key in order:
+        if key in names:
+            continue
+        obj = t.refs[key]
+        base = wsp_ident(getattr(obj, "_wsp_name", None) or w._hints.get(id(obj))
+                         or getattr(obj, "_default_name", "x"))
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        names[key] = name
+    wname = w.name
+    n = 2
+    while wname in taken:
+        wname, n = f"{w.name}_{n}", n + 1
+    stmts = substitute(stmts, names)
+    # tensor kinds: a tensor some task writes is inout (updated in place), else input
+    written: set = set()
+    for s in stmts:
+        for node in s.walk():
+            if isinstance(node, A.CallStmt):
+                _writes(node, kernel_decls, names, t.refs, written)
+    decls: list = []
+    file = w._decl_span.file if w._decl_span.line else w.span.file
+    decls.append(A.ModuleDecl(A.Name(w.module_name or w.name, span=w._decl_span), span=w._decl_span))
+    tensors, kinds, syms = {}, {}, {}
+    by_kind: dict[str, list] = {"sym": [], "tensor": [], "axis": [], "channel": [], "kernel": []}
+    elems = _channel_elems(stmts, kernel_decls, names, t.refs)
+    for key in order:
+        obj, name = t.refs[key], names[key]
+        if isinstance(obj, Symbol):
+            d = None if obj.default is None else A.IntLit(int(obj.default), span=obj._span)
+            by_kind["sym"].append(A.SymDecl(A.Name(name, span=obj._span), d, span=obj._span))
+            syms[name] = obj
+        elif isinstance(obj, Tensor):
+            kind = "inout" if name in written else "input"
+            sp = obj._span
+            ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),
+                                 span=sp)
+            by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype, span=sp))
+            tensors[name], kinds[name] = obj, kind
+        elif isinstance(obj, Axis):
+            d = substitute(axis_decls[key], names)
+            by_kind["axis"].append(A.AxisDecl(A.Name(name, span=obj._span), d, span=obj._span))
+        elif isinstance(obj, Channel):
+            sp = obj._span
+            elem = elems.get(name)
+            if obj.elem is not None:
+                elem = _tile_type(obj.elem, sp)
+            depth = None if obj.depth is None else A.IntLit(int(obj.depth), span=sp)
+            by_kind["channel"].append(A.ChannelDecl(A.Name(name, span=sp), elem, depth, span=sp))
+        elif isinstance(obj, Event):
+            by_kind["channel"].append(A.EventDecl(A.Name(name, span=obj._span), span=obj._span))
+        elif isinstance(obj, KernelRef):
+            d = kernel_decls[key]
+            by_kind["kernel"].append(dataclasses.replace(d, name=A.Name(name, span=d.name.span)))
+        else:  # pragma: no cover - only the classes above are referenced
+            raise TypeError(f"cannot declare {obj!r}")
+    for kind in ("sym", "tensor", "axis", "channel", "kernel"):
+        decls.extend(by_kind[kind])
+    decls.append(A.WorkloadDecl(A.Name(wname, span=w._decl_span), (), stmts, span=w._decl_span))
+    sched_span = w.combinators[0].span if w.combinators else w.span
+    decls.append(A.ScheduleDecl(A.Name("main", span=sched_span), A.Name(wname, span=w.span), (),
+                                w.combinators, span=sched_span))
+    sf = A.SourceFile(file, tuple(decls), source_text(file) or "", span=w._decl_span)
+    sources: dict = {}
+    for d in decls:
+        for node in d.walk():
+            f = node.span.file
+            if f not in sources and node.span.line:
+                text = source_text(f)
+                if text is not None:
+                    sources[f] = text
+    return Assembled(sf, sources, tensors, kinds, syms)
+
+
+def _tile_type(spec, span: A.Span) -> A.TileType:
+    from .embed_types import dtype_name
+
+    return A.TileType(A.IntLit(int(spec.rows), span=span), A.IntLit(int(spec.cols), span=span),
+                      dtype_name(spec.dtype) or "f32", span=span)
+
+
+def _param_modes(kdecl: A.KernelDecl) -> dict:
+    out = {}
+    for p in kdecl.params:
+        if isinstance(p.type, A.TileParamType):
+            out[p.name.id] = (p.type.mode, p.type.tile)
+    return out
+
+
+def _kernel_of(call: A.CallStmt, kernel_decls: dict, names: dict):
+    inv = {v: k for k, v in names.items()}
+    key = inv.get(call.callee.id)
+    return kernel_decls.get(key) if key is not None else None
+
+
+def _writes(call: A.CallStmt, kernel_decls: dict, names: dict, refs: dict, out: set) -> None:
+    k = _kernel_of(call, kernel_decls, names)
+    if k is None:
+        return
+    modes = _param_modes(k)
+    for kw in call.kwargs:
+        mode = modes.get(kw.name, (None,))[0]
+        if mode not in ("Out", "InOut"):
+            continue
+        base = kw.value.value if isinstance(kw.value, A.Index) else kw.value
+        if isinstance(base, A.Name):
+            out.add(base.id)
+
+
+def _channel_elems(stmts, kernel_decls: dict, names: dict, refs: dict) -> dict:
+    """{channel name: the tile type of the parameter it is passed to in a `send`}."""
+    inv = {v: k for k, v in names.items()}
+    out: dict = {}
+    for s in stmts:
+        for node in s.walk():
+            if not isinstance(node, A.Send):
+                continue
+            k = _kernel_of(node.call, kernel_decls, names)
+            if k is None:
+                continue
+            modes = _param_modes(k)
+            for kw in node.call.kwargs:
+                if isinstance(kw.value, A.Name) and isinstance(refs.get(inv.get(kw.value.id)), Channel):
+                    m = modes.get(kw.name)
+                    if m is not None:
+                        out.setdefault(kw.value.id, m[1])
+    return out
+
+
+def build_module(w):
+    """The checked `runtime.Module` of `w` and its assembly (the seeds' errors on failure)."""
+    from .checker import check_files
+    from ..runtime import Module
+
+    asm = assemble(w)
+    try:
+        env = check_files([asm.source], dict(asm.sources))
+    except WspError as err:
+        raise from_wsp(err) from None
+    return Module(env), asm
+
+
+__all__ = ["Assembled", "assemble", "build_module", "substitute", "rewrite"]

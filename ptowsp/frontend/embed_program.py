@@ -1,0 +1,267 @@
+"""The seeds' `Program`: a `runtime.Program` that reads its inputs from the `Tensor`s a workload
+names and writes its results back into them.
+
+    program = workload().compile()       # cpu_sim (or target="ref")
+    program.execute()                    # runs now, on the arrays' current contents
+    program.synchronize()                # results land in the caller's arrays
+    program.stats.task_count, program.stats().total_cycles
+
+Runs are synchronous; `synchronize()` is where the caller's arrays are updated (a second
+`execute()` first writes back the results of the one before). Also: `set_symbol_u64`,
+`enable_tracing(TraceLevel...)` with `program.trace` (Chrome trace, summary), and
+`Workload.enumerate()`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any, Optional
+
+from ..runtime import Program as _RuntimeProgram
+from ..spans import Span
+from .diagnostics import Diagnostic, WspError
+from .embed_errors import ExecutionError, from_wsp, user_error
+from .embed_source import here
+
+
+class TraceLevel(enum.Enum):
+    NONE = "none"
+    SUMMARY = "summary"
+    TIMING = "timing"
+    FULL = "full"
+
+
+class Program(_RuntimeProgram):
+    """A compiled workload bound to the caller's tensors."""
+
+    @classmethod
+    def adopt(cls, prog: _RuntimeProgram, asm) -> "Program":
+        p = cls.__new__(cls)
+        p.__dict__.update(prog.__dict__)
+        p._asm = asm
+        p._symbols = {}
+        p._pending = None
+        p._ran = False
+        p._tracing = False
+        return p
+
+    # -- symbols
+    def set_symbol_u64(self, name: str, value: int) -> None:
+        """Bind the run-time symbol `name` (`symbol_u64(name)` in the workload)."""
+        if name not in self._asm.syms:
+            known = ", ".join(f"`{n}`" for n in sorted(self._asm.syms)) or "none"
+            raise user_error(here(), f"the program has no symbol `{name}` (its symbols: {known})",
+                             cls=ExecutionError)
+        self._symbols[name] = int(value)
+
+    set_symbol_i64 = set_symbol_u64
+
+    def set_symbol_ptr(self, name: str, array: Any) -> None:
+        raise user_error(here(), "`set_symbol_ptr` is not supported: pass index data as a "
+                         "`Tensor` (or a list) to `Ragged` / `Sparse`", cls=ExecutionError)
+
+    # -- running
+    def execute(self, **kwargs: Any) -> None:
+        """Run the program on the current contents of the tensors (results: `synchronize`)."""
+        if self._pending is not None:
+            self.synchronize()
+        arrays = {name: t.data for name, t in self._asm.tensors.items()}
+        bind = {n: s.default for n, s in self._asm.syms.items() if s.default is not None}
+        bind.update(self._symbols)
+        try:
+            out = self.run_arrays(arrays, bind=bind, trace=self._tracing,
+                                  workers=kwargs.get("workers"))
+        except WspError as err:
+            raise from_wsp(err, "run") from None
+        except Exception as err:  # noqa: BLE001 - the cpu back end's ExecutionError
+            if type(err).__name__ != "ExecutionError":
+                raise
+            raise ExecutionError([Diagnostic(Span("<run>", 0, 0, 0, 0), "run", str(err))],
+                                 dict(self._asm.sources)) from None
+        self._pending = out
+        self._ran = True
+
+    def synchronize(self) -> None:
+        """Write the results of the last `execute()` into the caller's arrays."""
+        import numpy as np
+
+        out, self._pending = self._pending, None
+        for name, arr in (out or {}).items():
+            t = self._asm.tensors.get(name)
+            if t is None:
+                continue
+            dst = t.data.view(np.uint16) if t.data.dtype.name == "bfloat16" else t.data
+            np.copyto(dst, arr.reshape(dst.shape))
+
+    def is_complete(self) -> bool:
+        return self._ran
+
+    # -- tracing
+    def enable_tracing(self, level: Any = TraceLevel.TIMING) -> None:
+        """Record a trace of each run (`program.trace`); cpu_sim only."""
+        self._tracing = level not in (TraceLevel.NONE, None, False, "none")
+
+    def _record(self, info: dict, t0: float) -> None:
+        super()._record(info, t0)
+        if self.trace is not None and not isinstance(self.trace, ProgramTrace):
+            self.trace = ProgramTrace(self.trace)
+
+    @property
+    def codegen_artifact_dir(self) -> Optional[str]:
+        art = getattr(self._backend, "artifact", None)
+        return str(art.directory) if art is not None else None
+
+    @property
+    def using_cpp_backend(self) -> bool:
+        return self.target == "cpu_sim"
+
+
+class TraceSummary(dict):
+    """`program.trace.summary()`: a dict of figures whose `str()` is the text summary."""
+
+    def __init__(self, data: dict, text: str):
+        super().__init__(data)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class ProgramTrace:
+    """A run's trace (`ptowsp.trace.Trace`) with the tutorial's methods."""
+
+    def __init__(self, trace):
+        self._trace = trace
+
+    def __getattr__(self, name: str):
+        return getattr(self._trace, name)
+
+    def __len__(self) -> int:
+        return len(self._trace)
+
+    def to_chrome_trace(self) -> dict:
+        return self._trace.to_chrome_trace()
+
+    def _task_dicts(self) -> list:
+        tr = self._trace
+        ev = tr.events
+        out = []
+        for i in range(len(ev)):
+            e = ev[i]
+            k = int(e["kernel"])
+            out.append({"task": i, "kernel": tr.kernel_names[k] if 0 <= k < len(tr.kernel_names) else str(k),
+                        "coords": [int(c) for c in e["coords"][:int(e["ncoords"])]],
+                        "dispatcher": int(e["dispatcher"]), "stream": int(e["stream"]),
+                        "worker": int(e["worker"]), "start_ns": int(e["start_ns"]),
+                        "end_ns": int(e["end_ns"])})
+        return out
+
+    def get_task_events(self) -> list:
+        """One dict per task: kernel, coordinates, dispatcher, stream, worker, times (ns)."""
+        return self._task_dicts()
+
+    def get_kernel_events(self, name: str) -> list:
+        """The tasks of kernel `name` (its specialisations included)."""
+        return [d for d in self._task_dicts()
+                if d["kernel"] == name or re.split(r"__|\+", d["kernel"])[0] == name]
+
+    def summary(self) -> TraceSummary:
+        tasks = [d for d in self._task_dicts() if d["worker"] >= 0]
+        durs = [d["end_ns"] - d["start_ns"] for d in tasks]
+        data = {"tasks": len(self._trace), "kernel_time_ms": sum(durs) / 1e6,
+                "avg_task_time_us": (sum(durs) / len(durs) / 1e3) if durs else 0.0,
+                "wall_time_ms": ((max(d["end_ns"] for d in tasks) - min(d["start_ns"] for d in tasks))
+                                 / 1e6) if tasks else 0.0,
+                "total_cycles": int(self._trace.summary_data.get("total_cycles", 0))}
+        return TraceSummary(data, self._trace.summary())
+
+    def print_summary(self) -> None:
+        print(self.summary())
+
+
+class Task:
+    """One enumerated task: `kernel` (its name), coordinates by name (`get("b")`)."""
+
+    def __init__(self, id: int, kernel: str, names: list, values: list, resolve=None):
+        self.id, self.kernel = id, kernel
+        self.params = list(values)
+        self.coords = dict(zip(names, values))
+        self._resolve = resolve
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name in self.coords:
+            return self.coords[name]
+        if self._resolve is not None:
+            alias = self._resolve(name)
+            if alias in self.coords:
+                return self.coords[alias]
+        return default
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self.coords.items())
+        return f"Task({self.kernel}[{inner}])"
+
+
+def _coord_names(text: str) -> list:
+    """`k[b, h * 2]` -> ["b", "h * 2"] (names of the bracket coordinates as written)."""
+    i = text.find("[")
+    if i < 0:
+        return []
+    depth, cur, out = 0, "", []
+    for ch in text[i + 1:]:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def enumerate_tasks(w) -> list:
+    """The tasks of one run of `w`, in enumeration order (cpu_sim's enumerator, kernels run only
+    where task generation depends on their results)."""
+    prog = w.compile(target="cpu_sim", opt_level=0)
+    arrays = {n: t.data for n, t in prog._asm.tensors.items()}
+    bind = {n: s.default for n, s in prog._asm.syms.items() if s.default is not None}
+    try:
+        prog.simulate(bind=bind, trace=True, **arrays)
+    except WspError as err:
+        raise from_wsp(err, "run") from None
+    tr = prog.trace
+    tasks_ir = prog._backend.enumerators.tasks
+    resolver = w._resolver()
+
+    def alias(name: str) -> Optional[str]:
+        try:
+            node = resolver(name, Span("<enumerate>", 0, 0, 0, 0)).node
+        except Exception:  # noqa: BLE001 - an unknown name has no coordinate
+            return None
+        return node.id
+
+    out = []
+    ev = tr.events
+    for i in range(len(ev)):
+        e = ev[i]
+        task = tasks_ir[int(e["stmt"])]
+        names = _coord_names(task.text)
+        values = [int(c) for c in e["coords"][:int(e["ncoords"])]]
+        if len(names) != len(values):
+            names = [f"c{j}" for j in range(len(values))]
+        try:
+            kname = prog.module.kernel(task.kernel).source
+        except KeyError:
+            kname = task.kernel
+        out.append(Task(i, kname, names, values, alias))
+    return out
+
+
+__all__ = ["Program", "TraceLevel", "ProgramTrace", "TraceSummary", "Task", "enumerate_tasks"]

@@ -1,0 +1,888 @@
+"""The values of the Python embedding: data types, parameter annotations, tensors and their
+views, axes, symbols, scalar expressions, and the trace that statements are recorded into.
+
+Nothing here computes: a `Tensor` wraps the caller's NumPy array, `X[b, t]` is a `TensorView`
+holding the AST of `X[b, t]`, `b * 16` on a loop variable is a `ScalarExpr` holding `b * 16`.
+Module-level objects (tensors, axes, kernels, channels, events, symbols) appear in the AST as
+placeholder names (`@<id>`); a `Trace` (and every fragment of statements it produces) keeps the
+objects behind its placeholders, and module assembly (`embed.py`) names them for real.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Optional
+
+from . import ast as A
+from .embed_errors import CompileError, user_error
+from .embed_source import here, stored_name, user_frame
+
+DTYPE_NAMES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+               "bool")
+
+
+class DType(str, enum.Enum):
+    """Element types (the seeds' enum); the value is the `.wsp` spelling."""
+
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    F64 = "f64"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    U8 = "u8"
+    U16 = "u16"
+    U32 = "u32"
+    U64 = "u64"
+    BOOL = "bool"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Location(str, enum.Enum):
+    """Memory locations of the seeds' `Tensor` (recorded; wspc places tensors itself)."""
+
+    Global = "global"
+    L2 = "l2"
+    UB = "ub"
+    L1 = "l1"
+
+
+_NUMPY_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+                "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+                "uint64": "u64", "bool": "bool", "bfloat16": "bf16"}
+
+
+def dtype_name(x: Any) -> Optional[str]:
+    """`DType.F32`, `"f32"`, `np.float32` or `np.dtype("float32")` as `"f32"`; None otherwise."""
+    if isinstance(x, DType):
+        return x.value
+    if isinstance(x, str):
+        return x if x in DTYPE_NAMES else None
+    if x is float:
+        return "f32"
+    if x is int:
+        return "i32"
+    if x is bool:
+        return "bool"
+    name = getattr(x, "__name__", None) or getattr(x, "name", None)
+    if name is None:
+        try:
+            import numpy as np
+
+            name = np.dtype(x).name
+        except Exception:  # noqa: BLE001 - anything else is not a dtype
+            return None
+    return _NUMPY_NAMES.get(str(name))
+
+
+# ---------------------------------------------------------------------------------------------
+# The trace: open blocks and the objects behind placeholder names
+
+
+def key_of(obj: Any) -> str:
+    return f"@{id(obj):x}"
+
+
+class Fragment:
+    """Statements one construct produced, still standing in the block they were emitted into
+    (so `send(ch, k[i](...))` or `sequential(a, b)` can take them back out). `refs` are the
+    objects behind the placeholder names in them."""
+
+    __slots__ = ("stmts", "block", "refs", "span")
+
+    def __init__(self, stmts: list, block: Optional[list], refs: dict, span: A.Span):
+        self.stmts, self.block, self.refs, self.span = list(stmts), block, refs, span
+
+
+class Trace:
+    """A workload (or a builder-style fragment) being recorded."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list] = [[]]
+        self.refs: dict[str, Any] = {}
+
+    # -- objects
+    def ref(self, obj: Any, span: A.Span = A.NO_SPAN) -> A.Name:
+        key = key_of(obj)
+        self.refs[key] = obj
+        return A.Name(key, span=span)
+
+    def adopt(self, refs: dict) -> None:
+        if refs is not self.refs:
+            self.refs.update(refs)
+
+    # -- blocks
+    def open(self) -> None:
+        self.blocks.append([])
+
+    def close(self) -> list:
+        if len(self.blocks) < 2:  # pragma: no cover - constructs always pair them
+            raise RuntimeError("no open block")
+        return self.blocks.pop()
+
+    def emit(self, stmt: A.Node) -> Fragment:
+        block = self.blocks[-1]
+        block.append(stmt)
+        return Fragment([stmt], block, self.refs, stmt.span)
+
+    def emit_all(self, stmts: list, span: A.Span) -> Fragment:
+        block = self.blocks[-1]
+        block.extend(stmts)
+        return Fragment(stmts, block, self.refs, span)
+
+    def take(self, frag: Fragment) -> list:
+        """The statements of `frag`, removed from the block they stand in."""
+        self.adopt(frag.refs)
+        if frag.block is not None:
+            for s in frag.stmts:
+                for i, x in enumerate(frag.block):
+                    if x is s:
+                        del frag.block[i]
+                        break
+        return list(frag.stmts)
+
+
+_STACK: list[Trace] = []
+
+
+def current() -> Optional[Trace]:
+    return _STACK[-1] if _STACK else None
+
+
+class tracing:
+    """`with tracing() as t:` the active trace, or a new one active for the block (builder
+    calls made outside any `@workload`)."""
+
+    def __init__(self) -> None:
+        self.trace = current()
+        self.pushed = False
+
+    def __enter__(self) -> Trace:
+        if self.trace is None:
+            self.trace = Trace()
+            _STACK.append(self.trace)
+            self.pushed = True
+        return self.trace
+
+    def __exit__(self, *exc) -> None:
+        if self.pushed:
+            _STACK.remove(self.trace)
+
+
+def push(t: Trace) -> None:
+    _STACK.append(t)
+
+
+def pop(t: Trace) -> None:
+    if t in _STACK:
+        _STACK.remove(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter annotations: In[Tile[16, 128, DType.F32]], Scalar[DType.F32], Constexpr[int]
+
+
+class TileSpec:
+    """`Tile[M, N, DT]`: M and N are integers or names of `Constexpr` parameters (strings)."""
+
+    def __init__(self, rows: Any, cols: Any, dtype: Any):
+        self.rows, self.cols, self.dtype = rows, cols, dtype
+
+    def __repr__(self) -> str:
+        return f"Tile[{self.rows}, {self.cols}, {dtype_name(self.dtype) or self.dtype}]"
+
+
+class Tile:
+    """`Tile[M, N, DT]`, the type of a tile parameter (inside `In`, `Out` or `InOut`)."""
+
+    def __class_getitem__(cls, params) -> TileSpec:
+        if not isinstance(params, tuple) or len(params) != 3:
+            raise user_error(here(), "`Tile` takes rows, columns and a data type",
+                             "write `Tile[16, 128, DType.F32]`")
+        return TileSpec(*params)
+
+
+class ParamSpec:
+    """`In[...]`, `Out[...]`, `InOut[...]`."""
+
+    def __init__(self, mode: str, inner: Any):
+        self.mode, self.inner = mode, inner
+
+    def __repr__(self) -> str:
+        return f"{self.mode}[{self.inner!r}]"
+
+
+class In:
+    """A read-only tile parameter: `In[Tile[M, N, DT]]`."""
+
+    def __class_getitem__(cls, inner) -> ParamSpec:
+        return ParamSpec("In", inner)
+
+
+class Out:
+    """A write-only tile parameter: `Out[Tile[M, N, DT]]` (every element must be stored)."""
+
+    def __class_getitem__(cls, inner) -> ParamSpec:
+        return ParamSpec("Out", inner)
+
+
+class InOut:
+    """A read-write tile parameter: `InOut[Tile[M, N, DT]]` (accumulators)."""
+
+    def __class_getitem__(cls, inner) -> ParamSpec:
+        return ParamSpec("InOut", inner)
+
+
+class ScalarSpec:
+    def __init__(self, dtype: Any):
+        self.dtype = dtype
+
+
+class Scalar:
+    """A run-time scalar parameter: `Scalar[DType.F32]` (a default may follow: `= 1e-6`)."""
+
+    def __class_getitem__(cls, dtype) -> ScalarSpec:
+        return ScalarSpec(dtype)
+
+
+class ConstexprSpec:
+    def __init__(self, dtype: Any):
+        self.dtype = dtype
+
+
+class Constexpr:
+    """A compile-time integer parameter: `Constexpr[int]` (or bare `Constexpr`); usable in the
+    kernel's own tile dimensions by name: `In[Tile["R", 128, DType.F32]]`."""
+
+    def __class_getitem__(cls, dtype) -> ConstexprSpec:
+        return ConstexprSpec(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar expressions (indices, slice bounds, predicates, scalar arguments, schedule keys)
+
+
+def _lit(v: Any, span: A.Span) -> Optional[A.Expr]:
+    if isinstance(v, bool):
+        return A.BoolLit(v, span=span)
+    if isinstance(v, int):
+        return A.IntLit(int(v), span=span)
+    if isinstance(v, float):
+        text = repr(float(v))
+        return A.FloatLit(float(v), text, span=span)
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(v, np.bool_):
+        return A.BoolLit(bool(v), span=span)
+    if isinstance(v, np.integer):
+        return A.IntLit(int(v), span=span)
+    if isinstance(v, np.floating):
+        return A.FloatLit(float(v), repr(float(v)), span=span)
+    return None
+
+
+def _combine_objs(*parts: Any) -> dict:
+    out: dict = {}
+    for p in parts:
+        if isinstance(p, ScalarExpr):
+            out.update(p.objs)
+    return out
+
+
+class ScalarExpr:
+    """An integer (or boolean) expression evaluated at run time: loop variables, tensor elements,
+    slots, symbols and arithmetic on them. `node` is its AST; `objs` the objects it names."""
+
+    __slots__ = ("node", "objs")
+    __hash__ = object.__hash__
+
+    def __init__(self, node: A.Expr, objs: Optional[dict] = None):
+        self.node = node
+        self.objs = objs or {}
+
+    # -- building
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> "ScalarExpr":
+        span = here(3)
+        rhs = as_scalar(other, span)
+        left, right = (rhs, self) if reverse else (self, rhs)
+        node = A.Binary(op, left.node, right.node, span, span=span)
+        return ScalarExpr(node, _combine_objs(left, right))
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+    def __floordiv__(self, o): return self._bin("/", o)
+    def __rfloordiv__(self, o): return self._bin("/", o, True)
+    def __mod__(self, o): return self._bin("%", o)
+    def __rmod__(self, o): return self._bin("%", o, True)
+    def __lt__(self, o): return self._bin("<", o)
+    def __le__(self, o): return self._bin("<=", o)
+    def __gt__(self, o): return self._bin(">", o)
+    def __ge__(self, o): return self._bin(">=", o)
+    def __eq__(self, o): return self._bin("==", o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin("!=", o)  # type: ignore[override]
+    def __and__(self, o): return self._bin("and", o)
+    def __rand__(self, o): return self._bin("and", o, True)
+    def __or__(self, o): return self._bin("or", o)
+    def __ror__(self, o): return self._bin("or", o, True)
+
+    def __truediv__(self, o):
+        raise user_error(here(), "`/` on a run-time integer is not Python's true division",
+                         "write `//` (floor division), as the `.wsp` `/` on integers is")
+
+    __rtruediv__ = __truediv__
+
+    def __neg__(self):
+        span = here()
+        return ScalarExpr(A.Unary("-", self.node, span=span), self.objs)
+
+    def __invert__(self):
+        span = here()
+        return ScalarExpr(A.Unary("not", self.node, span=span), self.objs)
+
+    def __abs__(self):
+        span = here()
+        return ScalarExpr(A.Call(A.Name("abs", span=span), (self.node,), span=span), self.objs)
+
+    def __bool__(self):
+        raise user_error(here(), f"`{self}` is a run-time value: a Python `if`, `and`, `or` or "
+                         "`not` cannot decide on it while the workload is traced",
+                         "use `with P.when(PRED):` / `with P.otherwise():`, and `&`, `|`, `~` "
+                         "to combine conditions")
+
+    def __index__(self):
+        raise user_error(here(), f"`{self}` is a run-time value, not a Python integer",
+                         "index a `Tensor` with it (`X[b]`), not a Python list or range")
+
+    def __iter__(self):
+        raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated")
+
+    def __repr__(self) -> str:
+        from .printer import expr_str
+
+        return expr_str(self.node)
+
+    __str__ = __repr__
+
+
+def as_scalar(v: Any, span: A.Span) -> ScalarExpr:
+    """`v` (a ScalarExpr, a Python number, a symbol ...) as a ScalarExpr."""
+    if isinstance(v, ScalarExpr):
+        return v
+    if isinstance(v, Symbol):
+        return v.expr(span)
+    lit = _lit(v, span)
+    if lit is not None:
+        return ScalarExpr(lit)
+    raise user_error(span, f"a {type(v).__name__} cannot be used in a run-time expression",
+                     "use loop variables, tensor elements (`L[b]`), slots, symbols and integers")
+
+
+def _call(name: str, args: tuple, span: A.Span) -> ScalarExpr:
+    parts = [as_scalar(a, span) for a in args]
+    return ScalarExpr(A.Call(A.Name(name, span=span), tuple(p.node for p in parts), span=span),
+                      _combine_objs(*parts))
+
+
+def ceildiv(a: Any, b: Any) -> ScalarExpr:
+    """`ceildiv(a, b)` of run-time integers."""
+    return _call("ceildiv", (a, b), here())
+
+
+def smin(a: Any, b: Any) -> ScalarExpr:
+    """`min(a, b)` of run-time integers (Python's `min` would need to compare them now)."""
+    return _call("min", (a, b), here())
+
+
+def smax(a: Any, b: Any) -> ScalarExpr:
+    """`max(a, b)` of run-time integers."""
+    return _call("max", (a, b), here())
+
+
+def slot_u64(i: int) -> ScalarExpr:
+    """The value of run-time slot `i` (written by `slot_set_u64` / `slot_load_u64`)."""
+    span = here()
+    return ScalarExpr(A.Call(A.Name("slot", span=span), (A.IntLit(int(i), span=span),), span=span))
+
+
+slot_i64 = slot_u64
+
+
+def slot_bool(i: int) -> ScalarExpr:
+    """Slot `i` as a condition (`slot(i) != 0`)."""
+    span = here()
+    s = slot_u64(i)
+    return ScalarExpr(A.Binary("!=", s.node, A.IntLit(0, span=span), span, span=span))
+
+
+def axis(name: str) -> ScalarExpr:
+    """The loop variable (or consumed item) called `name`, for predicates and keys."""
+    span = here()
+    return ScalarExpr(A.Name(str(name), span=span))
+
+
+class Symbol:
+    """A run-time integer symbol of the module (`sym NAME`), bound with
+    `program.set_symbol_u64(NAME, value)` (or its default)."""
+
+    _all: dict[str, "Symbol"] = {}
+
+    def __new__(cls, name: str, default: Optional[int] = None):
+        s = cls._all.get(name)
+        if s is None:
+            s = super().__new__(cls)
+            s.name, s.default, s._span = name, default, here(3)
+            cls._all[name] = s
+        elif default is not None:
+            s.default = default
+        return s
+
+    def expr(self, span: A.Span) -> ScalarExpr:
+        key = key_of(self)
+        return ScalarExpr(A.Name(key, span=span), {key: self})
+
+    def _b(self, op, o, rev=False):
+        return getattr(self.expr(here(3)), op)(o)
+
+    def __add__(self, o): return self._b("__add__", o)
+    def __radd__(self, o): return self._b("__radd__", o)
+    def __sub__(self, o): return self._b("__sub__", o)
+    def __rsub__(self, o): return self._b("__rsub__", o)
+    def __mul__(self, o): return self._b("__mul__", o)
+    def __rmul__(self, o): return self._b("__rmul__", o)
+    def __floordiv__(self, o): return self._b("__floordiv__", o)
+    def __mod__(self, o): return self._b("__mod__", o)
+    def __lt__(self, o): return self._b("__lt__", o)
+    def __le__(self, o): return self._b("__le__", o)
+    def __gt__(self, o): return self._b("__gt__", o)
+    def __ge__(self, o): return self._b("__ge__", o)
+    def __eq__(self, o): return self._b("__eq__", o)  # type: ignore[override]
+    def __ne__(self, o): return self._b("__ne__", o)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def cast_i64(self) -> "Symbol":
+        return self
+
+    cast_u64 = cast_i64
+
+    def __repr__(self) -> str:
+        return f"symbol({self.name!r})"
+
+
+def symbol_u64(name: str, default: Optional[int] = None) -> Symbol:
+    """The run-time symbol `name` (one object per name)."""
+    return Symbol(str(name), default)
+
+
+# the seeds' ScalarExpr casts: integers are 64-bit throughout, so they change nothing
+ScalarExpr.cast_i64 = lambda self: self  # type: ignore[attr-defined]
+ScalarExpr.cast_u64 = lambda self: self  # type: ignore[attr-defined]
+ScalarExpr.cast_bool = lambda self: self  # type: ignore[attr-defined]
+
+
+class LoopVar(ScalarExpr):
+    """A loop variable of `P(...)`, `P.seq`, `P.sel`, `for_each`, or a consumed item. It is one
+    symbolic value standing for every iteration: the loop body runs once, recording."""
+
+    __slots__ = ("name", "kind")
+
+    def __init__(self, name: str, kind: str = "loop", span: A.Span = A.NO_SPAN):
+        super().__init__(A.Name(name, span=span))
+        self.name, self.kind = name, kind
+
+    @property
+    def pos(self) -> ScalarExpr:
+        """`e.pos` of a `P.sel` variable: the position among the selected coordinates."""
+        span = here()
+        return ScalarExpr(A.Attr(A.Name(self.name, span=span), "pos", span=span))
+
+    @property
+    def index(self) -> ScalarExpr:
+        """`t.index` of a consumed item: its sequence number."""
+        span = here()
+        return ScalarExpr(A.Attr(A.Name(self.name, span=span), "index", span=span))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors and views
+
+
+class Tensor:
+    """A tensor of the caller's: `Tensor(data=array, shape=array.shape, dtype=DType.F32)`.
+
+    The program reads `data` when it runs and `program.synchronize()` writes the results back
+    into it (in place, as the seeds' tensors are). `X[b]`, `X[b, t]`, `X[b][t]` and slices
+    (`X[b, t*16:t*16+16, :]`) are views for kernel arguments; `L[b]` of an integer tensor is
+    also an element read in run-time expressions."""
+
+    _default_name = "tensor"
+
+    def __init__(self, data: Any = None, shape: Any = None, dtype: Any = None,
+                 location: Any = None, layout: Any = None, name: Optional[str] = None):
+        import numpy as np
+
+        span = here()
+        self._span = span
+        if layout is not None:
+            raise user_error(span, "tensor layouts (`layout=`) are not supported by wspc",
+                             "leave `layout` out: tensors are plain row-major arrays")
+        if location is not None and location not in (Location.Global, "global"):
+            raise user_error(span, f"tensor location {location!r} is not supported by wspc: "
+                             "tensors live in global memory and kernels see tiles of them",
+                             "leave `location` out")
+        dt = dtype_name(dtype) if dtype is not None else None
+        if dtype is not None and dt is None:
+            raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
+        if data is None:
+            if shape is None or dt is None:
+                raise user_error(span, "a tensor without `data` needs `shape` and `dtype`",
+                                 "write `Tensor(data=np.zeros(shape, np.float32), ...)`")
+            from ..runtime import numpy_dtype
+
+            data = np.zeros(tuple(int(d) for d in shape), numpy_dtype(dt))
+        elif not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+        got = _NUMPY_NAMES.get(data.dtype.name)
+        if dt is None:
+            dt = got
+            if dt is None:
+                raise user_error(span, f"arrays of dtype {data.dtype} cannot be tensors")
+        elif not (got == dt or (dt == "bf16" and data.dtype == np.uint16)):
+            raise user_error(span, f"`dtype` is {dt}, but the array has dtype {data.dtype}",
+                             f"convert the array first: wspc never casts silently"
+                             + (" (bf16 data is passed as uint16 raw bits)" if dt == "bf16" else ""))
+        if shape is not None and tuple(int(d) for d in shape) != tuple(data.shape):
+            raise user_error(span, f"`shape` is {tuple(shape)}, but the array has shape "
+                             f"{tuple(data.shape)}")
+        if data.ndim == 0:
+            raise user_error(span, "a tensor needs at least one dimension")
+        self.data = data
+        self.dtype = DType(dt)
+        self.location = location
+        # the variable it is stored to (`X = Tensor(...)`); else a name found at assembly
+        self._wsp_name = name or stored_name(user_frame())
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.data.shape)
+
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    def __getitem__(self, idx: Any) -> "TensorView":
+        return TensorView(self, (), here()).__getitem__(idx, here())
+
+    def slice(self, start: Any, end: Any) -> "TensorView":
+        return TensorView(self, (), here()).__getitem__(slice(start, end), here())
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._wsp_name}: {self.dtype.value}{list(self.shape)})"
+
+
+class TensorView(ScalarExpr):
+    """`X[...]`: a view of a tensor for a kernel argument, or an element read in expressions."""
+
+    __slots__ = ("tensor", "items", "span")
+
+    def __init__(self, tensor: Tensor, items: tuple, span: A.Span):
+        key = key_of(tensor)
+        base = A.Name(key, span=span)
+        node = A.Index(base, items, span=span) if items else base
+        super().__init__(node, {key: tensor})
+        self.tensor, self.items, self.span = tensor, items, span
+
+    def __getitem__(self, idx: Any, span: Optional[A.Span] = None) -> "TensorView":
+        span = span or here()
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        if any(isinstance(it, A.Slice) for it in self.items):
+            raise user_error(span, "indexing a sliced view again is not supported",
+                             "write every index in one subscript: `X[a:b, i]`")
+        items = list(self.items)
+        objs = dict(self.objs)
+        for p in parts:
+            if isinstance(p, slice):
+                if p.step is not None:
+                    raise user_error(span, "slices with a step are not supported",
+                                     "write `X[a:b]`")
+                start = None if p.start is None else as_scalar(p.start, span)
+                stop = None if p.stop is None else as_scalar(p.stop, span)
+                for s in (start, stop):
+                    if s is not None:
+                        objs.update(s.objs)
+                items.append(A.Slice(None if start is None else start.node,
+                                     None if stop is None else stop.node,
+                                     span=span))
+            elif p is Ellipsis:
+                raise user_error(span, "`...` in a view is not supported", "write `:` for each dimension")
+            else:
+                s = as_scalar(p, span)
+                objs.update(s.objs)
+                items.append(s.node)
+        view = TensorView(self.tensor, tuple(items), span)
+        view.objs.update(objs)
+        return view
+
+    @property
+    def shape(self) -> tuple:
+        return self.tensor.shape[len(self.items):]
+
+
+# ---------------------------------------------------------------------------------------------
+# Axes
+
+
+class Axis:
+    """An iteration space (language.md section 5), declared at module level when used."""
+
+    _kind = "axis"
+    _default_name = "axis"
+
+    def _init(self, name: Optional[str], depth: int = 3) -> None:
+        self._span = here(depth)
+        self._wsp_name = name or stored_name(user_frame())
+
+    @property
+    def _base_name(self) -> str:
+        return self._wsp_name or self._default_name
+
+    def decl(self, t: Trace) -> A.Node:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def __getitem__(self, b: Any) -> "AxisIndex":
+        return AxisIndex(self, b, here())
+
+
+class AxisIndex:
+    """`ragged[b]` / `sparse[b]`: the inner axis at outer index `b`."""
+
+    def __init__(self, axis: Axis, b: Any, span: A.Span):
+        self.axis, self.index, self.span = axis, as_scalar(b, span), span
+
+
+class _DenseMeta(type):
+    def __getitem__(cls, n: Any) -> "Dense":
+        d = cls(n, _depth=4)
+        return d
+
+
+class Dense(Axis, metaclass=_DenseMeta):
+    """A static extent: `Dense[8]` (also `Dense[8]()` and `Dense(8)`)."""
+
+    _kind = "Dense"
+    _default_name = "dense"
+
+    def __init__(self, size: Any, name: Optional[str] = None, _depth: int = 3):
+        if isinstance(size, bool) or not isinstance(size, int):
+            try:
+                import numpy as np
+
+                ok = isinstance(size, np.integer)
+            except ImportError:  # pragma: no cover
+                ok = False
+            if not ok:
+                raise user_error(here(), f"`Dense` takes a Python integer, not {size!r}",
+                                 "use `DenseDyn(n)` for an extent known at run time")
+        if int(size) < 0:
+            raise user_error(here(), f"axis extent is negative ({int(size)})")
+        self.size = int(size)
+        self._init(name, _depth)
+
+    def __call__(self) -> "Dense":
+        name = stored_name(user_frame())
+        if name:
+            self._wsp_name = name
+        return self
+
+    def decl(self, t: Trace) -> A.Node:
+        return A.DenseAxis(A.IntLit(self.size, span=self._span), span=self._span)
+
+    def __repr__(self) -> str:
+        return f"Dense[{self.size}]"
+
+
+class DenseDyn(Axis):
+    """An extent known at run time: `DenseDyn(n)` for a Python integer or a run-time
+    expression of symbols (`DenseDyn(symbol_u64("B"))`)."""
+
+    _kind = "DenseDyn"
+
+    def __init__(self, size: Any, name: Optional[str] = None):
+        self._init(name)
+        self._extent = as_scalar(size, self._span)
+        self.size = size if isinstance(size, int) else None
+
+    def decl(self, t: Trace) -> A.Node:
+        t.adopt(self._extent.objs)
+        return A.DenseDynAxis(self._extent.node, span=self._span)
+
+    def __repr__(self) -> str:
+        return f"DenseDyn({self._extent})"
+
+
+def _index_tensor(values: Any, name: str, span: A.Span) -> Tensor:
+    import numpy as np
+
+    if isinstance(values, Tensor):
+        return values
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise user_error(span, f"`{name}` must hold integers, found {arr.dtype}")
+    t = Tensor.__new__(Tensor)
+    t.data = np.ascontiguousarray(arr, dtype=np.int32).reshape(-1)
+    t.dtype = DType.I32
+    t.location = None
+    t._span = span
+    t._wsp_name = name
+    return t
+
+
+def _outer_axis(outer: Any, owner: str, span: A.Span) -> Axis:
+    if isinstance(outer, Axis):
+        return outer
+    if isinstance(outer, int) or isinstance(outer, ScalarExpr) or isinstance(outer, Symbol):
+        ax = DenseDyn.__new__(DenseDyn)
+        ax._span, ax._wsp_name = span, f"{owner}_outer"
+        ax._extent = as_scalar(outer, span)
+        ax.size = outer if isinstance(outer, int) else None
+        return ax
+    raise user_error(span, f"the outer index space must be an axis or an integer, not {outer!r}")
+
+
+class Ragged(Axis):
+    """Per outer index `i`, an inner extent `lengths[i]`: `Ragged(batch, lengths)` where
+    `lengths` is an i32 `Tensor`, a list, or a function of the outer index
+    (`lambda b: ceildiv(seq_lens[b], 64)`)."""
+
+    _kind = "Ragged"
+    _default_name = "ragged"
+
+    def __init__(self, outer_size: Any, lengths: Any = None, name: Optional[str] = None):
+        self._init(name)
+        if lengths is None:
+            raise user_error(self._span, "`Ragged` takes the outer axis and the lengths",
+                             "write `Ragged(batch, lengths)`")
+        self.outer = _outer_axis(outer_size, self._base_name, self._span)
+        self._lengths_fn = None
+        self.lengths_tensor = None
+        if callable(lengths) and not isinstance(lengths, Tensor):
+            self._lengths_fn = lengths
+        else:
+            self.lengths_tensor = _index_tensor(lengths, f"{self._base_name}_lengths", self._span)
+        self.outer_size = getattr(self.outer, "size", None)
+
+    def length(self, idx: int) -> int:
+        if self.lengths_tensor is None:
+            raise TypeError("the lengths are a run-time expression")
+        return int(self.lengths_tensor.data[idx])
+
+    def total(self) -> int:
+        if self.lengths_tensor is None:
+            raise TypeError("the lengths are a run-time expression")
+        return int(self.lengths_tensor.data.sum())
+
+    @property
+    def lengths(self) -> list:
+        return [] if self.lengths_tensor is None else self.lengths_tensor.data.tolist()
+
+    def decl(self, t: Trace) -> A.Node:
+        outer = t.ref(self.outer, self._span)
+        if self.lengths_tensor is not None:
+            lengths: A.Expr = t.ref(self.lengths_tensor, self._span)
+        else:
+            v = self._lengths_fn(LoopVar("_", "outer", self._span))
+            e = as_scalar(v, self._span)
+            t.adopt(e.objs)
+            lengths = e.node
+        return A.RaggedAxis(outer, lengths, span=self._span)
+
+
+class Sparse(Axis):
+    """CSR selection: for outer index `i`, the coordinates `indices[indptr[i]:indptr[i+1]]`:
+    `Sparse(outer, indptr, indices)` with i32 `Tensor`s or lists."""
+
+    _kind = "Sparse"
+    _default_name = "sparse"
+
+    def __init__(self, outer_size: Any, indptr: Any = None, indices: Any = None,
+                 name: Optional[str] = None):
+        self._init(name)
+        if indptr is None or indices is None:
+            raise user_error(self._span, "`Sparse` takes the outer axis, `indptr` and `indices`",
+                             "write `Sparse(batch, indptr, indices)` (CSR)")
+        self.outer = _outer_axis(outer_size, self._base_name, self._span)
+        self.indptr_tensor = _index_tensor(indptr, f"{self._base_name}_indptr", self._span)
+        self.indices_tensor = _index_tensor(indices, f"{self._base_name}_indices", self._span)
+        self.outer_size = getattr(self.outer, "size", None)
+
+    @property
+    def indptr(self) -> list:
+        return self.indptr_tensor.data.tolist()
+
+    @property
+    def indices(self) -> list:
+        return self.indices_tensor.data.tolist()
+
+    def nnz(self) -> int:
+        return int(self.indptr_tensor.data[-1])
+
+    def row_nnz(self, row: int) -> int:
+        p = self.indptr_tensor.data
+        return int(p[row + 1] - p[row])
+
+    def decl(self, t: Trace) -> A.Node:
+        return A.SparseAxis(t.ref(self.outer, self._span), t.ref(self.indptr_tensor, self._span),
+                            t.ref(self.indices_tensor, self._span), span=self._span)
+
+
+def axis_expr(a: Any, t: Trace, span: A.Span) -> A.Expr:
+    """An axis argument of `P(...)`: an axis object, `ragged[b]`, or an integer extent."""
+    if isinstance(a, Axis):
+        return t.ref(a, span)
+    if isinstance(a, AxisIndex):
+        t.adopt(a.index.objs)
+        return A.Index(t.ref(a.axis, a.span), (a.index.node,), span=a.span)
+    if isinstance(a, type) and issubclass(a, Axis):
+        raise user_error(span, f"`{a.__name__}` needs its extent", "write `Dense[8]`")
+    try:
+        e = as_scalar(a, span)
+    except CompileError:
+        raise user_error(span, f"`{a!r}` is not an axis",
+                         "iterate over `Dense[N]`, `DenseDyn(n)`, `ragged[b]`, `sparse[b]` or an "
+                         "integer") from None
+    t.adopt(e.objs)
+    return e.node
+
+
+def value_node(v: Any, t: Trace, span: A.Span) -> A.Expr:
+    """A kernel argument or scalar value as an AST expression (objects registered in `t`)."""
+    from .embed_csp import Channel
+
+    if isinstance(v, ScalarExpr):
+        t.adopt(v.objs)
+        return v.node
+    if isinstance(v, (Tensor, Channel)):
+        return t.ref(v, span)
+    if isinstance(v, Symbol):
+        e = v.expr(span)
+        t.adopt(e.objs)
+        return e.node
+    lit = _lit(v, span)
+    if lit is not None:
+        return lit
+    if callable(v) and not isinstance(v, type):
+        raise user_error(span, f"a Python function cannot be an argument here ({v!r})")
+    raise user_error(span, f"a {type(v).__name__} cannot be passed to a task",
+                     "pass tensor views (`X[b]`), whole tensors, channels, consumed items or "
+                     "numbers")

@@ -1,0 +1,418 @@
+"""The surface of the embedding API: exports and the `pto_wsp` alias, axes, tensors and views,
+kernels (traced, `Constexpr`, extern C), composition, CSP builders, events, symbols, the
+program object (stats, tracing, enumeration, passes), and the seed features wspc reports as
+unsupported instead of ignoring them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptowsp
+import pto_wsp
+from pto_wsp import (
+    CompileError, Constexpr, Dense, DenseDyn, DispatchPolicy, DType, Event, ExecutionError, In,
+    Out, P, PassManager, Pass, PtoError, Ragged, Scalar, ScheduleError, Sparse, Tensor, Tile,
+    TimingPolicy, TraceLevel, KernelError, TypeCheckError, combine, connect, consume, for_each,
+    kernel, jit_kernel, process, pto, record, replicate, send, sequential, symbol_u64,
+    synchronize, task, tl, workload, Channel, ceildiv,
+)
+
+from .helpers import assert_roundtrip, ir_text
+
+ROOT = Path(__file__).resolve().parents[2]
+F32, I32 = DType.F32, DType.I32
+
+BRIEF_NAMES = """kernel jit_kernel workload P pto tl In Out InOut Constexpr Tile Scalar Dense DenseDyn
+Ragged Sparse Tensor DType combine sequential Channel process send consume connect replicate Event
+record synchronize query slot_set_u64 slot_load_u64 slot_u64 DispatchPolicy TimingPolicy TaskWindow
+WindowMode Program TraceLevel PassManager Pass PtoError CompileError TypeCheckError
+IRConversionError ExecutionError KernelError ScheduleError ChannelError ChannelClosed ChannelFull
+for_each task to_wsp""".split()
+
+
+def test_exports_and_alias():
+    for name in BRIEF_NAMES:
+        assert getattr(pto_wsp, name) is getattr(ptowsp, name), name
+    assert set(BRIEF_NAMES) <= set(dir(ptowsp)) and set(BRIEF_NAMES) <= set(pto_wsp.__all__)
+    from pto_wsp.scalar_expr import slot_u64
+
+    assert slot_u64 is ptowsp.slot_u64
+    assert issubclass(ptowsp.CompileError, ptowsp.WspError)
+    assert issubclass(ptowsp.TypeCheckError, ptowsp.CompileError)
+    assert issubclass(ptowsp.ChannelError, ptowsp.ExecutionError)
+    assert issubclass(ptowsp.ExecutionError, ptowsp.PtoError)
+    assert ptowsp.jit_kernel is ptowsp.kernel and ptowsp.tl is not None
+
+
+def test_import_ptowsp_stays_light():
+    code = ("import sys, ptowsp\nptowsp.__version__\n"
+            "bad = [m for m in ('numpy', 'lark', 'cffi') if m in sys.modules]\n"
+            "assert not bad, bad\n"
+            "import pto_wsp\nassert 'numpy' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Axes, tensors, views
+
+
+def test_axes_and_views():
+    assert Dense[8].size == 8 and Dense[8]().size == 8 and Dense(8).size == 8
+    r = Sparse(DenseDyn(4), [0, 2, 5, 7, 10], [1, 3, 0, 2, 4, 1, 5, 0, 3, 7])
+    assert r.nnz() == 10 and r.row_nnz(1) == 3 and r.indptr[-1] == 10
+    rag = Ragged(Dense[3], [2, 0, 5])
+    assert rag.total() == 7 and rag.length(2) == 5
+    X = Tensor(data=np.zeros((2, 3, 4, 5), np.float32))
+    assert X.shape == (2, 3, 4, 5) and X.dtype is DType.F32 and X.nbytes() == 480
+    assert str(X[1][2]) == str(X[1, 2])
+    assert X[1, 2].shape == (4, 5)
+    with pytest.raises(CompileError, match="slices with a step"):
+        X[0:2:2]
+    with pytest.raises(CompileError, match="needs `shape` and `dtype`"):
+        Tensor(shape=(2, 2))
+    z = Tensor(shape=(2, 2), dtype=DType.I32)
+    assert z.data.dtype == np.int32 and not z.data.any()
+    with pytest.raises(CompileError, match="`Dense` takes a Python integer"):
+        Dense[DenseDyn(3)]
+
+
+@kernel
+def shift(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]], k: Scalar[F32] = 1.0):
+    pto.store(y, x + k)
+
+
+def test_ragged_loops_and_hash_keys():
+    lens = Tensor(data=np.array([2, 0, 3], np.int32))
+    batch = Dense[3]()
+    toks = Ragged(batch, lens)
+    halves = Ragged(batch, lambda b: ceildiv(lens[b], 2))
+    x = np.random.default_rng(1).random((3, 4, 1, 8)).astype(np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+
+    @workload
+    def rag():
+        for b in P(batch):
+            for t in P(toks[b]):
+                shift[b, t](x=X[b, t], y=Y[b, t])
+            for t in P.seq(halves[b]):
+                shift[b, t](x=Y[b, t], y=Y[b, t + 2], k=10.0)
+
+    w = rag().dispatch(DispatchPolicy.hash(lambda t: (t.get("b"), t.get("t"))))
+    program = w.compile()
+    program.execute()
+    program.synchronize()
+    ref = np.zeros_like(x)
+    for b, n in enumerate([2, 0, 3]):
+        ref[b, :n] = x[b, :n] + 1
+        for t in range((n + 1) // 2):
+            ref[b, t + 2] = ref[b, t] + 10
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+    assert program.stats.task_count == 2 + 3 + 1 + 2
+    text = assert_roundtrip(w)
+    assert "axis halves = Ragged(batch, ceildiv(lens[_], 2))" in text
+    assert ".dispatch(hash(b * 1000003 + t))" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+@jit_kernel
+def rmsnorm(x: In[Tile[32, 128, DType.F16]], out: Out[Tile[32, 128, DType.F16]]):
+    data = tl.load(x)
+    sq = tl.mul(data, data)
+    mean = tl.rowmean(sq)
+    rsqrt_val = tl.rsqrt(mean)
+    result = tl.mul(data, rsqrt_val)
+    tl.store(out, result)
+
+
+def test_kernel_trace_shows_the_ir():
+    ir = rmsnorm.trace()
+    assert [op.op for op in ir.ops] == ["param", "mul", "rowmean", "rsqrt", "mul"]
+    assert str(ir.ops[2]) == "%2 = rowmean %1 : [32, 1] f16"
+    assert "store out = %4" in ir.dump()
+    with pytest.raises(KernelError, match="not compiled on their own"):
+        rmsnorm.compile(target="ascend_npu")
+
+
+@kernel
+def head_rows(x: In[Tile["R", 8, F32]], y: Out[Tile["R", 8, F32]], R: Constexpr[int]):
+    pto.store(y, pto.neg(x))
+
+
+@kernel(cpp_src="""
+    for (int64_t r = 0; r < x.rows; r++)
+        for (int64_t c = 0; c < x.cols; c++)
+            y.data[r * y.stride + c] = x.data[r * x.stride + c] * 2.0f + (float)c;
+""", cpp_includes=["math.h"])
+def double_plus_col(x: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+    pass
+
+
+def test_constexpr_and_extern_c_kernels_with_events():
+    x = np.random.default_rng(2).random((2, 4, 8)).astype(np.float32)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    X, Y, Z = Tensor(data=x), Tensor(data=y), Tensor(data=z)
+    done = Event("done")
+    pairs = Dense[2]()
+
+    @workload
+    def w():
+        for i in P(pairs):
+            double_plus_col[i](x=X[i], y=Y[i])
+        record(done)
+        synchronize(done)
+        for i in P(pairs):
+            head_rows[i](x=Y[i, 0:3, :], y=Z[i, 0:3, :], R=3)
+
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(y, x * 2 + np.arange(8), rtol=1e-6)
+    np.testing.assert_allclose(z[:, :3], -y[:, :3])
+    assert not z[:, 3:].any()
+    text = assert_roundtrip(w())
+    assert 'extern c """' in text and "event done" in text and "R: Constexpr[i32]" in text
+    assert head_rows.trace(R=2).ops[0].shape == (2, 8)
+
+
+def test_extern_include_that_cannot_be_honoured():
+    @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
+    def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+        pass
+
+    with pytest.raises(KernelError, match="TMrgSort.hpp"):
+        topk.trace()
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition, symbols, the program object
+
+
+def test_combine_sequential_symbols_stats_trace_enumerate():
+    x = np.arange(3 * 1 * 8, dtype=np.float32).reshape(3, 1, 8)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    X, Y, Z = Tensor(data=x), Tensor(data=y), Tensor(data=z)
+    n = symbol_u64("rows_n", 3)
+    rows = DenseDyn(n)
+
+    @workload
+    def first():
+        for i in P(rows):
+            shift[i](x=X[i], y=Y[i])
+
+    @workload
+    def second():
+        for i in P(rows):
+            shift[i](x=Y[i], y=Z[i], k=2.0)
+
+    w = sequential(first(), second())
+    program = w.compile()
+    assert program.stats.compile_time_ms > 0
+    program.set_symbol_u64("rows_n", 2)  # the loop extent is a run-time symbol
+    program.enable_tracing(TraceLevel.TIMING)
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(z[:2], x[:2] + 3)
+    assert not z[2].any()
+    stats = program.stats
+    assert stats.task_count == 4 and stats().total_cycles == stats.total_cycles > 0
+    assert stats.execute_time_ms > 0
+    chrome = program.trace.to_chrome_trace()
+    assert sum(1 for e in chrome["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 1) == 4
+    summary = program.trace.summary()
+    assert summary["tasks"] == 4 and summary["kernel_time_ms"] > 0 and "4 tasks" in str(summary)
+    assert len(program.trace.get_kernel_events("shift")) == 4
+    tasks = w.enumerate()
+    assert [(t.kernel, t.get("i")) for t in tasks] == [("shift", i) for i in (0, 1, 2)] * 2
+    assert tasks[0].get("rows") == 0  # an axis name means its loop variable
+    text = assert_roundtrip(w)
+    assert "sym rows_n = 3" in text and "sequential {" in text
+    both = combine(first(), second())
+    assert "combine {" in assert_roundtrip(both)
+
+
+def test_passes_take_a_workload():
+    from ptowsp.passes import FlattenCombinePass
+
+    X, Y = Tensor(data=np.zeros((2, 1, 8), np.float32)), Tensor(data=np.zeros((2, 1, 8), np.float32))
+
+    @workload
+    def w():
+        for i in P(Dense[2]):
+            shift[i](x=X[i], y=Y[i])
+
+    seen = []
+
+    class Count(Pass):
+        name = "count"
+
+        def run(self, m):
+            seen.append(len(m.kernels))
+            return m
+
+    pm = PassManager()
+    pm.add(FlattenCombinePass())
+    pm.add(Count())
+    out = pm.run(w())
+    assert seen == [1] and ir_text(out) == ir_text(w().ir)
+
+
+def test_ref_and_cpu_sim_agree_and_runs_read_current_data():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 1, 8)).astype(np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+
+    @workload
+    def w():
+        for i in P(Dense[4]):
+            shift[i](x=X[i], y=Y[i], k=0.5)
+
+    cpu, ref = w().compile(), w().compile(target="ref")
+    assert cpu.codegen_artifact_dir and ref.codegen_artifact_dir is None
+    for program in (cpu, ref):
+        y[:] = 0
+        program.execute()
+        program.execute()  # the first run's results are written back before the second runs
+        program.synchronize()
+        np.testing.assert_array_equal(y, x + np.float32(0.5))
+    x[:] = 1.0
+    cpu.execute()
+    cpu.synchronize()
+    np.testing.assert_array_equal(y, np.full_like(x, 1.5))
+    with pytest.raises(CompileError, match="targets are"):
+        w().compile(target="tpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# CSP builders
+
+
+@kernel
+def fetch(src: In[Tile[1, 8, F32]], dst: Out[Tile[1, 8, F32]]):
+    pto.store(dst, pto.load(src))
+
+
+@kernel
+def work(x: In[Tile[1, 8, F32]], p: Out[Tile[1, 8, F32]], owner: Out[Tile[1, 1, I32]],
+         id: Scalar[I32]):
+    pto.store(p, x * 2.0)
+    pto.store(owner, id)
+
+
+def test_replicated_workers_share_a_queue():
+    N = 8
+    x = np.random.default_rng(4).random((N, 1, 8)).astype(np.float32)
+    ps, owners = np.zeros_like(x), np.zeros((N, 1, 1), np.int32)
+    Xs, Ps, Own = Tensor(data=x), Tensor(data=ps), Tensor(data=owners)
+    work_queue = Channel("work_queue", depth=2)
+    items = Dense[N]()
+    generator = process("generator").produces(work_queue).body(
+        for_each(items, lambda i: send(work_queue, fetch[i](src=Xs[i], dst=work_queue))))
+    worker = process("worker").consumes(work_queue)
+    worker.body(consume(work_queue, lambda t: task(work, [t], {
+        "x": t, "p": Ps[t.index], "owner": Own[t.index], "id": worker.id})))
+    pool = connect([generator, replicate(worker, 4)], [work_queue])
+    program = pool.compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(ps, x * 2)
+    np.testing.assert_array_equal(owners.ravel(), np.arange(N) % 4)
+    text = assert_roundtrip(pool)
+    assert "process worker * 4 {" in text and "id = worker.id" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed features with no counterpart: reported, never ignored
+
+
+def test_unsupported_seed_features_are_errors():
+    with pytest.raises(CompileError, match="`TensorLayout.default` is not supported"):
+        ptowsp.TensorLayout.default(rank=4)
+    with pytest.raises(CompileError, match="layout"):
+        Tensor(data=np.zeros((2, 2), np.float32), layout=object())
+    X, Y = Tensor(data=np.zeros((2, 1, 8), np.float32)), Tensor(data=np.zeros((2, 1, 8), np.float32))
+
+    @workload
+    def w():
+        for i in P(Dense[2]):
+            shift[i](x=X[i], y=Y[i])
+
+    with pytest.raises(ScheduleError, match="deps"):
+        w().task_graph(deps=ptowsp.Deps)
+    with pytest.raises(ScheduleError, match="spatial_map"):
+        w().spatial_map(grid=(4, 4))
+
+    @kernel
+    def k(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+        pto.store(y, pto.topk(x))
+
+    with pytest.raises(CompileError, match="cpp_src"):
+        k.trace()
+    with pytest.raises(CompileError, match="outside a workload"):
+        for _ in P(Dense[2]):
+            pass
+    with pytest.raises(ScheduleError, match="must be positive"):
+        w().timing(TimingPolicy.batched(4)).dispatch(DispatchPolicy.round_robin(0)).compile()
+
+
+def test_slots_and_cond_in_builder_style():
+    """The prototype docs' form: `sequential(slot_load_u64(...), cond(slot_u64(0) != 0, ...))`
+    built outside any `@workload`, plus `slot_set_u64`."""
+    from pto_wsp import cond, slot_load_u64, slot_set_u64, slot_u64, parallel_for
+
+    flag = np.array([[0, 7]], dtype=np.int32)
+    x = np.ones((2, 1, 8), np.float32)
+    y = np.zeros_like(x)
+    F, X, Y = Tensor(data=flag), Tensor(data=x), Tensor(data=y)
+    w = sequential(
+        slot_load_u64(0, F, row=0, col=1),
+        slot_set_u64(1, 5),
+        cond(slot_u64(0) == slot_u64(1) + 2,
+             parallel_for(Dense[2], lambda i: shift[i](x=X[i], y=Y[i], k=1.0)),
+             parallel_for(Dense[2], lambda i: shift[i](x=X[i], y=Y[i], k=-1.0))),
+    )
+    program = w.compile(target="ref")
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(y, x + 1)
+    flag[0, 1] = 0
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(y, x - 1)
+    text = assert_roundtrip(w)
+    assert "slot_load(0, F[0, 1])" in text and "slot_set(1, 5)" in text
+    assert "when slot(0) == slot(1) + 2 {" in text and "} otherwise {" in text
+
+
+@pytest.mark.parametrize("chain, expected", [
+    (lambda w: w.dispatch(DispatchPolicy.dispatch_by(lambda t: t.get("i") % 2, num_aicpus=2)),
+     ".dispatch(dispatch_by(i % 2, n = 2))"),
+    (lambda w: w.dispatch(DispatchPolicy.work_steal(num_aicpus=3)), ".dispatch(work_steal(3))"),
+    (lambda w: w.dispatch(DispatchPolicy.hash("i")), ".dispatch(hash(i))"),
+    (lambda w: w.timing(TimingPolicy.batched(batch_size=16)), ".timing(batched(16))"),
+    (lambda w: w.timing(TimingPolicy.interleaved(2)).streams(2), ".timing(interleaved(2))"),
+    (lambda w: w.timing(TimingPolicy.rate_limit(1.5)), ".timing(rate_limit(1.5))"),
+    (lambda w: w.task_graph(window=64, mode=ptowsp.WindowMode.ABORT),
+     ".task_graph(window = 64, mode = abort)"),
+])
+def test_schedule_policies_print_and_round_trip(chain, expected):
+    X, Y = Tensor(data=np.zeros((4, 1, 8), np.float32)), Tensor(data=np.zeros((4, 1, 8), np.float32))
+
+    @workload
+    def w():
+        for i in P(Dense[4]):
+            shift[i](x=X[i], y=Y[i])
+
+    assert expected in assert_roundtrip(chain(w()))
