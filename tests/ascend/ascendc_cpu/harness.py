@@ -1,0 +1,341 @@
+"""Test harness for AICore kernels on the host: emitted headers + this directory's Ascend C CPU
+implementation + a generated driver, compiled by g++ into one shared library per batch and
+called through ctypes with `WspTile`s that point at NumPy buffers (addr = the host address).
+
+`build(units, workdir)` compiles; `Lib.run(unit, kernel, tiles, scalars)` runs one task and
+raises `KernelFailed` with the shim's message when the kernel breaks an API rule.
+`random_task(kernel, rng)` makes inputs, `ref_outputs(kernel, inputs)` evaluates the same kernel
+with the `ref` back end, `compare(...)` checks one against the other to dtype tolerance.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ptowsp.backends.ascend import aicore
+from ptowsp.backends.ref import interp as R
+from ptowsp.ir import nodes as N
+
+HERE = Path(__file__).resolve().parent
+# -ffp-contract=off: the device rounds every vector instruction; a fused multiply-add made up
+# by the host compiler would not be the API's arithmetic
+CXXFLAGS = ["-std=c++17", "-O1", "-fPIC", "-shared", "-ffp-contract=off", "-w",
+            f"-DWSP_UB_BYTES={aicore.UB_BYTES}"]
+NP = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
+      "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+      "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.uint8}
+
+
+class WspTile(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_uint64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+                ("stride", ctypes.c_int64)]
+
+
+class WspScalar(ctypes.Union):
+    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
+
+
+class KernelFailed(Exception):
+    """The kernel broke a rule of the Ascend C API (the shim's message)."""
+
+
+@dataclass
+class Unit:
+    """The kernels of one module, emitted together (their own C++ namespace in the driver)."""
+
+    name: str
+    files: dict  # relative path -> text (emit_aicore's result)
+    kernels: list  # N.Kernel
+
+
+def _sym(unit: str, k: N.Kernel) -> str:
+    return f"run_{unit}_{aicore.kernel_entry(k)}"
+
+
+def build(units: list[Unit], workdir: Path) -> "Lib":
+    """Write every unit's headers and one driver, compile them into a shared library."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    lines = ["#include <cstdio>", "#include <exception>", '#include "kernel_operator.h"']
+    for u in units:
+        for rel, text in u.files.items():
+            path = workdir / u.name / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if units:
+        lines.append(f'#include "{units[0].name}/aicore/wsp_aicore.h"')
+    for u in units:
+        lines.append(f"namespace {u.name} {{")
+        for k in u.kernels:
+            lines.append(f'#include "{u.name}/{aicore.header_path(k)}"')
+        lines.append("}")
+        for k in u.kernels:
+            lines += [
+                f'extern "C" int {_sym(u.name, k)}(const WspTile *t, const WspScalar *s, char *err, int n)',
+                "{",
+                f"    try {{ {u.name}::{aicore.kernel_entry(k)}(t, s); return 0; }}",
+                '    catch (const std::exception &e) { std::snprintf(err, n, "%s", e.what()); return 1; }',
+                "}",
+            ]
+    (workdir / "driver.cpp").write_text("\n".join(lines) + "\n")
+    lib = workdir / "kernels.so"
+    cmd = ["g++", *CXXFLAGS, "-I", str(HERE), "-I", str(workdir), "-o", str(lib),
+           str(workdir / "driver.cpp")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AssertionError("g++ failed:\n" + proc.stderr[-8000:])
+    return Lib(ctypes.CDLL(str(lib)), units)
+
+
+class Lib:
+    def __init__(self, dll, units):
+        self.dll = dll
+        self.units = {u.name: u for u in units}
+
+    def run(self, unit: str, k: N.Kernel, tiles: list[np.ndarray], scalars: list[WspScalar],
+            views: list) -> None:
+        """Run kernel k once: `tiles[t]` is the GM buffer of tile parameter t and `views[t]`
+        its (offset in elements, stride in elements)."""
+        fn = getattr(self.dll, _sym(unit, k))
+        fn.restype = ctypes.c_int
+        arr = (WspTile * max(len(tiles), 1))()
+        params = [p for p in k.params if p.kind == "tile"]
+        for t, (buf, p, (off, stride)) in enumerate(zip(tiles, params, views)):
+            arr[t] = WspTile(buf.ctypes.data + off * buf.itemsize, p.rows, p.cols, stride)
+        sc = (WspScalar * max(len(scalars), 1))(*scalars)
+        err = ctypes.create_string_buffer(4096)
+        if fn(arr, sc, err, 4096) != 0:
+            raise KernelFailed(err.value.decode())
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs, ref, comparison
+
+
+def random_values(dtype: str, shape, rng, lo=-4.0, hi=4.0) -> np.ndarray:
+    """Storage-dtype values (f16 as float16, bf16 as raw uint16 bits, bool as 0/1 bytes)."""
+    if dtype in ("f16", "f32", "f64"):
+        return (rng.standard_normal(shape) * 1.5).astype(NP[dtype])
+    if dtype == "bf16":
+        return R.bf16_bits(rng.standard_normal(shape).astype(np.float32))
+    if dtype == "bool":
+        return (rng.random(shape) < 0.5).astype(np.uint8)
+    info = np.iinfo(NP[dtype])
+    return rng.integers(max(info.min, -50), min(info.max, 50) + 1, size=shape).astype(NP[dtype])
+
+
+def scalar_arg(dtype: str, value) -> WspScalar:
+    s = WspScalar()
+    if dtype in ("f16", "bf16", "f32", "f64"):
+        s.f = float(value)
+    else:
+        s.i = int(value)
+    return s
+
+
+@dataclass
+class Task:
+    tiles: list  # GM buffers (flat NumPy arrays), one per tile parameter
+    views: list  # (offset, stride) per tile parameter
+    scalars: dict  # name -> Python value
+    inputs: dict  # name -> storage array [rows, cols] of In/InOut tiles
+
+
+def random_task(k: N.Kernel, rng, strided: bool = False, scalar_values=None) -> Task:
+    """Random In/InOut tiles (Out tiles filled with garbage) and scalars. With `strided`, each
+    tile sits inside a wider buffer (a row stride above its columns, an odd offset)."""
+    tiles, views, inputs, scalars = [], [], {}, {}
+    for p in k.params:
+        if p.kind == "scalar":
+            if scalar_values and p.name in scalar_values:
+                scalars[p.name] = scalar_values[p.name]
+            elif p.dtype in ("f16", "bf16", "f32", "f64"):
+                scalars[p.name] = float(rng.standard_normal())
+            elif p.dtype == "bool":
+                scalars[p.name] = bool(rng.random() < 0.5)
+            else:
+                scalars[p.name] = int(rng.integers(0, 40))
+            continue
+        stride = p.cols + (int(rng.integers(1, 5)) if strided else 0)
+        off = int(rng.integers(0, 3)) if strided else 0
+        buf = _aligned(off + stride * p.rows + 8, NP[p.dtype])
+        buf[:] = random_values(p.dtype, buf.shape, rng)  # garbage around and in Out tiles
+        view = buf[off:off + stride * p.rows].reshape(p.rows, stride)[:, :p.cols]
+        if p.mode != "Out":
+            inputs[p.name] = np.array(view)
+        tiles.append(buf)
+        views.append((off, stride))
+    return Task(tiles, views, scalars, inputs)
+
+
+def _aligned(n: int, dtype) -> np.ndarray:
+    """A zeroed array whose data starts 64-byte aligned (GM allocations are), so contiguous
+    tiles with whole 32-byte rows take DataCopy and the others DataCopyPad."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.zeros(n * itemsize + 64, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % 64
+    return raw[skip:skip + n * itemsize].view(dtype)
+
+
+def tile_view(task: Task, k: N.Kernel, name: str) -> np.ndarray:
+    params = [p for p in k.params if p.kind == "tile"]
+    t = next(i for i, p in enumerate(params) if p.name == name)
+    p = params[t]
+    off, stride = task.views[t]
+    return task.tiles[t][off:off + stride * p.rows].reshape(p.rows, stride)[:, :p.cols]
+
+
+def run_task(lib: Lib, unit: str, k: N.Kernel, task: Task) -> dict:
+    """Run on the shim; the stored tiles (storage dtype) by name."""
+    sc = [scalar_arg(p.dtype, task.scalars[p.name]) for p in k.params if p.kind == "scalar"]
+    lib.run(unit, k, task.tiles, sc, task.views)
+    return {name: np.array(tile_view(task, k, name)) for name, _ in k.stores}
+
+
+def ref_outputs(k: N.Kernel, task: Task) -> dict:
+    """The ref back end's stores (storage dtype) for the same inputs."""
+    params = {p.name: p for p in k.params}
+    inputs = {}
+    for name, arr in task.inputs.items():
+        p = params[name]
+        stored = arr.astype(np.bool_) if p.dtype == "bool" else arr
+        inputs[name] = R.to_compute(stored, p.dtype)
+    for name, v in task.scalars.items():
+        with np.errstate(all="ignore"):
+            inputs[name] = R.scalar_value(v, params[name].dtype)
+    outs = R.eval_kernel(k, inputs)
+    res = {}
+    for name, v in outs.items():
+        st = R.to_storage(v, params[name].dtype)
+        res[name] = st.astype(np.uint8) if params[name].dtype == "bool" else st
+    return res
+
+
+EXACT_OPS = frozenset(("param", "scalar_param", "literal", "iota_row", "iota_col", "add", "sub",
+                       "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "rsqrt", "relu",
+                       "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "where", "convert",
+                       "cast", "broadcast", "transpose", "slice_even", "slice_odd", "interleave",
+                       "colsum", "colmean", "colmax", "colmin", "rowmax", "rowmin"))
+
+
+def exact(k: N.Kernel) -> bool:
+    """Whether every op of k is exactly specified (IEEE arithmetic, conversions, selects), so
+    the shim must match ref bit for bit (NaN payloads aside). Transcendental functions, row sums
+    (ReduceSum's tree order vs NumPy's pairwise sums) and matmul (k-order f32 sums vs BLAS)
+    are compared to a tolerance."""
+    return all(op.op in EXACT_OPS for op in k.ops)
+
+
+TOL = {"f32": (2e-5, 2e-6), "f64": (1e-12, 1e-13), "f16": (2e-3, 1e-3), "bf16": (1.6e-2, 1e-2)}
+# matmul sums in k order (the vector fallback) where NumPy's BLAS blocks the sum, and exp of
+# the product magnifies the difference: attention-like kernels agree to ~1e-4
+TOL_MATMUL = {"f32": (5e-4, 5e-5), "f16": (4e-3, 2e-3), "bf16": (2e-2, 1e-2), "f64": (1e-9, 1e-10)}
+
+
+def compare(k: N.Kernel, got: dict, want: dict, what: str = "", rtol=None) -> None:
+    """Bit for bit when every op of k is exactly specified (`exact`), else to a tolerance
+    relative to the largest finite value of the tile (`rtol` overrides the dtype's)."""
+    params = {p.name: p for p in k.params}
+    ex = exact(k)
+    table = TOL_MATMUL if any(op.op == "matmul" for op in k.ops) else TOL
+    for name, w in want.items():
+        g = got[name]
+        p = params[name]
+        msg = f"{what} kernel {k.name}, tile {name} ({p.dtype})"
+        if p.dtype == "bf16":
+            g, w = R.bf16_from_bits(g), R.bf16_from_bits(w)
+        if ex or p.dtype not in table:
+            np.testing.assert_array_equal(g, w, err_msg=msg + " (exact)")
+        else:
+            rt, at = table[p.dtype]
+            if rtol is not None:
+                rt, at = max(rt, rtol), max(at, rtol / 10)
+            wf = w.astype(np.float64)
+            scale = float(np.max(np.abs(wf[np.isfinite(wf)]), initial=1.0))
+            np.testing.assert_allclose(g.astype(np.float64), wf, rtol=rt, atol=at * scale,
+                                       equal_nan=True, err_msg=msg)
+
+
+def unit_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# building kernels by hand (as lowering would: explicit converts, broadcasts at stores)
+
+
+def _bshape(shapes):
+    out = None
+    for s in shapes:
+        if s is None:
+            continue
+        out = s if out is None else tuple(a if b == 1 else b for a, b in zip(out, s))
+    return out
+
+
+class KB:
+    """A kernel under construction: params, ops (indices), stores."""
+
+    def __init__(self, name: str):
+        self.name, self.params, self.ops, self.stores = name, [], [], []
+
+    def add(self, op, args=(), shape=None, dtype="f32", attr=None) -> int:
+        self.ops.append(N.Op(op, tuple(args), shape, dtype, attr))
+        return len(self.ops) - 1
+
+    def tile(self, name, rows, cols, dtype="f32", mode="In"):
+        self.params.append(N.KParam(name, "tile", dtype, mode, rows, cols))
+        return self.add("param", (), (rows, cols), dtype, name) if mode != "Out" else None
+
+    def scalar(self, name, dtype="f32"):
+        self.params.append(N.KParam(name, "scalar", dtype))
+        return self.add("scalar_param", (), None, dtype, name)
+
+    def lit(self, value, dtype="f32"):
+        return self.add("literal", (), None, dtype, value)
+
+    def op(self, name, *args, dtype=None, shape="auto"):
+        if shape == "auto":
+            shape = _bshape([self.ops[a].shape for a in args])
+            if name.startswith("row"):
+                shape = (shape[0], 1)
+            elif name.startswith("col"):
+                shape = (1, shape[1])
+        if dtype is None:
+            dtype = self.ops[args[-1] if name == "where" else args[0]].dtype
+            if name in ("lt", "le", "gt", "ge", "eq", "ne"):
+                dtype = "bool"
+        return self.add(name, args, shape, dtype)
+
+    def out(self, name, v, dtype=None, mode="Out", shape=None):
+        """An Out tile receiving v (converted to `dtype`, broadcast to `shape`)."""
+        op = self.ops[v]
+        rows, cols = shape or op.shape
+        dt = dtype or op.dtype
+        self.params.append(N.KParam(name, "tile", dt, mode, rows, cols))
+        if op.dtype != dt:
+            v = self.add("convert", (v,), op.shape, dt)
+        if op.shape != (rows, cols):
+            v = self.add("broadcast", (v,), (rows, cols), dt)
+        self.stores.append((name, v))
+
+    def kernel(self) -> N.Kernel:
+        return N.Kernel(self.name, self.name, tuple(self.params), tuple(self.ops),
+                        tuple(self.stores))
+
+    def store(self, pname, v):
+        """store(p, v) to an existing Out/InOut tile, with lowering's convert and broadcast."""
+        p = next(q for q in self.params if q.name == pname)
+        op = self.ops[v]
+        if op.dtype != p.dtype:
+            v = self.add("convert", (v,), op.shape, p.dtype)
+        if op.shape != (p.rows, p.cols):
+            v = self.add("broadcast", (v,), (p.rows, p.cols), p.dtype)
+        self.stores.append((pname, v))

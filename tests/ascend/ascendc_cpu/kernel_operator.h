@@ -1,0 +1,1138 @@
+// ascendc_cpu: a CPU implementation of exactly the subset of the Ascend C API (CANN 8.x, Atlas
+// A2 / 910B vector core) that wspc's AICore emitter (ptowsp/backends/ascend/aicore.py) uses, so
+// that generated kernels compile with g++ and run on the host, as CANN's own CPU debug mode does.
+//
+// It models the real API, not wspc's semantics: the same class and function names, template
+// parameters and argument orders; the documented dtype support (a type the real API lacks for
+// an operation is a compile error here); the alignment rules (every vector operand and every
+// UB side of a copy starts 32-byte aligned, DataCopy moves whole 32-byte blocks, Compare works
+// on whole 256-byte repeats); the Unified Buffer capacity (TPipe::InitBuffer beyond WSP_UB_BYTES
+// fails); queue discipline (AllocTensor / EnQue / DeQue / FreeTensor, at most 8 live tensors per
+// position); and, per 32-byte UB block, the pipeline hazards a real core has: a read by one
+// pipe (S, V, MTE2, MTE3) of data another pipe wrote, with no SetFlag/WaitFlag (or queue hand
+// off, or PipeBarrier<PIPE_V> between two vector instructions) in between, fails. Where the
+// documentation leaves a result open the model picks the behaviour a careless kernel would get
+// wrong: Max/Min/Relu do not propagate NaN (`a > b ? a : b`), ReduceSum adds in the A2 order
+// (binary tree within each 256-byte repeat, repeats in sequence), fresh buffers and DataCopyPad
+// padding hold 0xFF bytes (NaN for floats), Cast rounds exactly as its RoundMode says.
+//
+// Failures throw AscendC::ShimError (a std::runtime_error) naming the API: the test driver
+// catches it and reports it, so a kernel bug is a test failure, never a crash.
+//
+// Deliberately not modelled: timing and asynchrony (everything runs in program order, which is
+// why hazards are tracked instead), level-0 mask-bit APIs, half arithmetic, the cube unit.
+
+#ifndef WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
+#define WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#define __aicore__
+#define __gm__
+#define __global__
+#ifndef GM_ADDR
+#define GM_ADDR uint8_t *
+#endif
+
+// the Unified Buffer of one 910B vector core: 192 KiB (tests may pass -DWSP_UB_BYTES=...).
+// The API keeps its own temporaries in the top 8 KiB (TMP_UB_OFFSET / TMP_UB_SIZE of the CANN
+// headers): TPipe may hand that space out, but Select overwrites the start of it, as on the
+// device, so a kernel that keeps data there sees it clobbered.
+#ifndef WSP_UB_BYTES
+#define WSP_UB_BYTES (192 * 1024)
+#endif
+#define WSP_TMP_UB_OFFSET (WSP_UB_BYTES - 8 * 1024)
+
+enum pipe_t { PIPE_S = 0, PIPE_V = 1, PIPE_M = 2, PIPE_MTE1 = 3, PIPE_MTE2 = 4, PIPE_MTE3 = 5,
+              PIPE_ALL = 6 };
+
+namespace AscendC {
+
+struct ShimError : std::runtime_error {
+    explicit ShimError(const std::string &m) : std::runtime_error(m) {}
+};
+
+[[noreturn]] inline void ShimFail(const char *api, const std::string &what)
+{
+    throw ShimError(std::string("ascendc_cpu: ") + api + ": " + what);
+}
+
+// ------------------------------------------------------------------------------------------
+// scalar types of the device that C++ lacks: bit containers with IEEE conversions
+
+namespace detail {
+inline uint32_t F32Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float BitsF32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline uint16_t F32ToF16Rint(float f)
+{
+    uint32_t x = F32Bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf (IEEE)
+    if (a < 0x38800000u) {  // subnormal f16: round at 2^-24 through the FPU (to nearest even)
+        uint32_t sub = F32Bits(BitsF32(a) + 0.5f) - 0x3f000000u;
+        return (uint16_t)(sign | sub);
+    }
+    uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    return (uint16_t)(sign | norm);
+}
+
+inline float F16ToF32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t em = (uint32_t)h & 0x7fffu;
+    if (em >= 0x7c00u) return BitsF32(sign | (em << 13) | 0x7f800000u);
+    return BitsF32(F32Bits(BitsF32(em << 13) * 5.192296858534828e33f) | sign);  // * 2^112
+}
+
+inline uint16_t F32ToBf16Rint(float f)
+{
+    uint32_t x = F32Bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+}  // namespace detail
+
+struct half {
+    uint16_t bits;
+    half() = default;
+    half(float f) : bits(detail::F32ToF16Rint(f)) {}
+    operator float() const { return detail::F16ToF32(bits); }
+};
+
+struct bfloat16_t {
+    uint16_t bits;
+    bfloat16_t() = default;
+    bfloat16_t(float f) : bits(detail::F32ToBf16Rint(f)) {}
+    operator float() const { return detail::BitsF32((uint32_t)bits << 16); }
+};
+
+// ------------------------------------------------------------------------------------------
+// enums and parameter structs (names and fields as in the CANN headers)
+
+enum class TPosition : uint8_t { GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC,
+                                 LCM = VECCALC, SPM, SHM, TSCM, MAX };
+using QuePosition = TPosition;
+using TEventID = int8_t;
+
+enum class HardEvent : uint8_t {
+    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V,
+    MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3,
+    S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S, MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3, MAX
+};
+
+enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC,
+                       CAST_ODD };
+enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE,
+                               VSEL_TENSOR_TENSOR_MODE };
+
+struct DataCopyParams {
+    DataCopyParams() {}
+    DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn,
+                   const uint16_t dstStrideIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
+    uint16_t blockCount = 1;
+    uint16_t blockLen = 0;   // in 32-byte blocks
+    uint16_t srcStride = 0;  // gap between blocks, in 32-byte blocks
+    uint16_t dstStride = 0;
+};
+
+struct DataCopyExtParams {
+    DataCopyExtParams() {}
+    DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn,
+                      const uint32_t dstStrideIn, const uint32_t rsvIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn),
+          rsv(rsvIn) {}
+    uint16_t blockCount = 1;
+    uint32_t blockLen = 0;   // in bytes
+    uint32_t srcStride = 0;  // gap: bytes on the GM side, 32-byte blocks on the UB side
+    uint32_t dstStride = 0;
+    uint32_t rsv = 0;
+};
+
+template <typename T>
+struct DataCopyPadExtParams {
+    DataCopyPadExtParams() {}
+    DataCopyPadExtParams(const bool isPadValue, const uint8_t leftPadValue,
+                         const uint8_t rightPadValue, T padValue)
+        : isPad(isPadValue), leftPadding(leftPadValue), rightPadding(rightPadValue),
+          paddingValue(padValue) {}
+    bool isPad = false;
+    uint8_t leftPadding = 0;
+    uint8_t rightPadding = 0;
+    T paddingValue = 0;
+};
+
+struct CopyRepeatParams {
+    CopyRepeatParams() {}
+    CopyRepeatParams(const uint16_t dstStrideIn, const uint16_t srcStrideIn,
+                     uint16_t dstRepeatSizeIn, uint16_t srcRepeatSizeIn)
+        : dstStride(dstStrideIn), srcStride(srcStrideIn), dstRepeatSize(dstRepeatSizeIn),
+          srcRepeatSize(srcRepeatSizeIn) {}
+    uint16_t dstStride = 1;      // block stride within a repeat, in 32-byte blocks
+    uint16_t srcStride = 1;
+    uint16_t dstRepeatSize = 8;  // repeat stride, in 32-byte blocks
+    uint16_t srcRepeatSize = 8;
+};
+
+// ------------------------------------------------------------------------------------------
+// the core's state: the Unified Buffer and, per 32-byte block, which pipe wrote data that
+// which other pipe may not read yet
+
+namespace detail {
+enum Pipe { P_S = 0, P_V = 1, P_MTE2 = 2, P_MTE3 = 3, NPIPES = 4 };
+inline const char *PipeName(int p)
+{
+    static const char *n[] = {"S (scalar)", "V (vector)", "MTE2 (GM->UB copy)", "MTE3 (UB->GM copy)"};
+    return n[p];
+}
+constexpr uint32_t BLOCK = 32;
+constexpr uint32_t NBLOCKS = WSP_UB_BYTES / BLOCK;
+
+struct Core {
+    alignas(256) uint8_t ub[WSP_UB_BYTES];
+    // a write by pipe `from` to block b is visible to pipe `to` once a synchronisation
+    // from -> to (SetFlag/WaitFlag, a queue hand-off, PipeBarrier<PIPE_V> for V -> V) has
+    // happened since: stamp[b][from][to] == gen[from][to] + 1 means "not yet"
+    uint32_t stamp[NBLOCKS][NPIPES][NPIPES];
+    uint32_t gen[NPIPES][NPIPES];
+    void *pipe = nullptr;
+    uint32_t used = 0;            // bytes handed out by TPipe::InitBuffer
+    int live[32] = {0};           // tensors allocated and not freed, per TPosition
+    bool flagSet[64][8] = {{false}};
+};
+inline Core &core()
+{
+    static Core *c = new Core();  // never freed: outlives every static destructor
+    return *c;
+}
+inline bool InUb(const void *p)
+{
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    return b >= core().ub && b < core().ub + WSP_UB_BYTES;
+}
+inline uint32_t UbOffset(const void *p)
+{
+    return (uint32_t)(static_cast<const uint8_t *>(p) - core().ub);
+}
+inline void Write(const void *p, size_t bytes, Pipe by)
+{
+    if (!bytes || !InUb(p)) return;
+    Core &c = core();
+    uint32_t lo = UbOffset(p) / BLOCK, hi = (UbOffset(p) + (uint32_t)bytes - 1) / BLOCK;
+    for (uint32_t b = lo; b <= hi && b < NBLOCKS; ++b)
+        for (int q = 0; q < NPIPES; ++q)
+            if (q != by || by == P_V) c.stamp[b][by][q] = c.gen[by][q] + 1;
+}
+inline void Read(const void *p, size_t bytes, Pipe by, const char *api)
+{
+    if (!bytes || !InUb(p)) return;
+    Core &c = core();
+    uint32_t lo = UbOffset(p) / BLOCK, hi = (UbOffset(p) + (uint32_t)bytes - 1) / BLOCK;
+    for (uint32_t b = lo; b <= hi && b < NBLOCKS; ++b) {
+        for (int from = 0; from < NPIPES; ++from) {
+            if (c.stamp[b][from][by] == c.gen[from][by] + 1) {
+                char msg[256];
+                std::snprintf(msg, sizeof msg,
+                              "reads UB bytes [%u, %u) on pipe %s, but pipe %s wrote them with no "
+                              "synchronisation in between (SetFlag/WaitFlag, a queue hand-off or "
+                              "PipeBarrier<PIPE_V>)",
+                              UbOffset(p), UbOffset(p) + (uint32_t)bytes, PipeName(by),
+                              PipeName(from));
+                ShimFail(api, msg);
+            }
+        }
+    }
+}
+inline void Sync(Pipe from, Pipe to) { core().gen[from][to] += 2; }
+inline void SyncAll()
+{
+    for (int a = 0; a < NPIPES; ++a)
+        for (int b = 0; b < NPIPES; ++b) Sync((Pipe)a, (Pipe)b);
+}
+inline void CheckAligned(const void *p, const char *api, const char *what)
+{
+    if (InUb(p) && UbOffset(p) % BLOCK != 0) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "%s starts at UB offset %u, which is not 32-byte aligned",
+                      what, UbOffset(p));
+        ShimFail(api, msg);
+    }
+}
+inline void Garbage(void *p, size_t bytes) { std::memset(p, 0xff, bytes); }
+// what an API call that stages data in the API's scratch space (TMP_UB_OFFSET) does to it
+inline void ApiScratch()
+{
+    Garbage(core().ub + WSP_TMP_UB_OFFSET, 32);
+    Write(core().ub + WSP_TMP_UB_OFFSET, 32, P_V);
+}
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+// tensors
+
+template <typename T> class LocalTensor;
+
+template <typename T>
+class GlobalTensor {
+public:
+    __aicore__ inline GlobalTensor() = default;
+    __aicore__ inline void SetGlobalBuffer(__gm__ T *buffer, uint64_t bufferSize)
+    {
+        ptr_ = buffer;
+        size_ = bufferSize;
+    }
+    __aicore__ inline GlobalTensor operator[](const uint64_t offset) const
+    {
+        if (offset > size_) ShimFail("GlobalTensor::operator[]", "offset past the buffer");
+        GlobalTensor g;
+        g.ptr_ = ptr_ + offset;
+        g.size_ = size_ - offset;
+        return g;
+    }
+    T *ptr_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+template <typename T>
+class LocalTensor {
+public:
+    __aicore__ inline LocalTensor() = default;
+    __aicore__ inline LocalTensor operator[](const uint32_t offset) const
+    {
+        if (offset > size_) ShimFail("LocalTensor::operator[]", "offset past the tensor");
+        LocalTensor t = *this;
+        t.ptr_ = ptr_ + offset;
+        t.size_ = size_ - offset;
+        return t;
+    }
+    __aicore__ inline T GetValue(const uint32_t index) const
+    {
+        if (index >= size_) ShimFail("LocalTensor::GetValue", "index past the tensor");
+        detail::Read(ptr_ + index, sizeof(T), detail::P_S, "LocalTensor::GetValue");
+        return ptr_[index];
+    }
+    __aicore__ inline void SetValue(const uint32_t index, const T value) const
+    {
+        if (index >= size_) ShimFail("LocalTensor::SetValue", "index past the tensor");
+        ptr_[index] = value;
+        detail::Write(ptr_ + index, sizeof(T), detail::P_S);
+    }
+    template <typename U>
+    __aicore__ inline LocalTensor<U> ReinterpretCast() const
+    {
+        LocalTensor<U> t;
+        t.ptr_ = reinterpret_cast<U *>(ptr_);
+        t.size_ = (uint32_t)((uint64_t)size_ * sizeof(T) / sizeof(U));
+        t.pos_ = pos_;
+        t.slot_ = slot_;
+        return t;
+    }
+    __aicore__ inline uint32_t GetSize() const { return size_; }
+
+    T *ptr_ = nullptr;
+    uint32_t size_ = 0;  // elements from ptr_ to the end of its buffer
+    TPosition pos_ = TPosition::VECCALC;
+    int slot_ = -1;      // queue buffer index, -1 for TBuf tensors
+};
+
+// ------------------------------------------------------------------------------------------
+// TPipe, TQue, TBuf
+
+class TPipe;
+inline TPipe *&CurrentPipe()
+{
+    static TPipe *p = nullptr;
+    return p;
+}
+__aicore__ inline TPipe *GetTPipePtr() { return CurrentPipe(); }
+
+template <TPosition pos, int32_t depth>
+class TQue {
+public:
+    static_assert(depth >= 1, "AllocTensor (non-inplace) needs a TQue depth of at least 1");
+    __aicore__ inline TQue() = default;
+
+    template <typename T>
+    __aicore__ inline LocalTensor<T> AllocTensor()
+    {
+        if (!base_) ShimFail("TQue::AllocTensor", "the queue has no buffers (InitBuffer first)");
+        for (int i = 0; i < num_; ++i) {
+            if (state_[i] == FREE) {
+                if (detail::core().live[(int)pos] >= 8)
+                    ShimFail("TQue::AllocTensor",
+                             "more than 8 tensors of one TPosition allocated at once (910B limit)");
+                ++detail::core().live[(int)pos];
+                state_[i] = ALLOCATED;
+                detail::Garbage(base_ + (size_t)i * len_, len_);
+                LocalTensor<T> t;
+                t.ptr_ = reinterpret_cast<T *>(base_ + (size_t)i * len_);
+                t.size_ = len_ / sizeof(T);
+                t.pos_ = pos;
+                t.slot_ = i;
+                return t;
+            }
+        }
+        ShimFail("TQue::AllocTensor", "every buffer of the queue is in use (FreeTensor first)");
+    }
+    template <typename T>
+    __aicore__ inline bool EnQue(const LocalTensor<T> &tensor)
+    {
+        int i = Slot(tensor, "TQue::EnQue");
+        if (state_[i] != ALLOCATED) ShimFail("TQue::EnQue", "the tensor is not freshly allocated");
+        if (count_ >= depth) ShimFail("TQue::EnQue", "the queue is full (its depth)");
+        state_[i] = QUEUED;
+        fifo_[(head_ + count_) % 8] = i;
+        ++count_;
+        return true;
+    }
+    template <typename T>
+    __aicore__ inline LocalTensor<T> DeQue()
+    {
+        if (count_ == 0) ShimFail("TQue::DeQue", "the queue is empty");
+        int i = fifo_[head_];
+        head_ = (head_ + 1) % 8;
+        --count_;
+        state_[i] = DEQUEUED;
+        // the hand-off the queue's EnQue/DeQue events make: copy-in -> vector, vector -> copy-out
+        if (pos == TPosition::VECIN) detail::Sync(detail::P_MTE2, detail::P_V);
+        if (pos == TPosition::VECOUT) detail::Sync(detail::P_V, detail::P_MTE3);
+        LocalTensor<T> t;
+        t.ptr_ = reinterpret_cast<T *>(base_ + (size_t)i * len_);
+        t.size_ = len_ / sizeof(T);
+        t.pos_ = pos;
+        t.slot_ = i;
+        return t;
+    }
+    template <typename T>
+    __aicore__ inline void FreeTensor(LocalTensor<T> &tensor)
+    {
+        int i = Slot(tensor, "TQue::FreeTensor");
+        if (state_[i] == FREE || state_[i] == QUEUED)
+            ShimFail("TQue::FreeTensor", "the tensor is not allocated, or still in the queue");
+        state_[i] = FREE;
+        --detail::core().live[(int)pos];
+    }
+
+    // set by TPipe::InitBuffer
+    uint8_t *base_ = nullptr;
+    uint32_t len_ = 0;
+    int num_ = 0;
+
+private:
+    enum State { FREE, ALLOCATED, QUEUED, DEQUEUED };
+    template <typename T> int Slot(const LocalTensor<T> &t, const char *api) const
+    {
+        int i = t.slot_;
+        if (i < 0 || i >= num_ || reinterpret_cast<uint8_t *>(t.ptr_) != base_ + (size_t)i * len_)
+            ShimFail(api, "the tensor does not belong to this queue");
+        return i;
+    }
+    State state_[8] = {FREE, FREE, FREE, FREE, FREE, FREE, FREE, FREE};
+    int fifo_[8] = {0};
+    int head_ = 0, count_ = 0;
+};
+
+template <TPosition pos = TPosition::VECCALC>
+class TBuf {
+public:
+    __aicore__ inline TBuf() = default;
+    template <typename T>
+    __aicore__ inline LocalTensor<T> Get()
+    {
+        if (!base_) ShimFail("TBuf::Get", "the buffer has no memory (InitBuffer first)");
+        LocalTensor<T> t;
+        t.ptr_ = reinterpret_cast<T *>(base_);
+        t.size_ = len_ / sizeof(T);
+        t.pos_ = pos;
+        return t;
+    }
+    // `size` elements of T starting `bufOffset` bytes into the buffer
+    template <typename T>
+    __aicore__ inline LocalTensor<T> GetWithOffset(uint32_t size, uint32_t bufOffset)
+    {
+        if (!base_) ShimFail("TBuf::GetWithOffset", "the buffer has no memory (InitBuffer first)");
+        if ((uint64_t)bufOffset + (uint64_t)size * sizeof(T) > len_)
+            ShimFail("TBuf::GetWithOffset", "the tensor runs past the buffer");
+        LocalTensor<T> t;
+        t.ptr_ = reinterpret_cast<T *>(base_ + bufOffset);
+        t.size_ = size;
+        t.pos_ = pos;
+        return t;
+    }
+    uint8_t *base_ = nullptr;
+    uint32_t len_ = 0;
+};
+
+class TPipe {
+public:
+    __aicore__ inline TPipe()
+    {
+        if (CurrentPipe()) ShimFail("TPipe", "a second TPipe while another is alive (one per kernel)");
+        CurrentPipe() = this;
+        detail::core().used = 0;
+        detail::SyncAll();  // nothing of an earlier kernel is pending
+        std::memset(detail::core().live, 0, sizeof detail::core().live);
+    }
+    __aicore__ inline ~TPipe()
+    {
+        if (CurrentPipe() == this) CurrentPipe() = nullptr;
+    }
+    // releases the pipe, so that another may be built (kernels run one after another); every
+    // tensor taken from a queue must have been freed
+    __aicore__ inline void Destroy()
+    {
+        if (CurrentPipe() != this) return;
+        for (int p = 0; p < 32; ++p)
+            if (detail::core().live[p] != 0)
+                ShimFail("TPipe::Destroy", "a queue tensor was allocated and never freed");
+        CurrentPipe() = nullptr;
+    }
+    template <TPosition pos, int32_t depth>
+    __aicore__ inline bool InitBuffer(TQue<pos, depth> &que, uint8_t num, uint32_t len)
+    {
+        if (num < 1 || num > 8) ShimFail("TPipe::InitBuffer", "a queue takes 1 to 8 buffers");
+        uint32_t l = (len + 31u) / 32u * 32u;
+        que.base_ = Take((uint64_t)l * num, "TPipe::InitBuffer");
+        que.len_ = l;
+        que.num_ = num;
+        return true;
+    }
+    template <TPosition pos>
+    __aicore__ inline bool InitBuffer(TBuf<pos> &buf, uint32_t len)
+    {
+        uint32_t l = (len + 31u) / 32u * 32u;
+        buf.base_ = Take(l, "TPipe::InitBuffer");
+        buf.len_ = l;
+        return true;
+    }
+    template <HardEvent evt>
+    __aicore__ inline TEventID FetchEventID() { return 0; }
+    __aicore__ inline TEventID FetchEventID(HardEvent) { return 0; }
+
+private:
+    uint8_t *Take(uint64_t bytes, const char *api)
+    {
+        detail::Core &c = detail::core();
+        if (c.used + bytes > (uint64_t)WSP_UB_BYTES) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg,
+                          "%llu more bytes after %u exceed the Unified Buffer (%u bytes)",
+                          (unsigned long long)bytes, c.used, (unsigned)WSP_UB_BYTES);
+            ShimFail(api, msg);
+        }
+        uint8_t *p = c.ub + c.used;
+        c.used += (uint32_t)bytes;
+        detail::Garbage(p, bytes);
+        return p;
+    }
+};
+
+// ------------------------------------------------------------------------------------------
+// synchronisation
+
+namespace detail {
+inline bool EventPipes(HardEvent e, Pipe &from, Pipe &to)
+{
+    switch (e) {
+    case HardEvent::MTE2_V: from = P_MTE2; to = P_V; return true;
+    case HardEvent::V_MTE2: from = P_V; to = P_MTE2; return true;
+    case HardEvent::MTE3_V: from = P_MTE3; to = P_V; return true;
+    case HardEvent::V_MTE3: from = P_V; to = P_MTE3; return true;
+    case HardEvent::V_V: from = P_V; to = P_V; return true;
+    case HardEvent::MTE3_MTE2: from = P_MTE3; to = P_MTE2; return true;
+    case HardEvent::MTE2_MTE3: from = P_MTE2; to = P_MTE3; return true;
+    case HardEvent::S_V: from = P_S; to = P_V; return true;
+    case HardEvent::V_S: from = P_V; to = P_S; return true;
+    case HardEvent::S_MTE2: from = P_S; to = P_MTE2; return true;
+    case HardEvent::MTE2_S: from = P_MTE2; to = P_S; return true;
+    case HardEvent::S_MTE3: from = P_S; to = P_MTE3; return true;
+    case HardEvent::MTE3_S: from = P_MTE3; to = P_S; return true;
+    default: return false;  // cube-side events: nothing of the vector core to order
+    }
+}
+}  // namespace detail
+
+template <HardEvent event>
+__aicore__ inline void SetFlag(int32_t eventID)
+{
+    if (eventID < 0 || eventID > 7) ShimFail("SetFlag", "event ids are 0..7 on the 910B");
+    detail::core().flagSet[(int)event][eventID] = true;
+}
+
+template <HardEvent event>
+__aicore__ inline void WaitFlag(int32_t eventID)
+{
+    if (eventID < 0 || eventID > 7) ShimFail("WaitFlag", "event ids are 0..7 on the 910B");
+    bool &set = detail::core().flagSet[(int)event][eventID];
+    if (!set) ShimFail("WaitFlag", "no SetFlag of this event and id to wait for (a hang on the device)");
+    set = false;
+    detail::Pipe from, to;
+    if (detail::EventPipes(event, from, to)) detail::Sync(from, to);
+}
+
+template <pipe_t pipe>
+__aicore__ inline void PipeBarrier()
+{
+    if (pipe == PIPE_V) detail::Sync(detail::P_V, detail::P_V);
+    if (pipe == PIPE_ALL) detail::SyncAll();
+}
+
+// ------------------------------------------------------------------------------------------
+// data movement
+
+namespace detail {
+template <typename T> constexpr bool PadType()
+{
+    return std::is_same<T, half>::value || std::is_same<T, int16_t>::value ||
+           std::is_same<T, uint16_t>::value || std::is_same<T, float>::value ||
+           std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value ||
+           std::is_same<T, int8_t>::value || std::is_same<T, uint8_t>::value;
+}
+template <typename T>
+inline void UbRange(const LocalTensor<T> &t, uint64_t bytes, const char *api)
+{
+    if (bytes > (uint64_t)t.size_ * sizeof(T)) ShimFail(api, "the UB side runs past its tensor");
+}
+}  // namespace detail
+
+// GM -> UB, whole 32-byte blocks
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dstLocal, const GlobalTensor<T> &srcGlobal,
+                                const DataCopyParams &repeatParams)
+{
+    const char *api = "DataCopy(GM->UB)";
+    const DataCopyParams &p = repeatParams;
+    if (p.blockCount < 1 || p.blockCount > 4095 || p.blockLen < 1)
+        ShimFail(api, "blockCount must be in [1, 4095] and blockLen in [1, 65535]");
+    detail::CheckAligned(dstLocal.ptr_, api, "the UB destination");
+    uint64_t span = ((uint64_t)p.blockCount * (p.blockLen + p.dstStride) - p.dstStride) * 32;
+    detail::UbRange(dstLocal, span, api);
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(srcGlobal.ptr_);
+    uint8_t *dst = reinterpret_cast<uint8_t *>(dstLocal.ptr_);
+    uint64_t gspan = ((uint64_t)p.blockCount * (p.blockLen + p.srcStride) - p.srcStride) * 32;
+    if (gspan > srcGlobal.size_ * sizeof(T)) ShimFail(api, "the GM side runs past its buffer");
+    for (uint32_t b = 0; b < p.blockCount; ++b) {
+        std::memcpy(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32,
+                    src + (uint64_t)b * (p.blockLen + p.srcStride) * 32, (size_t)p.blockLen * 32);
+        detail::Write(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32, (size_t)p.blockLen * 32,
+                      detail::P_MTE2);
+    }
+}
+
+// UB -> GM, whole 32-byte blocks
+template <typename T>
+__aicore__ inline void DataCopy(const GlobalTensor<T> &dstGlobal, const LocalTensor<T> &srcLocal,
+                                const DataCopyParams &repeatParams)
+{
+    const char *api = "DataCopy(UB->GM)";
+    const DataCopyParams &p = repeatParams;
+    if (p.blockCount < 1 || p.blockCount > 4095 || p.blockLen < 1)
+        ShimFail(api, "blockCount must be in [1, 4095] and blockLen in [1, 65535]");
+    detail::CheckAligned(srcLocal.ptr_, api, "the UB source");
+    uint64_t span = ((uint64_t)p.blockCount * (p.blockLen + p.srcStride) - p.srcStride) * 32;
+    detail::UbRange(srcLocal, span, api);
+    uint64_t gspan = ((uint64_t)p.blockCount * (p.blockLen + p.dstStride) - p.dstStride) * 32;
+    if (gspan > dstGlobal.size_ * sizeof(T)) ShimFail(api, "the GM side runs past its buffer");
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(srcLocal.ptr_);
+    uint8_t *dst = reinterpret_cast<uint8_t *>(dstGlobal.ptr_);
+    for (uint32_t b = 0; b < p.blockCount; ++b) {
+        const uint8_t *s = src + (uint64_t)b * (p.blockLen + p.srcStride) * 32;
+        detail::Read(s, (size_t)p.blockLen * 32, detail::P_MTE3, api);
+        std::memcpy(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32, s, (size_t)p.blockLen * 32);
+    }
+}
+
+// GM -> UB, any length: each block lands 32-byte aligned, the rest of its last 32 bytes is
+// padding (paddingValue when isPad, else unspecified: 0xFF bytes here)
+template <typename T>
+__aicore__ inline void DataCopyPad(const LocalTensor<T> &dstLocal, const GlobalTensor<T> &srcGlobal,
+                                   const DataCopyExtParams &dataCopyParams,
+                                   const DataCopyPadExtParams<T> &padParams)
+{
+    static_assert(detail::PadType<T>(), "DataCopyPad: unsupported dtype on Atlas A2");
+    const char *api = "DataCopyPad(GM->UB)";
+    const DataCopyExtParams &p = dataCopyParams;
+    if (p.blockCount > 4095 || p.blockLen > 2097151) ShimFail(api, "blockCount/blockLen out of range");
+    if (p.blockLen % sizeof(T) != 0) ShimFail(api, "blockLen must be a multiple of sizeof(T)");
+    detail::CheckAligned(dstLocal.ptr_, api, "the UB destination");
+    uint32_t padded = (p.blockLen + 31u) / 32u * 32u;
+    uint64_t ustride = padded + (uint64_t)p.dstStride * 32;
+    detail::UbRange(dstLocal, p.blockCount ? ustride * (p.blockCount - 1) + padded : 0, api);
+    uint64_t gstride = p.blockLen + (uint64_t)p.srcStride;
+    if (p.blockCount && gstride * (p.blockCount - 1) + p.blockLen > srcGlobal.size_ * sizeof(T))
+        ShimFail(api, "the GM side runs past its buffer");
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(srcGlobal.ptr_);
+    uint8_t *dst = reinterpret_cast<uint8_t *>(dstLocal.ptr_);
+    for (uint32_t b = 0; b < p.blockCount; ++b) {
+        uint8_t *d = dst + b * ustride;
+        std::memcpy(d, src + b * gstride, p.blockLen);
+        if (padParams.isPad) {
+            T *e = reinterpret_cast<T *>(d + p.blockLen);
+            for (uint32_t k = 0; k < (padded - p.blockLen) / sizeof(T); ++k) e[k] = padParams.paddingValue;
+        } else {
+            detail::Garbage(d + p.blockLen, padded - p.blockLen);
+        }
+        detail::Write(d, padded, detail::P_MTE2);
+    }
+}
+
+// UB -> GM, any length: reads blockLen bytes of each 32-byte aligned UB block
+template <typename T>
+__aicore__ inline void DataCopyPad(const GlobalTensor<T> &dstGlobal, const LocalTensor<T> &srcLocal,
+                                   const DataCopyExtParams &dataCopyParams)
+{
+    static_assert(detail::PadType<T>(), "DataCopyPad: unsupported dtype on Atlas A2");
+    const char *api = "DataCopyPad(UB->GM)";
+    const DataCopyExtParams &p = dataCopyParams;
+    if (p.blockCount > 4095 || p.blockLen > 2097151) ShimFail(api, "blockCount/blockLen out of range");
+    detail::CheckAligned(srcLocal.ptr_, api, "the UB source");
+    uint32_t padded = (p.blockLen + 31u) / 32u * 32u;
+    uint64_t ustride = padded + (uint64_t)p.srcStride * 32;
+    detail::UbRange(srcLocal, p.blockCount ? ustride * (p.blockCount - 1) + p.blockLen : 0, api);
+    uint64_t gstride = p.blockLen + (uint64_t)p.dstStride;
+    if (p.blockCount && gstride * (p.blockCount - 1) + p.blockLen > dstGlobal.size_ * sizeof(T))
+        ShimFail(api, "the GM side runs past its buffer");
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(srcLocal.ptr_);
+    uint8_t *dst = reinterpret_cast<uint8_t *>(dstGlobal.ptr_);
+    for (uint32_t b = 0; b < p.blockCount; ++b) {
+        detail::Read(src + b * ustride, p.blockLen, detail::P_MTE3, api);
+        std::memcpy(dst + b * gstride, src + b * ustride, p.blockLen);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// vector instructions (level 2: the first calCount elements; level 0 for Copy)
+
+namespace detail {
+template <typename T>
+inline void VecIn(const LocalTensor<T> &t, uint64_t n, const char *api, const char *what)
+{
+    CheckAligned(t.ptr_, api, what);
+    if (n > t.size_) ShimFail(api, std::string(what) + ": calCount runs past the tensor");
+    Read(t.ptr_, n * sizeof(T), P_V, api);
+}
+template <typename T>
+inline void VecOut(const LocalTensor<T> &t, uint64_t n, const char *api)
+{
+    CheckAligned(t.ptr_, api, "dstLocal");
+    if (n > t.size_) ShimFail(api, "dstLocal: calCount runs past the tensor");
+}
+template <typename T> inline void VecDone(const LocalTensor<T> &t, uint64_t n)
+{
+    Write(t.ptr_, n * sizeof(T), P_V);
+}
+template <typename T>
+inline void Binary(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &a,
+                   const LocalTensor<T> &b, int32_t n, T (*f)(T, T))
+{
+    if (n < 0) ShimFail(api, "negative calCount");
+    VecIn(a, n, api, "src0Local");
+    VecIn(b, n, api, "src1Local");
+    VecOut(d, n, api);
+    for (int32_t i = 0; i < n; ++i) d.ptr_[i] = f(a.ptr_[i], b.ptr_[i]);
+    VecDone(d, n);
+}
+template <typename T>
+inline void Unary(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &a, int32_t n,
+                  T (*f)(T))
+{
+    if (n < 0) ShimFail(api, "negative calCount");
+    VecIn(a, n, api, "srcLocal");
+    VecOut(d, n, api);
+    for (int32_t i = 0; i < n; ++i) d.ptr_[i] = f(a.ptr_[i]);
+    VecDone(d, n);
+}
+template <typename T>
+inline void WithScalar(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &a, T s,
+                       int32_t n, T (*f)(T, T))
+{
+    if (n < 0) ShimFail(api, "negative calCount");
+    VecIn(a, n, api, "srcLocal");
+    VecOut(d, n, api);
+    for (int32_t i = 0; i < n; ++i) d.ptr_[i] = f(a.ptr_[i], s);
+    VecDone(d, n);
+}
+template <typename T> constexpr bool IsF32() { return std::is_same<T, float>::value; }
+inline float FMax(float a, float b) { return a > b ? a : b; }  // the documented select
+inline float FMin(float a, float b) { return a > b ? b : a; }
+}  // namespace detail
+
+// The arithmetic below exists for half/int16_t/int32_t too on the device; wspc only emits it
+// for float, so only float is modelled (anything else does not compile here).
+#define WSP_SHIM_BINARY(NAME, EXPR)                                                          \
+    template <typename T>                                                                    \
+    __aicore__ inline void NAME(const LocalTensor<T> &dstLocal, const LocalTensor<T> &src0Local, \
+                                const LocalTensor<T> &src1Local, const int32_t &calCount)    \
+    {                                                                                        \
+        static_assert(detail::IsF32<T>(), #NAME ": only float is modelled");                 \
+        detail::Binary<T>(#NAME, dstLocal, src0Local, src1Local, calCount,                    \
+                          [](T a, T b) -> T { return EXPR; });                               \
+    }
+WSP_SHIM_BINARY(Add, a + b)
+WSP_SHIM_BINARY(Sub, a - b)
+WSP_SHIM_BINARY(Mul, a * b)
+WSP_SHIM_BINARY(Div, a / b)
+WSP_SHIM_BINARY(Max, detail::FMax(a, b))
+WSP_SHIM_BINARY(Min, detail::FMin(a, b))
+#undef WSP_SHIM_BINARY
+
+#define WSP_SHIM_SCALAR(NAME, EXPR)                                                          \
+    template <typename T, bool isSetMask = true>                                             \
+    __aicore__ inline void NAME(const LocalTensor<T> &dstLocal, const LocalTensor<T> &srcLocal, \
+                                const T &scalarValue, const int32_t &calCount)               \
+    {                                                                                        \
+        static_assert(detail::IsF32<T>(), #NAME ": only float is modelled");                 \
+        detail::WithScalar<T>(#NAME, dstLocal, srcLocal, scalarValue, calCount,               \
+                              [](T a, T s) -> T { return EXPR; });                           \
+    }
+WSP_SHIM_SCALAR(Adds, a + s)
+WSP_SHIM_SCALAR(Muls, a * s)
+WSP_SHIM_SCALAR(Maxs, detail::FMax(a, s))
+WSP_SHIM_SCALAR(Mins, detail::FMin(a, s))
+#undef WSP_SHIM_SCALAR
+
+#define WSP_SHIM_UNARY(NAME, EXPR)                                                           \
+    template <typename T>                                                                    \
+    __aicore__ inline void NAME(const LocalTensor<T> &dstLocal, const LocalTensor<T> &srcLocal, \
+                                const int32_t &calCount)                                     \
+    {                                                                                        \
+        static_assert(detail::IsF32<T>(), #NAME ": only float is modelled");                 \
+        detail::Unary<T>(#NAME, dstLocal, srcLocal, calCount, [](T x) -> T { return EXPR; }); \
+    }
+WSP_SHIM_UNARY(Exp, std::exp(x))
+WSP_SHIM_UNARY(Ln, std::log(x))
+WSP_SHIM_UNARY(Sqrt, std::sqrt(x))
+WSP_SHIM_UNARY(Abs, std::fabs(x))
+WSP_SHIM_UNARY(Relu, x > 0.0f ? x : 0.0f)
+#undef WSP_SHIM_UNARY
+
+template <typename T>
+__aicore__ inline void Duplicate(const LocalTensor<T> &dstLocal, const T &scalarValue,
+                                 const int32_t &calCount)
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, int16_t>::value ||
+                      std::is_same<T, uint16_t>::value || std::is_same<T, float>::value ||
+                      std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value,
+                  "Duplicate: unsupported dtype");
+    if (calCount < 0) ShimFail("Duplicate", "negative calCount");
+    detail::VecOut(dstLocal, calCount, "Duplicate");
+    for (int32_t i = 0; i < calCount; ++i) dstLocal.ptr_[i] = scalarValue;
+    detail::VecDone(dstLocal, calCount);
+}
+
+// Copy, level 0, mask count mode: per repeat, the first `mask` elements of 8 blocks
+template <typename T, bool isSetMask = true>
+__aicore__ inline void Copy(const LocalTensor<T> &dstLocal, const LocalTensor<T> &srcLocal,
+                            const uint64_t mask, const uint8_t repeatTimes,
+                            const CopyRepeatParams &repeatParams)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Copy: 16- and 32-bit types only");
+    const char *api = "Copy";
+    constexpr uint32_t perBlock = 32 / sizeof(T);
+    if (mask < 1 || mask > 8 * perBlock) ShimFail(api, "mask out of range for the dtype");
+    detail::CheckAligned(dstLocal.ptr_, api, "dstLocal");
+    detail::CheckAligned(srcLocal.ptr_, api, "srcLocal");
+    const CopyRepeatParams &p = repeatParams;
+    auto at = [&](uint32_t r, uint32_t e, uint32_t blk, uint32_t rep) -> uint64_t {
+        return ((uint64_t)r * rep + (uint64_t)(e / perBlock) * blk) * perBlock + e % perBlock;
+    };
+    for (uint32_t r = 0; r < repeatTimes; ++r)
+        for (uint32_t e = 0; e < mask; ++e) {
+            uint64_t s = at(r, e, p.srcStride, p.srcRepeatSize);
+            if (s >= srcLocal.size_) ShimFail(api, "srcLocal: a repeat runs past the tensor");
+            detail::Read(srcLocal.ptr_ + s, sizeof(T), detail::P_V, api);
+        }
+    for (uint32_t r = 0; r < repeatTimes; ++r)
+        for (uint32_t e = 0; e < mask; ++e) {
+            uint64_t s = at(r, e, p.srcStride, p.srcRepeatSize);
+            uint64_t d = at(r, e, p.dstStride, p.dstRepeatSize);
+            if (d >= dstLocal.size_) ShimFail(api, "dstLocal: a repeat runs past the tensor");
+            dstLocal.ptr_[d] = srcLocal.ptr_[s];
+            detail::Write(dstLocal.ptr_ + d, sizeof(T), detail::P_V);
+        }
+}
+
+// Cast: the conversions of the dav_c220 table that wspc uses, each with the round modes the
+// device accepts for it
+namespace detail {
+inline float RoundF(float x, RoundMode m)
+{
+    switch (m) {
+    case RoundMode::CAST_FLOOR: return std::floor(x);
+    case RoundMode::CAST_CEIL: return std::ceil(x);
+    case RoundMode::CAST_ROUND: return std::round(x);
+    case RoundMode::CAST_TRUNC: return std::trunc(x);
+    default: return std::nearbyint(x);  // RINT / NONE: to nearest even
+    }
+}
+template <typename D, typename S> inline bool CastOne(D &d, S s, RoundMode m);
+template <> inline bool CastOne<half, float>(half &d, float s, RoundMode m)
+{
+    if (m != RoundMode::CAST_RINT && m != RoundMode::CAST_NONE) return false;  // (others exist; not modelled)
+    d = half(s);
+    return true;
+}
+template <> inline bool CastOne<float, half>(float &d, half s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE) return false;
+    d = (float)s;
+    return true;
+}
+template <> inline bool CastOne<bfloat16_t, float>(bfloat16_t &d, float s, RoundMode m)
+{
+    if (m != RoundMode::CAST_RINT) return false;  // CAST_NONE is rejected by the device
+    d = bfloat16_t(s);
+    return true;
+}
+template <> inline bool CastOne<float, bfloat16_t>(float &d, bfloat16_t s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE) return false;
+    d = (float)s;
+    return true;
+}
+template <> inline bool CastOne<half, uint8_t>(half &d, uint8_t s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE) return false;
+    d = half((float)s);
+    return true;
+}
+template <> inline bool CastOne<uint8_t, half>(uint8_t &d, half s, RoundMode m)
+{
+    if (m == RoundMode::CAST_ODD) return false;
+    float v = (float)s;
+    v = (v != v) ? 0.0f : RoundF(v, m);
+    d = (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);  // saturates
+    return true;
+}
+template <> inline bool CastOne<float, int32_t>(float &d, int32_t s, RoundMode m)
+{
+    if (m == RoundMode::CAST_ODD) return false;
+    d = (float)s;  // round to nearest even (directed modes differ only past 2^24; not modelled)
+    return true;
+}
+}  // namespace detail
+
+template <typename T1, typename T2>
+__aicore__ inline void Cast(const LocalTensor<T1> &dstLocal, const LocalTensor<T2> &srcLocal,
+                            const RoundMode &round_mode, const uint32_t calCount)
+{
+    detail::VecIn(srcLocal, calCount, "Cast", "srcLocal");
+    detail::VecOut(dstLocal, calCount, "Cast");
+    for (uint32_t i = 0; i < calCount; ++i)
+        if (!detail::CastOne<T1, T2>(dstLocal.ptr_[i], srcLocal.ptr_[i], round_mode))
+            ShimFail("Cast", "this round mode is not supported for this pair of dtypes");
+    detail::VecDone(dstLocal, calCount);
+}
+
+// Compare, level 2: one result bit per element (bit i of byte i/8), on whole 256-byte repeats
+template <typename T, typename U>
+__aicore__ inline void Compare(const LocalTensor<U> &dstLocal, const LocalTensor<T> &src0Local,
+                               const LocalTensor<T> &src1Local, CMPMODE cmpMode, uint32_t calCount)
+{
+    static_assert(std::is_same<T, float>::value, "Compare: only float is modelled");
+    static_assert(std::is_same<U, uint8_t>::value, "Compare: the result is a uint8_t bit mask");
+    const char *api = "Compare";
+    if ((calCount * sizeof(T)) % 256 != 0)
+        ShimFail(api, "calCount * sizeof(T) must be a multiple of 256 bytes (whole repeats; the "
+                      "device silently drops the rest)");
+    detail::VecIn(src0Local, calCount, api, "src0Local");
+    detail::VecIn(src1Local, calCount, api, "src1Local");
+    detail::VecOut(dstLocal, calCount / 8, api);
+    for (uint32_t i = 0; i < calCount; i += 8) {
+        uint8_t byte = 0;
+        for (uint32_t k = 0; k < 8; ++k) {
+            T a = src0Local.ptr_[i + k], b = src1Local.ptr_[i + k];
+            bool r = false;
+            switch (cmpMode) {
+            case CMPMODE::LT: r = a < b; break;
+            case CMPMODE::GT: r = a > b; break;
+            case CMPMODE::EQ: r = a == b; break;
+            case CMPMODE::LE: r = a <= b; break;
+            case CMPMODE::GE: r = a >= b; break;
+            case CMPMODE::NE: r = a != b; break;
+            }
+            byte |= (uint8_t)((r ? 1u : 0u) << k);
+        }
+        dstLocal.ptr_[i / 8] = byte;
+    }
+    detail::VecDone(dstLocal, calCount / 8);
+}
+
+// Select, level 2: dst[i] = bit i of selMask ? src0[i] : src1[i] (or the scalar src1)
+template <typename T, typename U>
+__aicore__ inline void Select(const LocalTensor<T> &dstLocal, const LocalTensor<U> &selMask,
+                              const LocalTensor<T> &src0Local, const LocalTensor<T> &src1Local,
+                              SELMODE selMode, uint32_t calCount)
+{
+    static_assert(std::is_same<T, float>::value, "Select: only float is modelled");
+    static_assert(std::is_same<U, uint8_t>::value, "Select: the mask is a uint8_t bit mask");
+    const char *api = "Select";
+    if (selMode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ShimFail(api, "tensor-tensor needs mode 2");
+    detail::ApiScratch();
+    detail::VecIn(selMask, (calCount + 7) / 8, api, "selMask");
+    detail::VecIn(src0Local, calCount, api, "src0Local");
+    detail::VecIn(src1Local, calCount, api, "src1Local");
+    detail::VecOut(dstLocal, calCount, api);
+    for (uint32_t i = 0; i < calCount; ++i)
+        dstLocal.ptr_[i] = ((selMask.ptr_[i / 8] >> (i % 8)) & 1u) ? src0Local.ptr_[i] : src1Local.ptr_[i];
+    detail::VecDone(dstLocal, calCount);
+}
+
+template <typename T, typename U>
+__aicore__ inline void Select(const LocalTensor<T> &dstLocal, const LocalTensor<U> &selMask,
+                              const LocalTensor<T> &src0Local, T src1Local, SELMODE selMode,
+                              uint32_t calCount)
+{
+    static_assert(std::is_same<T, float>::value, "Select: only float is modelled");
+    static_assert(std::is_same<U, uint8_t>::value, "Select: the mask is a uint8_t bit mask");
+    const char *api = "Select";
+    if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE) ShimFail(api, "tensor-scalar needs mode 1");
+    detail::ApiScratch();
+    detail::VecIn(selMask, (calCount + 7) / 8, api, "selMask");
+    detail::VecIn(src0Local, calCount, api, "src0Local");
+    detail::VecOut(dstLocal, calCount, api);
+    for (uint32_t i = 0; i < calCount; ++i)
+        dstLocal.ptr_[i] = ((selMask.ptr_[i / 8] >> (i % 8)) & 1u) ? src0Local.ptr_[i] : src1Local;
+    detail::VecDone(dstLocal, calCount);
+}
+
+// ReduceSum / ReduceMax / ReduceMin, level 2: dst[0] = the reduction of the first count
+// elements; workLocal must hold the first pass (one value per 256-byte repeat, rounded up to
+// a 32-byte block). On A2 the sum is a binary tree within each repeat and the repeats' sums
+// are added in sequence ("method 2" of the documentation).
+namespace detail {
+template <typename T>
+inline void ReduceCheck(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &s,
+                        const LocalTensor<T> &w, int32_t count)
+{
+    static_assert(std::is_same<T, float>::value, "Reduce*: only float is modelled");
+    if (count < 1) ShimFail(api, "count must be positive");
+    int32_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    int32_t first = (count + perRepeat - 1) / perRepeat;
+    int32_t need = (first + perBlock - 1) / perBlock * perBlock;
+    if ((int64_t)w.size_ < need) ShimFail(api, "workLocal is smaller than the documented minimum");
+    VecIn(s, count, api, "srcLocal");
+    CheckAligned(w.ptr_, api, "workLocal");
+    VecOut(d, 1, api);
+}
+template <typename T> inline T Tree(const T *x, int32_t n, T (*f)(T, T), T zero)
+{
+    T lanes[64];
+    for (int32_t i = 0; i < 64; ++i) lanes[i] = i < n ? x[i] : zero;
+    for (int32_t w = 32; w >= 1; w /= 2)
+        for (int32_t i = 0; i < w; ++i) lanes[i] = f(lanes[2 * i], lanes[2 * i + 1]);
+    return lanes[0];
+}
+}  // namespace detail
+
+template <typename T, bool isSetMask = true>
+__aicore__ inline void ReduceSum(const LocalTensor<T> &dstLocal, const LocalTensor<T> &srcLocal,
+                                 const LocalTensor<T> &workLocal, const int32_t count)
+{
+    detail::ReduceCheck("ReduceSum", dstLocal, srcLocal, workLocal, count);
+    auto add = [](T a, T b) -> T { return a + b; };
+    T acc = 0;
+    for (int32_t r = 0; r * 64 < count; ++r) {
+        int32_t n = count - r * 64 < 64 ? count - r * 64 : 64;
+        T part = detail::Tree<T>(srcLocal.ptr_ + r * 64, n, add, (T)0);
+        acc = r == 0 ? part : acc + part;
+    }
+    dstLocal.ptr_[0] = acc;
+    detail::Garbage(workLocal.ptr_, sizeof(T) * 8);
+    detail::VecDone(dstLocal, 1);
+    detail::VecDone(workLocal, 8);
+}
+
+#define WSP_SHIM_REDUCE(NAME, F)                                                             \
+    template <typename T>                                                                    \
+    __aicore__ inline void NAME(const LocalTensor<T> &dstLocal, const LocalTensor<T> &srcLocal, \
+                                const LocalTensor<T> &workLocal, const int32_t count,        \
+                                bool calIndex = 0)                                           \
+    {                                                                                        \
+        detail::ReduceCheck(#NAME, dstLocal, srcLocal, workLocal, count);                    \
+        if (calIndex) ShimFail(#NAME, "calIndex is not modelled");                           \
+        T acc = srcLocal.ptr_[0];                                                            \
+        for (int32_t i = 1; i < count; ++i) acc = F(acc, srcLocal.ptr_[i]);                  \
+        dstLocal.ptr_[0] = acc;                                                              \
+        detail::Garbage(workLocal.ptr_, sizeof(T) * 8);                                      \
+        detail::VecDone(dstLocal, 1);                                                        \
+        detail::VecDone(workLocal, 8);                                                       \
+    }
+WSP_SHIM_REDUCE(ReduceMax, detail::FMax)
+WSP_SHIM_REDUCE(ReduceMin, detail::FMin)
+#undef WSP_SHIM_REDUCE
+
+// ------------------------------------------------------------------------------------------
+// advanced math (adv_api/math): the caller passes the temporary space. The real minimum comes
+// from GetXxxMaxMinTmpSize on the host; the model asks for at least 1 KiB.
+
+namespace detail {
+template <typename T>
+inline void AdvCheck(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &s,
+                     const LocalTensor<uint8_t> &tmp, uint32_t n)
+{
+    static_assert(std::is_same<T, float>::value, "only float is modelled");
+    VecIn(s, n, api, "srcTensor");
+    VecOut(d, n, api);
+    CheckAligned(tmp.ptr_, api, "sharedTmpBuffer");
+    if (tmp.size_ < 1024) ShimFail(api, "sharedTmpBuffer below the modelled minimum of 1 KiB");
+    const uint8_t *t0 = tmp.ptr_, *t1 = tmp.ptr_ + tmp.size_;
+    const uint8_t *d0 = reinterpret_cast<const uint8_t *>(d.ptr_);
+    const uint8_t *s0 = reinterpret_cast<const uint8_t *>(s.ptr_);
+    if ((d0 < t1 && d0 + n * sizeof(T) > t0) || (s0 < t1 && s0 + n * sizeof(T) > t0))
+        ShimFail(api, "sharedTmpBuffer overlaps an operand");
+    if (d0 != s0 && d0 < s0 + n * sizeof(T) && s0 < d0 + n * sizeof(T))
+        ShimFail(api, "source and destination overlap");
+}
+}  // namespace detail
+
+#define WSP_SHIM_ADV(NAME, EXPR)                                                             \
+    template <typename T, bool isReuseSource = false>                                        \
+    __aicore__ inline void NAME(const LocalTensor<T> &dstTensor, const LocalTensor<T> &srcTensor, \
+                                const LocalTensor<uint8_t> &sharedTmpBuffer, const uint32_t calCount) \
+    {                                                                                        \
+        detail::AdvCheck(#NAME, dstTensor, srcTensor, sharedTmpBuffer, calCount);            \
+        for (uint32_t i = 0; i < calCount; ++i) {                                            \
+            T x = srcTensor.ptr_[i];                                                         \
+            dstTensor.ptr_[i] = EXPR;                                                        \
+        }                                                                                    \
+        detail::Garbage(sharedTmpBuffer.ptr_, sharedTmpBuffer.size_);                        \
+        detail::VecDone(dstTensor, calCount);                                                \
+        detail::VecDone(sharedTmpBuffer, sharedTmpBuffer.size_);                             \
+    }
+WSP_SHIM_ADV(Tanh, std::tanh(x))
+WSP_SHIM_ADV(Sin, std::sin(x))
+WSP_SHIM_ADV(Cos, std::cos(x))
+#undef WSP_SHIM_ADV
+
+template <typename T, bool isReuseSource = false>
+__aicore__ inline void Power(const LocalTensor<T> &dstTensor, const LocalTensor<T> &src0Tensor,
+                             const T &src1Scalar, const LocalTensor<uint8_t> &sharedTmpBuffer,
+                             uint32_t calCount)
+{
+    detail::AdvCheck("Power", dstTensor, src0Tensor, sharedTmpBuffer, calCount);
+    for (uint32_t i = 0; i < calCount; ++i) dstTensor.ptr_[i] = std::pow(src0Tensor.ptr_[i], src1Scalar);
+    detail::Garbage(sharedTmpBuffer.ptr_, sharedTmpBuffer.size_);
+    detail::VecDone(dstTensor, calCount);
+    detail::VecDone(sharedTmpBuffer, sharedTmpBuffer.size_);
+}
+
+}  // namespace AscendC
+
+// on the device `half` and `bfloat16_t` are types of the global namespace
+using AscendC::bfloat16_t;
+using AscendC::half;
+
+#endif  // WSP_ASCENDC_CPU_KERNEL_OPERATOR_H

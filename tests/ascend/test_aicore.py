@@ -1,0 +1,486 @@
+"""AICore kernels (`backends/ascend/aicore.py`) compiled with g++ against the CPU implementation
+of the Ascend C API in `ascendc_cpu/` and run on the host, checked against the `ref` back end.
+
+What each test proves:
+- test_program_kernels: every kernel of every example and test program, at -O0 (one op per
+  step) and -O2 (planned, task-fused kernels), emits, compiles and computes what ref computes,
+  on contiguous tiles and on tiles inside wider GM rows at odd offsets (the DataCopyPad path),
+  without breaking a rule of the API the shim enforces (UB capacity, 32-byte alignment, queue
+  discipline, pipe synchronisation). Bit for bit where every op is exact; otherwise to a
+  documented tolerance (transcendentals, ReduceSum's order, vector matmul's k order).
+- test_value_semantics: NaN / inf / overflow inputs through max/min/relu and the max/min
+  reductions (NaN propagates), float -> every integer dtype and bool (truncate, saturate,
+  NaN -> 0), integer floor division (x / 0 == 0) and wrap-around, f16/bf16 rounding, bool
+  tiles holding nonzero bytes, -inf through silu/gelu, broadcasts of every shape, views,
+  iota, matmul with an accumulator and integer / f16 operands, f64 on the scalar unit.
+- test_chunked_kernel: a kernel whose tiles exceed the UB runs in row chunks through
+  double-buffered queues and still matches ref.
+- test_hypothesis_chains: generated elementwise / broadcast / reduction chains over f32, f16,
+  bf16 and i32, a few batches of kernels per compile.
+- test_ub_overflow_is_a_diagnostic / test_wide_rows_are_a_diagnostic: a kernel that cannot
+  fit even in 1-row chunks is a compile error at the kernel's span, rendered as
+  `file:line:col: error: ...`.
+- test_extern_ascend: an `extern ascend` body is pasted verbatim behind a `#line` directive
+  into the .wsp file (compiler errors point there), binds the parameters by name, and runs.
+- test_extern_c_only / test_emit_is_deterministic / test_kernel_entry: the API part A uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ptowsp
+from ptowsp.backends.ascend import aicore
+from ptowsp.frontend.diagnostics import WspError
+from ptowsp.ir import nodes as N
+from ptowsp.ir.passes import optimize
+from ptowsp.records import record
+
+from .ascendc_cpu import harness as H
+from .ascendc_cpu.harness import KB
+
+pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = sorted(p for p in list((ROOT / "examples").glob("*.wsp")) +
+                  list((ROOT / "tests" / "programs").glob("*.wsp"))
+                  if p.name != "errors_demo.wsp")  # the example of error messages
+
+
+def _units():
+    """(unit name, module, kernels) for every program at -O0 and -O2; extern c kernels apart."""
+    out, extern = [], []
+    for path in PROGRAMS:
+        m0 = ptowsp.load(str(path)).ir
+        for level in (0, 2):
+            m, _ = optimize(m0, level)
+            name = H.unit_name(f"{path.stem}_O{level}")
+            ks = tuple(k for k in m.kernels if k.extern_c is None)
+            extern += [k for k in m.kernels if k.extern_c is not None]
+            if ks:  # (lib_shared.wsp only declares things for others to import)
+                out.append((name, dataclasses.replace(m, name=name, kernels=ks), ks))
+    return out, extern
+
+
+UNITS, EXTERN_C = _units()
+
+
+@pytest.fixture(scope="module")
+def programs_lib(tmp_path_factory):
+    units = [H.Unit(name, aicore.emit_aicore(m), list(ks)) for name, m, ks in UNITS]
+    return H.build(units, tmp_path_factory.mktemp("aicore_programs"))
+
+
+# decision: the tasks' integer scalars are small non-negative numbers (valid lengths, row counts)
+SCALARS = {"valid": 37, "n": 29, "id": 3, "base": 2, "pmin": 1}
+
+
+@pytest.mark.parametrize("unit", [u[0] for u in UNITS])
+def test_program_kernels(programs_lib, unit):
+    _, m, ks = next(u for u in UNITS if u[0] == unit)
+    rng = np.random.default_rng(zlib.crc32(unit.encode()))
+    for k in ks:
+        for strided in (False, True):
+            task = H.random_task(k, rng, strided=strided, scalar_values=SCALARS)
+            got = H.run_task(programs_lib, unit, k, task)
+            H.compare(k, got, H.ref_outputs(k, task), f"{unit} (strided={strided})")
+
+
+def test_extern_c_only():
+    """A kernel with only an `extern c` body is not ours to emit: a clear ValueError."""
+    assert EXTERN_C, "the examples have an extern c kernel (moe `route`)"
+    k = EXTERN_C[0]
+    with pytest.raises(ValueError, match="extern ascend"):
+        aicore.emit_kernel(k)
+    m = N.Module("moe", (), (), (k,), (), None)
+    with pytest.raises(WspError) as e:
+        aicore.emit_aicore(m)
+    (d,) = e.value.diagnostics
+    assert d.span == k.span and d.message == \
+        f"kernel `{k.source}` has no `extern ascend` body, which the ascend_npu target needs"
+
+
+def test_emit_is_deterministic():
+    name, m, ks = UNITS[0]
+    a, b = aicore.emit_aicore(m), aicore.emit_aicore(m)
+    assert a == b
+    assert set(a) == {"aicore/wsp_aicore.h"} | {aicore.header_path(k) for k in ks}
+    for k in ks:
+        text = a[aicore.header_path(k)]
+        assert f"__aicore__ inline void {aicore.kernel_entry(k)}(const WspTile *tiles, " \
+               "const WspScalar *scalars)" in text
+    assert "typedef struct WspTile" in a["aicore/wsp_aicore.h"]
+
+
+def test_kernel_entry():
+    k = KB("a+b")
+    k.out("y", k.tile("x", 2, 3))
+    assert aicore.kernel_entry(k.kernel()) == "wsp_aicore_a_2b_b"
+    assert aicore.header_path(k.kernel()) == "aicore/kernel_a_2b_b.h"
+
+
+# ---------------------------------------------------------------------------------------------
+# value semantics
+
+
+def _edge_kernels() -> list[N.Kernel]:
+    ks = []
+    b = KB("nan_minmax")
+    x, y = b.tile("x", 5, 37), b.tile("y", 5, 37)
+    b.out("mx", b.op("maximum", x, y))
+    b.out("mn", b.op("minimum", x, y))
+    b.out("r", b.op("relu", x))
+    b.out("rmax", b.op("rowmax", x))
+    b.out("rmin", b.op("rowmin", y))
+    b.out("cmax", b.op("colmax", x))
+    b.out("cmin", b.op("colmin", x))
+    b.out("ms", b.op("maximum", x, b.lit(float("nan"))))
+    ks.append(b.kernel())
+    b = KB("casts")
+    x = b.tile("x", 3, 40)
+    for dt in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool", "f16", "bf16", "f64"):
+        b.out("c_" + dt, b.op("cast", x, dtype=dt))
+    ks.append(b.kernel())
+    b = KB("ints")
+    a, c = b.tile("a", 4, 9, "i32"), b.tile("c", 4, 9, "i32")
+    u, v = b.tile("u", 4, 9, "u8"), b.tile("v", 4, 9, "i64")
+    b.out("d", b.op("div", a, c))
+    b.out("m", b.op("mul", a, c))
+    b.out("s", b.op("sub", a, c))
+    b.out("lt", b.op("lt", a, c))
+    b.out("ab", b.op("abs", a))
+    b.out("ng", b.op("neg", a))
+    b.out("rs", b.op("rowsum", a))
+    b.out("cm", b.op("colmax", a))
+    b.out("du", b.op("div", u, b.lit(7, "u8")))
+    b.out("wu", b.op("sub", u, b.lit(200, "u8")))
+    b.out("w64", b.op("mul", v, b.lit(2**40, "i64")))
+    b.out("f", b.op("convert", a, dtype="f32"))
+    b.out("h", b.op("convert", v, dtype="bf16"))
+    ks.append(b.kernel())
+    b = KB("halfs")
+    x, y = b.tile("x", 6, 20, "f16"), b.tile("y", 6, 20, "bf16")
+    s = b.op("add", b.op("convert", x, dtype="f32"), b.op("convert", y, dtype="f32"))
+    b.out("o16", s, "f16")
+    b.out("ob16", s, "bf16")
+    h = b.op("convert", s, dtype="f16")
+    b.out("e", b.op("mul", h, h), "f16")
+    b.out("c", b.op("cast", b.op("mul", s, b.lit(1000.0)), dtype="i16"))
+    ks.append(b.kernel())
+    b = KB("bools")
+    p, q, x = b.tile("p", 4, 33, "bool"), b.tile("q", 1, 33, "bool"), b.tile("x", 4, 33)
+    b.out("a", b.op("and", p, q))
+    b.out("o", b.op("or", p, q))
+    b.out("n", b.op("not", p))
+    b.out("w", b.op("where", q, x, b.lit(2.5)))
+    b.out("wc", b.op("where", b.op("gt", x, b.lit(0.0)), x, b.op("neg", x)))
+    b.out("bf", b.op("convert", p, dtype="f32"))
+    ks.append(b.kernel())
+    b = KB("activations")
+    x = b.tile("x", 7, 50)
+    for nm in ("sigmoid", "silu", "gelu", "tanh", "sin", "cos", "exp", "log", "sqrt", "rsqrt",
+               "abs", "neg"):
+        b.out(nm, b.op(nm, x))
+    b.out("p2", b.op("pow", x, b.lit(2.0)))
+    b.out("p15", b.op("pow", b.op("abs", x), b.lit(1.5)))
+    b.out("pm1", b.op("pow", x, b.lit(-1.0)))
+    ks.append(b.kernel())
+    b = KB("views")
+    x, y = b.tile("x", 6, 10), b.tile("y", 6, 5, "i16")
+    b.out("t", b.op("transpose", x, shape=(10, 6)))
+    b.out("se", b.op("slice_even", x, shape=(6, 5)))
+    b.out("so", b.op("slice_odd", x, shape=(6, 5)))
+    b.out("il", b.op("interleave", y, y, shape=(6, 10)))
+    b.out("ir", b.add("iota_row", (), (6, 10), "i32"))
+    b.out("ic", b.add("iota_col", (), (6, 10), "f32"))
+    b.out("bc", b.op("broadcast", b.op("rowsum", x), shape=(6, 10)))
+    b.out("bs", b.lit(3.25), shape=(6, 10))
+    b.out("bi", b.lit(-7, "i8"), shape=(2, 3))
+    ks.append(b.kernel())
+    b = KB("matmuls")
+    a, w, c = b.tile("a", 5, 7), b.tile("w", 7, 9), b.tile("c", 5, 9, mode="InOut")
+    w16, ai = b.tile("w16", 7, 9, "f16"), b.tile("ai", 5, 7, "i32")
+    b.store("c", b.op("matmul", a, w, c, shape=(5, 9), dtype="f32"))
+    b.out("m2", b.op("matmul", ai, b.op("convert", w16, dtype="f32"), shape=(5, 9), dtype="f32"))
+    wt = b.op("transpose", b.op("transpose", w, shape=(9, 7)), shape=(7, 9))
+    b.out("m3", b.op("matmul", a, wt, b.lit(1.0), shape=(5, 9), dtype="f32"))
+    ks.append(b.kernel())
+    b = KB("matmul_inout")  # the right operand is stored to: read whole before any store
+    a, c = b.tile("a", 16, 16), b.tile("c", 16, 16, mode="InOut")
+    b.store("c", b.op("matmul", a, c, shape=(16, 16), dtype="f32"))
+    ks.append(b.kernel())
+    b = KB("f64s")
+    x, y, s = b.tile("x", 3, 5, "f64"), b.tile("y", 3, 5, "f64"), b.scalar("s", "f64")
+    b.out("a", b.op("add", b.op("mul", x, y), s))
+    b.out("d", b.op("div", x, y))
+    b.out("mx", b.op("maximum", x, y))
+    b.out("r", b.op("rowmax", x))
+    b.out("f", b.op("convert", x, dtype="f32"))
+    b.out("h", b.op("convert", x, dtype="f16"))
+    ks.append(b.kernel())
+    b = KB("scalars")
+    x, s = b.tile("x", 4, 16), b.scalar("s", "f16")
+    n, t = b.scalar("n", "i32"), b.scalar("t", "bool")
+    b.out("a", b.op("mul", x, b.op("convert", s, dtype="f32")))
+    b.out("b", b.op("div", b.lit(1.0), x))
+    b.out("c", b.op("sub", b.lit(3.0), x))
+    mask = b.op("lt", b.add("iota_col", (), (4, 16), "i32"), n)
+    b.out("d", b.op("where", mask, x, b.lit(float("-inf"))))
+    b.out("e", b.op("add", x, b.op("convert", t, dtype="f32")))
+    b.out("f", b.op("minimum", x, b.op("mul", b.op("convert", s, dtype="f32"), b.lit(2.0))))
+    ks.append(b.kernel())
+    return ks
+
+
+def _big_kernel() -> N.Kernel:
+    """rmsnorm over [512, 200] f16 rows: 200 KiB of input alone, so it must run in chunks."""
+    b = KB("big_rmsnorm")
+    x = b.op("convert", b.tile("x", 512, 200, "f16"), dtype="f32")
+    w = b.tile("w", 1, 200)
+    ms = b.op("rowmean", b.op("mul", x, x))
+    y = b.op("mul", b.op("mul", x, b.op("rsqrt", b.op("add", ms, b.scalar("eps")))), w)
+    b.out("y", y, "f16")
+    b.out("s", b.op("colsum", w))
+    return b.kernel()
+
+
+@record
+class _AscendKernel(N.Kernel):
+    """An IR kernel carrying an `extern ascend` body (what lowering gives part A's back end)."""
+
+    extern_ascend: str = ""
+
+
+_EXTERN_SRC = '''module ext
+kernel scale2(x: In[Tile[4, 12, f32]], y: Out[Tile[4, 12, f32]], k: Scalar[f32])
+    extern ascend """
+    AscendC::TPipe pipe;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> qi;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> qo;
+    pipe.InitBuffer(qi, 1, 4 * 32 * 4);
+    pipe.InitBuffer(qo, 1, 4 * 32 * 4);
+    AscendC::LocalTensor<float> a = qi.AllocTensor<float>();
+    wsp_copy_in<uint32_t>(a.ReinterpretCast<uint32_t>(), x, 0, 4, 48, 128, 4);
+    qi.EnQue(a);
+    a = qi.DeQue<float>();
+    AscendC::LocalTensor<float> b = qo.AllocTensor<float>();
+    AscendC::Muls(b, a, k + k, 128);
+    qo.EnQue(b);
+    b = qo.DeQue<float>();
+    wsp_copy_out<uint32_t>(y, b.ReinterpretCast<uint32_t>(), 0, 4, 48, 128, 4);
+    qo.FreeTensor(b);
+    qi.FreeTensor(a);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    pipe.Destroy();
+"""
+'''
+
+
+def _extern_kernel(body_fix=lambda s: s) -> tuple[_AscendKernel, dict]:
+    src = body_fix(_EXTERN_SRC)
+    body = src.split('"""')[1]
+    params = (N.KParam("x", "tile", "f32", "In", 4, 12), N.KParam("y", "tile", "f32", "Out", 4, 12),
+              N.KParam("k", "scalar", "f32"))
+    span = N.Span("ext.wsp", 2, 1, 20, 4)
+    k = _AscendKernel("scale2", "scale2", params, (), (), None, (), span, extern_ascend=body)
+    return k, {"ext.wsp": src}
+
+
+@pytest.fixture(scope="module")
+def misc_lib(tmp_path_factory):
+    edges = _edge_kernels()
+    big = _big_kernel()
+    ext, sources = _extern_kernel()
+    m = N.Module("misc", (), (), tuple(edges) + (big,), (), None, sources=tuple(sources.items()))
+    files = aicore.emit_aicore(m)
+    files[aicore.header_path(ext)] = aicore.emit_kernel(ext, "misc", sources)
+    units = [H.Unit("misc", files, edges + [big, ext])]
+    return H.build(units, tmp_path_factory.mktemp("aicore_misc")), files
+
+
+def _poison(task: H.Task, k: N.Kernel) -> None:
+    """NaN, -inf, +inf and out-of-range values in the first elements of every float input."""
+    for name, arr in task.inputs.items():
+        if arr.dtype.kind == "f" and arr.size >= 4:
+            with np.errstate(over="ignore"):
+                arr.flat[:4] = np.array([np.nan, -np.inf, np.inf, 3e9]).astype(arr.dtype)
+            H.tile_view(task, k, name)[...] = arr
+
+
+@pytest.mark.parametrize("name", [k.name for k in _edge_kernels()])
+def test_value_semantics(misc_lib, name):
+    lib, _ = misc_lib
+    k = next(k for k in _edge_kernels() if k.name == name)
+    rng = np.random.default_rng(7)
+    for trial in range(3):
+        task = H.random_task(k, rng, strided=trial == 1)
+        if trial == 2:
+            _poison(task, k)
+        got = H.run_task(lib, "misc", k, task)
+        H.compare(k, got, H.ref_outputs(k, task), f"trial {trial}")
+
+
+def test_chunked_kernel(misc_lib):
+    lib, files = misc_lib
+    k = _big_kernel()
+    text = files[aicore.header_path(k)]
+    assert "chunks of" in text and "AscendC::TQue<AscendC::TPosition::VECIN, 2>" in text
+    assert "AscendC::TQue<AscendC::TPosition::VECOUT, 2>" in text
+    rng = np.random.default_rng(3)
+    for strided in (False, True):
+        task = H.random_task(k, rng, strided=strided, scalar_values={"eps": 1e-6})
+        H.compare(k, H.run_task(lib, "misc", k, task), H.ref_outputs(k, task))
+
+
+def test_extern_ascend(misc_lib, tmp_path):
+    lib, files = misc_lib
+    k, sources = _extern_kernel()
+    text = files[aicore.header_path(k)]
+    lines = text.split("\n")
+    src_lines = sources["ext.wsp"].split("\n")
+    opening = next(i for i, ln in enumerate(src_lines) if 'extern ascend """' in ln) + 1
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("#line") and "ext.wsp" in ln)
+    # the body starts right after the opening quotes: the rest of that line, then the next
+    assert lines[at] == f'#line {opening} "ext.wsp"'
+    assert lines[at + 1] == "" and lines[at + 2] == src_lines[opening]
+    back = next(i for i, ln in enumerate(lines) if ln.startswith("#line") and "aicore/" in ln)
+    assert lines[back] == f'#line {back + 2} "{aicore.header_path(k)}"'
+    assert "const float k = (float)scalars[0].f;" in text
+    task = H.random_task(k, np.random.default_rng(1), strided=True, scalar_values={"k": 1.5})
+    sc = [H.scalar_arg("f32", 1.5)]
+    lib.run("misc", k, task.tiles, sc, task.views)
+    np.testing.assert_array_equal(H.tile_view(task, k, "y"), task.inputs["x"] * np.float32(3.0))
+    # a C++ error in the body is reported at its line of the .wsp file
+    bad, srcs = _extern_kernel(lambda s: s.replace("AscendC::Muls(b, a, k + k, 128);",
+                                                   "AscendC::Muls(b, a, kk, 128);"))
+    (tmp_path / "aicore").mkdir()
+    (tmp_path / "aicore" / "wsp_aicore.h").write_text(aicore.support_header())
+    (tmp_path / "aicore" / "kernel_scale2.h").write_text(aicore.emit_kernel(bad, "bad", srcs))
+    (tmp_path / "t.cpp").write_text('#include "aicore/kernel_scale2.h"\n')
+    proc = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-I", str(H.HERE), "-I",
+                           str(tmp_path), str(tmp_path / "t.cpp")], capture_output=True, text=True)
+    where = next(i for i, ln in enumerate(srcs["ext.wsp"].split("\n")) if "kk" in ln) + 1
+    assert proc.returncode != 0 and f"ext.wsp:{where}:" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels that cannot fit the Unified Buffer
+
+
+def _diagnostic(src: str, name: str) -> str:
+    m = ptowsp.parse(src, name).ir
+    with pytest.raises(WspError) as e:
+        aicore.emit_aicore(m)
+    return e.value.render()
+
+
+def test_ub_overflow_is_a_diagnostic():
+    src = """module big
+input X: f32[256, 256]
+output Y: f32[256, 256]
+
+kernel tr(x: In[Tile[256, 256, f32]], y: Out[Tile[256, 256, f32]]) {
+    store(y, transpose(x) * 2)
+}
+
+workload w() { tr(x = X, y = Y) }
+"""
+    text = _diagnostic(src, "big.wsp")
+    assert text.startswith("big.wsp:5:1: error: kernel `tr` needs "), text
+    assert "bytes of Unified Buffer" in text and f"has {aicore.UB_BUDGET} (of {aicore.UB_BYTES}" in text
+
+
+def test_wide_rows_are_a_diagnostic():
+    src = """module wide
+input X: f32[8, 40000]
+output Y: f32[8, 40000]
+
+kernel twice(x: In[Tile[8, 40000, f32]], y: Out[Tile[8, 40000, f32]]) {
+    store(y, x * 2)
+}
+
+workload w() { twice(x = X, y = Y) }
+"""
+    text = _diagnostic(src, "wide.wsp")
+    assert text.startswith("wide.wsp:5:1: error: kernel `twice` needs "), text
+    assert "even in chunks of 1 row" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# generated chains
+
+_UNARY = ("neg", "abs", "exp", "sqrt", "relu", "sigmoid", "tanh", "silu")
+_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+_IBINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+
+
+@st.composite
+def _chain(draw, name: str):
+    rows, cols = draw(st.integers(1, 9)), draw(st.integers(1, 70))
+    b = KB(name)
+    if draw(st.integers(0, 4)) == 0:  # an integer chain
+        x, y = b.tile("x", rows, cols, "i32"), b.tile("y", rows, 1, "i32")
+        v = x
+        for _ in range(draw(st.integers(1, 4))):
+            op = draw(st.sampled_from(_IBINARY + ("lt", "where", "rowsum")))
+            if op == "lt":
+                v = b.op("where", b.op("lt", v, y), v, b.op("neg", v))
+            elif op == "where":
+                v = b.op("where", b.op("ge", v, b.lit(0, "i32")), y, v)
+            elif op == "rowsum":
+                v = b.op("sub", v, b.op("rowsum", v))
+            else:
+                v = b.op(op, v, draw(st.sampled_from([x, y, b.lit(draw(st.integers(-5, 5)), "i32")])))
+        b.out("out", v, draw(st.sampled_from(["i32", "f32", "i8"])))
+        return b.kernel()
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    x = b.tile("x", rows, cols, dt)
+    other = b.tile("y", *draw(st.sampled_from([(rows, cols), (1, cols), (rows, 1)])), dt)
+    xf = x if dt == "f32" else b.op("convert", x, dtype="f32")
+    of = other if dt == "f32" else b.op("convert", other, dtype="f32")
+    v = xf
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["unary", "binary", "scalar", "row", "col", "where", "round"]))
+        if kind == "unary":
+            v = b.op(draw(st.sampled_from(_UNARY)), v)
+        elif kind == "binary":
+            v = b.op(draw(st.sampled_from(_BINARY)), v, of)
+        elif kind == "scalar":
+            v = b.op(draw(st.sampled_from(_BINARY)), v, b.lit(draw(st.sampled_from([0.5, -2.0, 3.0]))))
+        elif kind == "row":
+            v = b.op("sub", v, b.op(draw(st.sampled_from(["rowmax", "rowsum", "rowmean"])), v))
+        elif kind == "col":
+            v = b.op("mul", v, b.op(draw(st.sampled_from(["colmax", "colsum", "colmin"])), v))
+        elif kind == "where":
+            v = b.op("where", b.op("gt", v, of), v, of)
+        else:
+            v = b.op("convert", b.op("convert", v, dtype=draw(st.sampled_from(["f16", "bf16"]))),
+                     dtype="f32")
+    b.out("out", v, draw(st.sampled_from(["f32", "f16", "bf16"])))
+    return b.kernel()
+
+
+_batches = iter(range(10**6))
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
+@given(st.data())
+def test_hypothesis_chains(tmp_path_factory, data):
+    batch = next(_batches)
+    ks = [data.draw(_chain(f"chain{batch}_{i}"), label=f"kernel {i}") for i in range(8)]
+    m = N.Module(f"hyp{batch}", (), (), tuple(ks), (), None)
+    lib = H.build([H.Unit(m.name, aicore.emit_aicore(m), ks)], tmp_path_factory.mktemp("hyp"))
+    rng = np.random.default_rng(batch)
+    for k in ks:
+        task = H.random_task(k, rng, strided=True)
+        # chains of transcendentals compound libm differences (glibc vs NumPy's own f32 math)
+        H.compare(k, H.run_task(lib, m.name, k, task), H.ref_outputs(k, task), rtol=2e-4)
