@@ -141,8 +141,10 @@ def _load_module(ctx: click.Context, file: str):
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--target", type=click.Choice(["cpu_sim"]), default="cpu_sim", show_default=True,
-              help="Back end (ascend_npu comes with its issue).")
+@click.option("--target", type=click.Choice(["cpu_sim", "ascend_npu"]), default="cpu_sim",
+              show_default=True,
+              help="Back end: cpu_sim (a runnable artifact) or ascend_npu (a CANN project; "
+                   "needs -o DIR).")
 @click.option("--emit", type=click.Choice(["ast", "ir", "c"]), default=None,
               help="Print an intermediate form instead of building: the parsed program, the IR, "
                    "or the generated C.")
@@ -151,14 +153,22 @@ def _load_module(ctx: click.Context, file: str):
 @click.option("--schedule", default=None, help="The schedule to check exists (default: main or the only one).")
 @click.option("--depfile", type=click.Path(dir_okay=False), default=None,
               help="Write a Makefile rule listing the module's source files (for make -MD style builds).")
+@click.option("--npu-arch", default=None, metavar="ARCH",
+              help="ascend_npu: the default --npu-arch of the project's CMakeLists.txt (dav-2201).")
 @_opt_options
 @click.pass_context
 def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], output: Optional[str],
-            schedule: Optional[str], depfile: Optional[str], opt_level: Optional[int], print_after,
-            time_passes: bool, verify_each: bool) -> None:
+            schedule: Optional[str], depfile: Optional[str], npu_arch: Optional[str],
+            opt_level: Optional[int], print_after, time_passes: bool, verify_each: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
     from .frontend.printer import dump
 
+    if target == "ascend_npu":
+        _compile_ascend(ctx, file, output, emit, schedule, depfile, npu_arch,
+                        (opt_level, print_after, time_passes, verify_each))
+        return
+    if npu_arch is not None:
+        raise click.UsageError("--npu-arch applies to --target ascend_npu")
     module = _load_module(ctx, file)
     if emit == "ast":
         _emit(output, "".join(dump(f) for f in module.env.files))
@@ -191,6 +201,55 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
         _write_atomic(depfile, f"{target_name}: {deps}\n")
     where = output or str(artifact.directory)
     click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
+
+
+def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: Optional[str],
+                    schedule: Optional[str], depfile: Optional[str], npu_arch: Optional[str],
+                    passes) -> None:
+    """`wspc compile FILE --target ascend_npu -o DIR`: a CANN project (docs/ascend.md),
+    written atomically; warnings for the schedule policies the NPU cannot honour."""
+    if emit is not None:
+        raise click.UsageError("--emit does not apply to --target ascend_npu: it writes a "
+                               "project directory (use --target cpu_sim --emit ...)")
+    if not output:
+        raise click.UsageError("--target ascend_npu writes a CANN project: give its directory "
+                               "with -o DIR")
+    from .frontend.diagnostics import render
+    from .runtime import choose_schedule
+
+    module = _load_module(ctx, file)
+    ir = _run_guarded(ctx, "lower", lambda: module.ir)
+    ir = _optimize(ctx, ir, *passes)
+    name = _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
+
+    def emit_tree():
+        from .backends.ascend import emit_project, options_from_env
+
+        settings = {"npu_arch": npu_arch} if npu_arch else {}
+        return emit_project(ir, name, options_from_env(module.env, name, **settings))
+
+    project = _run_guarded(ctx, "emit", emit_tree)
+    sources = dict(ir.sources)
+    for w in project.warnings:
+        click.echo(render(w, sources), err=True)
+
+    def write():
+        from .backends.ascend import write_project
+        from .frontend.diagnostics import Diagnostic, WspError
+        from .spans import Span
+
+        try:
+            write_project(output, project.files)
+        except OSError as err:
+            raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
+                                       f"cannot write {output}: {err.strerror or err}")]) from None
+
+    _run_guarded(ctx, "write", write)
+    if depfile:
+        deps = " ".join(f.path for f in module.env.files)
+        _write_atomic(depfile, f"{output}/CMakeLists.txt: {deps}\n")
+    click.echo(f"{file}: wrote {output} (ascend_npu, schedule `{name}`, "
+               f"{len(project.files)} files)")
 
 
 def _build(ir, code):

@@ -1,0 +1,214 @@
+"""The ascend_npu back end: IR -> a CANN project tree (docs/ascend.md).
+
+    project = emit_project(module_ir, "main", options)   # strings only; raises WspError
+    write_project("out/rmsnorm_npu", project.files)      # atomically: all of it or nothing
+
+The tree: `include/` (the plan ABI shared by all three sides, this schedule's plan words),
+`host/main.asc` (ACL host program), `aicpu/expand.aicpu` (the task expander, `plan.py` +
+`expander.py`), `aicore/` (the dispatcher, `dispatch.py`, and the kernels, `aicore.py`),
+`CMakeLists.txt`, `scripts/`, `README.md` and the WSP sources (`project.py`). The same input
+gives the same bytes. `policies.py` says what happens to each schedule combinator and warns
+about the ones the NPU cannot honour.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping, Optional
+
+from ...frontend.diagnostics import Diagnostic, WspError
+from ...ir import nodes as N
+from ...ir import sym
+from ...spans import Span
+from .dispatch import emit_dispatch
+from .expander import plan_files, shared_files
+from .host import emit_host, source_names
+from .plan import dispatchers
+from .policies import policy_warnings
+from .project import emit_project_files
+
+DEFAULT_NPU_ARCH = "dav-2201"   # Atlas A2 (910B) AICore
+DEFAULT_SOC = "Ascend910B1"     # CANN 8's SOC_VERSION for the same chip
+DEFAULT_CAPACITY = 4096         # task records per segment
+
+
+@dataclass(frozen=True)
+class AscendOptions:
+    """What the back end needs beyond the IR. The source facts come from the checked module
+    (`options_from_env`): the IR keeps neither `extern ascend` bodies nor combinator spans."""
+
+    extern_ascend: Mapping[str, str] = field(default_factory=dict)  # kernel -> Ascend C body
+    kernel_spans: Mapping[str, Span] = field(default_factory=dict)  # kernel -> its name
+    combinator_spans: Mapping[str, Span] = field(default_factory=dict)  # `.dispatch` etc.
+    npu_arch: str = DEFAULT_NPU_ARCH
+    soc_version: str = DEFAULT_SOC
+    capacity: int = DEFAULT_CAPACITY
+    blocks: Optional[int] = None  # AICore blocks; default: the dispatchers, or the vector cores
+
+
+@dataclass
+class Project:
+    """The tree (relative path -> text) and the compile warnings to print."""
+
+    files: dict[str, str]
+    warnings: list[Diagnostic]
+
+
+def options_from_env(env, schedule: str, **settings) -> AscendOptions:
+    """The source facts of a checked module (`ModuleEnv`) for `schedule`. Reads attributes
+    only, so this back end does not import the front end."""
+    bodies, spans = {}, {}
+    for name, decl in env.kernels.items():
+        spans[name] = decl.name.span
+        for ext in decl.externs:
+            if ext.lang == "ascend":
+                bodies[name] = ext.code
+    combinators = {}
+    sd = env.schedules.get(schedule)
+    if sd is not None:
+        for c in sd.combinators:
+            combinators.setdefault(c.name.id, c.name.span)
+    return AscendOptions(extern_ascend=bodies, kernel_spans=spans, combinator_spans=combinators,
+                         **settings)
+
+
+def emit_project(module: N.Module, schedule: str,
+                 options: Optional[AscendOptions] = None) -> Project:
+    """The CANN project of `schedule` of `module` (an optimised IR module)."""
+    options = options or AscendOptions()
+    s = module.schedule(schedule)
+    errors = extern_errors(module, options) + layout_errors(module, s)
+    if errors:
+        raise WspError(errors, dict(module.sources))
+    plan, files = plan_files(module, schedule)
+    files.update(shared_files())
+    kernels, entry = _aicore(module, options)
+    files.update(kernels)
+    headers = [p for p in kernels if os.path.basename(p).startswith("kernel_")]
+    files.update(emit_dispatch(module, headers, entry))
+    nd = dispatchers(s) if "dispatch" in s.given else 0
+    blocks = options.blocks or _default_blocks(s, nd)
+    files.update(emit_host(module, plan, blocks, options.capacity))
+    files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
+                                    blocks, options.capacity, nd))
+    return Project(dict(sorted(files.items())), policy_warnings(s, options.combinator_spans))
+
+
+def _default_blocks(s: N.Schedule, nd: int) -> int:
+    """One block per dispatcher under pinned placement; else every vector core of the machine."""
+    if nd and s.dispatch.name != "work_steal":
+        return nd
+    from ...machine import load_machine
+
+    return load_machine(None).vector_cores
+
+
+def extern_errors(module: N.Module, options: AscendOptions) -> list[Diagnostic]:
+    """An `extern` kernel needs an `extern ascend` body here (language.md section 4)."""
+    out, seen = [], set()
+    for k in module.kernels:
+        if k.extern_c is None or k.source in options.extern_ascend or k.source in seen:
+            continue
+        seen.add(k.source)
+        out.append(Diagnostic(
+            options.kernel_spans.get(k.source, k.span), "ascend-extern",
+            f"extern kernel `{k.source}` has no `extern ascend` body, which the ascend_npu "
+            "target needs (its `extern c` body runs only on cpu_sim)",
+            'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
+            "kernel's WspTile / WspScalar parameters"))
+    return out
+
+
+def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
+    """A tile whose columns are provably not contiguous in its tensor: the AICore kernels
+    take rows of contiguous elements (`WspTile` has no column stride). Undecided cases are
+    checked by the expander at run time."""
+    out = []
+    for t in N.tasks(s.body):
+        kernel = module.kernel(t.kernel)
+        cols = {p.name: p.cols for p in kernel.params if p.kind == "tile"}
+        for a in t.args:
+            if not isinstance(a, N.TileArg) or a.col_dim is None or cols.get(a.param, 1) <= 1:
+                continue
+            dims = module.tensor(a.tensor).dims[a.col_dim + 1:]
+            stride = sym.as_expr(1)
+            for d in dims:
+                stride = stride * sym.as_expr(d)
+            if sym.prove_eq(stride, 1) is False:
+                out.append(Diagnostic(
+                    t.span, "ascend-layout",
+                    f"in `{t.text}`, the columns of `{a.param}` are {sym.to_str(stride)} "
+                    f"elements apart in `{a.tensor}`: ascend_npu tiles need contiguous rows",
+                    "index the trailing dimensions, or make the tile's columns the last one"))
+    return out
+
+
+class _WithAscendBody:
+    """An IR kernel plus its `extern ascend` body, for `aicore.emit_aicore` (the IR keeps only
+    the `extern c` body; see docs/ascend.md, "Hooks"). Its span names the source file as the
+    tree does (relative), since the body's `#line` directive carries it into the tree."""
+
+    __slots__ = ("_kernel", "extern_ascend", "span")
+
+    def __init__(self, kernel: N.Kernel, body: str, span: Span):
+        object.__setattr__(self, "_kernel", kernel)
+        object.__setattr__(self, "extern_ascend", body)
+        object.__setattr__(self, "span", span)
+
+    def __getattr__(self, name: str):
+        return getattr(self._kernel, name)
+
+
+def _aicore(module: N.Module, options: AscendOptions):
+    """Part B's kernels (`aicore.py`) and the entry-point naming the dispatcher calls."""
+    try:
+        from . import aicore
+    except ImportError:  # the kernels' emitter is not there: a tree without kernels
+        return {}, lambda k: "wsp_aicore_" + k.name
+    names = source_names(module)
+    kernels = tuple(
+        _WithAscendBody(k, options.extern_ascend[k.source],
+                        replace(k.span, file=names.get(k.span.file, k.span.file)))
+        if k.extern_c is not None else k for k in module.kernels)
+    # the sources under both names: as given (diagnostics) and as in the tree (#line)
+    sources = module.sources + tuple((names[f], t) for f, t in module.sources if names[f] != f)
+    return (aicore.emit_aicore(replace(module, kernels=kernels, sources=sources)),
+            aicore.kernel_entry)
+
+
+def write_project(directory, files: Mapping[str, str]) -> Path:
+    """Write the tree as DIR, atomically: it is built in a temporary directory beside DIR and
+    renamed into place, so a failure leaves DIR as it was (absent, or the previous tree)."""
+    out = Path(directory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    old = None
+    try:
+        tmp.chmod(0o755)  # mkdtemp's 0700 is for the temporary name only
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if rel.startswith("scripts/"):
+                path.chmod(0o755)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-old-"))
+            os.rename(out, old / "tree")
+        os.rename(tmp, out)
+    except BaseException:
+        if old is not None and not out.exists():
+            os.rename(old / "tree", out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+__all__ = ["AscendOptions", "Project", "emit_project", "options_from_env", "write_project",
+           "extern_errors", "layout_errors"]

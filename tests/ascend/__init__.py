@@ -1,0 +1,1 @@
+"""Tests of the ascend_npu target (docs/ascend.md)."""

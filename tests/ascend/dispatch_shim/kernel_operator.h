@@ -1,0 +1,31 @@
+/* The few Ascend C names aicore/dispatch.asc uses, on the host (tests/ascend/test_dispatch.py):
+ * GM_ADDR and the qualifiers, GlobalTensor's SetGlobalBuffer / GetValue, GetBlockIdx (the
+ * block the test is running) and DataCacheCleanAndInvalid (counted: the dispatcher must drop
+ * stale cache lines before reading records another processor wrote). Not part B's CPU
+ * implementation of the kernels' API: the kernels are replaced by recording stubs here. */
+#ifndef WSP_TEST_DISPATCH_SHIM_H
+#define WSP_TEST_DISPATCH_SHIM_H
+#include <stdint.h>
+
+#define __global__
+#define __aicore__
+#define __gm__
+#define GM_ADDR uint8_t *
+
+namespace AscendC {
+extern int64_t test_block;        /* the block GetBlockIdx reports */
+extern int64_t test_cache_drops;  /* DataCacheCleanAndInvalid calls */
+enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
+enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T>
+class GlobalTensor {
+public:
+    void SetGlobalBuffer(T *buffer) { ptr_ = buffer; }
+    T GetValue(const uint64_t offset) const { return ptr_[offset]; }
+    T *ptr_ = nullptr;
+};
+inline int64_t GetBlockIdx() { return test_block; }
+template <typename T, CacheLine entire, DcciDst dst>
+inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &) { test_cache_drops++; }
+}  // namespace AscendC
+#endif

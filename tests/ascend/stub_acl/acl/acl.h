@@ -1,0 +1,61 @@
+/* A stand-in for CANN's acl/acl.h, for compiling and running host/main.asc on a machine
+ * without CANN (tests/ascend/test_host.py): "device" memory is host memory, streams run
+ * nothing asynchronously, and every call is appended to the file $WSP_ACL_LOG. Setting
+ * $WSP_ACL_FAIL to a function name makes that function fail (error 507899) to test that the
+ * host program checks it. Only what main.asc uses is here. */
+#ifndef WSP_TEST_ACL_H
+#define WSP_TEST_ACL_H
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+typedef int aclError;
+typedef void *aclrtStream;
+typedef void *aclrtEvent;
+typedef enum { ACL_MEM_MALLOC_HUGE_FIRST = 0 } aclrtMemMallocPolicy;
+typedef enum { ACL_MEMCPY_HOST_TO_HOST = 0, ACL_MEMCPY_HOST_TO_DEVICE = 1,
+               ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 } aclrtMemcpyKind;
+#define ACL_SUCCESS 0
+
+static inline aclError wsp_stub_call(const char *name) {
+    const char *log = std::getenv("WSP_ACL_LOG");
+    if (log) {
+        FILE *f = std::fopen(log, "a");
+        if (f) { std::fprintf(f, "%s\n", name); std::fclose(f); }
+    }
+    const char *fail = std::getenv("WSP_ACL_FAIL");
+    return fail && std::strcmp(fail, name) == 0 ? 507899 : ACL_SUCCESS;
+}
+
+static inline aclError aclInit(const char *) { return wsp_stub_call("aclInit"); }
+static inline aclError aclFinalize() { return wsp_stub_call("aclFinalize"); }
+static inline aclError aclrtSetDevice(int) { return wsp_stub_call("aclrtSetDevice"); }
+static inline aclError aclrtResetDevice(int) { return wsp_stub_call("aclrtResetDevice"); }
+static int wsp_stub_objects[64];
+static inline aclError aclrtCreateStream(aclrtStream *s) { *s = &wsp_stub_objects[0]; return wsp_stub_call("aclrtCreateStream"); }
+static inline aclError aclrtDestroyStream(aclrtStream) { return wsp_stub_call("aclrtDestroyStream"); }
+static inline aclError aclrtCreateEvent(aclrtEvent *e) { *e = &wsp_stub_objects[1]; return wsp_stub_call("aclrtCreateEvent"); }
+static inline aclError aclrtDestroyEvent(aclrtEvent) { return wsp_stub_call("aclrtDestroyEvent"); }
+static inline aclError aclrtRecordEvent(aclrtEvent, aclrtStream) { return wsp_stub_call("aclrtRecordEvent"); }
+static inline aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent) { return wsp_stub_call("aclrtStreamWaitEvent"); }
+static inline aclError aclrtResetEvent(aclrtEvent, aclrtStream) { return wsp_stub_call("aclrtResetEvent"); }
+static inline aclError aclrtSynchronizeStream(aclrtStream) { return wsp_stub_call("aclrtSynchronizeStream"); }
+static inline aclError aclrtMalloc(void **p, size_t n, aclrtMemMallocPolicy) {
+    aclError e = wsp_stub_call("aclrtMalloc");
+    *p = e ? nullptr : std::calloc(1, n + 64);
+    return e;
+}
+static inline aclError aclrtFree(void *p) { std::free(p); return wsp_stub_call("aclrtFree"); }
+static inline aclError aclrtMemcpy(void *dst, size_t max, const void *src, size_t n, aclrtMemcpyKind) {
+    aclError e = wsp_stub_call("aclrtMemcpy");
+    if (!e && n > max) return 107000;
+    if (!e) std::memmove(dst, src, n);
+    return e;
+}
+static inline aclError aclrtMemset(void *p, size_t max, int v, size_t n) {
+    aclError e = wsp_stub_call("aclrtMemset");
+    if (!e && n > max) return 107000;
+    if (!e) std::memset(p, v, n);
+    return e;
+}
+#endif

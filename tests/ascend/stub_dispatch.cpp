@@ -1,0 +1,51 @@
+// A stand-in for aicore/dispatch.asc on the host (tests/ascend/test_host.py): runs a wave of
+// the segment's task records the way the AICore dispatcher does (block by block, each block
+// its tasks in order), calling cpu_sim's C kernels for the kernels (kernels.c of
+// backends/cpu, whose `wsp_tile` has the same fields as WspTile plus a column stride of 1).
+// Checks the wave index as it goes and appends "wave W: N tasks" to $WSP_DISPATCH_LOG.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "wsp_plan.h"
+extern "C" {
+#include "wsp_runtime.h"
+extern wsp_kernel_fn wsp_test_kernels[];
+int wsp_kernel_fail(const char *message) {
+    std::fprintf(stderr, "kernel failed: %s\n", message);
+    return WSP_ERR_KERNEL;
+}
+}
+
+void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, int64_t wave,
+                         int64_t capacity) {
+    (void)stream;
+    const int64_t *rec = (const int64_t *)tasks, *cb = (const int64_t *)ctl;
+    const int64_t first = cb[WSP_C_WAVE_START + wave], last = cb[WSP_C_WAVE_START + wave + 1];
+    int64_t ran = 0;
+    for (uint32_t block = 0; block < blocks; block++)
+        for (int64_t j = first; j < last; j++) {
+            const int64_t *r = rec + cb[WSP_C_ORDER(capacity) + j] * WSP_TASK_WORDS;
+            if (r[WSP_T_WAVE] != wave) { std::fprintf(stderr, "task in the wrong wave\n"); std::exit(9); }
+            if (r[WSP_T_CORE] != (int64_t)block) continue;
+            wsp_tile tiles[WSP_MAX_TILES];
+            wsp_scalar scalars[WSP_MAX_SCALARS];
+            for (int64_t k = 0; k < r[WSP_T_NTILES]; k++) {
+                const int64_t *t = r + WSP_T_TILES + k * WSP_TILE_WORDS;
+                tiles[k].data = (void *)(uintptr_t)t[WSP_TILE_ADDR];
+                tiles[k].rows = t[WSP_TILE_ROWS];
+                tiles[k].cols = t[WSP_TILE_COLS];
+                tiles[k].stride = t[WSP_TILE_STRIDE];
+                tiles[k].col_stride = 1;
+            }
+            for (int64_t k = 0; k < r[WSP_T_NSCALARS]; k++) scalars[k].i = r[WSP_T_SCALARS + k];
+            if (wsp_test_kernels[r[WSP_T_KERNEL]](tiles, scalars) != 0) std::exit(8);
+            ran++;
+        }
+    if (ran != last - first) { std::fprintf(stderr, "a task of the wave ran on no block\n"); std::exit(9); }
+    const char *log = std::getenv("WSP_DISPATCH_LOG");
+    if (log) {
+        FILE *f = std::fopen(log, "a");
+        if (f) { std::fprintf(f, "wave %lld: %lld tasks\n", (long long)wave, (long long)ran); std::fclose(f); }
+    }
+}

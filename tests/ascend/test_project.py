@@ -1,0 +1,299 @@
+"""`wspc compile FILE --target ascend_npu -o DIR`: the tree, its determinism, its golden copies
+(tests/golden/ascend/<example>/; `pytest --update-golden` rewrites them), the schedule
+policies (carried into the plan, or a warning naming the combinator), and the errors (an
+`extern` kernel without an `extern ascend` body, a checker error, bad usage): exit statuses,
+diagnostics with carets, and no partial output."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import ptowsp
+from ptowsp.backends.ascend import emit_project, options_from_env
+from ptowsp.backends.ascend.plan import H, build_plan
+from ptowsp.cli import main
+from ptowsp.ir.passes import optimize
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "ascend"
+GOLDEN_EXAMPLES = ("rmsnorm", "attention_varlen")
+SHARED = ("aicpu/expand.aicpu", "include/wsp_expand.h", "include/wsp_plan.h")
+EXPECTED = {"CMakeLists.txt", "README.md", "aicore/dispatch.asc", "aicpu/expand.aicpu",
+            "host/host_expander/aicpu_api.h", "host/main.asc", "host/wsp_npy.h",
+            "include/wsp_expand.h", "include/wsp_plan.h", "include/wsp_plan_data.h",
+            "scripts/gen_data.py", "scripts/verify_result.py"}
+
+
+def compile_cli(*args):
+    return CliRunner().invoke(main, ["compile", *map(str, args)])
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def project(path: Path, schedule=None, text=None):
+    m = ptowsp.parse(text, str(path)) if text is not None else ptowsp.load(str(path))
+    ir, _ = optimize(m.ir, 2)
+    name = schedule or ir.default_schedule
+    return ir, emit_project(ir, name, options_from_env(m.env, name))
+
+
+# ---------------------------------------------------------------------------------------------
+# the tree
+
+
+def test_compile_writes_the_tree(tmp_path):
+    out = tmp_path / "npu"
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 0, r.output
+    files = set(tree(out))
+    assert EXPECTED <= files
+    assert {"aicore/kernel_rmsnorm_tile.h", "aicore/wsp_aicore.h", "wsp/rmsnorm.wsp"} <= files
+    main_asc = (out / "host/main.asc").read_text()
+    assert '#include "kernel_rmsnorm_tile.h"' in (out / "aicore/dispatch.asc").read_text()
+    assert "wsp_aicore_rmsnorm_tile(tiles, scalars)" in (out / "aicore/dispatch.asc").read_text()
+    for name in ("X", "W"):  # inputs read, outputs written, as .npy
+        assert f'"{name}", "input", "f32", "<f4"' in main_asc
+    assert '"Y", "output", "f32", "<f4"' in main_asc
+    assert "wsp_npy_read(" in main_asc and "wsp_npy_write(" in main_asc
+    cmake = (out / "CMakeLists.txt").read_text()
+    for needle in ("find_package(ASC REQUIRED)", "find_package(AICPU REQUIRED)",
+                   "project(wsp_rmsnorm LANGUAGES ASC AICPU CXX)", "--npu-arch=${WSP_NPU_ARCH}",
+                   "include(${ASCENDC_CMAKE_DIR}/ascendc.cmake)", "ascendc_library(wsp_kernels"):
+        assert needle in cmake
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
+
+
+def test_two_compiles_give_the_same_bytes(tmp_path):
+    for i in (1, 2):
+        r = compile_cli(ROOT / "examples/megakernel.wsp", "--target", "ascend_npu", "-o",
+                        tmp_path / f"t{i}", "--schedule", "per_tile")
+        assert r.exit_code == 0, r.output
+    a, b = tree(tmp_path / "t1"), tree(tmp_path / "t2")
+    assert a == b
+    # no absolute path and no date in the tree
+    for name, data in a.items():
+        text = data.decode()
+        assert str(ROOT) not in text and str(tmp_path) not in text, name
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), name
+
+
+def test_the_expander_is_the_same_for_every_program():
+    """What test_expander.py compiles once stands for every tree."""
+    texts = set()
+    for path in ("examples/rmsnorm.wsp", "examples/worker_pool.wsp", "examples/attention_varlen.wsp"):
+        _, p = project(ROOT / path)
+        texts.add(tuple(p.files[f] for f in SHARED))
+    assert len(texts) == 1
+
+
+@pytest.mark.parametrize("example", GOLDEN_EXAMPLES)
+def test_golden_tree(example, request):
+    _, p = project(ROOT / f"examples/{example}.wsp")
+    where = GOLDEN / example
+    if request.config.getoption("--update-golden"):
+        shutil.rmtree(where, ignore_errors=True)
+        for rel, text in p.files.items():
+            (where / rel).parent.mkdir(parents=True, exist_ok=True)
+            (where / rel).write_text(text)
+        return
+    if not where.exists():
+        pytest.fail(f"golden tree {where} is missing; run `pytest --update-golden` to create it")
+    want = {k: v.decode() for k, v in tree(where).items()}
+    assert sorted(p.files) == sorted(want), "the tree's files differ (pytest --update-golden)"
+    for rel, text in p.files.items():
+        assert text == want[rel], f"{rel} differs from {where / rel} (pytest --update-golden)"
+
+
+# ---------------------------------------------------------------------------------------------
+# schedule policies
+
+POLICY_HEAD = """\
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+workload w() { for i in P(N) { copy[i](x = X[i], y = Y[i]) } }
+"""
+
+# combinators -> (the combinator named in the warning, or None when carried)
+POLICIES = {
+    ".dispatch(round_robin(3))": None,
+    ".dispatch(affinity(i, n = 2))": None,
+    ".dispatch(hash(i * 3, n = 4))": None,
+    ".dispatch(dispatch_by(i, n = 8))": None,
+    ".dispatch(work_steal(n = 2))": "dispatch",
+    ".streams(2)": None,
+    ".streams(2).stream_by(i % 2)": None,
+    ".timing(immediate)": None,
+    ".timing(batched(4))": "timing",
+    ".timing(interleaved(2))": "timing",
+    ".timing(rate_limit(100))": "timing",
+    ".task_graph(window = 16, mode = stall)": None,
+    ".task_graph(window = 16, mode = abort)": "task_graph",
+}
+
+
+@pytest.mark.parametrize("combinators", sorted(POLICIES))
+def test_each_policy_is_carried_or_warned(combinators):
+    text = POLICY_HEAD + f"schedule main = w(){combinators}\n"
+    ir, p = project(Path("p.wsp"), text=text)
+    warned = POLICIES[combinators]
+    if warned is None:
+        assert p.warnings == []
+    else:
+        (w,) = p.warnings
+        assert w.severity == "warning" and f"`.{warned}(" in w.message
+        line = text.splitlines()[w.span.line - 1]
+        assert line[w.span.col - 1:].startswith(warned)  # the caret names the combinator
+    words = build_plan(ir, "main").words
+    s = ir.schedule("main")
+    if "dispatch" in s.given:
+        assert words[H["DISPATCH"]] > 0 and words[H["NDISPATCHERS"]] > 0
+        readme = p.files["README.md"]
+        assert "`.dispatch(" in readme
+    if "streams" in s.given:
+        assert words[H["NSTREAMS"]] == 2
+        assert (words[H["STREAM_KEY"]] >= 0) == ("stream_by" in combinators)
+    if "task_graph" in s.given:
+        assert words[H["WINDOW"]] == 16
+
+
+def test_policy_warnings_on_the_command_line(tmp_path):
+    r = compile_cli(ROOT / "tests/programs/spec_schedules.wsp", "--target", "ascend_npu",
+                    "-o", tmp_path / "t", "--schedule", "stealing")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    heads = [ln for ln in lines if ": warning: " in ln]
+    assert len(heads) == 2
+    assert re.match(r".*spec_schedules\.wsp:37:6: warning: `\.dispatch\(work_steal\(n = 2\)\)` "
+                    r"is not honoured on ascend_npu", heads[0])
+    assert "spec_schedules.wsp:38:6: warning: `.task_graph(mode = abort)`" in heads[1]
+    caret = lines[lines.index(heads[0]) + 2]
+    assert caret.endswith("|      ^^^^^^^^")  # under `dispatch`
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", tmp_path / "q")
+    assert r.exit_code == 0 and ": warning:" not in r.output
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+def test_extern_without_an_ascend_body_is_an_error(tmp_path):
+    out = tmp_path / "moe"
+    r = compile_cli(ROOT / "examples/moe.wsp", "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert lines[0].endswith("moe.wsp:50:8: error: extern kernel `route` has no `extern ascend` "
+                             "body, which the ascend_npu target needs (its `extern c` body runs "
+                             "only on cpu_sim)")
+    assert lines[2].endswith("|        ^^^^^")  # under `route`
+    assert "Traceback" not in r.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_extern_with_an_ascend_body_compiles(tmp_path):
+    text = (ROOT / "examples/moe.wsp").read_text()
+    end = text.index('"""', text.index('extern c """') + 12) + 3
+    src = tmp_path / "moe_npu.wsp"
+    src.write_text(text[:end] + ' extern ascend """ /* AICore router */ """' + text[end:])
+    r = compile_cli(src, "--target", "ascend_npu", "-o", tmp_path / "t")
+    assert r.exit_code == 0, r.output
+    header = (tmp_path / "t/aicore/kernel_route.h").read_text()
+    assert "/* AICore router */" in header and '#line 80 "moe_npu.wsp"' in header
+    assert all(str(tmp_path) not in v.decode() for v in tree(tmp_path / "t").values())
+
+
+def test_missing_output_directory_is_a_usage_error():
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu")
+    assert r.exit_code == 2 and "-o DIR" in r.output
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", "x", "--emit", "ir")
+    assert r.exit_code == 2 and "--emit does not apply" in r.output
+
+
+def test_a_checker_error_writes_nothing(tmp_path):
+    out = tmp_path / "bad"
+    r = compile_cli(ROOT / "examples/errors_demo.wsp", "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 1 and "errors_demo.wsp:9:13: error: unknown function `rowmaen`" in r.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_compile_leaves_the_previous_tree(tmp_path):
+    out = tmp_path / "t"
+    assert compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out).exit_code == 0
+    before = tree(out)
+    (out / "stale.txt").write_text("from an older compile")
+    r = compile_cli(ROOT / "examples/moe.wsp", "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 1 and tree(out) == {**before, "stale.txt": b"from an older compile"}
+    assert compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out).exit_code == 0
+    assert tree(out) == before  # replaced as a whole: the stale file is gone
+
+
+def test_unwritable_output_is_a_user_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", tmp_path / "file/x")
+    assert r.exit_code == 1 and "cannot write" in r.output and "Traceback" not in r.output
+
+
+def test_command_line_through_a_real_process(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", str(ROOT / "examples/moe.wsp"),
+                           "--target", "ascend_npu", "-o", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "error: extern kernel `route`" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", str(ROOT / "examples/gemm.wsp"),
+                           "--target", "ascend_npu", "-o", str(tmp_path / "g"), "--npu-arch", "dav-3510"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert 'set(WSP_NPU_ARCH "dav-3510"' in (tmp_path / "g/CMakeLists.txt").read_text()
+
+
+def test_provably_strided_columns_are_an_error():
+    text = textwrap.dedent("""\
+        sym N
+        input  X: f32[N, 4, 8, 3]
+        output Y: f32[N, 4, 8]
+        kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+        workload w() { for i in P(N) { copy[i](x = X[i, :, :, 0], y = Y[i]) } }
+        schedule main = w()
+        """)
+    with pytest.raises(ptowsp.WspError) as err:
+        project(Path("s.wsp"), text=text)
+    (d,) = err.value.diagnostics
+    assert "the columns of `x` are 3 elements apart in `X`" in d.message and d.span.line == 5
+
+
+def test_the_scripts_generate_and_verify_data(tmp_path):
+    """gen_data.py writes inputs and (through ptowsp) expected outputs; verify_result.py
+    accepts outputs equal to them and rejects others."""
+    out = tmp_path / "t"
+    assert compile_cli(ROOT / "examples/softmax.wsp", "--target", "ascend_npu", "-o", out).exit_code == 0
+    data = tmp_path / "data"
+
+    def script(name, *args):
+        return subprocess.run([sys.executable, str(out / "scripts" / name), "--data", str(data),
+                               *args], capture_output=True, text=True, check=False)
+
+    done = script("gen_data.py", "--target", "ref", "R=32")
+    assert done.returncode == 0, done.stderr
+    x = np.load(data / "input/X.npy")
+    assert x.shape == (32, 128) and x.dtype == np.float32
+    expected = np.load(data / "expected/Y.npy")
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert np.allclose(expected, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    shutil.copy(data / "expected/Y.npy", data / "output/Y.npy")
+    done = script("verify_result.py")
+    assert done.returncode == 0 and "Y: ok" in done.stdout
+    np.save(data / "output/Y.npy", expected * 1.01)
+    done = script("verify_result.py")
+    assert done.returncode == 1 and "Y: MISMATCH" in done.stdout
