@@ -26,6 +26,13 @@ demo: $(STAMP)
 	@echo "== 4. a program with six mistakes: every one is reported, with a fix where one is known"
 	@$(BIN)/wspc check examples/errors_demo.wsp; \
 	  echo "(wspc exited with status $$?: 1 means the program has errors)"
+	@echo
+	@echo "== 5. the PTO-WSP seed README's quick start, unchanged, through the pto_wsp Python API"
+	$(BIN)/python examples/python/seed_quickstart.py
+	@echo
+	@echo "== 6. rmsnorm.wsp as a CANN project for an Ascend NPU (build it where CANN is installed)"
+	$(BIN)/wspc compile examples/rmsnorm.wsp --target ascend_npu -o build/rmsnorm_npu
+	@ls build/rmsnorm_npu
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

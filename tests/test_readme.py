@@ -21,3 +21,13 @@ def test_readme_sample_diagnostic_is_what_wspc_prints():
     (sample,) = re.findall(r"```text\n(.*?)```", README, re.S)
     golden = (ROOT / "tests" / "golden" / "errors_demo.txt").read_text()
     assert sample.strip() in golden
+
+
+def test_readme_python_example_runs():
+    (snippet,) = re.findall(r"```python\n(.*?)```", README, re.S)
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((3, 16, 128)).astype(np.float32)
+    y = np.zeros_like(x)
+    exec(compile(snippet, "README.md", "exec"), {"x": x, "y": y})
+    np.testing.assert_array_equal(y, 2 * x)  # written back into the caller's array
