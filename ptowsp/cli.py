@@ -223,10 +223,10 @@ def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: 
     name = _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
 
     def emit_tree():
-        from .backends.ascend import emit_project, options_from_env
+        from .backends.ascend import AscendOptions, emit_project
 
         settings = {"npu_arch": npu_arch} if npu_arch else {}
-        return emit_project(ir, name, options_from_env(module.env, name, **settings))
+        return emit_project(ir, name, AscendOptions(**settings))
 
     project = _run_guarded(ctx, "emit", emit_tree)
     sources = dict(ir.sources)
@@ -234,12 +234,11 @@ def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: 
         click.echo(render(w, sources), err=True)
 
     def write():
-        from .backends.ascend import write_project
         from .frontend.diagnostics import Diagnostic, WspError
         from .spans import Span
 
         try:
-            write_project(output, project.files)
+            project.write(output)
         except OSError as err:
             raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
                                        f"cannot write {output}: {err.strerror or err}")]) from None

@@ -370,7 +370,8 @@ class Module:
                 opt_level: Optional[int] = None, *, verify_each: bool = False,
                 print_after=(), time_passes: bool = False, **options) -> Program:
         """A `Program` for `target`, after the optimiser's `-O<opt_level>` pipeline (default
-        2; 0 runs no pass). `verify_each`, `print_after` (pass names) and `time_passes` are the
+        2; 0 runs no pass). For "ascend_npu" it is the CANN project instead (`.files`,
+        `.warnings`, `.write(directory)`; `options` are `AscendOptions`' settings). `verify_each`, `print_after` (pass names) and `time_passes` are the
         pass manager's (`ir/passes`); the timings are in `Program.passes`."""
         from .ir.passes import DEFAULT_LEVEL, optimize
 
@@ -387,8 +388,12 @@ class Module:
             from .backends.cpu import program as cpu_program
 
             backend = cpu_program.Backend(m, name, **options)
+        elif target == "ascend_npu":  # a CANN project, not a Program (docs/ascend.md)
+            from .backends.ascend import AscendOptions, emit_project
+
+            return emit_project(m, name, AscendOptions(**options))
         else:
-            raise ValueError(f"unknown target {target!r}: use 'cpu_sim' or 'ref'")
+            raise ValueError(f"unknown target {target!r}: use 'cpu_sim', 'ref' or 'ascend_npu'")
         prog = Program(m, name, target, backend, (time.perf_counter() - t0) * 1000)
         prog.opt_level = level
         prog.passes = pm

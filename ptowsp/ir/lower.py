@@ -47,9 +47,9 @@ CSP (language.md section 7; the contract is the "CSP" part of `ir/nodes.py`):
   `N.Sync`; `query(X)` the predicate `N.Cond("query", (X,))`. A schedule using any of these
   has `uses_csp`; `reject_csp` is how a back end without the CSP enumerator refuses it.
 
-Constructs this build's back ends do not support yet (kernels without an `extern c` body,
-element reads in schedule keys) are reported as `unsupported` diagnostics at the construct,
-all raised together as a `WspError`.
+Constructs this build's back ends do not support yet (element reads in schedule keys) are
+reported as `unsupported` diagnostics at the construct, all raised together as a `WspError`.
+An extern kernel lowers with the bodies it has; the target that needs a missing one says so.
 """
 
 from __future__ import annotations
@@ -251,8 +251,12 @@ class _ModuleLowerer:
                 self.unsupported(u)
         given = tuple(sorted({c.name.id for c in sd.combinators}))
         span = next((c.span for c in sd.combinators if c.name.id == "task_graph"), sd.name.span)
+        spans: dict = {}
+        for c in sd.combinators:
+            spans.setdefault(c.name.id, c.name.span)
         sched = N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
-                           uses_csp=N.uses_csp(body), **fields)
+                           uses_csp=N.uses_csp(body), combinator_spans=tuple(spans.items()),
+                           **fields)
         return self.axis_transforms(sched, sd, wl)
 
     def axis_transforms(self, s: N.Schedule, sd: A.ScheduleDecl, wl) -> Optional[N.Schedule]:
@@ -420,14 +424,12 @@ class _KernelLowerer:
                 kparams.append(N.KParam(p.name, "scalar", p.dtype))
         constexprs = tuple(sorted(self.cvals.items()))
         if self.decl.body is None:
-            code = next((e.code for e in self.decl.externs if e.lang == "c"), None)
-            # decision: an extern kernel without an `extern c` body is unsupported (every back end of this build runs C or a registered Python function)
-            if code is None:
-                raise _Unsupported(self.decl.name.span,
-                                   f"kernel `{self.sig.name}` has no `extern c` body, which every "
-                                   "back end of this build needs")
-            return N.Kernel(self.name, self.sig.name, tuple(kparams), (), (), code, constexprs,
-                            self.decl.span)
+            # decision: an extern kernel lowers with whichever bodies it has (one per language);
+            # a target that needs another language reports it where the target is chosen
+            bodies = {e.lang: e.code for e in self.decl.externs}
+            return N.Kernel(self.name, self.sig.name, tuple(kparams), (), (), bodies.get("c"),
+                            constexprs, self.decl.span, extern_ascend=bodies.get("ascend"),
+                            name_span=self.decl.name.span)
         stores: list[tuple[str, int]] = []
         for s in self.decl.body:
             if isinstance(s, A.Let):
@@ -442,7 +444,7 @@ class _KernelLowerer:
             else:
                 raise InternalError("lower", f"unexpected kernel statement {type(s).__name__}")
         return N.Kernel(self.name, self.sig.name, tuple(kparams), tuple(self.ops), tuple(stores),
-                        None, constexprs, self.decl.span)
+                        None, constexprs, self.decl.span, name_span=self.decl.name.span)
 
     def tile_dims(self, p: ParamSig) -> tuple[int, int]:
         mapping = {k: sym.const(v) for k, v in self.cvals.items()}

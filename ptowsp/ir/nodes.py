@@ -84,8 +84,9 @@ class Kernel:
     """A specialised kernel: parameters, the op DAG in dependency order, and the stores.
 
     `stores` pairs an Out/InOut parameter with the op whose value it receives (converted to the
-    parameter's dtype, broadcast to its shape). An extern kernel has `extern_c` (the C body of
-    language.md section 4) and no ops. `source` is the kernel's name in the program; `name` is
+    parameter's dtype, broadcast to its shape). An extern kernel (`is_extern`) has its foreign
+    bodies of language.md section 4, one per language (`extern_c`, `extern_ascend`: the raw
+    text, at least one given), and no ops; each back end runs the body in its language. `source` is the kernel's name in the program; `name` is
     unique per specialisation (`rows__R_4`) and safe as a C identifier suffix. A kernel made by
     task fusion (`ir/passes/fuse_tasks.py`) has source `a+b` and, in `fused`, one line per
     fusion that made it (the kernels, their categories, the intermediate, the rule).
@@ -104,6 +105,13 @@ class Kernel:
     plan: Optional["KernelPlan"] = None
     # why task fusion made this kernel (`ir/passes/fuse_tasks.py`); printed as `# fused: ...`
     fused: tuple[str, ...] = ()
+    extern_ascend: Optional[str] = None  # the `extern ascend` body (Ascend C), as `extern_c`
+    name_span: Span = NO_SPAN  # the kernel's name in its declaration (diagnostics' carets)
+
+    @property
+    def is_extern(self) -> bool:
+        """An extern kernel: foreign bodies, no ops (opaque to every pass)."""
+        return self.extern_c is not None or self.extern_ascend is not None
 
 
 # Kernel plans (`ir/passes/plan_kernels.py` makes them, `backends/cpu/kernels.py` follows them).
@@ -628,6 +636,8 @@ class Schedule:
     uses_csp: bool = False
     # the axis transforms lowering applied to `body`, as written (`split(t, 4)`; ir/axes.py)
     transforms: tuple[str, ...] = ()
+    # where each combinator in `given` is written (the first of a name), for diagnostics
+    combinator_spans: tuple[tuple[str, Span], ...] = ()
 
 
 @record

@@ -94,10 +94,13 @@ def kernel_lines(k: N.Kernel) -> list[str]:
     head = f"kernel {k.name}({', '.join(params)})"
     if k.name != k.source or k.constexprs:
         head += f"  # {k.source}" + "".join(f" {n}={v}" for n, v in k.constexprs)
-    if k.extern_c is not None:
-        lines = [head + " extern c"]
-        body = k.extern_c.strip("\n").splitlines()
-        lines.extend(f"  | {line.rstrip()}".rstrip() for line in body)
+    if k.is_extern:  # each body as `extern LANG` and its `| ` lines, the first on the head
+        lines = []
+        for lang, code in (("c", k.extern_c), ("ascend", k.extern_ascend)):
+            if code is not None:
+                lines.append(f"{head} extern {lang}" if not lines else f"  extern {lang}")
+                body = code.strip("\n").splitlines()
+                lines.extend(f"  | {line.rstrip()}".rstrip() for line in body)
         return lines
     lines = [head]
     lines.extend(f"  # fused: {note}" for note in k.fused)

@@ -219,7 +219,7 @@ def _kernel(k: N.Kernel) -> None:
                 _fail(f"scalar parameter `{p.name}` has a mode")
         else:
             _fail(f"parameter `{p.name}` has kind `{p.kind}`")
-    if k.extern_c is not None:
+    if k.is_extern:
         if k.ops or k.stores:
             _fail("an extern kernel has ops or stores")
         return

@@ -42,7 +42,6 @@ from ptowsp.backends.ascend import aicore
 from ptowsp.frontend.diagnostics import WspError
 from ptowsp.ir import nodes as N
 from ptowsp.ir.passes import optimize
-from ptowsp.records import record
 
 from .ascendc_cpu import harness as H
 from .ascendc_cpu.harness import KB
@@ -63,8 +62,8 @@ def _units():
         for level in (0, 2):
             m, _ = optimize(m0, level)
             name = H.unit_name(f"{path.stem}_O{level}")
-            ks = tuple(k for k in m.kernels if k.extern_c is None)
-            extern += [k for k in m.kernels if k.extern_c is not None]
+            ks = tuple(k for k in m.kernels if not k.is_extern)
+            extern += [k for k in m.kernels if k.is_extern and k.extern_ascend is None]
             if ks:  # (lib_shared.wsp only declares things for others to import)
                 out.append((name, dataclasses.replace(m, name=name, kernels=ks), ks))
     return out, extern
@@ -104,7 +103,7 @@ def test_extern_c_only():
     with pytest.raises(WspError) as e:
         aicore.emit_aicore(m)
     (d,) = e.value.diagnostics
-    assert d.span == k.span and d.message == \
+    assert d.span == k.name_span and d.message == \
         f"kernel `{k.source}` has no `extern ascend` body, which the ascend_npu target needs"
 
 
@@ -252,13 +251,6 @@ def _big_kernel() -> N.Kernel:
     return b.kernel()
 
 
-@record
-class _AscendKernel(N.Kernel):
-    """An IR kernel carrying an `extern ascend` body (what lowering gives part A's back end)."""
-
-    extern_ascend: str = ""
-
-
 _EXTERN_SRC = '''module ext
 kernel scale2(x: In[Tile[4, 12, f32]], y: Out[Tile[4, 12, f32]], k: Scalar[f32])
     extern ascend """
@@ -284,13 +276,13 @@ kernel scale2(x: In[Tile[4, 12, f32]], y: Out[Tile[4, 12, f32]], k: Scalar[f32])
 '''
 
 
-def _extern_kernel(body_fix=lambda s: s) -> tuple[_AscendKernel, dict]:
+def _extern_kernel(body_fix=lambda s: s) -> tuple[N.Kernel, dict]:
     src = body_fix(_EXTERN_SRC)
     body = src.split('"""')[1]
     params = (N.KParam("x", "tile", "f32", "In", 4, 12), N.KParam("y", "tile", "f32", "Out", 4, 12),
               N.KParam("k", "scalar", "f32"))
     span = N.Span("ext.wsp", 2, 1, 20, 4)
-    k = _AscendKernel("scale2", "scale2", params, (), (), None, (), span, extern_ascend=body)
+    k = N.Kernel("scale2", "scale2", params, (), (), None, (), span, extern_ascend=body)
     return k, {"ext.wsp": src}
 
 
@@ -348,8 +340,9 @@ def test_extern_ascend(misc_lib, tmp_path):
     src_lines = sources["ext.wsp"].split("\n")
     opening = next(i for i, ln in enumerate(src_lines) if 'extern ascend """' in ln) + 1
     at = next(i for i, ln in enumerate(lines) if ln.startswith("#line") and "ext.wsp" in ln)
-    # the body starts right after the opening quotes: the rest of that line, then the next
-    assert lines[at] == f'#line {opening} "ext.wsp"'
+    # the body starts right after the opening quotes: the rest of that line, then the next;
+    # the file is the tree's copy of the source, relative to the header (no absolute path)
+    assert lines[at] == f'#line {opening} "../wsp/ext.wsp"'
     assert lines[at + 1] == "" and lines[at + 2] == src_lines[opening]
     back = next(i for i, ln in enumerate(lines) if ln.startswith("#line") and "aicore/" in ln)
     assert lines[back] == f'#line {back + 2} "{aicore.header_path(k)}"'

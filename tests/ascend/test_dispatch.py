@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.backends.ascend import aicore, emit_project, options_from_env
+from ptowsp.backends.ascend import aicore, emit_project
 from ptowsp.backends.ascend.plan import parse_c_array
 from ptowsp.ir.passes import optimize
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.cc
 def test_dispatcher_runs_each_task_once_on_its_block(tmp_path, example, schedule, syms):
     m = ptowsp.load(str(ROOT / f"examples/{example}.wsp"))
     ir, _ = optimize(m.ir, 2)
-    files = emit_project(ir, schedule, options_from_env(m.env, schedule)).files
+    files = emit_project(ir, schedule).files
     src = tmp_path / "src"
     for rel in ("include/wsp_plan.h", "include/wsp_expand.h", "aicpu/expand.aicpu"):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.backends.ascend import emit_project, options_from_env, write_project
+from ptowsp.backends.ascend import emit_project, write_project
 from ptowsp.backends.ref import register_extern, unregister_extern
 from ptowsp.backends.cpu.kernels import emit_kernels, kernel_symbol
 from ptowsp.ir.passes import optimize
@@ -67,7 +67,7 @@ def build(tmp: Path, module, schedule=None) -> tuple[Path, object]:
     ir, _ = optimize(module.ir, 2)
     name = schedule or ir.default_schedule
     tree = tmp / "tree"
-    write_project(tree, emit_project(ir, name, options_from_env(module.env, name)).files)
+    write_project(tree, emit_project(ir, name).files)
     (tmp / "kernels.c").write_text(emit_kernels(ir.kernels))
     (tmp / "table.c").write_text(
         '#include "wsp_runtime.h"\n'

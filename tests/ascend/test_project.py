@@ -1,8 +1,9 @@
 """`wspc compile FILE --target ascend_npu -o DIR`: the tree, its determinism, its golden copies
 (tests/golden/ascend/<example>/; `pytest --update-golden` rewrites them), the schedule
-policies (carried into the plan, or a warning naming the combinator), and the errors (an
-`extern` kernel without an `extern ascend` body, a checker error, bad usage): exit statuses,
-diagnostics with carets, and no partial output."""
+policies (carried into the plan, or a warning naming the combinator), kernels with only an
+`extern ascend` body (fine here, an error on cpu_sim), `Module.compile(target="ascend_npu")`,
+and the errors (an `extern` kernel without an `extern ascend` body, a checker error, bad
+usage): exit statuses, diagnostics with carets, and no partial output."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import ptowsp
-from ptowsp.backends.ascend import emit_project, options_from_env
+from ptowsp.backends.ascend import emit_project
 from ptowsp.backends.ascend.plan import H, build_plan
 from ptowsp.cli import main
 from ptowsp.ir.passes import optimize
@@ -46,7 +47,7 @@ def project(path: Path, schedule=None, text=None):
     m = ptowsp.parse(text, str(path)) if text is not None else ptowsp.load(str(path))
     ir, _ = optimize(m.ir, 2)
     name = schedule or ir.default_schedule
-    return ir, emit_project(ir, name, options_from_env(m.env, name))
+    return ir, emit_project(ir, name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,8 +212,91 @@ def test_extern_with_an_ascend_body_compiles(tmp_path):
     r = compile_cli(src, "--target", "ascend_npu", "-o", tmp_path / "t")
     assert r.exit_code == 0, r.output
     header = (tmp_path / "t/aicore/kernel_route.h").read_text()
-    assert "/* AICore router */" in header and '#line 80 "moe_npu.wsp"' in header
+    assert "/* AICore router */" in header and '#line 80 "../wsp/moe_npu.wsp"' in header
+    assert (tmp_path / "t/wsp/moe_npu.wsp").exists()  # what `#line` names, from aicore/
     assert all(str(tmp_path) not in v.decode() for v in tree(tmp_path / "t").values())
+
+
+ASCEND_ONLY = '''\
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+kernel twice(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]])
+    extern ascend """ /* AICore twice */ """
+workload w() { for i in P(N) { twice[i](x = X[i], y = Y[i]) } }
+schedule main = w()
+'''
+
+NO_C_BODY = ("ascend_only.wsp:4:8: error: kernel `twice` has no `extern c` body; the cpu_sim "
+             "target runs extern kernels as C")
+
+
+@pytest.fixture
+def ascend_only(tmp_path):
+    src = tmp_path / "src" / "ascend_only.wsp"
+    src.parent.mkdir()
+    src.write_text(ASCEND_ONLY)
+    return src
+
+
+def test_extern_ascend_only_checks_and_compiles_for_the_npu(ascend_only, tmp_path):
+    r = CliRunner().invoke(main, ["check", str(ascend_only)])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "t"
+    r = compile_cli(ascend_only, "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 0, r.output
+    header = (out / "aicore/kernel_twice.h").read_text()
+    assert "/* AICore twice */" in header and '#line 5 "../wsp/ascend_only.wsp"' in header
+    assert "wsp_aicore_twice(tiles, scalars)" in (out / "aicore/dispatch.asc").read_text()
+    assert all(str(tmp_path) not in v.decode() for v in tree(out).values())
+    # the IR carries the body (and prints it); the passes leave the kernel alone
+    ir, _ = optimize(ptowsp.load(str(ascend_only)).ir, 2)
+    (k,) = ir.kernels
+    assert k.is_extern and k.extern_c is None and "AICore twice" in k.extern_ascend
+    assert k.ops == () and k.plan is None
+
+
+@pytest.mark.parametrize("command", [["compile", "--target", "cpu_sim", "-o", "OUT"],
+                                     ["run", "--bind", "N=2", "--random-inputs", "1",
+                                      "--outputs", "OUT.npz"]])
+def test_extern_ascend_only_is_an_error_on_cpu_sim(ascend_only, tmp_path, command):
+    out = tmp_path / "out"
+    args = [command[0], str(ascend_only)] + [
+        str(out) if a == "OUT" else str(tmp_path / a) if a.startswith("OUT") else a
+        for a in command[1:]]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1, r.output
+    lines = r.output.splitlines()
+    assert lines[0].endswith(NO_C_BODY), r.output
+    assert lines[2].endswith("|        ^^^^^")  # under `twice`
+    assert "Traceback" not in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no output at all
+    with pytest.raises(ptowsp.WspError) as err:  # the Python API says the same
+        ptowsp.load(str(ascend_only)).compile(target="cpu_sim")
+    (d,) = err.value.diagnostics
+    assert d.message in NO_C_BODY and (d.span.line, d.span.col) == (4, 8)
+
+
+def test_module_compile_for_the_npu(ascend_only, tmp_path):
+    """`Module.compile(target="ascend_npu")`: the same tree as the CLI, and its warnings."""
+    project = ptowsp.load(str(ascend_only)).compile(target="ascend_npu")
+    assert project.warnings == []
+    assert "aicore/kernel_twice.h" in project.files and EXPECTED <= set(project.files)
+    r = compile_cli(ascend_only, "--target", "ascend_npu", "-o", tmp_path / "cli")
+    assert r.exit_code == 0, r.output
+    assert project.write(tmp_path / "api") == tmp_path / "api"
+    assert tree(tmp_path / "api") == tree(tmp_path / "cli")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic: no temporaries
+    # options are the back end's settings; warnings come with the combinator's span
+    text = POLICY_HEAD + "schedule main = w().timing(batched(4))\n"
+    p = ptowsp.parse(text, "p.wsp").compile(target="ascend_npu", npu_arch="dav-3510")
+    assert 'set(WSP_NPU_ARCH "dav-3510"' in p.files["CMakeLists.txt"]
+    (w,) = p.warnings
+    assert w.severity == "warning" and (w.span.line, w.span.col) == (6, 21)  # `timing`
+    # an extern c only kernel is the ascend error here too
+    with pytest.raises(ptowsp.WspError) as err:
+        ptowsp.load(str(ROOT / "examples/moe.wsp")).compile(target="ascend_npu")
+    assert "has no `extern ascend` body" in err.value.diagnostics[0].message
 
 
 def test_missing_output_directory_is_a_usage_error():

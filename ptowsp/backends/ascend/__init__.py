@@ -1,7 +1,7 @@
 """The ascend_npu back end: IR -> a CANN project tree (docs/ascend.md).
 
     project = emit_project(module_ir, "main", options)   # strings only; raises WspError
-    write_project("out/rmsnorm_npu", project.files)      # atomically: all of it or nothing
+    project.write("out/rmsnorm_npu")                     # atomically: all of it or nothing
 
 The tree: `include/` (the plan ABI shared by all three sides, this schedule's plan words),
 `host/main.asc` (ACL host program), `aicpu/expand.aicpu` (the task expander, `plan.py` +
@@ -16,17 +16,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
 from ...frontend.diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from ...ir import sym
-from ...spans import Span
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
-from .host import emit_host, source_names
+from .host import emit_host
 from .plan import dispatchers
 from .policies import policy_warnings
 from .project import emit_project_files
@@ -38,12 +37,9 @@ DEFAULT_CAPACITY = 4096         # task records per segment
 
 @dataclass(frozen=True)
 class AscendOptions:
-    """What the back end needs beyond the IR. The source facts come from the checked module
-    (`options_from_env`): the IR keeps neither `extern ascend` bodies nor combinator spans."""
+    """The settings of a tree beyond the IR (which carries every source fact: `extern ascend`
+    bodies, kernel and combinator spans)."""
 
-    extern_ascend: Mapping[str, str] = field(default_factory=dict)  # kernel -> Ascend C body
-    kernel_spans: Mapping[str, Span] = field(default_factory=dict)  # kernel -> its name
-    combinator_spans: Mapping[str, Span] = field(default_factory=dict)  # `.dispatch` etc.
     npu_arch: str = DEFAULT_NPU_ARCH
     soc_version: str = DEFAULT_SOC
     capacity: int = DEFAULT_CAPACITY
@@ -52,28 +48,15 @@ class AscendOptions:
 
 @dataclass
 class Project:
-    """The tree (relative path -> text) and the compile warnings to print."""
+    """The tree (relative path -> text) and the compile warnings to print; what
+    `Module.compile(target="ascend_npu")` returns (docs/ascend.md, "Python API")."""
 
     files: dict[str, str]
     warnings: list[Diagnostic]
 
-
-def options_from_env(env, schedule: str, **settings) -> AscendOptions:
-    """The source facts of a checked module (`ModuleEnv`) for `schedule`. Reads attributes
-    only, so this back end does not import the front end."""
-    bodies, spans = {}, {}
-    for name, decl in env.kernels.items():
-        spans[name] = decl.name.span
-        for ext in decl.externs:
-            if ext.lang == "ascend":
-                bodies[name] = ext.code
-    combinators = {}
-    sd = env.schedules.get(schedule)
-    if sd is not None:
-        for c in sd.combinators:
-            combinators.setdefault(c.name.id, c.name.span)
-    return AscendOptions(extern_ascend=bodies, kernel_spans=spans, combinator_spans=combinators,
-                         **settings)
+    def write(self, directory) -> Path:
+        """Write the tree as `directory`, atomically (`write_project`, as the CLI does)."""
+        return write_project(directory, self.files)
 
 
 def emit_project(module: N.Module, schedule: str,
@@ -81,7 +64,7 @@ def emit_project(module: N.Module, schedule: str,
     """The CANN project of `schedule` of `module` (an optimised IR module)."""
     options = options or AscendOptions()
     s = module.schedule(schedule)
-    errors = extern_errors(module, options) + layout_errors(module, s)
+    errors = extern_errors(module) + layout_errors(module, s)
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -95,7 +78,7 @@ def emit_project(module: N.Module, schedule: str,
     files.update(emit_host(module, plan, blocks, options.capacity))
     files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
                                     blocks, options.capacity, nd))
-    return Project(dict(sorted(files.items())), policy_warnings(s, options.combinator_spans))
+    return Project(dict(sorted(files.items())), policy_warnings(s, dict(s.combinator_spans)))
 
 
 def _default_blocks(s: N.Schedule, nd: int) -> int:
@@ -107,15 +90,15 @@ def _default_blocks(s: N.Schedule, nd: int) -> int:
     return load_machine(None).vector_cores
 
 
-def extern_errors(module: N.Module, options: AscendOptions) -> list[Diagnostic]:
+def extern_errors(module: N.Module) -> list[Diagnostic]:
     """An `extern` kernel needs an `extern ascend` body here (language.md section 4)."""
     out, seen = [], set()
     for k in module.kernels:
-        if k.extern_c is None or k.source in options.extern_ascend or k.source in seen:
+        if not k.is_extern or k.extern_ascend is not None or k.source in seen:
             continue
         seen.add(k.source)
         out.append(Diagnostic(
-            options.kernel_spans.get(k.source, k.span), "ascend-extern",
+            k.name_span if k.name_span.line else k.span, "ascend-extern",
             f"extern kernel `{k.source}` has no `extern ascend` body, which the ascend_npu "
             "target needs (its `extern c` body runs only on cpu_sim)",
             'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
@@ -147,37 +130,13 @@ def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
     return out
 
 
-class _WithAscendBody:
-    """An IR kernel plus its `extern ascend` body, for `aicore.emit_aicore` (the IR keeps only
-    the `extern c` body; see docs/ascend.md, "Hooks"). Its span names the source file as the
-    tree does (relative), since the body's `#line` directive carries it into the tree."""
-
-    __slots__ = ("_kernel", "extern_ascend", "span")
-
-    def __init__(self, kernel: N.Kernel, body: str, span: Span):
-        object.__setattr__(self, "_kernel", kernel)
-        object.__setattr__(self, "extern_ascend", body)
-        object.__setattr__(self, "span", span)
-
-    def __getattr__(self, name: str):
-        return getattr(self._kernel, name)
-
-
 def _aicore(module: N.Module, options: AscendOptions):
     """Part B's kernels (`aicore.py`) and the entry-point naming the dispatcher calls."""
     try:
         from . import aicore
     except ImportError:  # the kernels' emitter is not there: a tree without kernels
         return {}, lambda k: "wsp_aicore_" + k.name
-    names = source_names(module)
-    kernels = tuple(
-        _WithAscendBody(k, options.extern_ascend[k.source],
-                        replace(k.span, file=names.get(k.span.file, k.span.file)))
-        if k.extern_c is not None else k for k in module.kernels)
-    # the sources under both names: as given (diagnostics) and as in the tree (#line)
-    sources = module.sources + tuple((names[f], t) for f, t in module.sources if names[f] != f)
-    return (aicore.emit_aicore(replace(module, kernels=kernels, sources=sources)),
-            aicore.kernel_entry)
+    return aicore.emit_aicore(module), aicore.kernel_entry
 
 
 def write_project(directory, files: Mapping[str, str]) -> Path:
@@ -210,5 +169,5 @@ def write_project(directory, files: Mapping[str, str]) -> Path:
     return out
 
 
-__all__ = ["AscendOptions", "Project", "emit_project", "options_from_env", "write_project",
+__all__ = ["AscendOptions", "Project", "emit_project", "write_project",
            "extern_errors", "layout_errors"]

@@ -57,12 +57,13 @@ How a tile kernel becomes Ascend C:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from .. import template_env
 from ... import __version__
 from ...frontend.diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
@@ -148,18 +149,8 @@ class AicoreError(Exception):
 # Templates
 
 
-@lru_cache(maxsize=None)
 def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(_HERE / "templates" / "aicore")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    return template_env(str(_HERE / "templates" / "aicore"))
 
 
 def support_header() -> str:
@@ -172,17 +163,20 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
     ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
     AICore (too big for the UB even in chunks, an op it has no code for, an extern kernel
     without an `extern ascend` body)."""
+    from .host import source_names
+
     out = {"aicore/wsp_aicore.h": support_header()}
     diags: list[Diagnostic] = []
     sources = dict(module.sources)
+    names = source_names(module)
     for k in module.kernels:
         try:
-            out[header_path(k)] = emit_kernel(k, module.name, sources)
+            out[header_path(k)] = emit_kernel(k, module.name, sources, names)
         except AicoreError as e:
             diags.append(Diagnostic(e.span, "ascend-kernel", e.message, e.help))
         except ValueError:  # extern c only (language.md section 4)
             diags.append(Diagnostic(
-                k.span, "extern-no-ascend",
+                k.name_span if k.name_span.line else k.span, "extern-no-ascend",
                 f"kernel `{k.source}` has no `extern ascend` body, which the ascend_npu target "
                 "needs", "add an `extern ascend \"\"\"...\"\"\"` body (Ascend C) after its "
                 "`extern c` body"))
@@ -191,12 +185,16 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None) -> str:
-    """The header of one kernel (raises AicoreError, or ValueError for an `extern c` kernel)."""
-    body = getattr(k, "extern_ascend", None)
-    if body is not None:
-        return _emit_extern(k, module, body, sources or {})
-    if k.extern_c is not None:
+def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None,
+                names: Optional[dict] = None) -> str:
+    """The header of one kernel (raises AicoreError, or ValueError for an extern kernel without
+    an `extern ascend` body). `sources` (path -> text) locates an `extern ascend` body for its
+    `#line`; `names` (path -> name in the tree, `host.source_names`; default: the base name)
+    is the file that `#line` names, as `../wsp/<name>`: the copy in the tree, relative to the
+    header, so the tree holds no absolute path."""
+    if k.extern_ascend is not None:
+        return _emit_extern(k, module, k.extern_ascend, sources or {}, names or {})
+    if k.is_extern:
         raise ValueError(f"kernel `{k.source}` has only an `extern c` body: the AICore needs "
                          "an `extern ascend` body")
     return _KernelEmitter.emit(k, module)
@@ -234,10 +232,8 @@ _RESTORE = "// wsp:restore-line"
 
 
 def _extern_line(k: N.Kernel, body: str, sources: dict) -> Optional[int]:
-    """The .wsp line where the `extern ascend` body starts (for `#line`)."""
-    span = getattr(k, "extern_ascend_span", None)
-    if span is not None and getattr(span, "line", 0):
-        return span.line
+    """The .wsp line where the `extern ascend` body starts (for `#line`): the body as written
+    after `extern ascend` in the kernel's declaration."""
     text = sources.get(k.span.file)
     if text is None or not k.span.line:
         return None
@@ -252,7 +248,7 @@ def _extern_line(k: N.Kernel, body: str, sources: dict) -> Optional[int]:
     return text.count("\n", 0, at) + 1
 
 
-def _emit_extern(k: N.Kernel, module: str, body: str, sources: dict) -> str:
+def _emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict) -> str:
     tiles = [p for p in k.params if p.kind == "tile"]
     scalars = [p for p in k.params if p.kind == "scalar"]
     binds = []
@@ -266,7 +262,8 @@ def _emit_extern(k: N.Kernel, module: str, body: str, sources: dict) -> str:
         binds.append(f"const {ctype} {name} = {_scalar_param(p.dtype, s)};")
         binds.append(f"(void){name};")
     line = _extern_line(k, body, sources)
-    directive = f"#line {line} {_cstr(k.span.file)}" if line else ""
+    copy = names.get(k.span.file) or os.path.basename(k.span.file)
+    directive = f"#line {line} {_cstr('../wsp/' + copy)}" if line else ""
     text = _env().get_template("kernel_extern.h.j2").render(
         name=k.name, source=k.source, module=module, version=__version__,
         params=[_describe(p) for p in k.params], guard=_guard(module, k), entry=kernel_entry(k),

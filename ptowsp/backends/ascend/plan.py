@@ -154,7 +154,7 @@ def c_defines() -> str:
         "/* postfix expression operations */", enum("WSP_E_", EXPR_OPS),
         "/* instructions */", enum("WSP_I_", (n for n, _ in INSTRUCTIONS)),
         "/* .dispatch(...) */", enum("WSP_DISPATCH_", DISPATCH),
-        "/* .timing(...) */", enum("WSP_TIMING_", TIMING),
+        "/* .timing(...) */", enum("WSP_PLAN_TIMING_", TIMING),
         "/* scalar argument kinds */", enum("WSP_SC_", SCALAR_KINDS),
         "/* element types */", enum("WSP_DT_", DTYPES),
     ])

@@ -3,24 +3,15 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
+
+from .. import template_env
 
 _HERE = Path(__file__).resolve().parent
 
 
-@lru_cache(maxsize=1)
 def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    return template_env(str(_HERE / "templates"))
 
 
 def render(name: str, **values) -> str:

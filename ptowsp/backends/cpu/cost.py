@@ -50,7 +50,7 @@ def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
 
 def kernel_cost(kernel: N.Kernel, machine: "Machine") -> tuple[int, int]:
     """`(unit, cycles)` of one kernel on one core of its unit."""
-    if kernel.extern_c is not None:
+    if kernel.is_extern:
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR))
     unit = UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
     compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)

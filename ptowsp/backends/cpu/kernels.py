@@ -44,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .. import template_env
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
 from . import cexpr as C
@@ -104,18 +105,8 @@ class KernelC:
 # Templates and the support header
 
 
-@lru_cache(maxsize=None)
 def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    return template_env(str(_HERE / "templates"))
 
 
 @lru_cache(maxsize=None)
@@ -146,7 +137,7 @@ def emit_kernel(k: N.Kernel) -> KernelC:
     """The C of one kernel (see the module docstring for the ABI)."""
     tiles = tuple(p.name for p in k.params if p.kind == "tile")
     scalars = tuple(p.name for p in k.params if p.kind == "scalar")
-    if k.extern_c is not None:
+    if k.is_extern:  # `emit_module` rejects extern kernels without an `extern c` body
         source = _emit_extern(k)
     else:
         source = _emit_tile_kernel(k)

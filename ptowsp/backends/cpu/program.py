@@ -48,6 +48,10 @@ def emit_module(m: N.Module) -> ModuleC:
     """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
     from .kernels import emit_kernels
 
+    errors = extern_errors(m)
+    if errors:
+        raise WspError(errors, dict(m.sources))
+
     decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
                       for k in m.kernels)
     enums = emit_enumerators(m, decls)
@@ -61,6 +65,22 @@ def emit_module(m: N.Module) -> ModuleC:
     files = {"kernels.c": emit_kernels(m.kernels), "enumerate.c": enums.source,
              "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
     return ModuleC(files, enums)
+
+
+def extern_errors(m: N.Module) -> list[Diagnostic]:
+    """An extern kernel needs an `extern c` body here: cpu_sim compiles it (language.md
+    section 4). Reported when the target is chosen, so `wspc check` accepts such kernels."""
+    out, seen = [], set()
+    for k in m.kernels:
+        if not k.is_extern or k.extern_c is not None or k.source in seen:
+            continue
+        seen.add(k.source)
+        out.append(Diagnostic(
+            k.name_span if k.name_span.line else k.span, "extern-no-c",
+            f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
+            "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
+            "parameters) to run it on cpu_sim"))
+    return out
 
 
 # Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.

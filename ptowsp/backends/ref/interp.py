@@ -538,7 +538,7 @@ class _Runner:
                 # decision: a scalar argument is a value of its parameter's dtype (an f16 Scalar is rounded to f16, an integer wraps)
                 with np.errstate(over="ignore"):
                     inputs[a.param] = scalar_value(v, a.dtype)
-        if k.extern_c is not None:
+        if k.is_extern:
             outs = self.extern(k, inputs)
         else:
             outs = eval_kernel(k, inputs)
@@ -553,7 +553,7 @@ class _Runner:
         # decision: extern kernels run only through a registered Python function (by source name, for every specialisation), called with NumPy tiles in the compute dtype; its Out/InOut arrays (or a returned dict) are stored by the rules of `store`
         fn = self.externs.get(k.source) or _EXTERNS.get(k.source)
         if fn is None:
-            self.error(f"kernel `{k.source}` is an extern C kernel, which the ref back end cannot "
+            self.error(f"kernel `{k.source}` is an extern kernel, which the ref back end cannot "
                        "run; register a Python implementation with "
                        f"`ptowsp.backends.ref.register_extern({k.source!r}, fn)`", k.span)
         kwargs: dict = {}

@@ -56,7 +56,7 @@ INJECTIVE = "injective"  # elementwise over equal shapes, views (transpose, slic
 BROADCAST = "broadcast"  # elementwise with an operand repeated along an extent-1 dimension
 REDUCTION = "reduction"  # row / column reductions, softmax
 COMPLEX = "complex-out-fusable"  # matmul
-OPAQUE = "opaque"  # extern C, or an op this pass does not know
+OPAQUE = "opaque"  # an extern kernel, or an op this pass does not know
 
 _RANK = {INJECTIVE: 0, BROADCAST: 1, REDUCTION: 2, COMPLEX: 3, OPAQUE: 4}
 _VIEWS = ("transpose", "slice_even", "slice_odd", "interleave", "convert", "cast")
@@ -64,7 +64,7 @@ _VIEWS = ("transpose", "slice_even", "slice_odd", "interleave", "convert", "cast
 
 def category(k: N.Kernel) -> str:
     """The kernel's category: that of its most demanding op (TVM's `OpPatternKind` order)."""
-    if k.extern_c is not None:
+    if k.is_extern:
         return OPAQUE
     worst = INJECTIVE
     for op in k.ops:

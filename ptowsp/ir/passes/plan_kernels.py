@@ -68,7 +68,7 @@ def plan_kernels(m: N.Module) -> N.Module:
 
 def plan_kernel(k: N.Kernel, fuse: bool = True) -> N.Kernel:
     """`k` with the ops its plan schedules and the plan; `fuse=False`: the trivial plan."""
-    if k.extern_c is not None or k.plan is not None:
+    if k.is_extern or k.plan is not None:
         return k
     ops, stores, copies = _prepare(k, frozenset())
     plan = _Planner(k, ops, stores, copies, fuse).run()

@@ -16,7 +16,7 @@ Constants are told apart by their bits: `literal 0.0` and `literal -0.0` are two
 give different results: `x * 0.0` and `x * -0.0` differ in sign).
 
 Leaves alone: one-trip loops (their variable names coordinates in messages), floating-point
-constant folding (rounding must stay the back ends'), anything inside `extern c` kernels,
+constant folding (rounding must stay the back ends'), anything inside extern kernels,
 planned kernels (`plan-kernels` ran: the plan indexes the ops, so they must not change).
 """
 
@@ -95,7 +95,7 @@ def cond_value(c: N.Cond) -> Optional[bool]:
 
 def simplify_kernel(k: N.Kernel) -> N.Kernel:
     """Common subexpressions merged and unreachable ops dropped (the same object if none)."""
-    if k.extern_c is not None or not k.ops or k.plan is not None:
+    if k.is_extern or not k.ops or k.plan is not None:
         return k
     canon: list[int] = []
     seen: dict[tuple, int] = {}

@@ -136,10 +136,10 @@ enum {
 
 /* .timing(...) */
 enum {
-    WSP_TIMING_IMMEDIATE = 0,
-    WSP_TIMING_BATCHED = 1,
-    WSP_TIMING_INTERLEAVED = 2,
-    WSP_TIMING_RATE_LIMIT = 3,
+    WSP_PLAN_TIMING_IMMEDIATE = 0,
+    WSP_PLAN_TIMING_BATCHED = 1,
+    WSP_PLAN_TIMING_INTERLEAVED = 2,
+    WSP_PLAN_TIMING_RATE_LIMIT = 3,
 };
 
 /* scalar argument kinds */
