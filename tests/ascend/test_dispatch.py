@@ -18,6 +18,7 @@ from ptowsp.backends.ascend import aicore, emit_project
 from ptowsp.backends.ascend.plan import parse_c_array
 from ptowsp.ir.passes import optimize
 
+from .hostrun import split_dispatch
 from .streams import CXX, HERE, ROOT, run_compiler, write_data
 
 pytestmark = pytest.mark.cc
@@ -37,8 +38,7 @@ def test_dispatcher_runs_each_task_once_on_its_block(tmp_path, example, schedule
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(files[rel])
     dispatch = files["aicore/dispatch.asc"]
-    kernel, launcher = dispatch.split("/* Called by host/main.asc", 1)
-    assert "wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
+    kernel, _ = split_dispatch(dispatch)
     (src / "dispatch_kernel.inc").write_text(kernel)
     stubs = []
     for i, k in enumerate(ir.kernels):

@@ -12,21 +12,19 @@ router through its Python twin, tests/test_examples_dynamic.py).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.backends.ascend import emit_project, write_project
 from ptowsp.backends.ref import register_extern, unregister_extern
 from ptowsp.backends.cpu.kernels import emit_kernels, kernel_symbol
 from ptowsp.ir.passes import optimize
 
-from .streams import CC, CXX, HERE, ROOT, RUNTIME_C, run_compiler
+from .hostrun import compile_host, rel_err, run, write_inputs, write_tree
+from .streams import CC, HERE, ROOT, RUNTIME_C, run_compiler
 
 pytestmark = pytest.mark.cc
 
@@ -65,9 +63,8 @@ def moe_source() -> str:
 def build(tmp: Path, module, schedule=None) -> tuple[Path, object]:
     """The tree of `module` and its host program, linked with cpu_sim's kernels."""
     ir, _ = optimize(module.ir, 2)
-    name = schedule or ir.default_schedule
     tree = tmp / "tree"
-    write_project(tree, emit_project(ir, name).files)
+    write_tree(tree, ir, schedule)
     (tmp / "kernels.c").write_text(emit_kernels(ir.kernels))
     (tmp / "table.c").write_text(
         '#include "wsp_runtime.h"\n'
@@ -80,35 +77,8 @@ def build(tmp: Path, module, schedule=None) -> tuple[Path, object]:
         run_compiler([CC, "-std=c11", "-O1", "-c", f"-I{RUNTIME_C}", f"-I{CPU_DIR}",
                       str(tmp / c), "-o", objs[-1]])
     exe = tmp / "wsp_main"
-    run_compiler([CXX, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-DWSP_HOST_EXPANDER=1",
-                  f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}", f"-I{tree / 'host'}",
-                  f"-I{tree / 'host/host_expander'}", f"-I{RUNTIME_C}",
-                  "-x", "c++", str(tree / "host/main.asc"), str(tree / "aicpu/expand.aicpu"),
-                  "-x", "none", str(HERE / "stub_dispatch.cpp"), *objs, "-lm", "-o", str(exe)])
+    compile_host(exe, tree, [HERE / "stub_dispatch.cpp", *objs], includes=[RUNTIME_C])
     return exe, ir
-
-
-def run(exe: Path, data: Path, *args, fail: str = None):
-    env = dict(os.environ, WSP_ACL_LOG=str(data / "acl.log"),
-               WSP_DISPATCH_LOG=str(data / "dispatch.log"))
-    if fail:
-        env["WSP_ACL_FAIL"] = fail
-    for f in ("acl.log", "dispatch.log"):
-        (data / f).unlink(missing_ok=True)
-    return subprocess.run([str(exe), "-d", str(data), *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-
-
-def write_inputs(data: Path, arrays: dict) -> None:
-    for sub in ("input", "output"):
-        (data / sub).mkdir(parents=True, exist_ok=True)
-    for name, a in arrays.items():
-        np.save(data / "input" / f"{name}.npy", a)
-
-
-def rel_err(out, expected) -> float:
-    e = np.asarray(expected, np.float64)
-    return float(np.abs(np.asarray(out, np.float64) - e).max()) / max(float(np.abs(e).max()), 1e-30)
 
 
 @pytest.fixture(scope="module")

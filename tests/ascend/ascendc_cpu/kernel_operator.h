@@ -293,6 +293,19 @@ public:
         ptr_ = buffer;
         size_ = bufferSize;
     }
+    // the buffer's size unknown (as the dispatcher sets its records and control block):
+    // GetValue / operator[] are then not bounds-checked
+    __aicore__ inline void SetGlobalBuffer(__gm__ T *buffer)
+    {
+        ptr_ = buffer;
+        size_ = UINT64_MAX;
+    }
+    // a scalar read of GM (through the scalar unit's data cache on the device)
+    __aicore__ inline T GetValue(const uint64_t offset) const
+    {
+        if (offset >= size_) ShimFail("GlobalTensor::GetValue", "offset past the buffer");
+        return ptr_[offset];
+    }
     __aicore__ inline GlobalTensor operator[](const uint64_t offset) const
     {
         if (offset > size_) ShimFail("GlobalTensor::operator[]", "offset past the buffer");
@@ -1127,6 +1140,22 @@ __aicore__ inline void Power(const LocalTensor<T> &dstTensor, const LocalTensor<
     detail::Garbage(sharedTmpBuffer.ptr_, sharedTmpBuffer.size_);
     detail::VecDone(dstTensor, calCount);
     detail::VecDone(sharedTmpBuffer, sharedTmpBuffer.size_);
+}
+
+// ------------------------------------------------------------------------------------------
+// what the dispatcher (aicore/dispatch.asc) uses besides the kernels' API: the block index and
+// the scalar data cache. The launcher of a host test sets `test_block` before running each
+// block of a launch; `test_cache_drops` counts DataCacheCleanAndInvalid calls.
+
+inline int64_t test_block = 0;
+inline int64_t test_cache_drops = 0;
+enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
+enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+__aicore__ inline int64_t GetBlockIdx() { return test_block; }
+template <typename T, CacheLine entireType, DcciDst dcciDst>
+__aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &)
+{
+    test_cache_drops++;
 }
 
 }  // namespace AscendC

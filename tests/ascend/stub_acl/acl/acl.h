@@ -2,12 +2,17 @@
  * without CANN (tests/ascend/test_host.py): "device" memory is host memory, streams run
  * nothing asynchronously, and every call is appended to the file $WSP_ACL_LOG. Setting
  * $WSP_ACL_FAIL to a function name makes that function fail (error 507899) to test that the
- * host program checks it. Only what main.asc uses is here. */
+ * host program checks it. Only what main.asc uses is here, and wsp_stub_launch: what a
+ * `KERNEL<<<blocks, l2ctrl, stream>>>(args)` launch becomes on the host (the tests rewrite the
+ * launch into a call, tests/ascend/hostrun.py): logged as "<<<KERNEL>>>", run at once, block
+ * by block; a kernel that throws (the Ascend C CPU shim's rule checks) ends the program. */
 #ifndef WSP_TEST_ACL_H
 #define WSP_TEST_ACL_H
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 typedef int aclError;
 typedef void *aclrtStream;
@@ -31,7 +36,7 @@ static inline aclError aclInit(const char *) { return wsp_stub_call("aclInit"); 
 static inline aclError aclFinalize() { return wsp_stub_call("aclFinalize"); }
 static inline aclError aclrtSetDevice(int) { return wsp_stub_call("aclrtSetDevice"); }
 static inline aclError aclrtResetDevice(int) { return wsp_stub_call("aclrtResetDevice"); }
-static int wsp_stub_objects[64];
+inline int wsp_stub_objects[64];  /* one set for every translation unit */
 static inline aclError aclrtCreateStream(aclrtStream *s) { *s = &wsp_stub_objects[0]; return wsp_stub_call("aclrtCreateStream"); }
 static inline aclError aclrtDestroyStream(aclrtStream) { return wsp_stub_call("aclrtDestroyStream"); }
 static inline aclError aclrtCreateEvent(aclrtEvent *e) { *e = &wsp_stub_objects[1]; return wsp_stub_call("aclrtCreateEvent"); }
@@ -57,5 +62,28 @@ static inline aclError aclrtMemset(void *p, size_t max, int v, size_t n) {
     if (!e && n > max) return 107000;
     if (!e) std::memset(p, v, n);
     return e;
+}
+
+template <typename F>
+static inline void wsp_stub_launch(const char *kernel, uint32_t blocks, void *l2ctrl,
+                                   aclrtStream stream, F &&run_block) {
+    (void)l2ctrl;
+    const char *log = std::getenv("WSP_ACL_LOG");
+    if (log) {
+        FILE *f = std::fopen(log, "a");
+        if (f) { std::fprintf(f, "<<<%s>>>\n", kernel); std::fclose(f); }
+    }
+    if (stream != &wsp_stub_objects[0] || blocks < 1) {
+        std::fprintf(stderr, "stub ACL: %s launched on %u blocks of stream %p\n", kernel, blocks, stream);
+        std::exit(9);
+    }
+    for (uint32_t b = 0; b < blocks; b++) {
+        try {
+            run_block(b);
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "stub ACL: %s, block %u: %s\n", kernel, b, e.what());
+            std::exit(8);
+        }
+    }
 }
 #endif
