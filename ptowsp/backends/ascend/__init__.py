@@ -92,18 +92,15 @@ def _default_blocks(s: N.Schedule, nd: int) -> int:
 
 def extern_errors(module: N.Module) -> list[Diagnostic]:
     """An `extern` kernel needs an `extern ascend` body here (language.md section 4)."""
-    out, seen = [], set()
-    for k in module.kernels:
-        if not k.is_extern or k.extern_ascend is not None or k.source in seen:
-            continue
-        seen.add(k.source)
-        out.append(Diagnostic(
-            k.name_span if k.name_span.line else k.span, "ascend-extern",
-            f"extern kernel `{k.source}` has no `extern ascend` body, which the ascend_npu "
-            "target needs (its `extern c` body runs only on cpu_sim)",
-            'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
-            "kernel's WspTile / WspScalar parameters"))
-    return out
+    from .. import kernels_missing_body
+
+    return [Diagnostic(
+        span, "ascend-extern",
+        f"extern kernel `{k.source}` has no `extern ascend` body, which the ascend_npu "
+        "target needs (its `extern c` body runs only on cpu_sim)",
+        'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
+        "kernel's WspTile / WspScalar parameters")
+        for k, span in kernels_missing_body(module, "ascend")]
 
 
 def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:

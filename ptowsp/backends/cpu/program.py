@@ -70,17 +70,13 @@ def emit_module(m: N.Module) -> ModuleC:
 def extern_errors(m: N.Module) -> list[Diagnostic]:
     """An extern kernel needs an `extern c` body here: cpu_sim compiles it (language.md
     section 4). Reported when the target is chosen, so `wspc check` accepts such kernels."""
-    out, seen = [], set()
-    for k in m.kernels:
-        if not k.is_extern or k.extern_c is not None or k.source in seen:
-            continue
-        seen.add(k.source)
-        out.append(Diagnostic(
-            k.name_span if k.name_span.line else k.span, "extern-no-c",
-            f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
-            "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
-            "parameters) to run it on cpu_sim"))
-    return out
+    from .. import kernels_missing_body
+
+    return [Diagnostic(
+        span, "extern-no-c",
+        f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
+        "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
+        "parameters) to run it on cpu_sim") for k, span in kernels_missing_body(m, "c")]
 
 
 # Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.
