@@ -901,26 +901,20 @@ class _Emitter:
         # of packing it measured 70-89 against 52-63 GFLOP/s on 64^3 tiles in cache, and
         # ~50 against ~44 on the tiles of 1024-wide matrices (noisy machine, one core): the
         # scalar packing loop cost more than the strided rows it avoided
-        if step.pack_a:
-            return None
-        a = self.ops[step.matmul].args[0]
-        op = self.ops[a]
-        if op.op == "param":
-            t = self.tile_index[str(op.attr)]
-            return self.ptr(t), self.rs(t)
-        return self.arr(a), str(op.shape[1])
+        return None if step.pack_a else self.in_place(self.ops[step.matmul].args[0])
 
     def b_cols(self, step: N.PlanStep) -> Optional[tuple[str, str]]:
         """(pointer, row stride) of a blocked matmul's B operand when its full panels are read
         in place (the plan's `pack_b` is False: `plan_kernels.b_in_place`), or None."""
-        if step.pack_b:
-            return None
-        b = self.ops[step.matmul].args[1]
-        op = self.ops[b]
+        return None if step.pack_b else self.in_place(self.ops[step.matmul].args[1])
+
+    def in_place(self, v: int) -> tuple[str, str]:
+        """(pointer, row stride) of value `v` where it lies: its tile, or its array."""
+        op = self.ops[v]
         if op.op == "param":
             t = self.tile_index[str(op.attr)]
             return self.ptr(t), self.rs(t)
-        return self.arr(b), str(op.shape[1])
+        return self.arr(v), str(op.shape[1])
 
     def matmul_block(self, step: N.PlanStep, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
