@@ -24,6 +24,7 @@ from hypothesis.extra import numpy as hnp
 
 from ptowsp.backends.cpu import kernels as K
 from ptowsp.ir import nodes as N
+from tests.kernel_builder import KB
 
 # the references overflow on purpose (inf inputs, f16 overflow)
 pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
@@ -43,71 +44,6 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(Healt
 
 # ---------------------------------------------------------------------------------------------
 # Building kernels by hand
-
-
-def _bshape(shapes):
-    out = None
-    for s in shapes:
-        if s is None:
-            continue
-        if out is None:
-            out = s
-            continue
-        out = tuple(a if b == 1 else b for a, b in zip(out, s))
-    return out
-
-
-class KB:
-    """A kernel under construction: params, ops (indices), stores, as lowering would make."""
-
-    def __init__(self, name: str):
-        self.name, self.params, self.ops, self.stores = name, [], [], []
-
-    def add(self, op, args=(), shape=None, dtype="f32", attr=None) -> int:
-        self.ops.append(N.Op(op, tuple(args), shape, dtype, attr))
-        return len(self.ops) - 1
-
-    def tile(self, name, rows, cols, dtype, mode="In"):
-        self.params.append(N.KParam(name, "tile", dtype, mode, rows, cols))
-        if mode != "Out":
-            return self.add("param", (), (rows, cols), dtype, name)
-        return None
-
-    def scalar(self, name, dtype):
-        self.params.append(N.KParam(name, "scalar", dtype))
-        return self.add("scalar_param", (), None, dtype, name)
-
-    def lit(self, value, dtype="f32"):
-        return self.add("literal", (), None, dtype, value)
-
-    def op(self, name, *args, dtype=None, shape="auto", attr=None):
-        if shape == "auto":
-            shape = _bshape([self.ops[a].shape for a in args])
-        if dtype is None:
-            dtype = self.ops[args[-1] if name == "where" else args[0]].dtype
-            if name in ("lt", "le", "gt", "ge", "eq", "ne"):
-                dtype = "bool"
-        return self.add(name, args, shape, dtype, attr)
-
-    def store(self, pname, v):
-        """store(p, v) with lowering's explicit convert and broadcast."""
-        p = next(q for q in self.params if q.name == pname)
-        op = self.ops[v]
-        if op.dtype != p.dtype:
-            v = self.add("convert", (v,), op.shape, p.dtype)
-        if op.shape != (p.rows, p.cols):
-            v = self.add("broadcast", (v,), (p.rows, p.cols), p.dtype)
-        self.stores.append((pname, v))
-
-    def out(self, name, v, dtype=None, mode="Out"):
-        """An Out tile of v's shape (and dtype) receiving v."""
-        op = self.ops[v]
-        self.tile(name, op.shape[0], op.shape[1], dtype or op.dtype, mode)
-        self.store(name, v)
-
-    def kernel(self) -> N.Kernel:
-        return N.Kernel(self.name, self.name, tuple(self.params), tuple(self.ops),
-                        tuple(self.stores))
 
 
 KERNELS: dict[str, N.Kernel] = {}

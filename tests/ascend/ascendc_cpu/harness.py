@@ -22,6 +22,7 @@ import numpy as np
 from ptowsp.backends.ascend import aicore
 from ptowsp.backends.ref import interp as R
 from ptowsp.ir import nodes as N
+from tests.kernel_builder import KB  # noqa: F401 (tests import it from here)
 
 HERE = Path(__file__).resolve().parent
 # -ffp-contract=off: the device rounds every vector instruction; a fused multiply-add made up
@@ -265,77 +266,3 @@ def compare(k: N.Kernel, got: dict, want: dict, what: str = "", rtol=None) -> No
 
 def unit_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text)
-
-
-# ---------------------------------------------------------------------------------------------
-# building kernels by hand (as lowering would: explicit converts, broadcasts at stores)
-
-
-def _bshape(shapes):
-    out = None
-    for s in shapes:
-        if s is None:
-            continue
-        out = s if out is None else tuple(a if b == 1 else b for a, b in zip(out, s))
-    return out
-
-
-class KB:
-    """A kernel under construction: params, ops (indices), stores."""
-
-    def __init__(self, name: str):
-        self.name, self.params, self.ops, self.stores = name, [], [], []
-
-    def add(self, op, args=(), shape=None, dtype="f32", attr=None) -> int:
-        self.ops.append(N.Op(op, tuple(args), shape, dtype, attr))
-        return len(self.ops) - 1
-
-    def tile(self, name, rows, cols, dtype="f32", mode="In"):
-        self.params.append(N.KParam(name, "tile", dtype, mode, rows, cols))
-        return self.add("param", (), (rows, cols), dtype, name) if mode != "Out" else None
-
-    def scalar(self, name, dtype="f32"):
-        self.params.append(N.KParam(name, "scalar", dtype))
-        return self.add("scalar_param", (), None, dtype, name)
-
-    def lit(self, value, dtype="f32"):
-        return self.add("literal", (), None, dtype, value)
-
-    def op(self, name, *args, dtype=None, shape="auto"):
-        if shape == "auto":
-            shape = _bshape([self.ops[a].shape for a in args])
-            if name.startswith("row"):
-                shape = (shape[0], 1)
-            elif name.startswith("col"):
-                shape = (1, shape[1])
-        if dtype is None:
-            dtype = self.ops[args[-1] if name == "where" else args[0]].dtype
-            if name in ("lt", "le", "gt", "ge", "eq", "ne"):
-                dtype = "bool"
-        return self.add(name, args, shape, dtype)
-
-    def out(self, name, v, dtype=None, mode="Out", shape=None):
-        """An Out tile receiving v (converted to `dtype`, broadcast to `shape`)."""
-        op = self.ops[v]
-        rows, cols = shape or op.shape
-        dt = dtype or op.dtype
-        self.params.append(N.KParam(name, "tile", dt, mode, rows, cols))
-        if op.dtype != dt:
-            v = self.add("convert", (v,), op.shape, dt)
-        if op.shape != (rows, cols):
-            v = self.add("broadcast", (v,), (rows, cols), dt)
-        self.stores.append((name, v))
-
-    def kernel(self) -> N.Kernel:
-        return N.Kernel(self.name, self.name, tuple(self.params), tuple(self.ops),
-                        tuple(self.stores))
-
-    def store(self, pname, v):
-        """store(p, v) to an existing Out/InOut tile, with lowering's convert and broadcast."""
-        p = next(q for q in self.params if q.name == pname)
-        op = self.ops[v]
-        if op.dtype != p.dtype:
-            v = self.add("convert", (v,), op.shape, p.dtype)
-        if op.shape != (p.rows, p.cols):
-            v = self.add("broadcast", (v,), (p.rows, p.cols), p.dtype)
-        self.stores.append((pname, v))
