@@ -1,4 +1,5 @@
-"""Shared test machinery: golden files (`pytest --update-golden` rewrites them)."""
+"""Shared test machinery: golden files (`pytest --update-golden` rewrites them) and the build
+cache of a module's cpu_sim programs."""
 
 from __future__ import annotations
 
@@ -28,3 +29,12 @@ def golden(request):
         assert text == path.read_text(), f"output differs from {path} (pytest --update-golden rewrites it)"
 
     return check
+
+
+@pytest.fixture(scope="module")
+def wspc_cache(tmp_path_factory):
+    """One C build cache for the module, at the path the other cpu_sim tests use (the runtime
+    library is built once per session); the caller's WSPC_CACHE_DIR comes back after it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WSPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "wspc-cache"))
+        yield

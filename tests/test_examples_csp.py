@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import ptowsp
 
-pytestmark = pytest.mark.cc
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("wspc_cache")]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -45,17 +45,6 @@ EPS = 1e-6          # compute_tile's default `eps`
 SCALE = 0.125       # work's default `scale`
 HSET = settings(max_examples=6, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    old = os.environ.get("WSPC_CACHE_DIR")
-    os.environ["WSPC_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "wspc-cache")
-    yield
-    if old is None:
-        os.environ.pop("WSPC_CACHE_DIR", None)
-    else:
-        os.environ["WSPC_CACHE_DIR"] = old
 
 
 def rel_err(out, expected) -> float:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.backends.ref import register_extern, unregister_extern
 
-pytestmark = pytest.mark.cc
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("wspc_cache")]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -39,17 +39,6 @@ F32_REL = 1e-5
 CPU_VS_REF = 2e-6
 HSET = settings(max_examples=8, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    old = os.environ.get("WSPC_CACHE_DIR")
-    os.environ["WSPC_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "wspc-cache")
-    yield
-    if old is None:
-        os.environ.pop("WSPC_CACHE_DIR", None)
-    else:
-        os.environ["WSPC_CACHE_DIR"] = old
 
 
 def rel_err(out, expected) -> float:

@@ -52,21 +52,6 @@ def test_bindings_cover_every_example():
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One C build cache for the module (the path the other cpu_sim tests use: the runtime
-    library is built once per session)."""
-    import os
-
-    old = os.environ.get("WSPC_CACHE_DIR")
-    os.environ["WSPC_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "wspc-cache")
-    yield
-    if old is None:
-        os.environ.pop("WSPC_CACHE_DIR", None)
-    else:
-        os.environ["WSPC_CACHE_DIR"] = old
-
-
-@pytest.fixture(scope="module")
 def route_extern():
     """moe's `route` kernel is `extern c`: ref runs a Python version of it."""
     from ptowsp.backends.ref import register_extern, unregister_extern
@@ -139,7 +124,7 @@ def test_examples_same_bits_at_every_level_on_ref(name, route_extern):
 
 @pytest.mark.cc
 @pytest.mark.parametrize("name", NAMES)
-def test_examples_same_bits_at_O0_and_O3_on_cpu_sim(name, cache):
+def test_examples_same_bits_at_O0_and_O3_on_cpu_sim(name, wspc_cache):
     mod = module(name)
     bind = BIND[name]
     arrays = example_inputs(mod.ir, bind, 2)
@@ -261,7 +246,7 @@ def test_generated_programs_same_bits_at_O0_and_O3_on_ref(text, seed):
 @settings(max_examples=4, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=program())
-def test_generated_programs_same_bits_at_O0_and_O3_on_cpu_sim(cache, text):
+def test_generated_programs_same_bits_at_O0_and_O3_on_cpu_sim(wspc_cache, text):
     # (30 drawn programs measured this way: none differs in one bit)
     mod = ptowsp.parse(text, "gen.wsp")
     arrays = gen_inputs(1)
