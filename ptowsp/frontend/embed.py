@@ -649,7 +649,7 @@ class Workload(Fragment):
 def to_wsp(w: Any) -> str:
     """The `.wsp` text of a workload (a `Workload` or an uncalled `@workload` of no arguments);
     `ptowsp.parse(to_wsp(w))` checks and lowers to the same IR."""
-    from .embed_wsp import format_source
+    from .source_printer import format_source
 
     if isinstance(w, WorkloadFunction):
         w = w()

@@ -1,4 +1,6 @@
-"""Print a `SourceFile` as `.wsp` text (what `ptowsp.to_wsp(workload)` returns).
+"""Print a `SourceFile` as `.wsp` text: any checked AST, whoever built it (the parser or the
+Python embedding API; `ptowsp.to_wsp(workload)` returns it). `printer.py` beside it dumps the
+AST as an outline instead; a `wspc fmt` would print through this module.
 
 Expressions are printed by `printer.expr_str` (source syntax, parentheses by precedence);
 this module lays out declarations and statement blocks, four spaces per level. The output
