@@ -21,9 +21,9 @@ import ptowsp
 
 from .test_examples_dynamic import (CPU_VS_REF, F32_REL, K, attention_inputs, attention_numpy,
                                     moe_inputs, moe_numpy, moe_routing_numpy, programs, rel_err)
-from .test_examples_dynamic import _cache, _router  # noqa: F401  (autouse: cache dir, ref router)
+from .test_examples_dynamic import _router  # noqa: F401  (autouse: the ref router)
 
-pytestmark = pytest.mark.cc
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("wspc_cache")]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
