@@ -29,8 +29,8 @@ from unittest import mock
 import numpy as np
 
 import ptowsp
+from ptowsp import sym
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,9 +120,9 @@ def inputs(m: N.Module, syms: dict, seed: int = 0) -> dict:
 
 def without_fusion(module, level: int):
     """A cpu_sim Program of -O<level>'s pipeline minus fuse-tasks."""
+    from ptowsp.api import Program, choose_schedule
     from ptowsp.backends.cpu import program as cpu_program
     from ptowsp.ir.passes import PassManager, pipeline
-    from ptowsp.runtime import Program, choose_schedule
 
     m = PassManager([p for p in pipeline(level) if p.name != "fuse-tasks"]).run(module.ir)
     name = choose_schedule(m, None)

@@ -13,50 +13,50 @@ imports numpy, cffi or Lark; each stage (and each name of the Python API) is imp
 is first used.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def load(path: str):
-    """Load and check the module in `path` (with its imports): a `ptowsp.runtime.Module`.
+    """Load and check the module in `path` (with its imports): a `ptowsp.api.Module`.
 
     Raises `ptowsp.WspError` (with `.diagnostics`) when the program has errors."""
+    from .api import Module
     from .frontend.checker import check_file
-    from .runtime import Module
 
     return Module(check_file(path))
 
 
 def parse(text: str, filename: str = "<string>"):
-    """Check module text (imports relative to `filename`): a `ptowsp.runtime.Module`."""
+    """Check module text (imports relative to `filename`): a `ptowsp.api.Module`."""
+    from .api import Module
     from .frontend.checker import check_source
-    from .runtime import Module
 
     return Module(check_source(text, filename))
 
 
 # The Python embedding API of the PTO-WSP seed documents (`docs/python.md`), loaded on first
-# use: name -> module under ptowsp.frontend (or ptowsp.passes). `pto_wsp` re-exports them.
+# use: name -> module under ptowsp.embed (or ptowsp.passes). `pto_wsp` re-exports them.
 _EMBED = {
-    "embed": (
+    "workload": (
         "P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
         "slot_load_u64", "DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode", "to_wsp",
     ),
-    "embed_kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
-    "embed_types": (
+    "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
+    "values": (
         "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
         "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
         "symbol_u64", "ceildiv", "axis",
     ),
-    "embed_csp": (
+    "csp": (
         "Channel", "process", "send", "consume", "connect", "replicate", "Event", "record",
         "synchronize", "query", "for_each", "parallel_for", "task",
     ),
-    "embed_program": ("Program", "TraceLevel", "Task"),
-    "embed_errors": (
+    "program": ("Program", "TraceLevel", "Task"),
+    "errors": (
         "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
         "KernelError", "ScheduleError", "ChannelError", "ChannelClosed", "ChannelFull",
     ),
-    "embed_unsupported": (
+    "unsupported": (
         "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
         "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
         "TracePolicy", "Pools", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
@@ -71,14 +71,14 @@ __all__ = ["load", "parse", "WspError", "InternalError", "Diagnostic", *_EMBED_N
 def __getattr__(name: str):
     # the error classes and the embedding API, without importing the front end at `import ptowsp`
     if name in ("WspError", "InternalError", "Diagnostic"):
-        from .frontend import diagnostics
+        from . import diagnostics
 
         return getattr(diagnostics, name)
     mod = _EMBED_NAMES.get(name)
     if mod is not None:
         import importlib
 
-        value = getattr(importlib.import_module(f".frontend.{mod}", __name__), name)
+        value = getattr(importlib.import_module(f".embed.{mod}", __name__), name)
         globals()[name] = value
         return value
     if name in _PASSES:

@@ -13,7 +13,7 @@ from typing import Callable, Optional, TypeVar
 
 import click
 
-from . import __version__
+from .version import __version__
 
 EXIT_USER = 1
 EXIT_INTERNAL = 70
@@ -24,7 +24,7 @@ T = TypeVar("T")
 def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_error: bool = True):
     """Run one stage: user errors print diagnostics (exit 1, or None when `exit_on_error` is
     false so that the caller can go on), bugs exit 70."""
-    from .frontend.diagnostics import InternalError, WspError
+    from .diagnostics import InternalError, WspError
 
     try:
         return fn()
@@ -133,8 +133,8 @@ def _optimize(ctx: click.Context, ir, opt_level, print_after, time_passes, verif
 
 
 def _load_module(ctx: click.Context, file: str):
+    from .api import Module
     from .frontend.checker import check_file
-    from .runtime import Module
 
     return Module(_run_guarded(ctx, "check", lambda: check_file(file)))
 
@@ -176,7 +176,7 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
     ir = _run_guarded(ctx, "lower", lambda: module.ir)
     ir = _optimize(ctx, ir, opt_level, print_after, time_passes, verify_each)
     if schedule is not None:
-        from .runtime import choose_schedule
+        from .api import choose_schedule
 
         _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
     if emit == "ir":
@@ -214,8 +214,8 @@ def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: 
     if not output:
         raise click.UsageError("--target ascend_npu writes a CANN project: give its directory "
                                "with -o DIR")
-    from .frontend.diagnostics import render
-    from .runtime import choose_schedule
+    from .api import choose_schedule
+    from .diagnostics import render
 
     module = _load_module(ctx, file)
     ir = _run_guarded(ctx, "lower", lambda: module.ir)
@@ -234,7 +234,7 @@ def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: 
         click.echo(render(w, sources), err=True)
 
     def write():
-        from .frontend.diagnostics import Diagnostic, WspError
+        from .diagnostics import Diagnostic, WspError
         from .spans import Span
 
         try:
@@ -340,7 +340,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     out_files = _pairs(ctx, outputs, "--output")
     machine = None
     if machine_file:
-        from .machine import load_machine
+        from .backends.machine import load_machine
 
         machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
     _check_pass_names(ctx, print_after)
@@ -372,7 +372,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 def _write_trace(program, path: str) -> None:
     from pathlib import Path
 
-    from .frontend.diagnostics import Diagnostic, WspError
+    from .diagnostics import Diagnostic, WspError
     from .spans import Span
 
     try:
@@ -410,13 +410,13 @@ def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Opti
              passes: dict):
     from pathlib import Path
 
-    from .runtime import load_artifact, program_for_file
+    from .api import load_artifact, program_for_file
 
     p = Path(path)
     if p.is_dir():
         return load_artifact(p, schedule, workers)
     if not p.exists():
-        from .frontend.diagnostics import Diagnostic, WspError
+        from .diagnostics import Diagnostic, WspError
         from .spans import Span
 
         raise WspError([Diagnostic(Span(path, 0, 0, 0, 0), "io", "cannot read file: no such file")])
@@ -429,7 +429,7 @@ def _read_inputs(program, inputs, inputs_npz, ctx):
     """The arrays named on the command line; unreadable files are diagnostics at the tensor."""
     import numpy as np
 
-    from .frontend.diagnostics import Diagnostic, WspError
+    from .diagnostics import Diagnostic, WspError
 
     tensors = {t.name: t for t in program.module.tensors}
     arrays, sources, diags = {}, {}, []
@@ -468,7 +468,7 @@ def _write_outputs(program, results, out_files, outputs_npz) -> None:
 
     import numpy as np
 
-    from .frontend.diagnostics import Diagnostic, WspError
+    from .diagnostics import Diagnostic, WspError
     from .spans import Span
 
     diags = []

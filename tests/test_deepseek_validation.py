@@ -19,9 +19,19 @@ import pytest
 
 import ptowsp
 
-from .test_examples_dynamic import (CPU_VS_REF, F32_REL, K, attention_inputs, attention_numpy,
-                                    moe_inputs, moe_numpy, moe_routing_numpy, programs, rel_err)
-from .test_examples_dynamic import _router  # noqa: F401  (autouse: the ref router)
+from .test_examples_dynamic import (
+    CPU_VS_REF,
+    F32_REL,
+    K,
+    _router,  # noqa: F401  (autouse: the ref router)
+    attention_inputs,
+    attention_numpy,
+    moe_inputs,
+    moe_numpy,
+    moe_routing_numpy,
+    programs,
+    rel_err,
+)
 
 pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("wspc_cache")]
 

@@ -63,7 +63,7 @@ def route_extern():
 
 
 def example_inputs(m: N.Module, bind: dict, seed: int) -> dict:
-    from ptowsp.ir import sym as S
+    from ptowsp import sym as S
 
     rng = np.random.default_rng(seed)
     syms = {s.name: s.default for s in m.syms if s.default is not None}
@@ -400,7 +400,7 @@ def test_user_pipeline_as_the_tutorial_shows():
 
 
 def test_a_failing_pass_names_itself():
-    from ptowsp.frontend.diagnostics import InternalError
+    from ptowsp.diagnostics import InternalError
     from ptowsp.passes import FunctionPass, Pass, PassManager
 
     class Broken(Pass):

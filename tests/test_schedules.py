@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.diagnostics import WspError
 
 pytestmark = pytest.mark.cc
 
@@ -248,7 +248,7 @@ def test_model_invariants_and_determinism():
 def test_more_dispatchers_or_cores_never_slow_a_parallel_workload():
     from dataclasses import replace
 
-    from ptowsp.machine import load_machine
+    from ptowsp.backends.machine import load_machine
 
     base = load_machine(None)
     last = None
@@ -293,7 +293,7 @@ schedule main = gemm().dispatch(round_robin(4))
 def test_a_6144_cubed_fp16_gemm_is_predicted_within_15_percent_of_308_tflops():
     prog = ptowsp.parse(GEMM6144, "gemm6144.wsp").compile(target="cpu_sim")
     st = prog.simulate()
-    from ptowsp.machine import load_machine
+    from ptowsp.backends.machine import load_machine
 
     seconds = st.total_cycles / (load_machine(None).clock_ghz * 1e9)
     tflops = 2 * 6144 ** 3 / seconds / 1e12
@@ -347,6 +347,6 @@ def test_a_bad_machine_file_is_reported_at_its_line(tmp_path):
     assert r.returncode == 1
     assert f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(WspError):
-        from ptowsp.machine import load_machine
+        from ptowsp.backends.machine import load_machine
 
         load_machine(str(bad))

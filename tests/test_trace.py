@@ -9,16 +9,21 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dataclasses import replace
-
-from ptowsp.machine import load_machine
-from ptowsp.trace import (EVENT_DTYPE, SIMRESULT_DTYPE, Trace, dispatcher_stats, from_cdata,
-                          summary_dict)
+from ptowsp.backends.cpu.trace import (
+    EVENT_DTYPE,
+    SIMRESULT_DTYPE,
+    Trace,
+    dispatcher_stats,
+    from_cdata,
+    summary_dict,
+)
+from ptowsp.backends.machine import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = replace(load_machine(None), clock_ghz=1.8)  # 1.8 GHz, 24 cube and 48 vector cores

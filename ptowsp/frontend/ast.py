@@ -4,7 +4,7 @@ Node classes are declared with `@node` (`ptowsp/records.py`): frozen, slotted da
 generated methods are compiled in one batch, because defining ~60 classes with
 `@dataclass(frozen=True, slots=True)` cost more than parsing a small file.
 
-The AST mirrors the grammar, not execution (that is the IR's job, built by `ir/lower.py`).
+The AST mirrors the grammar, not execution (that is the IR's job, built by `lower/`).
 Every node carries a `Span`; spans are left out of equality, so two parses of the same
 program at different positions compare equal. Nothing here knows about Lark.
 """
@@ -16,8 +16,6 @@ from typing import Iterator, Optional, Union
 
 from ..records import record as node  # a frozen, slotted dataclass, cheap to define
 from ..spans import NO_SPAN, Span  # shared with the IR  # noqa: F401
-
-
 
 
 @node

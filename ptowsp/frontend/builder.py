@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
+from ..diagnostics import did_you_mean
 from . import ast as A
-from .diagnostics import did_you_mean
 from .lexer import Tok
 
 KEYWORDS = frozenset(

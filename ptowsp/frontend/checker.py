@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..ir import sym
+from .. import sym
+from ..diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
 from . import ast as A
-from .diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernel_check import check_kernel_body
 from .parser import DTYPES, parse

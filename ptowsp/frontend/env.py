@@ -2,7 +2,7 @@
 
 `checker.py` builds a `ModuleEnv` from the parsed files (declarations, consts folded, tensor
 dims and axis extents made symbolic); `kernel_check.py` and `workload_check.py` read it; the
-result of a successful check is the `ModuleEnv` itself, which `ir/lower.py` consumes.
+result of a successful check is the `ModuleEnv` itself, which `lower/` consumes.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from .. import sym
 from ..records import record
-from ..ir import sym
 from . import ast as A
 from .signatures import KernelSig
 

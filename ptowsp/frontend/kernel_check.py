@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from ..ir import sym
-from . import ast as A
-from .diagnostics import Diagnostics, Note, did_you_mean
-from .primitives import (
+from .. import sym
+from ..diagnostics import Diagnostics, Note, did_you_mean
+from ..primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
     DTYPE_ALIASES,
@@ -43,6 +42,7 @@ from .primitives import (
     tile,
     unary,
 )
+from . import ast as A
 from .signatures import KernelSig, NotSymbolic, ParamSig, const_resolver, to_sym
 
 EXTERN_LANGS = ("c", "ascend")

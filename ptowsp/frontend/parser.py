@@ -15,16 +15,16 @@ Syntax errors become diagnostics that say in words what was expected.
 from __future__ import annotations
 
 import hashlib
-import os
 import marshal
+import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from ..diagnostics import Diagnostic, Diagnostics
 from . import ast as A
-from .builder import DTYPES, KERNEL_PREFIXES, KEYWORDS, AstBuilder, ParseIssue, _TASK_AS_VALUE
-from .diagnostics import Diagnostic, Diagnostics
+from .builder import _TASK_AS_VALUE, DTYPES, KERNEL_PREFIXES, KEYWORDS, AstBuilder, ParseIssue
 from .lexer import Lexer, LexSpec, Tok, UnexpectedCharacter
 
 __all__ = ["parse", "DTYPES", "KEYWORDS", "KERNEL_PREFIXES", "grammar_text", "cache_dir"]

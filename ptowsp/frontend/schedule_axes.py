@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..diagnostics import Note, did_you_mean
 from . import ast as A
-from .diagnostics import Note, did_you_mean
 
 AXIS_COMBINATORS = ("split", "tile", "reorder", "fuse_axes", "decompose")
 # decision: `.split`, `.tile`, `.reorder` and `.fuse_axes` may be given several times (each names

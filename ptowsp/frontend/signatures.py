@@ -1,7 +1,7 @@
 """Kernel signatures and AST-to-symbolic conversion, shared by the module and kernel checkers.
 
 `kernel_signature` reads a kernel's parameter list into a `KernelSig` whose tile dimensions are
-symbolic integers (`ir/sym.py`) over the kernel's own `Constexpr` parameters, with consts
+symbolic integers (`sym.py`) over the kernel's own `Constexpr` parameters, with consts
 folded. `to_sym` turns an integer AST expression into a `sym.Expr`, asking a caller-supplied
 `resolve` function what each name means.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional
 
+from .. import sym
+from ..diagnostics import Diagnostics, did_you_mean
 from ..records import record
-from ..ir import sym
 from . import ast as A
-from .diagnostics import Diagnostics, did_you_mean
 
 
 @record

@@ -3,7 +3,7 @@
 `check_workloads(env, diags)` walks every workload body once, with lexical scopes for workload
 parameters, loop variables, consumed items and process names, and checks: axes and loops, task
 calls against kernel signatures (every parameter bound by name, tensor views against tile shapes
-and dtypes, with `ir/sym.py` proofs and `RuntimeCheck`s appended to `env.checks` for what cannot
+and dtypes, with `sym.py` proofs and `RuntimeCheck`s appended to `env.checks` for what cannot
 be proved), scalar expressions, inlined workload calls (argument kinds, inline cycles), CSP
 (pipes, processes, channel slots, consumed items, send/consume pairing per root workload, where
 sends and consumes may stand (inside a process; one consuming process per channel; sends inside
@@ -23,12 +23,12 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
+from .. import sym
+from ..diagnostics import Diagnostics, Note, did_you_mean
 from ..records import record
-from ..ir import sym
 from . import ast as A
-from .printer import expr_str
-from .diagnostics import Diagnostics, Note, did_you_mean
 from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
+from .printer import expr_str
 from .schedule_axes import AXIS_COMBINATORS, REPEATABLE, AxisChecker
 from .signatures import KernelSig, ParamSig
 

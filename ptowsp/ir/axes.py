@@ -26,10 +26,10 @@ import re
 from dataclasses import fields, is_dataclass, replace
 from typing import Callable, Optional
 
-from ..frontend.diagnostics import InternalError
+from .. import sym
+from ..diagnostics import InternalError
 from ..spans import Span
 from . import nodes as N
-from . import sym
 
 
 class AxisError(Exception):

@@ -16,8 +16,8 @@ dimension. Anything else (several statements, `P.seq` inside, a variable no dime
 
 from __future__ import annotations
 
+from .. import sym
 from . import nodes as N
-from . import sym
 
 
 def independent_nest(loop: N.Loop) -> bool:

@@ -1,11 +1,11 @@
 """The IR every back end consumes: kernels as op DAGs over static tiles, workloads as a loop tree
 of task generators, schedules as policy records, all in one `Module`.
 
-Made by `ir/lower.py` from a checked `ModuleEnv`; nothing here knows about the surface syntax.
+Made by `lower/` from a checked `ModuleEnv`; nothing here knows about the surface syntax.
 Kernels are specialised: each distinct set of `Constexpr` values gives its own `Kernel`, so every
 tile shape here is a plain integer. Workload parameters are substituted: each `Schedule` holds
 the whole loop tree it runs. Integer expressions (extents, coordinates, view offsets) are
-`ir.sym` expressions over syms and loop variables, evaluated at run time. CSP (channels,
+`sym` expressions over syms and loop variables, evaluated at run time. CSP (channels,
 pipes of processes, send / consume, record / synchronize / query) is described, as the contract
 between lowering and the back ends, in the "CSP" section below.
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+from .. import sym
 from ..records import record
 from ..spans import NO_SPAN, Span
-from . import sym
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
@@ -632,7 +632,7 @@ class Schedule:
     given: tuple[str, ...] = ()
     window_span: Span = NO_SPAN  # `.task_graph(...)` (or the schedule): a window abort is reported here
     # the body uses CSP (`uses_csp(body)`): enumerated by coroutines (see "CSP" above); a back
-    # end without the CSP enumerator rejects such a schedule (`ir.lower.reject_csp`)
+    # end without the CSP enumerator rejects such a schedule (`lower.reject_csp`)
     uses_csp: bool = False
     # the axis transforms lowering applied to `body`, as written (`split(t, 4)`; ir/axes.py)
     transforms: tuple[str, ...] = ()

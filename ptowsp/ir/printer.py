@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Union
 
+from .. import sym
 from . import nodes as N
-from . import sym
 
 
 def print_module(m: N.Module) -> str:

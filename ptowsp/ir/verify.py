@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..frontend.diagnostics import InternalError
+from .. import sym
+from ..diagnostics import InternalError
 from . import nodes as N
-from . import sym
 
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
 FLOATS = ("f16", "bf16", "f32", "f64")

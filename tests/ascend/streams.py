@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ptowsp import sym
+from ptowsp.dtypes import numpy_dtype
 from ptowsp.backends.ascend.plan import Plan, dispatchers, parse_c_array
 from ptowsp.backends.cpu.enumerate import emit_enumerators, entry_symbol
 from ptowsp.backends.cpu.kernels import kernel_symbol
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
-from ptowsp.runtime import numpy_dtype
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 import ptowsp
 from ptowsp.backends.ascend import aicore
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.diagnostics import WspError
 from ptowsp.ir import nodes as N
 from ptowsp.ir.passes import optimize
 

@@ -28,8 +28,8 @@ import pytest
 import ptowsp
 from ptowsp.backends.ascend import expander
 from ptowsp.frontend.checker import check_source
-from ptowsp.ir.lower import lower
 from ptowsp.ir.passes import optimize
+from ptowsp.lower import lower
 
 from .streams import Harness, must_precede, segments, stream_of
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.backends.ref import register_extern, unregister_extern
 from ptowsp.backends.cpu.kernels import emit_kernels, kernel_symbol
+from ptowsp.backends.ref import register_extern, unregister_extern
 from ptowsp.ir.passes import optimize
 
 from .hostrun import compile_host, rel_err, run, write_inputs, write_tree

@@ -1,4 +1,4 @@
-"""The cycle model's inputs: machine files (`ptowsp/machine.py`) and kernel costs
+"""The cycle model's inputs: machine files (`ptowsp/backends/machine.py`) and kernel costs
 (`backends/cpu/cost.py`), against numbers computed by hand here.
 
 The built-in 910B: 1.8 GHz, 1600 GB/s shared by 24 cube or 48 vector cores, so a cube core moves
@@ -9,20 +9,19 @@ The built-in 910B: 1.8 GHz, 1600 GB/s shared by 24 cube or 48 vector cores, so a
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import ptowsp
+from ptowsp.backends import machine as machine_module
 from ptowsp.backends.cpu import cost
 from ptowsp.backends.cpu.cost import kernel_cost, kernel_costs
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.backends.machine import Machine, load_machine
+from ptowsp.diagnostics import WspError
 from ptowsp.ir import nodes as N
-from ptowsp import machine as machine_module
-from dataclasses import replace
-
-from ptowsp.machine import Machine, load_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 # the hand-computed figures below assume 1.8 GHz: a fixed machine, whatever the built-in says
@@ -227,7 +226,7 @@ def test_builtin_machine():
 
 def test_builtin_file_documents_every_key():
     assert set(machine_module._KEYS) == {f.name for f in dataclasses.fields(Machine)}
-    text = (ROOT / "ptowsp" / "machines" / "ascend910b.toml").read_text()
+    text = (ROOT / "ptowsp" / "backends" / "machines" / "ascend910b.toml").read_text()
     lines = text.splitlines()
     for f in dataclasses.fields(Machine):
         (i,) = [i for i, line in enumerate(lines) if line.startswith(f"{f.name} =")]
@@ -236,7 +235,7 @@ def test_builtin_file_documents_every_key():
 
 def test_machine_toml_ships_with_the_package():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "machines/*.toml" in data["tool"]["setuptools"]["package-data"]["ptowsp"]
+    assert "backends/machines/*.toml" in data["tool"]["setuptools"]["package-data"]["ptowsp"]
 
 
 def test_user_file_overrides_a_subset(tmp_path):

@@ -24,7 +24,7 @@ import pytest
 import ptowsp
 from ptowsp.backends.cpu.program import Backend
 from ptowsp.backends.ref.interp import RunError, execute
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.diagnostics import WspError
 from tests.backends import test_ref_csp as base
 from tests.backends.test_ref_csp import *  # noqa: F401,F403 - each ref test, run on both targets
 

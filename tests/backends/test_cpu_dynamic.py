@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import ptowsp
 from ptowsp.backends.ref import register_extern
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.diagnostics import WspError
 
 from . import test_ref_dynamic as R
 

@@ -1316,7 +1316,7 @@ def test_extern_compile_error_points_into_the_wsp_file(tmp_path):
 
 
 def test_c_expression_printer():
-    from ptowsp.backends.cpu import cexpr as C
+    from ptowsp.backends import cexpr as C
 
     a, b, c = C.E("a"), C.E("b"), C.E("c")
     assert C.to_c(C.binop("*", C.binop("+", a, b), c)) == "(a + b) * c"

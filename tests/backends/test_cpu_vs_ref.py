@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptowsp
-from ptowsp.frontend.diagnostics import WspError
+from ptowsp.diagnostics import WspError
 
 pytestmark = pytest.mark.cc
 

@@ -23,8 +23,8 @@ from hypothesis.extra.numpy import arrays
 
 from ptowsp.backends.ref import RunError, register_extern, run, unregister_extern
 from ptowsp.frontend.checker import check_source
-from ptowsp.ir.lower import lower
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
@@ -814,7 +814,7 @@ def test_schedules_are_chosen_by_name():
 
 def test_backend_adapter_reports_run_errors_as_diagnostics():
     from ptowsp.backends.ref import Backend
-    from ptowsp.frontend.diagnostics import WspError
+    from ptowsp.diagnostics import WspError
 
     m = program(VIEWS)
     x = np.zeros((1, 4, 6), np.float32)

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import ptowsp
 from ptowsp.backends.ref.interp import RunError, execute
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
-from ptowsp.ir.lower import lower
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 HEAD = """\
 sym N

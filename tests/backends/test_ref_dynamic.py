@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.backends.cpu.buffers import covered
 from ptowsp.backends.ref import RunError, run
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
-from ptowsp.ir.lower import lower
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,

@@ -13,14 +13,52 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ptowsp
 import pto_wsp
+import ptowsp
 from pto_wsp import (
-    CompileError, Constexpr, Dense, DenseDyn, DispatchPolicy, DType, Event, ExecutionError, In,
-    Out, P, PassManager, Pass, PtoError, Ragged, Scalar, ScheduleError, Sparse, Tensor, Tile,
-    TimingPolicy, TraceLevel, KernelError, TypeCheckError, combine, connect, consume, for_each,
-    kernel, jit_kernel, process, pto, record, replicate, send, sequential, symbol_u64,
-    synchronize, task, tl, workload, Channel, ceildiv,
+    Channel,
+    CompileError,
+    Constexpr,
+    Dense,
+    DenseDyn,
+    DispatchPolicy,
+    DType,
+    Event,
+    ExecutionError,
+    In,
+    KernelError,
+    Out,
+    P,
+    Pass,
+    PassManager,
+    PtoError,
+    Ragged,
+    Scalar,
+    ScheduleError,
+    Sparse,
+    Tensor,
+    Tile,
+    TimingPolicy,
+    TraceLevel,
+    TypeCheckError,
+    ceildiv,
+    combine,
+    connect,
+    consume,
+    for_each,
+    jit_kernel,
+    kernel,
+    process,
+    pto,
+    record,
+    replicate,
+    send,
+    sequential,
+    symbol_u64,
+    synchronize,
+    task,
+    tl,
+    workload,
 )
 
 from .helpers import assert_roundtrip, ir_text
@@ -370,7 +408,7 @@ def test_unsupported_seed_features_are_errors():
 def test_slots_and_cond_in_builder_style():
     """The prototype docs' form: `sequential(slot_load_u64(...), cond(slot_u64(0) != 0, ...))`
     built outside any `@workload`, plus `slot_set_u64`."""
-    from pto_wsp import cond, slot_load_u64, slot_set_u64, slot_u64, parallel_for
+    from pto_wsp import cond, parallel_for, slot_load_u64, slot_set_u64, slot_u64
 
     flag = np.array([[0, 7]], dtype=np.int32)
     x = np.ones((2, 1, 8), np.float32)

@@ -12,9 +12,27 @@ import pytest
 
 import ptowsp
 from pto_wsp import (
-    Channel, ChannelError, CompileError, Dense, DispatchPolicy, DType, ExecutionError, In,
-    KernelError, Out, P, PtoError, ScheduleError, Tensor, Tile, TypeCheckError, kernel, pto, send,
-    symbol_u64, workload,
+    Channel,
+    ChannelError,
+    CompileError,
+    Dense,
+    DispatchPolicy,
+    DType,
+    ExecutionError,
+    In,
+    KernelError,
+    Out,
+    P,
+    PtoError,
+    ScheduleError,
+    Tensor,
+    Tile,
+    TypeCheckError,
+    kernel,
+    pto,
+    send,
+    symbol_u64,
+    workload,
 )
 
 F32, I32 = DType.F32, DType.I32

@@ -8,9 +8,33 @@ import numpy as np
 import pytest
 
 from pto_wsp import (
-    Channel, Dense, DenseDyn, DispatchPolicy, DType, In, InOut, Out, P, Scalar, TaskWindow,
-    Tensor, Tile, TimingPolicy, WindowMode, connect, consume, for_each, kernel, pto, process,
-    send, slot_load_u64, slot_u64, task, tl, workload,
+    Channel,
+    Dense,
+    DenseDyn,
+    DispatchPolicy,
+    DType,
+    In,
+    InOut,
+    Out,
+    P,
+    Scalar,
+    TaskWindow,
+    Tensor,
+    Tile,
+    TimingPolicy,
+    WindowMode,
+    connect,
+    consume,
+    for_each,
+    kernel,
+    process,
+    pto,
+    send,
+    slot_load_u64,
+    slot_u64,
+    task,
+    tl,
+    workload,
 )
 
 from .helpers import assert_roundtrip

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_file
-from ptowsp.frontend.diagnostics import WspError
 
 ERRORS = Path(__file__).resolve().parents[1] / "errors"
 CASES = sorted(ERRORS.glob("*.wsp"))

@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import re
-
-import numpy as np
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
 from ptowsp.frontend.kernel_check import KernelTypes
-from ptowsp.frontend.primitives import PRIMITIVES, Type
+from ptowsp.primitives import PRIMITIVES, Type
 
 
 def module(params: str, body: str, extra: str = "", name: str = "k") -> str:

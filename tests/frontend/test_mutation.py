@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = sorted((ROOT / "tests" / "programs").glob("*.wsp")) + sorted((ROOT / "examples").glob("*.wsp"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend import ast as A
-from ptowsp.frontend.diagnostics import WspError
 from ptowsp.frontend.parser import parse
 from ptowsp.frontend.printer import dump, expr_str
 

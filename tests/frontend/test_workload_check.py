@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
 
 
 def source(*parts: str) -> str:

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptowsp
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import WspError
 from ptowsp.ir import axes
-from ptowsp.ir.lower import lower
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 
+from ptowsp import sym
 from ptowsp.frontend.checker import check_source
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
 from ptowsp.ir.independence import independent_nest
-from ptowsp.ir.lower import lower
+from ptowsp.lower import lower
 
 PROGRAM = """
 module m

@@ -1,4 +1,4 @@
-"""Lowering (`ir/lower.py`): golden IR for small programs, the unsupported constructs, and
+"""Lowering (`lower/`): golden IR for small programs, the unsupported constructs, and
 `verify` after lowering every valid program of the suite.
 
 Golden files live in tests/golden/lower_*.ir; `pytest --update-golden` rewrites them.
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from ptowsp import sym
+from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_file, check_source
-from ptowsp.frontend.diagnostics import WspError
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
-from ptowsp.ir.lower import lower
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,13 @@ import textwrap
 
 import pytest
 
+from ptowsp import sym
+from ptowsp.diagnostics import InternalError, WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.diagnostics import InternalError, WspError
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
-from ptowsp.ir.lower import lower, reject_csp
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower, reject_csp
 
 HEAD = """\
 sym N

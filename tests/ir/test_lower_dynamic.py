@@ -1,4 +1,4 @@
-"""Lowering of run-time values (`ir/lower.py`): element reads, ragged and sparse axes, `P.sel`,
+"""Lowering of run-time values (`lower/`): element reads, ragged and sparse axes, `P.sel`,
 `when` / `P.when`, slots; their shape in the IR, the checks and asserts with their messages and
 spans, `verify` of the new nodes, and the printer (golden tests/golden/lower_dynamic.ir).
 """
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from ptowsp import sym
+from ptowsp.diagnostics import InternalError, WspError
 from ptowsp.frontend.checker import check_file, check_source
-from ptowsp.frontend.diagnostics import InternalError, WspError
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
-from ptowsp.ir.lower import lower
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
+from ptowsp.lower import lower
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,16 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.ir import nodes as N
 from ptowsp.ir.passes import pass_names, pipeline
-from ptowsp.ir.passes.fuse_tasks import (BROADCAST, COMPLEX, INJECTIVE, OPAQUE, REDUCTION,
-                                         FusionConfig, category, fuse_tasks)
+from ptowsp.ir.passes.fuse_tasks import (
+    BROADCAST,
+    COMPLEX,
+    INJECTIVE,
+    OPAQUE,
+    REDUCTION,
+    FusionConfig,
+    category,
+    fuse_tasks,
+)
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 
@@ -331,7 +339,7 @@ def inputs(m: N.Module, bind: dict, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     syms = {s.name: s.default for s in m.syms if s.default is not None}
     syms.update(bind)
-    from ptowsp.ir import sym as S
+    from ptowsp import sym as S
 
     out = {}
     for t in m.tensors:

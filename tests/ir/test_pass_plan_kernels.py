@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptowsp
-from ptowsp.frontend.diagnostics import InternalError, WspError
+from ptowsp.diagnostics import InternalError, WspError
 from ptowsp.ir import nodes as N
 from ptowsp.ir.passes import optimize, pass_names
 from ptowsp.ir.passes.plan_kernels import plan_kernel, plan_kernels

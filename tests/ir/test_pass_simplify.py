@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import ptowsp
+from ptowsp import sym
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
 from ptowsp.ir.passes import optimize
 from ptowsp.ir.passes.simplify import cond_value, simplify_kernel, simplify_module
 from ptowsp.ir.printer import print_module

@@ -1,17 +1,42 @@
-"""Tests for ptowsp.ir.sym: canonical forms, exact semantics, sound proofs."""
+"""Tests for ptowsp.sym: canonical forms, exact semantics, sound proofs."""
 
 import random
 import re
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from ptowsp.ir import sym
-from ptowsp.ir.sym import (
-    Check, Interval, SymError, UnboundSymbol, abs_, bounds, ceildiv, const,
-    evaluate, floordiv, free_vars, is_const, const_value, max_, min_, mod,
-    prove_eq, prove_ge, prove_gt, prove_le, prove_lt, prove_ne, require,
-    simplify, substitute, to_c, to_str, var,
+from ptowsp import sym
+from ptowsp.sym import (
+    Check,
+    Interval,
+    SymError,
+    UnboundSymbol,
+    abs_,
+    bounds,
+    ceildiv,
+    const,
+    const_value,
+    evaluate,
+    floordiv,
+    free_vars,
+    is_const,
+    max_,
+    min_,
+    mod,
+    prove_eq,
+    prove_ge,
+    prove_gt,
+    prove_le,
+    prove_lt,
+    prove_ne,
+    require,
+    simplify,
+    substitute,
+    to_c,
+    to_str,
+    var,
 )
 
 t, S, B, T, x, y, a, b, c, n = map(var, "t S B T x y a b c n".split())

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from ptowsp.frontend.diagnostics import InternalError
+from ptowsp import sym
+from ptowsp.diagnostics import InternalError
 from ptowsp.ir import nodes as N
-from ptowsp.ir import sym
 from ptowsp.ir.verify import verify
 
 B, b, t = sym.var("B"), sym.var("b"), sym.var("t")

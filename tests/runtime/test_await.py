@@ -9,8 +9,18 @@ import time
 
 import pytest
 
-from .conftest import (ERR_KERNEL, ERR_USAGE, K_STORE, OK, READ, READWRITE, STALL,
-                       WRITE, Runtime, call_with_timeout)
+from .conftest import (
+    ERR_KERNEL,
+    ERR_USAGE,
+    K_STORE,
+    OK,
+    READ,
+    READWRITE,
+    STALL,
+    WRITE,
+    Runtime,
+    call_with_timeout,
+)
 
 pytestmark = pytest.mark.cc
 

@@ -17,9 +17,19 @@ import time
 
 import pytest
 
-from .conftest import (ERR_KERNEL, ERR_USAGE, K_RENDEZVOUS, K_STORE, OK, READ, READWRITE, WRITE,
-                       Runtime, call_with_timeout)
-from .test_sim import T, VECTOR
+from .conftest import (
+    ERR_KERNEL,
+    ERR_USAGE,
+    K_RENDEZVOUS,
+    K_STORE,
+    OK,
+    READ,
+    READWRITE,
+    WRITE,
+    Runtime,
+    call_with_timeout,
+)
+from .test_sim import VECTOR, T
 from .test_sim_gates import CC, COSTS, M, ModelRun, expect_gates, gok
 
 pytestmark = pytest.mark.cc

@@ -13,9 +13,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import (ABORT, ERR_KERNEL, ERR_USAGE, ERR_VIEW, ERR_WINDOW, K_EMPTY, K_RENDEZVOUS,
-                       OK, READ, READWRITE, RUNTIME_DIR, STALL, STRICT_FLAGS, WRITE, Runtime,
-                       call_with_timeout, compiler, runtime_sources)
+from .conftest import (
+    ABORT,
+    ERR_KERNEL,
+    ERR_USAGE,
+    ERR_VIEW,
+    ERR_WINDOW,
+    K_EMPTY,
+    K_RENDEZVOUS,
+    OK,
+    READ,
+    READWRITE,
+    RUNTIME_DIR,
+    STALL,
+    STRICT_FLAGS,
+    WRITE,
+    Runtime,
+    call_with_timeout,
+    compiler,
+    runtime_sources,
+)
 from .model import ModelTask, ScopeTracker, violations
 
 pytestmark = pytest.mark.cc

@@ -21,9 +21,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import ERR_USAGE, OK, READ, WRITE, Runtime
-from .test_sim import replay_inputs, replay_outputs
-from .test_sim import (BATCHED, CUBE, INTERLEAVED, RATE_LIMIT, SCALE, SUMMARY_FIELDS, VECTOR,
-                       Machine, Out, Policy, R, T, check_streams, cycles_of, reference, workloads)
+from .test_sim import (
+    BATCHED,
+    CUBE,
+    INTERLEAVED,
+    RATE_LIMIT,
+    SCALE,
+    SUMMARY_FIELDS,
+    VECTOR,
+    Machine,
+    Out,
+    Policy,
+    R,
+    T,
+    check_streams,
+    cycles_of,
+    reference,
+    replay_inputs,
+    replay_outputs,
+    workloads,
+)
 from .test_sim import ok as ok_plain
 
 pytestmark = pytest.mark.cc

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ...frontend.diagnostics import Diagnostic, WspError
+from ... import sym
+from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
-from ...ir import sym
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
 from .host import emit_host
@@ -85,7 +85,7 @@ def _default_blocks(s: N.Schedule, nd: int) -> int:
     """One block per dispatcher under pinned placement; else every vector core of the machine."""
     if nd and s.dispatch.name != "work_steal":
         return nd
-    from ...machine import load_machine
+    from ..machine import load_machine
 
     return load_machine(None).vector_cores
 

@@ -63,11 +63,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .. import template_env
-from ... import __version__
-from ...frontend.diagnostics import Diagnostic, WspError
+from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
+from ...version import __version__
+from .. import template_env
 from .abi import ABI_C
 
 _HERE = Path(__file__).resolve().parent
@@ -288,9 +288,9 @@ def _f32(v: float) -> float:
 
 def _literal_value(value, dtype: str):
     """A literal op's value as ref computes it (rounded to the dtype; ints wrap)."""
-    from ..ref.interp import scalar_value  # the definition of literal values
-
     import numpy as np
+
+    from ..ref.interp import scalar_value  # the definition of literal values
 
     with np.errstate(all="ignore"):
         v = scalar_value(value, dtype)[()]

@@ -5,8 +5,8 @@ words, which the host copies to the device). See plan.py for what the words mean
 
 from __future__ import annotations
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 from .plan import Plan, build_plan, c_array, c_defines
 from .render import render
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 from .plan import Plan
 from .render import render
 

@@ -3,7 +3,7 @@
 
 `build_plan(module, schedule) -> Plan` lowers the schedule's statements to a small bytecode
 (instructions with jump targets, one flat array) whose operands are postfix integer
-expressions (`ir.sym` expressions and `when` predicates), plus tables of tensors, tasks,
+expressions (`sym` expressions and `when` predicates), plus tables of tensors, tasks,
 run-time checks, channels, pipes and processes, and the schedule's policies. Every number the
 expander needs is in `Plan.words`; the host copies exactly those words to the device
 (`include/wsp_plan_data.h`), and the tests feed the same words to the expander compiled on the
@@ -24,9 +24,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ...frontend.diagnostics import InternalError
+from ... import sym
+from ...diagnostics import InternalError
 from ...ir import nodes as N
-from ...ir import sym
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
 VERSION = 1
@@ -586,7 +586,7 @@ def dispatchers(s: N.Schedule, machine_dispatchers: Optional[int] = None) -> int
     cpu_sim deals them (`backends/cpu/program.schedule_policy`)."""
     d = s.dispatch
     if machine_dispatchers is None:
-        from ...machine import load_machine
+        from ..machine import load_machine
 
         machine_dispatchers = load_machine(None).dispatchers
     if d.name == "round_robin":

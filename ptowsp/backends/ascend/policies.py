@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from ...frontend.diagnostics import Diagnostic
+from ...diagnostics import Diagnostic
 from ...ir import nodes as N
 from ...spans import NO_SPAN, Span
 
@@ -52,7 +52,7 @@ def policy_warnings(s: N.Schedule, spans: Mapping[str, Span]) -> list[Diagnostic
 
 
 def _policy_text(p: N.Policy) -> str:
-    from ...ir import sym
+    from ... import sym
 
     args = [sym.to_str(a) if isinstance(a, sym.Expr) else str(a) for a in p.args]
     if p.n is not None:
@@ -62,7 +62,7 @@ def _policy_text(p: N.Policy) -> str:
 
 def policy_summary(s: N.Schedule, ndispatchers: int) -> list[str]:
     """One line per combinator of `s`: what the NPU does with it (for the README)."""
-    from ...ir import sym
+    from ... import sym
 
     out = []
     if "dispatch" in s.given:

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 from .host import source_names
 from .policies import policy_summary
 from .render import render

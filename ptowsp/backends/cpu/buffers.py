@@ -20,8 +20,8 @@ import sys
 import threading
 from typing import Any, Mapping, Optional
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 
 
 def _writers(body, tensor: str, loops: tuple, out: list, dynamic: bool = False) -> None:

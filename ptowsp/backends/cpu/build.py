@@ -19,14 +19,14 @@ import os
 import shlex
 import shutil
 import subprocess
-import threading
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ... import __version__
-from ...frontend.diagnostics import InternalError
+from ...diagnostics import InternalError
+from ...version import __version__
 
 RUNTIME_DIR = Path(__file__).resolve().parents[2] / "runtime_c"  # a link to the repository's runtime_c/
 DEFAULT_CFLAGS = ("-std=c11", "-O3", "-march=native", "-fPIC", "-pthread",

@@ -32,7 +32,7 @@ from ...ir import nodes as N
 from .kernels import ESIZE
 
 if TYPE_CHECKING:
-    from ...machine import Machine
+    from ..machine import Machine
 
 UNIT_VECTOR = 0
 UNIT_CUBE = 1

@@ -30,9 +30,9 @@ The shape of the C (one function per schedule, protothread style):
 
 from __future__ import annotations
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
-from .cexpr import c_ident
+from ..cexpr import c_ident
 from .enumerate import _MODE, _Emitter
 
 SEND, CONSUME, PIPE = 1, 2, 3

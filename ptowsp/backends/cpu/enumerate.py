@@ -1,7 +1,7 @@
 """Emit the enumerator of each schedule: C that walks the loop tree with the bound symbols,
 checks every view, and submits one `wsp_task` per task to the runtime (`wsp_runtime.h`).
 
-Python decides every expression here (`ir.sym.to_c`); the file layout is the template's.
+Python decides every expression here (`sym.to_c`); the file layout is the template's.
 A failed view check calls `wsp_fail(rt, WSP_ERR_VIEW, "VIEW <k> <coords> <lhs> <rhs>")`, which
 `program.py` turns back into a diagnostic at the check's span with the coordinates and values;
 the task is not submitted, so it never launches.
@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 from ...ir.independence import independent_nest
-from .cexpr import c_ident
+from ..cexpr import c_ident
 from .kernels import kernel_symbol
 
 ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,

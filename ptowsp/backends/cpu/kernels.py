@@ -44,11 +44,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .. import template_env
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
-from . import cexpr as C
-from .cexpr import Expr, Raw
+from .. import cexpr as C
+from .. import template_env
+from ..cexpr import Expr, Raw
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 UNSIGNED = ("u8", "u16", "u32", "u64")

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ...frontend.diagnostics import Diagnostic, WspError
+from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from . import build
-from .csp import REPORT_WORDS
 from .buffers import BufferPool, covered
+from .csp import REPORT_WORDS
 from .enumerate import ENTRY_PARAMS, emit_enumerators, kernel_symbol, parse_view_failure
 
 HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
@@ -178,7 +178,7 @@ class Backend:
             machine: Any = None, execute: bool = True) -> tuple[dict[str, Any], dict]:
         import numpy as np
 
-        from ...runtime import numpy_dtype
+        from ...dtypes import numpy_dtype
 
         ffi, lib = self.ffi, self.lib
         sched = m.schedule(schedule)
@@ -297,7 +297,7 @@ class Backend:
             raise ExecutionError(4, "cannot start the cycle model (out of memory?)")
 
     def _model_results(self, rt, mach, policy: dict) -> dict:
-        from ...trace import dispatcher_stats, summary_dict
+        from .trace import dispatcher_stats, summary_dict
 
         ffi, lib = self.ffi, self.lib
         s = ffi.new("wsp_simsummary *")
@@ -320,7 +320,7 @@ class Backend:
     def _trace(self, rt, m: N.Module, sched: N.Schedule, mach, info: dict):
         import numpy as np
 
-        from ...trace import EVENT_DTYPE, SIMRESULT_DTYPE, Trace
+        from .trace import EVENT_DTYPE, SIMRESULT_DTYPE, Trace
 
         ffi, lib = self.ffi, self.lib
         n = int(lib.wsp_trace_count(rt))
@@ -406,7 +406,7 @@ def csp_info(m: N.Module, layout, counters) -> dict:
 def deadlock_diagnostic(blocked) -> Diagnostic:
     """The deadlock error (docs/csp.md, "Deadlocks at run time") from the blocked coroutines:
     (site, replica, item, slot free, variables) each, in coroutine order."""
-    from ...frontend.diagnostics import Note
+    from ...diagnostics import Note
 
     parts, spans = [], []
     for (kind, span, ch, depth, proc, replicated, scope, index), replica, k, free, values \
@@ -429,7 +429,7 @@ def deadlock_diagnostic(blocked) -> Diagnostic:
 def found_values(c, lhs: int, rhs: int) -> str:
     """`found 3` / `found 1 and 2`: the values of a failed check's non-constant sides (the
     wording of the ref back end)."""
-    from ...ir import sym
+    from ... import sym
 
     if sym.is_const(c.rhs):
         return f"found {lhs}"
@@ -464,14 +464,14 @@ _MACHINE: list = []
 
 def _default_machine():
     if not _MACHINE:
-        from ...machine import load_machine
+        from ..machine import load_machine
 
         _MACHINE.append(load_machine(None))
     return _MACHINE[0]
 
 
 def _eval(d, syms) -> int:
-    from ...ir import sym
+    from ... import sym
 
     return sym.evaluate(d, syms)
 

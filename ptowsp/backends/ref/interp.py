@@ -55,8 +55,8 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from ... import sym
 from ...ir import nodes as N
-from ...ir import sym
 from ...spans import NO_SPAN, Span
 
 FLOATS = ("f16", "bf16", "f32", "f64")
@@ -957,7 +957,7 @@ def execute(module: N.Module, schedule: Optional[str] = None,
 
 
 class Backend:
-    """The ref target behind `ptowsp.runtime.Program` (which binds and checks the arrays):
+    """The ref target behind `ptowsp.api.Program` (which binds and checks the arrays):
     `run(m, schedule, syms, inputs) -> (outputs, info)`. A `RunError` becomes a `WspError`
     with one diagnostic at its span, as the other targets report bad views."""
 
@@ -969,9 +969,7 @@ class Backend:
         try:
             return execute(m, schedule, syms, inputs, self.externs)
         except RunError as err:
-            from ...frontend.diagnostics import Diagnostic, WspError  # only when reporting
-
-            from ...frontend.diagnostics import Note
+            from ...diagnostics import Diagnostic, Note, WspError  # only when reporting
 
             code = err.code or ("bad-view" if err.coords or err.values else "run")
             notes = tuple(Note(sp, text) for sp, text in err.notes)

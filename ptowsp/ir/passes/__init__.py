@@ -129,7 +129,7 @@ class PassManager:
                 if self.verify_each:
                     verify(after)
             except Exception as err:  # noqa: BLE001 - a pass's failure is a bug: name the pass
-                from ...frontend.diagnostics import WspError
+                from ...diagnostics import WspError
 
                 if isinstance(err, WspError):
                     raise

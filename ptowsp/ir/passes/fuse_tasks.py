@@ -44,8 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from ... import sym
 from .. import nodes as N
-from .. import sym
 from ..independence import _separates  # the disjointness argument of batched nests
 from . import map_schedules
 

@@ -41,6 +41,7 @@ of a matmul); those constants live here and `backends/cpu/kernels.py` imports th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
 from .. import nodes as N
 
 ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",))

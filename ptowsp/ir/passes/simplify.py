@@ -1,6 +1,6 @@
 """simplify_module: what lowering left in the IR that is decided at compile time.
 
-Loop trees (symbolic expressions are already canonical when built, `ir.sym`):
+Loop trees (symbolic expressions are already canonical when built, `sym`):
 - a loop whose extent is a constant <= 0 runs nothing: removed;
 - a `when` predicate that is constant (a literal, or a comparison of two constants) selects its
   branch at compile time: the branch replaces the `when`.
@@ -26,8 +26,8 @@ import struct
 from dataclasses import replace
 from typing import Optional
 
+from ... import sym
 from .. import nodes as N
-from .. import sym
 from . import map_schedules, rewrite_stmts
 
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,

@@ -18,11 +18,11 @@ import enum
 import re
 from typing import Any, Optional
 
-from ..runtime import Program as _RuntimeProgram
+from ..api import Program as _RuntimeProgram
+from ..diagnostics import Diagnostic, WspError
 from ..spans import Span
-from .diagnostics import Diagnostic, WspError
-from .embed_errors import ExecutionError, from_wsp, user_error
-from .embed_source import here
+from .errors import ExecutionError, from_wsp, user_error
+from .source import here
 
 
 class TraceLevel(enum.Enum):
@@ -129,7 +129,7 @@ class TraceSummary(dict):
 
 
 class ProgramTrace:
-    """A run's trace (`ptowsp.trace.Trace`) with the tutorial's methods."""
+    """A run's trace (`ptowsp.backends.cpu.trace.Trace`) with the tutorial's methods."""
 
     def __init__(self, trace):
         self._trace = trace

@@ -24,11 +24,20 @@ import inspect
 import operator
 from typing import Any, Optional
 
-from . import ast as A
-from .embed_errors import KernelError, user_error
-from .embed_source import def_span, here, param_spans, stored_name, user_frame
-from .embed_types import (Constexpr, ConstexprSpec, DType, ParamSpec, ScalarSpec, TileSpec, Trace,
-                          dtype_name, value_node)
+from ..frontend import ast as A
+from .errors import KernelError, user_error
+from .source import def_span, here, param_spans, stored_name, user_frame
+from .values import (
+    Constexpr,
+    ConstexprSpec,
+    DType,
+    ParamSpec,
+    ScalarSpec,
+    TileSpec,
+    Trace,
+    dtype_name,
+    value_node,
+)
 
 WSP_KEYWORDS = frozenset(
     "module import sym const input output inout scratch axis kernel workload schedule channel "
@@ -120,7 +129,7 @@ def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
     if not _KSTACK:
         raise user_error(here(), f"`{op}` on tile values only works inside a `@kernel` body")
     frame = user_frame()
-    from .embed_source import frame_span
+    from .source import frame_span
 
     v = Value(kind, op, args, kwargs, frame_span(frame) if frame else A.NO_SPAN,
               stored_name(frame))
@@ -133,7 +142,7 @@ def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
 
 
 def _prim_names() -> tuple[str, ...]:
-    from .primitives import PRIMITIVES
+    from ..primitives import PRIMITIVES
 
     return tuple(PRIMITIVES)
 
@@ -149,7 +158,7 @@ class _PtoNamespace:
             raise AttributeError(name)
         names = _prim_names()
         if name not in names:
-            from .diagnostics import did_you_mean
+            from ..diagnostics import did_you_mean
 
             extra = ("`topk` is not a primitive: write the kernel in C with "
                      "`@kernel(cpp_src=...)`") if name == "topk" else None
@@ -204,7 +213,7 @@ tl = _PtoNamespace("tl")
 
 
 def _arg_node(v: Any, names: dict, span: A.Span) -> A.Expr:
-    from .embed_types import DTYPE_NAMES, _lit
+    from .values import DTYPE_NAMES, _lit
 
     if isinstance(v, Value):
         # a parameter or a `let` is named at the expression using it (for carets)
@@ -248,7 +257,7 @@ def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
     `pto.f(a, b, acc=c)`), so carets can point at one operand; `span` where unknown."""
     import ast as pyast
 
-    from .embed_source import expression_at, node_span
+    from .source import expression_at, node_span
 
     node = expression_at(span)
     operands: list = []
@@ -268,7 +277,7 @@ def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
 
 def _op_span(v: Value, span: A.Span) -> A.Span:
     """The span of the operator token of `a OP b` (for carets under `+`)."""
-    from .embed_source import expression_at
+    from .source import expression_at
 
     node = expression_at(span)
     import ast as pyast
@@ -311,7 +320,7 @@ def _uses(events: list) -> dict:
 
 
 def _body(events: list, params: set[str]) -> tuple:
-    from .primitives import PRIMITIVES
+    from ..primitives import PRIMITIVES
 
     uses = _uses(events)
     names: dict = {}
@@ -471,7 +480,7 @@ class KernelRef:
             ptype = self._param_type(pname, ann, aspan or whole, pmap)
             default = None
             if p.default is not inspect.Parameter.empty:
-                from .embed_types import _lit
+                from .values import _lit
 
                 default = _lit(p.default, whole)
                 if default is None:
@@ -573,8 +582,8 @@ class BoundKernel:
         self.kernel, self.coords = kernel, coords
 
     def __call__(self, *args: Any, **kwargs: Any):
-        from .embed_source import keyword_spans
-        from .embed_types import tracing
+        from .source import keyword_spans
+        from .values import tracing
 
         span = here()
         with tracing() as t:
@@ -658,11 +667,11 @@ class _Op:
 
 
 def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
-    from .checker import check_files
-    from .diagnostics import WspError
-    from .embed_errors import from_wsp
-    from .embed_source import source_text
-    from ..runtime import Module
+    from ..api import Module
+    from ..diagnostics import WspError
+    from ..frontend.checker import check_files
+    from .errors import from_wsp
+    from .source import source_text
 
     decl = k.decl()
     cnames = {w for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}
@@ -674,7 +683,7 @@ def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
                          f"write `{k.name}.trace({', '.join(f'{m}=...' for m in missing)})`",
                          cls=KernelError)
     if cnames:
-        from .embed_module import substitute
+        from .assemble import substitute
 
         decl = A.KernelDecl(decl.name, tuple(p for p in decl.params if p.name.id not in cnames),
                             decl.body, decl.externs, span=decl.span)

@@ -57,10 +57,23 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
+from .. import sym
+from ..diagnostics import Diagnostic, Diagnostics, InternalError, WspError
 from ..frontend import ast as A
-from ..frontend.diagnostics import Diagnostic, Diagnostics, InternalError, WspError
 from ..frontend.env import AxisInfo, ChannelInfo, ModuleEnv
-from ..frontend.primitives import (
+from ..frontend.printer import expr_str
+from ..frontend.schedule_axes import (
+    AXIS_COMBINATORS,
+    DEFAULT_BUCKETS,
+    decompose_args,
+    outermost_ragged,
+    own_span,
+)
+from ..frontend.schedule_axes import build as build_axes
+from ..frontend.signatures import KernelSig, NotSymbolic, ParamSig, to_sym
+from ..ir import axes
+from ..ir import nodes as N
+from ..primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
     LOGIC_OPERATORS,
@@ -75,15 +88,7 @@ from ..frontend.primitives import (
     logic,
     unary,
 )
-from ..frontend.printer import expr_str
-from ..frontend.schedule_axes import AXIS_COMBINATORS, DEFAULT_BUCKETS, decompose_args
-from ..frontend.schedule_axes import build as build_axes
-from ..frontend.schedule_axes import outermost_ragged, own_span
-from ..frontend.signatures import KernelSig, NotSymbolic, ParamSig, to_sym
 from ..spans import Span
-from . import axes
-from . import nodes as N
-from . import sym
 
 UNSUPPORTED = "is not supported by this build's back ends yet"
 

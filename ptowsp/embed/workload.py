@@ -8,9 +8,9 @@ emits a `ForLoop` when the iterator is resumed at the end of the body; `with P.w
 `with consume(ch) as t` work the same way with context managers; a kernel call `k[b](...)`
 emits a `CallStmt`. Python control flow on run-time values is an error at its line.
 
-`embed_module.assemble(w)` turns a `Workload` into one `SourceFile`, checked by the same checker
+`assemble.assemble(w)` turns a `Workload` into one `SourceFile`, checked by the same checker
 as a parsed file; `to_wsp(w)` prints that `SourceFile` as `.wsp` text. Schedule policies are
-in `embed_schedule.py`, kernels in `embed_kernel.py`, CSP in `embed_csp.py`.
+in `schedule.py`, kernels in `kernel.py`, CSP in `csp.py`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,35 @@ import time
 import types
 from typing import Any, Optional
 
-from . import ast as A
-from .diagnostics import WspError
-from .embed_csp import pipe_node
-from .embed_errors import ScheduleError, from_wsp, user_error
-from .embed_kernel import wsp_ident
-from .embed_module import assemble, build_module
-from .embed_schedule import (DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode,
-                             _TaskProxy)
-from .embed_source import def_span, here, stored_names, user_frame
-from .embed_types import (Axis, AxisIndex, Fragment, LoopVar, ScalarExpr, Sparse, Symbol, Tensor,
-                          Trace, as_scalar, axis_expr, ceildiv, current, pop, push, smax, smin,
-                          tracing, value_node)
-
+from ..diagnostics import WspError
+from ..frontend import ast as A
+from .assemble import assemble, build_module
+from .csp import pipe_node
+from .errors import ScheduleError, from_wsp, user_error
+from .kernel import wsp_ident
+from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode, _TaskProxy
+from .source import def_span, here, stored_names, user_frame
+from .values import (
+    Axis,
+    AxisIndex,
+    Fragment,
+    LoopVar,
+    ScalarExpr,
+    Sparse,
+    Symbol,
+    Tensor,
+    Trace,
+    as_scalar,
+    axis_expr,
+    ceildiv,
+    current,
+    pop,
+    push,
+    smax,
+    smin,
+    tracing,
+    value_node,
+)
 
 # ---------------------------------------------------------------------------------------------
 # The P namespace
@@ -265,7 +281,7 @@ def slot_load_u64(slot: int, view: Any, row: int = 0, col: int = 0) -> Fragment:
     """Load one element of an integer tensor into slot `slot`: element (`row`, `col`) of the
     2-D tile `view` selects (`flag[0][0]`), or `view` itself when it names one element. The
     load waits for the tasks that write the element."""
-    from .embed_types import TensorView
+    from .values import TensorView
 
     span = here()
     with tracing() as t:
@@ -302,7 +318,7 @@ def _nonzero(v: Any) -> bool:
 
 
 def _whole(tensor: Tensor, span: A.Span):
-    from .embed_types import TensorView
+    from .values import TensorView
 
     return TensorView(tensor, (), span)
 
@@ -594,7 +610,7 @@ class Workload(Fragment):
 
     # -- results
     def module(self):
-        """The checked `ptowsp.runtime.Module` (raises the seeds' `CompileError`s)."""
+        """The checked `ptowsp.api.Module` (raises the seeds' `CompileError`s)."""
         return build_module(self)[0]
 
     @property
@@ -608,7 +624,7 @@ class Workload(Fragment):
     def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
                 workers: Optional[int] = None, **options: Any):
         """A `Program` for `target` (`cpu_sim`, the default, or `ref`)."""
-        from .embed_program import Program
+        from .program import Program
 
         span = here()
         t0 = time.perf_counter()
@@ -626,7 +642,7 @@ class Workload(Fragment):
 
     def enumerate(self) -> list:
         """The tasks of one run, in enumeration order (`task.kernel`, `task.get("b")`)."""
-        from .embed_program import enumerate_tasks
+        from .program import enumerate_tasks
 
         return enumerate_tasks(self)
 
@@ -649,7 +665,7 @@ class Workload(Fragment):
 def to_wsp(w: Any) -> str:
     """The `.wsp` text of a workload (a `Workload` or an uncalled `@workload` of no arguments);
     `ptowsp.parse(to_wsp(w))` checks and lowers to the same IR."""
-    from .source_printer import format_source
+    from ..frontend.source_printer import format_source
 
     if isinstance(w, WorkloadFunction):
         w = w()

@@ -9,10 +9,10 @@ from __future__ import annotations
 import enum
 from typing import Any, Optional
 
-from . import ast as A
-from .embed_errors import ScheduleError, user_error
-from .embed_source import here
-from .embed_types import ScalarExpr
+from ..frontend import ast as A
+from .errors import ScheduleError, user_error
+from .source import here
+from .values import ScalarExpr
 
 
 class WindowMode(enum.Enum):

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from ..records import record
-from ..ir import sym
-from .ast import NO_SPAN, Span
+from . import sym
+from .spans import NO_SPAN, Span
+from .records import record
 
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")

@@ -1,6 +1,6 @@
 """Machine descriptions: the NPU parameters the cycle model replays a cpu_sim run on.
 
-A machine is a TOML file; `ptowsp/machines/ascend910b.toml` is built in and documents every
+A machine is a TOML file; `ptowsp/backends/machines/ascend910b.toml` is built in and documents every
 key with its source. A user's file may set any subset of the keys: the others keep the built-in
 values, so `clock_ghz = 1.5` alone is a complete machine. Mistakes in a file are user errors,
 reported like every other wspc error (`FILE:LINE:COL: error: ...`, the line, a caret).
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional
 
-from .frontend.diagnostics import Diagnostic, Diagnostics, InternalError, WspError, did_you_mean
-from .spans import Span
+from ..diagnostics import Diagnostic, Diagnostics, InternalError, WspError, did_you_mean
+from ..spans import Span
 
 BUILTIN = "ascend910b.toml"
 # decision: a path beside this module, not importlib.resources: the package is always installed

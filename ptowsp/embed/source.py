@@ -26,7 +26,7 @@ from typing import Optional
 from ..spans import Span
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_EMBED_PREFIX = os.path.join(_HERE, "embed")
+_EMBED_PREFIX = _HERE + os.sep
 _ALIAS_DIR = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pto_wsp") + os.sep
 
 

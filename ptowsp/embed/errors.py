@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
-from .diagnostics import Diagnostic, WspError
+from ..diagnostics import Diagnostic, WspError
 from ..spans import Span
 
 
@@ -104,7 +104,7 @@ def user_error(span: Span, message: str, help: Optional[str] = None,
                sources: Optional[Mapping[str, str]] = None, cls: type = CompileError,
                code: str = "embed") -> PtoError:
     """A `CompileError` (or `cls`) with one diagnostic at `span` in the user's Python file."""
-    from .embed_source import source_text
+    from .source import source_text
 
     src = dict(sources or {})
     if span.file not in src:

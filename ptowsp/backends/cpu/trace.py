@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from .machine import Machine
+    from ..machine import Machine
 
 MAX_COORDS = 8  # WSP_MAX_COORDS
 

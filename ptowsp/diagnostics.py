@@ -16,8 +16,8 @@ from __future__ import annotations
 import difflib
 from typing import Iterable, Mapping, Optional
 
-from ..records import record
-from .ast import NO_SPAN, Span
+from .records import record
+from .spans import NO_SPAN, Span
 
 
 @record

@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from . import ast as A
-from .diagnostics import WspError
-from .embed_csp import Channel, Event
-from .embed_errors import from_wsp, user_error
-from .embed_kernel import WSP_KEYWORDS, KernelRef, wsp_ident
-from .embed_source import source_text
-from .embed_types import DTYPE_NAMES, Axis, Symbol, Tensor, Trace
+from ..diagnostics import WspError
+from ..frontend import ast as A
+from .csp import Channel, Event
+from .errors import from_wsp, user_error
+from .kernel import WSP_KEYWORDS, KernelRef, wsp_ident
+from .source import source_text
+from .values import DTYPE_NAMES, Axis, Symbol, Tensor, Trace
 
 
 @dataclasses.dataclass
@@ -210,7 +210,7 @@ def assemble(w) -> Assembled:
 
 
 def _tile_type(spec, span: A.Span) -> A.TileType:
-    from .embed_types import dtype_name
+    from .values import dtype_name
 
     return A.TileType(A.IntLit(int(spec.rows), span=span), A.IntLit(int(spec.cols), span=span),
                       dtype_name(spec.dtype) or "f32", span=span)
@@ -266,8 +266,8 @@ def _channel_elems(stmts, kernel_decls: dict, names: dict, refs: dict) -> dict:
 
 def build_module(w):
     """The checked `runtime.Module` of `w` and its assembly (the seeds' errors on failure)."""
-    from .checker import check_files
-    from ..runtime import Module
+    from ..api import Module
+    from ..frontend.checker import check_files
 
     asm = assemble(w)
     try:

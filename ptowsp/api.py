@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .frontend.diagnostics import Diagnostic, Note, WspError
-from .ir import sym
+from . import sym
+from .diagnostics import Diagnostic, Note, WspError
+from .dtypes import FLOAT_DTYPES, numpy_dtype
 from .spans import Span
 
 if TYPE_CHECKING:  # numpy is imported only when something runs
@@ -26,20 +27,6 @@ if TYPE_CHECKING:  # numpy is imported only when something runs
 
     from .frontend.env import ModuleEnv
     from .ir import nodes
-
-INTEGER_DTYPES = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
-FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
-
-
-def numpy_dtype(dtype: str):
-    """The NumPy dtype that holds a WSP dtype (bf16 as its raw uint16 bits)."""
-    import numpy as np
-
-    return {
-        "f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
-        "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-        "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_,
-    }[dtype]
 
 
 def _is_bf16_array(a) -> bool:
@@ -207,7 +194,7 @@ def _show_syms(values: Mapping[str, int], names) -> str:
 
 
 def _near(name: str, names) -> Optional[str]:
-    from .frontend.diagnostics import did_you_mean
+    from .diagnostics import did_you_mean
 
     return did_you_mean(name, list(names))
 
@@ -229,13 +216,13 @@ _NO_SPAN = Span("<command line>", 0, 0, 0, 0)
 
 
 def sym_names(e) -> frozenset:
-    from .ir import sym
+    from . import sym
 
     return sym.free_vars(e)
 
 
 def sym_eval(e, syms) -> int:
-    from .ir import sym
+    from . import sym
 
     return sym.evaluate(e, syms)
 
@@ -252,7 +239,7 @@ class Program:
         self.stats = Stats(compile_time_ms=compile_time_ms)
         self._last: Optional[dict] = None
         self.machine: Any = None  # the cycle model's machine (None: the built-in ascend910b)
-        self.trace: Any = None  # a `ptowsp.trace.Trace` after a run with trace=True
+        self.trace: Any = None  # a `ptowsp.backends.cpu.trace.Trace` after a run with trace=True
         self.opt_level: Optional[int] = None  # the optimiser level it was compiled at
         self.passes: Any = None  # the `ir.passes.PassManager` that ran (timings), if any
 
@@ -359,8 +346,8 @@ class Module:
     def ir(self) -> "nodes.Module":
         """The lowered module (raises WspError for constructs no back end supports yet)."""
         if self._ir is None:
-            from .ir.lower import lower
             from .ir.verify import verify
+            from .lower import lower
 
             self._ir = lower(self.env)
             verify(self._ir)
@@ -426,7 +413,6 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
     from pathlib import Path
 
     from . import load
-
     from .ir.passes import DEFAULT_LEVEL
 
     level = DEFAULT_LEVEL if opt_level is None else int(opt_level)

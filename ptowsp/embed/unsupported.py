@@ -7,8 +7,8 @@ accepted and ignored.
 
 from __future__ import annotations
 
-from .embed_errors import user_error
-from .embed_source import here
+from .errors import user_error
+from .source import here
 
 
 class Unsupported:

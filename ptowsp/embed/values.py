@@ -13,9 +13,9 @@ from __future__ import annotations
 import enum
 from typing import Any, Optional
 
-from . import ast as A
-from .embed_errors import CompileError, user_error
-from .embed_source import here, stored_name, user_frame
+from ..frontend import ast as A
+from .errors import CompileError, user_error
+from .source import here, stored_name, user_frame
 
 DTYPE_NAMES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
                "bool")
@@ -367,7 +367,7 @@ class ScalarExpr:
         raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated")
 
     def __repr__(self) -> str:
-        from .printer import expr_str
+        from ..frontend.printer import expr_str
 
         return expr_str(self.node)
 
@@ -549,7 +549,7 @@ class Tensor:
             if shape is None or dt is None:
                 raise user_error(span, "a tensor without `data` needs `shape` and `dtype`",
                                  "write `Tensor(data=np.zeros(shape, np.float32), ...)`")
-            from ..runtime import numpy_dtype
+            from ..dtypes import numpy_dtype
 
             data = np.zeros(tuple(int(d) for d in shape), numpy_dtype(dt))
         elif not isinstance(data, np.ndarray):
@@ -867,7 +867,7 @@ def axis_expr(a: Any, t: Trace, span: A.Span) -> A.Expr:
 
 def value_node(v: Any, t: Trace, span: A.Span) -> A.Expr:
     """A kernel argument or scalar value as an AST expression (objects registered in `t`)."""
-    from .embed_csp import Channel
+    from .csp import Channel
 
     if isinstance(v, ScalarExpr):
         t.adopt(v.objs)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import ast as A
-from .embed_errors import user_error
-from .embed_kernel import KERNELS, BoundKernel, KernelRef, make_call, wsp_ident
-from .embed_source import here, stored_name, user_frame
-from .embed_types import (Fragment, LoopVar, ScalarExpr, TileSpec, axis_expr, current, key_of,
-                          tracing)
+from ..frontend import ast as A
+from .errors import user_error
+from .kernel import KERNELS, BoundKernel, KernelRef, make_call, wsp_ident
+from .source import here, stored_name, user_frame
+from .values import Fragment, LoopVar, ScalarExpr, TileSpec, axis_expr, current, key_of, tracing
 
 
 class Channel:
@@ -368,7 +367,7 @@ def connect(processes: list, channels: Any = ()):
         frag = t.emit(A.Pipe(tuple(procs), span=span))
     if active is not None:
         return frag
-    from .embed import Workload
+    from .workload import Workload
 
     return Workload.from_fragment("pipeline", frag, span)
 
