@@ -13,6 +13,7 @@ from typing import Optional, Union
 
 from .. import sym
 from ..diagnostics import InternalError
+from ..dtypes import FLOAT_DTYPES
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
@@ -62,7 +63,7 @@ class TaskLowering:
                 raise Unsupported(node.span, f"passing a condition on run-time values "
                                   f"(`{expr_str(node)}`) to a bool scalar {UNSUPPORTED}")
             return N.ScalarArg(p.name, v, p.dtype)
-        if p.dtype in ("f16", "bf16", "f32", "f64"):
+        if p.dtype in FLOAT_DTYPES:
             if kind == "int":
                 c = sym.const_value(v)
                 # decision: an integer expression passed to a float Scalar stays symbolic when it is not constant; the back end converts its value

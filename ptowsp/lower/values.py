@@ -20,6 +20,7 @@ from typing import Optional
 
 from .. import sym
 from ..diagnostics import InternalError
+from ..dtypes import TABLE
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..ir import nodes as N
@@ -30,9 +31,10 @@ from .unsupported import UNSUPPORTED, Unsupported
 Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool | N.Cond)
 UNKNOWN = sym.Interval(None, None)
 # decision: an element read gives the element's value as a signed 64-bit integer; the range the
-# proofs assume follows the dtype (u8/u16/u32 and bool are non-negative, the rest unknown)
-READ_RANGES = {"u8": sym.Interval(0, 255), "u16": sym.Interval(0, 65535),
-               "u32": sym.Interval(0, 2**32 - 1), "bool": sym.Interval(0, 1)}
+# proofs assume follows the dtype (an unsigned integer narrower than 64 bits or a bool is
+# within its limits, the rest unknown)
+READ_RANGES = {name: sym.Interval(*d.limits) for name, d in TABLE.items()
+               if d.kind != "float" and not d.signed and d.bits < 64}
 
 
 def not_(c):
