@@ -200,7 +200,9 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             return self.test(pred.operand, scope, els, then, memo)
         if isinstance(pred, A.Binary) and _splits(pred):
             # decision: `and` / `or` short-circuit: the right side's element reads (and their range checks) happen only when the left side does not decide
-            right = lambda m: self.test(pred.right, scope, then, els, m)
+            def right(m):
+                return self.test(pred.right, scope, then, els, m)
+
             if pred.op == "and":
                 return self.test(pred.left, scope, right, els, memo)
             return self.test(pred.left, scope, then, right, memo)
