@@ -15,10 +15,11 @@ from typing import Optional
 
 from .. import sym
 from ..diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
+from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernel_check import check_kernel_body
-from .parser import DTYPES, parse
+from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
 from .workload_check import check_workloads
 
@@ -430,7 +431,7 @@ class _DeclChecker:
                 self.diags.error(e.span, "bad-index-tensor", f"`{role}` must be an integer tensor")
             return None
         t = self.env.tensors[e.id]
-        if t.dtype not in ("i32", "i64", "i16", "i8", "u8", "u16", "u32", "u64"):
+        if t.dtype not in INT_DTYPES:
             self.diags.error(e.span, "bad-index-tensor",
                              f"`{role}` must be an integer tensor, but `{e.id}` is {t.dtype}",
                              "declare it as `i32[...]`")
@@ -487,4 +488,4 @@ def _runtime(lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str, span: A.Span):
     return RuntimeCheck(sym.Check(lhs, op, rhs, reason), span)
 
 
-__all__ = ["check_file", "check_source", "check_files", "ModuleEnv", "DTYPES"]
+__all__ = ["check_file", "check_source", "check_files", "ModuleEnv"]

@@ -17,13 +17,11 @@ from typing import Mapping, Optional
 
 from .. import sym
 from ..diagnostics import Diagnostics, Note, did_you_mean
+from ..dtypes import ALIASES, DTYPES, INT_DTYPES, kind_of
 from ..primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
-    DTYPE_ALIASES,
-    DTYPES,
     ERROR,
-    INT_DTYPES,
     LOGIC_OPERATORS,
     PRIMITIVES,
     Arg,
@@ -34,7 +32,6 @@ from ..primitives import (
     convertible,
     elementwise_binary,
     fits,
-    kind_of,
     literal_fits,
     literal_type,
     logic,
@@ -742,8 +739,8 @@ class _KernelChecker:
         prim = PRIMITIVES.get(fname)
         if prim is None:
             self._args_only(e)
-            if fname in DTYPES or fname in DTYPE_ALIASES:
-                help = f"to convert, write `cast(x, {DTYPE_ALIASES.get(fname, fname)})`"
+            if fname in DTYPES or fname in ALIASES:
+                help = f"to convert, write `cast(x, {ALIASES.get(fname, fname)})`"
             else:
                 help = _FUNCTION_HELP.get(fname) or did_you_mean(fname, PRIMITIVES)
             return self.error(e.func.span, "unknown-function", f"unknown function `{fname}`", help)
@@ -770,7 +767,7 @@ class _KernelChecker:
     def _args_only(self, e: A.Call) -> None:
         """Type the arguments of a call that cannot be typed as a whole, for their own errors."""
         for a in list(e.args) + [kw.value for kw in e.kwargs]:
-            if isinstance(a, A.Name) and (a.id in DTYPES or a.id in DTYPE_ALIASES):
+            if isinstance(a, A.Name) and (a.id in DTYPES or a.id in ALIASES):
                 continue
             self.expr(a)
 
@@ -868,7 +865,7 @@ class _KernelChecker:
         if isinstance(node, A.Name) and node.id in DTYPES:
             return node.id
         if isinstance(node, A.Name):
-            alias = DTYPE_ALIASES.get(node.id)
+            alias = ALIASES.get(node.id)
             help = (
                 f"did you mean `{alias}`?"
                 if alias

@@ -25,6 +25,7 @@ from typing import Iterable, Optional, Union
 
 from .. import sym
 from ..diagnostics import Diagnostics, Note, did_you_mean
+from ..dtypes import FLOAT_DTYPES, UNSIGNED_DTYPES
 from ..records import record
 from . import ast as A
 from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
@@ -32,8 +33,6 @@ from .printer import expr_str
 from .schedule_axes import AXIS_COMBINATORS, REPEATABLE, AxisChecker
 from .signatures import KernelSig, ParamSig
 
-UNSIGNED_DTYPES = frozenset({"u8", "u16", "u32", "u64"})
-FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 UNKNOWN = sym.Interval(None, None)
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
 
