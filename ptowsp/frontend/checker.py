@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import sym
-from ..diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
+from ..diagnostics import Diagnostic, Diagnostics, InternalError, Note, WspError, did_you_mean
 from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
@@ -244,8 +244,10 @@ class _DeclChecker:
                 try:
                     e = to_sym(decls[name].value, lambda n: value(n.id, n), self.diags, "a const value")
                     v = sym.const_value(e)
-                    if v is None:  # pragma: no cover - consts only reference consts
-                        raise NotSymbolic()
+                    if v is None:  # consts only reference consts, and sym folds constants
+                        raise InternalError(
+                            "check", f"const `{name}` folded to `{sym.to_str(e)}`, not an integer"
+                        )
                     self.env.consts[name] = v
                 finally:
                     state[name] = "done"
