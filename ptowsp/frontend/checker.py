@@ -21,7 +21,7 @@ from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, Modul
 from .kernel_check import check_kernel_body
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
-from .workload_check import check_workloads
+from .workloads.module import check_workloads
 
 
 def check_file(path: str) -> ModuleEnv:

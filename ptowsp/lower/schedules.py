@@ -24,14 +24,14 @@ from ..diagnostics import Diagnostics, InternalError
 from ..frontend import ast as A
 from ..frontend.env import ModuleEnv
 from ..frontend.printer import expr_str
-from ..frontend.schedule_axes import (
+from ..frontend.workloads.schedule_axes import (
     AXIS_COMBINATORS,
     DEFAULT_BUCKETS,
     decompose_args,
     outermost_ragged,
     own_span,
 )
-from ..frontend.schedule_axes import build as build_axes
+from ..frontend.workloads.schedule_axes import build as build_axes
 from ..ir import axes
 from ..ir import nodes as N
 from .kernels import Specialisations

@@ -23,15 +23,15 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Union
 
-from .. import sym
-from ..diagnostics import Diagnostics, Note, did_you_mean
-from ..dtypes import FLOAT_DTYPES, UNSIGNED_DTYPES
-from ..records import record
-from . import ast as A
-from .env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
-from .printer import expr_str
+from ... import sym
+from ...diagnostics import Diagnostics, Note, did_you_mean
+from ...dtypes import FLOAT_DTYPES, UNSIGNED_DTYPES
+from ...records import record
+from .. import ast as A
+from ..env import NUM_SLOTS, AxisInfo, ChannelInfo, ModuleEnv, RuntimeCheck
+from ..printer import expr_str
+from ..signatures import KernelSig, ParamSig
 from .schedule_axes import AXIS_COMBINATORS, REPEATABLE, AxisChecker
-from .signatures import KernelSig, ParamSig
 
 UNKNOWN = sym.Interval(None, None)
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
