@@ -1,7 +1,7 @@
 """The module environment: what the declarations of a module (and its imports) mean.
 
 `checker.py` builds a `ModuleEnv` from the parsed files (declarations, consts folded, tensor
-dims and axis extents made symbolic); `kernel_check.py` and `workload_check.py` read it; the
+dims and axis extents made symbolic); `kernel_check.py` and `workloads/` read it; the
 result of a successful check is the `ModuleEnv` itself, which `lower/` consumes.
 """
 
