@@ -18,7 +18,7 @@ from ..diagnostics import Diagnostic, Diagnostics, InternalError, Note, WspError
 from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
-from .kernel_check import check_kernel_body
+from .kernels.check import check_kernel_body
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
 from .workloads import check_workloads

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from .. import sym
-from ..diagnostics import Diagnostics, Note, did_you_mean
-from ..dtypes import ALIASES, DTYPES, INT_DTYPES, kind_of
-from ..primitives import (
+from ... import sym
+from ...diagnostics import Diagnostics, Note, did_you_mean
+from ...dtypes import ALIASES, DTYPES, INT_DTYPES, kind_of
+from ...primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
     ERROR,
@@ -39,8 +39,8 @@ from ..primitives import (
     tile,
     unary,
 )
-from . import ast as A
-from .signatures import KernelSig, NotSymbolic, ParamSig, const_resolver, to_sym
+from .. import ast as A
+from ..signatures import KernelSig, NotSymbolic, ParamSig, const_resolver, to_sym
 
 EXTERN_LANGS = ("c", "ascend")
 

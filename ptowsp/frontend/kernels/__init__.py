@@ -1,0 +1,1 @@
+"""Kernel bodies: `check.check_kernel_body`."""
