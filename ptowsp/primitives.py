@@ -8,7 +8,7 @@ errors through the `Typing` object they receive and return `ERROR`; lowering can
 
 Also here: kernel value types (`Type`), dtype kinds and promotion, 2-D NumPy broadcasting over
 symbolic dims, and the typing of the operators (`+ - * /`, comparisons, `and or not`, unary `-`).
-Name resolution, statements and store rules live in `kernel_check.py`.
+Name resolution, statements and store rules live in `frontend/kernels/`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the kernel and workload checkers. Every error is collected; one `WspError` is ra
 
 Order of work: load files (imports resolved depth-first; a cycle or a clash is reported at the
 `import`) → one module-wide namespace → consts folded → sym defaults, tensors, axes, channels →
-kernel signatures and bodies (`kernel_check.py`) → workloads and schedules (`workloads/`).
+kernel signatures and bodies (`kernels/`) → workloads and schedules (`workloads/`).
 The result is the `ModuleEnv` (`env.py`) that lowering consumes.
 """
 
@@ -18,7 +18,7 @@ from ..diagnostics import Diagnostic, Diagnostics, InternalError, Note, WspError
 from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
-from .kernels.check import check_kernel_body
+from .kernels import check_kernel_body
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
 from .workloads import check_workloads

@@ -6,7 +6,7 @@ once (a `Body` each; a workload inlined by another is checked when first inlined
 (csp_roots.py). The package's `__init__` says which part checks what.
 
 Every user error becomes a diagnostic; nothing here raises for one. What this leaves alone:
-kernel bodies (`kernel_check.py`), declarations (`checker.py`), and anything about run-time
+kernel bodies (`kernels/`), declarations (`checker.py`), and anything about run-time
 values beyond what symbolic bounds can decide.
 
 Where language.md is silent the choice is written next to the code as `# decision: ...`.
