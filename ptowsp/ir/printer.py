@@ -31,6 +31,7 @@ from typing import Union
 
 from .. import sym
 from . import nodes as N
+from .kernel_plan import LoopNest
 
 
 def print_module(m: N.Module) -> str:
@@ -107,9 +108,52 @@ def kernel_lines(k: N.Kernel) -> list[str]:
     lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
     lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
     if k.plan is not None:  # after plan-kernels: nests, registers, buffers, temporary bytes
-        from .passes.plan_kernels import plan_lines
-
         lines.extend("  " + line for line in plan_lines(k))
+    return lines
+
+
+def plan_lines(k: N.Kernel) -> list[str]:
+    """A planned kernel's plan as text (printed under its ops); [] without a plan."""
+    plan = k.plan
+    if plan is None:
+        return []
+    ops = k.ops
+    buf_of = dict(plan.assign)
+
+    def where(i: int) -> str:
+        return f"%{i}"
+
+    def nest_line(t: LoopNest) -> str:
+        parts = [" ".join(where(i) for i in t.ops)] if t.ops else []
+        parts += [f"{ops[r].op} {where(r)} (lanes)" for r in t.rowreds]
+        parts += [f"{ops[r].op} {where(r)}" for r in t.colreds]
+        parts += [f"store {p} = {where(v)}" for p, v in t.stores]
+        return f"nest [{t.shape[0]}, {t.shape[1]}] level {t.level}: " + ", ".join(parts)
+
+    lines = ["plan:"]
+    for s in plan.steps:
+        if s.matmul is not None:
+            how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")
+                   + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
+            into = dict(plan.into).get(s.matmul)
+            lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
+        elif len(s.nests) == 1:
+            lines.append("  " + nest_line(s.nests[0]))
+        else:
+            lines.append(f"  rows {s.nests[0].shape[0]}, row by row:")
+            lines.extend("    " + nest_line(t) for t in s.nests)
+    lines.extend(f"  store {p} = {where(v)}" for p, v in plan.stores)
+    inline = [i for i, kd in enumerate(plan.kinds) if kd == "inline"]
+    regs = [i for i, kd in enumerate(plan.kinds) if kd == "ew" and i not in buf_of]
+    if inline:
+        lines.append("  inline: " + " ".join(where(i) for i in inline))
+    if regs:
+        lines.append("  registers: " + " ".join(where(i) for i in regs))
+    if plan.buffers:
+        for b, (dt, n) in enumerate(plan.buffers):
+            vals = " ".join(where(u) for u, bb in plan.assign if bb == b)
+            lines.append(f"  buffer b{b}: {dt}[{n}] <- {vals}")
+    lines.append(f"  temporaries: {plan.temp_bytes_before} bytes -> {plan.temp_bytes_after} bytes")
     return lines
 
 
@@ -252,5 +296,5 @@ def _check(c: N.ViewCheck) -> str:
     return f"check {c.check}  # {c.message}{where}"
 
 
-__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box", "cond",
+__all__ = ["print_module", "kernel_lines", "plan_lines", "schedule_lines", "op_line", "box", "cond",
            "channel_line"]

@@ -35,6 +35,7 @@ from typing import Optional
 from .. import sym
 from ..diagnostics import InternalError
 from . import nodes as N
+from .kernel_plan import buffer_bytes, held
 
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
 FLOATS = ("f16", "bf16", "f32", "f64")
@@ -398,10 +399,10 @@ def _op(op: N.Op, i: int, ops, params) -> None:
 
 _KIND_OPS = {
     "leaf": ("param", "iota_row", "iota_col", "literal"),
-    "inline": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
-    "ew": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
+    "inline": N.ELEMENTWISE,
+    "ew": N.ELEMENTWISE,
     "red": N.REDUCTIONS,
-    "view": ("broadcast", "transpose", "slice_even", "slice_odd", "interleave"),
+    "view": N.VIEWS,
     "matmul": ("matmul",),
 }
 
@@ -412,8 +413,6 @@ def _plan(k: N.Kernel) -> None:
     is made in an earlier step (or an earlier nest of the same row-by-row step); the stores of
     nests, `stores` and `into` are the kernel's; values sharing a buffer are never live at once,
     fit it and share its held dtype; the byte counts add up."""
-    from .passes.plan_kernels import buffer_bytes, held
-
     plan, ops = k.plan, k.ops
     kinds = plan.kinds
     if len(kinds) != len(ops) or len(plan.levels) != len(ops):

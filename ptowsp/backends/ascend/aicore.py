@@ -943,7 +943,7 @@ class _KernelEmitter:
         elif op.op == "literal":
             e = _lit(op.attr, op.dtype)
         else:
-            if op.op not in PK.ELEMENTWISE:
+            if op.op not in N.ELEMENTWISE:
                 raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)
             try:
                 e = sexpr(op.op, op.dtype, [self.scalars[a] for a in op.args],
@@ -1100,7 +1100,7 @@ class _KernelEmitter:
             return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
         if name in ("and", "or", "not"):
             return False
-        if name in PK.ELEMENTWISE:
+        if name in N.ELEMENTWISE:
             return dt in VFLOAT and all(d in VFLOAT for d in adts)
         return False
 
@@ -1604,7 +1604,7 @@ class _KernelEmitter:
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
         elif name == "matmul":
             raise AicoreError("matmul operands must be numeric tiles")
-        elif name in PK.ELEMENTWISE:
+        elif name in N.ELEMENTWISE:
             xs = [self.sread(a, "i", "j", chunk) for a in op.args]
             e = sexpr(name, op.dtype, xs, [self.ops[a].dtype for a in op.args],
                       self.exponent(op))
