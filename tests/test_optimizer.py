@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.cli import main
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import LEVELS, PassError, optimize, pass_names, pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -368,7 +369,7 @@ def test_user_pipeline_as_the_tutorial_shows():
             self.seen = []
 
         def run(self, m):
-            self.seen.append(sum(len(N.tasks(s.body)) for s in m.schedules))
+            self.seen.append(sum(len(V.tasks(s.body)) for s in m.schedules))
             return m
 
     mod = ptowsp.parse(textwrap.dedent("""

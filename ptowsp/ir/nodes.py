@@ -480,75 +480,6 @@ class Sync:
 CSP_STMTS = (Pipe, Process, Send, Consume, Mark, Sync)
 
 
-def children(st) -> tuple:
-    """The statement lists directly inside `st` (for walks)."""
-    if isinstance(st, (Loop, Block, Consume, Process, Mark)):
-        return (st.body,)
-    if isinstance(st, When):
-        return tuple(body for _, body in st.branches) + (st.otherwise,)
-    if isinstance(st, Pipe):
-        return tuple((p,) for p in st.processes)
-    if isinstance(st, Send):
-        return ((st.task,),)
-    return ()
-
-
-def walk(stmts):
-    """Every statement of a loop tree, depth first, in enumeration order (a `Pipe` yields its
-    `Process`es, a `Send` its `Task`)."""
-    for st in stmts:
-        yield st
-        for body in children(st):
-            yield from walk(body)
-
-
-def own_consumes(stmts) -> list[str]:
-    """The channels consumed by these statements, not counting nested pipes' processes."""
-    out: list[str] = []
-    for st in stmts:
-        if isinstance(st, Pipe):
-            continue
-        if isinstance(st, Consume) and st.channel not in out:
-            out.append(st.channel)
-        for body in children(st):
-            out.extend(c for c in own_consumes(body) if c not in out)
-    return out
-
-
-def _cond_queries(c) -> bool:
-    if not isinstance(c, Cond):
-        return False
-    if c.op == "query":
-        return True
-    return c.op in ("and", "or", "not") and any(_cond_queries(a) for a in c.args)
-
-
-def uses_csp(stmts) -> bool:
-    """Whether a loop tree uses CSP: a pipe, process, send, consume, record or synchronize, or
-    a `query` predicate. (`Schedule.uses_csp` holds this for the schedule's body.)"""
-    for st in walk(stmts):
-        if isinstance(st, CSP_STMTS):
-            return True
-        if isinstance(st, When) and any(_cond_queries(c) for c, _ in st.branches):
-            return True
-    return False
-
-
-def tasks(stmts):
-    """Every task of a loop tree, in enumeration order of the tree (sends' tasks included)."""
-    return [st for st in walk(stmts) if isinstance(st, Task)]
-
-
-def written_tensors(stmts) -> set[str]:
-    """The tensors some task of the tree writes."""
-    return {a.tensor for st in walk(stmts) if isinstance(st, Task) for a in st.args
-            if isinstance(a, TileArg) and a.mode != "r"}
-
-
-def read_tensors(stmts) -> set[str]:
-    """The tensors whose elements enumeration reads (N.Read): the data the task space needs."""
-    return {st.tensor for st in walk(stmts) if isinstance(st, Read)}
-
 Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet, Pipe, Process, Send, Consume, Mark,
              Sync]
 
@@ -584,8 +515,8 @@ class Schedule:
     # (the model still deals round_robin(1)); without `streams` tasks are in no stream
     given: tuple[str, ...] = ()
     window_span: Span = NO_SPAN  # `.task_graph(...)` (or the schedule): a window abort is reported here
-    # the body uses CSP (`uses_csp(body)`): enumerated by coroutines (see "CSP" above); a back
-    # end without the CSP enumerator rejects such a schedule (`lower.reject_csp`)
+    # the body uses CSP (`visit.uses_csp(body)`): enumerated by coroutines (see "CSP" above);
+    # a back end without the CSP enumerator rejects such a schedule (`lower.reject_csp`)
     uses_csp: bool = False
     # the axis transforms lowering applied to `body`, as written (`split(t, 4)`; ir/axes.py)
     transforms: tuple[str, ...] = ()

@@ -22,6 +22,7 @@ from ..frontend import ast as A
 from ..frontend.env import ChannelInfo, ModuleEnv
 from ..frontend.signatures import ParamSig
 from ..ir import nodes as N
+from ..ir import visit as V
 from ..spans import Span
 from .scope import ItemVar, ProcVar, Scope
 from .tasks import ACCESS_MODES
@@ -31,7 +32,7 @@ def channel_decls(env: ModuleEnv, schedules) -> tuple[tuple[N.Channel, ...],
                                                       tuple[N.TensorDecl, ...]]:
     """Every channel and event, and the slot tensors of those some schedule sends to or
     consumes (in declaration order)."""
-    used = {st.channel for s in schedules for st in N.walk(s.body)
+    used = {st.channel for s in schedules for st in V.walk(s.body)
             if isinstance(st, (N.Send, N.Consume))}
     recorded = {name for s in schedules for name in event_uses(s.body)}
     channels, tensors = [], []
@@ -65,7 +66,7 @@ def event_uses(stmts) -> set[str]:
                 for a in c.args:
                     cond(a)
 
-    for st in N.walk(stmts):
+    for st in V.walk(stmts):
         if isinstance(st, N.Mark):
             out.update(st.events)
         elif isinstance(st, N.Sync):
@@ -80,7 +81,7 @@ def csp_span(s: N.Schedule) -> Span:
     """Where a schedule first uses CSP (its first pipe, send or consume, else its first record
     or synchronize; a schedule using `query` alone: the schedule)."""
     for kinds in ((N.Pipe, N.Send, N.Consume), (N.Mark, N.Sync)):
-        for st in N.walk(s.body):
+        for st in V.walk(s.body):
             if isinstance(st, kinds) and st.span.line:
                 return st.span
     return s.window_span
@@ -141,7 +142,7 @@ class CspLowering:
             procs.append(self.process(st, scope))
         owned: list[str] = []
         for p in procs:
-            for c in N.own_consumes(p.body):
+            for c in V.own_consumes(p.body):
                 if c not in owned:
                     owned.append(c)
         return N.Pipe(tuple(procs), tuple(owned), s.span)
@@ -162,7 +163,7 @@ class CspLowering:
         finally:
             self.unbind(saved)
         sends: list[str] = []
-        for st in N.walk(body):
+        for st in V.walk(body):
             if isinstance(st, N.Send) and st.channel not in sends:
                 sends.append(st.channel)
         return N.Process(s.name.id, n, id_var, body, tuple(sends), s.name.span)

@@ -34,6 +34,7 @@ from ..frontend.workloads.schedule_axes import (
 from ..frontend.workloads.schedule_axes import build as build_axes
 from ..ir import axes
 from ..ir import nodes as N
+from ..ir import visit as V
 from .kernels import Specialisations
 from .scope import LoopVar, Scope
 from .unsupported import UNSUPPORTED, Unsupported
@@ -64,7 +65,7 @@ def lower_schedule(env: ModuleEnv, specs: Specialisations, diags: Diagnostics,
     for c in sd.combinators:
         spans.setdefault(c.name.id, c.name.span)
     sched = N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
-                       uses_csp=N.uses_csp(body), combinator_spans=tuple(spans.items()),
+                       uses_csp=V.uses_csp(body), combinator_spans=tuple(spans.items()),
                        **fields)
     return transform_axes(env, diags, sched, sd, wl)
 
@@ -132,7 +133,7 @@ def implicit_schedule(env: ModuleEnv, specs: Specialisations,
     except Unsupported as u:
         u.report(diags)
         return None
-    return N.Schedule(name, name, tuple(body), uses_csp=N.uses_csp(body))
+    return N.Schedule(name, name, tuple(body), uses_csp=V.uses_csp(body))
 
 
 def walk_stmts(stmts) -> list[A.Node]:

@@ -14,6 +14,7 @@ import pytest
 import ptowsp
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import optimize
 from ptowsp.ir.passes.dead_tasks import eliminate_dead_tasks
 from ptowsp.ir.printer import print_module
@@ -39,7 +40,7 @@ def golden_pair(golden, name: str, m: N.Module) -> N.Module:
 
 
 def texts(m: N.Module) -> list[str]:
-    return [t.text for s in m.schedules for t in N.tasks(s.body)]
+    return [t.text for s in m.schedules for t in V.tasks(s.body)]
 
 
 def names(items) -> set[str]:
@@ -207,7 +208,7 @@ def test_kept_with_a_run_time_view_check(golden):
     # would hide the error a too small T reports)
     mod = ptowsp.parse(textwrap.dedent(CHECKED), "checked.wsp")
     m = mod.ir
-    t0 = N.tasks(m.schedules[0].body)[0]
+    t0 = V.tasks(m.schedules[0].body)[0]
     assert any(a.checks for a in t0.args if isinstance(a, N.TileArg))
     assert eliminate_dead_tasks(m) is m
     golden("dead_tasks_keep_checked.ir", print_module(m))
@@ -241,7 +242,7 @@ def test_kept_in_a_pipe(golden):
         }
         schedule main = w()
     """)
-    assert not any(a.checks for t in N.tasks(m.schedules[0].body) for a in t.args)
+    assert not any(a.checks for t in V.tasks(m.schedules[0].body) for a in t.args)
     assert eliminate_dead_tasks(m) is m
     golden("dead_tasks_keep_pipe.ir", print_module(m))
     same_results(m, m)

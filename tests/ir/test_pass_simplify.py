@@ -18,6 +18,7 @@ import ptowsp
 from ptowsp import sym
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import optimize
 from ptowsp.ir.passes.simplify import cond_value, simplify_kernel, simplify_module
 from ptowsp.ir.printer import print_module
@@ -55,7 +56,7 @@ def same(a: dict, b: dict) -> None:
 
 
 def ntasks(m: N.Module) -> int:
-    return sum(len(N.tasks(s.body)) for s in m.schedules)
+    return sum(len(V.tasks(s.body)) for s in m.schedules)
 
 
 X32 = {"X": np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)}
@@ -218,7 +219,7 @@ def test_run_time_and_sym_predicates_left_alone():
         }
         schedule main = w()
     """)
-    assert sum(isinstance(s, N.When) for s in N.walk(m.schedules[0].body)) == 2
+    assert sum(isinstance(s, N.When) for s in V.walk(m.schedules[0].body)) == 2
     assert simplify_module(m) is m
 
 

@@ -210,58 +210,5 @@ def optimize(m: N.Module, level: int = DEFAULT_LEVEL, *, verify_each: bool = Fal
     return pm.run(m), pm
 
 
-# ---------------------------------------------------------------------------------------------
-# Rewriting loop trees
-
-
-def rewrite_stmts(stmts: tuple, fn) -> tuple:
-    """`stmts` with `fn(st)` applied to every statement, innermost first: `fn` gets a
-    statement whose children are already rewritten and returns a list of statements (its
-    replacement: none, itself, several). The same tuple comes back when nothing changed."""
-    out: list = []
-    changed = False
-    for st in stmts:
-        new = _rewrite_children(st, fn)
-        repl = fn(new)
-        if new is not st or len(repl) != 1 or repl[0] is not st:
-            changed = True
-        out.extend(repl)
-    return tuple(out) if changed else stmts
-
-
-def _rewrite_children(st, fn):
-    from dataclasses import replace
-
-    if isinstance(st, (N.Loop, N.Block, N.Consume, N.Process, N.Mark)):
-        body = rewrite_stmts(st.body, fn)
-        return st if body is st.body else replace(st, body=body)
-    if isinstance(st, N.When):
-        branches = tuple((c, rewrite_stmts(b, fn)) for c, b in st.branches)
-        other = rewrite_stmts(st.otherwise, fn)
-        if all(b is ob for (_, b), (_, ob) in zip(branches, st.branches)) and other is st.otherwise:
-            return st
-        return replace(st, branches=branches, otherwise=other)
-    if isinstance(st, N.Pipe):
-        procs = tuple(_rewrite_children(p, fn) for p in st.processes)
-        if all(p is q for p, q in zip(procs, st.processes)):
-            return st
-        return replace(st, processes=procs)
-    return st
-
-
-def map_schedules(m: N.Module, fn) -> N.Module:
-    """`m` with every schedule's body replaced by `fn(schedule)` (a tuple of statements)."""
-    from dataclasses import replace
-
-    scheds = []
-    for s in m.schedules:
-        body = fn(s)
-        scheds.append(s if body is s.body else replace(s, body=body))
-    if all(a is b for a, b in zip(scheds, m.schedules)):
-        return m
-    return replace(m, schedules=tuple(scheds))
-
-
 __all__ = ["Pass", "FunctionPass", "PrintPass", "PassManager", "PassError", "Timing",
-           "pipeline", "pass_names", "optimize", "LEVELS", "DEFAULT_LEVEL", "rewrite_stmts",
-           "map_schedules"]
+           "pipeline", "pass_names", "optimize", "LEVELS", "DEFAULT_LEVEL"]

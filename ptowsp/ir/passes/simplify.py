@@ -28,7 +28,7 @@ from typing import Optional
 
 from ... import sym
 from .. import nodes as N
-from . import map_schedules, rewrite_stmts
+from ..visit import map_schedules, rewrite
 
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
@@ -36,7 +36,7 @@ _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: 
 
 def simplify_module(m: N.Module) -> N.Module:
     """Empty loops and constant `when`s folded away; kernel values deduplicated."""
-    m = map_schedules(m, lambda s: rewrite_stmts(s.body, _fold))
+    m = map_schedules(m, lambda s: rewrite(s.body, _fold))
     kernels = tuple(simplify_kernel(k) for k in m.kernels)
     if any(a is not b for a, b in zip(kernels, m.kernels)):
         m = replace(m, kernels=kernels)
