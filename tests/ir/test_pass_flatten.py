@@ -13,7 +13,7 @@ import ptowsp
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
 from ptowsp.ir import visit as V
-from ptowsp.ir.passes.flatten import flatten_blocks
+from ptowsp.ir.passes.flatten import flatten
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 
@@ -23,9 +23,9 @@ def ir(text: str) -> N.Module:
 
 
 def flattened(m: N.Module) -> N.Module:
-    out = flatten_blocks(m)
+    out = flatten(m)
     verify(out)
-    assert flatten_blocks(out) is out  # idempotent
+    assert flatten(out) is out  # idempotent
     return out
 
 
@@ -236,10 +236,10 @@ def test_nothing_to_do_is_the_same_object():
         }
         for t in P(2) { b[t](x = X[t*8 : t*8 + 8, :], y = Y[t*8 : t*8 + 8, :]) }
     """)
-    assert flatten_blocks(m) is m
+    assert flatten(m) is m
     for name in ("rmsnorm", "swiglu_ffn", "worker_pool"):
         mod = ptowsp.load(f"examples/{name}.wsp").ir
-        assert flatten_blocks(mod) is mod, name
+        assert flatten(mod) is mod, name
 
 
 def test_the_python_class():

@@ -1,4 +1,4 @@
-"""eliminate_dead_tasks: tasks whose writes nobody reads, and what only they used.
+"""dead_tasks: tasks whose writes nobody reads, and what only they used.
 
 A task is dead when every tensor it writes is a scratch tensor that no task of the schedule
 reads (tile or extra access), no element read (`read T[...]`) looks at, and no output
@@ -20,7 +20,7 @@ from .. import nodes as N
 from ..visit import map_schedules, rewrite, tasks, walk
 
 
-def eliminate_dead_tasks(m: N.Module) -> N.Module:
+def dead_tasks(m: N.Module) -> N.Module:
     """Dead tasks removed, then unused kernels and scratch tensors."""
     scratch = {t.name for t in m.tensors if t.kind == "scratch"}
     slots = {c.slots for c in m.channels if c.slots} | {c.marks for c in m.channels if c.marks}

@@ -1,4 +1,4 @@
-"""flatten_blocks: nested `combine` and `sequential` blocks become one block (the seeds'
+"""flatten: nested `combine` and `sequential` blocks become one block (the seeds'
 `FlattenCombinePass`).
 
 - A `combine` block adds no order, so its statements join the enclosing statement list when
@@ -19,7 +19,7 @@ from .. import nodes as N
 from ..visit import map_lists, map_schedules, rewrite
 
 
-def flatten_blocks(m: N.Module) -> N.Module:
+def flatten(m: N.Module) -> N.Module:
     """Nested combine / sequential blocks flattened into their parents."""
     return map_schedules(m, lambda s: _flatten_list(rewrite(s.body, _flatten)))
 

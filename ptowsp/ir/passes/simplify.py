@@ -1,4 +1,4 @@
-"""simplify_module: what lowering left in the IR that is decided at compile time.
+"""simplify: what lowering left in the IR that is decided at compile time.
 
 Loop trees (symbolic expressions are already canonical when built, `sym`):
 - a loop whose extent is a constant <= 0 runs nothing: removed;
@@ -34,7 +34,7 @@ _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: 
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
 
-def simplify_module(m: N.Module) -> N.Module:
+def simplify(m: N.Module) -> N.Module:
     """Empty loops and constant `when`s folded away; kernel values deduplicated."""
     m = map_schedules(m, lambda s: rewrite(s.body, _fold))
     kernels = tuple(simplify_kernel(k) for k in m.kernels)
