@@ -34,13 +34,11 @@ from typing import Optional
 
 from .. import sym
 from ..diagnostics import InternalError
+from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from . import nodes as N
 from .kernel_plan import buffer_bytes, held
 from .visit import Visitor, own_consumes, uses_csp, walk
 
-DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
-FLOATS = ("f16", "bf16", "f32", "f64")
-INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 _ARITH = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 _DISPATCH = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
@@ -309,7 +307,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
     elif name in ("iota_row", "iota_col"):
         arity(0)
         tile(op)
-        if op.dtype not in INTS:
+        if op.dtype not in INT_DTYPES:
             _fail("iota of a non-integer dtype")
     elif name in _ARITH:
         arity(2)
@@ -337,7 +335,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
         same_dtype(args)
         shape(args[0].shape)
         if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
-                    "silu") and op.dtype not in FLOATS:
+                    "silu") and op.dtype not in FLOAT_DTYPES:
             _fail(f"`{name}` of a non-float dtype")
     elif name == "where":
         arity(3)
@@ -378,7 +376,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
         arity(1)
         same_dtype(args)
         shape(tile(args[0]))
-        if op.dtype not in FLOATS:
+        if op.dtype not in FLOAT_DTYPES:
             _fail("softmax of a non-float dtype")
     elif name in ("slice_even", "slice_odd"):
         arity(1)
@@ -700,7 +698,7 @@ class _Schedule(Visitor):
         t = self.tensors.get(r.tensor)
         if t is None:
             _fail(f"read `{r.var}` of tensor `{r.tensor}`, which does not exist")
-        if t.dtype not in INTS and t.dtype != "bool":
+        if t.dtype not in INT_DTYPES and t.dtype != "bool":
             _fail(f"read `{r.var}` of {t.dtype} tensor `{t.name}` (only integer elements)")
         if len(r.index) != len(t.dims):
             _fail(f"read `{r.var}` has {len(r.index)} indices for a {len(t.dims)}-D tensor")
@@ -739,7 +737,7 @@ class _Schedule(Visitor):
                     _bound(a.value, names, f"the value of `{p.name}`")
                 elif isinstance(a.value, bool) != (p.dtype == "bool"):
                     _fail(f"a {type(a.value).__name__} value for {p.dtype} scalar `{p.name}`")
-                elif isinstance(a.value, float) and p.dtype not in FLOATS:
+                elif isinstance(a.value, float) and p.dtype not in FLOAT_DTYPES:
                     _fail(f"a float value for {p.dtype} scalar `{p.name}`")
             else:
                 _fail(f"unexpected argument {type(a).__name__}")

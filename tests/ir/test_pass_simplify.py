@@ -20,7 +20,7 @@ from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
 from ptowsp.ir import visit as V
 from ptowsp.ir.passes import optimize
-from ptowsp.ir.passes.simplify import cond_value, simplify_kernel, simplify
+from ptowsp.ir.passes.simplify import cond_value, simplify, simplify_kernel
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ... import sym
+from ...dtypes import HALF_DTYPES
 from .. import nodes as N
 from ..independence import _separates  # the disjointness argument of batched nests
 from ..visit import map_lists, map_schedules, substitute, tasks, walk
@@ -545,7 +546,7 @@ def _splice(ka: N.Kernel, kb: N.Kernel, xa: str, xb: str, rename: dict, shared: 
         dt = pxa.dtype
         if ops[v].dtype != dt:
             v = emit(N.Op("convert", (v,), ops[v].shape, dt))
-        elif dt in ("f16", "bf16") and not _exact(ops[v], dt):
+        elif dt in HALF_DTYPES and not _exact(ops[v], dt):
             v = emit(N.Op("convert", (v,), ops[v].shape, "f32"))
             v = emit(N.Op("convert", (v,), ops[v].shape, dt))
         if ops[v].shape != (pxa.rows, pxa.cols):

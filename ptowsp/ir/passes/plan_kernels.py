@@ -375,7 +375,7 @@ class _Planner:
         # that nothing else reads (but as its `acc`), accumulates in that tile: the copy of C in
         # and out of a temporary was ~10% of a 64^3 tile's time
         into: dict[int, str] = {}
-        for s, pname, v in final if self.fuse else ():
+        for _, pname, v in final if self.fuse else ():
             p, op = params[pname], ops[v]
             if kind[v] != "matmul" or uses[v] or len(stored[v]) != 1:
                 continue
