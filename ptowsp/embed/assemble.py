@@ -12,13 +12,14 @@ parameter it is passed to in a `send`. The schedule `main` carries the workload'
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from ..diagnostics import WspError
 from ..frontend import ast as A
+from ..frontend.builder import KEYWORDS
 from .csp import Channel, Event
 from .errors import from_wsp, user_error
-from .kernel import WSP_KEYWORDS, KernelRef, wsp_ident
+from .kernel import KernelRef
+from .names import substitute, wsp_ident
 from .source import source_text
 from .values import DTYPE_NAMES, Axis, Symbol, Tensor, Trace
 
@@ -32,40 +33,6 @@ class Assembled:
     tensors: dict  # name -> Tensor
     kinds: dict  # name -> input / inout
     syms: dict  # name -> Symbol
-
-
-def substitute(node: Any, mapping: dict) -> Any:
-    """`node` with every `Name` whose id is a key of `mapping` replaced (keeping spans)."""
-
-    def fn(n):
-        if isinstance(n, A.Name) and n.id in mapping:
-            r = mapping[n.id]
-            if isinstance(r, str):
-                return A.Name(r, span=n.span)
-            return dataclasses.replace(r, span=n.span) if r.span is A.NO_SPAN else r
-        return None
-
-    return rewrite(node, fn)
-
-
-def rewrite(node: Any, fn) -> Any:
-    if isinstance(node, A.Node):
-        r = fn(node)
-        if r is not None:
-            return r
-        changes = {}
-        for f in node._all_:
-            if f == "span":
-                continue
-            v = getattr(node, f)
-            nv = rewrite(v, fn)
-            if nv is not v:
-                changes[f] = nv
-        return dataclasses.replace(node, **changes) if changes else node
-    if isinstance(node, tuple):
-        items = tuple(rewrite(x, fn) for x in node)
-        return items if any(a is not b for a, b in zip(items, node)) else node
-    return node
 
 
 def _local_names(stmts) -> set:
@@ -82,7 +49,7 @@ def _local_names(stmts) -> set:
 
 
 _RESERVED = frozenset({"P", "tl", "pto", "Dense", "DenseDyn", "Ragged", "Sparse", "In", "Out",
-                       "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | WSP_KEYWORDS | set(
+                       "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | KEYWORDS | set(
                            DTYPE_NAMES)
 
 
@@ -277,4 +244,4 @@ def build_module(w):
     return Module(env), asm
 
 
-__all__ = ["Assembled", "assemble", "build_module", "substitute", "rewrite"]
+__all__ = ["Assembled", "assemble", "build_module"]

@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 from ..frontend import ast as A
 from .errors import user_error
-from .kernel import KERNELS, BoundKernel, KernelRef, make_call, wsp_ident
+from .kernel import KERNELS, BoundKernel, KernelRef, make_call
+from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .values import Fragment, LoopVar, ScalarExpr, TileSpec, axis_expr, current, key_of, tracing
 

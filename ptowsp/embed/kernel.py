@@ -25,7 +25,9 @@ import operator
 from typing import Any, Optional
 
 from ..frontend import ast as A
+from ..frontend.builder import KEYWORDS
 from .errors import KernelError, user_error
+from .names import substitute, wsp_ident
 from .source import def_span, here, param_spans, stored_name, user_frame
 from .values import (
     Constexpr,
@@ -38,21 +40,6 @@ from .values import (
     dtype_name,
     value_node,
 )
-
-WSP_KEYWORDS = frozenset(
-    "module import sym const input output inout scratch axis kernel workload schedule channel "
-    "event let for in when else otherwise pipe process send consume as combine sequential record "
-    "synchronize extern and or not true false".split())
-
-
-def wsp_ident(name: str) -> str:
-    """A Python identifier as a `.wsp` one: keywords get a trailing `_` (`input` -> `input_`)."""
-    if not name.isidentifier() or not name.isascii():
-        name = "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in name)
-        if not name or name[0].isdigit():
-            name = "_" + name
-    return name + "_" if name in WSP_KEYWORDS else name
-
 
 # ---------------------------------------------------------------------------------------------
 # Values inside a kernel body
@@ -324,7 +311,7 @@ def _body(events: list, params: set[str]) -> tuple:
 
     uses = _uses(events)
     names: dict = {}
-    taken = set(params) | set(PRIMITIVES) | set(WSP_KEYWORDS) | {"store", "slot", "tl", "pto"}
+    taken = set(params) | set(PRIMITIVES) | set(KEYWORDS) | {"store", "slot", "tl", "pto"}
     counter = 0
     stmts: list = []
     for ev in events:
@@ -683,8 +670,6 @@ def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
                          f"write `{k.name}.trace({', '.join(f'{m}=...' for m in missing)})`",
                          cls=KernelError)
     if cnames:
-        from .assemble import substitute
-
         decl = A.KernelDecl(decl.name, tuple(p for p in decl.params if p.name.id not in cnames),
                             decl.body, decl.externs, span=decl.span)
         decl = substitute(decl, {n: A.IntLit(int(values[n]), span=decl.span) for n in cnames})
@@ -702,4 +687,4 @@ def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
 
 
 __all__ = ["kernel", "jit_kernel", "pto", "tl", "KernelRef", "BoundKernel", "Value", "KernelIR",
-           "wsp_ident", "WSP_KEYWORDS", "KERNELS"]
+           "KERNELS"]

@@ -27,7 +27,7 @@ from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .csp import pipe_node
 from .errors import ScheduleError, from_wsp, user_error
-from .kernel import wsp_ident
+from .names import wsp_ident
 from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode, _TaskProxy
 from .source import def_span, here, stored_names, user_frame
 from .values import (
