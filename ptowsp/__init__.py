@@ -45,11 +45,11 @@ _EMBED = {
     "values": (
         "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
         "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
-        "symbol_u64", "ceildiv", "axis",
+        "symbol_u64", "ceildiv", "axis", "Channel", "Event",
     ),
     "csp": (
-        "Channel", "process", "send", "consume", "connect", "replicate", "Event", "record",
-        "synchronize", "query", "for_each", "parallel_for", "task",
+        "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",
+        "for_each", "parallel_for", "task",
     ),
     "program": ("Program", "TraceLevel", "Task"),
     "errors": (

@@ -16,12 +16,12 @@ import dataclasses
 from ..diagnostics import WspError
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
-from .csp import Channel, Event
 from .errors import from_wsp, user_error
 from .kernel import KernelRef
 from .names import substitute, wsp_ident
 from .source import source_text
-from .values import DTYPE_NAMES, Axis, Symbol, Tensor, Trace
+from .trace import Trace
+from .values import DTYPE_NAMES, Axis, Channel, Event, Symbol, Tensor
 
 
 @dataclasses.dataclass

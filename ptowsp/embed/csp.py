@@ -16,47 +16,8 @@ from .errors import user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
-from .values import Fragment, LoopVar, ScalarExpr, TileSpec, axis_expr, current, key_of, tracing
-
-
-class Channel:
-    """A bounded channel: `Channel("l2c", depth=2)`, `Channel[Tile](depth=2)`,
-    `Channel(capacity=4)`. Its element type is the tile type of the `Out` parameter it is passed
-    to in `send` (or `Channel[Tile[16, 128, DType.F32]]`); a channel never passed to a task is a
-    token channel. Depth 0 is a rendezvous."""
-
-    def __class_getitem__(cls, elem: Any):
-        def make(*args, **kwargs):
-            kwargs.setdefault("elem", elem)
-            return cls(*args, **kwargs)
-
-        return make
-
-    def __init__(self, name: Optional[str] = None, depth: Optional[int] = None,
-                 capacity: Optional[int] = None, elem: Any = None):
-        self._span = here()
-        if depth is not None and capacity is not None and depth != capacity:
-            raise user_error(self._span, "`depth` and `capacity` say different things",
-                             "give one of them")
-        self.depth = depth if depth is not None else capacity
-        self.elem = elem if isinstance(elem, TileSpec) else None
-        self.name = name or stored_name(user_frame()) or "ch"
-        self._wsp_name = wsp_ident(self.name)
-
-    def __repr__(self) -> str:
-        return f"Channel({self.name!r}, depth={self.depth})"
-
-
-class Event:
-    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7)."""
-
-    def __init__(self, name: Optional[str] = None):
-        self._span = here()
-        self.name = name or stored_name(user_frame()) or "ev"
-        self._wsp_name = wsp_ident(self.name)
-
-    def __repr__(self) -> str:
-        return f"Event({self.name!r})"
+from .trace import Fragment, current, key_of, tracing
+from .values import Channel, Event, LoopVar, ScalarExpr, axis_expr
 
 
 def _channel_name(t, ch: Any, span: A.Span, what: str) -> A.Name:
@@ -406,6 +367,6 @@ def query(ev: Any) -> ScalarExpr:
                       {key: ev})
 
 
-__all__ = ["Channel", "Event", "send", "consume", "for_each", "parallel_for", "task", "process",
+__all__ = ["send", "consume", "for_each", "parallel_for", "task", "process",
            "Process", "replicate", "connect", "record", "synchronize", "query", "KERNELS",
            "pipe_node", "channels_used"]

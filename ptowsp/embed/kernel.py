@@ -29,6 +29,7 @@ from ..frontend.builder import KEYWORDS
 from .errors import KernelError, user_error
 from .names import substitute, wsp_ident
 from .source import def_span, here, param_spans, stored_name, user_frame
+from .trace import Trace, tracing
 from .values import (
     Constexpr,
     ConstexprSpec,
@@ -36,7 +37,6 @@ from .values import (
     ParamSpec,
     ScalarSpec,
     TileSpec,
-    Trace,
     dtype_name,
     value_node,
 )
@@ -570,7 +570,6 @@ class BoundKernel:
 
     def __call__(self, *args: Any, **kwargs: Any):
         from .source import keyword_spans
-        from .values import tracing
 
         span = here()
         with tracing() as t:

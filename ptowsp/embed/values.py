@@ -1,11 +1,10 @@
-"""The values of the Python embedding: data types, parameter annotations, tensors and their
-views, axes, symbols, scalar expressions, and the trace that statements are recorded into.
+"""The values of the Python embedding: data types, parameter annotations, scalar expressions,
+symbols, tensors and their views, channels and events, and axes.
 
 Nothing here computes: a `Tensor` wraps the caller's NumPy array, `X[b, t]` is a `TensorView`
 holding the AST of `X[b, t]`, `b * 16` on a loop variable is a `ScalarExpr` holding `b * 16`.
-Module-level objects (tensors, axes, kernels, channels, events, symbols) appear in the AST as
-placeholder names (`@<id>`); a `Trace` (and every fragment of statements it produces) keeps the
-objects behind its placeholders, and module assembly (`embed.py`) names them for real.
+Module-level objects (tensors, axes, channels, events, symbols) appear in the AST as placeholder
+names (`trace.key_of`) until module assembly (`assemble.py`) names them for real.
 """
 
 from __future__ import annotations
@@ -15,7 +14,9 @@ from typing import Any, Optional
 
 from ..frontend import ast as A
 from .errors import CompileError, user_error
+from .names import wsp_ident
 from .source import here, stored_name, user_frame
+from .trace import Trace, key_of
 
 DTYPE_NAMES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
                "bool")
@@ -77,109 +78,6 @@ def dtype_name(x: Any) -> Optional[str]:
         except Exception:  # noqa: BLE001 - anything else is not a dtype
             return None
     return _NUMPY_NAMES.get(str(name))
-
-
-# ---------------------------------------------------------------------------------------------
-# The trace: open blocks and the objects behind placeholder names
-
-
-def key_of(obj: Any) -> str:
-    return f"@{id(obj):x}"
-
-
-class Fragment:
-    """Statements one construct produced, still standing in the block they were emitted into
-    (so `send(ch, k[i](...))` or `sequential(a, b)` can take them back out). `refs` are the
-    objects behind the placeholder names in them."""
-
-    __slots__ = ("stmts", "block", "refs", "span")
-
-    def __init__(self, stmts: list, block: Optional[list], refs: dict, span: A.Span):
-        self.stmts, self.block, self.refs, self.span = list(stmts), block, refs, span
-
-
-class Trace:
-    """A workload (or a builder-style fragment) being recorded."""
-
-    def __init__(self) -> None:
-        self.blocks: list[list] = [[]]
-        self.refs: dict[str, Any] = {}
-
-    # -- objects
-    def ref(self, obj: Any, span: A.Span = A.NO_SPAN) -> A.Name:
-        key = key_of(obj)
-        self.refs[key] = obj
-        return A.Name(key, span=span)
-
-    def adopt(self, refs: dict) -> None:
-        if refs is not self.refs:
-            self.refs.update(refs)
-
-    # -- blocks
-    def open(self) -> None:
-        self.blocks.append([])
-
-    def close(self) -> list:
-        if len(self.blocks) < 2:  # pragma: no cover - constructs always pair them
-            raise RuntimeError("no open block")
-        return self.blocks.pop()
-
-    def emit(self, stmt: A.Node) -> Fragment:
-        block = self.blocks[-1]
-        block.append(stmt)
-        return Fragment([stmt], block, self.refs, stmt.span)
-
-    def emit_all(self, stmts: list, span: A.Span) -> Fragment:
-        block = self.blocks[-1]
-        block.extend(stmts)
-        return Fragment(stmts, block, self.refs, span)
-
-    def take(self, frag: Fragment) -> list:
-        """The statements of `frag`, removed from the block they stand in."""
-        self.adopt(frag.refs)
-        if frag.block is not None:
-            for s in frag.stmts:
-                for i, x in enumerate(frag.block):
-                    if x is s:
-                        del frag.block[i]
-                        break
-        return list(frag.stmts)
-
-
-_STACK: list[Trace] = []
-
-
-def current() -> Optional[Trace]:
-    return _STACK[-1] if _STACK else None
-
-
-class tracing:
-    """`with tracing() as t:` the active trace, or a new one active for the block (builder
-    calls made outside any `@workload`)."""
-
-    def __init__(self) -> None:
-        self.trace = current()
-        self.pushed = False
-
-    def __enter__(self) -> Trace:
-        if self.trace is None:
-            self.trace = Trace()
-            _STACK.append(self.trace)
-            self.pushed = True
-        return self.trace
-
-    def __exit__(self, *exc) -> None:
-        if self.pushed:
-            _STACK.remove(self.trace)
-
-
-def push(t: Trace) -> None:
-    _STACK.append(t)
-
-
-def pop(t: Trace) -> None:
-    if t in _STACK:
-        _STACK.remove(t)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,6 +538,50 @@ class TensorView(ScalarExpr):
 
 
 # ---------------------------------------------------------------------------------------------
+# Channels and events (language.md section 7)
+
+
+class Channel:
+    """A bounded channel: `Channel("l2c", depth=2)`, `Channel[Tile](depth=2)`,
+    `Channel(capacity=4)`. Its element type is the tile type of the `Out` parameter it is passed
+    to in `send` (or `Channel[Tile[16, 128, DType.F32]]`); a channel never passed to a task is a
+    token channel. Depth 0 is a rendezvous."""
+
+    def __class_getitem__(cls, elem: Any):
+        def make(*args, **kwargs):
+            kwargs.setdefault("elem", elem)
+            return cls(*args, **kwargs)
+
+        return make
+
+    def __init__(self, name: Optional[str] = None, depth: Optional[int] = None,
+                 capacity: Optional[int] = None, elem: Any = None):
+        self._span = here()
+        if depth is not None and capacity is not None and depth != capacity:
+            raise user_error(self._span, "`depth` and `capacity` say different things",
+                             "give one of them")
+        self.depth = depth if depth is not None else capacity
+        self.elem = elem if isinstance(elem, TileSpec) else None
+        self.name = name or stored_name(user_frame()) or "ch"
+        self._wsp_name = wsp_ident(self.name)
+
+    def __repr__(self) -> str:
+        return f"Channel({self.name!r}, depth={self.depth})"
+
+
+class Event:
+    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7)."""
+
+    def __init__(self, name: Optional[str] = None):
+        self._span = here()
+        self.name = name or stored_name(user_frame()) or "ev"
+        self._wsp_name = wsp_ident(self.name)
+
+    def __repr__(self) -> str:
+        return f"Event({self.name!r})"
+
+
+# ---------------------------------------------------------------------------------------------
 # Axes
 
 
@@ -867,8 +809,6 @@ def axis_expr(a: Any, t: Trace, span: A.Span) -> A.Expr:
 
 def value_node(v: Any, t: Trace, span: A.Span) -> A.Expr:
     """A kernel argument or scalar value as an AST expression (objects registered in `t`)."""
-    from .csp import Channel
-
     if isinstance(v, ScalarExpr):
         t.adopt(v.objs)
         return v.node

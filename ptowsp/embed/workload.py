@@ -30,25 +30,20 @@ from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
 from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode, _TaskProxy
 from .source import def_span, here, stored_names, user_frame
+from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
     Axis,
     AxisIndex,
-    Fragment,
     LoopVar,
     ScalarExpr,
     Sparse,
     Symbol,
     Tensor,
-    Trace,
     as_scalar,
     axis_expr,
     ceildiv,
-    current,
-    pop,
-    push,
     smax,
     smin,
-    tracing,
     value_node,
 )
 
