@@ -4,7 +4,8 @@ tutorial's builder style (`process("loader").produces(ch).body(for_each(tiles, l
 
 Each call records the statement of language.md section 7 it stands for. Builder-style calls made
 outside any `@workload` build detached fragments that `process(...).body(...)` and `connect`
-assemble; inside a workload they go into the block being traced.
+assemble; inside a workload they go into the block being traced. `connect(...)` outside a
+workload is a `Workload` of its own, so this module stands above `workload.py`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Fragment, current, key_of, tracing
 from .values import Channel, Event, LoopVar, ScalarExpr, axis_expr
+from .workload import Workload
 
 
 def _channel_name(t, ch: Any, span: A.Span, what: str) -> A.Name:
@@ -276,24 +278,6 @@ def replicate(p: Process, n: int) -> Process:
     return q
 
 
-def pipe_node(t, stmts: list, span: A.Span) -> A.Pipe:
-    """A `pipe` of `stmts`: processes stay; any other statement becomes a process of its own
-    (`stage0`, `stage1`, ...), as the seeds' `with P.pipe():` blocks write them."""
-    body = []
-    n = 0
-    taken = {s.name.id for s in stmts if isinstance(s, A.Process)}
-    for s in stmts:
-        if isinstance(s, A.Process):
-            body.append(s)
-            continue
-        while f"stage{n}" in taken:
-            n += 1
-        name = f"stage{n}"
-        taken.add(name)
-        body.append(A.Process(A.Name(name, span=s.span), None, (s,), span=s.span))
-    return A.Pipe(tuple(body), span=span)
-
-
 def connect(processes: list, channels: Any = ()):
     """Wire processes into a pipeline: the `pipe { process ... }` of language.md section 7.
     Outside a workload it is a workload of its own (`.dispatch(...)`, `.compile()`, ...)."""
@@ -329,8 +313,6 @@ def connect(processes: list, channels: Any = ()):
         frag = t.emit(A.Pipe(tuple(procs), span=span))
     if active is not None:
         return frag
-    from .workload import Workload
-
     return Workload.from_fragment("pipeline", frag, span)
 
 
@@ -368,5 +350,5 @@ def query(ev: Any) -> ScalarExpr:
 
 
 __all__ = ["send", "consume", "for_each", "parallel_for", "task", "process",
-           "Process", "replicate", "connect", "record", "synchronize", "query", "KERNELS",
-           "pipe_node", "channels_used"]
+           "Process", "replicate", "connect", "record", "synchronize", "query",
+           "channels_used"]

@@ -25,7 +25,6 @@ from typing import Any, Optional
 from ..diagnostics import WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
-from .csp import pipe_node
 from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
 from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode, _TaskProxy
@@ -146,7 +145,25 @@ class _Otherwise(_Block):
 
 class _Pipe(_Block):
     def after(self, body: list) -> None:
-        self.trace.emit(pipe_node(self.trace, body, self.span))
+        self.trace.emit(pipe_node(body, self.span))
+
+
+def pipe_node(stmts: list, span: A.Span) -> A.Pipe:
+    """A `pipe` of `stmts`: processes stay; any other statement becomes a process of its own
+    (`stage0`, `stage1`, ...), as the seeds' `with P.pipe():` blocks write them."""
+    body = []
+    n = 0
+    taken = {s.name.id for s in stmts if isinstance(s, A.Process)}
+    for s in stmts:
+        if isinstance(s, A.Process):
+            body.append(s)
+            continue
+        while f"stage{n}" in taken:
+            n += 1
+        name = f"stage{n}"
+        taken.add(name)
+        body.append(A.Process(A.Name(name, span=s.span), None, (s,), span=s.span))
+    return A.Pipe(tuple(body), span=span)
 
 
 class _P:
