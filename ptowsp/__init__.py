@@ -5,15 +5,17 @@
     out = m.compile(target="cpu_sim").run(bind={"B": 4}, X=x)
 
 The decorator API of the PTO-WSP seed documents (`@kernel`, `@workload`, `P`, `pto`, `Tensor`,
-`DispatchPolicy`, ..., see docs/python.md) is exported here too, and by the alias package
-`pto_wsp`; it builds the same AST as `.wsp` text and goes through the same checker.
+`DispatchPolicy`, ..., see docs/python.md; `ptowsp.embed.EXPORTS` lists them) is exported here
+too, and by the alias package `pto_wsp`; it builds the same AST as `.wsp` text and goes through
+the same checker.
 
 The package is imported by the `wspc` command on every run, so it stays light: nothing here
 imports numpy, cffi or Lark; each stage (and each name of the Python API) is imported where it
 is first used.
 """
 
-from .version import __version__
+from . import embed as _embed  # its table of names only: the embedding loads on first use
+from .version import __version__ as __version__
 
 
 def load(path: str):
@@ -34,38 +36,9 @@ def parse(text: str, filename: str = "<string>"):
     return Module(check_source(text, filename))
 
 
-# The Python embedding API of the PTO-WSP seed documents (`docs/python.md`), loaded on first
-# use: name -> module under ptowsp.embed (or ptowsp.passes). `pto_wsp` re-exports them.
-_EMBED = {
-    "workload": (
-        "P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
-        "slot_load_u64", "DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode", "to_wsp",
-    ),
-    "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
-    "values": (
-        "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
-        "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
-        "symbol_u64", "ceildiv", "axis", "Channel", "Event",
-    ),
-    "csp": (
-        "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",
-        "for_each", "parallel_for", "task",
-    ),
-    "program": ("Program", "TraceLevel", "Task"),
-    "errors": (
-        "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
-        "KernelError", "ScheduleError", "ChannelError", "ChannelClosed", "ChannelFull",
-    ),
-    "unsupported": (
-        "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
-        "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
-        "TracePolicy", "Pools", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
-    ),
-}
-_EMBED_NAMES = {name: mod for mod, names in _EMBED.items() for name in names}
 _PASSES = ("PassManager", "Pass", "PrintPass", "FlattenCombinePass", "FunctionPass")
 
-__all__ = ["load", "parse", "WspError", "InternalError", "Diagnostic", *_EMBED_NAMES, *_PASSES]
+__all__ = ["load", "parse", "WspError", "InternalError", "Diagnostic", *_embed.EXPORTS, *_PASSES]
 
 
 def __getattr__(name: str):
@@ -74,11 +47,8 @@ def __getattr__(name: str):
         from . import diagnostics
 
         return getattr(diagnostics, name)
-    mod = _EMBED_NAMES.get(name)
-    if mod is not None:
-        import importlib
-
-        value = getattr(importlib.import_module(f".embed.{mod}", __name__), name)
+    if name in _embed.EXPORTS:
+        value = _embed.exported(name)
         globals()[name] = value
         return value
     if name in _PASSES:

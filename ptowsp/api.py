@@ -412,7 +412,7 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
     `wspc run` then skips checking, lowering and code generation)."""
     from pathlib import Path
 
-    from . import load
+    from .frontend.checker import check_file
     from .ir.passes import DEFAULT_LEVEL
 
     level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
@@ -426,7 +426,7 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
             m, backend = parts
             backend.workers = workers
             return Program(m, choose_schedule(m, schedule), target, backend, (time.perf_counter() - t0) * 1000)
-    module = load(str(path))
+    module = Module(check_file(str(path)))
     prog = module.compile(target=target, schedule=schedule, workers=workers, opt_level=level,
                           **passes)
     if target == "cpu_sim":

@@ -1,3 +1,61 @@
 """The PTO-WSP Python API of the seed documents (docs/python.md): `@kernel`, `@workload`, `P`,
 `pto`, the CSP builders and the seeds' `Program`, traced into the same AST as `.wsp` text and
-run through the same checker, driver and back ends. `pto_wsp` is its import alias."""
+run through the same checker, driver and back ends. `pto_wsp` is its import alias.
+
+Its modules import only downwards, in this order (`|`: side by side, not importing each other):
+
+    source < errors < names < trace < values < kernel | schedule | program | unsupported
+           < assemble < workload < csp
+
+`source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
+turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
+handle (dtypes, annotations, scalar expressions, tensors, channels, axes); `kernel` traces
+`@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
+seed names wspc reports; `assemble` makes a module of a workload; `workload` is `@workload`,
+`P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`).
+
+`EXPORTS` names the public API: each name and the module defining it. `ptowsp` (and through it
+`pto_wsp`) exports these names and imports a module on the first use of one of its names, so
+importing this package imports none of its modules (and neither NumPy nor Lark).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_MODULES = {
+    "workload": ("P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
+                 "slot_load_u64", "to_wsp"),
+    "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
+    "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
+    "values": (
+        "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
+        "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
+        "symbol_u64", "ceildiv", "axis", "Channel", "Event",
+    ),
+    "csp": (
+        "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",
+        "for_each", "parallel_for", "task",
+    ),
+    "program": ("Program", "TraceLevel", "Task"),
+    "errors": (
+        "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
+        "KernelError", "ScheduleError", "ChannelError", "ChannelClosed", "ChannelFull",
+    ),
+    "unsupported": (
+        "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
+        "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
+        "TracePolicy", "Pools", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
+    ),
+}
+
+EXPORTS: dict[str, str] = {name: mod for mod, names in _MODULES.items() for name in names}
+
+
+def exported(name: str) -> object:
+    """The object the public name `name` (a key of `EXPORTS`) stands for, its module imported
+    if it was not yet."""
+    return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+
+
+__all__ = ["EXPORTS", "exported"]

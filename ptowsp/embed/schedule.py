@@ -1,6 +1,6 @@
 """Schedule policies of the Python embedding (the seeds' `DispatchPolicy`, `TimingPolicy`,
 `TaskWindow`, `WindowMode`) and the task proxy that schedule-key lambdas are traced with
-(`lambda t: t.get("batch") % 2`). `Workload.dispatch(...)` and its siblings (`embed.py`) turn
+(`lambda t: t.get("batch") % 2`). `Workload.dispatch(...)` and its siblings (`workload.py`) turn
 them into the `Combinator` nodes of the schedule `main`.
 """
 
@@ -98,7 +98,7 @@ class TimingPolicy:
         return Policy("rate_limit", (tasks_per_ms,), span=here())
 
 
-class _TaskProxy:
+class TaskProxy:
     """The `t` of a key lambda (`lambda t: t.get("batch") % 2`): its coordinates by name."""
 
     def __init__(self, resolve, span: A.Span):
@@ -113,4 +113,4 @@ class _TaskProxy:
         return self._resolve(name, self._span)
 
 
-__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy"]
+__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy", "TaskProxy"]

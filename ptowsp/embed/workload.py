@@ -27,7 +27,7 @@ from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
-from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode, _TaskProxy
+from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
@@ -534,7 +534,7 @@ class Workload(Fragment):
 
     def _key(self, key: Any, span: A.Span) -> A.Expr:
         if callable(key) and not isinstance(key, (ScalarExpr, Symbol)):
-            out = key(_TaskProxy(self._resolver(), span))
+            out = key(TaskProxy(self._resolver(), span))
         elif isinstance(key, str):
             out = self._resolver()(key, span)
         else:
@@ -687,5 +687,4 @@ def to_wsp(w: Any) -> str:
 
 
 __all__ = ["P", "workload", "Workload", "WorkloadFunction", "combine", "sequential", "cond",
-           "slot_set_u64", "slot_load_u64", "DispatchPolicy", "TimingPolicy", "TaskWindow",
-           "WindowMode", "Policy", "to_wsp", "LoopVar"]
+           "slot_set_u64", "slot_load_u64", "to_wsp"]

@@ -91,6 +91,7 @@ def test_exports_and_alias():
 def test_import_ptowsp_stays_light():
     code = ("import sys, ptowsp\nptowsp.__version__\n"
             "bad = [m for m in ('numpy', 'lark', 'cffi') if m in sys.modules]\n"
+            "bad += [m for m in sys.modules if m.startswith('ptowsp.embed.')]\n"
             "assert not bad, bad\n"
             "import pto_wsp\nassert 'numpy' not in sys.modules\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
