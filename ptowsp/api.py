@@ -43,9 +43,6 @@ class Stats:
     total_cycles: int = 0
     extra: dict = field(default_factory=dict)
 
-    def __call__(self) -> "Stats":  # the seeds call `program.stats()` as well
-        return self
-
     def as_dict(self) -> dict:
         return {"task_count": self.task_count, "compile_time_ms": round(self.compile_time_ms, 3),
                 "execute_time_ms": round(self.execute_time_ms, 3), "total_cycles": self.total_cycles,
@@ -322,16 +319,6 @@ class Program:
                                     machine=self.machine, execute=execute)
         self._record(info, t0)
         return self.stats
-
-    # the seeds' spellings
-    def execute(self, **kwargs) -> None:
-        self.run(**kwargs)
-
-    def synchronize(self) -> None:
-        """Runs are synchronous: nothing to wait for."""
-
-    def is_complete(self) -> bool:
-        return self._last is not None
 
 
 class Module:

@@ -1,5 +1,5 @@
-"""The seeds' `Program`: a `runtime.Program` that reads its inputs from the `Tensor`s a workload
-names and writes its results back into them.
+"""The seeds' `Program`: a `ptowsp.api.Program` that reads its inputs from the `Tensor`s a
+workload names and writes its results back into them.
 
     program = workload().compile()       # cpu_sim (or target="ref")
     program.execute()                    # runs now, on the arrays' current contents
@@ -14,11 +14,13 @@ Runs are synchronous; `synchronize()` is where the caller's arrays are updated (
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from typing import Any, Optional
 
 from ..api import Program as _RuntimeProgram
+from ..api import Stats
 from ..diagnostics import Diagnostic, WspError
 from ..spans import Span
 from .errors import ExecutionError, from_wsp, user_error
@@ -32,6 +34,13 @@ class TraceLevel(enum.Enum):
     FULL = "full"
 
 
+class ProgramStats(Stats):
+    """`ptowsp.api.Stats`, which the seeds also call: `program.stats()` is `program.stats`."""
+
+    def __call__(self) -> "ProgramStats":
+        return self
+
+
 class Program(_RuntimeProgram):
     """A compiled workload bound to the caller's tensors."""
 
@@ -39,6 +48,8 @@ class Program(_RuntimeProgram):
     def adopt(cls, prog: _RuntimeProgram, asm) -> "Program":
         p = cls.__new__(cls)
         p.__dict__.update(prog.__dict__)
+        p.stats = ProgramStats(**{f.name: getattr(prog.stats, f.name)
+                                  for f in dataclasses.fields(prog.stats)})
         p._asm = asm
         p._symbols = {}
         p._pending = None
@@ -95,6 +106,7 @@ class Program(_RuntimeProgram):
             np.copyto(dst, arr.reshape(dst.shape))
 
     def is_complete(self) -> bool:
+        """True once `execute()` has run (runs are synchronous)."""
         return self._ran
 
     # -- tracing
@@ -264,4 +276,4 @@ def enumerate_tasks(w) -> list:
     return out
 
 
-__all__ = ["Program", "TraceLevel", "ProgramTrace", "TraceSummary", "Task", "enumerate_tasks"]
+__all__ = ["Program", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task", "enumerate_tasks"]
