@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..diagnostics import WspError
+from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
 from .errors import from_wsp, user_error
@@ -21,7 +22,7 @@ from .kernel import KernelRef
 from .names import substitute, wsp_ident
 from .source import source_text
 from .trace import Trace
-from .values import DTYPE_NAMES, Axis, Channel, Event, Symbol, Tensor
+from .values import Axis, Channel, Event, Symbol, Tensor
 
 
 @dataclasses.dataclass
@@ -49,8 +50,7 @@ def _local_names(stmts) -> set:
 
 
 _RESERVED = frozenset({"P", "tl", "pto", "Dense", "DenseDyn", "Ragged", "Sparse", "In", "Out",
-                       "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | KEYWORDS | set(
-                           DTYPE_NAMES)
+                       "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | KEYWORDS | set(DTYPES)
 
 
 def assemble(w) -> Assembled:

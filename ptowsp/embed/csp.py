@@ -304,7 +304,7 @@ def connect(processes: list, channels: Any = ()):
                 if key not in listed:
                     name = getattr(t.refs.get(key), "name", key)
                     raise user_error(span, f"the processes use channel `{name}`, which `connect` "
-                                     "does not list", f"add it to the channel list")
+                                     "does not list", "add it to the channel list")
         names = [p.name.id for p in procs]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup is not None:

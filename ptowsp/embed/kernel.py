@@ -24,6 +24,7 @@ import inspect
 import operator
 from typing import Any, Optional
 
+from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
 from .errors import KernelError, user_error
@@ -38,6 +39,7 @@ from .values import (
     ScalarSpec,
     TileSpec,
     dtype_name,
+    literal,
     value_node,
 )
 
@@ -200,8 +202,6 @@ tl = _PtoNamespace("tl")
 
 
 def _arg_node(v: Any, names: dict, span: A.Span) -> A.Expr:
-    from .values import DTYPE_NAMES, _lit
-
     if isinstance(v, Value):
         # a parameter or a `let` is named at the expression using it (for carets)
         if v.kind == "param":
@@ -212,8 +212,8 @@ def _arg_node(v: Any, names: dict, span: A.Span) -> A.Expr:
     if isinstance(v, DType):
         return A.Name(v.value, span=span)
     if isinstance(v, str):  # a data type spelled as text, or a Constexpr parameter by name
-        return A.Name(v if v in DTYPE_NAMES else wsp_ident(v), span=span)
-    lit = _lit(v, span)
+        return A.Name(v if v in DTYPES else wsp_ident(v), span=span)
+    lit = literal(v, span)
     if lit is not None:
         return lit
     dt = dtype_name(v)
@@ -467,9 +467,7 @@ class KernelRef:
             ptype = self._param_type(pname, ann, aspan or whole, pmap)
             default = None
             if p.default is not inspect.Parameter.empty:
-                from .values import _lit
-
-                default = _lit(p.default, whole)
+                default = literal(p.default, whole)
                 if default is None:
                     raise user_error(whole, f"the default of `{pname}` must be a number",
                                      cls=KernelError)

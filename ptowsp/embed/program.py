@@ -22,6 +22,7 @@ from typing import Any, Optional
 from ..api import Program as _RuntimeProgram
 from ..api import Stats
 from ..diagnostics import Diagnostic, WspError
+from ..dtypes import numpy_dtype
 from ..spans import Span
 from .errors import ExecutionError, from_wsp, user_error
 from .source import here
@@ -102,7 +103,7 @@ class Program(_RuntimeProgram):
             t = self._asm.tensors.get(name)
             if t is None:
                 continue
-            dst = t.data.view(np.uint16) if t.data.dtype.name == "bfloat16" else t.data
+            dst = t.data.view(numpy_dtype(t.dtype.value))  # bf16 (ml_dtypes) as its raw bits
             np.copyto(dst, arr.reshape(dst.shape))
 
     def is_complete(self) -> bool:

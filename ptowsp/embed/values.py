@@ -12,35 +12,25 @@ from __future__ import annotations
 import enum
 from typing import Any, Optional
 
+from ..dtypes import DTYPES, TABLE, numpy_dtype
 from ..frontend import ast as A
 from .errors import CompileError, user_error
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
 
-DTYPE_NAMES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-               "bool")
 
-
-class DType(str, enum.Enum):
-    """Element types (the seeds' enum); the value is the `.wsp` spelling."""
-
-    F16 = "f16"
-    BF16 = "bf16"
-    F32 = "f32"
-    F64 = "f64"
-    I8 = "i8"
-    I16 = "i16"
-    I32 = "i32"
-    I64 = "i64"
-    U8 = "u8"
-    U16 = "u16"
-    U32 = "u32"
-    U64 = "u64"
-    BOOL = "bool"
+class _ByValue(str, enum.Enum):
+    """An enum whose `str()` is its value."""
 
     def __str__(self) -> str:
         return self.value
+
+
+# the seeds' enum of element types: a member per type of `ptowsp.dtypes` (`DType.F32` is "f32")
+DType = _ByValue("DType", [(name.upper(), name) for name in DTYPES], module=__name__,
+                 qualname="DType")
+DType.__doc__ = "Element types (the seeds' enum); the value is the `.wsp` spelling."
 
 
 class Location(str, enum.Enum):
@@ -52,9 +42,9 @@ class Location(str, enum.Enum):
     L1 = "l1"
 
 
-_NUMPY_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-                "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-                "uint64": "u64", "bool": "bool", "bfloat16": "bf16"}
+# NumPy dtype names: each type's array dtype, except bf16's, whose arrays are u16's (raw bits);
+# an ml_dtypes `bfloat16` array is bf16
+_NUMPY_NAMES = {d.numpy: name for name, d in TABLE.items() if name != "bf16"} | {"bfloat16": "bf16"}
 
 
 def dtype_name(x: Any) -> Optional[str]:
@@ -62,7 +52,7 @@ def dtype_name(x: Any) -> Optional[str]:
     if isinstance(x, DType):
         return x.value
     if isinstance(x, str):
-        return x if x in DTYPE_NAMES else None
+        return x if x in DTYPES else None
     if x is float:
         return "f32"
     if x is int:
@@ -164,7 +154,8 @@ class Constexpr:
 # Scalar expressions (indices, slice bounds, predicates, scalar arguments, schedule keys)
 
 
-def _lit(v: Any, span: A.Span) -> Optional[A.Expr]:
+def literal(v: Any, span: A.Span) -> Optional[A.Expr]:
+    """A Python or NumPy number (or bool) as an AST literal; None for anything else."""
     if isinstance(v, bool):
         return A.BoolLit(v, span=span)
     if isinstance(v, int):
@@ -278,7 +269,7 @@ def as_scalar(v: Any, span: A.Span) -> ScalarExpr:
         return v
     if isinstance(v, Symbol):
         return v.expr(span)
-    lit = _lit(v, span)
+    lit = literal(v, span)
     if lit is not None:
         return ScalarExpr(lit)
     raise user_error(span, f"a {type(v).__name__} cannot be used in a run-time expression",
@@ -447,8 +438,6 @@ class Tensor:
             if shape is None or dt is None:
                 raise user_error(span, "a tensor without `data` needs `shape` and `dtype`",
                                  "write `Tensor(data=np.zeros(shape, np.float32), ...)`")
-            from ..dtypes import numpy_dtype
-
             data = np.zeros(tuple(int(d) for d in shape), numpy_dtype(dt))
         elif not isinstance(data, np.ndarray):
             data = np.asarray(data)
@@ -457,9 +446,9 @@ class Tensor:
             dt = got
             if dt is None:
                 raise user_error(span, f"arrays of dtype {data.dtype} cannot be tensors")
-        elif not (got == dt or (dt == "bf16" and data.dtype == np.uint16)):
+        elif not (got == dt or data.dtype == numpy_dtype(dt)):
             raise user_error(span, f"`dtype` is {dt}, but the array has dtype {data.dtype}",
-                             f"convert the array first: wspc never casts silently"
+                             "convert the array first: wspc never casts silently"
                              + (" (bf16 data is passed as uint16 raw bits)" if dt == "bf16" else ""))
         if shape is not None and tuple(int(d) for d in shape) != tuple(data.shape):
             raise user_error(span, f"`shape` is {tuple(shape)}, but the array has shape "
@@ -818,7 +807,7 @@ def value_node(v: Any, t: Trace, span: A.Span) -> A.Expr:
         e = v.expr(span)
         t.adopt(e.objs)
         return e.node
-    lit = _lit(v, span)
+    lit = literal(v, span)
     if lit is not None:
         return lit
     if callable(v) and not isinstance(v, type):
