@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..diagnostics import WspError
+from ..diagnostics import InternalError, WspError
 from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
@@ -157,7 +157,8 @@ def assemble(w) -> Assembled:
             d = kernel_decls[key]
             by_kind["kernel"].append(dataclasses.replace(d, name=A.Name(name, span=d.name.span)))
         else:  # pragma: no cover - only the classes above are referenced
-            raise TypeError(f"cannot declare {obj!r}")
+            raise InternalError("embed", f"a placeholder stands for {obj!r}, which has no "
+                                "declaration")
     for kind in ("sym", "tensor", "axis", "channel", "kernel"):
         decls.extend(by_kind[kind])
     decls.append(A.WorkloadDecl(A.Name(wname, span=w._decl_span), (), stmts, span=w._decl_span))

@@ -24,7 +24,7 @@ from ..api import Stats
 from ..diagnostics import Diagnostic, WspError
 from ..dtypes import numpy_dtype
 from ..spans import Span
-from .errors import ExecutionError, from_wsp, user_error
+from .errors import ExecutionError, ScheduleError, from_wsp, user_error
 from .source import here
 
 
@@ -256,7 +256,7 @@ def enumerate_tasks(w) -> list:
     def alias(name: str) -> Optional[str]:
         try:
             node = resolver(name, Span("<enumerate>", 0, 0, 0, 0)).node
-        except Exception:  # noqa: BLE001 - an unknown name has no coordinate
+        except ScheduleError:  # a name of no loop variable and no axis has no coordinate
             return None
         return node.id
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Optional
 
+from ..diagnostics import InternalError
 from ..dtypes import DTYPES, TABLE, numpy_dtype
 from ..frontend import ast as A
 from .errors import CompileError, user_error
@@ -589,7 +590,7 @@ class Axis:
         return self._wsp_name or self._default_name
 
     def decl(self, t: Trace) -> A.Node:  # pragma: no cover - subclasses
-        raise NotImplementedError
+        raise InternalError("embed", f"axis kind {type(self).__name__} has no declaration")
 
     def __getitem__(self, b: Any) -> "AxisIndex":
         return AxisIndex(self, b, here())
@@ -714,14 +715,18 @@ class Ragged(Axis):
         self.outer_size = getattr(self.outer, "size", None)
 
     def length(self, idx: int) -> int:
-        if self.lengths_tensor is None:
-            raise TypeError("the lengths are a run-time expression")
-        return int(self.lengths_tensor.data[idx])
+        """The inner extent at outer index `idx` (lengths given as data only)."""
+        return int(self._lengths_data("length").data[idx])
 
     def total(self) -> int:
+        """The sum of the inner extents (lengths given as data only)."""
+        return int(self._lengths_data("total").data.sum())
+
+    def _lengths_data(self, what: str) -> Tensor:
         if self.lengths_tensor is None:
-            raise TypeError("the lengths are a run-time expression")
-        return int(self.lengths_tensor.data.sum())
+            raise user_error(here(), f"`{what}()` needs the lengths as data, but this axis's "
+                             "lengths are a run-time expression, known only when it runs")
+        return self.lengths_tensor
 
     @property
     def lengths(self) -> list:

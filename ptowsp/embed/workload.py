@@ -22,7 +22,7 @@ import time
 import types
 from typing import Any, Optional
 
-from ..diagnostics import WspError
+from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .errors import ScheduleError, from_wsp, user_error
@@ -113,7 +113,7 @@ class _Block:
         self.after(body)
 
     def after(self, body: list) -> None:  # pragma: no cover - subclasses
-        raise NotImplementedError
+        raise InternalError("embed", f"block {self.what} does not emit its statement")
 
 
 class _When(_Block):

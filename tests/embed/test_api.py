@@ -24,14 +24,12 @@ from pto_wsp import (
     DispatchPolicy,
     DType,
     Event,
-    ExecutionError,
     In,
     KernelError,
     Out,
     P,
     Pass,
     PassManager,
-    PtoError,
     Ragged,
     Scalar,
     ScheduleError,
@@ -40,7 +38,6 @@ from pto_wsp import (
     Tile,
     TimingPolicy,
     TraceLevel,
-    TypeCheckError,
     ceildiv,
     combine,
     connect,
@@ -185,7 +182,7 @@ def test_kernel_trace_shows_the_ir():
 
 
 @kernel
-def head_rows(x: In[Tile["R", 8, F32]], y: Out[Tile["R", 8, F32]], R: Constexpr[int]):
+def head_rows(x: In[Tile["R", 8, F32]], y: Out[Tile["R", 8, F32]], R: Constexpr[int]):  # noqa: F821 - "R" names the Constexpr parameter
     pto.store(y, pto.neg(x))
 
 

@@ -146,7 +146,7 @@ def test_tensor_annotation_without_shape_is_a_kernel_error():
 
     @kernel
     def attn(Q: In[T],  # E:tensor
-             O: Out[Tile[4, 4, F32]]):
+             O: Out[Tile[4, 4, F32]]):  # noqa: E741 - the seeds' Q, K, V, O
         ...
 
     X, Y = _arrays((4, 4), (4, 4))

@@ -181,7 +181,7 @@ def test_batched_gemm_f16_inputs_f32_accumulator():
 
 @kernel
 def attn(Q: In[Tile[32, 16, F32]], K: In[Tile[32, 16, F32]], V: In[Tile[32, 16, F32]],
-         O: Out[Tile[32, 16, F32]], scale: Scalar[F32] = 0.25):
+         O: Out[Tile[32, 16, F32]], scale: Scalar[F32] = 0.25):  # noqa: E741 - the seeds' O
     s = pto.matmul(Q, pto.transpose(K)) * scale
     pto.store(O, pto.matmul(pto.softmax(s), V))
 
@@ -192,7 +192,7 @@ def test_attention_over_batch_and_heads():
     k = RNG.standard_normal((NB, NH, 32, 16)).astype(np.float32)
     v = RNG.standard_normal((NB, NH, 32, 16)).astype(np.float32)
     o = np.zeros_like(q)
-    Q, K, V, O = _t(q), _t(k), _t(v), _t(o)
+    Q, K, V, O = _t(q), _t(k), _t(v), _t(o)  # noqa: E741 - the seeds' names
     batch, heads = DenseDyn(NB), Dense[NH]
 
     @workload
