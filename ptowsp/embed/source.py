@@ -25,6 +25,7 @@ from typing import Optional
 
 from ..spans import Span
 
+# every module of the embedding is in this folder; `pto_wsp` is a package beside `ptowsp`
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _EMBED_PREFIX = _HERE + os.sep
 _ALIAS_DIR = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pto_wsp") + os.sep

@@ -85,6 +85,19 @@ def test_exports_and_alias():
     assert ptowsp.jit_kernel is ptowsp.kernel and ptowsp.tl is not None
 
 
+def test_frames_of_the_embedding_are_not_the_users():
+    """Spans point at the first frame outside the embedding: its folder and the alias."""
+    import pto_wsp.scalar_expr
+    import ptowsp.api
+    from ptowsp.embed import csp, source, values
+
+    for mod in (source, values, csp, pto_wsp, pto_wsp.scalar_expr):
+        assert source.is_internal(mod.__file__), mod.__file__
+    for mod in (ptowsp, ptowsp.api):
+        assert not source.is_internal(mod.__file__), mod.__file__
+    assert not source.is_internal(__file__)
+
+
 def test_import_ptowsp_stays_light():
     code = ("import sys, ptowsp\nptowsp.__version__\n"
             "bad = [m for m in ('numpy', 'lark', 'cffi') if m in sys.modules]\n"
