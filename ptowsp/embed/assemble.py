@@ -22,7 +22,7 @@ from .kernel import KernelRef
 from .names import substitute, wsp_ident
 from .source import source_text
 from .trace import Trace
-from .values import Axis, Channel, Event, Symbol, Tensor
+from .values import Axis, Channel, Event, Symbol, Tensor, dtype_name
 
 
 @dataclasses.dataclass
@@ -178,8 +178,6 @@ def assemble(w) -> Assembled:
 
 
 def _tile_type(spec, span: A.Span) -> A.TileType:
-    from .values import dtype_name
-
     return A.TileType(A.IntLit(int(spec.rows), span=span), A.IntLit(int(spec.cols), span=span),
                       dtype_name(spec.dtype) or "f32", span=span)
 

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping, Optional
 
 from ..diagnostics import Diagnostic, WspError
 from ..spans import Span
+from .source import source_text
 
 
 class PtoError(Exception):
@@ -104,8 +105,6 @@ def user_error(span: Span, message: str, help: Optional[str] = None,
                sources: Optional[Mapping[str, str]] = None, cls: type = CompileError,
                code: str = "embed") -> PtoError:
     """A `CompileError` (or `cls`) with one diagnostic at `span` in the user's Python file."""
-    from .source import source_text
-
     src = dict(sources or {})
     if span.file not in src:
         text = source_text(span.file)

@@ -20,16 +20,31 @@ of `+` do not broadcast") point at the user's line and columns. `@kernel(cpp_src
 
 from __future__ import annotations
 
+import ast as pyast
 import inspect
+import linecache
 import operator
 from typing import Any, Optional
 
+from ..diagnostics import WspError, did_you_mean
 from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
-from .errors import KernelError, user_error
+from ..primitives import PRIMITIVES
+from .errors import KernelError, from_wsp, user_error
 from .names import substitute, wsp_ident
-from .source import def_span, here, param_spans, stored_name, user_frame
+from .source import (
+    def_span,
+    expression_at,
+    frame_span,
+    here,
+    keyword_spans,
+    node_span,
+    param_spans,
+    source_text,
+    stored_name,
+    user_frame,
+)
 from .trace import Trace, tracing
 from .values import (
     Constexpr,
@@ -118,8 +133,6 @@ def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
     if not _KSTACK:
         raise user_error(here(), f"`{op}` on tile values only works inside a `@kernel` body")
     frame = user_frame()
-    from .source import frame_span
-
     v = Value(kind, op, args, kwargs, frame_span(frame) if frame else A.NO_SPAN,
               stored_name(frame))
     _KSTACK[-1].events.append(("value", v))
@@ -128,12 +141,6 @@ def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
 
 # ---------------------------------------------------------------------------------------------
 # The pto / tl namespace
-
-
-def _prim_names() -> tuple[str, ...]:
-    from ..primitives import PRIMITIVES
-
-    return tuple(PRIMITIVES)
 
 
 class _PtoNamespace:
@@ -145,14 +152,11 @@ class _PtoNamespace:
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        names = _prim_names()
-        if name not in names:
-            from ..diagnostics import did_you_mean
-
+        if name not in PRIMITIVES:
             extra = ("`topk` is not a primitive: write the kernel in C with "
                      "`@kernel(cpp_src=...)`") if name == "topk" else None
             raise user_error(here(), f"`{self._spelling}.{name}` is not a tile primitive",
-                             extra or did_you_mean(name, names)
+                             extra or did_you_mean(name, PRIMITIVES)
                              or "see the primitives of language.md section 4")
 
         def prim(*args, **kwargs):
@@ -242,10 +246,6 @@ def _inline(v: Value, names: dict) -> A.Expr:
 def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
     """The spans of the operands of the Python expression at `span` (`a + b`, `-a`,
     `pto.f(a, b, acc=c)`), so carets can point at one operand; `span` where unknown."""
-    import ast as pyast
-
-    from .source import expression_at, node_span
-
     node = expression_at(span)
     operands: list = []
     kw: dict = {}
@@ -264,11 +264,7 @@ def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
 
 def _op_span(v: Value, span: A.Span) -> A.Span:
     """The span of the operator token of `a OP b` (for carets under `+`)."""
-    from .source import expression_at
-
     node = expression_at(span)
-    import ast as pyast
-
     if isinstance(node, pyast.BinOp):
         left, right = node.left, node.right
     elif isinstance(node, pyast.Compare) and len(node.ops) == 1:
@@ -277,8 +273,6 @@ def _op_span(v: Value, span: A.Span) -> A.Span:
         return span
     if left.end_lineno != right.lineno:
         return span
-    import linecache
-
     line = linecache.getline(span.file, left.end_lineno)
     seg = line[left.end_col_offset:right.col_offset]
     stripped = seg.strip().strip("()").strip()
@@ -307,8 +301,6 @@ def _uses(events: list) -> dict:
 
 
 def _body(events: list, params: set[str]) -> tuple:
-    from ..primitives import PRIMITIVES
-
     uses = _uses(events)
     names: dict = {}
     taken = set(params) | set(PRIMITIVES) | set(KEYWORDS) | {"store", "slot", "tl", "pto"}
@@ -567,8 +559,6 @@ class BoundKernel:
         self.kernel, self.coords = kernel, coords
 
     def __call__(self, *args: Any, **kwargs: Any):
-        from .source import keyword_spans
-
         span = here()
         with tracing() as t:
             stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span))
@@ -652,10 +642,7 @@ class _Op:
 
 def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
     from ..api import Module
-    from ..diagnostics import WspError
     from ..frontend.checker import check_files
-    from .errors import from_wsp
-    from .source import source_text
 
     decl = k.decl()
     cnames = {w for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}

@@ -27,6 +27,7 @@ from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
+from .program import Program, enumerate_tasks
 from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
@@ -38,6 +39,7 @@ from .values import (
     Sparse,
     Symbol,
     Tensor,
+    TensorView,
     as_scalar,
     axis_expr,
     ceildiv,
@@ -293,8 +295,6 @@ def slot_load_u64(slot: int, view: Any, row: int = 0, col: int = 0) -> Fragment:
     """Load one element of an integer tensor into slot `slot`: element (`row`, `col`) of the
     2-D tile `view` selects (`flag[0][0]`), or `view` itself when it names one element. The
     load waits for the tasks that write the element."""
-    from .values import TensorView
-
     span = here()
     with tracing() as t:
         if isinstance(view, Tensor):
@@ -330,8 +330,6 @@ def _nonzero(v: Any) -> bool:
 
 
 def _whole(tensor: Tensor, span: A.Span):
-    from .values import TensorView
-
     return TensorView(tensor, (), span)
 
 
@@ -636,8 +634,6 @@ class Workload(Fragment):
     def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
                 workers: Optional[int] = None, **options: Any):
         """A `Program` for `target` (`cpu_sim`, the default, or `ref`)."""
-        from .program import Program
-
         span = here()
         t0 = time.perf_counter()
         module, asm = build_module(self)
@@ -654,8 +650,6 @@ class Workload(Fragment):
 
     def enumerate(self) -> list:
         """The tasks of one run, in enumeration order (`task.kernel`, `task.get("b")`)."""
-        from .program import enumerate_tasks
-
         return enumerate_tasks(self)
 
     def start(self):
