@@ -2,8 +2,9 @@
 
     from pto_wsp import kernel, workload, P, pto, In, Out, Tile, Tensor, DType
 
-Every name resolves to the same object as `ptowsp.NAME` (loaded on first use), so seed programs
-run unchanged through wspc's front end, checker, IR and back ends.
+Every name resolves to the same object as `ptowsp.NAME` (loaded on first use): the embedding's
+names (`ptowsp.embed.EXPORTS`) and ptowsp's own, so seed programs run unchanged through wspc's
+front end, checker, IR and back ends.
 """
 
 import ptowsp as _ptowsp
