@@ -277,4 +277,5 @@ def enumerate_tasks(w) -> list:
     return out
 
 
-__all__ = ["Program", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task", "enumerate_tasks"]
+__all__ = ["Program", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task",
+           "enumerate_tasks"]
