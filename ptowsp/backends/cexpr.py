@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from dataclasses import dataclass
 from typing import Union
+
+from ..dtypes import wrap_int
 
 # C operator precedence, higher binds tighter (C11 6.5)
 PREC_PRIMARY = 16
@@ -200,20 +201,6 @@ def _wrap(e: Expr, need: int, picky: bool = False) -> str:
 # ---------------------------------------------------------------------------------------------
 # Literals
 
-_INT_LIMITS = {
-    "i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-(2**31), 2**31 - 1),
-    "i64": (-(2**63), 2**63 - 1), "u8": (0, 2**8 - 1), "u16": (0, 2**16 - 1),
-    "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1),
-}
-
-
-def wrap_int(value: int, dtype: str) -> int:
-    """`value` reduced modulo 2^bits into the range of the integer dtype."""
-    lo, hi = _INT_LIMITS[dtype]
-    span = hi - lo + 1
-    return (value - lo) % span + lo
-
-
 def int_lit(value: int, dtype: str = "i64") -> Expr:
     """An integer constant of the given dtype's C type (wrapped into its range)."""
     v = wrap_int(int(value), dtype)
@@ -228,39 +215,6 @@ def int_lit(value: int, dtype: str = "i64") -> Expr:
     if dtype == "i32":
         return Raw("INT32_MIN") if v == -(2**31) else Raw(str(v))
     return Raw(str(v))
-
-
-def f32_value(value: float) -> float:
-    """The f32 nearest to `value` (round to nearest even), as a Python float."""
-    if math.isnan(value) or math.isinf(value):
-        return float(value)
-    try:
-        return struct.unpack("<f", struct.pack("<f", value))[0]
-    except OverflowError:  # beyond FLT_MAX plus half an ulp: rounds to inf
-        return math.copysign(math.inf, value)
-
-
-def f16_value(value: float) -> float:
-    """The f16 nearest to `value` (round to nearest even), as a Python float."""
-    if math.isnan(value) or math.isinf(value):
-        return float(value)
-    try:
-        return struct.unpack("<e", struct.pack("<e", value))[0]
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
-def bf16_value(value: float) -> float:
-    """The bf16 nearest to `value` (8 significant bits, round to nearest even), as a float."""
-    if math.isnan(value) or math.isinf(value) or value == 0.0:
-        return float(value)
-    _, e = math.frexp(value)  # value = m * 2^e, 0.5 <= |m| < 1
-    quantum = 2.0 ** max(e - 8, -133)  # bf16 subnormals share f32's exponent range
-    q = round(value / quantum)  # exact division by a power of two; round() ties to even
-    out = q * quantum
-    if abs(out) >= 2.0**128:
-        return math.copysign(math.inf, value)
-    return math.copysign(out, value) if out == 0.0 else out
 
 
 def float_lit(value: float, ctype: str) -> Expr:

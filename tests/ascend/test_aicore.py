@@ -130,6 +130,30 @@ def test_kernel_entry():
 # value semantics
 
 
+def test_literal_values_are_refs():
+    """The literal values the kernels print (`dtypes.literal_value`) are the ones ref computes:
+    floats rounded once to the dtype (f16 / bf16 overflow to inf), integers wrapped."""
+    from ptowsp.backends.ref.interp import scalar_value
+    from ptowsp.dtypes import DTYPES, literal_value
+
+    rng = np.random.default_rng(5)
+    values = [0.0, -0.0, 0.1, -1.5, 1 / 3, 65519.0, 65520.0, 3.3895e38, 3.39e38, 1e39, -1e39,
+              2.0**-133, 2.0**-134, 3 * 2.0**-135, 1e-45, float("inf"), float("-inf"),
+              float("nan"), 7, -129, 300, 2**31, -(2**63) - 1, 2**64 + 5, 3.7, -3.7]
+    values += list(rng.standard_normal(200) * 10.0 ** rng.integers(-45, 40, 200))
+    for dt in DTYPES:
+        for v in values:
+            if dt not in ("f16", "bf16", "f32", "f64", "bool") and (v != v or abs(v) == np.inf):
+                continue  # no integer literal is infinite
+            with np.errstate(all="ignore"):
+                want = np.asarray(scalar_value(v, dt)).reshape(()).item()
+            got = literal_value(v, dt)
+            assert type(got) is type(want), (dt, v)
+            assert got == want or (got != got and want != want), (dt, v, got, want)
+            if isinstance(got, float):
+                assert np.copysign(1.0, got) == np.copysign(1.0, want), (dt, v)
+
+
 def _edge_kernels() -> list[N.Kernel]:
     ks = []
     b = KB("nan_minmax")
@@ -173,6 +197,8 @@ def _edge_kernels() -> list[N.Kernel]:
     h = b.op("convert", s, dtype="f16")
     b.out("e", b.op("mul", h, h), "f16")
     b.out("c", b.op("cast", b.op("mul", s, b.lit(1000.0)), dtype="i16"))
+    b.out("lb", b.op("mul", y, b.lit(0.1, "bf16")))  # literals rounded once to f16 / bf16
+    b.out("lh", b.op("add", x, b.lit(1e-3, "f16")))
     ks.append(b.kernel())
     b = KB("bools")
     p, q, x = b.tile("p", 4, 33, "bool"), b.tile("q", 1, 33, "bool"), b.tile("x", 4, 33)

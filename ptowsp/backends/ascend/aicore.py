@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...diagnostics import Diagnostic, WspError
+from ...dtypes import literal_value, round_float
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
 from ...version import __version__
@@ -280,25 +281,6 @@ def _emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict
 # ---------------------------------------------------------------------------------------------
 # Scalar C++ (the scalar unit): literals, conversions, elementwise ops
 
-def _f32(v: float) -> float:
-    import numpy as np
-
-    return float(np.float32(v))
-
-
-def _literal_value(value, dtype: str):
-    """A literal op's value as ref computes it (rounded to the dtype; ints wrap)."""
-    import numpy as np
-
-    from ..ref.interp import scalar_value  # the definition of literal values
-
-    with np.errstate(all="ignore"):
-        v = scalar_value(value, dtype)[()]
-    if dtype == "bool":
-        return bool(v)
-    return float(v) if dtype in FLOATS else int(v)
-
-
 def _float_lit(v: float, ctype: str) -> str:
     import math
     import struct
@@ -339,7 +321,7 @@ def _int_lit(v: int, dtype: str) -> str:
 
 
 def _lit(value, dtype: str) -> str:
-    v = _literal_value(value, dtype)
+    v = literal_value(value, dtype)
     if dtype == "bool":
         return "((uint8_t)1)" if v else "((uint8_t)0)"
     if dtype in FLOATS:
@@ -960,7 +942,7 @@ class _KernelEmitter:
             return None
         e = self.ops[op.args[1]]
         if e.op == "literal":
-            v = _literal_value(e.attr, e.dtype)
+            v = literal_value(e.attr, e.dtype)
             return float(v)
         return None
 
@@ -1399,8 +1381,8 @@ class _KernelEmitter:
         """ref, operation by operation: 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x)))."""
         import math
 
-        c = _float_lit(_f32(math.sqrt(2.0 / math.pi)), "float")
-        k = _float_lit(_f32(0.044715), "float")
+        c = _float_lit(round_float(math.sqrt(2.0 / math.pi), "f32"), "float")
+        k = _float_lit(round_float(0.044715, "f32"), "float")
         b = self.temp("float", n)
         e = self.temp("float", n)
         tmp = self.adv_tmp()
