@@ -12,13 +12,10 @@ from __future__ import annotations
 import os
 
 from ... import sym
+from ...dtypes import TABLE
 from ...ir import nodes as N
 from .plan import Plan
 from .render import render
-
-NPY_DESCR = {"f16": "<f2", "bf16": "<u2", "f32": "<f4", "f64": "<f8", "i8": "|i1", "i16": "<i2",
-             "i32": "<i4", "i64": "<i8", "u8": "|u1", "u16": "<u2", "u32": "<u4", "u64": "<u8",
-             "bool": "|b1"}
 
 
 def source_names(module: N.Module) -> dict[str, str]:
@@ -65,8 +62,9 @@ def _tensors(module: N.Module, names) -> list[dict]:
     out = []
     for t in module.tensors:
         dims = [syms.get(d.name, -1) if isinstance(d, sym.Var) else -1 for d in t.dims]
-        out.append(dict(name=c_string(t.name), kind=t.kind, dtype=t.dtype, descr=NPY_DESCR[t.dtype],
-                        ndim=len(t.dims), sym=", ".join(str(d) for d in dims) or "-1",
+        out.append(dict(name=c_string(t.name), kind=t.kind, dtype=t.dtype,
+                        descr=TABLE[t.dtype].npy_descr, ndim=len(t.dims),
+                        sym=", ".join(str(d) for d in dims) or "-1",
                         where=_where(t.span, names)))
     return out
 
