@@ -63,15 +63,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ...diagnostics import Diagnostic, WspError
-from ...dtypes import literal_value, round_float
-from ...ir import nodes as N
-from ...ir.passes import plan_kernels as PK
-from ...version import __version__
-from .. import template_env
-from .abi import ABI_C
+from ....diagnostics import Diagnostic, WspError
+from ....dtypes import literal_value, round_float
+from ....ir import nodes as N
+from ....ir.passes import plan_kernels as PK
+from ....version import __version__
+from ... import template_env
+from ..abi import ABI_C
 
-_HERE = Path(__file__).resolve().parent
+_HERE = Path(__file__).resolve().parents[1]  # backends/ascend
 FLOATS = ("f16", "bf16", "f32", "f64")
 VFLOAT = ("f16", "bf16", "f32")  # held in f32: the vector unit's dtype
 INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
@@ -164,7 +164,7 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
     ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
     AICore (too big for the UB even in chunks, an op it has no code for, an extern kernel
     without an `extern ascend` body)."""
-    from .host import source_names
+    from ..host import source_names
 
     out = {"aicore/wsp_aicore.h": support_header()}
     diags: list[Diagnostic] = []
