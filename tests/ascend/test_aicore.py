@@ -1,4 +1,4 @@
-"""AICore kernels (`backends/ascend/aicore.py`) compiled with g++ against the CPU implementation
+"""AICore kernels (`backends/ascend/aicore/`) compiled with g++ against the CPU implementation
 of the Ascend C API in `ascendc_cpu/` and run on the host, checked against the `ref` back end.
 
 What each test proves:

@@ -5,7 +5,7 @@
 
 The tree: `include/` (the plan ABI shared by all three sides, this schedule's plan words),
 `host/main.asc` (ACL host program), `aicpu/expand.aicpu` (the task expander, `plan.py` +
-`expander.py`), `aicore/` (the dispatcher, `dispatch.py`, and the kernels, `aicore.py`),
+`expander.py`), `aicore/` (the dispatcher, `dispatch.py`, and the kernels, the `aicore` package),
 `CMakeLists.txt`, `scripts/`, `README.md` and the WSP sources (`project.py`). The same input
 gives the same bytes. `policies.py` says what happens to each schedule combinator and warns
 about the ones the NPU cannot honour.
