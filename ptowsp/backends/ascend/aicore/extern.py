@@ -9,10 +9,10 @@ import os
 import re
 from typing import Optional
 
+from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
 from ..render import render
-from .layout import HELD
 from .names import describe, guard, header_path, kernel_entry
 from .scalar import scalar_param
 
@@ -61,7 +61,7 @@ def emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict)
         binds.append(f"(void){name};")
     for s, p in enumerate(scalars):
         name = p.name if p.name not in _CXX_KEYWORDS else f"wsp_p_{p.name}"
-        ctype = "bool" if p.dtype == "bool" else HELD[p.dtype]
+        ctype = "bool" if p.dtype == "bool" else TABLE[p.dtype].c_compute
         binds.append(f"const {ctype} {name} = {scalar_param(p.dtype, s)};")
         binds.append(f"(void){name};")
     line = _extern_line(k, body, sources)

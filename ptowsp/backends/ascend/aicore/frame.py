@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ....diagnostics import InternalError
-from ....dtypes import literal_value
+from ....dtypes import TABLE, literal_value
 from ....ir import nodes as N
 from .chunks import chunking
-from .layout import HELD, HSIZE, REPEAT, ceil_to, pc, vcount
+from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
 
 
 @dataclass
@@ -156,9 +156,7 @@ class Frame:
     # -- buffers
     def temp(self, dtype_ct: str, elems: int) -> str:
         """A temporary LocalTensor of `elems` elements of C++ type `dtype_ct`, for this step."""
-        size = elems * {"float": 4, "half": 2, "bfloat16_t": 2, "uint8_t": 1, "int32_t": 4,
-                        "uint32_t": 4, "double": 8, "int8_t": 1, "int16_t": 2, "int64_t": 8,
-                        "uint16_t": 2, "uint64_t": 8}[dtype_ct]
+        size = elems * CXX_SIZE[dtype_ct]
         key = ("t", self.temp_at)
         self.temp_at += 1
         off = self.request(key, size, self.cur, self.cur)
@@ -170,10 +168,10 @@ class Frame:
     def value_buffer(self, i: int) -> str:
         """Declare value i's arena tensor (in the current scope) and return its name."""
         op = self.ops[i]
-        ct = HELD[op.dtype]
+        ct = TABLE[op.dtype].c_compute
         n = self.count(i) + self.slack(i)
         end = self.last.get(i, self.when[i])
-        off = self.request(("v", i), n * HSIZE[op.dtype], self.when[i], max(end, self.when[i]))
+        off = self.request(("v", i), n * held_size(op.dtype), self.when[i], max(end, self.when[i]))
         name = f"v{i}"
         self.out(f"const AscendC::LocalTensor<{ct}> {name} = calc.GetWithOffset<{ct}>({n}, {off});")
         self.tensor[i] = name

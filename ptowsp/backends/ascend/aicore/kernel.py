@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
 from ....version import __version__
@@ -24,11 +25,8 @@ from .frame import Lines
 from .layout import (
     API_RESERVE,
     COPY_T,
-    ESIZE,
-    HELD,
     MAX_LIVE,
     REPEAT,
-    STORE,
     UB_BUDGET,
     UB_BYTES,
     ceil_to,
@@ -177,18 +175,18 @@ class KernelEmitter(MatmulOps, ScalarOps):
             slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
             n = vcount(rows, p.cols) + slack
             out.append((f"q_in{inp.t}", "VECIN", self.bufnum if inp.chunked else 1,
-                        ceil_to(n * ESIZE[p.dtype], 32)))
+                        ceil_to(n * TABLE[p.dtype].size, 32)))
         for pname, v in self.stores:
             p = self.params[pname]
             t = self.tile_index[pname]
             chunk = v in self.chunked
             rows = self.r if chunk else p.rows
             out.append((f"q_out{t}", "VECOUT", self.bufnum if chunk else 1,
-                        ceil_to(vcount(rows, p.cols) * ESIZE[p.dtype], 32)))
+                        ceil_to(vcount(rows, p.cols) * TABLE[p.dtype].size, 32)))
         for mm, (src, _) in sorted(self.streams.items()):
             p = self.params[str(self.ops[src].attr)]
             out.append((f"q_mm{mm}", "VECIN", 1,
-                        ceil_to(vcount(self.kblock(mm), p.cols) * ESIZE[p.dtype], 32)))
+                        ceil_to(vcount(self.kblock(mm), p.cols) * TABLE[p.dtype].size, 32)))
         return out
 
     def footprint(self) -> int:
@@ -263,7 +261,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     def scalar(self, i: int) -> None:
         op = self.ops[i]
-        ct = HELD[op.dtype]
+        ct = TABLE[op.dtype].c_compute
         if op.op == "scalar_param":
             e = scalar_param(op.dtype, self.scalar_index[str(op.attr)])
         elif op.op == "literal":
@@ -288,17 +286,17 @@ class KernelEmitter(MatmulOps, ScalarOps):
         out = self.out
         for inp in inputs:
             p = self.params[inp.name]
-            st = STORE[p.dtype]
-            cp = COPY_T[ESIZE[p.dtype]]
+            st = TABLE[p.dtype].ascend
+            cp = COPY_T[TABLE[p.dtype].size]
             rows = self.r if inp.chunked else p.rows
             out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
             out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
-                f"{rows}, {p.cols * ESIZE[p.dtype]}, {pc(p.cols) * ESIZE[p.dtype]}, "
-                f"{ESIZE[p.dtype]});")
+                f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
+                f"{TABLE[p.dtype].size});")
             out(f"q_in{inp.t}.EnQue(in{inp.t});")
         for inp in inputs:
             p = self.params[inp.name]
-            st = STORE[p.dtype]
+            st = TABLE[p.dtype].ascend
             out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
         self.mte2_s = True
         for inp in inputs:
@@ -328,7 +326,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for pname, v in stores:
             p = self.params[pname]
             t = self.tile_index[pname]
-            st = STORE[p.dtype]
+            st = TABLE[p.dtype].ascend
             op = self.ops[v]
             self.out.open("")
             src, sdt = self.tensor[v] if op.shape else None, op.dtype
@@ -346,7 +344,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             if p.dtype in ("f16", "bf16"):
                 self.vec(f"AscendC::Cast(out{t}, {src}, AscendC::RoundMode::CAST_RINT, {n});")
             else:
-                words = n * ESIZE[p.dtype] // 4
+                words = n * TABLE[p.dtype].size // 4
                 self.need_v()
                 self.out(f"wsp_copy_words(out{t}.ReinterpretCast<uint32_t>(), "
                          f"{src}.ReinterpretCast<uint32_t>(), {words});")
@@ -358,14 +356,14 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for pname, _ in stores:
             p = self.params[pname]
             t = self.tile_index[pname]
-            st = STORE[p.dtype]
-            cp = COPY_T[ESIZE[p.dtype]]
+            st = TABLE[p.dtype].ascend
+            cp = COPY_T[TABLE[p.dtype].size]
             rows = self.r if chunk else p.rows
             self.out.open("")
             self.out(f"AscendC::LocalTensor<{st}> out{t} = q_out{t}.DeQue<{st}>();")
             self.out(f"wsp_copy_out<{cp}>(tiles[{t}], out{t}.ReinterpretCast<{cp}>(), {row0}, "
-                     f"{rows}, {p.cols * ESIZE[p.dtype]}, {pc(p.cols) * ESIZE[p.dtype]}, "
-                     f"{ESIZE[p.dtype]});")
+                     f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
+                     f"{TABLE[p.dtype].size});")
             self.out(f"q_out{t}.FreeTensor(out{t});")
             self.out.close()
 

@@ -12,20 +12,14 @@ move `cols`).
 
 from __future__ import annotations
 
-FLOATS = ("f16", "bf16", "f32", "f64")
-VFLOAT = ("f16", "bf16", "f32")  # held in f32: the vector unit's dtype
-INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
-HELD = {  # the C++ type a value of each dtype is held in while a kernel computes
-    "f16": "float", "bf16": "float", "f32": "float", "f64": "double",
-    "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
-    "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t",
-}
-STORE = dict(HELD, f16="half", bf16="bfloat16_t")  # the C++ type of a tile element in GM
-ESIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-         "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
-HSIZE = {dt: (4 if dt in VFLOAT else ESIZE[dt]) for dt in ESIZE}  # bytes of a held element
+from ....dtypes import FLOAT_DTYPES, TABLE
+
+# held in f32 (as nodes.py says): the dtypes of the vector unit
+VFLOAT = tuple(n for n in FLOAT_DTYPES if TABLE[n].c_compute == "float")
+# bytes of each C++ element type a UB tensor is declared with (f16 and bf16 as half and
+# bfloat16_t; a value held as float, double or an integer)
+CXX_SIZE = {d.ascend: d.size for d in TABLE.values()}
 COPY_T = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint32_t"}  # what DataCopy moves
-_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 ROW_ALIGN = 32  # elements: a UB row is a multiple of 32 elements of any dtype
 REPEAT = 64  # elements: vector instructions run over whole 256-byte repeats of f32
 ADV_TMP = 8 * 1024  # sharedTmpBuffer of Tanh/Sin/Cos/Power (their minimum is far below)
@@ -54,3 +48,8 @@ def pc(cols: int) -> int:
 def vcount(rows: int, cols: int) -> int:
     """Elements a vector instruction covers for a UB tile: whole 256-byte f32 repeats."""
     return ceil_to(rows * pc(cols), REPEAT)
+
+
+def held_size(dtype: str) -> int:
+    """Bytes of a value of `dtype` as a kernel holds it (f16 and bf16 as f32)."""
+    return CXX_SIZE[TABLE[dtype].c_compute]

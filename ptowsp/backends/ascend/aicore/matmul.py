@@ -6,7 +6,8 @@ need not fit the Unified Buffer."""
 
 from __future__ import annotations
 
-from .layout import COPY_T, ESIZE, STORE, STREAM_BYTES, VFLOAT, pc, vcount
+from ....dtypes import TABLE
+from .layout import COPY_T, STREAM_BYTES, VFLOAT, pc, vcount
 from .vector import VectorOps
 
 
@@ -37,7 +38,7 @@ class MatmulOps(VectorOps):
             p = self.params[str(self.ops[src].attr)]
             t = self.tile_index[p.name]
             kb = self.kblock(i)
-            st, cp = STORE[p.dtype], COPY_T[ESIZE[p.dtype]]
+            st, cp = TABLE[p.dtype].ascend, COPY_T[TABLE[p.dtype].size]
             nb = vcount(kb, cols)
             want = self.ops[conv].dtype if conv is not None else p.dtype
             tb = self.temp("float", nb) if (p.dtype != "f32" or want != "f32") else None
@@ -48,7 +49,7 @@ class MatmulOps(VectorOps):
             out(f"const int32_t nk = {inner} - kb < {kb} ? {inner} - kb : {kb};")
             out(f"AscendC::LocalTensor<{st}> bq = q_mm{i}.AllocTensor<{st}>();")
             out(f"wsp_copy_in<{cp}>(bq.ReinterpretCast<{cp}>(), tiles[{t}], kb, (uint32_t)nk, "
-                f"{p.cols * ESIZE[p.dtype]}, {pn * ESIZE[p.dtype]}, {ESIZE[p.dtype]});")
+                f"{p.cols * TABLE[p.dtype].size}, {pn * TABLE[p.dtype].size}, {TABLE[p.dtype].size});")
             out(f"q_mm{i}.EnQue(bq);")
             out(f"bq = q_mm{i}.DeQue<{st}>();")
             b_t = "bq"

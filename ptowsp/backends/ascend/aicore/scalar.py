@@ -1,6 +1,6 @@
 """C++ for the scalar unit of an AICore: literals, scalar parameters, conversions between
 dtypes and the elementwise ops, each as an expression over held values (a value of dtype d is
-held in `HELD[d]`: f16 and bf16 in float, rounded to their dtype where ref rounds them).
+held in `TABLE[d].c_compute`: f16 and bf16 in float, rounded to their dtype where ref rounds them).
 The vector path uses these for the scalars it broadcasts; ops with no vector form run them per
 element (`scalar_ops.py`)."""
 
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ....dtypes import literal_value
+from ....dtypes import FLOAT_DTYPES, TABLE, kind_of, literal_value
 from .errors import AicoreError
-from .layout import _BITS, FLOATS, HELD
 
 
 def float_lit(v: float, ctype: str) -> str:
@@ -35,7 +34,7 @@ def float_lit(v: float, ctype: str) -> str:
 
 
 def int_lit(v: int, dtype: str) -> str:
-    bits = _BITS[dtype]
+    bits = TABLE[dtype].bits
     v %= 1 << bits
     if dtype.startswith("i") and v >= 1 << (bits - 1):
         v -= 1 << bits
@@ -49,15 +48,15 @@ def int_lit(v: int, dtype: str) -> str:
         if dtype == "i32" and v == -(1 << 31):
             return "(-2147483647 - 1)"
         return f"({v})" if v < 0 else (f"{v}u" if dtype == "u32" else f"{v}")
-    return f"(({HELD[dtype]}){v})"
+    return f"(({TABLE[dtype].c_compute}){v})"
 
 
 def literal(value, dtype: str) -> str:
     v = literal_value(value, dtype)
     if dtype == "bool":
         return "((uint8_t)1)" if v else "((uint8_t)0)"
-    if dtype in FLOATS:
-        return float_lit(v, HELD[dtype])
+    if dtype in FLOAT_DTYPES:
+        return float_lit(v, TABLE[dtype].c_compute)
     return int_lit(v, dtype)
 
 
@@ -73,15 +72,11 @@ def scalar_param(dtype: str, s: int) -> str:
         return f"wsp_round_bf16_d(scalars[{s}].f)"
     if dtype == "bool":
         return f"(uint8_t)(scalars[{s}].i != 0)"
-    return f"({HELD[dtype]})scalars[{s}].i"
-
-
-def kind(dt: str) -> str:
-    return "bool" if dt == "bool" else "float" if dt in FLOATS else "int"
+    return f"({TABLE[dtype].c_compute})scalars[{s}].i"
 
 
 def _unsigned(dt: str) -> str:
-    return "uint64_t" if _BITS[dt] == 64 else "uint32_t"
+    return "uint64_t" if TABLE[dt].bits == 64 else "uint32_t"
 
 
 _F2I = {  # (lo, hi, max) of a float -> integer cast
@@ -98,7 +93,7 @@ def sconvert(e: str, src: str, dst: str) -> str:
     """A held value of dtype `src` as a held value of dtype `dst` (convert and cast)."""
     if src == dst:
         return e
-    ks, kd = kind(src), kind(dst)
+    ks, kd = kind_of(src), kind_of(dst)
     if kd == "bool":
         return f"(uint8_t)(({e}) != 0)"
     if kd == "float":
@@ -117,11 +112,11 @@ def sconvert(e: str, src: str, dst: str) -> str:
         return f"wsp_round_{dst}({e})"
     if ks == "float":
         lo, hi, mx = _F2I[dst]
-        ft = HELD[src]
+        ft = TABLE[src].c_compute
         suffix = "f" if ft == "float" else ""
-        return (f"wsp_f2i<{HELD[dst]}, {ft}>({e}, ({ft}){lo}{suffix}, ({ft}){hi}{suffix}, "
-                f"({HELD[dst]}){mx})")
-    return f"({HELD[dst]})({e})"
+        return (f"wsp_f2i<{TABLE[dst].c_compute}, {ft}>({e}, ({ft}){lo}{suffix}, ({ft}){hi}{suffix}, "
+                f"({TABLE[dst].c_compute}){mx})")
+    return f"({TABLE[dst].c_compute})({e})"
 
 
 CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -130,8 +125,8 @@ CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 def sexpr(name: str, dt: str, xs: list[str], xdts: list[str], exponent=None) -> str:
     """The held value of elementwise op `name` (dtype `dt`) from its operands, on the scalar
     unit. Raises AicoreError for float math the scalar unit has no instruction for."""
-    ct = HELD[dt]
-    fl = kind(dt) == "float"
+    ct = TABLE[dt].c_compute
+    fl = kind_of(dt) == "float"
     if name in ("convert", "cast"):
         return sconvert(xs[0], xdts[0], dt)
     if name in CMP:

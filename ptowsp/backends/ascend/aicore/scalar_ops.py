@@ -5,12 +5,13 @@ instruction for (`VectorOps.vector_ok`)."""
 
 from __future__ import annotations
 
+from ....dtypes import TABLE, kind_of
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
 from .errors import AicoreError
 from .frame import Frame
-from .layout import _BITS, HELD, pc
-from .scalar import float_lit, int_lit, kind, sconvert, sexpr
+from .layout import pc
+from .scalar import float_lit, int_lit, sconvert, sexpr
 
 
 class ScalarOps(Frame):
@@ -66,7 +67,7 @@ class ScalarOps(Frame):
             raise AicoreError(f"op `{name}` has no AICore implementation")
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    for (int32_t j = 0; j < {cols}; ++j) {{")
-        out(f"        {dst}.SetValue(i * {p} + j, ({HELD[op.dtype]})({e}));")
+        out(f"        {dst}.SetValue(i * {p} + j, ({TABLE[op.dtype].c_compute})({e}));")
         out("    }")
         out("}")
         self.s_dirty = True
@@ -75,8 +76,8 @@ class ScalarOps(Frame):
         op = self.ops[i]
         (a,) = op.args
         dt = op.dtype
-        ct = HELD[dt]
-        fl = kind(dt) == "float"
+        ct = TABLE[dt].c_compute
+        fl = kind_of(dt) == "float"
         what = op.op[3:]
         sa = self.ops[a].shape
         rows = self.urows(a, chunk)
@@ -86,8 +87,8 @@ class ScalarOps(Frame):
         elif fl:
             init = float_lit(float("-inf") if what == "max" else float("inf"), ct)
         else:
-            lo = -(1 << (_BITS[dt] - 1)) if dt.startswith("i") else 0
-            hi = (1 << (_BITS[dt] - 1)) - 1 if dt.startswith("i") else (1 << _BITS[dt]) - 1
+            lo = -(1 << (TABLE[dt].bits - 1)) if dt.startswith("i") else 0
+            hi = (1 << (TABLE[dt].bits - 1)) - 1 if dt.startswith("i") else (1 << TABLE[dt].bits) - 1
             init = int_lit(lo if what == "max" else hi, dt)
 
         def step(acc: str, x: str) -> str:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 
-from ....dtypes import round_float
+from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
 from .errors import AicoreError
 from .frame import Frame
-from .layout import ADV_TMP, HELD, HSIZE, REPEAT, VFLOAT, ceil_to, pc, vcount
+from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
 from .scalar import CMP, float_lit, sconvert
 
 
@@ -69,7 +69,7 @@ class VectorOps(Frame):
 
     def fill(self, u: int, shape: tuple, dtype: str) -> str:
         """A tile of `shape` holding scalar u (converted to `dtype`)."""
-        ct = HELD[dtype]
+        ct = TABLE[dtype].c_compute
         n = vcount(*shape)
         t = self.temp(ct, n)
         val = sconvert(self.scalars[u], self.ops[u].dtype, dtype)
@@ -85,11 +85,11 @@ class VectorOps(Frame):
         """Value u (a tile) broadcast to `shape` in a temporary."""
         op = self.ops[u]
         rows, cols = shape
-        ct = HELD[op.dtype]
+        ct = TABLE[op.dtype].c_compute
         n = vcount(rows, cols)
         t = self.temp(ct, n)
         src = self.at(u, chunk)
-        words = pc(cols) * HSIZE[op.dtype] // 4
+        words = pc(cols) * held_size(op.dtype) // 4
         dup = ct in ("float", "int32_t", "uint32_t", "int16_t", "uint16_t")
         if op.shape == (1, 1) and dup:
             self.need_s()
@@ -121,7 +121,7 @@ class VectorOps(Frame):
             t = self.temp("float", n)
             self.vector_convert(t, src, sdt, ddt, n)
             return t
-        t = self.temp(HELD[ddt], n)
+        t = self.temp(TABLE[ddt].c_compute, n)
         self.need_s()
         self.out(f"for (uint32_t e = 0; e < {n}; ++e) {t}.SetValue(e, "
                  f"{sconvert(f'{src}.GetValue(e)', sdt, ddt)});")
