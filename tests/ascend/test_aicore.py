@@ -126,6 +126,35 @@ def test_kernel_entry():
     assert aicore.header_path(k.kernel()) == "aicore/kernel_a_2b_b.h"
 
 
+def test_scalar_unit_expressions():
+    """Scalar-unit C++ is printed by cexpr: the parentheses precedence needs, no others, and
+    Ascend C's literals (suffixes, `-MAX - 1`, non-finite floats from their bits)."""
+    from ptowsp.backends import cexpr as C
+    from ptowsp.backends.ascend.aicore import scalar as S
+
+    def text(e):
+        return C.to_c(e)
+
+    assert text(S.literal(-7, "i8")) == "(int8_t)-7"
+    assert text(S.literal(2**63, "i64")) == "-9223372036854775807ll - 1"
+    assert text(S.literal(2**64 - 1, "u64")) == "18446744073709551615ull"
+    assert text(S.literal(float("nan"), "f32")) == "wsp_f32_from_bits(0x7fc00000u)"
+    assert text(S.literal(float("-inf"), "f64")) == "wsp_f64_from_bits(0xfff0000000000000ull)"
+    assert text(S.literal(0.1, "bf16")) == "0.100097656f" and text(S.literal(-1.5, "f64")) == "-1.5"
+    assert text(S.scalar_param("f32", 0)) == "(float)scalars[0].f"
+    assert text(S.scalar_param("bool", 2)) == "(uint8_t)(scalars[2].i != 0)"
+    assert text(S.sexpr("add", "i32", ["a", "b"], ["i32", "i32"])) == \
+        "(int32_t)((uint32_t)a + (uint32_t)b)"
+    assert text(S.sexpr("lt", "bool", ["a", "b"], ["f32", "f32"])) == "(uint8_t)(a < b)"
+    inner = S.sexpr("sub", "f32", ["b", "c"], ["f32", "f32"])
+    assert text(S.sexpr("sub", "f32", ["a", inner], ["f32", "f32"])) == "a - (b - c)"
+    assert text(S.sexpr("abs", "i16", ["a"], ["i16"])) == \
+        "(int16_t)(a < 0 ? (uint32_t)0 - (uint32_t)a : (uint32_t)a)"
+    assert text(S.sconvert("x", "f32", "i8")) == \
+        "wsp_f2i<int8_t, float>(x, -128.0f, 128.0f, (int8_t)127)"
+    assert text(C.cast("int64_t", S.literal(-(2**31), "i32"))) == "(int64_t)(-2147483647 - 1)"
+
+
 # ---------------------------------------------------------------------------------------------
 # value semantics
 

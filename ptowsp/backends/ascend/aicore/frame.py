@@ -20,6 +20,8 @@ from typing import Optional
 from ....diagnostics import InternalError
 from ....dtypes import TABLE, literal_value
 from ....ir import nodes as N
+from ... import cexpr as C
+from ...cexpr import Expr
 from .chunks import chunking
 from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
 
@@ -185,12 +187,12 @@ class Frame:
             return f"{name}[c0 * {pc(sh[1])}]"
         return name
 
-    def row_offset(self, u: int, op_chunked: bool) -> str:
+    def row_offset(self, u: int, op_chunked: bool) -> Expr:
         """The C++ row of value u that row `i` of the current op reads (scalar path)."""
         sh = self.ops[u].shape
         if op_chunked and u not in self.chunked and sh[0] == self.m and self.nchunks > 1:
-            return "(c0 + i)"
-        return "i"
+            return C.binop("+", "c0", "i")
+        return C.E("i")
 
     def urows(self, u: int, chunk: bool) -> int:
         """Rows of value u as the current op sees it (R for a chunked op reading M rows)."""

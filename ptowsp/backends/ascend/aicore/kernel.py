@@ -19,6 +19,7 @@ from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
 from ....version import __version__
+from ... import cexpr as C
 from ..render import render
 from .errors import AicoreError
 from .frame import Lines
@@ -35,7 +36,7 @@ from .layout import (
 )
 from .matmul import MatmulOps
 from .names import describe, guard, kernel_entry
-from .scalar import literal, scalar_param, sexpr
+from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
 
 
@@ -315,8 +316,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 if p.dtype == "bool":  # a nonzero byte is true: make every byte 0 or 1
                     self.need_s()
                     rows = self.r if inp.chunked else p.rows
+                    byte = sconvert(C.call(f"{name}.GetValue", "e"), "u8", "bool")
                     self.out(f"for (uint32_t e = 0; e < {rows * pc(p.cols)}; ++e) "
-                             f"{name}.SetValue(e, (uint8_t)({name}.GetValue(e) != 0));")
+                             f"{name}.SetValue(e, {byte});")
                     self.s_dirty = True
             for i in inp.ops:
                 self.tensor[i] = name

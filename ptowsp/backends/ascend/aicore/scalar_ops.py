@@ -8,6 +8,8 @@ from __future__ import annotations
 from ....dtypes import TABLE, kind_of
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
+from ... import cexpr as C
+from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
 from .frame import Frame
 from .layout import pc
@@ -17,14 +19,15 @@ from .scalar import float_lit, int_lit, sconvert, sexpr
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
 
-    def sread(self, u: int, i: str, j: str, chunk: bool) -> str:
-        """Element (i, j) of the op's index space, read from value u (broadcast)."""
+    def sread(self, u: int, i: str, j: ExprLike, chunk: bool) -> Expr:
+        """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
+        op's row variable ("i", which a chunk offsets) or another one."""
         op = self.ops[u]
         if op.shape is None:
-            return self.scalars[u]
-        ri = "0" if op.shape[0] == 1 else (self.row_offset(u, chunk) if i == "i" else i)
-        cj = "0" if op.shape[1] == 1 else j
-        return f"{self.tensor[u]}.GetValue(({ri}) * {pc(op.shape[1])} + ({cj}))"
+            return C.E(self.scalars[u])
+        row = C.E(0) if op.shape[0] == 1 else (self.row_offset(u, chunk) if i == "i" else C.E(i))
+        col = C.E(0) if op.shape[1] == 1 else C.E(j)
+        return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
 
     def scalar_op(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]
@@ -38,22 +41,24 @@ class ScalarOps(Frame):
             self.s_dirty = True
             return
         if name == "iota_row":
-            e = "(int64_t)(c0 + i)" if chunk and self.nchunks > 1 else "(int64_t)i"
-            e = sconvert(e, "i64", op.dtype)
+            row = C.binop("+", "c0", "i") if chunk and self.nchunks > 1 else "i"
+            e = sconvert(C.cast("int64_t", row), "i64", op.dtype)
         elif name == "iota_col":
-            e = sconvert("(int64_t)j", "i64", op.dtype)
+            e = sconvert(C.cast("int64_t", "j"), "i64", op.dtype)
         elif name == "transpose":
             (a,) = op.args
-            e = f"{self.tensor[a]}.GetValue(j * {pc(self.ops[a].shape[1])} + i)"
+            at = C.iadd(C.imul("j", pc(self.ops[a].shape[1])), "i")
+            e = C.call(f"{self.tensor[a]}.GetValue", at)
         elif name in ("slice_even", "slice_odd"):
             (a,) = op.args
-            k = "2 * j" if name == "slice_even" else "2 * j + 1"
-            e = self.sread(a, "i", k, chunk)
+            k = C.imul(2, "j")
+            e = self.sread(a, "i", k if name == "slice_even" else C.iadd(k, 1), chunk)
         elif name == "interleave":
             a, b = op.args
-            va = sconvert(self.sread(a, "i", "(j >> 1)", chunk), self.ops[a].dtype, op.dtype)
-            vb = sconvert(self.sread(b, "i", "(j >> 1)", chunk), self.ops[b].dtype, op.dtype)
-            e = f"(((j & 1) == 0) ? ({va}) : ({vb}))"
+            half = C.binop(">>", "j", 1)
+            va = sconvert(self.sread(a, "i", half, chunk), self.ops[a].dtype, op.dtype)
+            vb = sconvert(self.sread(b, "i", half, chunk), self.ops[b].dtype, op.dtype)
+            e = C.cond(C.binop("==", C.binop("&", "j", 1), 0), va, vb)
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
@@ -67,7 +72,8 @@ class ScalarOps(Frame):
             raise AicoreError(f"op `{name}` has no AICore implementation")
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    for (int32_t j = 0; j < {cols}; ++j) {{")
-        out(f"        {dst}.SetValue(i * {p} + j, ({TABLE[op.dtype].c_compute})({e}));")
+        out(f"        {dst}.SetValue({C.iadd(C.imul('i', p), 'j')}, "
+            f"{C.cast_to(TABLE[op.dtype].c_compute, e)});")
         out("    }")
         out("}")
         self.s_dirty = True
@@ -83,15 +89,14 @@ class ScalarOps(Frame):
         rows = self.urows(a, chunk)
         cols = sa[1]
         if what in ("sum", "mean"):
-            init = f"({ct})0"
+            init = C.cast(ct, 0)
         elif fl:
             init = float_lit(float("-inf") if what == "max" else float("inf"), ct)
         else:
-            lo = -(1 << (TABLE[dt].bits - 1)) if dt.startswith("i") else 0
-            hi = (1 << (TABLE[dt].bits - 1)) - 1 if dt.startswith("i") else (1 << TABLE[dt].bits) - 1
+            lo, hi = TABLE[dt].limits
             init = int_lit(lo if what == "max" else hi, dt)
 
-        def step(acc: str, x: str) -> str:
+        def step(acc: str, x: Expr) -> Expr:
             if what in ("sum", "mean"):
                 return sexpr("add", dt, [acc, x], [dt, dt])
             return sexpr("maximum" if what == "max" else "minimum", dt, [acc, x], [dt, dt])
@@ -104,8 +109,7 @@ class ScalarOps(Frame):
             out(f"    {ct} acc = {init};")
             out(f"    for (int32_t j = 0; j < {cols}; ++j) acc = {step('acc', x)};")
             if what == "mean":
-                out(f"    acc = ({ct})((double)acc / {cols}.0);" if not fl else
-                    f"    acc = acc / ({ct}){cols};")
+                out(f"    acc = {_mean('acc', cols, ct, fl)};")
             out(f"    {dst}.SetValue(i * {pc(1)}, acc);")
             out("}")
         else:
@@ -113,7 +117,13 @@ class ScalarOps(Frame):
             out(f"    {ct} acc = {init};")
             out(f"    for (int32_t r = 0; r < {rows}; ++r) acc = {step('acc', x)};")
             if what == "mean":
-                out(f"    acc = ({ct})((double)acc / {rows}.0);" if not fl else
-                    f"    acc = acc / ({ct}){rows};")
+                out(f"    acc = {_mean('acc', rows, ct, fl)};")
             out(f"    {dst}.SetValue(j, acc);")
             out("}")
+
+
+def _mean(acc: str, n: int, ct: str, fl: bool) -> Expr:
+    """A sum of `n` elements as their mean (integers: through double, truncated)."""
+    if fl:
+        return C.binop("/", acc, C.cast(ct, n))
+    return C.cast(ct, C.binop("/", C.cast("double", acc), float_lit(float(n), "double")))

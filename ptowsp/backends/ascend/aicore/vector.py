@@ -18,6 +18,7 @@ import math
 from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
+from ... import cexpr as C
 from .errors import AicoreError
 from .frame import Frame
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
@@ -72,12 +73,12 @@ class VectorOps(Frame):
         ct = TABLE[dtype].c_compute
         n = vcount(*shape)
         t = self.temp(ct, n)
-        val = sconvert(self.scalars[u], self.ops[u].dtype, dtype)
+        val = C.cast_to(ct, sconvert(self.scalars[u], self.ops[u].dtype, dtype))
         if ct == "float" or ct in ("int32_t", "uint32_t", "int16_t", "uint16_t"):
-            self.vec(f"AscendC::Duplicate({t}, ({ct})({val}), {n});")
+            self.vec(f"AscendC::Duplicate({t}, {val}, {n});")
         else:
             self.need_s()
-            self.out(f"for (uint32_t e = 0; e < {n}; ++e) {t}.SetValue(e, ({ct})({val}));")
+            self.out(f"for (uint32_t e = 0; e < {n}; ++e) {t}.SetValue(e, {val});")
             self.s_dirty = True
         return t
 
@@ -107,11 +108,12 @@ class VectorOps(Frame):
             self.v_dirty = True
         else:  # anything else (a [rows, 1] of a narrow dtype): the scalar unit
             self.need_s()
-            ri = "0" if op.shape[0] == 1 else self.row_offset(u, chunk)
-            cj = "0" if op.shape[1] == 1 else "j"
+            row = C.E(0) if op.shape[0] == 1 else self.row_offset(u, chunk)
+            col = C.E(0) if op.shape[1] == 1 else C.E("j")
+            read = C.call(f"{self.tensor[u]}.GetValue",
+                          C.iadd(C.imul(row, pc(op.shape[1])), col))
             self.out(f"for (int32_t i = 0; i < {rows}; ++i) for (int32_t j = 0; j < {cols}; ++j) "
-                     f"{t}.SetValue(i * {pc(cols)} + j, {self.tensor[u]}.GetValue({ri} * "
-                     f"{pc(op.shape[1])} + {cj}));")
+                     f"{t}.SetValue({C.iadd(C.imul('i', pc(cols)), 'j')}, {read});")
             self.s_dirty = True
         return t
 
@@ -124,7 +126,7 @@ class VectorOps(Frame):
         t = self.temp(TABLE[ddt].c_compute, n)
         self.need_s()
         self.out(f"for (uint32_t e = 0; e < {n}; ++e) {t}.SetValue(e, "
-                 f"{sconvert(f'{src}.GetValue(e)', sdt, ddt)});")
+                 f"{sconvert(C.call(f'{src}.GetValue', 'e'), sdt, ddt)});")
         self.s_dirty = True
         return t
 
@@ -195,12 +197,13 @@ class VectorOps(Frame):
             api = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[name]
             if name in ("add", "mul") and (sa or sb):
                 t, s = (b, a) if sa else (a, b)
-                self.vec(f"AscendC::{api}s({dst}, {A(t)}, (float)({self.scalars[s]}), {n});")
+                self.vec(f"AscendC::{api}s({dst}, {A(t)}, {C.cast('float', self.scalars[s])}, {n});")
             elif name == "sub" and sb:
-                self.vec(f"AscendC::Adds({dst}, {A(a)}, -(float)({self.scalars[b]}), {n});")
+                minus = C.neg(C.cast("float", self.scalars[b]))
+                self.vec(f"AscendC::Adds({dst}, {A(a)}, {minus}, {n});")
             elif name == "sub" and sa:
                 self.vec(f"AscendC::Muls({dst}, {A(b)}, -1.0f, {n});")
-                self.vec(f"AscendC::Adds({dst}, {dst}, (float)({self.scalars[a]}), {n});")
+                self.vec(f"AscendC::Adds({dst}, {dst}, {C.cast('float', self.scalars[a])}, {n});")
             else:
                 ta, tb = A(a), A(b)
                 self.vec(f"AscendC::{api}({dst}, {ta}, {tb}, {n});")
@@ -265,8 +268,8 @@ class VectorOps(Frame):
                 self.vec(f"AscendC::Div({dst}, {one}, {ta}, {n});")
             else:
                 tmp = self.adv_tmp()
-                s = self.scalars[args[1]]
-                self.vec(f"AscendC::Power({dst}, {ta}, (float)({s}), {tmp}, {n});")
+                s = C.cast("float", self.scalars[args[1]])
+                self.vec(f"AscendC::Power({dst}, {ta}, {s}, {tmp}, {n});")
             return
         if name in N.REDUCTIONS:
             self.reduction(i, dst, chunk)
