@@ -213,7 +213,7 @@ class _Builder:
 
     def intern(self, code: list[int], depth: int) -> int:
         if depth > EXPR_STACK:
-            raise InternalError("ascend plan", f"an expression needs {depth} stack entries")
+            raise InternalError("ascend", f"plan: an expression needs {depth} stack entries")
         key = tuple(code)
         if key not in self.expr_at:
             self.expr_at[key] = len(self.exprs)
@@ -311,7 +311,7 @@ class _Builder:
         for st in stmts:
             handler = getattr(self, "stmt_" + type(st).__name__, None)
             if handler is None:
-                raise InternalError("ascend plan", f"unexpected statement {type(st).__name__}")
+                raise InternalError("ascend", f"plan: unexpected statement {type(st).__name__}")
             handler(st)
 
     def stmt_Loop(self, lp: N.Loop) -> None:
@@ -453,7 +453,7 @@ class _Builder:
             words += self.scalar(p, by_param[p.name])
         if len(tiles) + len(t.extra) + len(self.recorded()) > MAX_TILES or \
                 len(scalars) > MAX_SCALARS:
-            raise InternalError("ascend plan", f"task `{t.text}` has too many arguments")
+            raise InternalError("ascend", f"plan: task `{t.text}` has too many arguments")
         self.task_words.append(words)
         self.plan.tasks.append(t)
         return len(self.task_words) - 1

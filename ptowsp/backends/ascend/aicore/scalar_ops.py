@@ -62,8 +62,6 @@ class ScalarOps(Frame):
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
-        elif name == "matmul":
-            raise AicoreError("matmul operands must be numeric tiles")
         elif name in PK.ELEMENTWISE:
             xs = [self.sread(a, "i", "j", chunk) for a in op.args]
             e = sexpr(name, op.dtype, xs, [self.ops[a].dtype for a in op.args],

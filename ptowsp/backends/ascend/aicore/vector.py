@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 
+from ....diagnostics import InternalError
 from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
 from ... import cexpr as C
-from .errors import AicoreError
 from .frame import Frame
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
 from .scalar import CMP, float_lit, sconvert
@@ -303,7 +303,7 @@ class VectorOps(Frame):
         elif name == "gelu":
             self.gelu(dst, ta, n)
         else:
-            raise AicoreError(f"`{name}` has no AICore vector implementation")
+            raise InternalError("ascend", f"vector_ok accepts `{name}`, which has no vector code")
 
     def at_or_bcast(self, u: int, ishape: tuple, chunk: bool) -> str:
         """Value u (any dtype) as a tile of the op's IR shape, in its own dtype."""
