@@ -282,8 +282,27 @@ def float_lit(value: float, ctype: str, dialect: Dialect = C11) -> Expr:
 
 
 def string_lit(text: str) -> str:
-    """A C string literal of `text` (backslash, quote and newline escaped): one literal, so it
-    may name the file of a `#line` directive."""
+    """A C string literal of `text` that any compiler reads back exactly: quote, backslash and
+    newline escaped, `?` too (no trigraphs), other control and non-ASCII bytes as hex escapes,
+    each ending its literal (`"\\xe4""b"`: a hex escape would take in a following hex digit)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "?":
+            out.append("\\?")
+        elif ord(ch) < 32 or ord(ch) > 126:
+            out.append("".join(f"\\x{b:02x}\"\"" for b in ch.encode()))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def line_file_lit(text: str) -> str:
+    """The file name of a `#line` directive: one string literal (no concatenation there), with
+    backslash, quote and newline escaped and every other character as it is."""
     out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{out}"'
 

@@ -14,6 +14,7 @@ import os
 from ... import sym
 from ...dtypes import TABLE
 from ...ir import nodes as N
+from ..cexpr import string_lit
 from .plan import Plan
 from .render import render
 
@@ -34,21 +35,7 @@ def source_names(module: N.Module) -> dict[str, str]:
 
 def c_string(text) -> str:
     """A C string literal (or nullptr for None)."""
-    if text is None:
-        return "nullptr"
-    out = []
-    for ch in str(text):
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "?":
-            out.append("\\?")  # no trigraphs
-        elif ord(ch) < 32 or ord(ch) > 126:
-            out.append("".join(f"\\x{b:02x}\"\"" for b in ch.encode()))
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return "nullptr" if text is None else string_lit(str(text))
 
 
 def _where(span, names: dict[str, str]) -> str:

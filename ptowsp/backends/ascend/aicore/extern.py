@@ -12,7 +12,7 @@ from typing import Optional
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
-from ...cexpr import string_lit
+from ...cexpr import line_file_lit
 from ..render import render
 from .names import describe, guard, header_path, kernel_entry
 from .scalar import scalar_param
@@ -62,7 +62,7 @@ def emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict)
         binds.append(f"(void){name};")
     line = _extern_line(k, body, sources)
     copy = names.get(k.span.file) or os.path.basename(k.span.file)
-    directive = f"#line {line} {string_lit('../wsp/' + copy)}" if line else ""
+    directive = f"#line {line} {line_file_lit('../wsp/' + copy)}" if line else ""
     text = render(
         "aicore/kernel_extern.h", name=k.name, source=k.source, module=module, version=__version__,
         params=[describe(p) for p in k.params], guard=guard(module, k), entry=kernel_entry(k),
@@ -72,5 +72,5 @@ def emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict)
     out = text.split("\n")
     for n, ln in enumerate(out):
         if ln == _RESTORE:
-            out[n] = f"#line {n + 2} {string_lit(header_path(k))}"
+            out[n] = f"#line {n + 2} {line_file_lit(header_path(k))}"
     return "\n".join(out)
