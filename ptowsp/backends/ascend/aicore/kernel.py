@@ -60,6 +60,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     @classmethod
     def emit(cls, k: N.Kernel, module: str) -> str:
+        """The header of `k` with the largest chunk of rows that fits the UB."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
         probe = cls(k, 0)
@@ -88,6 +89,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     # -- the plan of the whole kernel: which ops run where, and when
     def schedule(self) -> None:
+        """Which inputs are chunked, the resident ops (`pro`) and the chunked ones (`loop`),
+        the step each runs at (`when`) and the last step each value is read at (`last`)."""
         ops = self.ops
         inputs: dict[str, _Input] = {}
         for i, op in enumerate(ops):
@@ -158,6 +161,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     # -- running the emission (twice: to size the arena, then with offsets)
     def run(self, final: bool) -> None:
+        """One emission of the body: sizing the arena (`final` false), or the real one."""
         self.schedule()
         self.start_arena(final)
         self.out = Lines(1)
@@ -191,10 +195,13 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return out
 
     def footprint(self) -> int:
+        """Bytes of UB the kernel takes: its queues and its arena."""
         return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena
 
     # -- the body
     def body(self) -> None:
+        """The function body: declarations, scalars, resident values, the chunk loop, the
+        stores after it, the pipe's release."""
         out = self.out
         self.reset_pipes()
         ops = self.ops
@@ -261,6 +268,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         out("pipe.Destroy();")
 
     def scalar(self, i: int) -> None:
+        """Scalar op i as a const local, computed once."""
         op = self.ops[i]
         ct = TABLE[op.dtype].c_compute
         if op.op == "scalar_param":
@@ -282,6 +290,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     # -- copies between GM and UB
     def copy_in(self, inputs: list, row0: str) -> None:
+        """The inputs' rows from row `row0` into their VECIN tensors (f16 / bf16 then held in
+        f32, bool bytes made 0 or 1)."""
         if not inputs:
             return
         out = self.out
@@ -355,6 +365,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             self.out.close()
 
     def copy_out(self, stores: list, row0: str, chunk: bool) -> None:
+        """Each stored VECOUT tensor to its tile's rows from row `row0`."""
         for pname, _ in stores:
             p = self.params[pname]
             t = self.tile_index[pname]
@@ -371,6 +382,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     # -- one op
     def op(self, i: int) -> None:
+        """Tile op i into its arena buffer, on the unit that has an instruction for it."""
         op = self.ops[i]
         chunk = i in self.chunked
         self.out(f"// %{i} = {op.op}{self.describe_args(op)} -> "
