@@ -122,7 +122,8 @@ def without_fusion(module, level: int):
     """A cpu_sim Program of -O<level>'s pipeline minus fuse-tasks."""
     from ptowsp.api import Program, choose_schedule
     from ptowsp.backends.cpu import program as cpu_program
-    from ptowsp.ir.passes import PassManager, pipeline
+    from ptowsp.ir.passes import pipeline
+    from ptowsp.ir.passes.manager import PassManager
 
     m = PassManager([p for p in pipeline(level) if p.name != "fuse-tasks"]).run(module.ir)
     name = choose_schedule(m, None)

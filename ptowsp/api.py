@@ -291,12 +291,12 @@ class Program:
 
         if self.target != "cpu_sim":
             raise ValueError("simulate needs the cpu_sim target (ref has no cycle model)")
-        from .ir import nodes as N
+        from .ir import visit as V
 
         name = self.schedule or self.module.default_schedule
         names = {s.name for s in self.module.schedules}
         body = self.module.schedule(name).body if name in names else ()  # else: run() reports it
-        read, produced = N.read_tensors(body), N.written_tensors(body)
+        read, produced = V.read_tensors(body), V.written_tensors(body)
         execute = bool(read & produced)
         missing = [t for t in sorted(read) if t not in arrays and t not in produced]
         if missing:

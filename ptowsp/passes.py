@@ -13,67 +13,65 @@
         def run(self, m):                          # ir.nodes.Module -> ir.nodes.Module
             return m
 
-`ptowsp.ir.passes` holds the manager and the pipeline (`-O1` .. `-O3`); each built-in pass is
-a function in a module of its own there, wrapped here as a class.
+Every built-in pass of the pipeline (`ptowsp.ir.passes.PASSES`) has a class here, made from
+it: `SimplifyPass`, `FlattenCombinePass` (the seeds' name for `flatten`), `DeadTaskPass`
+(`dead-tasks`), `FuseTasksPass` and `PlanKernelsPass`. A class takes the options of its pass
+function: `FuseTasksPass(FusionConfig(whole_tiles=False))` runs `fuse_tasks(m, config)`.
 """
 
 from __future__ import annotations
 
-from .ir import passes as _p
-from .ir.passes import FunctionPass, Pass, PassError, PrintPass, Timing, optimize, pipeline
-from .ir.passes.dead_tasks import eliminate_dead_tasks
-from .ir.passes.flatten import flatten_blocks
-from .ir.passes.fuse_tasks import FusionConfig, fuse_tasks
-from .ir.passes.plan_kernels import plan_kernels
-from .ir.passes.simplify import simplify_module
+import inspect
+from functools import partial
+
+from .ir.passes import PASSES, PassEntry, optimize, pipeline
+from .ir.passes.fuse_tasks import FusionConfig
+from .ir.passes.manager import FunctionPass, Pass, PassError, PrintPass, Timing
+from .ir.passes.manager import PassManager as _PassManager
 
 
-class PassManager(_p.PassManager):
-    """`ir.passes.PassManager` that also takes a checked `ptowsp` module (its IR is used)."""
+class PassManager(_PassManager):
+    """`ir.passes.manager.PassManager` that also takes a checked `ptowsp` module (its IR is
+    used)."""
 
     def run(self, m, verbose: bool = False):
         return super().run(getattr(m, "ir", m), verbose)
 
 
-class FlattenCombinePass(FunctionPass):
-    """Nested `combine` / `sequential` blocks merged into their parents."""
-
-    def __init__(self):
-        super().__init__("flatten", flatten_blocks)
+# The seed documents' class names, where they are not `<Name>Pass` of the pass's name.
+_SEED_NAMES = {"flatten": "FlattenCombinePass", "dead-tasks": "DeadTaskPass"}
 
 
-class SimplifyPass(FunctionPass):
-    """Empty loops and constant `when`s folded; kernel values deduplicated."""
-
-    def __init__(self):
-        super().__init__("simplify", simplify_module)
+def _class_name(pass_name: str) -> str:
+    words = pass_name.split("-")
+    return _SEED_NAMES.get(pass_name) or "".join(w.capitalize() for w in words) + "Pass"
 
 
-class DeadTaskPass(FunctionPass):
-    """Tasks whose writes nobody reads removed, then unused kernels and scratch tensors."""
+def _pass_class(entry: PassEntry) -> type:
+    """The public class of a built-in pass: constructed with the pass function's options, which
+    it keeps as attributes (`FuseTasksPass(cfg).config`)."""
+    fn = entry.function
+    options = list(inspect.signature(fn).parameters.values())[1:]
+    summary = (fn.__doc__ or "").strip().split("\n")[0]
 
-    def __init__(self):
-        super().__init__("dead-tasks", eliminate_dead_tasks)
+    def __init__(self, *args, **kwargs):
+        bound = inspect.Signature(options).bind(*args, **kwargs)
+        FunctionPass.__init__(self, entry.name, partial(fn, *args, **kwargs), summary)
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            setattr(self, name, value)
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __init__.__signature__ = inspect.Signature([self_param] + options)
+    name = _class_name(entry.name)
+    return type(name, (FunctionPass,), {
+        "__init__": __init__, "__module__": __name__, "__qualname__": name,
+        "__doc__": f"The `{entry.name}` pass: {summary[:1].lower()}{summary[1:]}"})
 
 
-class PlanKernelsPass(FunctionPass):
-    """Each kernel's ops fused into loop nests; its temporaries in buffers reused by liveness."""
-
-    def __init__(self):
-        super().__init__("plan-kernels", plan_kernels)
-
-
-class FuseTasksPass(FunctionPass):
-    """Producer / consumer tasks over one iteration space fused into one task, by operator
-    category (the seeds' `fuse_by_category`); `config` is a `FusionConfig` (the policy)."""
-
-    def __init__(self, config: FusionConfig | None = None):
-        cfg = config or FusionConfig()
-        super().__init__("fuse-tasks", lambda m: fuse_tasks(m, cfg),
-                         "producer / consumer tasks fused by operator category")
-        self.config = cfg
-
+PASS_CLASSES: tuple[type, ...] = tuple(_pass_class(p) for p in PASSES)
+globals().update({cls.__name__: cls for cls in PASS_CLASSES})
 
 __all__ = ["Pass", "PassManager", "PrintPass", "FunctionPass", "PassError", "Timing",
-           "FlattenCombinePass", "SimplifyPass", "DeadTaskPass", "FuseTasksPass", "FusionConfig",
-           "PlanKernelsPass", "optimize", "pipeline"]
+           "FusionConfig", "optimize", "pipeline", "PASS_CLASSES"]
+__all__ += [cls.__name__ for cls in PASS_CLASSES]

@@ -8,7 +8,7 @@ errors through the `Typing` object they receive and return `ERROR`; lowering can
 
 Also here: kernel value types (`Type`), dtype kinds and promotion, 2-D NumPy broadcasting over
 symbolic dims, and the typing of the operators (`+ - * /`, comparisons, `and or not`, unary `-`).
-Name resolution, statements and store rules live in `kernel_check.py`.
+Name resolution, statements and store rules live in `frontend/kernels/`.
 """
 
 from __future__ import annotations
@@ -17,66 +17,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 from . import sym
-from .spans import NO_SPAN, Span
+from .dtypes import SIGNED_DTYPES, TABLE, kind_of
 from .records import record
-
-DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
-FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
-SIGNED_DTYPES = ("i8", "i16", "i32", "i64")
-UNSIGNED_DTYPES = ("u8", "u16", "u32", "u64")
-INT_DTYPES = SIGNED_DTYPES + UNSIGNED_DTYPES
-BITS = {
-    "f16": 16,
-    "bf16": 16,
-    "f32": 32,
-    "f64": 64,
-    "i8": 8,
-    "i16": 16,
-    "i32": 32,
-    "i64": 64,
-    "u8": 8,
-    "u16": 16,
-    "u32": 32,
-    "u64": 64,
-    "bool": 8,
-}
-# Spellings from NumPy, Triton and C that users reach for; used for `help:` texts only.
-DTYPE_ALIASES = {
-    "float": "f32",
-    "float16": "f16",
-    "half": "f16",
-    "float32": "f32",
-    "float64": "f64",
-    "double": "f64",
-    "bfloat16": "bf16",
-    "bf": "bf16",
-    "int": "i32",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "u8",
-    "uint16": "u16",
-    "uint32": "u32",
-    "uint64": "u64",
-    "bool_": "bool",
-    "boolean": "bool",
-    "fp16": "f16",
-    "fp32": "f32",
-    "fp64": "f64",
-    "F32": "f32",
-    "F16": "f16",
-    "BF16": "bf16",
-    "I32": "i32",
-}
-
-
-def kind_of(dtype: str) -> str:
-    """`bool`, `int` or `float`."""
-    if dtype == "bool":
-        return "bool"
-    return "float" if dtype in FLOAT_DTYPES else "int"
-
+from .spans import NO_SPAN, Span
 
 _KIND_RANK = {"bool": 0, "int": 1, "float": 2}
 _LITERAL_DTYPE = {"bool": "bool", "int": "i32", "float": "f32"}
@@ -170,15 +113,15 @@ def promote(a: str, b: str) -> str:
         # decision: f16 + bf16 -> f32 (neither holds the other); otherwise the wider float wins (f16 + f32 -> f32)
         if {a, b} == {"f16", "bf16"}:
             return "f32"
-        return a if BITS[a] > BITS[b] else b
+        return a if TABLE[a].bits > TABLE[b].bits else b
     sa, sb = a in SIGNED_DTYPES, b in SIGNED_DTYPES
     if sa == sb:
-        return a if BITS[a] > BITS[b] else b
+        return a if TABLE[a].bits > TABLE[b].bits else b
     # decision: signed + unsigned integers -> the smallest signed type holding both (i8 + u8 -> i16), capped at i64 (i64 + u64 -> i64, not NumPy's f64)
     s, u = (a, b) if sa else (b, a)
-    if BITS[s] > BITS[u]:
+    if TABLE[s].bits > TABLE[u].bits:
         return s
-    return {8: "i16", 16: "i32", 32: "i64", 64: "i64"}[BITS[u]]
+    return {8: "i16", 16: "i32", 32: "i64", 64: "i64"}[TABLE[u].bits]
 
 
 def combine(a: Type, b: Type) -> Type:
@@ -217,10 +160,8 @@ def convertible(src: Type, dst: str) -> bool:
 
 def literal_fits(value: int, dtype: str) -> bool:
     """Whether an integer literal is representable in an integer dtype."""
-    bits = BITS[dtype]
-    if dtype in UNSIGNED_DTYPES:
-        return 0 <= value < 2**bits
-    return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    lo, hi = TABLE[dtype].limits
+    return lo <= value <= hi
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,9 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.cli import main
 from ptowsp.ir import nodes as N
-from ptowsp.ir.passes import LEVELS, PassError, optimize, pass_names, pipeline
+from ptowsp.ir import visit as V
+from ptowsp.ir.passes import LEVELS, optimize, pass_names, pipeline
+from ptowsp.ir.passes.manager import PassError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -343,8 +345,8 @@ def test_a_failing_pass_is_an_internal_error_naming_it(monkeypatch):
     def boom(m):
         raise ValueError("the pass broke")
 
-    real = P._pipeline
-    monkeypatch.setattr(P, "_pipeline", lambda: real()[:1] + [(1, "boom", boom)] + real()[1:])
+    monkeypatch.setattr(P, "PASSES", P.PASSES[:1] + (P.PassEntry(boom, 1, "a test's"),)
+                        + P.PASSES[1:])
     r = wspc("compile", SWIGLU, "-O1", "--emit", "ir")
     assert r.exit_code == 70, r.output
     assert "internal error" in r.stderr and "pass `boom`" in r.stderr
@@ -368,7 +370,7 @@ def test_user_pipeline_as_the_tutorial_shows():
             self.seen = []
 
         def run(self, m):
-            self.seen.append(sum(len(N.tasks(s.body)) for s in m.schedules))
+            self.seen.append(sum(len(V.tasks(s.body)) for s in m.schedules))
             return m
 
     mod = ptowsp.parse(textwrap.dedent("""
@@ -413,6 +415,7 @@ def test_a_failing_pass_names_itself():
     with pytest.raises(PassError, match=r"pass `broken`: IndexError") as err:
         PassManager([Broken()]).run(m)
     assert err.value.pass_name == "broken" and isinstance(err.value.cause, IndexError)
+    assert isinstance(err.value, InternalError) and err.value.stage == "pass `broken`"
     # a pass returning something else than a Module
     with pytest.raises(PassError, match=r"pass `none`: TypeError: returned NoneType"):
         PassManager([FunctionPass("none", lambda m: None)]).run(m)
@@ -424,6 +427,26 @@ def test_a_failing_pass_names_itself():
     with pytest.raises(PassError, match=r"pass `drop-kernels`: InternalError") as err:
         PassManager([bad], verify_each=True).run(m)
     assert isinstance(err.value.cause, InternalError)
+
+
+def test_every_pass_is_one_word_with_a_public_class():
+    import ptowsp.passes
+    from ptowsp.ir.passes import PASSES
+
+    classes = {c().name: c for c in ptowsp.passes.PASS_CLASSES}
+    for p in PASSES:
+        module = p.function.__module__.rsplit(".", 1)[1]
+        assert p.name == module.replace("_", "-") == p.function.__name__.replace("_", "-")
+        assert classes[p.name].__name__ in ptowsp.passes.__all__
+        assert getattr(ptowsp.passes, classes[p.name].__name__) is classes[p.name]
+    assert sorted(classes) == sorted(pass_names())
+    # the seed documents' names
+    assert ptowsp.passes.FlattenCombinePass().name == "flatten"
+    assert ptowsp.passes.DeadTaskPass().name == "dead-tasks"
+    from ptowsp.ir.passes.fuse_tasks import FusionConfig
+
+    cfg = FusionConfig(whole_tiles=False)
+    assert ptowsp.passes.FuseTasksPass(cfg).config is cfg
 
 
 def test_levels():

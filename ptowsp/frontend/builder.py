@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from ..diagnostics import did_you_mean
+from ..dtypes import DTYPES
 from . import ast as A
 from .lexer import Tok
 
@@ -21,7 +22,6 @@ KEYWORDS = frozenset(
     "event let for in when else otherwise pipe process send consume as combine sequential record "
     "synchronize extern and or not true false".split()
 )
-DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
 KERNEL_PREFIXES = ("tl", "pto")
 
 

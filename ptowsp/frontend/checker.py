@@ -3,7 +3,7 @@ the kernel and workload checkers. Every error is collected; one `WspError` is ra
 
 Order of work: load files (imports resolved depth-first; a cycle or a clash is reported at the
 `import`) → one module-wide namespace → consts folded → sym defaults, tensors, axes, channels →
-kernel signatures and bodies (`kernel_check.py`) → workloads and schedules (`workload_check.py`).
+kernel signatures and bodies (`kernels/`) → workloads and schedules (`workloads/`).
 The result is the `ModuleEnv` (`env.py`) that lowering consumes.
 """
 
@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Optional
 
 from .. import sym
-from ..diagnostics import Diagnostic, Diagnostics, Note, WspError, did_you_mean
+from ..diagnostics import Diagnostic, Diagnostics, InternalError, Note, WspError, did_you_mean
+from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
-from .kernel_check import check_kernel_body
-from .parser import DTYPES, parse
+from .kernels import check_kernel_body
+from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
-from .workload_check import check_workloads
+from .workloads import check_workloads
 
 
 def check_file(path: str) -> ModuleEnv:
@@ -243,8 +244,10 @@ class _DeclChecker:
                 try:
                     e = to_sym(decls[name].value, lambda n: value(n.id, n), self.diags, "a const value")
                     v = sym.const_value(e)
-                    if v is None:  # pragma: no cover - consts only reference consts
-                        raise NotSymbolic()
+                    if v is None:  # consts only reference consts, and sym folds constants
+                        raise InternalError(
+                            "check", f"const `{name}` folded to `{sym.to_str(e)}`, not an integer"
+                        )
                     self.env.consts[name] = v
                 finally:
                     state[name] = "done"
@@ -430,7 +433,7 @@ class _DeclChecker:
                 self.diags.error(e.span, "bad-index-tensor", f"`{role}` must be an integer tensor")
             return None
         t = self.env.tensors[e.id]
-        if t.dtype not in ("i32", "i64", "i16", "i8", "u8", "u16", "u32", "u64"):
+        if t.dtype not in INT_DTYPES:
             self.diags.error(e.span, "bad-index-tensor",
                              f"`{role}` must be an integer tensor, but `{e.id}` is {t.dtype}",
                              "declare it as `i32[...]`")
@@ -487,4 +490,4 @@ def _runtime(lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str, span: A.Span):
     return RuntimeCheck(sym.Check(lhs, op, rhs, reason), span)
 
 
-__all__ = ["check_file", "check_source", "check_files", "ModuleEnv", "DTYPES"]
+__all__ = ["check_file", "check_source", "check_files", "ModuleEnv"]

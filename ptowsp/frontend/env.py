@@ -1,7 +1,7 @@
 """The module environment: what the declarations of a module (and its imports) mean.
 
 `checker.py` builds a `ModuleEnv` from the parsed files (declarations, consts folded, tensor
-dims and axis extents made symbolic); `kernel_check.py` and `workload_check.py` read it; the
+dims and axis extents made symbolic); `kernels/` and `workloads/` read it; the
 result of a successful check is the `ModuleEnv` itself, which `lower/` consumes.
 """
 
@@ -91,7 +91,7 @@ class ModuleEnv:
     channels: dict[str, ChannelInfo] = field(default_factory=dict)
     kernels: dict[str, A.KernelDecl] = field(default_factory=dict)
     kernel_sigs: dict[str, KernelSig] = field(default_factory=dict)
-    # the inferred types of each tile-bodied kernel (kernel_check.KernelTypes); extern: absent
+    # the inferred types of each tile-bodied kernel (kernels.KernelTypes); extern: absent
     kernel_types: dict[str, Any] = field(default_factory=dict)
     workloads: dict[str, A.WorkloadDecl] = field(default_factory=dict)
     schedules: dict[str, A.ScheduleDecl] = field(default_factory=dict)

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from ..diagnostics import Diagnostic, Diagnostics
+from ..diagnostics import Diagnostic, Diagnostics, InternalError
+from ..files import cache_dir, write_with
 from . import ast as A
-from .builder import _TASK_AS_VALUE, DTYPES, KERNEL_PREFIXES, KEYWORDS, AstBuilder, ParseIssue
+from .builder import _TASK_AS_VALUE, KEYWORDS, AstBuilder, ParseIssue
 from .lexer import Lexer, LexSpec, Tok, UnexpectedCharacter
 
-__all__ = ["parse", "DTYPES", "KEYWORDS", "KERNEL_PREFIXES", "grammar_text", "cache_dir"]
+__all__ = ["parse", "grammar_text"]
 
 _TABLES_FORMAT = 4  # bump when the pickled layout below changes
 
@@ -45,10 +44,6 @@ Tables = dict
 def grammar_text() -> str:
     # ptowsp/grammar is a link to the repository's grammar/ folder, shipped as package data
     return (Path(__file__).resolve().parents[1] / "grammar" / "wsp.lark").read_text(encoding="utf-8")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("WSPC_CACHE_DIR") or Path.home() / ".cache" / "wspc")
 
 
 # The lexer tries pattern terminals in this order (first match wins); literal terminals
@@ -86,7 +81,7 @@ def build_tables(text: str) -> Tables:
         shaped = bool(opts.empty_indices) or len(include) < len(expansion) or any(s for _, s, _ in include)
         callback = name if name in builder_methods else None
         if callback is None and not name.startswith("_") and not (opts.expand1 and not rule.alias):
-            raise RuntimeError(f"grammar rule `{name}` has no AstBuilder method")
+            raise InternalError("parse", f"grammar rule `{name}` has no AstBuilder method")
         rules.append((str(rule.origin.name), len(expansion), callback and str(callback),
                       tuple(include) if shaped else None, pending if shaped else 0,
                       bool(opts.expand1 and not rule.alias)))
@@ -127,11 +122,8 @@ def load_tables() -> Tables:
         pass
     tables = build_tables(text)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".grammar-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            marshal.dump(tables, fh)
-        os.replace(tmp, path)  # concurrent runs each write whole files; the last rename wins
+        # concurrent runs each write whole files; the last rename wins
+        write_with(path, lambda fh: marshal.dump(tables, fh))
     except OSError:
         pass  # an unwritable cache only costs the rebuild next time
     return tables
@@ -207,7 +199,7 @@ class _Parser:
                 push_value(value)
                 if ttype == "$END" and state_stack[-1] == end_state:
                     return value_stack[-1]
-        raise AssertionError("the token stream always ends with $END")
+        raise InternalError("parse", "the token stream ended without `$END`")
 
 
     def accepts(self, stack: list[int]) -> set[str]:

@@ -9,6 +9,7 @@ parses back (`ptowsp.parse`) to an AST that checks and lowers to the same IR.
 
 from __future__ import annotations
 
+from ..diagnostics import InternalError
 from . import ast as A
 from .printer import expr_str
 
@@ -76,8 +77,8 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
         out.append(f"{pad}slot_set({expr_str(s.slot)}, {expr_str(s.value)})")
     elif isinstance(s, A.SlotLoad):
         out.append(f"{pad}slot_load({expr_str(s.slot)}, {expr_str(s.source)})")
-    else:  # pragma: no cover - every statement class is above
-        raise TypeError(f"cannot print {type(s).__name__}")
+    else:  # every statement class is above
+        raise InternalError("print", f"no source form for the statement {type(s).__name__}")
 
 
 def _decl(d: A.Node, out: list[str]) -> None:
@@ -119,8 +120,8 @@ def _decl(d: A.Node, out: list[str]) -> None:
         out.append(f"schedule {d.name.id} = {d.workload.id}({_args(d.args, d.kwargs)})")
         for c in d.combinators:
             out.append(f"{_PAD}.{c.name.id}({_args(c.args, c.kwargs)})")
-    else:  # pragma: no cover
-        raise TypeError(f"cannot print {type(d).__name__}")
+    else:  # every declaration class is above
+        raise InternalError("print", f"no source form for the declaration {type(d).__name__}")
 
 
 _GROUPS = (A.SymDecl, A.TensorDecl, A.AxisDecl, (A.ChannelDecl, A.EventDecl))

@@ -23,13 +23,13 @@ What this leaves alone: which loops a combinator may name and their nesting (the
 from __future__ import annotations
 
 import re
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import Callable, Optional
 
 from .. import sym
 from ..diagnostics import InternalError
-from ..spans import Span
 from . import nodes as N
+from .visit import children, map_lists, substitute, uses_csp, walk
 
 
 class AxisError(Exception):
@@ -129,7 +129,8 @@ def buckets(kind: str, width: Optional[int], n: int) -> list[tuple[Optional[int]
     first. None is unbounded (the shortest bucket also takes negative lengths, so the
     ragged axis's own check still reports them)."""
     if kind == "bucket":
-        assert width is not None
+        if width is None:
+            raise InternalError("axes", "`.decompose` into buckets of no width")
         ranges = [(j * width, (j + 1) * width) for j in range(n)]
     else:  # pow2_bucket: [0, 2), [2, 4), [4, 8), ...
         ranges = [(0 if j == 0 else 1 << j, 1 << (j + 1)) for j in range(n)]
@@ -177,7 +178,7 @@ def decompose(s: N.Schedule, axis: str, ranges) -> N.Schedule:
             raise AxisError(f"the length of `{axis}` reads `{r.tensor}` at an index that depends "
                             f"on `{sorted(deps)[0]}`, a loop inside `{outer.var}`")
     # only reads made inside the outer loop are repeated (the others are still in scope)
-    first = {id(st) for st in N.walk(outer.body)}
+    first = {id(st) for st in walk(outer.body)}
     reads = [r for r in reads if id(r) in first]
     _prove_each(outer.body, outer.var, "decompose")
     counter = [_max_read_number(s.body)]
@@ -209,28 +210,7 @@ def decompose(s: N.Schedule, axis: str, ranges) -> N.Schedule:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tree walking and substitution
-
-
-def substitute(x, env: dict):
-    """`x` (an expression, a tuple, or any IR record) with the variables of `env` replaced;
-    the same object when nothing changed."""
-    if not env:
-        return x
-    if isinstance(x, sym.Expr):
-        return sym.substitute(x, env) if sym.free_vars(x) & env.keys() else x
-    if isinstance(x, tuple):
-        new = tuple(substitute(y, env) for y in x)
-        return x if all(a is b for a, b in zip(new, x)) else new
-    if isinstance(x, Span) or not is_dataclass(x) or isinstance(x, type):
-        return x
-    changes = {}
-    for f in fields(x):
-        v = getattr(x, f.name)
-        nv = substitute(v, env)
-        if nv is not v:
-            changes[f.name] = nv
-    return replace(x, **changes) if changes else x
+# Finding loops
 
 
 def _map_loops(stmts, match: Callable[[N.Loop], bool], fn) -> tuple:
@@ -240,21 +220,9 @@ def _map_loops(stmts, match: Callable[[N.Loop], bool], fn) -> tuple:
         if isinstance(st, N.Loop) and match(st):
             out.extend(fn(st))
         else:
-            out.append(_descend(st, match, fn))
-    return tuple(out)
-
-
-def _descend(st, match, fn):
-    if isinstance(st, (N.Loop, N.Block, N.Consume, N.Process, N.Mark)):
-        body = _map_loops(st.body, match, fn)
-        same = len(body) == len(st.body) and all(a is b for a, b in zip(body, st.body))
-        return st if same else replace(st, body=body)
-    if isinstance(st, N.When):
-        branches = tuple((c, _map_loops(b, match, fn)) for c, b in st.branches)
-        return replace(st, branches=branches, otherwise=_map_loops(st.otherwise, match, fn))
-    if isinstance(st, N.Pipe):
-        return replace(st, processes=tuple(_descend(p, match, fn) for p in st.processes))
-    return st
+            out.append(map_lists(st, lambda body: _map_loops(body, match, fn)))
+    same = len(out) == len(stmts) and all(a is b for a, b in zip(out, stmts))
+    return stmts if same else tuple(out)
 
 
 def _map_named(stmts, name: str, fn) -> tuple:
@@ -284,7 +252,7 @@ def _path(stmts, name: str, path=()):
         here = path + ((stmts, i),)
         if isinstance(st, N.Loop) and st.var == name:
             return list(here)
-        for body in N.children(st):
+        for body in children(st):
             got = _path(body, name, here)
             if got is not None:
                 return got
@@ -299,7 +267,7 @@ def _rekey(s: N.Schedule, body, env: dict) -> N.Schedule:
 
 def _max_read_number(stmts) -> int:
     out = 0
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Read):
             m = re.search(r"@(\d+)$", st.var)
             if m:
@@ -315,7 +283,7 @@ def _accesses(stmts, what: str):
     """Every tensor box the tasks and reads of `stmts` touch, as (tensor, mode, offsets,
     extents), and the variables bound inside."""
     boxes, bound = [], set()
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Task):
             for a in st.args:
                 if isinstance(a, N.TileArg):
@@ -330,7 +298,7 @@ def _accesses(stmts, what: str):
         elif isinstance(st, N.SlotSet):
             raise AxisError(f"`.{what}` would change the order of the `slot_set`s in its loops, "
                             "and slot values follow enumeration order")
-    if N.uses_csp(stmts):
+    if uses_csp(stmts):
         raise AxisError(f"`.{what}` would change the order of CSP statements (channel items and "
                         "events follow enumeration order)")
     return boxes, bound

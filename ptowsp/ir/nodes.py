@@ -29,6 +29,7 @@ from typing import Optional, Union
 from .. import sym
 from ..records import record
 from ..spans import NO_SPAN, Span
+from .kernel_plan import KernelPlan
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
@@ -50,6 +51,9 @@ OTHERS = ("broadcast", "matmul", "transpose", "softmax", "slice_even", "slice_od
           "where")
 LEAVES = ("param", "scalar_param", "literal", "iota_row", "iota_col")
 ALL_OPS = LEAVES + ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + REDUCTIONS + OTHERS
+# computed per element (operands broadcast), and index maps over one operand
+ELEMENTWISE = frozenset(ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + ("where",))
+VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
 
 
 @record
@@ -100,9 +104,9 @@ class Kernel:
     extern_c: Optional[str] = None
     constexprs: tuple[tuple[str, int], ...] = ()
     span: Span = NO_SPAN
-    # how the ops run (`ir/passes/plan_kernels.py`, -O2 and up); None: the back end's simplest
-    # form. A planned kernel's ops are the ones the plan schedules (softmax expanded, copies)
-    plan: Optional["KernelPlan"] = None
+    # how the ops run (`ir/kernel_plan.py`; made by the `plan-kernels` pass, -O2 and up); None:
+    # the back end's simplest form. A planned kernel's ops are the ones the plan schedules
+    plan: Optional[KernelPlan] = None
     # why task fusion made this kernel (`ir/passes/fuse_tasks.py`); printed as `# fused: ...`
     fused: tuple[str, ...] = ()
     extern_ascend: Optional[str] = None  # the `extern ascend` body (Ascend C), as `extern_c`
@@ -112,57 +116,6 @@ class Kernel:
     def is_extern(self) -> bool:
         """An extern kernel: foreign bodies, no ops (opaque to every pass)."""
         return self.extern_c is not None or self.extern_ascend is not None
-
-
-# Kernel plans (`ir/passes/plan_kernels.py` makes them, `backends/cpu/kernels.py` follows them).
-# Values are op indices of the planned kernel. Where a value lives is `KernelPlan.kinds[i]`:
-#   scalar  a scalar, computed once          leaf    a parameter, literal or iota, read in place
-#   inline  a cheap elementwise op of leaves, recomputed wherever it is read
-#   ew      an elementwise op computed per element in its nest: a register (a C local) there,
-#           and also a local array when read outside the nest (`KernelPlan.assign`)
-#   red     a reduction accumulated in its input's nest (row: in lane registers; column: in its
-#           row-vector array), its result a small array
-#   view    an index map over its operand (broadcast, transpose, slices, interleave)
-#   matmul  its own step, into an array or straight into the tile it is stored to (`into`)
-
-
-@record
-class LoopNest:
-    """A loop nest of a kernel plan: `ops` per element over `shape`, reductions, stores."""
-
-    shape: tuple[int, int]
-    level: int
-    ops: tuple[int, ...] = ()
-    rowreds: tuple[int, ...] = ()
-    colreds: tuple[int, ...] = ()
-    stores: tuple[tuple[str, int], ...] = ()
-
-
-@record
-class PlanStep:
-    """A kernel plan's step: a `matmul`, or `nests` (several: row i of each in turn)."""
-
-    nests: tuple[LoopNest, ...] = ()
-    matmul: Optional[int] = None
-    blocked: bool = False  # register-blocked (else i-k-j)
-    kc: int = 0  # a blocked matmul's K chunk
-    pack_a: bool = False  # A converted into a packed panel (else read in place)
-    pack_b: bool = True  # B's panels packed (else full panels read in place)
-
-
-@record
-class KernelPlan:
-    """How a kernel's ops run: kinds, steps, final stores, arrays in buffers reused by liveness."""
-
-    kinds: tuple[str, ...]
-    levels: tuple[int, ...]
-    steps: tuple[PlanStep, ...]
-    stores: tuple[tuple[str, int], ...]  # run after every step, in order
-    into: tuple[tuple[int, str], ...] = ()  # matmuls computed in the tile they are stored to
-    buffers: tuple[tuple[str, int], ...] = ()  # (held dtype, elements) of each local buffer
-    assign: tuple[tuple[int, int], ...] = ()  # (value, buffer) of every materialised value
-    temp_bytes_before: int = 0  # one buffer per materialised value
-    temp_bytes_after: int = 0  # with buffers reused
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,75 +480,6 @@ class Sync:
 CSP_STMTS = (Pipe, Process, Send, Consume, Mark, Sync)
 
 
-def children(st) -> tuple:
-    """The statement lists directly inside `st` (for walks)."""
-    if isinstance(st, (Loop, Block, Consume, Process, Mark)):
-        return (st.body,)
-    if isinstance(st, When):
-        return tuple(body for _, body in st.branches) + (st.otherwise,)
-    if isinstance(st, Pipe):
-        return tuple((p,) for p in st.processes)
-    if isinstance(st, Send):
-        return ((st.task,),)
-    return ()
-
-
-def walk(stmts):
-    """Every statement of a loop tree, depth first, in enumeration order (a `Pipe` yields its
-    `Process`es, a `Send` its `Task`)."""
-    for st in stmts:
-        yield st
-        for body in children(st):
-            yield from walk(body)
-
-
-def own_consumes(stmts) -> list[str]:
-    """The channels consumed by these statements, not counting nested pipes' processes."""
-    out: list[str] = []
-    for st in stmts:
-        if isinstance(st, Pipe):
-            continue
-        if isinstance(st, Consume) and st.channel not in out:
-            out.append(st.channel)
-        for body in children(st):
-            out.extend(c for c in own_consumes(body) if c not in out)
-    return out
-
-
-def _cond_queries(c) -> bool:
-    if not isinstance(c, Cond):
-        return False
-    if c.op == "query":
-        return True
-    return c.op in ("and", "or", "not") and any(_cond_queries(a) for a in c.args)
-
-
-def uses_csp(stmts) -> bool:
-    """Whether a loop tree uses CSP: a pipe, process, send, consume, record or synchronize, or
-    a `query` predicate. (`Schedule.uses_csp` holds this for the schedule's body.)"""
-    for st in walk(stmts):
-        if isinstance(st, CSP_STMTS):
-            return True
-        if isinstance(st, When) and any(_cond_queries(c) for c, _ in st.branches):
-            return True
-    return False
-
-
-def tasks(stmts):
-    """Every task of a loop tree, in enumeration order of the tree (sends' tasks included)."""
-    return [st for st in walk(stmts) if isinstance(st, Task)]
-
-
-def written_tensors(stmts) -> set[str]:
-    """The tensors some task of the tree writes."""
-    return {a.tensor for st in walk(stmts) if isinstance(st, Task) for a in st.args
-            if isinstance(a, TileArg) and a.mode != "r"}
-
-
-def read_tensors(stmts) -> set[str]:
-    """The tensors whose elements enumeration reads (N.Read): the data the task space needs."""
-    return {st.tensor for st in walk(stmts) if isinstance(st, Read)}
-
 Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet, Pipe, Process, Send, Consume, Mark,
              Sync]
 
@@ -631,8 +515,8 @@ class Schedule:
     # (the model still deals round_robin(1)); without `streams` tasks are in no stream
     given: tuple[str, ...] = ()
     window_span: Span = NO_SPAN  # `.task_graph(...)` (or the schedule): a window abort is reported here
-    # the body uses CSP (`uses_csp(body)`): enumerated by coroutines (see "CSP" above); a back
-    # end without the CSP enumerator rejects such a schedule (`lower.reject_csp`)
+    # the body uses CSP (`visit.uses_csp(body)`): enumerated by coroutines (see "CSP" above);
+    # a back end without the CSP enumerator rejects such a schedule (`lower.reject_csp`)
     uses_csp: bool = False
     # the axis transforms lowering applied to `body`, as written (`split(t, 4)`; ir/axes.py)
     transforms: tuple[str, ...] = ()

@@ -30,7 +30,10 @@ from __future__ import annotations
 from typing import Union
 
 from .. import sym
+from ..diagnostics import InternalError
 from . import nodes as N
+from .kernel_plan import LoopNest
+from .visit import Visitor, children
 
 
 def print_module(m: N.Module) -> str:
@@ -107,9 +110,52 @@ def kernel_lines(k: N.Kernel) -> list[str]:
     lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
     lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
     if k.plan is not None:  # after plan-kernels: nests, registers, buffers, temporary bytes
-        from .passes.plan_kernels import plan_lines
-
         lines.extend("  " + line for line in plan_lines(k))
+    return lines
+
+
+def plan_lines(k: N.Kernel) -> list[str]:
+    """A planned kernel's plan as text (printed under its ops); [] without a plan."""
+    plan = k.plan
+    if plan is None:
+        return []
+    ops = k.ops
+    buf_of = dict(plan.assign)
+
+    def where(i: int) -> str:
+        return f"%{i}"
+
+    def nest_line(t: LoopNest) -> str:
+        parts = [" ".join(where(i) for i in t.ops)] if t.ops else []
+        parts += [f"{ops[r].op} {where(r)} (lanes)" for r in t.rowreds]
+        parts += [f"{ops[r].op} {where(r)}" for r in t.colreds]
+        parts += [f"store {p} = {where(v)}" for p, v in t.stores]
+        return f"nest [{t.shape[0]}, {t.shape[1]}] level {t.level}: " + ", ".join(parts)
+
+    lines = ["plan:"]
+    for s in plan.steps:
+        if s.matmul is not None:
+            how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")
+                   + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
+            into = dict(plan.into).get(s.matmul)
+            lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
+        elif len(s.nests) == 1:
+            lines.append("  " + nest_line(s.nests[0]))
+        else:
+            lines.append(f"  rows {s.nests[0].shape[0]}, row by row:")
+            lines.extend("    " + nest_line(t) for t in s.nests)
+    lines.extend(f"  store {p} = {where(v)}" for p, v in plan.stores)
+    inline = [i for i, kd in enumerate(plan.kinds) if kd == "inline"]
+    regs = [i for i, kd in enumerate(plan.kinds) if kd == "ew" and i not in buf_of]
+    if inline:
+        lines.append("  inline: " + " ".join(where(i) for i in inline))
+    if regs:
+        lines.append("  registers: " + " ".join(where(i) for i in regs))
+    if plan.buffers:
+        for b, (dt, n) in enumerate(plan.buffers):
+            vals = " ".join(where(u) for u, bb in plan.assign if bb == b)
+            lines.append(f"  buffer b{b}: {dt}[{n}] <- {vals}")
+    lines.append(f"  temporaries: {plan.temp_bytes_before} bytes -> {plan.temp_bytes_after} bytes")
     return lines
 
 
@@ -138,60 +184,82 @@ def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
 
 
 def stmt_lines(st: N.Stmt, depth: int) -> list[str]:
-    pad = "  " * depth
-    if isinstance(st, N.Loop):
-        lines = [f"{pad}for {st.var} in {st.kind}({sym.to_str(st.extent)}):"]
-        for child in st.body:
-            lines.extend(stmt_lines(child, depth + 1))
-        return lines
-    if isinstance(st, N.Block):
-        lines = [f"{pad}{st.kind}:"]
-        for child in st.body:
-            lines.extend(stmt_lines(child, depth + 1))
-        return lines
-    if isinstance(st, N.Read):
+    """A statement and the statements nested in it, indented `depth` steps."""
+    return _STMTS.visit(st, depth)
+
+
+class _Statements(Visitor):
+    """Each statement's own line(s) at `depth`, then its nested statements one step deeper
+    (a `when` puts its branch heads between them)."""
+
+    def nested(self, st, depth: int) -> list[str]:
+        return [line for seq in children(st) for x in seq for line in self.visit(x, depth + 1)]
+
+    def visit_other(self, st, depth: int) -> list[str]:
+        raise InternalError("printer", f"no text for a {type(st).__name__}")
+
+    def visit_Loop(self, st: N.Loop, depth: int) -> list[str]:
+        return [f"{_pad(depth)}for {st.var} in {st.kind}({sym.to_str(st.extent)}):"] + \
+            self.nested(st, depth)
+
+    def visit_Block(self, st: N.Block, depth: int) -> list[str]:
+        return [f"{_pad(depth)}{st.kind}:"] + self.nested(st, depth)
+
+    def visit_Task(self, st: N.Task, depth: int) -> list[str]:
+        return task_lines(st, depth)
+
+    def visit_Read(self, st: N.Read, depth: int) -> list[str]:
+        pad = _pad(depth)
         index = ", ".join(sym.to_str(i) for i in st.index)
-        lines = [f"{pad}read {st.var} = {st.tensor}[{index}]"]
-        lines.extend(f"{pad}  {_check(c)}" for c in st.checks)
-        return lines
-    if isinstance(st, N.Assert):
-        return [f"{pad}assert {_check(st.check)[len('check '):]}"]
-    if isinstance(st, N.When):
+        return [f"{pad}read {st.var} = {st.tensor}[{index}]"] + \
+            [f"{pad}  {_check(c)}" for c in st.checks]
+
+    def visit_Assert(self, st: N.Assert, depth: int) -> list[str]:
+        return [f"{_pad(depth)}assert {_check(st.check)[len('check '):]}"]
+
+    def visit_When(self, st: N.When, depth: int) -> list[str]:
+        pad = _pad(depth)
         lines = []
         for i, (c, body) in enumerate(st.branches):
             lines.append(f"{pad}{'when' if i == 0 else 'else when'} {cond(c)}:")
-            for child in body:
-                lines.extend(stmt_lines(child, depth + 1))
+            lines.extend(line for x in body for line in self.visit(x, depth + 1))
         if st.otherwise:
             lines.append(f"{pad}otherwise:")
-            for child in st.otherwise:
-                lines.extend(stmt_lines(child, depth + 1))
+            lines.extend(line for x in st.otherwise for line in self.visit(x, depth + 1))
         return lines
-    if isinstance(st, N.SlotSet):
-        return [f"{pad}slot_set {st.slot} = {sym.to_str(st.value)}"]
-    if isinstance(st, N.Pipe):
+
+    def visit_SlotSet(self, st: N.SlotSet, depth: int) -> list[str]:
+        return [f"{_pad(depth)}slot_set {st.slot} = {sym.to_str(st.value)}"]
+
+    def visit_Pipe(self, st: N.Pipe, depth: int) -> list[str]:
         opens = f"  # opens {', '.join(st.channels)}" if st.channels else ""
-        lines = [f"{pad}pipe:{opens}"]
-        for p in st.processes:
-            lines.extend(stmt_lines(p, depth + 1))
-        return lines
-    if isinstance(st, N.Process):
-        head = f"{pad}process {st.name}"
+        return [f"{_pad(depth)}pipe:{opens}"] + self.nested(st, depth)
+
+    def visit_Process(self, st: N.Process, depth: int) -> list[str]:
+        head = f"{_pad(depth)}process {st.name}"
         if st.id_var is not None:
             head += f" * {st.replicas} (id {st.id_var})"
         head += ":" + (f"  # sends {', '.join(st.sends)}" if st.sends else "")
-        return [head] + [line for child in st.body for line in stmt_lines(child, depth + 1)]
-    if isinstance(st, N.Send):
-        return [f"{pad}send {st.channel} item {st.item}:"] + task_lines(st.task, depth + 1)
-    if isinstance(st, N.Consume):
-        lines = [f"{pad}consume {st.channel} as {st.item}:"]
-        return lines + [line for child in st.body for line in stmt_lines(child, depth + 1)]
-    if isinstance(st, N.Mark):
-        lines = [f"{pad}mark {', '.join(st.events)}:"]
-        return lines + [line for child in st.body for line in stmt_lines(child, depth + 1)]
-    if isinstance(st, N.Sync):
-        return [f"{pad}sync {st.event}"]
-    return task_lines(st, depth)
+        return [head] + self.nested(st, depth)
+
+    def visit_Send(self, st: N.Send, depth: int) -> list[str]:
+        return [f"{_pad(depth)}send {st.channel} item {st.item}:"] + self.nested(st, depth)
+
+    def visit_Consume(self, st: N.Consume, depth: int) -> list[str]:
+        return [f"{_pad(depth)}consume {st.channel} as {st.item}:"] + self.nested(st, depth)
+
+    def visit_Mark(self, st: N.Mark, depth: int) -> list[str]:
+        return [f"{_pad(depth)}mark {', '.join(st.events)}:"] + self.nested(st, depth)
+
+    def visit_Sync(self, st: N.Sync, depth: int) -> list[str]:
+        return [f"{_pad(depth)}sync {st.event}"]
+
+
+_STMTS = _Statements()
+
+
+def _pad(depth: int) -> str:
+    return "  " * depth
 
 
 def cond(c: N.Cond, top: bool = True) -> str:
@@ -252,5 +320,5 @@ def _check(c: N.ViewCheck) -> str:
     return f"check {c.check}  # {c.message}{where}"
 
 
-__all__ = ["print_module", "kernel_lines", "schedule_lines", "op_line", "box", "cond",
+__all__ = ["print_module", "kernel_lines", "plan_lines", "schedule_lines", "op_line", "box", "cond",
            "channel_line"]

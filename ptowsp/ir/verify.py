@@ -34,11 +34,11 @@ from typing import Optional
 
 from .. import sym
 from ..diagnostics import InternalError
+from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from . import nodes as N
+from .kernel_plan import buffer_bytes, held
+from .visit import Visitor, own_consumes, uses_csp, walk
 
-DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")
-FLOATS = ("f16", "bf16", "f32", "f64")
-INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 _ARITH = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 _DISPATCH = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
@@ -307,7 +307,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
     elif name in ("iota_row", "iota_col"):
         arity(0)
         tile(op)
-        if op.dtype not in INTS:
+        if op.dtype not in INT_DTYPES:
             _fail("iota of a non-integer dtype")
     elif name in _ARITH:
         arity(2)
@@ -335,7 +335,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
         same_dtype(args)
         shape(args[0].shape)
         if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
-                    "silu") and op.dtype not in FLOATS:
+                    "silu") and op.dtype not in FLOAT_DTYPES:
             _fail(f"`{name}` of a non-float dtype")
     elif name == "where":
         arity(3)
@@ -376,7 +376,7 @@ def _op(op: N.Op, i: int, ops, params) -> None:
         arity(1)
         same_dtype(args)
         shape(tile(args[0]))
-        if op.dtype not in FLOATS:
+        if op.dtype not in FLOAT_DTYPES:
             _fail("softmax of a non-float dtype")
     elif name in ("slice_even", "slice_odd"):
         arity(1)
@@ -398,10 +398,10 @@ def _op(op: N.Op, i: int, ops, params) -> None:
 
 _KIND_OPS = {
     "leaf": ("param", "iota_row", "iota_col", "literal"),
-    "inline": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
-    "ew": N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",),
+    "inline": N.ELEMENTWISE,
+    "ew": N.ELEMENTWISE,
     "red": N.REDUCTIONS,
-    "view": ("broadcast", "transpose", "slice_even", "slice_odd", "interleave"),
+    "view": N.VIEWS,
     "matmul": ("matmul",),
 }
 
@@ -412,8 +412,6 @@ def _plan(k: N.Kernel) -> None:
     is made in an earlier step (or an earlier nest of the same row-by-row step); the stores of
     nests, `stores` and `into` are the kernel's; values sharing a buffer are never live at once,
     fit it and share its held dtype; the byte counts add up."""
-    from .passes.plan_kernels import buffer_bytes, held
-
     plan, ops = k.plan, k.ops
     kinds = plan.kinds
     if len(kinds) != len(ops) or len(plan.levels) != len(ops):
@@ -516,7 +514,7 @@ def _plan(k: N.Kernel) -> None:
 # Schedules
 
 
-class _Schedule:
+class _Schedule(Visitor):
     def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str], channels=None):
         self.s, self.kernels, self.tensors, self.syms = s, kernels, tensors, syms
         self.channels: dict[str, N.Channel] = dict(channels or {})
@@ -545,7 +543,7 @@ class _Schedule:
             _fail("the task window must be positive")
         if s.window_mode not in ("stall", "abort"):
             _fail(f"unknown window mode `{s.window_mode}`")
-        if s.uses_csp != N.uses_csp(s.body):
+        if s.uses_csp != uses_csp(s.body):
             does = "does" if not s.uses_csp else "does not"
             _fail(f"`uses_csp` is {s.uses_csp}, but the body {does} use CSP")
         self.body(s.body, frozenset(self.syms))
@@ -554,54 +552,61 @@ class _Schedule:
         """`names`: the syms, loop variables and Read variables bound around `stmts`; a Read
         binds its variable for the statements after it in its block (and inside them)."""
         for st in stmts:
-            if isinstance(st, N.Loop):
-                if st.var in names:
-                    _fail(f"loop variable `{st.var}` rebinds a name bound around it")
-                if st.kind not in ("grid", "seq"):
-                    _fail(f"loop kind `{st.kind}`")
-                _bound(st.extent, names, f"the extent of `{st.var}`")
-                self.body(st.body, names | {st.var})
-            elif isinstance(st, N.Block):
-                if st.kind not in ("combine", "sequential"):
-                    _fail(f"block kind `{st.kind}`")
-                self.body(st.body, names)
-            elif isinstance(st, N.Task):
-                try:
-                    self.task(st, names)
-                except _Fail as f:
-                    raise _Fail(f"task `{st.text}`: {f}") from None
-            elif isinstance(st, N.Read):
-                self.read(st, names)
+            self.visit(st, names)
+            if isinstance(st, N.Read):
                 names = names | {st.var}
-            elif isinstance(st, N.Assert):
-                _check(st.check, names, "an assert")
-            elif isinstance(st, N.When):
-                if not st.branches:
-                    _fail("a `when` without branches")
-                for c, body in st.branches:
-                    _cond(c, names, self.channels)
-                    self.body(body, names)
-                self.body(st.otherwise, names)
-            elif isinstance(st, N.SlotSet):
-                if not (isinstance(st.slot, int) and 0 <= st.slot < N.NSLOTS):
-                    _fail(f"slot {st.slot} does not exist (slots are 0 to {N.NSLOTS - 1})")
-                _bound(st.value, names, f"the value of slot {st.slot}")
-            elif isinstance(st, N.Pipe):
-                self.pipe(st, names)
-            elif isinstance(st, N.Send):
-                self.send(st, names)
-            elif isinstance(st, N.Consume):
-                self.consume(st, names)
-            elif isinstance(st, N.Mark):
-                for ev in st.events:
-                    self.event(ev, "a `Mark`")
-                self.body(st.body, names)
-            elif isinstance(st, N.Sync):
-                self.event(st.event, "a `Sync`")
-            elif isinstance(st, N.Process):
-                _fail(f"process `{st.name}` outside a pipe")
-            else:
-                _fail(f"unexpected statement {type(st).__name__}")
+
+    def visit_other(self, st, names: frozenset) -> None:
+        _fail(f"unexpected statement {type(st).__name__}")
+
+    def visit_Loop(self, st: N.Loop, names: frozenset) -> None:
+        if st.var in names:
+            _fail(f"loop variable `{st.var}` rebinds a name bound around it")
+        if st.kind not in ("grid", "seq"):
+            _fail(f"loop kind `{st.kind}`")
+        _bound(st.extent, names, f"the extent of `{st.var}`")
+        self.body(st.body, names | {st.var})
+
+    def visit_Block(self, st: N.Block, names: frozenset) -> None:
+        if st.kind not in ("combine", "sequential"):
+            _fail(f"block kind `{st.kind}`")
+        self.body(st.body, names)
+
+    def visit_Task(self, st: N.Task, names: frozenset) -> None:
+        try:
+            self.task(st, names)
+        except _Fail as f:
+            raise _Fail(f"task `{st.text}`: {f}") from None
+
+    def visit_Read(self, st: N.Read, names: frozenset) -> None:
+        self.read(st, names)
+
+    def visit_Assert(self, st: N.Assert, names: frozenset) -> None:
+        _check(st.check, names, "an assert")
+
+    def visit_When(self, st: N.When, names: frozenset) -> None:
+        if not st.branches:
+            _fail("a `when` without branches")
+        for c, body in st.branches:
+            _cond(c, names, self.channels)
+            self.body(body, names)
+        self.body(st.otherwise, names)
+
+    def visit_SlotSet(self, st: N.SlotSet, names: frozenset) -> None:
+        if not (isinstance(st.slot, int) and 0 <= st.slot < N.NSLOTS):
+            _fail(f"slot {st.slot} does not exist (slots are 0 to {N.NSLOTS - 1})")
+        _bound(st.value, names, f"the value of slot {st.slot}")
+
+    def visit_Mark(self, st: N.Mark, names: frozenset) -> None:
+        for ev in st.events:
+            self.event(ev, "a `Mark`")
+        self.body(st.body, names)
+
+    def visit_Sync(self, st: N.Sync, names: frozenset) -> None:
+        self.event(st.event, "a `Sync`")
+
+    def visit_Process(self, st: N.Process, names: frozenset) -> None:
+        _fail(f"process `{st.name}` outside a pipe")
 
     # ---- CSP
     def event(self, name: str, what: str) -> None:
@@ -622,7 +627,7 @@ class _Schedule:
         offsets = (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0))
         return (c.slots, offsets, (sym.const(1), sym.const(rows), sym.const(cols)))
 
-    def pipe(self, p: N.Pipe, names: frozenset) -> None:
+    def visit_Pipe(self, p: N.Pipe, names: frozenset) -> None:
         _unique([q.name for q in p.processes], "process")
         owned: list[str] = []
         for q in p.processes:
@@ -637,12 +642,12 @@ class _Schedule:
                         _fail(f"replica variable `{q.id_var}` rebinds a name bound around it")
                     inner = names | {q.id_var}
                 sends = []
-                for st in N.walk(q.body):
+                for st in walk(q.body):
                     if isinstance(st, N.Send) and st.channel not in sends:
                         sends.append(st.channel)
                 if sorted(sends) != sorted(q.sends):
                     _fail(f"`sends` is {list(q.sends)}, but the body sends to {sends}")
-                for c in N.own_consumes(q.body):
+                for c in own_consumes(q.body):
                     if c not in owned:
                         owned.append(c)
                 saved = self.in_process
@@ -656,7 +661,7 @@ class _Schedule:
         if sorted(owned) != sorted(p.channels):
             _fail(f"a pipe owns {list(p.channels)}, but its processes consume {owned}")
 
-    def send(self, st: N.Send, names: frozenset) -> None:
+    def visit_Send(self, st: N.Send, names: frozenset) -> None:
         if not self.in_process:
             _fail(f"a send to `{st.channel}` outside a process")
         c = self.slotted(st.channel, "a send to")
@@ -673,7 +678,7 @@ class _Schedule:
         if c.elem is not None and not isinstance(writes[0], N.TileArg):
             _fail(f"a send to data channel `{c.name}` writes its slot without a tile")
 
-    def consume(self, st: N.Consume, names: frozenset) -> None:
+    def visit_Consume(self, st: N.Consume, names: frozenset) -> None:
         if not self.in_process:
             _fail(f"a consume of `{st.channel}` outside a process")
         c = self.slotted(st.channel, "a consume of")
@@ -693,7 +698,7 @@ class _Schedule:
         t = self.tensors.get(r.tensor)
         if t is None:
             _fail(f"read `{r.var}` of tensor `{r.tensor}`, which does not exist")
-        if t.dtype not in INTS and t.dtype != "bool":
+        if t.dtype not in INT_DTYPES and t.dtype != "bool":
             _fail(f"read `{r.var}` of {t.dtype} tensor `{t.name}` (only integer elements)")
         if len(r.index) != len(t.dims):
             _fail(f"read `{r.var}` has {len(r.index)} indices for a {len(t.dims)}-D tensor")
@@ -732,7 +737,7 @@ class _Schedule:
                     _bound(a.value, names, f"the value of `{p.name}`")
                 elif isinstance(a.value, bool) != (p.dtype == "bool"):
                     _fail(f"a {type(a.value).__name__} value for {p.dtype} scalar `{p.name}`")
-                elif isinstance(a.value, float) and p.dtype not in FLOATS:
+                elif isinstance(a.value, float) and p.dtype not in FLOAT_DTYPES:
                     _fail(f"a float value for {p.dtype} scalar `{p.name}`")
             else:
                 _fail(f"unexpected argument {type(a).__name__}")

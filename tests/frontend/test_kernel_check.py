@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
-from ptowsp.frontend.kernel_check import KernelTypes
+from ptowsp.frontend.kernels import KernelTypes
 from ptowsp.primitives import PRIMITIVES, Type
 
 

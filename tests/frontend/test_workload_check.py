@@ -1,4 +1,4 @@
-"""Workload bodies and schedules (`frontend/workload_check.py`, language.md sections 5 to 8).
+"""Workload bodies and schedules (`frontend/workloads/`, language.md sections 5 to 8).
 
 Valid programs covering every statement of sections 6 and 7 and every combinator of section 8
 must check; run-time checks are recorded exactly for the views that cannot be proved; errors are

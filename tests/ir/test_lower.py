@@ -352,7 +352,10 @@ def test_scalar_arguments_and_defaults():
         }
     """)
     t1, t2 = tasks(m.schedule("w").body)
-    vals = lambda t: {a.param: (a.value, a.dtype) for a in t.args if isinstance(a, N.ScalarArg)}
+
+    def vals(t):
+        return {a.param: (a.value, a.dtype) for a in t.args if isinstance(a, N.ScalarArg)}
+
     i = sym.var("i")
     assert vals(t1) == {"a": (1e-6, "f32"), "n": (sym.const(-3), "i64"), "f": (True, "bool"),
                         "g": (i * 2 + 1, "f16")}

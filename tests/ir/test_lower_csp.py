@@ -16,6 +16,7 @@ from ptowsp import sym
 from ptowsp.diagnostics import InternalError, WspError
 from ptowsp.frontend.checker import check_source
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 from ptowsp.lower import lower, reject_csp
@@ -76,7 +77,7 @@ def body(m: N.Module) -> tuple:
 
 
 def find(stmts, cls) -> list:
-    return [st for st in N.walk(stmts) if isinstance(st, cls)]
+    return [st for st in V.walk(stmts) if isinstance(st, cls)]
 
 
 def test_golden_small_pipe(golden):
@@ -185,7 +186,7 @@ def test_inlined_workloads_and_nested_pipes():
     assert outer.channels == ("outer",) and inner.channels == ("inner",)
     assert [p.sends for p in outer.processes] == [("outer",), ("inner",)]
     # the innermost task reads both items' slots: `outer`'s item t and `inner`'s item u
-    (task,) = [t for t in N.tasks(body(m)) if t.kernel == "copy" and len(t.coords) == 2]
+    (task,) = [t for t in V.tasks(body(m)) if t.kernel == "copy" and len(t.coords) == 2]
     assert [(x.tensor, sym.to_str(x.offsets[0])) for x in task.extra] == [
         ("outer@slots", "t % 2"), ("inner@slots", "0")]
 
@@ -286,7 +287,7 @@ def test_verify_catches_broken_csp():
          "task `copy[t]`: does not read the slot of item `t` of `q`"),
         (broken(m, body=replace_first(b, N.Sync, lambda s: N.Sync("q", s.span))),
          "a `Sync` of `q`, which is not an event"),
-        (broken(m, body=(N.Send("q", "k", N.tasks(b)[0]),)), "a send to `q` outside a process"),
+        (broken(m, body=(N.Send("q", "k", V.tasks(b)[0]),)), "a send to `q` outside a process"),
         (broken(m, body=(N.Process("p", 1, None, ()),)), "process `p` outside a pipe"),
         (dataclasses.replace(m, channels=m.channels[:1] + (dataclasses.replace(
             m.channels[1], slots="zz"),) + m.channels[2:]), "slot tensor `zz` should be"),

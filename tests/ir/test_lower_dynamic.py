@@ -237,8 +237,11 @@ def test_p_when_spelling_is_the_same():
             P.otherwise { copy[b](x = X[0], y = Y[b]) }
         }
     """)
-    text = lambda t: re.sub(r" @\d+:\d+", "", print_module(
-        N.Module("m", (), (), (), (N.Schedule("s", "w", t),), None)))
+
+    def text(t):
+        return re.sub(r" @\d+:\d+", "", print_module(
+            N.Module("m", (), (), (), (N.Schedule("s", "w", t),), None)))
+
     assert text(a) == text(b)
 
 

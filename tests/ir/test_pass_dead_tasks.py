@@ -14,8 +14,9 @@ import pytest
 import ptowsp
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import optimize
-from ptowsp.ir.passes.dead_tasks import eliminate_dead_tasks
+from ptowsp.ir.passes.dead_tasks import dead_tasks
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 
@@ -25,9 +26,9 @@ def ir(text: str) -> N.Module:
 
 
 def eliminated(m: N.Module) -> N.Module:
-    out = eliminate_dead_tasks(m)
+    out = dead_tasks(m)
     verify(out)
-    assert eliminate_dead_tasks(out) is out  # idempotent
+    assert dead_tasks(out) is out  # idempotent
     return out
 
 
@@ -39,7 +40,7 @@ def golden_pair(golden, name: str, m: N.Module) -> N.Module:
 
 
 def texts(m: N.Module) -> list[str]:
-    return [t.text for s in m.schedules for t in N.tasks(s.body)]
+    return [t.text for s in m.schedules for t in V.tasks(s.body)]
 
 
 def names(items) -> set[str]:
@@ -207,9 +208,9 @@ def test_kept_with_a_run_time_view_check(golden):
     # would hide the error a too small T reports)
     mod = ptowsp.parse(textwrap.dedent(CHECKED), "checked.wsp")
     m = mod.ir
-    t0 = N.tasks(m.schedules[0].body)[0]
+    t0 = V.tasks(m.schedules[0].body)[0]
     assert any(a.checks for a in t0.args if isinstance(a, N.TileArg))
-    assert eliminate_dead_tasks(m) is m
+    assert dead_tasks(m) is m
     golden("dead_tasks_keep_checked.ir", print_module(m))
     # the error stays at every level
     x = np.zeros((32, 16), np.float32)
@@ -241,8 +242,8 @@ def test_kept_in_a_pipe(golden):
         }
         schedule main = w()
     """)
-    assert not any(a.checks for t in N.tasks(m.schedules[0].body) for a in t.args)
-    assert eliminate_dead_tasks(m) is m
+    assert not any(a.checks for t in V.tasks(m.schedules[0].body) for a in t.args)
+    assert dead_tasks(m) is m
     golden("dead_tasks_keep_pipe.ir", print_module(m))
     same_results(m, m)
 
@@ -250,7 +251,7 @@ def test_kept_in_a_pipe(golden):
 def test_nothing_to_do_is_the_same_object():
     for name in ("rmsnorm", "swiglu_ffn", "moe", "attention_varlen", "megakernel"):
         mod = ptowsp.load(f"examples/{name}.wsp").ir
-        assert eliminate_dead_tasks(mod) is mod, name
+        assert dead_tasks(mod) is mod, name
 
 
 def test_in_the_pipeline_and_the_python_class():

@@ -12,7 +12,8 @@ import numpy as np
 import ptowsp
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
-from ptowsp.ir.passes.flatten import flatten_blocks
+from ptowsp.ir import visit as V
+from ptowsp.ir.passes.flatten import flatten
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 
@@ -22,9 +23,9 @@ def ir(text: str) -> N.Module:
 
 
 def flattened(m: N.Module) -> N.Module:
-    out = flatten_blocks(m)
+    out = flatten(m)
     verify(out)
-    assert flatten_blocks(out) is out  # idempotent
+    assert flatten(out) is out  # idempotent
     return out
 
 
@@ -39,9 +40,9 @@ def order(stmts) -> set[tuple[str, str]]:
     """Every (before, after) pair of task texts that a `sequential` block orders, closed
     transitively (P.seq loops order their iterations the same before and after: not modelled)."""
     pairs = set()
-    for st in N.walk(stmts):
+    for st in V.walk(stmts):
         if isinstance(st, N.Block) and st.kind == "sequential":
-            steps = [[t.text for t in N.tasks((x,))] for x in st.body]
+            steps = [[t.text for t in V.tasks((x,))] for x in st.body]
             for i, a in enumerate(steps):
                 for b in steps[i + 1:]:
                     pairs |= {(x, y) for x in a for y in b}
@@ -53,11 +54,11 @@ def order(stmts) -> set[tuple[str, str]]:
 
 
 def texts(m: N.Module) -> list[str]:
-    return [t.text for s in m.schedules for t in N.tasks(s.body)]
+    return [t.text for s in m.schedules for t in V.tasks(s.body)]
 
 
 def blocks(m: N.Module) -> list[str]:
-    return [st.kind for s in m.schedules for st in N.walk(s.body) if isinstance(st, N.Block)]
+    return [st.kind for s in m.schedules for st in V.walk(s.body) if isinstance(st, N.Block)]
 
 
 def same_results(m: N.Module, after: N.Module) -> None:
@@ -235,10 +236,10 @@ def test_nothing_to_do_is_the_same_object():
         }
         for t in P(2) { b[t](x = X[t*8 : t*8 + 8, :], y = Y[t*8 : t*8 + 8, :]) }
     """)
-    assert flatten_blocks(m) is m
+    assert flatten(m) is m
     for name in ("rmsnorm", "swiglu_ffn", "worker_pool"):
         mod = ptowsp.load(f"examples/{name}.wsp").ir
-        assert flatten_blocks(mod) is mod, name
+        assert flatten(mod) is mod, name
 
 
 def test_the_python_class():

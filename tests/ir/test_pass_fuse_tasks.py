@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import ptowsp
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import pass_names, pipeline
 from ptowsp.ir.passes.fuse_tasks import (
     BROADCAST,
@@ -44,7 +45,7 @@ def fused(m: N.Module, **config) -> N.Module:
 
 
 def ntasks(m: N.Module) -> int:
-    return sum(len(N.tasks(s.body)) for s in m.schedules)
+    return sum(len(V.tasks(s.body)) for s in m.schedules)
 
 
 def golden_pair(golden, name: str, m: N.Module) -> N.Module:

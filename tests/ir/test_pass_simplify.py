@@ -18,8 +18,9 @@ import ptowsp
 from ptowsp import sym
 from ptowsp.backends.ref.interp import execute
 from ptowsp.ir import nodes as N
+from ptowsp.ir import visit as V
 from ptowsp.ir.passes import optimize
-from ptowsp.ir.passes.simplify import cond_value, simplify_kernel, simplify_module
+from ptowsp.ir.passes.simplify import cond_value, simplify, simplify_kernel
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 
@@ -29,9 +30,9 @@ def ir(text: str) -> N.Module:
 
 
 def simplified(m: N.Module) -> N.Module:
-    out = simplify_module(m)
+    out = simplify(m)
     verify(out)
-    assert simplify_module(out) is out  # idempotent
+    assert simplify(out) is out  # idempotent
     return out
 
 
@@ -55,7 +56,7 @@ def same(a: dict, b: dict) -> None:
 
 
 def ntasks(m: N.Module) -> int:
-    return sum(len(N.tasks(s.body)) for s in m.schedules)
+    return sum(len(V.tasks(s.body)) for s in m.schedules)
 
 
 X32 = {"X": np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)}
@@ -98,10 +99,10 @@ def test_empty_loops_removed_one_trip_loops_kept(golden):
 def test_nothing_to_do_is_the_same_object():
     m = ir(LOOPS.replace("for i in P(0)", "for i in P(2)").replace("P(Z)", "P(1)")
            .replace("P.seq(T - T)", "P.seq(T / 8)"))
-    assert simplify_module(m) is m
+    assert simplify(m) is m
     for name in ("rmsnorm", "swiglu_ffn", "softmax", "gemm"):
         mod = ptowsp.load(f"examples/{name}.wsp").ir
-        assert simplify_module(mod) is mod, name
+        assert simplify(mod) is mod, name
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,9 +181,9 @@ def test_chosen_branch_stays_one_step_of_a_sequential():
     assert out.kind == "sequential" and len(out.body) == 2
     assert out.body[0] == N.Block("combine", (k1, k2)) and out.body[1] is h3
     # flatten keeps that block: a combine inside a sequential is one step
-    from ptowsp.ir.passes.flatten import flatten_blocks
+    from ptowsp.ir.passes.flatten import flatten
 
-    assert flatten_blocks(after) is after
+    assert flatten(after) is after
 
 
 @pytest.mark.parametrize("c, v", [
@@ -218,8 +219,8 @@ def test_run_time_and_sym_predicates_left_alone():
         }
         schedule main = w()
     """)
-    assert sum(isinstance(s, N.When) for s in N.walk(m.schedules[0].body)) == 2
-    assert simplify_module(m) is m
+    assert sum(isinstance(s, N.When) for s in V.walk(m.schedules[0].body)) == 2
+    assert simplify(m) is m
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ def test_signed_zero_literals_are_two_values():
         workload w() { k(x = X, y = Y) }
         schedule main = w()
     """), "zeros.wsp")
-    assert simplify_module(mod.ir) is mod.ir
+    assert simplify(mod.ir) is mod.ir
     x = -np.ones((8, 16), np.float32)
     r0 = mod.compile("ref", opt_level=0).run(X=x)
     assert not np.signbit(r0["Y"]).any()
@@ -318,7 +319,7 @@ def test_extern_and_planned_kernels_left_alone():
     """)
     o2, _ = optimize(m, 2)
     assert o2.kernels[0].plan is not None
-    assert simplify_module(o2) is o2
+    assert simplify(o2) is o2
     again, _ = optimize(o2, 3, verify_each=True)
     assert again is o2
 

@@ -22,6 +22,7 @@ from ... import sym
 from ...diagnostics import Diagnostic, WspError
 from ...files import replace_dir
 from ...ir import nodes as N
+from ...ir import visit as V
 from .aicore import emit_aicore, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
@@ -108,7 +109,7 @@ def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
     take rows of contiguous elements (`WspTile` has no column stride). Undecided cases are
     checked by the expander at run time."""
     out = []
-    for t in N.tasks(s.body):
+    for t in V.tasks(s.body):
         kernel = module.kernel(t.kernel)
         cols = {p.name: p.cols for p in kernel.params if p.kind == "tile"}
         for a in t.args:

@@ -14,6 +14,7 @@ import os
 from ... import sym
 from ...dtypes import TABLE
 from ...ir import nodes as N
+from ...ir import visit as V
 from ..cexpr import string_lit
 from .plan import Plan
 from .render import render
@@ -88,7 +89,7 @@ def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[
     """`host/main.asc` and `host/wsp_npy.h` of `plan` (a schedule of `module`)."""
     names = source_names(module)
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
-    reads = sorted(tensor_index[t] for t in N.read_tensors(module.schedule(plan.schedule).body))
+    reads = sorted(tensor_index[t] for t in V.read_tensors(module.schedule(plan.schedule).body))
     main = render(
         "host/main.asc", module=module.name, schedule=plan.schedule,
         tensors=_tensors(module, names), syms=_syms(module, names), checks=_checks(plan, names),

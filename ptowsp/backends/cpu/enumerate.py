@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ... import sym
 from ...ir import nodes as N
+from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
 from .kernels import kernel_symbol
@@ -110,7 +111,7 @@ class _Emitter:
         self.emit("const int64_t wsp_ns = wsp_schedule_streams(rt);")
         self.emit("int64_t wsp_k = 0;  /* tasks enumerated so far */")
         self.emit("(void)wsp_nd; (void)wsp_ns;")
-        self.written = N.written_tensors(s.body)
+        self.written = V.written_tensors(s.body)
         self.read_vars = set()
         self.emit(f"uint64_t wsp_slots[{N.NSLOTS}];  /* run-time slots, 0 at the start */")
         self.emit("memset(wsp_slots, 0, sizeof wsp_slots);")

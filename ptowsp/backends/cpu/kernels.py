@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from ...dtypes import TABLE, round_float
+from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
 from .. import cexpr as C
@@ -71,7 +72,7 @@ LANES = 16  # accumulators per row reduction: two AVX2 vectors of f32
 # larger kernels take one malloc'd block per call
 STACK_LIMIT = 64 * 1024
 # the register-blocked matmul: MM_MR x MM_NR blocks of C (the plan decides blocking and K chunks)
-MM_MR, MM_NR = PK.MM_MR, PK.MM_NR
+MM_MR, MM_NR = KP.MM_MR, KP.MM_NR
 
 _HERE = Path(__file__).resolve().parent
 
@@ -535,7 +536,7 @@ class _Emitter:
             return _sel(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
         raise AssertionError(op.op)
 
-    def operand(self, u: int, nest: Optional[N.LoopNest]) -> Expr:
+    def operand(self, u: int, nest: Optional[KP.LoopNest]) -> Expr:
         """Value u as an operand of an op computed at (i, j) of `nest` (None: a scalar op)."""
         if self.kind[u] == "scalar":
             return Raw(f"s{u}")
@@ -553,7 +554,7 @@ class _Emitter:
             self.out(f"const {CTYPE[self.ops[u].dtype]} {name} = {text};")
         return Raw(name)
 
-    def value(self, i: int, nest: Optional[N.LoopNest]) -> Expr:
+    def value(self, i: int, nest: Optional[KP.LoopNest]) -> Expr:
         op = self.ops[i]
         args = [self.operand(a, nest) for a in op.args]
         return elementwise(op, args, [self.ops[a].dtype for a in op.args], self.exponent_of(op))
@@ -601,7 +602,7 @@ class _Emitter:
         """(C type, name, elements) of every buffer."""
         return [(CTYPE[dt], f"b{b}", n) for b, (dt, n) in enumerate(self.plan.buffers)]
 
-    def nests_by_row(self, group: tuple[N.LoopNest, ...]) -> None:
+    def nests_by_row(self, group: tuple[KP.LoopNest, ...]) -> None:
         """Nests whose rows are independent, one row of each in turn: what a nest reads from
         the one before is still in L1, and the loads and stores of a streaming kernel
         interleave (measured: RMSNorm over [524288, 128] 14-19 GB/s row by row, 11 GB/s nest
@@ -616,13 +617,13 @@ class _Emitter:
             out.close()
         out.close()
 
-    def nest_header(self, nest: N.LoopNest) -> None:
+    def nest_header(self, nest: KP.LoopNest) -> None:
         rows, cols = nest.shape
         what = ", ".join(f"{self.ops[i].op}#{i}"
                          for i in sorted(nest.ops + nest.rowreds + nest.colreds))
         self.out(f"/* [{rows}, {cols}] level {nest.level}: {what} */")
 
-    def nest(self, nest: N.LoopNest) -> None:
+    def nest(self, nest: KP.LoopNest) -> None:
         out = self.out
         rows, cols = nest.shape
         self.nest_header(nest)
@@ -639,7 +640,7 @@ class _Emitter:
                 t = self.arr(r)
                 out(f"for (int64_t j = 0; j < {cols}; ++j) {t}[j] = {t}[j] / {C.to_c(d)};")
 
-    def nest_row(self, nest: N.LoopNest) -> None:
+    def nest_row(self, nest: KP.LoopNest) -> None:
         """Row i of a nest: every element, and the row reductions' lanes."""
         out = self.out
         rows, cols = nest.shape
@@ -681,7 +682,7 @@ class _Emitter:
                 res = C.binop("/", res, C.float_lit(float(cols), CTYPE[op.dtype]))
             out(f"{self.arr(r)}[{'i' if rows > 1 else '0'}] = {C.to_c(res)};")
 
-    def element(self, nest: N.LoopNest, lane: Optional[str]) -> None:
+    def element(self, nest: KP.LoopNest, lane: Optional[str]) -> None:
         """The per-element statements of a nest at (i, j)."""
         out = self.out
         self.memo = {}
@@ -726,7 +727,7 @@ class _Emitter:
         out.close()
         out.close()
 
-    def matmul(self, step: N.PlanStep) -> None:
+    def matmul(self, step: KP.PlanStep) -> None:
         out = self.out
         m = step.matmul
         op = self.ops[m]
@@ -801,7 +802,7 @@ class _Emitter:
             out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
         out.close()
 
-    def matmul_blocked(self, step: N.PlanStep, mode: str) -> None:
+    def matmul_blocked(self, step: KP.PlanStep, mode: str) -> None:
         """C (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
         at a time, into a contiguous zero-padded panel of MM_NR columns; an MM_MR x MM_NR block
         of C is held in 2 * MM_MR vectors of 8 floats (GCC vector extensions, no intrinsics
@@ -894,7 +895,7 @@ class _Emitter:
         out("#undef WSP_MM_FMA")
         out.close()
 
-    def a_rows(self, step: N.PlanStep) -> Optional[tuple[str, str]]:
+    def a_rows(self, step: KP.PlanStep) -> Optional[tuple[str, str]]:
         """(pointer, row stride) of a blocked matmul's A operand read in place (the plan's
         `pack_a` is False: `plan_kernels.a_in_place`), or None when it is packed."""
         # decision: reading A in place (a micro-block reads 6 rows, each sequentially) instead
@@ -903,7 +904,7 @@ class _Emitter:
         # scalar packing loop cost more than the strided rows it avoided
         return None if step.pack_a else self.in_place(self.ops[step.matmul].args[0])
 
-    def b_cols(self, step: N.PlanStep) -> Optional[tuple[str, str]]:
+    def b_cols(self, step: KP.PlanStep) -> Optional[tuple[str, str]]:
         """(pointer, row stride) of a blocked matmul's B operand when its full panels are read
         in place (the plan's `pack_b` is False: `plan_kernels.b_in_place`), or None."""
         return None if step.pack_b else self.in_place(self.ops[step.matmul].args[1])
@@ -916,7 +917,7 @@ class _Emitter:
             return self.ptr(t), self.rs(t)
         return self.arr(v), str(op.shape[1])
 
-    def matmul_block(self, step: N.PlanStep, r: int, mode: str) -> None:
+    def matmul_block(self, step: KP.PlanStep, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
         stored into C (`set`), added to it (`add`), or continued from C's partial sums when
         kc != 0 (`kc`)."""

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
+from ...ir import visit as V
 from . import build
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
@@ -182,7 +183,7 @@ class Backend:
 
         ffi, lib = self.ffi, self.lib
         sched = m.schedule(schedule)
-        read = N.read_tensors(sched.body)
+        read = V.read_tensors(sched.body)
         arrays = []
         outputs = {}
         for t in m.tensors:

@@ -1,202 +1,70 @@
-"""The optimiser: `PIPELINE`, the ordered passes of `-O1` .. `-O3`, and the `PassManager`.
+"""The optimiser's pipeline: `PASSES`, every built-in pass in the order it runs, the level
+from which it runs and why it sits where it does; `pipeline(level)` and `optimize`.
 
-Every pass is a pure function `Module -> Module` in a module of its own named by its verb
-(`flatten.py` exports `flatten_blocks`); a `Pass` object wraps it with a name, so the manager
-can time it (`--time-passes`), print the IR after it (`--print-after NAME`), verify after it
-(`--verify-each`) and name it when it fails. Users add their own passes in Python through the
-same classes (`ptowsp.passes`):
-
-    pm = PassManager()
-    pm.add(PrintPass("before"))
-    pm.add(FlattenCombinePass())
-    pm.add(PrintPass("after"))
-    m = pm.run(module.ir)
-
-A pass returns the same `Module` object when it changed nothing (so "unchanged" is `is`).
+Each pass is a pure function `Module -> Module` in a module of its own, and one word names it
+everywhere: the module (`dead_tasks.py`), the function (`dead_tasks(m)`) and, `_` written
+`-`, what `--print-after` accepts and `--time-passes` shows (`dead-tasks`). `pipeline`,
+`pass_names` and the public pass classes of `ptowsp.passes` are all made from `PASSES`. How
+passes run (timing, printing, verifying, naming a pass that fails) is `manager.py`.
 `-O0` runs no pass: what was lowered is what runs.
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, TextIO
 
 from .. import nodes as N
+from . import dead_tasks, flatten, fuse_tasks, plan_kernels, simplify
+from .manager import FunctionPass, PassManager
 
 
-class Pass:
-    """One transformation of a module. Subclasses set `name` (a verb, as `--print-after` spells
-    it) and implement `run`; a function `Module -> Module` becomes one with `FunctionPass`."""
+@dataclass(frozen=True)
+class PassEntry:
+    """A built-in pass: its function, the level from which it runs, why it sits where it does."""
 
-    name = "pass"
-    description = ""
+    function: Callable[..., N.Module]
+    level: int  # runs at -O<level> and above
+    why: str
 
-    def run(self, m: N.Module) -> N.Module:
-        raise NotImplementedError
-
-    def __call__(self, m: N.Module) -> N.Module:
-        return self.run(m)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+    @property
+    def name(self) -> str:
+        """The pass's name: its function's, `_` written `-` (`dead-tasks`)."""
+        return self.function.__name__.replace("_", "-")
 
 
-class FunctionPass(Pass):
-    """A pass from a function `Module -> Module`."""
+PASSES: tuple[PassEntry, ...] = (
+    PassEntry(simplify.simplify, 1,
+              "fold what lowering left decided at compile time: empty loops, constant `when` "
+              "branches, repeated kernel values; everything after sees a smaller tree"),
+    PassEntry(flatten.flatten, 1,
+              "nested combine / sequential blocks into one: fusion looks at siblings, so it "
+              "must see them side by side"),
+    PassEntry(dead_tasks.dead_tasks, 1,
+              "tasks whose writes nobody reads and no output receives, and then their kernels "
+              "and scratch tensors; after flattening (fewer blocks to look through)"),
+    PassEntry(fuse_tasks.fuse_tasks, 2,
+              "producer -> consumer tasks over one iteration space into one task (and adjacent "
+              "grid nests into one nest when that lets tasks fuse): after dead-tasks, so no "
+              "dead reader keeps an intermediate alive, and before kernel planning, which "
+              "plans the fused kernels"),
+    PassEntry(plan_kernels.plan_kernels, 2,
+              "kernel-local fusion into loop nests, temporaries in buffers reused by liveness: "
+              "last, so every kernel (fused ones too) is planned once its ops are final"),
+)
 
-    def __init__(self, name: str, fn: Callable[[N.Module], N.Module], description: str = ""):
-        self.name = name
-        self.fn = fn
-        self.description = description or (fn.__doc__ or "").strip().split("\n")[0]
-
-    def run(self, m: N.Module) -> N.Module:
-        return self.fn(m)
-
-    def __repr__(self) -> str:
-        return f"FunctionPass({self.name!r})"
-
-
-class PrintPass(Pass):
-    """Prints the module's IR (with a heading) and returns it unchanged."""
-
-    name = "print"
-
-    def __init__(self, label: str = "", out: Optional[TextIO] = None):
-        self.label = label
-        self.out = out
-
-    def run(self, m: N.Module) -> N.Module:
-        from ..printer import print_module
-
-        out = self.out or sys.stdout
-        out.write(f"; ---- IR {self.label}\n".replace(" \n", "\n") + print_module(m))
-        return m
-
-
-class PassError(Exception):
-    """A pass raised, or left IR the verifier rejects: a compiler bug naming the pass."""
-
-    def __init__(self, pass_name: str, cause: BaseException):
-        super().__init__(f"pass `{pass_name}`: {type(cause).__name__}: {cause}")
-        self.pass_name = pass_name
-        self.cause = cause
-        self.stage = f"pass `{pass_name}`"  # as InternalError names its stage
-
-
-@dataclass
-class Timing:
-    name: str
-    ms: float
-    changed: bool
-
-
-class PassManager:
-    """Runs passes in order. `verify_each`: run `ir.verify` after every pass; `print_after`:
-    names of passes (or "all") after which the IR is printed to `out`; `time_passes`: keep each
-    pass's time (`timings`, `report()`)."""
-
-    def __init__(self, passes: Iterable[Pass] = (), *, verify_each: bool = False,
-                 print_after: Iterable[str] = (), time_passes: bool = False,
-                 out: Optional[TextIO] = None):
-        self.passes: list[Pass] = list(passes)
-        self.verify_each = verify_each
-        self.print_after = set(print_after)
-        self.time_passes = time_passes
-        self.out = out
-        self.timings: list[Timing] = []
-
-    def add(self, p: Pass) -> "PassManager":
-        if not isinstance(p, Pass):
-            raise TypeError(f"PassManager.add takes a Pass, not {type(p).__name__}")
-        self.passes.append(p)
-        return self
-
-    def run(self, m: N.Module, verbose: bool = False) -> N.Module:
-        """The module after every pass, in order. `verbose` prints each pass's name and time."""
-        from ..printer import print_module
-        from ..verify import verify
-
-        out = self.out or sys.stderr
-        self.timings = []
-        for p in self.passes:
-            t0 = time.perf_counter()
-            try:
-                after = p.run(m)
-                if not isinstance(after, N.Module):
-                    raise TypeError(f"returned {type(after).__name__}, not a Module")
-                if self.verify_each:
-                    verify(after)
-            except Exception as err:  # noqa: BLE001 - a pass's failure is a bug: name the pass
-                from ...diagnostics import WspError
-
-                if isinstance(err, WspError):
-                    raise
-                raise PassError(p.name, err) from err
-            ms = (time.perf_counter() - t0) * 1000
-            self.timings.append(Timing(p.name, ms, after is not m))
-            if verbose:
-                out.write(f"pass {p.name}: {ms:.2f} ms{'' if after is not m else ' (no change)'}\n")
-            if p.name in self.print_after or "all" in self.print_after:
-                out.write(f"; ---- IR after {p.name}\n" + print_module(after))
-            m = after
-        return m
-
-    def report(self) -> str:
-        """The `--time-passes` table."""
-        total = sum(t.ms for t in self.timings)
-        lines = ["pass                    time (ms)   changed"]
-        for t in self.timings:
-            lines.append(f"{t.name:<22} {t.ms:10.2f}   {'yes' if t.changed else 'no'}")
-        lines.append(f"{'total':<22} {total:10.2f}")
-        return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# The pipeline
-
-
-def _pipeline():
-    from .dead_tasks import eliminate_dead_tasks
-    from .flatten import flatten_blocks
-    from .fuse_tasks import fuse_tasks
-    from .plan_kernels import plan_kernels
-    from .simplify import simplify_module
-
-    # (level, name, function): a pass runs at -O<level> and above, in this order
-    return [
-        # fold what lowering left decided at compile time: empty loops, constant `when`
-        # branches, repeated kernel values; everything after sees a smaller tree
-        (1, "simplify", simplify_module),
-        # nested combine / sequential blocks into one: fusion looks at siblings, so it must see
-        # them side by side
-        (1, "flatten", flatten_blocks),
-        # tasks whose writes nobody reads and no output receives, and then their kernels and
-        # scratch tensors; after flattening (fewer blocks to look through)
-        (1, "dead-tasks", eliminate_dead_tasks),
-        # producer -> consumer tasks over one iteration space into one task (and adjacent grid
-        # nests into one nest when that lets tasks fuse): after dead-tasks, so no dead reader
-        # keeps an intermediate alive, and before kernel planning, which plans the fused kernels
-        (2, "fuse-tasks", fuse_tasks),
-        # kernel-local fusion into loop nests, temporaries in buffers reused by liveness: last,
-        # so every kernel (fused ones too) is planned once its ops are final
-        (2, "plan-kernels", plan_kernels),
-    ]
+LEVELS = (0, 1, 2, 3)
+DEFAULT_LEVEL = 2
 
 
 def pass_names() -> list[str]:
     """Every pass of the pipeline, in order (what `--print-after` accepts)."""
-    return [name for _, name, _ in _pipeline()]
+    return [p.name for p in PASSES]
 
 
-def pipeline(level: int) -> list[Pass]:
+def pipeline(level: int) -> list[FunctionPass]:
     """The passes `-O<level>` runs."""
-    return [FunctionPass(name, fn) for lv, name, fn in _pipeline() if lv <= level]
-
-
-LEVELS = (0, 1, 2, 3)
-DEFAULT_LEVEL = 2
+    return [FunctionPass(p.name, p.function) for p in PASSES if p.level <= level]
 
 
 def optimize(m: N.Module, level: int = DEFAULT_LEVEL, *, verify_each: bool = False,
@@ -210,58 +78,5 @@ def optimize(m: N.Module, level: int = DEFAULT_LEVEL, *, verify_each: bool = Fal
     return pm.run(m), pm
 
 
-# ---------------------------------------------------------------------------------------------
-# Rewriting loop trees
-
-
-def rewrite_stmts(stmts: tuple, fn) -> tuple:
-    """`stmts` with `fn(st)` applied to every statement, innermost first: `fn` gets a
-    statement whose children are already rewritten and returns a list of statements (its
-    replacement: none, itself, several). The same tuple comes back when nothing changed."""
-    out: list = []
-    changed = False
-    for st in stmts:
-        new = _rewrite_children(st, fn)
-        repl = fn(new)
-        if new is not st or len(repl) != 1 or repl[0] is not st:
-            changed = True
-        out.extend(repl)
-    return tuple(out) if changed else stmts
-
-
-def _rewrite_children(st, fn):
-    from dataclasses import replace
-
-    if isinstance(st, (N.Loop, N.Block, N.Consume, N.Process, N.Mark)):
-        body = rewrite_stmts(st.body, fn)
-        return st if body is st.body else replace(st, body=body)
-    if isinstance(st, N.When):
-        branches = tuple((c, rewrite_stmts(b, fn)) for c, b in st.branches)
-        other = rewrite_stmts(st.otherwise, fn)
-        if all(b is ob for (_, b), (_, ob) in zip(branches, st.branches)) and other is st.otherwise:
-            return st
-        return replace(st, branches=branches, otherwise=other)
-    if isinstance(st, N.Pipe):
-        procs = tuple(_rewrite_children(p, fn) for p in st.processes)
-        if all(p is q for p, q in zip(procs, st.processes)):
-            return st
-        return replace(st, processes=procs)
-    return st
-
-
-def map_schedules(m: N.Module, fn) -> N.Module:
-    """`m` with every schedule's body replaced by `fn(schedule)` (a tuple of statements)."""
-    from dataclasses import replace
-
-    scheds = []
-    for s in m.schedules:
-        body = fn(s)
-        scheds.append(s if body is s.body else replace(s, body=body))
-    if all(a is b for a, b in zip(scheds, m.schedules)):
-        return m
-    return replace(m, schedules=tuple(scheds))
-
-
-__all__ = ["Pass", "FunctionPass", "PrintPass", "PassManager", "PassError", "Timing",
-           "pipeline", "pass_names", "optimize", "LEVELS", "DEFAULT_LEVEL", "rewrite_stmts",
-           "map_schedules"]
+__all__ = ["PassEntry", "PASSES", "LEVELS", "DEFAULT_LEVEL", "pass_names", "pipeline",
+           "optimize"]

@@ -1,4 +1,4 @@
-"""eliminate_dead_tasks: tasks whose writes nobody reads, and what only they used.
+"""dead_tasks: tasks whose writes nobody reads, and what only they used.
 
 A task is dead when every tensor it writes is a scratch tensor that no task of the schedule
 reads (tile or extra access), no element read (`read T[...]`) looks at, and no output
@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import nodes as N
-from . import map_schedules, rewrite_stmts
+from ..visit import map_schedules, rewrite, tasks, walk
 
 
-def eliminate_dead_tasks(m: N.Module) -> N.Module:
+def dead_tasks(m: N.Module) -> N.Module:
     """Dead tasks removed, then unused kernels and scratch tensors."""
     scratch = {t.name for t in m.tensors if t.kind == "scratch"}
     slots = {c.slots for c in m.channels if c.slots} | {c.marks for c in m.channels if c.marks}
@@ -29,19 +29,23 @@ def eliminate_dead_tasks(m: N.Module) -> N.Module:
         read = set()
         for s in m.schedules:
             read |= _read_tensors(s.body)
-        keep = {id(t) for s in m.schedules for st in N.walk(s.body)
-                if isinstance(st, (N.Pipe, N.Send, N.Consume)) for t in N.tasks((st,))}
+        keep = {id(t) for s in m.schedules for st in walk(s.body)
+                if isinstance(st, (N.Pipe, N.Send, N.Consume)) for t in tasks((st,))}
         before = m
-        m = map_schedules(m, lambda s: rewrite_stmts(
-            s.body, lambda st: _drop(st, scratch, read, keep)))
+        m = _drop_dead(m, scratch, read, keep)
         if m is before:
             break
     return _drop_unused(m)
 
 
+def _drop_dead(m: N.Module, scratch: set, read: set, keep: set) -> N.Module:
+    """One round: the tasks dead by `read` dropped from every schedule, and what they emptied."""
+    return map_schedules(m, lambda s: rewrite(s.body, lambda st: _drop(st, scratch, read, keep)))
+
+
 def _read_tensors(stmts) -> set[str]:
     out = set()
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Task):
             out.update(a.tensor for a in st.args if isinstance(a, N.TileArg) and a.mode != "w")
             out.update(a.tensor for a in st.extra if a.mode != "w")
@@ -73,7 +77,7 @@ def _drop_unused(m: N.Module) -> N.Module:
     used_kernels = set()
     used_tensors = set()
     for s in m.schedules:
-        for st in N.walk(s.body):
+        for st in walk(s.body):
             if isinstance(st, N.Task):
                 used_kernels.add(st.kernel)
                 used_tensors.update(a.tensor for a in st.args if isinstance(a, N.TileArg))

@@ -1,4 +1,4 @@
-"""flatten_blocks: nested `combine` and `sequential` blocks become one block (the seeds'
+"""flatten: nested `combine` and `sequential` blocks become one block (the seeds'
 `FlattenCombinePass`).
 
 - A `combine` block adds no order, so its statements join the enclosing statement list when
@@ -16,34 +16,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import nodes as N
-from . import map_schedules, rewrite_stmts
+from ..visit import map_lists, map_schedules, rewrite
 
 
-def flatten_blocks(m: N.Module) -> N.Module:
+def flatten(m: N.Module) -> N.Module:
     """Nested combine / sequential blocks flattened into their parents."""
-    return map_schedules(m, lambda s: _flatten_list(rewrite_stmts(s.body, _flatten)))
+    return map_schedules(m, lambda s: _flatten_list(rewrite(s.body, _flatten)))
 
 
 def _flatten(st) -> list:
     if not isinstance(st, N.Block):
-        if isinstance(st, (N.Loop, N.Consume, N.Process, N.Mark)):
-            body = _flatten_list(st.body)
-            return [st if body is st.body else replace(st, body=body)]
-        if isinstance(st, N.Pipe):
-            # `rewrite_stmts` rewrites a pipe's processes' statements but hands `fn` the pipe,
-            # not its processes: their bodies are flattened here
-            procs = tuple(_flatten(p)[0] for p in st.processes)
-            if all(p is q for p, q in zip(procs, st.processes)):
-                return [st]
-            return [replace(st, processes=procs)]
-        if isinstance(st, N.When):
-            branches = tuple((c, _flatten_list(b)) for c, b in st.branches)
-            other = _flatten_list(st.otherwise)
-            if all(b is ob for (_, b), (_, ob) in zip(branches, st.branches)) and \
-                    other is st.otherwise:
-                return [st]
-            return [replace(st, branches=branches, otherwise=other)]
-        return [st]
+        # every statement list but a `sequential`'s adds no order (processes' bodies included:
+        # `rewrite` hands `_flatten` the pipe, never its processes)
+        return [map_lists(st, _flatten_list)]
     if st.kind == "sequential":
         steps = []
         for x in st.body:

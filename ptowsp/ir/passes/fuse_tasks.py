@@ -45,9 +45,10 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ... import sym
+from ...dtypes import HALF_DTYPES
 from .. import nodes as N
 from ..independence import _separates  # the disjointness argument of batched nests
-from . import map_schedules
+from ..visit import map_lists, map_schedules, substitute, tasks, walk
 
 # ---------------------------------------------------------------------------------------------
 # Categories and the policy
@@ -172,7 +173,7 @@ def _tiles(t: N.Task) -> list[N.TileArg]:
 def _accesses(stmts) -> tuple[set, set]:
     """(tensors read, tensors written) by the tasks of `stmts`."""
     r, w = set(), set()
-    for t in N.tasks(stmts):
+    for t in tasks(stmts):
         for a in _tiles(t):
             (r if a.mode == "r" else w).add(a.tensor)
             if a.mode == "rw":
@@ -191,7 +192,7 @@ def _conflict(s1, s2) -> bool:
 
 def _plain(stmts) -> bool:
     """Only loops, blocks and tasks without slot accesses: nothing enumeration reads or checks."""
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Task):
             if st.extra:
                 return False
@@ -201,13 +202,13 @@ def _plain(stmts) -> bool:
 
 
 def _has_checks(stmts) -> bool:
-    return any(a.checks for t in N.tasks(stmts) for a in _tiles(t))
+    return any(a.checks for t in tasks(stmts) for a in _tiles(t))
 
 
 def _counts(stmts) -> dict[str, int]:
     """How many places of the tree touch each tensor (tile arguments, slot accesses, reads)."""
     n: dict[str, int] = {}
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Task):
             for a in _tiles(st):
                 n[a.tensor] = n.get(a.tensor, 0) + 1
@@ -219,12 +220,12 @@ def _counts(stmts) -> dict[str, int]:
 
 
 def _bound(stmts) -> set[str]:
-    return {st.var for st in N.walk(stmts) if isinstance(st, N.Loop)}
+    return {st.var for st in walk(stmts) if isinstance(st, N.Loop)}
 
 
 def _free(stmts) -> set[str]:
     out: set[str] = set()
-    for st in N.walk(stmts):
+    for st in walk(stmts):
         if isinstance(st, N.Loop):
             out |= sym.free_vars(st.extent)
         elif isinstance(st, N.Task):
@@ -238,34 +239,6 @@ def _free(stmts) -> set[str]:
             for e in exprs:
                 out |= sym.free_vars(e)
     return out
-
-
-def _subst_stmts(stmts: tuple, mapping: dict) -> tuple:
-    """`stmts` (loops, blocks, tasks) with loop variables renamed."""
-    if not mapping:
-        return stmts
-    s = lambda e: sym.substitute(e, mapping)  # noqa: E731
-
-    def check(vc: N.ViewCheck) -> N.ViewCheck:
-        c = vc.check
-        return replace(vc, check=sym.Check(s(c.lhs), c.op, s(c.rhs), c.reason))
-
-    def arg(a):
-        if isinstance(a, N.TileArg):
-            return replace(a, offsets=tuple(s(e) for e in a.offsets),
-                           extents=tuple(s(e) for e in a.extents),
-                           checks=tuple(check(c) for c in a.checks))
-        return replace(a, value=s(a.value)) if isinstance(a.value, sym.Expr) else a
-
-    def stmt(st):
-        if isinstance(st, N.Loop):
-            return replace(st, extent=s(st.extent), body=_subst_stmts(st.body, mapping))
-        if isinstance(st, N.Block):
-            return replace(st, body=_subst_stmts(st.body, mapping))
-        return replace(st, coords=tuple(s(c) for c in st.coords),
-                       args=tuple(arg(a) for a in st.args))
-
-    return tuple(stmt(st) for st in stmts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,20 +292,10 @@ class _Fuser:
         return tuple(out) if changed else stmts
 
     def stmt(self, st):
-        if isinstance(st, N.Loop):
-            body = self.stmts(st.body)
-            return st if body is st.body else replace(st, body=body)
-        if isinstance(st, N.Block):
-            body = self.stmts(st.body, ordered=st.kind == "sequential")
-            return st if body is st.body else replace(st, body=body)
-        if isinstance(st, N.When):
-            branches = tuple((c, self.stmts(b)) for c, b in st.branches)
-            other = self.stmts(st.otherwise)
-            if all(b is ob for (_, b), (_, ob) in zip(branches, st.branches)) and \
-                    other is st.otherwise:
-                return st
-            return replace(st, branches=branches, otherwise=other)
-        return st  # tasks, reads, ...; CSP statements are never entered
+        if isinstance(st, N.CSP_STMTS):
+            return st  # never entered (a CSP schedule is left alone as a whole)
+        ordered = isinstance(st, N.Block) and st.kind == "sequential"
+        return map_lists(st, lambda body: self.stmts(body, ordered=ordered))
 
     def fuse_list(self, stmts: list) -> Optional[list]:
         """`stmts` after every loop and task fusion found, or None when there is none."""
@@ -393,13 +356,13 @@ class _Fuser:
         if any(la.var != lb.var and (la.var in free2 or lb.var in self.key_vars)
                for la, lb in levels):
             return None
-        s2 = _subst_stmts(s2, mapping)
+        s2 = substitute(s2, mapping)
         if not self._loop_legal(s1, s2, nest_vars):
             return None
         body = list(s1) + list(s2)
         fused = self.fuse_list(body)
-        before = len(N.tasks(s1)) + len(N.tasks(s2))
-        if fused is None or len(N.tasks(fused)) >= before:
+        before = len(tasks(s1)) + len(tasks(s2))
+        if fused is None or len(tasks(fused)) >= before:
             return None  # no task fused: keep the nests (each may be an independent batch)
         inner: N.Stmt = replace(last_a, body=tuple(fused))
         for la, _ in reversed(levels[:-1]):
@@ -410,11 +373,11 @@ class _Fuser:
         # the checks of the second body repeat checks the first body's own tasks make first
         first = {_check_key(c) for st in s1 if isinstance(st, N.Task) for a in _tiles(st)
                  for c in a.checks}
-        if any(_check_key(c) not in first for t in N.tasks(s2) for a in _tiles(t)
+        if any(_check_key(c) not in first for t in tasks(s2) for a in _tiles(t)
                for c in a.checks):
             return False
         all_vars = set(nest_vars) | _bound(s1) | _bound(s2)
-        t1s, t2s = N.tasks(s1), N.tasks(s2)
+        t1s, t2s = tasks(s1), tasks(s2)
         for t1 in t1s:
             for a1 in _tiles(t1):
                 for t2 in t2s:
@@ -583,7 +546,7 @@ def _splice(ka: N.Kernel, kb: N.Kernel, xa: str, xb: str, rename: dict, shared: 
         dt = pxa.dtype
         if ops[v].dtype != dt:
             v = emit(N.Op("convert", (v,), ops[v].shape, dt))
-        elif dt in ("f16", "bf16") and not _exact(ops[v], dt):
+        elif dt in HALF_DTYPES and not _exact(ops[v], dt):
             v = emit(N.Op("convert", (v,), ops[v].shape, "f32"))
             v = emit(N.Op("convert", (v,), ops[v].shape, dt))
         if ops[v].shape != (pxa.rows, pxa.cols):
@@ -625,7 +588,7 @@ def _tidy(m: N.Module, f: _Fuser) -> N.Module:
     used_k: set[str] = set()
     used_t: set[str] = set()
     for s in m.schedules:
-        for st in N.walk(s.body):
+        for st in walk(s.body):
             if isinstance(st, N.Task):
                 used_k.add(st.kernel)
                 used_t.update(a.tensor for a in _tiles(st))

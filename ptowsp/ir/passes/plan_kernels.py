@@ -35,19 +35,20 @@ that rewrote a planned kernel's ops would have to drop its plan). It must run af
 that changes kernel ops or fuses kernels: it is the last of the pipeline.
 
 The plan targets the cpu back end's code shapes (16-lane row reductions, 6 x 16 register blocks
-of a matmul); those constants live here and `backends/cpu/kernels.py` imports them.
+of a matmul: `MM_MR` x `MM_NR` of `ir/kernel_plan.py`, which holds the plan's data). The
+matmul choices that are this pass's alone (K chunks, when to block, packing) live here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ...diagnostics import InternalError
 from .. import nodes as N
+from ..kernel_plan import MM_MR, MM_NR, KernelPlan, LoopNest, PlanStep, buffer_bytes, held
 
-ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",))
-VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
-# the register-blocked matmul: MM_MR x MM_NR blocks of C, B packed MM_KC rows at a time
-MM_MR, MM_NR, MM_KC = 6, 16, 256
+# the register-blocked matmul (MM_MR x MM_NR blocks of C): B packed MM_KC rows at a time
+MM_KC = 256
 MM_MIN_ROWS = 4
 MM_APACK = 32 * 1024
 # Elementwise ops cheap enough to recompute wherever they are read (as leaves are) when their
@@ -55,8 +56,6 @@ MM_APACK = 32 * 1024
 _CHEAP = frozenset(("convert", "cast", "neg", "abs", "add", "sub", "mul", "maximum", "minimum",
                     "relu", "not", "and", "or", "lt", "le", "gt", "ge", "eq", "ne", "where"))
 _INLINE_COST = 3  # at most this many cheap ops are recomputed per read
-_ESIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-          "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 
 
 def plan_kernels(m: N.Module) -> N.Module:
@@ -76,7 +75,9 @@ def plan_kernel(k: N.Kernel, fuse: bool = True) -> N.Kernel:
     if plan.hazards:  # snapshots, then plan again
         ops, stores, copies = _prepare(k, plan.hazards)
         plan = _Planner(k, ops, stores, copies, fuse).run()
-        assert not plan.hazards, "snapshots must remove every store hazard"
+        if plan.hazards:
+            raise InternalError("plan-kernels", f"kernel `{k.name}`: a store still reads "
+                                "a tile an earlier store overwrote after its snapshot")
     return replace(k, ops=tuple(ops), stores=tuple(stores), plan=plan.record())
 
 
@@ -131,7 +132,7 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int]):
 def _needs_f32_copy(op: N.Op) -> bool:
     if op.dtype != "f32":
         return True
-    return op.op in VIEWS or op.op in _CHEAP
+    return op.op in N.VIEWS or op.op in _CHEAP
 
 
 def _live(k: N.Kernel) -> set[int]:
@@ -150,15 +151,15 @@ def _classify(op: N.Op) -> str:
         return "scalar"
     if op.op in ("param", "iota_row", "iota_col", "literal"):
         return "leaf"
-    if op.op in ELEMENTWISE:
+    if op.op in N.ELEMENTWISE:
         return "ew"
     if op.op in N.REDUCTIONS:
         return "red"
-    if op.op in VIEWS:
+    if op.op in N.VIEWS:
         return "view"
     if op.op == "matmul":
         return "matmul"
-    raise NotImplementedError(f"no kernel plan for op `{op.op}`")
+    raise InternalError("plan-kernels", f"no kernel plan for op `{op.op}`")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,8 +220,8 @@ class _Nest:
     def first(self) -> int:
         return min(self.ops + self.rowreds + self.colreds)
 
-    def record(self) -> N.LoopNest:
-        return N.LoopNest(self.shape, self.level, tuple(self.ops), tuple(self.rowreds),
+    def record(self) -> LoopNest:
+        return LoopNest(self.shape, self.level, tuple(self.ops), tuple(self.rowreds),
                           tuple(self.colreds), tuple(self.stores))
 
 
@@ -229,7 +230,7 @@ class _Result:
     hazards: frozenset[int]
     kinds: list[str] = field(default_factory=list)
     levels: list[int] = field(default_factory=list)
-    steps: list[N.PlanStep] = field(default_factory=list)
+    steps: list[PlanStep] = field(default_factory=list)
     final: list[tuple[str, int]] = field(default_factory=list)
     into: dict[int, str] = field(default_factory=dict)
     buffers: list[tuple[str, int]] = field(default_factory=list)
@@ -237,8 +238,8 @@ class _Result:
     before: int = 0
     after: int = 0
 
-    def record(self) -> N.KernelPlan:
-        return N.KernelPlan(tuple(self.kinds), tuple(self.levels), tuple(self.steps),
+    def record(self) -> KernelPlan:
+        return KernelPlan(tuple(self.kinds), tuple(self.levels), tuple(self.steps),
                             tuple(self.final), tuple(sorted(self.into.items())),
                             tuple(self.buffers), tuple(sorted(self.assign.items())),
                             self.before, self.after)
@@ -374,7 +375,7 @@ class _Planner:
         # that nothing else reads (but as its `acc`), accumulates in that tile: the copy of C in
         # and out of a temporary was ~10% of a 64^3 tile's time
         into: dict[int, str] = {}
-        for s, pname, v in final if self.fuse else ():
+        for _, pname, v in final if self.fuse else ():
             p, op = params[pname], ops[v]
             if kind[v] != "matmul" or uses[v] or len(stored[v]) != 1:
                 continue
@@ -420,13 +421,13 @@ class _Planner:
                 # blocking is this pass's choice, like fusing nests
                 blocked = self.fuse and mm_blocked(op.shape[0], op.shape[1], inner)
                 pack = not a_in_place(ops, mat, op.args[0])
-                res.steps.append(N.PlanStep(matmul=item, blocked=blocked,
+                res.steps.append(PlanStep(matmul=item, blocked=blocked,
                                             kc=mm_kc(op.shape[0], pack) if blocked else 0,
                                             pack_a=blocked and pack,
                                             pack_b=not (blocked
                                                         and b_in_place(ops, mat, op.args[1]))))
             else:
-                res.steps.append(N.PlanStep(nests=tuple(t.record() for t in item)))
+                res.steps.append(PlanStep(nests=tuple(t.record() for t in item)))
         self.buffers(res, mat)
         return res
 
@@ -525,19 +526,8 @@ class _Planner:
         res.after = sum(buffer_bytes(dt, n) for dt, n in res.buffers)
 
 
-def held(dtype: str) -> str:
-    """The dtype a value of `dtype` is held in while a kernel computes (nodes.py: f16/bf16 in
-    f32); buffers are shared only between values of one held dtype."""
-    return "f32" if dtype in ("f16", "bf16") else dtype
-
-
 def _elements(op: N.Op) -> int:
     return op.shape[0] * op.shape[1]
-
-
-def buffer_bytes(dtype: str, n: int) -> int:
-    """The bytes of a buffer of `n` values of held dtype `dtype`."""
-    return n * _ESIZE[dtype]
 
 
 def value_reads(ops, kinds, mat, u: int) -> set[int]:
@@ -553,51 +543,5 @@ def value_reads(ops, kinds, mat, u: int) -> set[int]:
     return set()
 
 
-def plan_lines(k: N.Kernel) -> list[str]:
-    """The plan as text (the printer's, under the kernel's ops)."""
-    plan = k.plan
-    if plan is None:
-        return []
-    ops = k.ops
-    buf_of = dict(plan.assign)
-
-    def where(i: int) -> str:
-        return f"%{i}"
-
-    def nest_line(t: N.LoopNest) -> str:
-        parts = [" ".join(where(i) for i in t.ops)] if t.ops else []
-        parts += [f"{ops[r].op} {where(r)} (lanes)" for r in t.rowreds]
-        parts += [f"{ops[r].op} {where(r)}" for r in t.colreds]
-        parts += [f"store {p} = {where(v)}" for p, v in t.stores]
-        return f"nest [{t.shape[0]}, {t.shape[1]}] level {t.level}: " + ", ".join(parts)
-
-    lines = ["plan:"]
-    for s in plan.steps:
-        if s.matmul is not None:
-            how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")
-                   + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
-            into = dict(plan.into).get(s.matmul)
-            lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
-        elif len(s.nests) == 1:
-            lines.append("  " + nest_line(s.nests[0]))
-        else:
-            lines.append(f"  rows {s.nests[0].shape[0]}, row by row:")
-            lines.extend("    " + nest_line(t) for t in s.nests)
-    lines.extend(f"  store {p} = {where(v)}" for p, v in plan.stores)
-    inline = [i for i, kd in enumerate(plan.kinds) if kd == "inline"]
-    regs = [i for i, kd in enumerate(plan.kinds) if kd == "ew" and i not in buf_of]
-    if inline:
-        lines.append("  inline: " + " ".join(where(i) for i in inline))
-    if regs:
-        lines.append("  registers: " + " ".join(where(i) for i in regs))
-    if plan.buffers:
-        for b, (dt, n) in enumerate(plan.buffers):
-            vals = " ".join(where(u) for u, bb in plan.assign if bb == b)
-            lines.append(f"  buffer b{b}: {dt}[{n}] <- {vals}")
-    lines.append(f"  temporaries: {plan.temp_bytes_before} bytes -> {plan.temp_bytes_after} bytes")
-    return lines
-
-
-__all__ = ["plan_kernels", "plan_kernel", "plan_lines", "value_reads", "held", "buffer_bytes",
-           "mm_blocked", "mm_kc", "a_in_place", "b_in_place", "MM_MR", "MM_NR", "MM_KC",
-           "MM_MIN_ROWS", "MM_APACK"]
+__all__ = ["plan_kernels", "plan_kernel", "value_reads", "mm_blocked", "mm_kc", "a_in_place",
+           "b_in_place", "MM_KC", "MM_MIN_ROWS", "MM_APACK"]

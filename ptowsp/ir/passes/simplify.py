@@ -1,4 +1,4 @@
-"""simplify_module: what lowering left in the IR that is decided at compile time.
+"""simplify: what lowering left in the IR that is decided at compile time.
 
 Loop trees (symbolic expressions are already canonical when built, `sym`):
 - a loop whose extent is a constant <= 0 runs nothing: removed;
@@ -28,15 +28,15 @@ from typing import Optional
 
 from ... import sym
 from .. import nodes as N
-from . import map_schedules, rewrite_stmts
+from ..visit import map_schedules, rewrite
 
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
 
-def simplify_module(m: N.Module) -> N.Module:
+def simplify(m: N.Module) -> N.Module:
     """Empty loops and constant `when`s folded away; kernel values deduplicated."""
-    m = map_schedules(m, lambda s: rewrite_stmts(s.body, _fold))
+    m = map_schedules(m, lambda s: rewrite(s.body, _fold))
     kernels = tuple(simplify_kernel(k) for k in m.kernels)
     if any(a is not b for a, b in zip(kernels, m.kernels)):
         m = replace(m, kernels=kernels)

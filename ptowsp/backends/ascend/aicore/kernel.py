@@ -276,7 +276,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         elif op.op == "literal":
             e = literal(op.attr, op.dtype)
         else:
-            if op.op not in PK.ELEMENTWISE:
+            if op.op not in N.ELEMENTWISE:
                 raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)
             try:
                 e = sexpr(op.op, op.dtype, [self.scalars[a] for a in op.args],

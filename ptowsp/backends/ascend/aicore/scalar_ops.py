@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ....dtypes import TABLE, kind_of
 from ....ir import nodes as N
-from ....ir.passes import plan_kernels as PK
 from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
@@ -62,7 +61,7 @@ class ScalarOps(Frame):
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
-        elif name in PK.ELEMENTWISE:
+        elif name in N.ELEMENTWISE:
             xs = [self.sread(a, "i", "j", chunk) for a in op.args]
             e = sexpr(name, op.dtype, xs, [self.ops[a].dtype for a in op.args],
                       self.exponent(op))

@@ -18,7 +18,6 @@ import math
 from ....diagnostics import InternalError
 from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
-from ....ir.passes import plan_kernels as PK
 from ... import cexpr as C
 from .frame import Frame
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
@@ -53,7 +52,7 @@ class VectorOps(Frame):
             return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
         if name in ("and", "or", "not"):
             return False
-        if name in PK.ELEMENTWISE:
+        if name in N.ELEMENTWISE:
             return dt in VFLOAT and all(d in VFLOAT for d in adts)
         return False
 

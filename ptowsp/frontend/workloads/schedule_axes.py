@@ -5,7 +5,7 @@ The scheduled workload's own loops are modelled as a tree (`ALoop`: name, kind, 
 depends on, whether it is a ragged axis at an enclosing loop variable), and each combinator is
 applied to the model in the order written, exactly as `ir/axes.py` later applies it to the
 loop tree, so a combinator may name the loops an earlier one made (`t_o`, `t_i`, `a_b`).
-Errors are diagnostics of the calling checker (`workload_check._Body`); nothing here raises.
+Errors are diagnostics of the calling checker (a `Body`, schedules.py); nothing here raises.
 
 What this leaves alone: whether reordering tasks could reorder two conflicting tasks (that is a
 proof over the lowered views, made by `ir/axes.py` and reported from lowering).
@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from ..diagnostics import Note, did_you_mean
-from . import ast as A
+from ...diagnostics import Note, did_you_mean
+from .. import ast as A
+from .scope import Scope
 
 AXIS_COMBINATORS = ("split", "tile", "reorder", "fuse_axes", "decompose")
 # decision: `.split`, `.tile`, `.reorder` and `.fuse_axes` may be given several times (each names
@@ -194,8 +195,6 @@ class AxisChecker:
         return lp
 
     def factor(self, e: A.Expr, what: str) -> Optional[int]:
-        from .workload_check import Scope  # the checker's scopes (a cycle at import time)
-
         n = self.chk.compile_int(e, Scope(), what)
         if n is not None and n <= 0:
             self.error(e.span, "not-positive", f"{what} must be positive, found {n}")

@@ -1,0 +1,132 @@
+"""Kernel parameters and extern bodies: tile dimensions, `Constexpr` dtypes, the defaults of
+`Scalar` and `Constexpr` parameters, and the languages of `extern` bodies.
+"""
+
+from __future__ import annotations
+
+from ... import sym
+from ...diagnostics import Note, did_you_mean
+from ...dtypes import INT_DTYPES, kind_of
+from ...primitives import literal_fits, scalar
+from .. import ast as A
+from ..signatures import ParamSig
+
+EXTERN_LANGS = ("c", "ascend")
+
+
+class ParamChecks:
+    """Part of `KernelChecker`: parameters and extern bodies."""
+
+    def check_params(self) -> None:
+        for ps, p in zip(self.sig.params, self.k.params):
+            t = p.type
+            if isinstance(t, A.TileParamType):
+                if p.default is not None:
+                    # decision: tile parameters take no default (tiles always come from the task's arguments)
+                    self.error(
+                        p.default.span,
+                        "bad-default",
+                        f"tile parameter `{ps.name}` cannot have a default",
+                        "tiles come from the task's arguments; only `Scalar` and `Constexpr` "
+                        "parameters take defaults",
+                    )
+                for dim, node in ((ps.tile.rows, t.tile.rows), (ps.tile.cols, t.tile.cols)):
+                    v = sym.const_value(dim)
+                    if v is not None and v <= 0:
+                        self.error(
+                            node.span, "bad-tile", f"tile dimensions must be positive, found {v}"
+                        )
+            elif isinstance(t, A.ConstexprParamType):
+                # decision: `Constexpr` takes any integer dtype (i8 ... u64); its value is an exact integer either way
+                if t.dtype not in INT_DTYPES:
+                    self.error(
+                        t.span,
+                        "bad-constexpr",
+                        f"`Constexpr` parameters are integers, found `{t.dtype}`",
+                        "write `Constexpr[i32]`",
+                    )
+                self._check_default(
+                    ps, p, t.dtype if t.dtype in INT_DTYPES else "i32", constexpr=True
+                )
+            else:
+                self._check_default(ps, p, ps.dtype, constexpr=False)
+
+    def _check_default(self, ps: ParamSig, p: A.KernelParam, dtype: str, constexpr: bool) -> None:
+        d = p.default
+        if d is None:
+            return
+        what = "Constexpr" if constexpr else "Scalar"
+        # decision: a Scalar/Constexpr default is a literal (a negative number included) or the name of a module const
+        if isinstance(d, A.IntLit):
+            kind, value, text = "int", d.value, str(d.value)
+        elif isinstance(d, A.FloatLit):
+            kind, value, text = "float", d.value, d.text or repr(d.value)
+        elif isinstance(d, A.BoolLit):
+            kind, value, text = "bool", d.value, "true" if d.value else "false"
+        elif isinstance(d, A.Name) and d.id in self.consts:
+            kind, value, text = "int", self.consts[d.id], d.id
+        else:
+            self.error(
+                d.span,
+                "bad-default",
+                f"the default of `{ps.name}` must be a literal",
+                f"write e.g. `{ps.name}: {what}[{dtype}] = {_example(dtype)}`",
+            )
+            return
+        target = kind_of(dtype)
+        if constexpr and kind != "int":
+            self.error(
+                d.span,
+                "bad-default",
+                f"the default of Constexpr parameter `{ps.name}` must be an "
+                f"integer, found {_literal_words(kind)} `{text}`",
+            )
+            return
+        # decision: bool Scalars take `true`/`false` only; integer Scalars take integer literals only; float Scalars take integer or float literals
+        if not (kind == target or (kind == "int" and target == "float")):
+            self.error(
+                d.span,
+                "bad-default",
+                f"`{ps.name}` is {scalar(dtype)}, but its default is "
+                f"{_literal_words(kind)} `{text}`",
+                f"write e.g. `= {_example(dtype)}`",
+            )
+            return
+        # decision: an integer default must be representable in the Scalar's dtype (`Scalar[u8] = 300` is an error)
+        if kind == "int" and target == "int" and not literal_fits(value, dtype):
+            self.error(
+                d.span,
+                "bad-default",
+                f"the default `{text}` of `{ps.name}` does not fit in {dtype}",
+            )
+
+    def check_externs(self) -> None:
+        seen: dict[str, A.ExternBody] = {}
+        for e in self.k.externs:
+            if e.lang not in EXTERN_LANGS:
+                self.error(
+                    e.span,
+                    "extern-lang",
+                    f"unknown extern language `{e.lang}`",
+                    did_you_mean(e.lang, EXTERN_LANGS)
+                    or "extern bodies are `extern c` and `extern ascend`",
+                )
+                continue
+            if e.lang in seen:
+                self.error(
+                    e.span,
+                    "extern-twice",
+                    f"`extern {e.lang}` is given twice for kernel `{self.k.name.id}`",
+                    "keep one body per language",
+                    notes=(Note(seen[e.lang].span, "first given here"),),
+                )
+                continue
+            seen[e.lang] = e
+
+
+def _literal_words(kind: str) -> str:
+    return {"int": "the integer", "float": "the float", "bool": "the bool"}[kind]
+
+
+def _example(dtype: str) -> str:
+    return {"bool": "false", "float": "0.0", "int": "0"}[kind_of(dtype)]

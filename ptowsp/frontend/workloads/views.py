@@ -1,0 +1,185 @@
+"""Tensor views in task arguments and element reads: indices and slices in range, and a view's
+shape against a tile's (language.md section 6).
+
+A bound that is provably wrong is a compile error; one that cannot be decided becomes a
+`RuntimeCheck` appended to `env.checks`, blamed on the argument or the element read.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ... import sym
+from ...diagnostics import InternalError
+from .. import ast as A
+from ..env import RuntimeCheck
+from ..signatures import ParamSig
+from .scope import Scope, SVal
+from .wording import show
+
+
+class ViewChecks:
+    """Part of `Body`: tensor views and their shapes."""
+
+    def view(self, v: A.Expr, t, scope: Scope, kw: A.Node) -> Optional[list[sym.Expr]]:
+        """The extents of `T` or `T[items]` after selection; checks each index and slice."""
+        if isinstance(v, A.Name):
+            return list(t.dims)
+        if not isinstance(v, A.Index):
+            raise InternalError("check", f"a view is a name or an index, not {type(v).__name__}")
+        if len(v.items) > len(t.dims):
+            self.error(
+                v.span,
+                "too-many-indices",
+                f"`{t.name}` has {len(t.dims)} "
+                f"dimension{'s' if len(t.dims) != 1 else ''}, but {len(v.items)} indices are given",
+            )
+            return None
+        shape: list[sym.Expr] = []
+        ok = True
+        kwtext = self.text(kw)
+        if not self.sound_tensor(t.name):
+            for item in v.items:  # names in the indices are still checked
+                for x in (item.start, item.stop) if isinstance(item, A.Slice) else (item,):
+                    if x is not None:
+                        self.int_expr(x, scope, "a tensor index")
+            return None
+        for axis, (item, dim) in enumerate(zip(v.items, t.dims)):
+            if isinstance(item, A.Slice):
+                start = (
+                    self.int_expr(item.start, scope, "a slice bound")
+                    if item.start is not None
+                    else SVal("int", sym.const(0))
+                )
+                stop = (
+                    self.int_expr(item.stop, scope, "a slice bound")
+                    if item.stop is not None
+                    else SVal("int", dim)
+                )
+                if start.type == "error" or stop.type == "error":
+                    ok = False
+                    continue
+                if item.start is not None:
+                    ok &= self.require(
+                        start.expr,
+                        ">=",
+                        sym.const(0),
+                        error_span=item.start.span,
+                        error=f"slice start `{self.text(item.start)}` is negative; there is no "
+                        "wrap-around",
+                        check_span=kw.span,
+                        reason=f"slice start `{self.text(item.start)}` in `{kwtext}` must not be negative",
+                    )
+                if item.stop is not None:
+                    ok &= self.require(
+                        stop.expr,
+                        "<=",
+                        dim,
+                        error_span=item.stop.span,
+                        error=f"slice end `{self.text(item.stop)}` is past the end of dimension {axis} "
+                        f"of `{t.name}` (size {show(dim)})",
+                        check_span=kw.span,
+                        reason=f"slice end `{self.text(item.stop)}` in `{kwtext}` must be at most "
+                        f"{show(dim)}",
+                    )
+                if item.start is not None or item.stop is not None:
+                    ok &= self.require(
+                        start.expr,
+                        "<=",
+                        stop.expr,
+                        error_span=item.span,
+                        error=f"slice `{self.text(item)}` has a negative length",
+                        check_span=kw.span,
+                        reason=f"slice `{self.text(item)}` in `{kwtext}` must not have a negative length",
+                    )
+                shape.append(sym.sub(stop.expr, start.expr))
+            else:
+                i = self.int_expr(item, scope, "a tensor index")
+                if i.type == "error":
+                    ok = False
+                    continue
+                ok &= self.index_in_range(i.expr, item, dim, axis, t.name, kw.span, kwtext)
+        shape.extend(t.dims[len(v.items) :])
+        return shape if ok else None
+
+    def index_in_range(
+        self,
+        i: sym.Expr,
+        item: A.Expr,
+        dim: sym.Expr,
+        axis: int,
+        tname: str,
+        check_span: A.Span,
+        where: str,
+    ) -> bool:
+        text = self.text(item)
+        ok = self.require(
+            i,
+            ">=",
+            sym.const(0),
+            error_span=item.span,
+            error=f"index `{text}` is negative; there is no wrap-around",
+            check_span=check_span,
+            reason=f"index `{text}` in `{where}` must not be negative",
+        )
+        ok &= self.require(
+            i,
+            "<",
+            dim,
+            error_span=item.span,
+            error=f"index `{text}` is out of range for dimension {axis} of `{tname}` "
+            f"(size {show(dim)})",
+            check_span=check_span,
+            reason=f"index `{text}` in `{where}` must be less than {show(dim)}",
+        )
+        return ok
+
+    def match_shape(
+        self,
+        shape: list[sym.Expr],
+        rows: sym.Expr,
+        cols: sym.Expr,
+        kw: A.Keyword,
+        kwtext: str,
+        p: ParamSig,
+        tile_text: str,
+    ) -> None:
+        dims = list(shape)
+        while len(dims) < 2:
+            dims.insert(0, sym.const(1))
+        shown = f"[{', '.join(show(d) for d in (shape if len(shape) >= 2 else dims))}]"
+        # decision: extra leading view dimensions of provable extent 1 are squeezed (`X[b, t:t+1]` fits a 2-D tile)
+        while len(dims) > 2 and self.decide(dims[0], "==", sym.const(1)) is True:
+            dims.pop(0)
+        message = f"`{kwtext}` is a {shown} view but `{p.name}` takes {tile_text}"
+        if len(dims) > 2:
+            # decision: a leading dimension not provably 1 (e.g. `T`) is a compile error, not a run-time check
+            self.error(
+                kw.span,
+                "shape-mismatch",
+                message,
+                f"select {len(dims) - 2} more leading dimension{'s' if len(dims) > 3 else ''} with an index",
+            )
+            return
+        pending: list[tuple[sym.Expr, sym.Expr, str]] = []
+        for got, want, which in ((dims[0], rows, "rows"), (dims[1], cols, "columns")):
+            if sym.free_vars(want):
+                continue  # a Constexpr without a value: reported at the call
+            r = self.decide(got, "==", want)
+            if r is False:
+                self.error(kw.span, "shape-mismatch", message)
+                return
+            if r is None:
+                pending.append((got, want, which))
+        for got, want, which in pending:
+            self.env.checks.append(
+                RuntimeCheck(
+                    sym.Check(
+                        got,
+                        "==",
+                        want,
+                        f"`{kwtext}` must have {show(want)} {which} to fit {tile_text}",
+                    ),
+                    kw.span,
+                )
+            )

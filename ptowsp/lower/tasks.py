@@ -1,0 +1,149 @@
+"""Kernel calls in a workload become tasks: `N.Task` with the name of the kernel's
+specialisation, its coordinates, and one argument per parameter — a view becomes a `TileArg`
+box (offsets, extents, the two dimensions that are the tile's rows and columns) carrying the
+`ViewCheck`s that could not be proved here, a scalar a `ScalarArg`.
+
+A view follows the checker's rules and messages: an index must lie in its dimension, a slice
+must be in bounds and not negative, and the view's extents must be the tile's.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from .. import sym
+from ..diagnostics import InternalError
+from ..dtypes import FLOAT_DTYPES
+from ..frontend import ast as A
+from ..frontend.printer import expr_str
+from ..frontend.signatures import ParamSig
+from ..ir import nodes as N
+from .scope import ItemVar, Scope
+from .unsupported import UNSUPPORTED, Unsupported
+
+# A tile parameter's mode as the access mode of its argument.
+ACCESS_MODES = {"In": "r", "Out": "w", "InOut": "rw"}
+
+
+class TaskLowering:
+    """Tasks and their arguments: a mixin of `workloads.WorkloadLowerer` (`env`; `specs`, the
+    kernel specialisations tasks use), over its scalar expressions (values.py) and CSP slots
+    (csp.py)."""
+
+    def task(self, s: A.CallStmt, scope: Scope) -> N.Task:
+        sig = self.env.kernel_sigs[s.callee.id]
+        bound = {kw.name: kw for kw in s.kwargs}
+        cvals: dict[str, int] = {}
+        for p in sig.params:
+            if p.kind != "constexpr":
+                continue
+            node = bound[p.name].value if p.name in bound else p.default
+            v = sym.const_value(self.int_expr(node, Scope() if p.name not in bound else scope))
+            if v is None:
+                raise InternalError("lower", f"Constexpr `{p.name}` is not a compile-time integer")
+            cvals[p.name] = v
+        kname = self.specs.specialise(sig.name, cvals)
+        coords = tuple(self.int_expr(c, scope) for c in s.coords or ())
+        args: list[Union[N.TileArg, N.ScalarArg]] = []
+        for p in sig.params:
+            if p.kind == "tile":
+                args.append(self.tile_arg(bound[p.name], p, cvals, scope))
+            elif p.kind == "scalar":
+                args.append(self.scalar_arg(bound.get(p.name), p, scope))
+        text = s.callee.id
+        if s.coords is not None:
+            text += f"[{', '.join(expr_str(c) for c in s.coords)}]"
+        return N.Task(kname, coords, tuple(args), text, s.span, self.csp_accesses(args))
+
+    def scalar_arg(self, kw: Optional[A.Keyword], p: ParamSig, scope: Scope) -> N.ScalarArg:
+        node = kw.value if kw is not None else p.default
+        kind, v = self.scalar(node, scope if kw is not None else Scope())
+        if p.dtype == "bool":
+            if not isinstance(v, bool):
+                raise Unsupported(node.span, f"passing a condition on run-time values "
+                                  f"(`{expr_str(node)}`) to a bool scalar {UNSUPPORTED}")
+            return N.ScalarArg(p.name, v, p.dtype)
+        if p.dtype in FLOAT_DTYPES:
+            if kind == "int":
+                c = sym.const_value(v)
+                # decision: an integer expression passed to a float Scalar stays symbolic when it is not constant; the back end converts its value
+                return N.ScalarArg(p.name, float(c) if c is not None else v, p.dtype)
+            return N.ScalarArg(p.name, float(self.number(kind, v, node)), p.dtype)
+        if kind != "int":
+            raise InternalError("lower", f"`{expr_str(node)}` is not an integer")
+        return N.ScalarArg(p.name, v, p.dtype)
+
+    def tile_arg(self, kw: A.Keyword, p: ParamSig, cvals: dict[str, int],
+                 scope: Scope) -> N.TileArg:
+        v = kw.value
+        base = v.value if isinstance(v, A.Index) else v
+        if isinstance(v, A.Name):
+            b = scope.lookup(v.id)
+            if isinstance(b, ItemVar):
+                return self.slot_arg(p, b.channel, b.name)
+            if (b is None and self.sending is not None and v.id == self.sending[0].name):
+                return self.slot_arg(p, self.sending[0], self.sending[1])
+        if not isinstance(base, A.Name) or base.id not in self.env.tensors:
+            raise InternalError("lower", f"`{expr_str(kw)}` is not a view")
+        t = self.env.tensors[base.id]
+        mapping = {k: sym.const(c) for k, c in cvals.items()}
+        rows = sym.substitute(p.tile.rows, mapping)
+        cols = sym.substitute(p.tile.cols, mapping)
+        tile_text = f"Tile[{sym.to_str(rows)}, {sym.to_str(cols)}, {p.tile.dtype}]"
+        kwtext = expr_str(kw)
+        items = v.items if isinstance(v, A.Index) else ()
+        offsets: list[sym.Expr] = []
+        extents: list[sym.Expr] = []
+        vdims: list[int] = []
+        checks: list[N.ViewCheck] = []
+        span = kw.span
+        # the checker's view rules and messages
+        for axis, (item, dim) in enumerate(zip(items, t.dims)):
+            if isinstance(item, A.Slice):
+                start = self.int_expr(item.start, scope) if item.start is not None else sym.const(0)
+                stop = self.int_expr(item.stop, scope) if item.stop is not None else dim
+                if item.start is not None:
+                    self.require(checks, start, ">=", sym.const(0),
+                                 f"slice start `{expr_str(item.start)}` in `{kwtext}` must not be "
+                                 "negative", span)
+                if item.stop is not None:
+                    self.require(checks, stop, "<=", dim,
+                                 f"slice end `{expr_str(item.stop)}` in `{kwtext}` must be at most "
+                                 f"{sym.to_str(dim)}", span)
+                if item.start is not None or item.stop is not None:
+                    self.require(checks, start, "<=", stop,
+                                 f"slice `{expr_str(item)}` in `{kwtext}` must not have a negative "
+                                 "length", span)
+                offsets.append(start)
+                extents.append(sym.sub(stop, start))
+                vdims.append(axis)
+            else:
+                i = self.int_expr(item, scope)
+                text = expr_str(item)
+                self.require(checks, i, ">=", sym.const(0),
+                             f"index `{text}` in `{kwtext}` must not be negative", span)
+                self.require(checks, i, "<", dim,
+                             f"index `{text}` in `{kwtext}` must be less than {sym.to_str(dim)}",
+                             span)
+                offsets.append(i)
+                extents.append(sym.const(1))
+        for axis in range(len(items), len(t.dims)):
+            offsets.append(sym.const(0))
+            extents.append(t.dims[axis])
+            vdims.append(axis)
+        # decision: leading view dimensions beyond the tile's two are squeezed (the checker proved them 1); fewer than two are promoted with leading 1s (row_dim/col_dim None)
+        for axis in vdims[:-2]:
+            self.require(checks, extents[axis], "==", sym.const(1),
+                         f"dimension {axis} of `{kwtext}` must have extent 1 to fit {tile_text}",
+                         span)
+        kept = vdims[-2:]
+        row_dim = kept[0] if len(kept) == 2 else None
+        col_dim = kept[-1] if kept else None
+        for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
+            got = extents[dim_] if dim_ is not None else sym.const(1)
+            self.require(checks, got, "==", want,
+                         f"`{kwtext}` must have {sym.to_str(want)} {which} to fit {tile_text}",
+                         span)
+        mode = ACCESS_MODES[p.tile.mode]
+        return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
+                         tuple(checks))

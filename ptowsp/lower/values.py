@@ -1,0 +1,243 @@
+"""Scalar expressions of a workload (extents, view bounds, predicates, scalar arguments,
+coordinates) as `sym` expressions and `N.Cond`s, the run-time values they read, and the
+proofs that leave out the checks already known to hold.
+
+Run-time values (language.md sections 5 and 6) become statements of the loop tree:
+- An element read `T[i, j]` in a scalar expression is an `N.Read` into a fresh variable
+  `T@n` (n counts the schedule's reads), placed right before the statement using it (a loop's
+  extent: before the Loop; a task's arguments: before the Task), shared by repeated reads of
+  one element in one statement, with `ViewCheck`s for the index bounds not proved here.
+- A fact that must hold at run time (a ragged length is not negative, ...) is an `N.Assert`
+  before the statement, unless proved.
+- `slot(k)` is the variable `N.slot_var(k)`.
+Schedule keys are over the task's coordinates only: a key reading elements, slots or `query`
+is `Unsupported`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import sym
+from ..diagnostics import InternalError
+from ..dtypes import TABLE
+from ..frontend import ast as A
+from ..frontend.printer import expr_str
+from ..ir import nodes as N
+from ..spans import Span
+from .scope import Alias, ItemVar, LoopVar, ProcVar, Scope, SelVar
+from .unsupported import UNSUPPORTED, Unsupported
+
+Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool | N.Cond)
+UNKNOWN = sym.Interval(None, None)
+# decision: an element read gives the element's value as a signed 64-bit integer; the range the
+# proofs assume follows the dtype (an unsigned integer narrower than 64 bits or a bool is
+# within its limits, the rest unknown)
+READ_RANGES = {name: sym.Interval(*d.limits) for name, d in TABLE.items()
+               if d.kind != "float" and not d.signed and d.bits < 64}
+
+
+def not_(c):
+    """The negation of a condition (a bool or an `N.Cond`)."""
+    if isinstance(c, bool):
+        return not c
+    if c.op == "not":
+        return c.args[0]
+    return N.Cond("not", (c,))
+
+
+def and_(a, b):
+    """The conjunction of two conditions, folded when one is decided."""
+    if a is False or b is False:
+        return False
+    if a is True:
+        return b
+    if b is True:
+        return a
+    return N.Cond("and", (a, b))
+
+
+def or_(a, b):
+    """The disjunction of two conditions, folded when one is decided."""
+    if a is True or b is True:
+        return True
+    if a is False:
+        return b
+    if b is False:
+        return a
+    return N.Cond("or", (a, b))
+
+
+class ValueLowering:
+    """Scalar expressions, element reads, asserts and proofs: a mixin of
+    `workloads.WorkloadLowerer`, whose `__init__` sets the state used here (`env`; `pre`, `memo`,
+    `nreads` and `dyn` for the reads; `ranges`, `extents` and `proofs` for the proofs)."""
+
+    # ---- run-time values: element reads and asserts
+    def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span) -> sym.Expr:
+        """A Read of `tensor[index]` placed before the current statement (shared within it):
+        its variable. `texts` spell the indices and `what` the read in messages."""
+        key = (tensor, tuple(index))
+        if key in self.memo:
+            return sym.var(self.memo[key])
+        if self.pre is None:
+            # decision: schedule keys are over the task's coordinates only: reading tensor elements or slots in a key is unsupported
+            raise Unsupported(span, f"reading tensor elements in a schedule key (`{what}`) "
+                              f"{UNSUPPORTED}")
+        t = self.env.tensors[tensor]
+        checks: list[N.ViewCheck] = []
+        for text, i, dim in zip(texts, index, t.dims):
+            self.require(checks, i, ">=", sym.const(0),
+                         f"index `{text}` of `{what}` must not be negative", span)
+            self.require(checks, i, "<", dim,
+                         f"index `{text}` of `{what}` must be less than {sym.to_str(dim)}", span)
+        self.nreads += 1
+        # decision: a Read variable is `TENSOR@n` (n counts the reads of the schedule): never a source name
+        var = f"{tensor}@{self.nreads}"
+        self.pre.append(N.Read(var, tensor, tuple(index), tuple(checks), span))
+        self.ranges[var] = READ_RANGES.get(t.dtype, UNKNOWN)
+        self.dyn.add(var)
+        self.memo[key] = var
+        return sym.var(var)
+
+    def assert_(self, lhs: sym.Expr, op: str, rhs: sym.Expr, message: str, span: Span) -> None:
+        """An Assert before the current statement, unless the fact is proved."""
+        if self.decide(lhs, op, rhs) is True:
+            return
+        if self.pre is None:
+            raise InternalError("lower", "an Assert outside a statement")
+        self.pre.append(N.Assert(N.ViewCheck(sym.Check(lhs, op, rhs, message), message, span)))
+
+    def element(self, e: A.Expr, scope: Scope) -> Scalar:
+        """`T[i, j]` in a scalar expression: a Read (a bool element is the condition `!= 0`)."""
+        if not (isinstance(e, A.Index) and isinstance(e.value, A.Name)
+                and e.value.id in self.env.tensors):
+            raise InternalError("lower", f"`{expr_str(e)}` is not a tensor element")
+        t = self.env.tensors[e.value.id]
+        index = tuple(self.int_expr(i, scope) for i in e.items)
+        v = self.read(t.name, index, tuple(expr_str(i) for i in e.items), expr_str(e), e.span)
+        if t.dtype == "bool":
+            return ("bool", N.Cond("!=", (v, sym.const(0))))
+        return ("int", v)
+
+    # ---- scalar expressions
+    def int_expr(self, e: A.Expr, scope: Scope) -> sym.Expr:
+        kind, v = self.scalar(e, scope)
+        if kind != "int":
+            raise InternalError("lower", f"`{expr_str(e)}` is not an integer expression")
+        return v
+
+    def scalar(self, e: A.Expr, scope: Scope) -> Scalar:
+        if isinstance(e, A.IntLit):
+            return ("int", sym.const(e.value))
+        if isinstance(e, A.FloatLit):
+            return ("float", e.value)
+        if isinstance(e, A.BoolLit):
+            return ("bool", e.value)
+        if isinstance(e, A.Name):
+            b = scope.lookup(e.id)
+            if isinstance(b, (LoopVar, SelVar, ItemVar)):
+                return ("int", sym.var(b.name))
+            if isinstance(b, Alias):
+                return ("int", b.value)
+            if b is None and e.id in self.env.consts:
+                return ("int", sym.const(self.env.consts[e.id]))
+            if b is None and e.id in self.env.syms:
+                return ("int", sym.var(e.id))
+            raise InternalError("lower", f"`{e.id}` is not a scalar here")
+        if isinstance(e, A.Index):
+            return self.element(e, scope)
+        if isinstance(e, A.Attr):
+            b = scope.lookup(e.value.id) if isinstance(e.value, A.Name) else None
+            if e.attr == "pos" and isinstance(b, SelVar):
+                return ("int", sym.var(b.pos))
+            if e.attr == "index" and isinstance(b, ItemVar):
+                return ("int", sym.var(b.name))
+            if e.attr == "id" and isinstance(b, ProcVar) and b.var is not None:
+                return ("int", sym.var(b.var))
+            raise InternalError("lower", f"`{expr_str(e)}` is not a scalar here")
+        if isinstance(e, A.Call):
+            f = e.func.id
+            if f == "query":
+                if self.pre is None:
+                    raise Unsupported(e.span, f"`query` in a schedule key {UNSUPPORTED}")
+                # decision: `query(X)` is the run-time predicate Cond("query", (X,)): every task marked by X's latest `record` and sent to X so far has finished
+                return ("bool", N.Cond("query", (e.args[0].id,)))
+            if f == "slot":
+                k = self.slot_number(e.args[0])
+                if self.pre is None:
+                    raise Unsupported(e.span, f"reading slots in a schedule key "
+                                      f"(`{expr_str(e)}`) {UNSUPPORTED}")
+                name = N.slot_var(k)
+                self.ranges[name] = UNKNOWN
+                return ("int", sym.var(name))
+            args = [self.scalar(a, scope) for a in e.args]
+            if all(k == "int" for k, _ in args):
+                fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
+                return ("int", fn(*(v for _, v in args)))
+            nums = [self.number(k, v, e) for k, v in args]
+            return ("float", float({"min": min, "max": max, "abs": abs}[f](*nums)))
+        if isinstance(e, A.Unary):
+            k, v = self.scalar(e.operand, scope)
+            if e.op == "not":
+                return ("bool", not_(v))
+            return (k, sym.neg(v) if k == "int" else -v)
+        if isinstance(e, A.Binary):
+            return self.scalar_binary(e, scope)
+        raise InternalError("lower", f"unexpected scalar expression {type(e).__name__}")
+
+    def number(self, kind: str, v, e: A.Expr) -> float:
+        if kind == "float":
+            return v
+        c = sym.const_value(v)
+        if c is None:
+            raise Unsupported(e.span, f"float arithmetic on run-time values (`{expr_str(e)}`) "
+                              f"{UNSUPPORTED}")
+        return c
+
+    def scalar_binary(self, e: A.Binary, scope: Scope) -> Scalar:
+        (lk, lv), (rk, rv) = self.scalar(e.left, scope), self.scalar(e.right, scope)
+        op = e.op
+        if op in ("and", "or"):
+            return ("bool", and_(lv, rv) if op == "and" else or_(lv, rv))
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            if lk == "int" and rk == "int":
+                r = self.decide(lv, op, rv)
+                return ("bool", r if r is not None else N.Cond(op, (lv, rv)))
+            if lk == "bool" or rk == "bool":
+                if isinstance(lv, bool) and isinstance(rv, bool):
+                    return ("bool", (lv == rv) if op == "==" else (lv != rv))
+                same = or_(and_(lv, rv), and_(not_(lv), not_(rv)))
+                return ("bool", same if op == "==" else not_(same))
+            a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)
+            return ("bool", {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                             "!=": a != b}[op])
+        if lk == "int" and rk == "int":
+            fn = {"+": sym.add, "-": sym.sub, "*": sym.mul, "/": sym.floordiv, "%": sym.mod}[op]
+            return ("int", fn(lv, rv))
+        a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)
+        return ("float", {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                          "/": lambda: a / b, "%": lambda: a % b}[op]())
+
+    # ---- proofs (the checker's: intervals, then loop variables written as `E - 1 - u`)
+    def decide(self, lhs: sym.Expr, op: str, rhs: sym.Expr) -> Optional[bool]:
+        return sym.prove_in_loops(lhs, op, rhs, self.ranges, self.extents, self.proofs)
+
+    def require(self, checks: list, lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str,
+                span: Span) -> None:
+        # decision: a fact not proved here is a ViewCheck, even one that is always false: the task may never be enumerated, and the error belongs to the task that is
+        if self.decide(lhs, op, rhs) is not True:
+            checks.append(N.ViewCheck(sym.Check(lhs, op, rhs, reason), reason, span))
+
+    def const_int(self, e: A.Expr) -> int:
+        v = sym.const_value(self.int_expr(e, Scope()))
+        if v is None:
+            raise InternalError("lower", f"`{expr_str(e)}` is not a compile-time integer")
+        return v
+
+    def slot_number(self, e: A.Expr) -> int:
+        k = self.const_int(e)
+        if not 0 <= k < N.NSLOTS:
+            raise InternalError("lower", f"slot {k} does not exist")
+        return k
+
