@@ -7,10 +7,16 @@ and of a value while a kernel computes, the Ascend C type of an element in globa
 the `.npy` descriptor. Nothing here imports NumPy: NumPy dtypes are given by name
 (`numpy_dtype` turns one into the dtype object when something runs).
 
+`literal_value` (with `round_float` and `wrap_int`) gives a number as a value of a dtype, in
+plain Python: what the C-like emitters print for a literal, the very value ref computes.
+
 The order of `DTYPES` is an ABI: the plan words of an ascend_npu tree number dtypes by it.
 """
 
 from __future__ import annotations
+
+import math
+import struct
 
 from .records import record
 
@@ -113,3 +119,54 @@ def numpy_compute_dtype(dtype: str):
     import numpy as np
 
     return np.dtype(TABLE[dtype].numpy_compute)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values: a Python number as a value of a dtype (literals, scalar arguments)
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """`value` reduced modulo 2^bits into the range of the integer dtype (two's complement)."""
+    lo, hi = TABLE[dtype].limits
+    return (value - lo) % (hi - lo + 1) + lo
+
+
+def round_float(value: float, dtype: str) -> float:
+    """`value` rounded once, to nearest even, to float `dtype` (f64: `value` itself); past the
+    dtype's range it is an infinity, NaN stays NaN."""
+    value = float(value)
+    if dtype == "f64" or math.isnan(value) or math.isinf(value):
+        return value
+    if dtype == "bf16":
+        return _bf16_value(value)
+    try:
+        return struct.unpack(_STRUCT[dtype], struct.pack(_STRUCT[dtype], value))[0]
+    except OverflowError:  # beyond the greatest finite value plus half an ulp: rounds to inf
+        return math.copysign(math.inf, value)
+
+
+_STRUCT = {"f16": "<e", "f32": "<f"}
+
+
+def _bf16_value(value: float) -> float:
+    """The bf16 nearest to a finite `value` (8 significant bits, ties to even)."""
+    if value == 0.0:
+        return value
+    _, e = math.frexp(value)  # value = m * 2^e, 0.5 <= |m| < 1
+    quantum = 2.0 ** max(e - 8, -133)  # bf16 subnormals share f32's exponent range
+    q = round(value / quantum)  # exact division by a power of two; round() ties to even
+    out = q * quantum
+    if abs(out) >= 2.0**128:
+        return math.copysign(math.inf, value)
+    return math.copysign(out, value) if out == 0.0 else out
+
+
+def literal_value(value, dtype: str):
+    """A literal's number as a value of `dtype`, as the IR defines it (nodes.py): a bool for
+    bool, a float rounded to the dtype (`round_float`), an integer wrapped (`wrap_int`)."""
+    kind = TABLE[dtype].kind
+    if kind == "bool":
+        return bool(value)
+    if kind == "float":
+        return round_float(float(value), dtype)
+    return wrap_int(int(value), dtype)

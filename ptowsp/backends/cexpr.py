@@ -1,10 +1,15 @@
-"""C expressions for the CPU back end: a small tree, a precedence-aware printer, literals.
+"""C and C++ expressions for the C-like back ends: a small tree, a precedence-aware printer,
+literals.
 
-`kernels.py` builds every expression it emits from these nodes and prints them with `to_c`,
-which adds the parentheses C needs and no others (plus the ones gcc's `-Wparentheses` asks for
-around `&`, `|`, `^` and shift operands). Literals are exact: floats are printed so that the C
-compiler reads back the very value held here (f32 literals are rounded to f32 in Python first).
-Nothing here knows about kernels or the IR.
+cpu_sim's kernels (`cpu/kernels.py`) and the AICore kernels (`ascend/aicore/`) build every
+expression they emit from these nodes and print them with `to_c` (or `str()`), which adds the
+parentheses C and C++ need and no others (plus the ones gcc's `-Wparentheses` asks for around
+`&`, `|`, `^` and shift operands). A call's `fn` may be any callee text: `f`,
+`wsp_fmax<float>`, `x.GetValue`. Literals are exact: floats are printed so that the compiler
+reads back the very value held here (`dtypes.round_float` rounds to the dtype first). How a
+literal is spelled depends on what the target's compiler offers (`Dialect`): cpu_sim's C11
+has <stdint.h>'s and <math.h>'s macros, the AICore's Ascend C neither. Nothing here knows
+about kernels or the IR.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import re
 import struct
 from dataclasses import dataclass
 from typing import Union
+
+from ..diagnostics import InternalError
+from ..dtypes import wrap_int
 
 # C operator precedence, higher binds tighter (C11 6.5)
 PREC_PRIMARY = 16
@@ -113,6 +121,12 @@ def cast(ctype: str, x: ExprLike) -> Expr:
     return Cast(ctype, E(x))
 
 
+def cast_to(ctype: str, x: ExprLike) -> Expr:
+    """`x` as `ctype`: a cast, unless `x` is already one to that type."""
+    x = E(x)
+    return x if isinstance(x, Cast) and x.ctype == ctype else Cast(ctype, x)
+
+
 def cond(c: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
     return Cond(E(c), E(a), E(b))
 
@@ -187,7 +201,7 @@ def to_c(e: Expr) -> str:
     if isinstance(e, Cond):
         c = _wrap(e.c, PREC_COND + 1)
         return f"{c} ? {_wrap(e.a, PREC_COND + 1)} : {_wrap(e.b, PREC_COND)}"
-    raise TypeError(f"not a C expression: {e!r}")
+    raise InternalError("cexpr", f"not a C expression: {e!r}")
 
 
 def _wrap(e: Expr, need: int, picky: bool = False) -> str:
@@ -200,23 +214,28 @@ def _wrap(e: Expr, need: int, picky: bool = False) -> str:
 # ---------------------------------------------------------------------------------------------
 # Literals
 
-_INT_LIMITS = {
-    "i8": (-(2**7), 2**7 - 1), "i16": (-(2**15), 2**15 - 1), "i32": (-(2**31), 2**31 - 1),
-    "i64": (-(2**63), 2**63 - 1), "u8": (0, 2**8 - 1), "u16": (0, 2**16 - 1),
-    "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1),
-}
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a target's compiler lets literals be spelled."""
+
+    name: str
+    # <stdint.h>'s INT64_C / UINT64_C / INT64_MIN / INT32_MIN and <math.h>'s NAN / INFINITY;
+    # without them: suffixes (`ll`, `ull`), `-MAX - 1`, and non-finite floats from their bits
+    # (`wsp_f32_from_bits` / `wsp_f64_from_bits`, defined by the target's support header)
+    std_macros: bool
 
 
-def wrap_int(value: int, dtype: str) -> int:
-    """`value` reduced modulo 2^bits into the range of the integer dtype."""
-    lo, hi = _INT_LIMITS[dtype]
-    span = hi - lo + 1
-    return (value - lo) % span + lo
+C11 = Dialect("C11", std_macros=True)  # cpu_sim
+ASCEND_C = Dialect("Ascend C", std_macros=False)  # the AICore: kernel_operator.h only
 
 
-def int_lit(value: int, dtype: str = "i64") -> Expr:
-    """An integer constant of the given dtype's C type (wrapped into its range)."""
+def int_lit(value: int, dtype: str = "i64", dialect: Dialect = C11) -> Expr:
+    """An integer constant of the given dtype's C type (wrapped into its range); the types
+    narrower than int are left to a cast by the caller."""
     v = wrap_int(int(value), dtype)
+    if not dialect.std_macros:
+        return _plain_int_lit(v, dtype)
     if dtype == "u64":
         return Raw(f"UINT64_C({v})")
     if dtype == "i64":
@@ -230,42 +249,25 @@ def int_lit(value: int, dtype: str = "i64") -> Expr:
     return Raw(str(v))
 
 
-def f32_value(value: float) -> float:
-    """The f32 nearest to `value` (round to nearest even), as a Python float."""
-    if math.isnan(value) or math.isinf(value):
-        return float(value)
-    try:
-        return struct.unpack("<f", struct.pack("<f", value))[0]
-    except OverflowError:  # beyond FLT_MAX plus half an ulp: rounds to inf
-        return math.copysign(math.inf, value)
+def _plain_int_lit(v: int, dtype: str) -> Expr:
+    suffix = {"i64": "ll", "u64": "ull", "u32": "u"}.get(dtype, "")
+    if v < 0:
+        if v == -(2**63) or (dtype == "i32" and v == -(2**31)):
+            # the magnitude of the minimum is no literal of the type
+            return Bin("-", Unary("-", Raw(f"{-v - 1}{suffix}")), Raw("1"))
+        return Unary("-", Raw(f"{-v}{suffix}"))
+    return Raw(f"{v}{suffix}")
 
 
-def f16_value(value: float) -> float:
-    """The f16 nearest to `value` (round to nearest even), as a Python float."""
-    if math.isnan(value) or math.isinf(value):
-        return float(value)
-    try:
-        return struct.unpack("<e", struct.pack("<e", value))[0]
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
-def bf16_value(value: float) -> float:
-    """The bf16 nearest to `value` (8 significant bits, round to nearest even), as a float."""
-    if math.isnan(value) or math.isinf(value) or value == 0.0:
-        return float(value)
-    _, e = math.frexp(value)  # value = m * 2^e, 0.5 <= |m| < 1
-    quantum = 2.0 ** max(e - 8, -133)  # bf16 subnormals share f32's exponent range
-    q = round(value / quantum)  # exact division by a power of two; round() ties to even
-    out = q * quantum
-    if abs(out) >= 2.0**128:
-        return math.copysign(math.inf, value)
-    return math.copysign(out, value) if out == 0.0 else out
-
-
-def float_lit(value: float, ctype: str) -> Expr:
+def float_lit(value: float, ctype: str, dialect: Dialect = C11) -> Expr:
     """A `float` or `double` constant holding exactly `value` (already representable)."""
     suffix = "f" if ctype == "float" else ""
+    if (math.isnan(value) or math.isinf(value)) and not dialect.std_macros:
+        if ctype == "float":
+            bits = struct.unpack("<I", struct.pack("<f", value))[0]
+            return Call("wsp_f32_from_bits", (Raw(f"0x{bits:08x}u"),))
+        bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+        return Call("wsp_f64_from_bits", (Raw(f"0x{bits:016x}ull"),))
     if math.isnan(value):
         return Raw("NAN") if ctype == "float" else Raw("(double)NAN")
     if math.isinf(value):
@@ -277,6 +279,32 @@ def float_lit(value: float, ctype: str) -> Expr:
     if text.startswith("-"):
         return Unary("-", Raw(text[1:] + suffix))
     return Raw(text + suffix)
+
+
+def string_lit(text: str) -> str:
+    """A C string literal of `text` that any compiler reads back exactly: quote, backslash and
+    newline escaped, `?` too (no trigraphs), other control and non-ASCII bytes as hex escapes,
+    each ending its literal (`"\\xe4""b"`: a hex escape would take in a following hex digit)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "?":
+            out.append("\\?")
+        elif ord(ch) < 32 or ord(ch) > 126:
+            out.append("".join(f"\\x{b:02x}\"\"" for b in ch.encode()))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def line_file_lit(text: str) -> str:
+    """The file name of a `#line` directive: one string literal (no concatenation there), with
+    backslash, quote and newline escaped and every other character as it is."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{out}"'
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

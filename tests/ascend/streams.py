@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ptowsp import sym
-from ptowsp.dtypes import numpy_dtype
 from ptowsp.backends.ascend.plan import Plan, dispatchers, parse_c_array
 from ptowsp.backends.cpu.enumerate import emit_enumerators, entry_symbol
 from ptowsp.backends.cpu.kernels import kernel_symbol
+from ptowsp.dtypes import numpy_dtype
 from ptowsp.ir import nodes as N
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""AICore kernels (`backends/ascend/aicore.py`) compiled with g++ against the CPU implementation
+"""AICore kernels (`backends/ascend/aicore/`) compiled with g++ against the CPU implementation
 of the Ascend C API in `ascendc_cpu/` and run on the host, checked against the `ref` back end.
 
 What each test proves:
@@ -126,8 +126,61 @@ def test_kernel_entry():
     assert aicore.header_path(k.kernel()) == "aicore/kernel_a_2b_b.h"
 
 
+def test_scalar_unit_expressions():
+    """Scalar-unit C++ is printed by cexpr: the parentheses precedence needs, no others, and
+    Ascend C's literals (suffixes, `-MAX - 1`, non-finite floats from their bits)."""
+    from ptowsp.backends import cexpr as C
+    from ptowsp.backends.ascend.aicore import scalar as S
+
+    def text(e):
+        return C.to_c(e)
+
+    assert text(S.literal(-7, "i8")) == "(int8_t)-7"
+    assert text(S.literal(2**63, "i64")) == "-9223372036854775807ll - 1"
+    assert text(S.literal(2**64 - 1, "u64")) == "18446744073709551615ull"
+    assert text(S.literal(float("nan"), "f32")) == "wsp_f32_from_bits(0x7fc00000u)"
+    assert text(S.literal(float("-inf"), "f64")) == "wsp_f64_from_bits(0xfff0000000000000ull)"
+    assert text(S.literal(0.1, "bf16")) == "0.100097656f" and text(S.literal(-1.5, "f64")) == "-1.5"
+    assert text(S.scalar_param("f32", 0)) == "(float)scalars[0].f"
+    assert text(S.scalar_param("bool", 2)) == "(uint8_t)(scalars[2].i != 0)"
+    assert text(S.sexpr("add", "i32", ["a", "b"], ["i32", "i32"])) == \
+        "(int32_t)((uint32_t)a + (uint32_t)b)"
+    assert text(S.sexpr("lt", "bool", ["a", "b"], ["f32", "f32"])) == "(uint8_t)(a < b)"
+    inner = S.sexpr("sub", "f32", ["b", "c"], ["f32", "f32"])
+    assert text(S.sexpr("sub", "f32", ["a", inner], ["f32", "f32"])) == "a - (b - c)"
+    assert text(S.sexpr("abs", "i16", ["a"], ["i16"])) == \
+        "(int16_t)(a < 0 ? (uint32_t)0 - (uint32_t)a : (uint32_t)a)"
+    assert text(S.sconvert("x", "f32", "i8")) == \
+        "wsp_f2i<int8_t, float>(x, -128.0f, 128.0f, (int8_t)127)"
+    assert text(C.cast("int64_t", S.literal(-(2**31), "i32"))) == "(int64_t)(-2147483647 - 1)"
+
+
 # ---------------------------------------------------------------------------------------------
 # value semantics
+
+
+def test_literal_values_are_refs():
+    """The literal values the kernels print (`dtypes.literal_value`) are the ones ref computes:
+    floats rounded once to the dtype (f16 / bf16 overflow to inf), integers wrapped."""
+    from ptowsp.backends.ref.interp import scalar_value
+    from ptowsp.dtypes import DTYPES, literal_value
+
+    rng = np.random.default_rng(5)
+    values = [0.0, -0.0, 0.1, -1.5, 1 / 3, 65519.0, 65520.0, 3.3895e38, 3.39e38, 1e39, -1e39,
+              2.0**-133, 2.0**-134, 3 * 2.0**-135, 1e-45, float("inf"), float("-inf"),
+              float("nan"), 7, -129, 300, 2**31, -(2**63) - 1, 2**64 + 5, 3.7, -3.7]
+    values += list(rng.standard_normal(200) * 10.0 ** rng.integers(-45, 40, 200))
+    for dt in DTYPES:
+        for v in values:
+            if dt not in ("f16", "bf16", "f32", "f64", "bool") and (v != v or abs(v) == np.inf):
+                continue  # no integer literal is infinite
+            with np.errstate(all="ignore"):
+                want = np.asarray(scalar_value(v, dt)).reshape(()).item()
+            got = literal_value(v, dt)
+            assert type(got) is type(want), (dt, v)
+            assert got == want or (got != got and want != want), (dt, v, got, want)
+            if isinstance(got, float):
+                assert np.copysign(1.0, got) == np.copysign(1.0, want), (dt, v)
 
 
 def _edge_kernels() -> list[N.Kernel]:
@@ -173,6 +226,8 @@ def _edge_kernels() -> list[N.Kernel]:
     h = b.op("convert", s, dtype="f16")
     b.out("e", b.op("mul", h, h), "f16")
     b.out("c", b.op("cast", b.op("mul", s, b.lit(1000.0)), dtype="i16"))
+    b.out("lb", b.op("mul", y, b.lit(0.1, "bf16")))  # literals rounded once to f16 / bf16
+    b.out("lh", b.op("add", x, b.lit(1e-3, "f16")))
     ks.append(b.kernel())
     b = KB("bools")
     p, q, x = b.tile("p", 4, 33, "bool"), b.tile("q", 1, 33, "bool"), b.tile("x", 4, 33)

@@ -35,7 +35,6 @@ import numpy as np
 import pytest
 
 import ptowsp
-from ptowsp.backends.ascend import aicore
 from ptowsp.ir.passes import optimize
 
 from .ascendc_cpu import harness as H

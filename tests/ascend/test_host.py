@@ -191,7 +191,7 @@ def test_every_acl_call_is_checked(rmsnorm):
     calls = 0
     for line in text.splitlines():
         code = line.split("//")[0]
-        for m in re.finditer(r"\b(acl[A-Za-z]+)\(", code):
+        for _ in re.finditer(r"\b(acl[A-Za-z]+)\(", code):
             if code.strip().startswith(("/*", "*")):
                 continue
             calls += 1

@@ -1,5 +1,6 @@
 """`wspc compile FILE --target ascend_npu -o DIR`: the tree, its determinism, its golden copies
-(tests/golden/ascend/<example>/; `pytest --update-golden` rewrites them), the schedule
+(tests/golden/ascend/: the files every tree shares once in scaffold/, the others in <example>/;
+`pytest --update-golden` rewrites both), the schedule
 policies (carried into the plan, or a warning naming the combinator), kernels with only an
 `extern ascend` body (fine here, an error on cpu_sim), `Module.compile(target="ascend_npu")`,
 and the errors (an `extern` kernel without an `extern ascend` body, a checker error, bad
@@ -27,7 +28,9 @@ from ptowsp.ir.passes import optimize
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "ascend"
 GOLDEN_EXAMPLES = ("rmsnorm", "attention_varlen")
-SHARED = ("aicpu/expand.aicpu", "include/wsp_expand.h", "include/wsp_plan.h")
+# the files whose bytes do not depend on the program: stored once, in GOLDEN / "scaffold"
+SCAFFOLD = ("aicpu/expand.aicpu", "include/wsp_expand.h", "include/wsp_plan.h",
+            "aicore/wsp_aicore.h", "host/host_expander/aicpu_api.h", "host/wsp_npy.h")
 EXPECTED = {"CMakeLists.txt", "README.md", "aicore/dispatch.asc", "aicpu/expand.aicpu",
             "host/host_expander/aicpu_api.h", "host/main.asc", "host/wsp_npy.h",
             "include/wsp_expand.h", "include/wsp_plan.h", "include/wsp_plan_data.h",
@@ -90,31 +93,42 @@ def test_two_compiles_give_the_same_bytes(tmp_path):
         assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), name
 
 
-def test_the_expander_is_the_same_for_every_program():
-    """What test_expander.py compiles once stands for every tree."""
+def test_the_scaffold_is_the_same_for_every_program():
+    """What test_expander.py compiles once (the expander) stands for every tree, and the golden
+    trees may store the scaffold once."""
     texts = set()
-    for path in ("examples/rmsnorm.wsp", "examples/worker_pool.wsp", "examples/attention_varlen.wsp"):
+    for path in ("examples/rmsnorm.wsp", "examples/worker_pool.wsp", "examples/attention_varlen.wsp",
+                 "examples/megakernel.wsp", "tests/programs/moe_sparse.wsp"):
         _, p = project(ROOT / path)
-        texts.add(tuple(p.files[f] for f in SHARED))
+        texts.add(tuple(p.files[f] for f in SCAFFOLD))
     assert len(texts) == 1
 
 
 @pytest.mark.parametrize("example", GOLDEN_EXAMPLES)
 def test_golden_tree(example, request):
+    """The whole tree, every file's bytes: the scaffold from GOLDEN / "scaffold", the rest from
+    GOLDEN / example."""
     _, p = project(ROOT / f"examples/{example}.wsp")
-    where = GOLDEN / example
+    parts = {GOLDEN / "scaffold": {rel: t for rel, t in p.files.items() if rel in SCAFFOLD},
+             GOLDEN / example: {rel: t for rel, t in p.files.items() if rel not in SCAFFOLD}}
     if request.config.getoption("--update-golden"):
-        shutil.rmtree(where, ignore_errors=True)
-        for rel, text in p.files.items():
-            (where / rel).parent.mkdir(parents=True, exist_ok=True)
-            (where / rel).write_text(text)
+        for where, files in parts.items():
+            shutil.rmtree(where, ignore_errors=True)
+            for rel, text in files.items():
+                (where / rel).parent.mkdir(parents=True, exist_ok=True)
+                (where / rel).write_text(text)
         return
-    if not where.exists():
-        pytest.fail(f"golden tree {where} is missing; run `pytest --update-golden` to create it")
-    want = {k: v.decode() for k, v in tree(where).items()}
+    want = {}
+    for where in parts:
+        if not where.exists():
+            pytest.fail(f"golden tree {where} is missing; run `pytest --update-golden` to create it")
+        stored = {rel: (where, v.decode()) for rel, v in tree(where).items()}
+        assert not stored.keys() & want.keys(), f"{where} repeats the files of another part"
+        want.update(stored)
     assert sorted(p.files) == sorted(want), "the tree's files differ (pytest --update-golden)"
     for rel, text in p.files.items():
-        assert text == want[rel], f"{rel} differs from {where / rel} (pytest --update-golden)"
+        where, stored = want[rel]
+        assert text == stored, f"{rel} differs from {where / rel} (pytest --update-golden)"
 
 
 # ---------------------------------------------------------------------------------------------

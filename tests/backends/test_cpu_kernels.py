@@ -1317,6 +1317,7 @@ def test_extern_compile_error_points_into_the_wsp_file(tmp_path):
 
 def test_c_expression_printer():
     from ptowsp.backends import cexpr as C
+    from ptowsp.dtypes import round_float
 
     a, b, c = C.E("a"), C.E("b"), C.E("c")
     assert C.to_c(C.binop("*", C.binop("+", a, b), c)) == "(a + b) * c"
@@ -1330,11 +1331,11 @@ def test_c_expression_printer():
     assert C.to_c(C.int_lit(-(2**63), "i64")) == "INT64_MIN"
     assert C.to_c(C.int_lit(2**64 - 1, "u64")) == "UINT64_C(18446744073709551615)"
     assert C.to_c(C.int_lit(300, "i8")) == "44"
-    assert C.f32_value(1e-6) == float(np.float32(1e-6)) and C.f32_value(1e39) == math.inf
-    assert C.f16_value(65519.0) == 65504.0 and C.f16_value(65520.0) == math.inf
-    assert C.bf16_value(1.0 + 2**-8) == 1.0 and C.bf16_value(1.0 + 3 * 2**-8) == 1.0 + 2**-6
+    assert round_float(1e-6, "f32") == float(np.float32(1e-6)) and round_float(1e39, "f32") == math.inf
+    assert round_float(65519.0, "f16") == 65504.0 and round_float(65520.0, "f16") == math.inf
+    assert round_float(1.0 + 2**-8, "bf16") == 1.0 and round_float(1.0 + 3 * 2**-8, "bf16") == 1.0 + 2**-6
     assert C.to_c(C.float_lit(0.1, "double")) == "0.1"
-    assert C.to_c(C.float_lit(C.f32_value(0.1), "float")) == "0.100000001f"
+    assert C.to_c(C.float_lit(round_float(0.1, "f32"), "float")) == "0.100000001f"
     assert C.c_ident("wsp_k_", "a.b") == "wsp_k_a_2e_b"
 
 

@@ -5,7 +5,7 @@
 
 The tree: `include/` (the plan ABI shared by all three sides, this schedule's plan words),
 `host/main.asc` (ACL host program), `aicpu/expand.aicpu` (the task expander, `plan.py` +
-`expander.py`), `aicore/` (the dispatcher, `dispatch.py`, and the kernels, `aicore.py`),
+`expander.py`), `aicore/` (the dispatcher, `dispatch.py`, and the kernels, the `aicore` package),
 `CMakeLists.txt`, `scripts/`, `README.md` and the WSP sources (`project.py`). The same input
 gives the same bytes. `policies.py` says what happens to each schedule combinator and warns
 about the ones the NPU cannot honour.
@@ -14,16 +14,16 @@ about the ones the NPU cannot honour.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
 from ... import sym
 from ...diagnostics import Diagnostic, WspError
+from ...files import replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
+from .aicore import emit_aicore, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
 from .host import emit_host
@@ -70,10 +70,10 @@ def emit_project(module: N.Module, schedule: str,
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
     files.update(shared_files())
-    kernels, entry = _aicore(module, options)
+    kernels = emit_aicore(module)
     files.update(kernels)
     headers = [p for p in kernels if os.path.basename(p).startswith("kernel_")]
-    files.update(emit_dispatch(module, headers, entry))
+    files.update(emit_dispatch(module, headers, kernel_entry))
     nd = dispatchers(s) if "dispatch" in s.given else 0
     blocks = options.blocks or _default_blocks(s, nd)
     files.update(emit_host(module, plan, blocks, options.capacity))
@@ -128,43 +128,19 @@ def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
     return out
 
 
-def _aicore(module: N.Module, options: AscendOptions):
-    """Part B's kernels (`aicore.py`) and the entry-point naming the dispatcher calls."""
-    try:
-        from . import aicore
-    except ImportError:  # the kernels' emitter is not there: a tree without kernels
-        return {}, lambda k: "wsp_aicore_" + k.name
-    return aicore.emit_aicore(module), aicore.kernel_entry
-
-
 def write_project(directory, files: Mapping[str, str]) -> Path:
-    """Write the tree as DIR, atomically: it is built in a temporary directory beside DIR and
-    renamed into place, so a failure leaves DIR as it was (absent, or the previous tree)."""
-    out = Path(directory)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    old = None
-    try:
-        tmp.chmod(0o755)  # mkdtemp's 0700 is for the temporary name only
+    """Write the tree as DIR, atomically (`files.replace_dir`): a failure leaves DIR as it was
+    (absent, or the previous tree)."""
+
+    def fill(tmp: Path) -> None:
         for rel, text in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             if rel.startswith("scripts/"):
                 path.chmod(0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-old-"))
-            os.rename(out, old / "tree")
-        os.rename(tmp, out)
-    except BaseException:
-        if old is not None and not out.exists():
-            os.rename(old / "tree", out)
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return out
+
+    return replace_dir(directory, fill)
 
 
 __all__ = ["AscendOptions", "Project", "emit_project", "write_project",

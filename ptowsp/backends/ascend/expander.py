@@ -7,21 +7,15 @@ from __future__ import annotations
 
 from ... import sym
 from ...ir import nodes as N
+from .abi import ABI_C
 from .plan import Plan, build_plan, c_array, c_defines
 from .render import render
-
-
-def abi_text() -> str:
-    """The WspTile / WspScalar definitions of the AICore side (`abi.ABI_C`)."""
-    from .abi import ABI_C
-
-    return ABI_C
 
 
 def shared_files() -> dict[str, str]:
     """The files that do not depend on the program."""
     return {
-        "include/wsp_plan.h": render("include/wsp_plan.h", abi=abi_text(), defines=c_defines()),
+        "include/wsp_plan.h": render("include/wsp_plan.h", abi=ABI_C, defines=c_defines()),
         "include/wsp_expand.h": render("include/wsp_expand.h"),
         "aicpu/expand.aicpu": render("aicpu/expand.aicpu"),
     }

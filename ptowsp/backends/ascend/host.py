@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 
 from ... import sym
+from ...dtypes import TABLE
 from ...ir import nodes as N
 from ...ir import visit as V
+from ..cexpr import string_lit
 from .plan import Plan
 from .render import render
-
-NPY_DESCR = {"f16": "<f2", "bf16": "<u2", "f32": "<f4", "f64": "<f8", "i8": "|i1", "i16": "<i2",
-             "i32": "<i4", "i64": "<i8", "u8": "|u1", "u16": "<u2", "u32": "<u4", "u64": "<u8",
-             "bool": "|b1"}
 
 
 def source_names(module: N.Module) -> dict[str, str]:
@@ -38,21 +36,7 @@ def source_names(module: N.Module) -> dict[str, str]:
 
 def c_string(text) -> str:
     """A C string literal (or nullptr for None)."""
-    if text is None:
-        return "nullptr"
-    out = []
-    for ch in str(text):
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "?":
-            out.append("\\?")  # no trigraphs
-        elif ord(ch) < 32 or ord(ch) > 126:
-            out.append("".join(f"\\x{b:02x}\"\"" for b in ch.encode()))
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return "nullptr" if text is None else string_lit(str(text))
 
 
 def _where(span, names: dict[str, str]) -> str:
@@ -66,8 +50,9 @@ def _tensors(module: N.Module, names) -> list[dict]:
     out = []
     for t in module.tensors:
         dims = [syms.get(d.name, -1) if isinstance(d, sym.Var) else -1 for d in t.dims]
-        out.append(dict(name=c_string(t.name), kind=t.kind, dtype=t.dtype, descr=NPY_DESCR[t.dtype],
-                        ndim=len(t.dims), sym=", ".join(str(d) for d in dims) or "-1",
+        out.append(dict(name=c_string(t.name), kind=t.kind, dtype=t.dtype,
+                        descr=TABLE[t.dtype].npy_descr, ndim=len(t.dims),
+                        sym=", ".join(str(d) for d in dims) or "-1",
                         where=_where(t.span, names)))
     return out
 

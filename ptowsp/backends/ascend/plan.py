@@ -26,6 +26,7 @@ from typing import Optional
 
 from ... import sym
 from ...diagnostics import InternalError
+from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
@@ -88,11 +89,8 @@ TIMING = ("immediate", "batched", "interleaved", "rate_limit")
 # converted to double into `.f`, or constant raw bits
 SCALAR_KINDS = ("INT", "FLOAT", "BITS")
 
-# Element types of the tensor table (`WSP_DT_*`); READ converts integer elements to int64
-DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-          "bool")
-ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-             "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+# Element types of the tensor table (`WSP_DT_*`) are numbered in the order of dtypes.DTYPES (an
+# ABI); READ converts integer elements to int64
 _MODE = {"r": 1, "w": 2, "rw": 3}  # WSP_READ / WSP_WRITE / WSP_READWRITE
 
 
@@ -215,7 +213,7 @@ class _Builder:
 
     def intern(self, code: list[int], depth: int) -> int:
         if depth > EXPR_STACK:
-            raise InternalError("ascend plan", f"an expression needs {depth} stack entries")
+            raise InternalError("ascend", f"plan: an expression needs {depth} stack entries")
         key = tuple(code)
         if key not in self.expr_at:
             self.expr_at[key] = len(self.exprs)
@@ -313,7 +311,7 @@ class _Builder:
         for st in stmts:
             handler = getattr(self, "stmt_" + type(st).__name__, None)
             if handler is None:
-                raise InternalError("ascend plan", f"unexpected statement {type(st).__name__}")
+                raise InternalError("ascend", f"plan: unexpected statement {type(st).__name__}")
             handler(st)
 
     def stmt_Loop(self, lp: N.Loop) -> None:
@@ -455,7 +453,7 @@ class _Builder:
             words += self.scalar(p, by_param[p.name])
         if len(tiles) + len(t.extra) + len(self.recorded()) > MAX_TILES or \
                 len(scalars) > MAX_SCALARS:
-            raise InternalError("ascend plan", f"task `{t.text}` has too many arguments")
+            raise InternalError("ascend", f"plan: task `{t.text}` has too many arguments")
         self.task_words.append(words)
         self.plan.tasks.append(t)
         return len(self.task_words) - 1
@@ -467,7 +465,7 @@ class _Builder:
         return words
 
     def scalar(self, p: N.KParam, a: N.ScalarArg) -> list[int]:
-        floating = p.dtype in ("f16", "bf16", "f32", "f64")
+        floating = TABLE[p.dtype].is_float
         if isinstance(a.value, sym.Expr):
             return [SCALAR_KINDS.index("FLOAT" if floating else "INT"), self.expr(a.value)]
         if isinstance(a.value, bool):
@@ -517,7 +515,7 @@ class _Builder:
 
         tensor_rows = []
         for t in m.tensors:
-            tensor_rows.append([DTYPES.index(t.dtype), ELEM_SIZE[t.dtype], len(t.dims),
+            tensor_rows.append([DTYPES.index(t.dtype), TABLE[t.dtype].size, len(t.dims),
                                 *(self.expr(d, syms_only=True) for d in t.dims)])
         policy = self.policy()  # may add key expressions: before the expression section
         channel_rows = [self.channel_row(c) for c in m.channels]

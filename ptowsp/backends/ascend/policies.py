@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from ... import sym
 from ...diagnostics import Diagnostic
 from ...ir import nodes as N
 from ...spans import NO_SPAN, Span
@@ -52,8 +53,6 @@ def policy_warnings(s: N.Schedule, spans: Mapping[str, Span]) -> list[Diagnostic
 
 
 def _policy_text(p: N.Policy) -> str:
-    from ... import sym
-
     args = [sym.to_str(a) if isinstance(a, sym.Expr) else str(a) for a in p.args]
     if p.n is not None:
         args.append(f"n = {p.n}")
@@ -62,8 +61,6 @@ def _policy_text(p: N.Policy) -> str:
 
 def policy_summary(s: N.Schedule, ndispatchers: int) -> list[str]:
     """One line per combinator of `s`: what the NPU does with it (for the README)."""
-    from ... import sym
-
     out = []
     if "dispatch" in s.given:
         d = _policy_text(s.dispatch)

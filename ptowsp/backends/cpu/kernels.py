@@ -44,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ...dtypes import TABLE, round_float
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
@@ -300,7 +301,7 @@ def literal(value, dtype: str) -> Expr:
         return C.cast("uint8_t", 1 if value else 0)
     if kind_of(dtype) == "float":
         v = float(value)
-        v = {"f32": C.f32_value, "f16": C.f16_value, "bf16": C.bf16_value}.get(dtype, float)(v)
+        v = round_float(v, dtype)
         return C.float_lit(v, CTYPE[dtype])
     if isinstance(value, float):
         value = int(value) if value == value and abs(value) != float("inf") else 0
@@ -420,7 +421,7 @@ def _reduce_init(name: str, dt: str) -> Expr:
     if kind_of(dt) == "float":
         e = C.float_lit(float("inf"), ct)
         return C.neg(e) if kind == "max" else e
-    lo, hi = C._INT_LIMITS[dt]
+    lo, hi = TABLE[dt].limits
     return literal(lo if kind == "max" else hi, dt)
 
 
@@ -474,8 +475,7 @@ class _Emitter:
         if e.op == "literal" and isinstance(e.attr, (int, float)):
             v = float(e.attr)
             if kind_of(e.dtype) == "float":
-                v = {"f32": C.f32_value, "f16": C.f16_value, "bf16": C.bf16_value}.get(
-                    e.dtype, float)(v)
+                v = round_float(v, e.dtype)
             return v
         return None
 

@@ -11,7 +11,6 @@ with the `ref` back end, `compare(...)` checks one against the other to dtype to
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import subprocess
 from dataclasses import dataclass

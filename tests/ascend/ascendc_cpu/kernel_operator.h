@@ -1,5 +1,5 @@
 // ascendc_cpu: a CPU implementation of exactly the subset of the Ascend C API (CANN 8.x, Atlas
-// A2 / 910B vector core) that wspc's AICore emitter (ptowsp/backends/ascend/aicore.py) uses, so
+// A2 / 910B vector core) that wspc's AICore emitter (ptowsp/backends/ascend/aicore/) uses, so
 // that generated kernels compile with g++ and run on the host, as CANN's own CPU debug mode does.
 //
 // It models the real API, not wspc's semantics: the same class and function names, template

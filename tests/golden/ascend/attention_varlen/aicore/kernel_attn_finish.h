@@ -49,7 +49,7 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
             wsp_sync<AscendC::HardEvent::MTE2_S>();
             for (int32_t i = 0; i < 64; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
-                    v0.SetValue(i * 64 + j, (int32_t)((int32_t)((int64_t)i)));
+                    v0.SetValue(i * 64 + j, (int32_t)(int64_t)i);
                 }
             }
         }
@@ -58,7 +58,7 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
         {
             for (int32_t i = 0; i < 64; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
-                    v2.SetValue(i * 64 + j, (uint8_t)((uint8_t)((v0.GetValue((i) * 64 + (j))) < (s1))));
+                    v2.SetValue(i * 64 + j, (uint8_t)(v0.GetValue(i * 64 + j) < s1));
                 }
             }
         }
@@ -87,7 +87,7 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
             AscendC::Compare(w5, w3, w4, AscendC::CMPMODE::NE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
             const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(4096, 69632);
-            AscendC::Duplicate(w6, (float)(s6), 4096);
+            AscendC::Duplicate(w6, (float)s6, 4096);
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::Select(v7, w5, v5, w6, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 4096);
             AscendC::PipeBarrier<PIPE_V>();

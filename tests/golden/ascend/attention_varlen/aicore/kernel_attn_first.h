@@ -40,7 +40,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
     (void)s1;
     const float s8 = (float)scalars[1].f;
     (void)s8;
-    const float s10 = (-1.00000002e+30f);
+    const float s10 = -1.00000002e+30f;
     (void)s10;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
@@ -54,7 +54,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         wsp_sync<AscendC::HardEvent::MTE2_S>();
         for (int32_t i = 0; i < 64; ++i) {
             for (int32_t j = 0; j < 64; ++j) {
-                v5.SetValue(i * 64 + j, (float)(in1.GetValue(j * 64 + i)));
+                v5.SetValue(i * 64 + j, (float)in1.GetValue(j * 64 + i));
             }
         }
     }
@@ -79,7 +79,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
             wsp_sync<AscendC::HardEvent::MTE2_S>();
             for (int32_t i = 0; i < 32; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
-                    v0.SetValue(i * 64 + j, (int32_t)((int32_t)((int64_t)j)));
+                    v0.SetValue(i * 64 + j, (int32_t)(int64_t)j);
                 }
             }
         }
@@ -88,7 +88,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         {
             for (int32_t i = 0; i < 32; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
-                    v2.SetValue(i * 64 + j, (uint8_t)((uint8_t)((v0.GetValue((i) * 64 + (j))) < (s1))));
+                    v2.SetValue(i * 64 + j, (uint8_t)(v0.GetValue(i * 64 + j) < s1));
                 }
             }
         }
@@ -113,7 +113,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         // %9 = mul(%7, %8) -> [64, 64] f32
         const AscendC::LocalTensor<float> v9 = calc.GetWithOffset<float>(2048, 33280);
         {
-            AscendC::Muls(v9, v7, (float)(s8), 2048);
+            AscendC::Muls(v9, v7, (float)s8, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
         // %11 = where(%2, %9, %10) -> [64, 64] f32
@@ -132,7 +132,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
             AscendC::Compare(w5, w3, w4, AscendC::CMPMODE::NE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
             const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(2048, 57856);
-            AscendC::Duplicate(w6, (float)(s10), 2048);
+            AscendC::Duplicate(w6, (float)s10, 2048);
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::Select(v11, w5, v9, w6, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 2048);
             AscendC::PipeBarrier<PIPE_V>();

@@ -63,7 +63,7 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
         // %4 = add(%2, %3) -> [16, 1] f32
         const AscendC::LocalTensor<float> v4 = calc.GetWithOffset<float>(512, 0);
         {
-            AscendC::Adds(v4, v2, (float)(s3), 512);
+            AscendC::Adds(v4, v2, (float)s3, 512);
             AscendC::PipeBarrier<PIPE_V>();
         }
         // %5 = rsqrt(%4) -> [16, 1] f32

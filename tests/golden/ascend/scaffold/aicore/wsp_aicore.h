@@ -66,7 +66,7 @@ __aicore__ inline float wsp_round_f16_d(double d) { return wsp_round_f16(wsp_f64
 __aicore__ inline float wsp_round_bf16_d(double d) { return wsp_round_bf16(wsp_f64_to_f32_odd(d)); }
 
 // float -> integer: `hi` is the first value past the range (a power of two), `lo` the minimum
-// (or -1 for unsigned types: anything above it truncates to 0 or more)
+// (0 for unsigned types: x <= 0 gives 0, and what lies above truncates to 0 or more)
 template <typename T, typename F>
 __aicore__ inline T wsp_f2i(F x, F lo, F hi, T tmax)
 {

@@ -1,0 +1,105 @@
+"""AICore kernels in Ascend C: `emit_aicore(module) -> {relative path: text}` and
+`kernel_entry(kernel) -> str`. Strings only: nothing here writes or compiles a file.
+
+Every kernel becomes `aicore/kernel_<name>.h` (`header_path`), defining
+
+    __aicore__ inline void <kernel_entry(k)>(const WspTile *tiles, const WspScalar *scalars)
+
+(`tiles` in the order of the kernel's tile parameters, `scalars` in the order of its scalar
+parameters; `abi.ABI_C`), run once per task on one vector core (AIV). `aicore/wsp_aicore.h`
+holds what the kernels share (ABI, scalar-unit helpers, row copies). A kernel with an
+`extern ascend` body gets that body verbatim, with a `#line` directive into the .wsp file
+(`extern.py`).
+
+How a tile kernel becomes Ascend C (`kernel.py`):
+1. Ops. The kernel's plan (`ir/passes/plan_kernels.py`; `plan_kernel(k, fuse=False)` when the
+   pass did not run) gives the ops to compute: dead ops dropped, `softmax` spelled out as
+   rowmax / sub / exp / rowsum / reciprocal / mul, snapshot copies where a store would read an
+   overwritten tile. On a vector machine every tile value lives in the Unified Buffer (the
+   plan's registers and inline recomputation have no counterpart): each op is one or a few
+   vector instructions over a whole UB tile, and the buffers are reused by liveness
+   (`frame.py`).
+2. Layout (`layout.py`). A value of shape [rows, cols] occupies rows x pc elements, pc = cols
+   rounded up to 32 elements, whatever its dtype; instructions cover whole 256-byte repeats.
+3. Chunks (`chunks.py`). The row extent of the stored tiles is split into chunks of R rows, R
+   the largest divisor whose footprint fits the UB (192 KiB less the 8 KiB Ascend C keeps for
+   its own temporaries); values that need all rows are resident, a matmul's weights stream from
+   GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
+   even R = 1 does not fit, the kernel is a compile error at its span.
+4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
+   (`vector.py`; `matmul.py` on the vector unit too, not the cube). Everything else (integer
+   and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, iota) runs
+   on the scalar unit over GetValue / SetValue (`scalar_ops.py`, expressions from `scalar.py`):
+   slow, exact, and documented as the fallback.
+5. Value semantics are ref's (nodes.py); where the real API differs, the emitter composes
+   ref's result (see `vector.py`).
+6. Pipes. Dependent vector instructions are separated by PipeBarrier<PIPE_V>; a hand-off
+   between the vector pipe, the scalar unit and the copy engines is a SetFlag/WaitFlag pair
+   (`wsp_sync<E>`) unless a queue's EnQue/DeQue makes it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ....diagnostics import Diagnostic, WspError
+from ....ir import nodes as N
+from ....version import __version__
+from ..abi import ABI_C
+from ..host import source_names
+from ..render import render
+from .errors import AicoreError
+from .extern import emit_extern
+from .kernel import emit_tile_kernel
+from .layout import API_RESERVE, UB_BUDGET, UB_BYTES, pc, vcount
+from .names import header_path, kernel_entry
+
+
+def support_header() -> str:
+    """The text of `aicore/wsp_aicore.h`."""
+    return render("aicore/wsp_aicore.h", abi=ABI_C, version=__version__)
+
+
+def emit_aicore(module: N.Module) -> dict[str, str]:
+    """Every kernel of `module` as Ascend C: {"aicore/wsp_aicore.h": ..., "aicore/kernel_<name>.h":
+    ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
+    AICore (too big for the UB even in chunks, an op it has no code for, an extern kernel
+    without an `extern ascend` body)."""
+    out = {"aicore/wsp_aicore.h": support_header()}
+    diags: list[Diagnostic] = []
+    sources = dict(module.sources)
+    names = source_names(module)
+    for k in module.kernels:
+        if k.is_extern and k.extern_ascend is None:  # extern c only (language.md section 4)
+            diags.append(Diagnostic(
+                k.name_span if k.name_span.line else k.span, "extern-no-ascend",
+                f"kernel `{k.source}` has no `extern ascend` body, which the ascend_npu target "
+                "needs", "add an `extern ascend \"\"\"...\"\"\"` body (Ascend C) after its "
+                "`extern c` body"))
+            continue
+        try:
+            out[header_path(k)] = emit_kernel(k, module.name, sources, names)
+        except AicoreError as e:
+            diags.append(Diagnostic(e.span, "ascend-kernel", e.message, e.help))
+    if diags:
+        raise WspError(diags, sources)
+    return dict(sorted(out.items()))
+
+
+def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None,
+                names: Optional[dict] = None) -> str:
+    """The header of one kernel (raises AicoreError, or ValueError for an extern kernel without
+    an `extern ascend` body). `sources` (path -> text) locates an `extern ascend` body for its
+    `#line`; `names` (path -> name in the tree, `host.source_names`; default: the base name)
+    is the file that `#line` names, as `../wsp/<name>`: the copy in the tree, relative to the
+    header, so the tree holds no absolute path."""
+    if k.extern_ascend is not None:
+        return emit_extern(k, module, k.extern_ascend, sources or {}, names or {})
+    if k.is_extern:
+        raise ValueError(f"kernel `{k.source}` has only an `extern c` body: the AICore needs "
+                         "an `extern ascend` body")
+    return emit_tile_kernel(k, module)
+
+
+__all__ = ["emit_aicore", "emit_kernel", "kernel_entry", "header_path", "support_header",
+           "AicoreError", "UB_BYTES", "UB_BUDGET", "API_RESERVE", "pc", "vcount"]

@@ -1,0 +1,90 @@
+"""Which values of a kernel are computed per chunk of rows, and which are resident.
+
+The row extent M of the stored tiles is split into chunks of R rows (R is chosen by
+`kernel.py`: the largest divisor of M whose footprint fits the UB). Every value computed row by
+row (elementwise ops, row reductions, broadcasts, slices, matmul in its left operand) is computed
+per chunk; a value that needs all rows (the operand of a `transpose`, a column reduction, a
+matmul's right operand that is computed in the kernel, and everything they depend on) is
+resident: loaded and computed once, before the chunk loop. A matmul's right operand that is a
+parameter (possibly converted to f32) is never resident: it streams from GM in blocks of rows
+through a queue of its own, so weights need not fit the UB.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .layout import VFLOAT
+
+
+def streamed_operands(ops: tuple, stored: frozenset = frozenset()) -> dict[int, tuple[int, Optional[int]]]:
+    """matmul op -> (param op, convert op or None) for a right operand read straight from GM in
+    blocks of rows (a parameter, possibly converted to f32, that nothing else reads and the
+    kernel does not store to: its GM rows must keep their entry values while the chunks run):
+    it is never resident, so the weights of a matmul need not fit the UB."""
+    users: dict[int, list[int]] = {}
+    for i, op in enumerate(ops):
+        for a in op.args:
+            users.setdefault(a, []).append(i)
+
+    def only_b(u: int) -> bool:
+        return all(ops[c].op == "matmul" and ops[c].args[1] == u and u not in ops[c].args[:1] +
+                   ops[c].args[2:] for c in users.get(u, []))
+
+    out = {}
+    for i, op in enumerate(ops):
+        if op.op != "matmul":
+            continue
+        b = op.args[1]
+        src = ops[b].args[0] if ops[b].op in ("convert", "cast") else b
+        if ops[src].op != "param" or str(ops[src].attr) in stored:
+            continue
+        if ops[b].op == "param" and ops[b].dtype in VFLOAT and only_b(b):
+            out[i] = (b, None)
+        elif (ops[b].op in ("convert", "cast") and ops[b].dtype in VFLOAT and only_b(b)
+              and ops[ops[b].args[0]].op == "param" and ops[ops[b].args[0]].dtype in VFLOAT
+              and all(c == b or (ops[c].op in ("convert", "cast") and only_b(c))
+                      for c in users.get(ops[b].args[0], []))):
+            out[i] = (ops[b].args[0], b)
+    return out
+
+
+def chunking(ops: tuple, params: dict, stores: tuple):
+    """(M, chunked, streams, skip): the row extent the chunks split, the ops computed per
+    chunk, the matmuls whose right operand streams from GM (`streamed_operands`) and the ops that are
+    therefore never materialised. Every other tile value is resident (all its rows in UB,
+    computed once before the chunk loop)."""
+    streams = streamed_operands(ops, frozenset(p for p, _ in stores))
+    skip = {x for pair in streams.values() for x in pair if x is not None}
+    forced: set[int] = set()
+
+    def force(i: int) -> None:
+        todo = [i]
+        while todo:
+            u = todo.pop()
+            if u in forced or ops[u].shape is None:
+                continue
+            forced.add(u)
+            todo.extend(ops[u].args)
+
+    for i, op in enumerate(ops):
+        if op.op == "transpose" or op.op.startswith("col"):
+            force(op.args[0])
+            force(i)
+        elif op.op == "matmul" and i not in streams:
+            force(op.args[1])
+    rows = [params[p].rows for p, _ in stores]
+    m = max(rows, default=1)
+    if m <= 1:
+        return m, set(), streams, skip
+    chunked: set[int] = set()
+    for i, op in enumerate(ops):
+        if op.shape is None or i in forced or i in skip or op.shape[0] != m:
+            continue
+        if op.op == "param":
+            # a parameter is loaded per chunk only when every reader reads it row by row
+            if all(u not in forced for u, o in enumerate(ops) if i in o.args):
+                chunked.add(i)
+            continue
+        chunked.add(i)
+    return m, chunked, streams, skip

@@ -1,0 +1,210 @@
+"""What the emission of one tile kernel keeps and the primitives every op uses: the kernel's
+shape facts (its row extent M, the chunk size R, which values are chunked), the lines written,
+the hand-offs between pipes, and the Unified Buffer arena its values and temporaries live in.
+
+The arena is sized by running the emission twice: the first run records every buffer request
+(size, first and last step it is live), `allocate` places them (buffers whose lifetimes do not
+overlap share bytes), and the second run reads back the same requests in the same order with
+their offsets.
+
+Pipes: vector instructions that depend on each other are separated by PipeBarrier<PIPE_V>; a
+hand-off between the vector pipe, the scalar unit and the copy engines is a SetFlag/WaitFlag
+pair (`wsp_sync<E>`) unless a queue's EnQue/DeQue makes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ....diagnostics import InternalError
+from ....dtypes import TABLE, literal_value
+from ....ir import nodes as N
+from ... import cexpr as C
+from ...cexpr import Expr
+from .chunks import chunking
+from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
+
+
+@dataclass
+class _Req:
+    """A UB buffer of the arena: `size` bytes live over steps [start, end]."""
+
+    key: tuple
+    size: int
+    start: int
+    end: int
+    off: int = 0
+
+
+class Lines:
+    """The lines of a body, indented by block depth."""
+
+    def __init__(self, depth: int = 1):
+        self.lines: list[str] = []
+        self.depth = depth
+
+    def __call__(self, text: str) -> None:
+        for ln in text.split("\n"):
+            self.lines.append(("    " * self.depth + ln) if ln else "")
+
+    def open(self, text: str) -> None:
+        self(f"{text} {{" if text else "{")
+        self.depth += 1
+
+    def close(self, text: str = "}") -> None:
+        self.depth -= 1
+        self(text)
+
+
+class Frame:
+    """The state of one kernel's emission with chunks of `rows` rows, and its primitives."""
+
+    def __init__(self, k: N.Kernel, rows: int):
+        self.k = k
+        self.ops = k.ops
+        self.params = {p.name: p for p in k.params}
+        self.tiles = [p for p in k.params if p.kind == "tile"]
+        self.tile_index = {p.name: t for t, p in enumerate(self.tiles)}
+        self.scalar_index = {p.name: s for s, p in enumerate(p for p in k.params
+                                                               if p.kind == "scalar")}
+        self.stores = tuple(k.stores)
+        self.m, self.chunked, self.streams, self.skip = chunking(self.ops, self.params,
+                                                                  self.stores)
+        self.r = rows if self.chunked else self.m
+        self.nchunks = self.m // self.r if self.chunked and self.r else 1
+        self.bufnum = 2 if self.nchunks > 1 else 1
+
+    # -- shapes, places
+    def rows_of(self, i: int) -> int:
+        """Rows of value i's UB tile (R for a chunked value)."""
+        return self.r if i in self.chunked else self.ops[i].shape[0]
+
+    def count(self, i: int) -> int:
+        """Elements a vector instruction covers for value i's UB tile."""
+        return vcount(self.rows_of(i), self.ops[i].shape[1])
+
+    def slack(self, i: int) -> int:
+        """Extra elements after a resident value read a chunk at a time (the last chunk's
+        instructions cover whole repeats past its end)."""
+        op = self.ops[i]
+        if self.nchunks > 1 and i not in self.chunked and op.shape and op.shape[0] == self.m:
+            return REPEAT
+        return 0
+
+    # -- the arena
+    def start_arena(self, final: bool) -> None:
+        """Begin an emission run: the sizing one (`final` false) records the buffers, the
+        final one reads back their offsets in the same order."""
+        self.final = final
+        if not final:
+            self.reqs: list[_Req] = []
+        self.req_at = 0
+        self.temp_at = 0
+
+    def request(self, key: tuple, size: int, start: int, end: int) -> int:
+        """The arena offset of a buffer (0 while sizing)."""
+        size = ceil_to(max(size, 32), 256)
+        if not self.final:
+            self.reqs.append(_Req(key, size, start, end))
+            return 0
+        req = self.reqs[self.req_at]
+        self.req_at += 1
+        if req.key != key or req.size != size:
+            raise InternalError("ascend", f"kernel `{self.k.name}`: the two emission passes "
+                                f"diverged at buffer {req.key} / {key}")
+        return req.off
+
+    def allocate(self) -> None:
+        """Place every recorded buffer at the lowest offset free over its lifetime."""
+        placed: list[_Req] = []
+        for req in sorted(self.reqs, key=lambda q: (q.start, -q.size)):
+            off = 0
+            clash = sorted((p.off, p.off + p.size) for p in placed
+                           if p.start <= req.end and req.start <= p.end)
+            for lo, hi in clash:
+                if off + req.size <= lo:
+                    break
+                off = max(off, hi)
+            req.off = off
+            placed.append(req)
+        self.arena = max((q.off + q.size for q in self.reqs), default=0)
+
+    # -- pipes: which unit wrote last, so hand-offs get a SetFlag/WaitFlag pair
+    def reset_pipes(self) -> None:
+        self.v_dirty = self.s_dirty = True  # conservative at a phase start
+        self.mte2_s = True
+
+    def need_s(self) -> None:
+        if self.v_dirty:
+            self.out("wsp_sync<AscendC::HardEvent::V_S>();")
+            self.v_dirty = False
+        if self.mte2_s:
+            self.out("wsp_sync<AscendC::HardEvent::MTE2_S>();")
+            self.mte2_s = False
+
+    def need_v(self) -> None:
+        if self.s_dirty:
+            self.out("wsp_sync<AscendC::HardEvent::S_V>();")
+            self.s_dirty = False
+
+    def vec(self, text: str) -> None:
+        """One vector instruction, then the barrier its readers need."""
+        self.need_v()
+        self.out(text)
+        self.out("AscendC::PipeBarrier<PIPE_V>();")
+        self.v_dirty = True
+
+    # -- buffers
+    def temp(self, dtype_ct: str, elems: int) -> str:
+        """A temporary LocalTensor of `elems` elements of C++ type `dtype_ct`, for this step."""
+        size = elems * CXX_SIZE[dtype_ct]
+        key = ("t", self.temp_at)
+        self.temp_at += 1
+        off = self.request(key, size, self.cur, self.cur)
+        name = f"w{self.temp_at}"
+        self.out(f"const AscendC::LocalTensor<{dtype_ct}> {name} = "
+                 f"calc.GetWithOffset<{dtype_ct}>({elems}, {off});")
+        return name
+
+    def value_buffer(self, i: int) -> str:
+        """Declare value i's arena tensor (in the current scope) and return its name."""
+        op = self.ops[i]
+        ct = TABLE[op.dtype].c_compute
+        n = self.count(i) + self.slack(i)
+        end = self.last.get(i, self.when[i])
+        off = self.request(("v", i), n * held_size(op.dtype), self.when[i], max(end, self.when[i]))
+        name = f"v{i}"
+        self.out(f"const AscendC::LocalTensor<{ct}> {name} = calc.GetWithOffset<{ct}>({n}, {off});")
+        self.tensor[i] = name
+        return name
+
+    def at(self, u: int, op_chunked: bool) -> str:
+        """Value u as a tensor whose row 0 is the first row the current op needs."""
+        name = self.tensor[u]
+        sh = self.ops[u].shape
+        if op_chunked and u not in self.chunked and sh[0] == self.m and self.nchunks > 1:
+            return f"{name}[c0 * {pc(sh[1])}]"
+        return name
+
+    def row_offset(self, u: int, op_chunked: bool) -> Expr:
+        """The C++ row of value u that row `i` of the current op reads (scalar path)."""
+        sh = self.ops[u].shape
+        if op_chunked and u not in self.chunked and sh[0] == self.m and self.nchunks > 1:
+            return C.binop("+", "c0", "i")
+        return C.E("i")
+
+    def urows(self, u: int, chunk: bool) -> int:
+        """Rows of value u as the current op sees it (R for a chunked op reading M rows)."""
+        rows = self.ops[u].shape[0]
+        return self.r if chunk and rows == self.m else rows
+
+    def exponent(self, op: N.Op) -> Optional[float]:
+        """The exponent of a `pow` when it is a literal (special cases: 2, 1, 0, -1)."""
+        if op.op != "pow":
+            return None
+        e = self.ops[op.args[1]]
+        if e.op == "literal":
+            v = literal_value(e.attr, e.dtype)
+            return float(v)
+        return None

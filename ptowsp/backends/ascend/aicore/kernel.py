@@ -1,0 +1,429 @@
+"""Ascend C for one tile kernel: `emit_tile_kernel(k, module)`, the header's text.
+
+The emitter (`KernelEmitter`) plans where each op runs and when (resident values before the
+chunk loop, chunked ones inside it), finds the largest chunk of rows whose footprint fits the
+Unified Buffer, and writes the body: the TPipe and its queues, the scalars (computed once), the
+resident inputs and values, then per chunk the inputs through `TQue<VECIN>`, the ops and the
+results through `TQue<VECOUT>`, double-buffered (two buffers each) when there is more than one
+chunk, in the canonical CopyIn / Compute / CopyOut order, so the copy-in of chunk c + 1
+overlaps the compute of chunk c. If even R = 1 does not fit, the kernel is a compile error at
+its span. Each op is written by the vector unit (`vector.py`, `matmul.py`) or, when that has no
+instruction for it, by the scalar unit (`scalar_ops.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ....dtypes import TABLE
+from ....ir import nodes as N
+from ....ir.passes import plan_kernels as PK
+from ....version import __version__
+from ... import cexpr as C
+from ..render import render
+from .errors import AicoreError
+from .frame import Lines
+from .layout import (
+    API_RESERVE,
+    COPY_T,
+    MAX_LIVE,
+    REPEAT,
+    UB_BUDGET,
+    UB_BYTES,
+    ceil_to,
+    pc,
+    vcount,
+)
+from .matmul import MatmulOps
+from .names import describe, guard, kernel_entry
+from .scalar import literal, scalar_param, sconvert, sexpr
+from .scalar_ops import ScalarOps
+
+
+@dataclass
+class _Input:
+    """A tile parameter read by the kernel: its queue, and the value its param ops stand for."""
+
+    name: str
+    t: int  # index in `tiles`
+    chunked: bool
+    ops: list = field(default_factory=list)
+
+
+def emit_tile_kernel(k: N.Kernel, module: str) -> str:
+    """The header of tile kernel `k` (raises AicoreError when it cannot run on the AICore)."""
+    return KernelEmitter.emit(k, module)
+
+
+class KernelEmitter(MatmulOps, ScalarOps):
+    """Ascend C for one planned tile kernel with chunks of `rows` rows (see the module doc)."""
+
+    @classmethod
+    def emit(cls, k: N.Kernel, module: str) -> str:
+        """The header of `k` with the largest chunk of rows that fits the UB."""
+        if k.plan is None:
+            k = PK.plan_kernel(k, fuse=False)
+        probe = cls(k, 0)
+        m, chunked = probe.m, probe.chunked
+        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
+        best, smallest = None, None
+        for r in candidates:  # the largest chunk that fits
+            em = cls(k, r)
+            em.run(final=False)
+            fp = em.footprint()
+            smallest = fp if smallest is None else min(smallest, fp)
+            if fp <= UB_BUDGET:
+                best = em
+                break
+        if best is None:
+            how = ("even in chunks of 1 row" if chunked and m > 1 else
+                   "(its rows must all be resident: a transpose, a column reduction or the right "
+                   "operand of a matmul needs them)" if m > 1 else "")
+            raise AicoreError(
+                " ".join(f"kernel `{k.source}` needs {smallest} bytes of Unified Buffer {how}; an "
+                         f"AICore vector core has {UB_BUDGET} (of {UB_BYTES}: Ascend C keeps "
+                         f"{API_RESERVE} for itself)".split()), k.span,
+                help="use smaller tiles (fewer columns, or split the work over more tasks)")
+        best.run(final=True)
+        return best.header(module)
+
+    # -- the plan of the whole kernel: which ops run where, and when
+    def schedule(self) -> None:
+        """Which inputs are chunked, the resident ops (`pro`) and the chunked ones (`loop`),
+        the step each runs at (`when`) and the last step each value is read at (`last`)."""
+        ops = self.ops
+        inputs: dict[str, _Input] = {}
+        for i, op in enumerate(ops):
+            if op.op == "param" and i not in self.skip:
+                name = str(op.attr)
+                inp = inputs.setdefault(name, _Input(name, self.tile_index[name],
+                                                     i in self.chunked))
+                inp.ops.append(i)
+        for inp in inputs.values():
+            # all param ops of one parameter agree (the analysis looks at each; be safe)
+            if any(i not in self.chunked for i in inp.ops):
+                inp.chunked = False
+                self.chunked.difference_update(inp.ops)
+        self.inputs = inputs
+        pro = [i for i, op in enumerate(ops) if op.shape is not None and i not in self.chunked
+               and op.op != "param" and i not in self.skip]
+        loop = [i for i in range(len(ops)) if i in self.chunked and ops[i].op != "param"]
+        cstores = [(p, v) for p, v in self.stores if v in self.chunked]
+        estores = [(p, v) for p, v in self.stores if v not in self.chunked]
+        # steps: 0 resident inputs, 1.. prologue, then chunk inputs, the loop, chunk stores,
+        # epilogue stores
+        t = 1
+        when: dict[int, int] = {}
+        for inp in inputs.values():
+            if not inp.chunked:
+                for i in inp.ops:
+                    when[i] = 0
+        for i in pro:
+            when[i] = t
+            t += 1
+        loop_start = t
+        t += 1
+        for inp in inputs.values():
+            if inp.chunked:
+                for i in inp.ops:
+                    when[i] = loop_start
+        for i in loop:
+            when[i] = t
+            t += 1
+        cstore_t = t
+        t += 1
+        loop_end = t - 1
+        estore_t = {}
+        for s in estores:
+            estore_t[s] = t
+            t += 1
+        self.when, self.pro, self.loop = when, pro, loop
+        self.cstores, self.estores = cstores, estores
+        self.loop_start, self.loop_end, self.cstore_t, self.estore_t = (loop_start, loop_end,
+                                                                        cstore_t, estore_t)
+        # last step reading each value
+        last: dict[int, int] = {}
+        for i, op in enumerate(ops):
+            if op.shape is None or i not in when:
+                continue
+            for a in op.args:
+                if a in self.skip:
+                    continue
+                last[a] = max(last.get(a, -1), when[i])
+        for _, v in cstores:
+            last[v] = max(last.get(v, -1), cstore_t)
+        for s in estores:
+            last[s[1]] = max(last.get(s[1], -1), estore_t[s])
+        for u in list(last):
+            if u not in self.chunked and last[u] >= loop_start and when.get(u, 0) < loop_start:
+                last[u] = max(last[u], loop_end)  # read by every chunk
+        self.last = last
+
+    # -- running the emission (twice: to size the arena, then with offsets)
+    def run(self, final: bool) -> None:
+        """One emission of the body: sizing the arena (`final` false), or the real one."""
+        self.schedule()
+        self.start_arena(final)
+        self.out = Lines(1)
+        self.scalars: dict[int, str] = {}  # scalar op -> its C++ local
+        self.tensor: dict[int, str] = {}  # tile op -> its LocalTensor
+        self.body()
+        if not final:
+            self.allocate()
+
+    def queue_bytes(self) -> list[tuple[str, str, int, int]]:
+        """(name, position, buffers, bytes per buffer) of every queue."""
+        out = []
+        for inp in self.inputs.values():
+            p = self.params[inp.name]
+            rows = self.r if inp.chunked else p.rows
+            slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
+            n = vcount(rows, p.cols) + slack
+            out.append((f"q_in{inp.t}", "VECIN", self.bufnum if inp.chunked else 1,
+                        ceil_to(n * TABLE[p.dtype].size, 32)))
+        for pname, v in self.stores:
+            p = self.params[pname]
+            t = self.tile_index[pname]
+            chunk = v in self.chunked
+            rows = self.r if chunk else p.rows
+            out.append((f"q_out{t}", "VECOUT", self.bufnum if chunk else 1,
+                        ceil_to(vcount(rows, p.cols) * TABLE[p.dtype].size, 32)))
+        for mm, (src, _) in sorted(self.streams.items()):
+            p = self.params[str(self.ops[src].attr)]
+            out.append((f"q_mm{mm}", "VECIN", 1,
+                        ceil_to(vcount(self.kblock(mm), p.cols) * TABLE[p.dtype].size, 32)))
+        return out
+
+    def footprint(self) -> int:
+        """Bytes of UB the kernel takes: its queues and its arena."""
+        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena
+
+    # -- the body
+    def body(self) -> None:
+        """The function body: declarations, scalars, resident values, the chunk loop, the
+        stores after it, the pipe's release."""
+        out = self.out
+        self.reset_pipes()
+        ops = self.ops
+        # declarations: pipe, queues, arena
+        out("AscendC::TPipe pipe;")
+        for name, pos, nbuf, _ in self.queue_bytes():
+            out(f"AscendC::TQue<AscendC::TPosition::{pos}, {nbuf}> {name};")
+        out("AscendC::TBuf<AscendC::TPosition::VECCALC> calc;")
+        for name, _, nbuf, size in self.queue_bytes():
+            out(f"pipe.InitBuffer({name}, {nbuf}, {size});")
+        arena = getattr(self, "arena", 0) if self.final else 0
+        out(f"pipe.InitBuffer(calc, {max(arena, 256)});")
+        live_in = len(self.inputs) + (1 if self.streams else 0)
+        if live_in > MAX_LIVE:
+            raise AicoreError(f"kernel `{self.k.source}` reads {live_in} tiles; an AICore "
+                              f"queue position holds at most {MAX_LIVE} tensors at once",
+                              self.k.span)
+        # scalars, computed once
+        self.cur = 0
+        for i, op in enumerate(ops):
+            if op.shape is None:
+                self.scalar(i)
+        # resident inputs, the prologue
+        self.cur = 0
+        res_inputs = [inp for inp in self.inputs.values() if not inp.chunked]
+        if res_inputs or self.pro:
+            out("// resident values: every row, computed once")
+        self.copy_in(res_inputs, "0")
+        for i in self.pro:
+            self.cur = self.when[i]
+            self.op(i)
+        # the chunk loop
+        chunk_inputs = [inp for inp in self.inputs.values() if inp.chunked]
+        if self.loop or self.cstores or chunk_inputs:
+            overlap = " (copy-in of the next overlaps the compute of this one)"
+            out(f"// {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r} rows"
+                f"{overlap if self.bufnum > 1 else ''}")
+            out.open(f"for (int32_t c = 0; c < {self.nchunks}; ++c)")
+            out(f"const int32_t c0 = c * {self.r};")
+            out("(void)c0;")
+            self.reset_pipes()
+            self.cur = self.loop_start
+            self.copy_in(chunk_inputs, "c0")
+            for i in self.loop:
+                self.cur = self.when[i]
+                self.op(i)
+            self.cur = self.cstore_t
+            for s in self.cstores:  # one VECOUT tensor live at a time (at most 8 may be)
+                self.store_all([s], "c0", chunk=True)
+                self.copy_out([s], "c0", chunk=True)
+            for inp in chunk_inputs:
+                out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+            out.close()
+            self.reset_pipes()
+        for s in self.estores:
+            self.cur = self.estore_t[s]
+            self.store_all([s], "0", chunk=False)
+            self.copy_out([s], "0", chunk=False)
+        for inp in res_inputs:
+            out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+        # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
+        # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
+        out("AscendC::PipeBarrier<PIPE_ALL>();")
+        out("pipe.Destroy();")
+
+    def scalar(self, i: int) -> None:
+        """Scalar op i as a const local, computed once."""
+        op = self.ops[i]
+        ct = TABLE[op.dtype].c_compute
+        if op.op == "scalar_param":
+            e = scalar_param(op.dtype, self.scalar_index[str(op.attr)])
+        elif op.op == "literal":
+            e = literal(op.attr, op.dtype)
+        else:
+            if op.op not in N.ELEMENTWISE:
+                raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)
+            try:
+                e = sexpr(op.op, op.dtype, [self.scalars[a] for a in op.args],
+                          [self.ops[a].dtype for a in op.args], self.exponent(op))
+            except AicoreError as err:
+                raise AicoreError(err.message, self.k.span, err.help) from None
+        name = f"s{i}"
+        self.out(f"const {ct} {name} = {e};")
+        self.out(f"(void){name};")
+        self.scalars[i] = name
+
+    # -- copies between GM and UB
+    def copy_in(self, inputs: list, row0: str) -> None:
+        """The inputs' rows from row `row0` into their VECIN tensors (f16 / bf16 then held in
+        f32, bool bytes made 0 or 1)."""
+        if not inputs:
+            return
+        out = self.out
+        for inp in inputs:
+            p = self.params[inp.name]
+            st = TABLE[p.dtype].ascend
+            cp = COPY_T[TABLE[p.dtype].size]
+            rows = self.r if inp.chunked else p.rows
+            out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
+            out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
+                f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
+                f"{TABLE[p.dtype].size});")
+            out(f"q_in{inp.t}.EnQue(in{inp.t});")
+        for inp in inputs:
+            p = self.params[inp.name]
+            st = TABLE[p.dtype].ascend
+            out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
+        self.mte2_s = True
+        for inp in inputs:
+            p = self.params[inp.name]
+            first = inp.ops[0]
+            if p.dtype in ("f16", "bf16"):  # held in f32 from here on
+                for i in inp.ops:
+                    self.when[i] = self.when[first]
+                    self.last[first] = max(self.last.get(first, 0), self.last.get(i, 0))
+                self.cur = self.when[first]
+                name = self.value_buffer(first)
+                self.vec(f"AscendC::Cast({name}, in{inp.t}, AscendC::RoundMode::CAST_NONE, "
+                         f"{self.count(first)});")
+            else:
+                name = f"in{inp.t}"
+                if p.dtype == "bool":  # a nonzero byte is true: make every byte 0 or 1
+                    self.need_s()
+                    rows = self.r if inp.chunked else p.rows
+                    byte = sconvert(C.call(f"{name}.GetValue", "e"), "u8", "bool")
+                    self.out(f"for (uint32_t e = 0; e < {rows * pc(p.cols)}; ++e) "
+                             f"{name}.SetValue(e, {byte});")
+                    self.s_dirty = True
+            for i in inp.ops:
+                self.tensor[i] = name
+
+    def store_all(self, stores: list, row0: str, chunk: bool) -> None:
+        """Each stored value converted and copied into its VECOUT tensor, enqueued."""
+        for pname, v in stores:
+            p = self.params[pname]
+            t = self.tile_index[pname]
+            st = TABLE[p.dtype].ascend
+            op = self.ops[v]
+            self.out.open("")
+            src, sdt = self.tensor[v] if op.shape else None, op.dtype
+            if op.shape is None:  # a scalar: a tile of it
+                src = self.fill(v, (p.rows if not chunk else self.r, p.cols), p.dtype)
+                sdt = p.dtype
+            elif op.shape != (p.rows, p.cols):
+                src = self.materialise(v, (self.r if chunk else p.rows, p.cols), chunk)
+            else:
+                src = self.at(v, chunk)
+            n = vcount(self.r if chunk else p.rows, p.cols)
+            if sdt != p.dtype:
+                src = self.convert_tile(src, sdt, p.dtype, n)
+            self.out(f"AscendC::LocalTensor<{st}> out{t} = q_out{t}.AllocTensor<{st}>();")
+            if p.dtype in ("f16", "bf16"):
+                self.vec(f"AscendC::Cast(out{t}, {src}, AscendC::RoundMode::CAST_RINT, {n});")
+            else:
+                words = n * TABLE[p.dtype].size // 4
+                self.need_v()
+                self.out(f"wsp_copy_words(out{t}.ReinterpretCast<uint32_t>(), "
+                         f"{src}.ReinterpretCast<uint32_t>(), {words});")
+                self.v_dirty = True
+            self.out(f"q_out{t}.EnQue(out{t});")
+            self.out.close()
+
+    def copy_out(self, stores: list, row0: str, chunk: bool) -> None:
+        """Each stored VECOUT tensor to its tile's rows from row `row0`."""
+        for pname, _ in stores:
+            p = self.params[pname]
+            t = self.tile_index[pname]
+            st = TABLE[p.dtype].ascend
+            cp = COPY_T[TABLE[p.dtype].size]
+            rows = self.r if chunk else p.rows
+            self.out.open("")
+            self.out(f"AscendC::LocalTensor<{st}> out{t} = q_out{t}.DeQue<{st}>();")
+            self.out(f"wsp_copy_out<{cp}>(tiles[{t}], out{t}.ReinterpretCast<{cp}>(), {row0}, "
+                     f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
+                     f"{TABLE[p.dtype].size});")
+            self.out(f"q_out{t}.FreeTensor(out{t});")
+            self.out.close()
+
+    # -- one op
+    def op(self, i: int) -> None:
+        """Tile op i into its arena buffer, on the unit that has an instruction for it."""
+        op = self.ops[i]
+        chunk = i in self.chunked
+        self.out(f"// %{i} = {op.op}{self.describe_args(op)} -> "
+                 f"[{op.shape[0]}, {op.shape[1]}] {op.dtype}")
+        dst = self.value_buffer(i)
+        self.out.open("")
+        try:
+            if op.op == "matmul":
+                self.matmul(i, dst, chunk)
+            elif self.vector_ok(op):
+                self.vector_op(i, dst, chunk)
+            else:
+                self.scalar_op(i, dst, chunk)
+        except AicoreError as err:
+            raise AicoreError(err.message, self.k.span, err.help) from None
+        self.out.close()
+
+    def describe_args(self, op: N.Op) -> str:
+        parts = [f"%{a}" for a in op.args]
+        if op.op in ("param", "scalar_param"):
+            parts.append(str(op.attr))
+        return f"({', '.join(parts)})"
+
+    # -- the file
+    def header(self, module: str) -> str:
+        """The kernel's header: the template around the body."""
+        k = self.k
+        units = sorted({"vector" if self.vector_ok(self.ops[i]) else "scalar"
+                        for i in self.pro + self.loop})
+        summary = [
+            f"UB: {self.footprint()} of {UB_BUDGET} bytes ({self.arena} arena, "
+            f"{self.footprint() - self.arena} queues); rows {self.m} "
+            + (f"in {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r}"
+               if self.chunked else "resident"),
+            "units: " + (", ".join(units) or "copies only")
+            + ("; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube"
+               if any(op.op == "matmul" for op in self.ops) else ""),
+        ]
+        return render(
+            "aicore/kernel.h",
+            name=k.name, source=k.source, module=module, version=__version__,
+            params=[describe(p) for p in k.params], summary=summary, guard=guard(module, k),
+            entry=kernel_entry(k), body=self.out.lines)
+

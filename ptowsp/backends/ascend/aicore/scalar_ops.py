@@ -1,0 +1,126 @@
+"""Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
+arithmetic, f64, float -> integer casts, transpose, slices, interleave, iota and their
+reductions. Slow, exact, and the documented fallback for whatever the vector unit has no
+instruction for (`VectorOps.vector_ok`)."""
+
+from __future__ import annotations
+
+from ....dtypes import TABLE, kind_of
+from ....ir import nodes as N
+from ... import cexpr as C
+from ...cexpr import Expr, ExprLike
+from .errors import AicoreError
+from .frame import Frame
+from .layout import pc
+from .scalar import float_lit, int_lit, sconvert, sexpr
+
+
+class ScalarOps(Frame):
+    """Tile ops computed element by element on the scalar unit."""
+
+    def sread(self, u: int, i: str, j: ExprLike, chunk: bool) -> Expr:
+        """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
+        op's row variable ("i", which a chunk offsets) or another one."""
+        op = self.ops[u]
+        if op.shape is None:
+            return C.E(self.scalars[u])
+        row = C.E(0) if op.shape[0] == 1 else (self.row_offset(u, chunk) if i == "i" else C.E(i))
+        col = C.E(0) if op.shape[1] == 1 else C.E(j)
+        return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
+
+    def scalar_op(self, i: int, dst: str, chunk: bool) -> None:
+        op = self.ops[i]
+        name = op.op
+        rows, cols = self.rows_of(i), op.shape[1]
+        p = pc(cols)
+        self.need_s()
+        out = self.out
+        if name in N.REDUCTIONS:
+            self.scalar_reduction(i, dst, chunk)
+            self.s_dirty = True
+            return
+        if name == "iota_row":
+            row = C.binop("+", "c0", "i") if chunk and self.nchunks > 1 else "i"
+            e = sconvert(C.cast("int64_t", row), "i64", op.dtype)
+        elif name == "iota_col":
+            e = sconvert(C.cast("int64_t", "j"), "i64", op.dtype)
+        elif name == "transpose":
+            (a,) = op.args
+            at = C.iadd(C.imul("j", pc(self.ops[a].shape[1])), "i")
+            e = C.call(f"{self.tensor[a]}.GetValue", at)
+        elif name in ("slice_even", "slice_odd"):
+            (a,) = op.args
+            k = C.imul(2, "j")
+            e = self.sread(a, "i", k if name == "slice_even" else C.iadd(k, 1), chunk)
+        elif name == "interleave":
+            a, b = op.args
+            half = C.binop(">>", "j", 1)
+            va = sconvert(self.sread(a, "i", half, chunk), self.ops[a].dtype, op.dtype)
+            vb = sconvert(self.sread(b, "i", half, chunk), self.ops[b].dtype, op.dtype)
+            e = C.cond(C.binop("==", C.binop("&", "j", 1), 0), va, vb)
+        elif name == "broadcast":
+            (a,) = op.args
+            e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
+        elif name in N.ELEMENTWISE:
+            xs = [self.sread(a, "i", "j", chunk) for a in op.args]
+            e = sexpr(name, op.dtype, xs, [self.ops[a].dtype for a in op.args],
+                      self.exponent(op))
+        else:
+            raise AicoreError(f"op `{name}` has no AICore implementation")
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    for (int32_t j = 0; j < {cols}; ++j) {{")
+        out(f"        {dst}.SetValue({C.iadd(C.imul('i', p), 'j')}, "
+            f"{C.cast_to(TABLE[op.dtype].c_compute, e)});")
+        out("    }")
+        out("}")
+        self.s_dirty = True
+
+    def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
+        op = self.ops[i]
+        (a,) = op.args
+        dt = op.dtype
+        ct = TABLE[dt].c_compute
+        fl = kind_of(dt) == "float"
+        what = op.op[3:]
+        sa = self.ops[a].shape
+        rows = self.urows(a, chunk)
+        cols = sa[1]
+        if what in ("sum", "mean"):
+            init = C.cast(ct, 0)
+        elif fl:
+            init = float_lit(float("-inf") if what == "max" else float("inf"), ct)
+        else:
+            lo, hi = TABLE[dt].limits
+            init = int_lit(lo if what == "max" else hi, dt)
+
+        def step(acc: str, x: Expr) -> Expr:
+            if what in ("sum", "mean"):
+                return sexpr("add", dt, [acc, x], [dt, dt])
+            return sexpr("maximum" if what == "max" else "minimum", dt, [acc, x], [dt, dt])
+
+        x = sconvert(self.sread(a, "i" if op.op.startswith("row") else "r", "j"
+                                if op.op.startswith("row") else "j", chunk), self.ops[a].dtype, dt)
+        out = self.out
+        if op.op.startswith("row"):
+            out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+            out(f"    {ct} acc = {init};")
+            out(f"    for (int32_t j = 0; j < {cols}; ++j) acc = {step('acc', x)};")
+            if what == "mean":
+                out(f"    acc = {_mean('acc', cols, ct, fl)};")
+            out(f"    {dst}.SetValue(i * {pc(1)}, acc);")
+            out("}")
+        else:
+            out(f"for (int32_t j = 0; j < {cols}; ++j) {{")
+            out(f"    {ct} acc = {init};")
+            out(f"    for (int32_t r = 0; r < {rows}; ++r) acc = {step('acc', x)};")
+            if what == "mean":
+                out(f"    acc = {_mean('acc', rows, ct, fl)};")
+            out(f"    {dst}.SetValue(j, acc);")
+            out("}")
+
+
+def _mean(acc: str, n: int, ct: str, fl: bool) -> Expr:
+    """A sum of `n` elements as their mean (integers: through double, truncated)."""
+    if fl:
+        return C.binop("/", acc, C.cast(ct, n))
+    return C.cast(ct, C.binop("/", C.cast("double", acc), float_lit(float(n), "double")))
