@@ -175,7 +175,7 @@ void wsp__flush_all(wsp_runtime *rt) {
     for (int32_t i = 0; i < rt->nworkers; i++) publish_in(rt, i, 2);
 }
 
-/* A split batch became ready (tasks.c, split_close): it counts its parts as its group's members
+/* A split batch became ready (batch.c, split_close): it counts its parts as its group's members
  * before any of them can run; the caller then hands them on, each to its own worker, reading a
  * part's link before handing it on. */
 static inline wsp_tasknode *fan_out(wsp_tasknode *t) {

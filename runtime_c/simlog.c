@@ -15,7 +15,7 @@
  * the model never misses an order the program needs, and may add some). A read waits for the
  * writer; a write waits for the writer and the readers, then becomes the writer.
  *
- * Awaits. wsp_await (tasks.c, note_await) reports every await of the run, with the number of
+ * Awaits. wsp_await (await.c, note_await) reports every await of the run, with the number of
  * tasks enumerated before it, before the host decides whether to block. The log looks up the
  * last writers of the records the awaited box overlaps (a READ-mode await is RAW only: readers
  * do not count; an earlier writer of a tile is a predecessor of its last one, so it is covered)
@@ -769,7 +769,7 @@ void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index) {
 }
 
 /* ---- order scopes ------------------------------------------------------------------------------
- * The runtime orders the steps of a scope with groups (tasks.c): a scope level has the group of
+ * The runtime orders the steps of a scope with groups (order.c): a scope level has the group of
  * its current step, which nests in the enclosing level's current step group, and a barrier,
  * the group of its previous step (or, before its first step ends, the enclosing level's
  * barrier at the push), which every task submitted at that level waits for. The log keeps the

@@ -1,5 +1,5 @@
-/* wsp_internal.h: what tasks.c, deps.c and dispatch.c share. Not an ABI: nothing here is seen by
- * generated code or Python, and every symbol is hidden inside the shared object.
+/* wsp_internal.h: what the runtime's files share. Not an ABI: nothing here is seen by generated
+ * code or Python, and every symbol is hidden inside the shared object.
  *
  * Threads and ownership (the rule that keeps the runtime mostly lock-free):
  *   - the SUBMITTER is the one thread that calls wsp_begin, submit, order_* and wait for a run. It
@@ -242,7 +242,7 @@ WSP_HIDDEN void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target);
 WSP_HIDDEN int64_t wsp__sum_done(wsp_runtime *rt);
 WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 
-/* ---- the runtime (tasks.c) ------------------------------------------------------------------ */
+/* ---- the runtime (tasks.c; order.c, batch.c, await.c, trace.c, errors.c) -------------------- */
 
 #define WSP_NCLASSES 168           /* node size classes: 64 * (k + 1) bytes */
 #define WSP_GRAIN_MAX 64           /* tasks per batch at most */
@@ -364,6 +364,52 @@ static inline wsp_trace_event *wsp__trace_at(const wsp_runtime *rt, int64_t i) {
     return &rt->tchunks[i / WSP_TRACE_CHUNK][i % WSP_TRACE_CHUNK];
 }
 
+/* Tasks submitted so far, the open batch's included. */
+static inline int64_t wsp__enumerated(const wsp_runtime *rt) {
+    return rt->nsub + rt->batch_count;
+}
+
+/* Node pools, edges and submission (tasks.c; submitter only). */
+WSP_HIDDEN wsp_node *wsp__node_alloc(wsp_runtime *rt, size_t bytes);
+WSP_HIDDEN void wsp__node_free(wsp_runtime *rt, wsp_node *n);
+/* Takes back a node a worker handed back (a group stays while scope stacks refer to it). */
+WSP_HIDDEN void wsp__recycle(wsp_runtime *rt, wsp_node *n);
+/* Drops a scope stack's reference to g: freed once it is also drained. */
+WSP_HIDDEN void wsp__group_unref(wsp_runtime *rt, wsp_group *g);
+WSP_HIDDEN wsp_tasknode *wsp__tasknode_new(wsp_runtime *rt, size_t bytes);
+/* t waits for pred unless pred has finished or t already waits for it. */
+WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
+/* Hands a filled node standing for `ntasks` tasks to dependency inference and dispatch; `acc`
+ * holds its accesses. */
+WSP_HIDDEN int wsp__enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc,
+                            int64_t ntasks);
+
+/* Order scopes and contexts (order.c). */
+WSP_HIDDEN void wsp__group_close(wsp_runtime *rt, wsp_group *g);
+/* t joins the innermost scope's current step and waits for its barrier. */
+WSP_HIDDEN int wsp__order_attach(wsp_runtime *rt, wsp_tasknode *t);
+WSP_HIDDEN void wsp__scope_pop(wsp_runtime *rt);
+/* Every forked context of the run ended, context 0 current again (its scopes stay). */
+WSP_HIDDEN void wsp__ctx_end_all(wsp_runtime *rt);
+
+/* Batches (batch.c). */
+/* Task number `index` of the run joins the open batch (closing it first if it does not fit). */
+WSP_HIDDEN int wsp__batch_add(wsp_runtime *rt, const wsp_task *task, int64_t index);
+/* Submits the open batch, if any. */
+WSP_HIDDEN int wsp__batch_close(wsp_runtime *rt);
+
+/* The trace's event and the cycle model's log entry of task `index` of the run (trace.c). */
+WSP_HIDDEN int wsp__record(wsp_runtime *rt, const wsp_task *task, int64_t index);
+
+/* Errors and the clock (errors.c). */
+WSP_HIDDEN int wsp__failf(wsp_runtime *rt, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A kernel's failure, with its own message (wsp_kernel_fail) if it gave one. */
+WSP_HIDDEN void wsp__kernel_failed(wsp_runtime *rt, int32_t kernel, int32_t stmt,
+                                   const int64_t *coords, int ncoords, int rc);
+WSP_HIDDEN void wsp__kernel_msg_clear(void);
+WSP_HIDDEN int64_t wsp__now_ns(void);
+
 /* ---- the cycle model's view of a run (simlog.c) ---------------------------------------------- */
 
 /* Logs each submitted task with its predecessors, inferred from the boxes exactly as enumerated
@@ -382,7 +428,7 @@ WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t disp
  * tables, so independent of host timing) become an enumeration gate at that index (sim.c).
  * Records nothing when there is no such task; an out of memory makes the replay fail. */
 WSP_HIDDEN void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index);
-/* Order scopes as the model sees them (tasks.c calls these exactly where the runtime changes
+/* Order scopes as the model sees them (order.c calls these exactly where the runtime changes
  * its scope stacks, after the call succeeded): the log keeps a scope stack per order context
  * and the step groups of the run, and logs for each task in a scope its innermost step group
  * and the barrier (an earlier step group) it waits for (simlog.c). Out of memory makes the
@@ -441,15 +487,5 @@ WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const ws
                                   wsp_simsummary *summary, wsp_simdisp *disp, char *err,
                                   int32_t errlen);
 WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);
-
-/* tasks.c helpers used by the other files */
-WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
-WSP_HIDDEN void wsp__recycle(wsp_runtime *rt, wsp_node *n);
-WSP_HIDDEN int wsp__failf(wsp_runtime *rt, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-WSP_HIDDEN void wsp__kernel_failed(wsp_runtime *rt, int32_t kernel, int32_t stmt,
-                                   const int64_t *coords, int ncoords, int rc);
-WSP_HIDDEN void wsp__kernel_msg_clear(void);
-WSP_HIDDEN int64_t wsp__now_ns(void);
 
 #endif

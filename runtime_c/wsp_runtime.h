@@ -234,7 +234,7 @@ int wsp_sim_replay_gated(const wsp_machine *m, const wsp_policy *p, const wsp_kc
                          const int64_t *writers, wsp_simresult *results,
                          wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen);
 
-/* The trace of a run (after wsp_trace(rt, 1) before wsp_begin... see tasks.c): one record per
+/* The trace of a run (after wsp_trace(rt, 1) before wsp_begin... see trace.c): one record per
  * task in enumeration order, real times in ns since wsp_begin. */
 typedef struct wsp_trace_event {
     int32_t kernel, stmt;
