@@ -488,4 +488,138 @@ WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const ws
                                   int32_t errlen);
 WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);
 
+/* ---- the cycle model's replay state (sim.c runs it, sim_setup.c builds it) ----------------- */
+
+#define SIM_NEVER INT64_MAX
+
+/* A kernel heap entry: first end << 64 | kernel. Times are >= 0, so the unsigned order is
+ * (time, kernel), compared without branches. */
+__extension__ typedef unsigned __int128 sim_key;
+
+/* a task index in the model's own arrays (ntasks < 2^31 is checked) */
+typedef int32_t sim_idx;
+
+/* A ready queue: fifo[base+head .. base+tail) sorted by (ready, index), plus a heap
+ * qheap[base .. base+hlen) of tasks that arrived out of order; its slice of both arrays is as
+ * large as the number of tasks that can ever enter the queue. */
+typedef struct sim_queue {
+    int64_t base, head, tail, hlen;
+} sim_queue;
+
+/* A plain FIFO slice: a[base+head .. base+tail), every entry pushed once. */
+typedef struct sim_fifo {
+    int64_t base, head, tail;
+} sim_fifo;
+
+typedef struct sim_disp {
+    int64_t busy_until;
+    int64_t qcount;            /* ready tasks in its queues (not in an open group) */
+    int64_t qunit[2];          /* of those, per unit */
+    int64_t cur, run;          /* interleaved: current class, tasks issued in this run */
+    int64_t gleft;             /* batched: unissued tasks of the open group */
+    int64_t gid;               /* batched: the open group's number */
+    int64_t ntasks, stolen;
+    uint32_t umask;            /* plain loop: units (bit u) with ready tasks in its queues */
+} sim_disp;
+
+typedef struct sim_cores {
+    uint64_t *bits;            /* set: free */
+    int64_t nwords, nfree, hint;
+} sim_cores;
+
+typedef struct sim {
+    wsp_simws *ws;
+    const wsp_kcost *costs;
+    const wsp_simtask *tasks;
+    wsp_simresult *res;
+    int64_t ntasks;
+    int32_t nd, timing, steal, batched;
+    int64_t tn, window, C, dc, cc, spacing;
+
+    int64_t *tkey;             /* ready time while queued, finish once issued (cp before) */
+    uint32_t *state;           /* until ready: unfinished predecessors (+1 for a stream
+                                  predecessor); while running: core << 1 | unit */
+    sim_idx *shead;            /* successors: the first edge of each task's list, -1; NULL
+                                  when there are no predecessors */
+    sim_idx *enext, *eto;      /* per edge (numbered as in the predecessor array): the next
+                                  edge of the same list, -1; the successor */
+    sim_idx *snext;            /* next task of the same stream, -1; NULL without streams */
+
+    sim_queue *q;              /* ready queues: nd * C * 2 */
+    sim_idx *fifo, *qheap;     /* qheap is allocated on first use */
+    sim_fifo *gq;              /* batched: the open group per (dispatcher, unit) */
+    sim_idx *gfifo;
+    uint64_t *clsbits;         /* interleaved: per dispatcher, classes with ready tasks */
+    int64_t clswords;
+
+    sim_disp *disp;
+    uint64_t *freew;           /* free dispatchers (busy_until <= now), a bitmap */
+    int32_t *bring;            /* busy dispatchers in busy_until order, a ring of nd (its
+                                  buffer holds ringmask + 1 >= nd, a power of two) */
+    int64_t ringmask;
+    unsigned used;             /* units (bit u) that tasks need */
+    int32_t nkernels;
+    int64_t bhead, bcount;
+    sim_cores cores[2];
+    int64_t nready_u[2];       /* tasks in ready queues, per unit */
+
+    sim_fifo *kq;              /* running tasks per kernel, in end order */
+    sim_idx *kfifo;
+    sim_key *kh;               /* heap over kernels with running tasks */
+    int64_t nkh;
+    sim_idx *dq;               /* ended tasks with dependents whose completion is not seen yet */
+    int64_t dhead, dtail;
+    int64_t rate_at;           /* when a rate-limited issue may go, or SIM_NEVER */
+
+    int64_t next_enum, unfinished, finished;
+    int64_t elim;              /* tasks below it may be produced: the first closed gate's index,
+                                  or ntasks */
+    int64_t wlim;              /* the window, or INT64_MAX without one */
+    int64_t ngates, gnext;     /* gates (those with writers, index < ntasks); the first closed */
+    int64_t *gidx, *goff, *gpend; /* per gate: its index, its writers gw[goff[i] .. goff[i+1]),
+                                  writer edges whose completion is not seen yet */
+    sim_idx *gw;
+    /* order scopes (wsp_simgroup): a task in a scope has one more edge, eto = ntasks + its
+     * innermost group, when some group it is in is a barrier */
+    int64_t nbar;              /* barriers (groups some task waits for); 0: no order scopes */
+    const wsp_simgroup *grp;
+    int64_t *bpend;            /* per group: its tasks whose completion is not seen yet */
+    int64_t *bdoff;            /* per group: its waiting tasks bdl[bdoff[g] .. bdoff[g+1]) */
+    sim_idx *bdl;
+    int64_t next_allowed;
+    int oom;
+    int64_t makespan, stolen, groups;
+} sim;
+
+/* The working memory's buffers, one per array (sim_setup.c, "working memory"). */
+enum {
+    B_TKEY, B_STATE, B_FIFO, B_KFIFO, B_SHEAD, B_STAIL, B_ENEXT, B_ETO, B_SNEXT, B_DQ, B_GFIFO,
+    B_QHEAP, B_READY0, B_GIDX, B_GOFF, B_GPEND, B_GW, B_BPEND, B_BDOFF, B_BDL, B_BCP,
+    B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1, B_COUNT
+};
+
+struct wsp_simws {
+    void *buf[B_COUNT];
+    size_t cap[B_COUNT];       /* bytes */
+};
+
+/* Task k's class: its stream, or the last class for none (interleaved with streams; else 0). */
+static inline int64_t wsp__sim_task_class(const sim *S, int64_t k) {
+    if (S->C == 1) return 0;
+    int32_t s = S->tasks[k].stream;
+    return s < 0 ? S->C - 1 : s;
+}
+
+/* The ready queue of dispatcher d, class c, unit u. */
+static inline int64_t wsp__sim_queue_index(const sim *S, int64_t d, int64_t c, int u) {
+    return (d * S->C + c) * 2 + u;
+}
+
+/* Buffer b of the working memory with room for max(n, 1) elements of `size` bytes (contents
+ * undefined), or NULL (sim_setup.c). */
+WSP_HIDDEN void *wsp__simws_get(wsp_simws *w, int b, int64_t n, size_t size);
+/* Runs the model on the state sim_setup.c built: WSP_OK, or WSP_ERR_INTERNAL when it stalls or
+ * runs out of memory (sim.c). */
+WSP_HIDDEN int wsp__sim_run(sim *S);
+
 #endif
