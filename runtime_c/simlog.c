@@ -43,7 +43,7 @@
  *     division, for power-of-two extents); anything else goes through access();
  *   - the replay gets the predecessors as 32-bit indices and their number, and no copy.
  *
- * Order scopes (wsp_order_*, "order scopes" below): the log mirrors the runtime's scope stacks
+ * Order scopes (wsp_order_*; simlog_order.c): the log mirrors the runtime's scope stacks
  * (per order context) and logs, for each task in a scope, its step group and the barrier it
  * waits for; the replay makes each barrier one node (sim.c). A task outside every scope pays
  * one test (the depth); one in a scope, an entry and a walk up the groups it joins that stops
@@ -107,60 +107,7 @@ typedef struct stens {
     int64_t capdense;
 } stens;
 
-/* One level of an order context's scope stack: group ids of this run, -1 for none. */
-typedef struct sscope {
-    int32_t barrier;           /* the group every task of the level's current step waits for */
-    int32_t current;           /* the current step's group (created lazily) */
-} sscope;
-
-typedef struct sctx {          /* a saved order context: its stack */
-    sscope *sc;
-    int32_t depth, cap, borrowed, unused;
-} sctx;
-
-struct wsp_simlog {
-    int32_t ntensors;
-    uint32_t epoch;            /* the run: 1, 2, ... (0 marks nothing) */
-    stens *tens;
-    hrec *recs;
-    int64_t nrecs, caprecs;
-    rchunk *chunks;
-    int64_t nchunks, capchunks;
-    int32_t free_chunk;        /* -1: none */
-    wsp_simtask *tasks;
-    int64_t ntasks, captasks;
-    int32_t *preds;
-    int64_t npreds, cappreds;
-    int32_t last_pred;         /* of the current task: skips immediate duplicates */
-    wsp_simgate *gates;        /* wsp_await: enumeration gates (sim.c), in index order */
-    int64_t ngates, capgates;
-    int32_t *gw;               /* their writers, gate after gate, each gate's sorted */
-    int64_t ngw, capgw;
-    int gate_readers;          /* the await being logged writes: records' readers join its gate */
-    /* order scopes (see "order scopes" below): the current context's stack, the others' */
-    sscope *sc;                /* levels [0, depth) of the current context */
-    int32_t depth, capsc, borrowed, cur;
-    sctx *ctxs;                /* by context id; ctxs[cur] is stale (its stack is sc) */
-    int32_t capctx;
-    wsp_simgroup *groups;      /* this run's step groups, by id */
-    int64_t ngroups, capgroups;
-    uint8_t *gused;            /* per group: a task joined it (or a group nested in it) */
-    int64_t capgused;
-    wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
-    int64_t nmemb, capmemb;
-    int oom;
-    wsp_machine m;
-    wsp_policy p;
-    wsp_kcost *costs;
-    int32_t nkernels;
-    wsp_simsummary summary;
-    wsp_simdisp *disp;
-    wsp_simresult *results;
-    int64_t nresults, capresults;
-    wsp_simws *ws;             /* the replay's working memory */
-};
-
-static int grow(void **buf, int64_t *cap, int64_t need, size_t size) {
+int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size) {
     if (need <= *cap) return 0;
     int64_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
@@ -277,7 +224,7 @@ void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_
 static inline int add_pred(wsp_simlog *l, int32_t j) {
     if (j < 0 || j == l->last_pred || j == (int32_t)l->ntasks) return 0;
     if (__builtin_expect(l->npreds == l->cappreds, 0) &&
-        grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds))
+        wsp__grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds))
         return -1;
     l->preds[l->npreds++] = j;
     l->last_pred = j;
@@ -335,7 +282,7 @@ static __attribute__((noinline)) int add_reader_more(wsp_simlog *l, srec *r, int
         l->free_chunk = l->chunks[ci].prev;
     } else {
         if (l->nchunks >= INT32_MAX ||
-            grow((void **)&l->chunks, &l->capchunks, l->nchunks + 1, sizeof *l->chunks))
+            wsp__grow((void **)&l->chunks, &l->capchunks, l->nchunks + 1, sizeof *l->chunks))
             return -1;
         ci = (int32_t)l->nchunks++;
     }
@@ -421,7 +368,7 @@ static srec *find_or_add(wsp_simlog *l, stens *ts, uint64_t key) {
         if (l->recs[(uint32_t)ts->slots[h] - 1].key == key)
             return &l->recs[(uint32_t)ts->slots[h] - 1].r;
     if (l->nrecs >= UINT32_MAX - 1 ||
-        grow((void **)&l->recs, &l->caprecs, l->nrecs + 1, sizeof *l->recs))
+        wsp__grow((void **)&l->recs, &l->caprecs, l->nrecs + 1, sizeof *l->recs))
         return NULL;
     hrec *r = &l->recs[l->nrecs++];
     r->key = key;
@@ -549,13 +496,12 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
     return r;
 }
 
-static int order_note(wsp_simlog *l);
 
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
     if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
         /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
         if (l->oom || l->ntasks >= INT32_MAX - 1 ||
-            grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks))
+            wsp__grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks))
             return WSP_ERR_INTERNAL;
     }
     int64_t first = l->npreds;
@@ -568,7 +514,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
             return WSP_ERR_INTERNAL;
         }
     }
-    if (__builtin_expect(l->depth > 0, 0) && order_note(l)) {
+    if (__builtin_expect(l->depth > 0, 0) && wsp__simlog_order_note(l)) {
         l->oom = 1;
         return WSP_ERR_INTERNAL;
     }
@@ -591,7 +537,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
 static int push_writer(wsp_simlog *l, int32_t w) {
     if (w < 0) return 0;
     if (__builtin_expect(l->ngw == l->capgw, 0) &&
-        grow((void **)&l->gw, &l->capgw, l->ngw + 1, sizeof *l->gw))
+        wsp__grow((void **)&l->gw, &l->capgw, l->ngw + 1, sizeof *l->gw))
         return -1;
     l->gw[l->ngw++] = w;
     return 0;
@@ -753,7 +699,7 @@ static int simlog_await(wsp_simlog *l, const wsp_access *a) {
     }
     if (added >= INT32_MAX ||
         (l->ngates == l->capgates &&
-         grow((void **)&l->gates, &l->capgates, l->ngates + 1, sizeof *l->gates)))
+         wsp__grow((void **)&l->gates, &l->capgates, l->ngates + 1, sizeof *l->gates)))
         return -1;
     wsp_simgate *g = &l->gates[l->ngates++];
     g->index = l->ntasks;
@@ -768,168 +714,13 @@ void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t index) {
     if (simlog_await(l, acc)) l->oom = 1;   /* the replay then fails: out of memory */
 }
 
-/* ---- order scopes ------------------------------------------------------------------------------
- * The runtime orders the steps of a scope with groups (order.c): a scope level has the group of
- * its current step, which nests in the enclosing level's current step group, and a barrier,
- * the group of its previous step (or, before its first step ends, the enclosing level's
- * barrier at the push), which every task submitted at that level waits for. The log keeps the
- * same stacks, per order context, with its own group ids (0, 1, ... in this run), and logs
- * for each task in a scope (wsp_simmemb) its innermost level's step group and barrier; the
- * replay (sim.c) turns each barrier into one node that waits for every task in the group. So
- * the model orders exactly what the runtime does, as enumerated (no host timing), with one
- * entry per task in a scope and nothing per task outside one (a depth test).
- *
- * A step ends (wsp_order_next, pop, the end of a context) when its group `close`s: tasks
- * enumerated from then on are not in it, even in a group nested in it that stays open (which a
- * live forked child could still add to: a misuse the runtime reports only for the borrowed
- * level itself). A group no task joined while it was open (a step that only forked children,
- * which submitted nothing) leaves the barrier as it was, as an empty step does: its next step
- * waits for the previous one still. Forked contexts borrow the parent's levels, as in the
- * runtime: the same barrier and the same current step group (created at the fork). */
-
-static int32_t group_new(wsp_simlog *l, int32_t parent) {
-    if (l->ngroups >= INT32_MAX - 1 ||
-        grow((void **)&l->groups, &l->capgroups, l->ngroups + 1, sizeof *l->groups) ||
-        grow((void **)&l->gused, &l->capgused, l->ngroups + 1, sizeof *l->gused))
-        return -1;
-    int32_t g = (int32_t)l->ngroups++;
-    l->groups[g].parent = parent;
-    l->groups[g].close = INT32_MAX;
-    l->gused[g] = 0;
-    return g;
-}
-
-/* level's current step group, created (with the enclosing ones) on first use; -1: no memory */
-static int32_t step_group(wsp_simlog *l, int32_t level) {
-    if (l->sc[level].current >= 0) return l->sc[level].current;
-    int32_t parent = -1;
-    if (level > 0 && (parent = step_group(l, level - 1)) < 0) return -1;
-    return l->sc[level].current = group_new(l, parent);
-}
-
-static void group_close(wsp_simlog *l, int32_t g) {
-    if (l->groups[g].close == INT32_MAX) l->groups[g].close = (int32_t)l->ntasks;
-}
-
-/* The task being added (index ntasks) is in a scope: its group and barrier. */
-static __attribute__((noinline)) int order_note(wsp_simlog *l) {
-    int32_t level = l->depth - 1, g = l->sc[level].current;
-    if (g < 0 && (g = step_group(l, level)) < 0) return -1;
-    if (l->nmemb == l->capmemb &&
-        grow((void **)&l->memb, &l->capmemb, l->nmemb + 1, sizeof *l->memb))
-        return -1;
-    wsp_simmemb *m = &l->memb[l->nmemb++];
-    m->task = (int32_t)l->ntasks;
-    m->group = g;
-    m->barrier = l->sc[level].barrier;
-    m->unused = 0;
-    /* the groups it joins are used (those they nest in too; marked once) */
-    for (int32_t x = g; x >= 0 && !l->gused[x]; x = l->groups[x].parent) l->gused[x] = 1;
-    return 0;
-}
-
-static int ctx_room(wsp_simlog *l, int32_t id) {
-    if (id < l->capctx) return 0;
-    int32_t cap = l->capctx ? l->capctx : 8;
-    while (cap <= id) cap = cap < INT32_MAX / 2 ? cap * 2 : INT32_MAX;
-    sctx *nc = realloc(l->ctxs, (size_t)cap * sizeof *nc);
-    if (!nc) return -1;
-    memset(nc + l->capctx, 0, (size_t)(cap - l->capctx) * sizeof *nc);
-    l->ctxs = nc;
-    l->capctx = cap;
-    return 0;
-}
-
-void wsp__simlog_order_push(wsp_simlog *l) {
-    if (l->oom) return;
-    if (l->depth == l->capsc) {
-        int32_t cap = l->capsc ? l->capsc * 2 : 8;
-        sscope *ns = realloc(l->sc, (size_t)cap * sizeof *ns);
-        if (!ns) {
-            l->oom = 1;
-            return;
-        }
-        l->sc = ns;
-        l->capsc = cap;
-    }
-    sscope *s = &l->sc[l->depth];
-    s->barrier = l->depth > 0 ? l->sc[l->depth - 1].barrier : -1;
-    s->current = -1;
-    l->depth++;
-}
-
-void wsp__simlog_order_next(wsp_simlog *l) {
-    if (l->oom || l->depth <= 0) return;
-    sscope *s = &l->sc[l->depth - 1];
-    if (s->current < 0) return;   /* an empty step changes nothing */
-    int32_t g = s->current;
-    group_close(l, g);
-    if (l->gused[g]) s->barrier = g;
-    s->current = -1;
-}
-
-void wsp__simlog_order_pop(wsp_simlog *l) {
-    if (l->oom || l->depth <= 0) return;
-    sscope *s = &l->sc[l->depth - 1];
-    if (s->current >= 0) group_close(l, s->current);
-    l->depth--;
-}
-
-void wsp__simlog_order_fork(wsp_simlog *l, int32_t id) {
-    if (l->oom || id <= 0 || id == l->cur) return;
-    if ((l->depth > 0 && step_group(l, l->depth - 1) < 0) || ctx_room(l, id)) {
-        l->oom = 1;
-        return;
-    }
-    sctx *c = &l->ctxs[id];
-    if (c->cap < l->depth) {
-        int32_t cap = l->depth > 8 ? l->depth : 8;
-        sscope *ns = realloc(c->sc, (size_t)cap * sizeof *ns);
-        if (!ns) {
-            l->oom = 1;
-            return;
-        }
-        c->sc = ns;
-        c->cap = cap;
-    }
-    if (l->depth > 0) memcpy(c->sc, l->sc, (size_t)l->depth * sizeof *c->sc);
-    c->depth = c->borrowed = l->depth;
-}
-
-void wsp__simlog_order_switch(wsp_simlog *l, int32_t id) {
-    if (id == l->cur || id < 0) return;
-    if (ctx_room(l, id > l->cur ? id : l->cur)) {
-        l->oom = 1;
-        return;
-    }
-    sctx *c = &l->ctxs[l->cur];
-    c->sc = l->sc;
-    c->depth = l->depth;
-    c->cap = l->capsc;
-    c->borrowed = l->borrowed;
-    c = &l->ctxs[id];
-    l->sc = c->sc;
-    l->depth = c->depth;
-    l->capsc = c->cap;
-    l->borrowed = c->borrowed;
-    l->cur = id;
-}
-
-void wsp__simlog_order_end(wsp_simlog *l, int32_t id) {
-    if (id <= 0 || id == l->cur || id >= l->capctx) return;
-    sctx *c = &l->ctxs[id];
-    for (int32_t i = c->depth - 1; i >= c->borrowed && !l->oom; i--)
-        if (c->sc[i].current >= 0) group_close(l, c->sc[i].current);
-    c->depth = c->borrowed = 0;
-}
-
 /* ---- replay --------------------------------------------------------------------------------- */
 
 int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen) {
     l->nresults = 0;
     if (l->oom) return WSP_ERR_INTERNAL;
     if (keep_results && l->ntasks > 0) {
-        if (grow((void **)&l->results, &l->capresults, l->ntasks, sizeof *l->results))
+        if (wsp__grow((void **)&l->results, &l->capresults, l->ntasks, sizeof *l->results))
             return WSP_ERR_INTERNAL;
         l->nresults = l->ntasks;
     }

@@ -431,7 +431,7 @@ WSP_HIDDEN void wsp__simlog_await(wsp_simlog *l, const wsp_access *acc, int64_t 
 /* Order scopes as the model sees them (order.c calls these exactly where the runtime changes
  * its scope stacks, after the call succeeded): the log keeps a scope stack per order context
  * and the step groups of the run, and logs for each task in a scope its innermost step group
- * and the barrier (an earlier step group) it waits for (simlog.c). Out of memory makes the
+ * and the barrier (an earlier step group) it waits for (simlog_order.c). Out of memory makes the
  * replay fail. `id` is the runtime's context id. */
 WSP_HIDDEN void wsp__simlog_order_push(wsp_simlog *l);
 WSP_HIDDEN void wsp__simlog_order_next(wsp_simlog *l);
@@ -447,7 +447,7 @@ WSP_HIDDEN const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n);
 WSP_HIDDEN const wsp_simresult *wsp__simlog_results(const wsp_simlog *l, int64_t *n);
 WSP_HIDDEN int32_t wsp__simlog_dispatchers(const wsp_simlog *l);
 
-/* Order scopes in the replay (the log's, see simlog.c; not in the public API). A STEP GROUP
+/* Order scopes in the replay (the log's, see simlog_order.c; not in the public API). A STEP GROUP
  * holds the tasks of one step of an order scope, those of the scopes nested in it (and of
  * forked contexts that borrowed it) included: a task is in its innermost scope's current step
  * group and in every group that one nests in, if it was enumerated before that group's step
@@ -621,5 +621,70 @@ WSP_HIDDEN void *wsp__simws_get(wsp_simws *w, int b, int64_t n, size_t size);
 /* Runs the model on the state sim_setup.c built: WSP_OK, or WSP_ERR_INTERNAL when it stalls or
  * runs out of memory (sim.c). */
 WSP_HIDDEN int wsp__sim_run(sim *S);
+
+/* ---- the cycle model's log (simlog.c; its order scopes: simlog_order.c) --------------------- */
+
+/* the log's record tables, private to simlog.c */
+typedef struct stens stens;
+typedef struct hrec hrec;
+typedef struct rchunk rchunk;
+
+/* One level of an order context's scope stack: group ids of this run, -1 for none. */
+typedef struct sscope {
+    int32_t barrier;           /* the group every task of the level's current step waits for */
+    int32_t current;           /* the current step's group (created lazily) */
+} sscope;
+
+typedef struct sctx {          /* a saved order context: its stack */
+    sscope *sc;
+    int32_t depth, cap, borrowed, unused;
+} sctx;
+
+struct wsp_simlog {
+    int32_t ntensors;
+    uint32_t epoch;            /* the run: 1, 2, ... (0 marks nothing) */
+    stens *tens;
+    hrec *recs;
+    int64_t nrecs, caprecs;
+    rchunk *chunks;
+    int64_t nchunks, capchunks;
+    int32_t free_chunk;        /* -1: none */
+    wsp_simtask *tasks;
+    int64_t ntasks, captasks;
+    int32_t *preds;
+    int64_t npreds, cappreds;
+    int32_t last_pred;         /* of the current task: skips immediate duplicates */
+    wsp_simgate *gates;        /* wsp_await: enumeration gates (sim.c), in index order */
+    int64_t ngates, capgates;
+    int32_t *gw;               /* their writers, gate after gate, each gate's sorted */
+    int64_t ngw, capgw;
+    int gate_readers;          /* the await being logged writes: records' readers join its gate */
+    /* order scopes (see "order scopes" below): the current context's stack, the others' */
+    sscope *sc;                /* levels [0, depth) of the current context */
+    int32_t depth, capsc, borrowed, cur;
+    sctx *ctxs;                /* by context id; ctxs[cur] is stale (its stack is sc) */
+    int32_t capctx;
+    wsp_simgroup *groups;      /* this run's step groups, by id */
+    int64_t ngroups, capgroups;
+    uint8_t *gused;            /* per group: a task joined it (or a group nested in it) */
+    int64_t capgused;
+    wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
+    int64_t nmemb, capmemb;
+    int oom;
+    wsp_machine m;
+    wsp_policy p;
+    wsp_kcost *costs;
+    int32_t nkernels;
+    wsp_simsummary summary;
+    wsp_simdisp *disp;
+    wsp_simresult *results;
+    int64_t nresults, capresults;
+    wsp_simws *ws;             /* the replay's working memory */
+};
+
+/* Grows *buf (*cap elements of `size` bytes) to hold `need`, doubling from 1024; -1: no memory. */
+WSP_HIDDEN int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size);
+/* The task being logged (index l->ntasks) is in an order scope: its entry (simlog_order.c). */
+WSP_HIDDEN int wsp__simlog_order_note(wsp_simlog *l);
 
 #endif
