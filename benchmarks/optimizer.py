@@ -133,12 +133,12 @@ def without_fusion(module, level: int):
 @contextmanager
 def counting_scratch(m: N.Module, total: list):
     """While active, ref runs add each task's scratch bytes (read + written) to total[0]."""
-    from ptowsp.backends.ref import interp
+    from ptowsp.backends.ref.runner import Runner
 
     scratch = {t.name: t for t in m.tensors if t.kind == "scratch"}
     size = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
             "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
-    original = interp._Runner.task
+    original = Runner.task
 
     def task(self, t):
         for a in t.args:
@@ -149,7 +149,7 @@ def counting_scratch(m: N.Module, total: list):
                 total[0] += n * size[scratch[a.tensor].dtype] * (2 if a.mode == "rw" else 1)
         return original(self, t)
 
-    with mock.patch.object(interp._Runner, "task", task):
+    with mock.patch.object(Runner, "task", task):
         yield
 
 

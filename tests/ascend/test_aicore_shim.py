@@ -21,7 +21,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from ptowsp.backends.ref import interp as R
+from ptowsp.backends.ref import values as R
 
 from .ascendc_cpu import harness as H
 

@@ -23,7 +23,7 @@ import pytest
 
 import ptowsp
 from ptowsp.backends.cpu.program import Backend
-from ptowsp.backends.ref.interp import RunError, execute
+from ptowsp.backends.ref import RunError, execute
 from ptowsp.diagnostics import WspError
 from tests.backends import test_ref_csp as base
 from tests.backends.test_ref_csp import *  # noqa: F401,F403 - each ref test, run on both targets

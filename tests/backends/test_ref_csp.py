@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptowsp
-from ptowsp.backends.ref.interp import RunError, execute
+from ptowsp.backends.ref import RunError, execute
 from ptowsp.diagnostics import WspError
 from ptowsp.frontend.checker import check_source
 from ptowsp.ir.verify import verify

@@ -1,6 +1,6 @@
 """Enumerators of schedules that use CSP: the coroutines of `ir/nodes.py` ("CSP") in C.
 
-The ref back end defines the enumeration (`backends/ref/interp.py`, `_Csp`); this emits the
+The ref back end defines the enumeration (`backends/ref/csp.py`, `Csp`); this emits the
 same scheduler, pass for pass, so item numbers, the order in which tasks are enumerated (and
 so every inferred dependency), run information and deadlock reports agree on both targets.
 
