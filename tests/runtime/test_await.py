@@ -315,8 +315,8 @@ def test_many_short_awaits(rtlib, runtime, workers, flags, window):
     r = runtime(workers, 2)
     cells = rtlib.ffi.new("int64_t[8]")
     for ncells in (1, 4):
-        got = call_with_timeout(lambda: r.lib.harness_await_loop(r.rt, 2000, ncells, window, STALL,
-                                                                 flags, cells), 120)
+        got = call_with_timeout(lambda ncells=ncells: r.lib.harness_await_loop(
+            r.rt, 2000, ncells, window, STALL, flags, cells), 120)
         assert got == 0, (got, r.error())
 
 
@@ -331,8 +331,9 @@ def test_random_programs_with_awaits(rtlib, workers, ndim, extent, scopes):
     try:
         for seed, window in ((1, 0), (2, 3)):
             bad = call_with_timeout(
-                lambda: rtlib.lib.harness_random_run(rt, 1500, seed * 31 + ndim, ndim, extent,
-                                                     scopes, window, STALL, 3000, edges), 120)
+                lambda seed=seed, window=window: rtlib.lib.harness_random_run(
+                    rt, 1500, seed * 31 + ndim, ndim, extent, scopes, window, STALL, 3000, edges),
+                120)
             assert bad == 0
     finally:
         rtlib.lib.wsp_runtime_free(rt)

@@ -96,7 +96,7 @@ def test_a_parent_seq_step_covers_the_tasks_of_its_forked_children(runtime):
             assert r.next() == OK
         mine = []
 
-        def sub(spin):
+        def sub(spin, mine=mine):
             nonlocal tid
             assert r.submit(tid, [(0, WRITE, [(tid, tid + 1)])], spin_ns=spin) == OK
             mine.append(tid)
@@ -383,7 +383,7 @@ def test_wait_ends_contexts_left_open_after_an_error(runtime):
     open and the current context a child: wsp_wait returns the error, nothing hangs or leaks,
     and the runtime is reusable."""
     r = runtime(2, 2)
-    for rep in range(3):
+    for _rep in range(3):
         r.lib.harness_reset(64)
         assert r.begin() == OK
         assert r.push() == OK

@@ -409,7 +409,8 @@ def test_window_counts_the_tasks_of_batches(rtlib, grain, window):
         rtlib.lib.harness_set_grain(grain)
         for chains in (0, 1, 3):
             rc = call_with_timeout(
-                lambda: rtlib.lib.harness_bulk(r.rt, 5000, chains, window, STALL, K_EMPTY, 0), 30)
+                lambda chains=chains: rtlib.lib.harness_bulk(r.rt, 5000, chains, window, STALL,
+                                                             K_EMPTY, 0), 30)
             assert rc == OK
             assert r.stats().tasks == 5000 and r.stats().max_in_flight <= window
     finally:
@@ -546,7 +547,8 @@ def test_window_stall_never_deadlocks_on_chains(rtlib, workers):
     try:
         for window, chains in ((1, 1), (2, 3), (8, 1), (8, 20), (64, 5)):
             rc = call_with_timeout(
-                lambda: rtlib.lib.harness_bulk(r.rt, 20000, chains, window, STALL, K_EMPTY, 0), 30)
+                lambda chains=chains, window=window: rtlib.lib.harness_bulk(
+                    r.rt, 20000, chains, window, STALL, K_EMPTY, 0), 30)
             assert rc == OK
             assert r.stats().max_in_flight <= window
     finally:

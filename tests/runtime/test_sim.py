@@ -45,6 +45,11 @@ class Policy:
     window: int = 0
 
 
+# the helpers' default arguments (frozen, so one instance serves every call)
+DEFAULT_MACHINE = Machine()
+DEFAULT_POLICY = Policy()
+
+
 @dataclass(frozen=True)
 class T:
     kernel: int = 0
@@ -103,8 +108,8 @@ def replay_outputs(ffi, rc, err, ntasks, res, summ, disp, nd) -> Out:
     return out
 
 
-def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_results=True,
-        with_disp=True, nkernels=None, ntasks=None) -> Out:
+def sim(L, tasks, costs, m: Machine = DEFAULT_MACHINE, p: Policy = DEFAULT_POLICY, *,
+        with_results=True, with_disp=True, nkernels=None, ntasks=None) -> Out:
     """Calls wsp_sim_replay. costs: [(unit, cycles)]."""
     ffi, lib = L.ffi, L.lib
     mach, pol, kc, tk, preds = replay_inputs(ffi, tasks, costs, m, p)
@@ -116,20 +121,9 @@ def sim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), *, with_r
     rc = lib.wsp_sim_replay(mach, pol, kc, len(costs) if nkernels is None else nkernels, n, tk,
                             preds, res, summ, disp, err, 256)
     return replay_outputs(ffi, rc, err, len(tasks), res, summ, disp, p.nd)
-    if with_results:
-        out.results = [R(r.enumerated, r.ready, r.issue, r.start, r.finish, r.core, r.unit,
-                         r.dispatcher, r.group) for r in (res[k] for k in range(len(tasks)))]
-        out.raw += bytes(ffi.buffer(res, ffi.sizeof("wsp_simresult") * len(tasks)))
-    out.summary = {f: (tuple(getattr(summ, f)) if f == "work" else getattr(summ, f))
-                   for f in SUMMARY_FIELDS}
-    out.raw += bytes(ffi.buffer(summ))
-    if with_disp:
-        out.disp = [(disp[d].tasks, disp[d].stolen, disp[d].busy_cycles) for d in range(p.nd)]
-        out.raw += bytes(ffi.buffer(disp, ffi.sizeof("wsp_simdisp") * p.nd))
-    return out
 
 
-def ok(L, tasks, costs, m=Machine(), p=Policy(), **kw) -> Out:
+def ok(L, tasks, costs, m=DEFAULT_MACHINE, p=DEFAULT_POLICY, **kw) -> Out:
     out = sim(L, tasks, costs, m, p, **kw)
     assert out.rc == OK, out.err
     return out
@@ -633,7 +627,7 @@ def check_invariants(tasks, costs, m, p, out):
         assert s["total_cycles"] * cores >= s["work"][u]
     if p.timing != RATE_LIMIT:
         assert s["total_cycles"] <= s["serial_cycles"]
-    for k, (t, r) in enumerate(zip(tasks, res)):
+    for t, r in zip(tasks, res):
         unit, cycles = costs[t.kernel]
         assert r.unit == unit and 0 <= r.core < (m.cube if unit == CUBE else m.vector)
         assert r.enumerated <= r.ready <= r.issue

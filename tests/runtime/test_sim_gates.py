@@ -24,10 +24,11 @@ from .conftest import ERR_USAGE, OK, READ, WRITE, Runtime
 from .test_sim import (
     BATCHED,
     CUBE,
+    DEFAULT_MACHINE,
+    DEFAULT_POLICY,
     INTERLEAVED,
     RATE_LIMIT,
     SCALE,
-    SUMMARY_FIELDS,
     VECTOR,
     Machine,
     Out,
@@ -46,7 +47,7 @@ from .test_sim import ok as ok_plain
 pytestmark = pytest.mark.cc
 
 
-def gsim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), gates=(), *,
+def gsim(L, tasks, costs, m: Machine = DEFAULT_MACHINE, p: Policy = DEFAULT_POLICY, gates=(), *,
          ngates=None, null_writers=False) -> Out:
     """Calls wsp_sim_replay_gated. gates: [(index, [writers])]."""
     ffi, lib = L.ffi, L.lib
@@ -61,17 +62,9 @@ def gsim(L, tasks, costs, m: Machine = Machine(), p: Policy = Policy(), gates=()
                                   len(gates) if ngates is None else ngates, g, wr, res, summ, disp,
                                   err, 256)
     return replay_outputs(ffi, rc, err, len(tasks), res, summ, disp, p.nd)
-    out.results = [R(r.enumerated, r.ready, r.issue, r.start, r.finish, r.core, r.unit,
-                     r.dispatcher, r.group) for r in (res[k] for k in range(len(tasks)))]
-    out.summary = {f: (tuple(getattr(summ, f)) if f == "work" else getattr(summ, f))
-                   for f in SUMMARY_FIELDS}
-    out.disp = [(disp[d].tasks, disp[d].stolen, disp[d].busy_cycles) for d in range(p.nd)]
-    out.raw = (bytes(ffi.buffer(res, ffi.sizeof("wsp_simresult") * len(tasks))) +
-               bytes(ffi.buffer(summ)) + bytes(ffi.buffer(disp, ffi.sizeof("wsp_simdisp") * p.nd)))
-    return out
 
 
-def gok(L, tasks, costs, m=Machine(), p=Policy(), gates=()) -> Out:
+def gok(L, tasks, costs, m=DEFAULT_MACHINE, p=DEFAULT_POLICY, gates=()) -> Out:
     out = gsim(L, tasks, costs, m, p, gates)
     assert out.rc == OK, out.err
     return out
@@ -330,7 +323,7 @@ class ModelRun:
     """A runtime with the cycle model and the trace on; tasks of harness kernel K_RECORD whose
     `kernel` index picks their model cost."""
 
-    def __init__(self, L, workers, costs, p: Policy = Policy(), m: Machine = M, ntensors=2):
+    def __init__(self, L, workers, costs, p: Policy = DEFAULT_POLICY, m: Machine = M, ntensors=2):
         self.L = L
         self.r = Runtime(L, workers, ntensors)
         ffi, lib = L.ffi, L.lib

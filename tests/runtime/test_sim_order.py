@@ -1,4 +1,4 @@
-"""Order scopes in the cycle model (runtime_c/simlog.c "order scopes", sim.c barriers): P.seq,
+"""Order scopes in the cycle model (runtime_c/simlog_order.c, sim.c barriers): P.seq,
 `sequential` and coroutine contexts (wsp_order_push / next / pop / fork / switch / end) order
 the model's tasks exactly as the runtime orders the real ones: every task of a step waits for
 every task of the scope's earlier steps (nested scopes' and forked children's tasks included),
@@ -21,7 +21,17 @@ import pytest
 
 from .conftest import K_EMPTY, OK, READ, WRITE, Runtime, call_with_timeout
 from .model import ModelTask, must_wait
-from .test_sim import BATCHED, CUBE, RATE_LIMIT, VECTOR, Machine, Policy, T, sim
+from .test_sim import (
+    BATCHED,
+    CUBE,
+    DEFAULT_POLICY,
+    RATE_LIMIT,
+    VECTOR,
+    Machine,
+    Policy,
+    T,
+    sim,
+)
 from .test_sim_gates import ModelRun, gok
 
 pytestmark = pytest.mark.cc
@@ -145,7 +155,8 @@ def prog_kernels(prog: Prog) -> list[int]:
     return [op[1] for op in prog.ops if op[0] == "task"]
 
 
-def model_run(L, prog: Prog, p: Policy = Policy(), workers=2, spin_scale=1, grain=None):
+def model_run(L, prog: Prog, p: Policy = DEFAULT_POLICY, workers=2, spin_scale=1,
+              grain=None):
     """The program through the runtime with the model on: (results, summary, raw bytes)."""
     mr = ModelRun(L, workers, COSTS, p, M)
     try:
@@ -254,7 +265,7 @@ def test_an_order_scope_inside_a_parallel_loop_orders_only_its_own_steps(rtlib):
     """for b in P(2) { for i in P.seq(3) { t[b, i] } }: two independent chains."""
     prog = Prog()
     chains = []
-    for b in range(2):
+    for _b in range(2):
         prog.push()
         chain = []
         for i in range(3):
