@@ -162,7 +162,7 @@ def test_scalar_unit_expressions():
 def test_literal_values_are_refs():
     """The literal values the kernels print (`dtypes.literal_value`) are the ones ref computes:
     floats rounded once to the dtype (f16 / bf16 overflow to inf), integers wrapped."""
-    from ptowsp.backends.ref.interp import scalar_value
+    from ptowsp.backends.ref.values import scalar_value
     from ptowsp.dtypes import DTYPES, literal_value
 
     rng = np.random.default_rng(5)
