@@ -204,7 +204,7 @@ def bench_overhead(args) -> None:
           f"{'batches':>8} {'total_cycles':>14}")
     worst = 0.0
     for workers in sorted({1, args.workers}):
-        runs = [lambda p=p: p.run(workers=workers, X=x) for _, p in progs]
+        runs = [lambda p=p, w=workers: p.run(workers=w, X=x) for _, p in progs]
         times = medians_ms(runs, args.runs)
         per_item = [ms * 1e6 / n for ms in times]
         for (label, prog), ns in zip(progs, per_item):

@@ -166,8 +166,10 @@ def main() -> None:
             op = {"rmsnorm": 0, "softmax": 1, "silu_gate": 2}[name]
             xp, wp, gp, yp = (ffi.cast("float *", ffi.from_buffer(a)) for a in (x, w, g, y))
             t_np, t_c, t_w = medians_ms(
-                [np_fns[name], lambda: fused.fused(op, xp, wp, gp, yp, rows, args.workers),
-                 lambda: prog.run(workers=args.workers, **inputs)], args.runs)
+                [np_fns[name],
+                 lambda op=op, p=(xp, wp, gp, yp): fused.fused(op, *p, rows, args.workers),
+                 lambda prog=prog, inputs=inputs: prog.run(workers=args.workers, **inputs)],
+                args.runs)
             gbs = [traffic[name] / t / 1e6 for t in (t_np, t_c, t_w)]
             print(f"{name:<10} {gbs[0]:8.1f}  {gbs[1]:8.1f}  {gbs[2]:8.1f}    {t_np / t_w:7.2f}x {t_c / t_w * 100:9.0f}%")
         # GEMM

@@ -204,7 +204,7 @@ def main() -> None:
         p0 = mod.compile("cpu_sim", opt_level=0)
         p3 = mod.compile("cpu_sim", opt_level=3)
         pn = without_fusion(mod, 3)
-        runs = [lambda p=p: p.run(bind, workers=args.workers, **arrays) for p in (p0, pn, p3)]
+        runs = [lambda p=p, b=bind, a=arrays: p.run(b, workers=args.workers, **a) for p in (p0, pn, p3)]
         t0, tn, t3 = medians_ms(runs, args.runs)
         cyc, tasks = [], []
         for p in (p0, p3):

@@ -591,7 +591,9 @@ def _corners(f, a, b):
 
 
 def _ipow(a, p):
-    pw = lambda x: x ** p if not isinstance(x, float) else (_INF if x > 0 or p % 2 == 0 else -_INF)
+    def pw(x):
+        return x ** p if not isinstance(x, float) else (_INF if x > 0 or p % 2 == 0 else -_INF)
+
     lo, hi = a
     if p % 2 or lo >= 0:
         return (pw(lo), pw(hi))

@@ -17,7 +17,7 @@ that set slots or use CSP are refused for the same reason (slot values and chann
 enumeration order).
 
 What this leaves alone: which loops a combinator may name and their nesting (the checker,
-`frontend/schedule_axes.py`, guarantees it; a violation here is an `InternalError`).
+`frontend/workloads/schedule_axes.py`, guarantees it; a violation here is an `InternalError`).
 """
 
 from __future__ import annotations
