@@ -184,9 +184,9 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
 
         _emit(output, print_module(ir))
         return
-    from .backends.cpu import program as cpu
+    from .backends.cpu.emit import emit_module
 
-    code = _run_guarded(ctx, "emit", lambda: cpu.emit_module(ir))
+    code = _run_guarded(ctx, "emit", lambda: emit_module(ir))
     if emit == "c":
         _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(code.files.items())
                               if n.endswith(".c")))

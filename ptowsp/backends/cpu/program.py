@@ -1,7 +1,8 @@
-"""The cpu_sim back end as `Program` sees it: emit C for a module, build it through the cache,
-load it with cffi (ABI mode: no Python extension to compile), and run schedules on the runtime.
+"""The cpu_sim back end as `Program` sees it: build a module's C (`emit.emit_module`) through the
+cache, load it with cffi (ABI mode: no Python extension to compile), and run schedules on the
+runtime.
 
-`emit_module` returns the C sources (strings only); `build.build` turns them into an artifact;
+`build.build` turns the C sources into an artifact;
 `Backend.run` binds arrays and symbols, calls the schedule's enumerator, waits, and turns a
 run-time failure into a diagnostic (a bad view: at its argument, with coordinates and values)
 or an `ExecutionError`.
@@ -9,11 +10,9 @@ or an `ExecutionError`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,7 +22,8 @@ from ...ir import visit as V
 from . import build
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
-from .enumerate import ENTRY_PARAMS, emit_enumerators, kernel_symbol, parse_view_failure
+from .emit import emit_module
+from .enumerate import ENTRY_PARAMS, parse_view_failure
 
 HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
 
@@ -35,49 +35,6 @@ class ExecutionError(Exception):
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class ModuleC:
-    """The C of a module: file name -> text, and what the enumerators may report."""
-
-    files: dict[str, str]
-    enumerators: Any  # enumerate.Enumerators
-
-
-def emit_module(m: N.Module) -> ModuleC:
-    """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
-    from .kernels import emit_kernels
-
-    errors = extern_errors(m)
-    if errors:
-        raise WspError(errors, dict(m.sources))
-
-    decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
-                      for k in m.kernels)
-    enums = emit_enumerators(m, decls)
-    manifest = {
-        "module": m.name,
-        "syms": [{"name": s.name, "default": s.default} for s in m.syms],
-        "tensors": [{"name": t.name, "kind": t.kind, "dtype": t.dtype} for t in m.tensors],
-        "schedules": {name: fn for name, fn in enums.entries.items()},
-        "kernels": [k.name for k in m.kernels],
-    }
-    files = {"kernels.c": emit_kernels(m.kernels), "enumerate.c": enums.source,
-             "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
-    return ModuleC(files, enums)
-
-
-def extern_errors(m: N.Module) -> list[Diagnostic]:
-    """An extern kernel needs an `extern c` body here: cpu_sim compiles it (language.md
-    section 4). Reported when the target is chosen, so `wspc check` accepts such kernels."""
-    from .. import kernels_missing_body
-
-    return [Diagnostic(
-        span, "extern-no-c",
-        f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
-        "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
-        "parameters) to run it on cpu_sim") for k, span in kernels_missing_body(m, "c")]
 
 
 # Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.
@@ -559,4 +516,4 @@ def record_program(main: Path, files: list[str], backend: "Backend", opt_level: 
         pass  # the index only saves time
 
 
-__all__ = ["Backend", "emit_module", "ExecutionError", "cached_program_parts", "record_program"]
+__all__ = ["Backend", "ExecutionError", "cached_program_parts", "record_program"]
