@@ -359,9 +359,11 @@ class Module:
 
             backend: Any = ref.Backend()
         elif target == "cpu_sim":
-            from .backends.cpu import program as cpu_program
+            from .backends.cpu.artifact import build_module
+            from .backends.cpu.emit import emit_module
+            from .backends.cpu.program import Backend
 
-            backend = cpu_program.Backend(m, name, **options)
+            backend = Backend(build_module(m, emit_module(m), **options))
         elif target == "ascend_npu":  # a CANN project, not a Program (docs/ascend.md)
             from .backends.ascend import AscendOptions, emit_project
 
@@ -376,18 +378,11 @@ class Module:
 
 def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[int] = None) -> Program:
     """A `Program` from an artifact directory written by `wspc compile -o DIR`."""
-    from pathlib import Path
+    from .backends.cpu.artifact import load_directory
+    from .backends.cpu.program import Backend
 
-    from .backends.cpu import program as cpu_program
-
-    d = Path(directory)
     t0 = time.perf_counter()
-    try:
-        backend = cpu_program.Backend.from_directory(None, d, workers)
-    except Exception as err:  # noqa: BLE001 - anything unreadable is "not an artifact"
-        raise WspError([Diagnostic(Span(str(d), 0, 0, 0, 0), "io",
-                                   f"not a wspc artifact directory ({type(err).__name__}: {err})",
-                                   "make one with `wspc compile FILE.wsp -o DIR`")]) from None
+    backend = Backend(load_directory(directory, workers))
     m = backend.module
     return Program(m, choose_schedule(m, schedule), "cpu_sim", backend, (time.perf_counter() - t0) * 1000)
 
@@ -405,20 +400,20 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
     level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
     t0 = time.perf_counter()
     if target == "cpu_sim":
-        from .backends.cpu import program as cpu_program
+        from .backends.cpu.artifact import cached_build, record_build
+        from .backends.cpu.program import Backend
 
         # a build from the index runs no pass: asking to see passes means compiling
-        parts = None if any(passes.values()) else cpu_program.cached_program_parts(Path(path), level)
-        if parts is not None:
-            m, backend = parts
-            backend.workers = workers
-            return Program(m, choose_schedule(m, schedule), target, backend, (time.perf_counter() - t0) * 1000)
+        built = None if any(passes.values()) else cached_build(Path(path), level, workers)
+        if built is not None:
+            m = built.module
+            return Program(m, choose_schedule(m, schedule), target, Backend(built),
+                           (time.perf_counter() - t0) * 1000)
     module = Module(check_file(str(path)))
     prog = module.compile(target=target, schedule=schedule, workers=workers, opt_level=level,
                           **passes)
     if target == "cpu_sim":
-        cpu_program.record_program(Path(path), [f.path for f in module.env.files], prog._backend,
-                                   level)
+        record_build(Path(path), [f.path for f in module.env.files], prog._backend.artifact, level)
     return prog
 
 

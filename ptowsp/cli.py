@@ -191,9 +191,11 @@ def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], out
         _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(code.files.items())
                               if n.endswith(".c")))
         return
-    artifact = _run_guarded(ctx, "build", lambda: _build(ir, code))
+    from .backends.cpu.artifact import build_module
+
+    artifact = _run_guarded(ctx, "build", lambda: build_module(ir, code))
     if output:
-        _run_guarded(ctx, "write", lambda: _write_artifact_dir(output, artifact, ir))
+        _run_guarded(ctx, "write", lambda: artifact.write(output))
     if depfile:
         # the rule's target is the file make tracks: the library inside the artifact directory
         target_name = f"{output}/module.so" if output else file
@@ -249,39 +251,6 @@ def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: 
         _write_atomic(depfile, f"{output}/CMakeLists.txt: {deps}\n")
     click.echo(f"{file}: wrote {output} (ascend_npu, schedule `{name}`, "
                f"{len(project.files)} files)")
-
-
-def _build(ir, code):
-    from .backends.cpu import build
-    from .backends.cpu.program import _extern_diagnostics, _save_run_info
-
-    try:
-        artifact = build.build(code.files)
-    except build.BuildError as err:
-        raise _extern_diagnostics(ir, err) or build.internal_build_error(err) from None
-    _save_run_info(artifact.directory, ir, code.enumerators)  # what `wspc run DIR` needs
-    return artifact
-
-
-def _write_artifact_dir(output: str, artifact, ir) -> None:
-    """A self-contained artifact directory: the library, its C, manifest.json and the IR."""
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    try:
-        for f in artifact.directory.iterdir():
-            shutil.copy2(f, tmp / f.name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _emit(output: Optional[str], text: str) -> None:
