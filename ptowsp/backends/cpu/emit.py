@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
-from .. import kernels_missing_body
+from ..externs import kernels_missing_body
 from .csp import CO_PRELUDE, CoEmitter
 from .enumerate import PRELUDE, Enumerators, LoopEmitter, entry_symbol
 from .kernels import emit_kernels, kernel_symbol

@@ -49,7 +49,7 @@ from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
 from .. import cexpr as C
-from .. import template_env
+from ..templates import template_env
 from ..cexpr import Expr, Raw
 
 FLOATS = ("f16", "bf16", "f32", "f64")
