@@ -50,7 +50,7 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         else:
             click.echo("Run again with `wspc --debug ...` to see the traceback.", err=True)
         ctx.exit(EXIT_INTERNAL)
-    raise AssertionError("unreachable")
+    raise InternalError("cli", f"stage {stage} neither returned nor exited")  # ctx.exit raises
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
