@@ -84,7 +84,7 @@ def _summary(env) -> str:
 @click.pass_context
 def check(ctx: click.Context, files: tuple[str, ...], quiet: bool) -> None:
     """Parse and check FILES; report every error."""
-    from .frontend.checker import check_file
+    from .driver import check_file
 
     failed = False
     for path in files:

@@ -3,7 +3,7 @@
 The CLI, `ptowsp.api` and the Python embedding all go through these functions, one per stage,
 so a caller can stop between two of them (`wspc compile --emit ast|ir|c` prints there):
 
-    env = check_file(path)                        # or check_text(text, filename): ModuleEnv
+    env = check_file(path)                        # or check_text / check_sources: ModuleEnv
     ir = lower(env)                               # the IR, verified
     ir, pm = optimize(ir, level)                  # the -O pipeline (ir/passes)
     name = choose_schedule(ir, schedule)          # language.md section 8
@@ -77,6 +77,14 @@ def check_text(text: str, filename: str = "<string>") -> "ModuleEnv":
     from .frontend.checker import check_source
 
     return check_source(text, filename)
+
+
+def check_sources(files, sources: Mapping[str, str]) -> "ModuleEnv":
+    """The checked module of source files already parsed, or built by the Python embedding
+    (`SourceFile`s; `sources` maps file names to text for the diagnostics' source lines)."""
+    from .frontend.checker import check_files
+
+    return check_files(list(files), dict(sources))
 
 
 def lower(env: "ModuleEnv") -> "N.Module":

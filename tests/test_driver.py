@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -188,24 +187,3 @@ def _sources(skip=()):
         rel = path.relative_to(PACKAGE).as_posix()
         if not any(rel == s or rel.startswith(s + "/") for s in skip):
             yield rel, path.read_text()
-
-
-def test_only_the_driver_lowers_and_optimises():
-    # the definitions live in lower/ and ir/passes/; passes.py re-exports `optimize` (public)
-    call = re.compile(r"(?<![.\w])(lower|optimize)\(")
-    imported = re.compile(r"from \.+lower import|import optimize|optimize as ")
-    found = [(rel, n, line.strip())
-             for rel, text in _sources(("driver.py", "lower", "ir/passes"))
-             for n, line in enumerate(text.splitlines(), 1)
-             if (call.search(line) and not line.lstrip().startswith("def "))
-             or imported.search(line)]
-    assert found == []
-
-
-def test_no_target_name_is_compared_outside_the_back_ends():
-    # embed/ is routed through the driver next (its Program still asks for "cpu_sim")
-    names = "|".join(TARGETS)
-    compare = re.compile(rf"""(==|!=|\bin)\s*\(?["'](?:{names})["']|["'](?:{names})["']\s*(==|!=)""")
-    found = [(rel, n, line.strip()) for rel, text in _sources(("backends", "embed"))
-             for n, line in enumerate(text.splitlines(), 1) if compare.search(line)]
-    assert found == []

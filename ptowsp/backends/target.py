@@ -13,6 +13,12 @@ class TargetError(ValueError):
     """The caller named a target that does not exist, or an option its target does not take."""
 
 
+class RunFailure(Exception):
+    """A run failed for a reason that is not the program's (the runtime could not start, the
+    task window in abort mode, an internal runtime error). A runnable raises a subclass; a
+    fault of the program itself is a `WspError` at the construct to blame."""
+
+
 @runtime_checkable
 class Target(Protocol):
     """What every back end offers the driver. `options` are the target's own settings (a

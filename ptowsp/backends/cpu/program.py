@@ -18,12 +18,13 @@ from typing import Any, Optional
 from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
+from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
 from .enumerate import ENTRY_PARAMS, parse_view_failure
 
 
-class ExecutionError(Exception):
+class ExecutionError(RunFailure):
     """A run failed for a reason that is not a user's view (a kernel failure, the task window
     in abort mode, an internal runtime error)."""
 
