@@ -40,8 +40,10 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         click.echo("error: the program is nested too deeply to compile", err=True)
         ctx.exit(EXIT_USER)
     except Exception as err:  # noqa: BLE001 - the one place bugs are caught
-        where = err.stage if isinstance(err, InternalError) else stage
-        click.echo(f"wspc: internal error in {where}: {type(err).__name__}: {err}", err=True)
+        if isinstance(err, InternalError):  # it names its stage and says what broke
+            click.echo(f"wspc: internal error in {err.stage}: {err.message}", err=True)
+        else:
+            click.echo(f"wspc: internal error in {stage}: {type(err).__name__}: {err}", err=True)
         click.echo("This is a bug in wspc; please report it with the input that caused it.", err=True)
         if ctx.find_root().params.get("debug"):
             import traceback  # only here: importing it costs every run ~10 ms
