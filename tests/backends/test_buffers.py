@@ -38,6 +38,32 @@ def test_coverage_is_proved_only_for_tensors_written_everywhere():
     assert not covered(s, m.tensor("Y"), {"R": 18, "C": 24})  # R / 4 tiles leave two rows
 
 
+CSP_WRITERS = """
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+output Z: f32[N, 4, 8]
+channel c: Tile[4, 8, f32], depth = 1
+kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+kernel inc(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x + 1.0) }
+workload w() {
+    for i in P(N) { copy[i](x = X[i], y = Y[i]) }
+    for i in P(N) { copy[i](x = X[i], y = Z[i]) }
+    pipe {
+        process a { for i in P.seq(N) { send(c, copy[i](x = X[i], y = c)) } }
+        process b { consume(c) as t { inc[t](x = t, y = Y[t.index]) } }
+    }
+}
+schedule main = w()
+"""
+
+
+def test_tasks_inside_csp_statements_are_writers_too():
+    m = ptowsp.parse(CSP_WRITERS, "csp.wsp").ir
+    s = m.schedules[0]
+    assert covered(s, m.tensor("Z"), {"N": 3})
+    assert not covered(s, m.tensor("Y"), {"N": 3})  # a consume's task writes it as well
+
 @pytest.mark.cc
 def test_results_are_zero_where_nothing_is_written_even_with_reused_buffers(tmp_path, monkeypatch):
     monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path))

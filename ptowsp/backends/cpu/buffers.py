@@ -8,8 +8,8 @@ and language.md's zero-fill adds a second pass. So:
   that the tasks write every element of a tensor: one writing statement, each dimension's
   offset `a * v + b` in one loop variable `v` (or a constant), tiles adjacent (`a` equal to the
   box extent) and spanning the dimension. Such a tensor needs no zero-fill. A task under a
-  `When`, or in a loop whose extent reads run-time values (element reads, `P.sel`, slots), never
-  counts as covering.
+  `When` or a CSP statement, or in a loop whose extent reads run-time values (element reads,
+  `P.sel`, slots), never counts as covering.
 - `BufferPool` keeps the arrays a run returned; when the caller has let go of one (nothing but
   the pool refers to it), the next run reuses its memory instead of faulting in new pages.
 """
@@ -22,26 +22,36 @@ from typing import Any, Mapping, Optional
 
 from ... import sym
 from ...ir import nodes as N
+from ...ir import visit as V
 
 
-def _writers(body, tensor: str, loops: tuple, out: list, dynamic: bool = False) -> None:
-    """(TileArg, loops around it, dynamic) of every task writing `tensor`; `dynamic` when the
-    task runs only under a `When`, or in a loop whose extent is not an expression of the syms
-    alone (element reads, `P.sel`, slots: run-time values decide how many tasks there are)."""
-    for st in body:
-        if isinstance(st, N.Loop):
-            _writers(st.body, tensor, loops + ((st.var, st.extent),), out, dynamic)
-        elif isinstance(st, N.Block):
-            _writers(st.body, tensor, loops, out, dynamic)
-        elif isinstance(st, N.When):
-            for _, branch in st.branches:
-                _writers(branch, tensor, loops, out, True)
-            _writers(st.otherwise, tensor, loops, out, True)
-        elif isinstance(st, N.Task):
-            for a in st.args:
-                if isinstance(a, N.TileArg) and a.tensor == tensor and a.mode != "r":
-                    out.append((a, dict(loops), dynamic))
-        # Read, Assert, SlotSet: no task
+class _Writers(V.Visitor):
+    """Every task argument writing `tensor`, as (TileArg, the loops around it, dynamic), into
+    `found`. `dynamic`: run-time values decide whether the task runs at all: it is under a
+    `when`, or in any other statement holding statements that is not a loop or a block (the
+    CSP ones: a pipe, a process, a consume, a send, a record). Loop extents over run-time
+    values are `covered`'s to judge."""
+
+    def __init__(self, tensor: str):
+        self.tensor = tensor
+        self.found: list = []
+
+    def visit_Loop(self, st: N.Loop, loops: tuple, dynamic: bool) -> None:
+        for x in st.body:
+            self.visit(x, loops + ((st.var, st.extent),), dynamic)
+
+    def visit_Block(self, st: N.Block, loops: tuple, dynamic: bool) -> None:
+        for x in st.body:
+            self.visit(x, loops, dynamic)
+
+    def visit_Task(self, st: N.Task, loops: tuple, dynamic: bool) -> None:
+        for a in st.args:
+            if isinstance(a, N.TileArg) and a.tensor == self.tensor and a.mode != "r":
+                self.found.append((a, dict(loops), dynamic))
+
+    def visit_other(self, st, loops: tuple, dynamic: bool) -> None:
+        # `when`, CSP: the nested statements, each dynamic (Read, Assert, SlotSet hold none)
+        super().visit_other(st, loops, True)
 
 
 def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Optional[str], sym.Expr, sym.Expr]]:
@@ -61,8 +71,10 @@ def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Option
 
 def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int]) -> bool:
     """Whether the schedule's tasks write every element of `tensor` (see the module docstring)."""
-    found: list = []
-    _writers(schedule.body, tensor.name, (), found)
+    writers = _Writers(tensor.name)
+    for st in schedule.body:
+        writers.visit(st, (), False)
+    found = writers.found
     if len(found) != 1:
         return False
     arg, loops, dynamic = found[0]
