@@ -7,8 +7,10 @@ dtype rule (`op_rules.py`: what `ir/verify.py` checks), its fusion category (`fu
 (`meanings.py`: what `backends/ref` computes). A primitive (`Primitive`) says its parameters,
 its typing rule (`typing_rules.py`: what the checker reports), and the IR op a call lowers to.
 
-Adding a primitive: its op here (and its rules in the modules above when none of theirs fits),
-its primitive here, the C of the op in the cpu back end and the Ascend C of it in `aicore`.
+Adding a primitive touches four places: its op and its primitive here (with a rule, meaning or
+expansion in the modules above when none of theirs fits), the C of the op in the cpu back end,
+its Ascend C in `backends/ascend/aicore/`, and its tests (`tests/test_primitives.py`'s calls).
+An op the table expands needs no back-end code at all.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .types import Type
 
 # Fusion categories (TVM's `OpPatternKind`, most demanding last): what `fuse_tasks` lets fuse.
 INJECTIVE = "injective"  # index maps: leaves, transpose, slices, interleave
-ELEMWISE = "elemwise"  # per element: injective, or broadcast when an operand is repeated
+ELEMWISE = "elemwise"  # an op's only: injective, or broadcast when an operand is repeated
 BROADCAST = "broadcast"  # a value repeated along an extent-1 dimension
 REDUCTION = "reduction"  # row / column reductions, softmax
 COMPLEX = "complex-out-fusable"  # matmul
