@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench fuzz clean
 
 # editable_mode=compat: a plain path entry, not setuptools' import hook (~15 ms per start)
 $(STAMP): pyproject.toml
@@ -45,6 +45,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dynamic.py
 	$(BIN)/python benchmarks/csp.py
 	$(BIN)/python benchmarks/optimizer.py
+
+# Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
+# runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.
+FUZZ_ARGS ?= --count 1000
+fuzz: $(STAMP)
+	$(BIN)/python -m fuzz $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -120,14 +120,16 @@ def inputs(m: N.Module, syms: dict, seed: int = 0) -> dict:
 
 def without_fusion(module, level: int):
     """A cpu_sim Program of -O<level>'s pipeline minus fuse-tasks."""
-    from ptowsp.api import Program, choose_schedule
-    from ptowsp.backends.cpu import program as cpu_program
+    from ptowsp import driver
+    from ptowsp.api import Program
     from ptowsp.ir.passes import pipeline
     from ptowsp.ir.passes.manager import PassManager
 
     m = PassManager([p for p in pipeline(level) if p.name != "fuse-tasks"]).run(module.ir)
-    name = choose_schedule(m, None)
-    return Program(m, name, "cpu_sim", cpu_program.Backend(m, name), 0.0)
+    name = driver.choose_schedule(m, None)
+    cpu = driver.target("cpu_sim")
+    runnable = driver.open_artifact(cpu, driver.build(cpu, driver.emit(cpu, m, name, {})))
+    return Program(m, name, cpu.name, runnable, 0.0)
 
 
 @contextmanager

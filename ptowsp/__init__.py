@@ -23,7 +23,7 @@ def load(path: str):
 
     Raises `ptowsp.WspError` (with `.diagnostics`) when the program has errors."""
     from .api import Module
-    from .frontend.checker import check_file
+    from .driver import check_file
 
     return Module(check_file(path))
 
@@ -31,9 +31,9 @@ def load(path: str):
 def parse(text: str, filename: str = "<string>"):
     """Check module text (imports relative to `filename`): a `ptowsp.api.Module`."""
     from .api import Module
-    from .frontend.checker import check_source
+    from .driver import check_text
 
-    return Module(check_source(text, filename))
+    return Module(check_text(text, filename))
 
 
 _PASSES = ("PassManager", "Pass", "PrintPass", "FlattenCombinePass", "FunctionPass")

@@ -7,8 +7,10 @@
 What this module owns is language.md section 9: binding symbols (explicit, inferred from the
 shapes of bound arrays, or defaults), checking every array's dtype and shape against its
 declaration, filling unbound inputs with reproducible random data on request, and allocating
-outputs and scratch. Every mistake there is a diagnostic at the declaration concerned. Running
-the tasks is the back end's job (`backends/ref`, `backends/cpu`).
+outputs and scratch. Every mistake there is a diagnostic at the declaration concerned.
+Compiling is the driver's (`driver.py`); running the tasks is the runnable's that the target
+opened (`backends/ref`, `backends/cpu`), asked what it can do (`cycle_model`) rather than which
+target it is.
 """
 
 from __future__ import annotations
@@ -212,20 +214,10 @@ def _random_array(rng, dtype: str, shape):
 _NO_SPAN = Span("<command line>", 0, 0, 0, 0)
 
 
-def sym_names(e) -> frozenset:
-    from . import sym
-
-    return sym.free_vars(e)
-
-
-def sym_eval(e, syms) -> int:
-    from . import sym
-
-    return sym.evaluate(e, syms)
-
-
 class Program:
-    """A module compiled for one target and schedule: call `run` as often as you like."""
+    """A module compiled for one target and schedule: call `run` as often as you like.
+    `backend` is what the target opened: `run(module, schedule, syms, inputs, workers=...)`,
+    and `cycle_model` (then `run` also takes `trace`, `machine` and `execute`)."""
 
     def __init__(self, module: "nodes.Module", schedule: str, target: str, backend: Any,
                  compile_time_ms: float):
@@ -254,13 +246,11 @@ class Program:
                    trace: bool = False) -> dict[str, "np.ndarray"]:
         """`run`, with `sources` naming where each array came from (for messages)."""
         syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources)
+        # a trace and the machine are the cycle model's: only a runnable with one takes them
+        model = {"trace": trace, "machine": self.machine} if self._backend.cycle_model else {}
         t0 = time.perf_counter()
-        if self.target == "cpu_sim":
-            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
-                                              workers=workers, trace=trace, machine=self.machine)
-        else:
-            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
-                                              workers=workers)
+        outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
+                                          workers=workers, **model)
         self._record(info, t0)
         self._last = outputs
         return outputs
@@ -286,8 +276,9 @@ class Program:
         such a schedule is simulated on a real run (all inputs needed)."""
         import numpy as np
 
-        if self.target != "cpu_sim":
-            raise ValueError("simulate needs the cpu_sim target (ref has no cycle model)")
+        if not self._backend.cycle_model:
+            raise ValueError(f"simulate needs a target with a cycle model, such as cpu_sim "
+                             f"({self.target} has none)")
         from .ir import visit as V
 
         name = self.schedule or self.module.default_schedule
@@ -308,8 +299,8 @@ class Program:
         fake = dict(arrays)
         for t in self.module.tensors:  # zero-strided stand-ins: the binding checks their shapes
             if t.kind in ("input", "inout") and t.name not in fake and all(
-                    v in syms for d in t.dims for v in sym_names(d)):
-                shape = tuple(sym_eval(d, syms) for d in t.dims)
+                    v in syms for d in t.dims for v in sym.free_vars(d)):
+                shape = tuple(sym.evaluate(d, syms) for d in t.dims)
                 zero = np.zeros((), numpy_dtype(t.dtype))
                 # kernels that run read real (contiguous) arrays; otherwise nothing is read
                 fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)
@@ -333,108 +324,57 @@ class Module:
     def ir(self) -> "nodes.Module":
         """The lowered module (raises WspError for constructs no back end supports yet)."""
         if self._ir is None:
-            from .ir.verify import verify
-            from .lower import lower
+            from . import driver
 
-            self._ir = lower(self.env)
-            verify(self._ir)
+            self._ir = driver.lower(self.env)
         return self._ir
 
     def compile(self, target: str = "cpu_sim", schedule: Optional[str] = None,
                 opt_level: Optional[int] = None, *, verify_each: bool = False,
                 print_after=(), time_passes: bool = False, **options) -> Program:
-        """A `Program` for `target`, after the optimiser's `-O<opt_level>` pipeline (default
-        2; 0 runs no pass). For "ascend_npu" it is the CANN project instead (`.files`,
-        `.warnings`, `.write(directory)`; `options` are `AscendOptions`' settings). `verify_each`, `print_after` (pass names) and `time_passes` are the
-        pass manager's (`ir/passes`); the timings are in `Program.passes`."""
-        from .ir.passes import DEFAULT_LEVEL, optimize
+        """A `Program` for `target` ("cpu_sim", or "ref": the NumPy oracle), after the
+        optimiser's `-O<opt_level>` pipeline (default 2; 0 runs no pass). For a target that
+        does not run here ("ascend_npu") it is the target's product instead: the CANN project
+        (`.files`, `.warnings`, `.write(directory)`). `options` are the target's settings
+        (cpu_sim: `workers`; ascend_npu: `AscendOptions`' fields); a name the target does not
+        take is a `ValueError`. `verify_each`, `print_after` (pass names) and `time_passes` are
+        the pass manager's (`ir/passes`); the timings are in `Program.passes`."""
+        from . import driver
 
-        t0 = time.perf_counter()
-        level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
-        m, pm = optimize(self.ir, level, verify_each=verify_each, print_after=print_after,
-                         time_passes=time_passes)
-        name = choose_schedule(m, schedule)
-        if target == "ref":
-            from .backends import ref
-
-            backend: Any = ref.Backend()
-        elif target == "cpu_sim":
-            from .backends.cpu import program as cpu_program
-
-            backend = cpu_program.Backend(m, name, **options)
-        elif target == "ascend_npu":  # a CANN project, not a Program (docs/ascend.md)
-            from .backends.ascend import AscendOptions, emit_project
-
-            return emit_project(m, name, AscendOptions(**options))
-        else:
-            raise ValueError(f"unknown target {target!r}: use 'cpu_sim', 'ref' or 'ascend_npu'")
-        prog = Program(m, name, target, backend, (time.perf_counter() - t0) * 1000)
-        prog.opt_level = level
-        prog.passes = pm
-        return prog
+        t = driver.target(target)
+        compiled = driver.compile_ir(self.ir, t, schedule, opt_level, options,
+                                     verify_each=verify_each, print_after=print_after,
+                                     time_passes=time_passes)
+        if not t.runs_here:
+            return compiled.runnable  # the product to ship (docs/ascend.md, "Python API")
+        return program(compiled)
 
 
-def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[int] = None) -> Program:
+def program(compiled) -> Program:
+    """The `Program` of a module through the driver's stages (`driver.Compiled`)."""
+    prog = Program(compiled.module, compiled.schedule, compiled.target.name, compiled.runnable,
+                   compiled.compile_time_ms)
+    prog.opt_level = compiled.opt_level
+    prog.passes = compiled.passes
+    return prog
+
+
+def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[int] = None,
+                  target: str = "cpu_sim") -> Program:
     """A `Program` from an artifact directory written by `wspc compile -o DIR`."""
-    from pathlib import Path
+    from . import driver
 
-    from .backends.cpu import program as cpu_program
-
-    d = Path(directory)
-    t0 = time.perf_counter()
-    try:
-        backend = cpu_program.Backend.from_directory(None, d, workers)
-    except Exception as err:  # noqa: BLE001 - anything unreadable is "not an artifact"
-        raise WspError([Diagnostic(Span(str(d), 0, 0, 0, 0), "io",
-                                   f"not a wspc artifact directory ({type(err).__name__}: {err})",
-                                   "make one with `wspc compile FILE.wsp -o DIR`")]) from None
-    m = backend.module
-    return Program(m, choose_schedule(m, schedule), "cpu_sim", backend, (time.perf_counter() - t0) * 1000)
+    return program(driver.load_artifact(directory, driver.target(target), schedule,
+                                        {"workers": workers}))
 
 
 def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = None,
                      workers: Optional[int] = None, opt_level: Optional[int] = None,
                      **passes) -> Program:
-    """Compile a .wsp file, reusing the last build of the same sources when there is one (a warm
-    `wspc run` then skips checking, lowering and code generation)."""
-    from pathlib import Path
+    """Compile a .wsp file, reusing the last build of the same sources when there is one (a
+    warm `wspc run` then skips checking, lowering and code generation). `passes` are
+    `Module.compile`'s pass manager switches."""
+    from . import driver
 
-    from .frontend.checker import check_file
-    from .ir.passes import DEFAULT_LEVEL
-
-    level = DEFAULT_LEVEL if opt_level is None else int(opt_level)
-    t0 = time.perf_counter()
-    if target == "cpu_sim":
-        from .backends.cpu import program as cpu_program
-
-        # a build from the index runs no pass: asking to see passes means compiling
-        parts = None if any(passes.values()) else cpu_program.cached_program_parts(Path(path), level)
-        if parts is not None:
-            m, backend = parts
-            backend.workers = workers
-            return Program(m, choose_schedule(m, schedule), target, backend, (time.perf_counter() - t0) * 1000)
-    module = Module(check_file(str(path)))
-    prog = module.compile(target=target, schedule=schedule, workers=workers, opt_level=level,
-                          **passes)
-    if target == "cpu_sim":
-        cpu_program.record_program(Path(path), [f.path for f in module.env.files], prog._backend,
-                                   level)
-    return prog
-
-
-def choose_schedule(m: "nodes.Module", name: Optional[str]) -> str:
-    """The schedule to run: the one named, `main`, or the only one (section 8)."""
-    names = [s.name for s in m.schedules]
-    if name is not None:
-        if name not in names:
-            raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has no schedule `{name}`",
-                                       _near(name, names) or (f"its schedules: {', '.join(names)}" if names else None))],
-                           dict(m.sources))
-        return name
-    if m.default_schedule is not None:
-        return m.default_schedule
-    if not names:
-        raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has nothing to run",
-                                   "declare `schedule main = my_workload(...)`")], dict(m.sources))
-    raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has several schedules and none is `main`",
-                               f"choose one with --schedule: {', '.join(names)}")], dict(m.sources))
+    return program(driver.compile_file(path, driver.target(target), schedule, opt_level,
+                                       {"workers": workers}, **passes))

@@ -13,6 +13,7 @@ from typing import Callable, Optional, TypeVar
 
 import click
 
+from .backends import TARGETS
 from .version import __version__
 
 EXIT_USER = 1
@@ -39,8 +40,10 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         click.echo("error: the program is nested too deeply to compile", err=True)
         ctx.exit(EXIT_USER)
     except Exception as err:  # noqa: BLE001 - the one place bugs are caught
-        where = err.stage if isinstance(err, InternalError) else stage
-        click.echo(f"wspc: internal error in {where}: {type(err).__name__}: {err}", err=True)
+        if isinstance(err, InternalError):  # it names its stage and says what broke
+            click.echo(f"wspc: internal error in {err.stage}: {err.message}", err=True)
+        else:
+            click.echo(f"wspc: internal error in {stage}: {type(err).__name__}: {err}", err=True)
         click.echo("This is a bug in wspc; please report it with the input that caused it.", err=True)
         if ctx.find_root().params.get("debug"):
             import traceback  # only here: importing it costs every run ~10 ms
@@ -49,7 +52,7 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         else:
             click.echo("Run again with `wspc --debug ...` to see the traceback.", err=True)
         ctx.exit(EXIT_INTERNAL)
-    raise AssertionError("unreachable")
+    raise InternalError("cli", f"stage {stage} neither returned nor exited")  # ctx.exit raises
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,7 +86,7 @@ def _summary(env) -> str:
 @click.pass_context
 def check(ctx: click.Context, files: tuple[str, ...], quiet: bool) -> None:
     """Parse and check FILES; report every error."""
-    from .frontend.checker import check_file
+    from .driver import check_file
 
     failed = False
     for path in files:
@@ -119,32 +122,30 @@ def _check_pass_names(ctx: click.Context, print_after) -> None:
                                      ctx=ctx, param_hint="--print-after")
 
 
-def _optimize(ctx: click.Context, ir, opt_level, print_after, time_passes, verify_each):
-    from .ir.passes import DEFAULT_LEVEL, optimize
+def _target(ctx: click.Context, name: str, options: dict):
+    """The target called `name` (a choice of `--target`), with `options` checked: an option
+    it does not take is a usage error, before any file is read."""
+    from .backends.target import TargetError
+    from .driver import target
 
-    _check_pass_names(ctx, print_after)
-    level = DEFAULT_LEVEL if opt_level is None else opt_level
-    ir, pm = _run_guarded(ctx, "optimise", lambda: optimize(
-        ir, level, verify_each=verify_each, print_after=print_after, time_passes=time_passes,
-        out=sys.stderr))
-    if time_passes:
-        click.echo(pm.report(), err=True, nl=False)
-    return ir
+    t = target(name)
+    try:
+        t.options(options)
+    except TargetError as err:
+        raise click.UsageError(f"{', '.join(_OPTION_FLAGS[k] for k in options)}: {err}",
+                               ctx=ctx) from None
+    return t
 
 
-def _load_module(ctx: click.Context, file: str):
-    from .api import Module
-    from .frontend.checker import check_file
-
-    return Module(_run_guarded(ctx, "check", lambda: check_file(file)))
+_OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers"}  # target options by flag
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--target", type=click.Choice(["cpu_sim", "ascend_npu"]), default="cpu_sim",
+@click.option("--target", "target_name", type=click.Choice(list(TARGETS)), default="cpu_sim",
               show_default=True,
-              help="Back end: cpu_sim (a runnable artifact) or ascend_npu (a CANN project; "
-                   "needs -o DIR).")
+              help="Back end: cpu_sim (a runnable artifact), ascend_npu (a CANN project; needs "
+                   "-o DIR); ref interprets the IR when run and has nothing to build.")
 @click.option("--emit", type=click.Choice(["ast", "ir", "c"]), default=None,
               help="Print an intermediate form instead of building: the parsed program, the IR, "
                    "or the generated C.")
@@ -157,136 +158,98 @@ def _load_module(ctx: click.Context, file: str):
               help="ascend_npu: the default --npu-arch of the project's CMakeLists.txt (dav-2201).")
 @_opt_options
 @click.pass_context
-def compile(ctx: click.Context, file: str, target: str, emit: Optional[str], output: Optional[str],
-            schedule: Optional[str], depfile: Optional[str], npu_arch: Optional[str],
-            opt_level: Optional[int], print_after, time_passes: bool, verify_each: bool) -> None:
+def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
+            output: Optional[str], schedule: Optional[str], depfile: Optional[str],
+            npu_arch: Optional[str], opt_level: Optional[int], print_after, time_passes: bool,
+            verify_each: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
-    from .frontend.printer import dump
+    from . import driver
 
-    if target == "ascend_npu":
-        _compile_ascend(ctx, file, output, emit, schedule, depfile, npu_arch,
-                        (opt_level, print_after, time_passes, verify_each))
-        return
-    if npu_arch is not None:
-        raise click.UsageError("--npu-arch applies to --target ascend_npu")
-    module = _load_module(ctx, file)
+    options = {"npu_arch": npu_arch} if npu_arch is not None else {}
+    target = _target(ctx, target_name, options)
+    if target.product is None:
+        raise click.UsageError(f"--target {target.name} has nothing to build: it interprets the "
+                               f"IR when run (`wspc run FILE --target {target.name}`)")
+    if not target.runs_here:  # its product is a tree to ship, written to -o
+        if emit is not None:
+            raise click.UsageError(f"--emit does not apply to --target {target.name}: it writes a "
+                                   "project directory (use --target cpu_sim --emit ...)")
+        if not output:
+            raise click.UsageError(f"--target {target.name} writes {target.product}: give its "
+                                   "directory with -o DIR")
+    env = _run_guarded(ctx, "check", lambda: driver.check_file(file))
     if emit == "ast":
-        _emit(output, "".join(dump(f) for f in module.env.files))
-        return
-    ir = _run_guarded(ctx, "lower", lambda: module.ir)
-    ir = _optimize(ctx, ir, opt_level, print_after, time_passes, verify_each)
-    if schedule is not None:
-        from .api import choose_schedule
+        from .frontend.printer import dump
 
-        _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
+        _emit(output, "".join(dump(f) for f in env.files))
+        return
+    ir = _run_guarded(ctx, "lower", lambda: driver.lower(env))
+    _check_pass_names(ctx, print_after)
+    ir, pm = _run_guarded(ctx, "optimise", lambda: driver.optimize(
+        ir, opt_level, verify_each=verify_each, print_after=print_after, time_passes=time_passes,
+        out=sys.stderr))
+    if time_passes:
+        click.echo(pm.report(), err=True, nl=False)
+    name = None
+    if schedule is not None or target.one_schedule:
+        name = _run_guarded(ctx, "compile", lambda: driver.choose_schedule(ir, schedule))
     if emit == "ir":
         from .ir.printer import print_module
 
         _emit(output, print_module(ir))
         return
-    from .backends.cpu import program as cpu
-
-    code = _run_guarded(ctx, "emit", lambda: cpu.emit_module(ir))
+    emitted = _run_guarded(ctx, "emit", lambda: driver.emit(target, ir, name, options))
     if emit == "c":
-        _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(code.files.items())
+        _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(emitted.files.items())
                               if n.endswith(".c")))
         return
-    artifact = _run_guarded(ctx, "build", lambda: _build(ir, code))
-    if output:
-        _run_guarded(ctx, "write", lambda: _write_artifact_dir(output, artifact, ir))
+    if emitted.warnings:
+        from .diagnostics import render
+
+        for w in emitted.warnings:
+            click.echo(render(w, dict(ir.sources)), err=True)
+    artifact = _run_guarded(ctx, "build", lambda: driver.build(target, emitted))
+    deps = " ".join(f.path for f in env.files)
+    if target.runs_here:
+        if output:
+            _run_guarded(ctx, "write", lambda: artifact.write(output))
+        if depfile:
+            # the rule's target is the file make tracks: the library inside the artifact directory
+            _write_depfile(depfile, f"{output}/{artifact.library.name}" if output else file, deps)
+        where = output or str(artifact.directory)
+        click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
+        return
+    _run_guarded(ctx, "write", lambda: _write_product(artifact, output))
     if depfile:
-        # the rule's target is the file make tracks: the library inside the artifact directory
-        target_name = f"{output}/module.so" if output else file
-        deps = " ".join(f.path for f in module.env.files)
-        _write_atomic(depfile, f"{target_name}: {deps}\n")
-    where = output or str(artifact.directory)
-    click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
+        _write_depfile(depfile, f"{output}/CMakeLists.txt", deps)
+    click.echo(f"{file}: wrote {output} ({target.name}, schedule `{name}`, "
+               f"{len(artifact.files)} files)")
 
 
-def _compile_ascend(ctx: click.Context, file: str, output: Optional[str], emit: Optional[str],
-                    schedule: Optional[str], depfile: Optional[str], npu_arch: Optional[str],
-                    passes) -> None:
-    """`wspc compile FILE --target ascend_npu -o DIR`: a CANN project (docs/ascend.md),
-    written atomically; warnings for the schedule policies the NPU cannot honour."""
-    if emit is not None:
-        raise click.UsageError("--emit does not apply to --target ascend_npu: it writes a "
-                               "project directory (use --target cpu_sim --emit ...)")
-    if not output:
-        raise click.UsageError("--target ascend_npu writes a CANN project: give its directory "
-                               "with -o DIR")
-    from .api import choose_schedule
-    from .diagnostics import render
-
-    module = _load_module(ctx, file)
-    ir = _run_guarded(ctx, "lower", lambda: module.ir)
-    ir = _optimize(ctx, ir, *passes)
-    name = _run_guarded(ctx, "compile", lambda: choose_schedule(ir, schedule))
-
-    def emit_tree():
-        from .backends.ascend import AscendOptions, emit_project
-
-        settings = {"npu_arch": npu_arch} if npu_arch else {}
-        return emit_project(ir, name, AscendOptions(**settings))
-
-    project = _run_guarded(ctx, "emit", emit_tree)
-    sources = dict(ir.sources)
-    for w in project.warnings:
-        click.echo(render(w, sources), err=True)
-
-    def write():
-        from .diagnostics import Diagnostic, WspError
-        from .spans import Span
-
-        try:
-            project.write(output)
-        except OSError as err:
-            raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
-                                       f"cannot write {output}: {err.strerror or err}")]) from None
-
-    _run_guarded(ctx, "write", write)
-    if depfile:
-        deps = " ".join(f.path for f in module.env.files)
-        _write_atomic(depfile, f"{output}/CMakeLists.txt: {deps}\n")
-    click.echo(f"{file}: wrote {output} (ascend_npu, schedule `{name}`, "
-               f"{len(project.files)} files)")
-
-
-def _build(ir, code):
-    from .backends.cpu import build
-    from .backends.cpu.program import _extern_diagnostics, _save_run_info
+def _write_product(product, output: str) -> None:
+    """Write a target's product as the directory `output` (atomically: the product's `write`);
+    a directory that cannot be written is the user's error."""
+    from .diagnostics import Diagnostic, WspError
+    from .spans import Span
 
     try:
-        artifact = build.build(code.files)
-    except build.BuildError as err:
-        raise _extern_diagnostics(ir, err) or build.internal_build_error(err) from None
-    _save_run_info(artifact.directory, ir, code.enumerators)  # what `wspc run DIR` needs
-    return artifact
+        product.write(output)
+    except OSError as err:
+        raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
+                                   f"cannot write {output}: {err.strerror or err}")]) from None
 
 
-def _write_artifact_dir(output: str, artifact, ir) -> None:
-    """A self-contained artifact directory: the library, its C, manifest.json and the IR."""
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
+def _write_depfile(path: str, target: str, deps: str) -> None:
+    from .files import write_atomic
 
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    try:
-        for f in artifact.directory.iterdir():
-            shutil.copy2(f, tmp / f.name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_atomic(path, f"{target}: {deps}\n")
 
 
 def _emit(output: Optional[str], text: str) -> None:
     if output:
-        _write_atomic(output, text)
+        from .files import write_atomic
+
+        write_atomic(output, text)
     else:
         click.echo(text, nl=False)
 
@@ -315,8 +278,10 @@ def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tup
 @click.option("--random-inputs", type=int, default=None, metavar="SEED",
               help="Fill inputs that have no array with reproducible random data.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker threads (default: cores).")
-@click.option("--target", type=click.Choice(["cpu_sim", "ref"]), default="cpu_sim", show_default=True,
-              help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle).")
+@click.option("--target", "target_name", type=click.Choice(list(TARGETS)), default="cpu_sim",
+              show_default=True,
+              help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle); "
+                   "ascend_npu does not run here.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
               metavar="T.json", help="Write the run (real and simulated) as a Chrome trace.")
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
@@ -326,11 +291,17 @@ def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tup
 @_opt_options
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
-        outputs, outputs_npz, random_inputs, workers, target, trace_file, machine_file, stats,
-        as_json, opt_level, print_after, time_passes, verify_each) -> None:
+        outputs, outputs_npz, random_inputs, workers, target_name, trace_file, machine_file,
+        stats, as_json, opt_level, print_after, time_passes, verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`)."""
-    if target == "ref" and (trace_file or machine_file):
-        raise click.UsageError("--trace and --machine need --target cpu_sim (ref has no cycle model)")
+    target = _target(ctx, target_name, {})
+    if not target.runs_here:
+        raise click.UsageError(f"--target {target.name} does not run here: it makes "
+                               f"{target.product} (`wspc compile FILE --target {target.name} "
+                               "-o DIR`)")
+    if not target.cycle_model and (trace_file or machine_file):
+        raise click.UsageError(f"--trace and --machine need --target cpu_sim ({target.name} has "
+                               "no cycle model)")
     bind: dict[str, int] = {}
     for name, value in _pairs(ctx, binds, "--bind"):
         try:
@@ -346,7 +317,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     _check_pass_names(ctx, print_after)
     passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
               "verify_each": verify_each}
-    program = _run_guarded(ctx, "compile", lambda: _program(ctx, target_path, target, schedule,
+    program = _run_guarded(ctx, "compile", lambda: _program(target_path, target.name, schedule,
                                                            workers, passes))
     if time_passes and program.passes is not None:
         click.echo(program.passes.report(), err=True, nl=False)
@@ -370,13 +341,10 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 
 
 def _write_trace(program, path: str) -> None:
-    from pathlib import Path
-
     from .diagnostics import Diagnostic, WspError
     from .spans import Span
 
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         program.trace.write(path)
     except OSError as err:
         raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
@@ -406,7 +374,7 @@ def _print_stats(info: dict) -> None:
                        f"{d['busy_cycles'] / total * 100:>6.1f}%")
 
 
-def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Optional[int],
+def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],
              passes: dict):
     from pathlib import Path
 
@@ -414,7 +382,7 @@ def _program(ctx, path: str, target: str, schedule: Optional[str], workers: Opti
 
     p = Path(path)
     if p.is_dir():
-        return load_artifact(p, schedule, workers)
+        return load_artifact(p, schedule, workers, target)
     if not p.exists():
         from .diagnostics import Diagnostic, WspError
         from .spans import Span
@@ -462,13 +430,12 @@ def _read_inputs(program, inputs, inputs_npz, ctx):
 
 def _write_outputs(program, results, out_files, outputs_npz) -> None:
     """Write the requested arrays, each atomically; only called after a successful run."""
-    import os
-    import tempfile
     from pathlib import Path
 
     import numpy as np
 
     from .diagnostics import Diagnostic, WspError
+    from .files import write_with
     from .spans import Span
 
     diags = []
@@ -484,18 +451,10 @@ def _write_outputs(program, results, out_files, outputs_npz) -> None:
     if outputs_npz:
         jobs.append((Path(outputs_npz), dict(results)))
     for path, content in jobs:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                if path.suffix == ".npz":
-                    np.savez(fh, **content)
-                else:
-                    np.save(fh, next(iter(content.values())))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if path.suffix == ".npz":
+            write_with(path, lambda fh, content=content: np.savez(fh, **content))
+        else:
+            write_with(path, lambda fh, content=content: np.save(fh, next(iter(content.values()))))
 
 
 @main.group()
@@ -506,9 +465,9 @@ def cache() -> None:
 @cache.command("info")
 def cache_info() -> None:
     """Where the cache is and what it holds."""
-    from .backends.cpu import build
+    from .backends.cpu.build import cache_info as info_of
 
-    info = build.cache_info()
+    info = info_of()
     click.echo(f"directory: {info['directory']}")
     click.echo(f"modules:   {info['modules']}")
     click.echo(f"runtimes:  {info['runtimes']}")
@@ -518,28 +477,11 @@ def cache_info() -> None:
 @cache.command("clear")
 def cache_clear() -> None:
     """Remove every cached artifact."""
-    from .backends.cpu import build
+    from .backends.cpu.build import cache_clear as clear
+    from .files import cache_dir
 
-    freed = build.cache_clear()
-    click.echo(f"removed {freed / 1e6:.1f} MB from {build.cache_dir()}")
-
-
-def _write_atomic(path, text: str) -> None:
-    """Write via a temporary file and rename, so no reader sees a partial file."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    freed = clear()
+    click.echo(f"removed {freed / 1e6:.1f} MB from {cache_dir()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

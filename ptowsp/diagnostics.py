@@ -62,6 +62,7 @@ class InternalError(Exception):
 
     def __init__(self, stage: str, message: str):
         self.stage = stage
+        self.message = message
         super().__init__(f"internal error in {stage}: {message}")
 
 

@@ -1,4 +1,5 @@
 /* sim.c: wsp_sim_replay(_gated), a deterministic discrete-event cycle model of an Ascend-like NPU.
+ * Why one file: the replay loops inline their per-task helpers (see "ONE FILE" below).
  *
  * Time is counted in integer clock cycles (int64). Nanoseconds become cycles as
  * round-half-away(ns * clock_ghz) (llround, computed without libm): `dispatch` from the

@@ -31,3 +31,25 @@ def test_readme_python_example_runs():
     y = np.zeros_like(x)
     exec(compile(snippet, "README.md", "exec"), {"x": x, "y": y})
     np.testing.assert_array_equal(y, 2 * x)  # written back into the caller's array
+
+
+def test_readme_and_docs_link_only_inside_the_repository():
+    """Users get the repository alone: every markdown link of README.md and docs/ names a file
+    of the repository that exists (or an anchor), never a URL or a path outside it."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    link = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+    bad = []
+    for md in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", md.read_text(), flags=re.S)  # code, not links
+        text = re.sub(r"`[^`\n]*`", "", text)
+        for target in link.findall(text):
+            if target.startswith("#"):
+                continue
+            path = (md.parent / target.split("#")[0]).resolve()
+            if "://" in target or root not in path.parents or not path.exists():
+                bad.append(f"{md.relative_to(root)}: {target}")
+        if "../shared" in text:
+            bad.append(f"{md.relative_to(root)}: mentions ../shared")
+    assert not bad, "links that leave the repository:\n" + "\n".join(bad)

@@ -6,7 +6,7 @@ variable it was stored to, else a variable naming it where the workload was buil
 `.wsp` keywords get a suffix). A tensor some task writes is `inout` (the seeds' tensors are
 updated in place), every other one `input`; a channel's element type is the tile type of the
 parameter it is passed to in a `send`. The schedule `main` carries the workload's combinators.
-`build_module` runs the result through `checker.check_files`, exactly as a parsed file.
+`build_module` runs the result through the driver's checker, exactly as a parsed file.
 """
 
 from __future__ import annotations
@@ -233,11 +233,11 @@ def _channel_elems(stmts, kernel_decls: dict, names: dict, refs: dict) -> dict:
 def build_module(w):
     """The checked `runtime.Module` of `w` and its assembly (the seeds' errors on failure)."""
     from ..api import Module
-    from ..frontend.checker import check_files
+    from ..driver import check_sources
 
     asm = assemble(w)
     try:
-        env = check_files([asm.source], dict(asm.sources))
+        env = check_sources([asm.source], asm.sources)
     except WspError as err:
         raise from_wsp(err) from None
     return Module(env), asm

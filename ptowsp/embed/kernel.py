@@ -642,7 +642,7 @@ class _Op:
 
 def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
     from ..api import Module
-    from ..frontend.checker import check_files
+    from ..driver import check_sources
 
     decl = k.decl()
     cnames = {w for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}
@@ -663,7 +663,7 @@ def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
     if text is not None:
         sources[sf.path] = text
     try:
-        m = Module(check_files([sf], sources))
+        m = Module(check_sources([sf], sources))
         ir = m.ir
     except WspError as err:
         raise from_wsp(err) from None

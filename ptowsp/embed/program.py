@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from ..api import Program as _RuntimeProgram
 from ..api import Stats
+from ..backends.target import RunFailure
 from ..diagnostics import Diagnostic, WspError
 from ..dtypes import numpy_dtype
 from ..spans import Span
@@ -86,9 +87,7 @@ class Program(_RuntimeProgram):
                                   workers=kwargs.get("workers"))
         except WspError as err:
             raise from_wsp(err, "run") from None
-        except Exception as err:  # noqa: BLE001 - the cpu back end's ExecutionError
-            if type(err).__name__ != "ExecutionError":
-                raise
+        except RunFailure as err:
             raise ExecutionError([Diagnostic(Span("<run>", 0, 0, 0, 0), "run", str(err))],
                                  dict(self._asm.sources)) from None
         self._pending = out
@@ -127,7 +126,8 @@ class Program(_RuntimeProgram):
 
     @property
     def using_cpp_backend(self) -> bool:
-        return self.target == "cpu_sim"
+        """The program runs compiled C (the seeds' C++ back end), not an interpreter."""
+        return self.codegen_artifact_dir is not None
 
 
 class TraceSummary(dict):

@@ -164,10 +164,8 @@ def literal(v: Any, span: A.Span) -> Optional[A.Expr]:
     if isinstance(v, float):
         text = repr(float(v))
         return A.FloatLit(float(v), text, span=span)
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return None
+    import numpy as np
+
     if isinstance(v, np.bool_):
         return A.BoolLit(bool(v), span=span)
     if isinstance(v, np.integer):
@@ -617,13 +615,9 @@ class Dense(Axis, metaclass=_DenseMeta):
 
     def __init__(self, size: Any, name: Optional[str] = None, _depth: int = 3):
         if isinstance(size, bool) or not isinstance(size, int):
-            try:
-                import numpy as np
+            import numpy as np
 
-                ok = isinstance(size, np.integer)
-            except ImportError:  # pragma: no cover
-                ok = False
-            if not ok:
+            if not isinstance(size, np.integer):
                 raise user_error(here(), f"`Dense` takes a Python integer, not {size!r}",
                                  "use `DenseDyn(n)` for an extent known at run time")
         if int(size) < 0:

@@ -22,7 +22,8 @@ import numpy as np
 
 from ptowsp import sym
 from ptowsp.backends.ascend.plan import Plan, dispatchers, parse_c_array
-from ptowsp.backends.cpu.enumerate import emit_enumerators, entry_symbol
+from ptowsp.backends.cpu.emit import emit_enumerators
+from ptowsp.backends.cpu.enumerate import entry_symbol
 from ptowsp.backends.cpu.kernels import kernel_symbol
 from ptowsp.dtypes import numpy_dtype
 from ptowsp.ir import nodes as N

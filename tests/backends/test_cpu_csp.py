@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 
 import ptowsp
+from ptowsp.backends.cpu.artifact import build_module
+from ptowsp.backends.cpu.emit import emit_module
 from ptowsp.backends.cpu.program import Backend
 from ptowsp.backends.ref import RunError, execute
 from ptowsp.diagnostics import WspError
@@ -37,7 +39,7 @@ def _backend(m) -> Backend:
     key = id(m)
     if key not in _BACKENDS:
         _BACKENDS.clear()  # one module at a time: modules are not kept alive by id
-        _BACKENDS[key] = (Backend(m, m.default_schedule), m)
+        _BACKENDS[key] = (Backend(build_module(m, emit_module(m))), m)
     return _BACKENDS[key][0]
 
 

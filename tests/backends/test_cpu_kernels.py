@@ -291,13 +291,13 @@ def _entry_values():
     # flash-attention style running statistics: stores read entry values of l and m
     kb = KB("online")
     x = kb.tile("x", 4, 16, "f32")
-    l = kb.tile("l", 4, 1, "f32", "InOut")
+    lsum = kb.tile("l", 4, 1, "f32", "InOut")
     m = kb.tile("m", 4, 1, "f32", "InOut")
     acc = kb.tile("acc", 4, 16, "f32", "InOut")
     m_new = kb.op("maximum", m, kb.op("rowmax", x, shape=(4, 1)))
     alpha = kb.op("exp", kb.op("sub", m, m_new))
     p = kb.op("exp", kb.op("sub", x, m_new))
-    kb.store("l", kb.op("add", kb.op("mul", l, alpha), kb.op("rowsum", p, shape=(4, 1))))
+    kb.store("l", kb.op("add", kb.op("mul", lsum, alpha), kb.op("rowsum", p, shape=(4, 1))))
     kb.store("m", m_new)
     kb.store("acc", kb.op("add", kb.op("mul", acc, alpha), p))
     out.append(kb)
@@ -1122,14 +1122,14 @@ def test_stores_read_entry_values(lib):
     l0 = rng.random((4, 1)).astype(np.float32) + 1
     m0 = rng.standard_normal((4, 1)).astype(np.float32)
     acc0 = rng.standard_normal((4, 16)).astype(np.float32)
-    l, m, acc = l0.copy(), m0.copy(), acc0.copy()
-    assert lib.call("online", {"x": x, "l": l, "m": m, "acc": acc}) == 0
+    lsum, m, acc = l0.copy(), m0.copy(), acc0.copy()
+    assert lib.call("online", {"x": x, "l": lsum, "m": m, "acc": acc}) == 0
     v = x.astype(np.float64)
     m_new = np.maximum(m0, v.max(axis=1, keepdims=True))
     alpha = np.exp(m0 - m_new)
     p = np.exp(v - m_new)
     np.testing.assert_allclose(m, m_new.astype(np.float32))
-    np.testing.assert_allclose(l, l0 * alpha + p.sum(axis=1, keepdims=True), rtol=3e-6)
+    np.testing.assert_allclose(lsum, l0 * alpha + p.sum(axis=1, keepdims=True), rtol=3e-6)
     np.testing.assert_allclose(acc, acc0 * alpha + p, rtol=3e-6, atol=1e-6)
 
     a0 = rng.integers(-9, 9, (3, 5), dtype=np.int32)

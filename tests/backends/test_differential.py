@@ -95,6 +95,10 @@ def from_f32(a, dt):
     return a.astype(NP[dt])
 
 
+def _rounded_to_f32(f):
+    return lambda x, y: np.float64(np.float32(f(x, y)))
+
+
 def build_batch(seed: int, dt: str, shape):
     rng = random.Random(seed)
     m, n = shape
@@ -103,7 +107,7 @@ def build_batch(seed: int, dt: str, shape):
         LITEXPRS.clear()
         text, f, kind = random_expr(rng, 4)
         if kind != "tile":  # no tile at all: an f32 scalar, broadcast and converted on store
-            f = (lambda f: lambda x, y: np.float64(np.float32(f(x, y))))(f)
+            f = _rounded_to_f32(f)
         # an f32 scalar computed from literals (tanh(0.5)) may differ by an f32 ulp between two
         # correct exp/tanh implementations: such chains are compared at f32 precision
         exprs.append((text, f, "f32" if LITEXPRS or kind != "tile" else dt))

@@ -567,6 +567,10 @@ CHAIN_OPS = [
 ]
 
 
+def _applied(f, fs):
+    return lambda e: f(*(g(e) for g in fs))
+
+
 @st.composite
 def chains(draw):
     """A random expression over x, y (leaves) with its NumPy formula."""
@@ -576,7 +580,7 @@ def chains(draw):
         args = [draw(st.sampled_from(exprs)) for _ in range(arity)]
         text = f"{name}({', '.join(a[0] for a in args)})"
         fs = [a[1] for a in args]
-        exprs.append((text, (lambda f, fs: lambda e: f(*(g(e) for g in fs)))(f, fs)))
+        exprs.append((text, _applied(f, fs)))
     return exprs[-1]
 
 

@@ -83,6 +83,20 @@ def test_internal_errors_exit_70_and_hide_the_traceback(monkeypatch):
     assert result.exit_code == 70 and "Traceback" in result.output
 
 
+def test_an_internal_error_names_its_stage_once(monkeypatch):
+    import ptowsp.frontend.checker as checker
+    from ptowsp.diagnostics import InternalError
+
+    def boom(path):
+        raise InternalError("verify", "a loop variable is bound twice")
+
+    monkeypatch.setattr(checker, "check_file", boom)
+    result = CliRunner().invoke(main, ["check", "examples/rmsnorm.wsp"])
+    assert result.exit_code == 70
+    assert "wspc: internal error in verify: a loop variable is bound twice\n" in result.output
+    assert result.output.count("internal error") == 1
+
+
 def test_python_dash_m_and_no_numpy_import():
     code = ("import sys, runpy; sys.argv = ['wspc', 'check', '-q', 'examples/rmsnorm.wsp']\n"
             "try:\n    runpy.run_module('ptowsp', run_name='__main__')\nexcept SystemExit as e:\n"

@@ -23,6 +23,7 @@ from ...diagnostics import Diagnostic, WspError
 from ...files import replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
+from ..target import KeepsNothing, target_options
 from .aicore import emit_aicore, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
@@ -93,7 +94,7 @@ def _default_blocks(s: N.Schedule, nd: int) -> int:
 
 def extern_errors(module: N.Module) -> list[Diagnostic]:
     """An `extern` kernel needs an `extern ascend` body here (language.md section 4)."""
-    from .. import kernels_missing_body
+    from ..externs import kernels_missing_body
 
     return [Diagnostic(
         span, "ascend-extern",
@@ -141,6 +142,29 @@ def write_project(directory, files: Mapping[str, str]) -> Path:
                 path.chmod(0o755)
 
     return replace_dir(directory, fill)
+
+
+class AscendTarget(KeepsNothing):
+    """The `ascend_npu` target: one schedule's CANN project. It does not run here: `build`
+    and `open` give the `Project` itself (docs/ascend.md, "Python API")."""
+
+    name = "ascend_npu"
+    runs_here = False
+    cycle_model = False
+    one_schedule = True
+    product = "a CANN project"
+
+    def options(self, given: Mapping[str, object]) -> AscendOptions:
+        return target_options(self.name, AscendOptions, given)
+
+    def emit(self, module: N.Module, schedule: str, options: Mapping[str, object]) -> Project:
+        return emit_project(module, schedule, self.options(options))
+
+    def build(self, emitted: Project) -> Project:
+        return emitted  # nothing to build here: the tree is the product
+
+    def open(self, artifact: Project) -> Project:
+        return artifact
 
 
 __all__ = ["AscendOptions", "Project", "emit_project", "write_project",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from .. import template_env
+from ..templates import template_env
 
 _HERE = Path(__file__).resolve().parent
 

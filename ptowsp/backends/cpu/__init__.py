@@ -1,3 +1,96 @@
-"""The cpu_sim back end: IR -> C (kernels.py, enumerate.py), build and cache (build.py), run
-(program.py). Kernel C is emitted by `kernels.emit_kernels`; its support code is
-`wsp_kernels.h` and the file layouts are `templates/*.c.j2` (package data)."""
+"""The cpu_sim back end, and `CpuSimTarget`, its face to the driver.
+
+IR -> C (`emit.py`: the kernels of `kernels.py` with the value code of `kernel_values.py`,
+the enumerators of `enumerate.py` and `csp.py`) -> a library built through the cache with
+the C runtime (`build.py`, `artifact.py`) -> loaded with cffi and run (`program.py`; output
+buffers in `buffers.py`, the cycle model's costs in `cost.py`, traces in `trace.py`). Kernel C's
+support code is `wsp_kernels.h` and the file layouts are `templates/*.c.j2` (package data).
+
+The modules are imported when a target method first needs them: looking the target up costs
+nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from ..target import target_options
+
+if TYPE_CHECKING:
+    from ...ir import nodes as N
+    from .artifact import Built
+    from .emit import ModuleC
+    from .program import Backend
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """cpu_sim's settings: `workers`, the runs' default worker threads (None: the host's
+    cores; `run(workers=...)` overrides it)."""
+
+    workers: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What cpu_sim emits for a module: its C (`code.files`, `code.enumerators`)."""
+
+    module: "N.Module"
+    code: "ModuleC"
+    options: CpuOptions
+    warnings: tuple = ()
+
+    @property
+    def files(self) -> dict[str, str]:
+        return self.code.files
+
+
+class CpuSimTarget:
+    """The `cpu_sim` target: C for every schedule of a module, one library, runs on the
+    threaded runtime with the cycle model."""
+
+    name = "cpu_sim"
+    runs_here = True
+    cycle_model = True
+    one_schedule = False
+    product = "a runnable artifact"
+
+    def options(self, given: Mapping[str, Any]) -> CpuOptions:
+        return target_options(self.name, CpuOptions, given)
+
+    def emit(self, module: "N.Module", schedule: Optional[str], options: Mapping[str, Any]) -> Emitted:
+        from .emit import emit_module
+
+        opts = self.options(options)
+        return Emitted(module, emit_module(module), opts)
+
+    def build(self, emitted: Emitted) -> "Built":
+        from .artifact import build_module
+
+        return build_module(emitted.module, emitted.code, emitted.options.workers)
+
+    def open(self, artifact: "Built") -> "Backend":
+        from .program import Backend
+
+        return Backend(artifact)
+
+    def load(self, directory: Path, options: Mapping[str, Any]) -> "Built":
+        from .artifact import load_directory
+
+        return load_directory(directory, self.options(options).workers)
+
+    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any]) -> Optional["Built"]:
+        from .artifact import cached_build
+
+        return cached_build(main, opt_level, self.options(options).workers)
+
+    def remember(self, main: Path, files: Sequence[str], artifact: "Built",
+                 opt_level: int) -> None:
+        from .artifact import record_build
+
+        record_build(main, files, artifact, opt_level)
+
+
+__all__ = ["CpuSimTarget", "CpuOptions", "Emitted"]

@@ -9,7 +9,9 @@ module build compiles only the generated code.
 Concurrency: every file and directory is built under a temporary name in the cache and renamed
 into place; a rename is atomic, so readers see a complete artifact or none. When eight
 `wspc compile` of one module race (`make -j8`), each builds, one rename wins, and the others
-throw their copy away and use the winner's.
+throw their copy away and use the winner's. (A module directory is published only if absent,
+not replaced as `files.replace_dir` would: another process may be loading the winner's
+library, and a replace leaves a moment with no directory at all.)
 """
 
 from __future__ import annotations
@@ -26,16 +28,13 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from ...diagnostics import InternalError
+from ...files import cache_dir, write_with
 from ...version import __version__
 
 RUNTIME_DIR = Path(__file__).resolve().parents[2] / "runtime_c"  # a link to the repository's runtime_c/
 DEFAULT_CFLAGS = ("-std=c11", "-O3", "-march=native", "-fPIC", "-pthread",
                   "-fno-math-errno", "-Wall", "-Wno-unused-function", "-Wno-unused-variable",
                   "-Wno-unused-but-set-variable")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("WSPC_CACHE_DIR") or Path.home() / ".cache" / "wspc")
 
 
 def compiler() -> list[str]:
@@ -179,10 +178,8 @@ def runtime_object(root: Optional[Path] = None) -> Path:
         _run_all(jobs)
         combined = Path(tmp) / "runtime.o"
         _run(["ld", "-r", "-o", str(combined)] + objs, "linking the runtime objects")
-        fd, staged = tempfile.mkstemp(dir=final.parent, prefix=".runtime-", suffix=".o")
-        os.close(fd)
-        shutil.copy(combined, staged)
-        _publish(Path(staged), final)
+        # same inputs, same bytes: whichever racing build renames last, the object is whole
+        write_with(final, lambda fh: fh.write(combined.read_bytes()))
     return final
 
 

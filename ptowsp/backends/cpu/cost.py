@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ...dtypes import size_of
 from ...ir import nodes as N
-from .kernels import ESIZE
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -94,7 +94,7 @@ def _vector_op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine") -> int:
         elements = _elements(op.shape)
     # decision: an op works at the widest dtype it touches (a comparison's bool result, a
     # convert's narrower side are not what the vector unit streams)
-    width = max([ESIZE[op.dtype]] + [ESIZE[kernel.ops[a].dtype] for a in op.args])
+    width = max([size_of(op.dtype)] + [size_of(kernel.ops[a].dtype) for a in op.args])
     cycles = _ceil_div(elements * width, machine.vector_bytes_per_cycle)
     return cycles * TRANSCENDENTAL_FACTOR if op.op in TRANSCENDENTAL else cycles
 
@@ -115,7 +115,7 @@ def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int) -> int:
         if p.kind != "tile":
             continue
         passes = 2 if p.mode == "InOut" else 1
-        moved += passes * p.rows * p.cols * ESIZE[p.dtype]
+        moved += passes * p.rows * p.cols * size_of(p.dtype)
     bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
     cycles = moved / bytes_per_ns * machine.clock_ghz
     # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle

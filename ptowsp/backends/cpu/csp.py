@@ -33,7 +33,7 @@ from __future__ import annotations
 from ... import sym
 from ...ir import nodes as N
 from ..cexpr import c_ident
-from .enumerate import _MODE, _Emitter
+from .enumerate import LoopEmitter
 
 SEND, CONSUME, PIPE = 1, 2, 3
 REPORT_WORDS = 8192  # int64s for a deadlock report, after the counters (see program.py)
@@ -108,7 +108,7 @@ static inline int wsp_co_query(wsp_runtime *rt, int32_t marks, int64_t gen, int3
 """
 
 
-class CoEmitter(_Emitter):
+class CoEmitter(LoopEmitter):
     """The enumerator of a schedule using CSP (see the module's docstring)."""
 
     RET = "goto wsp_end;"
@@ -500,4 +500,4 @@ class CoEmitter(_Emitter):
             self.emit(f"wsp_note(rt, {2 * self.ch_index[name] + 1}, {self.name_of(item)});")
 
 
-__all__ = ["CoEmitter", "CO_PRELUDE", "REPORT_WORDS", "_MODE"]
+__all__ = ["CoEmitter", "CO_PRELUDE", "REPORT_WORDS"]

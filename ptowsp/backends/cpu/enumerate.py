@@ -1,5 +1,8 @@
-"""Emit the enumerator of each schedule: C that walks the loop tree with the bound symbols,
-checks every view, and submits one `wsp_task` per task to the runtime (`wsp_runtime.h`).
+"""The enumerator of a schedule: C that walks the loop tree with the bound symbols, checks
+every view, and submits one `wsp_task` per task to the runtime (`wsp_runtime.h`).
+
+`LoopEmitter` writes it for a schedule without CSP; `csp.CoEmitter` extends it with coroutines;
+`emit.emit_enumerators` puts every schedule's into one translation unit after `PRELUDE`.
 
 Python decides every expression here (`sym.to_c`); the file layout is the template's.
 A failed view check calls `wsp_fail(rt, WSP_ERR_VIEW, "VIEW <k> <coords> <lhs> <rhs>")`, which
@@ -13,17 +16,14 @@ import re
 from dataclasses import dataclass, field
 
 from ... import sym
+from ...dtypes import FLOAT_DTYPES, TABLE, size_of
 from ...ir import nodes as N
 from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
 from .kernels import kernel_symbol
 
-ELEM_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-             "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
-_MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}
-C_INT = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
-         "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t"}
+_MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}  # an access's mode in C
 
 
 # info: what the run reports besides its tasks (CSP counters; see Enumerators.info)
@@ -53,7 +53,7 @@ class Enumerators:
     pipes: list = field(default_factory=list)
 
 
-class _Emitter:
+class LoopEmitter:
     """The enumerator of a schedule without CSP: one C function walking the loop tree.
     `csp.CoEmitter` extends it with coroutines for schedules that use CSP."""
 
@@ -167,7 +167,7 @@ class _Emitter:
             self.emit("}")
         offset = " + ".join(f"({i}) * t{ti}_s{d}" for d, i in enumerate(idx)) or "0"
         self.read_vars.add(r.var)
-        self.bind(r.var, f"(int64_t)((const {C_INT[t.dtype]} *)t{ti})[{offset}]")
+        self.bind(r.var, f"(int64_t)((const {TABLE[t.dtype].c_storage} *)t{ti})[{offset}]")
 
     def bind(self, var: str, value: str) -> None:
         """A variable of the enumerator (a read's value) takes `value` here."""
@@ -305,12 +305,12 @@ class _Emitter:
         for i, p in enumerate(scalars):
             a = by_param[p.name]
             if isinstance(a.value, sym.Expr):
-                field_ = "f" if p.dtype in ("f16", "bf16", "f32", "f64") else "i"
+                field_ = "f" if p.dtype in FLOAT_DTYPES else "i"
                 cast = "(double)" if field_ == "f" else ""
                 self.emit(f"task.scalars[{i}].{field_} = {cast}({self.c(a.value)});")
             elif isinstance(a.value, bool):
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
-            elif p.dtype in ("f16", "bf16", "f32", "f64"):
+            elif p.dtype in FLOAT_DTYPES:
                 self.emit(f"task.scalars[{i}].f = {_c_double(float(a.value))};")
             else:
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
@@ -347,7 +347,7 @@ class _Emitter:
     def tile(self, i: int, p: N.KParam, a: N.TileArg) -> None:
         ti = self.tensor_index[a.tensor]
         t = self.m.tensors[ti]
-        size = ELEM_SIZE[t.dtype]
+        size = size_of(t.dtype)
         offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
         self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
         self.emit(f"task.tiles[{i}].rows = {p.rows};")
@@ -365,7 +365,7 @@ class _Emitter:
         which the kernel never reads, so the runtime infers dependencies on its box."""
         ti = self.tensor_index[a.tensor]
         offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
-        size = ELEM_SIZE[self.m.tensors[ti].dtype]
+        size = size_of(self.m.tensors[ti].dtype)
         self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
         self.emit(f"task.tiles[{i}].rows = 1; task.tiles[{i}].cols = 1; "
                   f"task.tiles[{i}].stride = 1; task.tiles[{i}].col_stride = 1;")
@@ -423,23 +423,6 @@ static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spre
     return x ^ (x >> 31);
 }
 """
-
-
-def emit_enumerators(module: N.Module, kernel_decls: str) -> Enumerators:
-    """C for every schedule of `module`; `kernel_decls` declares the kernel functions."""
-    from .csp import CO_PRELUDE, CoEmitter
-
-    out = Enumerators(source="", entries={})
-    plain, co = _Emitter(module, out), CoEmitter(module, out)
-    parts = [PRELUDE, kernel_decls]
-    if any(s.uses_csp for s in module.schedules):
-        parts.append(CO_PRELUDE)
-    for s in module.schedules:
-        out.entries[s.name] = entry_symbol(s)
-        parts.append(f"/* schedule {s.name} = {s.workload}(...) */")
-        parts.append((co if s.uses_csp else plain).schedule(s))
-    out.source = "\n".join(parts)
-    return out
 
 
 def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:

@@ -178,7 +178,8 @@ def run(rows: int = 524288, repeat: int = 5) -> list[dict]:
     """Measure every kernel and its NumPy forms; returns rows of {kernel, impl, ms, GB/s}."""
     import numpy as np
 
-    assert rows % 16 == 0
+    if rows % 16:
+        raise ValueError(f"rows must be a multiple of 16 (the kernels' tile), not {rows}")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, 128), dtype=np.float32)
     g = rng.standard_normal((rows, 128), dtype=np.float32)

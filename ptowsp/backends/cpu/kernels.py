@@ -16,9 +16,10 @@ How a tile kernel becomes C (each step is a function below):
    and the stores after them. This file decides none of that: it follows the plan. A kernel
    without one (-O0) gets `plan_kernel(k, fuse=False)`: one nest per op, every value in an
    array of its own, every store after the nests.
-2. `_Emitter`: the C body, with `restrict` pointers, static trip counts and inner loops over
-   columns that gcc -O3 vectorises (row reductions use 16 lane accumulators, so a float sum
-   vectorises without -ffast-math; floating-point choices are branch-free bit selects).
+2. `_Emitter`: the C body (each value's expression from `kernel_values.py`), with `restrict`
+   pointers, static trip counts and inner loops over columns that gcc -O3 vectorises (row
+   reductions use 16 lane accumulators, so a float sum vectorises without -ffast-math;
+   floating-point choices are branch-free bit selects).
 3. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
    that no written tile overlaps another one, and otherwise runs the same body on contiguous
    copies (`wsp_call_copied` in `wsp_kernels.h`), so the body's `restrict` promises always hold
@@ -30,10 +31,7 @@ whose parameters are the kernel's, named as in the source: a tile `p` is a `wsp_
 Strided tiles are copied to contiguous buffers around the call. A `#line` directive maps the
 body to its `.wsp` file, so C compiler errors point into the user's source.
 
-Value semantics are nodes.py's: f16/bf16 are held in f32 and rounded (to nearest even) only by
-convert/cast, literals and scalar parameters of that type, and stores; integer arithmetic wraps;
-integer division floors and x / 0 == 0; float -> integer casts truncate, saturate and send NaN
-to 0; bool is a uint8_t 0/1; maximum/minimum and max/min reductions propagate NaN.
+Value semantics are nodes.py's (see `kernel_values.py`, which writes each value's C).
 """
 
 from __future__ import annotations
@@ -44,25 +42,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ...dtypes import TABLE, round_float
+from ...diagnostics import InternalError
+from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
 from .. import cexpr as C
-from .. import template_env
 from ..cexpr import Expr, Raw
+from ..templates import template_env
+from .kernel_values import (
+    CTYPE,
+    STORAGE,
+    convert,
+    elementwise,
+    literal,
+    load,
+    reduce_init,
+    reduce_step,
+    scalar_param,
+    select,
+    store_value,
+)
 
-FLOATS = ("f16", "bf16", "f32", "f64")
-UNSIGNED = ("u8", "u16", "u32", "u64")
-CTYPE = {  # the C type a value of each dtype is held in while a kernel computes
-    "f16": "float", "bf16": "float", "f32": "float", "f64": "double",
-    "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
-    "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "bool": "uint8_t",
-}
-STORAGE = dict(CTYPE, f16="uint16_t", bf16="uint16_t")  # the C type of a tile element in memory
-ESIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-         "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
-_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 _MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
 
 ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",))
@@ -75,10 +76,6 @@ STACK_LIMIT = 64 * 1024
 MM_MR, MM_NR = KP.MM_MR, KP.MM_NR
 
 _HERE = Path(__file__).resolve().parent
-
-
-def kind_of(dtype: str) -> str:
-    return "bool" if dtype == "bool" else "float" if dtype in FLOATS else "int"
 
 
 def kernel_symbol(k: N.Kernel) -> str:
@@ -175,7 +172,7 @@ def _emit_extern(k: N.Kernel) -> str:
         # double for f64, the fixed-width integer types, and _Bool for bool
         ctype = "_Bool" if p.dtype == "bool" else CTYPE[p.dtype]
         formals.append(f"{ctype} {_extern_name(p.name)}")
-        actuals.append(C.to_c(_scalar_param(p.dtype, s)))
+        actuals.append(C.to_c(scalar_param(p.dtype, s)))
     line = None
     body = k.extern_c or ""
     if k.span.file != N.NO_SPAN.file and k.span.end_line:
@@ -188,7 +185,7 @@ def _emit_extern(k: N.Kernel) -> str:
         name=_comment(k.name), source=_comment(k.source), symbol=sym,
         user_symbol=C.c_ident("wsp_ku_", k.name), call_symbol=C.c_ident("wsp_kc_", k.name),
         formals=formals or ["void"], actuals=actuals, body=body, line=line, restore=_RESTORE,
-        esize=[ESIZE[p.dtype] for p in tiles], modes=[_MODE_BITS[p.mode] for p in tiles],
+        esize=[size_of(p.dtype) for p in tiles], modes=[_MODE_BITS[p.mode] for p in tiles],
         order=writes, ntiles=len(tiles),
     )
 
@@ -199,24 +196,6 @@ def _extern_name(name: str) -> str:
     return name if C.is_c_name(name) else C.c_ident("wsp_p_", name)
 
 
-def _scalar_param(dtype: str, index: int) -> Expr:
-    """Scalar parameter `index` as a held value of `dtype`."""
-    # decision: a float scalar (f16/bf16/f32/f64) arrives as a double in `.f` and is rounded to
-    # its dtype here (f16/bf16 once, from the double); integers arrive in `.i` and wrap to their
-    # width; a bool is `.i != 0`
-    if dtype == "f32":
-        return C.cast("float", f"scalars[{index}].f")
-    if dtype == "f64":
-        return Raw(f"scalars[{index}].f")
-    if dtype == "f16":
-        return C.call("wsp_round_f16_d", f"scalars[{index}].f")
-    if dtype == "bf16":
-        return C.call("wsp_round_bf16_d", f"scalars[{index}].f")
-    if dtype == "bool":
-        return C.cast("uint8_t", C.binop("!=", f"scalars[{index}].i", 0))
-    return C.cast(CTYPE[dtype], f"scalars[{index}].i")
-
-
 # ---------------------------------------------------------------------------------------------
 # 3. Emitting the body
 
@@ -224,176 +203,6 @@ def _scalar_param(dtype: str, index: int) -> Expr:
 def _at(shape: tuple[int, int], i: Expr, j: Expr) -> tuple[Expr, Expr]:
     """The index of an element (i, j) of a broadcast value of `shape` (extent 1: index 0)."""
     return (i if shape[0] > 1 else Raw("0"), j if shape[1] > 1 else Raw("0"))
-
-
-def _unsigned_for(dtype: str) -> str:
-    return "uint64_t" if _BITS[dtype] == 64 else "uint32_t"
-
-
-def _sel(c: Expr, a: Expr, b: Expr, dtype: str) -> Expr:
-    """`c ? a : b` for held values; branch-free for floats (see wsp_kernels.h)."""
-    ct = CTYPE[dtype]
-    if ct == "float":
-        return C.call("wsp_self", c, a, b)
-    if ct == "double":
-        return C.call("wsp_seld", c, a, b)
-    return C.cond(c, a, b)
-
-
-def convert(e: Expr, src: str, dst: str) -> Expr:
-    """A held value of dtype `src` as a held value of dtype `dst` (convert and cast)."""
-    # decision: every conversion to f16/bf16 rounds once, to nearest even, from the exact
-    # value: f64 through round-to-odd f32 (wsp_f64_to_f32_odd), integers through double (exact
-    # up to 2^53; an i64/u64 beyond that may round twice, both times to nearest)
-    if src == dst:
-        return e
-    ks, kd = kind_of(src), kind_of(dst)
-    if kd == "bool":
-        return C.cast("uint8_t", C.binop("!=", e, 0))
-    if kd == "float":
-        if ks != "float":  # integers and bool: exact in double up to 2^53, then one rounding
-            if dst == "f32":
-                return C.cast("float", e)
-            if dst == "f64":
-                return C.cast("double", e)
-            return C.call(f"wsp_round_{dst}_d", C.cast("double", e))
-        if dst == "f64":
-            return C.cast("double", e)
-        if src == "f64":
-            return C.cast("float", e) if dst == "f32" else C.call(f"wsp_round_{dst}_d", e)
-        if dst == "f32":  # f16/bf16 held in f32 are f32 values already
-            return e
-        return C.call(f"wsp_round_{dst}", e)
-    # integer destination
-    if ks == "float":
-        return C.call(f"wsp_{'d' if src == 'f64' else 'f'}2i_{dst}", e)
-    return C.cast(CTYPE[dst], e)  # bool 0/1, or integer wrap-around (modulo 2^bits)
-
-
-def load(e: Expr, dtype: str) -> Expr:
-    """A tile element in memory (`e`) as a held value."""
-    # decision: bool is one byte holding 0 or 1; a nonzero byte read from a tile counts as true
-    if dtype == "f16":
-        return C.call("wsp_f16_to_f32", e)
-    if dtype == "bf16":
-        return C.call("wsp_bf16_to_f32", e)
-    if dtype == "bool":
-        return C.cast("uint8_t", C.binop("!=", e, 0))
-    return e
-
-
-def store_value(e: Expr, src: str, dst: str) -> Expr:
-    """A held value of dtype `src` as the memory representation of dtype `dst`."""
-    if dst in ("f16", "bf16"):
-        if src == "f64":
-            return C.call(f"wsp_f64_to_{dst}", e)
-        if kind_of(src) != "float":
-            return C.call(f"wsp_f64_to_{dst}", C.cast("double", e))
-        return C.call(f"wsp_f32_to_{dst}", e)
-    return convert(e, src, dst)
-
-
-def literal(value, dtype: str) -> Expr:
-    """A literal op's value as a held value of `dtype`."""
-    if isinstance(value, bool):
-        value = int(value)
-    if dtype == "bool":
-        return C.cast("uint8_t", 1 if value else 0)
-    if kind_of(dtype) == "float":
-        v = float(value)
-        v = round_float(v, dtype)
-        return C.float_lit(v, CTYPE[dtype])
-    if isinstance(value, float):
-        value = int(value) if value == value and abs(value) != float("inf") else 0
-    e = C.int_lit(int(value), dtype)
-    return e if dtype in ("i32", "i64", "u32", "u64") else C.cast(CTYPE[dtype], e)
-
-
-def _wrap_arith(cop: str, a: Expr, b: Expr, dtype: str) -> Expr:
-    if dtype in ("u32", "u64"):
-        return C.binop(cop, a, b)
-    u = _unsigned_for(dtype)
-    return C.cast(CTYPE[dtype], C.binop(cop, C.cast(u, a), C.cast(u, b)))
-
-
-_FLOAT_FN = {  # op -> (f32 function, f64 function)
-    "exp": ("wsp_expf", "exp"), "log": ("wsp_logf", "log"), "sqrt": ("sqrtf", "sqrt"),
-    "tanh": ("wsp_tanhf", "tanh"), "sigmoid": ("wsp_sigmoidf", "wsp_sigmoid"),
-    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "gelu": ("wsp_geluf", "wsp_gelu"),
-    "silu": ("wsp_siluf", "wsp_silu"), "abs": ("fabsf", "fabs"),
-}
-_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
-def elementwise(op: N.Op, args: list[Expr], arg_dtypes: list[str],
-                exponent: Optional[float] = None) -> Expr:
-    """The held value of elementwise `op` (tile or scalar) from its operands' held values."""
-    name, dt = op.op, op.dtype
-    ct = CTYPE[dt]
-    fl = kind_of(dt) == "float"
-    if name in ("convert", "cast"):
-        return convert(args[0], arg_dtypes[0], dt)
-    if name in _COMPARE:
-        common = arg_dtypes[0]
-        a, b = args[0], convert(args[1], arg_dtypes[1], common)
-        return C.cast("uint8_t", C.binop(_COMPARE[name], a, b))
-    if name == "where":
-        c = convert(args[0], arg_dtypes[0], "bool")
-        a, b = (convert(x, d, dt) for x, d in zip(args[1:], arg_dtypes[1:]))
-        return _sel(c, a, b, dt)
-    # every other operand has the op's dtype (lowering inserts converts; be lenient anyway)
-    xs = [convert(x, d, dt) for x, d in zip(args, arg_dtypes)]
-    if name in ("and", "or"):
-        return C.cast("uint8_t", C.binop("&" if name == "and" else "|", xs[0], xs[1]))
-    if name == "not":
-        return C.cast("uint8_t", C.binop("^", xs[0], Raw("1u")))
-    if name in ("add", "sub", "mul"):
-        cop = {"add": "+", "sub": "-", "mul": "*"}[name]
-        return C.binop(cop, xs[0], xs[1]) if fl else _wrap_arith(cop, xs[0], xs[1], dt)
-    if name == "div":
-        return C.binop("/", xs[0], xs[1]) if fl else C.call(f"wsp_fdiv_{dt}", xs[0], xs[1])
-    if name in ("maximum", "minimum"):
-        if fl:
-            fn = ("wsp_max" if name == "maximum" else "wsp_min") + ("d" if ct == "double" else "f")
-            return C.call(fn, xs[0], xs[1])
-        return C.cond(C.binop(">" if name == "maximum" else "<", xs[0], xs[1]), xs[0], xs[1])
-    if name == "pow":
-        # decision: pow by the literal exponents 0, 1, 2 and -1 is exact arithmetic (the same
-        # value as powf, but vectorisable); any other exponent calls libm's powf / pow
-        if exponent == 2.0:
-            return C.binop("*", xs[0], xs[0])
-        if exponent == 1.0:
-            return xs[0]
-        if exponent == -1.0:
-            return C.binop("/", C.float_lit(1.0, ct), xs[0])
-        if exponent == 0.0:
-            return C.float_lit(1.0, ct)
-        return C.call("powf" if ct == "float" else "pow", xs[0], xs[1])
-    if name == "neg":
-        if fl:
-            return C.neg(xs[0])
-        u = _unsigned_for(dt)
-        return C.cast(ct, C.binop("-", C.cast(u, 0), C.cast(u, xs[0])))
-    if name == "abs" and not fl:
-        if dt in UNSIGNED:
-            return xs[0]
-        u = _unsigned_for(dt)
-        negated = C.binop("-", C.cast(u, 0), C.cast(u, xs[0]))
-        return C.cast(ct, C.cond(C.binop("<", xs[0], 0), negated, C.cast(u, xs[0])))
-    if name == "relu":
-        if fl:
-            fn = "wsp_maxd" if ct == "double" else "wsp_maxf"
-            return C.call(fn, xs[0], C.float_lit(0.0, ct))
-        if dt in UNSIGNED:
-            return xs[0]
-        return C.cond(C.binop(">", xs[0], 0), xs[0], C.cast(ct, 0))
-    if name == "rsqrt":
-        sq = "sqrtf" if ct == "float" else "sqrt"
-        return C.binop("/", C.float_lit(1.0, ct), C.call(sq, xs[0]))
-    if name in _FLOAT_FN:
-        f32, f64 = _FLOAT_FN[name]
-        return C.call(f64 if ct == "double" else f32, xs[0])
-    raise NotImplementedError(f"the cpu back end has no code for elementwise op `{name}`")
 
 
 class _Lines:
@@ -411,30 +220,6 @@ class _Lines:
     def close(self) -> None:
         self.depth -= 1
         self("}")
-
-
-def _reduce_init(name: str, dt: str) -> Expr:
-    ct = CTYPE[dt]
-    kind = name[3:]
-    if kind in ("sum", "mean"):
-        return C.float_lit(0.0, ct) if kind_of(dt) == "float" else C.cast(ct, 0)
-    if kind_of(dt) == "float":
-        e = C.float_lit(float("inf"), ct)
-        return C.neg(e) if kind == "max" else e
-    lo, hi = TABLE[dt].limits
-    return literal(lo if kind == "max" else hi, dt)
-
-
-def _reduce_step(name: str, acc: Expr, x: Expr, dt: str) -> Expr:
-    kind = name[3:]
-    fl = kind_of(dt) == "float"
-    ct = CTYPE[dt]
-    if kind in ("sum", "mean"):
-        return C.binop("+", acc, x) if fl else _wrap_arith("+", acc, x, dt)
-    if fl:
-        fn = ("wsp_max" if kind == "max" else "wsp_min") + ("d" if ct == "double" else "f")
-        return C.call(fn, acc, x)
-    return C.cond(C.binop(">" if kind == "max" else "<", x, acc), x, acc)
 
 
 class _Emitter:
@@ -512,7 +297,7 @@ class _Emitter:
                 else:
                     args.append(self.access(a, *_at(sa, i, j)))
             return elementwise(op, args, [self.ops[a].dtype for a in op.args], self.exponent_of(op))
-        raise AssertionError(f"value {u} ({op.op}) is not readable here")
+        raise InternalError("cpu emit", f"value {u} ({op.op}) is not readable here")
 
     def view(self, u: int, i: Expr, j: Expr) -> Expr:
         op = self.ops[u]
@@ -533,8 +318,8 @@ class _Emitter:
             half = C.binop(">>", j, 1)
             va = convert(self.access(a, i, half), self.ops[a].dtype, op.dtype)
             vb = convert(self.access(b, i, half), self.ops[b].dtype, op.dtype)
-            return _sel(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
-        raise AssertionError(op.op)
+            return select(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
+        raise InternalError("cpu emit", f"`{op.op}` is not a view")
 
     def operand(self, u: int, nest: Optional[KP.LoopNest]) -> Expr:
         """Value u as an operand of an op computed at (i, j) of `nest` (None: a scalar op)."""
@@ -581,14 +366,14 @@ class _Emitter:
             if self.kind[i] != "scalar" or str(i) not in used:
                 continue
             if op.op == "scalar_param":
-                e = _scalar_param(op.dtype, self.scalar_index[str(op.attr)])
+                e = scalar_param(op.dtype, self.scalar_index[str(op.attr)])
                 self.uses_scalars = True
             elif op.op == "literal":
                 e = literal(op.attr, op.dtype)
             elif op.op in ELEMENTWISE:
                 e = self.value(i, None)
             else:
-                raise NotImplementedError(f"scalar op `{op.op}`")
+                raise InternalError("cpu emit", f"no C for scalar op `{op.op}`")
             text = C.to_c(e)
             used |= set(re.findall(r"\bs(\d+)\b", text))
             defs.append(f"    const {CTYPE[op.dtype]} s{i} = {text};")
@@ -630,7 +415,7 @@ class _Emitter:
         for r in nest.colreds:
             dt = self.ops[r].dtype
             out(f"for (int64_t j = 0; j < {cols}; ++j) {self.arr(r)}[j] = "
-                f"{C.to_c(_reduce_init(self.ops[r].op, dt))};")
+                f"{C.to_c(reduce_init(self.ops[r].op, dt))};")
         out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
         self.nest_row(nest)
         out.close()
@@ -653,7 +438,7 @@ class _Emitter:
             op = self.ops[r]
             out(f"{CTYPE[op.dtype]} a{r}[{LANES}];")
             out(f"for (int l = 0; l < {LANES}; ++l) a{r}[l] = "
-                f"{C.to_c(_reduce_init(op.op, op.dtype))};")
+                f"{C.to_c(reduce_init(op.op, op.dtype))};")
         main = cols - cols % LANES
         if main:
             out.open(f"for (int64_t jb = 0; jb < {main}; jb += {LANES})")
@@ -673,9 +458,10 @@ class _Emitter:
             # width gcc emitted a scalar loop that took a third of an in-cache RMSNorm row
             w = LANES // 2
             while w:
-                for l in range(w):
-                    step = _reduce_step(op.op, Raw(f"a{r}[{l}]"), Raw(f"a{r}[{l + w}]"), op.dtype)
-                    out(f"a{r}[{l}] = {C.to_c(step)};")
+                for lane in range(w):
+                    step = reduce_step(op.op, Raw(f"a{r}[{lane}]"), Raw(f"a{r}[{lane + w}]"),
+                                       op.dtype)
+                    out(f"a{r}[{lane}] = {C.to_c(step)};")
                 w //= 2
             res = Raw(f"a{r}[0]")
             if op.op == "rowmean":
@@ -695,13 +481,13 @@ class _Emitter:
                 out(f"{self.arr(i)}[{C.to_c(here)}] = v{i};")
         for r in nest.rowreds:
             x = self.operand(self.ops[r].args[0], nest)
-            step = _reduce_step(self.ops[r].op, Raw(f"a{r}[{lane}]"), x, self.ops[r].dtype)
+            step = reduce_step(self.ops[r].op, Raw(f"a{r}[{lane}]"), x, self.ops[r].dtype)
             out(f"a{r}[{lane}] = {C.to_c(step)};")
         for r in nest.colreds:
             x = self.operand(self.ops[r].args[0], nest)
             jj = "j" if cols > 1 else "0"
             cell = f"{self.arr(r)}[{jj}]"
-            step = _reduce_step(self.ops[r].op, Raw(cell), x, self.ops[r].dtype)
+            step = reduce_step(self.ops[r].op, Raw(cell), x, self.ops[r].dtype)
             out(f"{cell} = {C.to_c(step)};")
         for pname, v in nest.stores:
             self.store_at(pname, Raw(f"v{v}"), self.ops[v].dtype, Raw("i"), Raw("j"))
@@ -861,7 +647,7 @@ class _Emitter:
         # them vector loads); a copy loop became a `rep movsl` per 64 bytes, measured 27% of
         # the kernel on 64^3 tiles
         direct = self.b_cols(step)
-        out(f"const float *bb = bp;")
+        out("const float *bb = bp;")
         out(f"int64_t bs = {nr};")
         out.open(f"if (jn == {nr})")
         if direct is not None:
@@ -870,7 +656,7 @@ class _Emitter:
         else:
             out.open("for (int64_t k = 0; k < kn; ++k)")
             for v in range(nr // 8):
-                elems = ", ".join(b_at(Raw(str(8 * v + l))) for l in range(8))
+                elems = ", ".join(b_at(Raw(str(8 * v + e))) for e in range(8))
                 out(f"*(wsp_v8 *)(bp + k * {nr} + {8 * v}) = (wsp_v8){{{elems}}};")
             out.close()
         out.close()
@@ -1014,7 +800,7 @@ def _emit_tile_kernel(k: N.Kernel) -> str:
         decls=decls, temps=arena, heap=total if heap else 0, body=body,
         uses_scalars=em.uses_scalars,
         uses_tiles=bool(decls),
-        ntiles=len(tiles), esize=[ESIZE[p.dtype] for p in tiles],
+        ntiles=len(tiles), esize=[size_of(p.dtype) for p in tiles],
         modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
         shapes=[(p.rows, p.cols) for p in tiles],
     )

@@ -1,83 +1,36 @@
-"""The cpu_sim back end as `Program` sees it: emit C for a module, build it through the cache,
-load it with cffi (ABI mode: no Python extension to compile), and run schedules on the runtime.
+"""The cpu_sim back end at run time: load a built module with cffi (ABI mode: no Python
+extension to compile) and run its schedules on the runtime.
 
-`emit_module` returns the C sources (strings only); `build.build` turns them into an artifact;
-`Backend.run` binds arrays and symbols, calls the schedule's enumerator, waits, and turns a
-run-time failure into a diagnostic (a bad view: at its argument, with coordinates and values)
-or an `ExecutionError`.
+`Backend(built)` (a `artifact.Built`) binds arrays and symbols, calls the schedule's
+enumerator, waits, and turns a run-time failure into a diagnostic (a bad view: at its argument,
+with coordinates and values; a kernel failure, a full window in abort mode, a CSP deadlock) or
+an `ExecutionError`. With the cycle model on (always), every run is also replayed on the
+machine (`cost.py`, `trace.py`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
-from . import build
+from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
-from .enumerate import ENTRY_PARAMS, emit_enumerators, kernel_symbol, parse_view_failure
-
-HEADER = build.RUNTIME_DIR / "wsp_runtime.h"
+from .enumerate import ENTRY_PARAMS, parse_view_failure
 
 
-class ExecutionError(Exception):
+class ExecutionError(RunFailure):
     """A run failed for a reason that is not a user's view (a kernel failure, the task window
     in abort mode, an internal runtime error)."""
 
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class ModuleC:
-    """The C of a module: file name -> text, and what the enumerators may report."""
-
-    files: dict[str, str]
-    enumerators: Any  # enumerate.Enumerators
-
-
-def emit_module(m: N.Module) -> ModuleC:
-    """All C for `m`: the kernels' translation unit and the enumerators' (strings only)."""
-    from .kernels import emit_kernels
-
-    errors = extern_errors(m)
-    if errors:
-        raise WspError(errors, dict(m.sources))
-
-    decls = "\n".join(f"int {kernel_symbol(k)}(const wsp_tile *tiles, const wsp_scalar *scalars);"
-                      for k in m.kernels)
-    enums = emit_enumerators(m, decls)
-    manifest = {
-        "module": m.name,
-        "syms": [{"name": s.name, "default": s.default} for s in m.syms],
-        "tensors": [{"name": t.name, "kind": t.kind, "dtype": t.dtype} for t in m.tensors],
-        "schedules": {name: fn for name, fn in enums.entries.items()},
-        "kernels": [k.name for k in m.kernels],
-    }
-    files = {"kernels.c": emit_kernels(m.kernels), "enumerate.c": enums.source,
-             "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
-    return ModuleC(files, enums)
-
-
-def extern_errors(m: N.Module) -> list[Diagnostic]:
-    """An extern kernel needs an `extern c` body here: cpu_sim compiles it (language.md
-    section 4). Reported when the target is chosen, so `wspc check` accepts such kernels."""
-    from .. import kernels_missing_body
-
-    return [Diagnostic(
-        span, "extern-no-c",
-        f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
-        "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
-        "parameters) to run it on cpu_sim") for k, span in kernels_missing_body(m, "c")]
 
 
 # Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.
@@ -142,37 +95,21 @@ def load(library: Path, entries: dict[str, str]):
 
 
 class Backend:
-    """A module built for cpu_sim, ready to run any of its schedules."""
+    """A module built for cpu_sim, loaded and ready to run any of its schedules."""
 
-    def __init__(self, m: N.Module, schedule: str, workers: Optional[int] = None):
-        code = emit_module(m)
-        try:
-            artifact = build.build(code.files)
-        except build.BuildError as err:
-            raise _extern_diagnostics(m, err) or build.internal_build_error(err) from None
-        self._setup(m, artifact.directory, code.enumerators, workers)
-        self.artifact = artifact
-        _save_run_info(artifact.directory, m, code.enumerators)
+    cycle_model = True  # every run is replayed on the machine's cycle model
 
-    def _setup(self, m: N.Module, directory: Path, enumerators, workers: Optional[int]) -> None:
-        self.module = m
-        self.directory = Path(directory)
-        self.enumerators = enumerators
-        self.ffi, self.lib = load(self.directory / "module.so", enumerators.entries)
-        self.workers = workers
+    def __init__(self, built):  # an `artifact.Built` (not imported: artifact.py imports this)
+        self.artifact = built
+        self.module = built.module
+        self.directory = Path(built.directory)
+        self.enumerators = built.enumerators
+        self.ffi, self.lib = load(built.library, built.enumerators.entries)
+        self.workers = built.workers
         self.pool = BufferPool()
         self._rt = None
         self._rt_key = None
         self._rt_lock = threading.Lock()
-
-    @classmethod
-    def from_directory(cls, m: Optional[N.Module], directory, workers: Optional[int] = None) -> "Backend":
-        """A backend over a built artifact directory: nothing is generated or rebuilt."""
-        ir, enumerators = _load_run_info(Path(directory))
-        self = cls.__new__(cls)
-        self._setup(m or ir, Path(directory), enumerators, workers)
-        self.artifact = None
-        return self
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
@@ -477,86 +414,4 @@ def _eval(d, syms) -> int:
     return sym.evaluate(d, syms)
 
 
-_GCC_LOCATION = re.compile(r"^(?P<file>[^:\n]+\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
-
-
-def _extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]:
-    """Compiler errors located in a `.wsp` file (through `#line` in extern bodies) are the
-    user's: report them as diagnostics there."""
-    from ...spans import Span
-
-    diags = [Diagnostic(Span(g["file"], int(g["line"]), int(g["col"]), int(g["line"]), int(g["col"]) + 1),
-                        "extern-c", f"in `extern c` body: {g['msg']}")
-             for g in (mm.groupdict() for mm in _GCC_LOCATION.finditer(err.output))]
-    return WspError(diags, dict(m.sources)) if diags else None
-
-
-# ---------------------------------------------------------------------------------------------
-# What a run needs besides the library, kept beside it, and the index of compiled sources
-
-RUN_INFO = "run.pickle"
-
-
-def _save_run_info(directory: Path, m: N.Module, enumerators) -> None:
-    import pickle
-
-    path = directory / RUN_INFO
-    if path.exists():
-        return
-    tmp = directory / f".{RUN_INFO}.{os.getpid()}"
-    tmp.write_bytes(pickle.dumps((m, enumerators), protocol=pickle.HIGHEST_PROTOCOL))
-    os.replace(tmp, path)
-
-
-def _load_run_info(directory: Path):
-    import pickle
-
-    return pickle.loads((directory / RUN_INFO).read_bytes())
-
-
-def _index_path(main: Path, text: str, opt_level: int) -> Path:
-    key = build.digest(build.wspc_identity(), str(main.resolve()), text, f"-O{opt_level}")
-    return build.cache_dir() / "index" / f"{key}.pickle"
-
-
-def cached_program_parts(main: Path, opt_level: int):
-    """(IR, Backend) for a .wsp file compiled before and unchanged since (with its imports),
-    without checking, lowering or generating anything; None when there is no such build."""
-    import hashlib
-    import pickle
-
-    try:
-        text = main.read_text(encoding="utf-8")
-        entry = pickle.loads(_index_path(main, text, opt_level).read_bytes())
-        for file, digest in entry["files"]:
-            if hashlib.sha256(Path(file).read_bytes()).hexdigest() != digest:
-                return None
-        directory = Path(entry["directory"])
-        backend = Backend.from_directory(None, directory)
-    except Exception:  # noqa: BLE001 - any trouble with the index means: build the normal way
-        return None
-    return backend.module, backend
-
-
-def record_program(main: Path, files: list[str], backend: "Backend", opt_level: int) -> None:
-    """Remember that `main` (with `files`, its imports included) builds to `backend`'s artifact."""
-    import hashlib
-    import pickle
-
-    if backend.artifact is None:
-        return
-    try:
-        text = main.read_text(encoding="utf-8")
-        entry = {"files": [(str(Path(f).resolve()), hashlib.sha256(Path(f).read_bytes()).hexdigest())
-                           for f in files],
-                 "directory": str(backend.directory)}
-        path = _index_path(main, text, opt_level)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_bytes(pickle.dumps(entry))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # the index only saves time
-
-
-__all__ = ["Backend", "emit_module", "ExecutionError", "cached_program_parts", "record_program"]
+__all__ = ["Backend", "ExecutionError", "load", "schedule_policy"]

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
+
+from ...files import write_atomic
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -135,18 +135,7 @@ class Trace:
         """Write the Chrome trace JSON to `path` atomically (a reader never sees half a file)."""
         # decision: json.dumps, not json.dump: dumps uses the C encoder in one shot, dump the
         # pure-Python iterator (several times slower on a million events)
-        text = json.dumps(self.to_chrome_trace(), separators=(",", ":"))
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                                   suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, json.dumps(self.to_chrome_trace(), separators=(",", ":")))
 
     def _task_names(self) -> list[str]:
         """`kernel[c0, c1]` per task (the kernel name alone when it has no coordinates).

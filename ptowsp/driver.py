@@ -1,0 +1,208 @@
+"""The pipeline: the one way from `.wsp` text to something that runs or ships.
+
+The CLI, `ptowsp.api` and the Python embedding all go through these functions, one per stage,
+so a caller can stop between two of them (`wspc compile --emit ast|ir|c` prints there):
+
+    env = check_file(path)                        # or check_text / check_sources: ModuleEnv
+    ir = lower(env)                               # the IR, verified
+    ir, pm = optimize(ir, level)                  # the -O pipeline (ir/passes)
+    name = choose_schedule(ir, schedule)          # language.md section 8
+    emitted = emit(target, ir, name, options)     # strings only (backends.Target)
+    artifact = build(target, emitted)             # compiled, through the cache
+    runnable = open_artifact(target, artifact)    # ready to run, or the product to ship
+
+`compile_ir` runs the stages after lowering; `compile_file` runs them all, and first looks the
+file up in its target's index of compiled sources (a warm `wspc run FILE` then skips checking,
+lowering and code generation); `load_artifact` reopens an artifact directory.
+
+Importing this module costs nothing: each stage imports its package when it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, TextIO
+
+from .diagnostics import Diagnostic, WspError, did_you_mean
+from .spans import Span
+
+if TYPE_CHECKING:
+    from .backends.target import Target
+    from .frontend.env import ModuleEnv
+    from .ir import nodes as N
+    from .ir.passes import PassManager
+
+_NO_SPAN = Span("<command line>", 0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A module through every stage for one target: the optimised IR, the schedule to run, the
+    artifact, and what `open` gave (a runnable, or the product of a target that does not run
+    here)."""
+
+    module: "N.Module"
+    schedule: Optional[str]
+    target: "Target"
+    artifact: Any
+    runnable: Any
+    opt_level: Optional[int]  # None: reopened, not compiled (no pass ran here)
+    passes: Optional["PassManager"]  # the pass manager that ran (timings)
+    compile_time_ms: float
+
+
+# ---------------------------------------------------------------------------------------------
+# The stages
+
+
+def target(name: str) -> "Target":
+    """The target called `name` (`backends.TARGETS`); an unknown name is a `TargetError`."""
+    from .backends import target as lookup
+
+    return lookup(name)
+
+
+def check_file(path) -> "ModuleEnv":
+    """The checked module in the file `path`, with its imports (a `WspError` lists every
+    error)."""
+    from .frontend.checker import check_file as check
+
+    return check(str(path))
+
+
+def check_text(text: str, filename: str = "<string>") -> "ModuleEnv":
+    """The checked module `text`; its imports are relative to `filename`."""
+    from .frontend.checker import check_source
+
+    return check_source(text, filename)
+
+
+def check_sources(files, sources: Mapping[str, str]) -> "ModuleEnv":
+    """The checked module of source files already parsed, or built by the Python embedding
+    (`SourceFile`s; `sources` maps file names to text for the diagnostics' source lines)."""
+    from .frontend.checker import check_files
+
+    return check_files(list(files), dict(sources))
+
+
+def lower(env: "ModuleEnv") -> "N.Module":
+    """The IR of a checked module, verified (a `WspError` for what no back end supports)."""
+    from .ir.verify import verify
+    from .lower import lower as lower_env
+
+    m = lower_env(env)
+    verify(m)
+    return m
+
+
+def optimize(m: "N.Module", level: Optional[int] = None, *, verify_each: bool = False,
+             print_after: Iterable[str] = (), time_passes: bool = False,
+             out: Optional[TextIO] = None) -> tuple["N.Module", "PassManager"]:
+    """`m` through the `-O<level>` pipeline (default -O2; -O0 runs no pass), and the pass
+    manager that ran it (its timings). `print_after` passes print the IR to `out`."""
+    from .ir.passes import optimize as run_pipeline
+
+    return run_pipeline(m, opt_level(level), verify_each=verify_each, print_after=print_after,
+                        time_passes=time_passes, out=out)
+
+
+def opt_level(level: Optional[int]) -> int:
+    """The optimisation level a caller meant: `level`, or the default (-O2)."""
+    from .ir.passes import DEFAULT_LEVEL
+
+    return DEFAULT_LEVEL if level is None else int(level)
+
+
+def choose_schedule(m: "N.Module", name: Optional[str]) -> str:
+    """The schedule to run: the one named, `main`, or the only one (language.md section 8)."""
+    names = [s.name for s in m.schedules]
+    if name is not None:
+        if name not in names:
+            raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has no schedule `{name}`",
+                                       did_you_mean(name, names) or (f"its schedules: {', '.join(names)}" if names else None))],
+                           dict(m.sources))
+        return name
+    if m.default_schedule is not None:
+        return m.default_schedule
+    if not names:
+        raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has nothing to run",
+                                   "declare `schedule main = my_workload(...)`")], dict(m.sources))
+    raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has several schedules and none is `main`",
+                               f"choose one with --schedule: {', '.join(names)}")], dict(m.sources))
+
+
+def emit(target: "Target", m: "N.Module", schedule: Optional[str],
+         options: Mapping[str, Any]) -> Any:
+    """What `target` makes of the optimised module `m`: files as strings, and warnings."""
+    return target.emit(m, schedule, options)
+
+
+def build(target: "Target", emitted) -> Any:
+    """The artifact of what `target` emitted (compiled through the cache, or the product)."""
+    return target.build(emitted)
+
+
+def open_artifact(target: "Target", artifact) -> Any:
+    """A runnable of `artifact`, or, for a target that does not run here, its product."""
+    return target.open(artifact)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole pipelines
+
+
+def compile_ir(m: "N.Module", target: "Target", schedule: Optional[str] = None,
+               level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
+               verify_each: bool = False, print_after: Iterable[str] = (),
+               time_passes: bool = False, out: Optional[TextIO] = None) -> Compiled:
+    """The lowered module `m` optimised, emitted, built and opened for `target`."""
+    t0 = time.perf_counter()
+    options = dict(options or {})
+    target.options(options)  # a bad option is reported before any work
+    level = opt_level(level)
+    m, pm = optimize(m, level, verify_each=verify_each, print_after=print_after,
+                     time_passes=time_passes, out=out)
+    name = choose_schedule(m, schedule)
+    artifact = build(target, emit(target, m, name, options))
+    runnable = open_artifact(target, artifact)
+    return Compiled(m, name, target, artifact, runnable, level, pm,
+                    (time.perf_counter() - t0) * 1000)
+
+
+def compile_file(path, target: "Target", schedule: Optional[str] = None,
+                 level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
+                 verify_each: bool = False, print_after: Iterable[str] = (),
+                 time_passes: bool = False, out: Optional[TextIO] = None) -> Compiled:
+    """The file `path` through every stage for `target`, reusing the last build of the same
+    sources when the target keeps one (then nothing is checked, lowered or generated)."""
+    t0 = time.perf_counter()
+    main = Path(path)
+    options = dict(options or {})
+    level = opt_level(level)
+    # a build from the index runs no pass: asking to see the passes means compiling
+    if not (verify_each or print_after or time_passes):
+        artifact = target.cached(main, level, options)
+        if artifact is not None:
+            return _reopened(target, artifact, schedule, t0)
+    env = check_file(main)
+    compiled = compile_ir(lower(env), target, schedule, level, options, verify_each=verify_each,
+                          print_after=print_after, time_passes=time_passes, out=out)
+    target.remember(main, [f.path for f in env.files], compiled.artifact, level)
+    return compiled
+
+
+def load_artifact(directory, target: "Target", schedule: Optional[str] = None,
+                  options: Optional[Mapping[str, Any]] = None) -> Compiled:
+    """The artifact directory written by `wspc compile -o DIR`, opened for `target`."""
+    t0 = time.perf_counter()
+    return _reopened(target, target.load(Path(directory), dict(options or {})), schedule, t0)
+
+
+def _reopened(target: "Target", artifact, schedule: Optional[str], t0: float) -> Compiled:
+    """A `Compiled` of an artifact built before (its runnable holds the IR it was built from)."""
+    runnable = open_artifact(target, artifact)
+    m = runnable.module
+    return Compiled(m, choose_schedule(m, schedule), target, artifact, runnable, None, None,
+                    (time.perf_counter() - t0) * 1000)
