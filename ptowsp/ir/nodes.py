@@ -27,21 +27,12 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from .. import sym
-from ..primitives import OPS
 from ..records import record
 from ..spans import NO_SPAN, Span
 from .kernel_plan import KernelPlan
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
-
-# The groups of ops the cpu back end still reads from here (`backends/cpu/kernels.py`, `cost.py`);
-# they go once it reads the table (`ptowsp.primitives.OPS`) itself, as every other stage does
-LEAVES = tuple(n for n, s in OPS.items() if s.plan == "leaf")
-ELEMENTWISE_BINARY = tuple(n for n, s in OPS.items() if s.plan == "ew" and s.arity == (2,))
-ELEMENTWISE_UNARY = tuple(n for n, s in OPS.items() if s.plan == "ew" and s.arity == (1,))
-REDUCTIONS = tuple(n for n, s in OPS.items() if s.plan == "red")
-
 
 @record
 class Op:
