@@ -154,19 +154,21 @@ class _Parser:
         push_state, push_value = state_stack.append, value_stack.append
         for tok in self.lexer.tokens(text):
             ttype = tok[0]
-            before = None  # the stack before this token's reductions, for error messages
+            # what this token's reductions took off the state stack, to rebuild the stack as
+            # it was before them for an error message (copying the stack per token instead
+            # made deeply nested input cost depth x tokens)
+            undo: list = []
             while True:
                 action = states[state_stack[-1]].get(ttype)
                 if action is None:
-                    raise _UnexpectedToken(tok, self.accepts(before or state_stack))
+                    raise _UnexpectedToken(tok, self.accepts(_undone(state_stack, undo)))
                 if action >= 0:
                     push_state(action)
                     push_value(tok)
                     break
-                if before is None:
-                    before = state_stack[:]
                 origin, size, fn, include, append_none, expand1, unit = rules[-1 - action]
                 if unit:
+                    undo.append(state_stack[-1])
                     state_stack[-1] = states[state_stack[-2]][origin]
                     if ttype == "$END" and state_stack[-1] == end_state:
                         return value_stack[-1]
@@ -174,12 +176,21 @@ class _Parser:
                 if size:
                     children = value_stack[-size:]
                     del value_stack[-size:]
+                    undo.append(state_stack[-size:])
                     del state_stack[-size:]
                 else:
                     children = []
+                    undo.append([])
                 if include is not None:
                     shaped: list = []
-                    for i, splice, nones in include:
+                    steps = include
+                    if include and include[0] == (0, True, 0) and type(children[0]) is list:
+                        # a left-recursive repetition (`(op operand)+` is `_plus: x | _plus x`):
+                        # its list of the items so far was made by its own reduction and is
+                        # referenced nowhere else, so it grows in place; copying it on every
+                        # reduction made an n-operand chain cost n^2
+                        shaped, steps = children[0], include[1:]
+                    for i, splice, nones in steps:
                         if nones:
                             shaped.extend([None] * nones)
                         if splice:
@@ -225,6 +236,20 @@ class _Parser:
                     del st[-size:]
                 st.append(states[st[-1]][origin])
         return out
+
+
+def _undone(stack: list[int], undo: list) -> list[int]:
+    """`stack` as it was before the reductions logged in `undo` (an int: a unit reduction
+    replaced the top state, which was that int; a list: the states a reduction popped before
+    pushing one)."""
+    stack = list(stack)
+    for step in reversed(undo):
+        if type(step) is int:
+            stack[-1] = step
+        else:
+            stack.pop()
+            stack.extend(step)
+    return stack
 
 
 class _UnexpectedToken(Exception):

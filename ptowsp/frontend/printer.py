@@ -19,69 +19,114 @@ _UNARY_PREC = {"not": 3, "-": 7}
 
 def expr_str(e: Optional[A.Node], parent: int = 0) -> str:
     """Source text of an expression with the parentheses its precedence needs."""
+    out: list[str] = []
+    _expr(e, parent, out)
+    return "".join(out)
+
+
+def _expr(e: Optional[A.Node], parent: int, out: list[str]) -> None:
+    # the pieces go into one list, joined once: building each operand's text as a string made a
+    # chain of n operators cost n^2
     if e is None:
-        return ""
+        return
     if isinstance(e, A.Name):
-        return e.id
-    if isinstance(e, A.IntLit):
-        return str(e.value)
-    if isinstance(e, A.FloatLit):
-        return e.text or repr(e.value)
-    if isinstance(e, A.BoolLit):
-        return "true" if e.value else "false"
-    if isinstance(e, A.StrLit):
-        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(e, A.Binary):
+        out.append(e.id)
+    elif isinstance(e, A.IntLit):
+        out.append(str(e.value))
+    elif isinstance(e, A.FloatLit):
+        out.append(e.text or repr(e.value))
+    elif isinstance(e, A.BoolLit):
+        out.append("true" if e.value else "false")
+    elif isinstance(e, A.StrLit):
+        out.append('"' + e.value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"')
+    elif isinstance(e, A.Binary):
         p = _PREC[e.op]
+        out.append("(" if p < parent else "")
         # left-associative: the right operand needs parentheses at equal precedence
-        text = f"{expr_str(e.left, p)} {e.op} {expr_str(e.right, p + 1)}"
-        return f"({text})" if p < parent else text
-    if isinstance(e, A.Unary):
+        _expr(e.left, p, out)
+        out.append(f" {e.op} ")
+        _expr(e.right, p + 1, out)
+        out.append(")" if p < parent else "")
+    elif isinstance(e, A.Unary):
         p = _UNARY_PREC[e.op]
-        sep = " " if e.op == "not" else ""
-        text = f"{e.op}{sep}{expr_str(e.operand, p)}"
-        return f"({text})" if p < parent else text
-    if isinstance(e, A.Call):
-        prefix = f"{e.prefix}." if e.prefix else ""
-        return f"{prefix}{e.func.id}({_args(e.args, e.kwargs)})"
-    if isinstance(e, A.Keyword):
-        return f"{e.name} = {expr_str(e.value)}"
-    if isinstance(e, A.Attr):
-        return f"{expr_str(e.value, 8)}.{e.attr}"
-    if isinstance(e, A.Slice):
-        start = expr_str(e.start) if e.start is not None else ""
-        stop = expr_str(e.stop) if e.stop is not None else ""
+        out.append("(" if p < parent else "")
+        out.append(f"{e.op} " if e.op == "not" else e.op)
+        _expr(e.operand, p, out)
+        out.append(")" if p < parent else "")
+    elif isinstance(e, A.Call):
+        out.append(f"{e.prefix}.{e.func.id}(" if e.prefix else f"{e.func.id}(")
+        _args(e.args, e.kwargs, out)
+        out.append(")")
+    elif isinstance(e, A.Keyword):
+        out.append(f"{e.name} = ")
+        _expr(e.value, 0, out)
+    elif isinstance(e, A.Attr):
+        _expr(e.value, 8, out)
+        out.append(f".{e.attr}")
+    elif isinstance(e, A.Slice):
         # PEP 8's habit: `0:8`, but `t * 16 : t * 16 + 16` when a bound is compound
         simple = all(b is None or isinstance(b, (A.Name, A.IntLit)) for b in (e.start, e.stop))
-        return f"{start}:{stop}" if simple else f"{start} : {stop}".strip()
-    if isinstance(e, A.Index):
-        return f"{expr_str(e.value, 8)}[{', '.join(expr_str(i) for i in e.items)}]"
-    if isinstance(e, A.DenseAxis):
-        return f"Dense[{expr_str(e.extent)}]"
-    if isinstance(e, A.DenseDynAxis):
-        return f"DenseDyn({expr_str(e.extent)})"
-    if isinstance(e, A.RaggedAxis):
-        return f"Ragged({expr_str(e.outer)}, {expr_str(e.lengths)})"
-    if isinstance(e, A.SparseAxis):
-        return f"Sparse({expr_str(e.outer)}, {expr_str(e.indptr)}, {expr_str(e.indices)})"
-    if isinstance(e, A.TensorType):
-        return f"{e.dtype}[{', '.join(expr_str(d) for d in e.dims)}]"
-    if isinstance(e, A.TileType):
-        return f"Tile[{expr_str(e.rows)}, {expr_str(e.cols)}, {e.dtype}]"
-    if isinstance(e, A.TileParamType):
-        return f"{e.mode}[{expr_str(e.tile)}]"
-    if isinstance(e, A.ScalarParamType):
-        return f"Scalar[{e.dtype}]"
-    if isinstance(e, A.ConstexprParamType):
-        return f"Constexpr[{e.dtype}]"
-    if isinstance(e, A.CallStmt):
-        coords = "" if e.coords is None else f"[{', '.join(expr_str(c) for c in e.coords)}]"
-        return f"{e.callee.id}{coords}({_args(e.args, e.kwargs)})"
-    return f"<{type(e).__name__}>"
+        if simple:
+            _expr(e.start, 0, out)
+            out.append(":")
+            _expr(e.stop, 0, out)
+        else:
+            out.append(f"{expr_str(e.start)} : {expr_str(e.stop)}".strip())
+    elif isinstance(e, A.Index):
+        _expr(e.value, 8, out)
+        out.append("[")
+        _list(e.items, out)
+        out.append("]")
+    elif isinstance(e, A.DenseAxis):
+        _wrap("Dense[", (e.extent,), "]", out)
+    elif isinstance(e, A.DenseDynAxis):
+        _wrap("DenseDyn(", (e.extent,), ")", out)
+    elif isinstance(e, A.RaggedAxis):
+        _wrap("Ragged(", (e.outer, e.lengths), ")", out)
+    elif isinstance(e, A.SparseAxis):
+        _wrap("Sparse(", (e.outer, e.indptr, e.indices), ")", out)
+    elif isinstance(e, A.TensorType):
+        _wrap(f"{e.dtype}[", e.dims, "]", out)
+    elif isinstance(e, A.TileType):
+        _wrap("Tile[", (e.rows, e.cols), f", {e.dtype}]", out)
+    elif isinstance(e, A.TileParamType):
+        _wrap(f"{e.mode}[", (e.tile,), "]", out)
+    elif isinstance(e, A.ScalarParamType):
+        out.append(f"Scalar[{e.dtype}]")
+    elif isinstance(e, A.ConstexprParamType):
+        out.append(f"Constexpr[{e.dtype}]")
+    elif isinstance(e, A.CallStmt):
+        out.append(e.callee.id)
+        if e.coords is not None:
+            _wrap("[", e.coords, "]", out)
+        out.append("(")
+        _args(e.args, e.kwargs, out)
+        out.append(")")
+    else:
+        out.append(f"<{type(e).__name__}>")
 
 
-def _args(args, kwargs) -> str:
-    return ", ".join([expr_str(a) for a in args] + [expr_str(k) for k in kwargs])
+def _list(items, out: list[str]) -> None:
+    for i, x in enumerate(items):
+        if i:
+            out.append(", ")
+        _expr(x, 0, out)
+
+
+def _wrap(head: str, items, tail: str, out: list[str]) -> None:
+    out.append(head)
+    _list(items, out)
+    out.append(tail)
+
+
+def _args(args, kwargs, out: list[str]) -> None:
+    _list(tuple(args) + tuple(kwargs), out)
+
+
+def _args_str(args, kwargs) -> str:
+    out: list[str] = []
+    _args(args, kwargs, out)
+    return "".join(out)
 
 
 def _block(stmts: Optional[tuple], depth: int, out: list[str]) -> None:
@@ -171,9 +216,9 @@ def _decl(d: A.Node, out: list[str]) -> None:
         out.append(f"{pad}Workload {d.name.id}({params})")
         _block(d.body, 2, out)
     elif isinstance(d, A.ScheduleDecl):
-        out.append(f"{pad}Schedule {d.name.id} = {d.workload.id}({_args(d.args, d.kwargs)})")
+        out.append(f"{pad}Schedule {d.name.id} = {d.workload.id}({_args_str(d.args, d.kwargs)})")
         for c in d.combinators:
-            out.append(f"{pad}  .{c.name.id}({_args(c.args, c.kwargs)})")
+            out.append(f"{pad}  .{c.name.id}({_args_str(c.args, c.kwargs)})")
     else:
         out.append(f"{pad}<{type(d).__name__}>")
 

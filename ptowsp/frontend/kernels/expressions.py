@@ -52,7 +52,7 @@ class ExprChecks:
 
     def expr(self, e: A.Expr) -> Type:
         t = self._expr(e)
-        self.exprs[e] = t
+        self.exprs[id(e)] = t
         return t
 
     def _arg(self, e: A.Expr) -> Arg:

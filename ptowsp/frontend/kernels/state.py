@@ -24,13 +24,14 @@ class KernelTypes:
 
     `lets`: each `let` in source order with its type (a `let` keeps one type; rebindings convert
     to it). `stores`: each `store` as (parameter, type of the value). `exprs`: the type of every
-    expression checked, keyed by the (structurally compared) AST node: the temporaries.
+    expression checked, keyed by the node's `id` (hashing a node hashes its whole subtree, which
+    made checking an n-operator chain cost n^2): the temporaries.
     """
 
     name: str
     lets: tuple[tuple[str, Type], ...]
     stores: tuple[tuple[str, Type], ...]
-    exprs: Mapping[A.Node, Type] = field(default_factory=dict)
+    exprs: Mapping[int, Type] = field(default_factory=dict)
 
 
 class KernelState:
@@ -53,7 +54,7 @@ class KernelState:
         self.stores: dict[str, A.Store] = {}
         self.store_list: list[tuple[str, Type]] = []
         self.let_list: list[tuple[str, Type]] = []
-        self.exprs: dict[A.Node, Type] = {}
+        self.exprs: dict[int, Type] = {}  # by id(node)
         # outputs a broken statement may have meant to store: not reported as never stored
         self.maybe_stored: set[str] = set()
         self.unknown_reported: set[str] = set()  # each unknown name is reported once per kernel
