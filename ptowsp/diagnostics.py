@@ -111,42 +111,124 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:
     return f"did you mean `{close[0]}`?" if close else None
 
 
-def _source_line(sources: Mapping[str, str], span: Span) -> Optional[str]:
-    text = sources.get(span.file)
+def printable(text: str) -> str:
+    """`text` (a file name, an import's path) safe to print: every character that is not
+    printable (control characters, bidirectional overrides, and the bytes of a file name that
+    was not UTF-8, which Python keeps as lone surrogates) is written as an escape (`\\r`,
+    `\\x1b`, `\\u202e`, `\\xff` for the byte 0xff). Printable text is returned as it is, so
+    `printable(printable(t)) == printable(t)`."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch.isprintable():
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # os.fsdecode's stand-in for a byte that was not UTF-8
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append(f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+    return "".join(out)
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+# A source line longer than this many columns is shown as a window around the caret.
+EXCERPT_WIDTH = 160
+
+
+def _source_text(sources: Mapping[str, str], file: str) -> Optional[str]:
+    text = sources.get(file)
+    if text is None:  # a span named by the file's printable name (a C compiler's message)
+        for name, t in sources.items():
+            if printable(name) == file:
+                return t
+    return text
+
+
+def _lines(sources: Mapping[str, str], span: Span) -> Optional[list[str]]:
+    """The source lines `span` covers (one or more; "" past the end), or None."""
+    text = _source_text(sources, span.file)
     if text is None or span.line <= 0:
         return None
     lines = text.splitlines()
-    if span.line > len(lines):
-        return ""
-    return lines[span.line - 1]
+    last = max(span.end_line, span.line)
+    return [lines[n - 1] if n <= len(lines) else "" for n in range(span.line, last + 1)]
+
+
+def _shown(line: str) -> str:
+    """A source line as the terminal shows it: tabs as 4 columns, control characters as `?`
+    (one column each, so that carets stay aligned, and no escape sequence reaches the terminal)."""
+    line = line.expandtabs(4)
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else "?" for c in line)
+
+
+def _underlined(line: str, start: int, end: int, first: str, rest: str) -> tuple[str, str]:
+    """`line` with 1-based columns `start` to `end` (exclusive) underlined, `first` under the
+    first character and `rest` under the others: (shown line, underline), windowed if long."""
+    shown_start = len(line[:start - 1].expandtabs(4))
+    shown_end = max(len(line[:end - 1].expandtabs(4)), shown_start + 1)
+    text = _shown(line)
+    mark = " " * shown_start + first + rest * (shown_end - shown_start - 1)
+    if len(text) > EXCERPT_WIDTH:
+        lo = max(0, min(shown_start - EXCERPT_WIDTH // 4, len(text) - EXCERPT_WIDTH))
+        hi = lo + EXCERPT_WIDTH
+        text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
+        mark = ("   " if lo else "") + mark[lo:hi]
+    return text.rstrip(), mark.rstrip()
 
 
 def _excerpt(sources: Mapping[str, str], span: Span, label: str = "") -> list[str]:
-    line = _source_line(sources, span)
-    if line is None:
+    """The source lines under a diagnostic. A span on one line gets `^` under each of its
+    characters; a span over several lines shows its first line with `^` under its start and `~`
+    to the end of the line, and its last line with `~` up to the span's end (a `...` line
+    stands for the lines between)."""
+    lines = _lines(sources, span)
+    if lines is None:
         return []
-    width = len(str(span.line))
+    width = len(str(max(span.line, span.end_line)))
     gutter = " " * max(width, 3)
+
+    def row(n: int, text: str) -> str:
+        return f" {str(n).rjust(len(gutter))} | {text}".rstrip()
+
     start = max(span.col, 1)
-    end = max(span.end_col, start + 1) if span.end_line == span.line else max(len(line) + 1, start + 1)
-    # tabs are shown as 4 columns and the caret moves with them (message columns count characters)
-    shown_start = len(line[:start - 1].expandtabs(4))
-    shown_end = len(line[:end - 1].expandtabs(4))
-    carets = " " * shown_start + "^" * max(shown_end - shown_start, 1)
-    return [f" {str(span.line).rjust(len(gutter))} | {line.expandtabs(4)}".rstrip(),
-            f" {gutter} | {carets}" + (f" {label}" if label else "")]
+    if len(lines) == 1:
+        end = max(span.end_col, start + 1) if span.end_line == span.line else len(lines[0]) + 1
+        text, mark = _underlined(lines[0], start, end, "^", "^")
+        return [row(span.line, text), f" {gutter} | {mark}" + (f" {label}" if label else "")]
+    first, last = lines[0], lines[-1]
+    text, mark = _underlined(first, start, max(len(first) + 1, start + 1), "^", "~")
+    out = [row(span.line, text), f" {gutter} | {mark}"]
+    if len(lines) > 2:
+        out.append(f" {'.' * len(gutter)} |")
+    indent = len(last) - len(last.lstrip())
+    end = max(span.end_col, indent + 2)
+    text, mark = _underlined(last, indent + 1, end, "~", "~")
+    out += [row(span.end_line, text), f" {gutter} | {mark}" + (f" {label}" if label else "")]
+    return out
+
+
+def _where(span: Span) -> str:
+    return f"{printable(span.file)}:{span.line}:{span.col}"
 
 
 def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
-    """`file:line:col: error: message`, the source line, a caret line, notes and help."""
+    """`file:line:col: error: message`, the source lines with carets, notes and help."""
     span = diag.span
-    head = f"{span.file}:{span.line}:{span.col}: {diag.severity}: {diag.message}"
+    head = f"{_where(span)}: {diag.severity}: {diag.message}"
     if span is NO_SPAN or span.line == 0:
-        head = f"{span.file}: {diag.severity}: {diag.message}"
+        head = f"{printable(span.file)}: {diag.severity}: {diag.message}"
     lines = [head]
     lines.extend(_excerpt(sources, span))
     for note in diag.notes:
-        lines.append(f"{note.span.file}:{note.span.line}:{note.span.col}: note: {note.message}")
+        lines.append(f"{_where(note.span)}: note: {note.message}")
         lines.extend(_excerpt(sources, note.span))
     if diag.help:
         lines.append(f"help: {diag.help}")
