@@ -36,9 +36,6 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         ctx.exit(EXIT_USER)
     except (KeyboardInterrupt, click.exceptions.Exit, click.exceptions.Abort):
         raise
-    except RecursionError:
-        click.echo("error: the program is nested too deeply to compile", err=True)
-        ctx.exit(EXIT_USER)
     except Exception as err:  # noqa: BLE001 - the one place bugs are caught
         if isinstance(err, InternalError):  # it names its stage and says what broke
             click.echo(f"wspc: internal error in {err.stage}: {err.message}", err=True)
@@ -181,7 +178,7 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     if emit == "ast":
         from .frontend.printer import dump
 
-        _emit(output, "".join(dump(f) for f in env.files))
+        _emit(output, driver.deep(lambda: "".join(dump(f) for f in env.files)))
         return
     ir = _run_guarded(ctx, "lower", lambda: driver.lower(env))
     _check_pass_names(ctx, print_after)
@@ -196,7 +193,7 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     if emit == "ir":
         from .ir.printer import print_module
 
-        _emit(output, print_module(ir))
+        _emit(output, driver.deep(lambda: print_module(ir)))
         return
     emitted = _run_guarded(ctx, "emit", lambda: driver.emit(target, ir, name, options))
     if emit == "c":

@@ -16,14 +16,22 @@ file up in its target's index of compiled sources (a warm `wspc run FILE` then s
 lowering and code generation); `load_artifact` reopens an artifact directory.
 
 Importing this module costs nothing: each stage imports its package when it runs.
+
+Every stage runs on a thread with a large stack and a high recursion limit (`deep`): the
+stages recurse on the AST and the IR, and a flat chain `a - b - ... - z` of 40,000 operators is a
+tree 40,000 levels deep. The front end bounds the nesting it accepts (language.md section 2), so
+the limits here hold whatever is accepted, and a `RecursionError` is a bug.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TextIO, TypeVar
 
 from .diagnostics import Diagnostic, WspError, did_you_mean
 from .spans import Span
@@ -35,6 +43,82 @@ if TYPE_CHECKING:
     from .ir.passes import PassManager
 
 _NO_SPAN = Span("<command line>", 0, 0, 0, 0)
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------------------------------------
+# Deep programs
+
+# The front end accepts expressions nested up to 100,000 levels (frontend/nesting.py); the
+# deepest visitor takes a few Python frames per level, and in CPython 3.11 a Python frame costs
+# no C stack unless C code calls back into Python (hash, repr, pickle, generators driven by
+# `any`), which 512 MiB of stack holds with room to spare at that depth (measured: 64 MiB
+# suffice for a 100,000-level chain through every stage). The stack is reserved, not used:
+# only the pages touched are memory.
+DEEP_STACK_BYTES = 512 << 20
+DEEP_RECURSION_LIMIT = 4_000_000
+
+_deep_lock = threading.Lock()
+_deep_local = threading.local()
+_deep_active = 0  # deep calls running (the recursion limit is the process's, not the thread's)
+_saved_limit = 0
+
+
+def deep(fn: Callable[[], T]) -> T:
+    """`fn()` on a thread with a large stack and a high recursion limit (its result, or its
+    exception re-raised here). Inside such a thread it is just `fn()`. Where no such thread
+    can be made (a tight `ulimit -v`), `fn()` runs here with the usual limits."""
+    global _deep_active, _saved_limit
+    if getattr(_deep_local, "inside", False):
+        return fn()
+    outcome: dict[str, Any] = {}
+
+    def body() -> None:
+        _deep_local.inside = True
+        try:
+            outcome["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller as it is
+            outcome["error"] = err
+
+    worker = threading.Thread(target=body, name="wspc-deep", daemon=True)
+    with _deep_lock:
+        old_size = threading.stack_size()
+        try:
+            threading.stack_size(DEEP_STACK_BYTES)
+            if _deep_active == 0:
+                _saved_limit = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(_saved_limit, DEEP_RECURSION_LIMIT))
+            _deep_active += 1
+            worker.start()
+        except (RuntimeError, ValueError, MemoryError):
+            _deep_active -= 1
+            if _deep_active == 0:
+                sys.setrecursionlimit(_saved_limit)
+            worker = None
+        finally:
+            threading.stack_size(old_size)
+    if worker is None:
+        return fn()
+    try:
+        worker.join()
+    finally:
+        with _deep_lock:
+            _deep_active -= 1
+            if _deep_active == 0:
+                sys.setrecursionlimit(_saved_limit)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _deep_stage(fn):
+    """A stage that runs through `deep`."""
+
+    @functools.wraps(fn)
+    def stage(*args, **kwargs):
+        return deep(lambda: fn(*args, **kwargs))
+
+    return stage
 
 
 @dataclass(frozen=True)
@@ -64,6 +148,7 @@ def target(name: str) -> "Target":
     return lookup(name)
 
 
+@_deep_stage
 def check_file(path) -> "ModuleEnv":
     """The checked module in the file `path`, with its imports (a `WspError` lists every
     error)."""
@@ -72,6 +157,7 @@ def check_file(path) -> "ModuleEnv":
     return check(str(path))
 
 
+@_deep_stage
 def check_text(text: str, filename: str = "<string>") -> "ModuleEnv":
     """The checked module `text`; its imports are relative to `filename`."""
     from .frontend.checker import check_source
@@ -79,6 +165,7 @@ def check_text(text: str, filename: str = "<string>") -> "ModuleEnv":
     return check_source(text, filename)
 
 
+@_deep_stage
 def check_sources(files, sources: Mapping[str, str]) -> "ModuleEnv":
     """The checked module of source files already parsed, or built by the Python embedding
     (`SourceFile`s; `sources` maps file names to text for the diagnostics' source lines)."""
@@ -87,6 +174,7 @@ def check_sources(files, sources: Mapping[str, str]) -> "ModuleEnv":
     return check_files(list(files), dict(sources))
 
 
+@_deep_stage
 def lower(env: "ModuleEnv") -> "N.Module":
     """The IR of a checked module, verified (a `WspError` for what no back end supports)."""
     from .ir.verify import verify
@@ -97,6 +185,7 @@ def lower(env: "ModuleEnv") -> "N.Module":
     return m
 
 
+@_deep_stage
 def optimize(m: "N.Module", level: Optional[int] = None, *, verify_each: bool = False,
              print_after: Iterable[str] = (), time_passes: bool = False,
              out: Optional[TextIO] = None) -> tuple["N.Module", "PassManager"]:
@@ -133,17 +222,20 @@ def choose_schedule(m: "N.Module", name: Optional[str]) -> str:
                                f"choose one with --schedule: {', '.join(names)}")], dict(m.sources))
 
 
+@_deep_stage
 def emit(target: "Target", m: "N.Module", schedule: Optional[str],
          options: Mapping[str, Any]) -> Any:
     """What `target` makes of the optimised module `m`: files as strings, and warnings."""
     return target.emit(m, schedule, options)
 
 
+@_deep_stage
 def build(target: "Target", emitted) -> Any:
     """The artifact of what `target` emitted (compiled through the cache, or the product)."""
     return target.build(emitted)
 
 
+@_deep_stage
 def open_artifact(target: "Target", artifact) -> Any:
     """A runnable of `artifact`, or, for a target that does not run here, its product."""
     return target.open(artifact)
@@ -153,6 +245,7 @@ def open_artifact(target: "Target", artifact) -> Any:
 # Whole pipelines
 
 
+@_deep_stage
 def compile_ir(m: "N.Module", target: "Target", schedule: Optional[str] = None,
                level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
                verify_each: bool = False, print_after: Iterable[str] = (),
@@ -171,6 +264,7 @@ def compile_ir(m: "N.Module", target: "Target", schedule: Optional[str] = None,
                     (time.perf_counter() - t0) * 1000)
 
 
+@_deep_stage
 def compile_file(path, target: "Target", schedule: Optional[str] = None,
                  level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
                  verify_each: bool = False, print_after: Iterable[str] = (),
@@ -193,6 +287,7 @@ def compile_file(path, target: "Target", schedule: Optional[str] = None,
     return compiled
 
 
+@_deep_stage
 def load_artifact(directory, target: "Target", schedule: Optional[str] = None,
                   options: Optional[Mapping[str, Any]] = None) -> Compiled:
     """The artifact directory written by `wspc compile -o DIR`, opened for `target`."""

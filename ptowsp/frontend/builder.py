@@ -16,6 +16,7 @@ from ..diagnostics import did_you_mean
 from ..dtypes import DTYPES
 from . import ast as A
 from .lexer import Tok
+from .nesting import MAX_DEPTH
 
 KEYWORDS = frozenset(
     "module import sym const input output inout scratch axis kernel workload schedule channel "
@@ -62,6 +63,7 @@ class _Climber:
 
     def __init__(self, file: str, items: list):
         self.file, self.items, self.pos = file, items, 0
+        self.prefixes = 0  # prefix operators being applied: each recursion of `unary`
 
     def run(self) -> A.Node:
         return self.expr(0)
@@ -91,7 +93,13 @@ class _Climber:
             return item
         if item.value not in ("-", "+", "not"):
             raise ParseIssue(_tok_span(self.file, item), f"expected an expression, found `{item.value}`")
+        self.prefixes += 1
+        if self.prefixes > MAX_DEPTH:  # `- - - ... x`: the nesting limit, before recursing on
+            raise ParseIssue(_tok_span(self.file, item),
+                             f"expression nested more than {MAX_DEPTH:,} levels deep",
+                             "each operator is a level: split the expression into smaller ones")
         operand = self.expr(_NOT_PREC + 1) if item.value == "not" else self.unary()
+        self.prefixes -= 1
         span = _tok_span(self.file, item).merge(operand.span)
         if item.value == "+":
             return operand

@@ -19,6 +19,7 @@ from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
+from .nesting import nesting_errors
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
 from .workloads import check_workloads
@@ -47,6 +48,10 @@ def check_files(files: list[A.SourceFile], sources: dict[str, str],
     """Check already-parsed files (the main file first) as one module."""
     diags = diags if diags is not None else Diagnostics(sources)
     diags.sources = sources
+    too_deep = nesting_errors(files)  # nothing past the limits reaches a recursive stage
+    if too_deep:
+        diags.extend(too_deep)
+        diags.raise_if_any()
     main = files[0] if files else None
     env = ModuleEnv(name=_module_name(main), sources=sources, files=list(files))
     _DeclChecker(env, diags).run()
