@@ -175,6 +175,9 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
             raise click.UsageError(f"--target {target.name} writes {target.product}: give its "
                                    "directory with -o DIR")
     env = _run_guarded(ctx, "check", lambda: driver.check_file(file))
+    deps = [f.path for f in env.files]  # every source file read, each once
+    if depfile:  # a name make cannot read back is refused before anything is written
+        _run_guarded(ctx, "check", lambda: _make_words([output or file, *deps], depfile))
     if emit == "ast":
         from .frontend.printer import dump
 
@@ -206,19 +209,19 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
         for w in emitted.warnings:
             click.echo(render(w, dict(ir.sources)), err=True)
     artifact = _run_guarded(ctx, "build", lambda: driver.build(target, emitted))
-    deps = " ".join(f.path for f in env.files)
     if target.runs_here:
         if output:
             _run_guarded(ctx, "write", lambda: artifact.write(output))
         if depfile:
             # the rule's target is the file make tracks: the library inside the artifact directory
-            _write_depfile(depfile, f"{output}/{artifact.library.name}" if output else file, deps)
+            _run_guarded(ctx, "write", lambda: _write_depfile(
+                depfile, f"{output}/{artifact.library.name}" if output else file, deps))
         where = output or str(artifact.directory)
         click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
         return
     _run_guarded(ctx, "write", lambda: _write_product(artifact, output))
     if depfile:
-        _write_depfile(depfile, f"{output}/CMakeLists.txt", deps)
+        _run_guarded(ctx, "write", lambda: _write_depfile(depfile, f"{output}/CMakeLists.txt", deps))
     click.echo(f"{file}: wrote {output} ({target.name}, schedule `{name}`, "
                f"{len(artifact.files)} files)")
 
@@ -236,10 +239,27 @@ def _write_product(product, output: str) -> None:
                                    f"cannot write {output}: {err.strerror or err}")]) from None
 
 
-def _write_depfile(path: str, target: str, deps: str) -> None:
+def _write_depfile(path: str, target: str, deps: list[str]) -> None:
     from .files import write_atomic
 
-    write_atomic(path, f"{target}: {deps}\n")
+    words = _make_words([target, *deps], path)
+    write_atomic(path, f"{words[0]}: {' '.join(words[1:])}\n")
+
+
+def _make_words(names: list[str], depfile: str) -> list[str]:
+    """`names` escaped as make reads them in a rule (as `gcc -MD` writes them: `\\ ` for a
+    space, `\\#`, `$$`); a name make cannot read back (a line break in it) is an error."""
+    from .diagnostics import Diagnostic, WspError, printable
+    from .spans import Span
+
+    words = []
+    for name in names:
+        if "\n" in name or "\r" in name:
+            raise WspError([Diagnostic(Span(f"--depfile {printable(depfile)}", 0, 0, 0, 0), "io",
+                                       f"`{printable(name)}` cannot be named in a Makefile rule "
+                                       "(a line break in a file name)")])
+        words.append(name.replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$"))
+    return words
 
 
 def _emit(output: Optional[str], text: str) -> None:

@@ -275,6 +275,9 @@ def compile_file(path, target: "Target", schedule: Optional[str] = None,
     main = Path(path)
     options = dict(options or {})
     level = opt_level(level)
+    from .frontend.checker import check_readable
+
+    check_readable(main)  # a FIFO, a device, a file not `.wsp`: refused before the index reads it
     # a build from the index runs no pass: asking to see the passes means compiling
     if not (verify_each or print_after or time_passes):
         artifact = target.cached(main, level, options)

@@ -9,12 +9,21 @@ The result is the `ModuleEnv` (`env.py`) that lowering consumes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
 from pathlib import Path
 from typing import Optional
 
 from .. import sym
-from ..diagnostics import Diagnostic, Diagnostics, InternalError, Note, WspError, did_you_mean
+from ..diagnostics import (
+    Diagnostic,
+    Diagnostics,
+    InternalError,
+    Note,
+    WspError,
+    did_you_mean,
+    printable,
+)
 from ..dtypes import INT_DTYPES
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
@@ -22,18 +31,29 @@ from .kernels import check_kernel_body
 from .nesting import nesting_errors
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
+from .sources import SUFFIX, SourceError, check_source_path, read_source
 from .workloads import check_workloads
 
 
 def check_file(path: str) -> ModuleEnv:
-    """Load and check the module in `path` (with its imports)."""
-    p = Path(path)
+    """Load and check the module in `path` (with its imports). The file is read only if it is
+    a regular `.wsp` file of at most 16 MiB of UTF-8 (`sources.py`, language.md section 1)."""
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_source(path)
+    except SourceError as err:
         span = A.Span(str(path), 0, 0, 0, 0)
-        raise WspError([Diagnostic(span, "io", f"cannot read file: {_reason(err)}")]) from None
+        raise WspError([Diagnostic(span, "io", f"cannot read file: {err.reason}", err.help)]) from None
     return check_source(text, str(path))
+
+
+def check_readable(path: str) -> None:
+    """Raise the `WspError` `check_file` would for a main file it may not read, without reading
+    it (for a caller that reads the file some other way first, such as a cache lookup)."""
+    try:
+        check_source_path(path)
+    except SourceError as err:
+        span = A.Span(str(path), 0, 0, 0, 0)
+        raise WspError([Diagnostic(span, "io", f"cannot read file: {err.reason}", err.help)]) from None
 
 
 def check_source(text: str, filename: str = "<string>") -> ModuleEnv:
@@ -59,28 +79,19 @@ def check_files(files: list[A.SourceFile], sources: dict[str, str],
     return env
 
 
-def _reason(err: Exception) -> str:
-    if isinstance(err, FileNotFoundError):
-        return "no such file"
-    if isinstance(err, UnicodeDecodeError):
-        return "not UTF-8 text"
-    return getattr(err, "strerror", None) or str(err)
-
-
 def _module_name(f: Optional[A.SourceFile]) -> str:
-    if f is None:
-        return "module"
-    return f.module_name or Path(f.path).stem
+    """`module NAME`, or the file's name made an identifier (language.md section 1): the name
+    reaches generated C, C++ and CMake."""
+    if f is None or (f.path.startswith("<") and not f.module_name):
+        return "module"  # text with no file (`ptowsp.parse(text)`)
+    if f.module_name:
+        return f.module_name
+    name = re.sub(r"[^A-Za-z0-9_]", "_", Path(f.path).stem) or "module"
+    return "_" + name if name[0].isdigit() else name
 
 
 # ---------------------------------------------------------------------------------------------
 # Loading and imports
-
-
-@dataclass
-class _Loaded:
-    path: Path
-    source: Optional[A.SourceFile]
 
 
 class _Loader:
@@ -92,11 +103,9 @@ class _Loader:
         self.diags = Diagnostics(self.sources)
         self.by_path: dict[Path, A.SourceFile] = {}
         self.stack: list[Path] = []
-        # which file brought each declared name, for clash reports at the import
-        self.origin: dict[str, tuple[A.Node, str]] = {}
 
     def load_main(self, text: str, filename: str) -> None:
-        self._load_text(text, filename, Path(filename).resolve())
+        self._load_text(text, filename, _resolved(filename))
 
     def _load_text(self, text: str, filename: str, key: Path) -> Optional[A.SourceFile]:
         self.sources[filename] = text
@@ -115,7 +124,13 @@ class _Loader:
         return sf
 
     def _import(self, importer: A.SourceFile, imp: A.Import) -> None:
-        base = Path(importer.path).resolve().parent if importer.path != "<string>" else Path.cwd()
+        base = _base(importer.path)
+        problem = import_path_problem(imp.path)
+        if problem is not None:
+            self.diags.error(imp.span, "import-path", f"cannot import `{printable(imp.path)}`: {problem}",
+                             "an import names a `.wsp` file by its path relative to the importing "
+                             "file's folder (`../` may climb out of it)")
+            return
         target = (base / imp.path).resolve()
         if target in self.stack:
             cycle = self.stack[self.stack.index(target):] + [target]
@@ -126,13 +141,47 @@ class _Loader:
         if target in self.by_path:
             return  # already loaded (a diamond): one copy of each declaration
         try:
-            text = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            self.diags.error(imp.span, "import-missing", f"cannot import `{imp.path}`: {_reason(err)}",
-                             f"the path is relative to {_display(base)}/")
+            # the path as written (its links followed by the reader), not `target`: a link
+            # named `x.wsp` to a file named otherwise is refused
+            text = read_source(base / imp.path)
+        except SourceError as err:
+            self.diags.error(imp.span, "import-missing",
+                             f"cannot import `{printable(imp.path)}`: {err.reason}",
+                             err.help or f"the path is relative to {printable(_display(base))}/")
             return
-        shown = _relative_display(target, Path(importer.path))
-        self._load_text(text, shown, target)
+        self._load_text(text, _display(target), target)
+
+
+def import_path_problem(path: str) -> Optional[str]:
+    """Why the path of an `import` is not one (language.md section 1), or None."""
+    if not path:
+        return "the path is empty"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "the path contains a control character"
+    if os.path.isabs(path):
+        return "the path is absolute"
+    if not path.endswith(SUFFIX):
+        return f"only `{SUFFIX}` files can be imported"
+    return None
+
+
+def _base(importer: str) -> Path:
+    """The folder an importing file's imports are relative to (`<string>`: the current one)."""
+    return _resolved(importer).parent if importer != "<string>" else Path.cwd()
+
+
+def _resolved(path: str) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError):  # a name no file can have (a NUL): as it is
+        return Path(os.path.abspath(path.replace("\0", "\\0")))
+
+
+def import_target(importer: str, path: str) -> Optional[Path]:
+    """The file an `import` of `path` in the file `importer` names, or None if it names none."""
+    if import_path_problem(path) is not None:
+        return None
+    return (_base(importer) / path).resolve()
 
 
 def _display(p: Path) -> str:
@@ -140,11 +189,6 @@ def _display(p: Path) -> str:
         return str(p.relative_to(Path.cwd()))
     except ValueError:
         return str(p)
-
-
-def _relative_display(target: Path, importer: Path) -> str:
-    """Name imported files the way the user would: relative to the current directory if possible."""
-    return _display(target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,9 +234,9 @@ class _DeclChecker:
         for f in env.files:
             for d in f.decls:
                 if isinstance(d, A.Import):
-                    base = Path(f.path).resolve().parent if f.path != "<string>" else Path.cwd()
-                    target = _display((base / d.path).resolve())
-                    self.imported_by.setdefault(target, d)
+                    target = import_target(f.path, d.path)
+                    if target is not None:
+                        self.imported_by.setdefault(_display(target), d)
         for f in env.files:
             for d in f.decls:
                 if not isinstance(d, tuple(DECL_KINDS)):
