@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Union
 
+from ..cnames import C_KEYWORDS
 from ..diagnostics import InternalError
 from ..dtypes import wrap_int
 
@@ -314,14 +315,6 @@ def c_ident(prefix: str, name: str) -> str:
     """A C identifier for a user name: `prefix` + the name, any character outside
     [A-Za-z0-9_] spelled `_<hex>_` (the mangling `enumerate.py` uses for the same symbols)."""
     return prefix + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", name)
-
-
-C_KEYWORDS = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto if "
-    "inline int long register restrict return short signed sizeof static struct switch typedef "
-    "union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic "
-    "_Imaginary _Noreturn _Static_assert _Thread_local".split()
-)
 
 
 def is_c_name(name: str) -> bool:

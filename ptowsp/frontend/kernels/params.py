@@ -1,10 +1,12 @@
 """Kernel parameters and extern bodies: tile dimensions, `Constexpr` dtypes, the defaults of
-`Scalar` and `Constexpr` parameters, and the languages of `extern` bodies.
+`Scalar` and `Constexpr` parameters, the languages of `extern` bodies, and the names their
+parameters have there.
 """
 
 from __future__ import annotations
 
 from ... import sym
+from ...cnames import reserved_reason
 from ...diagnostics import Note, did_you_mean
 from ...dtypes import INT_DTYPES, kind_of
 from ...primitives import literal_fits, scalar
@@ -122,6 +124,25 @@ class ParamChecks:
                 )
                 continue
             seen[e.lang] = e
+            self._check_foreign_names(e.lang)
+
+    def _check_foreign_names(self, lang: str) -> None:
+        # decision: the body uses the parameters by their names, so they are not renamed; a
+        # name the body's language or headers take (`NULL`, `int`, `class`) is an error at the
+        # parameter (language.md section 5; the table is ptowsp/cnames.py)
+        language = "C" if lang == "c" else "C++ (Ascend C)"
+        for p in self.k.params:
+            if isinstance(p.type, A.ConstexprParamType):
+                continue  # a Constexpr is folded into the kernel; the body never sees it
+            why = reserved_reason(p.name.id, lang)
+            if why is not None:
+                self.error(
+                    p.name.span,
+                    "extern-name",
+                    f"`{p.name.id}` cannot name a parameter of a kernel with an `extern {lang}` "
+                    f"body: {why}",
+                    f"the {language} body uses the parameters by name: rename it",
+                )
 
 
 def _literal_words(kind: str) -> str:
