@@ -285,7 +285,9 @@ def float_lit(value: float, ctype: str, dialect: Dialect = C11) -> Expr:
 def string_lit(text: str) -> str:
     """A C string literal of `text` that any compiler reads back exactly: quote, backslash and
     newline escaped, `?` too (no trigraphs), other control and non-ASCII bytes as hex escapes,
-    each ending its literal (`"\\xe4""b"`: a hex escape would take in a following hex digit)."""
+    each ending its literal (`"\\xe4""b"`: a hex escape would take in a following hex digit).
+    The bytes are `text`'s UTF-8, except that the lone surrogates Python keeps for the bytes of
+    a file name that was not UTF-8 become those bytes again."""
     out = []
     for ch in text:
         if ch in '"\\':
@@ -295,17 +297,33 @@ def string_lit(text: str) -> str:
         elif ch == "?":
             out.append("\\?")
         elif ord(ch) < 32 or ord(ch) > 126:
-            out.append("".join(f"\\x{b:02x}\"\"" for b in ch.encode()))
+            out.append("".join(f"\\x{b:02x}\"\"" for b in _bytes(ch)))
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
 
 
 def line_file_lit(text: str) -> str:
-    """The file name of a `#line` directive: one string literal (no concatenation there), with
-    backslash, quote and newline escaped and every other character as it is."""
-    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{out}"'
+    """The file name of a `#line` directive: one string literal (no concatenation there), every
+    byte outside printable ASCII (and `?`, for trigraphs) as a three-digit octal escape, which
+    never takes in a following digit, and backslash and quote escaped. The compiler's file name
+    is then exactly `text`'s bytes (a surrogate: the byte of a file name that was not UTF-8)."""
+    out = []
+    for b in _bytes(text):
+        if b in (0x22, 0x5C):
+            out.append("\\" + chr(b))
+        elif 32 <= b <= 126 and b != 0x3F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _bytes(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return text.encode("utf-8", "backslashreplace")
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -137,7 +137,7 @@ def write_project(directory, files: Mapping[str, str]) -> Path:
         for rel, text in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(text, encoding="utf-8", errors="surrogateescape")  # file names: bytes
             if rel.startswith("scripts/"):
                 path.chmod(0o755)
 

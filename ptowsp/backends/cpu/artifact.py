@@ -90,7 +90,7 @@ def _load(d: Path, workers: Optional[int]) -> Built:
     return built
 
 
-_GCC_LOCATION = re.compile(r"^(?P<file>[^:\n]+\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
+_GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
 
 
 def extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]:

@@ -78,7 +78,7 @@ def _compiler_identity() -> str:
 def digest(*parts: str) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(p.encode())
+        h.update(p.encode("utf-8", "surrogateescape"))  # a path may hold bytes that were not UTF-8
         h.update(b"\0")
     return h.hexdigest()[:24]
 

@@ -40,7 +40,7 @@ def emit_module(m: N.Module) -> ModuleC:
         "schedules": {name: fn for name, fn in enums.entries.items()},
         "kernels": [k.name for k in m.kernels],
     }
-    files = {"kernels.c": emit_kernels(m.kernels), "enumerate.c": enums.source,
+    files = {"kernels.c": emit_kernels(m.kernels, sources=dict(m.sources)), "enumerate.c": enums.source,
              "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
     return ModuleC(files, enums)
 

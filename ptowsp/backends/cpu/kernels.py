@@ -40,9 +40,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
-from ...diagnostics import InternalError
+from ...diagnostics import InternalError, printable
 from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
@@ -117,46 +117,65 @@ def support_header() -> str:
 _RESTORE = "/* wsp:restore-line */"
 
 
-def emit_kernels(kernels: Iterable[N.Kernel], filename: str = "kernels.c") -> str:
+def emit_kernels(kernels: Iterable[N.Kernel], filename: str = "kernels.c",
+                 sources: Optional[Mapping[str, str]] = None) -> str:
     """One C translation unit defining every kernel's entry point (needs `wsp_runtime.h` on the
-    include path; `filename` is the name it is compiled under, for `#line` after extern bodies)."""
-    parts = [emit_kernel(k) for k in kernels]
+    include path; `filename` is the name it is compiled under, for `#line` after extern bodies;
+    `sources` the module's source texts, where `#line` finds each extern body)."""
+    parts = [emit_kernel(k, sources) for k in kernels]
     text = _env().get_template("kernels.c.j2").render(support=support_header(), kernels=parts)
     if _RESTORE not in text:
         return text
     lines = text.split("\n")
-    quoted = _c_string(filename)
+    quoted = C.line_file_lit(filename)
     for n, line in enumerate(lines):
         if line == _RESTORE:
             lines[n] = f"#line {n + 2} {quoted}"
     return "\n".join(lines)
 
 
-def emit_kernel(k: N.Kernel) -> KernelC:
+def emit_kernel(k: N.Kernel, sources: Optional[Mapping[str, str]] = None) -> KernelC:
     """The C of one kernel (see the module docstring for the ABI)."""
     tiles = tuple(p.name for p in k.params if p.kind == "tile")
     scalars = tuple(p.name for p in k.params if p.kind == "scalar")
     if k.is_extern:  # `emit_module` rejects extern kernels without an `extern c` body
-        source = _emit_extern(k)
+        source = _emit_extern(k, sources or {})
     else:
         source = _emit_tile_kernel(k)
     return KernelC(k.name, kernel_symbol(k), source, tiles, scalars)
 
 
-def _c_string(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{out}"'
-
-
 def _comment(s: str) -> str:
-    return s.replace("*/", "* /")
+    # ASCII, whatever names the embedding gave (the unit is written in the locale's encoding)
+    return s.encode("ascii", "backslashreplace").decode("ascii").replace("*/", "* /")
 
 
 # ---------------------------------------------------------------------------------------------
 # extern c kernels
 
 
-def _emit_extern(k: N.Kernel) -> str:
+def _body_line(k: N.Kernel, sources: Mapping[str, str]) -> Optional[tuple[int, bool]]:
+    """The line of the .wsp file where the kernel's `extern c` body starts (the character
+    after its opening quote), and whether the body is a raw string; None where the text is not
+    at hand."""
+    text = sources.get(k.span.file)
+    if text is None or not k.span.line:
+        return None
+    lines = text.split("\n")
+    if k.span.end_line > len(lines):
+        return None
+    start = sum(len(x) + 1 for x in lines[:k.span.line - 1]) + k.span.col - 1
+    end = sum(len(x) + 1 for x in lines[:k.span.end_line - 1]) + k.span.end_col - 1
+    m = _EXTERN_C.search(text, start, end)
+    return None if m is None else (text.count("\n", 0, m.end()) + 1, m.group(1) == '"""')
+
+
+# `extern c` and its opening quote (a raw string's body starts right after its quotes; a
+# one-line string's escapes are not line breaks, so only its first line maps exactly)
+_EXTERN_C = re.compile(r'\bextern\s+c\s*("""|")')
+
+
+def _emit_extern(k: N.Kernel, sources: Mapping[str, str]) -> str:
     sym = kernel_symbol(k)
     tiles = [p for p in k.params if p.kind == "tile"]
     scalars = [p for p in k.params if p.kind == "scalar"]
@@ -175,11 +194,16 @@ def _emit_extern(k: N.Kernel) -> str:
         actuals.append(C.to_c(scalar_param(p.dtype, s)))
     line = None
     body = k.extern_c or ""
-    if k.span.file != N.NO_SPAN.file and k.span.end_line:
-        # the body is the raw string that ends on the declaration's last line
-        start = k.span.end_line - body.count("\n")
-        if start >= k.span.line:
-            line = f"#line {start} {_c_string(k.span.file)}"
+    where = _body_line(k, sources)
+    if where is not None:
+        # the file's printable name (diagnostics.printable): what the compiler says about the
+        # body is then text, and names the file as wspc's diagnostics do
+        start, raw = where
+        line = f"#line {start} {C.line_file_lit(printable(k.span.file))}"
+        if not raw:  # a one-line string: its `\n` escapes are not lines of the file
+            parts = body.split("\n")
+            body = "\n".join(part if n == 0 or parts[n - 1].endswith("\\") else f"{line}\n{part}"
+                             for n, part in enumerate(parts))
     writes = [t for t, p in enumerate(tiles) if p.mode != "In"]
     return _env().get_template("extern_kernel.c.j2").render(
         name=_comment(k.name), source=_comment(k.source), symbol=sym,
