@@ -277,3 +277,14 @@ def test_the_cli_check_of_a_fifo_does_not_hang(tmp_path):
     result = CliRunner().invoke(main, ["check", str(tmp_path / "p.wsp")])
     assert result.exit_code == 1
     assert "cannot read file: not a regular file (a FIFO)" in result.output
+
+
+def test_a_warm_run_does_not_read_an_import_that_became_a_fifo(tmp_path):
+    (tmp_path / "lib.wsp").write_text(LIB)
+    (tmp_path / "m.wsp").write_text('import "lib.wsp"\n' + PROGRAM)
+    assert wspc("run", "m.wsp", "--random-inputs", "1", cwd=tmp_path).returncode == 0
+    (tmp_path / "lib.wsp").unlink()
+    os.mkfifo(tmp_path / "lib.wsp")  # the index of compiled sources still lists lib.wsp
+    r = wspc("run", "m.wsp", "--random-inputs", "1", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "cannot import `lib.wsp`: not a regular file (a FIFO)" in r.stderr

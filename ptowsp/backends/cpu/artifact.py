@@ -15,9 +15,11 @@ warm `wspc run FILE` skips checking, lowering and code generation (`cached_build
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -135,6 +137,8 @@ def cached_build(main: Path, opt_level: int, workers: Optional[int] = None) -> O
         text = main.read_text(encoding="utf-8")
         entry = pickle.loads(_index_path(main, text, opt_level).read_bytes())
         for file, digest in entry["files"]:
+            if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO now: reading it would block
+                return None  # (the checker, reading the sources, reports it)
             if hashlib.sha256(Path(file).read_bytes()).hexdigest() != digest:
                 return None
         return _load(Path(entry["directory"]), workers)
