@@ -60,15 +60,17 @@ def check_source(text: str, filename: str = "<string>") -> ModuleEnv:
     """Check module text; imports are resolved relative to `filename`'s directory."""
     loader = _Loader()
     loader.load_main(text, filename)
-    return check_files(loader.files, loader.sources, loader.diags)
+    return check_files(loader.files, loader.sources, loader.diags, parsed=True)
 
 
 def check_files(files: list[A.SourceFile], sources: dict[str, str],
-                diags: Optional[Diagnostics] = None) -> ModuleEnv:
-    """Check already-parsed files (the main file first) as one module."""
+                diags: Optional[Diagnostics] = None, *, parsed: bool = False) -> ModuleEnv:
+    """Check already-parsed files (the main file first) as one module. `parsed`: every file
+    comes from `parse`, which held it to the nesting limits (an AST built otherwise, by the
+    Python embedding, is held to them here)."""
     diags = diags if diags is not None else Diagnostics(sources)
     diags.sources = sources
-    too_deep = nesting_errors(files)  # nothing past the limits reaches a recursive stage
+    too_deep = [] if parsed else nesting_errors(files)  # no recursive stage sees a deeper tree
     if too_deep:
         diags.extend(too_deep)
         diags.raise_if_any()

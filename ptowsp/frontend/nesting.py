@@ -63,8 +63,27 @@ def _first_too_deep(f: A.SourceFile) -> Optional[Diagnostic]:
                 "each operator, call and index is a level (`a - b - c` is `(a - b) - c`): "
                 "split the expression into smaller ones (`let` steps in a kernel)")
         inner = 1 if isinstance(node, _NOT_EXPRESSIONS) else depth + 1
-        stack.extend((child, inner, blocks) for child in reversed(list(node.children())))
+        children = []
+        for name in _fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, A.Node):
+                children.append(value)
+            elif type(value) is tuple:
+                children.extend(x for x in value if isinstance(x, A.Node))
+        stack.extend((child, inner, blocks) for child in reversed(children))
     return None
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    """The fields of a node class that may hold nodes (`Node.children`, without a generator
+    per node: this walk runs on every module checked)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(n for n in cls._all_ if n != "span")
+    return names
 
 
 def _start(node: A.Node) -> A.Span:

@@ -25,6 +25,7 @@ from ..files import cache_dir, write_with
 from . import ast as A
 from .builder import _TASK_AS_VALUE, KEYWORDS, AstBuilder, ParseIssue
 from .lexer import Lexer, LexSpec, Tok, UnexpectedCharacter
+from .nesting import MAX_BLOCKS, MAX_DEPTH, nesting_errors
 
 __all__ = ["parse", "grammar_text"]
 
@@ -390,5 +391,11 @@ def parse(text: str, file: str = "<string>") -> A.SourceFile:
         else:
             diags.error(node.span, "syntax", "a method call is only allowed in a schedule chain")
     diags.raise_if_any()
-    return A.SourceFile(file, tuple(flat), text, span=A.Span(file, 1, 1, 1, 1))
+    sf = A.SourceFile(file, tuple(flat), text, span=A.Span(file, 1, 1, 1, 1))
+    # every level of nesting takes a character of the text, and every block a `{`: a shorter
+    # text cannot pass the limits, and most files skip the walk
+    if len(text) > MAX_DEPTH or text.count("{") > MAX_BLOCKS:
+        diags.extend(nesting_errors([sf]))
+        diags.raise_if_any()
+    return sf
 

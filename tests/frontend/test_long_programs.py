@@ -168,6 +168,28 @@ def test_blocks_nest_at_most_max_blocks_deep():
     assert (d.span.line, d.span.col) == (5, text.index(f"for i{MAX_BLOCKS} ") + 1)
 
 
+def test_a_tree_built_in_python_is_held_to_the_same_limit():
+    # the Python embedding builds the AST itself (no text the parser could have checked)
+    from dataclasses import replace
+
+    from ptowsp.frontend import ast as A
+    from ptowsp.frontend.parser import parse
+
+    text = shape("chain", 2)
+    sf = parse(text, "embed.py")
+    kernel = next(d for d in sf.decls if isinstance(d, A.KernelDecl))
+    store = kernel.body[0]
+    deep = store.value.left
+    for _ in range(MAX_DEPTH):
+        deep = A.Binary("-", deep, store.value.right, store.value.op_span, span=store.value.span)
+    kernel2 = replace(kernel, body=(replace(store, value=deep),))
+    sf2 = replace(sf, decls=tuple(kernel2 if d is kernel else d for d in sf.decls))
+    with pytest.raises(WspError) as info:
+        driver.check_sources([sf2], {"embed.py": text})
+    [d] = info.value.diagnostics
+    assert d.message == "expression nested more than 100,000 levels deep"
+
+
 def test_the_cli_reports_the_limit_not_a_recursion_error(tmp_path):
     src = tmp_path / "deep.wsp"
     src.write_text(shape("calls", MAX_DEPTH + 10))
