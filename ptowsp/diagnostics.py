@@ -155,9 +155,14 @@ def _lines(sources: Mapping[str, str], span: Span) -> Optional[list[str]]:
     text = _source_text(sources, span.file)
     if text is None or span.line <= 0:
         return None
-    lines = text.splitlines()
+    # lines end at "\n" only, as the lexer counts them (splitlines would also split at a form
+    # feed or U+2028 in a comment, and show the wrong line); a "\r" before it is not shown
+    lines = text.split("\n")
     last = max(span.end_line, span.line)
-    return [lines[n - 1] if n <= len(lines) else "" for n in range(span.line, last + 1)]
+    if last > span.line and span.end_col <= 1:
+        last -= 1  # the span ends where its last line starts: that line holds none of it
+    return [lines[n - 1].removesuffix("\r") if n <= len(lines) else ""
+            for n in range(span.line, last + 1)]
 
 
 def _shown(line: str) -> str:

@@ -105,3 +105,17 @@ def test_a_span_naming_a_file_by_its_printable_name_finds_its_lines():
     span = Span(printable("a\rb.wsp"), 1, 1, 1, 4)
     out = render(Diagnostic(span, "x", "boom"), {"a\rb.wsp": "sym B\n"})
     assert out.splitlines() == ["a\\rb.wsp:1:1: error: boom", "   1 | sym B", "     | ^^^"]
+
+
+def test_lines_are_counted_as_the_lexer_counts_them():
+    # a form feed or U+2028 in a comment is not a line break; "\r\n" ends a line like "\n"
+    text = "sym A // \x0c page\u2028 break\r\nconst C = nope\r\n"
+    with pytest.raises(WspError) as info:
+        driver.check_text(text, "crlf.wsp")
+    assert info.value.render().splitlines() == [
+        "crlf.wsp:2:11: error: unknown name `nope`", "   2 | const C = nope", "     |           ^^^^"]
+
+
+def test_a_span_ending_where_a_line_starts_shows_only_the_lines_it_covers():
+    out = render(Diagnostic(Span("f.wsp", 1, 5, 2, 1), "x", "boom"), {"f.wsp": "sym Abc\nsym D\n"})
+    assert out.splitlines() == ["f.wsp:1:5: error: boom", "   1 | sym Abc", "     |     ^^^"]
