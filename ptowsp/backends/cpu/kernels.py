@@ -156,11 +156,14 @@ def _comment(s: str) -> str:
 
 def _body_line(k: N.Kernel, sources: Mapping[str, str]) -> Optional[tuple[int, bool]]:
     """The line of the .wsp file where the kernel's `extern c` body starts (the character
-    after its opening quote), and whether the body is a raw string; None where the text is not
-    at hand."""
-    text = sources.get(k.span.file)
-    if text is None or not k.span.line:
+    after its opening quote), and whether the body is a raw string. Without the file's text
+    (an IR built by hand) the body is taken to be a raw string ending the declaration."""
+    if not k.span.line or k.span.file == N.NO_SPAN.file:
         return None
+    text = sources.get(k.span.file)
+    if text is None:
+        start = k.span.end_line - (k.extern_c or "").count("\n")
+        return (start, True) if k.span.line <= start else None
     lines = text.split("\n")
     if k.span.end_line > len(lines):
         return None
