@@ -133,7 +133,7 @@ class _Loader:
                              "an import names a `.wsp` file by its path relative to the importing "
                              "file's folder (`../` may climb out of it)")
             return
-        target = (base / imp.path).resolve()
+        target = _resolved(str(base / imp.path))
         if target in self.stack:
             cycle = self.stack[self.stack.index(target):] + [target]
             chain = " -> ".join(_display(p) for p in cycle)
@@ -173,9 +173,11 @@ def _base(importer: str) -> Path:
 
 
 def _resolved(path: str) -> Path:
+    """`path` absolute, its links followed where they lead somewhere (a link loop, a name no
+    file can have: as it is; reading it then says what is wrong)."""
     try:
         return Path(path).resolve()
-    except (OSError, ValueError):  # a name no file can have (a NUL): as it is
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a link loop (Python < 3.13)
         return Path(os.path.abspath(path.replace("\0", "\\0")))
 
 
@@ -183,7 +185,7 @@ def import_target(importer: str, path: str) -> Optional[Path]:
     """The file an `import` of `path` in the file `importer` names, or None if it names none."""
     if import_path_problem(path) is not None:
         return None
-    return (_base(importer) / path).resolve()
+    return _resolved(str(_base(importer) / path))
 
 
 def _display(p: Path) -> str:

@@ -19,6 +19,7 @@ quote the file's contents; the caller reports it at the file (the command line's
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -115,4 +116,7 @@ def _os_reason(err: OSError) -> str:
         return "it is a directory"
     if isinstance(err, PermissionError):
         return "permission denied"
-    return err.strerror or type(err).__name__
+    if err.errno == errno.ELOOP:
+        return "a loop of symbolic links"
+    reason = err.strerror or type(err).__name__
+    return reason[:1].lower() + reason[1:]  # "file name too long", as the other reasons read

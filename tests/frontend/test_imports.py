@@ -113,6 +113,15 @@ def test_a_file_that_is_not_utf8_is_reported_at_the_import_without_its_lines(tmp
     assert SECRET not in text and "sym B" not in text
 
 
+def test_a_loop_of_links_and_a_name_too_long(tmp_path):
+    (tmp_path / "loop.wsp").symlink_to("loop.wsp")
+    message, _ = import_error(importing(tmp_path, "loop.wsp"))
+    assert message == "cannot import `loop.wsp`: a loop of symbolic links"
+    long = "x" * 300 + ".wsp"
+    message, _ = import_error(importing(tmp_path, long))
+    assert message == f"cannot import `{long}`: file name too long"
+
+
 def test_a_directory_is_refused(tmp_path):
     (tmp_path / "dir.wsp").mkdir()
     message, _ = import_error(importing(tmp_path, "dir.wsp"))
