@@ -71,11 +71,14 @@ class Binding:
     def bind(self, bind: Mapping[str, int], arrays: Mapping[str, Any], random_seed: Optional[int],
              sources: Optional[Mapping[str, str]] = None,
              max_memory: Union[None, int, str, MemoryLimit] = None,
-             check_memory: bool = True) -> tuple[dict[str, int], dict[str, Any]]:
+             check_memory: bool = True,
+             schedule: Optional[str] = None) -> tuple[dict[str, int], dict[str, Any]]:
         """Symbols and input arrays for a run. `sources` names where each array came from
         (`x.npy`) for messages; unknown names and every inconsistency are diagnostics. Once
         every sym is known, and before anything is allocated, the bytes of every tensor are
-        checked against `max_memory` (default: the machine's memory; `limits.memory_limit`)."""
+        checked against `max_memory` (default: the machine's memory; `limits.memory_limit`),
+        and the integers `schedule` computes from them (every schedule's when None) against
+        int64."""
         import numpy as np
 
         m = self.module
@@ -139,6 +142,8 @@ class Binding:
                 f" or pass an array for `{users[0]}`" if users else "")
             self.error(s.span, f"sym `{s.name}` is not bound", help)
         self.raise_if_any()
+        self._check_int64(values, schedule)
+        self.raise_if_any()
         if check_memory:
             self._check_memory(values, memory_limit(max_memory))
             self.raise_if_any()
@@ -187,6 +192,20 @@ class Binding:
         self.raise_if_any()
         return values, inputs
 
+    def _check_int64(self, values: Mapping[str, int], schedule: Optional[str]) -> None:
+        """Every integer the runtime computes from the syms (loop extents, view offsets and
+        checks, with each `P` loop variable over its range) stays within int64: the C code
+        would wrap around silently. Reported at the largest sym it involves."""
+        found = _past_int64(self.module, schedule, values)
+        if found is None:
+            return
+        e, reach, span = found
+        names = sorted(sym.free_vars(e) & set(values), key=lambda n: (-values[n], n))
+        at = next((s.span for s in self.module.syms if names and s.name == names[0]), span)
+        self.error(at, f"with {_show_syms(values, sym.free_vars(e))}, `{sym.to_str(e)}` may "
+                   f"reach {reach}, past the runtime's int64 arithmetic (2^63 - 1)",
+                   "bind smaller values", notes=[Note(span, "computed here")] if span != at else ())
+
     def _check_memory(self, values: Mapping[str, int], limit: MemoryLimit) -> None:
         """The tensors' bytes against `limit`: every tensor once (an inout twice: the caller's
         array and the copy the run updates), reported at the sym that makes the largest one
@@ -231,6 +250,98 @@ class Binding:
                            f"(with {_show_syms(values, sym.free_vars(d))})")
                 return None
         return dims
+
+
+def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
+    """(expression, magnitude, span) of the first integer expression of `schedule` (every
+    schedule when None) and the module's tensors and checks whose value or any intermediate
+    may pass 2^63 - 1 with the syms `values`; None when all fit. An expression over variables
+    whose range is not known here (data-dependent loops) is left to the runtime's checks."""
+    from dataclasses import fields, is_dataclass
+
+    from .ir import visit as V
+    from .spans import NO_SPAN
+
+    def reach(e, ranges) -> Optional[int]:  # a bound on |value| and every |intermediate|
+        if isinstance(e, sym.Const):
+            return abs(e.value)
+        if isinstance(e, sym.Var):
+            return ranges.get(e.name)
+        if isinstance(e, sym.Poly):
+            total = abs(e.const)
+            for mono, c in e.terms:
+                term = abs(c)
+                for atom, p in mono:
+                    r = reach(atom, ranges)
+                    if r is None:
+                        return None
+                    term *= max(r, 1) ** p  # each partial product stays below the whole
+                total += term
+            return total
+        parts = getattr(e, "args", None) or [getattr(e, a) for a in ("arg", "num", "den")
+                                             if hasattr(e, a)]
+        rs = [reach(x, ranges) for x in parts]
+        return None if None in rs else max(rs, default=0)
+
+    def exprs(value, span, out):
+        if isinstance(value, sym.Expr):
+            out.append((value, span))
+        elif isinstance(value, sym.Check):
+            out += [(value.lhs, span), (value.rhs, span)]
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                exprs(v, span, out)
+        elif is_dataclass(value) and not isinstance(value, type):
+            inner = getattr(value, "span", NO_SPAN)
+            span = inner if inner != NO_SPAN else span
+            for f in fields(value):
+                exprs(getattr(value, f.name), span, out)
+
+    def over(e, ranges):
+        r = reach(e, ranges)
+        return r is not None and r > INT64_MAX, r
+
+    def visit(stmts, ranges):
+        for st in stmts:
+            nested = {name for name, _ in V.FIELDS.get(type(st), ())}
+            found: list = []
+            for f in fields(st):
+                if f.name not in nested:
+                    exprs(getattr(st, f.name), getattr(st, "span", NO_SPAN), found)
+            for e, span in found:
+                bad, r = over(e, ranges)
+                if bad:
+                    return e, r, span
+            inner = ranges
+            if isinstance(st, N.Loop):
+                extent = reach(st.extent, ranges)
+                inner = {**ranges, st.var: max(extent - 1, 0)} if extent is not None else \
+                    {k: v for k, v in ranges.items() if k != st.var}
+            for body in V.children(st):
+                hit = visit(body, inner)
+                if hit is not None:
+                    return hit
+        return None
+
+    from .ir import nodes as N
+
+    top = dict(values)
+    for t in m.tensors:
+        for d in t.dims:
+            bad, r = over(d, top)
+            if bad:
+                return d, r, t.span
+    for c in m.checks:
+        for e in (c.check.lhs, c.check.rhs):
+            bad, r = over(e, top)
+            if bad:
+                return e, r, c.span
+    for sc in m.schedules:
+        if schedule is None or sc.name == schedule:
+            hit = visit(sc.body, top)
+            if hit is not None:
+                return hit
+    return None
 
 
 def check_workers(workers: Optional[int]) -> None:
@@ -309,7 +420,7 @@ class Program:
         check_workers(workers)
         limit = memory_limit(max_memory)
         syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources,
-                                                 limit)
+                                                 limit, schedule=self.schedule)
         # a trace and the machine are the cycle model's: only a runnable with one takes them
         model = {"trace": trace, "machine": self.machine} if self._backend.cycle_model else {}
         t0 = time.perf_counter()
@@ -380,7 +491,7 @@ class Program:
                 fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)
         # without kernels nothing is touched: the sizes need not fit in memory
         syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None,
-                                                 check_memory=execute)
+                                                 check_memory=execute, schedule=self.schedule)
         t0 = time.perf_counter()
         _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
                                     machine=self.machine, execute=execute)

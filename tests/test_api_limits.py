@@ -113,3 +113,34 @@ def test_simulate_without_kernels_needs_no_memory_for_its_sizes(wspc_cache):
            "schedule main = w()\n")
     prog = ptowsp.parse(src, "m.wsp").compile(target="cpu_sim")
     assert prog.simulate(bind={"N": 64}, max_memory="1K").task_count == 64
+
+
+SHIFT = ("module shift\nsym N = 4, S = 0\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
+         "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
+         "workload w() { for i in P(N) { k[i](x = X[i + S : i + S + 1, :], y = Y[i : i + 1, :]) } }\n"
+         "workload sq() { for i in P(N * N) { k[i](x = X[0 : 1, :], y = Y[0 : 1, :]) } }\n"
+         "schedule main = w()\nschedule square = sq()\n")
+
+
+@pytest.mark.parametrize("target", ["ref", pytest.param("cpu_sim", marks=pytest.mark.cc)])
+def test_view_arithmetic_past_int64_is_an_error_at_the_sym(target, wspc_cache):
+    prog = ptowsp.parse(SHIFT, "shift.wsp").compile(target=target)
+    with pytest.raises(WspError) as info:
+        prog.run(bind={"S": 2**63 - 1}, random_inputs=1)
+    text = info.value.render()
+    assert "shift.wsp:2:12: error: with S = 9223372036854775807, `S + i` may reach " \
+           "9223372036854775810, past the runtime's int64 arithmetic" in text
+    assert "shift.wsp:6:32: note: computed here" in text
+    # one below: the view check reports the real value, not a wrapped one
+    with pytest.raises(WspError, match="found 92233720368547758[0-9]+ and 4"):
+        prog.run(bind={"S": 2**63 - 8}, random_inputs=1)
+
+
+def test_a_loop_extent_past_int64_and_only_the_schedule_that_runs():
+    m = ptowsp.parse(SHIFT, "shift.wsp")
+    with pytest.raises(WspError, match=r"with N = 4294967296, `N \* N` may reach 18446744073709551616"):
+        m.compile(target="ref", schedule="square").run(bind={"N": 2**32}, max_memory="1T",
+                                                       random_inputs=1)
+    # main has no N * N: its own sizes are the limit (here: the memory)
+    with pytest.raises(WspError, match="the tensors need"):
+        m.compile(target="ref", schedule="main").run(bind={"N": 2**32}, random_inputs=1)
