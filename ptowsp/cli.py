@@ -592,8 +592,8 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file) -> None:
     from .diagnostics import Diagnostic, WspError
     from .files import FileError, Staged
 
-    def save(path, content):
-        if str(path).endswith(".npz"):
+    def save(path, content, npz=False):
+        if npz or str(path).endswith(".npz"):
             return lambda fh: np.savez(fh, **content)
         return lambda fh: np.save(fh, next(iter(content.values())))
 
@@ -602,7 +602,7 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file) -> None:
             for p in outputs:
                 staged.add(p.value, save(p.value, {p.name: results[p.name]}), p.where)
             if outputs_npz:
-                staged.add(outputs_npz, save(outputs_npz, dict(results)),
+                staged.add(outputs_npz, save(outputs_npz, dict(results), npz=True),
                            f"--outputs {outputs_npz}")
             if trace_file:
                 staged.add(trace_file, _write_trace_json(program), f"--trace {trace_file}")

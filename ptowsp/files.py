@@ -183,6 +183,10 @@ class Staged:
         done: list[tuple[Path, Optional[Path]]] = []  # (destination, its old content aside)
         try:
             for dest, tmp, where in self._items:
+                try:  # checked before the run, but it may have changed since
+                    _refuse_special(where, os.stat(dest).st_mode)
+                except FileNotFoundError:
+                    pass
                 old = _aside(dest)
                 try:
                     os.replace(tmp, dest)

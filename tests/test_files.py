@@ -194,3 +194,15 @@ def test_read_npz_refuses_a_name_twice(tmp_path):
             z.write(buf, "A.npy")
     with pytest.raises(FileError, match="twice"):
         read_npz(tmp_path / "d.npz", GiB)
+
+
+def test_a_destination_that_became_a_directory_meanwhile(tmp_path):
+    (tmp_path / "a").write_bytes(b"old a")
+    with pytest.raises(FileError, match="is a directory"):
+        with Staged() as st:
+            st.add(tmp_path / "a", lambda fh: fh.write(b"new a"))
+            st.add(tmp_path / "b", lambda fh: fh.write(b"new b"))
+            (tmp_path / "b").mkdir()
+            st.commit()
+    assert (tmp_path / "a").read_bytes() == b"old a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

@@ -294,3 +294,11 @@ def test_a_replaced_output_keeps_its_permissions_and_a_symlink_is_followed(tmp_p
     assert r.returncode == 0, r.stderr
     assert old.stat().st_mode & 0o777 == 0o640 and np.load(old).shape == (16, 128)
     assert link.is_symlink() and np.load(real)["Y"].shape == (16, 128)
+
+
+def test_outputs_is_an_npz_whatever_its_name(tmp_path, cache):
+    out = tmp_path / "all.bin"
+    r = _softmax_run(cache, "--outputs", out)
+    assert r.returncode == 0, r.stderr
+    with np.load(out) as z:
+        assert list(z.files) == ["Y"]
