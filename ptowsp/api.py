@@ -142,11 +142,11 @@ class Binding:
                 f" or pass an array for `{users[0]}`" if users else "")
             self.error(s.span, f"sym `{s.name}` is not bound", help)
         self.raise_if_any()
-        self._check_int64(values, schedule)
-        self.raise_if_any()
         if check_memory:
             self._check_memory(values, memory_limit(max_memory))
             self.raise_if_any()
+        self._check_int64(values, schedule)
+        self.raise_if_any()
         # random data for unbound inputs
         if random_seed is not None:
             rng = np.random.default_rng(random_seed)
@@ -199,10 +199,10 @@ class Binding:
         found = _past_int64(self.module, schedule, values)
         if found is None:
             return
-        e, reach, span = found
-        names = sorted(sym.free_vars(e) & set(values), key=lambda n: (-values[n], n))
+        e, reach, span, used = found
+        names = sorted(used, key=lambda n: (-values[n], n))
         at = next((s.span for s in self.module.syms if names and s.name == names[0]), span)
-        self.error(at, f"with {_show_syms(values, sym.free_vars(e))}, `{sym.to_str(e)}` may "
+        self.error(at, f"with {_show_syms(values, used)}, `{sym.to_str(e)}` may "
                    f"reach {reach}, past the runtime's int64 arithmetic (2^63 - 1)",
                    "bind smaller values", notes=[Note(span, "computed here")] if span != at else ())
 
@@ -253,35 +253,49 @@ class Binding:
 
 
 def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
-    """(expression, magnitude, span) of the first integer expression of `schedule` (every
-    schedule when None) and the module's tensors and checks whose value or any intermediate
-    may pass 2^63 - 1 with the syms `values`; None when all fit. An expression over variables
-    whose range is not known here (data-dependent loops) is left to the runtime's checks."""
+    """(expression, magnitude, span, syms) of the first integer expression of `schedule`
+    (every schedule when None) and the module's tensors and checks whose value or any
+    intermediate may pass 2^63 - 1 with the syms `values`, and the syms that make it large
+    (through the ranges of its loop variables too); None when all fit. An expression over
+    variables whose range is not known here (data-dependent loops) is left to the runtime's
+    checks."""
     from dataclasses import fields, is_dataclass
 
     from .ir import visit as V
     from .spans import NO_SPAN
 
-    def reach(e, ranges) -> Optional[int]:  # a bound on |value| and every |intermediate|
+    def reach(e, ranges) -> Optional[tuple[int, int]]:
+        """(a bound on |value|, a bound on |value| and every |intermediate|); None when a
+        variable's range is unknown."""
         if isinstance(e, sym.Const):
-            return abs(e.value)
+            return abs(e.value), abs(e.value)
         if isinstance(e, sym.Var):
-            return ranges.get(e.name)
+            r = ranges.get(e.name)
+            return None if r is None else (r, r)
         if isinstance(e, sym.Poly):
-            total = abs(e.const)
+            total, peak = abs(e.const), 0
             for mono, c in e.terms:
                 term = abs(c)
                 for atom, p in mono:
                     r = reach(atom, ranges)
                     if r is None:
                         return None
-                    term *= max(r, 1) ** p  # each partial product stays below the whole
+                    term *= max(r[0], 1) ** p  # each partial product stays below the whole
+                    peak = max(peak, r[1])
                 total += term
-            return total
-        parts = getattr(e, "args", None) or [getattr(e, a) for a in ("arg", "num", "den")
-                                             if hasattr(e, a)]
-        rs = [reach(x, ranges) for x in parts]
-        return None if None in rs else max(rs, default=0)
+            return total, max(total, peak)
+        if isinstance(e, (sym.Min, sym.Max, sym.Abs)):
+            rs = [reach(x, ranges) for x in getattr(e, "args", None) or (e.arg,)]
+            return None if None in rs else (max(r[0] for r in rs), max(r[1] for r in rs))
+        n, d = reach(e.num, ranges), reach(e.den, ranges)
+        if n is None or d is None:
+            return None
+        peak = max(n[1], d[1])
+        if isinstance(e, sym.Mod):  # |n mod d| < |d|; C adds d back to a negative remainder
+            return d[0], max(peak, 2 * d[0])
+        if isinstance(e.den, sym.Const) and e.den.value:
+            return -(-n[0] // abs(e.den.value)), peak
+        return n[0], peak  # an integer divisor is at least 1 in magnitude
 
     def exprs(value, span, out):
         if isinstance(value, sym.Expr):
@@ -299,9 +313,12 @@ def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str,
 
     def over(e, ranges):
         r = reach(e, ranges)
-        return r is not None and r > INT64_MAX, r
+        return r is not None and r[1] > INT64_MAX, r and r[1]
 
-    def visit(stmts, ranges):
+    def syms_of(e, deps) -> frozenset:
+        return frozenset().union(*(deps.get(v, frozenset()) for v in sym.free_vars(e)))
+
+    def visit(stmts, ranges, deps):
         for st in stmts:
             nested = {name for name, _ in V.FIELDS.get(type(st), ())}
             found: list = []
@@ -311,14 +328,19 @@ def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str,
             for e, span in found:
                 bad, r = over(e, ranges)
                 if bad:
-                    return e, r, span
-            inner = ranges
+                    return e, r, span, syms_of(e, deps)
+            inner, inner_deps = ranges, deps
             if isinstance(st, N.Loop):
-                extent = reach(st.extent, ranges)
+                try:  # an extent of syms alone is known exactly
+                    extent: Optional[int] = abs(sym.evaluate(st.extent, values))
+                except (sym.SymError, TypeError):
+                    r = reach(st.extent, ranges)
+                    extent = None if r is None else r[0]
                 inner = {**ranges, st.var: max(extent - 1, 0)} if extent is not None else \
                     {k: v for k, v in ranges.items() if k != st.var}
+                inner_deps = {**deps, st.var: syms_of(st.extent, deps)}
             for body in V.children(st):
-                hit = visit(body, inner)
+                hit = visit(body, inner, inner_deps)
                 if hit is not None:
                     return hit
         return None
@@ -326,19 +348,20 @@ def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str,
     from .ir import nodes as N
 
     top = dict(values)
+    deps = {name: frozenset((name,)) for name in values}
     for t in m.tensors:
         for d in t.dims:
             bad, r = over(d, top)
             if bad:
-                return d, r, t.span
+                return d, r, t.span, syms_of(d, deps)
     for c in m.checks:
         for e in (c.check.lhs, c.check.rhs):
             bad, r = over(e, top)
             if bad:
-                return e, r, c.span
+                return e, r, c.span, syms_of(e, deps)
     for sc in m.schedules:
         if schedule is None or sc.name == schedule:
-            hit = visit(sc.body, top)
+            hit = visit(sc.body, top, deps)
             if hit is not None:
                 return hit
     return None
@@ -419,12 +442,12 @@ class Program:
         """`run`, with `sources` naming where each array came from (for messages)."""
         check_workers(workers)
         limit = memory_limit(max_memory)
-        syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources,
-                                                 limit, schedule=self.schedule)
         # a trace and the machine are the cycle model's: only a runnable with one takes them
         model = {"trace": trace, "machine": self.machine} if self._backend.cycle_model else {}
-        t0 = time.perf_counter()
         try:
+            syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources,
+                                                     limit, schedule=self.schedule)
+            t0 = time.perf_counter()
             outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
                                               workers=workers, **model)
         except MemoryError:  # the check passed, but the memory is taken (by other processes)

@@ -32,6 +32,8 @@ def parse_size(text: str) -> int:
     n = int(Decimal(m.group(1)) * _UNITS[m.group(2).upper()])
     if n <= 0:
         raise ValueError(f"`{text}` is no memory at all")
+    if n > INT64_MAX:
+        raise ValueError(f"`{text}` is more than the largest size wspc handles (2^63 - 1 bytes)")
     return n
 
 
@@ -64,9 +66,10 @@ def memory_limit(max_memory: Union[None, int, str, MemoryLimit] = None) -> Memor
     if isinstance(max_memory, str):
         n = parse_size(max_memory)
         return MemoryLimit(n, f"max_memory = {max_memory!r}", True)
-    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0:
-        raise ValueError(f"max_memory must be a positive number of bytes or a size such as "
-                         f"'8G', not {max_memory!r}")
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or \
+            not 0 < max_memory <= INT64_MAX:
+        raise ValueError(f"max_memory must be a number of bytes from 1 to 2^63 - 1, or a size "
+                         f"such as '8G', not {max_memory!r}")
     return MemoryLimit(max_memory, f"max_memory = {size_text(max_memory)}", True)
 
 

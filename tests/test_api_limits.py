@@ -67,7 +67,7 @@ def test_workers_in_range(prog):
         == (16, 128)
 
 
-@pytest.mark.parametrize("bad", ["8X", "", "-1G", "0", "1e9", "٣G", "G"])
+@pytest.mark.parametrize("bad", ["8X", "", "-1G", "0", "1e9", "٣G", "G", "8192P"])
 def test_bad_sizes(bad):
     with pytest.raises(ValueError):
         parse_size(bad)
@@ -81,8 +81,10 @@ def test_sizes():
     assert parse_size("2KB") == 2048 and parse_size("1T") == 2**40
     assert size_text(2**40) == "1024.0 GiB" and size_text(3 * 2**20) == "3.0 MiB"
     assert size_text(100) == "100 bytes"
-    with pytest.raises(ValueError):
-        memory_limit(0)
+    assert parse_size("8191.99P") < 2**63
+    for bad in (0, 2**63, -5, 1.5, True):
+        with pytest.raises(ValueError):
+            memory_limit(bad)
 
 
 def test_the_machine_limit_is_at_most_physical_memory():
@@ -128,7 +130,7 @@ def test_view_arithmetic_past_int64_is_an_error_at_the_sym(target, wspc_cache):
     with pytest.raises(WspError) as info:
         prog.run(bind={"S": 2**63 - 1}, random_inputs=1)
     text = info.value.render()
-    assert "shift.wsp:2:12: error: with S = 9223372036854775807, `S + i` may reach " \
+    assert "shift.wsp:2:12: error: with N = 4, S = 9223372036854775807, `S + i` may reach " \
            "9223372036854775810, past the runtime's int64 arithmetic" in text
     assert "shift.wsp:6:32: note: computed here" in text
     # one below: the view check reports the real value, not a wrapped one
