@@ -9,9 +9,9 @@ and a failure or a kill leaves the old content (or nothing) behind. Files are cr
 creates them: a new file gets `0666` less the umask, a replaced one keeps its permissions.
 
 The outputs of one run are one `Staged` group: each is checked (`check_destination`) before the
-run starts, written beside its destination after it, and all are renamed into place only once
-every one is complete; a failure removes them all and puts back what an earlier rename
-replaced.
+run starts, written beside its destination after it (missing directories are made then), and
+all are renamed into place only once every one is complete; a failure removes them all, and
+the directories made for them, and puts back what an earlier rename replaced.
 
 `read_npy` and `read_npz` read arrays from files a user or an attacker wrote: only regular
 files (never a FIFO, a device or a directory, so nothing blocks), plain arrays only (never a
@@ -67,9 +67,10 @@ def _kind(mode: int) -> str:
 def check_destination(path: Union[str, Path], directory: bool = False) -> Path:
     """The path to write `path` at (a symbolic link is followed, as `open` follows it), after
     checking that it can be created or replaced: an existing regular file (or, with
-    `directory`, an existing directory) that is writable, or a new name in an existing
-    directory wspc can create files in. Never a device, a FIFO, a socket, a mount point, or a
-    directory (a file) or a file (a directory). Raises `FileError(path, why)`."""
+    `directory`, an existing directory) that is writable, or a new name in a directory wspc
+    can create files in (directories missing on the way are created when it is written: the
+    nearest existing one must take them). Never a device, a FIFO, a socket, a mount point, or
+    a directory (a file) or a file (a directory). Raises `FileError(path, why)`."""
     where = str(path)
     if not where:
         raise FileError(where, "an empty file name")
@@ -93,10 +94,10 @@ def check_destination(path: Union[str, Path], directory: bool = False) -> Path:
         if stat.S_ISREG(st.st_mode) and not os.access(real, os.W_OK):
             raise FileError(where, "is read-only")
     parent = real.parent
+    while not parent.exists() and parent != parent.parent:  # to be created: its nearest ancestor
+        parent = parent.parent
     try:
         pst = os.stat(parent)
-    except FileNotFoundError:
-        raise FileError(where, f"its directory {parent} does not exist") from None
     except OSError as err:
         raise FileError(where, f"cannot use its directory {parent}: {err.strerror}") from None
     if not stat.S_ISDIR(pst.st_mode):
@@ -105,7 +106,7 @@ def check_destination(path: Union[str, Path], directory: bool = False) -> Path:
         raise FileError(where, "is a mount point: wspc replaces a file by renaming a new one "
                                "over it, which a mount point does not allow")
     try:  # the one proof that works for root, read-only file systems and /proc alike
-        fd, probe = _create_beside(real)
+        fd, probe = _create_beside(parent / real.name)
     except OSError as err:
         raise FileError(where, f"cannot create a file in {parent}: {err.strerror}") from None
     os.close(fd)
@@ -152,6 +153,7 @@ class Staged:
 
     def __init__(self) -> None:
         self._items: list[tuple[Path, Path, str]] = []  # (destination, staged, where)
+        self._made: list[Path] = []  # directories created for them, outermost first
         self._done = False
 
     def __enter__(self) -> "Staged":
@@ -168,6 +170,10 @@ class Staged:
         dest = Path(os.path.realpath(destination))
         where = where or str(destination)
         try:
+            missing = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
+            for d in reversed(missing):  # as `mkdir -p`, but each one remembered
+                os.mkdir(d, 0o777)
+                self._made.append(d)
             fd, tmp = _create_beside(dest)
         except OSError as err:
             raise FileError(where, f"cannot create a file in {dest.parent}: {err.strerror}") from None
@@ -216,10 +222,16 @@ class Staged:
         self._done = True
 
     def discard(self) -> None:
-        """Remove every staged file (the destinations are untouched)."""
+        """Remove every staged file and every directory made for them (the destinations are
+        untouched)."""
         for _, tmp, _ in self._items:
             tmp.unlink(missing_ok=True)
-        self._items = []
+        for d in reversed(self._made):
+            try:
+                d.rmdir()
+            except OSError:  # not empty: something else was put there meanwhile
+                pass
+        self._items, self._made = [], []
         self._done = True
 
 

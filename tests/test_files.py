@@ -31,13 +31,13 @@ def test_destinations_that_can_be_written(tmp_path):
     (tmp_path / "link.npy").symlink_to(tmp_path / "target.npy")
     assert check_destination(tmp_path / "link.npy") == tmp_path / "target.npy"
     assert check_destination(tmp_path / "dir", directory=True) == tmp_path / "dir"
+    assert check_destination(tmp_path / "no" / "such" / "x") == tmp_path / "no" / "such" / "x"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.npy", "old.npy"]  # no probe left
 
 
 @pytest.mark.parametrize("make, words", [
     (lambda d: (d / "x").mkdir() or d / "x", "is a directory"),
     (lambda d: (d / "f").write_text("f") and d / "f" / "x", "is not a directory"),
-    (lambda d: d / "no" / "x", "does not exist"),
     (lambda d: _fifo(d / "p"), "is a FIFO, not a regular file"),
     (lambda d: "/proc/x.npy", "cannot create a file in /proc"),
     (lambda d: "", "an empty file name"),
@@ -206,3 +206,19 @@ def test_a_destination_that_became_a_directory_meanwhile(tmp_path):
             st.commit()
     assert (tmp_path / "a").read_bytes() == b"old a"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_directories_made_for_a_failed_group_are_removed(tmp_path):
+    def full(fh):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(FileError):
+        with Staged() as st:
+            st.add(tmp_path / "a" / "b" / "x", lambda fh: fh.write(b"x"))
+            st.add(tmp_path / "a" / "c" / "y", full)
+            st.commit()
+    assert not list(tmp_path.iterdir())
+    with Staged() as st:
+        st.add(tmp_path / "a" / "b" / "x", lambda fh: fh.write(b"x"))
+        st.commit()
+    assert (tmp_path / "a" / "b" / "x").read_bytes() == b"x"

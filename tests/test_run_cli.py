@@ -228,7 +228,6 @@ def _device(tmp_path: Path, name: str, minor: int) -> Path:
 @pytest.mark.parametrize("where, words", [
     ("dir", "is a directory"),
     ("file/y.npy", "is not a directory"),
-    ("missing/y.npy", "does not exist"),
     ("/proc/y.npy", "cannot create a file in /proc"),
     ("full", "is a character device, not a regular file"),
     ("null", "is a character device, not a regular file"),
@@ -302,3 +301,14 @@ def test_outputs_is_an_npz_whatever_its_name(tmp_path, cache):
     assert r.returncode == 0, r.stderr
     with np.load(out) as z:
         assert list(z.files) == ["Y"]
+
+
+def test_missing_directories_are_made_only_for_a_successful_run(tmp_path, cache):
+    out = tmp_path / "new" / "dir" / "y.npy"
+    err = _no_traceback(_softmax_run(cache, "--input", f"X={tmp_path / 'nope.npy'}",
+                                     "--output", f"Y={out}"))
+    assert "no such file" in err
+    assert not (tmp_path / "new").exists()  # the run failed: nothing made
+    r = _softmax_run(cache, "--output", f"Y={out}")
+    assert r.returncode == 0, r.stderr
+    assert np.load(out).shape == (16, 128)
