@@ -476,20 +476,25 @@ def _check_names(program, binds, inputs, outputs) -> None:
             diags.append(Diagnostic(_at(pair.where), "binding",
                                     f"`{pair.name}` is not a sym of module `{m.name}`",
                                     did_you_mean(pair.name, syms)))
-    for pairs, kinds, what in ((inputs, ("input", "inout"), "it takes no input array"),
-                               (outputs, ("output", "inout"), "--output names outputs and inouts")):
-        for pair in pairs:
-            t = tensors.get(pair.name)
-            if t is None:
-                diags.append(Diagnostic(_at(pair.where), "binding",
-                                        f"`{pair.name}` is not a tensor of module `{m.name}`",
-                                        did_you_mean(pair.name, tensors)))
-            elif t.kind not in kinds and pairs is inputs:
-                diags.append(Diagnostic(t.span, "binding", f"`{t.name}` is {_a(t.kind)}; {what}",
-                                        "pass inputs and inouts only"))
-            elif t.kind not in kinds:
-                diags.append(Diagnostic(t.span, "io", f"`{t.name}` is {_a(t.kind)}, not an output",
-                                        what))
+    def unknown(pair: _Pair) -> Diagnostic:
+        return Diagnostic(_at(pair.where), "binding",
+                          f"`{pair.name}` is not a tensor of module `{m.name}`",
+                          did_you_mean(pair.name, tensors))
+
+    for pair in inputs:
+        t = tensors.get(pair.name)
+        if t is None:
+            diags.append(unknown(pair))
+        elif t.kind not in ("input", "inout"):
+            diags.append(Diagnostic(t.span, "binding", f"`{t.name}` is {_a(t.kind)}; it takes "
+                                    "no input array", "pass inputs and inouts only"))
+    for pair in outputs:
+        t = tensors.get(pair.name)
+        if t is None:
+            diags.append(unknown(pair))
+        elif t.kind not in ("output", "inout"):
+            diags.append(Diagnostic(t.span, "io", f"`{t.name}` is {_a(t.kind)}, not an output",
+                                    "--output names outputs and inouts"))
     if diags:
         raise WspError(diags, dict(m.sources))
 

@@ -8,11 +8,9 @@ Importing it is cheap (the `wspc` command reads it to build its options).
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
-from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 INT64_MAX = 2**63 - 1  # the largest sym value: the runtime's arithmetic is int64
 # decision: a fixed number, not a multiple of the cores, so that a command line that works on
@@ -20,13 +18,16 @@ INT64_MAX = 2**63 - 1  # the largest sym value: the runtime's arithmetic is int6
 MAX_WORKERS = 256
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
-_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?", re.ASCII | re.IGNORECASE)
+_SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?"
 
 
 def parse_size(text: str) -> int:
     """Bytes from `8G`, `512M`, `1.5GiB`, `4096` (binary units: K = 1024; `B`/`iB` may
     follow). A `ValueError` for anything else, or for no bytes at all."""
-    m = _SIZE.fullmatch(text.strip())
+    import re
+    from decimal import Decimal
+
+    m = re.fullmatch(_SIZE, text.strip(), re.ASCII | re.IGNORECASE)
     if m is None:
         raise ValueError(f"`{text}` is not a size (such as 8G, 512M, 1.5GiB or 4096)")
     n = int(Decimal(m.group(1)) * _UNITS[m.group(2).upper()])
@@ -46,8 +47,7 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-@dataclass(frozen=True)
-class MemoryLimit:
+class MemoryLimit(NamedTuple):
     """The bytes a run may use, and what set the limit (for messages)."""
 
     bytes: int
@@ -73,6 +73,7 @@ def memory_limit(max_memory: Union[None, int, str, MemoryLimit] = None) -> Memor
     return MemoryLimit(max_memory, f"max_memory = {size_text(max_memory)}", True)
 
 
+@lru_cache(maxsize=1)  # asked on every run; it does not change while a process lives
 def machine_memory() -> tuple[int, str]:
     """(bytes, what) of the memory this process can have: the least of the physical memory,
     its cgroup's memory limit (a container's) and its address-space limit (`ulimit -v`)."""
