@@ -333,6 +333,14 @@ class _Size(click.ParamType):
             self.fail(str(err), param, ctx)
 
 
+def _named(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    """A click callback: a file option given is a file name, not an empty string (which
+    would otherwise read as the option not given)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty file name", ctx=ctx, param=param)
+    return value
+
+
 def _at(where: str):
     """The span of a diagnostic about a command-line option or a file, not a source line."""
     from .spans import Span
@@ -347,12 +355,14 @@ def _at(where: str):
               help="Bind a sym (an integer: 4096, 0x1000, 4_096).")
 @click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy",
               callback=_pairs_of("--input"), help="An input or inout array.")
-@click.option("--inputs", "inputs_npz", type=click.Path(), default=None, metavar="F.npz",
+@click.option("--inputs", "inputs_npz", type=click.Path(), default=None, callback=_named,
+              metavar="F.npz",
               help="Input arrays by name from one .npz file.")
 @click.option("--output", "outputs", multiple=True, metavar="NAME=F.npy",
               callback=_pairs_of("--output"),
               help="Write an output or inout array (only after a successful run).")
-@click.option("--outputs", "outputs_npz", type=click.Path(), default=None, metavar="F.npz",
+@click.option("--outputs", "outputs_npz", type=click.Path(), default=None, callback=_named,
+              metavar="F.npz",
               help="Write every output and inout array into one .npz file.")
 @click.option("--random-inputs", type=click.IntRange(min=0), default=None, metavar="SEED",
               help="Fill inputs that have no array with reproducible random data.")
@@ -364,9 +374,10 @@ def _at(where: str):
               show_default=True,
               help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle); "
                    "ascend_npu does not run here.")
-@click.option("--trace", "trace_file", type=click.Path(), default=None,
+@click.option("--trace", "trace_file", type=click.Path(), default=None, callback=_named,
               metavar="T.json", help="Write the run (real and simulated) as a Chrome trace.")
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
+              callback=_named,
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
 @click.option("--stats", is_flag=True, help="Print task count, times, simulated cycles and loads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")

@@ -307,6 +307,9 @@ def test_npz_inputs_run(tmp_path, cache, x16):
     (["--max-memory", "8X"], "--max-memory", "8X"),
     (["--max-memory", "0"], "--max-memory", "0"),
     (["--max-memory", "9000P"], "--max-memory", "2^63 - 1 bytes"),
+    (["--outputs", ""], "--outputs", "an empty file name"),
+    (["--trace", " "], "--trace", "an empty file name"),
+    (["--inputs", ""], "--inputs", "an empty file name"),
 ])
 def test_bad_command_line_values_are_usage_errors(tmp_path, cache, args, option, words):
     r = wspc("run", SOFTMAX, "--random-inputs", "1", *args, cache=cache, cwd=tmp_path)
