@@ -34,34 +34,14 @@ from .kernel_plan import KernelPlan
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
-# Operation names of `Op.op`, by arity and kind (attrs in parentheses):
-#   leaves:      param (name), scalar_param (name), literal (value), iota_row, iota_col
-#   elementwise: add sub mul div maximum minimum pow | neg abs exp log sqrt rsqrt tanh sigmoid
-#                sin cos relu gelu silu | lt le gt ge eq ne | and or not | where
-#                convert (to dtype: lowering's implicit conversions) cast (explicit `cast`)
-#   reductions:  rowsum rowmax rowmin rowmean colsum colmax colmin colmean
-#   others:      broadcast (to [rows, cols]), matmul (a, b[, acc]), transpose, softmax,
-#                slice_even, slice_odd, interleave
-ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow",
-                      "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
-ELEMENTWISE_UNARY = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos",
-                     "relu", "gelu", "silu", "not", "convert", "cast")
-REDUCTIONS = ("rowsum", "rowmax", "rowmin", "rowmean", "colsum", "colmax", "colmin", "colmean")
-OTHERS = ("broadcast", "matmul", "transpose", "softmax", "slice_even", "slice_odd", "interleave",
-          "where")
-LEAVES = ("param", "scalar_param", "literal", "iota_row", "iota_col")
-ALL_OPS = LEAVES + ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + REDUCTIONS + OTHERS
-# computed per element (operands broadcast), and index maps over one operand
-ELEMENTWISE = frozenset(ELEMENTWISE_BINARY + ELEMENTWISE_UNARY + ("where",))
-VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
-
-
 @record
 class Op:
     """One value of a kernel's DAG: `op` applied to the values `args` (indices of earlier ops).
 
-    `shape` is `(rows, cols)` for a tile and None for a scalar; `attr` holds the op's constant
-    data: the parameter name for `param`/`scalar_param`, the number for `literal`, nothing else.
+    `op` names an op of the primitive table (`ptowsp.primitives.OPS`: its arity, shape and
+    dtype rule, fusion category, plan kind and meaning). `shape` is `(rows, cols)` for a tile
+    and None for a scalar; `attr` holds the op's constant data: the parameter name for
+    `param`/`scalar_param`, the number for `literal`, nothing else.
     """
 
     op: str

@@ -1,8 +1,9 @@
 """Check the invariants of an IR `Module`: `verify(m)` returns None or raises
 `InternalError("verify", message)` naming the first broken invariant and where it is.
 
-Checked: op arguments refer to earlier ops; shapes and dtypes agree with each op (elementwise
-operands of the op's dtype, broadcast-compatible shapes, reduction and matmul shapes, ...);
+Checked: op arguments refer to earlier ops; their number, shapes and dtypes agree with each op
+(its rule in the primitive table, `ptowsp/primitives/op_rules.py`: elementwise operands of the
+op's dtype, broadcast-compatible shapes, reduction and matmul shapes, ...);
 stores cover every `Out` exactly once and every `InOut` at most once, with values of the
 parameter's dtype and a shape that broadcasts to its tile; tasks name existing kernels and
 bind every parameter exactly once; tile boxes have one entry per tensor dimension with valid
@@ -30,17 +31,14 @@ Left alone: anything that needs run-time values (symbolic extents, view checks).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .. import sym
 from ..diagnostics import InternalError
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
+from ..primitives import OPS, IllTyped, fits_shape
 from . import nodes as N
 from .kernel_plan import buffer_bytes, held
 from .visit import Visitor, own_consumes, uses_csp, walk
 
-_ARITH = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
-_COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 _DISPATCH = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 _TIMING = ("immediate", "batched", "interleaved", "rate_limit")
 _MODES = {"In": "r", "Out": "w", "InOut": "rw"}
@@ -180,30 +178,6 @@ def _cond(c, names, channels=None) -> None:
 # Kernels
 
 
-def _broadcast(*shapes) -> Optional[tuple[int, int]]:
-    out = None
-    for s in shapes:
-        if s is None:
-            continue
-        if out is None:
-            out = s
-            continue
-        dims = []
-        for a, b in zip(out, s):
-            if a == b or b == 1:
-                dims.append(a)
-            elif a == 1:
-                dims.append(b)
-            else:
-                _fail(f"shapes {list(out)} and {list(s)} do not broadcast")
-        out = (dims[0], dims[1])
-    return out
-
-
-def _fits(shape, target) -> bool:
-    return shape is None or all(a == b or a == 1 for a, b in zip(shape, target))
-
-
 def _kernel(k: N.Kernel) -> None:
     _unique([p.name for p in k.params], "parameter")
     params = {p.name: p for p in k.params}
@@ -238,7 +212,7 @@ def _kernel(k: N.Kernel) -> None:
         v = k.ops[idx]
         if v.dtype != p.dtype:
             _fail(f"store to `{name}` ({p.dtype}) of an {v.dtype} value")
-        if not _fits(v.shape, (p.rows, p.cols)):
+        if not fits_shape(v.shape, (p.rows, p.cols)):
             _fail(f"store to `{name}` [{p.rows}, {p.cols}] of a {list(v.shape)} value")
         counts[name] = counts.get(name, 0) + 1
     for p in k.params:
@@ -255,155 +229,22 @@ def _kernel(k: N.Kernel) -> None:
 
 
 def _op(op: N.Op, i: int, ops, params) -> None:
-    if op.op not in N.ALL_OPS:
+    spec = OPS.get(op.op)
+    if spec is None:
         _fail("unknown operation")
     _dtype(op.dtype)
     for a in op.args:
         if not 0 <= a < i:
             _fail(f"argument %{a} is not an earlier op")
     args = [ops[a] for a in op.args]
-    name = op.op
-
-    def arity(n: int) -> None:
-        if len(args) != n:
-            _fail(f"takes {n} arguments, has {len(args)}")
-
-    def shape(want) -> None:
-        if op.shape != want:
-            _fail(f"shape {op.shape} should be {want}")
-
-    def same_dtype(xs) -> None:
-        for x in xs:
-            if x.dtype != op.dtype:
-                _fail(f"operand dtype {x.dtype} differs from the op's {op.dtype}")
-
-    def tile(x) -> tuple[int, int]:
-        if x.shape is None:
-            _fail("needs a tile operand")
-        return x.shape
-
     if op.shape is not None and (len(op.shape) != 2 or min(op.shape) <= 0):
         _fail(f"bad shape {op.shape}")
-    if name in ("param", "scalar_param"):
-        arity(0)
-        p = params.get(op.attr)
-        if p is None:
-            _fail(f"parameter `{op.attr}` does not exist")
-        if name == "param":
-            if p.kind != "tile" or p.mode == "Out":
-                _fail(f"`{p.name}` is not an In or InOut tile")
-            shape((p.rows, p.cols))
-        else:
-            if p.kind != "scalar":
-                _fail(f"`{p.name}` is not a scalar parameter")
-            shape(None)
-        if op.dtype != p.dtype:
-            _fail(f"dtype {op.dtype} differs from parameter `{p.name}`'s {p.dtype}")
-    elif name == "literal":
-        arity(0)
-        shape(None)
-        if not isinstance(op.attr, (int, float, bool)):
-            _fail(f"literal value {op.attr!r} is not a number")
-    elif name in ("iota_row", "iota_col"):
-        arity(0)
-        tile(op)
-        if op.dtype not in INT_DTYPES:
-            _fail("iota of a non-integer dtype")
-    elif name in _ARITH:
-        arity(2)
-        same_dtype(args)
-        if op.dtype == "bool":
-            _fail("arithmetic on bool")
-        shape(_broadcast(args[0].shape, args[1].shape))
-    elif name in _COMPARE:
-        arity(2)
-        if args[0].dtype != args[1].dtype:
-            _fail(f"compares {args[0].dtype} with {args[1].dtype}")
-        if op.dtype != "bool":
-            _fail("a comparison yields bool")
-        shape(_broadcast(args[0].shape, args[1].shape))
-    elif name in ("and", "or", "not"):
-        arity(1 if name == "not" else 2)
-        if op.dtype != "bool" or any(a.dtype != "bool" for a in args):
-            _fail("logic on non-bool values")
-        shape(_broadcast(*(a.shape for a in args)))
-    elif name in ("convert", "cast"):
-        arity(1)
-        shape(args[0].shape)
-    elif name in N.ELEMENTWISE_UNARY:
-        arity(1)
-        same_dtype(args)
-        shape(args[0].shape)
-        if name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
-                    "silu") and op.dtype not in FLOAT_DTYPES:
-            _fail(f"`{name}` of a non-float dtype")
-    elif name == "where":
-        arity(3)
-        if args[0].dtype != "bool":
-            _fail("the condition is not bool")
-        same_dtype(args[1:])
-        shape(_broadcast(*(a.shape for a in args)))
-    elif name in N.REDUCTIONS:
-        arity(1)
-        same_dtype(args)
-        r, c = tile(args[0])
-        shape((r, 1) if name.startswith("row") else (1, c))
-    elif name == "broadcast":
-        arity(1)
-        same_dtype(args)
-        target = tile(op)
-        if not _fits(args[0].shape, target):
-            _fail(f"cannot broadcast {args[0].shape} to {target}")
-    elif name == "matmul":
-        if len(args) not in (2, 3):
-            _fail(f"takes 2 or 3 arguments, has {len(args)}")
-        (m, k1), (k2, n) = tile(args[0]), tile(args[1])
-        if k1 != k2:
-            _fail(f"inner dimensions differ: {args[0].shape} x {args[1].shape}")
-        if op.dtype != "f32":
-            _fail("matmul yields f32")
-        if any(a.dtype == "bool" for a in args[:2]):
-            _fail("matmul of bool")
-        shape((m, n))
-        if len(args) == 3 and (args[2].dtype != "f32" or args[2].shape != (m, n)):
-            _fail("the accumulator must be an f32 tile of the result's shape")
-    elif name == "transpose":
-        arity(1)
-        same_dtype(args)
-        r, c = tile(args[0])
-        shape((c, r))
-    elif name == "softmax":
-        arity(1)
-        same_dtype(args)
-        shape(tile(args[0]))
-        if op.dtype not in FLOAT_DTYPES:
-            _fail("softmax of a non-float dtype")
-    elif name in ("slice_even", "slice_odd"):
-        arity(1)
-        same_dtype(args)
-        r, c = tile(args[0])
-        if c % 2:
-            _fail("odd number of columns")
-        shape((r, c // 2))
-    elif name == "interleave":
-        arity(2)
-        same_dtype(args)
-        if args[0].shape != args[1].shape:
-            _fail("operands of different shapes")
-        r, c = tile(args[0])
-        shape((r, 2 * c))
-    else:  # pragma: no cover - every name of ALL_OPS is handled above
-        _fail("no rule")
-
-
-_KIND_OPS = {
-    "leaf": ("param", "iota_row", "iota_col", "literal"),
-    "inline": N.ELEMENTWISE,
-    "ew": N.ELEMENTWISE,
-    "red": N.REDUCTIONS,
-    "view": N.VIEWS,
-    "matmul": ("matmul",),
-}
+    if len(args) not in spec.arity:
+        _fail(f"takes {' or '.join(map(str, spec.arity))} arguments, has {len(args)}")
+    try:
+        spec.rule(op, args, params)
+    except IllTyped as e:
+        raise _Fail(str(e)) from None
 
 
 def _plan(k: N.Kernel) -> None:
@@ -419,8 +260,8 @@ def _plan(k: N.Kernel) -> None:
     for i, (op, kd) in enumerate(zip(ops, kinds)):
         if kd == "scalar":
             ok = op.shape is None
-        else:
-            ok = op.shape is not None and op.op in _KIND_OPS.get(kd, ())
+        else:  # an inline op is an elementwise one recomputed where it is read
+            ok = op.shape is not None and OPS[op.op].plan == ("ew" if kd == "inline" else kd)
         if ok and kd == "inline":
             ok = all(kinds[a] in ("scalar", "leaf", "inline") for a in op.args)
         if not ok:
@@ -443,7 +284,7 @@ def _plan(k: N.Kernel) -> None:
                     _fail(f"step {s}: %{i} is not elementwise at the nest's shape {t.shape}")
             for prefix, reds in (("row", t.rowreds), ("col", t.colreds)):
                 for r in reds:
-                    if kinds[r] != "red" or not ops[r].op.startswith(prefix) \
+                    if kinds[r] != "red" or OPS[ops[r].op].axis != prefix \
                             or ops[ops[r].args[0]].shape != t.shape:
                         _fail(f"step {s}: %{r} is not a {prefix} reduction over {t.shape}")
             made.extend((i, t_i) for i in t.ops + t.rowreds + t.colreds)

@@ -6,9 +6,12 @@ named `rows__R_4` (a negative value: `R_m4`); one without keeps its name. `Speci
 collects the assignments while the schedules lower, and `lower_kernels` lowers them after.
 
 What lowering decides in a kernel body (each also written next to its code as `# decision:`):
-- Implicit conversions are explicit `convert` ops; `rowmul/rowadd/...` become the plain
-  elementwise op with broadcasting; a store's value is converted and broadcast to the
-  parameter's tile by explicit ops, so every stored op has the parameter's shape and dtype.
+- A primitive call is the IR op the primitive table names for it (`rowmul/rowadd/...` the plain
+  elementwise op with broadcasting), its value arguments the operands; `load`, `full`,
+  `constant` and `broadcast` are written out here.
+- Implicit conversions are explicit `convert` ops; a store's value is converted and broadcast
+  to the parameter's tile by explicit ops, so every stored op has the parameter's shape and
+  dtype.
 - Literals take the dtype of what they meet (one `literal` op of that dtype); a compound
   literal expression (`1 / 2`) is computed in its default dtype (i32 / f32) and converted.
 - An extern kernel lowers with the bodies it has; the target that needs a missing one says so.
@@ -33,6 +36,7 @@ from ..primitives import (
     COMPARE_OPERATORS,
     LOGIC_OPERATORS,
     PRIMITIVES,
+    UNARY_OPERATORS,
     Arg,
     Type,
     Typing,
@@ -110,20 +114,6 @@ def _shape(t: Type) -> Optional[tuple[int, int]]:
 
 def _internal_report(span, code, message, help=None):
     raise InternalError("lower", f"the checker let through a kernel error: {message}")
-
-
-# Primitives that are a plain elementwise op with NumPy broadcasting.
-_ELEMENTWISE = {
-    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "maximum",
-    "minimum": "minimum", "pow": "pow",
-    # decision: rowmul/rowadd/rowsub/rowdiv and colmul/coladd/colsub/coldiv lower to mul/add/sub/div with broadcasting (the checker already fixed the vector's shape)
-    "rowmul": "mul", "rowadd": "add", "rowsub": "sub", "rowdiv": "div",
-    "colmul": "mul", "coladd": "add", "colsub": "sub", "coldiv": "div",
-}
-_UNARY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "abs", "neg", "relu",
-          "gelu", "silu")
-_SHAPED = ("rowsum", "rowmax", "rowmin", "rowmean", "colsum", "colmax", "colmin", "colmean",
-           "transpose", "softmax", "slice_even", "slice_odd")
 
 
 class _KernelLowerer:
@@ -237,7 +227,7 @@ class _KernelLowerer:
             t = unary(self.typing(e.op, e.span), e.op, Arg(x.type, e.operand.span))
             if x.lit is not None:
                 return _V(t, lit=(not x.lit) if e.op == "not" else -x.lit)
-            op = "not" if e.op == "not" else "neg"
+            op = UNARY_OPERATORS[e.op]
             return _V(t, self.emit(op, (self.coerce(x, t.dtype),), _shape(t), t.dtype))
         if isinstance(e, A.Binary):
             return self.binary(e)
@@ -327,48 +317,25 @@ class _KernelLowerer:
         rt = prim.rule(self.typing(prim.name, e.span, args))
         if rt.is_error:
             raise InternalError("lower", f"`{prim.name}` did not type")
-        name, shape, dt = prim.name, _shape(rt), rt.dtype
-        if name == "load":
+        shape, dt = _shape(rt), rt.dtype
+        if prim.name == "load":
             # decision: `load(x)` is the value of x itself (parameters are immutable values)
             return vals["x"]
-        if name == "full":
-            # decision: `full(M, N, v, DT)` is a broadcast of the scalar v (converted to DT)
-            s = self.coerce(vals["value"], dt)
-            return _V(rt, self.emit("broadcast", (s,), shape, dt))
-        if name == "constant":
-            return _V(rt, self.coerce(vals["value"], dt))
-        if name in _ELEMENTWISE:
-            a = vals["a"] if "a" in vals else vals["x"]
-            b = vals["b"] if "b" in vals else vals.get("vec", vals.get("exponent"))
-            # decision: `pow(x, s)` converts the exponent to x's dtype, like any elementwise operand
-            return _V(rt, self.emit(_ELEMENTWISE[name], (self.coerce(a, dt), self.coerce(b, dt)),
-                                    shape, dt))
-        if name in _UNARY:
-            return _V(rt, self.emit(name, (self.coerce(vals["x"], dt),), shape, dt))
-        if name in _SHAPED:
-            return _V(rt, self.emit(name, (self.coerce(vals["x"], vals["x"].type.dtype),), shape,
-                                    dt))
-        if name == "broadcast":
-            x = self.coerce(vals["x"], dt)
-            if vals["x"].shape == shape:
-                return _V(rt, x)
-            return _V(rt, self.emit("broadcast", (x,), shape, dt))
-        if name == "matmul":
-            # decision: matmul operands keep their dtypes (the op reads any numeric tiles); `acc` is f32
-            ops = (self.materialise(vals["a"]), self.materialise(vals["b"]))
-            if "acc" in vals:
-                ops += (self.coerce(vals["acc"], "f32"),)
-            return _V(rt, self.emit("matmul", ops, shape, "f32"))
-        if name == "cast":
-            return _V(rt, self.emit("cast", (self.materialise(vals["x"]),), shape, dt))
-        if name == "where":
-            args_ = (self.coerce(vals["cond"], "bool"), self.coerce(vals["a"], dt),
-                     self.coerce(vals["b"], dt))
-            return _V(rt, self.emit("where", args_, shape, dt))
-        if name in ("row_index", "col_index"):
-            op = "iota_row" if name == "row_index" else "iota_col"
-            return _V(rt, self.emit(op, (), shape, "i32"))
-        if name == "interleave":
-            args_ = (self.coerce(vals["a"], dt), self.coerce(vals["b"], dt))
-            return _V(rt, self.emit("interleave", args_, shape, dt))
-        raise InternalError("lower", f"primitive `{name}` has no lowering")
+        if prim.name in ("full", "constant", "broadcast"):
+            # decision: `full(M, N, v, DT)`, `constant(v, DT)` and `broadcast(x, M, N)` are their
+            # value converted and broadcast as a store would (a broadcast op only where the
+            # shape differs)
+            return _V(rt, self.fit(vals["x" if "x" in vals else "value"], dt, shape))
+        if prim.op is None:
+            raise InternalError("lower", f"primitive `{prim.name}` has no lowering")
+        # every other primitive is its op of the value arguments, each converted as its
+        # parameter says (to the call's dtype unless the table says otherwise)
+        operands = tuple(self.operand(vals[p.name], p.as_dtype, dt)
+                         for p in prim.params if p.name in vals)
+        return _V(rt, self.emit(prim.op, operands, shape, dt))
+
+    def operand(self, v: _V, as_dtype: str, dtype: str) -> int:
+        """`v` as an operand of an op of `dtype`, converted to `as_dtype` (a parameter's)."""
+        if as_dtype == "own":
+            return self.materialise(v)
+        return self.coerce(v, dtype if as_dtype == "result" else as_dtype)

@@ -38,6 +38,72 @@ def test_coverage_is_proved_only_for_tensors_written_everywhere():
     assert not covered(s, m.tensor("Y"), {"R": 18, "C": 24})  # R / 4 tiles leave two rows
 
 
+CSP_WRITERS = """
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+output Z: f32[N, 4, 8]
+channel c: Tile[4, 8, f32], depth = 1
+kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+kernel inc(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x + 1.0) }
+workload w() {
+    for i in P(N) { copy[i](x = X[i], y = Y[i]) }
+    for i in P(N) { copy[i](x = X[i], y = Z[i]) }
+    pipe {
+        process a { for i in P.seq(N) { send(c, copy[i](x = X[i], y = c)) } }
+        process b { consume(c) as t { inc[t](x = t, y = Y[t.index]) } }
+    }
+}
+schedule main = w()
+"""
+
+
+def test_tasks_inside_csp_statements_are_writers_too():
+    m = ptowsp.parse(CSP_WRITERS, "csp.wsp").ir
+    s = m.schedules[0]
+    assert covered(s, m.tensor("Z"), {"N": 3})
+    assert not covered(s, m.tensor("Y"), {"N": 3})  # a consume's task writes it as well
+
+READ_FIRST = """
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+output Z: f32[N, 4, 8]
+output W: f32[N, 4, 8]
+kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+workload w() {
+    for i in P(N) { copy[i](x = Y[i], y = Z[i]) }
+    for i in P(N) { copy[i](x = X[i], y = Y[i]) }
+    for i in P(N) {
+        copy[i](x = X[i], y = W[i])
+        copy[i](x = W[(i + 1) % N], y = Z[i])
+    }
+}
+schedule main = w()
+"""
+
+
+def test_a_tensor_read_before_its_covering_task_is_not_covered():
+    m = ptowsp.parse(READ_FIRST, "read_first.wsp").ir
+    s = m.schedules[0]
+    assert not covered(s, m.tensor("Y"), {"N": 3})  # the first loop reads it before it is written
+    assert not covered(s, m.tensor("W"), {"N": 3})  # iteration i reads what i + 1 writes
+
+
+@pytest.mark.cc
+def test_a_read_before_the_write_sees_zeros_on_cpu_sim_as_on_ref(tmp_path, monkeypatch):
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path))
+    module = ptowsp.parse(READ_FIRST.replace("        copy[i](x = W[(i + 1) % N], y = Z[i])\n",
+                                             ""), "read_first.wsp")
+    prog = module.compile(target="cpu_sim")
+    for seed in range(3):  # later runs reuse the buffers of earlier ones, which hold values
+        x = np.random.default_rng(seed).standard_normal((3, 4, 8)).astype(np.float32) + 5
+        out = prog.run(bind={"N": 3}, X=x)
+        np.testing.assert_array_equal(out["Z"], np.zeros_like(x))
+        np.testing.assert_array_equal(out["Y"], x)
+        del out
+
+
 @pytest.mark.cc
 def test_results_are_zero_where_nothing_is_written_even_with_reused_buffers(tmp_path, monkeypatch):
     monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path))

@@ -18,6 +18,7 @@ from ptowsp.ir import nodes as N
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
 from ptowsp.lower import lower
+from ptowsp.primitives import COMPARE_OPERATORS, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,7 +228,8 @@ def test_implicit_conversions_are_explicit():
     ops = k.ops
     # every elementwise op's operands have its dtype
     for op in ops:
-        if op.op in N.ELEMENTWISE_BINARY and op.op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        spec = OPS[op.op]
+        if spec.plan == "ew" and spec.arity == (2,) and op.op not in COMPARE_OPERATORS.values():
             assert all(ops[a].dtype == op.dtype for a in op.args), op
     converts = [op for op in ops if op.op == "convert"]
     assert [(ops[c.args[0]].dtype, c.dtype) for c in converts] == [("f16", "f32"), ("f32", "f16")]

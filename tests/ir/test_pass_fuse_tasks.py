@@ -17,18 +17,10 @@ import ptowsp
 from ptowsp.ir import nodes as N
 from ptowsp.ir import visit as V
 from ptowsp.ir.passes import pass_names, pipeline
-from ptowsp.ir.passes.fuse_tasks import (
-    BROADCAST,
-    COMPLEX,
-    INJECTIVE,
-    OPAQUE,
-    REDUCTION,
-    FusionConfig,
-    category,
-    fuse_tasks,
-)
+from ptowsp.ir.passes.fuse_tasks import FusionConfig, category, fuse_tasks
 from ptowsp.ir.printer import print_module
 from ptowsp.ir.verify import verify
+from ptowsp.primitives import BROADCAST, COMPLEX, INJECTIVE, OPAQUE, REDUCTION
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -28,6 +28,7 @@ from ... import sym
 from ...diagnostics import InternalError
 from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
+from ...ir.visit import Visitor
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
 VERSION = 1
@@ -163,8 +164,9 @@ def float_bits(v: float) -> int:
     return struct.unpack("<q", struct.pack("<d", v))[0]
 
 
-class _Builder:
-    """Lowers one schedule: statements to code words, expressions to the expression section."""
+class _Builder(Visitor):
+    """Lowers one schedule: statements to code words (one `visit_<Class>` per statement class),
+    expressions to the expression section."""
 
     def __init__(self, m: N.Module, s: N.Schedule):
         self.m, self.s = m, s
@@ -307,14 +309,17 @@ class _Builder:
         """Set operand `index` of the instruction at `at` (a jump target known later)."""
         self.code[at + 1 + index] = target
 
+    # -- statements, by class (ir.visit.Visitor)
     def body(self, stmts) -> None:
         for st in stmts:
-            handler = getattr(self, "stmt_" + type(st).__name__, None)
-            if handler is None:
-                raise InternalError("ascend", f"plan: unexpected statement {type(st).__name__}")
-            handler(st)
+            self.visit(st)
 
-    def stmt_Loop(self, lp: N.Loop) -> None:
+    def visit_other(self, st) -> None:
+        # a class with no instructions, which the expander could not run (a process is built
+        # from its pipe's `pending` entry, never met in a statement list)
+        raise InternalError("ascend", f"plan: unexpected statement {type(st).__name__}")
+
+    def visit_Loop(self, lp: N.Loop) -> None:
         seq = lp.kind == "seq"
         v, n = self.var(lp.var), self.var(lp.var + "#n")
         if seq:
@@ -331,7 +336,7 @@ class _Builder:
         if seq:
             self.op("ORDER_POP")
 
-    def stmt_Block(self, b: N.Block) -> None:
+    def visit_Block(self, b: N.Block) -> None:
         if b.kind != "sequential":
             self.body(b.body)
             return
@@ -342,16 +347,16 @@ class _Builder:
             self.body((st,))
         self.op("ORDER_POP")
 
-    def stmt_Read(self, r: N.Read) -> None:
+    def visit_Read(self, r: N.Read) -> None:
         for chk in r.checks:
             self.op("CHECK", self.check(chk, None, False))
         index = [self.expr(i) for i in r.index]
         self.op("READ", self.var(r.var), self.tensors[r.tensor], len(index), *index)
 
-    def stmt_Assert(self, a: N.Assert) -> None:
+    def visit_Assert(self, a: N.Assert) -> None:
         self.op("CHECK", self.check(a.check, None, True))
 
-    def stmt_When(self, w: N.When) -> None:
+    def visit_When(self, w: N.When) -> None:
         exits = []
         for pred, body in w.branches:
             at = self.op("BRANCH_FALSE", self.cond(pred), -1)
@@ -362,18 +367,18 @@ class _Builder:
         for at in exits:
             self.patch(at, 0, len(self.code))
 
-    def stmt_SlotSet(self, st: N.SlotSet) -> None:
+    def visit_SlotSet(self, st: N.SlotSet) -> None:
         self.op("SLOT_SET", st.slot, self.expr(st.value))
 
-    def stmt_Task(self, t: N.Task) -> None:
+    def visit_Task(self, t: N.Task) -> None:
         self.op("TASK", self.task(t))
 
-    def stmt_Send(self, st: N.Send) -> None:
+    def visit_Send(self, st: N.Send) -> None:
         site = self.site("send", st)
         item = self.var(st.item)
         self.op("SEND", self.channels[st.channel], item, self.task(st.task), site)
 
-    def stmt_Consume(self, st: N.Consume) -> None:
+    def visit_Consume(self, st: N.Consume) -> None:
         ch, item = self.channels[st.channel], self.var(st.item)
         head = self.op("CONSUME_HEAD", ch, item, -1, self.site("consume", st))
         self.scope.append(st.item)
@@ -382,7 +387,7 @@ class _Builder:
         self.op("CONSUME_TAIL", ch, item, head)
         self.patch(head, 2, len(self.code))
 
-    def stmt_Pipe(self, p: N.Pipe) -> None:
+    def visit_Pipe(self, p: N.Pipe) -> None:
         pid = len(self.pipe_words)
         self.plan.pipes.append(p)
         words = [len(p.channels)]
@@ -402,7 +407,7 @@ class _Builder:
         self.op("PIPE", pid)
         self.op("PIPE_END", pid)
 
-    def stmt_Mark(self, st: N.Mark) -> None:
+    def visit_Mark(self, st: N.Mark) -> None:
         saved = {ev: self.var(f"{ev}#mark{len(self.code)}") for ev in st.events}
         for ev in st.events:
             self.op("MARK_BEGIN", self.channels[ev], saved[ev])
@@ -410,7 +415,7 @@ class _Builder:
         for ev in st.events:
             self.op("MARK_END", self.channels[ev], saved[ev])
 
-    def stmt_Sync(self, st: N.Sync) -> None:
+    def visit_Sync(self, st: N.Sync) -> None:
         self.op("SYNC", self.channels[st.event])
 
     # -- tables

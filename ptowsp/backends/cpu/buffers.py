@@ -7,9 +7,11 @@ and language.md's zero-fill adds a second pass. So:
 - `covered(schedule, tensor, syms)` proves, for the common shape of data-parallel programs,
   that the tasks write every element of a tensor: one writing statement, each dimension's
   offset `a * v + b` in one loop variable `v` (or a constant), tiles adjacent (`a` equal to the
-  box extent) and spanning the dimension. Such a tensor needs no zero-fill. A task under a
-  `When`, or in a loop whose extent reads run-time values (element reads, `P.sel`, slots), never
-  counts as covering.
+  box extent) and spanning the dimension, and nothing reads the tensor before that statement
+  has finished writing it (no read earlier in enumeration order, by that task, or in a loop
+  around it). Such a tensor needs no zero-fill. A task under a `When` or a CSP statement, or in
+  a loop whose extent reads run-time values (element reads, `P.sel`, slots), never counts as
+  covering.
 - `BufferPool` keeps the arrays a run returned; when the caller has let go of one (nothing but
   the pool refers to it), the next run reuses its memory instead of faulting in new pages.
 """
@@ -22,26 +24,49 @@ from typing import Any, Mapping, Optional
 
 from ... import sym
 from ...ir import nodes as N
+from ...ir import visit as V
 
 
-def _writers(body, tensor: str, loops: tuple, out: list, dynamic: bool = False) -> None:
-    """(TileArg, loops around it, dynamic) of every task writing `tensor`; `dynamic` when the
-    task runs only under a `When`, or in a loop whose extent is not an expression of the syms
-    alone (element reads, `P.sel`, slots: run-time values decide how many tasks there are)."""
-    for st in body:
-        if isinstance(st, N.Loop):
-            _writers(st.body, tensor, loops + ((st.var, st.extent),), out, dynamic)
-        elif isinstance(st, N.Block):
-            _writers(st.body, tensor, loops, out, dynamic)
-        elif isinstance(st, N.When):
-            for _, branch in st.branches:
-                _writers(branch, tensor, loops, out, True)
-            _writers(st.otherwise, tensor, loops, out, True)
-        elif isinstance(st, N.Task):
-            for a in st.args:
-                if isinstance(a, N.TileArg) and a.tensor == tensor and a.mode != "r":
-                    out.append((a, dict(loops), dynamic))
-        # Read, Assert, SlotSet: no task
+class _Accesses(V.Visitor):
+    """The accesses of the schedule's tasks and element reads to `tensor`, in enumeration order:
+    `writes`, (position, TileArg, the loops around it, dynamic, the loops' statements), and
+    `reads`, (position, the loops' statements), a task's read or an element read (`Read`).
+    `dynamic`: run-time values decide whether the task runs at all: it is under a `when`, or in
+    any other statement holding statements that is not a loop or a block (the CSP ones: a pipe,
+    a process, a consume, a send, a record). Loop extents over run-time values are `covered`'s
+    to judge."""
+
+    def __init__(self, tensor: str):
+        self.tensor = tensor
+        self.writes: list = []
+        self.reads: list = []
+        self.position = 0
+
+    def visit_Loop(self, st: N.Loop, loops: tuple, dynamic: bool, around: tuple) -> None:
+        for x in st.body:
+            self.visit(x, loops + ((st.var, st.extent),), dynamic, around + (st,))
+
+    def visit_Block(self, st: N.Block, loops: tuple, dynamic: bool, around: tuple) -> None:
+        for x in st.body:
+            self.visit(x, loops, dynamic, around)
+
+    def visit_Task(self, st: N.Task, loops: tuple, dynamic: bool, around: tuple) -> None:
+        self.position += 1
+        for a in st.args:
+            if isinstance(a, N.TileArg) and a.tensor == self.tensor:
+                if a.mode != "r":
+                    self.writes.append((self.position, a, dict(loops), dynamic, around))
+                if a.mode != "w":
+                    self.reads.append((self.position, around))
+
+    def visit_Read(self, st: N.Read, loops: tuple, dynamic: bool, around: tuple) -> None:
+        self.position += 1
+        if st.tensor == self.tensor:
+            self.reads.append((self.position, around))
+
+    def visit_other(self, st, loops: tuple, dynamic: bool, around: tuple) -> None:
+        # `when`, CSP: the nested statements, each dynamic (Assert, SlotSet hold none)
+        super().visit_other(st, loops, True, around)
 
 
 def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Optional[str], sym.Expr, sym.Expr]]:
@@ -61,15 +86,19 @@ def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Option
 
 def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int]) -> bool:
     """Whether the schedule's tasks write every element of `tensor` (see the module docstring)."""
-    found: list = []
-    _writers(schedule.body, tensor.name, (), found)
-    if len(found) != 1:
+    acc = _Accesses(tensor.name)
+    for st in schedule.body:
+        acc.visit(st, (), False, ())
+    if len(acc.writes) != 1:
         return False
-    arg, loops, dynamic = found[0]
+    position, arg, loops, dynamic, around = acc.writes[0]
     if dynamic:
         return False  # run-time values decide which tasks exist
-    if arg.mode == "rw":
-        return False  # an InOut reads the zero-filled value first
+    for at, reader_loops in acc.reads:
+        if at <= position:
+            return False  # read before (or by) the covering task: it reads the zeros
+        if any(lp is wl for lp, wl in zip(reader_loops, around)):
+            return False  # read in a loop that also writes: an iteration may read ahead
     if any(sym.free_vars(e) - set(syms) for e in loops.values()):
         return False  # an extent over run-time values (or other loop variables)
     try:

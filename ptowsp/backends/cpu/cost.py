@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ...dtypes import size_of
 from ...ir import nodes as N
+from ...primitives import OPS
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -37,10 +38,9 @@ if TYPE_CHECKING:
 UNIT_VECTOR = 0
 UNIT_CUBE = 1
 FRACTAL = 16  # the cube's M, N and K granularity
-TRANSCENDENTAL = frozenset(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "gelu",
-                            "silu", "pow", "softmax"))
+TRANSCENDENTAL = frozenset(n for n, s in OPS.items() if s.transcendental)
 TRANSCENDENTAL_FACTOR = 4
-_FREE = frozenset(N.LEAVES)
+_FREE = frozenset(n for n, s in OPS.items() if s.plan == "leaf")
 
 
 def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
@@ -87,7 +87,7 @@ def vector_cycles(kernel: N.Kernel, machine: "Machine") -> int:
 
 
 def _vector_op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine") -> int:
-    if op.op in N.REDUCTIONS:
+    if OPS[op.op].plan == "red":
         src = kernel.ops[op.args[0]]
         elements = _elements(src.shape)
     else:

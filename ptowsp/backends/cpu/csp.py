@@ -157,9 +157,9 @@ class CoEmitter(LoopEmitter):
         v, n = self.name_of(var), f"co->x[{self.slot(var + '#n')}]"
         return f"for ({v} = 0, {n} = {extent}; {v} < {n}; {v}++) {{"
 
-    def loop(self, lp: N.Loop) -> None:
+    def visit_Loop(self, lp: N.Loop) -> None:
         self.scope.append(lp.var)
-        super().loop(lp)
+        super().visit_Loop(lp)
         self.scope.pop()
 
     def coords_format(self) -> tuple[str, str]:
@@ -324,23 +324,8 @@ class CoEmitter(LoopEmitter):
         self.emit(f"info[{base}] = at - {base + 1};")
         self.emit(f'rc = wsp_fail(rt, WSP_ERR_VIEW, "CSP DEADLOCK"); {self.RET}')
 
-    # -- statements
-    def body(self, stmts) -> None:
-        for st in stmts:
-            if isinstance(st, N.Pipe):
-                self.pipe(st)
-            elif isinstance(st, N.Send):
-                self.send(st)
-            elif isinstance(st, N.Consume):
-                self.consume(st)
-            elif isinstance(st, N.Mark):
-                self.mark(st)
-            elif isinstance(st, N.Sync):
-                self.sync(st)
-            else:
-                super().body((st,))
-
-    def pipe(self, p: N.Pipe) -> None:
+    # -- statements, by class (ir.visit.Visitor; LoopEmitter emits the others)
+    def visit_Pipe(self, p: N.Pipe) -> None:
         pid = len(self.out.pipes)
         self.out.pipes.append((p.span, p.channels))
         self.emit("/* pipe */")
@@ -394,7 +379,7 @@ class CoEmitter(LoopEmitter):
             self.emit(f"ch[{i}].open = -1; info[{items}] += ch[{i}].sent; "
                       f"if (ch[{i}].maxf > info[{most}]) info[{most}] = ch[{i}].maxf;")
 
-    def send(self, st: N.Send) -> None:
+    def visit_Send(self, st: N.Send) -> None:
         i = self.ch_index[st.channel]
         site = self.site("send", st)
         self.emit(f"/* send {st.channel} */")
@@ -411,7 +396,7 @@ class CoEmitter(LoopEmitter):
         self.emit(f"if (ch[{i}].sent - ch[{i}].nrel > ch[{i}].maxf) "
                   f"ch[{i}].maxf = ch[{i}].sent - ch[{i}].nrel;")
 
-    def consume(self, st: N.Consume) -> None:
+    def visit_Consume(self, st: N.Consume) -> None:
         i = self.ch_index[st.channel]
         site = self.site("consume", st)
         cur = f"co->x[{i}]"
@@ -435,7 +420,7 @@ class CoEmitter(LoopEmitter):
         self.depth -= 1
         self.emit("}")
 
-    def mark(self, st: N.Mark) -> None:
+    def visit_Mark(self, st: N.Mark) -> None:
         self.emit(f"/* record {', '.join(st.events)} */")
         saved = {}
         for ev in st.events:
@@ -450,7 +435,7 @@ class CoEmitter(LoopEmitter):
                       f"co->x[{self.nch + i}] = co->x[{saved[ev]}]; "
                       f"info[{self.info_at[('events', ev, 'records')]}]++;")
 
-    def sync(self, st: N.Sync) -> None:
+    def visit_Sync(self, st: N.Sync) -> None:
         ch = self.m.channel(st.event)
         i = self.ch_index[ch.name]
         self.emit(f"/* synchronize {st.event}: wait for the tasks of its latest record */")

@@ -53,9 +53,10 @@ class Enumerators:
     pipes: list = field(default_factory=list)
 
 
-class LoopEmitter:
-    """The enumerator of a schedule without CSP: one C function walking the loop tree.
-    `csp.CoEmitter` extends it with coroutines for schedules that use CSP."""
+class LoopEmitter(V.Visitor):
+    """The enumerator of a schedule without CSP: one C function walking the loop tree, one
+    `visit_<Class>` per statement class. `csp.CoEmitter` extends it with coroutines for
+    schedules that use CSP."""
 
     RET = "return rc;"  # how emitted code leaves after an error (rc holds the code)
 
@@ -127,25 +128,24 @@ class LoopEmitter:
         self.body(s.body)
         self.emit("return 0;")
 
+    # -- statements, by class (ir.visit.Visitor)
     def body(self, stmts) -> None:
         for st in stmts:
-            if isinstance(st, N.Loop):
-                self.loop(st)
-            elif isinstance(st, N.Block):
-                self.block(st)
-            elif isinstance(st, N.Read):
-                self.read(st)
-            elif isinstance(st, N.Assert):
-                self.out.data_checks.add(len(self.out.checks))
-                self.view_check(st.check)
-            elif isinstance(st, N.When):
-                self.when(st)
-            elif isinstance(st, N.SlotSet):
-                self.emit(f"wsp_slots[{st.slot}] = (uint64_t)({self.c(st.value)});")
-            else:
-                self.task(st)
+            self.visit(st)
 
-    def read(self, r: N.Read) -> None:
+    def visit_Assert(self, st: N.Assert) -> None:
+        self.out.data_checks.add(len(self.out.checks))
+        self.view_check(st.check)
+
+    def visit_SlotSet(self, st: N.SlotSet) -> None:
+        self.emit(f"wsp_slots[{st.slot}] = (uint64_t)({self.c(st.value)});")
+
+    def visit_other(self, st) -> None:
+        # a statement of any other class is emitted as a task, as it always has been here: the
+        # task is the only one that comes here (csp.CoEmitter emits the CSP statements)
+        self.task(st)
+
+    def visit_Read(self, r: N.Read) -> None:
         """One element of an integer tensor into a C local; when the schedule's tasks write that
         tensor, first wait for the earlier-enumerated writers of the element (wsp_await)."""
         for chk in r.checks:
@@ -183,7 +183,7 @@ class LoopEmitter:
             return f"({self.cond(c.args[0])}) {op} ({self.cond(c.args[1])})"
         return f"({self.c(c.args[0])}) {c.op} ({self.c(c.args[1])})"
 
-    def when(self, w: N.When) -> None:
+    def visit_When(self, w: N.When) -> None:
         for i, (pred, body) in enumerate(w.branches):
             self.emit(f"{'if' if i == 0 else '} else if'} ({self.cond(pred)}) {{")
             self.depth += 1
@@ -196,43 +196,13 @@ class LoopEmitter:
             self.depth -= 1
         self.emit("}")
 
-    def task_count(self, stmts, bound: frozenset) -> str | None:
-        """C for the number of tasks `stmts` submit, or None when a loop extent depends on a
-        variable in `bound` (loops of the nest itself: not known before the nest starts)."""
-        terms = []
-        for st in stmts:
-            if isinstance(st, N.Task):
-                terms.append("1")
-                continue
-            if isinstance(st, N.Read):  # values read inside the nest are not known on entry
-                bound = bound | {st.var}
-                continue
-            if isinstance(st, (N.Assert, N.SlotSet)):
-                if isinstance(st, N.SlotSet):  # later extents may read the slot
-                    bound = bound | {N.slot_var(st.slot)}
-                continue
-            if isinstance(st, (N.When, *N.CSP_STMTS)):  # CSP: a coroutine may switch inside
-                return None
-            if isinstance(st, N.Block):
-                inner = self.task_count(st.body, bound)
-            else:
-                if sym.free_vars(st.extent) & bound:
-                    return None
-                inner = self.task_count(st.body, bound | {st.var})
-                if inner is not None:
-                    inner = f"wsp_max({self.c(st.extent)}, 0) * ({inner})"
-            if inner is None:
-                return None
-            terms.append(inner)
-        return " + ".join(terms) or "0"
-
-    def loop(self, lp: N.Loop) -> None:
+    def visit_Loop(self, lp: N.Loop) -> None:
         extent = self.c(lp.extent)
         announce = False
         if lp.kind != "seq" and not self.batched:
             # the nest's task count lets the runtime pack consecutive tasks into batches, and
             # proven independence lets it run one batch's tasks on several workers (placement)
-            count = self.task_count((lp,), frozenset())
+            count = _TaskCount(self.c).count((lp,), frozenset())
             if count is not None:
                 flags = "WSP_BATCH_INDEPENDENT" if independent_nest(lp) else "0"
                 self.emit(f"if ((rc = wsp_batch(rt, {count}, 0, {flags}))) {self.RET}")
@@ -259,7 +229,7 @@ class LoopEmitter:
         v = self.name_of(var)
         return f"for (int64_t {v} = 0, {v}_n = {extent}; {v} < {v}_n; {v}++) {{"
 
-    def block(self, b: N.Block) -> None:
+    def visit_Block(self, b: N.Block) -> None:
         if b.kind != "sequential":
             self.body(b.body)
             return
@@ -389,6 +359,56 @@ class LoopEmitter:
         self.emit(f"rc = wsp_fail(rt, WSP_ERR_VIEW, msg); {self.RET}")
         self.depth -= 1
         self.emit("}")
+
+
+class _TaskCount(V.Visitor):
+    """C for the number of tasks a statement list submits (`count`), or None when that is not
+    known before the list starts: a loop extent depends on a variable in `bound` (the loops
+    of the nest itself, values read or slots set inside it), or a statement decides at run
+    time which tasks run (`when`; CSP, where a coroutine may switch inside). `c` writes an
+    expression in C."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def count(self, stmts, bound: frozenset) -> str | None:
+        terms = []
+        for st in stmts:
+            found = self.visit(st, bound)
+            if found is None:
+                return None
+            term, bound = found  # a statement may bind variables for the ones after it
+            if term is not None:
+                terms.append(term)
+        return " + ".join(terms) or "0"
+
+    # each visit: (a C term or None for no tasks, the variables bound after it), or None
+    def visit_Task(self, st: N.Task, bound: frozenset):
+        return "1", bound
+
+    def visit_Read(self, st: N.Read, bound: frozenset):
+        return None, bound | {st.var}  # values read inside the nest are not known on entry
+
+    def visit_Assert(self, st: N.Assert, bound: frozenset):
+        return None, bound
+
+    def visit_SlotSet(self, st: N.SlotSet, bound: frozenset):
+        return None, bound | {N.slot_var(st.slot)}  # later extents may read the slot
+
+    def visit_Block(self, st: N.Block, bound: frozenset):
+        inner = self.count(st.body, bound)
+        return None if inner is None else (inner, bound)
+
+    def visit_Loop(self, st: N.Loop, bound: frozenset):
+        if sym.free_vars(st.extent) & bound:
+            return None
+        inner = self.count(st.body, bound | {st.var})
+        if inner is None:
+            return None
+        return f"wsp_max({self.c(st.extent)}, 0) * ({inner})", bound
+
+    def visit_other(self, st, bound: frozenset):
+        return None  # `when`, CSP statements, and any class not counted above
 
 
 def _c_double(v: float) -> str:

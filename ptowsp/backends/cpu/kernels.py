@@ -47,6 +47,7 @@ from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
+from ...primitives import OPS
 from .. import cexpr as C
 from ..cexpr import Expr, Raw
 from ..templates import template_env
@@ -66,8 +67,7 @@ from .kernel_values import (
 
 _MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
 
-ELEMENTWISE = frozenset(N.ELEMENTWISE_BINARY + N.ELEMENTWISE_UNARY + ("where",))
-VIEWS = frozenset(("broadcast", "transpose", "slice_even", "slice_odd", "interleave"))
+ELEMENTWISE = frozenset(n for n, s in OPS.items() if s.plan == "ew")
 LANES = 16  # accumulators per row reduction: two AVX2 vectors of f32
 # decision: temporaries up to 64 KiB live on the stack (worker threads have at least that);
 # larger kernels take one malloc'd block per call

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from ...diagnostics import InternalError
 from ...ir import nodes as N
+from ...ir.visit import Visitor
 from ...spans import NO_SPAN, Span
 from .runner import RunError, Runner
 
@@ -70,7 +71,7 @@ class _Inst:
         return j < 0 or j in self.released
 
 
-class Csp:
+class Csp(Visitor):
     """The coroutine scheduler and the CSP statements, over a `Runner` (ir/nodes.py, "CSP")."""
 
     def __init__(self, runner: Runner, shared: dict):
@@ -143,57 +144,59 @@ class Csp:
                        first.wait.span, tuple(first.loops), None, self.r.partial(),
                        code="deadlock", notes=notes)
 
-    # -- statements (a generator per statement list; only CSP statements ever yield)
+    # -- statements, by class (ir.visit.Visitor): `stmts` is a generator per statement list;
+    # a `visit_<Class>` that may wait (a CSP statement, or one holding statements) is a
+    # generator too, the others run at once and return None. Only CSP statements ever yield.
     def stmts(self, co: _Co, body):
-        r = self.r
         for st in body:
-            if isinstance(st, N.Loop):
-                n = r.eval(st.extent)
-                saved = co.env.get(st.var)
-                for i in range(max(n, 0)):
-                    co.env[st.var] = i
-                    co.loops.append((st.var, i))
-                    try:
-                        yield from self.stmts(co, st.body)
-                    finally:
-                        co.loops.pop()
-                if saved is None:
-                    co.env.pop(st.var, None)
-                else:
-                    co.env[st.var] = saved
-            elif isinstance(st, N.Block):
-                yield from self.stmts(co, st.body)
-            elif isinstance(st, N.When):
-                for c, branch in st.branches:
-                    if r.cond(c):
-                        yield from self.stmts(co, branch)
-                        break
-                else:
-                    yield from self.stmts(co, st.otherwise)
-            elif isinstance(st, N.SlotSet):
-                self.shared[N.slot_var(st.slot)] = r.eval(st.value, st.span)
-            elif isinstance(st, N.Pipe):
-                yield from self.pipe(co, st)
-            elif isinstance(st, N.Send):
-                yield from self.send(co, st)
-            elif isinstance(st, N.Consume):
-                yield from self.consume(co, st)
-            elif isinstance(st, N.Mark):
-                yield from self.stmts(co, st.body)
-                for ev in st.events:
-                    self.events.setdefault(ev, {"records": 0, "synchronizes": 0})["records"] += 1
-            elif isinstance(st, N.Sync):
-                # every task enumerated so far has finished: nothing to wait for
-                self.events.setdefault(st.event, {"records": 0, "synchronizes": 0})[
-                    "synchronizes"] += 1
-            elif isinstance(st, N.Read):
-                r.read(st)
-            elif isinstance(st, N.Assert):
-                r.check(st.check, r.at())
-            else:
-                r.task(st)
+            steps = self.visit(st, co)
+            if steps is not None:
+                yield from steps
 
-    def pipe(self, co: _Co, p: N.Pipe):
+    def visit_Loop(self, st: N.Loop, co: _Co):
+        n = self.r.eval(st.extent)
+        saved = co.env.get(st.var)
+        for i in range(max(n, 0)):
+            co.env[st.var] = i
+            co.loops.append((st.var, i))
+            try:
+                yield from self.stmts(co, st.body)
+            finally:
+                co.loops.pop()
+        if saved is None:
+            co.env.pop(st.var, None)
+        else:
+            co.env[st.var] = saved
+
+    def visit_Block(self, st: N.Block, co: _Co):
+        yield from self.stmts(co, st.body)
+
+    def visit_When(self, st: N.When, co: _Co):
+        for c, branch in st.branches:
+            if self.r.cond(c):
+                yield from self.stmts(co, branch)
+                break
+        else:
+            yield from self.stmts(co, st.otherwise)
+
+    def visit_SlotSet(self, st: N.SlotSet, co: _Co) -> None:
+        self.shared[N.slot_var(st.slot)] = self.r.eval(st.value, st.span)
+
+    def visit_Mark(self, st: N.Mark, co: _Co):
+        yield from self.stmts(co, st.body)
+        for ev in st.events:
+            self.events.setdefault(ev, {"records": 0, "synchronizes": 0})["records"] += 1
+
+    def visit_Sync(self, st: N.Sync, co: _Co) -> None:
+        # every task enumerated so far has finished: nothing to wait for
+        self.events.setdefault(st.event, {"records": 0, "synchronizes": 0})["synchronizes"] += 1
+
+    def visit_other(self, st, co: _Co) -> None:
+        # a statement that never waits (a read, an assert, a task) runs as the Runner runs it,
+        # which treats every class it does not know as a task
+        self.r.visit(st)
+
+    def visit_Pipe(self, p: N.Pipe, co: _Co):
         from collections import ChainMap
 
         insts = []
@@ -239,7 +242,7 @@ class Csp:
         return any(not c.finished and c.wait is not None and c.wait.kind == "consume"
                    and c.wait.inst is inst and c.wait.item == k for c in self.cos)
 
-    def send(self, co: _Co, st: N.Send):
+    def visit_Send(self, st: N.Send, co: _Co):
         inst = self.instance(st.channel)
         if inst.ch.depth == 0:
             def ready():
@@ -255,7 +258,7 @@ class Csp:
         inst.sent += 1
         inst.max_in_flight = max(inst.max_in_flight, inst.sent - len(inst.released))
 
-    def consume(self, co: _Co, st: N.Consume):
+    def visit_Consume(self, st: N.Consume, co: _Co):
         inst = self.instance(st.channel)
         key = id(inst)
         saved = co.env.get(st.item)

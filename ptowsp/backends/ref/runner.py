@@ -14,6 +14,7 @@ from ... import sym
 from ...diagnostics import InternalError
 from ...dtypes import kind_of, numpy_compute_dtype
 from ...ir import nodes as N
+from ...ir.visit import Visitor
 from ...spans import NO_SPAN, Span
 from .kernels import eval_kernel
 from .values import convert, scalar_value, to_compute, to_storage, value_dtype
@@ -72,8 +73,9 @@ def describe_check(c: sym.Check, env: Mapping[str, int]) -> tuple[str, dict]:
     return found, values
 
 
-class Runner:
-    """Runs the statements of one schedule over bound symbols and tensors (`execute`)."""
+class Runner(Visitor):
+    """Runs the statements of one schedule over bound symbols and tensors (`execute`), one
+    `visit_<Class>` per statement class."""
 
     def __init__(self, module: N.Module, env: dict[str, int], tensors: dict[str, np.ndarray],
                  externs: Mapping[str, Callable]):
@@ -119,42 +121,50 @@ class Runner:
             found, values = describe_check(vc.check, self.env)
             self.error(f"{vc.message}, {found}{where}", vc.span, values)
 
+    # -- statements, by class (ir.visit.Visitor)
     def stmts(self, body) -> None:
         for st in body:
-            if isinstance(st, N.Loop):
-                # decision: a loop's extent is evaluated once, when the loop starts
-                n = self.eval(st.extent)
-                saved = self.env.get(st.var)
-                for i in range(max(n, 0)):
-                    self.env[st.var] = i
-                    self.loops.append((st.var, i))
-                    try:
-                        self.stmts(st.body)
-                    finally:
-                        self.loops.pop()
-                if saved is None:
-                    self.env.pop(st.var, None)
-                else:
-                    self.env[st.var] = saved
-            elif isinstance(st, N.Block):
-                self.stmts(st.body)
-            elif isinstance(st, N.Read):
-                self.read(st)
-            elif isinstance(st, N.Assert):
-                self.check(st.check, self.at())
-            elif isinstance(st, N.When):
-                for c, branch in st.branches:
-                    if self.cond(c):
-                        self.stmts(branch)
-                        break
-                else:
-                    self.stmts(st.otherwise)
-            elif isinstance(st, N.SlotSet):
-                self.env[N.slot_var(st.slot)] = self.eval(st.value, st.span)
-            else:
-                self.task(st)
+            self.visit(st)
 
-    def read(self, r: N.Read) -> None:
+    def visit_Loop(self, st: N.Loop) -> None:
+        # decision: a loop's extent is evaluated once, when the loop starts
+        n = self.eval(st.extent)
+        saved = self.env.get(st.var)
+        for i in range(max(n, 0)):
+            self.env[st.var] = i
+            self.loops.append((st.var, i))
+            try:
+                self.stmts(st.body)
+            finally:
+                self.loops.pop()
+        if saved is None:
+            self.env.pop(st.var, None)
+        else:
+            self.env[st.var] = saved
+
+    def visit_Block(self, st: N.Block) -> None:
+        self.stmts(st.body)
+
+    def visit_Assert(self, st: N.Assert) -> None:
+        self.check(st.check, self.at())
+
+    def visit_When(self, st: N.When) -> None:
+        for c, branch in st.branches:
+            if self.cond(c):
+                self.stmts(branch)
+                break
+        else:
+            self.stmts(st.otherwise)
+
+    def visit_SlotSet(self, st: N.SlotSet) -> None:
+        self.env[N.slot_var(st.slot)] = self.eval(st.value, st.span)
+
+    def visit_other(self, st) -> None:
+        # a statement of any other class runs as a task, as it always has here: the task is the
+        # only one that comes here (csp.py's `Csp` runs the CSP statements and hands it the rest)
+        self.task(st)
+
+    def visit_Read(self, r: N.Read) -> None:
         """One element, after every check of its index; earlier tasks have all run, so it is
         the value their writes left."""
         for vc in r.checks:

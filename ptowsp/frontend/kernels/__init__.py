@@ -3,9 +3,9 @@
 `check_kernel_body` (check.py) checks one kernel against its signature (built by
 `signatures.py`): parameter defaults, `Constexpr` dtypes, extern languages, then (for tile
 bodies) every statement: `let`, rebinding, `store`, and the straight-line rule. Expressions are
-typed with the primitive table and operator rules of `primitives.py`. Every independent error
-is reported; an expression found wrong gets the error type, which silences everything built
-on it, so one mistake gives one diagnostic. The result, `KernelTypes` (state.py), records the
+typed with the primitive table and operator rules of `ptowsp/primitives`. Every independent
+error is reported; an expression found wrong gets the error type, which silences everything
+built on it, so one mistake gives one diagnostic. The result, `KernelTypes` (state.py), records the
 inferred types for lowering.
 
 `KernelChecker` is one class composed of one mixin per concept over the shared `KernelState`

@@ -1,5 +1,5 @@
 """Kernel expressions: names, literals, operators and primitive calls, each typed (dtype and
-tile shape) by the primitive table and operator rules of `primitives.py`.
+tile shape) by the primitive table and operator rules of `ptowsp/primitives`.
 
 An expression found wrong gets the error type, which silences everything built on it.
 """

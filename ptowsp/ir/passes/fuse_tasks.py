@@ -19,10 +19,11 @@ Two rewrites, both inside one statement list (a loop body, a `combine`, a branch
   and the load round it, so results stay bit-identical). X's traffic disappears, and X itself
   once no task uses it. Reads of the same box by A and B become one parameter.
 
-Whether a pair may fuse is decided by the kernels' categories (`category`) through
-`FusionConfig.rule`; the fused kernel is named `A__B` (source `a+b`) and records why in
-`Kernel.fused`, which the printer shows as `# fused: gate (complex-out-fusable) -> down
-(complex-out-fusable) via H [whole tile]`.
+Whether a pair may fuse is decided by the kernels' categories (`category`: the most demanding
+of their ops' categories, which the primitive table gives) through `FusionConfig.rule`; the
+fused kernel is named `A__B` (source `a+b`) and records why in `Kernel.fused`, which the
+printer shows as `# fused: gate (complex-out-fusable) -> down (complex-out-fusable) via H
+[whole tile]`.
 
 Leaves alone:
 - an intermediate that is read anywhere else, read twice, is not scratch (an output or inout) or
@@ -46,6 +47,7 @@ from typing import Optional
 
 from ... import sym
 from ...dtypes import HALF_DTYPES
+from ...primitives import BROADCAST, COMPLEX, ELEMWISE, INJECTIVE, OPAQUE, OPS, REDUCTION
 from .. import nodes as N
 from ..independence import _separates  # the disjointness argument of batched nests
 from ..visit import map_lists, map_schedules, substitute, tasks, walk
@@ -53,14 +55,7 @@ from ..visit import map_lists, map_schedules, substitute, tasks, walk
 # ---------------------------------------------------------------------------------------------
 # Categories and the policy
 
-INJECTIVE = "injective"  # elementwise over equal shapes, views (transpose, slices, interleave)
-BROADCAST = "broadcast"  # elementwise with an operand repeated along an extent-1 dimension
-REDUCTION = "reduction"  # row / column reductions, softmax
-COMPLEX = "complex-out-fusable"  # matmul
-OPAQUE = "opaque"  # an extern kernel, or an op this pass does not know
-
 _RANK = {INJECTIVE: 0, BROADCAST: 1, REDUCTION: 2, COMPLEX: 3, OPAQUE: 4}
-_VIEWS = ("transpose", "slice_even", "slice_odd", "interleave", "convert", "cast")
 
 
 def category(k: N.Kernel) -> str:
@@ -81,20 +76,16 @@ def category(k: N.Kernel) -> str:
 
 
 def _op_category(op: N.Op, ops) -> str:
-    name = op.op
-    if name == "matmul":
-        return COMPLEX
-    if name in N.REDUCTIONS or name == "softmax":
-        return REDUCTION
-    if name == "broadcast":
-        return BROADCAST
-    if name in N.LEAVES or name in _VIEWS:
-        return INJECTIVE
-    if name in N.ELEMENTWISE_BINARY or name in N.ELEMENTWISE_UNARY or name == "where":
+    """The op's category in the primitive table; an elementwise op is a broadcast when one of
+    its operands is repeated to its shape."""
+    spec = OPS.get(op.op)
+    if spec is None:
+        return OPAQUE
+    if spec.fusion == ELEMWISE:
         if any(ops[a].shape is not None and ops[a].shape != op.shape for a in op.args):
             return BROADCAST
         return INJECTIVE
-    return OPAQUE
+    return spec.fusion
 
 
 @dataclass(frozen=True)
@@ -578,7 +569,7 @@ def _splice(ka: N.Kernel, kb: N.Kernel, xa: str, xb: str, rename: dict, shared: 
 
 def _exact(op: N.Op, dtype: str) -> bool:
     """Whether the value is one of `dtype` already (rounded): a load, a literal, a conversion."""
-    return op.dtype == dtype and op.op in ("param", "scalar_param", "literal", "convert", "cast")
+    return op.dtype == dtype and OPS[op.op].rounded
 
 
 def _tidy(m: N.Module, f: _Fuser) -> N.Module:
@@ -602,5 +593,4 @@ def _tidy(m: N.Module, f: _Fuser) -> N.Module:
     return replace(m, kernels=kernels, tensors=tensors)
 
 
-__all__ = ["fuse_tasks", "FusionConfig", "DEFAULT_CONFIG", "category", "INJECTIVE",
-           "BROADCAST", "REDUCTION", "COMPLEX", "OPAQUE"]
+__all__ = ["fuse_tasks", "FusionConfig", "DEFAULT_CONFIG", "category"]

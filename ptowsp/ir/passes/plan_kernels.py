@@ -1,14 +1,16 @@
 """plan_kernels: decide how each kernel's ops run, and attach it as the kernel's `KernelPlan`.
 
 Per (non-extern) kernel, `plan_kernel(k)`:
-1. Rewrites the ops to the ones the plan schedules: ops no store reaches are dropped; `softmax`
-   becomes rowmax / sub / exp / rowsum / reciprocal / mul (so its max, exp-and-sum and scaling
-   fuse with what surrounds them); a matmul's `b` that is not an f32 array already (a
-   conversion, an f16 or integer tile, a view) gets a `convert` to f32 (the matmul reads it once
-   per row of `a`); a store that would read a tile an earlier store overwrote gets an identity
-   `convert` of its value (a snapshot, computed before any store runs).
-2. Kernel-local fusion. Cheap elementwise ops of parameters and scalars (lowering's `convert` of
-   a parameter, `x * 2`) are *inline*: recomputed wherever they are read. Every other tile op
+1. Rewrites the ops to the ones the plan schedules: ops no store reaches are dropped; an op the
+   primitive table expands becomes its ops (`softmax`: rowmax / sub / exp / rowsum / reciprocal
+   / mul, so its max, exp-and-sum and scaling fuse with what surrounds them); a matmul's `b`
+   that is not an f32 array already (a conversion, an f16 or integer tile, a view) gets a
+   `convert` to f32 (the matmul reads it once per row of `a`); a store that would read a tile
+   an earlier store overwrote gets an identity `convert` of its value (a snapshot, computed
+   before any store runs).
+2. Kernel-local fusion. Cheap elementwise ops (the table's `cheap`) of parameters and scalars
+   (lowering's `convert` of a parameter, `x * 2`) are *inline*: recomputed wherever they are
+   read. Every other tile op
    gets a *loop nest* (an iteration shape and a level): elementwise ops of one shape and level
    share a nest and are computed per element in registers; a value read outside its nest (by
    another nest, a view, a matmul or a store after the nests) is *materialised* in a local array.
@@ -44,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...diagnostics import InternalError
+from ...primitives import OPS
 from .. import nodes as N
 from ..kernel_plan import MM_MR, MM_NR, KernelPlan, LoopNest, PlanStep, buffer_bytes, held
 
@@ -51,10 +54,8 @@ from ..kernel_plan import MM_MR, MM_NR, KernelPlan, LoopNest, PlanStep, buffer_b
 MM_KC = 256
 MM_MIN_ROWS = 4
 MM_APACK = 32 * 1024
-# Elementwise ops cheap enough to recompute wherever they are read (as leaves are) when their
-# operands are leaves, scalars or other such ops: lowering's `convert` of a parameter, `x * 2`.
-_CHEAP = frozenset(("convert", "cast", "neg", "abs", "add", "sub", "mul", "maximum", "minimum",
-                    "relu", "not", "and", "or", "lt", "le", "gt", "ge", "eq", "ne", "where"))
+# Cheap elementwise ops (`OpSpec.cheap` in the primitive table) are recomputed wherever they are
+# read (as leaves are) when their operands are leaves, scalars or other such ops
 _INLINE_COST = 3  # at most this many cheap ops are recomputed per read
 
 
@@ -96,23 +97,17 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int]):
         ops.append(op)
         return len(ops) - 1
 
+    def emit(name: str, args: tuple[int, ...], shape, dtype: str, attr=None) -> int:
+        return add(N.Op(name, args, shape, dtype, attr))
+
     live = _live(k)
     for i, op in enumerate(k.ops):
         if i not in live:
             continue
         args = tuple(new_of[a] for a in op.args)
-        if op.op == "softmax":
-            # decision: softmax(x) = e * (1 / rowsum(e)), e = exp(x - rowmax(x)): one division
-            # per row and a multiply per element (within an ulp of e / sum)
-            (x,) = args
-            rows = (op.shape[0], 1)
-            mx = add(N.Op("rowmax", (x,), rows, op.dtype))
-            d = add(N.Op("sub", (x, mx), op.shape, op.dtype))
-            e = add(N.Op("exp", (d,), op.shape, op.dtype))
-            s = add(N.Op("rowsum", (e,), rows, op.dtype))
-            one = add(N.Op("literal", (), None, op.dtype, 1.0))
-            r = add(N.Op("div", (one, s), rows, op.dtype))
-            new_of[i] = add(N.Op("mul", (e, r), op.shape, op.dtype))
+        expand = OPS[op.op].expand
+        if expand is not None:  # softmax: spelled out as the ops it is made of
+            new_of[i] = expand(op, args, emit)
         elif op.op == "matmul" and _needs_f32_copy(ops[args[1]]):
             b = add(N.Op("convert", (args[1],), ops[args[1]].shape, "f32"))
             copies.add(b)
@@ -132,7 +127,8 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int]):
 def _needs_f32_copy(op: N.Op) -> bool:
     if op.dtype != "f32":
         return True
-    return op.op in N.VIEWS or op.op in _CHEAP
+    spec = OPS[op.op]
+    return spec.plan == "view" or spec.cheap
 
 
 def _live(k: N.Kernel) -> set[int]:
@@ -147,19 +143,13 @@ def _live(k: N.Kernel) -> set[int]:
 
 
 def _classify(op: N.Op) -> str:
+    """The plan kind of a value: `scalar`, or its op's in the primitive table."""
     if op.shape is None:
         return "scalar"
-    if op.op in ("param", "iota_row", "iota_col", "literal"):
-        return "leaf"
-    if op.op in N.ELEMENTWISE:
-        return "ew"
-    if op.op in N.REDUCTIONS:
-        return "red"
-    if op.op in N.VIEWS:
-        return "view"
-    if op.op == "matmul":
-        return "matmul"
-    raise InternalError("plan-kernels", f"no kernel plan for op `{op.op}`")
+    kind = OPS[op.op].plan
+    if kind is None:
+        raise InternalError("plan-kernels", f"no kernel plan for op `{op.op}`")
+    return kind
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +263,8 @@ class _Planner:
             # one loop)
             cost = [0] * n
             for i, op in enumerate(ops):
-                if kind[i] == "ew" and op.op in _CHEAP and not stored[i] and i not in self.copies:
+                if kind[i] == "ew" and OPS[op.op].cheap and not stored[i] \
+                        and i not in self.copies:
                     c = 1 + sum(cost[a] for a in op.args if kind[a] == "inline")
                     if all(kind[a] in ("scalar", "leaf", "inline") for a in op.args) \
                             and c <= _INLINE_COST:
@@ -303,7 +294,7 @@ class _Planner:
                 level[i] = lv
                 key = (lv, ops[x].shape) if self.fuse else (lv, ops[x].shape, i)
                 nest = nests.setdefault(key, _Nest(lv, ops[x].shape))
-                (nest.rowreds if op.op.startswith("row") else nest.colreds).append(i)
+                (nest.rowreds if OPS[op.op].axis == "row" else nest.colreds).append(i)
                 nest_of[i] = nest
             else:  # views and matmul read arrays
                 level[i] = max((self.avail(a) for a in op.args), default=0)
@@ -436,8 +427,8 @@ class _Planner:
 
         A run is consecutive nests of the same number of rows (more than one) without column
         reductions (complete only after the last row), where no op reads a value produced in
-        the run from another row (a `transpose` of it; slices, interleave and broadcasting keep
-        rows)."""
+        the run from another row (through a view that is not `row_local` in the primitive
+        table, a `transpose`; slices, interleave and broadcasting keep rows)."""
         # decision: row-independent nests run row by row (RMSNorm, softmax, most
         # normalisations): a streaming kernel then interleaves its loads and stores, which
         # measured 20-40% faster over large tensors than running each nest over the whole tile
@@ -448,7 +439,7 @@ class _Planner:
             if u in produced:
                 return moved
             if kind[u] in ("view", "inline"):
-                moved = moved or ops[u].op == "transpose"
+                moved = moved or not OPS[ops[u].op].row_local
                 return any(other_rows(a, produced, moved) for a in ops[u].args)
             return False
 

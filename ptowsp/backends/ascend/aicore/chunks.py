@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ....primitives import OPS
 from .layout import VFLOAT
 
 
@@ -68,11 +69,12 @@ def chunking(ops: tuple, params: dict, stores: tuple):
             todo.extend(ops[u].args)
 
     for i, op in enumerate(ops):
-        if op.op == "transpose" or op.op.startswith("col"):
+        if op.op == "matmul":
+            if i not in streams:
+                force(op.args[1])
+        elif not OPS[op.op].row_local:  # a transpose, a column reduction
             force(op.args[0])
             force(i)
-        elif op.op == "matmul" and i not in streams:
-            force(op.args[1])
     rows = [params[p].rows for p, _ in stores]
     m = max(rows, default=1)
     if m <= 1:

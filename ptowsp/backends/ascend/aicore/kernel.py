@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....ir.passes import plan_kernels as PK
+from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
 from ..render import render
@@ -276,7 +277,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         elif op.op == "literal":
             e = literal(op.attr, op.dtype)
         else:
-            if op.op not in N.ELEMENTWISE:
+            if OPS[op.op].plan != "ew":
                 raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)
             try:
                 e = sexpr(op.op, op.dtype, [self.scalars[a] for a in op.args],

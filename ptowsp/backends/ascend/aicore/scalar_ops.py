@@ -6,7 +6,7 @@ instruction for (`VectorOps.vector_ok`)."""
 from __future__ import annotations
 
 from ....dtypes import TABLE, kind_of
-from ....ir import nodes as N
+from ....primitives import OPS
 from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
@@ -35,7 +35,8 @@ class ScalarOps(Frame):
         p = pc(cols)
         self.need_s()
         out = self.out
-        if name in N.REDUCTIONS:
+        kind = OPS[name].plan
+        if kind == "red":
             self.scalar_reduction(i, dst, chunk)
             self.s_dirty = True
             return
@@ -61,7 +62,7 @@ class ScalarOps(Frame):
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
-        elif name in N.ELEMENTWISE:
+        elif kind == "ew":
             xs = [self.sread(a, "i", "j", chunk) for a in op.args]
             e = sexpr(name, op.dtype, xs, [self.ops[a].dtype for a in op.args],
                       self.exponent(op))

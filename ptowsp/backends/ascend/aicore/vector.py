@@ -18,6 +18,7 @@ import math
 from ....diagnostics import InternalError
 from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
+from ....primitives import OPS
 from ... import cexpr as C
 from .frame import Frame
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
@@ -29,16 +30,12 @@ class VectorOps(Frame):
 
     def vector_ok(self, op: N.Op) -> bool:
         name, dt = op.op, op.dtype
+        kind = OPS[name].plan
         args = [self.ops[a] for a in op.args]
         adts = [a.dtype for a in args]
-        if name in ("literal", "iota_row", "iota_col", "transpose", "slice_even", "slice_odd",
-                    "interleave"):
-            return False
         if name == "matmul":
             return True
-        if name == "broadcast":
-            return dt in VFLOAT and adts[0] in VFLOAT
-        if name in N.REDUCTIONS:
+        if name == "broadcast" or kind == "red":
             return dt in VFLOAT and adts[0] in VFLOAT
         if name in ("convert", "cast"):
             src = adts[0]
@@ -52,9 +49,9 @@ class VectorOps(Frame):
             return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
         if name in ("and", "or", "not"):
             return False
-        if name in N.ELEMENTWISE:
-            return dt in VFLOAT and all(d in VFLOAT for d in adts)
-        return False
+        # every other float elementwise op has instructions; leaves and the other views
+        # (transpose, slices, interleave: index maps) run on the scalar unit
+        return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
 
     def operand(self, u: int, ishape: tuple, chunk: bool) -> str:
         """Value u as a tile of the op's IR shape `ishape` (broadcasts and scalars
@@ -270,7 +267,7 @@ class VectorOps(Frame):
                 s = C.cast("float", self.scalars[args[1]])
                 self.vec(f"AscendC::Power({dst}, {ta}, {s}, {tmp}, {n});")
             return
-        if name in N.REDUCTIONS:
+        if OPS[name].plan == "red":
             self.reduction(i, dst, chunk)
             return
         # unary float math

@@ -1,0 +1,1 @@
+"""The fuzzing harness of `make fuzz` (see harness.py)."""
