@@ -15,13 +15,15 @@ target it is.
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 from . import sym
 from .diagnostics import Diagnostic, Note, WspError
-from .dtypes import FLOAT_DTYPES, numpy_dtype
+from .dtypes import FLOAT_DTYPES, numpy_dtype, size_of
+from .limits import INT64_MAX, MAX_WORKERS, MemoryLimit, memory_limit, size_text
 from .spans import Span
 
 if TYPE_CHECKING:  # numpy is imported only when something runs
@@ -67,9 +69,16 @@ class Binding:
             raise WspError(self.diags, self.sources)
 
     def bind(self, bind: Mapping[str, int], arrays: Mapping[str, Any], random_seed: Optional[int],
-             sources: Optional[Mapping[str, str]] = None) -> tuple[dict[str, int], dict[str, Any]]:
+             sources: Optional[Mapping[str, str]] = None,
+             max_memory: Union[None, int, str, MemoryLimit] = None,
+             check_memory: bool = True,
+             schedule: Optional[str] = None) -> tuple[dict[str, int], dict[str, Any]]:
         """Symbols and input arrays for a run. `sources` names where each array came from
-        (`x.npy`) for messages; unknown names and every inconsistency are diagnostics."""
+        (`x.npy`) for messages; unknown names and every inconsistency are diagnostics. Once
+        every sym is known, and before anything is allocated, the bytes of every tensor are
+        checked against `max_memory` (default: the machine's memory; `limits.memory_limit`),
+        and the integers `schedule` computes from them (every schedule's when None) against
+        int64."""
         import numpy as np
 
         m = self.module
@@ -84,6 +93,10 @@ class Binding:
                                            _near(name, syms))], self.sources)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
                 self.error(syms[name].span, f"sym `{name}` is bound to {v!r}, but syms are non-negative integers")
+                continue
+            if v > INT64_MAX:
+                self.error(syms[name].span, f"sym `{name}` is bound to {v}, more than a sym can "
+                           "be (2^63 - 1: the runtime computes in int64)")
                 continue
             values[name] = int(v)
             origin[name] = f"--bind {name}={v}"
@@ -121,7 +134,18 @@ class Binding:
             if name not in values and s.default is not None:
                 values[name] = s.default
                 origin[name] = "its default"
-        missing_syms = [s for n, s in syms.items() if n not in values]
+        self.raise_if_any()
+        for s in (s for n, s in syms.items() if n not in values):
+            users = [t.name for t in m.tensors if t.kind in ("input", "inout")
+                     and any(isinstance(d, sym.Var) and d.name == s.name for d in t.dims)]
+            help = f"bind it with `--bind {s.name}=N`" + (
+                f" or pass an array for `{users[0]}`" if users else "")
+            self.error(s.span, f"sym `{s.name}` is not bound", help)
+        self.raise_if_any()
+        if check_memory:
+            self._check_memory(values, memory_limit(max_memory))
+            self.raise_if_any()
+        self._check_int64(values, schedule)
         self.raise_if_any()
         # random data for unbound inputs
         if random_seed is not None:
@@ -129,15 +153,8 @@ class Binding:
             for t in m.tensors:
                 if t.kind in ("input", "inout") and t.name not in inputs:
                     shape = self._shape(t, values)
-                    if shape is None:
-                        continue  # a sym is unbound: reported below
-                    inputs[t.name] = _random_array(rng, t.dtype, shape)
-        for s in missing_syms:
-            users = [t.name for t in m.tensors if t.kind in ("input", "inout")
-                     and any(isinstance(d, sym.Var) and d.name == s.name for d in t.dims)]
-            help = f"bind it with `--bind {s.name}=N`" + (
-                f" or pass an array for `{users[0]}`" if users else "")
-            self.error(s.span, f"sym `{s.name}` is not bound", help)
+                    if shape is not None:  # else: a negative dimension, reported
+                        inputs[t.name] = _random_array(rng, t.dtype, shape)
         self.raise_if_any()
         # every input present, with exactly its declared dtype and shape
         for t in m.tensors:
@@ -175,6 +192,53 @@ class Binding:
         self.raise_if_any()
         return values, inputs
 
+    def _check_int64(self, values: Mapping[str, int], schedule: Optional[str]) -> None:
+        """Every integer the runtime computes from the syms (loop extents, view offsets and
+        checks, with each `P` loop variable over its range) stays within int64: the C code
+        would wrap around silently. Reported at the largest sym it involves."""
+        found = _past_int64(self.module, schedule, values)
+        if found is None:
+            return
+        e, reach, span, used = found
+        names = sorted(used, key=lambda n: (-values[n], n))
+        at = next((s.span for s in self.module.syms if names and s.name == names[0]), span)
+        self.error(at, f"with {_show_syms(values, used)}, `{sym.to_str(e)}` may "
+                   f"reach {reach}, past the runtime's int64 arithmetic (2^63 - 1)",
+                   "bind smaller values", notes=[Note(span, "computed here")] if span != at else ())
+
+    def _check_memory(self, values: Mapping[str, int], limit: MemoryLimit) -> None:
+        """The tensors' bytes against `limit`: every tensor once (an inout twice: the caller's
+        array and the copy the run updates), reported at the sym that makes the largest one
+        large (or at that tensor, when only constants size it)."""
+        sized = []
+        for t in self.module.tensors:
+            shape = self._shape(t, values)
+            if shape is None:
+                return  # a negative dimension: reported
+            n = size_of(t.dtype)
+            for d in shape:
+                n *= d
+            sized.append((n, t))
+        total = sum(n * (2 if t.kind == "inout" else 1) for n, t in sized)
+        if total <= limit.bytes:
+            return
+        sized.sort(key=lambda nt: -nt[0])
+        big = sized[0][1]
+        names = sorted(set().union(*(sym.free_vars(d) for d in big.dims)),
+                       key=lambda n: (-values[n], n))
+        span = next((s.span for s in self.module.syms if names and s.name == names[0]), big.span)
+        used = set().union(*(sym.free_vars(d) for _, t in sized for d in t.dims))
+        shown = ", ".join(f"`{t.name}` {size_text(n)}" for n, t in sized[:4] if n) + \
+            (", ..." if len([n for n, _ in sized if n]) > 4 else "")
+        with_syms = f" with {_show_syms(values, used)}" if used else ""
+        self.error(span, f"the tensors need {size_text(total)} of memory{with_syms} ({shown}), "
+                   f"more than {limit.what}",
+                   "bind smaller sizes, or set another limit (`--max-memory SIZE`; in Python, "
+                   "`max_memory=`)",
+                   notes=[Note(big.span, f"`{big.name}` is declared "
+                                         f"{big.dtype}[{', '.join(map(sym.to_str, big.dims))}] here")]
+                   if span != big.span else ())
+
     def _shape(self, t: "nodes.TensorDecl", values: Mapping[str, int]) -> Optional[tuple[int, ...]]:
         try:
             dims = tuple(sym.evaluate(d, values) for d in t.dims)
@@ -186,6 +250,133 @@ class Binding:
                            f"(with {_show_syms(values, sym.free_vars(d))})")
                 return None
         return dims
+
+
+def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
+    """(expression, magnitude, span, syms) of the first integer expression of `schedule`
+    (every schedule when None) and the module's tensors and checks whose value or any
+    intermediate may pass 2^63 - 1 with the syms `values`, and the syms that make it large
+    (through the ranges of its loop variables too); None when all fit. An expression over
+    variables whose range is not known here (data-dependent loops) is left to the runtime's
+    checks."""
+    from dataclasses import fields, is_dataclass
+
+    from .ir import visit as V
+    from .spans import NO_SPAN
+
+    def reach(e, ranges) -> Optional[tuple[int, int]]:
+        """(a bound on |value|, a bound on |value| and every |intermediate|); None when a
+        variable's range is unknown."""
+        if isinstance(e, sym.Const):
+            return abs(e.value), abs(e.value)
+        if isinstance(e, sym.Var):
+            r = ranges.get(e.name)
+            return None if r is None else (r, r)
+        if isinstance(e, sym.Poly):
+            total, peak = abs(e.const), 0
+            for mono, c in e.terms:
+                term = abs(c)
+                for atom, p in mono:
+                    r = reach(atom, ranges)
+                    if r is None:
+                        return None
+                    term *= max(r[0], 1) ** p  # each partial product stays below the whole
+                    peak = max(peak, r[1])
+                total += term
+            return total, max(total, peak)
+        if isinstance(e, (sym.Min, sym.Max, sym.Abs)):
+            rs = [reach(x, ranges) for x in getattr(e, "args", None) or (e.arg,)]
+            return None if None in rs else (max(r[0] for r in rs), max(r[1] for r in rs))
+        n, d = reach(e.num, ranges), reach(e.den, ranges)
+        if n is None or d is None:
+            return None
+        peak = max(n[1], d[1])
+        if isinstance(e, sym.Mod):  # |n mod d| < |d|; C adds d back to a negative remainder
+            return d[0], max(peak, 2 * d[0])
+        if isinstance(e.den, sym.Const) and e.den.value:
+            return -(-n[0] // abs(e.den.value)), peak
+        return n[0], peak  # an integer divisor is at least 1 in magnitude
+
+    def exprs(value, span, out):
+        if isinstance(value, sym.Expr):
+            out.append((value, span))
+        elif isinstance(value, sym.Check):
+            out += [(value.lhs, span), (value.rhs, span)]
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                exprs(v, span, out)
+        elif is_dataclass(value) and not isinstance(value, type):
+            inner = getattr(value, "span", NO_SPAN)
+            span = inner if inner != NO_SPAN else span
+            for f in fields(value):
+                exprs(getattr(value, f.name), span, out)
+
+    def over(e, ranges):
+        r = reach(e, ranges)
+        return r is not None and r[1] > INT64_MAX, r and r[1]
+
+    def syms_of(e, deps) -> frozenset:
+        return frozenset().union(*(deps.get(v, frozenset()) for v in sym.free_vars(e)))
+
+    def visit(stmts, ranges, deps):
+        for st in stmts:
+            nested = {name for name, _ in V.FIELDS.get(type(st), ())}
+            found: list = []
+            for f in fields(st):
+                if f.name not in nested:
+                    exprs(getattr(st, f.name), getattr(st, "span", NO_SPAN), found)
+            for e, span in found:
+                bad, r = over(e, ranges)
+                if bad:
+                    return e, r, span, syms_of(e, deps)
+            inner, inner_deps = ranges, deps
+            if isinstance(st, N.Loop):
+                try:  # an extent of syms alone is known exactly
+                    extent: Optional[int] = abs(sym.evaluate(st.extent, values))
+                except (sym.SymError, TypeError):
+                    r = reach(st.extent, ranges)
+                    extent = None if r is None else r[0]
+                inner = {**ranges, st.var: max(extent - 1, 0)} if extent is not None else \
+                    {k: v for k, v in ranges.items() if k != st.var}
+                inner_deps = {**deps, st.var: syms_of(st.extent, deps)}
+            for body in V.children(st):
+                hit = visit(body, inner, inner_deps)
+                if hit is not None:
+                    return hit
+        return None
+
+    from .ir import nodes as N
+
+    top = dict(values)
+    deps = {name: frozenset((name,)) for name in values}
+    for t in m.tensors:
+        for d in t.dims:
+            bad, r = over(d, top)
+            if bad:
+                return d, r, t.span, syms_of(d, deps)
+    for c in m.checks:
+        for e in (c.check.lhs, c.check.rhs):
+            bad, r = over(e, top)
+            if bad:
+                return e, r, c.span, syms_of(e, deps)
+    for sc in m.schedules:
+        if schedule is None or sc.name == schedule:
+            hit = visit(sc.body, top, deps)
+            if hit is not None:
+                return hit
+    return None
+
+
+def check_workers(workers: Optional[int]) -> None:
+    """`workers` is None (the host's cores) or 1 to `MAX_WORKERS`; else a ValueError."""
+    if workers is None:
+        return
+    try:
+        n = operator.index(workers) if not isinstance(workers, bool) else None
+    except TypeError:
+        n = None
+    if n is None or not 1 <= n <= MAX_WORKERS:
+        raise ValueError(f"workers must be a whole number from 1 to {MAX_WORKERS}, not {workers!r}")
 
 
 def _show_syms(values: Mapping[str, int], names) -> str:
@@ -234,23 +425,36 @@ class Program:
 
     def run(self, bind: Optional[Mapping[str, int]] = None, random_inputs: Optional[int] = None,
             workers: Optional[int] = None, trace: bool = False,
-            **arrays) -> dict[str, "np.ndarray"]:
+            max_memory: Union[None, int, str] = None, **arrays) -> dict[str, "np.ndarray"]:
         """Run with `bind` symbols and the input arrays by name; returns the outputs and inouts
         (new arrays: the caller's arrays are never modified, inouts included). With `trace`,
-        `self.trace` then holds the run's trace (real and simulated)."""
-        return self.run_arrays(arrays, bind, random_inputs, workers, trace=trace)
+        `self.trace` then holds the run's trace (real and simulated). `workers` is 1 to
+        `limits.MAX_WORKERS`; the tensors may need at most `max_memory` (bytes, or a size such
+        as "8G"; default: the machine's memory), checked before anything is allocated."""
+        return self.run_arrays(arrays, bind, random_inputs, workers, trace=trace,
+                               max_memory=max_memory)
 
     def run_arrays(self, arrays: Mapping[str, Any], bind: Optional[Mapping[str, int]] = None,
                    random_inputs: Optional[int] = None, workers: Optional[int] = None,
                    sources: Optional[Mapping[str, str]] = None,
-                   trace: bool = False) -> dict[str, "np.ndarray"]:
+                   trace: bool = False,
+                   max_memory: Union[None, int, str, MemoryLimit] = None) -> dict[str, "np.ndarray"]:
         """`run`, with `sources` naming where each array came from (for messages)."""
-        syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources)
+        check_workers(workers)
+        limit = memory_limit(max_memory)
         # a trace and the machine are the cycle model's: only a runnable with one takes them
         model = {"trace": trace, "machine": self.machine} if self._backend.cycle_model else {}
-        t0 = time.perf_counter()
-        outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
-                                          workers=workers, **model)
+        try:
+            syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources,
+                                                     limit, schedule=self.schedule)
+            t0 = time.perf_counter()
+            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
+                                              workers=workers, **model)
+        except MemoryError:  # the check passed, but the memory is taken (by other processes)
+            raise WspError([Diagnostic(_NO_SPAN, "memory", "the run ran out of memory (its "
+                                       f"tensors fit in {limit.what}, but the machine has less "
+                                       "free)", "free memory, or run smaller sizes")],
+                           dict(self.module.sources)) from None
         self._record(info, t0)
         self._last = outputs
         return outputs
@@ -265,7 +469,7 @@ class Program:
                             if k not in ("task_count", "total_cycles")}
 
     def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False,
-                 **arrays) -> Stats:
+                 max_memory: Union[None, int, str] = None, **arrays) -> Stats:
         """The cycle model alone: tasks are enumerated, ordered and replayed on the machine, no
         kernel runs and no data is needed (symbols come from `bind` and their defaults).
         Returns `self.stats` (`total_cycles`, utilisation, dispatcher loads in `extra`).
@@ -296,6 +500,10 @@ class Program:
                            dict(self.module.sources))
         syms = {s.name: s.default for s in self.module.syms if s.default is not None}
         syms.update(bind or {})
+        if execute and all(isinstance(v, int) for v in syms.values()):
+            check = Binding(self.module)  # the stand-ins below are real arrays: they must fit
+            check._check_memory(syms, memory_limit(max_memory))
+            check.raise_if_any()
         fake = dict(arrays)
         for t in self.module.tensors:  # zero-strided stand-ins: the binding checks their shapes
             if t.kind in ("input", "inout") and t.name not in fake and all(
@@ -304,7 +512,9 @@ class Program:
                 zero = np.zeros((), numpy_dtype(t.dtype))
                 # kernels that run read real (contiguous) arrays; otherwise nothing is read
                 fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)
-        syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None)
+        # without kernels nothing is touched: the sizes need not fit in memory
+        syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None,
+                                                 check_memory=execute, schedule=self.schedule)
         t0 = time.perf_counter()
         _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
                                     machine=self.machine, execute=execute)
@@ -341,6 +551,7 @@ class Module:
         the pass manager's (`ir/passes`); the timings are in `Program.passes`."""
         from . import driver
 
+        check_workers(options.get("workers"))
         t = driver.target(target)
         compiled = driver.compile_ir(self.ir, t, schedule, opt_level, options,
                                      verify_each=verify_each, print_after=print_after,
@@ -364,6 +575,7 @@ def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[i
     """A `Program` from an artifact directory written by `wspc compile -o DIR`."""
     from . import driver
 
+    check_workers(workers)
     return program(driver.load_artifact(directory, driver.target(target), schedule,
                                         {"workers": workers}))
 
@@ -376,5 +588,6 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
     `Module.compile`'s pass manager switches."""
     from . import driver
 
+    check_workers(workers)
     return program(driver.compile_file(path, driver.target(target), schedule, opt_level,
                                        {"workers": workers}, **passes))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, TypeVar
 
 import click
 
 from .backends import TARGETS
+from .limits import MAX_WORKERS
 from .version import __version__
 
 EXIT_USER = 1
@@ -34,7 +35,8 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         if not exit_on_error:
             return None
         ctx.exit(EXIT_USER)
-    except (KeyboardInterrupt, click.exceptions.Exit, click.exceptions.Abort):
+    except (KeyboardInterrupt, click.exceptions.Exit, click.exceptions.Abort,
+            click.ClickException):  # a usage error: click reports it (exit 2)
         raise
     except Exception as err:  # noqa: BLE001 - the one place bugs are caught
         if isinstance(err, InternalError):  # it names its stage and says what broke
@@ -271,46 +273,136 @@ def _emit(output: Optional[str], text: str) -> None:
         click.echo(text, nl=False)
 
 
-def _pairs(ctx: click.Context, values: tuple[str, ...], option: str) -> list[tuple[str, str]]:
+class _Pair(NamedTuple):
+    """One `NAME=VALUE` of a repeatable option; `where` is the option as given
+    (`--bind R=16`), which diagnostics about it name."""
+
+    name: str
+    value: Any
+    where: str
+
+
+def _pairs_of(option: str):
+    """A click callback: the `NAME=VALUE`s of `option` as `_Pair`s, each name at most once."""
+
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[_Pair]:
+        out: list[_Pair] = []
+        seen: dict[str, str] = {}
+        for v in values:
+            name, sep, rest = v.partition("=")
+            name, rest = name.strip(), rest.strip()
+            if not sep or not name or not rest:
+                raise click.BadParameter(f"expected NAME=VALUE, got {v!r}", ctx=ctx,
+                                         param_hint=option)
+            if name in seen:
+                raise click.BadParameter(f"`{name}` is given twice ({option} {seen[name]} and "
+                                         f"{option} {v})", ctx=ctx, param_hint=option)
+            seen[name] = v
+            out.append(_Pair(name, rest, f"{option} {name}={rest}"))
+        return out
+
+    return parse
+
+
+def _binds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[_Pair]:
+    """`--bind SYM=N`: N an integer as Python writes one, in ASCII digits only (`4096`,
+    `0x1000`, `4_096`), from 0 to 2^63 - 1 (docs/running.md, "Command-line values")."""
+    from .limits import INT64_MAX
+
     out = []
-    for v in values:
-        name, sep, rest = v.partition("=")
-        if not sep or not name or not rest:
-            raise click.BadParameter(f"expected NAME=VALUE, got {v!r}", ctx=ctx, param_hint=option)
-        out.append((name.strip(), rest.strip()))
+    for pair in _pairs_of("--bind")(ctx, param, values):
+        name, text = pair.name, pair.value
+        try:
+            if not text.isascii():
+                raise ValueError(text)
+            value = int(text, 0)
+        except ValueError:
+            raise click.BadParameter(f"{name}={text}: not an integer (ASCII digits, or 0x, 0o, "
+                                     "0b and _ as Python writes integers)", ctx=ctx,
+                                     param_hint="--bind") from None
+        if value < 0:
+            raise click.BadParameter(f"{name}={text}: a sym is a non-negative integer", ctx=ctx,
+                                     param_hint="--bind")
+        if value > INT64_MAX:
+            raise click.BadParameter(f"{name}={text}: more than a sym can be (2^63 - 1: the "
+                                     "runtime computes in int64)", ctx=ctx, param_hint="--bind")
+        out.append(pair._replace(value=value))
     return out
+
+
+class _Size(click.ParamType):
+    """`--max-memory SIZE`: `8G`, `512M`, `1.5GiB`, `4096` (binary units)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        from .limits import MemoryLimit, parse_size
+
+        if isinstance(value, MemoryLimit):
+            return value
+        try:
+            return MemoryLimit(parse_size(value), f"--max-memory {value}", True)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+def _named(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    """A click callback: a file option given is a file name, not an empty string (which
+    would otherwise read as the option not given)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty file name", ctx=ctx, param=param)
+    return value
+
+
+def _at(where: str):
+    """The span of a diagnostic about a command-line option or a file, not a source line."""
+    from .spans import Span
+
+    return Span(where, 0, 0, 0, 0)
 
 
 @main.command()
 @click.argument("target_path", metavar="FILE|DIR", type=click.Path())
 @click.option("--schedule", default=None, help="The schedule to run (default: main or the only one).")
-@click.option("--bind", "binds", multiple=True, metavar="SYM=N", help="Bind a sym.")
-@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy", help="An input or inout array.")
-@click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False), default=None, metavar="F.npz",
+@click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds,
+              help="Bind a sym (an integer: 4096, 0x1000, 4_096).")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy",
+              callback=_pairs_of("--input"), help="An input or inout array.")
+@click.option("--inputs", "inputs_npz", type=click.Path(), default=None, callback=_named,
+              metavar="F.npz",
               help="Input arrays by name from one .npz file.")
 @click.option("--output", "outputs", multiple=True, metavar="NAME=F.npy",
+              callback=_pairs_of("--output"),
               help="Write an output or inout array (only after a successful run).")
-@click.option("--outputs", "outputs_npz", type=click.Path(dir_okay=False), default=None, metavar="F.npz",
+@click.option("--outputs", "outputs_npz", type=click.Path(), default=None, callback=_named,
+              metavar="F.npz",
               help="Write every output and inout array into one .npz file.")
-@click.option("--random-inputs", type=int, default=None, metavar="SEED",
+@click.option("--random-inputs", type=click.IntRange(min=0), default=None, metavar="SEED",
               help="Fill inputs that have no array with reproducible random data.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker threads (default: cores).")
+@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=None,
+              help=f"Worker threads, 1 to {MAX_WORKERS} (default: the host's cores).")
+@click.option("--max-memory", type=_Size(), default=None,
+              help="The most memory the run's tensors may need, e.g. 8G (default: the machine's).")
 @click.option("--target", "target_name", type=click.Choice(list(TARGETS)), default="cpu_sim",
               show_default=True,
               help="cpu_sim, or ref: the NumPy reference interpreter (slow; the oracle); "
                    "ascend_npu does not run here.")
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace", "trace_file", type=click.Path(), default=None, callback=_named,
               metavar="T.json", help="Write the run (real and simulated) as a Chrome trace.")
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
+              callback=_named,
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
 @click.option("--stats", is_flag=True, help="Print task count, times, simulated cycles and loads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @_opt_options
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
-        outputs, outputs_npz, random_inputs, workers, target_name, trace_file, machine_file,
-        stats, as_json, opt_level, print_after, time_passes, verify_each) -> None:
-    """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`)."""
+        outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
+        machine_file, stats, as_json, opt_level, print_after, time_passes, verify_each) -> None:
+    """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
+
+    Every output file (--output, --outputs, --trace) is checked before anything runs and
+    written only when the run succeeded, all of them or none."""
     target = _target(ctx, target_name, {})
     if not target.runs_here:
         raise click.UsageError(f"--target {target.name} does not run here: it makes "
@@ -319,17 +411,15 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     if not target.cycle_model and (trace_file or machine_file):
         raise click.UsageError(f"--trace and --machine need --target cpu_sim ({target.name} has "
                                "no cycle model)")
-    bind: dict[str, int] = {}
-    for name, value in _pairs(ctx, binds, "--bind"):
-        try:
-            bind[name] = int(value, 0)
-        except ValueError:
-            raise click.BadParameter(f"{name}={value}: not an integer", ctx=ctx, param_hint="--bind") from None
-    out_files = _pairs(ctx, outputs, "--output")
+    destinations = [(p.value, p.where) for p in outputs]
+    destinations += [(outputs_npz, f"--outputs {outputs_npz}")] if outputs_npz else []
+    destinations += [(trace_file, f"--trace {trace_file}")] if trace_file else []
+    _run_guarded(ctx, "outputs", lambda: _check_destinations(ctx, destinations))
     machine = None
     if machine_file:
         from .backends.machine import load_machine
 
+        _run_guarded(ctx, "machine", lambda: _check_source(machine_file, "machine file"))
         machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
     _check_pass_names(ctx, print_after)
     passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
@@ -339,12 +429,19 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     if time_passes and program.passes is not None:
         click.echo(program.passes.report(), err=True, nl=False)
     program.machine = machine
-    arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz, ctx))
-    results = _run_guarded(ctx, "run", lambda: program.run_arrays(arrays, bind, random_inputs, workers,
-                                                                  sources, trace=bool(trace_file)))
-    _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, out_files, outputs_npz))
-    if trace_file:
-        _run_guarded(ctx, "outputs", lambda: _write_trace(program, trace_file))
+    _run_guarded(ctx, "inputs", lambda: _check_names(program, binds, inputs, outputs))
+    if max_memory is None:
+        from .limits import memory_limit
+
+        max_memory = memory_limit()
+    arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz,
+                                                                       max_memory))
+    bind = {p.name: p.value for p in binds}
+    results = _run_guarded(ctx, "run", lambda: program.run_arrays(
+        arrays, bind, random_inputs, workers, sources, trace=bool(trace_file),
+        max_memory=max_memory))
+    _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, outputs, outputs_npz,
+                                                        trace_file))
     if stats or as_json:
         info = program.stats.as_dict()
         info["schedule"] = program.schedule
@@ -357,15 +454,83 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
             _print_stats(info)
 
 
-def _write_trace(program, path: str) -> None:
+def _check_destinations(ctx: click.Context, destinations: list[tuple[str, str]]) -> None:
+    """Every output file can be written (`files.check_destination`), and no two are one."""
     from .diagnostics import Diagnostic, WspError
-    from .spans import Span
+    from .files import FileError, check_destination
+
+    diags, seen = [], {}
+    for path, where in destinations:
+        try:
+            real = check_destination(path)
+        except FileError as err:
+            diags.append(Diagnostic(_at(where), "io", err.message))
+            continue
+        if real in seen:
+            raise click.UsageError(f"{seen[real]} and {where}: the same destination twice "
+                                   "(one would overwrite the other)", ctx=ctx)
+        seen[real] = where
+    if diags:
+        raise WspError(diags)
+
+
+def _check_source(path: str, what: str) -> None:
+    """A file read whole (the module, a machine) is a regular file: a FIFO would block, a
+    device might never end."""
+    from .diagnostics import Diagnostic, WspError
+    from .files import FileError, check_regular
 
     try:
-        program.trace.write(path)
-    except OSError as err:
-        raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
-                                   f"cannot write the trace {path}: {err.strerror}")]) from None
+        check_regular(path)
+    except FileError as err:
+        raise WspError([Diagnostic(_at(path), "io", f"cannot read {what}: {err.message}")]) from None
+
+
+def _check_names(program, binds, inputs, outputs) -> None:
+    """Every name on the command line is a sym or a tensor of the right kind, before any file
+    is read or anything runs: an unknown name is reported at the option naming it."""
+    from .diagnostics import Diagnostic, WspError, did_you_mean
+
+    m = program.module
+    syms = {s.name for s in m.syms}
+    tensors = {t.name: t for t in m.tensors}
+    diags = []
+    for pair in binds:
+        if pair.name not in syms:
+            diags.append(Diagnostic(_at(pair.where), "binding",
+                                    f"`{pair.name}` is not a sym of module `{m.name}`",
+                                    did_you_mean(pair.name, syms)))
+    def unknown(pair: _Pair) -> Diagnostic:
+        return Diagnostic(_at(pair.where), "binding",
+                          f"`{pair.name}` is not a tensor of module `{m.name}`",
+                          did_you_mean(pair.name, tensors))
+
+    for pair in inputs:
+        t = tensors.get(pair.name)
+        if t is None:
+            diags.append(unknown(pair))
+        elif t.kind not in ("input", "inout"):
+            diags.append(Diagnostic(t.span, "binding", f"`{t.name}` is {_a(t.kind)}; it takes "
+                                    "no input array", "pass inputs and inouts only"))
+    for pair in outputs:
+        t = tensors.get(pair.name)
+        if t is None:
+            diags.append(unknown(pair))
+        elif t.kind not in ("output", "inout"):
+            diags.append(Diagnostic(t.span, "io", f"`{t.name}` is {_a(t.kind)}, not an output",
+                                    "--output names outputs and inouts"))
+    if diags:
+        raise WspError(diags, dict(m.sources))
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _write_trace_json(program):
+    """What `--trace` writes: the trace's Chrome JSON."""
+    data = program.trace.to_json().encode("utf-8")
+    return lambda fh: fh.write(data)
 
 
 def _print_stats(info: dict) -> None:
@@ -391,6 +556,7 @@ def _print_stats(info: dict) -> None:
                        f"{d['busy_cycles'] / total * 100:>6.1f}%")
 
 
+
 def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],
              passes: dict):
     from pathlib import Path
@@ -400,78 +566,78 @@ def _program(path: str, target: str, schedule: Optional[str], workers: Optional[
     p = Path(path)
     if p.is_dir():
         return load_artifact(p, schedule, workers, target)
-    if not p.exists():
-        from .diagnostics import Diagnostic, WspError
-        from .spans import Span
-
-        raise WspError([Diagnostic(Span(path, 0, 0, 0, 0), "io", "cannot read file: no such file")])
+    _check_source(path, "file")
     level = passes["opt_level"]
     flags = {k: v for k, v in passes.items() if k != "opt_level" and v}
     return program_for_file(p, target, schedule, workers, level, **flags)
 
 
-def _read_inputs(program, inputs, inputs_npz, ctx):
-    """The arrays named on the command line; unreadable files are diagnostics at the tensor."""
-    import numpy as np
-
+def _read_inputs(program, inputs, inputs_npz, limit):
+    """The arrays named on the command line, read as untrusted files (`files.read_npy`,
+    `read_npz`) within the memory `limit`; an unreadable file is a diagnostic at the tensor
+    (`--input`) or at the file (`--inputs`)."""
     from .diagnostics import Diagnostic, WspError
+    from .files import FileError, read_npy, read_npz
 
-    tensors = {t.name: t for t in program.module.tensors}
+    m = program.module
+    tensors = {t.name: t for t in m.tensors}
     arrays, sources, diags = {}, {}, []
-
-    def span_of(name):
-        from .spans import Span
-
-        t = tensors.get(name)
-        return t.span if t is not None else Span("<command line>", 0, 0, 0, 0)
-
+    left = limit.bytes
     if inputs_npz:
         try:
-            with np.load(inputs_npz, allow_pickle=False) as z:
-                for name in z.files:
-                    arrays[name] = z[name]
-                    sources[name] = f"{inputs_npz}[{name}]"
-        except (OSError, ValueError) as err:
-            diags.append(Diagnostic(span_of(""), "io", f"cannot read {inputs_npz}: {err}"))
-    for name, file in _pairs(ctx, inputs, "--input"):
+            arrays = read_npz(inputs_npz, left, limit.what)
+        except FileError as err:
+            diags.append(Diagnostic(_at(inputs_npz), "io", err.message))
+        for name, a in arrays.items():
+            sources[name] = f"{inputs_npz}[{name}]"
+            left -= a.nbytes
+            if name not in tensors:
+                diags.append(Diagnostic(_at(inputs_npz), "binding",
+                                        f"`{name}` (in {inputs_npz}) is not a tensor of module "
+                                        f"`{m.name}`"))
+    for p in inputs:
+        if p.name in arrays:
+            diags.append(Diagnostic(_at(p.where), "binding", f"`{p.name}` is also in {inputs_npz}",
+                                    "give each tensor one array"))
+            continue
         try:
-            arrays[name] = np.load(file, allow_pickle=False)
-            sources[name] = file
-        except (OSError, ValueError) as err:
-            reason = "no such file" if isinstance(err, FileNotFoundError) else str(err)
-            diags.append(Diagnostic(span_of(name), "io", f"cannot read {file} for `{name}`: {reason}"))
+            arrays[p.name] = read_npy(p.value, left, limit.what)
+        except FileError as err:
+            diags.append(Diagnostic(tensors[p.name].span, "io",
+                                    f"cannot read {p.value} for `{p.name}`: {err.message}"))
+            continue
+        sources[p.name] = p.value
+        left -= arrays[p.name].nbytes
     if diags:
-        raise WspError(diags, dict(program.module.sources))
+        raise WspError(diags, dict(m.sources))
     return arrays, sources
 
 
-def _write_outputs(program, results, out_files, outputs_npz) -> None:
-    """Write the requested arrays, each atomically; only called after a successful run."""
-    from pathlib import Path
-
+def _write_outputs(program, results, outputs, outputs_npz, trace_file) -> None:
+    """Write every requested file after a successful run, all or none (`files.Staged`); a
+    file that cannot be written is reported at the option naming it."""
     import numpy as np
 
     from .diagnostics import Diagnostic, WspError
-    from .files import write_with
-    from .spans import Span
+    from .files import FileError, Staged
 
-    diags = []
-    for name, _ in out_files:
-        if name not in results:
-            t = next((t for t in program.module.tensors if t.name == name), None)
-            what = f"`{name}` is an {t.kind}, not an output" if t is not None else f"`{name}` is not a tensor of the module"
-            diags.append(Diagnostic(t.span if t is not None else Span("<command line>", 0, 0, 0, 0), "io", what,
-                                    "--output names outputs and inouts"))
-    if diags:
-        raise WspError(diags, dict(program.module.sources))
-    jobs = [(Path(f), {name: results[name]}) for name, f in out_files]
-    if outputs_npz:
-        jobs.append((Path(outputs_npz), dict(results)))
-    for path, content in jobs:
-        if path.suffix == ".npz":
-            write_with(path, lambda fh, content=content: np.savez(fh, **content))
-        else:
-            write_with(path, lambda fh, content=content: np.save(fh, next(iter(content.values()))))
+    def save(path, content, npz=False):
+        if npz or str(path).endswith(".npz"):
+            return lambda fh: np.savez(fh, **content)
+        return lambda fh: np.save(fh, next(iter(content.values())))
+
+    try:
+        with Staged() as staged:
+            for p in outputs:
+                staged.add(p.value, save(p.value, {p.name: results[p.name]}), p.where)
+            if outputs_npz:
+                staged.add(outputs_npz, save(outputs_npz, dict(results), npz=True),
+                           f"--outputs {outputs_npz}")
+            if trace_file:
+                staged.add(trace_file, _write_trace_json(program), f"--trace {trace_file}")
+            staged.commit()
+    except FileError as err:
+        raise WspError([Diagnostic(_at(err.where), "io", err.message)]) from None
 
 
 @main.group()

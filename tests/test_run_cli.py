@@ -179,3 +179,136 @@ def test_examples_makefile_builds_runs_and_rebuilds_only_what_changed(tmp_path):
     os.utime(work / "gemm.wsp")
     again = make()
     assert again.count(" compile ") == 1 and "gemm.wsp" in again
+
+
+# ---- outputs are all or nothing (docs/running.md, "Output files") --------------------------
+
+SOFTMAX = ROOT / "examples" / "softmax.wsp"
+
+
+def _no_traceback(r, status=1) -> str:
+    assert r.returncode == status, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    return r.stderr
+
+
+def _nothing_written(directory: Path, *names: str) -> None:
+    left = [p.name for p in directory.iterdir() if p.name.startswith(".") or p.name in names]
+    assert not left, f"left behind: {left}"
+
+
+def _softmax_run(cache, *args):
+    return wspc("run", SOFTMAX, "--bind", "R=16", "--random-inputs", "1", *args, cache=cache)
+
+
+@pytest.mark.parametrize("option", ["--trace", "--outputs"])
+def test_a_bad_destination_stops_the_run_before_any_output(tmp_path, cache, option):
+    ok = tmp_path / "ok.npy"
+    (tmp_path / "dir.json").mkdir()
+    bad = tmp_path / "dir.json"
+    err = _no_traceback(_softmax_run(cache, "--output", f"Y={ok}", option, bad))
+    assert f"{option} {bad}: error: " in err and "is a directory" in err
+    _nothing_written(tmp_path, "ok.npy")
+
+
+def _device(tmp_path: Path, name: str, minor: int) -> Path:
+    """A character device to write to: a private copy of /dev/null (minor 3) or /dev/full
+    (minor 7) when root (a wspc that renamed over it then breaks nothing else), else the
+    real one (the user cannot replace it anyway)."""
+    if os.geteuid() != 0:
+        return Path("/dev") / name
+    import stat
+
+    dev = tmp_path / "dev" / name
+    dev.parent.mkdir()
+    os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    return dev
+
+
+@pytest.mark.parametrize("where, words", [
+    ("dir", "is a directory"),
+    ("file/y.npy", "is not a directory"),
+    ("/proc/y.npy", "cannot create a file in /proc"),
+    ("full", "is a character device, not a regular file"),
+    ("null", "is a character device, not a regular file"),
+])
+def test_an_output_that_cannot_be_written(tmp_path, cache, where, words):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("a regular file")
+    if where in ("full", "null"):
+        dest = _device(tmp_path, where, 7 if where == "full" else 3)
+    else:
+        dest = where if where.startswith("/") else tmp_path / where
+    ok = tmp_path / "ok.npz"
+    err = _no_traceback(_softmax_run(cache, "--outputs", ok, "--output", f"Y={dest}"))
+    assert f"--output Y={dest}: error: " in err and words in err, err
+    _nothing_written(tmp_path, "ok.npz")
+    if where in ("full", "null"):
+        assert Path(dest).is_char_device()
+        _nothing_written(Path(dest).parent, "")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files and directories")
+def test_read_only_destinations(tmp_path, cache):
+    ro_file = tmp_path / "ro.npy"
+    ro_file.write_bytes(b"old")
+    ro_file.chmod(0o444)
+    err = _no_traceback(_softmax_run(cache, "--output", f"Y={ro_file}"))
+    assert "is read-only" in err and ro_file.read_bytes() == b"old"
+    ro_dir = tmp_path / "ro"
+    ro_dir.mkdir()
+    ro_dir.chmod(0o555)
+    err = _no_traceback(_softmax_run(cache, "--output", f"Y={ro_dir / 'y.npy'}"))
+    assert f"cannot create a file in {ro_dir}" in err
+    assert not list(ro_dir.iterdir())
+
+
+def test_the_same_destination_twice(tmp_path, cache):
+    same = tmp_path / "same.npz"
+    err = _no_traceback(_softmax_run(cache, "--outputs", same, "--trace", same), 2)
+    assert "--trace" in err and "--outputs" in err and "same destination" in err
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_outputs_follow_the_umask(tmp_path, cache, umask, mode):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(cache)}
+    outs = [tmp_path / "y.npy", tmp_path / "all.npz", tmp_path / "t.json"]
+    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(SOFTMAX), "--bind", "R=16",
+                        "--random-inputs", "1", "--output", f"Y={outs[0]}", "--outputs",
+                        str(outs[1]), "--trace", str(outs[2])], capture_output=True, text=True,
+                       cwd=ROOT, env=env, preexec_fn=lambda: os.umask(umask))
+    assert r.returncode == 0, r.stderr
+    for out in outs:
+        assert out.stat().st_mode & 0o777 == mode, out
+
+
+def test_a_replaced_output_keeps_its_permissions_and_a_symlink_is_followed(tmp_path, cache):
+    old = tmp_path / "y.npy"
+    old.write_bytes(b"old")
+    old.chmod(0o640)
+    real = tmp_path / "real.npz"
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    r = _softmax_run(cache, "--output", f"Y={old}", "--outputs", link)
+    assert r.returncode == 0, r.stderr
+    assert old.stat().st_mode & 0o777 == 0o640 and np.load(old).shape == (16, 128)
+    assert link.is_symlink() and np.load(real)["Y"].shape == (16, 128)
+
+
+def test_outputs_is_an_npz_whatever_its_name(tmp_path, cache):
+    out = tmp_path / "all.bin"
+    r = _softmax_run(cache, "--outputs", out)
+    assert r.returncode == 0, r.stderr
+    with np.load(out) as z:
+        assert list(z.files) == ["Y"]
+
+
+def test_missing_directories_are_made_only_for_a_successful_run(tmp_path, cache):
+    out = tmp_path / "new" / "dir" / "y.npy"
+    err = _no_traceback(_softmax_run(cache, "--input", f"X={tmp_path / 'nope.npy'}",
+                                     "--output", f"Y={out}"))
+    assert "no such file" in err
+    assert not (tmp_path / "new").exists()  # the run failed: nothing made
+    r = _softmax_run(cache, "--output", f"Y={out}")
+    assert r.returncode == 0, r.stderr
+    assert np.load(out).shape == (16, 128)

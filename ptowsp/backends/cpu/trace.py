@@ -131,11 +131,15 @@ class Trace:
         other.update(self.summary_data)
         return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": other}
 
-    def write(self, path: str) -> None:
-        """Write the Chrome trace JSON to `path` atomically (a reader never sees half a file)."""
+    def to_json(self) -> str:
+        """The Chrome trace as JSON text (what `write` writes)."""
         # decision: json.dumps, not json.dump: dumps uses the C encoder in one shot, dump the
         # pure-Python iterator (several times slower on a million events)
-        write_atomic(path, json.dumps(self.to_chrome_trace(), separators=(",", ":")))
+        return json.dumps(self.to_chrome_trace(), separators=(",", ":"))
+
+    def write(self, path: str) -> None:
+        """Write the Chrome trace JSON to `path` atomically (a reader never sees half a file)."""
+        write_atomic(path, self.to_json())
 
     def _task_names(self) -> list[str]:
         """`kernel[c0, c1]` per task (the kernel name alone when it has no coordinates).
