@@ -321,17 +321,46 @@ ZIP_MAGIC = b"PK"
 _MAX_HEADER = 1 << 16  # numpy writes headers of a few hundred bytes; it reads at most 10000
 
 
-def check_regular(path: Union[str, Path]) -> None:
-    """`path` is a regular file (a file read whole must be one: a FIFO blocks, a device may
-    never end); else a `FileError`. Special files are refused without being opened (opening
-    some has effects: a tape rewinds)."""
+def check_regular(path: Union[str, Path]) -> os.stat_result:
+    """`path`'s status, if it is a regular file (a file read whole must be one: a FIFO
+    blocks, a device may never end); else a `FileError`. Special files are refused without
+    being opened (opening some has effects: a tape rewinds)."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise FileError(str(path), "no such file") from None
+        st = os.stat(path)  # follows links: what counts is the file they lead to
     except OSError as err:
-        raise FileError(str(path), err.strerror or str(err)) from None
+        raise FileError(str(path), os_reason(err)) from None
     _refuse_special(str(path), st.st_mode)
+    return st
+
+
+def os_reason(err: OSError) -> str:
+    """Why an operating-system call on a file failed, in the words of wspc's other reasons."""
+    if isinstance(err, FileNotFoundError):
+        return "no such file"
+    if isinstance(err, IsADirectoryError):
+        return "is a directory"
+    if isinstance(err, PermissionError):
+        return "permission denied"
+    if err.errno == errno.ELOOP:
+        return "a loop of symbolic links"
+    reason = err.strerror or type(err).__name__
+    return reason[:1].lower() + reason[1:]  # "file name too long", as the other reasons read
+
+
+def read_bounded(path: Union[str, Path], max_bytes: int) -> bytes:
+    """The bytes of the regular file `path` (`check_regular`), read in one bounded read: at
+    most `max_bytes + 1`, so a caller sees that a file (even one that grows while it is
+    read) passed its limit without reading all of it. Never blocks on a FIFO swapped in."""
+    fh, _ = _open_regular(path)
+    with fh:
+        parts, got = [], 0
+        while got <= max_bytes:
+            chunk = fh.read(min(max_bytes + 1 - got, 1 << 20))
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+    return b"".join(parts)
 
 
 def _refuse_special(where: str, mode: int) -> None:
@@ -346,11 +375,9 @@ def _open_regular(path: Union[str, Path]) -> tuple[IO[bytes], int]:
     place meanwhile is opened without waiting for a writer, then refused."""
     check_regular(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise FileError(str(path), "no such file") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as err:
-        raise FileError(str(path), err.strerror or str(err)) from None
+        raise FileError(str(path), os_reason(err)) from None
     st = os.fstat(fd)
     try:
         _refuse_special(str(path), st.st_mode)

@@ -19,9 +19,9 @@ quote the file's contents; the caller reports it at the file (the command line's
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
+
+from ..files import FileError, check_regular, read_bounded
 
 MAX_SOURCE_BYTES = 16 << 20  # 16 MiB: far past any real module (the largest example is 4 KB)
 SUFFIX = ".wsp"
@@ -39,18 +39,10 @@ class SourceError(Exception):
 def read_source(path: str | os.PathLike) -> str:
     """The text of the source file `path`, or a `SourceError` (see the module docstring)."""
     p = check_source_path(path)
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(p, flags)
-    except OSError as err:
-        raise SourceError(_os_reason(err)) from None
-    try:
-        _check_kind(os.fstat(fd))  # the file opened is the file checked
-        data = _read_at_most(fd, MAX_SOURCE_BYTES + 1)
-    except OSError as err:
-        raise SourceError(_os_reason(err)) from None
-    finally:
-        os.close(fd)
+        data = read_bounded(p, MAX_SOURCE_BYTES)  # the file opened is checked again
+    except FileError as err:
+        raise SourceError(err.message) from None
     if len(data) > MAX_SOURCE_BYTES:
         raise SourceError(_too_large())
     try:
@@ -68,55 +60,15 @@ def check_source_path(path: str | os.PathLike) -> str:
     if not p.endswith(SUFFIX):
         raise SourceError(f"not a `{SUFFIX}` file", _NAMED)
     try:
-        st = os.stat(p)  # follows links: what counts is the file they lead to
-    except OSError as err:
-        raise SourceError(_os_reason(err)) from None
-    _check_kind(st)
+        st = check_regular(p)
+    except FileError as err:
+        raise SourceError(err.message) from None
+    if st.st_size > MAX_SOURCE_BYTES:
+        raise SourceError(_too_large())
     if not os.path.realpath(p).endswith(SUFFIX):
         raise SourceError(f"a symbolic link to a file not named `*{SUFFIX}`", _NAMED)
     return p
 
 
-def _check_kind(st: os.stat_result) -> None:
-    mode = st.st_mode
-    if stat.S_ISREG(mode):
-        if st.st_size > MAX_SOURCE_BYTES:
-            raise SourceError(_too_large())
-        return
-    if stat.S_ISDIR(mode):
-        raise SourceError("it is a directory")
-    if stat.S_ISFIFO(mode):
-        raise SourceError("not a regular file (a FIFO)")
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        raise SourceError("not a regular file (a device)")
-    if stat.S_ISSOCK(mode):
-        raise SourceError("not a regular file (a socket)")
-    raise SourceError("not a regular file")
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    parts, got = [], 0
-    while got < limit:
-        chunk = os.read(fd, min(limit - got, 1 << 20))
-        if not chunk:
-            break
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
 def _too_large() -> str:
     return f"larger than {MAX_SOURCE_BYTES >> 20} MiB, the limit for a source file"
-
-
-def _os_reason(err: OSError) -> str:
-    if isinstance(err, FileNotFoundError):
-        return "no such file"
-    if isinstance(err, IsADirectoryError):
-        return "it is a directory"
-    if isinstance(err, PermissionError):
-        return "permission denied"
-    if err.errno == errno.ELOOP:
-        return "a loop of symbolic links"
-    reason = err.strerror or type(err).__name__
-    return reason[:1].lower() + reason[1:]  # "file name too long", as the other reasons read

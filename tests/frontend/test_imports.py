@@ -62,7 +62,7 @@ def import_error(main_file: Path) -> tuple[str, str]:
 def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "pipe.wsp")  # opening it for reading would block: nobody writes
     message, _ = import_error(importing(tmp_path, "pipe.wsp"))
-    assert message == "cannot import `pipe.wsp`: not a regular file (a FIFO)"
+    assert message == "cannot import `pipe.wsp`: is a FIFO, not a regular file"
 
 
 def test_a_huge_sparse_file_is_refused_before_it_is_read(tmp_path):
@@ -82,7 +82,7 @@ def test_dev_zero_is_refused_by_path_and_by_link(tmp_path):
     assert message == "cannot import `/dev/zero`: the path is absolute"
     (tmp_path / "zero.wsp").symlink_to("/dev/zero")
     message, _ = import_error(importing(tmp_path, "zero.wsp"))
-    assert message == "cannot import `zero.wsp`: not a regular file (a device)"
+    assert message == "cannot import `zero.wsp`: is a character device, not a regular file"
 
 
 def test_proc_environ_is_never_shown(tmp_path, monkeypatch):
@@ -125,7 +125,7 @@ def test_a_loop_of_links_and_a_name_too_long(tmp_path):
 def test_a_directory_is_refused(tmp_path):
     (tmp_path / "dir.wsp").mkdir()
     message, _ = import_error(importing(tmp_path, "dir.wsp"))
-    assert message == "cannot import `dir.wsp`: it is a directory"
+    assert message == "cannot import `dir.wsp`: is a directory"
 
 
 @pytest.mark.parametrize("path, reason", [
@@ -213,7 +213,7 @@ def test_module_names_from_file_names_are_identifiers(tmp_path):
 def test_the_main_file_follows_the_same_rules(tmp_path, kind, monkeypatch):
     monkeypatch.setenv("WSPC_TEST_SECRET", SECRET)
     path = tmp_path / "m.wsp"
-    reason = {"fifo": "not a regular file (a FIFO)", "device": "not a regular file (a device)",
+    reason = {"fifo": "is a FIFO, not a regular file", "device": "is a character device, not a regular file",
               "passwd": "a symbolic link to a file not named `*.wsp`",
               "environ": "a symbolic link to a file not named `*.wsp`",
               "txt": "not a `.wsp` file", "latin1": "not UTF-8 text",
@@ -285,7 +285,7 @@ def test_the_cli_check_of_a_fifo_does_not_hang(tmp_path):
     os.mkfifo(tmp_path / "p.wsp")
     result = CliRunner().invoke(main, ["check", str(tmp_path / "p.wsp")])
     assert result.exit_code == 1
-    assert "cannot read file: not a regular file (a FIFO)" in result.output
+    assert "cannot read file: is a FIFO, not a regular file" in result.output
 
 
 def test_a_warm_run_does_not_read_an_import_that_became_a_fifo(tmp_path):
@@ -296,4 +296,4 @@ def test_a_warm_run_does_not_read_an_import_that_became_a_fifo(tmp_path):
     os.mkfifo(tmp_path / "lib.wsp")  # the index of compiled sources still lists lib.wsp
     r = wspc("run", "m.wsp", "--random-inputs", "1", cwd=tmp_path)
     assert r.returncode == 1
-    assert "cannot import `lib.wsp`: not a regular file (a FIFO)" in r.stderr
+    assert "cannot import `lib.wsp`: is a FIFO, not a regular file" in r.stderr
