@@ -9,6 +9,8 @@ import os
 import re
 from typing import Optional
 
+from ....cnames import reserved_reason
+from ....diagnostics import InternalError
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
@@ -16,16 +18,6 @@ from ...cexpr import line_file_lit
 from ..render import render
 from .names import describe, guard, header_path, kernel_entry
 from .scalar import scalar_param
-
-_CXX_KEYWORDS = frozenset(
-    "alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t "
-    "char32_t class compl const constexpr const_cast continue decltype default delete do double "
-    "dynamic_cast else enum explicit export extern false float for friend goto if inline int "
-    "long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected "
-    "public register reinterpret_cast return short signed sizeof static static_assert "
-    "static_cast struct switch template this thread_local throw true try typedef typeid "
-    "typename union unsigned using virtual void volatile wchar_t while xor xor_eq tiles "
-    "scalars".split())
 
 _RESTORE = "// wsp:restore-line"
 
@@ -51,12 +43,18 @@ def emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict)
     tiles = [p for p in k.params if p.kind == "tile"]
     scalars = [p for p in k.params if p.kind == "scalar"]
     binds = []
+    for p in tiles + scalars:
+        # the checker refuses such names at the parameter (language.md section 5): the body uses
+        # its parameters by name, so a renamed one would silently break it
+        why = reserved_reason(p.name, "ascend")
+        if why is not None:
+            raise InternalError("ascend", f"extern parameter `{p.name}` of `{k.source}`: {why}")
     for t, p in enumerate(tiles):
-        name = p.name if p.name not in _CXX_KEYWORDS else f"wsp_p_{p.name}"
+        name = p.name
         binds.append(f"const WspTile &{name} = tiles[{t}];")
         binds.append(f"(void){name};")
     for s, p in enumerate(scalars):
-        name = p.name if p.name not in _CXX_KEYWORDS else f"wsp_p_{p.name}"
+        name = p.name
         ctype = "bool" if p.dtype == "bool" else TABLE[p.dtype].c_compute
         binds.append(f"const {ctype} {name} = {scalar_param(p.dtype, s)};")
         binds.append(f"(void){name};")
