@@ -33,6 +33,7 @@ from .. import sym
 from ..spans import Span
 from . import nodes as N
 
+_END = object()  # the end of a statement list, for `walk`
 STMTS, BRANCHES, NODES, NODE = "stmts", "branches", "nodes", "node"
 
 FIELDS: dict[type, tuple[tuple[str, str], ...]] = {
@@ -62,11 +63,18 @@ def children(st) -> Iterator[Sequence]:
 
 def walk(stmts) -> Iterator:
     """Every statement of a loop tree, depth first, in enumeration order (a `Pipe` yields its
-    `Process`es, a `Send` its `Task`)."""
-    for st in stmts:
+    `Process`es, a `Send` its `Task`). An explicit stack, not recursion: a generator nested
+    per level would cost every statement its depth (deep trees walked quadratically)."""
+    stack = [iter(stmts)]
+    while stack:
+        st = next(stack[-1], _END)
+        if st is _END:
+            stack.pop()
+            continue
         yield st
-        for seq in children(st):
-            yield from walk(seq)
+        nested = list(children(st))
+        for seq in reversed(nested):
+            stack.append(iter(seq))
 
 
 def map_lists(st, fn: Callable[[tuple], tuple]):
