@@ -113,18 +113,24 @@ def _cache_key(text: str) -> str:
 
 
 def load_tables() -> Tables:
-    """The tables from the cache, building (and caching, atomically) them when missing."""
+    """The tables from the cache, building (and caching, atomically) them when missing or
+    damaged. The file is the SHA-256 of the marshalled tables, then the tables: anything else
+    (truncated, overwritten, another format's) is rebuilt, never loaded."""
     text = grammar_text()
     path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
     try:
         with open(path, "rb") as fh:
-            return marshal.load(fh)
+            data = fh.read(4 << 20)  # the tables are ~30 KB: a bound, not a guess
+        digest, payload = data[:32], data[32:]
+        if hashlib.sha256(payload).digest() == digest:
+            return marshal.loads(payload)
     except (OSError, EOFError, ValueError, TypeError):
         pass
     tables = build_tables(text)
+    payload = marshal.dumps(tables)
     try:
         # concurrent runs each write whole files; the last rename wins
-        write_with(path, lambda fh: marshal.dump(tables, fh))
+        write_with(path, lambda fh: fh.write(hashlib.sha256(payload).digest() + payload))
     except OSError:
         pass  # an unwritable cache only costs the rebuild next time
     return tables
