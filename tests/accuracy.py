@@ -49,14 +49,15 @@ def assert_close(actual, expected, *, rtol: float, atol=0.0, what: str = "") -> 
                          f"(rtol {rtol:g}):\n" + "\n".join(lines))
 
 
-def needed_rtol(actual, expected, atol=0.0) -> float:
-    """The smallest rtol assert_close would pass with (for measuring, and for messages)."""
+def used(actual, expected, *, rtol: float, atol=0.0) -> float:
+    """The largest fraction of its bound an element's error uses (what assert_close checks is
+    <= 1): for reports of how much room a comparison leaves."""
     a = np.asarray(actual, np.float64)
     e = np.asarray(expected, np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = (np.abs(a - e) - atol) / np.abs(e)
-    r = r[np.isfinite(r)]
-    return float(max(r.max(initial=0.0), 0.0))
+        r = np.abs(a - e) / (rtol * np.abs(e) + atol)
+    r = np.where((a == e) | (np.isnan(a) & np.isnan(e)), 0.0, r)
+    return float(np.nan_to_num(r, nan=np.inf).max(initial=0.0))
 
 
 def ulp_of(x, dt: str) -> np.ndarray:

@@ -265,27 +265,33 @@ def moe_routing_numpy(x, wg, bias, k=K, pmin=0):
     return routes, margin
 
 
+def swiglu_numpy(x, w1, w3, w2):
+    """(silu(x @ w1) * (x @ w3)) @ w2 in float64, and the rounding error in units of U an f32
+    computation carries into each element, from the terms' magnitudes: each product's sqrt(K)
+    roundings of its terms, through silu (slope <= 1.1) and the product."""
+    x, w1, w3, w2 = (np.asarray(a, np.float64) for a in (x, w1, w3, w2))
+    a, v = x @ w1, x @ w3
+    sa = a / (1 + np.exp(-a))
+    h = sa * v
+    da = np.sqrt(x.shape[-1]) * (np.abs(x) @ np.abs(w1))
+    dv = np.sqrt(x.shape[-1]) * (np.abs(x) @ np.abs(w3))
+    dh = 1.1 * da * np.abs(v) + np.abs(sa) * dv + 4 * np.abs(h)
+    return h @ w2, dh @ np.abs(w2) + np.sqrt(w2.shape[0]) * (np.abs(h) @ np.abs(w2))
+
+
 def moe_numpy(inputs, routes):
     """(Y in float64 from the routing: the sum over the chosen experts of gate * SwiGLU FFN;
-    the rounding error in units of U an f32 computation carries into each element of Y, from
-    the terms' magnitudes: each product's sqrt(K) roundings, through silu (slope <= 1.1) and
-    the gate, whose own error is that of the logits it is the softmax of)."""
+    the rounding error in units of U an f32 computation carries into each element of Y:
+    each expert's (swiglu_numpy) through its gate, and the gate's own, relative, error: that of
+    the logits it is the softmax of)."""
     x = np.asarray(inputs["X"], np.float64)
-    w1, w3, w2 = (np.asarray(inputs[n], np.float64) for n in ("W1", "W3", "W2"))
     wg = np.asarray(inputs["Wg"], np.float64)
     y, err = np.zeros_like(x), np.zeros_like(x)
-    ax = np.abs(x)
     for t, (experts, gates) in enumerate(routes):
-        gate_err = 8 + 4 * np.sqrt(x.shape[1]) * float((ax[t] @ np.abs(wg)).max())  # relative
+        gate_err = 8 + 4 * np.sqrt(x.shape[1]) * float((np.abs(x[t]) @ np.abs(wg)).max())
         for e, g in zip(experts, gates):
-            a, v = x[t] @ w1[e], x[t] @ w3[e]
-            sa = a / (1 + np.exp(-a))
-            f = (sa * v) @ w2[e]
+            f, df = swiglu_numpy(x[t], inputs["W1"][e], inputs["W3"][e], inputs["W2"][e])
             y[t] += g * f
-            da = np.sqrt(x.shape[1]) * (ax[t] @ np.abs(w1[e]))
-            dv = np.sqrt(x.shape[1]) * (ax[t] @ np.abs(w3[e]))
-            dh = 1.1 * da * np.abs(v) + np.abs(sa) * dv + 4 * np.abs(sa * v)
-            df = dh @ np.abs(w2[e]) + np.sqrt(w2.shape[1]) * (np.abs(sa * v) @ np.abs(w2[e]))
             err[t] += g * (df + gate_err * np.abs(f))
     return y, err
 

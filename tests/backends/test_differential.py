@@ -76,6 +76,12 @@ LITEXPRS: list[str] = []  # the literal-only sub-expressions of the expression b
 
 
 def random_expr(rng: random.Random, depth: int):
+    """(wsp text, numpy function of (x, y), kind) of a random expression over tiles x and y
+    (random_expr_with_error's first three)."""
+    return random_expr_with_error(rng, depth)[:3]
+
+
+def random_expr_with_error(rng: random.Random, depth: int):
     """(wsp text, numpy function of (x, y), kind, error) of a random expression over tiles x
     and y; error(x, y, u, tiny) is the rounding error (absolute, per element) a computation
     with unit roundoff u (and an absolute error `tiny` per operation, for subnormal results)
@@ -94,7 +100,7 @@ def random_expr(rng: random.Random, depth: int):
                 lambda x, y, u, tiny: 0.0)
     if rng.random() < 0.5:
         name = rng.choice(sorted(UNARY))
-        text, f, kind, ef = random_expr(rng, depth - 1)
+        text, f, kind, ef = random_expr_with_error(rng, depth - 1)
         wsp = UNARY_WSP.get(name, name + "({})").format(text)
         slope, ulps = UNARY_ERR[name]
         if kind == "tile":
@@ -107,7 +113,8 @@ def random_expr(rng: random.Random, depth: int):
         fn = lambda x, y, f=f, g=UNARY[name]: g(np.float32(f(x, y))).astype(np.float32)  # noqa: E731
         return wsp, fn, "litexpr", _litexpr_err(fn)
     op = rng.choice(sorted(BINARY))
-    (ta, fa, ka, ea), (tb, fb, kb, eb) = random_expr(rng, depth - 1), random_expr(rng, depth - 1)
+    ta, fa, ka, ea = random_expr_with_error(rng, depth - 1)
+    tb, fb, kb, eb = random_expr_with_error(rng, depth - 1)
     wsp = f"({ta} {op} {tb})" if op in "+-*" else f"{op}({ta}, {tb})"
     g = BINARY[op]
     if ka != "tile" and kb != "tile":
@@ -179,7 +186,7 @@ def build_batch(seed: int, dt: str, shape):
     exprs = []
     for _ in range(10):
         LITEXPRS.clear()
-        text, f, kind, err = random_expr(rng, 4)
+        text, f, kind, err = random_expr_with_error(rng, 4)
         if kind != "tile":  # no tile at all: an f32 scalar, broadcast and converted on store
             f = _rounded_to_f32(f)
         exprs.append((text, f, err))
