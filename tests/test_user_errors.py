@@ -101,7 +101,7 @@ def test_a_dimension_negative_for_the_bound_syms():
     text = COPY.replace("output Y: f32[N, 4, 8]", "output Y: f32[N, 4, 8]\noutput Z: f32[N - 3, 8]")
     p = module(text).compile("ref")
     d = user_error(lambda: p.run(X=np.zeros((2, 4, 8), np.float32)))
-    assert d.message == "dimension of `Z` must not be negative (with N = 2)"
+    assert d.message == "dimension `N - 3` of `Z` is -1 (with N = 2)"
 
 
 def test_random_inputs_for_a_dimension_negative_for_the_bound_syms(tmp_path):
@@ -161,7 +161,8 @@ def test_a_trace_file_that_cannot_be_written(copy_file, tmp_path):
     where = tmp_path / "file" / "t.json"  # a directory that is a file
     r = wspc("run", copy_file, "--bind", "N=1", "--random-inputs", "0", "--trace", where)
     assert r.exit_code == 1
-    assert f"<command line>: error: cannot write the trace {where}: " in r.output
+    # checked before the run starts (nothing is computed for an output that cannot be written)
+    assert f"--trace {where}: error: {tmp_path / 'file'} is not a directory" in r.output
 
 
 def test_an_input_file_that_is_not_an_array(copy_file, tmp_path):
@@ -177,7 +178,7 @@ def test_an_output_file_for_an_input_or_an_unknown_tensor(copy_file, tmp_path):
              "--output", f"X={tmp_path / 'x.npy'}", "--output", f"Q={tmp_path / 'q.npy'}")
     assert r.exit_code == 1
     assert "`X` is an input, not an output" in r.output
-    assert "<command line>: error: `Q` is not a tensor of the module" in r.output
+    assert f"--output Q={tmp_path / 'q.npy'}: error: `Q` is not a tensor of module `copy`" in r.output
     assert not (tmp_path / "x.npy").exists() and not (tmp_path / "q.npy").exists()
 
 
