@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import os
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -116,14 +117,19 @@ def load_tables() -> Tables:
     text = grammar_text()
     path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
     try:
-        with open(path, "rb") as fh:
-            return marshal.load(fh)
+        # the file is the tables' SHA-256, then the tables: a damaged file (a flipped bit can
+        # still unmarshal) is rebuilt, never used; O_NONBLOCK: a FIFO there must not hang us
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            raw = fh.read()
+        if hashlib.sha256(raw[32:]).digest() == raw[:32]:
+            return marshal.loads(raw[32:])
     except (OSError, EOFError, ValueError, TypeError):
         pass
     tables = build_tables(text)
+    data = marshal.dumps(tables)
     try:
         # concurrent runs each write whole files; the last rename wins
-        write_with(path, lambda fh: marshal.dump(tables, fh))
+        write_with(path, lambda fh: fh.write(hashlib.sha256(data).digest() + data))
     except OSError:
         pass  # an unwritable cache only costs the rebuild next time
     return tables
