@@ -432,3 +432,29 @@ def test_cache_folders_that_are_files_are_replaced(cache, src):
     (cache / "index").write_text("oops")
     assert len(notes(run_ok(src, cache))) == 1
     assert (cache / "index").is_dir()
+
+
+# ---------------------------------------------------------------------------------------------
+# A cache shared by several machines (an NFS home): `-march=native` code stays on its CPU
+
+
+def test_native_code_is_never_reused_on_another_cpu(cache, src, monkeypatch):
+    """With `-march=native` (the default), a library built on one CPU would die of SIGILL on an
+    older one: the CPU is part of the runtime's and the modules' keys, and of the index's."""
+    from ptowsp import driver
+
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(cache))
+    cpu = driver.target("cpu_sim")
+    built = {}
+    for host in ("cpu A", "cpu B", "cpu A"):
+        monkeypatch.setattr(build, "_CPU", host, raising=False)
+        compiled = driver.compile_file(src, cpu)
+        built.setdefault(host, compiled.artifact.directory)
+        assert compiled.artifact.directory == built[host]
+    assert built["cpu A"] != built["cpu B"]
+    monkeypatch.setenv("WSPC_CFLAGS", "-std=c11 -O2 -fPIC -pthread")  # portable code: shared
+    portable = set()
+    for host in ("cpu A", "cpu B"):
+        monkeypatch.setattr(build, "_CPU", host, raising=False)
+        portable.add(driver.compile_file(src, cpu).artifact.directory)
+    assert len(portable) == 1

@@ -209,8 +209,10 @@ def unseal(raw: bytes) -> Any:
 
 
 def _index_path(main: Path, text: str, opt_level: int) -> Path:
-    # the path as given too: the IR's spans (and so every diagnostic) spell it that way
-    key = build.digest(build.wspc_identity(), str(main.resolve()), str(main), text, f"-O{opt_level}")
+    # the path as given too: the IR's spans (and so every diagnostic) spell it that way; the
+    # CPU of native code: another machine sharing the cache must not load this one's library
+    key = build.digest(build.wspc_identity(), str(main.resolve()), str(main), text, f"-O{opt_level}",
+                       build.target_identity(build.cflags()))
     return cache_dir() / "index" / f"{key}.pickle"
 
 

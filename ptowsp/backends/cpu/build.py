@@ -149,6 +149,35 @@ def wspc_identity() -> str:
     return _IDENTITY
 
 
+_CPU: Optional[str] = None
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "flags",  # x86
+               "Features", "CPU implementer", "CPU architecture", "CPU variant", "CPU part")  # Arm
+
+
+def _cpu_identity() -> str:
+    """This machine's CPU as `-march=native` sees it: the architecture and, on Linux, the first
+    CPU's model and feature flags (one read of /proc/cpuinfo: a fraction of a millisecond)."""
+    global _CPU
+    if _CPU is None:
+        parts = [os.uname().machine]
+        try:
+            with open("/proc/cpuinfo", "rb") as fh:
+                first = fh.read(1 << 16).split(b"\n\n", 1)[0].decode("utf-8", "replace")
+            parts += [line for line in first.splitlines()
+                      if line.split(":", 1)[0].strip() in _CPU_FIELDS]
+        except OSError:
+            pass
+        _CPU = digest(*parts)
+    return _CPU
+
+
+def target_identity(flags: list[str]) -> str:
+    """The CPU code built with `flags` is for: this machine's when a flag says `native` (a
+    library built for a newer CPU dies of SIGILL on an older one sharing the cache, e.g. over
+    an NFS home), else none (portable code is shared)."""
+    return _cpu_identity() if any("native" in f for f in flags) else ""
+
+
 def _runtime_text() -> str:
     files = sorted(RUNTIME_DIR.glob("*.[ch]"))
     return "".join(f"// {f.name}\n{f.read_text()}" for f in files)
@@ -463,7 +492,9 @@ def _run_all(jobs: list[tuple[list[str], str]]) -> None:
 
 
 def _runtime_key() -> str:
-    return digest(FORMAT, _runtime_text(), " ".join(compiler() + cflags()), _compiler_identity())
+    flags = cflags()
+    return digest(FORMAT, _runtime_text(), " ".join(compiler() + flags), _compiler_identity(),
+                  target_identity(flags))  # a module's key includes this key, so its CPU too
 
 
 def _compile_runtime(tmp: Path) -> None:
