@@ -278,16 +278,16 @@ def test_temporaries_of_a_killed_compile_are_swept_but_not_a_live_ones(cache, tm
         proc.wait()
     assert len(left) == 1 and left[0].name.startswith("."), left
     (killed,) = left
-    live = modules / ".live-build"  # what a running build holds: old, but locked
+    live = modules / ".0123456789abcdef01234567-live"  # what a running build holds: old, but locked
     live.mkdir()
     lock = os.open(live, os.O_RDONLY)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    stale_file = cache / "index" / ".abc.pickle.x1y2.tmp"  # a write killed half-way
+    stale_file = cache / "index" / ".0123456789abcdef01234567.pickle.x1y2.tmp"  # a write killed half-way
     stale_file.write_bytes(b"half")
     try:
         for p in (killed, live, stale_file):
             _age(p, 2 * 3600)
-        young = modules / ".young-build"
+        young = modules / ".76543210fedcba9876543210-young"
         young.mkdir()
         run_ok(source(tmp_path / "b", "x * x"), cache, "x * x")  # a cold build sweeps
         assert not killed.exists() and not stale_file.exists()
@@ -396,18 +396,21 @@ def test_compiler_settings_that_cannot_work_are_clear_errors(cache, tmp_path, en
 
 def test_cache_info_counts_damage_and_clear_removes_all_of_wspcs(cache, src):
     _truncate(only(cache / "modules", "module.so"))
-    (cache / "modules" / ".deadbeef-killed").mkdir()
-    (cache / "runtime" / ".cafe-killed").mkdir()
-    (cache / "index" / "0123.pickle").write_bytes(b"garbage")
+    (cache / "modules" / ".0123456789abcdef01234567-killed").mkdir()
+    (cache / "runtime" / ".0123456789abcdef01234567-killed").mkdir()
+    (cache / "index" / "0123456789abcdef01234567.pickle").write_bytes(b"garbage")
     (cache / "mine.txt").write_text("not wspc's")
+    (cache / "runtime" / "notes.txt").write_text("not wspc's either")
+    (cache / "runtime" / ".notes").write_text("nor this")
     info = wspc("cache", "info", cache=cache)
     assert info.returncode == 0, info.stderr
     lines = info.stdout
     assert "modules:   0" in lines and "runtimes:  1" in lines and "damaged:   1 " in lines
-    assert "temporary: 2 " in lines and "index:     2" in lines and "other:     1 " in lines
+    assert "temporary: 2 " in lines and "index:     2" in lines and "other:     3 " in lines
     cleared = wspc("cache", "clear", cache=cache)
     assert cleared.returncode == 0, cleared.stderr
-    assert all(not list((cache / d).iterdir()) for d in ("modules", "runtime", "index"))
+    assert not list((cache / "modules").iterdir()) and not list((cache / "index").iterdir())
+    assert sorted(p.name for p in (cache / "runtime").iterdir()) == [".notes", "notes.txt"]
     assert not list(cache.glob("grammar-*")) and (cache / "mine.txt").read_text() == "not wspc's"
     after = wspc("cache", "info", cache=cache).stdout
     assert "modules:   0" in after and "damaged:   0 " in after and "temporary: 0 " in after
@@ -415,7 +418,7 @@ def test_cache_info_counts_damage_and_clear_removes_all_of_wspcs(cache, src):
 
 
 def test_cache_clear_keeps_what_a_live_build_holds(cache):
-    live = cache / "modules" / ".live-build"
+    live = cache / "modules" / ".0123456789abcdef01234567-live"
     live.mkdir()
     lock = os.open(live, os.O_RDONLY)
     try:
@@ -432,6 +435,23 @@ def test_cache_folders_that_are_files_are_replaced(cache, src):
     (cache / "index").write_text("oops")
     assert len(notes(run_ok(src, cache))) == 1
     assert (cache / "index").is_dir()
+
+
+def test_a_folder_that_is_not_a_cache_loses_nothing(cache, src):
+    """WSPC_CACHE_DIR set by mistake to a folder of the user's: wspc's repairs, sweeps and
+    `cache clear` touch only names wspc gives."""
+    shutil.rmtree(cache / "index")
+    (cache / "index").write_text("the user's file called index")
+    (cache / "notes.txt").write_text("the user's")
+    old = cache / "runtime" / ".the-users-dotfile"
+    old.write_text("old")
+    _age(old, 2 * 3600)
+    stderr = run_ok(source(cache.parent / "new", "x * x"), cache, "x * x")
+    assert "wspc: warning: cannot use the build cache" in stderr and "index is not a directory" in stderr
+    assert (cache / "index").read_text() == "the user's file called index" and old.exists()
+    assert wspc("cache", "clear", cache=cache).returncode == 0
+    assert (cache / "index").read_text() == "the user's file called index"
+    assert old.exists() and (cache / "notes.txt").exists()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -263,14 +264,30 @@ def cache_root() -> Path:
 
 
 _FOLDERS = ("modules", "runtime", "index")
+_KEY = re.compile(r"[0-9a-f]{24}")
+
+
+def _wspc_made(folder: str, name: str) -> bool:
+    """Whether `name`, in the cache's folder `folder` ("" for the cache itself), is a name wspc
+    gives: a key (`index`: KEY.pickle), a temporary (`.KEY-…`, `.KEY.pickle.….tmp`, `.trash-…`,
+    `.probe-…`) or the parser's tables. Repairing, sweeping and clearing touch nothing else, so
+    a WSPC_CACHE_DIR set by mistake to someone's folder loses nothing of theirs."""
+    if not folder:
+        return name in _FOLDERS or name.startswith(("grammar-", ".grammar-", ".trash-"))
+    if name.startswith("."):
+        return name.startswith((".trash-", ".probe-")) or _KEY.match(name[1:]) is not None
+    return _KEY.fullmatch(name.removesuffix(".pickle") if folder == "index" else name) is not None
 
 
 def _prepare(root: Path) -> None:
-    """Make the cache's folders (replacing any that is not a folder) and prove each writable."""
+    """Make the cache's folders and prove each writable. A file where a folder should be is
+    replaced if the cache holds only what wspc makes; else the cache is not usable."""
     root.mkdir(parents=True, exist_ok=True)
     for name in _FOLDERS:
         folder = root / name
         if os.path.lexists(folder) and not folder.is_dir():
+            if not all(_wspc_made("", p.name) for p in root.iterdir()):
+                raise OSError(errno.EEXIST, "not a directory", str(folder))
             discard(folder, "not a directory")
         folder.mkdir(exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
@@ -419,20 +436,34 @@ def _in_use(path: Path) -> bool:
         os.close(fd)
 
 
-def temporaries(root: Path) -> list[Path]:
-    """The cache's temporary entries: the dot names in its folders (workspaces, files being
-    written, damaged entries being deleted), and the parser's temporary tables in its root."""
-    found = []
-    for folder in (root / name for name in _FOLDERS):
-        try:
-            found += [p for p in folder.iterdir() if p.name.startswith(".")]
-        except OSError:
-            pass
+def _entries(root: Path) -> tuple[list[Path], int]:
+    """What wspc made in the cache `root` (its folders' entries, the parser's tables, and a
+    folder that is not one when the cache holds only wspc's), and how many entries it did not."""
     try:
-        found += [p for p in root.iterdir() if p.name.startswith(".grammar-")]
+        top = list(root.iterdir())
     except OSError:
-        pass
-    return found
+        return [], 0
+    own = [p for p in top if p.name not in _FOLDERS and _wspc_made("", p.name)]
+    other = sum(not _wspc_made("", p.name) for p in top)
+    for name in _FOLDERS:
+        folder = root / name
+        if os.path.lexists(folder) and not folder.is_dir():
+            if not other:
+                own.append(folder)
+            continue
+        try:
+            inside = list(folder.iterdir())
+        except OSError:
+            continue
+        own += [p for p in inside if _wspc_made(name, p.name)]
+        other += sum(not _wspc_made(name, p.name) for p in inside)
+    return own, other
+
+
+def temporaries(root: Path) -> list[Path]:
+    """The cache's temporary entries: workspaces, files being written, damaged entries being
+    deleted, the parser's tables being written."""
+    return [p for p in _entries(root)[0] if p.name.startswith(".")]
 
 
 def sweep(root: Path, age: float = SWEEP_AGE) -> int:
@@ -606,25 +637,6 @@ def _size(path: Path) -> int:
     return total
 
 
-def _own_entries(root: Path) -> list[Path]:
-    """Everything wspc made in the cache `root`: its folders' entries and the parser's tables."""
-    found = []
-    for name in _FOLDERS:
-        folder = root / name
-        if os.path.lexists(folder) and not folder.is_dir():
-            found.append(folder)
-            continue
-        try:
-            found += list(folder.iterdir())
-        except OSError:
-            pass
-    try:
-        found += [p for p in root.iterdir() if p.name.startswith(("grammar-", ".grammar-"))]
-    except OSError:
-        pass
-    return found
-
-
 def cache_info(root: Optional[Path] = None) -> dict:
     """What the cache holds: its directory, good and damaged modules and runtimes, index
     entries, temporary entries, other files (not wspc's), and its size in bytes. `problem`
@@ -635,7 +647,7 @@ def cache_info(root: Optional[Path] = None) -> dict:
     if not root.is_dir():
         info["problem"] = "not a directory" if os.path.lexists(root) else None
         return info
-    own = _own_entries(root)
+    own, info["other"] = _entries(root)
     for path in own:
         info["bytes"] += _size(path)
         kind = path.parent.name if path.parent != root else "grammar"
@@ -649,11 +661,6 @@ def cache_info(root: Optional[Path] = None) -> dict:
             info["index"] += 1
         elif path.parent == root and path.name in _FOLDERS:
             info["damaged"] += 1  # a file where a folder should be
-    names = {p.name for p in own if p.parent == root} | set(_FOLDERS)
-    try:
-        info["other"] = sum(1 for p in root.iterdir() if p.name not in names)
-    except OSError:
-        pass
     return info
 
 
@@ -665,7 +672,7 @@ def cache_clear(root: Optional[Path] = None) -> dict:
     result = {"bytes": 0, "in_use": 0, "failed": []}
     if not root.is_dir():
         return result
-    for path in _own_entries(root):
+    for path in _entries(root)[0]:
         if path.name.startswith(".") and _in_use(path):
             result["in_use"] += 1
             continue
