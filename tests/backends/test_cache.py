@@ -390,6 +390,22 @@ def test_compiler_settings_that_cannot_work_are_clear_errors(cache, tmp_path, en
     assert r.stderr.startswith(words) and "Traceback" not in r.stderr and "help: " in r.stderr
 
 
+@pytest.mark.parametrize("says", [
+    "cc: fatal error: cannot execute 'as': execvp: No such file or directory",
+    "/usr/bin/ld: cannot find -lm: No such file or directory",
+    "clang: error: unable to execute command: Executable ld was not found",
+])
+def test_a_broken_toolchain_is_a_clear_error(cache, tmp_path, says):
+    fake = tmp_path / "fakecc"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && {{ echo fake 1.0; exit 0; }}\n"
+                    f"echo \"{says}\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    r = wspc("compile", source(tmp_path / "a", "x * x + x"), cache=cache, env={"CC": str(fake)})
+    assert r.returncode == 1, r.stderr  # before: exit 70, "This is a bug in wspc"
+    assert r.stderr.startswith(f"{fake}: error: the C compiler cannot build anything: {says}")
+    assert "help: repair the C toolchain" in r.stderr and "bug" not in r.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # `wspc cache info` and `clear` on a damaged cache
 

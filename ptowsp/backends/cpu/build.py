@@ -208,24 +208,37 @@ def _cache_error(root: Path, reason: str) -> WspError:
 
 
 _OUT_OF_ROOM = ("No space left on device", "Disk quota exceeded")
+# what gcc and clang say when a tool of theirs is missing: the toolchain, not the C, is at fault
+_TOOLCHAIN = re.compile(r"^.*(cannot execute|unable to execute|error trying to exec|cannot find -l"
+                        r"|cannot find '?ld'?\b).*$", re.M)
 
 
 @contextmanager
-def _cache_errors(root: Path) -> Iterator[None]:
-    """Turn what the file system refuses while building (no room, no permission, a folder that
-    vanished) into the user's error naming the cache; none of it is a bug of wspc."""
+def _environment_errors(root: Path) -> Iterator[None]:
+    """Turn what the machine refuses while building into the user's error: the file system (no
+    room, no permission, a folder that vanished: naming the cache), or a C toolchain missing a
+    part. None of it is a bug of wspc (exit 70 is kept for a compiler rejecting our C)."""
     try:
         yield
     except OSError as err:
         raise _cache_error(root, _reason(err)) from None
     except BuildError as err:
         room = next((words for words in _OUT_OF_ROOM if words in err.output), None)
-        if room is None:
+        if room is not None:
+            raise _cache_error(root, room) from None
+        broken = _TOOLCHAIN.search(err.output)
+        if broken is None:
             raise
-        raise _cache_error(root, room) from None
+        raise WspError([Diagnostic(Span(compiler()[0], 0, 0, 0, 0), "cc",
+                                   f"the C compiler cannot build anything: {broken.group(0).strip()}",
+                                   "repair the C toolchain, or name another compiler with CC=...")]) from None
 
 
 def _no_compiler(cmd: list[str], err: OSError) -> WspError:
+    if cmd[0] == "ld":
+        return WspError([Diagnostic(Span("ld", 0, 0, 0, 0), "cc",
+                                    f"cannot run the linker: {err.strerror or err}",
+                                    "install binutils (wspc joins the runtime's objects with ld)")])
     return WspError([Diagnostic(Span(cmd[0], 0, 0, 0, 0), "cc",
                                 f"cannot run the C compiler: {err.strerror or err}",
                                 "install a C compiler, or name one with CC=...")])
@@ -555,7 +568,7 @@ def runtime_object(root: Optional[Path] = None) -> Path:
     """The runtime compiled with the current compiler and flags (built once, then cached)."""
     root = root or cache_root()
     entry = root / "runtime" / _runtime_key()
-    with _cache_errors(root):
+    with _environment_errors(root):
         if not _ready(entry, RUNTIME):
             _build_entry(entry, RUNTIME, _compile_runtime)
     return entry / RUNTIME
@@ -564,7 +577,7 @@ def runtime_object(root: Optional[Path] = None) -> Path:
 def build(sources: Mapping[str, str], root: Optional[Path] = None) -> Artifact:
     """Compile `sources` ({file name: C text}; `.c` files are compiled) with the runtime."""
     root = root or cache_root()
-    with _cache_errors(root):
+    with _environment_errors(root):
         return _build(sources, root)
 
 
