@@ -418,10 +418,12 @@ def test_cache_info_counts_damage_and_clear_removes_all_of_wspcs(cache, src):
     (cache / "mine.txt").write_text("not wspc's")
     (cache / "runtime" / "notes.txt").write_text("not wspc's either")
     (cache / "runtime" / ".notes").write_text("nor this")
+    (cache / "runtime" / "0123456789abcdef01234567.o").write_bytes(b"an older wspc's runtime")
     info = wspc("cache", "info", cache=cache)
     assert info.returncode == 0, info.stderr
     lines = info.stdout
-    assert "modules:   0" in lines and "runtimes:  1" in lines and "damaged:   1 " in lines
+    # damaged: the truncated library, and the older layout's runtime object
+    assert "modules:   0" in lines and "runtimes:  1" in lines and "damaged:   2 " in lines
     assert "temporary: 2 " in lines and "index:     2" in lines and "other:     3 " in lines
     cleared = wspc("cache", "clear", cache=cache)
     assert cleared.returncode == 0, cleared.stderr

@@ -282,14 +282,16 @@ _KEY = re.compile(r"[0-9a-f]{24}")
 
 def _wspc_made(folder: str, name: str) -> bool:
     """Whether `name`, in the cache's folder `folder` ("" for the cache itself), is a name wspc
-    gives: a key (`index`: KEY.pickle), a temporary (`.KEY-…`, `.KEY.pickle.….tmp`, `.trash-…`,
-    `.probe-…`) or the parser's tables. Repairing, sweeping and clearing touch nothing else, so
-    a WSPC_CACHE_DIR set by mistake to someone's folder loses nothing of theirs."""
+    gives: a key (`index`: KEY.pickle; `runtime`: KEY.o too, the layout before FORMAT 2, an
+    unusable entry now), a temporary (`.KEY-…`, `.KEY.pickle.….tmp`, `.trash-…`, `.probe-…`) or
+    the parser's tables. Repairing, sweeping and clearing touch nothing else, so a
+    WSPC_CACHE_DIR set by mistake to someone's folder loses nothing of theirs."""
     if not folder:
         return name in _FOLDERS or name.startswith(("grammar-", ".grammar-", ".trash-"))
     if name.startswith("."):
         return name.startswith((".trash-", ".probe-")) or _KEY.match(name[1:]) is not None
-    return _KEY.fullmatch(name.removesuffix(".pickle") if folder == "index" else name) is not None
+    suffix = {"index": ".pickle", "runtime": ".o"}.get(folder, "")  # runtime/KEY.o: the old layout
+    return _KEY.fullmatch(name.removesuffix(suffix)) is not None
 
 
 def _prepare(root: Path) -> None:
