@@ -40,12 +40,13 @@ if TYPE_CHECKING:  # numpy is imported only when an array is read
 
 class FileError(Exception):
     """A file wspc cannot read or write, for a reason the user can fix: `where` is the file
-    (or the command-line option naming it), `message` says why."""
+    (or the command-line option naming it), `message` says why, `help` how to fix it."""
 
-    def __init__(self, where: str, message: str):
+    def __init__(self, where: str, message: str, help: Optional[str] = None):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.message = message
+        self.help = help
 
 
 def cache_dir() -> Path:
@@ -274,11 +275,21 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> Path:
     return write_with(path, lambda fh: fh.write(raw))
 
 
-def replace_dir(path: Union[str, Path], fill: Callable[[Path], None]) -> Path:
+def replace_dir(path: Union[str, Path], fill: Callable[[Path], None],
+                ours: Callable[[set], bool]) -> Path:
     """Create or replace the directory `path` with what `fill(tmp)` puts into an empty
     directory `tmp` beside it, atomically: if `fill` fails, `path` is left as it was (absent,
-    or its previous content)."""
+    or its previous content).
+
+    Only an empty directory, or one whose file names `ours(names)` recognises as a tree this
+    writer made, is replaced: `-o src` must never delete a user's folder. Anything else at
+    `path` (a file, a link, another folder) is a `FileError`, and `path` is left alone."""
     out = Path(path)
+    if os.path.lexists(out):
+        names = {p.name for p in out.iterdir()} if out.is_dir() and not out.is_symlink() else None
+        if names is None or (names and not ours(names)):
+            raise FileError(str(out), "exists and is not a wspc artifact directory: not replacing it",
+                            "remove it, or choose another output directory")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     old = None
