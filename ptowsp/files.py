@@ -50,8 +50,16 @@ class FileError(Exception):
 
 
 def cache_dir() -> Path:
-    """The build cache: `$WSPC_CACHE_DIR`, or `~/.cache/wspc`."""
-    return Path(os.environ.get("WSPC_CACHE_DIR") or Path.home() / ".cache" / "wspc")
+    """The build cache: `$WSPC_CACHE_DIR`, or `~/.cache/wspc`. Without either (HOME unset, and
+    an account with no home directory: a bare container's user) it has no place: a
+    `FileError`, which a build answers with a private temporary cache (docs/running.md)."""
+    if os.environ.get("WSPC_CACHE_DIR"):
+        return Path(os.environ["WSPC_CACHE_DIR"])
+    try:
+        return Path.home() / ".cache" / "wspc"
+    except (RuntimeError, KeyError):
+        raise FileError("~/.cache/wspc", "no home directory: HOME is not set and the account "
+                        "has none", "set WSPC_CACHE_DIR to a writable directory") from None
 
 
 # ---- destinations ----------------------------------------------------------------------------

@@ -263,5 +263,5 @@ def record_build(main: Path, files: Sequence[str], built: Built, opt_level: int)
                  "key": built.directory.name, "module": built.module,
                  "enumerators": built.enumerators}
         write_atomic(path, seal(entry))
-    except OSError:
+    except (OSError, FileError):
         pass  # the index only saves time
