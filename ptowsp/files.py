@@ -299,6 +299,7 @@ def replace_dir(path: Union[str, Path], fill: Callable[[Path], None],
             raise FileError(str(out), "exists and is not a wspc artifact directory: not replacing it",
                             "remove it, or choose another output directory")
     out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_beside(out)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     old = None
     try:
@@ -317,6 +318,31 @@ def replace_dir(path: Union[str, Path], fill: Callable[[Path], None],
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+# a writer killed with `kill -9` leaves its temporary trees (`.NAME-XXXXXXXX`, `.NAME-old-XXXXXXXX`,
+# mkdtemp's names) beside the destination; one untouched for an hour belongs to no live writer
+_STALE_SECONDS = 3600
+
+
+def _sweep_beside(out: Path) -> None:
+    """Remove the temporary trees a killed `replace_dir` of `out` left, once they are stale.
+    Only mkdtemp's names for `out` are touched, never another file of the folder."""
+    import re
+    import time
+
+    left = re.compile(rf"\.{re.escape(out.name)}-(?:old-)?[a-z0-9_]{{8}}")
+    try:
+        entries = list(os.scandir(out.parent))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if (left.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _umask() -> int:
