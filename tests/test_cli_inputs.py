@@ -332,6 +332,15 @@ def test_unknown_sym_names_the_option(tmp_path, cache):
     assert "--bind Q=3: error: `Q` is not a sym of module `softmax`" in err
 
 
+def test_unknown_schedule_names_the_option(tmp_path, cache):
+    err = run_softmax(tmp_path, cache, "--schedule", "mian", "--random-inputs", "1")
+    assert err.splitlines()[:2] == ["--schedule mian: error: module `softmax` has no schedule `mian`",
+                                    "help: did you mean `main`?"]
+    r = wspc("compile", SOFTMAX, "--schedule", "mian", "-o", tmp_path / "out", cache=cache)
+    assert "--schedule mian: error: module `softmax` has no schedule `mian`" in failed(r)
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_output_names_the_option(tmp_path, cache):
     r = wspc("run", SOFTMAX, "--bind", "R=16", "--random-inputs", "1", "--output",
              f"Q={tmp_path / 'q.npy'}", cache=cache)

@@ -117,7 +117,10 @@ def load_tables() -> Tables:
     damaged. The file is the SHA-256 of the marshalled tables, then the tables: anything else
     (truncated, overwritten, another format's) is rebuilt, never loaded."""
     text = grammar_text()
-    path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
+    try:
+        path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
+    except FileError:  # no place for a cache: build the tables each time
+        return build_tables(text)
     try:
         # a special file there (a FIFO) is refused, never waited on; the bound: the tables
         # are ~30 KB

@@ -353,6 +353,43 @@ def test_unusable_cache_falls_back_to_a_temporary_one_with_a_warning(kind):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_no_home_directory_is_a_temporary_cache_too():
+    """HOME unset, for an account without a home (a bare container's user, uid 54321 here, in no
+    passwd file): `~/.cache/wspc` has no place. A run builds in a temporary cache with the
+    warning (before: exit 70), and `wspc cache info|clear` say what to set."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run as a user with no passwd entry")
+    import pwd
+
+    with pytest.raises(KeyError):
+        pwd.getpwuid(54321)
+    base = Path(tempfile.mkdtemp())
+    try:
+        base.chmod(0o755)
+        src = source(base / "src", "x - x")
+        env = {k: v for k, v in os.environ.items() if k not in ("HOME", "WSPC_CACHE_DIR")}
+        env["PYTHONPATH"] = str(ROOT)
+        nobody = ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups"]
+
+        def run(*args):
+            return subprocess.run([*nobody, sys.executable, "-m", "ptowsp", *map(str, args)],
+                                  capture_output=True, text=True, cwd=base, env=env, timeout=900)
+
+        r = run("run", src, "--bind", "N=8", "--bind", "S=0", "--random-inputs", "0")
+        assert r.returncode == 0, r.stderr
+        (warning,) = [line for line in r.stderr.splitlines() if line.startswith("wspc: warning:")]
+        assert ("cannot use the build cache ~/.cache/wspc (no home directory: HOME is not set"
+                in warning and "set WSPC_CACHE_DIR" in warning)
+        for cmd in ("info", "clear"):
+            r = run("cache", cmd)
+            assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+            assert r.stderr.splitlines() == [
+                "~/.cache/wspc: error: no home directory: HOME is not set and the account has none",
+                "help: set WSPC_CACHE_DIR to a writable directory"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.mark.parametrize("where", ["our write", "the linker"])
 def test_cache_out_of_room_is_a_clear_error(cache, tmp_path, monkeypatch, where):
     monkeypatch.setenv("WSPC_CACHE_DIR", str(cache))

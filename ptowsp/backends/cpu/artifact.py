@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import pickle
 import re
 import shutil
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...diagnostics import Diagnostic, InternalError, WspError
+from ...diagnostics import Diagnostic, InternalError, WspError, file_error
 from ...files import FileError, cache_dir, read_bounded, replace_dir, write_atomic
 from ...ir import nodes as N
 from ...limits import MAX_SOURCE_BYTES
@@ -68,27 +67,21 @@ class Built:
         `directory` atomically. Every file is new (not the cache's modification times), so a
         Makefile rule making DIR/module.so is satisfied whether or not the cache had it. Only an
         artifact directory (or an empty one) is replaced: `-o src` must not delete a folder."""
-        out = Path(directory)
-        if os.path.lexists(out) and not _replaceable(out):
-            raise WspError([Diagnostic(Span(str(out), 0, 0, 0, 0), "io",
-                                       "exists and is not a wspc artifact directory: not replacing it",
-                                       "remove it, or choose another -o DIR")])
-
         def fill(tmp: Path) -> None:
             for f in self.directory.iterdir():
                 if f.is_file() and not f.name.startswith("."):
                     shutil.copyfile(f, tmp / f.name)
             write_atomic(tmp / RUN_INFO, seal((self.module, self.enumerators)))
 
-        return replace_dir(directory, fill)
+        try:
+            return replace_dir(directory, fill, ours=_artifact_names)
+        except FileError as err:
+            raise file_error(err) from None
 
 
-def _replaceable(d: Path) -> bool:
-    """Whether `d` is a directory `Built.write` may replace: empty, or an artifact directory."""
-    if not d.is_dir() or d.is_symlink():
-        return False
-    names = {p.name for p in d.iterdir()}
-    return not names or (build.LIBRARY in names and bool(names & {RUN_INFO, build.RECORD}))
+def _artifact_names(names: set) -> bool:
+    """Whether a directory holding `names` is an artifact directory `Built.write` may replace."""
+    return build.LIBRARY in names and bool(names & {RUN_INFO, build.RECORD})
 
 
 def build_module(m: N.Module, code: ModuleC, workers: Optional[int] = None) -> Built:
@@ -270,5 +263,5 @@ def record_build(main: Path, files: Sequence[str], built: Built, opt_level: int)
                  "key": built.directory.name, "module": built.module,
                  "enumerators": built.enumerators}
         write_atomic(path, seal(entry))
-    except OSError:
+    except (OSError, FileError):
         pass  # the index only saves time

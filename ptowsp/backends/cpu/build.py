@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-from ...diagnostics import Diagnostic, InternalError, WspError
-from ...files import cache_dir, write_atomic
+from ...diagnostics import Diagnostic, InternalError, WspError, file_error
+from ...files import FileError, cache_dir, write_atomic
 from ...spans import Span
 from ...version import __version__
 
@@ -255,14 +255,20 @@ def cache_root() -> Path:
     """Where builds go: `files.cache_dir()` with its folders made, or, when it cannot be written
     (read-only, not a directory, /dev/null), a private temporary cache for this process, after
     one warning on stderr. (Reading the cache needs none of this: `cache_dir()`.)"""
-    wanted = cache_dir()
+    try:
+        wanted = cache_dir()
+    except FileError as err:
+        wanted, why = err.where, err.message
+    else:
+        if str(wanted) in _PRIVATE:
+            return _PRIVATE[str(wanted)]
+        try:
+            _prepare(wanted)
+            return wanted
+        except OSError as err:
+            why = _reason(err)
     if str(wanted) in _PRIVATE:
         return _PRIVATE[str(wanted)]
-    try:
-        _prepare(wanted)
-        return wanted
-    except OSError as err:
-        why = _reason(err)
     try:
         private = Path(tempfile.mkdtemp(prefix="wspc-cache-"))
         _prepare(private)
@@ -652,11 +658,19 @@ def _size(path: Path) -> int:
     return total
 
 
+def _named_cache() -> Path:
+    """The cache `wspc cache info|clear` is about; no place for one is the user's error."""
+    try:
+        return cache_dir()
+    except FileError as err:
+        raise file_error(err) from None
+
+
 def cache_info(root: Optional[Path] = None) -> dict:
     """What the cache holds: its directory, good and damaged modules and runtimes, index
     entries, temporary entries, other files (not wspc's), and its size in bytes. `problem`
     says why wspc cannot use it (None when it can)."""
-    root = root or cache_dir()
+    root = root or _named_cache()
     info = {"directory": str(root), "problem": None, "modules": 0, "runtimes": 0, "damaged": 0,
             "index": 0, "temporary": 0, "other": 0, "bytes": 0}
     if not root.is_dir():
@@ -683,7 +697,7 @@ def cache_clear(root: Optional[Path] = None) -> dict:
     """Remove everything wspc made in the cache (good, damaged and temporary entries; not a
     temporary entry a live build holds, nor files wspc did not make). Returns the bytes freed,
     the entries kept for live builds, and those that could not be removed (path, reason)."""
-    root = root or cache_dir()
+    root = root or _named_cache()
     result = {"bytes": 0, "in_use": 0, "failed": []}
     if not root.is_dir():
         return result
