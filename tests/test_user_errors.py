@@ -104,6 +104,19 @@ def test_a_dimension_negative_for_the_bound_syms():
     assert d.message == "dimension `N - 3` of `Z` is -1 (with N = 2)"
 
 
+@pytest.mark.cc
+def test_simulating_with_a_dimension_negative_for_the_bound_syms():
+    """`simulate` allocates no tensor (no binding of arrays), so the module's own run-time check
+    of the dimension reports it, at the dimension."""
+    text = COPY.replace("output Y: f32[N, 4, 8]", "output Y: f32[N, 4, 8]\noutput Z: f32[N - 3, 8]")
+    p = module(text).compile("cpu_sim")
+    with pytest.raises(WspError) as info:
+        p.simulate(bind={"N": 2})
+    (d,) = info.value.diagnostics
+    assert (d.span.line, d.span.col) == (4, 15)
+    assert d.message == "dimension of `Z` must not be negative (with N = 2)"
+
+
 def test_random_inputs_for_a_dimension_negative_for_the_bound_syms(tmp_path):
     path = tmp_path / "z.wsp"
     path.write_text(COPY.replace("input  X: f32[N, 4, 8]",
