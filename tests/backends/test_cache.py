@@ -17,7 +17,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from click.testing import CliRunner
 
 from ptowsp.backends.cpu import build
 from ptowsp.cli import main
+from tests.guard import Pending
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = "wspc: note: rebuilt a damaged cache entry"
@@ -254,30 +254,38 @@ def test_compile_o_never_replaces_what_is_not_an_artifact(cache, src, tmp_path, 
 # Temporaries of killed builds are swept by age, never one a live build holds
 
 
-def _age(path: Path, seconds: float) -> None:
-    t = time.time() - seconds
-    os.utime(path, (t, t), follow_symlinks=False)
+def _age(path: Path) -> None:
+    """Date `path` long ago (2001): older than any sweep's threshold, whatever the clock says."""
+    os.utime(path, (1e9, 1e9), follow_symlinks=False)
 
 
 def test_temporaries_of_a_killed_compile_are_swept_but_not_a_live_ones(cache, tmp_path):
+    # a compiler that says when it runs (on a FIFO the test reads: no clock) and then never
+    # ends: the build is killed while its workspace exists, as `kill -9` during a compile does
+    fifo = tmp_path / "running"
+    os.mkfifo(fifo)
+    fake = tmp_path / "slowcc"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && {{ echo slow 1.0; exit 0; }}\n"
+                    f"echo running > '{fifo}'\nexec sleep 100000\n")
+    fake.chmod(0o755)
     modules = cache / "modules"
-    before = set(modules.iterdir())
+    folders = [modules, cache / "runtime"]
+    before = {p for f in folders if f.is_dir() for p in f.iterdir()}
     proc = subprocess.Popen([sys.executable, "-m", "ptowsp", "compile",
                              source(tmp_path / "a", "x + x")],
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(cache)},
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(cache),
+                                 "CC": str(fake)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        for _ in range(6000):  # until its workspace exists (the C compiler takes a while)
-            left = [p for p in set(modules.iterdir()) - before if not p.name.startswith(".probe-")]
-            if left or proc.poll() is not None:
-                break
-            time.sleep(0.01)
+        assert Pending(fifo.read_text).result() == "running\n"
         os.killpg(proc.pid, signal.SIGKILL)  # kill -9, the C compiler with it
     finally:
         proc.wait()
-    assert len(left) == 1 and left[0].name.startswith("."), left
-    (killed,) = left
+    left = [p for f in folders for p in f.iterdir()
+            if p not in before and not p.name.startswith(".probe-")]
+    # the module's and the runtime's workspaces (they are compiled together)
+    assert left and all(p.name.startswith(".") for p in left), left
     live = modules / ".0123456789abcdef01234567-live"  # what a running build holds: old, but locked
     live.mkdir()
     lock = os.open(live, os.O_RDONLY)
@@ -285,12 +293,12 @@ def test_temporaries_of_a_killed_compile_are_swept_but_not_a_live_ones(cache, tm
     stale_file = cache / "index" / ".0123456789abcdef01234567.pickle.x1y2.tmp"  # a write killed half-way
     stale_file.write_bytes(b"half")
     try:
-        for p in (killed, live, stale_file):
-            _age(p, 2 * 3600)
+        for p in (*left, live, stale_file):
+            _age(p)
         young = modules / ".76543210fedcba9876543210-young"
         young.mkdir()
         run_ok(source(tmp_path / "b", "x * x"), cache, "x * x")  # a cold build sweeps
-        assert not killed.exists() and not stale_file.exists()
+        assert not any(p.exists() for p in left) and not stale_file.exists()
         assert live.exists() and young.exists()
         info = wspc("cache", "info", cache=cache)
         assert "temporary: 2 " in info.stdout
@@ -427,6 +435,22 @@ def test_compiler_settings_that_cannot_work_are_clear_errors(cache, tmp_path, en
     assert r.stderr.startswith(words) and "Traceback" not in r.stderr and "help: " in r.stderr
 
 
+def test_no_linker_is_a_clear_error(cache, tmp_path):
+    """A compiler and an assembler on PATH but no `ld` (wspc joins the runtime's objects with
+    `ld -r`): the user's error naming the linker, not exit 70."""
+    cc, assembler = shutil.which(os.environ.get("CC", "cc")), shutil.which("as")
+    if cc is None or assembler is None:
+        pytest.skip("needs cc and as on PATH")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "as").symlink_to(assembler)
+    r = wspc("compile", source(tmp_path / "a", "x * x + x"), cache=cache,
+             env={"CC": cc, "PATH": str(bin_)})
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines() == ["ld: error: cannot run the linker: No such file or directory",
+                                     "help: install binutils (wspc joins the runtime's objects with ld)"]
+
+
 @pytest.mark.parametrize("says", [
     "cc: fatal error: cannot execute 'as': execvp: No such file or directory",
     "/usr/bin/ld: cannot find -lm: No such file or directory",
@@ -500,7 +524,7 @@ def test_a_folder_that_is_not_a_cache_loses_nothing(cache, src):
     (cache / "notes.txt").write_text("the user's")
     old = cache / "runtime" / ".the-users-dotfile"
     old.write_text("old")
-    _age(old, 2 * 3600)
+    _age(old)
     stderr = run_ok(source(cache.parent / "new", "x * x"), cache, "x * x")
     assert "wspc: warning: cannot use the build cache" in stderr and "index is not a directory" in stderr
     assert (cache / "index").read_text() == "the user's file called index" and old.exists()
