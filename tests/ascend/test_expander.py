@@ -396,3 +396,24 @@ def test_a_zero_divisor_is_the_same_error(harness):
                                "be zero", at, "b=1"), cpu.end
         assert len(cpu.tasks) == 1
 
+
+WIDE = """\
+    input  L: i64[4]
+    input  X: f32[4, 8]
+    output Y: f32[4, 8]
+    kernel put(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]], a: Scalar[i64], b: Scalar[i64],
+               c: Scalar[i64]) { store(y, x) }
+    workload w() {
+        for b in P(4) {
+            put(x = X[b], y = Y[b], a = L[0] / L[b], b = L[0] % L[b], c = ceildiv(L[0], L[b]))
+        }
+    }
+"""
+
+
+def test_int64_min_divided_by_minus_one_is_the_same_value(harness):
+    """The one quotient past int64 wraps on both sides, and traps on neither (C's `/` does)."""
+    m = ir_of_text(WIDE)
+    lens = np.asarray([-2**63, -1, 3, -7], np.int64)
+    cpu, _ = compare(harness, m, m.schedules[0].name, {}, {"L": lens, "X": np.zeros((4, 8), np.float32)})
+    assert cpu.end == ("ok",) and len(cpu.tasks) == 4

@@ -213,3 +213,32 @@ def test_a_schedule_key_divides_only_by_a_divisor_proved_nonzero():
     for key in ("b / (M + 1)", "b % 3", "ceildiv(b, 2)"):
         ptowsp.parse(KEYED.replace("KEY", key), "t.wsp").compile(target="ref")
 
+
+# the one quotient past int64: INT64_MIN / -1 (C's `/` traps there, SIGFPE on x86)
+WIDE = """\
+input  L: i64[4]
+output Y: i64[4, 8]
+kernel put(y: Out[Tile[1, 8, i64]], s: Scalar[i64]) {{ store(y, s) }}
+workload w() {{
+    for b in P(4) {{
+        put(y = Y[b], s = {expr})
+    }}
+}}
+"""
+WIDE_FORMS = {
+    "L[0] / L[b]": lambda n, d: n // d,
+    "L[0] % L[b]": lambda n, d: n % d,
+    "ceildiv(L[0], L[b])": lambda n, d: -(-n // d),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("expr", list(WIDE_FORMS))
+def test_int64_min_divided_by_minus_one_wraps(target, expr):
+    """2**63 wraps to INT64_MIN, as a scalar argument's value past int64 does (and as the tile
+    division of wsp_kernels.h): no crash, the same value on both targets."""
+    lo = -2**63
+    lens = np.array([lo, -1, 3, -7], np.int64)
+    got = compiled(WIDE.format(expr=expr), target).run(L=lens)["Y"][:, 0]
+    want = [(WIDE_FORMS[expr](lo, int(d)) + 2**63) % 2**64 - 2**63 for d in lens]
+    np.testing.assert_array_equal(got, np.array(want, np.int64))
