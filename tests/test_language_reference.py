@@ -90,6 +90,24 @@ def test_every_row_of_the_reference_is_a_primitive():
     assert not unknown, f"docs/language.md documents primitives that do not exist: {unknown}"
 
 
+def test_rows_show_each_primitives_parameters():
+    """`name(a, b)` in a row's first cell names the parameters in order, as keyword arguments
+    spell them (`cast(x, dtype = f16)`); an optional one may be left out (`matmul(a, b)`)."""
+    bad = []
+    for line in primitives_part().splitlines():
+        if not line.startswith("| `"):
+            continue
+        for name, args in re.findall(r"`([a-z_]+)\(([^)`]*)\)", line.split("|")[1]):
+            if name not in PRIMITIVES:
+                continue
+            shown = [a.split("=")[0].strip() for a in args.split(",") if a.strip()]
+            params = PRIMITIVES[name].params
+            need = [p.name for p in params if not p.optional]
+            if shown not in ([p.name for p in params], need):
+                bad.append(f"`{name}({args})`: the parameters are {PRIMITIVES[name].signature}")
+    assert not bad, "\n".join(bad)
+
+
 def example_kernels() -> list[str]:
     return [b for b in re.findall(r"```wsp\n(.*?)```", primitives_part(), re.S)
             if b.lstrip().startswith("kernel")]
