@@ -5,7 +5,7 @@ An `extern c` body is C11 pasted into a function whose parameters are the kernel
 the `.wsp` file (the body uses them by name, so they cannot be renamed); an `extern ascend` body
 is C++ (Ascend C), likewise. A parameter named `NULL` or `INFINITY` (a macro) or `int` (a
 keyword) would break the generated code, so the checker reports such a name at the parameter
-(language.md section 5), using `reserved_reason` below; the back ends use `C_KEYWORDS` for the
+(language.md section 4), using `reserved_reason` below; the back ends use `C_KEYWORDS` for the
 names they make themselves.
 
 The macros are those of the C11 headers the `extern c` body sees (`math.h`, `stdint.h`,

@@ -1,4 +1,4 @@
-"""The element types of WSP (language.md section 2): one table every stage reads.
+"""The element types of WSP (language.md section 3, "Data types"): one table every stage reads.
 
 Each `DType` says how many bits an element has, what kind of number it is, and how each
 target holds it: the NumPy dtype of an exchanged array (bf16 travels as its raw uint16 bits)

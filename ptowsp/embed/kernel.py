@@ -157,7 +157,7 @@ class _PtoNamespace:
                      "`@kernel(cpp_src=...)`") if name == "topk" else None
             raise user_error(here(), f"`{self._spelling}.{name}` is not a tile primitive",
                              extra or did_you_mean(name, PRIMITIVES)
-                             or "see the primitives of language.md section 4")
+                             or 'see docs/language.md section 4, "Primitives"')
 
         def prim(*args, **kwargs):
             return _record("op", name, tuple(args), tuple(kwargs.items()))

@@ -1,4 +1,4 @@
-"""User names and file names in generated C and C++ (language.md sections 1 and 5): either the
+"""User names and file names in generated C and C++ (language.md sections 1 and 4): either the
 program compiles (with a real C compiler, and the CANN tree with g++) or the user gets a
 diagnostic at the name. Kernel, tensor, sym, axis and loop-variable names that are C keywords or
 macros are mangled; the parameters of a kernel with a foreign body keep their names (the body

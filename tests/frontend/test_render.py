@@ -1,4 +1,4 @@
-"""How a diagnostic is shown (language.md section 9): carets under a span on one line, a span
+"""How a diagnostic is shown (language.md section 10): carets under a span on one line, a span
 over several lines as its first line (`^~~~` to the end of the line) and its last line (`~~~`
 up to the span's end), long lines as a window around the caret, and nothing that is not
 printable (a file name's control characters, a source line's escape sequences) reaching the

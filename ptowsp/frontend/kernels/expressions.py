@@ -98,12 +98,12 @@ class ExprChecks:
             return logic(t, e.op, a, b, e.op_span)
         if a.type.is_error or b.type.is_error:
             return ERROR
-        # decision: `%` is not a kernel operator (language.md lists `+ - * /` for kernels)
+        # decision: `%` is not a kernel operator (docs/language.md section 4, "Primitives": `+ - * /`)
         return self.error(
             e.op_span,
             "bad-operator",
             f"`{e.op}` is not available in kernels",
-            "kernel arithmetic is `+ - * /` and the primitives of language.md section 4",
+            'kernel arithmetic is `+ - * /` and the primitives of docs/language.md section 4, "Primitives"',
         )
 
     def name_type(self, n: A.Name) -> Type:

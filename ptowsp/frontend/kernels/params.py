@@ -129,7 +129,7 @@ class ParamChecks:
     def _check_foreign_names(self, lang: str) -> None:
         # decision: the body uses the parameters by their names, so they are not renamed; a
         # name the body's language or headers take (`NULL`, `int`, `class`) is an error at the
-        # parameter (language.md section 5; the table is ptowsp/cnames.py)
+        # parameter (language.md section 4; the table is ptowsp/cnames.py)
         language = "C" if lang == "c" else "C++ (Ascend C)"
         for p in self.k.params:
             if isinstance(p.type, A.ConstexprParamType):

@@ -44,7 +44,7 @@ def emit_extern(k: N.Kernel, module: str, body: str, sources: dict, names: dict)
     scalars = [p for p in k.params if p.kind == "scalar"]
     binds = []
     for p in tiles + scalars:
-        # the checker refuses such names at the parameter (language.md section 5): the body uses
+        # the checker refuses such names at the parameter (language.md section 4): the body uses
         # its parameters by name, so a renamed one would silently break it
         why = reserved_reason(p.name, "ascend")
         if why is not None:
