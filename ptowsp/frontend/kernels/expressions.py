@@ -192,7 +192,8 @@ class ExprChecks:
             if fname in DTYPES or fname in ALIASES:
                 help = f"to convert, write `cast(x, {ALIASES.get(fname, fname)})`"
             else:
-                help = _FUNCTION_HELP.get(fname) or did_you_mean(fname, PRIMITIVES)
+                help = (_FUNCTION_HELP.get(fname) or did_you_mean(fname, PRIMITIVES)
+                        or 'the primitives are listed in docs/language.md section 4, "Primitives"')
             return self.error(e.func.span, "unknown-function", f"unknown function `{fname}`", help)
         bound = self._bind(prim, e)
         if bound is None:

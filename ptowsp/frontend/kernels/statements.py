@@ -331,7 +331,8 @@ class StatementChecks:
                     f"unknown function `{shown}`",
                     None
                     if e.prefix == "P"
-                    else did_you_mean(e.func.id, list(PRIMITIVES) + ["store"]),
+                    else did_you_mean(e.func.id, list(PRIMITIVES) + ["store"])
+                    or 'the primitives are listed in docs/language.md section 4, "Primitives"',
                 )
                 return
         what = f"`{e.func.id}(...)`" if isinstance(e, A.Call) else "this expression"
