@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
         wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 100};
         if (wsp_sim_enable(rt, &m, &p, &cost, 1)) return 4;
     }
+    if (sim == 2 && wsp_trace_enable(rt, 1)) return 5;
     for (int r = -1; r < runs; r++) {   /* run -1 warms up pools and threads */
         double t0 = now_ns();
         int rc = wsp_begin(rt, window, WSP_WINDOW_STALL);
@@ -130,7 +131,8 @@ CASES = [
 # how the tasks are handed over: one by one, or as a generated enumerator does (it announces
 # each parallel loop nest with wsp_batch, and the runtime packs consecutive tasks)
 MODES = [("task by task (grain 1)", 1, 0, 0), ("as enumerated (wsp_batch)", 0, 0, 0),
-         ("round_robin(4) placement", 0, 4, 0), ("as enumerated + cycle model", 0, 0, 1)]
+         ("round_robin(4) placement", 0, 4, 0), ("as enumerated + cycle model", 0, 0, 1),
+         ("as enumerated + model + trace", 0, 0, 2)]
 
 
 def build(tmp: Path) -> Path:
@@ -196,7 +198,8 @@ def main() -> None:
     for label, ns in REFERENCE:
         print(f"  {label:<52} {ns:>5} ns/task")
     base = two_worker["as enumerated (wsp_batch)"]
-    for mode in ("round_robin(4) placement", "as enumerated + cycle model"):
+    for mode in ("round_robin(4) placement", "as enumerated + cycle model",
+                 "as enumerated + model + trace"):
         extra = [m - b for m, b in zip(two_worker[mode], base)]
         print(f"{mode}: {', '.join(f'{e:+.0f}' for e in extra)} ns/task against 'as enumerated' "
               "(2-worker cases)")

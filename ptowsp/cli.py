@@ -403,7 +403,8 @@ def _at(where: str):
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
               callback=_named,
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
-@click.option("--stats", is_flag=True, help="Print task count, times, simulated cycles and loads.")
+@click.option("--stats", is_flag=True,
+              help="Print task count, times, simulated cycles, loads and a per-kernel table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @_opt_options
 @click.pass_context
@@ -449,7 +450,8 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
                                                                        max_memory))
     bind = {p.name: p.value for p in binds}
     results = _run_guarded(ctx, "run", lambda: program.run_arrays(
-        arrays, bind, random_inputs, workers, sources, trace=bool(trace_file),
+        # the per-kernel table of --stats and --json comes from the trace's per-task times
+        arrays, bind, random_inputs, workers, sources, trace=bool(trace_file or stats or as_json),
         max_memory=max_memory))
     _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, outputs, outputs_npz,
                                                         trace_file))
@@ -545,8 +547,9 @@ def _write_trace_json(program):
 
 
 def _print_stats(info: dict) -> None:
-    for k in ("task_count", "compile_time_ms", "execute_time_ms", "workers", "dependencies",
-              "max_in_flight", "batches", "total_cycles", "critical_path_cycles", "simulated_us"):
+    for k in ("task_count", "compile_time_ms", "execute_time_ms", "runtime_ms", "workers",
+              "dependencies", "max_in_flight", "batches", "total_cycles", "critical_path_cycles",
+              "simulated_us"):
         if k in info:
             v = info[k]
             click.echo(f"{k:>20}: {round(v, 3) if isinstance(v, float) else v}")
@@ -565,7 +568,12 @@ def _print_stats(info: dict) -> None:
         for d in disp:
             click.echo(f"{d['dispatcher']:>12} {d['tasks']:>10} {d['stolen']:>8} "
                        f"{d['busy_cycles'] / total * 100:>6.1f}%")
+    if info.get("kernels"):
+        from .backends.profile import table_lines
 
+        click.echo("per kernel, by real time:")
+        for line in table_lines(info["kernels"]):
+            click.echo(line)
 
 
 def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],

@@ -734,6 +734,21 @@ int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errle
     return rc;
 }
 
+int64_t wsp__simlog_edges(const wsp_simlog *l, int64_t first, int64_t n, int64_t *out) {
+    if (n < 0) return l->npreds;
+    int64_t e = 0, k = 0;  /* e: the edge index; the preds are the tasks' in task order */
+    for (int64_t i = 0; i < l->ntasks && k < n; i++) {
+        for (int32_t j = 0; j < l->tasks[i].npreds; j++, e++) {
+            if (e < first) continue;
+            if (k == n) break;
+            out[2 * k] = l->preds[e];
+            out[2 * k + 1] = i;
+            k++;
+        }
+    }
+    return k;
+}
+
 const wsp_simsummary *wsp__simlog_summary(const wsp_simlog *l) { return &l->summary; }
 
 const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n) {

@@ -131,6 +131,7 @@ void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t) {
                                                     memory_order_acquire));
     t->nedges++;
     rt->ndeps++;
+    if (rt->tracing) wsp__trace_edge(rt, pred, t);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------------ */
@@ -237,6 +238,8 @@ void wsp_runtime_free(wsp_runtime *rt) {
     free(rt->xbytes);
     for (int64_t c = 0; c < rt->ntchunks; c++) free(rt->tchunks[c]);
     free(rt->tchunks);
+    free(rt->tlinks[0]);
+    free(rt->tlinks[1]);
     wsp__simlog_free(rt->simlog);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);
@@ -270,6 +273,7 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     atomic_store_explicit(&rt->pinned, 0, memory_order_relaxed);
     rt->tracing = rt->trace_on;
     rt->ntrace = 0;
+    rt->ntlinks[0] = rt->ntlinks[1] = rt->tlinks_dropped = 0;
     rt->nnotes = 0;
     wsp__ctx_end_all(rt);  /* wsp_wait ended them; only context 0, with its stack, is left */
     if (rt->ctxs) {
@@ -377,6 +381,7 @@ int wsp__enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc, int64_t 
     }
     rt->nbatch_waits = 0;
     wsp__deps_submit(rt, t, acc);
+    if (rt->tracing && ntasks > 1) wsp__trace_batch(rt, t, ntasks);
     /* on an error above the task still goes through (it will not run), so counts stay exact;
      * without edges nobody else can touch the count, so no atomic read-modify-write is needed */
     int release = WSP_PENDING_GUARD - t->nedges;

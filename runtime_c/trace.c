@@ -63,6 +63,46 @@ int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trac
     return k;
 }
 
+/* ---- dependency edges (traced runs only) ----------------------------------------------------- */
+
+/* Appends the pair (a, b) to links[k]; past the bound an edge is counted, not kept. */
+static void add_link(wsp_runtime *rt, int k, int64_t a, int64_t b) {
+    if (rt->ntlinks[k] >= WSP_TRACE_MAXLINKS ||
+        (rt->ntlinks[k] == rt->captlinks[k] &&
+         wsp__grow((void **)&rt->tlinks[k], &rt->captlinks[k], rt->ntlinks[k] + 1, 2 * sizeof(int64_t)))) {
+        if (k == WSP_LINKS_EDGES) rt->tlinks_dropped++;
+        return;  /* decision: a trace without some arrows beats a failed run */
+    }
+    int64_t *p = rt->tlinks[k] + 2 * rt->ntlinks[k]++;
+    p[0] = a;
+    p[1] = b;
+}
+
+void wsp__trace_edge(wsp_runtime *rt, const wsp_node *pred, const wsp_tasknode *t) {
+    /* a barrier (group) or a waiter (wsp_await) is no task of the trace */
+    if (pred->kind != WSP_NODE_TASK || t->h.kind != WSP_NODE_TASK) return;
+    add_link(rt, WSP_LINKS_EDGES, ((const wsp_tasknode *)pred)->lseq, t->lseq);
+}
+
+void wsp__trace_batch(wsp_runtime *rt, const wsp_tasknode *t, int64_t ntasks) {
+    if (t->h.kind == WSP_NODE_TASK) add_link(rt, WSP_LINKS_BATCHES, t->lseq, ntasks);
+}
+
+int64_t wsp_trace_links(const wsp_runtime *rt, int32_t what, int64_t first, int64_t n,
+                        int64_t *out) {
+    if (!rt || !rt->tracing || rt->running || first < 0) return 0;
+    if (what == WSP_LINKS_DROPPED) return rt->tlinks_dropped;
+    if (what == WSP_LINKS_MODEL)
+        return rt->simlog ? wsp__simlog_edges(rt->simlog, first, out ? n : -1, out) : 0;
+    if (what != WSP_LINKS_EDGES && what != WSP_LINKS_BATCHES) return 0;
+    int64_t have = rt->ntlinks[what];
+    if (!out) return have;
+    if (n <= 0 || first >= have) return 0;
+    if (n > have - first) n = have - first;
+    memcpy(out, rt->tlinks[what] + 2 * first, (size_t)n * 2 * sizeof *out);
+    return n;
+}
+
 /* ---- notes (wsp_note) ------------------------------------------------------------------------ */
 
 int wsp_note(wsp_runtime *rt, int64_t tag, int64_t value) {

@@ -346,6 +346,10 @@ struct wsp_runtime {
     int32_t trace_on;              /* wsp_trace_enable: record the next runs */
     int64_t ntrace;                /* tasks traced in this run */
     int64_t ntchunks;              /* chunks allocated */
+    int64_t *tlinks[2];            /* this run's (pred, succ) edges and (first, count) batches,
+                                      in pairs (wsp_trace_links), kept between runs */
+    int64_t ntlinks[2], captlinks[2];
+    int64_t tlinks_dropped;        /* edges past WSP_TRACE_MAXLINKS: not recorded */
     /* cycle model */
     struct wsp_simlog *simlog;     /* NULL unless wsp_sim_enable */
     int32_t batch_depth;           /* the order-scope depth the open batch was started at */
@@ -359,6 +363,8 @@ struct wsp_runtime {
 
 #define WSP_TRACE_CHUNK 4096
 #define WSP_TRACE_MAXCHUNKS 65536   /* 268M tasks traced at most; later tasks go untraced */
+
+#define WSP_TRACE_MAXLINKS ((int64_t)1 << 25)  /* edges (and batches) recorded per run at most */
 
 static inline wsp_trace_event *wsp__trace_at(const wsp_runtime *rt, int64_t i) {
     return &rt->tchunks[i / WSP_TRACE_CHUNK][i % WSP_TRACE_CHUNK];
@@ -383,6 +389,11 @@ WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
  * holds its accesses. */
 WSP_HIDDEN int wsp__enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc,
                             int64_t ntasks);
+
+/* Traced runs only (trace.c): the edge pred -> t as the trace's task indices, and t standing
+ * for the `ntasks` tasks from its first (a batch). */
+WSP_HIDDEN void wsp__trace_edge(wsp_runtime *rt, const wsp_node *pred, const wsp_tasknode *t);
+WSP_HIDDEN void wsp__trace_batch(wsp_runtime *rt, const wsp_tasknode *t, int64_t ntasks);
 
 /* Order scopes and contexts (order.c). */
 WSP_HIDDEN void wsp__group_close(wsp_runtime *rt, wsp_group *g);
@@ -442,6 +453,8 @@ WSP_HIDDEN void wsp__simlog_order_end(wsp_simlog *l, int32_t id);      /* ctx_re
 /* Replays the run; keeps per-task results when `keep_results`. Returns 0 or an error code
  * with a message in err. */
 WSP_HIDDEN int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errlen);
+/* Model edges first .. first+n-1 as (pred, succ) pairs into out; n < 0: how many there are. */
+WSP_HIDDEN int64_t wsp__simlog_edges(const wsp_simlog *l, int64_t first, int64_t n, int64_t *out);
 WSP_HIDDEN const wsp_simsummary *wsp__simlog_summary(const wsp_simlog *l);
 WSP_HIDDEN const wsp_simdisp *wsp__simlog_disp(const wsp_simlog *l, int32_t *n);
 WSP_HIDDEN const wsp_simresult *wsp__simlog_results(const wsp_simlog *l, int64_t *n);

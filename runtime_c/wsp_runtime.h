@@ -256,6 +256,21 @@ int64_t wsp_trace_count(const wsp_runtime *rt);
 /* Copies events first .. first+n-1 of the last run into out; returns how many. */
 int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out);
 
+/* The dependency edges of the last traced run, as pairs of int64 (what: WSP_LINKS_*):
+ *   EDGES  (pred, succ): the edges the runtime added (an edge to a task already finished is
+ *          never added), from task node to task node, each named by its first task's trace
+ *          index; an order scope's barrier (a wait for a whole step) is not a task: not here;
+ *   BATCHES (first, count): runtime tasks standing for `count` > 1 consecutive trace indices
+ *          (wsp_batch); every other runtime task is one task;
+ *   MODEL  (pred, succ): the cycle model's predecessors, task to task (its own inference: see
+ *          wsp_sim_enable), when the model replayed the run;
+ *   DROPPED: no pairs; the count is the EDGES not recorded past 2^25 in one run.
+ * Copies pairs first .. first+n-1 into out (2n int64) and returns how many; with out NULL
+ * returns the number of pairs (0 without a trace). */
+enum { WSP_LINKS_EDGES = 0, WSP_LINKS_BATCHES = 1, WSP_LINKS_MODEL = 2, WSP_LINKS_DROPPED = 3 };
+int64_t wsp_trace_links(const wsp_runtime *rt, int32_t what, int64_t first, int64_t n,
+                        int64_t *out);
+
 /* The cycle model after each run (off by default): the machine, the schedule's policy and the
  * kernels' costs; wsp_wait then replays the run's task graph (dependencies inferred exactly as
  * enumerated, independent of host timing; each wsp_await an enumeration gate on exactly the

@@ -264,10 +264,16 @@ def test_summary_text():
     assert "cube busy       4.8% of 24 cores" in text
     assert "vector busy     0.4% of 48 cores" in text
     assert "stolen          1 task\n" in text
-    rows = text.splitlines()[-3:]
-    assert rows[0].split() == ["dispatcher", "tasks", "stolen", "busy"]
+    lines = text.splitlines()
+    at = [line.split() for line in lines].index(["dispatcher", "tasks", "stolen", "busy"])
+    rows = lines[at:at + 3]
     assert rows[1].split() == ["0", "3", "1", "19.4%"]  # 756 / 3900
     assert rows[2].split() == ["1", "1", "0", "6.5%"]
+    # then the per-kernel table, by real time: mm 3000 + 600 ns, init 100 ns, norm never ran
+    assert lines[at + 3] == "  per kernel, by real time:"
+    table = [line.split() for line in lines[at + 5:]]
+    assert [(r[0], r[1], r[2]) for r in table] == [("mm", "2", "0.004"), ("init", "1", "0.000"),
+                                                    ("norm", "1", "0.000")]
 
 
 def test_summary_derived_from_results_alone():

@@ -186,7 +186,8 @@ class ProgramTrace:
                 "avg_task_time_us": (sum(durs) / len(durs) / 1e3) if durs else 0.0,
                 "wall_time_ms": ((max(d["end_ns"] for d in tasks) - min(d["start_ns"] for d in tasks))
                                  / 1e6) if tasks else 0.0,
-                "total_cycles": int(self._trace.summary_data.get("total_cycles", 0))}
+                "total_cycles": int(self._trace.summary_data.get("total_cycles", 0)),
+                "kernels": self._trace.kernel_table()}
         return TraceSummary(data, self._trace.summary())
 
     def print_summary(self) -> None:

@@ -108,14 +108,56 @@ def _fixpipe_converts(kernel: N.Kernel) -> set[int]:
             if op.op == "convert" and kernel.ops[op.args[0]].op == "matmul"}
 
 
-def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int) -> int:
-    """Cycles to move the kernel's tile parameters through one core's share of HBM."""
+def moved_bytes(kernel: N.Kernel) -> int:
+    """Bytes one task of the kernel moves: every tile parameter once (In read, Out written),
+    an InOut twice (read and written)."""
     moved = 0
     for p in kernel.params:
         if p.kind != "tile":
             continue
         passes = 2 if p.mode == "InOut" else 1
         moved += passes * p.rows * p.cols * size_of(p.dtype)
+    return moved
+
+
+def kernel_flops(kernel: N.Kernel) -> int:
+    """Arithmetic operations of one task of the kernel (docs/running.md, "Per-kernel table").
+
+    decision: a matmul M x K @ K x N counts 2*M*N*K (a multiply and an add per MAC); every other
+    tile op that computes counts one per element it produces (an `exp` one, as an `add`), a
+    reduction one per element it reads, an op with an expansion (softmax) as the ops it expands
+    into (so -O0 and -O2 count alike); conversions, views, leaves and scalar arithmetic count
+    nothing (they move or name data); an extern kernel is opaque: 0."""
+    ops = list(kernel.ops)
+    total = 0
+    for op in kernel.ops:
+        expand = OPS[op.op].expand
+        if expand is None:
+            total += _op_flops(ops, op)
+            continue
+        first = len(ops)
+        expand(op, op.args, lambda name, args, shape, dtype, attr=None:
+               ops.append(N.Op(name, args, shape, dtype, attr)) or len(ops) - 1)
+        total += sum(_op_flops(ops, x) for x in ops[first:])
+    return total
+
+
+def _op_flops(ops: list, op: N.Op) -> int:
+    plan = OPS[op.op].plan
+    if op.op == "matmul":
+        m, n = op.shape
+        return 2 * m * n * ops[op.args[0]].shape[1]
+    if op.shape is None or op.op in _NOT_ARITHMETIC or plan not in ("ew", "red"):
+        return 0
+    return _elements(ops[op.args[0]].shape if plan == "red" else op.shape)
+
+
+_NOT_ARITHMETIC = frozenset({"convert", "cast"})
+
+
+def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int) -> int:
+    """Cycles to move the kernel's tile parameters through one core's share of HBM."""
+    moved = moved_bytes(kernel)
     bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
     cycles = moved / bytes_per_ns * machine.clock_ghz
     # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle

@@ -61,6 +61,8 @@ int64_t wsp_trace_count(const wsp_runtime *rt);
 typedef struct wsp_trace_event wsp_trace_event;
 typedef struct wsp_simresult wsp_simresult;
 int64_t wsp_trace_read(const wsp_runtime *rt, int64_t first, int64_t n, wsp_trace_event *out);
+int64_t wsp_trace_links(const wsp_runtime *rt, int32_t what, int64_t first, int64_t n,
+                        int64_t *out);
 int64_t wsp_note_count(const wsp_runtime *rt);
 int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *out);
 int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
@@ -181,6 +183,7 @@ class Backend:
                 info.update(self._model_results(rt, mach, policy))
                 if trace:
                     info["trace"] = self._trace(rt, m, sched, mach, info)
+                    info["kernels"] = info["trace"].kernel_table()
         finally:
             if owned:
                 lib.wsp_runtime_free(rt)
@@ -276,9 +279,29 @@ class Backend:
         notes = np.zeros((nn, 3), np.int64)
         if nn:
             lib.wsp_note_read(rt, 0, nn, ffi.cast("int64_t *", ffi.from_buffer(notes)))
+        if getattr(self, "_work_for", None) is not m:
+            from .cost import kernel_flops, moved_bytes
+
+            self._work = [(moved_bytes(k), kernel_flops(k)) for k in m.kernels]
+            self._work_for = m
         return Trace(real, names, mach, sim=sim, schedule=sched.name, summary=summary,
                      dispatchers=info.get("dispatchers", []), notes=notes,
-                     channels=[c.name for c in m.channels])
+                     channels=[c.name for c in m.channels], work=self._work,
+                     edges=self._links(rt, 0), batches=self._links(rt, 1),
+                     model_edges=self._links(rt, 2) if sim is not None else None,
+                     dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)))
+
+    def _links(self, rt, what: int):
+        """The run's WSP_LINKS_* pairs (`what`: 0 edges, 1 batches, 2 the model's edges)."""
+        import numpy as np
+
+        ffi, lib = self.ffi, self.lib
+        n = int(lib.wsp_trace_links(rt, what, 0, 0, ffi.NULL))
+        out = np.zeros((n, 2), np.int64)
+        if n:
+            got = lib.wsp_trace_links(rt, what, 0, n, ffi.cast("int64_t *", ffi.from_buffer(out)))
+            out = out[:got]
+        return out
 
     def _csp_failure(self, message: str, counters, base: int) -> WspError:
         """A deadlock or a channel opened twice, worded as the ref back end words it."""

@@ -5,10 +5,13 @@ The C runtime records one `wsp_trace_event` per task (wsp_trace_read) and, with 
 on, one `wsp_simresult` per task (wsp_sim_read), both in enumeration order. They arrive here as
 NumPy structured arrays with exactly the C layouts (EVENT_DTYPE, SIMRESULT_DTYPE; `from_cdata`
 copies a cffi buffer into one), so a million tasks cost one memcpy, not a million cdata reads.
+The dependency edges (wsp_trace_links: the runtime's, its batches, the model's) arrive as
+(n, 2) int64 arrays of trace indices and become the Chrome trace's flow arrows.
 
     tr = Trace(events, kernel_names, machine, sim=results, schedule="main",
-               summary=summary_dict(c_summary), dispatchers=dispatcher_stats(c_disp, n))
-    tr.write("run.json"); print(tr.summary())
+               summary=summary_dict(c_summary), dispatchers=dispatcher_stats(c_disp, n),
+               work=[(bytes, flops), ...], edges=e, batches=b, model_edges=me)
+    tr.write("run.json"); print(tr.summary()); rows = tr.kernel_table()
 
 Nothing here runs or models anything: the numbers are the runtime's and the model's.
 """
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import numpy as np
 
 from ...files import write_atomic
+from ..profile import kernel_rows, table_lines
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -50,6 +54,8 @@ SIMRESULT_DTYPE = np.dtype({
 
 UNIT_NAMES = ("vector", "cube")  # WSP_UNIT_VECTOR, WSP_UNIT_CUBE
 PID_REAL, PID_SIM = 1, 2
+FLOW = "dependency"  # the name and category of every flow (arrow) event
+NO_LINKS = np.zeros((0, 2), np.int64)
 SUMMARY_FIELDS = ("tasks", "total_cycles", "critical_path", "serial_cycles", "stolen", "groups")
 
 
@@ -80,7 +86,10 @@ class Trace:
                  machine: Optional["Machine"] = None, *, sim: Optional[np.ndarray] = None,
                  schedule: str = "", summary: Optional[dict[str, Any]] = None,
                  dispatchers: Optional[Sequence[dict[str, int]]] = None,
-                 notes: Optional[np.ndarray] = None, channels: Sequence[str] = ()):
+                 notes: Optional[np.ndarray] = None, channels: Sequence[str] = (),
+                 work: Sequence[tuple[int, int]] = (), edges: Optional[np.ndarray] = None,
+                 batches: Optional[np.ndarray] = None, model_edges: Optional[np.ndarray] = None,
+                 dropped_edges: int = 0):
         events = np.asarray(events)
         if events.dtype != EVENT_DTYPE:
             raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
@@ -106,6 +115,15 @@ class Trace:
         # of channel `channels[c]`, tag 2c + 1: the task holds it (a task of its consume body)
         self.notes = np.zeros((0, 3), np.int64) if notes is None else np.asarray(notes, np.int64)
         self.channels = list(channels)
+        # per kernel, what one task moves and computes: (bytes, flops) (cost.moved_bytes,
+        # cost.kernel_flops)
+        self.work = [tuple(w) for w in work]
+        # (pred, succ) trace indices: the runtime's edges between its tasks, each named by its
+        # first task; (first, count): its tasks standing for several (batches); the model's edges
+        self.edges = _links(edges)
+        self.batches = _links(batches)
+        self.model_edges = _links(model_edges)
+        self.dropped_edges = int(dropped_edges)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -115,17 +133,23 @@ class Trace:
     def to_chrome_trace(self) -> dict[str, Any]:
         """The trace as a Chrome trace object: process 1 the real run (a thread per worker),
         process 2 the cycle model (a thread per core); one complete ("X") event per task and
-        track, times in µs, task details in each event's args."""
+        track, times in µs, task details in each event's args; a flow (an "s" and an "f" event
+        with one id, drawn as an arrow) per dependency edge on each track."""
         with _no_gc():
             names = self._task_names()
             args = self._task_args()
             out = self._metadata()
             out.extend(self._real_events(names, args))
             out.extend(self._counter_events("real"))
+            real_flows = self._real_flows(1)
+            out.extend(real_flows)
             if self.sim is not None:
                 out.extend(self._sim_events(names, args))
                 out.extend(self._counter_events("sim"))
+                out.extend(self._sim_flows(1 + len(real_flows) // 2))
         other = {"schedule": self.schedule, "tasks": len(self)}
+        if self.dropped_edges:
+            other["edges_not_recorded"] = self.dropped_edges
         if self.machine is not None:
             other["machine"] = self.machine.name
         other.update(self.summary_data)
@@ -271,6 +295,58 @@ class Trace:
         return [{"name": n, "cat": "task", "ph": "X", "pid": PID_SIM, "tid": c, "ts": t0,
                  "dur": d, "args": a} for n, c, t0, d, a in zip(names, tid, ts, dur, args)]
 
+    # -- dependency arrows -------------------------------------------------------------------
+
+    def _real_flows(self, first_id: int) -> list[dict[str, Any]]:
+        """A flow per runtime edge between two tasks that ran: from the predecessor's task that
+        finished last (a batch's) to the successor's task that started first."""
+        ev = self.events
+        n = len(ev)
+        e = self.edges
+        if not len(e) or not n:
+            return []
+        ran = ev["worker"] >= 0
+        last, first = np.arange(n), np.arange(n)
+        for f, c in self.batches.tolist():
+            seg = slice(f, min(f + c, n))
+            if f < n and ran[seg].any():
+                last[f] = f + int(np.argmax(np.where(ran[seg], ev["end_ns"][seg], -1)))
+                first[f] = f + int(np.argmin(np.where(ran[seg], ev["start_ns"][seg],
+                                                      np.iinfo(np.int64).max)))
+        e = e[(e[:, 0] >= 0) & (e[:, 0] < n) & (e[:, 1] >= 0) & (e[:, 1] < n)]
+        src, dst = last[e[:, 0]], first[e[:, 1]]
+        keep = ran[src] & ran[dst]
+        src, dst = src[keep], dst[keep]
+        ts = ev["start_ns"] / 1000.0
+        mid = ts + np.maximum(ev["end_ns"] - ev["start_ns"], 0) / 1000.0 / 2
+        tid = ev["worker"].astype(np.int64) + 1
+        return _flows(first_id, PID_REAL, tid[src], mid[src], tid[dst], mid[dst])
+
+    def _sim_flows(self, first_id: int) -> list[dict[str, Any]]:
+        """A flow per edge of the cycle model's task graph, between the tasks' modelled times."""
+        sim, e = self.sim, self.model_edges
+        n = len(sim)
+        e = e[(e[:, 0] >= 0) & (e[:, 0] < n) & (e[:, 1] >= 0) & (e[:, 1] < n)]
+        if not len(e):
+            return []
+        per_us = self.machine.clock_ghz * 1000.0
+        ts = sim["start"] / per_us
+        mid = ts + np.maximum(sim["finish"] - sim["start"], 0) / per_us / 2
+        core = sim["core"].astype(np.int64)
+        tid = np.where(sim["unit"] == 1, 1 + core, self._vector_tid0 + core)
+        src, dst = e[:, 0], e[:, 1]
+        return _flows(first_id, PID_SIM, tid[src], mid[src], tid[dst], mid[dst])
+
+    # -- per kernel ---------------------------------------------------------------------------
+
+    def kernel_table(self) -> list[dict[str, Any]]:
+        """Per kernel: tasks, real time (total, mean), simulated cycles, bytes moved, flops and
+        the rates they make (`profile.ROW_FIELDS`), the largest real time first."""
+        ev = self.events
+        sim = None if self.sim is None else self.sim["finish"] - self.sim["start"]
+        return kernel_rows(self.kernel_names, ev["kernel"], ev["end_ns"] - ev["start_ns"],
+                           ev["worker"] >= 0, sim, self.work)
+
     # -- channel occupancy (CSP) --------------------------------------------------------------
 
     def channel_occupancy(self, clock: str = "real") -> dict[str, list[tuple[float, int]]]:
@@ -336,6 +412,9 @@ class Trace:
             lines += self._sim_lines()
         if self.dispatchers:
             lines += self._dispatcher_lines()
+        table = table_lines(self.kernel_table(), "    ")
+        if table:
+            lines += ["  per kernel, by real time:"] + table
         return "\n".join(lines)
 
     def _title(self) -> str:
@@ -381,6 +460,28 @@ class Trace:
             lines.append(f"  {i:>10} {int(d.get('tasks', 0)):>9,} {int(d.get('stolen', 0)):>8,} "
                          f"{_percent(d.get('busy_cycles', 0), total):>7}")
         return lines
+
+
+def _links(a: Optional[np.ndarray]) -> np.ndarray:
+    """Pairs as an (n, 2) int64 array (none: empty)."""
+    return NO_LINKS if a is None else np.asarray(a, np.int64).reshape(-1, 2)
+
+
+def _flows(first_id: int, pid: int, src_tid, src_ts, dst_tid, dst_ts) -> list[dict[str, Any]]:
+    """Flow events: for each pair an "s" in the source's slice and an "f" bound to the enclosing
+    slice of the destination ("bp": "e"), both at their slice's middle.
+
+    decision: the middle, not an end: a flow binds to the slice that encloses its timestamp, and
+    a slice's own end (or its start, among other events at the same time) is ambiguous there."""
+    out: list[dict[str, Any]] = []
+    ids = range(first_id, first_id + len(src_tid))
+    for i, st, sts, dt, dts in zip(ids, src_tid.tolist(), src_ts.tolist(), dst_tid.tolist(),
+                                   dst_ts.tolist()):
+        out.append({"name": FLOW, "cat": FLOW, "ph": "s", "id": i, "pid": pid, "tid": st,
+                    "ts": sts})
+        out.append({"name": FLOW, "cat": FLOW, "ph": "f", "bp": "e", "id": i, "pid": pid,
+                    "tid": dt, "ts": dts})
+    return out
 
 
 def _derive_summary(sim: np.ndarray) -> dict[str, Any]:
