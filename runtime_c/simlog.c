@@ -61,7 +61,7 @@
  * doubling; before each doubling the room they would then have is priced at
  * WSP_SIM_TASK_BYTES per task and WSP_SIM_EDGE_BYTES per edge (the log's entry and the replay's
  * arrays for it: measured about 57 bytes per task with one edge) and, past the limit, the task
- * fails with WSP_ERR_LIMIT before anything is allocated. A check per doubling, not per task: it
+ * fails with WSP_ERR_RECORDS before anything is allocated. A check per doubling, not per task: it
  * costs nothing measurable. Per-tile records are bounded by the tensors, not priced.
  */
 #include <stdlib.h>
@@ -531,7 +531,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
         if (!l->oom && l->ntasks >= INT32_MAX - 1) l->over = 2;
         if (l->oom || l->over || !fits(l, doubled(l->captasks), l->cappreds) ||
             wsp__grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks))
-            return l->over ? WSP_ERR_LIMIT : WSP_ERR_INTERNAL;
+            return l->over ? WSP_ERR_RECORDS : WSP_ERR_INTERNAL;
     }
     int64_t first = l->npreds;
     l->last_pred = -1;
@@ -540,7 +540,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
         srec *r = ts->fast && a->ndim == ts->ndim ? dense_rec(l, ts, a) : NULL;
         if (r ? access_rec(l, r, (a->mode & WSP_WRITE) != 0) : access(l, a)) {
             l->oom = 1;  /* the records may be half updated: the log is unusable */
-            return l->over ? WSP_ERR_LIMIT : WSP_ERR_INTERNAL;
+            return l->over ? WSP_ERR_RECORDS : WSP_ERR_INTERNAL;
         }
     }
     if (__builtin_expect(l->depth > 0, 0) && wsp__simlog_order_note(l)) {

@@ -36,8 +36,8 @@ int wsp__record(wsp_runtime *rt, const wsp_task *task, int64_t index) {
                                   : (int32_t)(index % wsp__simlog_dispatchers(rt->simlog));
         int32_t st = rt->nstreams > 0 ? task->stream : -1;
         int rc = wsp__simlog_add(rt->simlog, task, d, st);
-        if (rc == WSP_ERR_LIMIT)  /* program.py reads this message: keep them in step */
-            return wsp__failf(rt, WSP_ERR_LIMIT, "cycle model limit: %s at statement %d after %lld tasks",
+        if (rc == WSP_ERR_RECORDS)  /* program.py reads this message: keep them in step */
+            return wsp__failf(rt, WSP_ERR_RECORDS, "cycle model limit: %s at statement %d after %lld tasks",
                               wsp__simlog_over(rt->simlog) == 2 ? "tasks" : "memory", task->stmt,
                               (long long)index);
         if (rc) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (cycle model log)");

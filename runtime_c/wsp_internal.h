@@ -422,7 +422,7 @@ WSP_HIDDEN void wsp__simlog_begin(wsp_simlog *l);
 WSP_HIDDEN void wsp__simlog_limit(wsp_simlog *l, int64_t bytes);
 WSP_HIDDEN int wsp__simlog_over(const wsp_simlog *l);  /* 0, 1 memory, 2 tasks */
 WSP_HIDDEN void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_t *dims);
-/* `dispatcher`/`stream` as the model sees them; returns 0, WSP_ERR_LIMIT (past the limit of
+/* `dispatcher`/`stream` as the model sees them; returns 0, WSP_ERR_RECORDS (past the limit of
  * wsp_sim_limit, or of the replay's task count: l->over says which) or WSP_ERR_INTERNAL */
 WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher,
                                int32_t stream);

@@ -28,7 +28,7 @@
 #define WSP_ERR_KERNEL 3      /* a kernel reported a failure */
 #define WSP_ERR_INTERNAL 4    /* out of memory, thread creation failed, ... */
 #define WSP_ERR_USAGE 5       /* the runtime was used wrongly (a bug in generated code) */
-#define WSP_ERR_LIMIT 6       /* the cycle model's records passed wsp_sim_limit, or 2^31 - 2 tasks */
+#define WSP_ERR_RECORDS 6     /* the cycle model's records passed wsp_sim_limit, or 2^31 - 2 tasks */
 #define WSP_ERR_CANCELLED 7   /* wsp_fail(rt, WSP_ERR_CANCELLED, ...) from another thread: Ctrl-C */
 
 /* access modes of a task's tile argument */
@@ -271,7 +271,7 @@ int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *
 /* The most bytes the cycle model's records (its log and the replay's working memory) may take
  * in the next runs; 0 (the default): no limit but the machine's. The log grows per task (tasks
  * without a bound: a loop over a large sym), so a run whose records would pass `bytes` fails
- * with WSP_ERR_LIMIT before they are allocated ("cycle model limit: memory at statement S after
+ * with WSP_ERR_RECORDS before they are allocated ("cycle model limit: memory at statement S after
  * K tasks"; "tasks" instead of "memory" past the replay's 2^31 - 2 tasks). The log reserves
  * room in doublings, each checked against WSP_SIM_TASK_BYTES per task and WSP_SIM_EDGE_BYTES
  * per dependency edge: a bound on what the log and the replay take for them. Call it after

@@ -91,7 +91,7 @@ int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
 
 # wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
 # which the memory check before a run uses too (tests/runtime checks them against the header)
-ERR_WINDOW, ERR_KERNEL, ERR_LIMIT, ERR_CANCELLED = 2, 3, 6, 7
+ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED = 2, 3, 6, 7
 SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
 MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
@@ -332,7 +332,7 @@ class Backend:
 
         sources = dict(self.module.sources)
         limit = re.match(r"cycle model limit: (\w+) at statement (\d+) after (\d+) tasks", message)
-        if code == ERR_LIMIT and limit and int(limit.group(2)) < len(self.enumerators.tasks):
+        if code == ERR_RECORDS and limit and int(limit.group(2)) < len(self.enumerators.tasks):
             task = self.enumerators.tasks[int(limit.group(2))]
             done = int(limit.group(3))
             if limit.group(1) == "tasks":
