@@ -271,7 +271,7 @@ class Binding:
                 self.error(span, f"the run makes {total} tasks{with_syms}, more than the cycle "
                            f"model replays in one run ({most})", "bind smaller sizes", notes)
             else:
-                after = f", with the tensors' {size_text(tensors)}," if tensors else ""
+                after = f", with the tensors' {size_text(tensors)}," if tensors else ","
                 self.error(span, f"the run's {total} tasks{with_syms} need "
                            f"{size_text(total * per_task)} for the cycle model's records "
                            f"({per_task} bytes a task){after} more than {limit.what}",
