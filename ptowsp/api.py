@@ -72,13 +72,16 @@ class Binding:
              sources: Optional[Mapping[str, str]] = None,
              max_memory: Union[None, int, str, MemoryLimit] = None,
              check_memory: bool = True,
-             schedule: Optional[str] = None) -> tuple[dict[str, int], dict[str, Any]]:
+             schedule: Optional[str] = None,
+             records: Optional[tuple[int, int]] = None) -> tuple[dict[str, int], dict[str, Any]]:
         """Symbols and input arrays for a run. `sources` names where each array came from
         (`x.npy`) for messages; unknown names and every inconsistency are diagnostics. Once
         every sym is known, and before anything is allocated, the bytes of every tensor are
         checked against `max_memory` (default: the machine's memory; `limits.memory_limit`),
         and the integers `schedule` computes from them (every schedule's when None) against
-        int64."""
+        int64. `records` (bytes per task, most tasks: a target's cycle model keeps a record per
+        task) adds the records of the tasks the syms alone make to the memory check, even
+        without `check_memory`; `self.record_limit` is then the bytes left for them."""
         import numpy as np
 
         m = self.module
@@ -142,9 +145,14 @@ class Binding:
                 f" or pass an array for `{users[0]}`" if users else "")
             self.error(s.span, f"sym `{s.name}` is not bound", help)
         self.raise_if_any()
-        if check_memory:
-            self._check_memory(values, memory_limit(max_memory))
+        self.record_limit = 0
+        if check_memory or records:
+            limit = memory_limit(max_memory)
+            tensors = self._check_memory(values, limit) if check_memory else 0
             self.raise_if_any()
+            if records:
+                self.record_limit = self._check_tasks(values, limit, tensors, records, schedule)
+                self.raise_if_any()
         self._check_int64(values, schedule)
         self.raise_if_any()
         # random data for unbound inputs
@@ -206,22 +214,22 @@ class Binding:
                    f"reach {reach}, past the runtime's int64 arithmetic (2^63 - 1)",
                    "bind smaller values", notes=[Note(span, "computed here")] if span != at else ())
 
-    def _check_memory(self, values: Mapping[str, int], limit: MemoryLimit) -> None:
+    def _check_memory(self, values: Mapping[str, int], limit: MemoryLimit) -> int:
         """The tensors' bytes against `limit`: every tensor once (an inout twice: the caller's
         array and the copy the run updates), reported at the sym that makes the largest one
-        large (or at that tensor, when only constants size it)."""
+        large (or at that tensor, when only constants size it). Returns the bytes."""
         sized = []
         for t in self.module.tensors:
             shape = self._shape(t, values)
             if shape is None:
-                return  # a negative dimension: reported
+                return 0  # a negative dimension: reported
             n = size_of(t.dtype)
             for d in shape:
                 n *= d
             sized.append((n, t))
         total = sum(n * (2 if t.kind == "inout" else 1) for n, t in sized)
         if total <= limit.bytes:
-            return
+            return total
         sized.sort(key=lambda nt: -nt[0])
         big = sized[0][1]
         names = sorted(set().union(*(sym.free_vars(d) for d in big.dims)),
@@ -238,6 +246,38 @@ class Binding:
                    notes=[Note(big.span, f"`{big.name}` is declared "
                                          f"{big.dtype}[{', '.join(map(sym.to_str, big.dims))}] here")]
                    if span != big.span else ())
+        return total
+
+    def _check_tasks(self, values: Mapping[str, int], limit: MemoryLimit, tensors: int,
+                     records: tuple[int, int], schedule: Optional[str]) -> int:
+        """The tasks the syms alone make (`_known_tasks`) against the most the cycle model
+        replays, and their records (`records[0]` bytes each) with the tensors' `tensors` bytes
+        against `limit`; reported at the sym that makes the most-enumerated call large. Returns
+        the bytes left for the records (what the runtime then enforces, for tasks whose number
+        depends on data too)."""
+        per_task, most = records
+        counts = _known_tasks(self.module, schedule, values)
+        total = sum(n for n, _, _ in counts)
+        left = limit.bytes - tensors
+        if counts and (total > most or total * per_task > left):
+            n, task, used = max(counts, key=lambda c: c[0])
+            names = sorted(used, key=lambda v: (-values[v], v))
+            span = next((s.span for s in self.module.syms if names and s.name == names[0]),
+                        task.span)
+            with_syms = f" with {_show_syms(values, used)}" if used else ""
+            notes = [Note(task.span, f"this call of `{task.text}` is enumerated {n} times")] \
+                if span != task.span else []
+            if total > most:
+                self.error(span, f"the run makes {total} tasks{with_syms}, more than the cycle "
+                           f"model replays in one run ({most})", "bind smaller sizes", notes)
+            else:
+                after = f", with the tensors' {size_text(tensors)}," if tensors else ","
+                self.error(span, f"the run's {total} tasks{with_syms} need "
+                           f"{size_text(total * per_task)} for the cycle model's records "
+                           f"({per_task} bytes a task){after} more than {limit.what}",
+                           "bind smaller sizes, or set another limit (`--max-memory SIZE`; "
+                           "in Python, `max_memory=`)", notes)
+        return max(left, 1)
 
     def _shape(self, t: "nodes.TensorDecl", values: Mapping[str, int]) -> Optional[tuple[int, ...]]:
         try:
@@ -250,6 +290,35 @@ class Binding:
                            f"(with {_show_syms(values, sym.free_vars(d))})")
                 return None
         return dims
+
+
+def _known_tasks(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
+    """(count, task, syms) of each task call of `schedule` (every schedule's when None) that
+    runs a number of times the syms alone decide: the product of the extents of the loops
+    around it, and the syms in them. Calls under a loop whose extent depends on data or on an
+    outer loop, a `when`, or a CSP construct are left out (the runtime checks them as they
+    come): the sum is a lower bound of the run's tasks."""
+    from .ir import nodes as N
+
+    found: list = []
+
+    def visit(stmts, times: int, used: frozenset) -> None:
+        for st in stmts:
+            if isinstance(st, N.Task):
+                found.append((times, st, used))
+            elif isinstance(st, N.Block):
+                visit(st.body, times, used)
+            elif isinstance(st, N.Loop):
+                try:
+                    extent = sym.evaluate(st.extent, values)
+                except (sym.SymError, TypeError):
+                    continue
+                visit(st.body, times * max(extent, 0), used | sym.free_vars(st.extent))
+
+    for sc in m.schedules:
+        if schedule is None or sc.name == schedule:
+            visit(sc.body, 1, frozenset())
+    return found
 
 
 def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
@@ -408,7 +477,9 @@ _NO_SPAN = Span("<command line>", 0, 0, 0, 0)
 class Program:
     """A module compiled for one target and schedule: call `run` as often as you like.
     `backend` is what the target opened: `run(module, schedule, syms, inputs, workers=...)`,
-    and `cycle_model` (then `run` also takes `trace`, `machine` and `execute`)."""
+    and `cycle_model` (then `run` also takes `trace`, `machine` and `execute`); a backend whose
+    runs keep a record per task has `records` = (bytes per task, most tasks a run may have),
+    and its `run` takes `record_limit` (the bytes the memory limit leaves for them)."""
 
     def __init__(self, module: "nodes.Module", schedule: str, target: str, backend: Any,
                  compile_time_ms: float):
@@ -444,9 +515,13 @@ class Program:
         limit = memory_limit(max_memory)
         # a trace and the machine are the cycle model's: only a runnable with one takes them
         model = {"trace": trace, "machine": self.machine} if self._backend.cycle_model else {}
+        records = getattr(self._backend, "records", None)
         try:
-            syms, inputs = Binding(self.module).bind(bind or {}, arrays, random_inputs, sources,
-                                                     limit, schedule=self.schedule)
+            binding = Binding(self.module)
+            syms, inputs = binding.bind(bind or {}, arrays, random_inputs, sources, limit,
+                                        schedule=self.schedule, records=records)
+            if records:
+                model["record_limit"] = binding.record_limit
             t0 = time.perf_counter()
             outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
                                               workers=workers, **model)
@@ -512,12 +587,17 @@ class Program:
                 zero = np.zeros((), numpy_dtype(t.dtype))
                 # kernels that run read real (contiguous) arrays; otherwise nothing is read
                 fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)
-        # without kernels nothing is touched: the sizes need not fit in memory
-        syms, inputs = Binding(self.module).bind(bind or {}, fake, None, None,
-                                                 check_memory=execute, schedule=self.schedule)
+        # without kernels nothing is touched: the sizes need not fit in memory (the cycle
+        # model's records of the tasks must)
+        binding = Binding(self.module)
+        records = getattr(self._backend, "records", None)
+        syms, inputs = binding.bind(bind or {}, fake, None, None, max_memory,
+                                    check_memory=execute, schedule=self.schedule,
+                                    records=records)
         t0 = time.perf_counter()
         _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
-                                    machine=self.machine, execute=execute)
+                                    machine=self.machine, execute=execute,
+                                    **({"record_limit": binding.record_limit} if records else {}))
         self._record(info, t0)
         return self.stats
 

@@ -1,7 +1,8 @@
 """The `wspc` command: check and compile `.wsp` modules.
 
 Exit status: 0 success, 1 a user error (diagnostics printed), 2 bad command-line usage,
-70 an internal error (the message names the stage; the traceback only with `--debug`).
+70 an internal error (the message names the stage; the traceback only with `--debug`), 130
+interrupted (Ctrl-C: `wspc: interrupted`, nothing written).
 Importing this module must stay cheap: no numpy, no cffi, Lark only when a file is parsed.
 """
 
@@ -19,6 +20,7 @@ from .version import __version__
 
 EXIT_USER = 1
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT, as a process killed by Ctrl-C reports
 
 T = TypeVar("T")
 
@@ -54,7 +56,20 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
     raise InternalError("cli", f"stage {stage} neither returned nor exited")  # ctx.exit raises
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Wspc(click.Group):
+    """The command group: a Ctrl-C anywhere (a run stops promptly: backends/cpu/program.py)
+    ends wspc with one line and exit 130 instead of click's `Aborted!` and exit 1. Every
+    output is written only after its stage succeeded, so an interrupt leaves none behind."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("wspc: interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=_Wspc, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="wspc")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
 def main(debug: bool) -> None:

@@ -54,6 +54,15 @@
  * edge, 16 bytes per gate and 4 per gate writer, 16 bytes per task in an order scope and 9 per
  * step group, the replay's O(ntasks + edges + groups). Kept until the cycle model is disabled
  * or the runtime freed.
+ *
+ * The limit (wsp_sim_limit). The log is the one part of a run that grows with the task count
+ * whatever the tensors are (a loop over a large sym makes a chain of tiny tasks), so it must not
+ * grow until the kernel's OOM killer ends the process. The task and edge arrays grow by
+ * doubling; before each doubling the room they would then have is priced at
+ * WSP_SIM_TASK_BYTES per task and WSP_SIM_EDGE_BYTES per edge (the log's entry and the replay's
+ * arrays for it: measured about 57 bytes per task with one edge) and, past the limit, the task
+ * fails with WSP_ERR_RECORDS before anything is allocated. A check per doubling, not per task: it
+ * costs nothing measurable. Per-tile records are bounded by the tensors, not priced.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -204,11 +213,29 @@ void wsp__simlog_begin(wsp_simlog *l) {
     l->depth = l->borrowed = 0;
     l->ngroups = l->nmemb = 0;
     l->oom = 0;
+    l->over = 0;
     memset(&l->summary, 0, sizeof l->summary);
     l->nresults = 0;
 }
 
 int32_t wsp__simlog_dispatchers(const wsp_simlog *l) { return l->p.ndispatchers; }
+
+void wsp__simlog_limit(wsp_simlog *l, int64_t bytes) { l->limit = bytes > 0 ? bytes : 0; }
+
+int wsp__simlog_over(const wsp_simlog *l) { return l->over; }
+
+/* Whether room for `tasks` tasks and `edges` edges stays within the limit (else l->over). */
+static __attribute__((noinline)) int fits(wsp_simlog *l, int64_t tasks, int64_t edges) {
+    if (l->limit > 0 && (double)tasks * WSP_SIM_TASK_BYTES + (double)edges * WSP_SIM_EDGE_BYTES >
+                            (double)l->limit) {
+        l->over = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* The next doubling of a grow-only array of `cap` elements (wsp__grow's rule). */
+static inline int64_t doubled(int64_t cap) { return cap ? 2 * cap : 1024; }
 
 void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_t *dims) {
     if (tensor < 0 || tensor >= l->ntensors || ndim < 0 || ndim > WSP_MAX_DIMS) return;
@@ -224,7 +251,8 @@ void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_
 static inline int add_pred(wsp_simlog *l, int32_t j) {
     if (j < 0 || j == l->last_pred || j == (int32_t)l->ntasks) return 0;
     if (__builtin_expect(l->npreds == l->cappreds, 0) &&
-        wsp__grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds))
+        (!fits(l, l->captasks, doubled(l->cappreds)) ||
+         wsp__grow((void **)&l->preds, &l->cappreds, l->npreds + 1, sizeof *l->preds)))
         return -1;
     l->preds[l->npreds++] = j;
     l->last_pred = j;
@@ -500,9 +528,10 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
     if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
         /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
-        if (l->oom || l->ntasks >= INT32_MAX - 1 ||
+        if (!l->oom && l->ntasks >= INT32_MAX - 1) l->over = 2;
+        if (l->oom || l->over || !fits(l, doubled(l->captasks), l->cappreds) ||
             wsp__grow((void **)&l->tasks, &l->captasks, l->ntasks + 1, sizeof *l->tasks))
-            return WSP_ERR_INTERNAL;
+            return l->over ? WSP_ERR_RECORDS : WSP_ERR_INTERNAL;
     }
     int64_t first = l->npreds;
     l->last_pred = -1;
@@ -511,7 +540,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
         srec *r = ts->fast && a->ndim == ts->ndim ? dense_rec(l, ts, a) : NULL;
         if (r ? access_rec(l, r, (a->mode & WSP_WRITE) != 0) : access(l, a)) {
             l->oom = 1;  /* the records may be half updated: the log is unusable */
-            return WSP_ERR_INTERNAL;
+            return l->over ? WSP_ERR_RECORDS : WSP_ERR_INTERNAL;
         }
     }
     if (__builtin_expect(l->depth > 0, 0) && wsp__simlog_order_note(l)) {

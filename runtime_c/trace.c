@@ -35,8 +35,12 @@ int wsp__record(wsp_runtime *rt, const wsp_task *task, int64_t index) {
         int32_t d = rt->ndisp > 0 ? task->dispatcher
                                   : (int32_t)(index % wsp__simlog_dispatchers(rt->simlog));
         int32_t st = rt->nstreams > 0 ? task->stream : -1;
-        if (wsp__simlog_add(rt->simlog, task, d, st))
-            return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (cycle model log)");
+        int rc = wsp__simlog_add(rt->simlog, task, d, st);
+        if (rc == WSP_ERR_RECORDS)  /* program.py reads this message: keep them in step */
+            return wsp__failf(rt, WSP_ERR_RECORDS, "cycle model limit: %s at statement %d after %lld tasks",
+                              wsp__simlog_over(rt->simlog) == 2 ? "tasks" : "memory", task->stmt,
+                              (long long)index);
+        if (rc) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (cycle model log)");
     }
     return WSP_OK;
 }
@@ -147,6 +151,13 @@ int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
         return wsp_fail(rt, WSP_ERR_USAGE, "wsp_sim_enable: bad policy or costs");
     rt->simlog = wsp__simlog_new(rt->ntensors, m, p, costs, nkernels);
     return rt->simlog ? WSP_OK : WSP_ERR_INTERNAL;
+}
+
+int wsp_sim_limit(wsp_runtime *rt, int64_t bytes) {
+    if (!rt) return WSP_ERR_USAGE;
+    if (rt->running) return wsp_fail(rt, WSP_ERR_USAGE, "wsp_sim_limit called during a run");
+    if (rt->simlog) wsp__simlog_limit(rt->simlog, bytes);
+    return WSP_OK;
 }
 
 int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims) {

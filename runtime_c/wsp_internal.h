@@ -430,8 +430,11 @@ WSP_HIDDEN wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, c
                                        const wsp_kcost *costs, int32_t nkernels);
 WSP_HIDDEN void wsp__simlog_free(wsp_simlog *l);
 WSP_HIDDEN void wsp__simlog_begin(wsp_simlog *l);
+WSP_HIDDEN void wsp__simlog_limit(wsp_simlog *l, int64_t bytes);
+WSP_HIDDEN int wsp__simlog_over(const wsp_simlog *l);  /* 0, 1 memory, 2 tasks */
 WSP_HIDDEN void wsp__simlog_shape(wsp_simlog *l, int32_t tensor, int32_t ndim, const int64_t *dims);
-/* `dispatcher`/`stream` as the model sees them; returns 0 or WSP_ERR_INTERNAL */
+/* `dispatcher`/`stream` as the model sees them; returns 0, WSP_ERR_RECORDS (past the limit of
+ * wsp_sim_limit, or of the replay's task count: l->over says which) or WSP_ERR_INTERNAL */
 WSP_HIDDEN int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher,
                                int32_t stream);
 /* A wsp_await of the run on acc's box, `index` tasks into it: the log's own last writers of the
@@ -684,6 +687,8 @@ struct wsp_simlog {
     wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
     int64_t nmemb, capmemb;
     int oom;
+    int over;                  /* past the limit: 1 wsp_sim_limit's bytes, 2 the task count */
+    int64_t limit;             /* wsp_sim_limit: bytes (0: none) */
     wsp_machine m;
     wsp_policy p;
     wsp_kcost *costs;

@@ -28,6 +28,8 @@
 #define WSP_ERR_KERNEL 3      /* a kernel reported a failure */
 #define WSP_ERR_INTERNAL 4    /* out of memory, thread creation failed, ... */
 #define WSP_ERR_USAGE 5       /* the runtime was used wrongly (a bug in generated code) */
+#define WSP_ERR_RECORDS 6     /* the cycle model's records passed wsp_sim_limit, or 2^31 - 2 tasks */
+#define WSP_ERR_CANCELLED 7   /* wsp_fail(rt, WSP_ERR_CANCELLED, ...) from another thread: Ctrl-C */
 
 /* access modes of a task's tile argument */
 #define WSP_READ 1
@@ -281,6 +283,17 @@ int wsp_sim_enable(wsp_runtime *rt, const wsp_machine *m, const wsp_policy *p,
 /* The shape of a tensor in this run (after wsp_begin, before its first task): lets the model
  * index tiles directly instead of hashing them. Optional. */
 int wsp_sim_shape(wsp_runtime *rt, int32_t tensor, int32_t ndim, const int64_t *dims);
+/* The most bytes the cycle model's records (its log and the replay's working memory) may take
+ * in the next runs; 0 (the default): no limit but the machine's. The log grows per task (tasks
+ * without a bound: a loop over a large sym), so a run whose records would pass `bytes` fails
+ * with WSP_ERR_RECORDS before they are allocated ("cycle model limit: memory at statement S after
+ * K tasks"; "tasks" instead of "memory" past the replay's 2^31 - 2 tasks). The log reserves
+ * room in doublings, each checked against WSP_SIM_TASK_BYTES per task and WSP_SIM_EDGE_BYTES
+ * per dependency edge: a bound on what the log and the replay take for them. Call it after
+ * wsp_sim_enable (which resets it to 0), outside a run. */
+#define WSP_SIM_TASK_BYTES 64
+#define WSP_SIM_EDGE_BYTES 12
+int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
 int wsp_sim_summary(const wsp_runtime *rt, wsp_simsummary *out);
 int wsp_sim_dispatchers(const wsp_runtime *rt, int32_t first, int32_t n, wsp_simdisp *out);
 /* Per-task model results of the last run when tracing was on (else 0 copied). */

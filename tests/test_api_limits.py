@@ -114,7 +114,11 @@ def test_simulate_without_kernels_needs_no_memory_for_its_sizes(wspc_cache):
            "workload w() { for i in P(N) { k[i](x = X[i : i + 1, :], y = Y[i : i + 1, :]) } }\n"
            "schedule main = w()\n")
     prog = ptowsp.parse(src, "m.wsp").compile(target="cpu_sim")
-    assert prog.simulate(bind={"N": 64}, max_memory="1K").task_count == 64
+    # the tensors would need 122.1 MiB; the cycle model's records of the tasks, 61.0 MiB
+    assert prog.simulate(bind={"N": 10**6}, max_memory="100M").task_count == 10**6
+    # ... which do count (docs/running.md, "Memory")
+    with pytest.raises(WspError, match="need 4.0 KiB for the cycle model's records"):
+        prog.simulate(bind={"N": 64}, max_memory="1K")
 
 
 SHIFT = ("module shift\nsym N = 4, S = 0\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"

@@ -6,10 +6,18 @@ enumerator, waits, and turns a run-time failure into a diagnostic (a bad view: a
 with coordinates and values; a kernel failure, a full window in abort mode, a CSP deadlock) or
 an `ExecutionError`. With the cycle model on (always), every run is also replayed on the
 machine (`cost.py`, `trace.py`).
+
+Ctrl-C (docs/running.md, "Interrupting a run"): the C calls that run the tasks block for as
+long as the run lasts, and Python's signal handler runs only between bytecodes of the main
+thread, so on the main thread the run (wsp_begin ... wsp_wait) happens on a helper thread while
+the main thread waits, interruptibly. KeyboardInterrupt there fails the run with
+WSP_ERR_CANCELLED (no further task starts, running ones finish), waits for the helper to drain
+it, and is raised again: the runtime is left between runs, ready for the next one.
 """
 
 from __future__ import annotations
 
+import _thread
 import re
 import threading
 from pathlib import Path
@@ -79,7 +87,15 @@ int wsp_wait(wsp_runtime *rt);
 void wsp_get_stats(const wsp_runtime *rt, wsp_stats *out);
 int wsp_error_code(const wsp_runtime *rt);
 const char *wsp_error_message(const wsp_runtime *rt);
+int wsp_fail(wsp_runtime *rt, int code, const char *message);
+int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
 """
+
+# wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
+# which the memory check before a run uses too (tests/runtime checks them against the header)
+ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED = 2, 3, 6, 7
+SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
+MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
 _LOADED: dict[str, Any] = {}
 
@@ -100,6 +116,8 @@ class Backend:
     """A module built for cpu_sim, loaded and ready to run any of its schedules."""
 
     cycle_model = True  # every run is replayed on the machine's cycle model
+    # ... which keeps a record per task: what the memory check before a run counts (api.py)
+    records = (SIM_TASK_BYTES, MAX_TASKS)
 
     def __init__(self, built):  # an `artifact.Built` (not imported: artifact.py imports this)
         self.artifact = built
@@ -115,7 +133,10 @@ class Backend:
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
-            machine: Any = None, execute: bool = True) -> tuple[dict[str, Any], dict]:
+            machine: Any = None, execute: bool = True,
+            record_limit: int = 0) -> tuple[dict[str, Any], dict]:
+        """Runs `schedule`; `record_limit` bounds the bytes of the cycle model's records (0:
+        none): past it the run fails at the task's call (`_failure`)."""
         import numpy as np
 
         from ...dtypes import numpy_dtype
@@ -152,23 +173,30 @@ class Backend:
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy)
+            lib.wsp_sim_limit(rt, max(int(record_limit), 0))
             lib.wsp_trace_enable(rt, 1 if trace else 0)
             lib.wsp_execute(rt, 1 if execute else 0)
             mode = 1 if sched.window_mode == "abort" else 0
-            rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
-            if rc == 0:
-                # host placement only where the schedule asks for it (docs/schedules.md)
-                pinned = policy["ndispatchers"] if "dispatch" in sched.given else 0
-                rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
-                for i, a in enumerate(arrays):
-                    lib.wsp_sim_shape(rt, i, a.ndim, ffi.new("int64_t[]", list(a.shape) or [0]))
-            if rc == 0:
-                syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
-                bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
-                tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
-                fn = getattr(lib, self.enumerators.entries[schedule])
+            # host placement only where the schedule asks for it (docs/schedules.md)
+            pinned = policy["ndispatchers"] if "dispatch" in sched.given else 0
+            shapes = [ffi.new("int64_t[]", list(a.shape) or [0]) for a in arrays]
+            syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
+            bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
+            tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
+            fn = getattr(lib, self.enumerators.entries[schedule])
+
+            def begin() -> int:
+                rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
+                if rc == 0:
+                    rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
+                    for i, a in enumerate(arrays):
+                        lib.wsp_sim_shape(rt, i, a.ndim, shapes[i])
+                return rc
+
+            def tasks() -> None:
                 fn(rt, syms_c, tensors_c, counters)
-            lib.wsp_wait(rt)  # always drain: tasks may be in flight after a failure
+
+            _run_interruptibly(lib, rt, begin, tasks)
             code = lib.wsp_error_code(rt)
             message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
             stats = ffi.new("wsp_stats *")
@@ -192,7 +220,7 @@ class Backend:
         if code:
             if message.startswith("CSP "):
                 raise self._csp_failure(message, counters, len(layout))
-            raise self._failure(code, message, sched)
+            raise self._failure(code, message, sched, record_limit)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
 
@@ -321,13 +349,33 @@ class Backend:
             blocked.append((e.sites[site], replica, k, free, values))
         return WspError([deadlock_diagnostic(blocked)], dict(self.module.sources))
 
-    def _failure(self, code: int, message: str, sched: Optional[N.Schedule] = None) -> Exception:
+    def _failure(self, code: int, message: str, sched: Optional[N.Schedule] = None,
+                 record_limit: int = 0) -> Exception:
+        from ...limits import size_text
+
         sources = dict(self.module.sources)
-        if code == 2 and sched is not None:  # WSP_ERR_WINDOW: the schedule's window, in abort mode
+        limit = re.match(r"cycle model limit: (\w+) at statement (\d+) after (\d+) tasks", message)
+        if code == ERR_RECORDS and limit and int(limit.group(2)) < len(self.enumerators.tasks):
+            task = self.enumerators.tasks[int(limit.group(2))]
+            done = int(limit.group(3))
+            if limit.group(1) == "tasks":
+                return WspError([Diagnostic(task.span, "too-many-tasks",
+                                            f"the run makes more than {done} tasks (at `{task.text}`), "
+                                            "more than the cycle model replays in one run",
+                                            "bind smaller sizes")], sources)
+            return WspError([Diagnostic(
+                task.span, "memory",
+                f"the run's tasks need more memory than the limit leaves them: after {done} "
+                f"tasks, at `{task.text}`, the cycle model's records ({SIM_TASK_BYTES} bytes a "
+                f"task, {SIM_EDGE_BYTES} a dependency) would pass {size_text(record_limit)}, "
+                "what the memory limit leaves after the tensors",
+                "bind smaller sizes, or set another limit (`--max-memory SIZE`; in Python, "
+                "`max_memory=`)")], sources)
+        if code == ERR_WINDOW and sched is not None:  # the schedule's window, in abort mode
             return WspError([Diagnostic(sched.window_span, "window", message,
                                         "raise the window, or use `mode = stall`")], sources)
         kernel = re.match(r"kernel \d+ \(statement (\d+)\) failed at coords \[([^]]*)\] (.*)", message)
-        if code == 3 and kernel and int(kernel.group(1)) < len(self.enumerators.tasks):
+        if code == ERR_KERNEL and kernel and int(kernel.group(1)) < len(self.enumerators.tasks):
             task = self.enumerators.tasks[int(kernel.group(1))]
             return WspError([Diagnostic(task.span, "kernel-failed",
                                         f"`{task.text}` failed at [{kernel.group(2)}] "
@@ -347,6 +395,59 @@ class Backend:
             return WspError([Diagnostic(chk.span, "bad-data", text)], dict(self.module.sources))
         return WspError([Diagnostic(chk.span, "bad-view", text + "; the task was not launched")],
                         dict(self.module.sources))
+
+
+def _run_interruptibly(lib, rt, begin, tasks) -> None:
+    """begin() (wsp_begin and the run's settings: returns a code), then, if it succeeded,
+    tasks() (the enumerator), then wsp_wait, always: the runtime ends between runs whatever
+    happens. On the main thread they run on a helper thread, so that Ctrl-C is seen at once;
+    a KeyboardInterrupt cancels the run, waits until it has drained and is raised again."""
+    def body() -> None:
+        try:
+            if begin() == 0:
+                if state[0] == "cancelled":  # it came before wsp_begin, which forgets errors
+                    lib.wsp_fail(rt, ERR_CANCELLED, b"the run was interrupted")
+                tasks()
+        finally:
+            lib.wsp_wait(rt)  # always drain: tasks may be in flight after a failure
+            done.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        state = ["running"]  # only the main thread gets signals: nothing to wait for
+        done = threading.Event()
+        body()
+        return
+    # the helper touches the runtime only once it has claimed the run ("running"); an
+    # interrupt before that (even while the thread is being started) claims it first
+    state, mu, done = ["new"], threading.Lock(), threading.Event()
+
+    def helper() -> None:
+        with mu:
+            if state[0] != "new":
+                return
+            state[0] = "running"
+        body()
+
+    try:
+        # the bare thread: threading.Thread.start would wait for it to start (a switch more)
+        _thread.start_new_thread(helper, ())
+        while not done.wait(0.25):  # the wait is interruptible anyway; the slice is a backstop
+            pass
+    except KeyboardInterrupt:
+        import signal
+
+        # a second Ctrl-C must not leave the helper running on a runtime the caller then frees
+        previous = signal.signal(signal.SIGINT, lambda *_: None)
+        try:
+            with mu:
+                started, state[0] = state[0] == "running", "cancelled"
+            if started:  # tasks already running finish, nothing else starts
+                lib.wsp_fail(rt, ERR_CANCELLED, b"the run was interrupted")
+                done.wait()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        raise
 
 
 def csp_info(m: N.Module, layout, counters) -> dict:
