@@ -584,6 +584,7 @@ static wsp_tasknode *next_task(wsp_worker *w) {
          * submitter is a thread too, and a spinning worker on its core slows every submit */
         int found = 0;
         if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->max_spinners) {
+            WSP_TEST_HOOK(rt, WSP_HOOK_SPIN, w->index);
             for (int i = 1; i <= SPIN_ROUNDS && !found && !t; i++) {
                 cpu_relax();
                 found = own_work(w);
@@ -595,6 +596,7 @@ static wsp_tasknode *next_task(wsp_worker *w) {
         atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_seq_cst);
         if (t || (!found && (t = steal(w)))) return t;
         if (found) continue;
+        WSP_TEST_HOOK(rt, WSP_HOOK_SLEEP, w->index);
         pthread_mutex_lock(&q->mu);
         atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
         if (!own_work(w)) {
