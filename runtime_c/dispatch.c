@@ -141,6 +141,8 @@ static void fifo_push(wsp_queue *q, wsp_node *n) {
  * has just made work visible with a sequentially consistent store: a worker whose flag these
  * loads miss announced its sleep later, and then finds that work itself (next_task). */
 static int wake_a_sleeper(wsp_runtime *rt, int32_t except) {
+    /* under pinned placement nobody steals: a woken worker would find nothing and sleep again */
+    if (atomic_load_explicit(&rt->pinned, memory_order_relaxed)) return 0;
     wsp_queue *q = rt->queues, *end = rt->queues + rt->nworkers, *skip = rt->queues + except;
     for (; q != end; q++) {
         if (q != skip && atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) {
