@@ -120,7 +120,9 @@ static void wake(wsp_queue *q) {
     pthread_mutex_unlock(&q->mu);
 }
 
-static void fifo_push(wsp_queue *q, wsp_node *n) {
+/* Queues n at q; 1 if that woke q's sleeping owner (which then takes it), else 0. */
+static int fifo_push(wsp_queue *q, wsp_node *n) {
+    int woke = 0;
     n->next = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->tail) q->tail->next = n;
@@ -133,8 +135,10 @@ static void fifo_push(wsp_queue *q, wsp_node *n) {
         q->token = 1;
         atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
         pthread_cond_signal(&q->cv);
+        woke = 1;
     }
     pthread_mutex_unlock(&q->mu);
+    return woke;
 }
 
 /* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. The caller
@@ -438,8 +442,9 @@ static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
             return;
         }
     }
-    fifo_push(home, &t->h);  /* wakes the owner if it sleeps */
-    if (mine) wake_a_sleeper(rt, w->index);
+    /* the owner takes it if it slept (the push woke it); else it is busy, or it is this worker:
+     * a sleeper takes it rather than wait for that */
+    if (!fifo_push(home, &t->h)) wake_a_sleeper(rt, w->index);
 }
 
 static void maybe_wake_submitter(wsp_runtime *rt);

@@ -127,6 +127,27 @@ def test_a_worker_about_to_sleep_takes_a_successor_released_by_a_busy_worker(gat
     g.finish()
 
 
+def test_a_long_kernels_successor_queued_at_another_busy_worker_wakes_a_sleeper(gated):
+    """A long kernel on worker 0 releases two successors whose dispatcher is worker 1, busy with
+    a gated task: worker 0 keeps one and queues the other at worker 1. Worker 2 sleeps: it must
+    be woken to take that one (each successor runs until both have started), not left to wait
+    for worker 1's task. No hook: every worker but the two busy ones is asleep."""
+    g = gated(3)
+    g.task(5, 1, (20, 21), gate=2)  # B: keeps worker 1 busy
+    g.show((20, 21))
+    assert g.started(5)
+    g.task(0, 0, (0, 4), gate=0)  # the writer, long (held until both readers are submitted)
+    g.show((0, 4))
+    assert g.started(0)
+    g.task(1, 1, (0, 4), mode=READ, gate=1)
+    g.task(2, 1, (0, 4), mode=READ, gate=1)
+    g.lib.hooks_open(0)
+    assert g.started(1) and g.started(2), \
+        "a successor queued at a busy worker waited for it while worker 2 slept (a lost wake-up)"
+    assert len({g.lib.hooks_started(i) for i in (5, 1, 2)}) == 3
+    g.finish()
+
+
 def test_a_spinner_that_finds_its_own_work_passes_on_what_it_was_counted_on_for(gated):
     """Worker 1 spins; the submitter publishes T to busy worker 0's queue and wakes nobody
     (an idle spinner will steal it), but then worker 1 finds a task of its own, U, and runs it.
