@@ -110,14 +110,21 @@ int64_t wsp__sum_ran(const wsp_runtime *rt) {
 
 /* ---- the locked FIFO and sleeping ------------------------------------------------------------ */
 
-/* Clearing `sleeping` here keeps later publications from signalling again before the worker
- * has even been scheduled. */
-static void wake(wsp_queue *q) {
+/* Wakes q's owner if it still sleeps; 1 if it did. Clearing `sleeping` here keeps later
+ * publications from signalling again before the worker has even been scheduled. An owner no
+ * longer asleep (woken by another thread, or it saw work in its second look) looks at every
+ * queue before it sleeps again, so it sees what the caller published before this call; but it
+ * may be busy with other work by then, so it is no use to a caller looking for a sleeper. */
+static int wake(wsp_queue *q) {
     pthread_mutex_lock(&q->mu);
-    q->token = 1;
-    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
-    pthread_cond_signal(&q->cv);
+    int asleep = atomic_load_explicit(&q->sleeping, memory_order_relaxed);
+    if (asleep) {
+        q->token = 1;
+        atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
+        pthread_cond_signal(&q->cv);
+    }
     pthread_mutex_unlock(&q->mu);
+    return asleep;
 }
 
 /* Queues n at q; 1 if that woke q's sleeping owner (which then takes it), else 0. */
@@ -143,15 +150,17 @@ static int fifo_push(wsp_queue *q, wsp_node *n) {
 
 /* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. The caller
  * has just made work visible with a sequentially consistent store: a worker whose flag these
- * loads miss announced its sleep later, and then finds that work itself (next_task). */
+ * loads miss announced its sleep later, and then finds that work itself (next_task). A worker
+ * another thread woke since its flag was read is skipped for the next: two publishers that see
+ * the same sleeper wake two workers, not one twice. */
 static int wake_a_sleeper(wsp_runtime *rt, int32_t except) {
     /* under pinned placement nobody steals: a woken worker would find nothing and sleep again */
     if (atomic_load_explicit(&rt->pinned, memory_order_relaxed)) return 0;
     wsp_queue *q = rt->queues, *end = rt->queues + rt->nworkers, *skip = rt->queues + except;
     for (; q != end; q++) {
         if (q != skip && atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) {
-            wake(q);
-            return 1;
+            WSP_TEST_HOOK(rt, WSP_HOOK_WAKE, except);
+            if (wake(q)) return 1;
         }
     }
     return 0;

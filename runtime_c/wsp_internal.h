@@ -248,7 +248,8 @@ WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
  * the hook compiles to nothing. */
 enum {
     WSP_HOOK_SPIN = 1,             /* a worker counted in `spinners`, before it spins */
-    WSP_HOOK_SLEEP = 2             /* an idle worker after its last look, before it announces sleep */
+    WSP_HOOK_SLEEP = 2,            /* an idle worker after its last look, before it announces sleep */
+    WSP_HOOK_WAKE = 3              /* wake_a_sleeper (worker: `except`) saw a sleeper, not yet woken */
 };
 #ifdef WSP_TEST_HOOKS
 WSP_HIDDEN void wsp__test_hook(wsp_runtime *rt, int point, int32_t worker);

@@ -17,7 +17,7 @@ from .conftest import OK, READ, WRITE, Runtime
 
 pytestmark = pytest.mark.cc
 
-HOOK_SPIN, HOOK_SLEEP = 1, 2  # wsp_internal.h
+HOOK_SPIN, HOOK_SLEEP, HOOK_WAKE = 1, 2, 3  # wsp_internal.h
 
 
 class Gated:
@@ -166,4 +166,28 @@ def test_a_spinner_that_finds_its_own_work_passes_on_what_it_was_counted_on_for(
     g.lib.hooks_release()
     assert g.started(2), "worker 1 never ran its own task"
     assert g.started(1), "T waited for busy workers while worker 2 slept (a lost wake-up)"
+    g.finish()
+
+
+def test_a_sleeper_another_thread_woke_is_not_the_one_woken_for_a_second_task(gated):
+    """Worker 0, done with a long kernel, queues one of its two successors in its own queue and
+    picks sleeping worker 1 to take it; before it wakes worker 1, the submitter wakes worker 1
+    for a task of its own. Worker 1 is busy with that task now, so worker 0 must wake another
+    sleeper (worker 2 or 3) for the successor, not send worker 1 a second wake-up."""
+    g = gated(4)
+    g.task(0, 0, (0, 4), gate=0)  # the writer, long (held until both readers are submitted)
+    g.show((0, 4))
+    assert g.started(0)
+    g.task(1, 0, (0, 4), mode=READ, gate=1)
+    g.task(2, 0, (0, 4), mode=READ, gate=1)
+    g.lib.hooks_hold(g.r.rt, HOOK_WAKE, 0)
+    g.lib.hooks_open(0)
+    assert g.lib.hooks_wait_held() == 1, "worker 0 never looked for a sleeper"
+    g.task(3, 1, (10, 11), gate=2)  # worker 1's own: the submitter wakes it
+    g.show((10, 11))
+    assert g.started(3)
+    g.lib.hooks_release()
+    assert g.started(1) and g.started(2), \
+        "a successor waited for its busy worker while two workers slept (a lost wake-up)"
+    assert len({g.lib.hooks_started(i) for i in (1, 2, 3)}) == 3
     g.finish()
