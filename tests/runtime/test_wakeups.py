@@ -191,3 +191,20 @@ def test_a_sleeper_another_thread_woke_is_not_the_one_woken_for_a_second_task(ga
         "a successor waited for its busy worker while two workers slept (a lost wake-up)"
     assert len({g.lib.hooks_started(i) for i in (1, 2, 3)}) == 3
     g.finish()
+
+
+def test_a_staged_task_is_shown_and_a_sleeper_woken_within_the_stale_rule(gated):
+    """docs/running.md: a task the program has not yet shown to the workers waits for at most
+    256 further submissions (WSP_STALE), even if the program never waits. T, queued at busy
+    worker 0, is staged (no spinner to show it to); 256 submissions later (tasks that wait for
+    worker 0's kernel, so none of them wakes anyone) worker 1, asleep, must take it."""
+    g = gated(2)
+    g.task(0, 0, (0, 1), gate=0)  # G: keeps worker 0 busy
+    g.show((0, 1))
+    assert g.started(0)
+    g.task(1, 0, (1, 2))  # T: staged, not shown
+    for _ in range(256):
+        g.task(62, 1, (0, 1), mode=READ)
+    assert g.started(1), "T stayed staged past the stale rule while worker 1 slept"
+    assert g.lib.hooks_started(1) != g.lib.hooks_started(0)
+    g.finish()
