@@ -34,15 +34,17 @@
  *     which fifo_push also takes), then looks again at every queue it may take from.
  * So a publisher that misses a worker's flag published its work before that worker looked, and
  * the worker takes it; while a spinner is about, publishing costs no system call. Where the
- * publisher finds a sleeper, the wake-up it chooses to send is no longer lost; which it sends is
+ * publisher finds a sleeper, the wake-up it chooses to send is no longer lost (wake() acts only
+ * on a worker still asleep, so two publishers never spend theirs on one); which it sends is
  * policy, for cost: a sleeping owner is woken once its backlog reaches WSP_BATCH_ASLEEP, a
  * sleeper to steal from a busy owner once the backlog passes WSP_BATCH, and both whenever the
  * submitter is about to block or has submitted WSP_STALE more tasks since a task waits unshown
  * or for a sleeping owner; one spinner takes a small backlog one task at a time; and the
- * successors of a tiny kernel wake nobody (make_ready). The submitter itself sleeps on rt->cv in
- * a window stall or in wsp_wait, woken once by the worker whose published counters meet its
- * condition; in wsp_await (WSP_WAIT_AWAIT) it waits for a waiter node, woken by the worker that
- * completes the waiter's last awaited writer.
+ * successors a worker queues wake a sleeper after a long kernel, nobody after a tiny one
+ * (make_ready). The submitter itself sleeps on rt->cv in a window stall or in wsp_wait, woken
+ * once by the worker whose published counters meet its condition; in wsp_await (WSP_WAIT_AWAIT)
+ * it waits for a waiter node, woken by the worker that completes the waiter's last awaited
+ * writer.
  *
  * Ready tasks a worker holds privately (its continuation, and a few successors of tiny kernels)
  * are invisible to thieves; everything else is stealable.
