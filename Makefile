@@ -41,10 +41,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/frontend.py
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/tasks.py
+	$(BIN)/python benchmarks/await_costs.py
 	$(BIN)/python benchmarks/compile.py
 	$(BIN)/python benchmarks/dynamic.py
 	$(BIN)/python benchmarks/csp.py
 	$(BIN)/python benchmarks/optimizer.py
+	$(BIN)/python benchmarks/trace.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
 # runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.

@@ -152,7 +152,8 @@ _OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers"}  # target opt
               help="With --emit: the file to write. Otherwise: the artifact directory to write.")
 @click.option("--schedule", default=None, help="The schedule to check exists (default: main or the only one).")
 @click.option("--depfile", type=click.Path(dir_okay=False), default=None,
-              help="Write a Makefile rule listing the module's source files (for make -MD style builds).")
+              help="With -o: write a Makefile rule making the output depend on the module's source "
+                   "files (for make -MD style builds).")
 @click.option("--npu-arch", default=None, metavar="ARCH",
               help="ascend_npu: the default --npu-arch of the project's CMakeLists.txt (dav-2201).")
 @_opt_options
@@ -166,6 +167,9 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
 
     options = {"npu_arch": npu_arch} if npu_arch is not None else {}
     target = _target(ctx, target_name, options)
+    if depfile and not output:
+        raise click.UsageError("--depfile needs -o: the rule it writes is about the output",
+                               ctx=ctx)
     if target.product is None:
         raise click.UsageError(f"--target {target.name} has nothing to build: it interprets the "
                                f"IR when run (`wspc run FILE --target {target.name}`)")
@@ -183,7 +187,8 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     if emit == "ast":
         from .frontend.printer import dump
 
-        _emit(output, driver.deep(lambda: "".join(dump(f) for f in env.files)))
+        _emit(ctx, output, driver.deep(lambda: "".join(dump(f) for f in env.files)), depfile,
+              deps)
         return
     ir = _run_guarded(ctx, "lower", lambda: driver.lower(env))
     _check_pass_names(ctx, print_after)
@@ -198,12 +203,12 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     if emit == "ir":
         from .ir.printer import print_module
 
-        _emit(output, driver.deep(lambda: print_module(ir)))
+        _emit(ctx, output, driver.deep(lambda: print_module(ir)), depfile, deps)
         return
     emitted = _run_guarded(ctx, "emit", lambda: driver.emit(target, ir, name, options))
     if emit == "c":
-        _emit(output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(emitted.files.items())
-                              if n.endswith(".c")))
+        _emit(ctx, output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(emitted.files.items())
+                                   if n.endswith(".c")), depfile, deps)
         return
     if emitted.warnings:
         from .diagnostics import render
@@ -213,39 +218,31 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     artifact = _run_guarded(ctx, "build", lambda: driver.build(target, emitted))
     if target.runs_here:
         if output:
-            _run_guarded(ctx, "write", lambda: artifact.write(output))
+            _run_guarded(ctx, "write", lambda: _write_output(output, lambda: artifact.write(output)))
         if depfile:
             # the rule's target is the file make tracks: the library inside the artifact directory
-            _run_guarded(ctx, "write", lambda: _write_depfile(
-                depfile, f"{output}/{artifact.library.name}" if output else file, deps))
+            _write_depfile(ctx, depfile, f"{output}/{artifact.library.name}", deps)
         where = output or str(artifact.directory)
         click.echo(f"{file}: built {where} ({'cached' if artifact.cached else 'compiled'})")
         return
-    _run_guarded(ctx, "write", lambda: _write_product(artifact, output))
+    _run_guarded(ctx, "write", lambda: _write_output(output, lambda: artifact.write(output)))
     if depfile:
-        _run_guarded(ctx, "write", lambda: _write_depfile(depfile, f"{output}/CMakeLists.txt", deps))
+        _write_depfile(ctx, depfile, f"{output}/CMakeLists.txt", deps)
     click.echo(f"{file}: wrote {output} ({target.name}, schedule `{name}`, "
                f"{len(artifact.files)} files)")
 
 
-def _write_product(product, output: str) -> None:
-    """Write a target's product as the directory `output` (atomically: the product's `write`);
-    a directory that cannot be written is the user's error."""
+def _write_output(path: str, write: Callable[[], object]) -> None:
+    """Run `write` (it writes `path` atomically); a path that cannot be written is the user's
+    error naming it, and leaves nothing behind."""
     from .diagnostics import Diagnostic, WspError
     from .spans import Span
 
     try:
-        product.write(output)
+        write()
     except OSError as err:
         raise WspError([Diagnostic(Span("<command line>", 0, 0, 0, 0), "io",
-                                   f"cannot write {output}: {err.strerror or err}")]) from None
-
-
-def _write_depfile(path: str, target: str, deps: list[str]) -> None:
-    from .files import write_atomic
-
-    words = _make_words([target, *deps], path)
-    write_atomic(path, f"{words[0]}: {' '.join(words[1:])}\n")
+                                   f"cannot write {path}: {err.strerror or err}")]) from None
 
 
 def _make_words(names: list[str], depfile: str) -> list[str]:
@@ -264,11 +261,25 @@ def _make_words(names: list[str], depfile: str) -> list[str]:
     return words
 
 
-def _emit(output: Optional[str], text: str) -> None:
+def _write_depfile(ctx: click.Context, path: str, target: str, deps: list[str]) -> None:
+    """A Makefile rule `target: deps`, written after the output (so a failed compile leaves the
+    old rule), and an empty rule for each imported file, as `cc -MP` writes: deleting an import
+    must not make the next `make` fail for want of a rule to make it."""
+    from .files import write_atomic
+
+    words = _make_words([target, *deps], path)
+    text = f"{words[0]}: {' '.join(words[1:])}\n" + "".join(f"\n{w}:\n" for w in words[2:])
+    _run_guarded(ctx, "write", lambda: _write_output(path, lambda: write_atomic(path, text)))
+
+
+def _emit(ctx: click.Context, output: Optional[str], text: str, depfile: Optional[str],
+          deps: list[str]) -> None:
     if output:
         from .files import write_atomic
 
-        write_atomic(output, text)
+        _run_guarded(ctx, "write", lambda: _write_output(output, lambda: write_atomic(output, text)))
+        if depfile:
+            _write_depfile(ctx, depfile, output, deps)
     else:
         click.echo(text, nl=False)
 
@@ -646,25 +657,41 @@ def cache() -> None:
 
 
 @cache.command("info")
-def cache_info() -> None:
-    """Where the cache is and what it holds."""
+@click.pass_context
+def cache_info(ctx: click.Context) -> None:
+    """Where the cache is and what it holds (damaged and temporary entries counted apart)."""
     from .backends.cpu.build import cache_info as info_of
 
-    info = info_of()
+    info = _run_guarded(ctx, "cache", info_of)
     click.echo(f"directory: {info['directory']}")
+    if info["problem"]:
+        click.echo(f"unusable:  {info['problem']} (builds go to a temporary cache; set "
+                   "WSPC_CACHE_DIR to a writable directory)")
     click.echo(f"modules:   {info['modules']}")
     click.echo(f"runtimes:  {info['runtimes']}")
+    click.echo(f"index:     {info['index']}")
+    click.echo(f"damaged:   {info['damaged']} (rebuilt when next needed)")
+    click.echo(f"temporary: {info['temporary']} (of builds running or killed)")
+    if info["other"]:
+        click.echo(f"other:     {info['other']} (not wspc's; `wspc cache clear` leaves them)")
     click.echo(f"size:      {info['bytes'] / 1e6:.1f} MB")
 
 
 @cache.command("clear")
-def cache_clear() -> None:
-    """Remove every cached artifact."""
+@click.pass_context
+def cache_clear(ctx: click.Context) -> None:
+    """Remove everything wspc keeps in the cache (damaged and temporary entries too)."""
     from .backends.cpu.build import cache_clear as clear
     from .files import cache_dir
 
-    freed = clear()
-    click.echo(f"removed {freed / 1e6:.1f} MB from {cache_dir()}")
+    result = _run_guarded(ctx, "cache", clear)
+    click.echo(f"removed {result['bytes'] / 1e6:.1f} MB from {cache_dir()}")
+    if result["in_use"]:
+        click.echo(f"kept {result['in_use']} temporary entries of builds still running")
+    if result["failed"]:
+        for path, reason in result["failed"]:
+            click.echo(f"{path}: error: cannot remove it: {reason}", err=True)
+        ctx.exit(EXIT_USER)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable, Mapping, Optional
 
+from .files import FileError
 from .records import record
 from .spans import NO_SPAN, Span
 
@@ -55,6 +56,11 @@ class WspError(Exception):
         merged = dict(self.sources)
         merged.update(sources or {})
         return render_all(self.diagnostics, merged)
+
+
+def file_error(err: FileError) -> WspError:
+    """A `files.FileError` as the user's error, placed at the file it names."""
+    return WspError([Diagnostic(Span(err.where, 0, 0, 0, 0), "io", err.message, err.help)])
 
 
 class InternalError(Exception):

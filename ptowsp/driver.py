@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, TextIO, TypeVar
 
-from .diagnostics import Diagnostic, WspError, did_you_mean
+from .diagnostics import Diagnostic, WspError, did_you_mean, printable
 from .spans import Span
 
 if TYPE_CHECKING:
@@ -209,7 +209,9 @@ def choose_schedule(m: "N.Module", name: Optional[str]) -> str:
     names = [s.name for s in m.schedules]
     if name is not None:
         if name not in names:
-            raise WspError([Diagnostic(_NO_SPAN, "binding", f"module `{m.name}` has no schedule `{name}`",
+            # placed at the option that named it, as every command-line value is (`--bind Q=3:`)
+            where = Span(f"--schedule {printable(name)}", 0, 0, 0, 0)
+            raise WspError([Diagnostic(where, "binding", f"module `{m.name}` has no schedule `{printable(name)}`",
                                        did_you_mean(name, names) or (f"its schedules: {', '.join(names)}" if names else None))],
                            dict(m.sources))
         return name

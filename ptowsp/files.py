@@ -40,17 +40,26 @@ if TYPE_CHECKING:  # numpy is imported only when an array is read
 
 class FileError(Exception):
     """A file wspc cannot read or write, for a reason the user can fix: `where` is the file
-    (or the command-line option naming it), `message` says why."""
+    (or the command-line option naming it), `message` says why, `help` how to fix it."""
 
-    def __init__(self, where: str, message: str):
+    def __init__(self, where: str, message: str, help: Optional[str] = None):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.message = message
+        self.help = help
 
 
 def cache_dir() -> Path:
-    """The build cache: `$WSPC_CACHE_DIR`, or `~/.cache/wspc`."""
-    return Path(os.environ.get("WSPC_CACHE_DIR") or Path.home() / ".cache" / "wspc")
+    """The build cache: `$WSPC_CACHE_DIR`, or `~/.cache/wspc`. Without either (HOME unset, and
+    an account with no home directory: a bare container's user) it has no place: a
+    `FileError`, which a build answers with a private temporary cache (docs/running.md)."""
+    if os.environ.get("WSPC_CACHE_DIR"):
+        return Path(os.environ["WSPC_CACHE_DIR"])
+    try:
+        return Path.home() / ".cache" / "wspc"
+    except (RuntimeError, KeyError):
+        raise FileError("~/.cache/wspc", "no home directory: HOME is not set and the account "
+                        "has none", "set WSPC_CACHE_DIR to a writable directory") from None
 
 
 # ---- destinations ----------------------------------------------------------------------------
@@ -274,12 +283,23 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> Path:
     return write_with(path, lambda fh: fh.write(raw))
 
 
-def replace_dir(path: Union[str, Path], fill: Callable[[Path], None]) -> Path:
+def replace_dir(path: Union[str, Path], fill: Callable[[Path], None],
+                ours: Callable[[set], bool]) -> Path:
     """Create or replace the directory `path` with what `fill(tmp)` puts into an empty
     directory `tmp` beside it, atomically: if `fill` fails, `path` is left as it was (absent,
-    or its previous content)."""
+    or its previous content).
+
+    Only an empty directory, or one whose file names `ours(names)` recognises as a tree this
+    writer made, is replaced: `-o src` must never delete a user's folder. Anything else at
+    `path` (a file, a link, another folder) is a `FileError`, and `path` is left alone."""
     out = Path(path)
+    if os.path.lexists(out):
+        names = {p.name for p in out.iterdir()} if out.is_dir() and not out.is_symlink() else None
+        if names is None or (names and not ours(names)):
+            raise FileError(str(out), "exists and is not a wspc artifact directory: not replacing it",
+                            "remove it, or choose another output directory")
     out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_beside(out)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     old = None
     try:
@@ -298,6 +318,31 @@ def replace_dir(path: Union[str, Path], fill: Callable[[Path], None]) -> Path:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+# a writer killed with `kill -9` leaves its temporary trees (`.NAME-XXXXXXXX`, `.NAME-old-XXXXXXXX`,
+# mkdtemp's names) beside the destination; one untouched for an hour belongs to no live writer
+_STALE_SECONDS = 3600
+
+
+def _sweep_beside(out: Path) -> None:
+    """Remove the temporary trees a killed `replace_dir` of `out` left, once they are stale.
+    Only mkdtemp's names for `out` are touched, never another file of the folder."""
+    import re
+    import time
+
+    left = re.compile(rf"\.{re.escape(out.name)}-(?:old-)?[a-z0-9_]{{8}}")
+    try:
+        entries = list(os.scandir(out.parent))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if (left.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+                    and time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _umask() -> int:

@@ -16,6 +16,8 @@ INT64_MAX = 2**63 - 1  # the largest sym value: the runtime's arithmetic is int6
 # decision: a fixed number, not a multiple of the cores, so that a command line that works on
 # one machine works on every machine; far more threads than any host's cores only thrash
 MAX_WORKERS = 256
+# the largest source file wspc reads (language.md section 1): far past any real module
+MAX_SOURCE_BYTES = 16 << 20
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?"

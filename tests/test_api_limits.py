@@ -131,7 +131,7 @@ def test_view_arithmetic_past_int64_is_an_error_at_the_sym(target, wspc_cache):
         prog.run(bind={"S": 2**63 - 1}, random_inputs=1)
     text = info.value.render()
     assert "shift.wsp:2:12: error: with N = 4, S = 9223372036854775807, `S + i` may reach " \
-           "9223372036854775810, past the runtime's int64 arithmetic" in text
+           "9223372036854775810, past the runtime's int64 arithmetic (2^63 - 1)" in text
     assert "shift.wsp:6:32: note: computed here" in text
     # one below: the view check reports the real value, not a wrapped one
     with pytest.raises(WspError, match="found 92233720368547758[0-9]+ and 4"):
@@ -146,3 +146,16 @@ def test_a_loop_extent_past_int64_and_only_the_schedule_that_runs():
     # main has no N * N: its own sizes are the limit (here: the memory)
     with pytest.raises(WspError, match="the tensors need"):
         m.compile(target="ref", schedule="main").run(bind={"N": 2**32}, random_inputs=1)
+
+
+def test_memory_taken_by_others_during_the_run_is_an_error_not_a_crash(monkeypatch):
+    # the sizes fit the limit, but the allocation fails (other processes took the memory)
+    program = ptowsp.load(SOFTMAX).compile(target="ref")
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(program._backend, "run", no_memory)
+    with pytest.raises(WspError) as info:
+        program.run(bind={"R": 16}, random_inputs=1)
+    assert "the run ran out of memory (its tensors fit in" in info.value.render()

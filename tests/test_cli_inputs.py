@@ -295,13 +295,13 @@ def test_npz_inputs_run(tmp_path, cache, x16):
     (["--workers", "2147483648"], "--workers", "256"),
     (["--workers", "100000"], "--workers", "256"),
     (["--workers", "0"], "--workers", "0"),
-    (["--bind", "R=٣٢"], "--bind", "not an integer"),
+    (["--bind", "R=٣٢"], "--bind", "not an integer (ASCII digits"),
     (["--bind", "R=1e3"], "--bind", "not an integer"),
-    (["--bind", "R=-16"], "--bind", "non-negative"),
-    (["--bind", "R=9223372036854775808"], "--bind", "2^63"),
+    (["--bind", "R=-16"], "--bind", "a sym is a non-negative integer"),
+    (["--bind", "R=9223372036854775808"], "--bind", "more than a sym can be (2^63 - 1"),
     (["--bind", "R=" + "1" + "0" * 30], "--bind", "2^63"),
     (["--bind", "R"], "--bind", "NAME=VALUE"),
-    (["--bind", "R=32", "--bind", "R=16"], "--bind", "given twice"),
+    (["--bind", "R=32", "--bind", "R=16"], "--bind", "is given twice"),
     (["--input", "X=a.npy", "--input", "X=b.npy"], "--input", "given twice"),
     (["--output", "Y=a.npy", "--output", "Y=b.npy"], "--output", "given twice"),
     (["--max-memory", "8X"], "--max-memory", "8X"),
@@ -330,6 +330,15 @@ def test_ascii_prefixed_and_underscored_ints_bind(tmp_path, cache):
 def test_unknown_sym_names_the_option(tmp_path, cache):
     err = run_softmax(tmp_path, cache, "--bind", "Q=3", "--random-inputs", "1")
     assert "--bind Q=3: error: `Q` is not a sym of module `softmax`" in err
+
+
+def test_unknown_schedule_names_the_option(tmp_path, cache):
+    err = run_softmax(tmp_path, cache, "--schedule", "mian", "--random-inputs", "1")
+    assert err.splitlines()[:2] == ["--schedule mian: error: module `softmax` has no schedule `mian`",
+                                    "help: did you mean `main`?"]
+    r = wspc("compile", SOFTMAX, "--schedule", "mian", "-o", tmp_path / "out", cache=cache)
+    assert "--schedule mian: error: module `softmax` has no schedule `mian`" in failed(r)
+    assert not (tmp_path / "out").exists()
 
 
 def test_unknown_output_names_the_option(tmp_path, cache):

@@ -138,6 +138,48 @@ def test_write_atomic_follows_the_umask(tmp_path):
 
 # ---- array files -----------------------------------------------------------------------------
 
+# ---- replacing directories --------------------------------------------------------------------
+
+def _tree(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+
+def test_replace_dir_replaces_only_its_own_trees(tmp_path):
+    ours = lambda names: "MARK" in names  # noqa: E731
+    fill = lambda t: (t / "MARK").write_text("new")  # noqa: E731
+    (tmp_path / "empty").mkdir()
+    assert files.replace_dir(tmp_path / "empty", fill, ours) == tmp_path / "empty"
+    assert files.replace_dir(tmp_path / "empty", fill, ours) == tmp_path / "empty"  # its own
+    assert (tmp_path / "empty" / "MARK").read_text() == "new"
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "main.c").write_text("keep")
+    (tmp_path / "file").write_text("keep")
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    before = _tree(tmp_path)
+    for name in ("user", "file", "link"):
+        with pytest.raises(FileError, match="not a wspc artifact directory: not replacing it"):
+            files.replace_dir(tmp_path / name, fill, ours)
+    assert _tree(tmp_path) == before
+
+
+def test_replace_dir_sweeps_what_a_killed_writer_left(tmp_path):
+    """A `kill -9` between mkdtemp and the rename leaves `.NAME-XXXXXXXX` (and, while swapping,
+    `.NAME-old-XXXXXXXX`) beside NAME: the next replace of NAME removes those an hour old, and
+    nothing else (a fresh one may be a live writer's; other names are the user's)."""
+    old = tmp_path / ".art-k9x2_abc"
+    older = tmp_path / ".art-old-0a1b2c3d"
+    fresh = tmp_path / ".art-live1234"
+    for d in (old, older, fresh):
+        (d / "tree").mkdir(parents=True)
+    (tmp_path / ".art-notes").mkdir()  # not mkdtemp's name
+    (tmp_path / ".other-abcdefgh").mkdir()  # beside another destination
+    for d in (old, older, tmp_path / ".art-notes", tmp_path / ".other-abcdefgh"):
+        os.utime(d, (1e9, 1e9))
+    files.replace_dir(tmp_path / "art", lambda t: (t / "x").write_text(""), lambda n: True)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".art-live1234", ".art-notes", ".other-abcdefgh", "art"]
+
+
 def test_read_npy_reads_what_numpy_writes(tmp_path):
     for a in (np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros((0, 5), np.int8),
               np.array(3.5), np.asfortranarray(np.arange(6.0).reshape(2, 3)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -266,7 +267,8 @@ def test_read_only_destinations(tmp_path, cache):
 def test_the_same_destination_twice(tmp_path, cache):
     same = tmp_path / "same.npz"
     err = _no_traceback(_softmax_run(cache, "--outputs", same, "--trace", same), 2)
-    assert "--trace" in err and "--outputs" in err and "same destination" in err
+    assert "--trace" in err and "--outputs" in err
+    assert "the same destination twice (one would overwrite the other)" in err
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
@@ -312,3 +314,124 @@ def test_missing_directories_are_made_only_for_a_successful_run(tmp_path, cache)
     r = _softmax_run(cache, "--output", f"Y={out}")
     assert r.returncode == 0, r.stderr
     assert np.load(out).shape == (16, 128)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-time diagnostics name the file that ran, warm or cold (the cache's library is shared by
+# every source generating the same C; the IR with its spans is each source's own)
+
+SHIFT = """module shift
+sym N, S
+input  X: f32[N, 8]
+output Y: f32[N, 8]
+kernel cp(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) { store(y, x) }
+workload w() { for i in P(N) { cp[i](x = X[i + S], y = Y[i]) } }
+"""
+BAD_VIEW = "error: index `i + S` in `x = X[i + S]` must be less than N"
+
+
+def test_each_copy_of_a_module_reports_its_own_file_and_lines_warm_and_cold(tmp_path):
+    cache = tmp_path / "cache"
+    a, b = tmp_path / "a" / "shift.wsp", tmp_path / "b" / "shift.wsp"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text(SHIFT)
+    b.write_text("// the same module\n// with three comment lines\n// on top\n" + SHIFT)
+    expected = {a: f"{a}:6:38: {BAD_VIEW}", b: f"{b}:9:38: {BAD_VIEW}"}
+
+    def first_error(path) -> str:
+        r = wspc("run", path, "--random-inputs", "0", "--bind", "N=4", "--bind", "S=2",
+                 "--output", f"Y={tmp_path / 'y.npy'}", cache=cache)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "y.npy").exists()
+        return r.stderr.splitlines()[0]
+
+    # cold, cold (the cache has the library a built), then warm, warm
+    for src in (a, b, a, b):
+        assert first_error(src).startswith(expected[src])
+    # artifact directories carry the IR of the file compiled, even from the cache
+    for src in (b, a):
+        out = tmp_path / f"out-{src.parent.name}"
+        r = wspc("compile", src, "-o", out, cache=cache)
+        assert r.returncode == 0 and "(cached)" in r.stdout, r.stderr
+        assert first_error(out).startswith(expected[src])
+    a.unlink()  # the file that built the library first is gone: b still reports b
+    assert first_error(b).startswith(expected[b])
+
+
+def test_a_relative_path_is_reported_as_the_user_spelled_it(tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "shift.wsp").write_text(SHIFT)
+    for cwd, spelled in ((tmp_path, "d/shift.wsp"), (tmp_path / "d", "shift.wsp"),
+                         (tmp_path, "d/shift.wsp"), (tmp_path / "d", "shift.wsp")):
+        r = wspc("run", spelled, "--random-inputs", "0", "--bind", "N=4", "--bind", "S=2",
+                 cache=cache, cwd=cwd)
+        assert r.returncode == 1 and r.stderr.startswith(f"{spelled}:6:38: {BAD_VIEW}"), r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# make converges: `wspc compile -o DIR` leaves DIR newer than its inputs, cache hit or not
+
+
+def test_make_converges_and_reruns_exactly_what_an_edit_touches(tmp_path):
+    work = tmp_path / "ex"
+    work.mkdir()
+    for name in ("Makefile", "rmsnorm.wsp", "softmax.wsp"):
+        shutil.copyfile(ROOT / "examples" / name, work / name)  # new files: new times
+    # a module with an import, so the depfile lists more than the main file
+    (work / "lib.wsp").write_text(
+        "kernel cp(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) { store(y, x) }\n")
+    (work / "imp.wsp").write_text(
+        'import "lib.wsp"\nsym N\ninput X: f32[N, 8]\noutput Y: f32[N, 8]\n'
+        "workload w() { for i in P(N) { cp[i](x = X[i], y = Y[i]) } }\n"
+        "schedule main = w()\n")
+    wspc_cmd = f"{sys.executable} -m ptowsp"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(tmp_path / "cache")}
+    names = ("rmsnorm", "softmax", "imp")
+
+    def make(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-C", str(work), f"WSPC={wspc_cmd}",
+                               f"EXAMPLES={' '.join(names)}", "BIND_imp=--bind N=4", *extra],
+                              capture_output=True, text=True, env=env)
+
+    def did(*expected: str) -> str:
+        """make does exactly `expected` ("compile NAME" / "run NAME"), then has nothing to do."""
+        r = make()
+        assert r.returncode == 0, r.stdout + r.stderr
+        done = sorted(f"{verb} {n}" for line in r.stdout.splitlines()
+                      for verb in ("compile", "run") if f" -m ptowsp {verb} " in line
+                      for n in names if f"{n}.wsp" in line or f"build/{n} " in line)
+        assert done == sorted(expected), r.stdout
+        assert make("-q").returncode == 0, "make is not done after one run"
+        assert "Nothing to be done" in make().stdout
+        return r.stdout
+
+    everything = [f"{verb} {n}" for verb in ("compile", "run") for n in names]
+    did(*everything)
+    assert (work / "build" / "imp.d").read_text().startswith("build/imp/module.so: imp.wsp lib.wsp\n")
+
+    def edit(name: str, text: str = "") -> None:
+        path = work / name
+        path.write_text(text + path.read_text())
+        os.utime(path)  # now: newer than everything the last make wrote
+
+    edit("rmsnorm.wsp")  # touched: its compile (the cache has it) and its run, nothing else
+    assert "(cached)" in did("compile rmsnorm", "run rmsnorm")
+    edit("softmax.wsp", "// three comment lines\n// that change\n// no C at all\n")
+    assert "(cached)" in did("compile softmax", "run softmax")
+    edit("lib.wsp")  # an import: the module that imports it
+    did("compile imp", "run imp")
+    shutil.rmtree(work / "build")  # the build folder gone, the cache kept: all from the cache
+    assert did(*everything).count("(cached)") == len(names)
+    # the import removed from disk and from the module: the old depfile must not stop make
+    (work / "imp.wsp").write_text((work / "imp.wsp").read_text().replace(
+        'import "lib.wsp"\n', (work / "lib.wsp").read_text()))
+    (work / "lib.wsp").unlink()
+    did("compile imp", "run imp")
+
+
+def test_depfile_needs_an_output(tmp_path):
+    r = wspc("compile", RMSNORM, "--depfile", tmp_path / "x.d", cache=tmp_path / "cache")
+    assert r.returncode == 2 and "--depfile needs -o" in r.stderr
+    assert not (tmp_path / "x.d").exists()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -283,7 +282,8 @@ def test_summary_derived_from_results_alone():
 
 
 @pytest.mark.slow
-def test_a_million_tasks_in_seconds():
+def test_a_million_tasks():
+    """A million tasks convert (how fast: benchmarks/trace.py)."""
     n = 1_000_000
     ev = np.zeros(n, EVENT_DTYPE)
     ev["kernel"] = np.arange(n) % 3
@@ -296,7 +296,5 @@ def test_a_million_tasks_in_seconds():
     sim["finish"], sim["unit"], sim["core"] = sim["start"] + 90, 1, np.arange(n) % 24
     sim["dispatcher"], sim["group"] = ev["dispatcher"], -1
     tr = Trace(ev, KERNELS, MACHINE, sim=sim)
-    t0 = time.perf_counter()
     out = tr.to_chrome_trace()
-    assert time.perf_counter() - t0 < 10.0
     assert len(tasks_of(out, 1)) == n

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..diagnostics import Diagnostic, Diagnostics, InternalError
-from ..files import cache_dir, write_with
+from ..files import FileError, cache_dir, read_bounded, write_with
 from . import ast as A
 from .builder import _TASK_AS_VALUE, KEYWORDS, AstBuilder, ParseIssue
 from .lexer import Lexer, LexSpec, Tok, UnexpectedCharacter
@@ -117,20 +117,23 @@ def load_tables() -> Tables:
     damaged. The file is the SHA-256 of the marshalled tables, then the tables: anything else
     (truncated, overwritten, another format's) is rebuilt, never loaded."""
     text = grammar_text()
-    path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(4 << 20)  # the tables are ~30 KB: a bound, not a guess
-        digest, payload = data[:32], data[32:]
-        if hashlib.sha256(payload).digest() == digest:
-            return marshal.loads(payload)
-    except (OSError, EOFError, ValueError, TypeError):
+        path = cache_dir() / f"grammar-{_cache_key(text)}.marshal"
+    except FileError:  # no place for a cache: build the tables each time
+        return build_tables(text)
+    try:
+        # a special file there (a FIFO) is refused, never waited on; the bound: the tables
+        # are ~30 KB
+        raw = read_bounded(path, 4 << 20)
+        if hashlib.sha256(raw[32:]).digest() == raw[:32]:
+            return marshal.loads(raw[32:])
+    except (FileError, OSError, EOFError, ValueError, TypeError):
         pass
     tables = build_tables(text)
-    payload = marshal.dumps(tables)
+    data = marshal.dumps(tables)
     try:
         # concurrent runs each write whole files; the last rename wins
-        write_with(path, lambda fh: fh.write(hashlib.sha256(payload).digest() + payload))
+        write_with(path, lambda fh: fh.write(hashlib.sha256(data).digest() + data))
     except OSError:
         pass  # an unwritable cache only costs the rebuild next time
     return tables

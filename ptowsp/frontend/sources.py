@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 
 from ..files import FileError, check_regular, read_bounded
+from ..limits import MAX_SOURCE_BYTES
 
-MAX_SOURCE_BYTES = 16 << 20  # 16 MiB: far past any real module (the largest example is 4 KB)
 SUFFIX = ".wsp"
 _NAMED = f"wspc reads WSP source files, named `*{SUFFIX}`"
 

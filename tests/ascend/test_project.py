@@ -395,3 +395,32 @@ def test_the_scripts_generate_and_verify_data(tmp_path):
     np.save(data / "output/Y.npy", expected * 1.01)
     done = script("verify_result.py")
     assert done.returncode == 1 and "Y: MISMATCH" in done.stdout
+
+
+@pytest.mark.parametrize("what", ["folder", "file", "link"])
+def test_o_never_replaces_what_is_not_a_project(tmp_path, what):
+    """`-o src` by mistake: a folder of the user's (or a file, or a link) is an error and is
+    left as it was, from the CLI and from `Project.write`; a project tree is replaced."""
+    out = tmp_path / "src"
+    if what == "folder":
+        out.mkdir()
+        (out / "main.c").write_text("keep me")
+    elif what == "file":
+        out.write_text("keep me")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
+    before = tree(tmp_path)
+    r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert f"{out}: error: exists and is not a wspc artifact directory: not replacing it" in r.output
+    assert "help: remove it, or choose another output directory" in r.output
+    project = ptowsp.load(str(ROOT / "examples/rmsnorm.wsp")).compile(target="ascend_npu")
+    with pytest.raises(ptowsp.WspError, match="not replacing it"):
+        project.write(out)
+    assert tree(tmp_path) == before and out.is_symlink() == (what == "link")
+    # an empty folder, and a tree it wrote itself, are replaced
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    assert project.write(proj) == proj and (proj / "CMakeLists.txt").is_file()
+    assert compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", proj).exit_code == 0

@@ -9,14 +9,13 @@ code, span, message text and notes (a deadlock, a channel opened twice, a bad vi
 Then what only cpu_sim has: order between coroutines in the real run (from the trace: at most
 max(depth, 1) items of a channel in flight at any moment, on the host and in the cycle model,
 and the counter tracks of the Chrome trace), `P.seq` around and inside pipes, `synchronize`
-waiting for marked tasks of another process, `query` while marked tasks still run, and
-deadlocks reported at once.
+waiting for marked tasks of another process, `query` while marked tasks still run (a task held
+until another releases it), and deadlocks found when no coroutine can move, many items in.
 """
 
 from __future__ import annotations
 
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -29,6 +28,7 @@ from ptowsp.backends.ref import RunError, execute
 from ptowsp.diagnostics import WspError
 from tests.backends import test_ref_csp as base
 from tests.backends.test_ref_csp import *  # noqa: F401,F403 - each ref test, run on both targets
+from tests.guard import call_with_timeout
 
 pytestmark = pytest.mark.cc
 
@@ -71,13 +71,12 @@ def run_both(m, n: int, **arrays):
 
 
 def deadlock_both(text: str, n: int = 2) -> WspError:
-    """base.deadlock on ref; cpu_sim must report the same diagnostic, and quickly."""
+    """base.deadlock on ref; cpu_sim must report the same diagnostic (found when no coroutine
+    can move, not by a timeout: the hang guard only turns a missed deadlock into a failure)."""
     ref_err = base_deadlock(text, n)
     prog = ptowsp.parse(base.HEAD + textwrap.dedent(text), "t.wsp").compile("cpu_sim")
-    t0 = time.perf_counter()
     with pytest.raises(WspError) as info:
-        prog.run(bind={"N": n}, X=np.zeros((n, 4, 8), np.float32))
-    assert time.perf_counter() - t0 < 2.0
+        call_with_timeout(lambda: prog.run(bind={"N": n}, X=np.zeros((n, 4, 8), np.float32)))
     (d,) = info.value.diagnostics
     (r,) = ref_err.diagnostics
     assert (d.code, d.message, d.span) == (r.code, r.message, r.span)
@@ -241,22 +240,49 @@ def test_synchronize_waits_for_marked_tasks_of_another_process():
         assert prog.stats.extra["events"] == {"ev": {"records": 1, "synchronizes": 1}}
 
 
+# An extern C kernel held until another task releases it: `hold` waits until the int64 at
+# address `gate` is nonzero, which `release` sets. The wait polls every 100 us (no core taken
+# from a loaded machine); after at least 120 s (1.2 million polls: a hang guard, never what a
+# test measures) it gives up and stores x + 100, which the test then sees.
+HOLD = """\
+    kernel hold(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]], gate: Scalar[i64]) extern c \"\"\"
+        extern int usleep(unsigned int);
+        long long *g = (long long *)(intptr_t)gate;
+        for (long tries = 0; !__atomic_load_n(g, __ATOMIC_ACQUIRE) && tries < 1200000; tries++)
+            usleep(100);
+        float add = __atomic_load_n(g, __ATOMIC_ACQUIRE) ? 0.0f : 100.0f;
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t c = 0; c < 8; c++) y.data[r * y.stride + c] = x.data[r * x.stride + c] + add;
+    \"\"\"
+    kernel release(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]], gate: Scalar[i64]) extern c \"\"\"
+        __atomic_store_n((long long *)(intptr_t)gate, 1LL, __ATOMIC_RELEASE);
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t c = 0; c < 8; c++) y.data[r * y.stride + c] = x.data[r * x.stride + c] + 1.0f;
+    \"\"\"
+"""
+
+
 def test_query_sees_marked_tasks_still_running():
-    # a long chain of marked tasks: query(ev) right after the record is false (they have not
-    # finished: enumerating a task is much faster than running one); after synchronize(ev) true
-    prog = _prog("""\
+    # the marked task is held until the `otherwise` branch of the first query releases it: the
+    # query must find it unfinished (else nothing releases it); after synchronize(ev) the query
+    # finds it finished. Independent tasks: the two run at once on two workers.
+    prog = _prog(HOLD + """\
+        sym G
         output Z: f32[2, 4, 8]
         event ev
         workload w() {
-            for i in P.seq(20000) { inc(x = X[0], y = Y[0]) }
+            hold(x = X[0], y = Y[0], gate = G)
             record(ev)
-            when query(ev) { copy(x = X[0], y = Z[0]) } otherwise { inc(x = X[0], y = Z[0]) }
+            when query(ev) { copy(x = X[0], y = Z[0]) } otherwise { release(x = X[0], y = Z[0], gate = G) }
             synchronize(ev)
             when query(ev) { copy(x = X[0], y = Z[1]) } otherwise { inc(x = X[0], y = Z[1]) }
         }
     """)
-    x = np.zeros((1, 4, 8), np.float32)
-    out = prog.run(bind={"N": 1}, X=x)
+    x = np.random.default_rng(3).standard_normal((1, 4, 8)).astype(np.float32)
+    gate = np.zeros(1, np.int64)
+    out = prog.run(bind={"N": 1, "G": gate.ctypes.data}, X=x, workers=2)
+    assert gate[0] == 1  # released by the `otherwise` branch: the query saw `hold` running
+    np.testing.assert_array_equal(out["Y"][0], x[0])  # held, then released (not the guard)
     np.testing.assert_array_equal(out["Z"][0], x[0] + 1)  # pending: the `otherwise` branch
     np.testing.assert_array_equal(out["Z"][1], x[0])  # finished: the `when` branch
 
@@ -278,10 +304,8 @@ def test_deadlock_with_many_items_is_reported_at_once():
             }
         }
     """)
-    t0 = time.perf_counter()
     with pytest.raises(WspError) as info:
-        prog.run(bind={"N": 1000}, X=np.zeros((1000, 4, 8), np.float32))
-    assert time.perf_counter() - t0 < 2.0
+        call_with_timeout(lambda: prog.run(bind={"N": 1000}, X=np.zeros((1000, 4, 8), np.float32)))
     (d,) = info.value.diagnostics
     assert d.code == "deadlock"
     assert "process `a` waits to send item 4 on `a2b` (depth 4) until item 0 is consumed" \

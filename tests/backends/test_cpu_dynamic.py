@@ -11,11 +11,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptowsp
-from ptowsp.backends.ref import register_extern
 from ptowsp.diagnostics import WspError
 
 from . import test_ref_dynamic as R
@@ -145,10 +144,13 @@ def test_tile_kernel_router_drives_a_ragged_axis(t, seed):
         both(R.COUNTER, {"T": t}, {"X": x}, workers=workers)
 
 
-@R.SETTINGS
+@settings(R.SETTINGS, suppress_health_check=[*R.SETTINGS.suppress_health_check,
+                                             HealthCheck.function_scoped_fixture])
 @given(t=st.integers(1, 6), seed=st.integers(0, 2**16))
-def test_extern_router_drives_p_sel_in_the_same_run(t, seed):
-    register_extern("topk", R.topk)  # ref runs the extern C kernel's Python twin
+def test_extern_router_drives_p_sel_in_the_same_run(ref_extern, t, seed):
+    # ref runs the extern C kernel's Python twin (registered for this test only: registering it
+    # again for each example changes nothing, so the function-scoped fixture is safe here)
+    ref_extern("topk", R.topk)
     rng = np.random.default_rng(seed)
     arrays = {"X": R.rand(rng, t, 4), "Wr": R.rand(rng, 4, 4), "We": R.rand(rng, 4, 4),
               "indptr": np.arange(0, 2 * t + 1, 2, dtype=np.int32)}
@@ -161,14 +163,26 @@ def test_extern_router_drives_p_sel_in_the_same_run(t, seed):
 WAIT = """\
     module wait
     sym T
+    sym G
     input  X: f32[T, 64]
-    input  slow: i32[T]
+    input  hold: i32[T]
     scratch counts: i32[T]
     output Y: f32[T, 8, 64]
     output U: f32[T, 64]
-    kernel count(x: In[Tile[1, 64, f32]], c: Out[Tile[1, 1, i32]], spin: Scalar[i32]) extern c \"\"\"
-        volatile double acc = 0;
-        for (long i = 0; i < (long)spin * 1000L; i++) acc += 1e-9 * (double)i;
+    kernel count(x: In[Tile[1, 64, f32]], c: Out[Tile[1, 1, i32]], hold: Scalar[i32],
+                 gate: Scalar[i64]) extern c \"\"\"
+        /* gate: two int64s. A router with `hold` waits until another router has run (polling
+         * every 100 us; after 1.2 million polls, at least 120 s, it gives up: a hang guard) and
+         * says in gate[1] whether one did; every other router counts itself in gate[0]. */
+        extern int usleep(unsigned int);
+        long long *g = (long long *)(intptr_t)gate;
+        if (hold) {
+            for (long tries = 0; !__atomic_load_n(&g[0], __ATOMIC_ACQUIRE) && tries < 1200000; tries++)
+                usleep(100);
+            __atomic_store_n(&g[1], __atomic_load_n(&g[0], __ATOMIC_ACQUIRE) != 0, __ATOMIC_RELEASE);
+        } else {
+            __atomic_fetch_add(&g[0], 1LL, __ATOMIC_ACQ_REL);
+        }
         int n = 0;
         for (int j = 0; j < 64; j++) n += x.data[j] > 0;
         c.data[0] = n % 8;
@@ -178,7 +192,7 @@ WAIT = """\
     axis tokens = DenseDyn(T)
     axis pos = Ragged(tokens, counts)
     workload w() {
-        for t in P(tokens) { count[t](x = X[t], c = counts[t : t + 1], spin = slow[t]) }
+        for t in P(tokens) { count[t](x = X[t], c = counts[t : t + 1], hold = hold[t], gate = G) }
         for t in P(tokens) {
             for j in P(pos[t]) { put[t, j](x = X[t], y = Y[t, j]) }
         }
@@ -189,15 +203,17 @@ WAIT = """\
 
 
 def test_enumeration_waits_for_exactly_the_writers():
-    """Router task 0 is slow (tens of ms): the expert tasks of token 0 start after it ends; the
-    routers of the other tokens, and unrelated tasks enumerated before the wait, do not wait
-    for it."""
+    """Router task 0 is held until another router has run: the expert tasks of token 0 start
+    after it ends; the routers of the other tokens do not wait for it (one of them runs while
+    it is held, or it would never be released)."""
     t = 4
     rng = np.random.default_rng(5)
     x = np.abs(R.rand(rng, t, 64)) * np.where(rng.random((t, 64)) < 0.5, 1, -1).astype(np.float32)
-    slow = np.array([40000, 0, 0, 0], np.int32)
+    hold = np.array([1, 0, 0, 0], np.int32)
+    gate = np.zeros(2, np.int64)
     prog = compiled(WAIT, "cpu_sim")
-    out = prog.run(bind={"T": t}, trace=True, workers=2, X=x, slow=slow)
+    out = prog.run(bind={"T": t, "G": gate.ctypes.data}, trace=True, workers=2, X=x, hold=hold)
+    assert gate[1] == 1  # router 0 was released by another router, not by its hang guard
     counts = (x > 0).sum(1) % 8
     for i in range(t):
         np.testing.assert_array_equal(out["Y"][i, :counts[i]], np.broadcast_to(x[i] * 2, (counts[i], 64)))
@@ -209,8 +225,8 @@ def test_enumeration_waits_for_exactly_the_writers():
     put0 = put[put["coords"][:, 0] == 0]
     assert counts[0] > 0 and len(put0) == counts[0]
     assert (put0["start_ns"] >= slow_end).all()
-    # the other routers finished while router 0 was still busy: nobody waited for everything
-    assert (count["end_ns"][count["coords"][:, 0] != 0] < slow_end).any()
+    # another router started while router 0 was held: nobody waited for everything
+    assert (count["start_ns"][count["coords"][:, 0] != 0] < slow_end).any()
 
 
 def test_simulate_needs_the_data_that_decides_the_task_space():

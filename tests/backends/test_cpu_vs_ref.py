@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 import ptowsp
 from ptowsp.diagnostics import WspError
+from tests.accuracy import UNIT, assert_close
+
+U = UNIT["f32"]
 
 pytestmark = pytest.mark.cc
 
@@ -37,6 +40,14 @@ def f64(a):
     return np.asarray(a, dtype=np.float64)
 
 
+def matmul_atol(a, b, c: float = 2.0):
+    """The rounding error an f32 product a @ b may carry in each element, sized from its
+    terms: c sqrt(K) u (|a| @ |b|) (sums of K terms round about sqrt(K) times; where the
+    terms cancel, this is what is left of a small element's accuracy). Measured errors are
+    at most about a fifth of it."""
+    return c * np.sqrt(a.shape[-1]) * U * (np.abs(f64(a)) @ np.abs(f64(b)))
+
+
 def test_rmsnorm_example():
     m = ptowsp.load(str(EXAMPLES / "rmsnorm.wsp"))
     rng = np.random.default_rng(3)
@@ -44,8 +55,9 @@ def test_rmsnorm_example():
     w = rng.standard_normal((1, 128)).astype(np.float32)
     cpu, ref, prog = both(m, X=x, W=w)
     expected = f64(x) / np.sqrt((f64(x) ** 2).mean(-1, keepdims=True) + 1e-6) * f64(w)
-    np.testing.assert_allclose(cpu["Y"], ref["Y"], rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(cpu["Y"], expected, rtol=1e-5, atol=1e-5)
+    # products of x, w and a row's rsqrt: no cancellation, every element relative
+    assert_close(cpu["Y"], ref["Y"], rtol=16 * U, what="rmsnorm cpu_sim vs ref")
+    assert_close(cpu["Y"], expected, rtol=16 * U, what="rmsnorm cpu_sim vs NumPy")
     assert prog.stats.task_count == 15
 
 
@@ -54,8 +66,11 @@ def test_softmax_example():
     x = (np.random.default_rng(4).standard_normal((256, 128)) * 8).astype(np.float32)
     cpu, ref, _ = both(m, X=x, bind={"R": 256})
     e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
-    np.testing.assert_allclose(cpu["Y"], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(cpu["Y"], ref["Y"], rtol=1e-5, atol=1e-7)
+    # exp(x - max) carries the rounding of x - max (up to ~64 here) as a relative error
+    d = f64(x).max(1, keepdims=True) - f64(x)
+    rtol = 16 * U * (1 + d)
+    assert_close(cpu["Y"], e / e.sum(1, keepdims=True), rtol=rtol, what="softmax vs NumPy")
+    assert_close(cpu["Y"], ref["Y"], rtol=2 * rtol, what="softmax cpu_sim vs ref")
 
 
 def test_gemm_example():
@@ -64,8 +79,8 @@ def test_gemm_example():
     a = rng.standard_normal((128, 192)).astype(np.float32)
     b = rng.standard_normal((192, 64)).astype(np.float32)
     cpu, ref, prog = both(m, A=a, B=b)
-    np.testing.assert_allclose(cpu["C"], f64(a) @ f64(b), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(cpu["C"], ref["C"], rtol=1e-4, atol=1e-4)
+    assert_close(cpu["C"], f64(a) @ f64(b), rtol=4 * U, atol=matmul_atol(a, b), what="gemm")
+    assert_close(cpu["C"], ref["C"], rtol=8 * U, atol=2 * matmul_atol(a, b), what="gemm vs ref")
     assert prog.stats.task_count == 2 * 1 * 3
 
 
@@ -77,9 +92,16 @@ def test_swiglu_example():
     w2 = rng.standard_normal((256, 64)).astype(np.float32) * 0.1
     cpu, ref, _ = both(m, X=x, W1=w1, W3=w3, W2=w2)
     g = f64(x) @ f64(w1)
-    expected = ((g / (1 + np.exp(-g))) * (f64(x) @ f64(w3))) @ f64(w2)
-    np.testing.assert_allclose(cpu["Y"], expected, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(cpu["Y"], ref["Y"], rtol=1e-4, atol=1e-5)
+    v = f64(x) @ f64(w3)
+    h = (g / (1 + np.exp(-g))) * v
+    expected = h @ f64(w2)
+    # the errors of g and v (sized from their terms) through silu (slope <= 1.1) and the
+    # product, plus h's own rounding, summed with the terms of the last product
+    err_h = 1.1 * matmul_atol(x, w1) * np.abs(v) + np.abs(h / v) * matmul_atol(x, w3) \
+        + 4 * U * np.abs(h)
+    atol = err_h @ np.abs(f64(w2)) + matmul_atol(h, w2)
+    assert_close(cpu["Y"], expected, rtol=4 * U, atol=atol, what="swiglu vs NumPy")
+    assert_close(cpu["Y"], ref["Y"], rtol=8 * U, atol=2 * atol, what="swiglu cpu_sim vs ref")
 
 
 VIEWS = """
@@ -163,12 +185,14 @@ workload w() {
     ref = m.compile(target="ref").run(X=x)
     assert prog.stats.task_count == 4096 and prog.stats.extra["batches"] > 0
     s = np.zeros((4, 8))
+    terms = np.zeros((4, 8))  # the same recurrence on magnitudes: what s's roundings scale with
     for r in range(4):
         for i in range(512):
             s[r] = s[r] * 0.5 + 2 * f64(x[r * 512 + i])
+            terms[r] = terms[r] * 0.5 + 2 * np.abs(f64(x[r * 512 + i]))
     for out in outs:
         np.testing.assert_array_equal(out["Y"], x * 2)
-        np.testing.assert_allclose(out["S"], s, rtol=1e-5, atol=1e-5)
+        assert_close(out["S"], s, rtol=4 * U, atol=8 * U * terms, what="P.seq accumulation")
         assert out["S"].tobytes() == ref["S"].tobytes() == outs[0]["S"].tobytes()
 
 
@@ -220,7 +244,8 @@ def test_runs_from_several_threads_at_once_share_nothing_they_should_not():
             for _ in range(5):
                 a, b = pairs[i]
                 out = prog.run(A=a, B=b, workers=1 + i % 2)
-                np.testing.assert_allclose(out["C"], f64(a) @ f64(b), rtol=1e-4, atol=1e-4)
+                assert_close(out["C"], f64(a) @ f64(b), rtol=4 * U, atol=matmul_atol(a, b),
+                             what=f"gemm on thread {i}")
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 

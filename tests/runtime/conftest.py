@@ -1,17 +1,23 @@
 """Builds the C runtime with the test harness (harness.c) and the test hook (hooks.c, with
 -DWSP_TEST_HOOKS) into one shared object per session and loads it with cffi in ABI mode, using
-the cdef text between the CDEF markers of wsp_runtime.h."""
+the cdef text between the CDEF markers of wsp_runtime.h.
+
+Timing is never what a runtime test checks: a task that must still be running when something
+happens is a gated task (`Runtime.gated`, harness.c's K_GATE), which cannot finish before the
+test opens its gate; a call that must not wait for it is made under a hang guard
+(`call_with_timeout`), whose generous limit only turns a hang into a failure."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ..guard import GUARD, Pending, call_with_timeout  # noqa: F401 - the runtime tests' import
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = ROOT / "runtime_c"
@@ -24,7 +30,8 @@ STRICT_FLAGS = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Werror", "-pthread", "-
 OK, ERR_VIEW, ERR_WINDOW, ERR_KERNEL, ERR_INTERNAL, ERR_USAGE = 0, 1, 2, 3, 4, 5
 READ, WRITE, READWRITE = 1, 2, 3
 STALL, ABORT = 0, 1
-K_RECORD, K_EMPTY, K_RENDEZVOUS, K_STORE = 0, 1, 2, 3
+K_RECORD, K_EMPTY, K_RENDEZVOUS, K_STORE, K_GATE, K_GATE_STORE = 0, 1, 2, 3, 4, 5
+
 
 HARNESS_CDEF = """
 wsp_kernel_fn harness_kernel(int which);
@@ -41,7 +48,8 @@ void harness_set_grain(long grain);
 long harness_tick(void);
 long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int mode, int flags,
                         int64_t *buf);
-double harness_await_bench(wsp_runtime *rt, long n, int what);
+void harness_gate_open(int g);
+long harness_wait_started(long id);
 """
 
 # hooks.c: holding a worker at a decision point of dispatch.c, and gated kernels
@@ -170,6 +178,38 @@ class Runtime:
                 a.lo[d], a.hi[d] = lo, hi
         return self.lib.wsp_submit(self.rt, t)
 
+    def gated(self, tid: int, accesses, gate: int = 0, fail: int = 0, on_error: bool = False,
+              store=None, cell=None, **submit) -> int:
+        """A task that runs until the test opens `gate` (`open_gate`), or until the runtime has
+        an error if `on_error`; with `store`, it then writes that value into `cell` (an
+        int64_t *, tile 0) as K_STORE does. `submit`: more of `submit`'s arguments."""
+        rt = int(self.ffi.cast("intptr_t", self.rt)) if on_error else 0
+        scalars = (tid, gate, fail, rt, store if store is not None else 0)
+        if store is None:
+            return self.submit(tid, accesses, kernel=K_GATE, scalars=scalars, **submit)
+        return self.submit(tid, accesses, kernel=K_GATE_STORE, scalars=scalars, tile_data=[cell],
+                           **submit)
+
+    def open_gate(self, gate: int = -1) -> None:
+        """Opens `gate` (every gate by default)."""
+        self.lib.harness_gate_open(gate)
+
+    def flush(self, tensor: int, box) -> None:
+        """Shows the workers every ready task still staged (they are published in batches): a
+        probe finding an unfinished writer of `box` does that (wsp_probe's rule)."""
+        a = self.ffi.new("wsp_access *")
+        a.tensor, a.mode, a.ndim = tensor, READ, len(box)
+        for d, (lo, hi) in enumerate(box):
+            a.lo[d], a.hi[d] = lo, hi
+        assert self.lib.wsp_probe(self.rt, a) == 1, "no unfinished writer of the box"
+
+    def started(self, tid: int) -> int:
+        """Waits until task `tid` has started (a hang guard, never a measure); its start tick.
+        A task submitted last may still be staged: `flush` first."""
+        tick = self.lib.harness_wait_started(tid)
+        assert tick > 0, f"task {tid} never started"
+        return tick
+
     def await_(self, tensor: int, box) -> int:
         """wsp_await on box [(lo, hi), ...] of `tensor`."""
         a = self.ffi.new("wsp_access *")
@@ -193,26 +233,6 @@ def runtime(rtlib):
         return r
 
     yield make
+    rtlib.lib.harness_gate_open(-1)  # a failed test may leave gated tasks waiting
     for r in made:
         r.free()
-
-
-def call_with_timeout(fn, seconds: float):
-    """Runs fn() in a thread (cffi releases the GIL in C calls); fails the test on a hang."""
-    result: list = []
-    errors: list = []
-
-    def body():
-        try:
-            result.append(fn())
-        except BaseException as e:  # noqa: BLE001 - re-raised below in the test's thread
-            errors.append(e)
-
-    th = threading.Thread(target=body, daemon=True)
-    th.start()
-    th.join(seconds)
-    if th.is_alive():
-        pytest.fail(f"no progress after {seconds} s (deadlock?)")
-    if errors:
-        raise errors[0]
-    return result[0]

@@ -1,8 +1,10 @@
 /* harness.c: kernels and drivers for the runtime tests (tests/runtime/).
  *
  * Kernels record when they start and finish on one global sequence counter, so a test can check
- * "task j started after task i finished" without trusting clocks. Drivers submit many tasks from
- * C (random programs with their own brute-force checker, chains) where Python would be too slow.
+ * "task j started after task i finished" without trusting clocks. A gated kernel (K_GATE) does
+ * not finish until the test opens its gate, so "still running" and "returned without waiting
+ * for it" are facts, not races against a busy loop's length. Drivers submit many tasks from C
+ * (random programs with their own brute-force checker, chains) where Python would be too slow.
  * Test-only code: global state is fine here, one test runs at a time.
  */
 #define _GNU_SOURCE
@@ -16,14 +18,23 @@
 #include "wsp_runtime.h"
 
 /* scalars of the recording kernels: [0] task id, [1] busy time in ns, [2] nonzero to fail;
- * K_STORE also [3]: a value it stores (a plain store) into tile 0's first int64_t element */
-enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2, K_STORE = 3 };
+ * K_STORE also [3]: a value it stores (a plain store) into tile 0's first int64_t element;
+ * K_GATE: [1] its gate (0 .. NGATES - 1), [3] a wsp_runtime * whose error also opens it, or 0;
+ * K_GATE_STORE: K_GATE's scalars, and [4] a value it stores into tile 0 as K_STORE does */
+enum { K_RECORD = 0, K_EMPTY = 1, K_RENDEZVOUS = 2, K_STORE = 3, K_GATE = 4, K_GATE_STORE = 5 };
 
 static atomic_long seq_clock;
 static long *starts, *finishes, *threads;
 static long capacity;
 static atomic_long running, max_running;
 static atomic_long arrived;
+
+/* Gates: closed by harness_reset, opened by the test. A gated kernel polls its gate every 50 us
+ * (sleeping, so a loaded machine keeps its cores) and gives up after GATE_GUARD_NS with a
+ * failure: a guard against hanging a failed test, never what a test measures. */
+#define NGATES 64
+#define GATE_GUARD_NS (120LL * 1000000000LL)
+static atomic_int gates[NGATES];
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -50,16 +61,41 @@ int harness_reset(long n) {
     atomic_store(&running, 0);
     atomic_store(&max_running, 0);
     atomic_store(&arrived, 0);
+    for (int g = 0; g < NGATES; g++) atomic_store(&gates[g], 0);
     return starts && finishes && threads ? 0 : -1;
 }
 
-long harness_start(long id) { return id >= 0 && id < capacity ? starts[id] : -1; }
-long harness_finish(long id) { return id >= 0 && id < capacity ? finishes[id] : -1; }
+/* Read while tasks run (a gated task's finish is 0 until its gate opens): atomic loads. */
+long harness_start(long id) {
+    return id >= 0 && id < capacity ? __atomic_load_n(&starts[id], __ATOMIC_ACQUIRE) : -1;
+}
+long harness_finish(long id) {
+    return id >= 0 && id < capacity ? __atomic_load_n(&finishes[id], __ATOMIC_ACQUIRE) : -1;
+}
 long harness_max_running(void) { return atomic_load(&max_running); }
 /* A reading of the clock harness_start/harness_finish use (it advances it). */
 long harness_tick(void) { return atomic_fetch_add(&seq_clock, 1) + 1; }
 /* A number for the thread that ran task `id` (equal numbers: the same thread). */
 long harness_thread(long id) { return id >= 0 && id < capacity ? threads[id] : -1; }
+
+/* Opens gate g (every gate when g < 0): its waiting kernels finish, later ones do not wait. */
+void harness_gate_open(int g) {
+    for (int k = 0; k < NGATES; k++)
+        if (g < 0 || g == k) atomic_store(&gates[k], 1);
+}
+
+/* Waits until task `id` has started; returns its start tick, or 0 after the guard time. */
+long harness_wait_started(long id) {
+    if (id < 0 || id >= capacity) return 0;
+    int64_t end = now_ns() + GATE_GUARD_NS;
+    struct timespec pause = {0, 50000};
+    while (now_ns() < end) {
+        long s = __atomic_load_n(&starts[id], __ATOMIC_ACQUIRE);
+        if (s > 0) return s;
+        nanosleep(&pause, NULL);
+    }
+    return 0;
+}
 
 static _Thread_local char thread_marker;
 
@@ -99,6 +135,30 @@ static int k_put(const wsp_tile *tiles, const wsp_scalar *s) {
     return 0;
 }
 
+/* Records its start, waits for its gate (or an error of the runtime in s[3]), stores s[4] into
+ * tile 0 if `store`, records its finish. Fails when s[2] is nonzero or the guard time passes. */
+static int gated(const wsp_tile *tiles, const wsp_scalar *s, int store) {
+    long id = (long)s[0].i;
+    int g = (int)s[1].i;
+    const wsp_runtime *rt = (const wsp_runtime *)(intptr_t)s[3].i;
+    if (id < 0 || id >= capacity || g < 0 || g >= NGATES) return wsp_kernel_fail("gate task out of range");
+    threads[id] = (long)(intptr_t)&thread_marker;
+    __atomic_store_n(&starts[id], atomic_fetch_add(&seq_clock, 1) + 1, __ATOMIC_RELEASE);
+    int64_t end = now_ns() + GATE_GUARD_NS;
+    struct timespec pause = {0, 50000};
+    int open = 0;
+    while (!(open = atomic_load(&gates[g]) || (rt && wsp_error_code(rt) != WSP_OK)) && now_ns() < end)
+        nanosleep(&pause, NULL);
+    if (store) *(int64_t *)tiles[0].data = s[4].i;
+    __atomic_store_n(&finishes[id], atomic_fetch_add(&seq_clock, 1) + 1, __ATOMIC_RELEASE);
+    if (!open) return wsp_kernel_fail("gate never opened (the test's hang guard)");
+    if (s[2].i) return wsp_kernel_fail("gated kernel failed on purpose");
+    return 0;
+}
+
+static int k_gate(const wsp_tile *tiles, const wsp_scalar *s) { return gated(tiles, s, 0); }
+static int k_gate_store(const wsp_tile *tiles, const wsp_scalar *s) { return gated(tiles, s, 1); }
+
 static int k_empty(const wsp_tile *tiles, const wsp_scalar *s) {
     (void)tiles;
     (void)s;
@@ -123,6 +183,8 @@ wsp_kernel_fn harness_kernel(int which) {
     case K_EMPTY: return k_empty;
     case K_RENDEZVOUS: return k_rendezvous;
     case K_STORE: return k_store;
+    case K_GATE: return k_gate;
+    case K_GATE_STORE: return k_gate_store;
     default: return NULL;
     }
 }
@@ -449,70 +511,4 @@ long harness_await_loop(wsp_runtime *rt, long n, int ncells, int64_t window, int
     free(other);
     if (rc == 0) rc = wrc;
     return rc ? -1 - rc : bad;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Costs of wsp_await in ns per call, over n calls on a fresh run. what 0: nothing was ever
- * written (no record of the tensor); 1: 64 tiles of the tensor are registered, their writers
- * finished, the box awaited is one of them; 2: a round trip, an empty writer of the box submitted
- * just before each await (the mean); 3: the same, the median. Returns -1 on an error. */
-double harness_await_bench(wsp_runtime *rt, long n, int what) {
-    static int64_t cells[64];
-    wsp_task *t = calloc(1, sizeof *t);
-    int64_t *each = what == 3 ? calloc((size_t)(n > 0 ? n : 1), sizeof *each) : NULL;
-    if (!t || (what == 3 && !each) || wsp_begin(rt, 0, WSP_WINDOW_STALL) != 0) return -1;
-    t->fn = k_put;
-    t->nscalars = 1;
-    t->ntiles = 1;
-    t->access[0].tensor = 0;
-    t->access[0].mode = WSP_WRITE;
-    t->access[0].ndim = 2;
-    t->access[0].lo[1] = 0;
-    t->access[0].hi[1] = 16;
-    int rc = 0;
-    wsp_access a = t->access[0];
-    a.mode = WSP_READ;
-    if (what == 1) {
-        for (int k = 0; k < 64 && rc == 0; k++) {
-            t->tiles[0].data = &cells[k];
-            t->access[0].lo[0] = k * 16;
-            t->access[0].hi[0] = k * 16 + 16;
-            rc = wsp_submit(rt, t);
-        }
-        for (int k = 0; k < 64 && rc == 0; k++) {  /* then every one of them has finished */
-            a.lo[0] = k * 16;
-            a.hi[0] = k * 16 + 16;
-            rc = wsp_await(rt, &a);
-        }
-    }
-    a.lo[0] = 0;
-    a.hi[0] = 16;
-    int64_t t0 = now_ns();
-    for (long i = 0; i < n && rc == 0; i++) {
-        int64_t t_i = each ? now_ns() : 0;
-        if (what >= 2) {
-            t->tiles[0].data = &cells[0];
-            t->scalars[0].i = i;
-            t->access[0].lo[0] = 0;
-            t->access[0].hi[0] = 16;
-            rc = wsp_submit(rt, t);
-        }
-        if (rc == 0) rc = wsp_await(rt, &a);
-        if (each) each[i] = now_ns() - t_i;
-    }
-    int64_t t1 = now_ns();
-    int wrc = wsp_wait(rt);
-    free(t);
-    double result = (double)(t1 - t0) / (double)(n > 0 ? n : 1);
-    if (each && n > 0) {
-        qsort(each, (size_t)n, sizeof *each, cmp_i64);
-        result = (double)each[n / 2];
-    }
-    free(each);
-    if (rc || wrc) return -1;
-    return result;
 }

@@ -9,11 +9,11 @@
 
 Kernels from harness.c: K_RECORD and K_STORE record their start and finish on one sequence clock
 (harness_start/harness_finish/harness_tick), so "task j started after task i finished" is checked
-without trusting clocks; K_RENDEZVOUS succeeds only if its tasks run at the same time."""
+without trusting clocks; K_RENDEZVOUS succeeds only if its tasks run at the same time; a gated task
+(`Runtime.gated`) runs until the test opens its gate, so "not waited for" and "still running" are
+facts, never races against a busy loop."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
@@ -26,6 +26,7 @@ from .conftest import (
     READ,
     READWRITE,
     WRITE,
+    Pending,
     Runtime,
     call_with_timeout,
 )
@@ -146,7 +147,7 @@ def test_forked_children_and_their_parent_run_in_parallel_within_a_step(runtime)
     assert r.next() == OK
     assert r.submit(3, [(0, WRITE, [(3, 4)])]) == OK
     assert r.pop() == OK
-    assert call_with_timeout(r.wait, 60) == OK, r.error()
+    assert call_with_timeout(r.wait) == OK, r.error()
 
 
 def test_a_childs_own_scopes_interleave_with_another_contexts_scopes(runtime):
@@ -233,7 +234,7 @@ def test_tasks_forked_at_depth_zero_have_no_order(runtime):
     assert r.submit(0, [(0, WRITE, [(0, 1)])], kernel=K_RENDEZVOUS, scalars=(0, 2, 0)) == OK
     assert switch(r, c) == OK
     assert r.submit(1, [(0, WRITE, [(1, 2)])], kernel=K_RENDEZVOUS, scalars=(1, 2, 0)) == OK
-    assert call_with_timeout(r.wait, 60) == OK, r.error()  # ends c too
+    assert call_with_timeout(r.wait) == OK, r.error()  # ends c too
 
 
 def test_context_ids_are_reused_and_restart_each_run(runtime):
@@ -396,7 +397,7 @@ def test_wait_ends_contexts_left_open_after_an_error(runtime):
             assert r.next() == OK
             assert r.push() == OK
         assert r.submit(10, [(1, WRITE, [(0, 1)])], spin_ns=30 * MS) == OK
-        assert call_with_timeout(r.wait, 60) == ERR_KERNEL
+        assert call_with_timeout(r.wait) == ERR_KERNEL
         assert "failed on purpose" in r.error()[1]
     # a clean run after them: context 0 again, ids from 1
     r.lib.harness_reset(8)
@@ -437,7 +438,7 @@ def test_free_during_a_run_with_contexts_open(rtlib):
     c = fork(r)
     assert switch(r, c) == OK and r.push() == OK
     assert r.submit(0, [(0, WRITE, [(0, 1)])], spin_ns=10 * MS) == OK
-    call_with_timeout(r.free, 60)
+    call_with_timeout(r.free)
 
 
 # ---- 2. await in WRITE mode, probe ---------------------------------------------------------------
@@ -448,18 +449,21 @@ def test_a_writing_await_waits_for_readers_a_reading_one_does_not(runtime, mode)
     r = runtime(2, 2)
     r.lib.harness_reset(8)
     assert r.begin() == OK
-    assert r.submit(0, [(0, READ, [(0, 4), (0, 4)])], spin_ns=250 * MS) == OK
-    assert r.submit(1, [(1, READ, [(0, 4), (0, 4)])], spin_ns=1500 * MS) == OK  # other tensor
-    t0 = time.monotonic()
-    assert await_(r, 0, [(0, 4), (0, 4)], READ) == OK  # no writer: at once
-    assert await_(r, 0, [(3, 9), (2, 3)], READ) == OK
-    assert time.monotonic() - t0 < 0.2
+    assert r.gated(0, [(0, READ, [(0, 4), (0, 4)])], gate=0) == OK
+    assert r.gated(1, [(1, READ, [(0, 4), (0, 4)])], gate=1) == OK  # other tensor
+    # reading awaits: no writer, so they return while the reader is held
+    assert call_with_timeout(lambda: await_(r, 0, [(0, 4), (0, 4)], READ)) == OK
+    assert call_with_timeout(lambda: await_(r, 0, [(3, 9), (2, 3)], READ)) == OK
     assert r.lib.harness_finish(0) == 0
-    assert await_(r, 0, [(3, 9), (2, 3)], mode) == OK  # overlaps the reader's box
-    tick = r.lib.harness_tick()
-    assert 0 < r.lib.harness_finish(0) < tick
+    # a writing await on a box overlapping the reader's returns after the reader finished
+    pending = Pending(lambda: (await_(r, 0, [(3, 9), (2, 3)], mode), r.lib.harness_tick()))
+    r.open_gate(0)
+    rc, tick = pending.result()
+    assert rc == OK and 0 < r.lib.harness_finish(0) < tick
     assert r.lib.harness_finish(1) == 0  # the other tensor's reader was not waited for
-    assert await_(r, 0, [(4, 8), (0, 4)], mode) == OK  # a neighbour box: nothing to wait for
+    # a neighbour box: nothing to wait for
+    assert call_with_timeout(lambda: await_(r, 0, [(4, 8), (0, 4)], mode)) == OK
+    r.open_gate()
     assert r.wait() == OK
 
 
@@ -473,11 +477,12 @@ def test_a_writing_await_waits_for_readers_and_the_writer(runtime, rtlib):
                     tile_data=[buf]) == OK
     assert r.submit(1, [(0, READ, [(0, 4)])], spin_ns=40 * MS) == OK   # after 0 (RAW)
     assert r.submit(2, [(0, READ, [(4, 8)])], spin_ns=80 * MS) == OK
-    assert r.submit(3, [(0, READ, [(20, 24)])], spin_ns=1500 * MS) == OK  # elsewhere
-    assert await_(r, 0, [(2, 6)], READWRITE) == OK
+    assert r.gated(3, [(0, READ, [(20, 24)])]) == OK  # elsewhere, held until the end
+    assert call_with_timeout(lambda: await_(r, 0, [(2, 6)], READWRITE)) == OK
     tick = r.lib.harness_tick()
     assert all(0 < r.lib.harness_finish(k) < tick for k in (0, 1, 2))
     assert buf[0] == 7 and r.lib.harness_finish(3) == 0
+    r.open_gate()
     assert r.wait() == OK
 
 
@@ -486,22 +491,28 @@ def test_probe_says_whether_an_await_would_wait(runtime):
     r.lib.harness_reset(8)
     assert r.begin() == OK
     assert probe(r, 0, [(0, 4)], READWRITE) == 0  # nothing submitted
-    assert r.submit(0, [(0, READ, [(0, 4)])], spin_ns=200 * MS) == OK
+    assert r.gated(0, [(0, READ, [(0, 4)])], gate=0) == OK  # a reader, held
     assert probe(r, 0, [(0, 4)], READ) == 0       # readers only: a read need not wait
     assert probe(r, 0, [(2, 3)], WRITE) == 1
     assert probe(r, 0, [(4, 8)], WRITE) == 0       # not overlapping
-    t0 = time.monotonic()
-    polls = 0
-    while probe(r, 0, [(0, 4)], READWRITE) == 1:   # polling makes progress on its own
-        polls += 1
-        assert time.monotonic() - t0 < 30
-    assert polls > 0 and r.lib.harness_finish(0) > 0
+    assert probe(r, 0, [(0, 4)], READWRITE) == 1
+    r.open_gate(0)
+
+    def poll() -> int:
+        polls = 0
+        while probe(r, 0, [(0, 4)], READWRITE) == 1:  # polling makes progress on its own
+            polls += 1
+        return polls
+
+    call_with_timeout(poll)
+    assert r.lib.harness_finish(0) > 0
     assert probe(r, 0, [(0, 4)], WRITE) == 0
-    # a slow writer: a reading probe says 1 as well
-    assert r.submit(1, [(0, WRITE, [(0, 2)])], spin_ns=200 * MS) == OK
+    # a writer, held: a reading probe says 1 as well
+    assert r.gated(1, [(0, WRITE, [(0, 2)])], gate=1) == OK
     assert probe(r, 0, [(1, 2)], READ) == 1
     assert r.lib.harness_finish(1) == 0
-    assert await_(r, 0, [(1, 2)], READ) == OK
+    r.open_gate(1)
+    assert call_with_timeout(lambda: await_(r, 0, [(1, 2)], READ)) == OK
     assert probe(r, 0, [(1, 2)], READ) == 0 and probe(r, 0, [(0, 4)], READWRITE) == 0
     assert r.wait() == OK
     st = r.stats()
@@ -569,22 +580,26 @@ def test_an_event_record_synchronize_query_round(runtime, rtlib):
     r.lib.harness_reset(8)
     assert r.begin() == OK
 
-    def marked(tid, spin):
+    def mark():
         t = r.task
         t.tiles[1].data = scratch
         t.tiles[1].rows = t.tiles[1].cols = 1
-        return r.submit(tid, [(0, WRITE, [(tid, tid + 1)]), (1, READ, [(0, 1)])], spin_ns=spin)
 
     assert r.lib.wsp_probe(r.rt, access(r, 1, [(0, 1)], READWRITE)) == 0  # query: done
-    assert marked(0, 60 * MS) == OK
-    assert marked(1, 120 * MS) == OK
-    assert r.submit(2, [(0, WRITE, [(5, 6)])], spin_ns=1500 * MS) == OK   # not recorded
+    mark()
+    assert r.submit(0, [(0, WRITE, [(0, 1)]), (1, READ, [(0, 1)])], spin_ns=20 * MS) == OK
+    mark()
+    assert r.gated(1, [(0, WRITE, [(1, 2)]), (1, READ, [(0, 1)])], gate=1) == OK  # held
+    assert r.gated(2, [(0, WRITE, [(5, 6)])], gate=2) == OK  # not recorded, held
     assert probe(r, 1, [(0, 1)], READWRITE) == 1                          # query: not done
-    assert await_(r, 1, [(0, 1)], READWRITE) == OK                        # synchronize
-    tick = r.lib.harness_tick()
+    pending = Pending(lambda: (await_(r, 1, [(0, 1)], READWRITE), r.lib.harness_tick()))
+    r.open_gate(1)                                                        # synchronize
+    rc, tick = pending.result()
+    assert rc == OK
     assert 0 < r.lib.harness_finish(0) < tick and 0 < r.lib.harness_finish(1) < tick
     assert r.lib.harness_finish(2) == 0
     assert probe(r, 1, [(0, 1)], READWRITE) == 0
+    r.open_gate()
     assert r.wait() == OK
 
 
@@ -716,7 +731,7 @@ def test_extra_readers_do_not_order_each_other(runtime, rtlib):
             extra(r, scratch, 1, [0])
             assert r.submit(k, [(0, WRITE, [(k, k + 1)]), (1, READ, [(0, 1)])],
                             kernel=K_RENDEZVOUS, scalars=(k, 2, 0)) == OK
-        assert call_with_timeout(r.wait, 60) == OK, r.error()
+        assert call_with_timeout(r.wait) == OK, r.error()
 
 
 @pytest.mark.parametrize("flags,nd", [(0, 0), (INDEPENDENT, 3)])
@@ -815,19 +830,17 @@ def test_notes_name_the_index_of_the_next_task(runtime):
     assert got[-1] == (4, 4999 % 3, 4999)
 
 
-def test_notes_without_a_trace_cost_nothing_and_keep_nothing(runtime):
+def test_notes_without_a_trace_keep_nothing(runtime):
+    """(What a note costs without a trace is measured by benchmarks/await_costs.py.)"""
     r = runtime(1, 1)
     assert r.lib.wsp_note(r.ffi.NULL, 1, 1) == OK
     assert r.lib.wsp_note(r.rt, 1, 1) == OK  # outside a run, no trace: nothing to do
     assert r.begin() == OK
-    t0 = time.perf_counter()
     for k in range(20000):
-        r.lib.wsp_note(r.rt, 1, k)
-    per_call = (time.perf_counter() - t0) / 20000
+        assert r.lib.wsp_note(r.rt, 1, k) == OK
     assert r.lib.wsp_note_count(r.rt) == 0
     assert r.wait() == OK
     assert r.lib.wsp_note_count(r.rt) == 0
-    assert per_call < 50e-6  # a cffi call; the C side is a branch
 
 
 def test_note_errors(runtime):

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from ... import sym
-from ...diagnostics import Diagnostic, WspError
-from ...files import replace_dir
+from ...diagnostics import Diagnostic, WspError, file_error
+from ...files import FileError, replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..target import KeepsNothing, target_options
@@ -131,7 +131,8 @@ def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
 
 def write_project(directory, files: Mapping[str, str]) -> Path:
     """Write the tree as DIR, atomically (`files.replace_dir`): a failure leaves DIR as it was
-    (absent, or the previous tree)."""
+    (absent, or the previous tree). Only an empty directory or a project tree (its
+    CMakeLists.txt and wsp/ folder) is replaced: `-o src` must not delete a folder."""
 
     def fill(tmp: Path) -> None:
         for rel, text in files.items():
@@ -141,7 +142,10 @@ def write_project(directory, files: Mapping[str, str]) -> Path:
             if rel.startswith("scripts/"):
                 path.chmod(0o755)
 
-    return replace_dir(directory, fill)
+    try:
+        return replace_dir(directory, fill, ours=lambda names: {"CMakeLists.txt", "wsp"} <= names)
+    except FileError as err:
+        raise file_error(err) from None
 
 
 class AscendTarget(KeepsNothing):

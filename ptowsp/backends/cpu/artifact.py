@@ -2,32 +2,42 @@
 
 `build_module` compiles the emitted C through the cache (`build.py`; a C compiler error located
 in an `extern c` body is the user's: a diagnostic there) into a `Built`: the IR, the
-enumerators' tables and the directory holding `module.so`, its C, `manifest.json` and the run
-information (`run.pickle`: the IR and the tables, what `wspc run DIR` needs besides the
-library). `load_directory` reopens such a directory.
+enumerators' tables and the directory holding `module.so`. A cached library is loaded before it
+is used, and one that does not load is rebuilt once.
 
-The index of compiled sources maps a main `.wsp` file (its text, its path, the `-O` level and
-wspc's own files) to the artifact it built, with a hash of every source file it read, so a
-warm `wspc run FILE` skips checking, lowering and code generation (`cached_build`,
-`record_build`).
+The cache's module directories are shared by every source that generates the same C, so they
+hold no IR: the IR (with the spans run-time diagnostics point at) belongs to the source it came
+from. It is kept in two places, each sealed (a checksum, and wspc's version) and checked before
+it is unpickled:
+- the index of compiled sources (`cached_build`, `record_build`) maps a main `.wsp` file (its
+  path as given and resolved, its text, the `-O` level and wspc's own files) to the module it
+  built, with a hash of every source file it read and that source's IR and enumerator tables,
+  so a warm `wspc run FILE` skips checking, lowering and code generation and still reports
+  that file's lines. A damaged entry is a miss (noted, then rewritten).
+- an artifact directory (`wspc compile -o DIR`, `Built.write`) holds the library, its C,
+  manifest.json, checksums.json and `run.pickle`, the IR of the file compiled;
+  `load_directory` verifies the library and the run information before loading, and anything
+  wrong is "not a wspc artifact directory" (it cannot be rebuilt without its source).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import os
+import json
 import pickle
 import re
 import shutil
-import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from ...diagnostics import Diagnostic, WspError
-from ...files import cache_dir, replace_dir, write_atomic
+from ...diagnostics import Diagnostic, InternalError, WspError, file_error
+from ...files import FileError, cache_dir, read_bounded, replace_dir, write_atomic
 from ...ir import nodes as N
+from ...limits import MAX_SOURCE_BYTES
 from ...spans import Span
+from ...version import __version__
 from . import build
 from .emit import ModuleC
 from .enumerate import Enumerators
@@ -49,47 +59,90 @@ class Built:
 
     @property
     def library(self) -> Path:
-        return self.directory / "module.so"
+        return self.directory / build.LIBRARY
 
     def write(self, directory) -> Path:
         """A self-contained artifact directory (`wspc compile -o DIR`): the library, its C,
-        manifest.json and the run information, replacing `directory` atomically."""
-
+        manifest.json, checksums.json and the run information of this module, replacing
+        `directory` atomically. Every file is new (not the cache's modification times), so a
+        Makefile rule making DIR/module.so is satisfied whether or not the cache had it. Only an
+        artifact directory (or an empty one) is replaced: `-o src` must not delete a folder."""
         def fill(tmp: Path) -> None:
             for f in self.directory.iterdir():
-                shutil.copy2(f, tmp / f.name)
+                if f.is_file() and not f.name.startswith("."):
+                    shutil.copyfile(f, tmp / f.name)
+            write_atomic(tmp / RUN_INFO, seal((self.module, self.enumerators)))
 
-        return replace_dir(directory, fill)
+        try:
+            return replace_dir(directory, fill, ours=_artifact_names)
+        except FileError as err:
+            raise file_error(err) from None
+
+
+def _artifact_names(names: set) -> bool:
+    """Whether a directory holding `names` is an artifact directory `Built.write` may replace."""
+    return build.LIBRARY in names and bool(names & {RUN_INFO, build.RECORD})
 
 
 def build_module(m: N.Module, code: ModuleC, workers: Optional[int] = None) -> Built:
-    """Build `code` (the C of `m`) through the cache, with the run information beside it."""
-    try:
-        artifact = build.build(code.files)
-    except build.BuildError as err:
-        raise extern_diagnostics(m, err) or build.internal_build_error(err) from None
-    save_run_info(artifact.directory, m, code.enumerators)
+    """Build `code` (the C of `m`) through the cache. A cached library that verifies but does not
+    load is discarded and rebuilt, once."""
+    for attempt in range(2):
+        try:
+            artifact = build.build(code.files)
+        except build.BuildError as err:
+            raise extern_diagnostics(m, err) or build.internal_build_error(err) from None
+        if not artifact.cached:
+            break
+        try:
+            load(artifact.library, code.enumerators.entries)
+            break
+        except OSError as err:
+            if attempt:
+                raise InternalError("cpu build", f"{artifact.library} does not load even after "
+                                                 f"a rebuild: {err}") from None
+            build.discard(artifact.directory, f"{build.LIBRARY} does not load: {err}")
     return Built(m, code.enumerators, artifact.directory, artifact.cached, workers)
 
 
 def load_directory(directory, workers: Optional[int] = None) -> Built:
-    """The artifact in `directory` (nothing is generated or rebuilt); anything unreadable,
-    the library included, is a user error: "not a wspc artifact directory"."""
+    """The artifact in `directory` (nothing is generated or rebuilt); anything missing, damaged
+    or unreadable, the library included, is a user error: "not a wspc artifact directory"."""
     d = Path(directory)
     try:
         built = _load(d, workers)
+    except _Unusable as err:
+        reason = str(err)
     except Exception as err:  # noqa: BLE001 - anything unreadable is "not an artifact"
-        raise WspError([Diagnostic(Span(str(d), 0, 0, 0, 0), "io",
-                                   f"not a wspc artifact directory ({type(err).__name__}: {err})",
-                                   "make one with `wspc compile FILE.wsp -o DIR`")]) from None
-    return built
+        reason = f"{type(err).__name__}: {err}"
+    else:
+        return built
+    raise WspError([Diagnostic(Span(str(d), 0, 0, 0, 0), "io",
+                               f"not a wspc artifact directory ({reason})",
+                               "make it again with `wspc compile FILE.wsp -o DIR`")])
+
+
+class _Unusable(Exception):
+    """Why an artifact directory cannot be run, in words for its diagnostic."""
 
 
 def _load(d: Path, workers: Optional[int]) -> Built:
-    m, enumerators = load_run_info(d)
-    built = Built(m, enumerators, d, True, workers)
-    load(built.library, enumerators.entries)  # a library that does not load is no artifact
-    return built
+    problem = build.damage(d, build.LIBRARY)  # before anything maps it
+    if problem is not None:
+        raise _Unusable(problem)
+    try:
+        raw = build.read_regular(d / RUN_INFO)
+    except OSError as err:
+        raise _Unusable(f"{RUN_INFO}: {err.strerror or err}") from None
+    try:
+        m, enumerators = unseal(raw)
+    except Damaged as err:
+        raise _Unusable(f"{RUN_INFO} {err}") from None
+    try:
+        load(d / build.LIBRARY, enumerators.entries)
+    except OSError as err:
+        raise _Unusable(f"{build.LIBRARY} does not load: {err}") from None
+    return Built(m, enumerators, d, True, workers)
 
 
 _GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
@@ -105,20 +158,44 @@ def extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]
 
 
 # ---------------------------------------------------------------------------------------------
-# What a run needs besides the library, kept beside it
+# Sealed pickles: what wspc unpickles is checked first
 
 
-def save_run_info(directory: Path, m: N.Module, enumerators: Enumerators) -> None:
-    """Keep the IR and the enumerators' tables beside the library (once: the directory is
-    content-addressed, so what is there is the same)."""
-    path = directory / RUN_INFO
-    if path.exists():
-        return
-    write_atomic(path, pickle.dumps((m, enumerators), protocol=pickle.HIGHEST_PROTOCOL))
+_SEAL = b"wspc sealed pickle\n"
 
 
-def load_run_info(directory: Path) -> tuple[N.Module, Enumerators]:
-    return pickle.loads((directory / RUN_INFO).read_bytes())
+class Damaged(Exception):
+    """A sealed pickle that is damaged or was written by another wspc; the message says which."""
+
+
+def seal(value: Any) -> bytes:
+    """`value` pickled, after a header line with wspc's version and the pickle's size and
+    SHA-256."""
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    head = {"version": __version__, "size": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest()}
+    return _SEAL + json.dumps(head, sort_keys=True).encode() + b"\n" + payload
+
+
+def unseal(raw: bytes) -> Any:
+    """The value `seal` wrote into `raw`; `Damaged` if the bytes are not what it wrote, or an
+    other wspc version wrote them (its IR classes may differ)."""
+    if not raw.startswith(_SEAL):
+        raise Damaged("has no wspc header")
+    head, _, payload = raw[len(_SEAL):].partition(b"\n")
+    try:
+        meta = json.loads(head)
+        version, size, sha = str(meta["version"]), int(meta["size"]), str(meta["sha256"])
+    except (ValueError, LookupError, TypeError):
+        raise Damaged("has an unreadable header") from None
+    if version != __version__:
+        raise Damaged(f"was written by wspc {version}, this is wspc {__version__}")
+    if len(payload) != size or hashlib.sha256(payload).hexdigest() != sha:
+        raise Damaged("differs from what was written (its checksum)")
+    try:
+        return pickle.loads(payload)
+    except Exception as err:  # noqa: BLE001 - classes changed under one version number
+        raise Damaged(f"cannot be read by this wspc ({type(err).__name__}: {err})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,33 +203,65 @@ def load_run_info(directory: Path) -> tuple[N.Module, Enumerators]:
 
 
 def _index_path(main: Path, text: str, opt_level: int) -> Path:
-    key = build.digest(build.wspc_identity(), str(main.resolve()), text, f"-O{opt_level}")
+    # the path as given too: the IR's spans (and so every diagnostic) spell it that way; the
+    # CPU of native code: another machine sharing the cache must not load this one's library
+    key = build.digest(build.wspc_identity(), str(main.resolve()), str(main), text, f"-O{opt_level}",
+                       build.target_identity(build.cflags()))
     return cache_dir() / "index" / f"{key}.pickle"
+
+
+def _file_hash(path) -> Optional[str]:
+    """The SHA-256 of a source file, or None if it is no longer a regular file (a FIFO now:
+    reading it would block; the checker, reading the sources, reports it)."""
+    try:
+        return hashlib.sha256(read_bounded(path, MAX_SOURCE_BYTES)).hexdigest()
+    except FileError:
+        return None
 
 
 def cached_build(main: Path, opt_level: int, workers: Optional[int] = None) -> Optional[Built]:
     """The artifact of a .wsp file compiled before and unchanged since (with its imports),
-    without checking, lowering or generating anything; None when there is no such build."""
+    with that file's own IR, without checking, lowering or generating anything; None when there
+    is no such build. A damaged index entry is discarded (with a note) and is a miss; a damaged
+    or unloadable library is a miss that the cold build then rebuilds."""
     try:
-        text = main.read_text(encoding="utf-8")
-        entry = pickle.loads(_index_path(main, text, opt_level).read_bytes())
-        for file, digest in entry["files"]:
-            if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO now: reading it would block
-                return None  # (the checker, reading the sources, reports it)
-            if hashlib.sha256(Path(file).read_bytes()).hexdigest() != digest:
-                return None
-        return _load(Path(entry["directory"]), workers)
-    except Exception:  # noqa: BLE001 - any trouble with the index means: build the normal way
+        path = _index_path(main, main.read_text(encoding="utf-8"), opt_level)
+        try:
+            raw = build.read_regular(path)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            if err.errno == errno.EINVAL or path.is_dir():  # never rewritten if left in place
+                build.discard(path, "not a file")
+            return None
+        try:
+            entry = unseal(raw)
+            # the module by its key, in this cache: a copied or moved cache still works
+            files, directory = entry["files"], path.parent.parent / "modules" / entry["key"]
+            module, enumerators = entry["module"], entry["enumerators"]
+        except (Damaged, LookupError, TypeError) as err:
+            build.discard(path, f"the entry {err}" if isinstance(err, Damaged) else "an unreadable entry")
+            return None
+        if any(_file_hash(file) != sha for file, sha in files):
+            return None
+        if build.damage(directory, build.LIBRARY) is not None:
+            return None
+        load(directory / build.LIBRARY, enumerators.entries)
+        return Built(module, enumerators, directory, True, workers)
+    except Exception:  # noqa: BLE001 - any other trouble with the index means: build the normal way
         return None
 
 
 def record_build(main: Path, files: Sequence[str], built: Built, opt_level: int) -> None:
-    """Remember that `main` (with `files`, its imports included) builds to `built`."""
+    """Remember that `main` (with `files`, its imports included) builds to `built`, with its IR."""
     try:
         text = main.read_text(encoding="utf-8")
-        entry = {"files": [(str(Path(f).resolve()), hashlib.sha256(Path(f).read_bytes()).hexdigest())
-                           for f in files],
-                 "directory": str(built.directory)}
-        write_atomic(_index_path(main, text, opt_level), pickle.dumps(entry))
-    except OSError:
+        path = _index_path(main, text, opt_level)
+        if built.directory.parent != path.parent.parent / "modules":
+            return  # built in a private temporary cache: nothing to remember
+        entry = {"files": [(str(Path(f).resolve()), _file_hash(f)) for f in files],
+                 "key": built.directory.name, "module": built.module,
+                 "enumerators": built.enumerators}
+        write_atomic(path, seal(entry))
+    except (OSError, FileError):
         pass  # the index only saves time
