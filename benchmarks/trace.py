@@ -12,30 +12,12 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ptowsp.backends.cpu.trace import EVENT_DTYPE, SIMRESULT_DTYPE, Trace  # noqa: E402
-from ptowsp.backends.machine import load_machine  # noqa: E402
+from tests.trace_data import synthetic  # noqa: E402
 
 TARGET_S = 10.0
-
-
-def synthetic(n: int) -> Trace:
-    ev = np.zeros(n, EVENT_DTYPE)
-    ev["kernel"] = np.arange(n) % 3
-    ev["worker"], ev["dispatcher"], ev["stream"] = np.arange(n) % 8, np.arange(n) % 4, -1
-    ev["ncoords"], ev["coords"][:, 0], ev["coords"][:, 1] = 2, np.arange(n) // 1000, np.arange(n)
-    ev["start_ns"] = np.arange(n) * 10
-    ev["end_ns"] = ev["start_ns"] + 7
-    sim = np.zeros(n, SIMRESULT_DTYPE)
-    sim["start"] = np.arange(n) * 100
-    sim["finish"], sim["unit"], sim["core"] = sim["start"] + 90, 1, np.arange(n) % 24
-    sim["dispatcher"], sim["group"] = ev["dispatcher"], -1
-    return Trace(ev, ["mm", "init", "norm"], replace(load_machine(None), clock_ghz=1.8), sim=sim)
 
 
 def main() -> None:

@@ -105,26 +105,26 @@ def _changed(before: dict, after: dict) -> list[str]:
     return out
 
 
+def _state_kept(request):
+    """Yield once; then fail `request`'s test or module if the global state changed meanwhile."""
+    before = _global_state()
+    yield
+    changed = _changed(before, _global_state())
+    if changed:
+        pytest.fail(f"{request.node.nodeid} left global state changed: {'; '.join(changed)}",
+                    pytrace=False)
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_state(request):
     """Fails a test that leaves global state changed (a registered extern, an environment
     variable, the working directory...): the next test would run in a world it did not ask
     for. Fixtures that restore what they change (monkeypatch, ref_extern) end before this
     check."""
-    before = _global_state()
-    yield
-    changed = _changed(before, _global_state())
-    if changed:
-        pytest.fail(f"{request.node.nodeid} left global state changed: {'; '.join(changed)}",
-                    pytrace=False)
+    yield from _state_kept(request)
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _no_leaked_module_state(request):
     """The same for a test module's own fixtures (module-scoped registrations and settings)."""
-    before = _global_state()
-    yield
-    changed = _changed(before, _global_state())
-    if changed:
-        pytest.fail(f"{request.node.nodeid} left global state changed: {'; '.join(changed)}",
-                    pytrace=False)
+    yield from _state_kept(request)

@@ -316,15 +316,17 @@ ELSEWHERE: dict[str, str] = {
         'tests/backends/test_ref_csp.py::test_a_channel_serves_one_pipe_at_a_time',
     'slice `{*}` in `{*}` must not have a negative length{*}':
         'tests/test_user_errors.py::test_a_view_slice_with_a_negative_length_at_run_time',
-    'cannot evaluate `{*}`: {*}{*}':
-        'tests/test_user_errors.py::test_a_scalar_argument_divided_by_zero_at_run_time',
+    'dividing by `{*}` in a schedule key (`{*}`), which may be zero, {*}':
+        'tests/backends/test_scalar_division.py::'
+        'test_a_schedule_key_divides_only_by_a_divisor_proved_nonzero',
 }
 
 # message pattern -> why no user input can produce it
 UNREACHABLE: dict[str, str] = {
-    "unterminated block comment":
-        "`/` is an operator, so the lexer never fails at `/*`: an unclosed comment is reported "
-        "as an unexpected `/` by the parser",
+    "cannot evaluate `{*}`: {*}{*}":
+        "ref's evaluation of a scalar expression fails only on a zero divisor or an unbound sym: "
+        "every divisor that may be zero has an Assert before its statement (lower/values.py, "
+        "`divisor`), and the syms are bound and checked before the run",
     "expected a scalar expression":
         "a defensive fallback: every kind of expression the parser builds is handled before it",
     "the ragged axis of `{*}` is not indexed by a loop variable of `{*}`, so there is no loop "

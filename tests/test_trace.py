@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +21,9 @@ from ptowsp.backends.cpu.trace import (
     from_cdata,
     summary_dict,
 )
-from ptowsp.backends.machine import load_machine
+from tests.trace_data import KERNELS, MACHINE, synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
-MACHINE = replace(load_machine(None), clock_ghz=1.8)  # 1.8 GHz, 24 cube and 48 vector cores
-KERNELS = ["mm", "init", "norm"]
 
 
 @pytest.fixture(scope="module")
@@ -285,16 +282,6 @@ def test_summary_derived_from_results_alone():
 def test_a_million_tasks():
     """A million tasks convert (how fast: benchmarks/trace.py)."""
     n = 1_000_000
-    ev = np.zeros(n, EVENT_DTYPE)
-    ev["kernel"] = np.arange(n) % 3
-    ev["worker"], ev["dispatcher"], ev["stream"] = np.arange(n) % 8, np.arange(n) % 4, -1
-    ev["ncoords"], ev["coords"][:, 0], ev["coords"][:, 1] = 2, np.arange(n) // 1000, np.arange(n)
-    ev["start_ns"] = np.arange(n) * 10
-    ev["end_ns"] = ev["start_ns"] + 7
-    sim = np.zeros(n, SIMRESULT_DTYPE)
-    sim["start"] = np.arange(n) * 100
-    sim["finish"], sim["unit"], sim["core"] = sim["start"] + 90, 1, np.arange(n) % 24
-    sim["dispatcher"], sim["group"] = ev["dispatcher"], -1
-    tr = Trace(ev, KERNELS, MACHINE, sim=sim)
+    tr = synthetic(n)
     out = tr.to_chrome_trace()
     assert len(tasks_of(out, 1)) == n

@@ -58,7 +58,8 @@ _new_tok = partial(tuple.__new__, Tok)
 
 
 class UnexpectedCharacter(Exception):
-    """No token starts at `pos`."""
+    """No token starts at `pos`: an unknown character, or the opening `"`, `\"\"\"` or `/*` of a
+    string or comment that is never closed (the parser tells them apart by the text there)."""
 
     def __init__(self, pos: int, line: int, column: int):
         super().__init__(f"unexpected character at {line}:{column}")
@@ -145,8 +146,14 @@ class Lexer:
             elif kind == "PUNCT":
                 kind = punct[value]
             if kind == "RAW_STRING" or kind == "STRING":
+                # `"""` not closed: RAW_STRING (tried first) failed, STRING matched the `""`
+                if value == '""' and text.startswith('"', end):
+                    raise UnexpectedCharacter(pos, line, col)
                 newlines = value.count("\n")
             else:
+                # `/*` not closed: BLOCK_COMMENT (tried first) failed, BINOP matched the `/`
+                if kind == "BINOP" and value == "/" and text.startswith("*", end):
+                    raise UnexpectedCharacter(pos, line, col)
                 newlines = 0
             if newlines:
                 tok = new((kind, value, pos, line, col, line + newlines, end - pos - value.rfind("\n")))

@@ -370,6 +370,8 @@ KEYWORD_TYPES = frozenset(k.upper() for k in KEYWORDS)
 def _unexpected_character(err: UnexpectedCharacter, file: str, text: str) -> Diagnostic:
     ch = text[err.pos]
     span = A.Span(file, err.line, err.column, err.line, err.column + 1)
+    if text.startswith('"""', err.pos):
+        return Diagnostic(span, "syntax", 'unterminated `"""` string', 'close it with `"""`')
     if ch == '"':
         return Diagnostic(span, "syntax", "unterminated string", "close the string with `\"` on the same line")
     if text.startswith("/*", err.pos):

@@ -68,6 +68,11 @@ def or_(a, b):
     return N.Cond("or", (a, b))
 
 
+def _zero_divisor(whole: str, divisor: str) -> str:
+    """The message of a divisor found zero at run time (after it: `, found 0`)."""
+    return f"division by zero in `{whole}`: `{divisor}` must not be zero"
+
+
 class ValueLowering:
     """Scalar expressions, element reads, asserts and proofs: a mixin of
     `workloads.WorkloadLowerer`, whose `__init__` sets the state used here (`env`; `pre`, `memo`,
@@ -107,6 +112,27 @@ class ValueLowering:
         if self.pre is None:
             raise InternalError("lower", "an Assert outside a statement")
         self.pre.append(N.Assert(N.ViewCheck(sym.Check(lhs, op, rhs, message), message, span)))
+
+    def divisor(self, d: sym.Expr, whole: A.Expr, node: A.Expr) -> None:
+        """`d`, the value of `node`, divides in `whole` (`/`, `%`, `ceildiv`): an Assert that it
+        is not zero before the current statement, unless proved (a zero divisor is an error, not
+        a value); in a schedule key, which no statement evaluates, it must be proved."""
+        # decision: integer division by zero in a workload scalar expression is a run-time error at the divisor, on every target (the checker rejects a divisor that is zero at compile time)
+        if self.pre is not None:
+            self.assert_(d, "!=", sym.const(0), _zero_divisor(expr_str(whole), expr_str(node)),
+                         node.span)
+        elif self.decide(d, "!=", sym.const(0)) is not True:
+            raise Unsupported(node.span, f"dividing by `{expr_str(node)}` in a schedule key "
+                              f"(`{expr_str(whole)}`), which may be zero, {UNSUPPORTED}")
+
+    def axis_divisors(self, decl: A.AxisDecl) -> None:
+        """The divisors of a module-level axis's extent (`axis rows = DenseDyn(N / M)`, over
+        syms and consts), asserted as `divisor` does before the statement using the axis, at
+        the divisor as written in the declaration."""
+        ax = decl.axis
+        while isinstance(ax, A.Name):  # `axis a = b`: b's extent
+            ax = self.env.axes[ax.id].decl.axis
+        self.int_expr(ax.extent if isinstance(ax, (A.DenseAxis, A.DenseDynAxis)) else ax, Scope())
 
     def element(self, e: A.Expr, scope: Scope) -> Scalar:
         """`T[i, j]` in a scalar expression: a Read (a bool element is the condition `!= 0`)."""
@@ -173,6 +199,8 @@ class ValueLowering:
                 return ("int", sym.var(name))
             args = [self.scalar(a, scope) for a in e.args]
             if all(k == "int" for k, _ in args):
+                if f == "ceildiv":
+                    self.divisor(args[1][1], e, e.args[1])
                 fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
                 return ("int", fn(*(v for _, v in args)))
             nums = [self.number(k, v, e) for k, v in args]
@@ -213,6 +241,8 @@ class ValueLowering:
             return ("bool", {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
                              "!=": a != b}[op])
         if lk == "int" and rk == "int":
+            if op in ("/", "%"):
+                self.divisor(rv, e, e.right)
             fn = {"+": sym.add, "-": sym.sub, "*": sym.mul, "/": sym.floordiv, "%": sym.mod}[op]
             return ("int", fn(lv, rv))
         a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)

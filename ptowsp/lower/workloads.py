@@ -35,8 +35,17 @@ from .values import UNKNOWN, ValueLowering, not_
 
 
 def _has_reads(e: A.Expr) -> bool:
-    """Whether evaluating `e` reads tensor elements (then `and`/`or` must short-circuit)."""
-    return any(isinstance(n, A.Index) for n in e.walk())
+    """Whether evaluating `e` reads tensor elements or divides by what is not a literal (then
+    `and`/`or` must short-circuit: the reads' range checks and the divisors' Asserts hold only
+    where the right side is evaluated)."""
+    return any(isinstance(n, A.Index) or _divides(n) for n in e.walk())
+
+
+def _divides(n: A.Expr) -> bool:
+    if isinstance(n, A.Binary) and n.op in ("/", "%"):
+        return not isinstance(n.right, A.IntLit)
+    return isinstance(n, A.Call) and n.func.id == "ceildiv" and len(n.args) == 2 \
+        and not isinstance(n.args[1], A.IntLit)
 
 
 def _splits(e: A.Expr) -> bool:
@@ -368,7 +377,10 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             if isinstance(b, AxisParam):
                 return b.extent
             if b is None and e.id in self.env.axes:
-                return self.env.axes[e.id].extent
+                info = self.env.axes[e.id]
+                if info.kind == "densedyn":
+                    self.axis_divisors(info.decl)
+                return info.extent
         if isinstance(e, A.Index):
             info = self.axis_info(e.value, scope)
             if info is not None:

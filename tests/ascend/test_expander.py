@@ -361,3 +361,59 @@ def test_columns_that_turn_out_strided_stop_the_run(harness):
     plan, files = expander.plan_files(m, "main")
     _, npu = harness.streams(m, "main", plan, files["include/wsp_plan_data.h"], {"N": 2, "M": 3}, {})
     assert npu.tasks == [] and npu.end == ("error", 5, 0, 0, 0)  # WSP_ERR_LAYOUT, task 0
+
+
+DIVIDE = """\
+    sym N
+    input  L: i32[4]
+    input  X: f32[4, 8]
+    output Y: f32[4, 8]
+    kernel put(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]], s: Scalar[i32]) { store(y, x) }
+    workload w() {
+        for b in P(4) {
+            put(x = X[N % L[b] % 4], y = Y[b], s = ceildiv(N, L[b]) + N / (L[b] - 1))
+        }
+    }
+"""
+
+
+def test_a_zero_divisor_is_the_same_error(harness):
+    """Integer division in scalar expressions (language.md section 6): the same floors on
+    both sides, and a divisor that is zero at run time is the same failed check, after the
+    same tasks (cpu_sim and ref: tests/backends/test_scalar_division.py)."""
+    m = ir_of_text(DIVIDE)
+    x = np.zeros((4, 8), np.float32)
+    cpu, _ = compare(harness, m, m.schedules[0].name, {"N": 7}, {"L": np.asarray([3, -2, 5, 2], np.int32),
+                                                   "X": x})
+    assert cpu.end == ("ok",) and len(cpu.tasks) == 4
+    for lens, divisor, expr in (([3, 0, 5, 2], "L[b]", "N % L[b]"),
+                                ([3, 1, 5, 2], "L[b] - 1", "N / (L[b] - 1)")):
+        cpu, _ = compare(harness, m, m.schedules[0].name, {"N": 7}, {"L": np.asarray(lens, np.int32),
+                                                       "X": x})
+        line = textwrap.dedent(DIVIDE).splitlines()[7]
+        at = (8, line.index(divisor) + 1)
+        assert cpu.end[:4] == ("check", f"division by zero in `{expr}`: `{divisor}` must not "
+                               "be zero", at, "b=1"), cpu.end
+        assert len(cpu.tasks) == 1
+
+
+WIDE = """\
+    input  L: i64[4]
+    input  X: f32[4, 8]
+    output Y: f32[4, 8]
+    kernel put(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]], a: Scalar[i64], b: Scalar[i64],
+               c: Scalar[i64]) { store(y, x) }
+    workload w() {
+        for b in P(4) {
+            put(x = X[b], y = Y[b], a = L[0] / L[b], b = L[0] % L[b], c = ceildiv(L[0], L[b]))
+        }
+    }
+"""
+
+
+def test_int64_min_divided_by_minus_one_is_the_same_value(harness):
+    """The one quotient past int64 wraps on both sides, and traps on neither (C's `/` does)."""
+    m = ir_of_text(WIDE)
+    lens = np.asarray([-2**63, -1, 3, -7], np.int64)
+    cpu, _ = compare(harness, m, m.schedules[0].name, {}, {"L": lens, "X": np.zeros((4, 8), np.float32)})
+    assert cpu.end == ("ok",) and len(cpu.tasks) == 4

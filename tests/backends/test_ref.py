@@ -259,7 +259,9 @@ def test_bool_logic_where_and_casts(data, shape):
 
 
 def _gelu(x):
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    # 0.5 x (1 + tanh(u)) in the equal sigmoid form, which does not cancel for x < 0
+    u = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+    return x / (1 + np.exp(-2 * u))
 
 
 def _sigmoid(x):

@@ -427,13 +427,27 @@ PRELUDE = """\
 #include <string.h>
 #include "wsp_runtime.h"
 
+/* floor division, modulo and ceildiv (Python's), computed without overflow: the one quotient
+ * past int64, INT64_MIN / -1, wraps to INT64_MIN (as a value past int64 does in ref). A divisor
+ * that may be zero has an Assert before the statement (lower/values.py), so b == 0 never gets
+ * here: the 0 only keeps C defined */
 static inline int64_t wsp_floordiv(int64_t a, int64_t b) {
     if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);  /* INT64_MIN / -1 traps in C */
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-static inline int64_t wsp_mod(int64_t a, int64_t b) { return b == 0 ? 0 : a - wsp_floordiv(a, b) * b; }
-static inline int64_t wsp_ceildiv(int64_t a, int64_t b) { return b == 0 ? 0 : -wsp_floordiv(-a, b); }
+static inline int64_t wsp_mod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t wsp_ceildiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) == (b < 0))) ? q + 1 : q;
+}
 static inline int64_t wsp_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t wsp_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t wsp_abs(int64_t a) { return a < 0 ? -a : a; }

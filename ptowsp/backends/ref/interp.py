@@ -27,8 +27,9 @@ Kernels are evaluated op by op following `ir/nodes.py`:
   follows IEEE. `maximum`/`minimum`/reductions propagate NaN.
 - `cast` (and `convert`) from float to integer rounds toward zero and saturates; NaN gives 0.
   Number to bool is `x != 0`; bool to number is 0 or 1.
-- `gelu` is the tanh approximation, `sigmoid` is 1 / (1 + exp(-x)), `silu` x * sigmoid(x),
-  `rsqrt` 1 / sqrt(x), `softmax` row-wise with the row maximum subtracted first.
+- `gelu` is the tanh approximation, computed as x * sigmoid(2u) (accurate for x < 0),
+  `sigmoid` is 1 / (1 + exp(-x)), `silu` x * sigmoid(x), `rsqrt` 1 / sqrt(x), `softmax`
+  row-wise with the row maximum subtracted first.
 
 CSP (language.md section 7) follows the coroutine enumeration of `ir/nodes.py` exactly: each
 process replica is a Python generator that yields when it must wait (a send whose slot is not

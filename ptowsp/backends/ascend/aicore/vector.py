@@ -338,21 +338,19 @@ class VectorOps(Frame):
                  f"AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
 
     def gelu(self, dst: str, x: str, n: int) -> None:
-        """ref, operation by operation: 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x)))."""
+        """ref, operation by operation: u = c * (x + 0.044715 * x * x * x), then
+        x * sigmoid(u + u) (the tanh approximation without the cancellation of 1 + tanh(u))."""
         c = float_lit(round_float(math.sqrt(2.0 / math.pi), "f32"), "float")
         k = float_lit(round_float(0.044715, "f32"), "float")
         b = self.temp("float", n)
-        e = self.temp("float", n)
-        tmp = self.adv_tmp()
         self.vec(f"AscendC::Muls({b}, {x}, {k}, {n});")
         self.vec(f"AscendC::Mul({b}, {b}, {x}, {n});")
         self.vec(f"AscendC::Mul({b}, {b}, {x}, {n});")
         self.vec(f"AscendC::Add({b}, {x}, {b}, {n});")
         self.vec(f"AscendC::Muls({b}, {b}, {c}, {n});")
-        self.vec(f"AscendC::Tanh({e}, {b}, {tmp}, {n});")
-        self.vec(f"AscendC::Adds({e}, {e}, 1.0f, {n});")
-        self.vec(f"AscendC::Muls({dst}, {x}, 0.5f, {n});")
-        self.vec(f"AscendC::Mul({dst}, {dst}, {e}, {n});")
+        self.vec(f"AscendC::Add({b}, {b}, {b}, {n});")
+        self.sigmoid(b, b, n)  # in place: sigmoid reads its operand before it writes dst
+        self.vec(f"AscendC::Mul({dst}, {x}, {b}, {n});")
         self.neg_inf_zero(dst, x, n)
 
     def reduction(self, i: int, dst: str, chunk: bool) -> None:

@@ -8,14 +8,26 @@
 
 #include "wsp_plan.h"
 
-/* integer division and modulo floor (division by zero gives 0), as cpu_sim's enumerators */
+/* integer division and modulo floor, as cpu_sim's enumerators, without overflow: INT64_MIN / -1
+ * wraps to INT64_MIN. A divisor that may be zero is a CHECK before the statement
+ * (lower/values.py), so b == 0 never gets here: 0 keeps C defined */
 static inline int64_t wsp_floordiv(int64_t a, int64_t b) {
     if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);  /* INT64_MIN / -1 traps in C */
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-static inline int64_t wsp_mod(int64_t a, int64_t b) { return b == 0 ? 0 : a - wsp_floordiv(a, b) * b; }
-static inline int64_t wsp_ceildiv(int64_t a, int64_t b) { return b == 0 ? 0 : -wsp_floordiv(-a, b); }
+static inline int64_t wsp_mod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t wsp_ceildiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) == (b < 0))) ? q + 1 : q;
+}
 /* + - * wrap around (two's complement) instead of overflowing */
 static inline int64_t wsp_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t wsp_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
