@@ -20,16 +20,31 @@
  * `in`); `out` overflows onto the lock-free `finished` stack.
  *
  * Idle workers spin briefly -- at most online CPUs - 1 of them at once, because the submitting
- * thread needs a core too -- and then sleep on their queue's condition variable. The submitter
- * publishes a batch, then reads the spinner count and the owner's `sleeping` flag; a spinner
- * leaving the spin, and a worker going to sleep, write their own flag first and then re-read the
- * rings (all sequentially consistent: Dekker's pairing). So either side sees the other and no
- * wake-up is lost; while a spinner is about, publishing costs no system call. A sleeping owner is
- * woken once its backlog reaches WSP_BATCH_ASLEEP, or when the submitter is about to block or
- * has submitted WSP_STALE more tasks since (that bounds how long a ready task can wait). The
- * submitter itself sleeps on rt->cv in a window stall or in wsp_wait, woken once by the worker
- * whose published counters meet its condition; in wsp_await (WSP_WAIT_AWAIT) it waits for a
- * waiter node, woken by the worker that completes the waiter's last awaited writer.
+ * thread needs a core too -- and then sleep on their queue's condition variable. No wake-up is
+ * lost, by Dekker's pairing (every access below sequentially consistent):
+ *   - a PUBLISHER (the submitter publishing a batch, a worker queueing a released successor)
+ *     first makes the work visible (the ring's `tail`, the FIFO's `n`), then looks for whom to
+ *     count on: a spinner (the spinner count), the owner (its `sleeping` flag), or some sleeper
+ *     (every `sleeping` flag, wake_a_sleeper);
+ *   - a SPINNER leaving the spin first leaves the count, then looks at every queue it may take
+ *     from (its own, and every other one unless placement pins tasks); if it leaves for its own
+ *     work it passes what it saw elsewhere on to a sleeper, whom the submitter did not wake
+ *     because it counted on the spinner;
+ *   - a worker going to SLEEP first announces it (its `sleeping` flag, under its queue's mutex,
+ *     which fifo_push also takes), then looks again at every queue it may take from.
+ * So a publisher that misses a worker's flag published its work before that worker looked, and
+ * the worker takes it; while a spinner is about, publishing costs no system call. Where the
+ * publisher finds a sleeper, the wake-up it chooses to send is no longer lost (wake() acts only
+ * on a worker still asleep, so two publishers never spend theirs on one); which it sends is
+ * policy, for cost: a sleeping owner is woken once its backlog reaches WSP_BATCH_ASLEEP, a
+ * sleeper to steal from a busy owner once the backlog passes WSP_BATCH, and both whenever the
+ * submitter is about to block or has submitted WSP_STALE more tasks since a task waits unshown
+ * or for a sleeping owner; one spinner takes a small backlog one task at a time; and the
+ * successors a worker queues wake a sleeper after a long kernel, nobody after a tiny one
+ * (make_ready). The submitter itself sleeps on rt->cv in a window stall or in wsp_wait, woken
+ * once by the worker whose published counters meet its condition; in wsp_await (WSP_WAIT_AWAIT)
+ * it waits for a waiter node, woken by the worker that completes the waiter's last awaited
+ * writer.
  *
  * Ready tasks a worker holds privately (its continuation, and a few successors of tiny kernels)
  * are invisible to thieves; everything else is stealable.
@@ -97,39 +112,57 @@ int64_t wsp__sum_ran(const wsp_runtime *rt) {
 
 /* ---- the locked FIFO and sleeping ------------------------------------------------------------ */
 
-/* Clearing `sleeping` here keeps later publications from signalling again before the worker
- * has even been scheduled. */
-static void wake(wsp_queue *q) {
+/* Wakes q's owner if it still sleeps; 1 if it did. Clearing `sleeping` here keeps later
+ * publications from signalling again before the worker has even been scheduled. An owner no
+ * longer asleep (woken by another thread, or it saw work in its second look) looks at every
+ * queue before it sleeps again, so it sees what the caller published before this call; but it
+ * may be busy with other work by then, so it is no use to a caller looking for a sleeper. */
+static int wake(wsp_queue *q) {
     pthread_mutex_lock(&q->mu);
-    q->token = 1;
-    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
-    pthread_cond_signal(&q->cv);
+    int asleep = atomic_load_explicit(&q->sleeping, memory_order_relaxed);
+    if (asleep) {
+        q->token = 1;
+        atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
+        pthread_cond_signal(&q->cv);
+    }
     pthread_mutex_unlock(&q->mu);
+    return asleep;
 }
 
-static void fifo_push(wsp_queue *q, wsp_node *n) {
+/* Queues n at q; 1 if that woke q's sleeping owner (which then takes it), else 0. */
+static int fifo_push(wsp_queue *q, wsp_node *n) {
+    int woke = 0;
     n->next = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->tail) q->tail->next = n;
     else q->head = n;
     q->tail = n;
     q->count++;
-    atomic_store_explicit(&q->n, q->count, memory_order_release);
+    /* seq_cst: a worker of another queue reads it without the lock, after announcing its sleep */
+    atomic_store_explicit(&q->n, q->count, memory_order_seq_cst);
     if (atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
         q->token = 1;
         atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
         pthread_cond_signal(&q->cv);
+        woke = 1;
     }
     pthread_mutex_unlock(&q->mu);
+    return woke;
 }
 
-/* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. */
+/* Wakes some sleeping worker other than `except` so that it steals; 0 if none sleeps. The caller
+ * has just made work visible with a sequentially consistent store: a worker whose flag these
+ * loads miss announced its sleep later, and then finds that work itself (next_task). A worker
+ * another thread woke since its flag was read is skipped for the next: two publishers that see
+ * the same sleeper wake two workers, not one twice. */
 static int wake_a_sleeper(wsp_runtime *rt, int32_t except) {
+    /* under pinned placement nobody steals: a woken worker would find nothing and sleep again */
+    if (atomic_load_explicit(&rt->pinned, memory_order_relaxed)) return 0;
     wsp_queue *q = rt->queues, *end = rt->queues + rt->nworkers, *skip = rt->queues + except;
     for (; q != end; q++) {
-        if (q != skip && atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
-            wake(q);
-            return 1;
+        if (q != skip && atomic_load_explicit(&q->sleeping, memory_order_seq_cst)) {
+            WSP_TEST_HOOK(rt, WSP_HOOK_WAKE, except);
+            if (wake(q)) return 1;
         }
     }
     return 0;
@@ -312,10 +345,22 @@ static wsp_tasknode *ring_pop(wsp_queue *q, size_t *tail) {
     }
 }
 
-static int own_work(wsp_worker *w) {
-    return atomic_load_explicit(&w->q->in.tail, memory_order_seq_cst) !=
-               atomic_load_explicit(&w->q->in.head, memory_order_relaxed) ||
-           atomic_load_explicit(&w->q->n, memory_order_seq_cst) != 0;
+/* Whether queue q holds published work (seq_cst loads: the Dekker pairing with publishers). */
+static int queued(wsp_queue *q) {
+    return atomic_load_explicit(&q->in.tail, memory_order_seq_cst) !=
+               atomic_load_explicit(&q->in.head, memory_order_relaxed) ||
+           atomic_load_explicit(&q->n, memory_order_seq_cst) != 0;
+}
+
+static int own_work(wsp_worker *w) { return queued(w->q); }
+
+/* Whether another worker's queue holds published work this worker may steal. */
+static int others_work(wsp_worker *w) {
+    wsp_runtime *rt = w->rt;
+    if (atomic_load_explicit(&rt->pinned, memory_order_relaxed)) return 0;
+    for (int32_t i = 0; i < rt->nworkers; i++)
+        if (i != w->index && queued(&rt->queues[i])) return 1;
+    return 0;
 }
 
 /* An idle worker takes published work from the other workers' queues. */
@@ -408,8 +453,9 @@ static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
             return;
         }
     }
-    fifo_push(home, &t->h);  /* wakes the owner if it sleeps */
-    if (mine) wake_a_sleeper(rt, w->index);
+    /* the owner takes it if it slept (the push woke it); else it is busy, or it is this worker:
+     * a sleeper takes it rather than wait for that */
+    if (!fifo_push(home, &t->h)) wake_a_sleeper(rt, w->index);
 }
 
 static void maybe_wake_submitter(wsp_runtime *rt);
@@ -584,6 +630,7 @@ static wsp_tasknode *next_task(wsp_worker *w) {
          * submitter is a thread too, and a spinning worker on its core slows every submit */
         int found = 0;
         if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->max_spinners) {
+            WSP_TEST_HOOK(rt, WSP_HOOK_SPIN, w->index);
             for (int i = 1; i <= SPIN_ROUNDS && !found && !t; i++) {
                 cpu_relax();
                 found = own_work(w);
@@ -594,10 +641,19 @@ static wsp_tasknode *next_task(wsp_worker *w) {
          * sees what it published */
         atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_seq_cst);
         if (t || (!found && (t = steal(w)))) return t;
-        if (found) continue;
+        if (found) {
+            /* off to its own work: what the submitter left to a spinner in other queues goes
+             * to a sleeper instead of waiting for this worker or a busy owner */
+            if (others_work(w)) wake_a_sleeper(rt, w->index);
+            continue;
+        }
+        WSP_TEST_HOOK(rt, WSP_HOOK_SLEEP, w->index);
+        /* announce the sleep, then look again at every queue this worker may take from: work
+         * published before a publisher's look for sleepers (which missed this flag) is seen
+         * here (seq_cst on both sides: Dekker's pairing) */
         pthread_mutex_lock(&q->mu);
         atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
-        if (!own_work(w)) {
+        if (!own_work(w) && !others_work(w)) {
             while (!q->token && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         }
         q->token = 0;

@@ -242,6 +242,22 @@ WSP_HIDDEN void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target);
 WSP_HIDDEN int64_t wsp__sum_done(wsp_runtime *rt);
 WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 
+/* Test hooks: only the runtime tests' library is built with -DWSP_TEST_HOOKS, and its
+ * tests/runtime/hooks.c defines the hook. It may hold a worker at a decision point of dispatch.c,
+ * so that a race's window is a state a test sets up rather than a chance it waits for. Elsewhere
+ * the hook compiles to nothing. */
+enum {
+    WSP_HOOK_SPIN = 1,             /* a worker counted in `spinners`, before it spins */
+    WSP_HOOK_SLEEP = 2,            /* an idle worker after its last look, before it announces sleep */
+    WSP_HOOK_WAKE = 3              /* wake_a_sleeper (worker: `except`) saw a sleeper, not yet woken */
+};
+#ifdef WSP_TEST_HOOKS
+WSP_HIDDEN void wsp__test_hook(wsp_runtime *rt, int point, int32_t worker);
+#define WSP_TEST_HOOK(rt, point, worker) wsp__test_hook(rt, point, worker)
+#else
+#define WSP_TEST_HOOK(rt, point, worker) ((void)0)
+#endif
+
 /* ---- the runtime (tasks.c; order.c, batch.c, await.c, trace.c, errors.c) -------------------- */
 
 #define WSP_NCLASSES 168           /* node size classes: 64 * (k + 1) bytes */

@@ -1,5 +1,6 @@
-"""Builds the C runtime with the test harness (harness.c) into one shared object per session and
-loads it with cffi in ABI mode, using the cdef text between the CDEF markers of wsp_runtime.h.
+"""Builds the C runtime with the test harness (harness.c) and the test hook (hooks.c, with
+-DWSP_TEST_HOOKS) into one shared object per session and loads it with cffi in ABI mode, using
+the cdef text between the CDEF markers of wsp_runtime.h.
 
 Timing is never what a runtime test checks: a task that must still be running when something
 happens is a gated task (`Runtime.gated`, harness.c's K_GATE), which cannot finish before the
@@ -51,6 +52,21 @@ void harness_gate_open(int g);
 long harness_wait_started(long id);
 """
 
+# hooks.c: holding a worker at a decision point of dispatch.c, and gated kernels
+HOOKS_CDEF = """
+void hooks_hold(wsp_runtime *rt, int point, int worker);
+int hooks_wait_held(void);
+void hooks_release(void);
+int hooks_settle(wsp_runtime *rt);
+int hooks_max_spinners(wsp_runtime *rt);
+void hooks_reset(void);
+void hooks_open(int g);
+wsp_kernel_fn hooks_gated_kernel(void);
+long hooks_started(long id);
+long hooks_wait_started(long id);
+int hooks_wait_either(long a, long b);
+"""
+
 
 def compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
@@ -81,12 +97,12 @@ def rtlib(tmp_path_factory) -> Lib:
     if cc is None:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("wsp_runtime") / "libwsp_test.so"
-    cmd = [cc, *STRICT_FLAGS, "-I", str(RUNTIME_DIR), *runtime_sources(), str(HERE / "harness.c"),
-           "-o", str(out)]
+    cmd = [cc, *STRICT_FLAGS, "-DWSP_TEST_HOOKS", "-I", str(RUNTIME_DIR), *runtime_sources(),
+           str(HERE / "harness.c"), str(HERE / "hooks.c"), "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"building the runtime failed:\n{' '.join(cmd)}\n{proc.stderr}"
     ffi = cffi.FFI()
-    ffi.cdef(cdef_text() + HARNESS_CDEF)
+    ffi.cdef(cdef_text() + HARNESS_CDEF + HOOKS_CDEF)
     return Lib(ffi, ffi.dlopen(str(out)))
 
 
