@@ -3,7 +3,7 @@ expression or a tensor view, visible from the statement after it to the end of i
 
 A `let` is checked once, where it stands, in the scope it stands in: an error in its expression
 is reported there and the name is bound *poisoned* (known, silent at every use), so one mistake
-gives one diagnostic, not one per use. A use reads what that check left (`LetVal`): a scalar's
+gives one diagnostic, not one per use; a use before the `let` is reported once per `let`. A use reads what that check left (`LetVal`): a scalar's
 `SVal`, a view's extents, matched against the tile of each call it is passed to. Lowering gives
 the name the same meaning by lowering the expression, in the scope of its `let`, at each use
 (lower/workloads.py), so a program lowers to the IR of the expression written in place.
@@ -27,9 +27,9 @@ class LetChecks:
         scope.later.pop(name, None)
         free = self.let_name_free(s, scope)
         val = self.let_value(s, scope)
-        if not free:
-            val.poisoned = True
-        scope.names[name] = val
+        # decision: a `let` whose name is taken binds nothing: the name keeps its meaning
+        if free:
+            scope.names[name] = val
 
     def let_name_free(self, s: A.Let, scope: Scope) -> bool:
         """Whether the `let` may take its name; reports why not."""
@@ -106,6 +106,10 @@ class LetChecks:
         return ERR
 
     def let_too_early(self, n: A.Name, later: A.Let) -> None:
+        """A use of a `let` name before the `let` (reported at the first such use only)."""
+        if later in self.early:
+            return
+        self.early.append(later)
         self.error(
             n.span,
             "let-before-definition",
