@@ -99,6 +99,14 @@ class StatementChecks:
             "compute values inside a kernel, or use the expression directly",
         )
 
+    def stmt_LetMany(self, s: A.LetMany, scope: Scope) -> None:
+        self.error(
+            s.span,
+            "bad-statement",
+            "`let a, b = ...` is only allowed in kernel bodies",
+            "it binds the two results of `topk` or `sort` inside a kernel",
+        )
+
     def stmt_Assign(self, s: A.Assign, scope: Scope) -> None:
         self.error(s.span, "bad-statement", "assignment is only allowed in kernel bodies")
 
