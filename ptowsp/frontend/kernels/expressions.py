@@ -33,8 +33,6 @@ from ..signatures import NotSymbolic, to_sym
 
 # Names users bring from NumPy/Triton that are not primitives here, with what to write instead.
 _FUNCTION_HELP = {
-    "min": "use `minimum(a, b)` for two values, or `rowmin`/`colmin` to reduce",
-    "max": "use `maximum(a, b)` for two values, or `rowmax`/`colmax` to reduce",
     "sum": "use `rowsum` or `colsum`",
     "mean": "use `rowmean` or `colmean`",
     "dot": "use `matmul(a, b)`",
