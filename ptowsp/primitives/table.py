@@ -44,7 +44,8 @@ class OpSpec:
 
     `plan` is how `plan-kernels` treats a tile of it, as `KernelPlan.kinds` names it (`leaf`:
     read in place; `ew`: per element in a loop nest; `red`: a reduction accumulated in its
-    input's nest; `view`: an index map over its operands; `matmul`: a step of its own), or None
+    input's nest; `view`: an index map over its operands; `matmul`, `select` (a sort of each
+    row): a step of its own), or None
     for an op it first replaces by `expand`'s ops. `cheap`: an `ew` op worth recomputing
     wherever it is read (inline) when its operands are leaves. `row_local`: row i of the value
     reads only row i of each operand (the only row of a one-row operand). `axis` of a
