@@ -140,8 +140,10 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py), which the API's Sort (descending only, its own
-    order of ties and NaN) does not give."""
+    NaN the greatest value; selection.py). Not the API's `Sort`: the 910B's `Sort<T,
+    isFullSort>` orders region proposals, descending only; the advanced `Sort` (`SortConfig`:
+    ascending or descending) is declared for other `__NPU_ARCH__`es only, for fewer dtypes, and
+    neither states an order of ties or NaN."""
     ct = TABLE[adt].c_compute
     fl = kind_of(adt) == "float"
     desc = op.attr == "desc"
