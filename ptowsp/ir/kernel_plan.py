@@ -16,6 +16,8 @@ Values are op indices of the planned kernel. Where a value lives is `KernelPlan.
           row-vector array), its result a small array
   view    an index map over its operand (broadcast, transpose, slices, interleave)
   matmul  its own step, into an array or straight into the tile it is stored to (`into`)
+  select  a sort or top-k of each row (`sort_values`, `sort_indices`): its own step, into an
+          array
 """
 
 from __future__ import annotations
@@ -44,10 +46,12 @@ class LoopNest:
 
 @record
 class PlanStep:
-    """A kernel plan's step: a `matmul`, or `nests` (several: row i of each in turn)."""
+    """A kernel plan's step: a `matmul`, a `select` (a sort op) or `nests` (several: row i of
+    each in turn)."""
 
     nests: tuple[LoopNest, ...] = ()
     matmul: Optional[int] = None
+    select: Optional[int] = None
     blocked: bool = False  # register-blocked (else i-k-j)
     kc: int = 0  # a blocked matmul's K chunk
     pack_a: bool = False  # A converted into a packed panel (else read in place)

@@ -139,6 +139,8 @@ def plan_lines(k: N.Kernel) -> list[str]:
                    + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
             into = dict(plan.into).get(s.matmul)
             lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
+        elif s.select is not None:
+            lines.append(f"  select {where(s.select)}")
         elif len(s.nests) == 1:
             lines.append("  " + nest_line(s.nests[0]))
         else:

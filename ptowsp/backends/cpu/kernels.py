@@ -270,6 +270,7 @@ class _Emitter:
         self.memo: dict[str, str] = {}  # access text -> local name, per nest body
         self.nlocal = 0
         self.uses_scalars = False
+        self.scratch: list[tuple[str, str, int]] = []  # (C type, name, elements) of selections
 
     # -- names
     def ptr(self, t: int) -> str:
@@ -377,6 +378,8 @@ class _Emitter:
         for step in self.plan.steps:
             if step.matmul is not None:
                 self.matmul(step)
+            elif step.select is not None:
+                self.select_step(step.select)
             elif len(step.nests) > 1:
                 self.nests_by_row(step.nests)
             else:
@@ -412,7 +415,8 @@ class _Emitter:
 
     def temps(self) -> list[tuple[str, str, int]]:
         """(C type, name, elements) of every buffer."""
-        return [(CTYPE[dt], f"b{b}", n) for b, (dt, n) in enumerate(self.plan.buffers)]
+        return [(CTYPE[dt], f"b{b}", n)
+                for b, (dt, n) in enumerate(self.plan.buffers)] + self.scratch
 
     def nests_by_row(self, group: tuple[KP.LoopNest, ...]) -> None:
         """Nests whose rows are independent, one row of each in turn: what a nest reads from
@@ -538,6 +542,29 @@ class _Emitter:
             e = self.access(v, *_at(sv, Raw("i"), Raw("j")))
         self.store_at(pname, e, self.ops[v].dtype, Raw("i"), Raw("j"))
         out.close()
+        out.close()
+
+    def select_step(self, m: int) -> None:
+        """`sort_values` / `sort_indices` m, row by row: the operand's row copied (converted to
+        its held type) into a scratch row, its order by `wsp_order_<T>` (wsp_kernels.h), then
+        the first k values or columns into m's array."""
+        out = self.out
+        op = self.ops[m]
+        (a,) = op.args
+        rows, n = self.ops[a].shape
+        k = op.shape[1]
+        ct = CTYPE[self.ops[a].dtype]
+        x, idx, tmp = f"q{m}x", f"q{m}i", f"q{m}t"
+        self.scratch += [(ct, x, n), ("int32_t", idx, n), ("int32_t", tmp, n)]
+        out(f"/* [{rows}, {k}] {op.op}#{m} {op.attr} of [{rows}, {n}] */")
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        row = C.to_c(self.access(a, *_at((rows, n), Raw("i"), Raw("j"))))
+        out(f"for (int64_t j = 0; j < {n}; ++j) {x}[j] = {row};")
+        desc = 1 if op.attr == "desc" else 0
+        out(f"wsp_order_{ct}({x}, {n}, {k}, {desc}, {idx}, {tmp});")
+        here = f"i * {k} + j" if rows > 1 else "j"
+        got = f"{x}[{idx}[j]]" if op.op == "sort_values" else f"{idx}[j]"
+        out(f"for (int64_t j = 0; j < {k}; ++j) {self.arr(m)}[{here}] = {got};")
         out.close()
 
     def matmul(self, step: KP.PlanStep) -> None:

@@ -93,6 +93,14 @@ class StatementChecks:
             raise InternalError("check", f"no workload check for the statement {type(s).__name__}")
         method(s, scope)
 
+    def stmt_LetMany(self, s: A.LetMany, scope: Scope) -> None:
+        self.error(
+            s.span,
+            "bad-statement",
+            "`let a, b = ...` is only allowed in kernel bodies",
+            "it binds the two results of `topk` or `sort` inside a kernel",
+        )
+
     def stmt_Assign(self, s: A.Assign, scope: Scope) -> None:
         self.error(s.span, "bad-statement", "assignment is only allowed in kernel bodies")
 

@@ -20,7 +20,8 @@ Per (non-extern) kernel, `plan_kernel(k)`:
    tile's shape is written from that nest (for an InOut tile only if nothing else reads its entry
    value); the others run after every step, in order. A blocked matmul only stored to an f32
    tile of its shape accumulates in that tile.
-3. Steps, level by level: matmuls, then nests; consecutive row-independent nests of the same
+3. Steps, level by level: matmuls and selections (`sort_values`, `sort_indices`: a step of
+   their own, row by row into an array), then nests; consecutive row-independent nests of the same
    rows run row by row (row i of each in turn), so a streaming kernel keeps a row in L1.
 4. Buffer reuse by liveness: every materialised value is live from its step to the last step
    that reads it (the stores after the steps count as one last step). A buffer whose occupants
@@ -106,8 +107,8 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int]):
             continue
         args = tuple(new_of[a] for a in op.args)
         expand = OPS[op.op].expand
-        if expand is not None:  # softmax: spelled out as the ops it is made of
-            new_of[i] = expand(op, args, emit)
+        if expand is not None:  # softmax, argmax: spelled out as the ops they are made of
+            new_of[i] = expand(op, args, emit, tuple(ops[a] for a in args))
         elif op.op == "matmul" and _needs_f32_copy(ops[args[1]]):
             b = add(N.Op("convert", (args[1],), ops[args[1]].shape, "f32"))
             copies.add(b)
@@ -296,12 +297,12 @@ class _Planner:
                 nest = nests.setdefault(key, _Nest(lv, ops[x].shape))
                 (nest.rowreds if OPS[op.op].axis == "row" else nest.colreds).append(i)
                 nest_of[i] = nest
-            else:  # views and matmul read arrays
+            else:  # views, matmul and selections read arrays
                 level[i] = max((self.avail(a) for a in op.args), default=0)
 
         # Materialise every elementwise value read outside its own nest (in a nest: at the
         # element being computed, so the value is a register).
-        mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul")}
+        mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul", "select")}
         for i in range(n):
             if kind[i] == "ew" and (not self.fuse or any(
                     kind[u] not in ("ew", "red") or nest_of[u] is not nest_of[i] for u in uses[i])):
@@ -396,6 +397,7 @@ class _Planner:
             by_level.setdefault(nest.level, []).append(nest)
         for lv in range(max(level, default=0) + 2):
             steps += [("matmul", i) for i in range(n) if kind[i] == "matmul" and level[i] == lv]
+            steps += [("select", i) for i in range(n) if kind[i] == "select" and level[i] == lv]
             steps += [("nest", t) for t in sorted(by_level.get(lv, []), key=lambda t: t.first)]
         if self.fuse:
             steps = self.row_groups(steps)
@@ -417,6 +419,8 @@ class _Planner:
                                             pack_a=blocked and pack,
                                             pack_b=not (blocked
                                                         and b_in_place(ops, mat, op.args[1]))))
+            elif st == "select":
+                res.steps.append(PlanStep(select=item))
             else:
                 res.steps.append(PlanStep(nests=tuple(t.record() for t in item)))
         self.buffers(res, mat)
@@ -478,9 +482,10 @@ class _Planner:
         define: dict[int, int] = {}
         last: dict[int, int] = {}
         for s, step in enumerate(res.steps):
-            if step.matmul is not None:
-                define[step.matmul] = s
-                for a in ops[step.matmul].args:
+            own = step.matmul if step.matmul is not None else step.select
+            if own is not None:
+                define[own] = s
+                for a in ops[own].args:
                     for u in value_reads(ops, kinds, mat, a):
                         last[u] = max(last.get(u, s), s)
             for t in step.nests:
