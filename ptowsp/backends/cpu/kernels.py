@@ -624,8 +624,9 @@ class _Emitter:
     def vector_types(self) -> None:
         """The 8-float vector types and the vector FMA of the matmul forms below."""
         out = self.out
-        out("typedef float wsp_v8 __attribute__((vector_size(32)));")
-        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4)));")
+        # (unused: a form without a K loop of 8 or a full panel uses only one of them)
+        out("typedef float wsp_v8 __attribute__((vector_size(32), unused));")
+        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4), unused));")
         out("#if defined(__FMA__) && defined(__AVX__)")
         out("#define WSP_MM_FMA(x, y, z) __builtin_ia32_vfmaddps256((x), (y), (z))")
         out("#else")
@@ -681,12 +682,12 @@ class _Emitter:
             out(f"const float *bk = {bp} + k * {bs} + {j0};" if inner > 1 else
                 f"const float *bk = {bp} + {j0};")
             for v in range(nv):
-                out(f"const wsp_v8 b{v} = *(const wsp_v8u *)(bk + {8 * v});")
+                out(f"const wsp_v8 w{v} = *(const wsp_v8u *)(bk + {8 * v});")
             for q in range(rows):
                 out(f"const float a{q} = {a_at(q)};")
                 out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
                 for v in range(nv):
-                    out(f"c{q}_{v} = WSP_MM_FMA(av{q}, b{v}, c{q}_{v});")
+                    out(f"c{q}_{v} = WSP_MM_FMA(av{q}, w{v}, c{q}_{v});")
             out.close()
             for q in range(rows):
                 for v in range(nv):
@@ -750,17 +751,17 @@ class _Emitter:
         def block(r: int, c: int) -> None:
             """Rows i0 .. i0 + r, columns j0 .. j0 + c."""
             for q in range(r):
-                out(f"const float *a{q} = {ap} + (i0 + {q}) * {as_};")
+                out(f"const float *arow{q} = {ap} + (i0 + {q}) * {as_};")
             for t in range(c):
-                out(f"const float *s{t} = {sp} + (j0 + {t}) * {ss};")
+                out(f"const float *srow{t} = {sp} + (j0 + {t}) * {ss};")
             if main_k:
                 for q in range(r):
                     out("wsp_v8 " + ", ".join(f"d{q}_{t} = {{0}}" for t in range(c)) + ";")
                 out.open(f"for (int64_t k = 0; k < {main_k}; k += 8)")
                 for q in range(r):
-                    out(f"const wsp_v8 av{q} = *(const wsp_v8u *)(a{q} + k);")
+                    out(f"const wsp_v8 av{q} = *(const wsp_v8u *)(arow{q} + k);")
                 for t in range(c):
-                    out(f"const wsp_v8 sv{t} = *(const wsp_v8u *)(s{t} + k);")
+                    out(f"const wsp_v8 sv{t} = *(const wsp_v8u *)(srow{t} + k);")
                     for q in range(r):
                         out(f"d{q}_{t} = WSP_MM_FMA(av{q}, sv{t}, d{q}_{t});")
                 out.close()
@@ -774,7 +775,7 @@ class _Emitter:
                         out(f"float e{q}_{t} = 0.0f;")
                     if main_k < inner:
                         out(f"for (int64_t k = {main_k}; k < {inner}; ++k) "
-                            f"e{q}_{t} = WSP_FMAF(a{q}[k], s{t}[k], e{q}_{t});")
+                            f"e{q}_{t} = WSP_FMAF(arow{q}[k], srow{t}[k], e{q}_{t});")
                     out(f"{dst}[(i0 + {q}) * {cols} + j0 + {t}] = e{q}_{t};")
 
         def columns(r: int) -> None:
