@@ -216,9 +216,11 @@ def matmul_main(runs: int) -> None:
                 raise SystemExit("the kernel failed")
             want = a.astype(np.float64) @ (b.T if tr else b).astype(np.float64)
             np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
-            (t,) = medians_ms([lambda: lib.bench_mm(*p, m, k, n, int(tr), calls)], runs)
             bt = b.T if tr else b
-            (t_np,) = medians_ms([lambda: [np.matmul(a, bt, out=c) for _ in range(calls)]], runs)
+            t, t_np = medians_ms(
+                [lambda lib=lib, p=p, m=m, tr=tr, calls=calls: lib.bench_mm(*p, m, k, n, int(tr), calls),
+                 lambda a=a, bt=bt, c=c, calls=calls: [np.matmul(a, bt, out=c) for _ in range(calls)]],
+                runs)
             flops = 2 * m * k * n * calls
             print(f"{m:>3} {'transpose(b)' if tr else 'b':<12} {t * 1e3 / calls:9.2f} "
                   f"{flops / t / 1e6:8.1f} {flops / t_np / 1e6:8.1f}")
