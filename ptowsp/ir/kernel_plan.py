@@ -56,6 +56,8 @@ class PlanStep:
     kc: int = 0  # a blocked matmul's K chunk
     pack_a: bool = False  # A converted into a packed panel (else read in place)
     pack_b: bool = True  # B's panels packed (else full panels read in place)
+    small: bool = False  # the small-M form: every row at once over wide column panels
+    dot: bool = False  # B is `transpose(s)` of an f32 value read in place: dot products of rows
 
 
 @record

@@ -64,6 +64,7 @@ from .kernel_values import (
     select,
     store_value,
 )
+from .matmul_forms import MatmulForms
 
 _MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
 
@@ -249,8 +250,9 @@ class _Lines:
         self("}")
 
 
-class _Emitter:
-    """The body of one tile kernel from its plan."""
+class _Emitter(MatmulForms):
+    """The body of one tile kernel from its plan (the small-M and dot-product matmul forms:
+    `matmul_forms.py`)."""
 
     def __init__(self, k: N.Kernel):
         plan = k.plan
@@ -584,6 +586,12 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
+        if step.dot:
+            self.matmul_dot(step, init)
+            return
+        if step.small:
+            self.matmul_small(step, init)
+            return
         if step.blocked:
             # decision: the product is summed from 0 and `acc` added once at the end, as in
             # the reference (acc + a @ b): in one K chunk by the block's store (t holds acc),
@@ -664,13 +672,7 @@ class _Emitter:
         kc_max = step.kc
         kc_len = min(inner, kc_max)
         out.open("")
-        out("typedef float wsp_v8 __attribute__((vector_size(32)));")
-        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4)));")
-        out("#if defined(__FMA__) && defined(__AVX__)")
-        out("#define WSP_MM_FMA(x, y, z) __builtin_ia32_vfmaddps256((x), (y), (z))")
-        out("#else")
-        out("#define WSP_MM_FMA(x, y, z) ((x) * (y) + (z))")
-        out("#endif")
+        self.vector_types()
         out(f"_Alignas(64) float bp[{kc_len * nr}];")
         out(f"_Alignas(64) float cb[{mr * nr}];")
         if step.pack_a:
