@@ -100,6 +100,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_user_errors.py::test_a_dimension_negative_for_the_bound_syms',
     'dimension `{*}` of `{*}` is {*} (with {*})':
         'tests/test_user_errors.py::test_a_dimension_negative_for_the_bound_syms',
+    'sym `{*}` is not bound, and simulating needs its value (it sizes the tensors and the task space)':
+        'tests/test_simulate_needs.py::test_dense_without_syms_names_the_sym_and_every_array_that_gives_it',
     'simulating this schedule needs the data of `{*}`: its elements decide which tasks exist':
         'tests/test_user_errors.py::test_simulating_a_data_dependent_task_space_without_its_data',
     '`{*}` is not a sym of module `{*}`':
