@@ -27,7 +27,8 @@ How a tile kernel becomes Ascend C (`kernel.py`):
    GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
    even R = 1 does not fit, the kernel is a compile error at its span.
 4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
-   (`vector.py`; `matmul.py` on the vector unit too, not the cube). Everything else (integer
+   (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
+   in place: a transpose only matmuls read is never computed). Everything else (integer
    and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, iota) runs
    on the scalar unit over GetValue / SetValue (`scalar_ops.py`, expressions from `scalar.py`):
    slow, exact, and documented as the fallback.

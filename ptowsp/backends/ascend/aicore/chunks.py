@@ -8,6 +8,11 @@ matmul's right operand that is computed in the kernel, and everything they depen
 resident: loaded and computed once, before the chunk loop. A matmul's right operand that is a
 parameter (possibly converted to f32) is never resident: it streams from GM in blocks of rows
 through a queue of its own, so weights need not fit the UB.
+
+A `transpose` that only matmuls read, as their left or right operand, is never computed
+(`in_place_transposes`): the matmul reads its operand in place (`matmul.py`), so its operand is
+resident and no transposed copy exists. A matmul whose both operands are transposed is resident
+too (it writes its result a column at a time).
 """
 
 from __future__ import annotations
@@ -50,13 +55,28 @@ def streamed_operands(ops: tuple, stored: frozenset = frozenset()) -> dict[int, 
     return out
 
 
+def in_place_transposes(ops: tuple, stored: frozenset = frozenset()) -> dict[int, int]:
+    """transpose op -> its operand, for every `transpose` that is read only as the left or right
+    operand of matmuls (never as an accumulator, never stored): the matmuls read the operand in
+    place, so the transpose is never computed (language.md section 4, "Matrix")."""
+    users: dict[int, list[tuple[int, int]]] = {}
+    for i, op in enumerate(ops):
+        for pos, a in enumerate(op.args):
+            users.setdefault(a, []).append((i, pos))
+    return {i: op.args[0] for i, op in enumerate(ops)
+            if op.op == "transpose" and i not in stored and users.get(i)
+            and all(ops[u].op == "matmul" and pos < 2 for u, pos in users[i])}
+
+
 def chunking(ops: tuple, params: dict, stores: tuple):
-    """(M, chunked, streams, skip): the row extent the chunks split, the ops computed per
-    chunk, the matmuls whose right operand streams from GM (`streamed_operands`) and the ops that are
-    therefore never materialised. Every other tile value is resident (all its rows in UB,
-    computed once before the chunk loop)."""
+    """(M, chunked, streams, skip, in_place): the row extent the chunks split, the ops computed
+    per chunk, the matmuls whose right operand streams from GM (`streamed_operands`), the ops
+    that are therefore never materialised (those and the transposes matmuls read in place), and
+    those transposes (`in_place_transposes`). Every other tile value is resident (all its rows
+    in UB, computed once before the chunk loop)."""
     streams = streamed_operands(ops, frozenset(p for p, _ in stores))
-    skip = {x for pair in streams.values() for x in pair if x is not None}
+    in_place = in_place_transposes(ops, frozenset(v for _, v in stores))
+    skip = {x for pair in streams.values() for x in pair if x is not None} | set(in_place)
     forced: set[int] = set()
 
     def force(i: int) -> None:
@@ -72,13 +92,15 @@ def chunking(ops: tuple, params: dict, stores: tuple):
         if op.op == "matmul":
             if i not in streams:
                 force(op.args[1])
+            if op.args[0] in in_place and op.args[1] in in_place:
+                force(i)  # aᵀ @ bᵀ writes its result a column at a time
         elif not OPS[op.op].row_local:  # a transpose, a column reduction
             force(op.args[0])
             force(i)
     rows = [params[p].rows for p, _ in stores]
     m = max(rows, default=1)
     if m <= 1:
-        return m, set(), streams, skip
+        return m, set(), streams, skip, in_place
     chunked: set[int] = set()
     for i, op in enumerate(ops):
         if op.shape is None or i in forced or i in skip or op.shape[0] != m:
@@ -89,4 +111,4 @@ def chunking(ops: tuple, params: dict, stores: tuple):
                 chunked.add(i)
             continue
         chunked.add(i)
-    return m, chunked, streams, skip
+    return m, chunked, streams, skip, in_place

@@ -69,8 +69,8 @@ class Frame:
         self.scalar_index = {p.name: s for s, p in enumerate(p for p in k.params
                                                                if p.kind == "scalar")}
         self.stores = tuple(k.stores)
-        self.m, self.chunked, self.streams, self.skip = chunking(self.ops, self.params,
-                                                                  self.stores)
+        self.m, self.chunked, self.streams, self.skip, self.in_place = chunking(
+            self.ops, self.params, self.stores)
         self.r = rows if self.chunked else self.m
         self.nchunks = self.m // self.r if self.chunked and self.r else 1
         self.bufnum = 2 if self.nchunks > 1 else 1

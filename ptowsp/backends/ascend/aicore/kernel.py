@@ -148,6 +148,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
             if op.shape is None or i not in when:
                 continue
             for a in op.args:
+                if a in self.in_place:  # a matmul reads the transpose's operand in place
+                    a = self.in_place[a]
                 if a in self.skip:
                     continue
                 last[a] = max(last.get(a, -1), when[i])
@@ -420,7 +422,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
                if self.chunked else "resident"),
             "units: " + (", ".join(units) or "copies only")
             + ("; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube"
-               if any(op.op == "matmul" for op in self.ops) else ""),
+               if any(op.op == "matmul" for op in self.ops) else "")
+            + ("; transposed matmul operands read in place" if self.in_place else ""),
         ]
         return render(
             "aicore/kernel.h",

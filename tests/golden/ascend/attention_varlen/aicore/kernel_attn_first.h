@@ -10,8 +10,8 @@
 //   valid: Scalar[i32]
 //   scale: Scalar[f32]
 //
-// UB: 148224 of 188416 bytes (66048 arena, 82176 queues); rows 64 in 2 chunks of 32
-// units: scalar, vector; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube
+// UB: 176640 of 188416 bytes (94720 arena, 81920 queues); rows 64 in 1 chunk of 64
+// units: scalar, vector; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube; transposed matmul operands read in place
 #ifndef WSP_AICORE_ATTENTION_VARLEN_ATTN_FIRST_H
 #define WSP_AICORE_ATTENTION_VARLEN_ATTN_FIRST_H
 #include "kernel_operator.h"
@@ -22,214 +22,198 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
     (void)tiles;
     (void)scalars;
     AscendC::TPipe pipe;
-    AscendC::TQue<AscendC::TPosition::VECIN, 2> q_in0;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> q_in0;
     AscendC::TQue<AscendC::TPosition::VECIN, 1> q_in1;
-    AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out3;
-    AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out4;
-    AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out5;
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> q_mm17;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> q_out3;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> q_out4;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> q_out5;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> q_mm16;
     AscendC::TBuf<AscendC::TPosition::VECCALC> calc;
-    pipe.InitBuffer(q_in0, 2, 8192);
-    pipe.InitBuffer(q_in1, 1, 16640);
-    pipe.InitBuffer(q_out3, 2, 4096);
-    pipe.InitBuffer(q_out4, 2, 4096);
-    pipe.InitBuffer(q_out5, 2, 8192);
-    pipe.InitBuffer(q_mm17, 1, 16384);
-    pipe.InitBuffer(calc, 66048);
+    pipe.InitBuffer(q_in0, 1, 16384);
+    pipe.InitBuffer(q_in1, 1, 16384);
+    pipe.InitBuffer(q_out3, 1, 8192);
+    pipe.InitBuffer(q_out4, 1, 8192);
+    pipe.InitBuffer(q_out5, 1, 16384);
+    pipe.InitBuffer(q_mm16, 1, 16384);
+    pipe.InitBuffer(calc, 94720);
     const int32_t s1 = (int32_t)scalars[0].i;
     (void)s1;
-    const float s8 = (float)scalars[1].f;
-    (void)s8;
-    const float s10 = -1.00000002e+30f;
-    (void)s10;
+    const float s7 = (float)scalars[1].f;
+    (void)s7;
+    const float s9 = -1.00000002e+30f;
+    (void)s9;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
     wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4);
     q_in1.EnQue(in1);
     in1 = q_in1.DeQue<float>();
-    // %5 = transpose(%4) -> [64, 64] f32
-    const AscendC::LocalTensor<float> v5 = calc.GetWithOffset<float>(4160, 0);
-    {
-        wsp_sync<AscendC::HardEvent::V_S>();
-        wsp_sync<AscendC::HardEvent::MTE2_S>();
-        for (int32_t i = 0; i < 64; ++i) {
-            for (int32_t j = 0; j < 64; ++j) {
-                v5.SetValue(i * 64 + j, (float)in1.GetValue(j * 64 + i));
-            }
-        }
-    }
-    // %6 = convert(%5) -> [64, 64] f32
-    const AscendC::LocalTensor<float> v6 = calc.GetWithOffset<float>(4160, 16640);
-    {
-        wsp_sync<AscendC::HardEvent::S_V>();
-        wsp_copy_words(v6.ReinterpretCast<uint32_t>(), v5.ReinterpretCast<uint32_t>(), 4096);
-    }
-    // 2 chunks of 32 rows (copy-in of the next overlaps the compute of this one)
-    for (int32_t c = 0; c < 2; ++c) {
-        const int32_t c0 = c * 32;
+    // 1 chunk of 64 rows
+    for (int32_t c = 0; c < 1; ++c) {
+        const int32_t c0 = c * 64;
         (void)c0;
         AscendC::LocalTensor<float> in0 = q_in0.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 32, 256, 256, 4);
+        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 64, 256, 256, 4);
         q_in0.EnQue(in0);
         in0 = q_in0.DeQue<float>();
         // %0 = iota_col() -> [64, 64] i32
-        const AscendC::LocalTensor<int32_t> v0 = calc.GetWithOffset<int32_t>(2048, 0);
+        const AscendC::LocalTensor<int32_t> v0 = calc.GetWithOffset<int32_t>(4096, 0);
         {
             wsp_sync<AscendC::HardEvent::V_S>();
             wsp_sync<AscendC::HardEvent::MTE2_S>();
-            for (int32_t i = 0; i < 32; ++i) {
+            for (int32_t i = 0; i < 64; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
                     v0.SetValue(i * 64 + j, (int32_t)(int64_t)j);
                 }
             }
         }
         // %2 = lt(%0, %1) -> [64, 64] bool
-        const AscendC::LocalTensor<uint8_t> v2 = calc.GetWithOffset<uint8_t>(2048, 8192);
+        const AscendC::LocalTensor<uint8_t> v2 = calc.GetWithOffset<uint8_t>(4096, 16384);
         {
-            for (int32_t i = 0; i < 32; ++i) {
+            for (int32_t i = 0; i < 64; ++i) {
                 for (int32_t j = 0; j < 64; ++j) {
                     v2.SetValue(i * 64 + j, (uint8_t)(v0.GetValue(i * 64 + j) < s1));
                 }
             }
         }
-        // %7 = matmul(%3, %6) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v7 = calc.GetWithOffset<float>(2048, 0);
+        // %6 = matmul(%3, %5) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v6 = calc.GetWithOffset<float>(4096, 0);
         {
-            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(64, 10240);
+            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(64, 22528);
+            const AscendC::LocalTensor<float> w2 = calc.GetWithOffset<float>(8, 22784);
+            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(512, 20480);
             wsp_sync<AscendC::HardEvent::S_V>();
-            AscendC::Duplicate(v7, 0.0f, 2048);
-            AscendC::PipeBarrier<PIPE_V>();
-            wsp_sync<AscendC::HardEvent::V_S>();
-            for (int32_t i = 0; i < 32; ++i) {
-                for (int32_t k = 0; k < 64; ++k) {
-                    const float aik = in0.GetValue(i * 64 + k);
-                    AscendC::Muls(w1, v6[k * 64], aik, 64);
+            for (int32_t i = 0; i < 64; ++i) {
+                for (int32_t j = 0; j < 64; ++j) {
+                    AscendC::Mul(w1, in0[i * 64], in1[j * 64], 64);
                     AscendC::PipeBarrier<PIPE_V>();
-                    AscendC::Add(v7[i * 64], v7[i * 64], w1, 64);
+                    AscendC::ReduceSum(w3[j * 8], w1, w2, 64);
                     AscendC::PipeBarrier<PIPE_V>();
                 }
+                wsp_sync<AscendC::HardEvent::V_S>();
+                for (int32_t j = 0; j < 64; ++j) v6.SetValue(i * 64 + j, w3.GetValue(j * 8));
             }
         }
-        // %9 = mul(%7, %8) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v9 = calc.GetWithOffset<float>(2048, 33280);
+        // %8 = mul(%6, %7) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v8 = calc.GetWithOffset<float>(4096, 20480);
         {
-            AscendC::Muls(v9, v7, (float)s8, 2048);
+            wsp_sync<AscendC::HardEvent::S_V>();
+            AscendC::Muls(v8, v6, (float)s7, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %11 = where(%2, %9, %10) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v11 = calc.GetWithOffset<float>(2048, 0);
+        // %10 = where(%2, %8, %9) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v10 = calc.GetWithOffset<float>(4096, 0);
         {
-            const AscendC::LocalTensor<half> w2 = calc.GetWithOffset<half>(2048, 10240);
-            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(2048, 41472);
-            const AscendC::LocalTensor<float> w4 = calc.GetWithOffset<float>(2048, 49664);
-            const AscendC::LocalTensor<uint8_t> w5 = calc.GetWithOffset<uint8_t>(256, 14336);
-            AscendC::Cast(w2, v2, AscendC::RoundMode::CAST_NONE, 2048);
+            const AscendC::LocalTensor<half> w4 = calc.GetWithOffset<half>(4096, 86016);
+            const AscendC::LocalTensor<float> w5 = calc.GetWithOffset<float>(4096, 36864);
+            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(4096, 53248);
+            const AscendC::LocalTensor<uint8_t> w7 = calc.GetWithOffset<uint8_t>(512, 94208);
+            AscendC::Cast(w4, v2, AscendC::RoundMode::CAST_NONE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(w3, w2, AscendC::RoundMode::CAST_NONE, 2048);
+            AscendC::Cast(w5, w4, AscendC::RoundMode::CAST_NONE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Duplicate(w4, 0.0f, 2048);
+            AscendC::Duplicate(w6, 0.0f, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Compare(w5, w3, w4, AscendC::CMPMODE::NE, 2048);
+            AscendC::Compare(w7, w5, w6, AscendC::CMPMODE::NE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(2048, 57856);
-            AscendC::Duplicate(w6, (float)s10, 2048);
+            const AscendC::LocalTensor<float> w8 = calc.GetWithOffset<float>(4096, 69632);
+            AscendC::Duplicate(w8, (float)s9, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Select(v11, w5, v9, w6, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 2048);
+            AscendC::Select(v10, w7, v8, w8, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %12 = rowmax(%11) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v12 = calc.GetWithOffset<float>(1024, 33280);
+        // %11 = rowmax(%10) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v11 = calc.GetWithOffset<float>(2048, 32768);
         {
-            const AscendC::LocalTensor<float> w7 = calc.GetWithOffset<float>(8, 16384);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceMax(v12[i * 32], v11[i * 64], w7, 64);
+            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(8, 49664);
+            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceMax(v11[i * 32], v10[i * 64], w9, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w8 = calc.GetWithOffset<uint8_t>(256, 41472);
-            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(2048, 8192);
-            const AscendC::LocalTensor<float> w10 = calc.GetWithOffset<float>(1024, 37376);
-            AscendC::Compare(w8, v11, v11, AscendC::CMPMODE::NE, 2048);
+            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(512, 49152);
+            const AscendC::LocalTensor<float> w11 = calc.GetWithOffset<float>(4096, 16384);
+            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(2048, 40960);
+            AscendC::Compare(w10, v10, v10, AscendC::CMPMODE::NE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Select(w9, w8, v11, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);
+            AscendC::Select(w11, w10, v10, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(w10[i * 32], w9[i * 64], w7, 64);
+            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceSum(w12[i * 32], w11[i * 64], w9, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w11 = calc.GetWithOffset<uint8_t>(128, 41728);
-            wsp_nan_fix(v12, w10, w10, w11, 1024);
+            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(256, 49920);
+            wsp_nan_fix(v11, w12, w12, w13, 2048);
         }
-        // %13 = sub(%11, %12) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v13 = calc.GetWithOffset<float>(2048, 8192);
+        // %12 = sub(%10, %11) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v12 = calc.GetWithOffset<float>(4096, 16384);
         {
-            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(2048, 37376);
+            const AscendC::LocalTensor<float> w14 = calc.GetWithOffset<float>(4096, 40960);
             wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w12, v12, 32, 32, 64, 64);
-            AscendC::Sub(v13, v11, w12, 2048);
+            wsp_bcast_cols<float>(w14, v11, 64, 32, 64, 64);
+            AscendC::Sub(v12, v10, w14, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %14 = exp(%13) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(2048, 0);
+        // %13 = exp(%12) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v13 = calc.GetWithOffset<float>(4096, 0);
         {
-            AscendC::Exp(v14, v13, 2048);
+            AscendC::Exp(v13, v12, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %15 = rowsum(%14) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v15 = calc.GetWithOffset<float>(1024, 8192);
+        // %14 = rowsum(%13) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(2048, 16384);
         {
-            const AscendC::LocalTensor<float> w13 = calc.GetWithOffset<float>(8, 12288);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(v15[i * 32], v14[i * 64], w13, 64);
+            const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(8, 24576);
+            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceSum(v14[i * 32], v13[i * 64], w15, 64);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %17 = matmul(%14, %16) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v17 = calc.GetWithOffset<float>(2048, 37376);
+        // %16 = matmul(%13, %15) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v16 = calc.GetWithOffset<float>(4096, 40960);
         {
-            const AscendC::LocalTensor<float> w14 = calc.GetWithOffset<float>(64, 12288);
-            AscendC::Duplicate(v17, 0.0f, 2048);
+            const AscendC::LocalTensor<float> w16 = calc.GetWithOffset<float>(64, 24576);
+            AscendC::Duplicate(v16, 0.0f, 4096);
             AscendC::PipeBarrier<PIPE_V>();
             wsp_sync<AscendC::HardEvent::V_S>();
             for (int32_t kb = 0; kb < 64; kb += 64) {
                 const int32_t nk = 64 - kb < 64 ? 64 - kb : 64;
-                AscendC::LocalTensor<float> bq = q_mm17.AllocTensor<float>();
+                AscendC::LocalTensor<float> bq = q_mm16.AllocTensor<float>();
                 wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4);
-                q_mm17.EnQue(bq);
-                bq = q_mm17.DeQue<float>();
-                for (int32_t i = 0; i < 32; ++i) {
+                q_mm16.EnQue(bq);
+                bq = q_mm16.DeQue<float>();
+                for (int32_t i = 0; i < 64; ++i) {
                     for (int32_t k = 0; k < nk; ++k) {
-                        const float aik = v14.GetValue(i * 64 + kb + k);
-                        AscendC::Muls(w14, bq[k * 64], aik, 64);
+                        const float aik = v13.GetValue(i * 64 + kb + k);
+                        AscendC::Muls(w16, bq[k * 64], aik, 64);
                         AscendC::PipeBarrier<PIPE_V>();
-                        AscendC::Add(v17[i * 64], v17[i * 64], w14, 64);
+                        AscendC::Add(v16[i * 64], v16[i * 64], w16, 64);
                         AscendC::PipeBarrier<PIPE_V>();
                     }
                 }
-                q_mm17.FreeTensor(bq);
+                q_mm16.FreeTensor(bq);
             }
         }
         {
             AscendC::LocalTensor<float> out3 = q_out3.AllocTensor<float>();
-            wsp_copy_words(out3.ReinterpretCast<uint32_t>(), v12.ReinterpretCast<uint32_t>(), 1024);
+            wsp_copy_words(out3.ReinterpretCast<uint32_t>(), v11.ReinterpretCast<uint32_t>(), 2048);
             q_out3.EnQue(out3);
         }
         {
             AscendC::LocalTensor<float> out3 = q_out3.DeQue<float>();
-            wsp_copy_out<uint32_t>(tiles[3], out3.ReinterpretCast<uint32_t>(), c0, 32, 4, 128, 4);
+            wsp_copy_out<uint32_t>(tiles[3], out3.ReinterpretCast<uint32_t>(), c0, 64, 4, 128, 4);
             q_out3.FreeTensor(out3);
         }
         {
             AscendC::LocalTensor<float> out4 = q_out4.AllocTensor<float>();
-            wsp_copy_words(out4.ReinterpretCast<uint32_t>(), v15.ReinterpretCast<uint32_t>(), 1024);
+            wsp_copy_words(out4.ReinterpretCast<uint32_t>(), v14.ReinterpretCast<uint32_t>(), 2048);
             q_out4.EnQue(out4);
         }
         {
             AscendC::LocalTensor<float> out4 = q_out4.DeQue<float>();
-            wsp_copy_out<uint32_t>(tiles[4], out4.ReinterpretCast<uint32_t>(), c0, 32, 4, 128, 4);
+            wsp_copy_out<uint32_t>(tiles[4], out4.ReinterpretCast<uint32_t>(), c0, 64, 4, 128, 4);
             q_out4.FreeTensor(out4);
         }
         {
             AscendC::LocalTensor<float> out5 = q_out5.AllocTensor<float>();
-            wsp_copy_words(out5.ReinterpretCast<uint32_t>(), v17.ReinterpretCast<uint32_t>(), 2048);
+            wsp_copy_words(out5.ReinterpretCast<uint32_t>(), v16.ReinterpretCast<uint32_t>(), 4096);
             q_out5.EnQue(out5);
         }
         {
             AscendC::LocalTensor<float> out5 = q_out5.DeQue<float>();
-            wsp_copy_out<uint32_t>(tiles[5], out5.ReinterpretCast<uint32_t>(), c0, 32, 256, 256, 4);
+            wsp_copy_out<uint32_t>(tiles[5], out5.ReinterpretCast<uint32_t>(), c0, 64, 256, 256, 4);
             q_out5.FreeTensor(out5);
         }
         q_in0.FreeTensor(in0);

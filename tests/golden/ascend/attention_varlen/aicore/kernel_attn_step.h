@@ -10,8 +10,8 @@
 //   valid: Scalar[i32]
 //   scale: Scalar[f32]
 //
-// UB: 180992 of 188416 bytes (66048 arena, 114944 queues); rows 64 in 2 chunks of 32
-// units: scalar, vector; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube
+// UB: 162304 of 188416 bytes (47360 arena, 114944 queues); rows 64 in 2 chunks of 32
+// units: scalar, vector; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube; transposed matmul operands read in place
 #ifndef WSP_AICORE_ATTENTION_VARLEN_ATTN_STEP_H
 #define WSP_AICORE_ATTENTION_VARLEN_ATTN_STEP_H
 #include "kernel_operator.h"
@@ -30,7 +30,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
     AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out3;
     AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out4;
     AscendC::TQue<AscendC::TPosition::VECOUT, 2> q_out5;
-    AscendC::TQue<AscendC::TPosition::VECIN, 1> q_mm26;
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> q_mm25;
     AscendC::TBuf<AscendC::TPosition::VECCALC> calc;
     pipe.InitBuffer(q_in0, 2, 8192);
     pipe.InitBuffer(q_in1, 1, 16640);
@@ -40,36 +40,19 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
     pipe.InitBuffer(q_out3, 2, 4096);
     pipe.InitBuffer(q_out4, 2, 4096);
     pipe.InitBuffer(q_out5, 2, 8192);
-    pipe.InitBuffer(q_mm26, 1, 16384);
-    pipe.InitBuffer(calc, 66048);
+    pipe.InitBuffer(q_mm25, 1, 16384);
+    pipe.InitBuffer(calc, 47360);
     const int32_t s1 = (int32_t)scalars[0].i;
     (void)s1;
-    const float s8 = (float)scalars[1].f;
-    (void)s8;
-    const float s10 = -1.00000002e+30f;
-    (void)s10;
+    const float s7 = (float)scalars[1].f;
+    (void)s7;
+    const float s9 = -1.00000002e+30f;
+    (void)s9;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
     wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4);
     q_in1.EnQue(in1);
     in1 = q_in1.DeQue<float>();
-    // %5 = transpose(%4) -> [64, 64] f32
-    const AscendC::LocalTensor<float> v5 = calc.GetWithOffset<float>(4160, 0);
-    {
-        wsp_sync<AscendC::HardEvent::V_S>();
-        wsp_sync<AscendC::HardEvent::MTE2_S>();
-        for (int32_t i = 0; i < 64; ++i) {
-            for (int32_t j = 0; j < 64; ++j) {
-                v5.SetValue(i * 64 + j, (float)in1.GetValue(j * 64 + i));
-            }
-        }
-    }
-    // %6 = convert(%5) -> [64, 64] f32
-    const AscendC::LocalTensor<float> v6 = calc.GetWithOffset<float>(4160, 16640);
-    {
-        wsp_sync<AscendC::HardEvent::S_V>();
-        wsp_copy_words(v6.ReinterpretCast<uint32_t>(), v5.ReinterpretCast<uint32_t>(), 4096);
-    }
     // 2 chunks of 32 rows (copy-in of the next overlaps the compute of this one)
     for (int32_t c = 0; c < 2; ++c) {
         const int32_t c0 = c * 32;
@@ -110,162 +93,163 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
                 }
             }
         }
-        // %7 = matmul(%3, %6) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v7 = calc.GetWithOffset<float>(2048, 0);
+        // %6 = matmul(%3, %5) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v6 = calc.GetWithOffset<float>(2048, 0);
         {
-            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(64, 10240);
+            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(64, 12288);
+            const AscendC::LocalTensor<float> w2 = calc.GetWithOffset<float>(8, 12544);
+            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(512, 10240);
             wsp_sync<AscendC::HardEvent::S_V>();
-            AscendC::Duplicate(v7, 0.0f, 2048);
-            AscendC::PipeBarrier<PIPE_V>();
-            wsp_sync<AscendC::HardEvent::V_S>();
             for (int32_t i = 0; i < 32; ++i) {
-                for (int32_t k = 0; k < 64; ++k) {
-                    const float aik = in0.GetValue(i * 64 + k);
-                    AscendC::Muls(w1, v6[k * 64], aik, 64);
+                for (int32_t j = 0; j < 64; ++j) {
+                    AscendC::Mul(w1, in0[i * 64], in1[j * 64], 64);
                     AscendC::PipeBarrier<PIPE_V>();
-                    AscendC::Add(v7[i * 64], v7[i * 64], w1, 64);
+                    AscendC::ReduceSum(w3[j * 8], w1, w2, 64);
                     AscendC::PipeBarrier<PIPE_V>();
                 }
+                wsp_sync<AscendC::HardEvent::V_S>();
+                for (int32_t j = 0; j < 64; ++j) v6.SetValue(i * 64 + j, w3.GetValue(j * 8));
             }
         }
-        // %9 = mul(%7, %8) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v9 = calc.GetWithOffset<float>(2048, 33280);
+        // %8 = mul(%6, %7) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v8 = calc.GetWithOffset<float>(2048, 10240);
         {
-            AscendC::Muls(v9, v7, (float)s8, 2048);
+            wsp_sync<AscendC::HardEvent::S_V>();
+            AscendC::Muls(v8, v6, (float)s7, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %11 = where(%2, %9, %10) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v11 = calc.GetWithOffset<float>(2048, 0);
+        // %10 = where(%2, %8, %9) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v10 = calc.GetWithOffset<float>(2048, 0);
         {
-            const AscendC::LocalTensor<half> w2 = calc.GetWithOffset<half>(2048, 10240);
-            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(2048, 41472);
-            const AscendC::LocalTensor<float> w4 = calc.GetWithOffset<float>(2048, 49664);
-            const AscendC::LocalTensor<uint8_t> w5 = calc.GetWithOffset<uint8_t>(256, 14336);
-            AscendC::Cast(w2, v2, AscendC::RoundMode::CAST_NONE, 2048);
+            const AscendC::LocalTensor<half> w4 = calc.GetWithOffset<half>(2048, 43008);
+            const AscendC::LocalTensor<float> w5 = calc.GetWithOffset<float>(2048, 18432);
+            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(2048, 26624);
+            const AscendC::LocalTensor<uint8_t> w7 = calc.GetWithOffset<uint8_t>(256, 47104);
+            AscendC::Cast(w4, v2, AscendC::RoundMode::CAST_NONE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(w3, w2, AscendC::RoundMode::CAST_NONE, 2048);
+            AscendC::Cast(w5, w4, AscendC::RoundMode::CAST_NONE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Duplicate(w4, 0.0f, 2048);
+            AscendC::Duplicate(w6, 0.0f, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Compare(w5, w3, w4, AscendC::CMPMODE::NE, 2048);
+            AscendC::Compare(w7, w5, w6, AscendC::CMPMODE::NE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(2048, 57856);
-            AscendC::Duplicate(w6, (float)s10, 2048);
+            const AscendC::LocalTensor<float> w8 = calc.GetWithOffset<float>(2048, 34816);
+            AscendC::Duplicate(w8, (float)s9, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Select(v11, w5, v9, w6, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 2048);
+            AscendC::Select(v10, w7, v8, w8, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %13 = rowmax(%11) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v13 = calc.GetWithOffset<float>(1024, 33280);
+        // %12 = rowmax(%10) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v12 = calc.GetWithOffset<float>(1024, 16384);
         {
-            const AscendC::LocalTensor<float> w7 = calc.GetWithOffset<float>(8, 16384);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceMax(v13[i * 32], v11[i * 64], w7, 64);
+            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(8, 24576);
+            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceMax(v12[i * 32], v10[i * 64], w9, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w8 = calc.GetWithOffset<uint8_t>(256, 41472);
-            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(2048, 8192);
-            const AscendC::LocalTensor<float> w10 = calc.GetWithOffset<float>(1024, 37376);
-            AscendC::Compare(w8, v11, v11, AscendC::CMPMODE::NE, 2048);
+            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(256, 24832);
+            const AscendC::LocalTensor<float> w11 = calc.GetWithOffset<float>(2048, 8192);
+            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(1024, 20480);
+            AscendC::Compare(w10, v10, v10, AscendC::CMPMODE::NE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Select(w9, w8, v11, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);
+            AscendC::Select(w11, w10, v10, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(w10[i * 32], w9[i * 64], w7, 64);
+            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(w12[i * 32], w11[i * 64], w9, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w11 = calc.GetWithOffset<uint8_t>(128, 41728);
-            wsp_nan_fix(v13, w10, w10, w11, 1024);
+            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(128, 25088);
+            wsp_nan_fix(v12, w12, w12, w13, 1024);
         }
-        // %14 = maximum(%12, %13) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(1024, 8192);
+        // %13 = maximum(%11, %12) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v13 = calc.GetWithOffset<float>(1024, 8192);
         {
-            AscendC::Max(v14, in3, v13, 1024);
+            AscendC::Max(v13, in3, v12, 1024);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w12 = calc.GetWithOffset<uint8_t>(128, 12288);
-            wsp_nan_fix(v14, in3, v13, w12, 1024);
+            const AscendC::LocalTensor<uint8_t> w14 = calc.GetWithOffset<uint8_t>(128, 12288);
+            wsp_nan_fix(v13, in3, v12, w14, 1024);
         }
-        // %15 = sub(%11, %14) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v15 = calc.GetWithOffset<float>(2048, 33280);
+        // %14 = sub(%10, %13) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(2048, 12288);
         {
-            const AscendC::LocalTensor<float> w13 = calc.GetWithOffset<float>(2048, 41472);
+            const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(2048, 20480);
             wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w13, v14, 32, 32, 64, 64);
-            AscendC::Sub(v15, v11, w13, 2048);
+            wsp_bcast_cols<float>(w15, v13, 32, 32, 64, 64);
+            AscendC::Sub(v14, v10, w15, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %16 = exp(%15) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v16 = calc.GetWithOffset<float>(2048, 0);
+        // %15 = exp(%14) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v15 = calc.GetWithOffset<float>(2048, 0);
         {
-            AscendC::Exp(v16, v15, 2048);
+            AscendC::Exp(v15, v14, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %17 = sub(%12, %14) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v17 = calc.GetWithOffset<float>(1024, 12288);
+        // %16 = sub(%11, %13) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v16 = calc.GetWithOffset<float>(1024, 12288);
         {
-            AscendC::Sub(v17, in3, v14, 1024);
+            AscendC::Sub(v16, in3, v13, 1024);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %18 = exp(%17) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v18 = calc.GetWithOffset<float>(1024, 33280);
+        // %17 = exp(%16) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v17 = calc.GetWithOffset<float>(1024, 16384);
         {
-            AscendC::Exp(v18, v17, 1024);
+            AscendC::Exp(v17, v16, 1024);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %20 = mul(%19, %18) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v20 = calc.GetWithOffset<float>(1024, 12288);
+        // %19 = mul(%18, %17) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v19 = calc.GetWithOffset<float>(1024, 12288);
         {
-            AscendC::Mul(v20, in4, v18, 1024);
+            AscendC::Mul(v19, in4, v17, 1024);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %21 = rowsum(%16) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v21 = calc.GetWithOffset<float>(1024, 37376);
+        // %20 = rowsum(%15) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v20 = calc.GetWithOffset<float>(1024, 20480);
         {
-            const AscendC::LocalTensor<float> w14 = calc.GetWithOffset<float>(8, 16384);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(v21[i * 32], v16[i * 64], w14, 64);
+            const AscendC::LocalTensor<float> w16 = calc.GetWithOffset<float>(8, 24576);
+            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(v20[i * 32], v15[i * 64], w16, 64);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %22 = add(%20, %21) -> [64, 1] f32
-        const AscendC::LocalTensor<float> v22 = calc.GetWithOffset<float>(1024, 41472);
+        // %21 = add(%19, %20) -> [64, 1] f32
+        const AscendC::LocalTensor<float> v21 = calc.GetWithOffset<float>(1024, 24576);
         {
-            AscendC::Add(v22, v20, v21, 1024);
+            AscendC::Add(v21, v19, v20, 1024);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %25 = mul(%24, %18) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v25 = calc.GetWithOffset<float>(2048, 45568);
+        // %24 = mul(%23, %17) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v24 = calc.GetWithOffset<float>(2048, 28672);
         {
-            const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(2048, 53760);
+            const AscendC::LocalTensor<float> w17 = calc.GetWithOffset<float>(2048, 36864);
             wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w15, v18, 32, 32, 64, 64);
-            AscendC::Mul(v25, in5, w15, 2048);
+            wsp_bcast_cols<float>(w17, v17, 32, 32, 64, 64);
+            AscendC::Mul(v24, in5, w17, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
-        // %26 = matmul(%16, %23, %25) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v26 = calc.GetWithOffset<float>(2048, 33280);
+        // %25 = matmul(%15, %22, %24) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v25 = calc.GetWithOffset<float>(2048, 12288);
         {
-            const AscendC::LocalTensor<float> w16 = calc.GetWithOffset<float>(64, 12288);
-            AscendC::Duplicate(v26, 0.0f, 2048);
+            const AscendC::LocalTensor<float> w18 = calc.GetWithOffset<float>(64, 20480);
+            AscendC::Duplicate(v25, 0.0f, 2048);
             AscendC::PipeBarrier<PIPE_V>();
             wsp_sync<AscendC::HardEvent::V_S>();
             for (int32_t kb = 0; kb < 64; kb += 64) {
                 const int32_t nk = 64 - kb < 64 ? 64 - kb : 64;
-                AscendC::LocalTensor<float> bq = q_mm26.AllocTensor<float>();
+                AscendC::LocalTensor<float> bq = q_mm25.AllocTensor<float>();
                 wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4);
-                q_mm26.EnQue(bq);
-                bq = q_mm26.DeQue<float>();
+                q_mm25.EnQue(bq);
+                bq = q_mm25.DeQue<float>();
                 for (int32_t i = 0; i < 32; ++i) {
                     for (int32_t k = 0; k < nk; ++k) {
-                        const float aik = v16.GetValue(i * 64 + kb + k);
-                        AscendC::Muls(w16, bq[k * 64], aik, 64);
+                        const float aik = v15.GetValue(i * 64 + kb + k);
+                        AscendC::Muls(w18, bq[k * 64], aik, 64);
                         AscendC::PipeBarrier<PIPE_V>();
-                        AscendC::Add(v26[i * 64], v26[i * 64], w16, 64);
+                        AscendC::Add(v25[i * 64], v25[i * 64], w18, 64);
                         AscendC::PipeBarrier<PIPE_V>();
                     }
                 }
-                q_mm26.FreeTensor(bq);
+                q_mm25.FreeTensor(bq);
             }
-            AscendC::Add(v26, v25, v26, 2048);
+            AscendC::Add(v25, v24, v25, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
         {
             AscendC::LocalTensor<float> out3 = q_out3.AllocTensor<float>();
-            wsp_copy_words(out3.ReinterpretCast<uint32_t>(), v14.ReinterpretCast<uint32_t>(), 1024);
+            wsp_copy_words(out3.ReinterpretCast<uint32_t>(), v13.ReinterpretCast<uint32_t>(), 1024);
             q_out3.EnQue(out3);
         }
         {
@@ -275,7 +259,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         }
         {
             AscendC::LocalTensor<float> out4 = q_out4.AllocTensor<float>();
-            wsp_copy_words(out4.ReinterpretCast<uint32_t>(), v22.ReinterpretCast<uint32_t>(), 1024);
+            wsp_copy_words(out4.ReinterpretCast<uint32_t>(), v21.ReinterpretCast<uint32_t>(), 1024);
             q_out4.EnQue(out4);
         }
         {
@@ -285,7 +269,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         }
         {
             AscendC::LocalTensor<float> out5 = q_out5.AllocTensor<float>();
-            wsp_copy_words(out5.ReinterpretCast<uint32_t>(), v26.ReinterpretCast<uint32_t>(), 2048);
+            wsp_copy_words(out5.ReinterpretCast<uint32_t>(), v25.ReinterpretCast<uint32_t>(), 2048);
             q_out5.EnQue(out5);
         }
         {
