@@ -36,17 +36,19 @@ _NOT_EXPRESSIONS = (*A.DECLARATION_NAMES, A.ModuleDecl, A.Import, A.Let, A.LetMa
                     A.Combinator)
 
 
-def nesting_errors(files: Iterable[A.SourceFile]) -> list[Diagnostic]:
-    """One diagnostic per file that nests past a limit (at the first construct past it)."""
+def nesting_errors(files: Iterable[A.SourceFile], blocks_only: bool = False) -> list[Diagnostic]:
+    """One diagnostic per file that nests past a limit (at the first construct past it).
+    `blocks_only`: the expressions are known to be within the limit (the caller's text is too
+    short to pass it), so only the statements are walked."""
     out = []
     for f in files:
-        d = _first_too_deep(f)
+        d = _first_too_deep(f, blocks_only)
         if d is not None:
             out.append(d)
     return out
 
 
-def _first_too_deep(f: A.SourceFile) -> Optional[Diagnostic]:
+def _first_too_deep(f: A.SourceFile, blocks_only: bool = False) -> Optional[Diagnostic]:
     # (node, its depth in the expression it belongs to, blocks around it), in pre-order
     stack: list[tuple[A.Node, int, int]] = [(d, 0, 0) for d in reversed(f.decls)]
     while stack:
@@ -71,6 +73,8 @@ def _first_too_deep(f: A.SourceFile) -> Optional[Diagnostic]:
                 children.append(value)
             elif type(value) is tuple:
                 children.extend(x for x in value if isinstance(x, A.Node))
+        if blocks_only:
+            children = [c for c in children if isinstance(c, _NOT_EXPRESSIONS)]
         stack.extend((child, inner, blocks) for child in reversed(children))
     return None
 

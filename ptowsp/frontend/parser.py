@@ -404,9 +404,10 @@ def parse(text: str, file: str = "<string>") -> A.SourceFile:
     diags.raise_if_any()
     sf = A.SourceFile(file, tuple(flat), text, span=A.Span(file, 1, 1, 1, 1))
     # every level of nesting takes a character of the text, and every block a `{`: a shorter
-    # text cannot pass the limits, and most files skip the walk
-    if len(text) > MAX_DEPTH or text.count("{") > MAX_BLOCKS:
-        diags.extend(nesting_errors([sf]))
+    # text cannot pass the limits, and most files skip the walk (or walk only the statements)
+    deep_text = len(text) > MAX_DEPTH
+    if deep_text or text.count("{") > MAX_BLOCKS:
+        diags.extend(nesting_errors([sf], blocks_only=not deep_text))
         diags.raise_if_any()
     return sf
 
