@@ -21,6 +21,7 @@ from ..ir import nodes as N
 from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
+
 def _is_gather(item, tensors, scope: Scope) -> bool:
     """A gather item of a view (`pos[t*16 : t*16 + 16]`), as the checker's `gather_item`."""
     return (isinstance(item, A.Index) and isinstance(item.value, A.Name)
