@@ -121,6 +121,28 @@ class TileArg:
     row_dim: Optional[int]
     col_dim: Optional[int]
     checks: tuple["ViewCheck", ...] = ()
+    gather: Optional["Gather"] = None  # a gather view (`Cos[pos[a : b], :]`): see `Gather`
+
+
+@record
+class Gather:
+    """The rows of a gather view (`Cos[pos[t*16 : t*16 + 16], :]`, language.md section 6).
+
+    Row i of the tile is row `rows[i]` of the tensor along the TileArg's `row_dim`; `rows` are
+    the variables of the `Read`s of the index elements placed before the task, whose range
+    checks are among the TileArg's `checks`. The TileArg's box spans the whole `row_dim`
+    (dependencies are on every row, conservatively: a box cannot name scattered rows). The
+    task also reads the index slice `index[offsets : offsets + extents]` (one extent is the
+    tile's rows, the rest 1): a back end may read the indices from there when the task runs
+    (cpu_sim does); every later writer of the slice waits for the task, so the values are the
+    ones the `Read`s saw.
+    """
+
+    rows: tuple[sym.Expr, ...]
+    index: str
+    offsets: tuple[sym.Expr, ...]
+    extents: tuple[sym.Expr, ...]
+    span: Span = NO_SPAN  # the gather view's argument, for a target that cannot run it
 
 
 @record

@@ -291,6 +291,13 @@ def task_lines(t: N.Task, depth: int) -> list[str]:
         if isinstance(a, N.TileArg):
             lines.append(f"{pad}  {a.param}: {a.mode} {box(a)} rows={_dim(a.row_dim)} "
                          f"cols={_dim(a.col_dim)}")
+            if a.gather is not None:
+                g = a.gather
+                idx = ", ".join(sym.to_str(o) if sym.const_value(e) == 1 else
+                                f"{sym.to_str(o)}:{sym.to_str(sym.add(o, e))}"
+                                for o, e in zip(g.offsets, g.extents))
+                lines.append(f"{pad}    gather rows from {g.index}[{idx}]: "
+                             f"{', '.join(sym.to_str(r) for r in g.rows)}")
             lines.extend(f"{pad}    {_check(c)}" for c in a.checks)
         else:
             v = sym.to_str(a.value) if isinstance(a.value, sym.Expr) else _value(a.value)

@@ -634,7 +634,21 @@ class _Schedule(Visitor):
             _fail(f"`{p.name}` has a row dimension but no column dimension")
         if a.row_dim is not None and a.row_dim >= a.col_dim:
             _fail(f"`{p.name}`'s row dimension {a.row_dim} is not before its column dimension")
+        g = a.gather
+        if g is not None:
+            # a gather view: the box spans the whole row dimension; the rows are the Reads'
+            it = self.tensors.get(g.index)
+            if a.mode != "r" or a.row_dim is None:
+                _fail(f"gather view `{p.name}` is not a read of rows")
+            if len(g.rows) != p.rows:
+                _fail(f"gather view `{p.name}` gathers {len(g.rows)} rows for {p.rows}")
+            if it is None or len(g.offsets) != len(it.dims) or len(g.extents) != len(it.dims):
+                _fail(f"gather view `{p.name}` has a bad index box of `{g.index}`")
+            for e in g.rows + g.offsets + g.extents:
+                _bound(e, names, f"the gather of `{p.name}`")
         for d, want in ((a.row_dim, p.rows), (a.col_dim, p.cols)):
+            if g is not None and d == a.row_dim:
+                continue
             got = 1 if d is None else sym.const_value(a.extents[d])
             if got is not None and got != want:
                 _fail(f"`{p.name}` has extent {got} where the tile has {want}")

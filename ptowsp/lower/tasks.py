@@ -21,6 +21,14 @@ from ..ir import nodes as N
 from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
+
+def _is_gather(item, tensors, scope: Scope) -> bool:
+    """A gather item of a view (`pos[t*16 : t*16 + 16]`), as the checker's `gather_item`."""
+    return (isinstance(item, A.Index) and isinstance(item.value, A.Name)
+            and item.value.id in tensors and scope.lookup(item.value.id) is None
+            and any(isinstance(x, A.Slice) for x in item.items))
+
+
 # A tile parameter's mode as the access mode of its argument.
 ACCESS_MODES = {"In": "r", "Out": "w", "InOut": "rw"}
 
@@ -103,9 +111,15 @@ class TaskLowering:
         vdims: list[int] = []
         checks: list[N.ViewCheck] = []
         span = view_kw.span
+        gather: Optional[N.Gather] = None
         # the checker's view rules and messages
         for axis, (item, dim) in enumerate(zip(items, t.dims)):
-            if isinstance(item, A.Slice):
+            if _is_gather(item, self.env.tensors, scope):
+                gather = self.gather(item, dim, rows, kwtext, scope, span, checks)
+                offsets.append(sym.const(0))  # every row: the dependencies are conservative
+                extents.append(dim)
+                vdims.append(axis)
+            elif isinstance(item, A.Slice):
                 start = self.int_expr(item.start, scope) if item.start is not None else sym.const(0)
                 stop = self.int_expr(item.stop, scope) if item.stop is not None else dim
                 if item.start is not None:
@@ -146,10 +160,68 @@ class TaskLowering:
         row_dim = kept[0] if len(kept) == 2 else None
         col_dim = kept[-1] if kept else None
         for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
+            if gather is not None and dim_ == row_dim:
+                continue  # the index slice's length, checked before its elements are read
             got = extents[dim_] if dim_ is not None else sym.const(1)
             self.require(checks, got, "==", want,
                          f"`{kwtext}` must have {sym.to_str(want)} {which} to fit {tile_text}",
                          span)
         mode = ACCESS_MODES[p.tile.mode]
         return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
-                         tuple(checks))
+                         tuple(checks), gather)
+
+    def gather(self, item: A.Index, dim: sym.Expr, rows: sym.Expr, kwtext: str, scope: Scope,
+               span, checks: list[N.ViewCheck]) -> N.Gather:
+        """The gather item `pos[a : b]` of a view whose tile has `rows` rows: a Read of each
+        index before the task (the index slice's bounds and length checked before the first),
+        each index's range appended to `checks` (the task's, named `pos[a + i]`)."""
+        ix = self.env.tensors[item.value.id]
+        n = sym.const_value(rows)
+        if n is None:
+            raise InternalError("lower", f"a gather view of {sym.to_str(rows)} rows")
+        first: list[N.ViewCheck] = []
+        offsets: list[sym.Expr] = []
+        extents: list[sym.Expr] = []
+        sdim, start_text = 0, ""
+        for d, (x, idim) in enumerate(zip(item.items, ix.dims)):
+            if isinstance(x, A.Slice):
+                start = self.int_expr(x.start, scope) if x.start is not None else sym.const(0)
+                stop = self.int_expr(x.stop, scope) if x.stop is not None else idim
+                if x.start is not None:
+                    self.require(first, start, ">=", sym.const(0),
+                                 f"slice start `{expr_str(x.start)}` in `{kwtext}` must not be "
+                                 "negative", span)
+                if x.stop is not None:
+                    self.require(first, stop, "<=", idim,
+                                 f"slice end `{expr_str(x.stop)}` in `{kwtext}` must be at most "
+                                 f"{sym.to_str(idim)}", span)
+                self.require(first, sym.sub(stop, start), "==", rows,
+                             f"`{kwtext}` must have {sym.to_str(rows)} rows to fit its tile, "
+                             f"the length of `{expr_str(x)}`", span)
+                offsets.append(start)
+                extents.append(sym.const(n))
+                sdim, start_text = d, expr_str(x.start) if x.start is not None else ""
+            else:
+                i = self.int_expr(x, scope)
+                self.require(first, i, ">=", sym.const(0),
+                             f"index `{expr_str(x)}` in `{kwtext}` must not be negative", span)
+                self.require(first, i, "<", idim,
+                             f"index `{expr_str(x)}` in `{kwtext}` must be less than "
+                             f"{sym.to_str(idim)}", span)
+                offsets.append(i)
+                extents.append(sym.const(1))
+        texts = [expr_str(x) for x in item.items]
+        vars_: list[sym.Expr] = []
+        for r in range(n):
+            at = list(offsets)
+            at[sdim] = sym.add(offsets[sdim], sym.const(r))
+            texts[sdim] = (f"{start_text} + {r}" if start_text and r else start_text or str(r))
+            what = f"{ix.name}[{', '.join(texts)}]"
+            v = self.read(ix.name, tuple(at), tuple(texts), what, item.span,
+                          checks=tuple(first) if r == 0 else ())
+            vars_.append(v)
+            self.require(checks, v, ">=", sym.const(0),
+                         f"index `{what}` in `{kwtext}` must not be negative", span)
+            self.require(checks, v, "<", dim,
+                         f"index `{what}` in `{kwtext}` must be less than {sym.to_str(dim)}", span)
+        return N.Gather(tuple(vars_), ix.name, tuple(offsets), tuple(extents), span)

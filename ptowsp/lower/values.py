@@ -79,9 +79,11 @@ class ValueLowering:
     `nreads` and `dyn` for the reads; `ranges`, `extents` and `proofs` for the proofs)."""
 
     # ---- run-time values: element reads and asserts
-    def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span) -> sym.Expr:
+    def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span,
+             checks: Optional[tuple] = None) -> sym.Expr:
         """A Read of `tensor[index]` placed before the current statement (shared within it):
-        its variable. `texts` spell the indices and `what` the read in messages."""
+        its variable. `texts` spell the indices and `what` the read in messages; `checks`, when
+        given, replace the checks of the indices (a gather view checks its slice instead)."""
         key = (tensor, tuple(index))
         if key in self.memo:
             return sym.var(self.memo[key])
@@ -90,8 +92,9 @@ class ValueLowering:
             raise Unsupported(span, f"reading tensor elements in a schedule key (`{what}`) "
                               f"{UNSUPPORTED}")
         t = self.env.tensors[tensor]
-        checks: list[N.ViewCheck] = []
-        for text, i, dim in zip(texts, index, t.dims):
+        given = checks
+        checks: list[N.ViewCheck] = [] if given is None else list(given)
+        for text, i, dim in zip(texts, index, t.dims) if given is None else ():
             self.require(checks, i, ">=", sym.const(0),
                          f"index `{text}` of `{what}` must not be negative", span)
             self.require(checks, i, "<", dim,

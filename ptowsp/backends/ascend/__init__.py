@@ -66,7 +66,7 @@ def emit_project(module: N.Module, schedule: str,
     """The CANN project of `schedule` of `module` (an optimised IR module)."""
     options = options or AscendOptions()
     s = module.schedule(schedule)
-    errors = extern_errors(module) + layout_errors(module, s)
+    errors = extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -103,6 +103,19 @@ def extern_errors(module: N.Module) -> list[Diagnostic]:
         'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
         "kernel's WspTile / WspScalar parameters")
         for k, span in kernels_missing_body(module, "ascend")]
+
+
+def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
+    """A gather view (`Cos[pos[a : b], :]`) is not run by this build's ascend_npu: an error at
+    the view, naming it (language.md section 6, "Gather views")."""
+    # decision: ascend_npu does not run gather views yet (its host expander moves boxes); a clear compile error rather than a silent copy
+    return [Diagnostic(
+        a.gather.span, "ascend-gather",
+        f"in `{t.text}`, `{a.param}` is a gather view of `{a.tensor}` by `{a.gather.index}`, "
+        "which the ascend_npu target does not run",
+        "run it on cpu_sim, or gather the rows beforehand")
+        for t in V.tasks(s.body) for a in t.args
+        if isinstance(a, N.TileArg) and a.gather is not None]
 
 
 def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
@@ -172,4 +185,4 @@ class AscendTarget(KeepsNothing):
 
 
 __all__ = ["AscendOptions", "Project", "emit_project", "write_project",
-           "extern_errors", "layout_errors"]
+           "extern_errors", "gather_errors", "layout_errors"]

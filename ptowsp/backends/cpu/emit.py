@@ -56,6 +56,8 @@ def emit_enumerators(module: N.Module, kernel_decls: str) -> Enumerators:
         out.entries[s.name] = entry_symbol(s)
         parts.append(f"/* schedule {s.name} = {s.workload}(...) */")
         parts.append((co if s.uses_csp else plain).schedule(s))
+    # the gather wrappers (gather.py) before the enumerators that call them
+    parts[2:2] = out.wrapper_code
     out.source = "\n".join(parts)
     return out
 

@@ -21,6 +21,7 @@ from ...ir import nodes as N
 from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
+from .gather import gathered, wrapper, wrapper_name
 from .kernels import kernel_symbol
 
 _MODE = {"r": "WSP_READ", "w": "WSP_WRITE", "rw": "WSP_READWRITE"}  # an access's mode in C
@@ -51,6 +52,9 @@ class Enumerators:
     info: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     sites: list = field(default_factory=list)
     pipes: list = field(default_factory=list)
+    # gather views (gather.py): (kernel, ntiles, gathered) -> the wrapper's name, and its C
+    wrappers: dict = field(default_factory=dict)
+    wrapper_code: list = field(default_factory=list)
 
 
 class LoopEmitter(V.Visitor):
@@ -260,10 +264,20 @@ class LoopEmitter(V.Visitor):
         tiles = [p for p in kernel.params if p.kind == "tile"]
         scalars = [p for p in kernel.params if p.kind == "scalar"]
         by_param = {a.param: a for a in t.args}
-        self.emit(f"task.fn = {kernel_symbol(kernel)};")
+        first_extra = len(tiles) + len(t.extra)
+        gs = gathered(self.m, tiles, by_param, first_extra)
+        fn = kernel_symbol(kernel)
+        if gs:
+            key = (kernel.name, first_extra + len(gs), tuple(gs))
+            if key not in self.out.wrappers:
+                name = wrapper_name(kernel.name, len(self.out.wrappers))
+                self.out.wrappers[key] = name
+                self.out.wrapper_code.append(wrapper(name, fn, first_extra + len(gs), gs))
+            fn = self.out.wrappers[key]
+        self.emit(f"task.fn = {fn};")
         self.emit(f"task.kernel = {self.kernel_index[kernel.name]};")
         self.emit(f"task.stmt = {stmt};")
-        self.emit(f"task.ntiles = {len(tiles) + len(t.extra)};")
+        self.emit(f"task.ntiles = {first_extra + len(gs)};")
         self.emit(f"task.nscalars = {len(scalars)};")
         self.emit(f"task.ncoords = {len(t.coords)};")
         for i, c in enumerate(t.coords[:8]):
@@ -272,6 +286,8 @@ class LoopEmitter(V.Visitor):
             self.tile(i, p, by_param[p.name])
         for i, a in enumerate(t.extra, start=len(tiles)):
             self.extra(i, a)
+        for g in gs:
+            self.index_tile(g.index_tile, by_param[g.param].gather)
         for i, p in enumerate(scalars):
             a = by_param[p.name]
             if isinstance(a.value, sym.Expr):
@@ -342,6 +358,23 @@ class LoopEmitter(V.Visitor):
         acc = f"task.access[{i}]"
         self.emit(f"{acc}.tensor = {ti}; {acc}.mode = {_MODE[a.mode]}; {acc}.ndim = {len(a.offsets)};")
         for d, (o, e) in enumerate(zip(a.offsets, a.extents)):
+            self.emit(f"{acc}.lo[{d}] = {self.c(o)}; "
+                      f"{acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
+
+    def index_tile(self, i: int, g: N.Gather) -> None:
+        """The index slice of a gather view (gather.py): a column of the indices after the
+        kernel's tiles, whose box the task reads."""
+        ti = self.tensor_index[g.index]
+        size = size_of(self.m.tensors[ti].dtype)
+        sdim = next((d for d, e in enumerate(g.extents) if sym.const_value(e) != 1),
+                    len(g.extents) - 1)
+        offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(g.offsets)) or "0"
+        self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
+        self.emit(f"task.tiles[{i}].rows = {self.c(g.extents[sdim])}; task.tiles[{i}].cols = 1; "
+                  f"task.tiles[{i}].stride = t{ti}_s{sdim}; task.tiles[{i}].col_stride = 1;")
+        acc = f"task.access[{i}]"
+        self.emit(f"{acc}.tensor = {ti}; {acc}.mode = WSP_READ; {acc}.ndim = {len(g.offsets)};")
+        for d, (o, e) in enumerate(zip(g.offsets, g.extents)):
             self.emit(f"{acc}.lo[{d}] = {self.c(o)}; "
                       f"{acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
 

@@ -218,7 +218,12 @@ class Runner(Visitor):
                                                f"outside `{a.tensor}` and no check said so")
                 box = tuple(slice(o, o + e) for o, e in zip(offs, exts))
                 boxes[a.param] = box
-                if a.mode != "w":
+                if a.gather is not None:
+                    # row i is row rows[i] of the row dimension (each checked above)
+                    rows = [self.eval(r, t.span, t) for r in a.gather.rows]
+                    view = np.take(arr[box], rows, axis=a.row_dim)
+                    inputs[a.param] = to_compute(view, p.dtype).reshape(p.rows, p.cols)
+                elif a.mode != "w":
                     inputs[a.param] = to_compute(arr[box], p.dtype).reshape(p.rows, p.cols)
             else:
                 v = a.value

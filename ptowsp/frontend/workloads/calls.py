@@ -248,6 +248,7 @@ class CallChecks:
         t = self.env.tensors[name]
         self.read_only(kw, p, t, ())
         shape = self.view(v, t, scope, kw)
+        self.gather_read_only(kw, p, v, scope)
         self.view_fits(kw, kw, p, t, shape, rows, cols, tile_text, sound, (), read_only=False)
 
     def read_only(self, kw: A.Keyword, p: ParamSig, t, notes) -> None:

@@ -148,6 +148,7 @@ class LetChecks:
             # an element let passed to a tile: a 1 x 1 view (its indices passed at the `let`)
             o.view = self.view(o.stmt.value, t, o.scope, view_kw)
         notes = [Note(view_kw.span, f"`{b.name}` is defined here")]
+        self.gather_read_only(kw, p, o.stmt.value, o.scope, notes)
         self.view_fits(kw, view_kw, p, t, o.view, rows, cols, tile_text, sound, notes)
 
 

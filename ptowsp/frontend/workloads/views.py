@@ -11,11 +11,22 @@ from typing import Optional
 
 from ... import sym
 from ...diagnostics import InternalError
+from ...dtypes import kind_of
 from .. import ast as A
 from ..env import RuntimeCheck
 from ..signatures import ParamSig
 from .scope import Scope, SVal
 from .wording import show
+
+
+def gather_item(item, tensors, scope: Scope) -> Optional[A.Index]:
+    """`item` if it is a gather item of a view (`pos[t*16 : t*16 + 16]`: a tensor that no
+    local name hides, indexed with a slice), else None."""
+    if (isinstance(item, A.Index) and isinstance(item.value, A.Name)
+            and item.value.id in tensors and scope.lookup(item.value.id) is None
+            and any(isinstance(x, A.Slice) for x in item.items)):
+        return item
+    return None
 
 
 class ViewChecks:
@@ -46,53 +57,17 @@ class ViewChecks:
             return None
         for axis, (item, dim) in enumerate(zip(v.items, t.dims)):
             if isinstance(item, A.Slice):
-                start = (
-                    self.int_expr(item.start, scope, "a slice bound")
-                    if item.start is not None
-                    else SVal("int", sym.const(0))
-                )
-                stop = (
-                    self.int_expr(item.stop, scope, "a slice bound")
-                    if item.stop is not None
-                    else SVal("int", dim)
-                )
-                if start.type == "error" or stop.type == "error":
+                bounds = self.slice_bounds(item, dim, axis, t.name, scope, kw, kwtext)
+                if bounds is None:
                     ok = False
                     continue
-                if item.start is not None:
-                    ok &= self.require(
-                        start.expr,
-                        ">=",
-                        sym.const(0),
-                        error_span=item.start.span,
-                        error=f"slice start `{self.text(item.start)}` is negative; there is no "
-                        "wrap-around",
-                        check_span=kw.span,
-                        reason=f"slice start `{self.text(item.start)}` in `{kwtext}` must not be negative",
-                    )
-                if item.stop is not None:
-                    ok &= self.require(
-                        stop.expr,
-                        "<=",
-                        dim,
-                        error_span=item.stop.span,
-                        error=f"slice end `{self.text(item.stop)}` is past the end of dimension {axis} "
-                        f"of `{t.name}` (size {show(dim)})",
-                        check_span=kw.span,
-                        reason=f"slice end `{self.text(item.stop)}` in `{kwtext}` must be at most "
-                        f"{show(dim)}",
-                    )
-                if item.start is not None or item.stop is not None:
-                    ok &= self.require(
-                        start.expr,
-                        "<=",
-                        stop.expr,
-                        error_span=item.span,
-                        error=f"slice `{self.text(item)}` has a negative length",
-                        check_span=kw.span,
-                        reason=f"slice `{self.text(item)}` in `{kwtext}` must not have a negative length",
-                    )
-                shape.append(sym.sub(stop.expr, start.expr))
+                shape.append(sym.sub(bounds[1], bounds[0]))
+            elif gather_item(item, self.env.tensors, scope) is not None:
+                n = self.gather(item, axis, v, t, scope, kw, kwtext)
+                if n is None:
+                    ok = False
+                    continue
+                shape.append(n)
             else:
                 i = self.int_expr(item, scope, "a tensor index")
                 if i.type == "error":
@@ -101,6 +76,126 @@ class ViewChecks:
                 ok &= self.index_in_range(i.expr, item, dim, axis, t.name, kw.span, kwtext)
         shape.extend(t.dims[len(v.items) :])
         return shape if ok else None
+
+    def gather_read_only(self, kw: A.Node, p: ParamSig, v: A.Expr, scope: Scope, notes=()) -> None:
+        """A gather view passed to an `Out`/`InOut` parameter is an error at the argument."""
+        # decision: a gather view is read-only (writing rows chosen by data, a scatter, would make two tasks' boxes overlap in ways dependencies cannot see)
+        if (p.tile.mode != "In" and isinstance(v, A.Index)
+                and any(gather_item(x, self.env.tensors, scope) is not None for x in v.items)):
+            self.error(
+                kw.span,
+                "gather-write",
+                f"a gather view is read-only, but `{p.name}` is an `{p.tile.mode}` parameter",
+                notes=notes,
+            )
+
+    def slice_bounds(self, item: A.Slice, dim: sym.Expr, axis: int, tname: str, scope: Scope,
+                     kw: A.Node, kwtext: str) -> Optional[tuple[sym.Expr, sym.Expr]]:
+        """`start : stop` of dimension `axis` of `tname` (size `dim`) checked: in range, not
+        negative in length; None after an error."""
+        start = (
+            self.int_expr(item.start, scope, "a slice bound")
+            if item.start is not None
+            else SVal("int", sym.const(0))
+        )
+        stop = (
+            self.int_expr(item.stop, scope, "a slice bound")
+            if item.stop is not None
+            else SVal("int", dim)
+        )
+        if start.type == "error" or stop.type == "error":
+            return None
+        ok = True
+        if item.start is not None:
+            ok &= self.require(
+                start.expr,
+                ">=",
+                sym.const(0),
+                error_span=item.start.span,
+                error=f"slice start `{self.text(item.start)}` is negative; there is no "
+                "wrap-around",
+                check_span=kw.span,
+                reason=f"slice start `{self.text(item.start)}` in `{kwtext}` must not be negative",
+            )
+        if item.stop is not None:
+            ok &= self.require(
+                stop.expr,
+                "<=",
+                dim,
+                error_span=item.stop.span,
+                error=f"slice end `{self.text(item.stop)}` is past the end of dimension {axis} "
+                f"of `{tname}` (size {show(dim)})",
+                check_span=kw.span,
+                reason=f"slice end `{self.text(item.stop)}` in `{kwtext}` must be at most "
+                f"{show(dim)}",
+            )
+        if item.start is not None or item.stop is not None:
+            ok &= self.require(
+                start.expr,
+                "<=",
+                stop.expr,
+                error_span=item.span,
+                error=f"slice `{self.text(item)}` has a negative length",
+                check_span=kw.span,
+                reason=f"slice `{self.text(item)}` in `{kwtext}` must not have a negative length",
+            )
+        return (start.expr, stop.expr) if ok else None
+
+    def gather(self, item: A.Index, axis: int, v: A.Index, t, scope: Scope, kw: A.Node,
+               kwtext: str) -> Optional[sym.Expr]:
+        """A gather item `pos[a : b]` at dimension `axis` of the view `v` of `t`: the number of
+        rows it gathers, after checking the index tensor (integer, a 1-D slice of it in range)
+        and the item's place (the tile's rows); None after an error. Each gathered index is
+        checked at run time (lowering), since it is data."""
+        ix = self.env.tensors[item.value.id]
+        name = ix.name
+        if kind_of(ix.dtype) != "int":
+            self.error(
+                item.value.span,
+                "gather-index",
+                f"the indices of a gather view must be integers, but `{name}` is {ix.dtype}",
+            )
+            return None
+        slices = [x for x in item.items if isinstance(x, A.Slice)]
+        if len(item.items) != len(ix.dims) or len(slices) != 1:
+            self.error(
+                item.span,
+                "gather-index",
+                f"the indices of a gather view are a 1-D slice, but `{self.text(item)}` is not "
+                f"one: `{name}` has {len(ix.dims)} dimension{'s' if len(ix.dims) != 1 else ''}",
+                "slice one dimension of the index tensor and index every other one with an "
+                f"integer (`{name}[b, t*16 : t*16 + 16]`)",
+            )
+            return None
+        before = v.items[:axis]
+        after = len(v.items) - axis - 1 + len(t.dims) - len(v.items)
+        if any(isinstance(x, A.Slice) or gather_item(x, self.env.tensors, scope) is not None
+               for x in before) or after != 1:
+            self.error(
+                item.span,
+                "gather-rows",
+                f"a gather view gathers the tile's rows, but `{self.text(item)}` selects "
+                f"dimension {axis} of `{t.name}`, which is not the view's rows",
+                "index every dimension before the gathered one with an integer and leave "
+                "exactly one dimension (the columns) after it",
+            )
+            return None
+        extent: Optional[sym.Expr] = None
+        ok = True
+        for d, (x, dim) in enumerate(zip(item.items, ix.dims)):
+            if isinstance(x, A.Slice):
+                b = self.slice_bounds(x, dim, d, name, scope, kw, kwtext)
+                if b is None:
+                    ok = False
+                else:
+                    extent = sym.sub(b[1], b[0])
+            else:
+                i = self.int_expr(x, scope, "a tensor index")
+                if i.type == "error":
+                    ok = False
+                else:
+                    ok &= self.index_in_range(i.expr, x, dim, d, name, kw.span, kwtext)
+        return extent if ok else None
 
     def index_in_range(
         self,

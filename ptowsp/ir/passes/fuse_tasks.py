@@ -32,7 +32,8 @@ Leaves alone:
   is written through an InOut parameter: fusing would have to keep the store, so the traffic
   stays and only a task would be saved; not worth the longer dependency chains (a decision);
 - schedules using CSP; `sequential` blocks (the program asked for that order);
-- tasks with slot accesses (`extra`); extern kernels (opaque: no ops to splice);
+- tasks with slot accesses (`extra`) or gather views (their rows are data, not a box); extern
+  kernels (opaque: no ops to splice);
 - tasks and loop bodies whose run-time view checks could report differently: a check on the
   intermediate, and every check of B (of the second loop body), must repeat a check that is
   always evaluated first (A's earlier arguments; a task directly in the first body), so the
@@ -187,11 +188,15 @@ def _plain(stmts) -> bool:
     """Only loops, blocks and tasks without slot accesses: nothing enumeration reads or checks."""
     for st in walk(stmts):
         if isinstance(st, N.Task):
-            if st.extra:
+            if st.extra or _gathers(st):
                 return False
         elif not isinstance(st, (N.Loop, N.Block)):
             return False
     return True
+
+
+def _gathers(t: N.Task) -> bool:
+    return any(a.gather is not None for a in _tiles(t))
 
 
 def _has_checks(stmts) -> bool:
@@ -434,7 +439,8 @@ class _Fuser:
 
     def fuse_pair(self, stmts: list, i: int, j: int) -> Optional[list]:
         ta, tb = stmts[i], stmts[j]
-        if not (isinstance(ta, N.Task) and isinstance(tb, N.Task)) or ta.extra or tb.extra:
+        if (not (isinstance(ta, N.Task) and isinstance(tb, N.Task)) or ta.extra or tb.extra
+                or _gathers(ta) or _gathers(tb)):
             return None
         ka, kb = self.kernels[ta.kernel], self.kernels[tb.kernel]
         ca, cb = category(ka), category(kb)
