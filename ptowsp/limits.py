@@ -18,6 +18,12 @@ INT64_MAX = 2**63 - 1  # the largest sym value: the runtime's arithmetic is int6
 MAX_WORKERS = 256
 # the largest source file wspc reads (language.md section 1): far past any real module
 MAX_SOURCE_BYTES = 16 << 20
+# what one task passes its kernel (the runtime's `wsp_task`, runtime_c/wsp_runtime.h, and the
+# Ascend plan's words): tiles (tile parameters, gather indices, CSP slot accesses), scalar
+# parameters, and coordinates (the bracket list of a call)
+MAX_TILES = 16
+MAX_SCALARS = 16
+MAX_COORDS = 8
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 _SIZE = r"([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(?:I?B)?"

@@ -96,6 +96,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_long_runs.py::test_task_records_count_into_the_memory_limit',
     "the run's tasks need more memory than the limit leaves them: after {*} tasks, at `{*}`, the cycle model's records ({*} bytes a task, {*} a dependency) would pass {*}, what the memory limit leaves after the tensors":
         'tests/test_long_runs.py::test_data_dependent_task_records_stop_at_the_limit_during_the_run',
+    'the call `{*}` passes {*} {*}, more than a task can take ({*}): split the kernel, or pass fewer, larger tiles':
+        'tests/test_task_limits.py::test_one_past_each_limit_is_an_error_at_the_call',
     # ptowsp/api.py
     '`{*}` is {*} from {*}, but {*} makes it {*}':
         'tests/test_user_errors.py::test_a_sym_given_two_values',

@@ -18,6 +18,7 @@ from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
 from ..ir import nodes as N
+from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILES
 from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
@@ -27,6 +28,20 @@ def _is_gather(item, tensors, scope: Scope) -> bool:
     return (isinstance(item, A.Index) and isinstance(item.value, A.Name)
             and item.value.id in tensors and scope.lookup(item.value.id) is None
             and any(isinstance(x, A.Slice) for x in item.items))
+
+
+def _within_a_task(t: N.Task, s: A.CallStmt) -> None:
+    """A task passes at most MAX_TILES tiles, MAX_SCALARS scalars and MAX_COORDS coordinates
+    (the runtime's task record): more is an error at the call, on every target."""
+    tiles = [a for a in t.args if isinstance(a, N.TileArg)]
+    ntiles = len(tiles) + len(t.extra) + sum(a.gather is not None for a in tiles)
+    nscalars = len(t.args) - len(tiles)
+    for n, most, what in ((ntiles, MAX_TILES, "tiles (tile parameters, gather indices and "
+                           "channel slots)"), (nscalars, MAX_SCALARS, "scalar arguments"),
+                          (len(t.coords), MAX_COORDS, "coordinates")):
+        if n > most:
+            raise Unsupported(s.callee.span, f"the call `{t.text}` passes {n} {what}, more than a "
+                              f"task can take ({most}): split the kernel, or pass fewer, larger tiles")
 
 
 # A tile parameter's mode as the access mode of its argument.
@@ -61,7 +76,9 @@ class TaskLowering:
         text = s.callee.id
         if s.coords is not None:
             text += f"[{', '.join(expr_str(c) for c in s.coords)}]"
-        return N.Task(kname, coords, tuple(args), text, s.span, self.csp_accesses(args))
+        task = N.Task(kname, coords, tuple(args), text, s.span, self.csp_accesses(args))
+        _within_a_task(task, s)
+        return task
 
     def scalar_arg(self, kw: Optional[A.Keyword], p: ParamSig, scope: Scope) -> N.ScalarArg:
         node = kw.value if kw is not None else p.default

@@ -24,7 +24,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ... import sym
+from ... import limits, sym
 from ...diagnostics import InternalError
 from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
@@ -33,8 +33,7 @@ from ...ir.visit import Visitor
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
 VERSION = 1
 MAX_DIMS = 8
-MAX_TILES = 16
-MAX_SCALARS = 16
+MAX_TILES, MAX_SCALARS = limits.MAX_TILES, limits.MAX_SCALARS  # what a task passes (limits.py)
 MAX_COORDS = 8
 MAX_LEVELS = 32  # nested order scopes (P.seq, sequential) a coroutine may hold, borrowed included
 EXPR_STACK = 64  # the evaluator's stack; build_plan refuses deeper expressions
