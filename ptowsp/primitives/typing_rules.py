@@ -502,12 +502,12 @@ def type_concat(t: Typing) -> Type:
     same = sym.prove_eq(getattr(a.type, other), getattr(b.type, other), t.ranges)
     if same is not True:
         what = "columns" if axis == 0 else "rows"
+        maybe = " (may differ)" if same is None else ""
         return t.error(
             t.span,
             "shape",
             f"`concat` along axis {axis} needs the same number of {what}, found "
-            f"{a.type.shape_str()} and {b.type.shape_str()}"
-            + (" (may differ)" if same is None else ""),
+            f"{a.type.shape_str()} and {b.type.shape_str()}{maybe}",
             "axis 0 stacks rows (the columns must agree), axis 1 puts columns side by side "
             "(the rows must agree)",
         )

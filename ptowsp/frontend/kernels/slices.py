@@ -74,9 +74,12 @@ class SliceChecks:
                 f"write `{text}` for one of the {what}: the result stays a tile",
             )
             return None
+        # one diagnostic per range: the stop is not checked after a bad start
         start = sym.const(0) if it.start is None else self._bound(it.start)
+        if start is None:
+            return None
         stop = extent if it.stop is None else self._bound(it.stop)
-        if start is None or stop is None:
+        if stop is None:
             return None
         for node, v in ((it.start, start), (it.stop, stop)):
             if node is not None and sym.prove_ge(v, 0, self.ranges) is not True:
