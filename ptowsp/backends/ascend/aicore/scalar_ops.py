@@ -18,9 +18,9 @@ from .scalar import float_lit, int_lit, sconvert, sexpr
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
 
-    def sread(self, u: int, i: str, j: ExprLike, chunk: bool) -> Expr:
+    def sread(self, u: int, i: ExprLike, j: ExprLike, chunk: bool) -> Expr:
         """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
-        op's row variable ("i", which a chunk offsets) or another one."""
+        op's row variable ("i", which a chunk offsets) or another row (an expression)."""
         op = self.ops[u]
         if op.shape is None:
             return C.E(self.scalars[u])
@@ -65,14 +65,14 @@ class ScalarOps(Frame):
         elif name == "slice_rows":
             # not row-local, so neither it nor its operand is chunked: rows are the tile's own
             (a,) = op.args
-            e = self.sread(a, C.to_c(C.iadd("i", op.attr)), "j", chunk)
+            e = self.sread(a, C.iadd("i", op.attr), "j", chunk)
         elif name in ("concat_rows", "concat_cols"):
             # a conditional: the other side's index is out of its range
             a, b = op.args
             if name == "concat_rows":
                 n = self.ops[a].shape[0]
                 first = C.binop("<", "i", n)
-                vb = self.sread(b, C.to_c(C.binop("-", "i", n)), "j", chunk)
+                vb = self.sread(b, C.binop("-", "i", n), "j", chunk)
             else:
                 n = self.ops[a].shape[1]
                 first = C.binop("<", "j", n)
