@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptowsp
+from tests.accuracy import UNIT, assert_close
+
+U = UNIT["f32"]
 
 pytestmark = pytest.mark.cc
 
@@ -114,9 +117,11 @@ schedule main = w()
     rng = np.random.default_rng(11)
     x, c, s = (rng.standard_normal((3, 8, 64)).astype(np.float32) for _ in range(3))
     mod = ptowsp.parse(src, "rope.wsp")
-    rot = np.concatenate((-x[..., 32:], x[..., :32]), axis=-1)
-    # each element is x*c + rot*s in f32: one rounding per product and one per sum
-    want = (x * c + rot * s).astype(np.float32)
+    x64, c64, s64 = (a.astype(np.float64) for a in (x, c, s))
+    rot = np.concatenate((-x64[..., 32:], x64[..., :32]), axis=-1)
+    want = x64 * c64 + rot * s64
+    # two f32 products and their sum: three roundings, each at most U of its terms
+    terms = 2 * U * (np.abs(x64 * c64) + np.abs(rot * s64))
     for target in ("ref", "cpu_sim"):
         got = mod.compile(target=target).run(X=x, COS=c, SIN=s, bind={"T": 3})["Y"]
-        np.testing.assert_allclose(got, want, rtol=4e-7, atol=1e-6, err_msg=target)
+        assert_close(got, want, rtol=U, atol=terms, what=f"rotate_half on {target}")
