@@ -5,7 +5,14 @@ Memory-bound kernels (RMSNorm, row softmax, SiLU gating) over [524288, 128] f32 
 (issue 3) are at least 5x idiomatic NumPy and 70% of the fused C at 2 threads for the
 memory-bound kernels, and at least 50% of numpy.matmul's GFLOP/s for GEMM.
 
+`--matmul` measures one matmul kernel instead, called in a C loop (no runtime, no Python per
+call, operands in L1/L2): GFLOP/s of `matmul(a, b)` for M = 1, 2, 4, 8, 16, 64 rows of `a` at
+K = N = 256, and of `matmul(a, transpose(bt))` (bt a [N, K] tile: decode attention's q @ k^T),
+both as -O2 compiles them. The target (issue 18) is at least half the large-M GFLOP/s for
+M = 1..8.
+
     python benchmarks/kernels.py [--rows 524288] [--runs 9] [--workers 2]
+    python benchmarks/kernels.py --matmul [--runs 9]
 """
 
 from __future__ import annotations
@@ -139,12 +146,95 @@ def numpy_versions(x, w, g):
     return {"rmsnorm": rmsnorm, "softmax": softmax, "silu_gate": silu_gate}
 
 
+MATMUL_KERNEL = """
+kernel mm(a: In[Tile[{m}, {k}, f32]], b: In[Tile[{br}, {bc}, f32]], c: Out[Tile[{m}, {n}, f32]]) {{
+    store(c, matmul(a, {b}))
+}}
+"""
+
+MATMUL_DRIVER = """
+int bench_mm(float *a, float *b, float *c, int64_t m, int64_t k, int64_t n, int bt, int64_t calls)
+{
+    wsp_tile t[3] = {
+        {.data = a, .rows = m, .cols = k, .stride = k, .col_stride = 1},
+        {.data = b, .rows = bt ? n : k, .cols = bt ? k : n, .stride = bt ? k : n, .col_stride = 1},
+        {.data = c, .rows = m, .cols = n, .stride = n, .col_stride = 1},
+    };
+    for (int64_t r = 0; r < calls; ++r) {
+        int rc = KERNEL(t, 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+"""
+
+
+def build_matmul(workdir: Path, m: int, k: int, n: int, transposed: bool):
+    """One -O2 matmul kernel and a C loop calling it, compiled with the build's flags."""
+    import cffi
+
+    from ptowsp import driver
+    from ptowsp.backends.cpu import build
+    from ptowsp.backends.cpu.kernels import emit_kernels, kernel_symbol
+
+    text = MATMUL_KERNEL.format(m=m, k=k, n=n, br=n if transposed else k,
+                                bc=k if transposed else n,
+                                b="transpose(b)" if transposed else "b")
+    from ptowsp.ir.passes.plan_kernels import plan_kernel
+
+    (kern,) = driver.lower(driver.check_text(text, "mm.wsp")).kernels
+    kern = plan_kernel(kern)  # as -O2 plans it
+    name = f"mm_{m}_{k}_{n}_{int(transposed)}"
+    src = emit_kernels([kern]) + f"\n#define KERNEL {kernel_symbol(kern)}\n" + MATMUL_DRIVER
+    (workdir / f"{name}.c").write_text(src)
+    so = workdir / f"{name}.so"
+    subprocess.run(build.compiler() + build.cflags() + [
+        "-shared", "-I", str(build.RUNTIME_DIR), str(workdir / f"{name}.c"), "-o", str(so), "-lm"],
+        check=True)
+    ffi = cffi.FFI()
+    ffi.cdef("int bench_mm(float *a, float *b, float *c, int64_t m, int64_t k, int64_t n, "
+             "int bt, int64_t calls);")
+    return ffi, ffi.dlopen(str(so))
+
+
+def matmul_main(runs: int) -> None:
+    rng = np.random.default_rng(0)
+    k = n = 256
+    cases = [(m, False) for m in (1, 2, 4, 8, 16, 64)] + [(m, True) for m in (1, 4, 64)]
+    print(f"one matmul kernel [M, {k}] @ [{k}, {n}] f32, 1 thread, median of {runs} runs "
+          "(each ~0.1 s of calls)")
+    print(f"{'M':>3} {'B':<12} {'us/call':>9} {'GFLOP/s':>8} {'numpy':>8}")
+    with tempfile.TemporaryDirectory() as d:
+        for m, tr in cases:
+            a = rng.standard_normal((m, k), dtype=np.float32)
+            b = rng.standard_normal((n, k) if tr else (k, n), dtype=np.float32)
+            c = np.empty((m, n), np.float32)
+            ffi, lib = build_matmul(Path(d), m, k, n, tr)
+            p = [ffi.cast("float *", ffi.from_buffer(x)) for x in (a, b, c)]
+            calls = max(1, int(0.1e9 / (2 * m * k * n)))  # ~0.1 s at 1 GFLOP/s... fewer when fast
+            if lib.bench_mm(*p, m, k, n, int(tr), 1) != 0:
+                raise SystemExit("the kernel failed")
+            want = a.astype(np.float64) @ (b.T if tr else b).astype(np.float64)
+            np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
+            bt = b.T if tr else b
+            t, t_np = medians_ms(
+                [lambda lib=lib, p=p, m=m, tr=tr, calls=calls: lib.bench_mm(*p, m, k, n, int(tr), calls),
+                 lambda a=a, bt=bt, c=c, calls=calls: [np.matmul(a, bt, out=c) for _ in range(calls)]],
+                runs)
+            flops = 2 * m * k * n * calls
+            print(f"{m:>3} {'transpose(b)' if tr else 'b':<12} {t * 1e3 / calls:9.2f} "
+                  f"{flops / t / 1e6:8.1f} {flops / t_np / 1e6:8.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=524288)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--matmul", action="store_true", help="one matmul kernel's GFLOP/s by M")
     args = ap.parse_args()
+    if args.matmul:
+        return matmul_main(args.runs)
     rows = args.rows
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, 128), dtype=np.float32)

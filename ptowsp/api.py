@@ -73,7 +73,8 @@ class Binding:
              max_memory: Union[None, int, str, MemoryLimit] = None,
              check_memory: bool = True,
              schedule: Optional[str] = None,
-             records: Optional[tuple[int, int]] = None) -> tuple[dict[str, int], dict[str, Any]]:
+             records: Optional[tuple[int, int]] = None,
+             syms_only: bool = False) -> tuple[dict[str, int], dict[str, Any]]:
         """Symbols and input arrays for a run. `sources` names where each array came from
         (`x.npy`) for messages; unknown names and every inconsistency are diagnostics. Once
         every sym is known, and before anything is allocated, the bytes of every tensor are
@@ -81,7 +82,9 @@ class Binding:
         and the integers `schedule` computes from them (every schedule's when None) against
         int64. `records` (bytes per task, most tasks: a target's cycle model keeps a record per
         task) adds the records of the tasks the syms alone make to the memory check, even
-        without `check_memory`; `self.record_limit` is then the bytes left for them."""
+        without `check_memory`; `self.record_limit` is then the bytes left for them. With
+        `syms_only`, it stops once the syms `bind`, the arrays' shapes and the defaults give are
+        known (`simulate` says itself which others it needs) and returns them and the arrays."""
         import numpy as np
 
         m = self.module
@@ -138,6 +141,8 @@ class Binding:
                 values[name] = s.default
                 origin[name] = "its default"
         self.raise_if_any()
+        if syms_only:
+            return values, inputs
         for s in (s for n, s in syms.items() if n not in values):
             users = [t.name for t in m.tensors if t.kind in ("input", "inout")
                      and any(isinstance(d, sym.Var) and d.name == s.name for d in t.dims)]
@@ -546,7 +551,8 @@ class Program:
     def simulate(self, bind: Optional[Mapping[str, int]] = None, trace: bool = False,
                  max_memory: Union[None, int, str] = None, **arrays) -> Stats:
         """The cycle model alone: tasks are enumerated, ordered and replayed on the machine, no
-        kernel runs and no data is needed (symbols come from `bind` and their defaults).
+        kernel runs and no data is needed: a sym comes from `bind`, the shape of an array
+        given (as in `run`) or its default, and a tensor not given stands in as zeros.
         Returns `self.stats` (`total_cycles`, utilisation, dispatcher loads in `extra`).
 
         A schedule whose task space depends on data (a ragged length, a CSR routing, a `when`
@@ -558,24 +564,29 @@ class Program:
         if not self._backend.cycle_model:
             raise ValueError(f"simulate needs a target with a cycle model, such as cpu_sim "
                              f"({self.target} has none)")
+        from .ir import nodes as N
         from .ir import visit as V
 
-        name = self.schedule or self.module.default_schedule
-        names = {s.name for s in self.module.schedules}
-        body = self.module.schedule(name).body if name in names else ()  # else: run() reports it
+        m = self.module
+        name = self.schedule or m.default_schedule
+        names = {s.name for s in m.schedules}
+        body = m.schedule(name).body if name in names else ()  # else: run() reports it
         read, produced = V.read_tensors(body), V.written_tensors(body)
         execute = bool(read & produced)
-        missing = [t for t in sorted(read) if t not in arrays and t not in produced]
-        if missing:
-            t = self.module.tensor(missing[0])
-            raise WspError([Diagnostic(t.span, "binding",
-                                       f"simulating this schedule needs the data of `{t.name}`: "
-                                       "its elements decide which tasks exist",
-                                       f"pass it: simulate({t.name}=...)")],
-                           dict(self.module.sources))
-        syms = {s.name: s.default for s in self.module.syms if s.default is not None}
-        syms.update(bind or {})
-        if execute and all(isinstance(v, int) for v in syms.values()):
+        # the syms from `bind`, the given arrays' shapes and the defaults (errors in them raise)
+        syms, _ = Binding(m).bind(bind or {}, arrays, None, syms_only=True)
+        diags = [self._sym_needed(s) for s in m.syms if s.name not in syms]
+        for t in sorted(read):
+            if t not in arrays and t not in produced:
+                at = next(st.span for st in V.walk(body) if isinstance(st, N.Read) and st.tensor == t)
+                diags.append(Diagnostic(m.tensor(t).span, "binding",
+                                        f"simulating this schedule needs the data of `{t}`: "
+                                        "its elements decide which tasks exist",
+                                        f"pass it: simulate({t}=...)",
+                                        (Note(at, "read here to enumerate the tasks"),)))
+        if diags:
+            raise WspError(diags, dict(m.sources))
+        if execute:
             check = Binding(self.module)  # the stand-ins below are real arrays: they must fit
             check._check_memory(syms, memory_limit(max_memory))
             check.raise_if_any()
@@ -600,6 +611,17 @@ class Program:
                                     **({"record_limit": binding.record_limit} if records else {}))
         self._record(info, t0)
         return self.stats
+
+    def _sym_needed(self, s: "nodes.SymDecl") -> Diagnostic:
+        """`s` has no value for `simulate`: which arrays' shapes would give it."""
+        users = [t.name for t in self.module.tensors if t.kind in ("input", "inout")
+                 and any(isinstance(d, sym.Var) and d.name == s.name for d in t.dims)]
+        arrays = " or ".join(f"`{u}`" for u in users)
+        return Diagnostic(s.span, "binding", f"sym `{s.name}` is not bound, and simulating "
+                          "needs its value (it sizes the tensors and the task space)",
+                          f"bind it: simulate(bind={{\"{s.name}\": N}})" + (
+                              f", or pass an array for {arrays} (its shape gives it)"
+                              if users else ""))
 
 
 class Module:

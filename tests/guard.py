@@ -43,3 +43,15 @@ class Pending:
 def call_with_timeout(fn, seconds: float = GUARD):
     """fn() under the hang guard: its value, or its exception, or a failure if it hangs."""
     return Pending(fn).result(seconds)
+
+
+def wait_until(condition, what: str, polls: int = 2400) -> None:
+    """Poll `condition()` every 50 ms until it holds, for another process to reach a state (a
+    run under way); fail after `polls` polls (2 minutes) as a hang guard. It counts polls and
+    never reads the clock: how long it took is never what a test checks."""
+    pause = threading.Event()
+    for _ in range(polls):
+        if condition():
+            return
+        pause.wait(0.05)
+    pytest.fail(f"{what}: not reached after {polls} polls (a hang guard)")

@@ -84,6 +84,13 @@ ELSEWHERE: dict[str, str] = {
         'tests/backends/test_cache.py::test_cache_out_of_room_is_a_clear_error',
     'not a wspc artifact directory ({*})':
         'tests/backends/test_cache.py::test_damaged_artifact_directory_is_a_clear_error',
+    # issue 17: long runs
+    'the run makes {*} tasks{*}, more than the cycle model replays in one run ({*})':
+        'tests/test_long_runs.py::test_a_run_of_1e12_tasks_is_refused_before_it_starts',
+    "the run's {*} tasks{*} need {*} for the cycle model's records ({*} bytes a task){*} more than {*}":
+        'tests/test_long_runs.py::test_task_records_count_into_the_memory_limit',
+    "the run's tasks need more memory than the limit leaves them: after {*} tasks, at `{*}`, the cycle model's records ({*} bytes a task, {*} a dependency) would pass {*}, what the memory limit leaves after the tensors":
+        'tests/test_long_runs.py::test_data_dependent_task_records_stop_at_the_limit_during_the_run',
     # ptowsp/api.py
     '`{*}` is {*} from {*}, but {*} makes it {*}':
         'tests/test_user_errors.py::test_a_sym_given_two_values',
@@ -93,6 +100,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_user_errors.py::test_a_dimension_negative_for_the_bound_syms',
     'dimension `{*}` of `{*}` is {*} (with {*})':
         'tests/test_user_errors.py::test_a_dimension_negative_for_the_bound_syms',
+    'sym `{*}` is not bound, and simulating needs its value (it sizes the tensors and the task space)':
+        'tests/test_simulate_needs.py::test_dense_without_syms_names_the_sym_and_every_array_that_gives_it',
     'simulating this schedule needs the data of `{*}`: its elements decide which tasks exist':
         'tests/test_user_errors.py::test_simulating_a_data_dependent_task_space_without_its_data',
     '`{*}` is not a sym of module `{*}`':
@@ -330,6 +339,11 @@ ELSEWHERE: dict[str, str] = {
 
 # message pattern -> why no user input can produce it
 UNREACHABLE: dict[str, str] = {
+    "the run makes more than {*} tasks (at `{*}`), more than the cycle model replays in one run":
+        "the runtime's own limit of 2^31 - 2 tasks a run: a count the syms decide is refused "
+        "before the run (tests/test_long_runs.py), and a data-dependent one needs about 137 GB "
+        "for its records before it gets there, which the memory check stops first on any machine "
+        "with less",
     "cannot evaluate `{*}`: {*}{*}":
         "ref's evaluation of a scalar expression fails only on a zero divisor or an unbound sym: "
         "every divisor that may be zero has an Assert before its statement (lower/values.py, "

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pytest
 
 import ptowsp
 from ptowsp.backends.cpu import program as cpu_program
+from tests.guard import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,6 +80,15 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time the process has used (user and system), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _threads(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/task"))
@@ -99,11 +108,11 @@ def test_ctrl_c_stops_a_cli_run_with_exit_130_and_no_output(tmp_path, cache, tar
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=_default_sigint)
     try:
-        if target == "cpu_sim":  # running: the runtime's 2 workers besides the main thread
-            deadline = time.monotonic() + 120
-            while _threads(p.pid) < 3 and p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-        time.sleep(2.0)  # well inside the run (ref: past Python's start)
+        # well inside the run: past Python's start and the (warm) compile, by the child's own
+        # CPU time; on cpu_sim the runtime's 2 workers are running besides the main thread
+        wait_until(lambda: p.poll() is not None or (
+            _cpu_seconds(p.pid) > 2.0 and (target == "ref" or _threads(p.pid) >= 3)),
+            "the run under way")
         assert p.poll() is None, p.communicate()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)  # without the fix: the whole run, half an hour

@@ -101,6 +101,13 @@ CALLS = {
     "concat": [("concat(-x[:, 5:], x[:, :5], axis = 1)", F32),
                ("concat(x[2:4], h[1:3, :])", F32), ("concat(i[1:2, 2:6], i[3:4, 0:4], 1)",
                                                      (1, 8, "i32"))],
+    "max": [("max(x, w)", F32)],
+    "min": [("min(i, u)", I32)],
+    "argmax": [("argmax(x)", (4, 1, "i32")), ("argmax(u)", (4, 1, "i32"))],
+    "argmin": [("argmin(h)", (4, 1, "i32"))],
+    # a primitive with two results: `let r0, r1 = CALL`, then `@ n` stores result n
+    "topk": [("topk(x, 3) @ 0", (4, 3, "f32")), ("topk(i, 8) @ 1", I32)],
+    "sort": [("sort(d) @ 0", (4, 8, "f64")), ("sort(u, descending = true) @ 1", I32)],
 }
 OPERATOR_CALLS = [
     ("x > w", BOOL), ("x < v", BOOL), ("i >= 0", BOOL), ("x <= h", BOOL), ("i == u", BOOL),
@@ -185,6 +192,15 @@ GOLDEN = {
     'concat(-x[:, 5:], x[:, :5], axis = 1)': 'd11c8e0fd77683a6',
     'concat(x[2:4], h[1:3, :])': '3d8f25e25f7563f2',
     'concat(i[1:2, 2:6], i[3:4, 0:4], 1)': 'be87da1be66b7f78',
+    'max(x, w)': '0cd33a7a1ff007d2',
+    'min(i, u)': 'e56c2764b0466314',
+    'argmax(x)': 'b6552bfec6bd5dde',
+    'argmax(u)': '62582637bf1010f1',
+    'argmin(h)': 'b4c5fe86bab95dfc',
+    'topk(x, 3) @ 0': '49ee5ff72f30a180',
+    'topk(i, 8) @ 1': 'e57460aed6ec0b44',
+    'sort(d) @ 0': '6499971914545bb8',
+    'sort(u, descending = true) @ 1': '726afcff3c47ecaa',
     'x > w': '6ec23370883d2ca2',
     'x < v': 'd3d11e9b728a22c5',
     'i >= 0': '59b30e6392a99b86',
@@ -202,8 +218,15 @@ def _calls() -> list[tuple[str, tuple[int, int, str]]]:
     return [c for calls in CALLS.values() for c in calls] + OPERATOR_CALLS
 
 
+def _body(e: str) -> str:
+    if " @ " not in e:
+        return f"store(y, {e})"
+    call, n = e.split(" @ ")
+    return f"let r0, r1 = {call}\n    store(y, r{n})"
+
+
 def _module():
-    kernels = [f"kernel k{n}({INPUTS}, y: Out[Tile[{r}, {c}, {dt}]]) {{ store(y, {e}) }}"
+    kernels = [f"kernel k{n}({INPUTS}, y: Out[Tile[{r}, {c}, {dt}]]) {{\n    {_body(e)}\n}}"
                for n, (e, (r, c, dt)) in enumerate(_calls())]
     return lower(check_source("module prims\n" + "\n".join(kernels) + "\n", "prims.wsp"))
 
@@ -241,7 +264,7 @@ def digests() -> dict[str, str]:
 
 
 def test_every_op_has_a_complete_entry():
-    kinds = ("leaf", "ew", "red", "view", "matmul")
+    kinds = ("leaf", "ew", "red", "view", "matmul", "select")
     for name, s in OPS.items():
         assert s.name == name
         assert s.arity and all(isinstance(n, int) and n >= 0 for n in s.arity), name
@@ -280,6 +303,8 @@ def test_each_call_lowers_to_its_op_and_every_op_is_reached():
         prim = PRIMITIVES.get(e.split("(")[0])
         if prim is not None and prim.op is not None:
             assert prim.op in names, e
+        if prim is not None and prim.pair is not None:
+            assert prim.pair in names, e
     assert reached == set(OPS)
 
 

@@ -31,7 +31,7 @@ _MODULES = {
     "values": (
         "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
         "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
-        "symbol_u64", "ceildiv", "axis", "Channel", "Event",
+        "symbol_u64", "ceildiv", "axis", "Channel", "Event", "scratch",
     ),
     "csp": (
         "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",

@@ -32,8 +32,12 @@ class Assembled:
     source: A.SourceFile
     sources: dict
     tensors: dict  # name -> Tensor
-    kinds: dict  # name -> input / inout
+    kinds: dict  # name -> input / inout / scratch
     syms: dict  # name -> Symbol
+
+    def arrays(self) -> dict:
+        """The caller's arrays by tensor name (a scratch tensor has none: the program's own)."""
+        return {n: t.data for n, t in self.tensors.items() if not t.scratch}
 
 
 def _local_names(stmts) -> set:
@@ -116,7 +120,8 @@ def assemble(w) -> Assembled:
     while wname in taken:
         wname, n = f"{w.name}_{n}", n + 1
     stmts = substitute(stmts, names)
-    # tensor kinds: a tensor some task writes is inout (updated in place), else input
+    # tensor kinds: a tensor some task writes is inout (updated in place), else input; a
+    # scratch tensor is the program's own (`Tensor(..., scratch=True)`)
     written: set = set()
     for s in stmts:
         for node in s.walk():
@@ -135,7 +140,7 @@ def assemble(w) -> Assembled:
             by_kind["sym"].append(A.SymDecl(A.Name(name, span=obj._span), d, span=obj._span))
             syms[name] = obj
         elif isinstance(obj, Tensor):
-            kind = "inout" if name in written else "input"
+            kind = "scratch" if obj.scratch else "inout" if name in written else "input"
             sp = obj._span
             ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),
                                  span=sp)

@@ -153,11 +153,16 @@ class _PtoNamespace:
         if name.startswith("__"):
             raise AttributeError(name)
         if name not in PRIMITIVES:
-            extra = ("`topk` is not a primitive: write the kernel in C with "
-                     "`@kernel(cpp_src=...)`") if name == "topk" else None
             raise user_error(here(), f"`{self._spelling}.{name}` is not a tile primitive",
-                             extra or did_you_mean(name, PRIMITIVES)
+                             did_you_mean(name, PRIMITIVES)
                              or 'see docs/language.md section 4, "Primitives"')
+        if PRIMITIVES[name].pair is not None:
+            # decision: the embedding has no statement binding two results (.wsp's
+            # `let v, i = topk(x, k)`), so `topk` and `sort` are refused where they are used
+            raise user_error(here(), f"`{self._spelling}.{name}` returns two tiles (values and "
+                             "indices), which the Python embedding cannot bind",
+                             f"write the kernel in .wsp (`let v, i = {name}(...)`), or in C "
+                             "with `@kernel(cpp_src=...)`")
 
         def prim(*args, **kwargs):
             return _record("op", name, tuple(args), tuple(kwargs.items()))

@@ -79,7 +79,7 @@ class Program(_RuntimeProgram):
         """Run the program on the current contents of the tensors (results: `synchronize`)."""
         if self._pending is not None:
             self.synchronize()
-        arrays = {name: t.data for name, t in self._asm.tensors.items()}
+        arrays = self._asm.arrays()
         bind = {n: s.default for n, s in self._asm.syms.items() if s.default is not None}
         bind.update(self._symbols)
         try:
@@ -244,7 +244,7 @@ def enumerate_tasks(w) -> list:
     """The tasks of one run of `w`, in enumeration order (cpu_sim's enumerator, kernels run only
     where task generation depends on their results)."""
     prog = w.compile(target="cpu_sim", opt_level=0)
-    arrays = {n: t.data for n, t in prog._asm.tensors.items()}
+    arrays = prog._asm.arrays()
     bind = {n: s.default for n, s in prog._asm.syms.items() if s.default is not None}
     try:
         prog.simulate(bind=bind, trace=True, **arrays)

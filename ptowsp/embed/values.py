@@ -10,10 +10,12 @@ names (`trace.key_of`) until module assembly (`assemble.py`) names them for real
 from __future__ import annotations
 
 import enum
+import math
+import operator
 from typing import Any, Optional
 
 from ..diagnostics import InternalError
-from ..dtypes import DTYPES, TABLE, numpy_dtype
+from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
 from .errors import CompileError, user_error
 from .names import wsp_ident
@@ -413,16 +415,27 @@ class Tensor:
     The program reads `data` when it runs and `program.synchronize()` writes the results back
     into it (in place, as the seeds' tensors are). `X[b]`, `X[b, t]`, `X[b][t]` and slices
     (`X[b, t*16:t*16+16, :]`) are views for kernel arguments; `L[b]` of an integer tensor is
-    also an element read in run-time expressions."""
+    also an element read in run-time expressions.
+
+    `Tensor(shape=..., dtype=..., scratch=True)` (or `scratch(shape, dtype)`) is an
+    intermediate of the program's own, the `.wsp` `scratch` declaration: it has no data of the
+    caller's, the program allocates it, and the optimiser may fuse it away."""
 
     _default_name = "tensor"
+    scratch = False  # also for the index tensors `_index_tensor` makes of lists
 
     def __init__(self, data: Any = None, shape: Any = None, dtype: Any = None,
-                 location: Any = None, layout: Any = None, name: Optional[str] = None):
+                 location: Any = None, layout: Any = None, name: Optional[str] = None,
+                 scratch: bool = False):
         import numpy as np
 
         span = here()
         self._span = span
+        self.scratch = bool(scratch)
+        if self.scratch:
+            self._scratch(data, shape, dtype, span)
+            self._wsp_name = name or stored_name(user_frame())
+            return
         if layout is not None:
             raise user_error(span, "tensor layouts (`layout=`) are not supported by wspc",
                              "leave `layout` out: tensors are plain row-major arrays")
@@ -460,11 +473,37 @@ class Tensor:
         # the variable it is stored to (`X = Tensor(...)`); else a name found at assembly
         self._wsp_name = name or stored_name(user_frame())
 
+    def _scratch(self, data: Any, shape: Any, dtype: Any, span: A.Span) -> None:
+        """A scratch tensor: a shape and a dtype, no array (the program allocates it)."""
+        if data is not None:
+            raise user_error(span, "a scratch tensor has no data: the program allocates it",
+                             "leave `data` out and give `shape` and `dtype`")
+        if shape is None or dtype is None:
+            raise user_error(span, "a scratch tensor needs `shape` and `dtype`",
+                             "write `Tensor(shape=(M, N), dtype=DType.F32, scratch=True)`")
+        dt = dtype_name(dtype)
+        if dt is None:
+            raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
+        dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        try:  # Python and NumPy integers, as an array's shape has them
+            sizes = tuple(operator.index(d) for d in dims if not isinstance(d, bool))
+        except TypeError:
+            sizes = ()
+        if not dims or len(sizes) != len(dims) or min(sizes) < 0:
+            raise user_error(span, f"the shape of a scratch tensor is non-negative whole "
+                             f"numbers, not {shape!r}")
+        self.data = None
+        self._shape = sizes
+        self.dtype = DType(dt)
+        self.location = None
+
     @property
     def shape(self) -> tuple:
-        return tuple(self.data.shape)
+        return self._shape if self.scratch else tuple(self.data.shape)
 
     def nbytes(self) -> int:
+        if self.scratch:
+            return math.prod(self._shape) * size_of(self.dtype.value)
         return int(self.data.nbytes)
 
     def __getitem__(self, idx: Any) -> "TensorView":
@@ -474,7 +513,13 @@ class Tensor:
         return TensorView(self, (), here()).__getitem__(slice(start, end), here())
 
     def __repr__(self) -> str:
-        return f"Tensor({self._wsp_name}: {self.dtype.value}{list(self.shape)})"
+        kind = "scratch " if self.scratch else ""
+        return f"Tensor({kind}{self._wsp_name}: {self.dtype.value}{list(self.shape)})"
+
+
+def scratch(shape: Any, dtype: Any, name: Optional[str] = None) -> Tensor:
+    """`scratch((M, N), DType.F32)`: `Tensor(shape=(M, N), dtype=..., scratch=True)`."""
+    return Tensor(shape=shape, dtype=dtype, name=name, scratch=True)  # spans: the user's line
 
 
 class TensorView(ScalarExpr):

@@ -245,6 +245,14 @@ class Let(Node):
 
 
 @node
+class LetMany(Node):
+    """`let a, b = value`: the two results of `topk` or `sort` in a kernel (`_` binds none)."""
+
+    names: tuple[Name, ...]
+    value: Expr
+
+
+@node
 class Assign(Node):
     """`name = value`: rebinds a `let`."""
 
@@ -388,7 +396,7 @@ class SlotLoad(Node):
 
 
 Stmt = Union[
-    Let, Assign, Store, ExprStmt, CallStmt, ForLoop, When, Combine, Sequential, Pipe, Process,
+    Let, LetMany, Assign, Store, ExprStmt, CallStmt, ForLoop, When, Combine, Sequential, Pipe, Process,
     Send, Consume, Record, Synchronize, SlotSet, SlotLoad,
 ]
 

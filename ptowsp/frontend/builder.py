@@ -422,6 +422,10 @@ class AstBuilder:
     def let_stmt(self, c):
         return A.Let(self._name(c[1]), _value(c[2]), span=self._sp(c))
 
+    def let_many_stmt(self, c):
+        names = tuple(self._name(t) for t in c[1:-1])
+        return A.LetMany(names, _value(c[-1]), span=self._sp(c))
+
     def assign_stmt(self, c):
         target, value = c
         if not isinstance(target, A.Name):

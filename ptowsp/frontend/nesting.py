@@ -28,7 +28,8 @@ MAX_BLOCKS = 256
 
 _BLOCKS = (A.ForLoop, A.When, A.Combine, A.Sequential, A.Pipe, A.Process, A.Consume)
 # constructs that are not part of an expression: the expressions inside them start at depth 1
-_NOT_EXPRESSIONS = (*A.DECLARATION_NAMES, A.ModuleDecl, A.Import, A.Let, A.Assign, A.Store,
+_NOT_EXPRESSIONS = (*A.DECLARATION_NAMES, A.ModuleDecl, A.Import, A.Let, A.LetMany,
+                    A.Assign, A.Store,
                     A.ExprStmt, A.CallStmt, A.ForLoop, A.WhenBranch, A.When, A.Combine,
                     A.Sequential, A.Pipe, A.Process, A.Send, A.Consume, A.Record, A.Synchronize,
                     A.SlotSet, A.SlotLoad, A.KernelParam, A.ExternBody, A.WorkloadParam,

@@ -138,6 +138,8 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
     pad = "  " * depth
     if isinstance(s, A.Let):
         out.append(f"{pad}Let {s.name.id} = {expr_str(s.value)}")
+    elif isinstance(s, A.LetMany):
+        out.append(f"{pad}Let {', '.join(n.id for n in s.names)} = {expr_str(s.value)}")
     elif isinstance(s, A.Assign):
         out.append(f"{pad}Assign {s.name.id} = {expr_str(s.value)}")
     elif isinstance(s, A.Store):

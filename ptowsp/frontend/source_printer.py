@@ -35,6 +35,8 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
     pad = _PAD * depth
     if isinstance(s, A.Let):
         out.append(f"{pad}let {s.name.id} = {expr_str(s.value)}")
+    elif isinstance(s, A.LetMany):
+        out.append(f"{pad}let {', '.join(n.id for n in s.names)} = {expr_str(s.value)}")
     elif isinstance(s, A.Assign):
         out.append(f"{pad}{s.name.id} = {expr_str(s.value)}")
     elif isinstance(s, A.Store):

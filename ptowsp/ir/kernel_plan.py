@@ -16,6 +16,8 @@ Values are op indices of the planned kernel. Where a value lives is `KernelPlan.
           row-vector array), its result a small array
   view    an index map over its operand (broadcast, transpose, slices, interleave)
   matmul  its own step, into an array or straight into the tile it is stored to (`into`)
+  select  a sort or top-k of each row (`sort_values`, `sort_indices`): its own step, into an
+          array
 """
 
 from __future__ import annotations
@@ -44,14 +46,18 @@ class LoopNest:
 
 @record
 class PlanStep:
-    """A kernel plan's step: a `matmul`, or `nests` (several: row i of each in turn)."""
+    """A kernel plan's step: a `matmul`, a `select` (a sort op) or `nests` (several: row i of
+    each in turn)."""
 
     nests: tuple[LoopNest, ...] = ()
     matmul: Optional[int] = None
+    select: Optional[int] = None
     blocked: bool = False  # register-blocked (else i-k-j)
     kc: int = 0  # a blocked matmul's K chunk
     pack_a: bool = False  # A converted into a packed panel (else read in place)
     pack_b: bool = True  # B's panels packed (else full panels read in place)
+    small: bool = False  # the small-M form: every row at once over wide column panels
+    dot: bool = False  # B is `transpose(s)` of an f32 value read in place: dot products of rows
 
 
 @record

@@ -136,9 +136,12 @@ def plan_lines(k: N.Kernel) -> list[str]:
     for s in plan.steps:
         if s.matmul is not None:
             how = (f"blocked kc={s.kc}" + (" pack a" if s.pack_a else "")
-                   + ("" if s.pack_b else " b in place")) if s.blocked else "ikj"
+                   + ("" if s.pack_b else " b in place")) if s.blocked \
+                else "dot" if s.dot else "small" if s.small else "ikj"
             into = dict(plan.into).get(s.matmul)
             lines.append(f"  matmul {where(s.matmul)} {how}" + (f" into {into}" if into else ""))
+        elif s.select is not None:
+            lines.append(f"  select {where(s.select)}")
         elif len(s.nests) == 1:
             lines.append("  " + nest_line(s.nests[0]))
         else:

@@ -269,9 +269,13 @@ def _plan(k: N.Kernel) -> None:
     pos: dict[int, tuple[int, int]] = {}  # a value made in a step -> (step, nest)
     nest_stores: list[tuple[str, int]] = []
     for s, step in enumerate(plan.steps):
-        if (step.matmul is None) == (not step.nests):
-            _fail(f"step {s} is neither a matmul nor nests")
+        if (step.matmul is not None) + (step.select is not None) + bool(step.nests) != 1:
+            _fail(f"step {s} is not one of a matmul, a selection or nests")
         made: list[tuple[int, int]] = []
+        if step.select is not None:
+            if kinds[step.select] != "select":
+                _fail(f"step {s}: %{step.select} is not a selection")
+            made.append((step.select, 0))
         if step.matmul is not None:
             if kinds[step.matmul] != "matmul":
                 _fail(f"step {s}: %{step.matmul} is not a matmul")
@@ -297,7 +301,7 @@ def _plan(k: N.Kernel) -> None:
                 _fail(f"%{i} is made twice")
             pos[i] = (s, t_i)
     for i, kd in enumerate(kinds):
-        if kd in ("ew", "red", "matmul") and i not in pos:
+        if kd in ("ew", "red", "matmul", "select") and i not in pos:
             _fail(f"%{i} ({ops[i].op}) is in no step")
     buf = dict(plan.assign)
     into = dict(plan.into)
@@ -307,7 +311,7 @@ def _plan(k: N.Kernel) -> None:
         if kinds[u] in ("view", "inline"):
             for a in ops[u].args:
                 reads(a, where)
-        elif kinds[u] in ("ew", "red", "matmul"):
+        elif kinds[u] in ("ew", "red", "matmul", "select"):
             if u not in buf:
                 _fail(f"%{u} is read outside its nest but has no array")
             if pos[u] >= where:
@@ -315,8 +319,8 @@ def _plan(k: N.Kernel) -> None:
             last[u] = max(last.get(u, -1), where[0])
 
     for s, step in enumerate(plan.steps):
-        if step.matmul is not None:
-            for a in ops[step.matmul].args:
+        for own in (step.matmul, step.select):
+            for a in ops[own].args if own is not None else ():
                 reads(a, (s, 0))
         for t_i, t in enumerate(step.nests):
             for i in t.ops + t.rowreds + t.colreds:
@@ -333,7 +337,7 @@ def _plan(k: N.Kernel) -> None:
         if kinds[m] != "matmul" or m in buf:
             _fail(f"%{m} is computed into a tile but is not a matmul without an array")
     for u, b in buf.items():
-        if kinds[u] not in ("ew", "red", "matmul") or not 0 <= b < len(plan.buffers):
+        if kinds[u] not in ("ew", "red", "matmul", "select") or not 0 <= b < len(plan.buffers):
             _fail(f"%{u} has no array of its own kind, or buffer b{b} does not exist")
         dt, n = plan.buffers[b]
         if held(ops[u].dtype) != dt or ops[u].shape[0] * ops[u].shape[1] > n:

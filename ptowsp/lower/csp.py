@@ -148,7 +148,7 @@ class CspLowering:
         return N.Pipe(tuple(procs), tuple(owned), s.span)
 
     def process(self, s: A.Process, scope: Scope) -> N.Process:
-        n = self.const_int(s.replicas) if s.replicas is not None else 1
+        n = self.const_int(s.replicas, scope) if s.replicas is not None else 1
         inner = Scope(scope)
         saved: dict[str, tuple] = {}
         id_var = None

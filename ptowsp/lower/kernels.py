@@ -47,6 +47,7 @@ from ..primitives import (
     literal_type,
     logic,
     unary,
+    with_dtype,
 )
 from ..spans import Span
 
@@ -149,6 +150,11 @@ class _KernelLowerer:
         for s in self.decl.body:
             if isinstance(s, A.Let):
                 self.lets[s.name.id] = self.expr(s.value)
+            elif isinstance(s, A.LetMany):
+                # the values and their indices (`topk`, `sort`); `_` binds nothing
+                for n, v in zip(s.names, self.call(s.value, pair=True)):
+                    if n.id != "_":
+                        self.lets[n.id] = v
             elif isinstance(s, A.Assign):
                 self.lets[s.name.id] = self.rebind(self.lets[s.name.id], self.expr(s.value))
             elif isinstance(s, A.Store):
@@ -317,7 +323,7 @@ class _KernelLowerer:
             raise InternalError("lower", f"`{expr_str(node)}` is not a compile-time dimension")
         return v
 
-    def call(self, e: A.Call) -> _V:
+    def call(self, e: A.Call, pair: bool = False):
         # `tl.NAME` / `pto.NAME` are stored by the parser as NAME with a prefix: the same primitive
         prim = PRIMITIVES.get(e.func.id)
         if prim is None:
@@ -327,6 +333,7 @@ class _KernelLowerer:
             nodes_[kw.name] = kw.value
         vals: dict[str, _V] = {}
         dims: dict[str, int] = {}
+        flags: dict[str, bool] = {}
         args: dict[str, Arg] = {}
         for p in prim.params:
             node = nodes_.get(p.name)
@@ -340,6 +347,9 @@ class _KernelLowerer:
             elif p.kind == "axis":
                 dims[p.name] = self.dim(node)
                 args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(dims[p.name]))
+            elif p.kind == "flag":
+                flags[p.name] = node.value
+                args[p.name] = Arg(Type("error"), node.span, flag=node.value)
             else:
                 vals[p.name] = self.expr(node)
                 args[p.name] = Arg(vals[p.name].type, node.span)
@@ -367,7 +377,16 @@ class _KernelLowerer:
         # parameter says (to the call's dtype unless the table says otherwise)
         operands = tuple(self.operand(vals[p.name], p.as_dtype, dt)
                          for p in prim.params if p.name in vals)
-        return _V(rt, self.emit(prim.op, operands, shape, dt))
+        attr = prim.attr(flags) if prim.attr is not None else None
+        v = _V(rt, self.emit(prim.op, operands, shape, dt, attr))
+        if not pair:
+            return v
+        if prim.pair is None:
+            raise InternalError("lower", f"`{prim.name}` has one result")
+        # decision: the second result (the indices) is an op of its own over the same operand:
+        # the IR stays one value per op, and a back end may compute both in one pass
+        it = with_dtype(rt, "i32")
+        return v, _V(it, self.emit(prim.pair, operands, shape, "i32", attr))
 
     def operand(self, v: _V, as_dtype: str, dtype: str) -> int:
         """`v` as an operand of an op of `dtype`, converted to `as_dtype` (a parameter's)."""

@@ -1,6 +1,7 @@
 """What a source name means while a workload lowers: a `Scope` maps names to bindings (a loop
 variable, a `P.sel` variable, a consumed item, a process, an axis parameter, the `_` of a
-ragged length) and falls back to its parent; a name bound nowhere is a module declaration."""
+ragged length, a `let`) and falls back to its parent; a name bound nowhere is a module
+declaration."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from .. import sym
+from ..frontend import ast as A
 from ..frontend.env import AxisInfo, ChannelInfo
 
 
@@ -60,7 +62,29 @@ class AxisParam:
     info: Optional[AxisInfo] = None
 
 
-Binding = Union[LoopVar, SelVar, Alias, AxisParam, ItemVar, ProcVar]
+@dataclass(frozen=True, eq=False)
+class Let:
+    """A `let` name: its expression, lowered in `scope` (the scope of the `let`) wherever the
+    name is used, so a program lowers exactly as with the expression written there; `keyword`
+    (`name = value`) names a view in the messages of its run-time checks."""
+
+    expr: A.Expr
+    scope: "Scope"
+    keyword: A.Keyword
+
+
+def unlet(e: A.Expr, scope: "Scope") -> tuple[A.Expr, "Scope"]:
+    """The expression a `let` name stands for, with the scope to lower it in (through chains
+    `let b = a`); any other expression as it is."""
+    while isinstance(e, A.Name):
+        b = scope.lookup(e.id)
+        if not isinstance(b, Let):
+            break
+        e, scope = b.expr, b.scope
+    return e, scope
+
+
+Binding = Union[LoopVar, SelVar, Alias, AxisParam, ItemVar, ProcVar, Let]
 
 
 class Scope:

@@ -18,7 +18,7 @@ from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
 from ..ir import nodes as N
-from .scope import ItemVar, Scope
+from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
 # A tile parameter's mode as the access mode of its argument.
@@ -75,7 +75,13 @@ class TaskLowering:
 
     def tile_arg(self, kw: A.Keyword, p: ParamSig, cvals: dict[str, int],
                  scope: Scope) -> N.TileArg:
+        # a `let` name is its view, lowered in the `let`'s scope; the view's run-time checks are
+        # reported at the `let`, named as it is written there (`q = Q[b, r0:r0 + RT, :]`)
+        view_kw = kw
         v = kw.value
+        while isinstance(v, A.Name) and isinstance(scope.lookup(v.id), Let):
+            let = scope.lookup(v.id)
+            v, scope, view_kw = let.expr, let.scope, let.keyword
         base = v.value if isinstance(v, A.Index) else v
         if isinstance(v, A.Name):
             b = scope.lookup(v.id)
@@ -90,13 +96,13 @@ class TaskLowering:
         rows = sym.substitute(p.tile.rows, mapping)
         cols = sym.substitute(p.tile.cols, mapping)
         tile_text = f"Tile[{sym.to_str(rows)}, {sym.to_str(cols)}, {p.tile.dtype}]"
-        kwtext = expr_str(kw)
+        kwtext = expr_str(view_kw)
         items = v.items if isinstance(v, A.Index) else ()
         offsets: list[sym.Expr] = []
         extents: list[sym.Expr] = []
         vdims: list[int] = []
         checks: list[N.ViewCheck] = []
-        span = kw.span
+        span = view_kw.span
         # the checker's view rules and messages
         for axis, (item, dim) in enumerate(zip(items, t.dims)):
             if isinstance(item, A.Slice):

@@ -25,7 +25,7 @@ from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..ir import nodes as N
 from ..spans import Span
-from .scope import Alias, ItemVar, LoopVar, ProcVar, Scope, SelVar
+from .scope import Alias, ItemVar, Let, LoopVar, ProcVar, Scope, SelVar
 from .unsupported import UNSUPPORTED, Unsupported
 
 Scalar = tuple  # (kind, value): ("int", sym.Expr) | ("float", float) | ("bool", bool | N.Cond)
@@ -166,6 +166,8 @@ class ValueLowering:
                 return ("int", sym.var(b.name))
             if isinstance(b, Alias):
                 return ("int", b.value)
+            if isinstance(b, Let):  # as if its expression were written here
+                return self.scalar(b.expr, b.scope)
             if b is None and e.id in self.env.consts:
                 return ("int", sym.const(self.env.consts[e.id]))
             if b is None and e.id in self.env.syms:
@@ -190,7 +192,7 @@ class ValueLowering:
                 # decision: `query(X)` is the run-time predicate Cond("query", (X,)): every task marked by X's latest `record` and sent to X so far has finished
                 return ("bool", N.Cond("query", (e.args[0].id,)))
             if f == "slot":
-                k = self.slot_number(e.args[0])
+                k = self.slot_number(e.args[0], scope)
                 if self.pre is None:
                     raise Unsupported(e.span, f"reading slots in a schedule key "
                                       f"(`{expr_str(e)}`) {UNSUPPORTED}")
@@ -259,14 +261,14 @@ class ValueLowering:
         if self.decide(lhs, op, rhs) is not True:
             checks.append(N.ViewCheck(sym.Check(lhs, op, rhs, reason), reason, span))
 
-    def const_int(self, e: A.Expr) -> int:
-        v = sym.const_value(self.int_expr(e, Scope()))
+    def const_int(self, e: A.Expr, scope: Optional[Scope] = None) -> int:
+        v = sym.const_value(self.int_expr(e, scope or Scope()))
         if v is None:
             raise InternalError("lower", f"`{expr_str(e)}` is not a compile-time integer")
         return v
 
-    def slot_number(self, e: A.Expr) -> int:
-        k = self.const_int(e)
+    def slot_number(self, e: A.Expr, scope: Optional[Scope] = None) -> int:
+        k = self.const_int(e, scope)
         if not 0 <= k < N.NSLOTS:
             raise InternalError("lower", f"slot {k} does not exist")
         return k

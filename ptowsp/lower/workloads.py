@@ -28,17 +28,21 @@ from ..frontend.printer import expr_str
 from ..ir import nodes as N
 from .csp import CspLowering, marked, with_records
 from .kernels import Specialisations
-from .scope import Alias, AxisParam, LoopVar, Scope, SelVar
+from .scope import Alias, AxisParam, Let, LoopVar, Scope, SelVar, unlet
 from .tasks import TaskLowering
 from .unsupported import UNSUPPORTED, Unsupported
 from .values import UNKNOWN, ValueLowering, not_
 
 
-def _has_reads(e: A.Expr) -> bool:
+def _has_reads(e: A.Expr, scope: Scope) -> bool:
     """Whether evaluating `e` reads tensor elements or divides by what is not a literal (then
     `and`/`or` must short-circuit: the reads' range checks and the divisors' Asserts hold only
-    where the right side is evaluated)."""
-    return any(isinstance(n, A.Index) or _divides(n) for n in e.walk())
+    where the right side is evaluated); a `let` name reads what its expression reads."""
+    e, scope = unlet(e, scope)
+    if isinstance(e, A.Index) or _divides(e):
+        return True
+    kids = e.args if isinstance(e, A.Call) else e.children()  # not a function's name
+    return any(_has_reads(k, scope) for k in kids)
 
 
 def _divides(n: A.Expr) -> bool:
@@ -48,12 +52,13 @@ def _divides(n: A.Expr) -> bool:
         and not isinstance(n.args[1], A.IntLit)
 
 
-def _splits(e: A.Expr) -> bool:
-    """Whether a predicate is lowered as nested `When`s: an `and` / `or` (under any `not`s)
-    whose right side reads tensor elements."""
+def _splits(e: A.Expr, scope: Scope) -> bool:
+    """Whether a predicate is lowered as nested `When`s: an `and` / `or` (under any `not`s and
+    `let` names) whose right side reads tensor elements."""
+    e, scope = unlet(e, scope)
     while isinstance(e, A.Unary) and e.op == "not":
-        e = e.operand
-    return isinstance(e, A.Binary) and e.op in ("and", "or") and _has_reads(e.right)
+        e, scope = unlet(e.operand, scope)
+    return isinstance(e, A.Binary) and e.op in ("and", "or") and _has_reads(e.right, scope)
 
 
 class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
@@ -169,11 +174,15 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             return [N.Block("sequential", tuple(items))]
         if isinstance(s, A.When):
             return self.when(list(s.branches), s.otherwise, scope)
+        if isinstance(s, A.Let):
+            kw = A.Keyword(s.name.id, s.value, span=s.name.span.merge(s.value.span))
+            scope.names[s.name.id] = Let(s.value, scope, kw)
+            return []
         if isinstance(s, A.SlotSet):
-            k = self.slot_number(s.slot)
+            k = self.slot_number(s.slot, scope)
             return [N.SlotSet(k, self.int_expr(s.value, scope), s.span)]
         if isinstance(s, A.SlotLoad):
-            k = self.slot_number(s.slot)
+            k = self.slot_number(s.slot, scope)
             kind, v = self.element(s.source, scope)
             if kind != "int":
                 raise InternalError("lower", "`slot_load` of a bool tensor")
@@ -204,10 +213,11 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
     def test(self, pred: A.Expr, scope: Scope, then, els, memo: dict) -> list[N.Stmt]:
         """Statements running `then(memo)` where `pred` holds and `els(memo)` elsewhere (`memo`:
         the element reads made so far that they may share). A thunk may be called twice,
-        lowering its statements twice with fresh names."""
-        if isinstance(pred, A.Unary) and pred.op == "not" and _splits(pred.operand):
+        lowering its statements twice with fresh names. A `let` name is its expression."""
+        pred, scope = unlet(pred, scope)
+        if isinstance(pred, A.Unary) and pred.op == "not" and _splits(pred.operand, scope):
             return self.test(pred.operand, scope, els, then, memo)
-        if isinstance(pred, A.Binary) and _splits(pred):
+        if isinstance(pred, A.Binary) and _splits(pred, scope):
             # decision: `and` / `or` short-circuit: the right side's element reads (and their range checks) happen only when the left side does not decide
             def right(m):
                 return self.test(pred.right, scope, then, els, m)

@@ -1,7 +1,8 @@
 """Ops defined as a chain of other ops (`softmax`): the `plan-kernels` pass spells them out
 before planning, so their parts fuse with what surrounds them and no back end has code of its
-own for them. An expansion gets the op, its (rewritten) argument indices and `emit(name, args,
-shape, dtype, attr=None) -> index`, and returns the index of the op's value.
+own for them. An expansion gets the op, its (rewritten) argument indices, `emit(name, args,
+shape, dtype, attr=None) -> index` and its operands' ops (their shapes and dtypes), and returns
+the index of the op's value. (`argmax` and `argmin` expand in `selection.py`.)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Callable
 Emit = Callable[..., int]
 
 
-def softmax(op: Any, args: tuple[int, ...], emit: Emit) -> int:
+def softmax(op: Any, args: tuple[int, ...], emit: Emit, operands: tuple = ()) -> int:
     # decision: softmax(x) = e * (1 / rowsum(e)), e = exp(x - rowmax(x)): one division
     # per row and a multiply per element (within an ulp of e / sum)
     (x,) = args

@@ -21,6 +21,7 @@ from ..records import record
 from . import expansions
 from . import meanings as M
 from . import op_rules as R
+from . import selection as S
 from . import typing_rules as T
 from .meanings import np
 from .types import Type
@@ -43,7 +44,8 @@ class OpSpec:
 
     `plan` is how `plan-kernels` treats a tile of it, as `KernelPlan.kinds` names it (`leaf`:
     read in place; `ew`: per element in a loop nest; `red`: a reduction accumulated in its
-    input's nest; `view`: an index map over its operands; `matmul`: a step of its own), or None
+    input's nest; `view`: an index map over its operands; `matmul`, `select` (a sort of each
+    row): a step of its own), or None
     for an op it first replaces by `expand`'s ops. `cheap`: an `ew` op worth recomputing
     wherever it is read (inline) when its operands are leaves. `row_local`: row i of the value
     reads only row i of each operand (the only row of a one-row operand). `axis` of a
@@ -160,6 +162,13 @@ _OPS = (
            row_local=False),
     OpSpec("softmax", (1,), R.softmax, None, REDUCTION, lambda ev, x: M.softmax(x),
            transcendental=True, expand=expansions.softmax),
+    # sorting and selection along each row (selection.py: orders, ties, NaN)
+    OpSpec("sort_values", (1,), S.sort_rule, "select", REDUCTION, S.sort_values),
+    OpSpec("sort_indices", (1,), S.sort_rule, "select", REDUCTION, S.sort_indices),
+    OpSpec("argmax", (1,), S.arg_rule, None, REDUCTION, lambda ev, x: S.arg("max", x),
+           expand=S.expand_arg),
+    OpSpec("argmin", (1,), S.arg_rule, None, REDUCTION, lambda ev, x: S.arg("min", x),
+           expand=S.expand_arg),
 )
 
 OPS: dict[str, OpSpec] = {s.name: s for s in _OPS}
@@ -175,7 +184,8 @@ class Param:
 
     kind: `value` (a tile or a scalar expression; the rule checks which it needs), `dim` (a
     compile-time positive integer: literal, const or Constexpr parameter), `axis` (the literal
-    0 or 1) or `dtype` (a data-type name such as `f32`, written as a bare name). A value becomes an operand of the primitive's
+    0 or 1), `dtype` (a data-type name such as `f32`, written as a bare name) or `flag` (`true`
+    or `false`, written as such). A value becomes an operand of the primitive's
     op converted to `as_dtype`: `result` (the call's dtype: lowering's implicit conversions),
     `own` (its own dtype: no conversion) or a dtype name.
     """
@@ -191,7 +201,11 @@ class Primitive:
     """A kernel primitive: name, group (language.md's table), parameters, typing rule, summary,
     and `op`, the IR op a call lowers to (its value arguments, in order, the operands), or None
     when lowering writes it out itself (`load`; `full`, `constant` and `broadcast`, which
-    convert and broadcast as a store does; `concat`, one op per axis)."""
+    convert and broadcast as a store does; `concat`, one op per axis).
+
+    A primitive with `pair` (the op of its second result) returns two tiles, its values and
+    their i32 column numbers of the same shape (`topk`, `sort`), which only `let v, i = ...`
+    binds. `attr(flags)` gives the ops' attr from the call's flag arguments by name."""
 
     name: str
     group: str
@@ -199,6 +213,8 @@ class Primitive:
     rule: Callable[[T.Typing], Type]
     summary: str
     op: Optional[str]
+    pair: Optional[str] = None
+    attr: Optional[Callable[[dict], Any]] = None
 
     @property
     def signature(self) -> str:
@@ -208,6 +224,7 @@ class Primitive:
 
 _X = (Param("x", "value"),)
 _AB = (Param("a", "value"), Param("b", "value"))
+_OWN = (Param("x", "value", as_dtype="own"),)
 _DIMS = (Param("rows", "dim"), Param("cols", "dim"))
 
 
@@ -240,6 +257,13 @@ def _table() -> dict[str, Primitive]:
         rows.append(
             Primitive(name, "arithmetic", _AB, T.type_arith, f"elementwise {name} (broadcasting)",
                       name)
+        )
+    # decision: `max(a, b)` / `min(a, b)` are other spellings of `maximum` / `minimum` (NumPy's
+    # and torch's names for the reductions are `rowmax`/`rowmin` here: a kernel's reductions
+    # always say their axis)
+    for name, op in (("max", "maximum"), ("min", "minimum")):
+        rows.append(
+            Primitive(name, "arithmetic", _AB, T.type_arith, f"`{op}` (elementwise)", op)
         )
     for name in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos"):
         rows.append(
@@ -341,6 +365,22 @@ def _table() -> dict[str, Primitive]:
         # call as `concat_rows` (axis 0) or `concat_cols` (axis 1)
         Primitive("concat", "special", _AB + (Param("axis", "axis", optional=True),),
                   T.type_concat, "a then b along axis 0 (rows) or 1 (columns)", None),
+        # sorting and selection (selection.py)
+        Primitive("argmax", "selection", _OWN, S.type_arg,
+                  "column of each row's first maximum (first NaN) -> [M, 1] i32", "argmax"),
+        Primitive("argmin", "selection", _OWN, S.type_arg,
+                  "column of each row's first minimum (first NaN) -> [M, 1] i32", "argmin"),
+        Primitive("topk", "selection", (Param("x", "value", as_dtype="own"), Param("k", "dim")),
+                  S.type_topk, "the k largest of each row, and their columns: "
+                  "`let v, i = topk(x, k)` -> [M, k], [M, k] i32", "sort_values",
+                  pair="sort_indices", attr=lambda flags: "desc"),
+        Primitive("sort", "selection",
+                  (Param("x", "value", as_dtype="own"),
+                   Param("descending", "flag", optional=True)),
+                  S.type_sort, "each row sorted (ascending), and the columns it came from: "
+                  "`let v, i = sort(x)` -> [M, N], [M, N] i32", "sort_values",
+                  pair="sort_indices",
+                  attr=lambda flags: "desc" if flags.get("descending") else "asc"),
     ]
     return {p.name: p for p in rows}
 

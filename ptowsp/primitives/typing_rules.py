@@ -38,12 +38,14 @@ from .types import (
 
 @record
 class Arg:
-    """An argument bound to a parameter: its type (values), dim (`dim`) or dtype name (`dtype`)."""
+    """An argument bound to a parameter: its type (values), dim (`dim`), dtype name (`dtype`) or
+    `true`/`false` (`flag`)."""
 
     type: Type = ERROR
     span: Span = NO_SPAN
     dim: Optional[sym.Expr] = None
     dtype: Optional[str] = None
+    flag: Optional[bool] = None
 
 
 @dataclass

@@ -217,6 +217,14 @@ VALID = [
         f"{X}, {Y}, s: Scalar[f32] = 1e-6, n: Scalar[i32] = -3, R: Constexpr[i32] = 4, flag: Scalar[bool] = true",
         "let a = s * 2\nlet b = n + R\nlet c = where(flag, x, s)\nstore(y, c + a)",
         {"a": "f32 scalar", "b": "i32 scalar", "c": "[16, 128] f32"},
+    ),    (
+        "selection",
+        f"{X}, h: In[Tile[16, 8, f16]], {Y}",
+        "let v, i = topk(h, 4)\nlet _, j = sort(x, descending = true)\n"
+        "let s, _ = sort(x)\nlet m = argmax(x) + argmin(h)\nlet z = max(x, 0) - min(x, s)\n"
+        "store(y, z + cast(j, f32) + cast(m, f32))",
+        {"v": "[16, 4] f16", "i": "[16, 4] i32", "j": "[16, 128] i32", "s": "[16, 128] f32",
+         "m": "[16, 1] i32", "z": "[16, 128] f32"},
     ),
 ]
 
@@ -550,7 +558,8 @@ def test_unused_values():
         ("matmul(x, x, x, x)", "`matmul` takes 2 or 3 arguments, found 4"),
         ("matmul(x, transpose(x), accum = x)", "`matmul` has no parameter `accum`"),
         ("x % 2", "`%` is not available in kernels"),
-        ("max(x, 0)", "unknown function `max`"),
+        ("sum(x)", "unknown function `sum`"),
+        ("topk(x, 2)", "`topk` returns two tiles, the values and their indices"),
         ("f32(n)", "unknown function `f32`"),
         ("x * f32", "`f32` is a data type, not a value"),
         ("x[0]", "an index would drop a dimension of the tile; select rows with a range"),
@@ -578,8 +587,10 @@ def test_error_help_texts():
     assert "cast(x, f32)" in one_error(src).help
     src = module(f"m: In[Tile[16, 128, bool]], {Y}", "store(y, cast(m * 2, f32))")
     assert "where" in one_error(src).help
-    src = module(f"{X}, {Y}", "store(y, max(x, 0))")
-    assert "maximum" in one_error(src).help
+    src = module(f"{X}, {Y}", "store(y, sum(x))")
+    assert "rowsum" in one_error(src).help
+    src = module(f"{X}, {Y}", "let v = sort(x)\nstore(y, v)")
+    assert "let v, _ = " in one_error(src).help
 
 
 # -- parameters and extern kernels

@@ -944,3 +944,137 @@ def test_schedule_arguments_match_parameter_kinds():
     )
     assert [(ln, c) for ln, c, _, _ in got] == [(17, 19), (17, 29)]
     assert "extent 4" in got[0][2] and "`r` is Ragged" in got[1][2]
+
+
+# ---------------------------------------------------------------------------------------------
+# `let` (language.md section 6, "Names: `let`")
+
+LET_HEAD = """\
+    sym B
+    input  X: f32[B, 64, 128]
+    output Y: f32[B, 64, 128]
+    input  L: i32[B]
+    input  I: i32[B, 1, 1]
+    output O: i32[B, 1, 1]
+    kernel k(x: In[Tile[16, 128, f32]], y: Out[Tile[16, 128, f32]], n: Scalar[i32] = 0,
+             s: Scalar[f32] = 1.0) { store(y, x) }
+    kernel one(a: In[Tile[1, 1, i32]], b: Out[Tile[1, 1, i32]]) { store(b, a) }
+    channel ch: Tile[16, 128, f32], depth = 2
+    event done
+    """
+
+
+def test_lets_are_usable_wherever_their_expression_is():
+    env = check(LET_HEAD, """\
+        workload w() {
+            for b in P(B) {
+                let n = L[b]                          // an element: a scalar
+                let blocks = ceildiv(n, 16)
+                let f = 0.5                           // a float scalar
+                let s = 1
+                slot_set(s, n)                        // a slot number (compile-time)
+                for t in P(blocks) {                  // a loop extent
+                    let r0 = t * 16
+                    let x = X[b, r0 : r0 + 16, :]     // a view
+                    let live = n > r0 and L[b] > 0    // a condition
+                    when live {
+                        let y = Y[b, r0 : r0 + 16, :] // nested block: outer lets visible
+                        k[b, r0](x = x, y = y, n = n - r0, s = f)
+                    } otherwise {
+                        let y = Y[b, r0 : r0 + 16, :] // a sibling block may reuse the name
+                        let x2 = x                    // a `let` of a `let`
+                        k[b, t](x = x2, y = y)
+                    }
+                }
+                let e = I[b, 0, 0]                    // an element passed to a 1 x 1 tile
+                one[b](a = e, b = O[b])
+            }
+        }
+        """)
+    assert env.workloads["w"]
+
+
+def test_lets_in_csp_bodies():
+    check(LET_HEAD, """\
+        workload w() {
+            let nw = 2
+            pipe {
+                process producer {
+                    for i in P.seq(B) {
+                        let src = X[i, 0:16, :]
+                        send(ch, k[i](x = src, y = ch))
+                    }
+                }
+                process workers * nw {
+                    consume(ch) as t {
+                        let row = t.index
+                        let y = Y[row, 16:32, :]
+                        k[t, workers.id](x = t, y = y)
+                    }
+                }
+            }
+        }
+        """)
+
+
+def test_a_let_view_is_checked_once_at_the_let_and_its_shape_at_each_use():
+    env = check(LET_HEAD, """\
+        workload w() {
+            for b in P(B) {
+                let r0 = L[b]
+                let x = X[b, r0 : r0 + 16, :]
+                k[b](x = x, y = Y[b, 0:16, :])
+                k[b](x = x, y = Y[b, 16:32, :])
+            }
+        }
+        """)
+    # line 15 is the `let x`: its bounds over `r0 = L[b]`, once; the calls prove their shapes
+    assert checks_at(env, 15) == ["L[b] >= 0", "L[b] + 16 <= 64"]
+    assert checks_at(env, 16) == checks_at(env, 17) == []
+
+
+def test_one_error_in_a_let_is_one_diagnostic_however_often_it_is_used():
+    got = errors(LET_HEAD, """\
+        workload w() {
+            for b, t in P(B, 4) {
+                let r0 = tt * 16
+                let x = X[b, r0 : r0 + 16, :]
+                let y = Y[b, r0 : r0 + 16, :]
+                when r0 < 48 { k[b, r0](x = x, y = y, n = r0) }
+                otherwise { k[b, r0](x = x, y = y, n = r0 + 1) }
+            }
+        }
+        """)
+    assert [(m, h) for _, _, m, h in got] == [("unknown name `tt`", "did you mean `t`?")]
+
+
+def test_a_let_whose_name_is_taken_binds_nothing():
+    # the loop variable keeps its meaning: the call after the bad `let` is checked as usual
+    got = errors(LET_HEAD, """\
+        workload w() {
+            for b in P(B) {
+                let b = 0
+                k[b](x = X[b, 0:32, :], y = Y[b, 0:16, :])
+            }
+        }
+        """)
+    assert [m for _, _, m, _ in got] == [
+        "`b` is already a loop variable here; a `let` cannot take its name",
+        "`x = X[b, 0:32, :]` is a [32, 128] view but `x` takes Tile[16, 128, f32]"]
+
+
+def test_a_let_view_mismatch_is_reported_at_the_argument_with_the_let_as_a_note():
+    with pytest.raises(WspError) as info:
+        check(LET_HEAD, """\
+            workload w() {
+                for b in P(B) {
+                    let x = X[b, 0:32, :]
+                    k[b](x = x, y = Y[b, 0:16, :])
+                }
+            }
+            """)
+    (d,) = info.value.diagnostics
+    assert d.message == "`x = X[b, 0:32, :]` is a [32, 128] view but `x` takes Tile[16, 128, f32]"
+    assert (d.span.line, d.span.col) == (15, 14)
+    (note,) = d.notes
+    assert (note.span.line, note.span.col, note.message) == (14, 13, "`x` is defined here")

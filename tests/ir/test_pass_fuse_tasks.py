@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ptowsp
+from ptowsp import sym
 from ptowsp.ir import nodes as N
 from ptowsp.ir import visit as V
 from ptowsp.ir.passes import pass_names, pipeline
@@ -507,3 +508,91 @@ def test_generated_programs_same_at_o0_and_o3(text, seed):
     r0 = mod.compile("ref", opt_level=0).run(**arrays)
     same(r0, run_ir(fused(mod.ir), "main", {}, arrays))
     close(r0, mod.compile("ref", opt_level=3).run(**arrays))
+
+
+# --------------------------------------------------------------------------------------------
+# Nests of the same ragged loop: `for b in P(batch) { for t in P(toks[b]) {...} }` twice. Each
+# outer body reads the length (and asserts it is not negative) before its inner loop; the
+# second nest's read of the same element, written by no task of either nest, gives the same
+# value, so the nests fuse as dense ones do, keeping the first nest's read and assert.
+
+RAGGED = """
+    module rag
+    sym B, S
+    input  lens: i32[B]
+    input  lens2: i32[B]
+    input  X: f32[B, S, 64]
+    output Y: f32[B, S, 64]
+    scratch H: f32[B, S, 64]
+    kernel square(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, x * x) }
+    kernel scaled(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, x * 0.5 + 1.0) }
+    axis batch = DenseDyn(B)
+    axis toks = Ragged(batch, lens)
+    axis toks2 = Ragged(batch, lens2)
+    workload w() {
+        for b in P(batch) { for t in P(toks[b]) { square[b, t](x = X[b, t], y = H[b, t]) } }
+        SECOND
+    }
+    schedule main = w()
+"""
+SECOND = "for c in P(batch) { for u in P(toks[c]) { scaled[c, u](x = H[c, u], y = Y[c, u]) } }"
+RAGGED_NO_FUSE = {
+    # the lengths of another tensor: another task space
+    "other_lengths": SECOND.replace("toks[c]", "toks2[c]"),
+    # the consumer reads the producer's box of the token before: not iteration-local
+    "ragged_shifted": SECOND.replace("x = H[c, u]", "x = H[c, u - 1]"),
+}
+
+
+def test_ragged_nests_fuse(golden):
+    m = ir(RAGGED.replace("SECOND", SECOND))
+    after = golden_pair(golden, "ragged", m)
+    assert ntasks(m) == 2 and ntasks(after) == 1
+    assert [k.name for k in after.kernels] == ["square__scaled"]
+    assert "H" not in {t.name for t in after.tensors}
+    (body,) = after.schedules[0].body
+    read, check, inner = body.body
+    assert isinstance(read, N.Read) and isinstance(check, N.Assert) and isinstance(inner, N.Loop)
+    assert (read.tensor, read.span.line, inner.extent) == ("lens", 15, sym.var(read.var))
+
+
+@pytest.mark.parametrize("case", sorted(RAGGED_NO_FUSE))
+def test_ragged_nests_that_must_not_fuse(golden, case):
+    m = ir(RAGGED.replace("SECOND", RAGGED_NO_FUSE[case]))
+    assert fuse_tasks(m) is m
+    golden(f"fuse_tasks_no_{case}.ir", print_module(m))
+
+
+def test_ragged_print_after_fuse_tasks(tmp_path):
+    from click.testing import CliRunner
+
+    from ptowsp.cli import main
+
+    path = tmp_path / "rag.wsp"
+    path.write_text(textwrap.dedent(RAGGED.replace("SECOND", SECOND)))
+    r = CliRunner().invoke(main, ["compile", str(path), "--emit", "ir", "-O2",
+                                  "--print-after", "fuse-tasks"])
+    assert r.exit_code == 0, r.output
+    after = r.stderr.split("; ---- IR after fuse-tasks")[1]
+    assert "task square__scaled[b, t]  # square[b, t] + scaled[c, u]" in after
+    assert after.count("read lens@") == 1 and "grid(lens@1)" in after
+
+
+@pytest.mark.parametrize("target", ["ref", pytest.param("cpu_sim", marks=pytest.mark.cc)])
+def test_ragged_nests_fused_give_the_same_results(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path))
+    mod = ptowsp.parse(textwrap.dedent(RAGGED.replace("SECOND", SECOND)), "t.wsp")
+    rng = np.random.default_rng(5)
+    lens = np.array([3, 0, 4, 1], np.int32)
+    x = rng.standard_normal((4, 4, 64)).astype(np.float32)
+    arrays = {"lens": lens, "lens2": lens, "X": x}
+    want = np.zeros((4, 4, 64))
+    for b, n in enumerate(lens):
+        want[b, :n] = x[b, :n].astype(np.float64) ** 2 * 0.5 + 1.0
+    results = []
+    for level in (0, 2):
+        prog = mod.compile(target, opt_level=level)
+        results.append(prog.run(**arrays)["Y"])
+        np.testing.assert_allclose(results[-1], want, rtol=1e-6)
+    np.testing.assert_array_equal(results[0], results[1])
+    assert prog.stats.task_count in (0, int(lens.sum()))  # one fused task per token (ref: 0)

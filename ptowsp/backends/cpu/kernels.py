@@ -64,6 +64,7 @@ from .kernel_values import (
     select,
     store_value,
 )
+from .matmul_forms import MatmulForms
 
 _MODE_BITS = {"In": 1, "Out": 2, "InOut": 3}
 
@@ -249,8 +250,9 @@ class _Lines:
         self("}")
 
 
-class _Emitter:
-    """The body of one tile kernel from its plan."""
+class _Emitter(MatmulForms):
+    """The body of one tile kernel from its plan (the small-M and dot-product matmul forms:
+    `matmul_forms.py`)."""
 
     def __init__(self, k: N.Kernel):
         plan = k.plan
@@ -270,6 +272,7 @@ class _Emitter:
         self.memo: dict[str, str] = {}  # access text -> local name, per nest body
         self.nlocal = 0
         self.uses_scalars = False
+        self.scratch: list[tuple[str, str, int]] = []  # (C type, name, elements) of selections
 
     # -- names
     def ptr(self, t: int) -> str:
@@ -395,6 +398,8 @@ class _Emitter:
         for step in self.plan.steps:
             if step.matmul is not None:
                 self.matmul(step)
+            elif step.select is not None:
+                self.select_step(step.select)
             elif len(step.nests) > 1:
                 self.nests_by_row(step.nests)
             else:
@@ -430,7 +435,8 @@ class _Emitter:
 
     def temps(self) -> list[tuple[str, str, int]]:
         """(C type, name, elements) of every buffer."""
-        return [(CTYPE[dt], f"b{b}", n) for b, (dt, n) in enumerate(self.plan.buffers)]
+        return [(CTYPE[dt], f"b{b}", n)
+                for b, (dt, n) in enumerate(self.plan.buffers)] + self.scratch
 
     def nests_by_row(self, group: tuple[KP.LoopNest, ...]) -> None:
         """Nests whose rows are independent, one row of each in turn: what a nest reads from
@@ -558,6 +564,29 @@ class _Emitter:
         out.close()
         out.close()
 
+    def select_step(self, m: int) -> None:
+        """`sort_values` / `sort_indices` m, row by row: the operand's row copied (converted to
+        its held type) into a scratch row, its order by `wsp_order_<T>` (wsp_kernels.h), then
+        the first k values or columns into m's array."""
+        out = self.out
+        op = self.ops[m]
+        (a,) = op.args
+        rows, n = self.ops[a].shape
+        k = op.shape[1]
+        ct = CTYPE[self.ops[a].dtype]
+        x, idx, tmp = f"q{m}x", f"q{m}i", f"q{m}t"
+        self.scratch += [(ct, x, n), ("int32_t", idx, n), ("int32_t", tmp, n)]
+        out(f"/* [{rows}, {k}] {op.op}#{m} {op.attr} of [{rows}, {n}] */")
+        out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        row = C.to_c(self.access(a, *_at((rows, n), Raw("i"), Raw("j"))))
+        out(f"for (int64_t j = 0; j < {n}; ++j) {x}[j] = {row};")
+        desc = 1 if op.attr == "desc" else 0
+        out(f"wsp_order_{ct}({x}, {n}, {k}, {desc}, {idx}, {tmp});")
+        here = f"i * {k} + j" if rows > 1 else "j"
+        got = f"{x}[{idx}[j]]" if op.op == "sort_values" else f"{idx}[j]"
+        out(f"for (int64_t j = 0; j < {k}; ++j) {self.arr(m)}[{here}] = {got};")
+        out.close()
+
     def matmul(self, step: KP.PlanStep) -> None:
         out = self.out
         m = step.matmul
@@ -575,6 +604,12 @@ class _Emitter:
             init = convert(init, self.ops[acc].dtype, "f32")
         else:
             init = C.float_lit(0.0, "float")
+        if step.dot:
+            self.matmul_dot(step, init)
+            return
+        if step.small:
+            self.matmul_small(step, init)
+            return
         if step.blocked:
             # decision: the product is summed from 0 and `acc` added once at the end, as in
             # the reference (acc + a @ b): in one K chunk by the block's store (t holds acc),
@@ -655,13 +690,7 @@ class _Emitter:
         kc_max = step.kc
         kc_len = min(inner, kc_max)
         out.open("")
-        out("typedef float wsp_v8 __attribute__((vector_size(32)));")
-        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4)));")
-        out("#if defined(__FMA__) && defined(__AVX__)")
-        out("#define WSP_MM_FMA(x, y, z) __builtin_ia32_vfmaddps256((x), (y), (z))")
-        out("#else")
-        out("#define WSP_MM_FMA(x, y, z) ((x) * (y) + (z))")
-        out("#endif")
+        self.vector_types()
         out(f"_Alignas(64) float bp[{kc_len * nr}];")
         out(f"_Alignas(64) float cb[{mr * nr}];")
         if step.pack_a:

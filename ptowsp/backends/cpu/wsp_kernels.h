@@ -12,8 +12,8 @@
  *
  * Contents: bit casts and selects; f16/bf16 <-> f32/f64 with round-to-nearest-even; saturating
  * float -> integer casts; floor division; NaN-propagating max/min; wsp_expf, wsp_logf,
- * wsp_tanhf, sigmoid, silu, gelu; the `extern c` tile structs; the tile checks and the copying
- * slow path of the kernel entry points.
+ * wsp_tanhf, sigmoid, silu, gelu; the row orders of `sort` and `topk`; the `extern c` tile
+ * structs; the tile checks and the copying slow path of the kernel entry points.
  */
 #ifndef WSP_KERNELS_H
 #define WSP_KERNELS_H
@@ -377,6 +377,72 @@ static inline void wsp_tile_copy(const wsp_tile *dst, const wsp_tile *src, int32
                    (const char *)src->data + (i * src->stride + j * src->col_stride) * esize,
                    (size_t)esize);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* sort and topk: the order of a row                                                          */
+
+/* wsp_order_<T>(x, n, k, desc, idx, tmp): the columns of the first k of x[0..n) in ascending
+ * (desc = 0) or descending order into idx[0..k) (idx and tmp hold n each). The order is
+ * stable (equal values keep their column order) and NaN is the greatest value: last ascending,
+ * first descending (language.md, "Sorting and selection"; ref's meaning in
+ * ptowsp/primitives/selection.py). k <= 16: each element is inserted into the k first so far
+ * (n k compares, no tmp); otherwise a bottom-up merge sort of all n (n log n). Off the hot
+ * path of elementwise code, so plain branches. */
+#define WSP_IS_NAN(a) ((a) != (a))
+#define WSP_NEVER_NAN(a) 0
+#define WSP_DEFINE_ORDER(T, NAME, ISNAN)                                                         \
+    static inline int NAME##_before(T a, T b, int desc)                                        \
+    {                                                                                          \
+        const int na = ISNAN(a), nb = ISNAN(b);                                                \
+        if (desc) return na ? !nb : (!nb && a > b);                                            \
+        return nb ? !na : (!na && a < b);                                                      \
+    }                                                                                          \
+    static void NAME(const T *x, int64_t n, int64_t k, int desc, int32_t *idx, int32_t *tmp)  \
+    {                                                                                          \
+        if (k <= 16) {                                                                         \
+            int64_t cnt = 0;                                                                   \
+            for (int64_t j = 0; j < n; ++j) {                                                  \
+                int64_t pos;                                                                   \
+                if (cnt < k) pos = cnt++;                                                      \
+                else if (NAME##_before(x[j], x[idx[k - 1]], desc)) pos = k - 1;                \
+                else continue;                                                                 \
+                while (pos > 0 && NAME##_before(x[j], x[idx[pos - 1]], desc)) {                \
+                    idx[pos] = idx[pos - 1];                                                   \
+                    --pos;                                                                     \
+                }                                                                              \
+                idx[pos] = (int32_t)j;                                                         \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
+        int32_t *src = idx, *dst = tmp;                                                        \
+        for (int64_t j = 0; j < n; ++j) src[j] = (int32_t)j;                                   \
+        for (int64_t w = 1; w < n; w *= 2) {                                                   \
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                        \
+                const int64_t mid = lo + w < n ? lo + w : n;                                   \
+                const int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;                            \
+                int64_t a = lo, b = mid, o = lo;                                               \
+                while (a < mid && b < hi) /* the right run wins only when strictly before */   \
+                    dst[o++] = NAME##_before(x[src[b]], x[src[a]], desc) ? src[b++] : src[a++]; \
+                while (a < mid) dst[o++] = src[a++];                                           \
+                while (b < hi) dst[o++] = src[b++];                                            \
+            }                                                                                  \
+            int32_t *t = src; src = dst; dst = t;                                              \
+        }                                                                                      \
+        if (src != idx) memcpy(idx, src, (size_t)k * sizeof *idx);                             \
+    }
+WSP_DEFINE_ORDER(float, wsp_order_float, WSP_IS_NAN)
+WSP_DEFINE_ORDER(double, wsp_order_double, WSP_IS_NAN)
+WSP_DEFINE_ORDER(int8_t, wsp_order_int8_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(int16_t, wsp_order_int16_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(int32_t, wsp_order_int32_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(int64_t, wsp_order_int64_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(uint8_t, wsp_order_uint8_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(uint16_t, wsp_order_uint16_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(uint32_t, wsp_order_uint32_t, WSP_NEVER_NAN)
+WSP_DEFINE_ORDER(uint64_t, wsp_order_uint64_t, WSP_NEVER_NAN)
+#undef WSP_DEFINE_ORDER
+#undef WSP_IS_NAN
+#undef WSP_NEVER_NAN
 
 typedef int (*wsp_body_fn)(const wsp_tile *tiles, const wsp_scalar *scalars);
 

@@ -33,8 +33,6 @@ from ..signatures import NotSymbolic, to_sym
 
 # Names users bring from NumPy/Triton that are not primitives here, with what to write instead.
 _FUNCTION_HELP = {
-    "min": "use `minimum(a, b)` for two values, or `rowmin`/`colmin` to reduce",
-    "max": "use `maximum(a, b)` for two values, or `rowmax`/`colmax` to reduce",
     "sum": "use `rowsum` or `colsum`",
     "mean": "use `rowmean` or `colmean`",
     "dot": "use `matmul(a, b)`",
@@ -133,7 +131,7 @@ class ExprChecks:
             return literal_type("int")
         if name in self.all_lets:
             let = self.all_lets[name]
-            if let is self.current_let:
+            if let is self.current_let or any(let is m for m in self.current_many):
                 return self.error(
                     n.span,
                     "let-order",
@@ -210,9 +208,34 @@ class ExprChecks:
                 if a is None:
                     return ERROR
                 args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(a))
+            elif p.kind == "flag":
+                args[p.name] = Arg(ERROR, node.span, flag=self._flag(prim, p.name, node))
             else:
                 args[p.name] = self._arg(node)
-        return prim.rule(self._typing(fname, e.span, args))
+        t = prim.rule(self._typing(fname, e.span, args))
+        if prim.pair is not None and e is not self.pair_call and not t.is_error:
+            # decision: a primitive with two results is bound by `let v, i = ...` only; its
+            # values alone are not a value of their own (`let _, i = ...` drops one)
+            return self.error(
+                e.span,
+                "two-results",
+                f"`{fname}` returns two tiles, the values and their indices: bind both with "
+                f"`let v, i = {fname}(...)`",
+                "`_` names a result you do not need: `let v, _ = ...`",
+            )
+        return t
+
+    def _flag(self, prim: Primitive, pname: str, node: A.Expr) -> Optional[bool]:
+        """A `true` / `false` argument (`sort`'s `descending`), written as such."""
+        if isinstance(node, A.BoolLit):
+            return node.value
+        self.error(
+            node.span,
+            "bad-flag",
+            f"`{pname}` of `{prim.name}` must be `true` or `false`, written as such",
+            f"write `{prim.name}(x, {pname} = true)`",
+        )
+        return None
 
     def _args_only(self, e: A.Call) -> None:
         """Type the arguments of a call that cannot be typed as a whole, for their own errors."""

@@ -51,6 +51,8 @@ class KernelState:
         self.lets: dict[str, tuple[Type, A.Let]] = {}
         self.all_lets: dict[str, A.Let] = {}
         self.current_let: Optional[A.Let] = None
+        self.current_many: tuple[A.Let, ...] = ()  # the names of the `let a, b = ...` checked
+        self.pair_call: Optional[A.Call] = None  # the call whose two results it binds
         self.stores: dict[str, A.Store] = {}
         self.store_list: list[tuple[str, Type]] = []
         self.let_list: list[tuple[str, Type]] = []

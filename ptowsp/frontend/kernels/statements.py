@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ... import sym
 from ...diagnostics import Note, did_you_mean
-from ...primitives import PRIMITIVES, Type, convertible, fits
+from ...primitives import ERROR, PRIMITIVES, Type, convertible, fits, with_dtype
 from .. import ast as A
 from .state import KernelTypes
 
@@ -34,6 +34,10 @@ class StatementChecks:
         for s in body:
             if isinstance(s, A.Let):
                 self.all_lets.setdefault(s.name.id, s)
+            elif isinstance(s, A.LetMany):
+                for n in s.names:
+                    if n.id != "_":
+                        self.all_lets.setdefault(n.id, A.Let(n, s.value, span=s.span))
         for s in body:
             self.stmt(s)
         for name, (ps, p) in self.params.items():
@@ -55,6 +59,8 @@ class StatementChecks:
     def stmt(self, s: A.Stmt) -> None:
         if isinstance(s, A.Let):
             self.let(s)
+        elif isinstance(s, A.LetMany):
+            self.let_many(s)
         elif isinstance(s, A.Assign):
             self.assign(s)
         elif isinstance(s, A.Store):
@@ -82,10 +88,52 @@ class StatementChecks:
                     self.maybe_stored.add(node.target.id)
 
     def let(self, s: A.Let) -> None:
-        name = s.name.id
         self.current_let = s
         t = self.expr(s.value)
         self.current_let = None
+        self.bind(s, t)
+
+    def let_many(self, s: A.LetMany) -> None:
+        """`let v, i = topk(x, k)` / `sort(x)`: the values and their i32 column numbers."""
+        lets = [self.all_lets.get(n.id) for n in s.names]
+        self.current_many = tuple(x for x in lets if x is not None)
+        e = s.value
+        prim = PRIMITIVES.get(e.func.id) if isinstance(e, A.Call) and e.prefix != "P" else None
+        if prim is not None and prim.pair is not None:
+            self.pair_call = e
+        t = self.expr(e)
+        self.pair_call, self.current_many = None, ()
+        n = len(s.names)
+        if prim is None or prim.pair is None:
+            if not t.is_error:
+                what = f"`{e.func.id}(...)`" if prim is not None else "this value"
+                self.error(
+                    s.span,
+                    "let-many",
+                    f"{what} is one value, but `let` names {n}",
+                    "`let a, b = ...` binds the two results of `topk` and `sort`; "
+                    f"write `let {s.names[0].id} = ...`",
+                )
+            results = [ERROR] * n
+        elif n != 2:
+            self.error(
+                s.span,
+                "let-many",
+                f"`{prim.name}` returns two tiles (the values and their indices), "
+                f"but `let` names {n}",
+                f"write `let values, indices = {prim.name}(...)`; `_` names a result you do not "
+                "need",
+            )
+            results = [ERROR] * n
+        else:
+            results = [t, t if t.is_error else with_dtype(t, "i32")]
+        for name, r in zip(s.names, results):
+            if name.id != "_":
+                self.bind(A.Let(name, e, span=s.span), r)
+
+    def bind(self, s: A.Let, t: Type) -> None:
+        """Bind the name of a `let` (or one of `let a, b = ...`) to a value of type t."""
+        name = s.name.id
         if name in self.params:
             self.error(
                 s.name.span,

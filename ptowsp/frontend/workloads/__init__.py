@@ -6,6 +6,8 @@ of one mixin per concept over the shared state of `BodyState` (state.py); the mi
 other through `self`:
 
     statements.py   StatementChecks  parameters, blocks, loops, `when`, task calls, slots
+    lets.py         LetChecks        `let`: names for scalar expressions and views, poisoned
+                                     after an error so one mistake gives one diagnostic
     csp.py          CspChecks        pipes, processes, channels, events, send/consume/record/
                                      synchronize (rendezvous cycles: deadlock.py)
     axes.py         AxisChecks       axis expressions, ragged/sparse inner axes, loop axes
@@ -16,7 +18,7 @@ other through `self`:
     schedules.py    ScheduleChecks   schedules: combinators, policies, keys; the axis transforms
                                      are applied to a loop model by schedule_axes.py
 
-What a name means in a body (axes, loop variables, items, processes) is in scope.py; message
+What a name means in a body (axes, loop variables, items, processes, lets) is in scope.py; message
 phrasing shared by the checks in wording.py. Every user error becomes a diagnostic; a broken
 invariant raises `InternalError("check", ...)`.
 """

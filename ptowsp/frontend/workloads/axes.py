@@ -14,7 +14,7 @@ from typing import Optional
 from ... import sym
 from ...diagnostics import Diagnostics
 from .. import ast as A
-from .scope import AxisVal, LoopVar, Pending, Scope
+from .scope import AxisVal, LetVal, LoopVar, Pending, Scope
 from .state import Need
 
 
@@ -114,6 +114,8 @@ class AxisChecks:
         if isinstance(b, Pending):
             # decision: the axes of one `P(...)` are read in the enclosing scope; `P(batch, tok[b])` must nest
             self.same_loop(idx)
+            return None
+        if isinstance(b, LetVal) and b.poisoned:
             return None
         if not isinstance(b, LoopVar) or b.kind not in ("grid", "seq", "outer_index"):
             self.error(

@@ -11,6 +11,7 @@ from .axes import AxisChecks
 from .calls import CallChecks
 from .csp import CspChecks
 from .inline import InlineChecks
+from .lets import LetChecks
 from .scalars import ScalarChecks
 from .schedules import ScheduleChecks
 from .state import BodyState
@@ -20,6 +21,7 @@ from .views import ViewChecks
 
 class Body(
     StatementChecks,
+    LetChecks,
     CspChecks,
     AxisChecks,
     InlineChecks,

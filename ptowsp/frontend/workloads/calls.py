@@ -15,7 +15,7 @@ from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
 from ..env import ChannelInfo
 from ..signatures import KernelSig, ParamSig
-from .scope import Item, Scope, describe
+from .scope import Item, LetVal, Scope, describe
 from .wording import article, closest, elem_text, show, type_words
 
 
@@ -165,7 +165,6 @@ class CallChecks:
         want = f"{p.tile.mode}[Tile[{show(rows)}, {show(cols)}, {p.tile.dtype}]]"
         tile_text = f"Tile[{show(rows)}, {show(cols)}, {p.tile.dtype}]"
         v = kw.value
-        kwtext = self.text(kw)
         base = v.value if isinstance(v, A.Index) else v
         if not isinstance(base, A.Name):
             self.error(
@@ -176,6 +175,20 @@ class CallChecks:
             return
         b = scope.lookup(base.id)
         if b is not None:
+            if isinstance(b, LetVal) and base is v:
+                self.let_tile_arg(kw, p, b, rows, cols, want, tile_text, sound)
+                return
+            if isinstance(b, LetVal) and b.poisoned:
+                return
+            if isinstance(b, LetVal) and b.tensor is not None and b.value is None:
+                # decision: a `let` of a view is passed whole; it is not indexed further
+                self.error(
+                    kw.span,
+                    "not-a-tile",
+                    f"a `let` of a view is passed whole: write `{p.name} = {base.id}`",
+                    f"index `{b.tensor}` in the `let` itself",
+                )
+                return
             if isinstance(b, Item) and base is v:
                 self.item_arg(kw, p, b, rows, cols, tile_text, sound)
                 return
@@ -210,7 +223,10 @@ class CallChecks:
             return
         if name not in self.env.tensors:
             kind = self.env.kind_of(name)
-            if kind is None:
+            later = scope.later_let(name)
+            if kind is None and later is not None:
+                self.let_too_early(base, later)
+            elif kind is None:
                 self.error(
                     base.span,
                     "unknown-name",
@@ -230,27 +246,53 @@ class CallChecks:
                 )
             return
         t = self.env.tensors[name]
+        self.read_only(kw, p, t, ())
+        shape = self.view(v, t, scope, kw)
+        self.view_fits(kw, kw, p, t, shape, rows, cols, tile_text, sound, (), read_only=False)
+
+    def read_only(self, kw: A.Keyword, p: ParamSig, t, notes) -> None:
         if t.kind == "input" and p.tile.mode != "In":
             self.error(
                 kw.span,
                 "read-only",
-                f"`{name}` is an input and is read-only, but `{p.name}` is an "
+                f"`{t.name}` is an input and is read-only, but `{p.name}` is an "
                 f"`{p.tile.mode}` parameter",
-                f"declare `{name}` as `inout` to update it in place",
+                f"declare `{t.name}` as `inout` to update it in place",
+                notes=notes,
             )
-        shape = self.view(v, t, scope, kw)
+
+    def view_fits(
+        self,
+        kw: A.Keyword,
+        view_kw: A.Keyword,
+        p: ParamSig,
+        t,
+        shape: Optional[list[sym.Expr]],
+        rows: sym.Expr,
+        cols: sym.Expr,
+        tile_text: str,
+        sound: bool,
+        notes,
+        read_only: bool = True,
+    ) -> None:
+        """The view `view_kw` (the argument `kw` itself, or the `let` it names) bound to tile
+        `p`: mode, dtype and shape. Errors are reported at `kw`; run-time checks at `view_kw`."""
+        if read_only:
+            self.read_only(kw, p, t, notes)
+        kwtext = self.text(view_kw)
         if t.dtype != p.tile.dtype:
             # decision: no implicit casts between a tensor's dtype and a tile's dtype, in either direction
             self.error(
                 kw.span,
                 "dtype-mismatch",
-                f"`{kwtext}` is a view of {t.dtype} tensor `{name}` but `{p.name}` takes "
+                f"`{kwtext}` is a view of {t.dtype} tensor `{t.name}` but `{p.name}` takes "
                 f"{tile_text}",
-                f"declare `{name}` as {p.tile.dtype}, or convert with a kernel that uses `cast`",
+                f"declare `{t.name}` as {p.tile.dtype}, or convert with a kernel that uses `cast`",
+                notes=notes,
             )
         if shape is None or not sound:
             return
-        self.match_shape(shape, rows, cols, kw, kwtext, p, tile_text)
+        self.match_shape(shape, rows, cols, view_kw, kwtext, p, tile_text, at=kw, notes=notes)
 
     def item_arg(
         self,

@@ -15,7 +15,7 @@ from ...diagnostics import Note, did_you_mean
 from .. import ast as A
 from ..env import ChannelInfo
 from .deadlock import ProcOp, report_deadlocks
-from .scope import Item, ProcessName, Scope, describe
+from .scope import Item, LetVal, ProcessName, Scope, describe
 from .wording import article
 
 
@@ -88,6 +88,8 @@ class CspChecks:
 
     def channel(self, n: A.Name, scope: Scope, what: str) -> Optional[ChannelInfo]:
         b = scope.lookup(n.id)
+        if isinstance(b, LetVal) and b.poisoned:
+            return None
         if b is not None:
             self.error(n.span, "not-channel", f"`{n.id}` is {describe(b)}, not a channel")
             return None
@@ -112,6 +114,8 @@ class CspChecks:
 
     def event(self, n: A.Name, scope: Scope, what: str) -> Optional[ChannelInfo]:
         b = scope.lookup(n.id)
+        if isinstance(b, LetVal) and b.poisoned:
+            return None
         if b is not None:
             self.error(n.span, "not-event", f"`{n.id}` is {describe(b)}, not an event")
             return None

@@ -13,7 +13,7 @@ from ... import sym
 from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
-from .scope import ERR, AxisVal, Item, LoopVar, Pending, ProcessName, Scope, SVal, describe
+from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
 from .wording import article, type_words
 
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
@@ -85,6 +85,8 @@ class ScalarChecks:
         b = scope.lookup(n.id)
         if isinstance(b, LoopVar):
             return SVal("int", b.var)
+        if isinstance(b, LetVal):
+            return self.let_scalar(n, b)
         if isinstance(b, Item):
             return SVal("int", b.var)  # `t` in a scalar expression means `t.index`
         if isinstance(b, Pending):
@@ -129,6 +131,10 @@ class ScalarChecks:
                 ),
             )
             return ERR
+        later = scope.later_let(n.id) if kind is None else None
+        if later is not None:
+            self.let_too_early(n, later)
+            return ERR
         if kind is None:
             self.error(
                 n.span,
@@ -149,6 +155,8 @@ class ScalarChecks:
     def scalar_attr(self, e: A.Attr, scope: Scope) -> SVal:
         base = e.value
         b = scope.lookup(base.id) if isinstance(base, A.Name) else None
+        if isinstance(b, LetVal) and b.poisoned:
+            return ERR
         text = self.text(e)
         if e.attr == "pos":
             if isinstance(b, LoopVar) and b.kind == "sel" and b.pos is not None:
@@ -208,13 +216,18 @@ class ScalarChecks:
             if isinstance(b, AxisVal) or (b is None and self.env.kind_of(name) == "axis"):
                 self.error(e.span, "not-scalar", f"`{self.text(e)}` is an axis, not a scalar")
                 return ERR
+            if isinstance(b, LetVal) and b.poisoned:
+                return ERR
             if b is not None:
                 self.error(
                     e.value.span, "not-scalar", f"`{name}` is {describe(b)}; it cannot be indexed"
                 )
                 return ERR
             kind = self.env.kind_of(name)
-            if kind is None:
+            later = scope.later_let(name)
+            if kind is None and later is not None:
+                self.let_too_early(e.value, later)
+            elif kind is None:
                 self.error(
                     e.value.span,
                     "unknown-name",

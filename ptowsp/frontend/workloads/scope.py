@@ -1,7 +1,7 @@
 """What a name means inside a workload body: the bindings of a lexical scope.
 
 A workload body binds names to axes (its parameters, inline axes), loop variables, consumed
-items and enclosing processes; `Scope` chains them lexically and falls through to the module's
+items, enclosing processes and `let`s; `Scope` chains them lexically and falls through to the module's
 declarations (looked up by the checks themselves in `ModuleEnv`). `SVal` is what a scalar
 expression evaluates to for the checker: its type and, for integers, its symbolic value.
 """
@@ -12,6 +12,7 @@ from typing import Optional, Union
 
 from ... import sym
 from ...records import record
+from .. import ast as A
 from ..env import AxisInfo, ChannelInfo
 
 UNKNOWN = sym.Interval(None, None)
@@ -87,17 +88,59 @@ class Pending:
     name: str
 
 
-Binding = Union[AxisVal, LoopVar, Item, ProcessName, Pending]
+class LetVal:
+    """A `let` name (language.md section 6, "Names: `let`"): its definition and what it names.
+
+    `value` is a scalar's `SVal` (an element read `T[i, j]` of an integer tensor included);
+    `view` the extents of a tensor view after selection, `tensor` its tensor. `origin` is the
+    `let` that wrote the expression (itself, or the first of a chain `let q2 = q`): a view's
+    messages name it, and its `scope` is where the expression's names are looked up.
+    `poisoned`: the `let` had an error, already reported, and every use of the name is silent.
+    """
+
+    __slots__ = ("name", "stmt", "scope", "value", "tensor", "view", "poisoned", "origin")
+
+    def __init__(self, stmt: A.Let, scope: "Scope", value: Optional[SVal] = None,
+                 tensor: Optional[str] = None, view: Optional[list] = None,
+                 poisoned: bool = False, origin: Optional["LetVal"] = None):
+        self.name = stmt.name.id
+        self.stmt = stmt
+        self.scope = scope
+        self.value = value
+        self.tensor = tensor
+        self.view = view
+        self.poisoned = poisoned
+        self.origin = origin if origin is not None else self
+
+    def keyword(self) -> A.Keyword:
+        """`name = value` of the defining `let`, spanning both: how a view's messages name it
+        (as they name a keyword argument `q = Q[b, :]`)."""
+        s = self.origin.stmt
+        return A.Keyword(s.name.id, s.value, span=s.name.span.merge(s.value.span))
+
+
+Binding = Union[AxisVal, LoopVar, Item, ProcessName, Pending, LetVal]
 
 
 class Scope:
-    """A lexical scope; lookups fall through to the parent, then (elsewhere) to the module."""
+    """A lexical scope; lookups fall through to the parent, then (elsewhere) to the module.
+    `later` holds the `let`s of the block not reached yet, for "used before its `let`"."""
 
-    __slots__ = ("names", "parent")
+    __slots__ = ("names", "parent", "later")
 
     def __init__(self, parent: Optional["Scope"] = None):
         self.names: dict[str, Binding] = {}
         self.parent = parent
+        self.later: dict[str, A.Let] = {}
+
+    def later_let(self, name: str) -> Optional[A.Let]:
+        """The `let` of `name` in this block or an enclosing one that comes after this point."""
+        s: Optional[Scope] = self
+        while s is not None:
+            if name in s.later:
+                return s.later[name]
+            s = s.parent
+        return None
 
     def lookup(self, name: str) -> Optional[Binding]:
         s: Optional[Scope] = self
@@ -126,4 +169,6 @@ def describe(b: Binding) -> str:
         return "a consumed item"
     if isinstance(b, ProcessName):
         return "a process"
+    if isinstance(b, LetVal):
+        return "a `let` of a view" if b.tensor is not None and b.value is None else "a `let`"
     return "a variable of this same loop"

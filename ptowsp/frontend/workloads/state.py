@@ -79,6 +79,7 @@ class BodyState:
         self.proc_ops: Optional[list[ProcOp]] = None  # the enclosing process's sends/consumes
         self.uncertain = 0  # > 0 where a statement may not run on every run
         self.key_of: Optional[str] = None  # the scheduled workload, while checking a schedule key
+        self.early: list[A.Let] = []  # the `let`s whose names were used before them (reported)
 
     def error(
         self,

@@ -14,7 +14,7 @@ from ... import sym
 from ...diagnostics import InternalError, Note, did_you_mean
 from .. import ast as A
 from ..env import NUM_SLOTS, ChannelInfo
-from .scope import UNKNOWN, AxisVal, LoopVar, Pending, Scope, describe
+from .scope import UNKNOWN, AxisVal, LetVal, LoopVar, Pending, Scope, describe
 from .state import Summary
 from .wording import article
 
@@ -69,13 +69,16 @@ class StatementChecks:
 
     def block(self, stmts: Iterable[A.Stmt], scope: Scope) -> None:
         stmts = tuple(stmts)
+        for s in stmts:  # for "used before its `let`"
+            if isinstance(s, A.Let):
+                scope.later.setdefault(s.name.id, s)
         for i, s in enumerate(stmts):
             if isinstance(s, A.Record):
                 j = i - 1
                 while j >= 0 and isinstance(stmts[j], A.Record):
                     j -= 1  # decision: consecutive `record`s all mark the statement before the first one
-                # decision: a `record` right after a `synchronize` (which has no tasks) is misplaced too
-                if j < 0 or isinstance(stmts[j], A.Synchronize):
+                # decision: a `record` right after a `synchronize` or a `let` (which have no tasks) is misplaced too
+                if j < 0 or isinstance(stmts[j], (A.Synchronize, A.Let)):
                     self.error(
                         s.span,
                         "record-position",
@@ -90,13 +93,12 @@ class StatementChecks:
             raise InternalError("check", f"no workload check for the statement {type(s).__name__}")
         method(s, scope)
 
-    def stmt_Let(self, s: A.Let, scope: Scope) -> None:
-        # decision: `let` is a kernel-body statement; workloads name values with loops and axes only
+    def stmt_LetMany(self, s: A.LetMany, scope: Scope) -> None:
         self.error(
             s.span,
             "bad-statement",
-            "`let` is only allowed in kernel bodies",
-            "compute values inside a kernel, or use the expression directly",
+            "`let a, b = ...` is only allowed in kernel bodies",
+            "it binds the two results of `topk` or `sort` inside a kernel",
         )
 
     def stmt_Assign(self, s: A.Assign, scope: Scope) -> None:
@@ -194,6 +196,9 @@ class StatementChecks:
     ) -> None:
         name = s.callee.id
         b = scope.lookup(name)
+        if isinstance(b, LetVal) and b.poisoned:
+            self.check_coords(s, scope)
+            return
         if b is not None:
             self.error(
                 s.callee.span,

@@ -143,7 +143,12 @@ class ViewChecks:
         kwtext: str,
         p: ParamSig,
         tile_text: str,
+        at: Optional[A.Node] = None,
+        notes=(),
     ) -> None:
+        """The view's extents against the tile's: a mismatch is an error at `at` (default:
+        the argument `kw`), an undecided extent a run-time check at `kw` (the view)."""
+        at = kw if at is None else at
         dims = list(shape)
         while len(dims) < 2:
             dims.insert(0, sym.const(1))
@@ -155,10 +160,11 @@ class ViewChecks:
         if len(dims) > 2:
             # decision: a leading dimension not provably 1 (e.g. `T`) is a compile error, not a run-time check
             self.error(
-                kw.span,
+                at.span,
                 "shape-mismatch",
                 message,
                 f"select {len(dims) - 2} more leading dimension{'s' if len(dims) > 3 else ''} with an index",
+                notes=notes,
             )
             return
         pending: list[tuple[sym.Expr, sym.Expr, str]] = []
@@ -167,7 +173,7 @@ class ViewChecks:
                 continue  # a Constexpr without a value: reported at the call
             r = self.decide(got, "==", want)
             if r is False:
-                self.error(kw.span, "shape-mismatch", message)
+                self.error(at.span, "shape-mismatch", message, notes=notes)
                 return
             if r is None:
                 pending.append((got, want, which))

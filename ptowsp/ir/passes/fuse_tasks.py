@@ -8,7 +8,9 @@ Two rewrites, both inside one statement list (a loop body, a `combine`, a branch
   bodies, when every dependency between them is iteration-local: each pair of accesses of one
   tensor, one of them a write, one from each body, names the same box, and that box moves by at
   least its extent along some dimension whenever any nest variable changes (so two different
-  iterations never touch each other's boxes; `ir/independence.py`'s argument). It is kept only
+  iterations never touch each other's boxes; `ir/independence.py`'s argument). A level may
+  start with the same element reads and asserts in both nests (a ragged extent), when no task
+  of either nest writes the tensor read: the fused level keeps the first's. It is kept only
   when it lets tasks fuse (a nest around one task is what the runtime batches as independent;
   two unfused tasks there would lose that).
 - Task fusion. Task A writes box X[..] of a scratch tensor that a later task B of the same list
@@ -232,6 +234,42 @@ def _free(stmts) -> set[str]:
     return out
 
 
+def _same_prelude(body_a, body_b, mapping: dict, l1, l2) -> Optional[list]:
+    """When both loop bodies are one loop after the same element reads and asserts (a ragged
+    extent: `read n = lens[b]; assert n >= 0; for t in grid(n)`), the pairs of read variables
+    (first nest's, second's); else None. "The same" is after renaming the second's loop and
+    read variables to the first's, with every read's tensor written by no task of either nest:
+    then the second read gives the first's value, and its asserts and checks fail exactly
+    when the first's do, which run first (so the first error is the same one)."""
+    if not (body_a and body_b and len(body_a) == len(body_b) and isinstance(body_a[-1], N.Loop)
+            and isinstance(body_b[-1], N.Loop)):
+        return None
+    pairs: list = []
+    local = dict(mapping)
+    written = _accesses([l1])[1] | _accesses([l2])[1]
+    for sa, sb in zip(body_a[:-1], body_b[:-1]):
+        if isinstance(sa, N.Read) and isinstance(sb, N.Read):
+            if sa.tensor != sb.tensor or sa.tensor in written or len(sa.index) != len(sb.index):
+                return None
+            if any(_key(x) != _key(sym.substitute(y, local)) for x, y in zip(sa.index, sb.index)):
+                return None
+            if [_check_key(c) for c in sa.checks] != [_subst_check_key(c, local) for c in sb.checks]:
+                return None
+            pairs.append((sa.var, sb.var))
+            local[sb.var] = sym.var(sa.var)
+        elif isinstance(sa, N.Assert) and isinstance(sb, N.Assert):
+            if _check_key(sa.check) != _subst_check_key(sb.check, local):
+                return None
+        else:
+            return None
+    return pairs
+
+
+def _subst_check_key(vc: N.ViewCheck, mapping: dict) -> tuple:
+    return (_key(sym.substitute(sym.as_expr(vc.check.lhs), mapping)), vc.check.op,
+            _key(sym.substitute(sym.as_expr(vc.check.rhs), mapping)))
+
+
 # ---------------------------------------------------------------------------------------------
 # The rewrite
 
@@ -320,22 +358,31 @@ class _Fuser:
 
     def fuse_loops(self, l1, l2) -> Optional[N.Loop]:
         levels: list[tuple[N.Loop, N.Loop]] = []
+        preludes: list[tuple] = []  # per level but the last: the first nest's reads and asserts
         mapping: dict = {}
+        read_vars: dict = {}  # the second nest's read variables -> the first's
         a, b = l1, l2
         while (isinstance(a, N.Loop) and isinstance(b, N.Loop) and a.kind == b.kind == "grid"
                and _key(a.extent) == _key(sym.substitute(b.extent, mapping))):
             levels.append((a, b))
             if a.var != b.var:
                 mapping[b.var] = sym.var(a.var)
-            if not (len(a.body) == len(b.body) == 1 and isinstance(a.body[0], N.Loop)
-                    and isinstance(b.body[0], N.Loop)):
+            pre = _same_prelude(a.body, b.body, mapping, l1, l2)
+            if pre is None:
                 break
-            a, b = a.body[0], b.body[0]
+            preludes.append(a.body[:-1])
+            for ra, rb in pre:
+                read_vars[rb] = sym.var(ra)
+                mapping[rb] = sym.var(ra)
+            a, b = a.body[-1], b.body[-1]
         if not levels:
             return None
         # a deeper pair that did not match ends the nest one level up
         last_a, last_b = levels[-1]
+        # (the last level's own reads, if any, stay in its body, which then is not plain)
+        del preludes[len(levels) - 1:]
         mapping = {lb.var: sym.var(la.var) for la, lb in levels if la.var != lb.var}
+        mapping.update(read_vars)
         s1, s2 = last_a.body, last_b.body
         if not (_plain(s1) and _plain(s2)):
             return None
@@ -348,7 +395,8 @@ class _Fuser:
                for la, lb in levels):
             return None
         s2 = substitute(s2, mapping)
-        if not self._loop_legal(s1, s2, nest_vars):
+        reads = [st.var for p in preludes for st in p if isinstance(st, N.Read)]
+        if not self._loop_legal(s1, s2, nest_vars, reads):
             return None
         body = list(s1) + list(s2)
         fused = self.fuse_list(body)
@@ -356,18 +404,19 @@ class _Fuser:
         if fused is None or len(tasks(fused)) >= before:
             return None  # no task fused: keep the nests (each may be an independent batch)
         inner: N.Stmt = replace(last_a, body=tuple(fused))
-        for la, _ in reversed(levels[:-1]):
-            inner = replace(la, body=(inner,))
+        for (la, _), pre in reversed(list(zip(levels[:-1], preludes))):
+            inner = replace(la, body=(*pre, inner))
         return inner
 
-    def _loop_legal(self, s1, s2, nest_vars: list[str]) -> bool:
+    def _loop_legal(self, s1, s2, nest_vars: list[str], reads: list[str] = ()) -> bool:
         # the checks of the second body repeat checks the first body's own tasks make first
         first = {_check_key(c) for st in s1 if isinstance(st, N.Task) for a in _tiles(st)
                  for c in a.checks}
         if any(_check_key(c) not in first for t in tasks(s2) for a in _tiles(t)
                for c in a.checks):
             return False
-        all_vars = set(nest_vars) | _bound(s1) | _bound(s2)
+        # a read variable varies with the nest too: a box moving with it is not separated
+        all_vars = set(nest_vars) | set(reads) | _bound(s1) | _bound(s2)
         t1s, t2s = tasks(s1), tasks(s2)
         for t1 in t1s:
             for a1 in _tiles(t1):

@@ -5,7 +5,9 @@ Per (non-extern) kernel, `plan_kernel(k)`:
    primitive table expands becomes its ops (`softmax`: rowmax / sub / exp / rowsum / reciprocal
    / mul, so its max, exp-and-sum and scaling fuse with what surrounds them); a matmul's `b`
    that is not an f32 array already (a conversion, an f16 or integer tile, a view) gets a
-   `convert` to f32 (the matmul reads it once per row of `a`); a store that would read a tile
+   `convert` to f32 (the matmul reads it once per row of `a`), except `transpose(s)`: only its
+   `s` gets that copy when it needs one, and the matmul reads `s` in place (`PlanStep.dot`:
+   never a transposed copy); a store that would read a tile
    an earlier store overwrote gets an identity `convert` of its value (a snapshot, computed
    before any store runs).
 2. Kernel-local fusion. Cheap elementwise ops (the table's `cheap`) of parameters and scalars
@@ -20,7 +22,8 @@ Per (non-extern) kernel, `plan_kernel(k)`:
    tile's shape is written from that nest (for an InOut tile only if nothing else reads its entry
    value); the others run after every step, in order. A blocked matmul only stored to an f32
    tile of its shape accumulates in that tile.
-3. Steps, level by level: matmuls, then nests; consecutive row-independent nests of the same
+3. Steps, level by level: matmuls and selections (`sort_values`, `sort_indices`: a step of
+   their own, row by row into an array), then nests; consecutive row-independent nests of the same
    rows run row by row (row i of each in turn), so a streaming kernel keeps a row in L1.
 4. Buffer reuse by liveness: every materialised value is live from its step to the last step
    that reads it (the stores after the steps count as one last step). A buffer whose occupants
@@ -107,8 +110,19 @@ def _prepare(k: N.Kernel, snapshot: frozenset[int]):
             continue
         args = tuple(new_of[a] for a in op.args)
         expand = OPS[op.op].expand
-        if expand is not None:  # softmax: spelled out as the ops it is made of
-            new_of[i] = expand(op, args, emit)
+        if expand is not None:  # softmax, argmax: spelled out as the ops they are made of
+            new_of[i] = expand(op, args, emit, tuple(ops[a] for a in args))
+        elif op.op == "matmul" and ops[args[1]].op == "transpose":
+            # decision: matmul(a, transpose(s)) reads s's rows as B's columns (dot products),
+            # so no transposed copy is made; s itself is converted to f32 if it is not an f32
+            # array or tile already (the copy has s's layout)
+            b = args[1]
+            (s,) = ops[b].args
+            if _needs_f32_copy(ops[s]):
+                s = add(N.Op("convert", (s,), ops[s].shape, "f32"))
+                copies.add(s)
+                b = add(N.Op("transpose", (s,), ops[b].shape, "f32"))
+            new_of[i] = add(N.Op(op.op, (args[0], b) + args[2:], op.shape, op.dtype, op.attr))
         elif op.op == "matmul" and _needs_f32_copy(ops[args[1]]):
             b = add(N.Op("convert", (args[1],), ops[args[1]].shape, "f32"))
             copies.add(b)
@@ -160,6 +174,18 @@ def _classify(op: N.Op) -> str:
 def mm_blocked(rows: int, cols: int, inner: int) -> bool:
     """Whether a matmul of this shape runs register-blocked (else i-k-j)."""
     return rows >= MM_MIN_ROWS and cols >= MM_NR and inner >= 4
+
+
+def mm_small(rows: int, cols: int) -> bool:
+    """Whether a matmul of this shape runs the small-M form: fewer rows than a blocked matmul
+    takes, and at least one 8-column panel."""
+    return rows < MM_MIN_ROWS and cols >= 8
+
+
+def mm_dot(ops, b: int) -> bool:
+    """Whether matmul operand `b` is `transpose(s)` of a value read in place (what `_prepare`
+    leaves): the matmul then runs as dot products of a's rows and s's rows, at every level."""
+    return ops[b].op == "transpose"
 
 
 def mm_kc(rows: int, packed: bool = True) -> int:
@@ -304,12 +330,12 @@ class _Planner:
                 nest = nests.setdefault(key, _Nest(lv, ops[x].shape))
                 (nest.rowreds if OPS[op.op].axis == "row" else nest.colreds).append(i)
                 nest_of[i] = nest
-            else:  # views and matmul read arrays
+            else:  # views, matmul and selections read arrays
                 level[i] = max((self.avail(a) for a in op.args), default=0)
 
         # Materialise every elementwise value read outside its own nest (in a nest: at the
         # element being computed, so the value is a register).
-        mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul")}
+        mat: set[int] = {i for i in range(n) if kind[i] in ("red", "matmul", "select")}
         for i in range(n):
             if kind[i] == "ew" and (not self.fuse or any(
                     kind[u] not in ("ew", "red") or nest_of[u] is not nest_of[i] for u in uses[i])):
@@ -376,7 +402,7 @@ class _Planner:
         into: dict[int, str] = {}
         for _, pname, v in final if self.fuse else ():
             p, op = params[pname], ops[v]
-            if kind[v] != "matmul" or uses[v] or len(stored[v]) != 1:
+            if kind[v] != "matmul" or uses[v] or len(stored[v]) != 1 or mm_dot(ops, op.args[1]):
                 continue
             if op.dtype != "f32" or p.dtype != "f32" or op.shape != (p.rows, p.cols):
                 continue
@@ -404,6 +430,7 @@ class _Planner:
             by_level.setdefault(nest.level, []).append(nest)
         for lv in range(max(level, default=0) + 2):
             steps += [("matmul", i) for i in range(n) if kind[i] == "matmul" and level[i] == lv]
+            steps += [("select", i) for i in range(n) if kind[i] == "select" and level[i] == lv]
             steps += [("nest", t) for t in sorted(by_level.get(lv, []), key=lambda t: t.first)]
         if self.fuse:
             steps = self.row_groups(steps)
@@ -417,14 +444,22 @@ class _Planner:
                 op = ops[item]
                 inner = ops[op.args[0]].shape[1]
                 # decision: the trivial plan (-O0, -O1) runs every matmul i-k-j: register
-                # blocking is this pass's choice, like fusing nests
-                blocked = self.fuse and mm_blocked(op.shape[0], op.shape[1], inner)
+                # blocking and the small-M form are this pass's choice, like fusing nests (both
+                # sum each element over k in the order i-k-j does: the same bits). A transposed
+                # B runs as dot products at every level, which sum in another order
+                dot = mm_dot(ops, op.args[1])
+                blocked = self.fuse and not dot and mm_blocked(op.shape[0], op.shape[1], inner)
+                small = self.fuse and not dot and mm_small(op.shape[0], op.shape[1]) \
+                    and (ops[op.args[1]].op == "param" or op.args[1] in mat)
                 pack = not a_in_place(ops, mat, op.args[0])
                 res.steps.append(PlanStep(matmul=item, blocked=blocked,
                                             kc=mm_kc(op.shape[0], pack) if blocked else 0,
                                             pack_a=blocked and pack,
                                             pack_b=not (blocked
-                                                        and b_in_place(ops, mat, op.args[1]))))
+                                                        and b_in_place(ops, mat, op.args[1])),
+                                            small=small, dot=dot))
+            elif st == "select":
+                res.steps.append(PlanStep(select=item))
             else:
                 res.steps.append(PlanStep(nests=tuple(t.record() for t in item)))
         self.buffers(res, mat)
@@ -486,9 +521,10 @@ class _Planner:
         define: dict[int, int] = {}
         last: dict[int, int] = {}
         for s, step in enumerate(res.steps):
-            if step.matmul is not None:
-                define[step.matmul] = s
-                for a in ops[step.matmul].args:
+            own = step.matmul if step.matmul is not None else step.select
+            if own is not None:
+                define[own] = s
+                for a in ops[own].args:
                     for u in value_reads(ops, kinds, mat, a):
                         last[u] = max(last.get(u, s), s)
             for t in step.nests:
@@ -542,5 +578,6 @@ def value_reads(ops, kinds, mat, u: int) -> set[int]:
     return set()
 
 
-__all__ = ["plan_kernels", "plan_kernel", "value_reads", "mm_blocked", "mm_kc", "a_in_place",
+__all__ = ["plan_kernels", "plan_kernel", "value_reads", "mm_blocked", "mm_small", "mm_dot",
+           "mm_kc", "a_in_place",
            "b_in_place", "MM_KC", "MM_MIN_ROWS", "MM_APACK"]

@@ -224,7 +224,8 @@ EXACT_OPS = frozenset(("param", "scalar_param", "literal", "iota_row", "iota_col
                        "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "where", "convert",
                        "cast", "broadcast", "transpose", "slice_even", "slice_odd", "interleave",
                        "slice_rows", "slice_cols", "concat_rows", "concat_cols",
-                       "colsum", "colmean", "colmax", "colmin", "rowmax", "rowmin"))
+                       "colsum", "colmean", "colmax", "colmin", "rowmax", "rowmin",
+                       "sort_values", "sort_indices", "argmax", "argmin"))
 
 
 def exact(k: N.Kernel) -> bool:

@@ -40,6 +40,10 @@ class ScalarOps(Frame):
             self.scalar_reduction(i, dst, chunk)
             self.s_dirty = True
             return
+        if kind == "select":
+            self.scalar_select(i, dst, chunk)
+            self.s_dirty = True
+            return
         if name == "iota_row":
             row = C.binop("+", "c0", "i") if chunk and self.nchunks > 1 else "i"
             e = sconvert(C.cast("int64_t", row), "i64", op.dtype)
@@ -96,6 +100,18 @@ class ScalarOps(Frame):
         out("}")
         self.s_dirty = True
 
+    def scalar_select(self, i: int, dst: str, chunk: bool) -> None:
+        op = self.ops[i]
+        (a,) = op.args
+        adt = self.ops[a].dtype
+        rows, n = self.urows(a, chunk), self.ops[a].shape[1]
+
+        def read(j: str) -> Expr:
+            return sconvert(self.sread(a, "i", j, chunk), adt, adt)
+
+        for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
+            self.out(line)
+
     def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]
         (a,) = op.args
@@ -138,6 +154,44 @@ class ScalarOps(Frame):
                 out(f"    acc = {_mean('acc', rows, ct, fl)};")
             out(f"    {dst}.SetValue(j, acc);")
             out("}")
+
+
+def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, read) -> list:
+    """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
+    the number of elements ordered before it (strictly before, or equal at a lower column), if
+    that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
+    NaN the greatest value; selection.py). Not the API's `Sort`: the 910B's `Sort<T,
+    isFullSort>` orders region proposals, descending only; the advanced `Sort` (`SortConfig`:
+    ascending or descending) is declared for other `__NPU_ARCH__`es only, for fewer dtypes, and
+    neither states an order of ties or NaN."""
+    ct = TABLE[adt].c_compute
+    fl = kind_of(adt) == "float"
+    desc = op.attr == "desc"
+
+    def before(a: str, b: str) -> str:
+        cmp = ">" if desc else "<"
+        if not fl:
+            return f"({a} {cmp} {b})"
+        na, nb = f"({a} != {a})", f"({b} != {b})"
+        if desc:  # NaN first
+            return f"({na} ? !{nb} : (!{nb} && {a} > {b}))"
+        return f"({nb} ? !{na} : (!{na} && {a} < {b}))"
+
+    got = "xj" if op.op == "sort_values" else "j"
+    return [
+        f"for (int32_t i = 0; i < {rows}; ++i) {{",
+        f"    for (int32_t j = 0; j < {n}; ++j) {{",
+        f"        const {ct} xj = {C.to_c(read('j'))};",
+        "        int32_t r = 0;",
+        f"        for (int32_t l = 0; l < {n}; ++l) {{",
+        f"            const {ct} xl = {C.to_c(read('l'))};",
+        f"            r += {before('xl', 'xj')} || (l < j && !{before('xj', 'xl')});",
+        "        }",
+        f"        if (r < {k}) {dst}.SetValue(i * {p} + r, "
+        f"{C.to_c(C.cast_to(TABLE[op.dtype].c_compute, C.E(got)))});",
+        "    }",
+        "}",
+    ]
 
 
 def _mean(acc: str, n: int, ct: str, fl: bool) -> Expr:

@@ -1,0 +1,203 @@
+"""The matmul forms of a tile kernel besides i-k-j and the register-blocked one (`kernels.py`):
+the small-M form (1 to MM_MIN_ROWS - 1 rows of C at once over wide panels of B read in place)
+and the dot-product form of `matmul(a, transpose(s))` (s read in place: no transposed copy).
+Which form a matmul step takes is the plan's (`PlanStep.small`, `PlanStep.dot`,
+`ir/passes/plan_kernels.py`); `MatmulForms` is a part of `kernels._Emitter` and uses its
+`out`, `ops`, `access`, `arr`, `in_place` and `buf`.
+"""
+
+from __future__ import annotations
+
+from ...ir import kernel_plan as KP
+from .. import cexpr as C
+from ..cexpr import Expr, Raw
+from .kernel_values import convert
+
+
+class MatmulForms:
+    """The small-M and dot-product matmul forms, and what they share with the blocked one."""
+
+    def vector_types(self) -> None:
+        """The 8-float vector types and the vector FMA of the matmul forms below."""
+        out = self.out
+        # (unused: a form without a K loop of 8 or a full panel uses only one of them)
+        out("typedef float wsp_v8 __attribute__((vector_size(32), unused));")
+        out("typedef float wsp_v8u __attribute__((vector_size(32), aligned(4), unused));")
+        out("#if defined(__FMA__) && defined(__AVX__)")
+        out("#define WSP_MM_FMA(x, y, z) __builtin_ia32_vfmaddps256((x), (y), (z))")
+        out("#else")
+        out("#define WSP_MM_FMA(x, y, z) ((x) * (y) + (z))")
+        out("#endif")
+
+    def add_acc(self, m: int, init: Expr) -> None:
+        """C += acc after the product (the product is summed from 0, as everywhere)."""
+        op = self.ops[m]
+        if len(op.args) <= 2:
+            return
+        rows, cols = op.shape
+        cell = f"{self.arr(m)}[{C.to_c(C.iadd(C.imul('i', cols) if rows > 1 else Raw('0'), 'j' if cols > 1 else 0))}]"
+        self.out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+        self.out(f"for (int64_t j = 0; j < {cols}; ++j) {cell} = {C.to_c(init)} + {cell};")
+        self.out.close()
+
+    def matmul_small(self, step: KP.PlanStep, init: Expr) -> None:
+        """C = a @ b (+ acc) for fewer rows than a blocked matmul takes: every row of C at
+        once over panels of 8 * nv columns of B read in place, each element summed over k in
+        i-k-j's order (the same bits), with `rows * nv` independent vector accumulators."""
+        # decision: i-k-j on a 1-row C keeps one FMA chain per 8 columns and reloads C every 4
+        # k; holding 8-12 accumulators (64 columns at 1 row, 32 at 2 or 3) in registers hides
+        # the FMA latency: benchmarks/kernels.py --matmul has the figures
+        out = self.out
+        m = step.matmul
+        op = self.ops[m]
+        a, b = op.args[0], op.args[1]
+        rows, cols = op.shape
+        inner = self.ops[a].shape[1]
+        bp, bs = self.in_place(b)
+        dst = self.arr(m)
+        out.open("")
+        self.vector_types()
+        widest = 8 if rows == 1 else 4
+        nwide = cols // (8 * widest)
+        j = nwide * 8 * widest
+        rest = []  # (first column, vectors) of the narrower panels after the widest ones
+        for nv in (4, 2, 1):
+            if nv < widest and cols - j >= 8 * nv:
+                rest.append((j, nv))
+                j += 8 * nv
+
+        def a_at(q: int) -> str:
+            e = self.access(a, Raw(str(q)) if rows > 1 else Raw("0"), Raw("k") if inner > 1 else Raw("0"))
+            return C.to_c(convert(e, self.ops[a].dtype, "f32"))
+
+        def panel(j0: str, nv: int) -> None:
+            for q in range(rows):
+                out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
+            out("#pragma GCC unroll 4")
+            out.open(f"for (int64_t k = 0; k < {inner}; ++k)")
+            out(f"const float *bk = {bp} + k * {bs} + {j0};" if inner > 1 else
+                f"const float *bk = {bp} + {j0};")
+            for v in range(nv):
+                out(f"const wsp_v8 w{v} = *(const wsp_v8u *)(bk + {8 * v});")
+            for q in range(rows):
+                out(f"const float a{q} = {a_at(q)};")
+                out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
+                for v in range(nv):
+                    out(f"c{q}_{v} = WSP_MM_FMA(av{q}, w{v}, c{q}_{v});")
+            out.close()
+            for q in range(rows):
+                for v in range(nv):
+                    out(f"*(wsp_v8u *)({dst} + {q * cols} + {j0} + {8 * v}) = c{q}_{v};")
+
+        if nwide:
+            out.open(f"for (int64_t jb = 0; jb < {8 * widest * nwide}; jb += {8 * widest})")
+            panel("jb", widest)
+            out.close()
+        for j0, nv in rest:
+            out.open("")
+            panel(str(j0), nv)
+            out.close()
+        if j < cols:  # the last cols % 8 columns, i-k-j
+            out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+            out.open(f"for (int64_t j = {j}; j < {cols}; ++j)")
+            out("float c = 0.0f;")
+            e = self.access(b, Raw("k") if inner > 1 else Raw("0"), Raw("j"))
+            ea = self.access(a, Raw("i") if rows > 1 else Raw("0"), Raw("k") if inner > 1 else Raw("0"))
+            out(f"for (int64_t k = 0; k < {inner}; ++k) c = WSP_FMAF("
+                f"{C.to_c(convert(ea, self.ops[a].dtype, 'f32'))}, "
+                f"{C.to_c(convert(e, self.ops[b].dtype, 'f32'))}, c);")
+            out(f"{dst}[i * {cols} + j] = c;" if rows > 1 else f"{dst}[j] = c;")
+            out.close()
+            out.close()
+        out("#undef WSP_MM_FMA")
+        out.close()
+        self.add_acc(m, init)
+
+    def matmul_dot(self, step: KP.PlanStep, init: Expr) -> None:
+        """C = a @ transpose(s) (+ acc), s read in place: C[i][j] is the dot product of row i
+        of a and row j of s, summed in 8 lanes over k (then the lanes pairwise, then the last
+        k % 8 in order), blocks of 2 rows x 4 columns of C (1 x 8 for a 1-row C) at a time.
+        Rows of a that are not an f32 array or tile are first converted into `ar`."""
+        # decision: no transposed copy of s: a copy costs as much as the product at small M
+        # (decode attention's q @ k^T); the dot products read both operands contiguously.
+        # This is the form at every level, so -O0 and -O2 give the same bits
+        out = self.out
+        m = step.matmul
+        op = self.ops[m]
+        a, b = op.args[0], op.args[1]
+        (src,) = self.ops[b].args
+        rows, cols = op.shape
+        inner = self.ops[a].shape[1]
+        sp, ss = self.in_place(src)
+        dst = self.arr(m)
+        out.open("")
+        self.vector_types()
+        aop = self.ops[a]
+        if aop.dtype == "f32" and (aop.op == "param" or a in self.buf):
+            ap, as_ = self.in_place(a)
+        else:
+            ea = self.access(a, Raw("i") if rows > 1 else Raw("0"), Raw("k") if inner > 1 else Raw("0"))
+            out(f"_Alignas(64) float ar[{rows * inner}];")
+            out(f"for (int64_t i = 0; i < {rows}; ++i) for (int64_t k = 0; k < {inner}; ++k) "
+                f"ar[i * {inner} + k] = {C.to_c(convert(ea, aop.dtype, 'f32'))};")
+            ap, as_ = "ar", str(inner)
+        rb, cb = (1, 8) if rows == 1 else (2, 4)
+        main_k = inner - inner % 8
+
+        def block(r: int, c: int) -> None:
+            """Rows i0 .. i0 + r, columns j0 .. j0 + c."""
+            for q in range(r):
+                out(f"const float *arow{q} = {ap} + (i0 + {q}) * {as_};")
+            for t in range(c):
+                out(f"const float *srow{t} = {sp} + (j0 + {t}) * {ss};")
+            if main_k:
+                for q in range(r):
+                    out("wsp_v8 " + ", ".join(f"d{q}_{t} = {{0}}" for t in range(c)) + ";")
+                out.open(f"for (int64_t k = 0; k < {main_k}; k += 8)")
+                for q in range(r):
+                    out(f"const wsp_v8 av{q} = *(const wsp_v8u *)(arow{q} + k);")
+                for t in range(c):
+                    out(f"const wsp_v8 sv{t} = *(const wsp_v8u *)(srow{t} + k);")
+                    for q in range(r):
+                        out(f"d{q}_{t} = WSP_MM_FMA(av{q}, sv{t}, d{q}_{t});")
+                out.close()
+            for q in range(r):
+                for t in range(c):
+                    if main_k:
+                        d = f"d{q}_{t}"
+                        out(f"float e{q}_{t} = (({d}[0] + {d}[1]) + ({d}[2] + {d}[3])) + "
+                            f"(({d}[4] + {d}[5]) + ({d}[6] + {d}[7]));")
+                    else:
+                        out(f"float e{q}_{t} = 0.0f;")
+                    if main_k < inner:
+                        out(f"for (int64_t k = {main_k}; k < {inner}; ++k) "
+                            f"e{q}_{t} = WSP_FMAF(arow{q}[k], srow{t}[k], e{q}_{t});")
+                    out(f"{dst}[(i0 + {q}) * {cols} + j0 + {t}] = e{q}_{t};")
+
+        def columns(r: int) -> None:
+            full_c = cols - cols % cb
+            if full_c:
+                out.open(f"for (int64_t j0 = 0; j0 < {full_c}; j0 += {cb})")
+                block(r, cb)
+                out.close()
+            if cols % cb:
+                out.open(f"for (int64_t j0 = {full_c}; j0 < {cols}; ++j0)")
+                block(r, 1)
+                out.close()
+
+        full_r = rows - rows % rb
+        if full_r:
+            out.open(f"for (int64_t i0 = 0; i0 < {full_r}; i0 += {rb})")
+            columns(rb)
+            out.close()
+        if rows % rb:
+            out.open("")
+            out(f"const int64_t i0 = {full_r};")
+            columns(rows % rb)
+            out.close()
+        out("#undef WSP_MM_FMA")
+        out.close()
+        self.add_acc(m, init)
+
+
+__all__ = ["MatmulForms"]
