@@ -40,6 +40,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/frontend.py
 	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/rope.py
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/await_costs.py
 	$(BIN)/python benchmarks/compile.py

@@ -97,6 +97,10 @@ CALLS = {
     "slice_even": [("slice_even(x)", (4, 4, "f32"))],
     "slice_odd": [("slice_odd(i)", (4, 4, "i32"))],
     "interleave": [("interleave(slice_odd(x), slice_even(x))", F32)],
+    # with the slices `x[r0:r1, c0:c1]` (syntax, not primitives: their ops slice_rows/_cols)
+    "concat": [("concat(-x[:, 5:], x[:, :5], axis = 1)", F32),
+               ("concat(x[2:4], h[1:3, :])", F32), ("concat(i[1:2, 2:6], i[3:4, 0:4], 1)",
+                                                     (1, 8, "i32"))],
     "max": [("max(x, w)", F32)],
     "min": [("min(i, u)", I32)],
     "argmax": [("argmax(x)", (4, 1, "i32")), ("argmax(u)", (4, 1, "i32"))],
@@ -185,6 +189,9 @@ GOLDEN = {
     'slice_even(x)': 'ce71ec0d9de3e5fd',
     'slice_odd(i)': 'fb11e3a9d4b46bbd',
     'interleave(slice_odd(x), slice_even(x))': '0a493976d4edca22',
+    'concat(-x[:, 5:], x[:, :5], axis = 1)': 'd11c8e0fd77683a6',
+    'concat(x[2:4], h[1:3, :])': '3d8f25e25f7563f2',
+    'concat(i[1:2, 2:6], i[3:4, 0:4], 1)': 'be87da1be66b7f78',
     'max(x, w)': '0cd33a7a1ff007d2',
     'min(i, u)': 'e56c2764b0466314',
     'argmax(x)': 'b6552bfec6bd5dde',
@@ -278,9 +285,9 @@ def test_every_primitive_and_operator_lowers_to_an_op_of_the_table():
         assert p.op is None or p.op in OPS, p.name
         for q in p.params:
             assert q.as_dtype in ("result", "own", "bool", "f32"), (p.name, q.name)
-    # the four without an op of their own are written out by lowering
+    # the five without an op of their own are written out by lowering
     assert {p.name for p in PRIMITIVES.values() if p.op is None} == {
-        "load", "full", "constant", "broadcast"}
+        "load", "full", "constant", "broadcast", "concat"}
     for ops in (ARITH_OPERATORS, COMPARE_OPERATORS, LOGIC_OPERATORS, UNARY_OPERATORS):
         assert set(ops.values()) <= set(OPS)
 

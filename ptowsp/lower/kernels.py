@@ -8,7 +8,8 @@ collects the assignments while the schedules lower, and `lower_kernels` lowers t
 What lowering decides in a kernel body (each also written next to its code as `# decision:`):
 - A primitive call is the IR op the primitive table names for it (`rowmul/rowadd/...` the plain
   elementwise op with broadcasting), its value arguments the operands; `load`, `full`,
-  `constant` and `broadcast` are written out here.
+  `constant`, `broadcast` and `concat` are written out here, and a slice `x[r0:r1, c0:c1]` is
+  a `slice_rows` and/or `slice_cols` view.
 - Implicit conversions are explicit `convert` ops; a store's value is converted and broadcast
   to the parameter's tile by explicit ops, so every stored op has the parameter's shape and
   dtype.
@@ -239,7 +240,32 @@ class _KernelLowerer:
             return self.binary(e)
         if isinstance(e, A.Call):
             return self.call(e)
+        if isinstance(e, A.Index):
+            return self.slice(e)
         raise InternalError("lower", f"unexpected kernel expression {type(e).__name__}")
+
+    def slice(self, e: A.Index) -> _V:
+        # decision: `x[r0:r1, c0:c1]` is a `slice_rows` and/or a `slice_cols` view (attr: the
+        # first index), none for a whole extent: an index map the back ends read in place
+        v = self.expr(e.value)
+        if v.idx is None or v.shape is None:
+            raise InternalError("lower", "a slice of a value that is not a tile")
+        idx, (rows, cols) = v.idx, v.shape
+        items = list(e.items) + [A.Slice(None, None)] * (2 - len(e.items))
+        for op, it, extent in zip(("slice_rows", "slice_cols"), items, (rows, cols)):
+            if not isinstance(it, A.Slice):
+                raise InternalError("lower", "the checker let through an integer index")
+            start = 0 if it.start is None else self.dim(it.start)
+            stop = extent if it.stop is None else self.dim(it.stop)
+            if (start, stop) == (0, extent):
+                continue
+            if op == "slice_rows":
+                rows = stop - start
+            else:
+                cols = stop - start
+            idx = self.emit(op, (idx,), (rows, cols), v.type.dtype, start)
+        t = Type("tile", v.type.dtype, sym.const(rows), sym.const(cols))
+        return _V(t, idx)
 
     def name_value(self, n: A.Name) -> _V:
         if n.id in self.lets:
@@ -318,6 +344,9 @@ class _KernelLowerer:
                 args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(dims[p.name]))
             elif p.kind == "dtype":
                 args[p.name] = Arg(Type("error"), node.span, dtype=node.id)
+            elif p.kind == "axis":
+                dims[p.name] = self.dim(node)
+                args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(dims[p.name]))
             elif p.kind == "flag":
                 flags[p.name] = node.value
                 args[p.name] = Arg(Type("error"), node.span, flag=node.value)
@@ -336,6 +365,12 @@ class _KernelLowerer:
             # value converted and broadcast as a store would (a broadcast op only where the
             # shape differs)
             return _V(rt, self.fit(vals["x" if "x" in vals else "value"], dt, shape))
+        if prim.name == "concat":
+            # decision: `concat(a, b, axis)` is `concat_rows` (axis 0) or `concat_cols` (axis 1)
+            # of a and b converted to the promoted dtype
+            op = "concat_cols" if dims.get("axis", 0) == 1 else "concat_rows"
+            operands = (self.coerce(vals["a"], dt), self.coerce(vals["b"], dt))
+            return _V(rt, self.emit(op, operands, shape, dt))
         if prim.op is None:
             raise InternalError("lower", f"primitive `{prim.name}` has no lowering")
         # every other primitive is its op of the value arguments, each converted as its

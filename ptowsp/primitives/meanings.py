@@ -121,3 +121,10 @@ def interleave(a, b):
     out[:, 0::2] = a
     out[:, 1::2] = b
     return out
+
+
+def slice_along(ev, x, axis: int):
+    """`slice_rows` / `slice_cols`: the op's extent along `axis` from its first index `attr`."""
+    start = int(ev.op.attr)
+    stop = start + ev.op.shape[axis]
+    return x[start:stop] if axis == 0 else x[:, start:stop]

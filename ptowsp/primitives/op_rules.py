@@ -225,3 +225,42 @@ def interleave(op, args, params) -> None:
         _fail("operands of different shapes")
     r, c = _tile(args[0])
     _shape(op, (r, 2 * c))
+
+
+def _slice(op, args, axis: int) -> None:
+    _same_dtype(op, args)
+    shape = _tile(args[0])
+    out = _tile(op)
+    start = op.attr
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        _fail(f"the first index {start!r} is not a non-negative integer")
+    if out[1 - axis] != shape[1 - axis]:
+        _fail(f"shape {out} should keep {shape}'s extent on axis {1 - axis}")
+    if start + out[axis] > shape[axis]:
+        _fail(f"slice {start}:{start + out[axis]} is out of {shape}'s range on axis {axis}")
+
+
+def slice_rows(op, args, params) -> None:
+    """`x[r0:r1, :]`: rows r0 .. r0 + rows - 1 (attr r0)."""
+    _slice(op, args, 0)
+
+
+def slice_cols(op, args, params) -> None:
+    """`x[:, c0:c1]`: columns c0 .. c0 + cols - 1 (attr c0)."""
+    _slice(op, args, 1)
+
+
+def _concat(op, args, axis: int) -> None:
+    _same_dtype(op, args)
+    a, b = _tile(args[0]), _tile(args[1])
+    if a[1 - axis] != b[1 - axis]:
+        _fail(f"operands {a} and {b} differ on axis {1 - axis}")
+    _shape(op, (a[0] + b[0], a[1]) if axis == 0 else (a[0], a[1] + b[1]))
+
+
+def concat_rows(op, args, params) -> None:
+    _concat(op, args, 0)
+
+
+def concat_cols(op, args, params) -> None:
+    _concat(op, args, 1)

@@ -149,6 +149,14 @@ _OPS = (
     _view("slice_even", 1, R.half_columns, lambda ev, x: x[:, 0::2]),
     _view("slice_odd", 1, R.half_columns, lambda ev, x: x[:, 1::2]),
     _view("interleave", 2, R.interleave, lambda ev, a, b: M.interleave(a, b)),
+    # `x[r0:r1, c0:c1]` in a kernel: a row and/or a column slice (attr: the first row / column;
+    # the op's shape the extent); `concat(a, b, axis)`: one op per axis. Moving rows, the row
+    # forms are not row-local
+    _view("slice_rows", 1, R.slice_rows, lambda ev, x: M.slice_along(ev, x, 0), row_local=False),
+    _view("slice_cols", 1, R.slice_cols, lambda ev, x: M.slice_along(ev, x, 1)),
+    _view("concat_rows", 2, R.concat_rows, lambda ev, a, b: np.concatenate((a, b), axis=0),
+          row_local=False),
+    _view("concat_cols", 2, R.concat_cols, lambda ev, a, b: np.concatenate((a, b), axis=1)),
     # the rest
     OpSpec("matmul", (2, 3), R.matmul, "matmul", COMPLEX, lambda ev, *xs: M.matmul(*xs),
            row_local=False),
@@ -175,8 +183,9 @@ class Param:
     """One parameter of a primitive.
 
     kind: `value` (a tile or a scalar expression; the rule checks which it needs), `dim` (a
-    compile-time positive integer: literal, const or Constexpr parameter), `dtype` (a data-type
-    name such as `f32`, written as a bare name) or `flag` (`true` or `false`, written as such). A value becomes an operand of the primitive's
+    compile-time positive integer: literal, const or Constexpr parameter), `axis` (the literal
+    0 or 1), `dtype` (a data-type name such as `f32`, written as a bare name) or `flag` (`true`
+    or `false`, written as such). A value becomes an operand of the primitive's
     op converted to `as_dtype`: `result` (the call's dtype: lowering's implicit conversions),
     `own` (its own dtype: no conversion) or a dtype name.
     """
@@ -192,7 +201,7 @@ class Primitive:
     """A kernel primitive: name, group (language.md's table), parameters, typing rule, summary,
     and `op`, the IR op a call lowers to (its value arguments, in order, the operands), or None
     when lowering writes it out itself (`load`; `full`, `constant` and `broadcast`, which
-    convert and broadcast as a store does).
+    convert and broadcast as a store does; `concat`, one op per axis).
 
     A primitive with `pair` (the op of its second result) returns two tiles, its values and
     their i32 column numbers of the same shape (`topk`, `sort`), which only `let v, i = ...`
@@ -352,6 +361,10 @@ def _table() -> dict[str, Primitive]:
         Primitive("slice_odd", "special", _X, T.type_slice, "columns 1, 3, 5, ...", "slice_odd"),
         Primitive("interleave", "special", _AB, T.type_interleave,
                   "inverse of slice_even/slice_odd", "interleave"),
+        # decision: `concat`'s axis is optional, 0 by default as in NumPy; lowering writes the
+        # call as `concat_rows` (axis 0) or `concat_cols` (axis 1)
+        Primitive("concat", "special", _AB + (Param("axis", "axis", optional=True),),
+                  T.type_concat, "a then b along axis 0 (rows) or 1 (columns)", None),
         # sorting and selection (selection.py)
         Primitive("argmax", "selection", _OWN, S.type_arg,
                   "column of each row's first maximum (first NaN) -> [M, 1] i32", "argmax"),

@@ -490,3 +490,31 @@ def type_interleave(t: Typing) -> Type:
     return tile(a.type.rows, sym.mul(a.type.cols, 2), promote(a.type.dtype, b.type.dtype))
 
 
+
+
+def type_concat(t: Typing) -> Type:
+    a, b = t["a"], t["b"]
+    if a.type.is_error or b.type.is_error or not _need_tile(t, "a") or not _need_tile(t, "b"):
+        return ERROR
+    ax = t.args.get("axis")
+    axis = 0 if ax is None else sym.const_value(ax.dim) if ax.dim is not None else None
+    if axis is None:
+        return ERROR
+    other = "cols" if axis == 0 else "rows"
+    same = sym.prove_eq(getattr(a.type, other), getattr(b.type, other), t.ranges)
+    if same is not True:
+        what = "columns" if axis == 0 else "rows"
+        maybe = " (may differ)" if same is None else ""
+        return t.error(
+            t.span,
+            "shape",
+            f"`concat` along axis {axis} needs the same number of {what}, found "
+            f"{a.type.shape_str()} and {b.type.shape_str()}{maybe}",
+            "axis 0 stacks rows (the columns must agree), axis 1 puts columns side by side "
+            "(the rows must agree)",
+        )
+    # decision: concat of two dtypes gives their promoted dtype (like interleave and arithmetic)
+    dt = promote(a.type.dtype, b.type.dtype)
+    if axis == 0:
+        return tile(sym.add(a.type.rows, b.type.rows), a.type.cols, dt)
+    return tile(a.type.rows, sym.add(a.type.cols, b.type.cols), dt)

@@ -259,6 +259,26 @@ def _edge_kernels() -> list[N.Kernel]:
     b.out("bs", b.lit(3.25), shape=(6, 10))
     b.out("bi", b.lit(-7, "i8"), shape=(2, 3))
     ks.append(b.kernel())
+    b = KB("tile_slices")  # x[r0:r1, c0:c1] and concat: slice_rows/_cols, concat_rows/_cols
+    x, y = b.tile("x", 6, 10), b.tile("y", 6, 5, "i16")
+    sc = b.op("slice_cols", x, shape=(6, 4), attr=3)
+    b.out("sc", sc)
+    b.out("sr", b.op("slice_rows", x, shape=(2, 10), attr=4))
+    b.out("sb", b.op("slice_cols", b.op("slice_rows", y, shape=(3, 5), attr=1), shape=(3, 2),
+                     attr=2))
+    b.out("rh", b.op("concat_cols", b.op("neg", b.op("slice_cols", x, shape=(6, 5), attr=5)),
+                     b.op("slice_cols", x, shape=(6, 5), attr=0), shape=(6, 10)))
+    b.out("cr", b.op("concat_rows", b.op("slice_rows", x, shape=(1, 10), attr=5), x,
+                     shape=(7, 10)))
+    b.out("cm", b.op("concat_cols", b.op("convert", y, dtype="f32"), sc, shape=(6, 9)))
+    b.out("ci", b.op("concat_rows", y, y, shape=(12, 5)))
+    ks.append(b.kernel())
+    b = KB("big_rotate_half")  # [512, 128] f32 tiles: runs in row chunks, slices per chunk
+    x, c, s = b.tile("x", 512, 128), b.tile("c", 512, 128), b.tile("s", 512, 128)
+    rot = b.op("concat_cols", b.op("neg", b.op("slice_cols", x, shape=(512, 64), attr=64)),
+               b.op("slice_cols", x, shape=(512, 64), attr=0), shape=(512, 128))
+    b.out("y", b.op("add", b.op("mul", x, c), b.op("mul", rot, s)))
+    ks.append(b.kernel())
     b = KB("matmuls")
     a, w, c = b.tile("a", 5, 7), b.tile("w", 7, 9), b.tile("c", 5, 9, mode="InOut")
     w16, ai = b.tile("w16", 7, 9, "f16"), b.tile("ai", 5, 7, "i32")
@@ -532,3 +552,11 @@ def test_hypothesis_chains(tmp_path_factory, data):
         task = H.random_task(k, rng, strided=True)
         # chains of transcendentals compound libm differences (glibc vs NumPy's own f32 math)
         H.compare(k, H.run_task(lib, m.name, k, task), H.ref_outputs(k, task), rtol=2e-4)
+
+
+def test_rotate_half_runs_in_chunks(misc_lib):
+    """Column slices and a column concat keep rows: a rotate_half over tiles larger than the UB
+    is loaded chunk by chunk, not forced whole."""
+    _, files = misc_lib
+    k = next(k for k in _edge_kernels() if k.name == "big_rotate_half")
+    assert "chunks of" in files[aicore.header_path(k)]

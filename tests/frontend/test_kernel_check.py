@@ -176,6 +176,18 @@ VALID = [
         {"e": "[16, 64] f32", "o": "[16, 64] f32"},
     ),
     (
+        "tile-slices-concat",
+        f"{X}, {Y}, c: Out[Tile[2, 32, f16]], z: In[Tile[4, 2 * H, f32]], H: Constexpr[i32] = 2",
+        "let l = x[:, 0:64]\nlet r = x[:, 64:]\nlet b = x[2:4, 16:48]\nlet h = x[0:8]\n"
+        "let zr = concat(-z[:, H:], z[:, 0:H], axis = 1)\n"
+        "let s = (x * 2)[1:2, :]\nlet j = concat(-r, l, axis = 1)\nlet k = concat(h, h)\n"
+        "let m = concat(l, cast(r, f16), 1)\n"
+        "store(y, j + k + m)\nstore(c, b)",
+        {"l": "[16, 64] f32", "r": "[16, 64] f32", "b": "[2, 32] f32", "h": "[8, 128] f32",
+         "s": "[1, 128] f32", "j": "[16, 128] f32", "k": "[16, 128] f32",
+         "m": "[16, 128] f32", "zr": "[4, H * 2] f32"},
+    ),
+    (
         "compare-logic",
         f"{X}, m: Out[Tile[16, 128, bool]]",
         "let a = x > 0\nlet b = x <= rowmean(x)\nstore(m, (a and not b) or x == 1 or a != b)",
@@ -550,7 +562,14 @@ def test_unused_values():
         ("topk(x, 2)", "`topk` returns two tiles, the values and their indices"),
         ("f32(n)", "unknown function `f32`"),
         ("x * f32", "`f32` is a data type, not a value"),
-        ("x[0]", "indexing is not available in kernels"),
+        ("x[0]", "an index would drop a dimension of the tile; select rows with a range"),
+        ("x[0:2, 3]", "an index would drop a dimension of the tile; select columns with a range"),
+        ("x[0:2, :, :]", "a tile has two dimensions, found 3 ranges"),
+        ("s[0:1]", "only a tile can be sliced, found an f32 scalar"),
+        ("x[q:4]", "unknown name `q`"),
+        ("rowsum(x)[0:2, 1:2]", "slice `1:2` is out of range for the columns of [16, 1]"),
+        ("concat(x, x, axis = 2)", "the axis of `concat` is 0 (rows) or 1 (columns)"),
+        ("concat(x, s)", "`concat` needs a tile, found an f32 scalar"),
         ("store(y, x)", "`store` is a statement, not a value"),
     ],
 )

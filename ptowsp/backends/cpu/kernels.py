@@ -349,6 +349,24 @@ class _Emitter(MatmulForms):
             va = convert(self.access(a, i, half), self.ops[a].dtype, op.dtype)
             vb = convert(self.access(b, i, half), self.ops[b].dtype, op.dtype)
             return select(C.binop("==", C.binop("&", j, 1), 0), va, vb, op.dtype)
+        # a slice reads its operand in place at an offset (no copy unless the plan made one)
+        if op.op == "slice_rows":
+            return self.access(a, C.iadd(i, op.attr), j)
+        if op.op == "slice_cols":
+            return self.access(a, i, C.iadd(j, op.attr))
+        if op.op in ("concat_rows", "concat_cols"):
+            # a conditional (not the branch-free select, which reads both sides): the other
+            # side's index is out of its range
+            b = op.args[1]
+            if op.op == "concat_rows":
+                n = self.ops[a].shape[0]
+                first, ib, jb = C.binop("<", i, n), C.binop("-", i, n), j
+            else:
+                n = self.ops[a].shape[1]
+                first, ib, jb = C.binop("<", j, n), i, C.binop("-", j, n)
+            va = convert(self.access(a, i, j), self.ops[a].dtype, op.dtype)
+            vb = convert(self.access(b, ib, jb), self.ops[b].dtype, op.dtype)
+            return C.cond(first, va, vb)
         raise InternalError("cpu emit", f"`{op.op}` is not a view")
 
     def operand(self, u: int, nest: Optional[KP.LoopNest]) -> Expr:

@@ -2,7 +2,7 @@
 
 `KernelChecker` is one class composed of one mixin per concept over `KernelState` (state.py):
 parameters and extern bodies (params.py), statements (statements.py), expressions
-(expressions.py); the mixins call each other through `self`.
+(expressions.py), slices (slices.py); the mixins call each other through `self`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .. import ast as A
 from ..signatures import KernelSig
 from .expressions import ExprChecks
 from .params import ParamChecks
+from .slices import SliceChecks
 from .state import KernelState, KernelTypes
 from .statements import StatementChecks
 
@@ -33,5 +34,5 @@ def check_kernel_body(
     return checker.check_body(k.body)
 
 
-class KernelChecker(StatementChecks, ExprChecks, ParamChecks, KernelState):
+class KernelChecker(StatementChecks, ExprChecks, SliceChecks, ParamChecks, KernelState):
     """Checks one kernel: `check_params`, then `check_externs` or `check_body`."""

@@ -74,13 +74,7 @@ class ExprChecks:
         if isinstance(e, A.StrLit):
             return self.error(e.span, "not-kernel-expr", "strings are not kernel values")
         if isinstance(e, A.Index):
-            return self.error(
-                e.span,
-                "not-kernel-expr",
-                "indexing is not available in kernels",
-                "kernels work on whole tiles: pass the part you need as a tile argument "
-                "(`x = X[b, t]`) from the workload",
-            )
+            return self.index(e)
         if isinstance(e, A.Attr):
             return self.error(e.span, "not-kernel-expr", f"`.{e.attr}` is not available in kernels")
         return self.error(e.span, "not-kernel-expr", "axes belong in workloads, not in kernels")
@@ -209,6 +203,11 @@ class ExprChecks:
                 )
             elif p.kind == "dtype":
                 args[p.name] = Arg(ERROR, node.span, dtype=self._dtype(prim, node))
+            elif p.kind == "axis":
+                a = self._axis(prim, node)
+                if a is None:
+                    return ERROR
+                args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(a))
             elif p.kind == "flag":
                 args[p.name] = Arg(ERROR, node.span, flag=self._flag(prim, p.name, node))
             else:

@@ -239,6 +239,18 @@ class StatementChecks:
         ):
             # a store with a wrong target was meant for some output: none is reported as never stored
             self.maybe_stored.update(n for n, (ps, _) in self.params.items() if ps.kind == "tile")
+        if isinstance(tgt, A.Index) and isinstance(tgt.value, A.Name):
+            # decision: a slice is not a store target (an output is stored whole, exactly once):
+            # build the whole value, halves joined by `concat`
+            self.maybe_stored.add(tgt.value.id)
+            self.error(
+                tgt.span,
+                "store-slice",
+                f"cannot store to a slice of `{tgt.value.id}`: `store` writes the whole tile",
+                f"join the parts with `concat` and store once: "
+                f"`store({tgt.value.id}, concat(left, right, axis = 1))`",
+            )
+            return
         if not isinstance(tgt, A.Name):
             self.error(
                 tgt.span,

@@ -60,6 +60,7 @@ MM_APACK = 32 * 1024
 # Cheap elementwise ops (`OpSpec.cheap` in the primitive table) are recomputed wherever they are
 # read (as leaves are) when their operands are leaves, scalars or other such ops
 _INLINE_COST = 3  # at most this many cheap ops are recomputed per read
+_SLICES = ("slice_rows", "slice_cols")  # views that read their operand at an offset
 
 
 def plan_kernels(m: N.Module) -> N.Module:
@@ -287,13 +288,20 @@ class _Planner:
             # `x * 2`) are recomputed where they are read instead of being given a nest and an
             # array of their own; a stored value stays in a nest (stores of one shape then share
             # one loop)
+            # decision: so are cheap ops of slices of parameters (`-x[:, 64:]` in a rotate_half):
+            # a slice of a leaf is read in place, as cheaply as the leaf
             cost = [0] * n
+
+            def in_place(a: int) -> bool:
+                if kind[a] in ("scalar", "leaf", "inline"):
+                    return True
+                return ops[a].op in _SLICES and in_place(ops[a].args[0])
+
             for i, op in enumerate(ops):
                 if kind[i] == "ew" and OPS[op.op].cheap and not stored[i] \
                         and i not in self.copies:
                     c = 1 + sum(cost[a] for a in op.args if kind[a] == "inline")
-                    if all(kind[a] in ("scalar", "leaf", "inline") for a in op.args) \
-                            and c <= _INLINE_COST:
+                    if all(in_place(a) for a in op.args) and c <= _INLINE_COST:
                         kind[i], cost[i] = "inline", c
 
         nests: dict[tuple, _Nest] = {}

@@ -1,6 +1,6 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
-arithmetic, f64, float -> integer casts, transpose, slices, interleave, iota and their
-reductions. Slow, exact, and the documented fallback for whatever the vector unit has no
+arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
+`slice_rows`/`slice_cols`), interleave, concat, iota and their reductions. Slow, exact, and the documented fallback for whatever the vector unit has no
 instruction for (`VectorOps.vector_ok`)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from .scalar import float_lit, int_lit, sconvert, sexpr
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
 
-    def sread(self, u: int, i: str, j: ExprLike, chunk: bool) -> Expr:
+    def sread(self, u: int, i: ExprLike, j: ExprLike, chunk: bool) -> Expr:
         """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
-        op's row variable ("i", which a chunk offsets) or another one."""
+        op's row variable ("i", which a chunk offsets) or another row (an expression)."""
         op = self.ops[u]
         if op.shape is None:
             return C.E(self.scalars[u])
@@ -63,6 +63,26 @@ class ScalarOps(Frame):
             va = sconvert(self.sread(a, "i", half, chunk), self.ops[a].dtype, op.dtype)
             vb = sconvert(self.sread(b, "i", half, chunk), self.ops[b].dtype, op.dtype)
             e = C.cond(C.binop("==", C.binop("&", "j", 1), 0), va, vb)
+        elif name == "slice_cols":
+            (a,) = op.args
+            e = self.sread(a, "i", C.iadd("j", op.attr), chunk)
+        elif name == "slice_rows":
+            # not row-local, so neither it nor its operand is chunked: rows are the tile's own
+            (a,) = op.args
+            e = self.sread(a, C.iadd("i", op.attr), "j", chunk)
+        elif name in ("concat_rows", "concat_cols"):
+            # a conditional: the other side's index is out of its range
+            a, b = op.args
+            if name == "concat_rows":
+                n = self.ops[a].shape[0]
+                first = C.binop("<", "i", n)
+                vb = self.sread(b, C.binop("-", "i", n), "j", chunk)
+            else:
+                n = self.ops[a].shape[1]
+                first = C.binop("<", "j", n)
+                vb = self.sread(b, "i", C.binop("-", "j", n), chunk)
+            va = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
+            e = C.cond(first, va, sconvert(vb, self.ops[b].dtype, op.dtype))
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
