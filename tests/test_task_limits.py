@@ -53,7 +53,7 @@ def test_one_past_each_limit_is_an_error_at_the_call(target):
         with pytest.raises(ptowsp.WspError) as info:
             ptowsp.parse(text, "t.wsp").compile(target=target)
         (d,) = info.value.diagnostics
-        assert d.message.startswith(f"the call `k") and words in d.message, d.message
+        assert d.message.startswith("the call `k") and words in d.message, d.message
         assert f"more than a task can take ({most})" in d.message
         assert d.span.line in (3, 4)
 
