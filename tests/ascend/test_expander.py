@@ -88,7 +88,7 @@ PROGRAMS = {
     "examples/attention_tiered.wsp": ({"B": 3, "H": 2, "S": 256},
                                       {"seq_lens": np.asarray([100, 0, 200], np.int32)}),
     # sparse, read while the run writes it (the router's output drives the experts)
-    "examples/moe.wsp": moe_data(),
+    "examples/moe_extern.wsp": moe_data(),
     "examples/megakernel.wsp": ({"N": 5}, {}),
     "examples/worker_pool.wsp": ({"N": 7}, {}),
     # events, slots (slot_load of an element), `when` on slot(1) and query(ev), imports
@@ -155,7 +155,7 @@ def test_expander_matches_cpu_sim(harness, path):
         assert cpu.tasks, f"{path} {s.name}: no task enumerated"
 
 
-@pytest.mark.parametrize("path", ["examples/attention_varlen.wsp", "examples/moe.wsp",
+@pytest.mark.parametrize("path", ["examples/attention_varlen.wsp", "examples/moe_extern.wsp",
                                   "examples/worker_pool.wsp", "tests/programs/events_slots_inline.wsp",
                                   "examples/gemm.wsp"])
 def test_small_segments(harness, path):
@@ -169,8 +169,8 @@ def test_small_segments(harness, path):
 def test_data_dependent_reads_end_segments(harness):
     """moe: each route chunk reads the Indptr element the previous chunk writes, and the
     expert loop reads what the routes wrote, so segments end right there (and only there)."""
-    syms, arrays = PROGRAMS["examples/moe.wsp"]
-    m = ir_of(ROOT / "examples/moe.wsp")
+    syms, arrays = PROGRAMS["examples/moe_extern.wsp"]
+    m = ir_of(ROOT / "examples/moe_extern.wsp")
     cpu, _ = compare(harness, m, "main", syms, arrays)
     routes = [i for i, t in enumerate(cpu.tasks) if "call=route" in t]
     assert len(routes) == 2

@@ -54,8 +54,8 @@ def load(path: Path, text: str = None):
 
 
 def moe_source() -> str:
-    """examples/moe.wsp with an `extern ascend` body for its router."""
-    text = (ROOT / "examples/moe.wsp").read_text()
+    """examples/moe_extern.wsp with an `extern ascend` body for its router."""
+    text = (ROOT / "examples/moe_extern.wsp").read_text()
     end = text.index('"""', text.index('extern c """') + len('extern c """')) + 3
     return text[:end] + " extern ascend " + MOE_ASCEND + text[end:]
 
