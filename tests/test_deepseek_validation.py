@@ -24,7 +24,6 @@ from tests.accuracy import assert_close, used
 from .test_examples_dynamic import (
     RTOL,
     C,
-    K,
     U,
     attention_inputs,
     attention_numpy,
