@@ -1,6 +1,6 @@
 """Dynamic workloads on cpu_sim, in one run on one machine: medians of interleaved repetitions.
 
-(a) MoE with Zipf-skewed routing (examples/moe.wsp): the router's selection bias gives expert
+(a) MoE with Zipf-skewed routing (examples/moe_extern.wsp): the router's selection bias gives expert
     e a popularity ~ 1 / (e + 1)^s, so a few experts get most tokens. Prints the per-expert
     load, the task count, and the cycle model's `total_cycles` (with the real run time) under
     three dispatch policies over 4 dispatchers: round_robin(4), affinity(e, n = 4) and
@@ -13,6 +13,10 @@
     support computes it) and per sequence (exact lengths, a Python loop over the batch: the
     best NumPy can do). Prints medians and ratios (target: cpu_sim >= 2x NumPy), and
     `total_cycles` under round_robin(4), affinity(b, n = 4) and work_steal(4).
+(c) MoE with top-k routing (examples/moe.wsp, `topk` in the route kernel): real time of cpu_sim
+    against a NumPy MoE layer (gate matmul, argsort top-k, softmax over the k, then per expert
+    its tokens gathered, the SwiGLU FFN batched over them, and a weighted scatter-add: the way
+    a NumPy or PyTorch reference loops over experts).
 
     python benchmarks/dynamic.py [--tokens 4096] [--zipf 1.2] [--batch 16] [--seq 1024]
                                  [--runs 7] [--workers 2]
@@ -55,8 +59,8 @@ def dispatcher_loads(stats) -> str:
 
 
 def moe_program_text() -> str:
-    """moe.wsp plus a copy of its workload for `affinity(e)` and the three schedules."""
-    text = (EXAMPLES / "moe.wsp").read_text()
+    """moe_extern.wsp plus a copy of its workload for `affinity(e)` and the three schedules."""
+    text = (EXAMPLES / "moe_extern.wsp").read_text()
     m = re.search(r"workload moe_layer\(\) \{.*?\n\}\n", text, re.S)
     body = m.group(0).replace("workload moe_layer()", "workload moe_layer_e()")
     body = re.sub(r"\bc\b", "e", body)  # chunk loops: `for e in P(chunks)`, `gate[e]`, ...
@@ -184,6 +188,44 @@ def bench_attention(args) -> None:
               f"{dispatcher_loads(st)}")
 
 
+# ---------------------------------------------------------------------------------------------
+# (c) MoE with top-k routing against NumPy
+
+
+def numpy_topk_moe(x, wg, w1, w3, w2, k=K):
+    """The top-k MoE layer in NumPy (f32): the route, then expert by expert over its tokens."""
+    logits = x @ wg
+    experts = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(logits, experts, axis=1)
+    g = np.exp(top - top[:, :1])
+    g /= g.sum(axis=1, keepdims=True)
+    y = np.zeros_like(x)
+    for e in range(wg.shape[1]):
+        tok, slot = np.nonzero(experts == e)
+        if len(tok) == 0:
+            continue
+        xe = x[tok]
+        a = xe @ w1[e]
+        h = (a / (1 + np.exp(-a))) * (xe @ w3[e])
+        y[tok] += (h @ w2[e]) * g[tok, slot][:, None]  # a token meets an expert at most once
+    return y
+
+
+def bench_moe_topk(args) -> None:
+    prog = ptowsp.load(str(EXAMPLES / "moe.wsp")).compile(target="cpu_sim")
+    inputs = moe_inputs(args.tokens, 0.0)
+    del inputs["Bias"]
+    y = prog.run(workers=args.workers, **inputs)["Y"]
+    want = numpy_topk_moe(**{n.lower(): a for n, a in inputs.items()})
+    err = float(np.abs(y - want).max())
+    t_np, t_wsp = medians_ms([lambda: numpy_topk_moe(**{n.lower(): a for n, a in inputs.items()}),
+                              lambda: prog.run(workers=args.workers, **inputs)], args.runs)
+    print(f"\n(c) MoE with topk routing (moe.wsp), {args.tokens} tokens, top-{K} of {E} experts, "
+          f"{args.workers} workers; max |cpu_sim - numpy| {err:.1e}")
+    print(f"    numpy {t_np:8.1f} ms   cpu_sim {t_wsp:8.1f} ms ({prog.stats.task_count} tasks): "
+          f"cpu_sim is {t_np / t_wsp:.2f}x numpy")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=4096)
@@ -197,6 +239,7 @@ def main() -> None:
         os.environ.setdefault("WSPC_CACHE_DIR", str(Path(d) / "cache"))
         bench_moe(args)
         bench_attention(args)
+        bench_moe_topk(args)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ schedule main = f()
 
 BIND = {"attention_tiered": {"B": 4, "H": 4, "S": 512},
         "attention_varlen": {"B": 4, "H": 4, "S": 512},
-        "moe": {"T": 1024}, "rmsnorm": {"B": 8, "T": 256}, "softmax": {}, "gemm": {},
+        "moe": {"T": 1024}, "moe_extern": {"T": 1024}, "rmsnorm": {"B": 8, "T": 256}, "softmax": {}, "gemm": {},
         "swiglu_ffn": {"T": 4096}, "megakernel": {"N": 256}, "worker_pool": {"N": 256},
         "rms_mm": {}, "swiglu_chain": {}}
 
@@ -188,7 +188,7 @@ def main() -> None:
     os.environ.setdefault("WSPC_CACHE_DIR", tempfile.mkdtemp(prefix="wspc-bench-"))
     import sys
 
-    sys.path.insert(0, str(ROOT))  # tests.test_examples_dynamic: moe's router in Python
+    sys.path.insert(0, str(ROOT))  # tests.test_examples_dynamic: moe_extern's router in Python
     print(f"optimizer: cpu_sim, {args.workers} workers, medians of {args.runs} interleaved runs; "
           f"load average {os.getloadavg()[0]:.2f}")
     head = (f"{'program':<18}{'tasks O0':>10}{'O3':>8}{'scratch MB O0':>15}{'O3':>8}"

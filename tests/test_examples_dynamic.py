@@ -1,7 +1,8 @@
-"""The dynamic-workload examples (examples/attention_varlen.wsp, attention_tiered.wsp, moe.wsp)
-on cpu_sim and ref, against independent float64 NumPy implementations written here, and
-cpu_sim against ref; hypothesis draws ragged lengths (zeros, partial blocks, long tails) and
-routings (skewed to repeat experts, thresholds that route tokens to nothing).
+"""The dynamic-workload examples (examples/attention_varlen.wsp, attention_tiered.wsp, moe.wsp,
+moe_extern.wsp) on cpu_sim and ref, against independent float64 NumPy implementations written
+here, and cpu_sim against ref; hypothesis draws ragged lengths (zeros, partial blocks, long
+tails), token counts and routings (moe: top-k of the gate logits; moe_extern: skewed to repeat
+experts, thresholds that route tokens to nothing).
 
 Error measure. Every element is held to its own bound (tests/accuracy.py):
 |out - expected| <= rtol |expected| + atol, with rtol a few f32 roundings and atol for the
@@ -192,13 +193,14 @@ def test_attention_too_long_is_a_view_error():
 
 
 # --------------------------------------------------------------------------------------------
-# MoE
+# MoE: moe.wsp (top-k routing with `topk`, exactly K experts per token) and moe_extern.wsp (an
+# `extern c` router with a threshold: a CSR routing of 0..K experts per token, and `P.sel`)
 
 E, K, DM, F, TC = 8, 2, 64, 128, 16
 
 
 def route_python(logits, bias, ptr, idx, g, base, pmin):
-    """The `route` extern kernel of moe.wsp for the ref back end: the same f32 arithmetic as
+    """The `route` extern kernel of moe_extern.wsp for the ref back end: the same f32 arithmetic as
     its C body (softmax, top-k of logits + bias with ties to the lower expert, threshold)."""
     nk = g.shape[1]
     thr = np.float32(int(pmin)) * np.float32(0.001)
@@ -296,7 +298,141 @@ def moe_numpy(inputs, routes):
     return y, err
 
 
-def check_moe(inputs, pmin=0, schedule=None, drawn=False):
+def topk_inputs(tokens, seed=0, logit_scale=0.3):
+    """moe.wsp's inputs: moe_extern's without the selection bias."""
+    inputs = moe_inputs(tokens, seed=seed, logit_scale=logit_scale)
+    del inputs["Bias"]
+    return inputs
+
+
+def topk_routing_numpy(x, wg, k=K):
+    """Standard top-k routing in float64, written from its definition: per token the k experts
+    with the largest logits x @ wg (largest first, ties to the lower expert) and the softmax of
+    their k logits; and the smallest gap between consecutive logits of the first k + 1 (a closer
+    call could legitimately order f32 logits otherwise)."""
+    logits = np.asarray(x, np.float64) @ np.asarray(wg, np.float64)
+    routes, margin = [], np.inf
+    for row in logits:
+        order = np.argsort(-row, kind="stable")
+        srt = row[order]
+        margin = min(margin, float(np.min(srt[:k] - srt[1:k + 1])))
+        chosen = order[:k]
+        w = np.exp(row[chosen] - row[chosen].max())
+        routes.append(([int(e) for e in chosen], w / w.sum()))
+    return routes, margin
+
+
+def expert_tasks(prog) -> list:
+    """The (token, expert) coordinates of the expert tasks of the traced run, in start order."""
+    tr = prog.trace
+    ev = tr.events[np.argsort(tr.events["start_ns"], kind="stable")]
+    names = tr.kernel_names
+    return [tuple(int(c) for c in e["coords"][:2]) for e in ev if names[e["kernel"]] == "expert"]
+
+
+def check_moe(inputs, schedule=None, drawn=False):
+    """moe.wsp on cpu_sim and ref against the float64 top-k MoE layer, and each other; the
+    expert tasks that ran are exactly the (token, expert) pairs the routing names."""
+    tokens = len(inputs["X"])
+    routes, margin = topk_routing_numpy(inputs["X"], inputs["Wg"])
+    if drawn:
+        assume(margin > 1e-4)
+    else:
+        assert margin > 1e-4
+    cpu, ref = programs("moe", schedule)
+    out_cpu = cpu.run(trace=True, **inputs)
+    out_ref = ref.run(**inputs)
+    chunks = tokens // TC
+    # a route task per chunk, K expert tasks per token, K mix steps per chunk
+    assert cpu.stats.task_count == ref.stats.task_count == chunks + K * tokens + K * chunks
+    experts = np.asarray([r[0] for r in routes])
+    gate = np.asarray([r[1] for r in routes])
+    assert sorted(expert_tasks(cpu)) == sorted((t, int(e)) for t, row in enumerate(experts)
+                                               for e in row)
+    want, err = moe_numpy(inputs, routes)
+    logit_terms = np.abs(inputs["X"].astype(np.float64)) @ np.abs(inputs["Wg"].astype(np.float64))
+    gate_rtol = C * U * (8 + 4 * np.sqrt(DM) * logit_terms.max(axis=1, keepdims=True))
+    for target, out in (("cpu_sim", out_cpu), ("ref", out_ref)):
+        np.testing.assert_array_equal(out["Experts"], experts)
+        assert_close(out["Gate"], gate, rtol=gate_rtol, what=f"moe gates on {target}")
+        assert_close(out["Y"], want, rtol=RTOL, atol=C * U * err, what=f"moe on {target}")
+    assert_close(out_cpu["Gate"], out_ref["Gate"], rtol=2 * gate_rtol, what="gates: cpu vs ref")
+    assert_close(out_cpu["Y"], out_ref["Y"], rtol=2 * RTOL, atol=2 * C * U * err,
+                 what="moe: cpu_sim vs ref")
+    return out_cpu, routes
+
+
+def test_moe_top2():
+    out, routes = check_moe(topk_inputs(64, seed=1))
+    assert len({e for r in routes for e in r[0]}) == E      # every expert gets tokens
+
+
+def test_moe_hot_expert_takes_most_tokens():
+    """Gate logits dominated by expert 5 (a column of large positive weights, positive tokens):
+    it is every token's first choice, so its expert tasks repeat the same weights."""
+    inputs = topk_inputs(48, seed=2)
+    inputs["X"] = np.abs(inputs["X"])
+    inputs["Wg"][:, 5] = 0.5
+    out, routes = check_moe(inputs)
+    assert all(r[0][0] == 5 for r in routes)
+    assert np.all(out["Gate"][:, 0] > out["Gate"][:, 1])
+
+
+def test_moe_ties_go_to_the_lower_expert():
+    """All logits equal (a zero gate): experts 0 and 1 for every token, weights 1/2, on both
+    targets (topk's stable order)."""
+    inputs = topk_inputs(32, seed=3)
+    inputs["Wg"][:] = 0
+    routes = [([0, 1], np.array([0.5, 0.5]))] * 32
+    want, err = moe_numpy(inputs, routes)
+    for prog in programs("moe"):
+        out = prog.run(**inputs)
+        np.testing.assert_array_equal(out["Experts"], np.tile([0, 1], (32, 1)))
+        np.testing.assert_array_equal(out["Gate"], np.full((32, K), 0.5, np.float32))
+        assert_close(out["Y"], want, rtol=RTOL, atol=C * U * err, what="moe, tied logits")
+
+
+def test_moe_same_result_under_every_schedule():
+    inputs = topk_inputs(32, seed=4)
+    ys = [programs("moe", s)[0].run(workers=2, **inputs)["Y"] for s in ("main", "rr")]
+    np.testing.assert_array_equal(ys[0], ys[1])
+
+
+@HSET
+@given(chunks=st.integers(1, 4), seed=st.integers(0, 2**16),
+       logit_scale=st.sampled_from([0.05, 0.3, 2.0]))
+def test_moe_random_routings(chunks, seed, logit_scale):
+    check_moe(topk_inputs(chunks * TC, seed=seed, logit_scale=logit_scale), drawn=True)
+
+
+def test_moe_task_window():
+    """A window of one task: each expert task's read of Experts waits for its route task."""
+    text = (EXAMPLES / "moe.wsp").read_text() + (
+        "schedule win = moe_layer().dispatch(round_robin(4))"
+        ".task_graph(window = 1, mode = stall)\n")
+    prog = ptowsp.parse(text, str(EXAMPLES / "moe_window.wsp")).compile(schedule="win")
+    inputs = topk_inputs(32, seed=5)
+    y = prog.run(workers=2, **inputs)["Y"]
+    assert prog.stats.extra["max_in_flight"] <= 1
+    np.testing.assert_array_equal(y, programs("moe")[0].run(**inputs)["Y"])
+
+
+def test_moe_cli_run(tmp_path):
+    """`wspc run` of the example on random inputs: K experts for every token."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(EXAMPLES / "moe.wsp"),
+                        "--random-inputs", "0", "--bind", "T=32", "--json",
+                        "--outputs", str(tmp_path / "out.npz")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout)
+    out = np.load(tmp_path / "out.npz")
+    assert out["Experts"].shape == (32, K) and out["Experts"].dtype == np.int32
+    assert all(len(set(row)) == K for row in out["Experts"].tolist())
+    assert stats["task_count"] == 2 + 32 * K + K * 2
+
+
+def check_moe_extern(inputs, pmin=0, schedule=None, drawn=False):
     tokens = len(inputs["X"])
     routes, margin = moe_routing_numpy(inputs["X"], inputs["Wg"], inputs["Bias"], pmin=pmin)
     # f32 logits differ from float64 ones by ~1e-6: a closer call could legitimately differ
@@ -304,7 +440,7 @@ def check_moe(inputs, pmin=0, schedule=None, drawn=False):
         assume(margin > 1e-4)
     else:
         assert margin > 1e-4
-    cpu, ref = programs("moe", schedule)
+    cpu, ref = programs("moe_extern", schedule)
     out_cpu = cpu.run(bind={"PMIN": pmin}, **inputs)
     out_ref = ref.run(bind={"PMIN": pmin}, **inputs)
     nnz = sum(len(r[0]) for r in routes)
@@ -335,22 +471,22 @@ def check_moe(inputs, pmin=0, schedule=None, drawn=False):
     return out_cpu, routes
 
 
-def test_moe_top2():
-    out, routes = check_moe(moe_inputs(64, seed=1))
+def test_moe_extern_top2():
+    out, routes = check_moe_extern(moe_inputs(64, seed=1))
     assert all(len(r[0]) == K for r in routes)
 
 
-def test_moe_skewed_routing_repeats_experts_and_drops_tokens():
-    out, routes = check_moe(moe_inputs(48, seed=2, skew=4.0, logit_scale=0.3), pmin=100)
+def test_moe_extern_skewed_routing_repeats_experts_and_drops_tokens():
+    out, routes = check_moe_extern(moe_inputs(48, seed=2, skew=4.0, logit_scale=0.3), pmin=100)
     counts = np.bincount([e for r in routes for e in r[0]], minlength=E)
     assert counts.max() >= 16, counts                       # a hot expert
     assert any(not r[0] for r in routes)                    # tokens routed to nothing
     assert any(len(r[0]) == 1 for r in routes)
 
 
-def test_moe_same_result_under_every_schedule():
+def test_moe_extern_same_result_under_every_schedule():
     inputs = moe_inputs(32, seed=4, skew=1.0)
-    ys = [programs("moe", s)[0].run(workers=2, **inputs)["Y"] for s in ("main", "rr")]
+    ys = [programs("moe_extern", s)[0].run(workers=2, **inputs)["Y"] for s in ("main", "rr")]
     np.testing.assert_array_equal(ys[0], ys[1])
 
 
@@ -358,28 +494,28 @@ def test_moe_same_result_under_every_schedule():
 @given(chunks=st.integers(1, 3), seed=st.integers(0, 2**16),
        skew=st.sampled_from([0.0, 0.5, 2.0, 6.0]), logit_scale=st.sampled_from([0.1, 0.5, 2.0]),
        pmin=st.sampled_from([0, 0, 200, 450, 700, 1000]))
-def test_moe_random_routings(chunks, seed, skew, logit_scale, pmin):
-    check_moe(moe_inputs(chunks * TC, seed=seed, skew=skew, logit_scale=logit_scale), pmin=pmin,
+def test_moe_extern_random_routings(chunks, seed, skew, logit_scale, pmin):
+    check_moe_extern(moe_inputs(chunks * TC, seed=seed, skew=skew, logit_scale=logit_scale), pmin=pmin,
               drawn=True)
 
 
 @pytest.mark.parametrize("window,mode", [(1, "stall"), (3, "stall"), (4096, "abort")])
-def test_moe_task_window(window, mode):
+def test_moe_extern_task_window(window, mode):
     """The enumerator waits for the router's writes while the window holds other tasks."""
-    text = (EXAMPLES / "moe.wsp").read_text() + (
+    text = (EXAMPLES / "moe_extern.wsp").read_text() + (
         f"schedule win = moe_layer().dispatch(round_robin(4))"
         f".task_graph(window = {window}, mode = {mode})\n")
-    prog = ptowsp.parse(text, str(EXAMPLES / "moe_window.wsp")).compile(schedule="win")
+    prog = ptowsp.parse(text, str(EXAMPLES / "moe_extern_window.wsp")).compile(schedule="win")
     inputs = moe_inputs(32, seed=5, skew=1.0)
     y = prog.run(workers=2, **inputs)["Y"]
     assert prog.stats.extra["max_in_flight"] <= window
-    np.testing.assert_array_equal(y, programs("moe")[0].run(**inputs)["Y"])
+    np.testing.assert_array_equal(y, programs("moe_extern")[0].run(**inputs)["Y"])
 
 
-def test_moe_cli_run(tmp_path):
+def test_moe_extern_cli_run(tmp_path):
     """`wspc run` of the example on random inputs: the routing drives the task count."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(EXAMPLES / "moe.wsp"),
+    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(EXAMPLES / "moe_extern.wsp"),
                         "--random-inputs", "0", "--bind", "T=32", "--json",
                         "--outputs", str(tmp_path / "out.npz")],
                        capture_output=True, text=True, env=env)

@@ -45,7 +45,7 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.wsp") if p.stem != "errors_demo"
 # small bindings (syms without a default need one); attention's seq_lens are drawn in [0, S]
 BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 256},
         "attention_varlen": {"B": 3, "H": 2, "S": 128},
-        "moe": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
+        "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
         "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4}, "worker_pool": {"N": 8}}
 
 
@@ -55,7 +55,7 @@ def test_bindings_cover_every_example():
 
 @pytest.fixture(scope="module")
 def route_extern():
-    """moe's `route` kernel is `extern c`: ref runs a Python version of it."""
+    """moe_extern's `route` kernel is `extern c`: ref runs a Python version of it."""
     from ptowsp.backends.ref import register_extern, unregister_extern
     from tests.test_examples_dynamic import route_python
 

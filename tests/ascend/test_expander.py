@@ -71,6 +71,13 @@ def moe_data(tokens=32):
     return {"T": tokens}, {"Indptr": indptr, "Indices": full}
 
 
+def topk_moe_data(tokens=32):
+    """moe.wsp: what its route tasks would write, K = 2 distinct experts of 8 per token."""
+    rng = np.random.default_rng(2)
+    experts = np.stack([rng.choice(8, 2, replace=False) for _ in range(tokens)])
+    return {"T": tokens}, {"Experts": experts.astype(np.int32)}
+
+
 def moe_sparse_data():
     return {"T": 5, "NNZ": 7}, {"indptr": np.asarray([0, 2, 2, 5, 6, 7], np.int32),
                                 "indices": np.asarray([1, 3, 0, 2, 7, 5, 4], np.int32)}
@@ -88,7 +95,9 @@ PROGRAMS = {
     "examples/attention_tiered.wsp": ({"B": 3, "H": 2, "S": 256},
                                       {"seq_lens": np.asarray([100, 0, 200], np.int32)}),
     # sparse, read while the run writes it (the router's output drives the experts)
-    "examples/moe.wsp": moe_data(),
+    "examples/moe_extern.wsp": moe_data(),
+    # top-k routing: each expert task reads the expert the route task wrote
+    "examples/moe.wsp": topk_moe_data(),
     "examples/megakernel.wsp": ({"N": 5}, {}),
     "examples/worker_pool.wsp": ({"N": 7}, {}),
     # events, slots (slot_load of an element), `when` on slot(1) and query(ev), imports
@@ -156,7 +165,8 @@ def test_expander_matches_cpu_sim(harness, path):
         assert cpu.tasks, f"{path} {s.name}: no task enumerated"
 
 
-@pytest.mark.parametrize("path", ["examples/attention_varlen.wsp", "examples/moe.wsp",
+@pytest.mark.parametrize("path", ["examples/attention_varlen.wsp", "examples/moe_extern.wsp",
+                                  "examples/moe.wsp",
                                   "examples/worker_pool.wsp", "tests/programs/events_slots_inline.wsp",
                                   "examples/gemm.wsp"])
 def test_small_segments(harness, path):
@@ -170,8 +180,8 @@ def test_small_segments(harness, path):
 def test_data_dependent_reads_end_segments(harness):
     """moe: each route chunk reads the Indptr element the previous chunk writes, and the
     expert loop reads what the routes wrote, so segments end right there (and only there)."""
-    syms, arrays = PROGRAMS["examples/moe.wsp"]
-    m = ir_of(ROOT / "examples/moe.wsp")
+    syms, arrays = PROGRAMS["examples/moe_extern.wsp"]
+    m = ir_of(ROOT / "examples/moe_extern.wsp")
     cpu, _ = compare(harness, m, "main", syms, arrays)
     routes = [i for i, t in enumerate(cpu.tasks) if "call=route" in t]
     assert len(routes) == 2
@@ -180,6 +190,18 @@ def test_data_dependent_reads_end_segments(harness):
     second_half = next(i for i, t in enumerate(cpu.tasks)
                        if "call=expert" in t and int(t.split("coords=")[1].split(",")[0]) >= 16)
     assert cpu.flushes == [routes[1], second_half]
+
+
+def test_topk_routing_ends_one_segment(harness):
+    """moe: the first expert task reads Experts[0, 0], which route 0 writes, so the segment
+    ends there; the route tasks have all run by then, so no later read ends another (the
+    segments hold all 70 tasks)."""
+    syms, arrays = PROGRAMS["examples/moe.wsp"]
+    m = ir_of(ROOT / "examples/moe.wsp")
+    cpu, _ = compare(harness, m, "main", syms, arrays, capacity=128)
+    routes = [i for i, t in enumerate(cpu.tasks) if "call=route" in t]
+    first_expert = next(i for i, t in enumerate(cpu.tasks) if "call=expert" in t)
+    assert routes == [0, 1] and cpu.flushes == [first_expert]
 
 
 def test_bad_ragged_length_is_the_same_error(harness):

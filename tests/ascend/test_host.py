@@ -6,7 +6,7 @@ cpu_sim's C kernels. So the .npy reading and writing, symbol binding, device set
 segment loop (flushes, waves, the host copies of data the expander reads), error reports and
 teardown are exercised for real; only ACL and the AICore are not.
 
-Outputs are compared with the ref back end's run of the same program and inputs (moe's
+Outputs are compared with the ref back end's run of the same program and inputs (moe_extern's
 router through its Python twin, tests/test_examples_dynamic.py).
 """
 
@@ -39,7 +39,7 @@ MOE_ASCEND = '''""" /* the router on the AICore: not needed by these tests */ ""
 
 @pytest.fixture(scope="module", autouse=True)
 def _router():
-    """The ref back end (the oracle here) runs moe's router through its Python twin."""
+    """The ref back end (the oracle here) runs moe_extern's router through its Python twin."""
     from tests.test_examples_dynamic import route_python
 
     register_extern("route", route_python)
@@ -54,8 +54,8 @@ def load(path: Path, text: str = None):
 
 
 def moe_source() -> str:
-    """examples/moe.wsp with an `extern ascend` body for its router."""
-    text = (ROOT / "examples/moe.wsp").read_text()
+    """examples/moe_extern.wsp with an `extern ascend` body for its router."""
+    text = (ROOT / "examples/moe_extern.wsp").read_text()
     end = text.index('"""', text.index('extern c """') + len('extern c """')) + 3
     return text[:end] + " extern ascend " + MOE_ASCEND + text[end:]
 
@@ -113,7 +113,7 @@ def test_rmsnorm_runs_end_to_end(rmsnorm):
 
 
 def test_moe_reads_what_its_tasks_wrote(tmp_path):
-    """moe: the expander stops before reading the routing the route tasks write; on the host
+    """moe_extern: the expander stops before reading the routing the route tasks write; on the host
     route it reads copies made after those tasks ran, so the experts follow the real routing."""
     module = load(ROOT / "examples/moe_npu.wsp", moe_source())
     exe, _ = build(tmp_path, module)
@@ -135,6 +135,28 @@ def test_moe_reads_what_its_tasks_wrote(tmp_path):
         assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
     segments = int(re.search(r"in (\d+) segments", done.stdout).group(1))
     assert segments >= 4  # gate | route 0 | route 1 + experts of tokens < 16 | ...
+
+
+def test_topk_moe_reads_what_its_tasks_wrote(tmp_path):
+    """moe (topk routing, no extern kernel): the expert tasks read the experts the route tasks
+    chose, on the host route too; the routing and the layer are ref's."""
+    module = load(ROOT / "examples/moe.wsp")
+    exe, _ = build(tmp_path, module)
+    rng = np.random.default_rng(4)
+    inputs = dict(X=rng.standard_normal((32, 64), dtype=np.float32),
+                  Wg=(rng.standard_normal((64, 8)) * 0.3).astype(np.float32),
+                  W1=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                  W3=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                  W2=(rng.standard_normal((8, 128, 64)) / 11).astype(np.float32))
+    data = tmp_path / "data"
+    write_inputs(data, inputs)
+    done = run(exe, data)
+    assert done.returncode == 0, done.stderr
+    want = module.compile("ref").run(**inputs)
+    assert np.array_equal(np.load(data / "output" / "Experts.npy"), want["Experts"])
+    for name in ("Y", "Gate"):
+        assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
+    assert "in 2 segments" in done.stdout  # the routes | the experts and the mix
 
 
 def test_an_acl_failure_is_reported_and_resources_released(rmsnorm):

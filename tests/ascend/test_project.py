@@ -207,10 +207,10 @@ def test_policy_warnings_on_the_command_line(tmp_path):
 
 def test_extern_without_an_ascend_body_is_an_error(tmp_path):
     out = tmp_path / "moe"
-    r = compile_cli(ROOT / "examples/moe.wsp", "--target", "ascend_npu", "-o", out)
+    r = compile_cli(ROOT / "examples/moe_extern.wsp", "--target", "ascend_npu", "-o", out)
     assert r.exit_code == 1
     lines = r.output.splitlines()
-    assert lines[0].endswith("moe.wsp:50:8: error: extern kernel `route` has no `extern ascend` "
+    assert lines[0].endswith("moe_extern.wsp:53:8: error: extern kernel `route` has no `extern ascend` "
                              "body, which the ascend_npu target needs (its `extern c` body runs "
                              "only on cpu_sim)")
     assert lines[2].endswith("|        ^^^^^")  # under `route`
@@ -219,14 +219,14 @@ def test_extern_without_an_ascend_body_is_an_error(tmp_path):
 
 
 def test_extern_with_an_ascend_body_compiles(tmp_path):
-    text = (ROOT / "examples/moe.wsp").read_text()
+    text = (ROOT / "examples/moe_extern.wsp").read_text()
     end = text.index('"""', text.index('extern c """') + 12) + 3
     src = tmp_path / "moe_npu.wsp"
     src.write_text(text[:end] + ' extern ascend """ /* AICore router */ """' + text[end:])
     r = compile_cli(src, "--target", "ascend_npu", "-o", tmp_path / "t")
     assert r.exit_code == 0, r.output
     header = (tmp_path / "t/aicore/kernel_route.h").read_text()
-    assert "/* AICore router */" in header and '#line 80 "../wsp/moe_npu.wsp"' in header
+    assert "/* AICore router */" in header and '#line 83 "../wsp/moe_npu.wsp"' in header
     assert (tmp_path / "t/wsp/moe_npu.wsp").exists()  # what `#line` names, from aicore/
     assert all(str(tmp_path) not in v.decode() for v in tree(tmp_path / "t").values())
 
@@ -309,7 +309,7 @@ def test_module_compile_for_the_npu(ascend_only, tmp_path):
     assert w.severity == "warning" and (w.span.line, w.span.col) == (6, 21)  # `timing`
     # an extern c only kernel is the ascend error here too
     with pytest.raises(ptowsp.WspError) as err:
-        ptowsp.load(str(ROOT / "examples/moe.wsp")).compile(target="ascend_npu")
+        ptowsp.load(str(ROOT / "examples/moe_extern.wsp")).compile(target="ascend_npu")
     assert "has no `extern ascend` body" in err.value.diagnostics[0].message
 
 
@@ -332,7 +332,7 @@ def test_a_failed_compile_leaves_the_previous_tree(tmp_path):
     assert compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out).exit_code == 0
     before = tree(out)
     (out / "stale.txt").write_text("from an older compile")
-    r = compile_cli(ROOT / "examples/moe.wsp", "--target", "ascend_npu", "-o", out)
+    r = compile_cli(ROOT / "examples/moe_extern.wsp", "--target", "ascend_npu", "-o", out)
     assert r.exit_code == 1 and tree(out) == {**before, "stale.txt": b"from an older compile"}
     assert compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", out).exit_code == 0
     assert tree(out) == before  # replaced as a whole: the stale file is gone
@@ -345,7 +345,7 @@ def test_unwritable_output_is_a_user_error(tmp_path):
 
 
 def test_command_line_through_a_real_process(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", str(ROOT / "examples/moe.wsp"),
+    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", str(ROOT / "examples/moe_extern.wsp"),
                            "--target", "ascend_npu", "-o", str(tmp_path / "o")],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "error: extern kernel `route`" in done.stderr

@@ -249,7 +249,7 @@ def test_kept_in_a_pipe(golden):
 
 
 def test_nothing_to_do_is_the_same_object():
-    for name in ("rmsnorm", "swiglu_ffn", "moe", "attention_varlen", "megakernel"):
+    for name in ("rmsnorm", "swiglu_ffn", "moe", "moe_extern", "attention_varlen", "megakernel"):
         mod = ptowsp.load(f"examples/{name}.wsp").ir
         assert dead_tasks(mod) is mod, name
 

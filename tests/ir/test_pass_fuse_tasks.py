@@ -325,7 +325,7 @@ SWIGLU_CHAIN = """
 # bindings that keep every example small (syms without a default need one)
 BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 256},
         "attention_varlen": {"B": 3, "H": 2, "S": 128},
-        "moe": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
+        "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
         "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4}, "worker_pool": {"N": 8}}
 
 

@@ -287,7 +287,7 @@ def cache(tmp_path_factory, monkeypatch):
 
 
 BINDS = {"attention_tiered": {"B": 2, "H": 1, "S": 256},
-         "attention_varlen": {"B": 2, "H": 1, "S": 128}, "moe": {"T": 32}, "rmsnorm": {"B": 2, "T": 2}, "softmax": {"R": 256},
+         "attention_varlen": {"B": 2, "H": 1, "S": 128}, "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 2}, "softmax": {"R": 256},
          "gemm": {"M": 128, "N": 128, "K": 128}, "swiglu_ffn": {"T": 64}}
 
 
