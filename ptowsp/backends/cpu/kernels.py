@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from ...diagnostics import InternalError, printable
-from ...dtypes import kind_of, round_float, size_of
+from ...dtypes import kind_of, literal_value, numpy_dtype, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
-from ...primitives import OPS
+from ...primitives import OPS, VALID_OPS
 from .. import cexpr as C
 from ..cexpr import Expr, Raw
 from ..templates import template_env
@@ -215,6 +215,7 @@ def _emit_extern(k: N.Kernel, sources: Mapping[str, str]) -> str:
         formals=formals or ["void"], actuals=actuals, body=body, line=line, restore=_RESTORE,
         esize=[size_of(p.dtype) for p in tiles], modes=[_MODE_BITS[p.mode] for p in tiles],
         order=writes, ntiles=len(tiles),
+        shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
     )
 
 
@@ -272,6 +273,7 @@ class _Emitter(MatmulForms):
         self.memo: dict[str, str] = {}  # access text -> local name, per nest body
         self.nlocal = 0
         self.uses_scalars = False
+        self.uses_tiles = False  # the body reads tiles[] (decls, or a valid_rows/valid_cols)
         self.scratch: list[tuple[str, str, int]] = []  # (C type, name, elements) of selections
 
     # -- names
@@ -402,6 +404,11 @@ class _Emitter(MatmulForms):
                 self.uses_scalars = True
             elif op.op == "literal":
                 e = literal(op.attr, op.dtype)
+            elif op.op in VALID_OPS:
+                # the view's extent: tiles[t].rows/cols (a partial view's, else the tile's)
+                which = "rows" if op.op == "valid_rows" else "cols"
+                e = Raw(f"(int32_t)tiles[{self.tile_index[str(op.attr)]}].{which}")
+                self.uses_tiles = True
             elif op.op in ELEMENTWISE:
                 e = self.value(i, None)
             else:
@@ -855,11 +862,25 @@ def _emit_tile_kernel(k: N.Kernel) -> str:
         body_symbol=C.c_ident("wsp_kb_", k.name), params=[_comment(_describe(p)) for p in k.params],
         decls=decls, temps=arena, heap=total if heap else 0, body=body,
         uses_scalars=em.uses_scalars,
-        uses_tiles=bool(decls),
+        uses_tiles=bool(decls) or em.uses_tiles,
         ntiles=len(tiles), esize=[size_of(p.dtype) for p in tiles],
         modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
-        shapes=[(p.rows, p.cols) for p in tiles],
+        shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
     )
+
+
+def pad_bits(p: N.KParam) -> str:
+    """A tile parameter's pad as the bits of one element in memory (a C uint64_t literal)."""
+    import numpy as np  # only for the bit patterns of f16/bf16/f32/f64
+
+    v = literal_value(p.pad, p.dtype)
+    if p.dtype == "bf16":
+        bits = int(np.array(v, np.float32).view(np.uint32)) >> 16  # exact: v is a bf16 value
+    elif kind_of(p.dtype) == "float":
+        bits = int(np.array(v, numpy_dtype(p.dtype)).view(f"u{size_of(p.dtype)}"))
+    else:
+        bits = int(v) & ((1 << (8 * size_of(p.dtype))) - 1)
+    return f"{bits}u"
 
 
 def _describe(p: N.KParam) -> str:
