@@ -69,7 +69,7 @@ class ParamChecks:
         kind, value, text = lit
         target = kind_of(ps.dtype)
         if not (kind == target or (kind == "int" and target == "float")):
-            self.error(t.pad.span, "bad-pad", f"`{ps.name}` is a {ps.dtype} tile, but its pad is "
+            self.error(t.pad.span, "bad-pad", f"`{ps.name}` holds {ps.dtype}, but its pad is "
                        f"{_literal_words(kind)} `{text}`", f"write e.g. `pad = {_example(ps.dtype)}`")
         elif kind == "int" and target == "int" and not literal_fits(value, ps.dtype):
             self.error(t.pad.span, "bad-pad", f"the pad `{text}` of `{ps.name}` does not fit in "
