@@ -154,8 +154,9 @@ class TaskLowering:
             full = self.decide(got, "==", want) is True
             partial.append(not full)
             if not full:
-                self.require(checks, got, "<=", want, too_long(kwtext, want, which, tile_text), span)
-                self.require(checks, got, ">=", sym.const(1), too_short(kwtext, which), span)
+                for c in (too_long(got, kwtext, want, which, tile_text),
+                          too_short(got, kwtext, which)):
+                    self.require(checks, c.lhs, c.op, c.rhs, c.reason, span)
         mode = ACCESS_MODES[p.tile.mode]
         return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
                          tuple(checks), (partial[0], partial[1]), span)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from ...diagnostics import InternalError, printable
-from ...dtypes import kind_of, literal_value, numpy_dtype, round_float, size_of
+from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
@@ -58,6 +58,7 @@ from .kernel_values import (
     elementwise,
     literal,
     load,
+    pad_bits,
     reduce_init,
     reduce_step,
     scalar_param,
@@ -867,20 +868,6 @@ def _emit_tile_kernel(k: N.Kernel) -> str:
         modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
         shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
     )
-
-
-def pad_bits(p: N.KParam) -> str:
-    """A tile parameter's pad as the bits of one element in memory (a C uint64_t literal)."""
-    import numpy as np  # only for the bit patterns of f16/bf16/f32/f64
-
-    v = literal_value(p.pad, p.dtype)
-    if p.dtype == "bf16":
-        bits = int(np.array(v, np.float32).view(np.uint32)) >> 16  # exact: v is a bf16 value
-    elif kind_of(p.dtype) == "float":
-        bits = int(np.array(v, numpy_dtype(p.dtype)).view(f"u{size_of(p.dtype)}"))
-    else:
-        bits = int(v) & ((1 << (8 * size_of(p.dtype))) - 1)
-    return f"{bits}u"
 
 
 def _describe(p: N.KParam) -> str:

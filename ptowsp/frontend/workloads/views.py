@@ -187,18 +187,19 @@ class ViewChecks:
                            f"{tile_text}", notes=notes)
                 return
             if over is None:
-                pending.append(sym.Check(got, "<=", want, too_long(kwtext, want, which, tile_text)))
-            pending.append(sym.Check(got, ">=", sym.const(1), too_short(kwtext, which)))
+                pending.append(too_long(got, kwtext, want, which, tile_text))
+            pending.append(too_short(got, kwtext, which))
         for c in pending:
             if self.decide(c.lhs, c.op, c.rhs) is not True:
                 self.env.checks.append(RuntimeCheck(c, kw.span))
 
 
-def too_long(kwtext: str, want: sym.Expr, which: str, tile_text: str) -> str:
+def too_long(got: sym.Expr, kwtext: str, want: sym.Expr, which: str, tile_text: str) -> sym.Check:
     """The run-time check of a view's extent against its tile's (also lowering's)."""
-    return f"`{kwtext}` must have at most {show(want)} {which} to fit {tile_text}"
+    return sym.Check(got, "<=", want, f"`{kwtext}` must have at most {show(want)} {which} to fit "
+                     f"{tile_text}")
 
 
-def too_short(kwtext: str, which: str) -> str:
+def too_short(got: sym.Expr, kwtext: str, which: str) -> sym.Check:
     """The run-time check that a view passed to a tile is not empty (also lowering's)."""
-    return f"`{kwtext}` must have at least 1 {which[:-1]}"
+    return sym.Check(got, ">=", sym.const(1), f"`{kwtext}` must have at least 1 {which[:-1]}")
