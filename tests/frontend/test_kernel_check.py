@@ -60,7 +60,7 @@ VALID = [
         "valid_rows",
         f"a: In[Tile[16, 128, f32], pad = -inf], {Y}",
         "let n = valid_rows(a)\nlet m = valid_cols(y)\nstore(y, a * n + m)",
-        {"n": "i32", "m": "i32"},
+        {"n": "i32 scalar", "m": "i32 scalar"},
     ),
     (
         "load",
