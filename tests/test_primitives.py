@@ -93,6 +93,8 @@ CALLS = {
     "cast": [("cast(x * 3, i32)", I32), ("cast(i, f16)", F16), ("cast(d, bf16)", (4, 8, "bf16"))],
     "where": [("where(x > w, x, 0)", F32), ("where(i < 0, i, u)", I32)],
     "row_index": [("row_index(4, 8)", I32)],
+    "valid_rows": [("valid_rows(x)", I32)],
+    "valid_cols": [("valid_cols(x)", I32)],
     "col_index": [("col_index(4, 8)", I32)],
     "slice_even": [("slice_even(x)", (4, 4, "f32"))],
     "slice_odd": [("slice_odd(i)", (4, 4, "i32"))],
@@ -185,6 +187,8 @@ GOLDEN = {
     'where(x > w, x, 0)': '90d6e1930c83fa57',
     'where(i < 0, i, u)': 'ce716845d584f9d9',
     'row_index(4, 8)': '0fdd4675d15be19f',
+    'valid_rows(x)': '0043e4b8fc74c664',
+    'valid_cols(x)': 'ef589fde32bfac1a',
     'col_index(4, 8)': 'f1af91e033f19732',
     'slice_even(x)': 'ce71ec0d9de3e5fd',
     'slice_odd(i)': 'fb11e3a9d4b46bbd',
@@ -235,6 +239,9 @@ def _inputs(k) -> dict:
     rng = np.random.default_rng(7)
     out = {}
     for p in k.params:
+        if p.kind == "tile":  # a whole view: the tile's extents (what a back end supplies)
+            out[f"valid_rows:{p.name}"] = np.int32(p.rows)
+            out[f"valid_cols:{p.name}"] = np.int32(p.cols)
         if p.mode not in ("In", None):
             continue
         if p.kind == "scalar":

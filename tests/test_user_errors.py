@@ -344,7 +344,8 @@ def test_a_view_whose_extent_is_only_known_at_run_time():
     workload w() { copy(x = X[0 : L[0]], y = Y[0 : 2]) }
     """
     msg = run_error(text, X=np.zeros((4, 8), np.float32), L=np.array([3, 0], np.int32))
-    assert msg.startswith("`x = X[0 : L[0]]` must have 2 rows to fit Tile[2, 8, f32], found 3")
+    assert msg.startswith("`x = X[0 : L[0]]` must have at most 2 rows to fit Tile[2, 8, f32], "
+                          "found 3")
 
 
 # ---- the ref back end (ptowsp.backends.ref) ---------------------------------------------------

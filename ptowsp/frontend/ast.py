@@ -210,10 +210,12 @@ class TileType(Node):
 
 @node
 class TileParamType(Node):
-    """`In[Tile[...]]`, `Out[Tile[...]]` or `InOut[Tile[...]]`."""
+    """`In[Tile[...]]`, `Out[Tile[...]]` or `InOut[Tile[...]]`; `pad`: the `pad = v` option
+    (what a load puts where a partial view has no element, language.md section 4)."""
 
     mode: str
     tile: TileType
+    pad: Optional["Expr"] = None
 
 
 @node

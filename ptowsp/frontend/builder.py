@@ -280,6 +280,13 @@ class AstBuilder:
             if len(items) != 1 or isinstance(items[0], A.Slice):
                 raise ParseIssue(span, "`Dense[...]` takes one extent", "write `Dense[8]`")
             return A.DenseAxis(items[0], span=span)
+        keywords = [x for x in items if isinstance(x, A.Keyword)]
+        # decision: `name = value` in brackets is a tile parameter's option (`In[Tile[...], pad = 0]`)
+        # and nothing else: an index or a type takes none
+        if keywords and not (isinstance(value, A.Name) and value.id in ("In", "InOut", "Out")):
+            raise ParseIssue(keywords[0].span, f"`{keywords[0].name} = ...` is not an index",
+                             "only a tile parameter's type takes an option: "
+                             "`In[Tile[16, 128, f32], pad = 0]`")
         return A.Index(value, items, span=span)
 
     def call(self, c):
@@ -609,10 +616,23 @@ _PARAM_HELP = ("parameter types are `In[Tile[M, N, DT]]`, `Out[...]`, `InOut[...
 
 
 def _param_type(e: Any) -> A.ParamType:
+    if (isinstance(e, A.Index) and isinstance(e.value, A.Name) and e.value.id in ("In", "Out", "InOut")
+            and e.items and not isinstance(e.items[0], A.Keyword)):
+        pad = None
+        for x in e.items[1:]:
+            if not isinstance(x, A.Keyword):
+                raise ParseIssue(x.span, f"`{e.value.id}[...]` takes one tile type",
+                                 "write `In[Tile[16, 128, f32]]`, or `In[Tile[16, 128, f32], pad = 0]`")
+            if x.name != "pad":
+                raise ParseIssue(x.span, f"unknown tile parameter option `{x.name}`",
+                                 "the one option is `pad = VALUE`: what a load of a partial view "
+                                 "puts where the view has no element")
+            if pad is not None:
+                raise ParseIssue(x.span, "`pad` is given twice")
+            pad = x.value
+        return A.TileParamType(e.value.id, _tile_type(e.items[0]), pad, span=e.span)
     if isinstance(e, A.Index) and isinstance(e.value, A.Name) and len(e.items) == 1:
         mode, inner = e.value.id, e.items[0]
-        if mode in ("In", "Out", "InOut"):
-            return A.TileParamType(mode, _tile_type(inner), span=e.span)
         if mode == "Scalar":
             return A.ScalarParamType(_dtype_name(inner), span=e.span)
         if mode == "Constexpr":

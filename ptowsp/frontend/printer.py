@@ -90,7 +90,8 @@ def _expr(e: Optional[A.Node], parent: int, out: list[str]) -> None:
     elif isinstance(e, A.TileType):
         _wrap("Tile[", (e.rows, e.cols), f", {e.dtype}]", out)
     elif isinstance(e, A.TileParamType):
-        _wrap(f"{e.mode}[", (e.tile,), "]", out)
+        _wrap(f"{e.mode}[", (e.tile,) + ((A.Keyword("pad", e.pad),) if e.pad is not None else ()),
+              "]", out)
     elif isinstance(e, A.ScalarParamType):
         out.append(f"Scalar[{e.dtype}]")
     elif isinstance(e, A.ConstexprParamType):

@@ -8,7 +8,7 @@ folded. `to_sym` turns an integer AST expression into a `sym.Expr`, asking a cal
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Union
 
 from .. import sym
 from ..diagnostics import Diagnostics, did_you_mean
@@ -25,6 +25,7 @@ class TileSig:
     cols: sym.Expr
     dtype: str
     sound: bool = True  # False: a dimension was wrong (reported); a placeholder stands for it
+    pad: Union[int, float, bool] = 0  # `pad = v` (checked by kernels/params.py; 0 if not a literal)
 
 
 @record
@@ -126,6 +127,24 @@ def const_resolver(consts: Mapping[str, int], diags: Diagnostics, extra: Mapping
     return resolve
 
 
+def literal_of(e: A.Expr, consts: Mapping[str, int]):
+    """(kind, value, text) of a literal (a negative number included) or a module const's name,
+    or None: what a `Scalar` default and a tile's `pad` may be."""
+    neg = isinstance(e, A.Unary) and e.op == "-" and isinstance(e.operand, (A.IntLit, A.FloatLit))
+    x = e.operand if neg else e
+    if isinstance(x, A.IntLit):
+        v = -x.value if neg else x.value
+        return "int", v, str(v)
+    if isinstance(x, A.FloatLit):
+        v = -x.value if neg else x.value
+        return "float", v, ("-" if neg else "") + (x.text or repr(x.value))
+    if isinstance(x, A.BoolLit):
+        return "bool", x.value, "true" if x.value else "false"
+    if isinstance(x, A.Name) and x.id in consts:
+        return "int", consts[x.id], x.id
+    return None
+
+
 def kernel_signature(k: A.KernelDecl, consts: Mapping[str, int], diags: Diagnostics) -> KernelSig:
     """Read a kernel's parameters. Reports bad tile dimensions; never raises."""
     constexprs = {p.name.id: sym.var(p.name.id) for p in k.params
@@ -143,7 +162,9 @@ def kernel_signature(k: A.KernelDecl, consts: Mapping[str, int], diags: Diagnost
                 except NotSymbolic:
                     dims.append(sym.const(1))
                     sound = False
-            tile = TileSig(t.mode, dims[0], dims[1], t.tile.dtype, sound)
+            lit = literal_of(t.pad, consts) if t.pad is not None else None
+            tile = TileSig(t.mode, dims[0], dims[1], t.tile.dtype, sound,
+                           lit[1] if lit is not None else 0)
             params.append(ParamSig(p.name.id, "tile", t.tile.dtype, tile, p.default, p.span))
         elif isinstance(t, A.ScalarParamType):
             params.append(ParamSig(p.name.id, "scalar", t.dtype, None, p.default, p.span))

@@ -53,7 +53,9 @@ class Op:
 
 @record
 class KParam:
-    """A kernel parameter: a tile (`mode` In/Out/InOut, static shape) or a scalar."""
+    """A kernel parameter: a tile (`mode` In/Out/InOut, static shape) or a scalar. `pad` is
+    what a load of a partial view puts where the view has no element (language.md section 4,
+    "Partial tiles"): a number of the tile's kind, 0 unless the parameter says `pad = v`."""
 
     name: str
     kind: str  # "tile" or "scalar"
@@ -61,6 +63,7 @@ class KParam:
     mode: Optional[str] = None
     rows: int = 0
     cols: int = 0
+    pad: Union[int, float, bool] = 0
 
 
 @record
@@ -111,6 +114,12 @@ class TileArg:
     and its columns along `col_dim` (None: a promoted leading 1). `mode` is "r", "w" or "rw".
     `checks` are the facts the checker could not prove (view bounds, extents); each must hold
     before the task may launch.
+
+    `partial` (rows, cols): True where the view's extent is not proved to be the tile's, so it
+    may be shorter (1 <= extent <= the tile's, a check when not proved). The task then reads
+    and writes only the box: a load fills the rest of the tile with the parameter's `pad`, a
+    store writes only the box, and `valid_rows`/`valid_cols` are the extents. `span` is the
+    argument, for a target that reports a partial view it cannot run.
     """
 
     param: str
@@ -122,6 +131,13 @@ class TileArg:
     col_dim: Optional[int]
     checks: tuple["ViewCheck", ...] = ()
     gather: Optional["Gather"] = None  # a gather view (`Cos[pos[a : b], :]`): see `Gather`
+    partial: tuple[bool, bool] = (False, False)
+    span: Span = NO_SPAN
+
+    @property
+    def is_partial(self) -> bool:
+        return any(self.partial)
+
 
 
 @record

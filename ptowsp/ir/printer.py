@@ -91,7 +91,8 @@ def kernel_lines(k: N.Kernel) -> list[str]:
     params = []
     for p in k.params:
         if p.kind == "tile":
-            params.append(f"{p.name}: {p.mode} {p.dtype}[{p.rows}, {p.cols}]")
+            params.append(f"{p.name}: {p.mode} {p.dtype}[{p.rows}, {p.cols}]"
+                          + (f" pad={_value(p.pad)}" if p.pad != 0 else ""))
         else:
             params.append(f"{p.name}: Scalar {p.dtype}")
     head = f"kernel {k.name}({', '.join(params)})"
@@ -289,8 +290,10 @@ def task_lines(t: N.Task, depth: int) -> list[str]:
     lines = [head]
     for a in t.args:
         if isinstance(a, N.TileArg):
+            part = [w for w, f in zip(("rows", "cols"), a.partial) if f]
             lines.append(f"{pad}  {a.param}: {a.mode} {box(a)} rows={_dim(a.row_dim)} "
-                         f"cols={_dim(a.col_dim)}")
+                         f"cols={_dim(a.col_dim)}"
+                         + (f" partial={','.join(part)}" if part else ""))
             if a.gather is not None:
                 g = a.gather
                 idx = ", ".join(sym.to_str(o) if sym.const_value(e) == 1 else

@@ -646,12 +646,13 @@ class _Schedule(Visitor):
                 _fail(f"gather view `{p.name}` has a bad index box of `{g.index}`")
             for e in g.rows + g.offsets + g.extents:
                 _bound(e, names, f"the gather of `{p.name}`")
-        for d, want in ((a.row_dim, p.rows), (a.col_dim, p.cols)):
+        for d, want, part in ((a.row_dim, p.rows, a.partial[0]), (a.col_dim, p.cols, a.partial[1])):
             if g is not None and d == a.row_dim:
                 continue
             got = 1 if d is None else sym.const_value(a.extents[d])
-            if got is not None and got != want:
-                _fail(f"`{p.name}` has extent {got} where the tile has {want}")
+            if got is not None and (got != want if not part else not 1 <= got <= want):
+                _fail(f"`{p.name}` has extent {got} where the tile has {want}"
+                      + (" (a partial view)" if part else ""))
         for d in range(nd):
             if d in (a.row_dim, a.col_dim):
                 continue

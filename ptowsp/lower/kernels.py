@@ -27,6 +27,7 @@ from typing import Optional, Union
 
 from .. import sym
 from ..diagnostics import Diagnostics, InternalError
+from ..dtypes import kind_of
 from ..frontend import ast as A
 from ..frontend.env import ModuleEnv
 from ..frontend.printer import expr_str
@@ -135,7 +136,10 @@ class _KernelLowerer:
         for p in self.sig.params:
             if p.kind == "tile":
                 r, c = self.tile_dims(p)
-                kparams.append(N.KParam(p.name, "tile", p.dtype, p.tile.mode, r, c))
+                pad = p.tile.pad
+                if kind_of(p.dtype) == "float" and not isinstance(pad, bool):
+                    pad = float(pad)
+                kparams.append(N.KParam(p.name, "tile", p.dtype, p.tile.mode, r, c, pad))
             elif p.kind == "scalar":
                 kparams.append(N.KParam(p.name, "scalar", p.dtype))
         constexprs = tuple(sorted(self.cvals.items()))
@@ -350,6 +354,9 @@ class _KernelLowerer:
             elif p.kind == "flag":
                 flags[p.name] = node.value
                 args[p.name] = Arg(Type("error"), node.span, flag=node.value)
+            elif p.kind == "tile":
+                flags[p.name] = node.id  # the parameter's name: the op's attr
+                args[p.name] = Arg(Type("error"), node.span)
             else:
                 vals[p.name] = self.expr(node)
                 args[p.name] = Arg(vals[p.name].type, node.span)

@@ -4,7 +4,8 @@ box (offsets, extents, the two dimensions that are the tile's rows and columns) 
 `ViewCheck`s that could not be proved here, a scalar a `ScalarArg`.
 
 A view follows the checker's rules and messages: an index must lie in its dimension, a slice
-must be in bounds and not negative, and the view's extents must be the tile's.
+must be in bounds and not negative, and the view's extents must be at least 1 and at most the
+tile's (shorter: a partial tile, `TileArg.partial`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..dtypes import FLOAT_DTYPES
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
+from ..frontend.workloads.views import too_long, too_short
 from ..ir import nodes as N
 from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILES
 from .scope import ItemVar, Let, Scope
@@ -176,16 +178,22 @@ class TaskLowering:
         kept = vdims[-2:]
         row_dim = kept[0] if len(kept) == 2 else None
         col_dim = kept[-1] if kept else None
+        # a view shorter than its tile is a partial tile (language.md section 6): 1 <= extent <= tile
+        partial = []
         for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
             if gather is not None and dim_ == row_dim:
-                continue  # the index slice's length, checked before its elements are read
+                partial.append(False)  # the index slice's length, checked before its elements are read
+                continue
             got = extents[dim_] if dim_ is not None else sym.const(1)
-            self.require(checks, got, "==", want,
-                         f"`{kwtext}` must have {sym.to_str(want)} {which} to fit {tile_text}",
-                         span)
+            full = self.decide(got, "==", want) is True
+            partial.append(not full)
+            if not full:
+                for c in (too_long(got, kwtext, want, which, tile_text),
+                          too_short(got, kwtext, which)):
+                    self.require(checks, c.lhs, c.op, c.rhs, c.reason, span)
         mode = ACCESS_MODES[p.tile.mode]
         return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
-                         tuple(checks), gather)
+                         tuple(checks), gather, (partial[0], partial[1]), span)
 
     def gather(self, item: A.Index, dim: sym.Expr, rows: sym.Expr, kwtext: str, scope: Scope,
                span, checks: list[N.ViewCheck]) -> N.Gather:

@@ -26,6 +26,7 @@ from .table import (
     PRIMITIVES,
     REDUCTION,
     UNARY_OPERATORS,
+    VALID_OPS,
     OpSpec,
     Param,
     Primitive,
@@ -50,7 +51,7 @@ from .typing_rules import Arg, Typing, compare, elementwise_binary, logic, unary
 __all__ = [
     "OPS", "OpSpec", "PRIMITIVES", "Primitive", "Param", "IllTyped", "broadcast_shapes",
     "fits_shape", "INJECTIVE", "ELEMWISE", "BROADCAST", "REDUCTION", "COMPLEX", "OPAQUE",
-    "ARITH_OPERATORS", "COMPARE_OPERATORS", "LOGIC_OPERATORS", "UNARY_OPERATORS",
+    "ARITH_OPERATORS", "COMPARE_OPERATORS", "LOGIC_OPERATORS", "UNARY_OPERATORS", "VALID_OPS",
     "Type", "ERROR", "tile", "scalar", "literal_type", "with_dtype", "promote", "combine",
     "convertible", "literal_fits", "broadcast", "fits", "same_shape",
     "Arg", "Typing", "elementwise_binary", "compare", "logic", "unary",

@@ -98,6 +98,16 @@ def _param_dtype(op, p) -> None:
         _fail(f"dtype {op.dtype} differs from parameter `{p.name}`'s {p.dtype}")
 
 
+def valid_extent(op, args, params) -> None:
+    """`valid_rows`/`valid_cols`: an i32 scalar naming a tile parameter (any mode)."""
+    p = params.get(op.attr)
+    if p is None or p.kind != "tile":
+        _fail(f"`{op.attr}` is not a tile parameter")
+    _shape(op, None)
+    if op.dtype != "i32":
+        _fail(f"dtype {op.dtype} should be i32")
+
+
 def literal(op, args, params) -> None:
     _shape(op, None)
     if not isinstance(op.attr, (int, float, bool)):

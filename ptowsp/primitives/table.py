@@ -93,12 +93,19 @@ def _view(name: str, arity: int, rule: R.Rule, numpy, fusion: str = INJECTIVE,
     return OpSpec(name, (arity,), rule, "view", fusion, numpy, row_local=row_local)
 
 
+# ops whose attr names a tile parameter whose view's extents they are (language.md section 4)
+VALID_OPS = frozenset({"valid_rows", "valid_cols"})
+
 _OPS = (
     # leaves: a parameter's value, a number, row / column numbers
     _leaf("param", R.param, lambda ev: ev.input(ev.op.attr), rounded=True),
     _leaf("scalar_param", R.scalar_param, lambda ev: ev.input(ev.op.attr), rounded=True),
     # decision: a literal is its value converted to the op's dtype (an f16 literal is rounded to f16)
     _leaf("literal", R.literal, lambda ev: ev.scalar(ev.op.attr, ev.op.dtype), rounded=True),
+    # decision: the valid extents of a tile parameter's view are inputs of the kernel, named
+    # `valid_rows:x` / `valid_cols:x` among its inputs (hidden scalars a back end supplies)
+    _leaf("valid_rows", R.valid_extent, lambda ev: ev.input(f"valid_rows:{ev.op.attr}")),
+    _leaf("valid_cols", R.valid_extent, lambda ev: ev.input(f"valid_cols:{ev.op.attr}")),
     _leaf("iota_row", R.iota, lambda ev: M.iota(ev, 0)),
     _leaf("iota_col", R.iota, lambda ev: M.iota(ev, 1)),
     # elementwise, binary
@@ -184,8 +191,9 @@ class Param:
 
     kind: `value` (a tile or a scalar expression; the rule checks which it needs), `dim` (a
     compile-time positive integer: literal, const or Constexpr parameter), `axis` (the literal
-    0 or 1), `dtype` (a data-type name such as `f32`, written as a bare name) or `flag` (`true`
-    or `false`, written as such). A value becomes an operand of the primitive's
+    0 or 1), `tile` (the name of a tile parameter of any mode, not its value: `valid_rows(y)` of
+    an `Out` y), `dtype` (a data-type name such as `f32`, written as a bare name) or `flag`
+    (`true` or `false`, written as such). A value becomes an operand of the primitive's
     op converted to `as_dtype`: `result` (the call's dtype: lowering's implicit conversions),
     `own` (its own dtype: no conversion) or a dtype name.
     """
@@ -205,7 +213,8 @@ class Primitive:
 
     A primitive with `pair` (the op of its second result) returns two tiles, its values and
     their i32 column numbers of the same shape (`topk`, `sort`), which only `let v, i = ...`
-    binds. `attr(flags)` gives the ops' attr from the call's flag arguments by name."""
+    binds. `attr(flags)` gives the ops' attr from the call's flag arguments by name (and a
+    `tile` argument's parameter name)."""
 
     name: str
     group: str
@@ -357,6 +366,11 @@ def _table() -> dict[str, Primitive]:
                   "iota_row"),
         Primitive("col_index", "special", _DIMS, T.type_index, "i32 tile of column numbers",
                   "iota_col"),
+        Primitive("valid_rows", "special", (Param("x", "tile"),), T.type_valid,
+                  "the rows of x's view (fewer than x's at a partial tile's edge) -> i32",
+                  "valid_rows", attr=lambda a: a["x"]),
+        Primitive("valid_cols", "special", (Param("x", "tile"),), T.type_valid,
+                  "the columns of x's view -> i32", "valid_cols", attr=lambda a: a["x"]),
         Primitive("slice_even", "special", _X, T.type_slice, "columns 0, 2, 4, ...", "slice_even"),
         Primitive("slice_odd", "special", _X, T.type_slice, "columns 1, 3, 5, ...", "slice_odd"),
         Primitive("interleave", "special", _AB, T.type_interleave,

@@ -456,6 +456,11 @@ def type_index(t: Typing) -> Type:
     return tile(rows, cols, "i32")
 
 
+def type_valid(t: Typing) -> Type:
+    """`valid_rows(x)` / `valid_cols(x)`: the checker has made sure x names a tile parameter."""
+    return scalar("i32")
+
+
 def type_slice(t: Typing) -> Type:
     x = t["x"].type
     if x.is_error or not _need_tile(t, "x"):

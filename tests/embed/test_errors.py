@@ -89,7 +89,7 @@ def copy16(x: In[Tile[16, 32, F32]], y: Out[Tile[16, 32, F32]]):
 
 
 def test_view_that_does_not_fit_points_at_the_argument():
-    X, Z = _arrays((2, 16, 32), (2, 8, 32))
+    X, Z = _arrays((2, 16, 32), (2, 24, 32))
 
     @workload
     def w():
@@ -100,7 +100,7 @@ def test_view_that_does_not_fit_points_at_the_argument():
     with pytest.raises(TypeCheckError) as info:
         w().compile(target="ref")
     text = at(info.value, "view")
-    assert "`y = Z[b]` is a [8, 32] view but `y` takes Tile[16, 32, f32]" in text
+    assert "`y = Z[b]` is a [24, 32] view but `y` takes Tile[16, 32, f32]" in text
     source, caret = text.splitlines()[1:3]
     assert caret.index("^") == source.index("y=Z[b]") and caret.count("^") == len("y=Z[b]")
 

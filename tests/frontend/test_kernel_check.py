@@ -57,6 +57,12 @@ Y = "y: Out[Tile[16, 128, f32]]"
 # (id, params, body, expected let types). Every primitive appears in at least one body.
 VALID = [
     (
+        "valid_rows",
+        f"a: In[Tile[16, 128, f32], pad = -inf], {Y}",
+        "let n = valid_rows(a)\nlet m = valid_cols(y)\nstore(y, a * n + m)",
+        {"n": "i32 scalar", "m": "i32 scalar"},
+    ),
+    (
         "load",
         f"a: In[Tile[16, 128, f16]], {Y}",
         "let t = load(a)\nstore(y, t)",

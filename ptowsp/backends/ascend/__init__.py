@@ -66,7 +66,8 @@ def emit_project(module: N.Module, schedule: str,
     """The CANN project of `schedule` of `module` (an optimised IR module)."""
     options = options or AscendOptions()
     s = module.schedule(schedule)
-    errors = extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
+    errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
+              + partial_errors(module, s))
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -116,6 +117,25 @@ def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
         "run it on cpu_sim, or gather the rows beforehand")
         for t in V.tasks(s.body) for a in t.args
         if isinstance(a, N.TileArg) and a.gather is not None]
+
+
+def partial_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
+    """A partial view (shorter than its tile, language.md section 6) needs padded data copies,
+    which this target does not make yet: a compile error at the view, never a wrong result."""
+    out = []
+    for t in V.tasks(s.body):
+        k = module.kernel(t.kernel)
+        tiles = {p.name: p for p in k.params if p.kind == "tile"}
+        for a in t.args:
+            if isinstance(a, N.TileArg) and a.is_partial:
+                p = tiles[a.param]
+                out.append(Diagnostic(
+                    a.span if a.span.line else t.span, "ascend-partial",
+                    f"in `{t.text}`, the view of `{a.param}` may be shorter than its "
+                    f"Tile[{p.rows}, {p.cols}, {p.dtype}] (a partial tile), which the "
+                    "ascend_npu target does not run yet",
+                    "run it on cpu_sim, or pass views of exactly the tile's shape"))
+    return out
 
 
 def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:

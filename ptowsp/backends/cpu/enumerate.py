@@ -336,8 +336,11 @@ class LoopEmitter(V.Visitor):
         size = size_of(t.dtype)
         offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
         self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
-        self.emit(f"task.tiles[{i}].rows = {p.rows};")
-        self.emit(f"task.tiles[{i}].cols = {p.cols};")
+        # a partial view passes its own extents: the kernel runs it on a padded tile
+        for which, d, full, part in (("rows", a.row_dim, p.rows, a.partial[0]),
+                                     ("cols", a.col_dim, p.cols, a.partial[1])):
+            ext = (self.c(a.extents[d]) if d is not None else "1") if part else full
+            self.emit(f"task.tiles[{i}].{which} = {ext};")
         self.emit(f"task.tiles[{i}].stride = {f't{ti}_s{a.row_dim}' if a.row_dim is not None else p.cols};")
         self.emit(f"task.tiles[{i}].col_stride = {f't{ti}_s{a.col_dim}' if a.col_dim is not None else 1};")
         acc = f"task.access[{i}]"

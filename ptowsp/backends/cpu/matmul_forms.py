@@ -1,4 +1,4 @@
-"""The matmul forms of a tile kernel besides i-k-j and the register-blocked one (`kernels.py`):
+"""The matmul forms of a tile kernel besides i-k-j (`kernels.py`): the register-blocked one,
 the small-M form (1 to MM_MIN_ROWS - 1 rows of C at once over wide panels of B read in place)
 and the dot-product form of `matmul(a, transpose(s))` (s read in place: no transposed copy).
 Which form a matmul step takes is the plan's (`PlanStep.small`, `PlanStep.dot`,
@@ -8,10 +8,14 @@ Which form a matmul step takes is the plan's (`PlanStep.small`, `PlanStep.dot`,
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ...ir import kernel_plan as KP
 from .. import cexpr as C
 from ..cexpr import Expr, Raw
 from .kernel_values import convert
+
+MM_MR, MM_NR = KP.MM_MR, KP.MM_NR  # the register-blocked form's blocks of C (the plan's)
 
 
 class MatmulForms:
@@ -198,6 +202,176 @@ class MatmulForms:
         out("#undef WSP_MM_FMA")
         out.close()
         self.add_acc(m, init)
+
+
+    def matmul_blocked(self, step: KP.PlanStep, mode: str) -> None:
+        """C (already holding acc, or 0) += a @ b, register-blocked: B is packed, MM_KC rows
+        at a time, into a contiguous zero-padded panel of MM_NR columns; an MM_MR x MM_NR block
+        of C is held in 2 * MM_MR vectors of 8 floats (GCC vector extensions, no intrinsics
+        header) and accumulated over k with one broadcast of a per row and vector FMAs."""
+        # decision: 6 x 16 blocks (12 accumulators + 2 rows of B + 1 broadcast = 15 of the 16
+        # AVX2 registers); the last rows % 6 rows run as one smaller block, the last cols % 16
+        # columns through a 16-wide copy of C and the zero-padded panel; measured on 64^3
+        # tiles of 1024-wide matrices 45-54 GFLOP/s per core against 20-22 for the i-k-j loop
+        # (noisy machine); the 1024^3 gemm example went from ~25 to ~38 GFLOP/s on 2 workers.
+        # Besides the temporaries, bp, cb and ap take up to ~49 KiB of stack
+        out = self.out
+        m = step.matmul
+        op = self.ops[m]
+        a, b = op.args[0], op.args[1]
+        rows, cols = op.shape
+        inner = self.ops[a].shape[1]
+        mr, nr = MM_MR, MM_NR
+        nblk = -(-rows // mr)
+        kc_max = step.kc
+        kc_len = min(inner, kc_max)
+        out.open("")
+        self.vector_types()
+        out(f"_Alignas(64) float bp[{kc_len * nr}];")
+        out(f"_Alignas(64) float cb[{mr * nr}];")
+        if step.pack_a:
+            out(f"_Alignas(64) float ap[{nblk * mr * kc_len}];")
+        if inner > kc_max:
+            out.open(f"for (int64_t kc = 0; kc < {inner}; kc += {kc_max})")
+            out(f"const int64_t kn = {inner} - kc < {kc_max} ? {inner} - kc : {kc_max};")
+        else:
+            out.open("")
+            out("const int64_t kc = 0, kn = " + str(inner) + ";")
+        if step.pack_a:
+            # A's chunk, converted to f32, as [row block][k][row in block]
+            ea = self.access(a, Raw("i") if rows > 1 else Raw("0"),
+                             C.iadd("kc", "k") if inner > 1 else Raw("0"))
+            out.open(f"for (int64_t i = 0; i < {rows}; ++i)")
+            out(f"for (int64_t k = 0; k < kn; ++k) ap[(i / {mr}) * ({mr} * kn) + k * {mr} + i % {mr}]"
+                f" = {C.to_c(convert(ea, self.ops[a].dtype, 'f32'))};")
+            out.close()
+        out.open(f"for (int64_t jb = 0; jb < {cols}; jb += {nr})")
+        out(f"const int64_t jn = {cols} - jb < {nr} ? {cols} - jb : {nr};")
+        kk = C.iadd("kc", "k")
+
+        def b_at(j: Expr) -> str:
+            e = self.access(b, kk, C.iadd("jb", j) if cols > 1 else Raw("0"))
+            return C.to_c(convert(e, self.ops[b].dtype, "f32"))
+
+        # decision: a full panel row is packed as 8-element vector initialisers (gcc makes
+        # them vector loads); a copy loop became a `rep movsl` per 64 bytes, measured 27% of
+        # the kernel on 64^3 tiles
+        direct = self.b_cols(step)
+        out("const float *bb = bp;")
+        out(f"int64_t bs = {nr};")
+        out.open(f"if (jn == {nr})")
+        if direct is not None:
+            out(f"bb = {direct[0]} + kc * {direct[1]} + jb;")
+            out(f"bs = {direct[1]};")
+        else:
+            out.open("for (int64_t k = 0; k < kn; ++k)")
+            for v in range(nr // 8):
+                elems = ", ".join(b_at(Raw(str(8 * v + e))) for e in range(8))
+                out(f"*(wsp_v8 *)(bp + k * {nr} + {8 * v}) = (wsp_v8){{{elems}}};")
+            out.close()
+        out.close()
+        out.open("else")
+        out.open("for (int64_t k = 0; k < kn; ++k)")
+        out(f"for (int64_t l = 0; l < jn; ++l) bp[k * {nr} + l] = {b_at(Raw('l'))};")
+        out(f"for (int64_t l = jn; l < {nr}; ++l) bp[k * {nr} + l] = 0.0f;")
+        out.close()
+        out.close()
+        full = rows - rows % mr
+        if full:
+            out.open(f"for (int64_t i0 = 0; i0 < {full}; i0 += {mr})")
+            self.matmul_block(step, mr, mode)
+            out.close()
+        if rows % mr:
+            out.open("")
+            out(f"const int64_t i0 = {full};")
+            self.matmul_block(step, rows % mr, mode)
+            out.close()
+        out.close()  # jb
+        out.close()  # kc
+        out("#undef WSP_MM_FMA")
+        out.close()
+
+    def a_rows(self, step: KP.PlanStep) -> Optional[tuple[str, str]]:
+        """(pointer, row stride) of a blocked matmul's A operand read in place (the plan's
+        `pack_a` is False: `plan_kernels.a_in_place`), or None when it is packed."""
+        # decision: reading A in place (a micro-block reads 6 rows, each sequentially) instead
+        # of packing it measured 70-89 against 52-63 GFLOP/s on 64^3 tiles in cache, and
+        # ~50 against ~44 on the tiles of 1024-wide matrices (noisy machine, one core): the
+        # scalar packing loop cost more than the strided rows it avoided
+        return None if step.pack_a else self.in_place(self.ops[step.matmul].args[0])
+
+    def b_cols(self, step: KP.PlanStep) -> Optional[tuple[str, str]]:
+        """(pointer, row stride) of a blocked matmul's B operand when its full panels are read
+        in place (the plan's `pack_b` is False: `plan_kernels.b_in_place`), or None."""
+        return None if step.pack_b else self.in_place(self.ops[step.matmul].args[1])
+
+    def in_place(self, v: int) -> tuple[str, str]:
+        """(pointer, row stride) of value `v` where it lies: its tile, or its array."""
+        op = self.ops[v]
+        if op.op == "param":
+            t = self.tile_index[str(op.attr)]
+            return self.ptr(t), self.rs(t)
+        return self.arr(v), str(op.shape[1])
+
+    def matmul_block(self, step: KP.PlanStep, r: int, mode: str) -> None:
+        """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
+        stored into C (`set`), added to it (`add`), or continued from C's partial sums when
+        kc != 0 (`kc`)."""
+        out = self.out
+        m = step.matmul
+        op = self.ops[m]
+        cols = op.shape[1]
+        nr, nv = MM_NR, MM_NR // 8
+        if m in self.into:
+            t = self.tile_index[self.into[m]]
+            dst, stride = self.ptr(t), self.rs(t)
+        else:
+            dst, stride = self.arr(m), str(cols)
+        out(f"float *cp = &{dst}[i0 * {stride} + jb];")
+        out(f"int64_t cs = {stride};")
+        out.open(f"if (jn != {nr})")
+        if mode != "set":
+            out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < {nr}; ++l) "
+                f"cb[q * {nr} + l] = l < jn ? cp[q * {stride} + l] : 0.0f;")
+        out(f"cp = cb; cs = {nr};")
+        out.close()
+        # decision: over several K chunks the block starts from C's partial sums, so a chunked
+        # sum is the one FMA chain over k that an unchunked (or i-k-j) matmul computes
+        for q in range(r):
+            out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
+        if mode == "kc":
+            out.open("if (kc != 0)")
+            for q in range(r):
+                for v in range(nv):
+                    out(f"c{q}_{v} = *(const wsp_v8u *)(cp + {q} * cs + {8 * v});")
+            out.close()
+        direct = self.a_rows(step)
+        if direct is None:
+            out(f"const float *ak = ap + (i0 / {MM_MR}) * ({MM_MR} * kn);")
+        else:
+            out(f"const float *ak = {direct[0]} + i0 * {direct[1]} + kc;")
+        out("#pragma GCC unroll 4")
+        out.open("for (int64_t k = 0; k < kn; ++k)")
+        out("const float *bk = bb + k * bs;")
+        for v in range(nv):
+            out(f"const wsp_v8 b{v} = *(const wsp_v8u *)(bk + {8 * v});")
+        for q in range(r):
+            at = f"ak[k * {MM_MR} + {q}]" if direct is None else f"ak[{q} * {direct[1]} + k]"
+            out(f"const float a{q} = {at};")
+            out(f"const wsp_v8 av{q} = {{{', '.join([f'a{q}'] * 8)}}};")
+            for v in range(nv):
+                out(f"c{q}_{v} = WSP_MM_FMA(av{q}, b{v}, c{q}_{v});")
+        out.close()
+        def store(add: bool) -> None:
+            for q in range(r):
+                for v in range(nv):
+                    at = f"*(wsp_v8u *)(cp + {q} * cs + {8 * v})"
+                    out(f"{at} = {at + ' + ' if add else ''}c{q}_{v};")
+        store(mode == "add")
+        out.open(f"if (jn != {nr})")
+        out(f"for (int64_t q = 0; q < {r}; ++q) for (int64_t l = 0; l < jn; ++l) "
+            f"{dst}[(i0 + q) * {stride} + jb + l] = cb[q * {nr} + l];")
+        out.close()
 
 
 __all__ = ["MatmulForms"]

@@ -219,12 +219,28 @@ class Runner(Visitor):
                 box = tuple(slice(o, o + e) for o, e in zip(offs, exts))
                 boxes[a.param] = box
                 if a.gather is not None:
-                    # row i is row rows[i] of the row dimension (each checked above)
+                    # row i is row rows[i] of the row dimension (each checked above); a gather
+                    # view is never partial
                     rows = [self.eval(r, t.span, t) for r in a.gather.rows]
                     view = np.take(arr[box], rows, axis=a.row_dim)
                     inputs[a.param] = to_compute(view, p.dtype).reshape(p.rows, p.cols)
-                elif a.mode != "w":
-                    inputs[a.param] = to_compute(arr[box], p.dtype).reshape(p.rows, p.cols)
+                    inputs[f"valid_rows:{a.param}"] = np.int32(p.rows)
+                    inputs[f"valid_cols:{a.param}"] = np.int32(p.cols)
+                    continue
+                # a partial view: its extents, 1 <= e <= the tile's (checked above)
+                vr = exts[a.row_dim] if a.row_dim is not None else 1
+                vc = exts[a.col_dim] if a.col_dim is not None else 1
+                inputs[f"valid_rows:{a.param}"] = np.int32(vr)
+                inputs[f"valid_cols:{a.param}"] = np.int32(vc)
+                if a.mode != "w":
+                    view = to_compute(arr[box], p.dtype).reshape(vr, vc)
+                    if (vr, vc) != (p.rows, p.cols):
+                        # decision: a load of a partial view fills the rest with the parameter's pad
+                        tile = np.empty((p.rows, p.cols), dtype=view.dtype)
+                        tile[...] = scalar_value(p.pad, p.dtype)
+                        tile[:vr, :vc] = view
+                        view = tile
+                    inputs[a.param] = view
             else:
                 v = a.value
                 if isinstance(v, sym.Expr):
@@ -241,7 +257,10 @@ class Runner(Visitor):
             a = next(x for x in t.args if x.param == name)
             arr = self.tensors[a.tensor]
             region = arr[boxes[name]]
-            arr[boxes[name]] = to_storage(value, params[name].dtype).reshape(region.shape)
+            vr, vc = inputs[f"valid_rows:{name}"], inputs[f"valid_cols:{name}"]
+            # a store writes only the view (all of the tile unless the view is partial)
+            value = to_storage(value, params[name].dtype)[:vr, :vc]
+            arr[boxes[name]] = value.reshape(region.shape)
 
     def extern(self, k: N.Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # decision: extern kernels run only through a registered Python function (by source name, for every specialisation), called with NumPy tiles in the compute dtype; its Out/InOut arrays (or a returned dict) are stored by the rules of `store`

@@ -29,6 +29,7 @@ from ...primitives import (
     unary,
 )
 from .. import ast as A
+from ..printer import expr_str
 from ..signatures import NotSymbolic, to_sym
 
 # Names users bring from NumPy/Triton that are not primitives here, with what to write instead.
@@ -210,6 +211,18 @@ class ExprChecks:
                 args[p.name] = Arg(literal_type("int"), node.span, dim=sym.const(a))
             elif p.kind == "flag":
                 args[p.name] = Arg(ERROR, node.span, flag=self._flag(prim, p.name, node))
+            elif p.kind == "tile":
+                # decision: `valid_rows(x)` takes a tile parameter's name (any mode: it reads the
+                # view's extent, not the tile's value), never an expression
+                ps = self.params.get(node.id)[0] if isinstance(node, A.Name) and \
+                    node.id in self.params and node.id not in self.lets else None
+                if ps is None or ps.kind != "tile":
+                    self._args_only(e)
+                    return self.error(node.span, "needs-tile-param",
+                                      f"`{fname}` takes the name of a tile parameter, found "
+                                      f"`{expr_str(node)}`", f"write e.g. `{fname}(x)` for a "
+                                      "parameter `x: In[Tile[...]]`")
+                args[p.name] = Arg(ERROR, node.span)
             else:
                 args[p.name] = self._arg(node)
         t = prim.rule(self._typing(fname, e.span, args))

@@ -11,7 +11,7 @@ from ...diagnostics import Note, did_you_mean
 from ...dtypes import INT_DTYPES, kind_of
 from ...primitives import literal_fits, scalar
 from .. import ast as A
-from ..signatures import ParamSig
+from ..signatures import ParamSig, literal_of
 
 EXTERN_LANGS = ("c", "ascend")
 
@@ -32,6 +32,8 @@ class ParamChecks:
                         "tiles come from the task's arguments; only `Scalar` and `Constexpr` "
                         "parameters take defaults",
                     )
+                if t.pad is not None:
+                    self._check_pad(ps, t)
                 for dim, node in ((ps.tile.rows, t.tile.rows), (ps.tile.cols, t.tile.cols)):
                     v = sym.const_value(dim)
                     if v is not None and v <= 0:
@@ -52,6 +54,26 @@ class ParamChecks:
                 )
             else:
                 self._check_default(ps, p, ps.dtype, constexpr=False)
+
+    def _check_pad(self, ps: ParamSig, t: A.TileParamType) -> None:
+        # decision: `pad` is a literal (or const) of the tile's kind, on a tile the kernel reads
+        if t.mode == "Out":
+            self.error(t.pad.span, "bad-pad", f"`Out` tile `{ps.name}` is never loaded, so it takes "
+                       "no `pad`", "a store writes only the view; drop `pad = ...`")
+            return
+        lit = literal_of(t.pad, self.consts)
+        if lit is None:
+            self.error(t.pad.span, "bad-pad", f"the pad of `{ps.name}` must be a literal",
+                       "write e.g. `pad = 0`, `pad = -inf` or `pad = 1.5`")
+            return
+        kind, value, text = lit
+        target = kind_of(ps.dtype)
+        if not (kind == target or (kind == "int" and target == "float")):
+            self.error(t.pad.span, "bad-pad", f"`{ps.name}` holds {ps.dtype}, but its pad is "
+                       f"{_literal_words(kind)} `{text}`", f"write e.g. `pad = {_example(ps.dtype)}`")
+        elif kind == "int" and target == "int" and not literal_fits(value, ps.dtype):
+            self.error(t.pad.span, "bad-pad", f"the pad `{text}` of `{ps.name}` does not fit in "
+                       f"{ps.dtype}")
 
     def _check_default(self, ps: ParamSig, p: A.KernelParam, dtype: str, constexpr: bool) -> None:
         d = p.default

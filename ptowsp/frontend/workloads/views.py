@@ -262,25 +262,39 @@ class ViewChecks:
                 notes=notes,
             )
             return
-        pending: list[tuple[sym.Expr, sym.Expr, str]] = []
+        # decision: a view may be shorter than its tile along either dimension (a partial tile:
+        # loads pad, stores write only the view), never longer and never empty
+        pending: list[sym.Check] = []
         for got, want, which in ((dims[0], rows, "rows"), (dims[1], cols, "columns")):
             if sym.free_vars(want):
                 continue  # a Constexpr without a value: reported at the call
-            r = self.decide(got, "==", want)
-            if r is False:
-                self.error(at.span, "shape-mismatch", message, notes=notes)
+            if self.decide(got, "==", want) is True:
+                continue
+            over = self.decide(got, "<=", want)
+            if over is False:
+                self.error(at.span, "shape-mismatch", message,
+                           "a view may be shorter than its tile (a partial tile), never longer",
+                           notes=notes)
                 return
-            if r is None:
-                pending.append((got, want, which))
-        for got, want, which in pending:
-            self.env.checks.append(
-                RuntimeCheck(
-                    sym.Check(
-                        got,
-                        "==",
-                        want,
-                        f"`{kwtext}` must have {show(want)} {which} to fit {tile_text}",
-                    ),
-                    kw.span,
-                )
-            )
+            if self.decide(got, ">=", sym.const(1)) is False:
+                self.error(at.span, "shape-mismatch", f"`{kwtext}` is an empty {shown} view",
+                           f"a view passed to a tile has at least one element; `{p.name}` takes "
+                           f"{tile_text}", notes=notes)
+                return
+            if over is None:
+                pending.append(too_long(got, kwtext, want, which, tile_text))
+            pending.append(too_short(got, kwtext, which))
+        for c in pending:
+            if self.decide(c.lhs, c.op, c.rhs) is not True:
+                self.env.checks.append(RuntimeCheck(c, kw.span))
+
+
+def too_long(got: sym.Expr, kwtext: str, want: sym.Expr, which: str, tile_text: str) -> sym.Check:
+    """The run-time check of a view's extent against its tile's (also lowering's)."""
+    return sym.Check(got, "<=", want, f"`{kwtext}` must have at most {show(want)} {which} to fit "
+                     f"{tile_text}")
+
+
+def too_short(got: sym.Expr, kwtext: str, which: str) -> sym.Check:
+    """The run-time check that a view passed to a tile is not empty (also lowering's)."""
+    return sym.Check(got, ">=", sym.const(1), f"`{kwtext}` must have at least 1 {which[:-1]}")

@@ -50,7 +50,16 @@ from typing import Optional
 
 from ... import sym
 from ...dtypes import HALF_DTYPES
-from ...primitives import BROADCAST, COMPLEX, ELEMWISE, INJECTIVE, OPAQUE, OPS, REDUCTION
+from ...primitives import (
+    BROADCAST,
+    COMPLEX,
+    ELEMWISE,
+    INJECTIVE,
+    OPAQUE,
+    OPS,
+    REDUCTION,
+    VALID_OPS,
+)
 from .. import nodes as N
 from ..independence import _separates  # the disjointness argument of batched nests
 from ..visit import map_lists, map_schedules, substitute, tasks, walk
@@ -470,6 +479,11 @@ class _Fuser:
         """(A's argument, B's argument) of the intermediate, or None when there is none."""
         pa = {p.name: p for p in ka.params}
         pb = {p.name: p for p in kb.params}
+        # decision: tasks with a partial view, or kernels reading valid_rows/valid_cols, are not
+        # fused: the intermediate's padding and the extents belong to each task's own view
+        if any(a.is_partial for a in _tiles(ta) + _tiles(tb)) or any(
+                op.op in VALID_OPS for op in ka.ops + kb.ops):
+            return None
         for xa in _tiles(ta):
             x = xa.tensor
             if xa.mode != "w" or x not in self.scratch or self.counts.get(x) != 2:

@@ -278,6 +278,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
             e = scalar_param(op.dtype, self.scalar_index[str(op.attr)])
         elif op.op == "literal":
             e = literal(op.attr, op.dtype)
+        elif op.op in ("valid_rows", "valid_cols"):
+            # partial views are refused before this (ascend/__init__.py): the tile's own extent
+            p = next(q for q in self.k.params if q.name == op.attr)
+            e = literal(p.rows if op.op == "valid_rows" else p.cols, op.dtype)
         else:
             if OPS[op.op].plan != "ew":
                 raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)

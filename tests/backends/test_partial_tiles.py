@@ -1,0 +1,228 @@
+"""Partial tiles (language.md section 4, "Partial tiles", and section 6): a view shorter than its
+tile. cpu_sim == ref == a NumPy formula (float64 where it matters) over lengths that are and are
+not multiples of the tile, 1 included; the pad seen through reductions (rowmax with pad = -inf,
+rowsum with the default 0); stores that never touch the tensor outside the view; two tasks on
+either side of a ragged edge, one reading what the other wrote; valid_rows/valid_cols; the
+run-time checks of a view's extent; ascend_npu's compile error.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ptowsp
+from ptowsp.diagnostics import WspError
+
+pytestmark = pytest.mark.cc
+
+SETTINGS = settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "wspc-cache"))
+
+
+_PROGRAMS: dict = {}
+
+
+def compiled(text: str, target: str):
+    key = (text, target)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = ptowsp.parse(textwrap.dedent(text), "t.wsp").compile(target=target)
+    return _PROGRAMS[key]
+
+
+def both(text: str, bind: dict, arrays: dict, workers=None) -> dict:
+    cpu = compiled(text, "cpu_sim").run(bind=bind, workers=workers, **arrays)
+    ref = compiled(text, "ref").run(bind=bind, **arrays)
+    for k in ref:
+        if ref[k].dtype.kind == "f":  # a row sum's order of additions is the target's own
+            np.testing.assert_allclose(cpu[k], ref[k], rtol=2e-6, atol=1e-6, err_msg=k)
+        else:
+            np.testing.assert_array_equal(cpu[k], ref[k], err_msg=k)
+    return ref
+
+
+# Rows of a ragged batch in 16-row tiles: the last tile of each sequence is partial.
+ROWS = """\
+    sym B, S
+    input  L: i32[B]
+    input  X: f32[B, S, 32]
+    output Y: f32[B, S, 32]
+    output MX: f32[B, S, 1]
+    output SM: f32[B, S, 1]
+    output N: i32[B, S, 2]
+    kernel k(x: In[Tile[16, 32, f32], pad = -inf], z: In[Tile[16, 32, f32]],
+             y: Out[Tile[16, 32, f32]], mx: Out[Tile[16, 1, f32]], sm: Out[Tile[16, 1, f32]],
+             n: Out[Tile[16, 2, i32]]) {
+        store(y, z * 2.0 + 1.0)
+        store(mx, rowmax(x))
+        store(sm, rowsum(z))
+        store(n, where(col_index(16, 2) == 0, valid_rows(x), valid_cols(y)))
+    }
+    axis batch = DenseDyn(B)
+    axis tiles = Ragged(batch, ceildiv(L[_], 16))
+    workload w() {
+        for b in P(batch) {
+            for t in P(tiles[b]) {
+                let r = X[b, t*16 : min(t*16 + 16, L[b]), :]
+                k[b, t](x = r, z = r, y = Y[b, t*16 : min(t*16 + 16, L[b]), :],
+                        mx = MX[b, t*16 : min(t*16 + 16, L[b]), :],
+                        sm = SM[b, t*16 : min(t*16 + 16, L[b]), :],
+                        n = N[b, t*16 : min(t*16 + 16, L[b]), :])
+            }
+        }
+    }
+"""
+
+
+@SETTINGS
+@given(lens=st.lists(st.sampled_from([1, 2, 15, 16, 17, 31, 32, 33, 40]), min_size=1, max_size=3),
+       seed=st.integers(0, 2**16))
+def test_ragged_rows_pad_reduce_and_store_only_the_view(lens, seed):
+    S = 48
+    L = np.array(lens, np.int32)
+    X = np.random.default_rng(seed).standard_normal((len(lens), S, 32)).astype(np.float32)
+    out = both(ROWS, {"B": len(lens), "S": S}, {"L": L, "X": X})
+    x64 = X.astype(np.float64)
+    for b, n in enumerate(lens):
+        # inside the view: the formula; outside it: never written (the outputs' zero fill)
+        np.testing.assert_allclose(out["Y"][b, :n], x64[b, :n] * 2 + 1, rtol=1e-6)
+        assert not out["Y"][b, n:].any() and not out["MX"][b, n:].any()
+        # pad = -inf: rowmax sees only the view's columns (all 32 here); pad 0: sums unchanged
+        np.testing.assert_array_equal(out["MX"][b, :n, 0], X[b, :n].max(axis=1))
+        np.testing.assert_allclose(out["SM"][b, :n, 0], x64[b, :n].sum(axis=1), rtol=1e-5,
+                                   atol=1e-5)
+        rows = np.minimum(16, n - (np.arange(n) // 16) * 16)
+        np.testing.assert_array_equal(out["N"][b, :n, 0], rows)
+        np.testing.assert_array_equal(out["N"][b, :n, 1], 32)
+
+
+# Columns: a Tile[4, 16] over a tensor 4 x C, C not a multiple of 16; pad -inf vs 0 in a row max.
+COLS = """\
+    sym C
+    input  X: f32[4, C]
+    output MX: f32[4, 1]
+    output SM: f32[4, 1]
+    output Y: f32[4, C]
+    kernel first(x: In[Tile[4, 16, f32], pad = -inf], z: In[Tile[4, 16, f32], pad = 0],
+                 mx: Out[Tile[4, 1, f32]], sm: Out[Tile[4, 1, f32]], y: Out[Tile[4, 16, f32]]) {
+        store(mx, rowmax(x))
+        store(sm, rowmax(z))
+        store(y, z - valid_cols(x))
+    }
+    workload w() {
+        first(x = X[:, 0 : min(16, C)], z = X[:, 0 : min(16, C)], mx = MX, sm = SM,
+              y = Y[:, 0 : min(16, C)])
+    }
+"""
+
+
+@SETTINGS
+@given(c=st.integers(1, 20), seed=st.integers(0, 2**16))
+def test_partial_columns_with_pads(c, seed):
+    X = (-1.0 - np.random.default_rng(seed).random((4, c))).astype(np.float32)  # all negative
+    out = both(COLS, {"C": c}, {"X": X})
+    v = min(16, c)
+    np.testing.assert_array_equal(out["MX"][:, 0], X[:, :v].max(axis=1))
+    # pad 0 is larger than every element: it shows through the max exactly when the view is short
+    np.testing.assert_array_equal(out["SM"][:, 0], X[:, :v].max(axis=1) if v == 16 else 0.0)
+    np.testing.assert_array_equal(out["Y"][:, :v], X[:, :v] - np.float32(v))
+    assert not out["Y"][:, v:].any()
+
+
+# Two tasks around an edge: the second reads what the first wrote, through partial views, and
+# each writes only its own rows (no task may clobber its neighbour's rows with padding).
+EDGE = """\
+    sym N
+    input  X: f32[N, 8]
+    scratch T: f32[N, 8]
+    output Y: f32[N, 8]
+    kernel inc(x: In[Tile[16, 8, f32]], y: Out[Tile[16, 8, f32]]) { store(y, x + 1.0) }
+    kernel dbl(x: InOut[Tile[16, 8, f32], pad = 5], y: Out[Tile[16, 8, f32]]) {
+        store(y, x * 2.0 + rowsum(x) * 0.0)
+        store(x, x * 0.5)
+    }
+    workload w() {
+        for t in P(ceildiv(N, 16)) {
+            inc[t](x = X[t*16 : min(t*16 + 16, N), :], y = T[t*16 : min(t*16 + 16, N), :])
+        }
+        for t in P(ceildiv(N, 16)) {
+            dbl[t](x = T[t*16 : min(t*16 + 16, N), :], y = Y[t*16 : min(t*16 + 16, N), :])
+        }
+    }
+"""
+
+
+@SETTINGS
+@given(n=st.sampled_from([1, 7, 16, 17, 33, 47]), seed=st.integers(0, 2**16))
+def test_two_tasks_around_an_edge(n, seed):
+    X = np.random.default_rng(seed).standard_normal((n, 8)).astype(np.float32)
+    out = both(EDGE, {"N": n}, {"X": X}, workers=2)
+    np.testing.assert_array_equal(out["Y"], (X + np.float32(1)) * np.float32(2))
+
+
+# A decode step: one token's row into a 16-row tile (no Constexpr tier, no padding of the data).
+DECODE = """\
+    sym B, S
+    input  P: i32[B]
+    input  X: f32[B, S, 16]
+    output Y: f32[B, 1, 16]
+    kernel norm(x: In[Tile[16, 16, f32]], y: Out[Tile[16, 16, f32]]) {
+        store(y, x * rsqrt(rowsum(x * x) / valid_cols(x) + 1e-6))
+    }
+    workload w() {
+        for b in P(B) { norm[b](x = X[b, P[b] : P[b] + 1, :], y = Y[b, 0:1, :]) }
+    }
+"""
+
+
+def test_one_decode_row_in_a_sixteen_row_tile():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3, 5, 16)).astype(np.float32)
+    P = np.array([0, 4, 2], np.int32)
+    out = both(DECODE, {"B": 3, "S": 5}, {"P": P, "X": X})
+    x = X[np.arange(3), P].astype(np.float64)
+    want = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(out["Y"][:, 0], want, rtol=1e-5)
+
+
+TOO_LONG = """\
+    sym N
+    input  X: f32[N, 8]
+    input  L: i32[2]
+    output Y: f32[N, 8]
+    kernel copy(x: In[Tile[2, 8, f32]], y: Out[Tile[2, 8, f32]]) { store(y, x) }
+    workload w() { copy(x = X[0 : L[0]], y = Y[0 : 2]) }
+"""
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_view_longer_than_its_tile_or_empty_is_an_error_at_run_time(target):
+    X = np.zeros((4, 8), np.float32)
+    with pytest.raises(WspError) as info:
+        compiled(TOO_LONG, target).run(X=X, L=np.array([3, 0], np.int32))
+    assert info.value.diagnostics[0].message.startswith(
+        "`x = X[0 : L[0]]` must have at most 2 rows to fit Tile[2, 8, f32], found 3")
+    with pytest.raises(WspError) as info:
+        compiled(TOO_LONG, target).run(X=X, L=np.array([0, 0], np.int32))
+    assert info.value.diagnostics[0].message.startswith(
+        "`x = X[0 : L[0]]` must have at least 1 row, found 0")
+    out = compiled(TOO_LONG, target).run(X=X + 1, L=np.array([1, 0], np.int32))
+    np.testing.assert_array_equal(out["Y"], [[1] * 8, [0] * 8, [0] * 8, [0] * 8])
+
+
+def test_ascend_reports_a_partial_view_at_the_view():
+    text = textwrap.dedent(COLS)
+    with pytest.raises(WspError) as info:
+        ptowsp.parse(text, "t.wsp").compile(target="ascend_npu")
+    d = info.value.diagnostics[0]
+    assert d.message == ("in `first`, the view of `x` may be shorter than its Tile[4, 16, f32] "
+                         "(a partial tile), which the ascend_npu target does not run yet")
+    assert (d.span.line, d.span.col) == (13, 11)  # the argument `x = X[:, 0 : min(16, C)]`
