@@ -62,6 +62,11 @@ class _Wspc(click.Group):
     output is written only after its stage succeeded, so an interrupt leaves none behind."""
 
     def invoke(self, ctx: click.Context):
+        # a file name is bytes on POSIX: one that is not UTF-8 (`\xff.wsp`) reaches Python as
+        # surrogates, and is written back as the bytes the user gave, never a UnicodeEncodeError
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="surrogateescape")
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:

@@ -405,3 +405,21 @@ def test_module_and_machine_files_that_never_end(tmp_path, cache, kind):
     err = failed(wspc("run", SOFTMAX, "--machine", special, "--bind", "R=16", "--random-inputs",
                       "1", cache=cache, timeout=60))
     assert f"{special}: error: cannot read machine file: {words}" in err
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_as_its_bytes(tmp_path):
+    """POSIX file names are bytes: `r\\xff.wsp` reaches Python as surrogates, and wspc writes it
+    back as the same bytes (before: a UnicodeEncodeError traceback, found by `make fuzz`)."""
+    name = b"r\xff\xfe.wsp"
+    good, bad = tmp_path / os.fsdecode(name), tmp_path / os.fsdecode(b"bad\xff.wsp")
+    good.write_bytes(SOFTMAX.read_bytes())
+    bad.write_bytes(b"sym N\nkernel k() { store(y, 1) }\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C.UTF-8"}
+    ok = subprocess.run([sys.executable, "-m", "ptowsp", "check", os.fsencode(good.name)],
+                        cwd=tmp_path, env=env, capture_output=True)
+    assert ok.returncode == 0 and ok.stdout.startswith(name + b": ok: module `softmax`"), ok.stderr
+    err = subprocess.run([sys.executable, "-m", "ptowsp", "check", os.fsencode(bad.name)],
+                         cwd=tmp_path, env=env, capture_output=True)
+    # a diagnostic shows a name's bytes that are not text escaped (as every diagnostic does)
+    assert err.returncode == 1 and err.stderr.startswith(b"bad\\xff.wsp:2:"), err.stderr
+    assert b"Traceback" not in err.stderr

@@ -115,6 +115,12 @@ def _tok_span(file: str, tok: Tok) -> A.Span:
     return A.Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
 
 
+# decision: an integer literal has at most 400 digits, far past any value wspc can use (sizes and
+# indices are int64; as a float, past 1e308 it is inf); converting a longer one would take time
+# quadratic in its length, so it is an error at the literal
+MAX_INT_DIGITS = 400
+
+
 def _int(text: str) -> int:
     return int(text.replace("_", ""), 0) if text.lower().startswith("0x") else int(text.replace("_", ""))
 
@@ -231,6 +237,13 @@ class AstBuilder:
         return self._name(c[0])
 
     def int_lit(self, c):
+        digits = len(c[0].value.replace("_", ""))
+        if digits > MAX_INT_DIGITS:
+            raise ParseIssue(_tok_span(self.file, c[0]),
+                             f"an integer literal of {digits} digits; wspc reads at most "
+                             f"{MAX_INT_DIGITS}",
+                             "sizes and indices are int64 (19 digits); write a large float as "
+                             "`1e30`")
         return A.IntLit(_int(c[0].value), span=_tok_span(self.file, c[0]))
 
     def float_lit(self, c):
