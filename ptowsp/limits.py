@@ -22,6 +22,9 @@ MAX_SOURCE_BYTES = 16 << 20
 # Ascend plan's words): tiles (tile parameters, gather indices, CSP slot accesses), scalar
 # parameters, and coordinates (the bracket list of a call)
 MAX_TILES = 16
+# the most elements one tile holds (rows x columns): a tile is one task's working set, held
+# whole in memory (a partial view is padded to it); 2^24 is 64 MiB of f32, past any real tile
+MAX_TILE_ELEMENTS = 1 << 24
 MAX_SCALARS = 16
 MAX_COORDS = 8
 

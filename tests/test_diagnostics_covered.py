@@ -98,6 +98,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_long_runs.py::test_data_dependent_task_records_stop_at_the_limit_during_the_run',
     'the call `{*}` passes {*} {*}, more than a task can take ({*}): split the kernel, or pass fewer, larger tiles':
         'tests/test_task_limits.py::test_one_past_each_limit_is_an_error_at_the_call',
+    '`{*}` is a {*} of {*} elements, more than a tile can hold ({*}): use smaller tiles and more tasks':
+        'tests/test_task_limits.py::test_a_tile_past_the_element_limit_is_an_error_at_the_argument',
     # ptowsp/api.py
     '`{*}` is {*} from {*}, but {*} makes it {*}':
         'tests/test_user_errors.py::test_a_sym_given_two_values',

@@ -74,3 +74,19 @@ def test_the_runtime_header_has_the_same_limits():
     defined = dict(re.findall(r"#define WSP_MAX_(TILES|SCALARS|COORDS) (\d+)", header))
     assert {k: int(v) for k, v in defined.items()} == {
         "TILES": MAX_TILES, "SCALARS": MAX_SCALARS, "COORDS": MAX_COORDS}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_tile_past_the_element_limit_is_an_error_at_the_argument(target):
+    """A partial view may be shorter than its tile, so a tile of 2^63 columns once reached ref
+    (a NumPy ValueError: exit 70, found by `make fuzz`); a tile holds at most 2^24 elements."""
+    text = ("output Y: f32[1, 8]\n"
+            "kernel k(y: Out[Tile[1, 9223372036854775808, f32]]) { store(y, 1.0) }\n"
+            "workload w() { k(y = Y) }\n")
+    with pytest.raises(ptowsp.WspError) as info:
+        ptowsp.parse(text, "t.wsp").compile(target=target)
+    (d,) = info.value.diagnostics
+    assert (d.span.line, d.span.col) == (3, 18)
+    assert d.message == ("`y` is a Tile[1, 9223372036854775808, f32] of 9,223,372,036,854,775,808 "
+                         "elements, more than a tile can hold (16,777,216): use smaller tiles and "
+                         "more tasks")
