@@ -57,6 +57,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_api_limits.py::test_a_sym_past_int64',
     'the run ran out of memory (its tensors fit in {*}, but the machine has less free)':
         'tests/test_api_limits.py::test_memory_taken_by_others_during_the_run_is_an_error_not_a_crash',
+    '`{*}` overflows int64 with {*}{*}':
+        'tests/backends/test_scalar_overflow.py::test_a_value_past_int64_is_an_error_at_the_expression',
     'the tensors need {*} of memory{*} ({*}), more than {*}':
         'tests/test_api_limits.py::test_a_size_past_the_machine_is_an_error_at_the_sym',
     "with {*}, `{*}` may reach {*}, past the runtime's int64 arithmetic (2^63 - 1)":

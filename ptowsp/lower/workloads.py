@@ -35,10 +35,14 @@ from .values import UNKNOWN, ValueLowering, not_
 
 
 def _has_reads(e: A.Expr) -> bool:
-    """Whether evaluating `e` reads tensor elements or divides by what is not a literal (then
-    `and`/`or` must short-circuit: the reads' range checks and the divisors' Asserts hold only
-    where the right side is evaluated)."""
-    return any(isinstance(n, A.Index) or _divides(n) for n in e.walk())
+    """Whether evaluating `e` reads tensor elements or slots or divides by what is not a
+    literal (then `and`/`or` must short-circuit: the reads' range checks, the divisors' and
+    the overflow checks' Asserts hold only where the right side is evaluated)."""
+    return any(isinstance(n, A.Index) or _divides(n) or _slot(n) for n in e.walk())
+
+
+def _slot(n: A.Expr) -> bool:
+    return isinstance(n, A.Call) and n.func.id == "slot"
 
 
 def _divides(n: A.Expr) -> bool:
