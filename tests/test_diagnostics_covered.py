@@ -325,10 +325,6 @@ ELSEWHERE: dict[str, str] = {
 
 # message pattern -> why no user input can produce it
 UNREACHABLE: dict[str, str] = {
-    "cannot evaluate `{*}`: {*}{*}":
-        "ref's evaluation of a scalar expression fails only on a zero divisor or an unbound sym: "
-        "every divisor that may be zero has an Assert before its statement (lower/values.py, "
-        "`divisor`), and the syms are bound and checked before the run",
     "expected a scalar expression":
         "a defensive fallback: every kind of expression the parser builds is handled before it",
     "the ragged axis of `{*}` is not indexed by a loop variable of `{*}`, so there is no loop "
