@@ -76,7 +76,7 @@ def zero_divisor(whole: str, divisor: str) -> str:
 class ValueLowering:
     """Scalar expressions, element reads, asserts and proofs: a mixin of
     `workloads.WorkloadLowerer`, whose `__init__` sets the state used here (`env`; `pre`, `memo`,
-    `nreads` and `dyn` for the reads; `ranges`, `extents` and `proofs` for the proofs)."""
+    `nreads` and `dyn` for the reads; `ranges`, `extents`, `given` and `proofs` for the proofs)."""
 
     # ---- run-time values: element reads and asserts
     def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span) -> sym.Expr:
@@ -159,7 +159,7 @@ class ValueLowering:
             r = self.ranges.get(v)
             if r is not None and r.lo is not None and r.hi is not None:
                 continue
-            ext = self.extents.get(v)
+            ext = self.given.get(v)  # None: a CSP item, or a variable unknown here
             if ext is None or self.late(ext):
                 return True
         return False

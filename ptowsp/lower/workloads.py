@@ -79,6 +79,7 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         self.ranges: dict[str, sym.Interval] = {}
         self.extents: dict[str, sym.Expr] = {}
         self.proofs: dict[tuple, Optional[bool]] = {}
+        self.given: dict[str, Optional[sym.Expr]] = {}  # each bound variable's extent as given
         # Reads and Asserts to place right before the statement being lowered (None: no
         # statement, e.g. a schedule key), and the reads it made so far (shared when repeated)
         self.pre: Optional[list[N.Stmt]] = None
@@ -261,6 +262,7 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         if name not in saved:
             saved[name] = (self.ranges.get(name), self.extents.get(name), name in self.dyn)
         self.ranges[name] = rng
+        self.given[name] = extent  # names are unique along a path: the latest binding is in scope
         # decision: an extent that reads a slot is not used in proofs (a later slot_set in the body changes the slot, not the extent)
         if extent is not None and sym.const_value(extent) is None and not any(
                 N.slot_index(v) is not None for v in sym.free_vars(extent)):
