@@ -150,6 +150,9 @@ class Binding:
                 f" or pass an array for `{users[0]}`" if users else "")
             self.error(s.span, f"sym `{s.name}` is not bound", help)
         self.raise_if_any()
+        # a dimension's divisors first (lower/module.py: its `!=` checks): every shape needs them
+        self._module_checks(values, divisors=True)
+        self.raise_if_any()
         self.record_limit = 0
         if check_memory or records:
             limit = memory_limit(max_memory)
@@ -195,15 +198,23 @@ class Binding:
                            f"{list(want_shape)}, but its array ({sources.get(t.name, 'the array')}) "
                            f"has shape {list(a.shape)}")
         self.raise_if_any()
-        for c in m.checks:
+        self._module_checks(values, divisors=False)
+        self.raise_if_any()
+        return values, inputs
+
+    def _module_checks(self, values: Mapping[str, int], divisors: bool) -> None:
+        """The module's run-time checks with the bound syms: its divisors that must not be zero
+        (`divisors`) or the rest."""
+        for c in self.module.checks:
+            if (c.check.op == "!=") != divisors:
+                continue
             try:
                 ok = c.check.evaluate(values)
             except sym.SymError:
                 ok = False
             if not ok:
-                self.error(c.span, f"{c.message} (with {_show_syms(values, sym.free_vars(c.check.lhs) | sym.free_vars(c.check.rhs))})")
-        self.raise_if_any()
-        return values, inputs
+                used = sym.free_vars(c.check.lhs) | sym.free_vars(c.check.rhs)
+                self.error(c.span, f"{c.message} (with {_show_syms(values, used)})")
 
     def _check_int64(self, values: Mapping[str, int], schedule: Optional[str]) -> None:
         """Every integer the runtime computes from the syms (loop extents, view offsets and
@@ -594,7 +605,10 @@ class Program:
         for t in self.module.tensors:  # zero-strided stand-ins: the binding checks their shapes
             if t.kind in ("input", "inout") and t.name not in fake and all(
                     v in syms for d in t.dims for v in sym.free_vars(d)):
-                shape = tuple(sym.evaluate(d, syms) for d in t.dims)
+                try:
+                    shape = tuple(sym.evaluate(d, syms) for d in t.dims)
+                except sym.SymError:  # a divisor 0: the binding reports it, at the divisor
+                    continue
                 zero = np.zeros((), numpy_dtype(t.dtype))
                 # kernels that run read real (contiguous) arrays; otherwise nothing is read
                 fake[t.name] = np.zeros(shape, zero.dtype) if execute else np.broadcast_to(zero, shape)

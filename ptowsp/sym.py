@@ -35,6 +35,8 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Union
 
+from .limits import INT64_MAX
+
 __all__ = [
     "SymError", "UnboundSymbol", "Expr", "Const", "Var", "FloorDiv", "Mod",
     "CeilDiv", "Min", "Max", "Abs", "Poly", "IntLike", "as_expr", "const",
@@ -42,7 +44,7 @@ __all__ = [
     "max_", "abs_", "simplify", "substitute", "evaluate", "free_vars",
     "is_const", "const_value", "Interval", "NONNEG", "bounds", "prove_eq",
     "prove_ne", "prove_lt", "prove_le", "prove_gt", "prove_ge", "Check",
-    "require", "to_str", "to_c",
+    "require", "to_str", "to_c", "INT64",
 ]
 
 
@@ -721,6 +723,8 @@ def prove_ne(a: IntLike, b: IntLike, ranges=None, default: Interval = NONNEG) ->
 
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt,
         "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+INT64 = (-INT64_MAX - 1, INT64_MAX)  # `a *fits b` holds when a * b is within int64 (+, - too)
+_FITS = {"+fits": operator.add, "-fits": operator.sub, "*fits": operator.mul}
 _PROVERS = {"==": prove_eq, "!=": prove_ne, "<": prove_lt,
             "<=": prove_le, ">": prove_gt, ">=": prove_ge}
 
@@ -734,16 +738,20 @@ class Check:
     reason: str
 
     def __post_init__(self) -> None:
-        if self.op not in _OPS:
+        if self.op not in _OPS and self.op not in _FITS:
             raise ValueError(f"unknown comparison {self.op!r}")
 
     def evaluate(self, env: Mapping[str, int]) -> bool:
-        return _OPS[self.op](evaluate(self.lhs, env), evaluate(self.rhs, env))
+        a, b = evaluate(self.lhs, env), evaluate(self.rhs, env)
+        return INT64[0] <= _FITS[self.op](a, b) <= INT64[1] if self.op in _FITS else _OPS[self.op](a, b)
 
     def to_c(self, name_of: Callable[[str], str] = lambda v: v) -> str:
-        return f"{to_c(self.lhs, name_of)} {self.op} {to_c(self.rhs, name_of)}"
+        lhs, rhs = to_c(self.lhs, name_of), to_c(self.rhs, name_of)  # *fits: the prelude's helpers
+        return f"wsp_{_FITS[self.op].__name__}_fits({lhs}, {rhs})" if self.op in _FITS else f"{lhs} {self.op} {rhs}"
 
     def __str__(self) -> str:
+        if self.op in _FITS:
+            return f"fits_int64(({to_str(self.lhs)}) {self.op[0]} ({to_str(self.rhs)}))"
         return f"{to_str(self.lhs)} {self.op} {to_str(self.rhs)}"
 
 

@@ -136,7 +136,7 @@ def test_view_arithmetic_past_int64_is_an_error_at_the_sym(target, wspc_cache):
     text = info.value.render()
     assert "shift.wsp:2:12: error: with N = 4, S = 9223372036854775807, `S + i` may reach " \
            "9223372036854775810, past the runtime's int64 arithmetic (2^63 - 1)" in text
-    assert "shift.wsp:6:32: note: computed here" in text
+    assert "shift.wsp:6:37: note: computed here" in text  # at the view (its argument)
     # one below: the view check reports the real value, not a wrapped one
     with pytest.raises(WspError, match="found 92233720368547758[0-9]+ and 4"):
         prog.run(bind={"S": 2**63 - 8}, random_inputs=1)

@@ -62,6 +62,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_api_limits.py::test_a_sym_past_int64',
     'the run ran out of memory (its tensors fit in {*}, but the machine has less free)':
         'tests/test_api_limits.py::test_memory_taken_by_others_during_the_run_is_an_error_not_a_crash',
+    '`{*}` overflows int64 with {*}{*}':
+        'tests/backends/test_scalar_overflow.py::test_a_value_past_int64_is_an_error_at_the_expression',
     'the tensors need {*} of memory{*} ({*}), more than {*}':
         'tests/test_api_limits.py::test_a_size_past_the_machine_is_an_error_at_the_sym',
     "with {*}, `{*}` may reach {*}, past the runtime's int64 arithmetic (2^63 - 1)":
@@ -358,10 +360,6 @@ UNREACHABLE: dict[str, str] = {
         "before the run (tests/test_long_runs.py), and a data-dependent one needs about 137 GB "
         "for its records before it gets there, which the memory check stops first on any machine "
         "with less",
-    "cannot evaluate `{*}`: {*}{*}":
-        "ref's evaluation of a scalar expression fails only on a zero divisor or an unbound sym: "
-        "every divisor that may be zero has an Assert before its statement (lower/values.py, "
-        "`divisor`), and the syms are bound and checked before the run",
     "expected a scalar expression":
         "a defensive fallback: every kind of expression the parser builds is handled before it",
     "the ragged axis of `{*}` is not indexed by a loop variable of `{*}`, so there is no loop "

@@ -126,6 +126,37 @@ def test_random_inputs_for_a_dimension_negative_for_the_bound_syms(tmp_path):
     assert "z.wsp:3:1: error: dimension `N - 3` of `Z` is -1 (with N = 2)" in r.output
 
 
+# a dimension dividing by a sym bound to 0: the zero-divisor error at the divisor, not a
+# dimension "negative" or "has no array" (its shape cannot be computed)
+DIVIDED = COPY.replace("output Y: f32[N, 4, 8]",
+                       "output Y: f32[N, 4, 8]\nsym M, K\ninput  Z: f32[ceildiv(N, M % (K + 1)), 8]")
+
+
+@pytest.mark.parametrize("how", ["arrays", "random", pytest.param("simulate", marks=pytest.mark.cc)])
+@pytest.mark.parametrize("bind, divisor, whole, shown", [
+    ({"M": 0, "K": 0}, "M % (K + 1)", "ceildiv(N, M % (K + 1))", "K = 0, M = 0"),
+    ({"M": 2, "K": 1}, "M % (K + 1)", "ceildiv(N, M % (K + 1))", "K = 1, M = 2")])
+def test_a_dimension_dividing_by_zero(tmp_path, how, bind, divisor, whole, shown):
+    x = np.zeros((2, 4, 8), np.float32)
+    line, col = 5, DIVIDED.splitlines()[4].index(divisor) + 1
+    want = f"division by zero in `{whole}`: `{divisor}` must not be zero (with {shown})"
+    if how == "random":
+        path = tmp_path / "d.wsp"
+        path.write_text(DIVIDED)
+        binds = [w for k, v in bind.items() for w in ("--bind", f"{k}={v}")]
+        r = wspc("run", path, "--target", "ref", "--bind", "N=2", *binds, "--random-inputs", "0")
+        assert r.exit_code == 1, r.output
+        assert f"d.wsp:{line}:{col}: error: {want}" in r.output
+        return
+    if how == "simulate":
+        p = module(DIVIDED).compile("cpu_sim")
+        d = user_error(lambda: p.simulate(bind={"N": 2, **bind}))
+    else:
+        p = module(DIVIDED).compile("ref")
+        d = user_error(lambda: p.run(bind=bind, X=x, Z=np.zeros((0, 8), np.float32)))
+    assert (d.span.line, d.span.col, d.message) == (line, col, want)
+
+
 @pytest.mark.cc
 def test_simulating_a_data_dependent_task_space_without_its_data():
     text = """\

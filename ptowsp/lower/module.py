@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from .. import sym
 from ..diagnostics import Diagnostics
+from ..frontend import ast as A
 from ..frontend.env import ModuleEnv
+from ..frontend.printer import expr_str
+from ..frontend.signatures import to_sym
 from ..ir import nodes as N
 from .csp import channel_decls
 from .kernels import Specialisations, lower_kernels
 from .schedules import implicit_schedule, lower_schedule
+from .values import zero_divisor
 
 
 def lower(env: ModuleEnv) -> N.Module:
@@ -54,12 +58,37 @@ def lower(env: ModuleEnv) -> N.Module:
 
 
 def _dimension_checks(env: ModuleEnv) -> tuple[N.ViewCheck, ...]:
-    """Tensor dimensions that may be negative (the checker's rule, kept per dimension)."""
+    """Tensor dimensions that may be negative (the checker's rule, kept per dimension), each
+    after its divisors that may be zero (`!=` checks: api.py's binding evaluates them before
+    any shape)."""
     out = []
     for t in env.tensors.values():
         for dim, node in zip(t.dims, t.decl.type.dims):
+            out += _divisor_checks(env, node)
             if sym.const_value(dim) is None and sym.prove_ge(dim, 0) is not True:
                 reason = f"dimension of `{t.name}` must not be negative"
                 out.append(N.ViewCheck(sym.Check(dim, ">=", sym.const(0), reason), reason,
                                        node.span))
     return tuple(out)
+
+
+def _divisor_checks(env: ModuleEnv, dim: A.Expr) -> list[N.ViewCheck]:
+    """A divisor in a tensor dimension (`f32[N / M, 8]`) that may be zero: a check that it is
+    not, at the divisor, inner divisions first (a zero divisor is that error, not a dimension
+    that cannot be computed)."""
+    def resolve(n: A.Name) -> sym.Expr:
+        return sym.const(env.consts[n.id]) if n.id in env.consts else sym.var(n.id)
+
+    out = []
+    for n in reversed(list(dim.walk())):
+        if isinstance(n, A.Binary) and n.op in ("/", "%"):
+            d = n.right
+        elif isinstance(n, A.Call) and n.func.id == "ceildiv" and len(n.args) == 2:
+            d = n.args[1]
+        else:
+            continue
+        value = to_sym(d, resolve, Diagnostics())  # the checker converted it already
+        if sym.prove_ne(value, 0) is not True:
+            reason = zero_divisor(expr_str(n), expr_str(d))
+            out.append(N.ViewCheck(sym.Check(value, "!=", sym.const(0), reason), reason, d.span))
+    return out

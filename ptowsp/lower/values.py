@@ -68,7 +68,7 @@ def or_(a, b):
     return N.Cond("or", (a, b))
 
 
-def _zero_divisor(whole: str, divisor: str) -> str:
+def zero_divisor(whole: str, divisor: str) -> str:
     """The message of a divisor found zero at run time (after it: `, found 0`)."""
     return f"division by zero in `{whole}`: `{divisor}` must not be zero"
 
@@ -76,7 +76,7 @@ def _zero_divisor(whole: str, divisor: str) -> str:
 class ValueLowering:
     """Scalar expressions, element reads, asserts and proofs: a mixin of
     `workloads.WorkloadLowerer`, whose `__init__` sets the state used here (`env`; `pre`, `memo`,
-    `nreads` and `dyn` for the reads; `ranges`, `extents` and `proofs` for the proofs)."""
+    `nreads` and `dyn` for the reads; `ranges`, `extents`, `given` and `proofs` for the proofs)."""
 
     # ---- run-time values: element reads and asserts
     def read(self, tensor: str, index: tuple, texts: tuple, what: str, span: Span,
@@ -122,11 +122,66 @@ class ValueLowering:
         a value); in a schedule key, which no statement evaluates, it must be proved."""
         # decision: integer division by zero in a workload scalar expression is a run-time error at the divisor, on every target (the checker rejects a divisor that is zero at compile time)
         if self.pre is not None:
-            self.assert_(d, "!=", sym.const(0), _zero_divisor(expr_str(whole), expr_str(node)),
+            self.assert_(d, "!=", sym.const(0), zero_divisor(expr_str(whole), expr_str(node)),
                          node.span)
         elif self.decide(d, "!=", sym.const(0)) is not True:
             raise Unsupported(node.span, f"dividing by `{expr_str(node)}` in a schedule key "
                               f"(`{expr_str(whole)}`), which may be zero, {UNSUPPORTED}")
+
+    def overflow(self, op: str, a: sym.Expr, b: sym.Expr, whole: A.Expr, operands) -> None:
+        """`a op b` (`+`, `-`, `*`; negation and `abs` are `0 - b`), the value of `whole`: an
+        Assert that it is within int64 before the current statement, when an operand depends
+        on data (the check before the run bounds the rest, docs/running.md) and it is not
+        proved. `operands` are the operands as written (the constant ones are not named)."""
+        # decision: a value past int64 in a scalar expression over run-time values is a run-time error at the expression, on every target (they would wrap or be undefined)
+        if self.pre is None or not (self.late(a) or self.late(b)):
+            return
+        key = ("fits", op, a, b)  # once per statement (self.memo is the statement's)
+        if key in self.memo:
+            return
+        self.memo[key] = True
+        value = {"+": sym.add, "-": sym.sub, "*": sym.mul}[op](a, b)
+        r = sym.bounds(value, self.data_ranges(value, dict(self.ranges)))
+        if r.lo is not None and r.hi is not None and sym.INT64[0] <= r.lo and r.hi <= sym.INT64[1]:
+            return
+        values = (a, b)[-len(operands):]  # negation: `operands` holds b's only
+        named = " and ".join(f"`{expr_str(o)}`" for o, v in zip(operands, values)
+                             if not sym.is_const(v))
+        message = f"`{expr_str(whole)}` overflows int64 with {named}"
+        self.pre.append(N.Assert(N.ViewCheck(sym.Check(a, op + "fits", b, message), message,
+                                             whole.span)))
+
+    def late(self, e: sym.Expr) -> bool:
+        """Whether the range of `e` depends on data (element reads, slots, loops over them,
+        CSP items): what the check before the run cannot bound."""
+        for v in sym.free_vars(e):
+            if v in self.env.syms:
+                continue
+            if v in self.dyn or N.slot_index(v) is not None:
+                return True
+            r = self.ranges.get(v)
+            if r is not None and r.lo is not None and r.hi is not None:
+                continue
+            ext = self.given.get(v)  # None: a CSP item, or a variable unknown here
+            if ext is None or self.late(ext):
+                return True
+        return False
+
+    def data_ranges(self, e: sym.Expr, ranges: dict) -> dict:
+        """`ranges` with what the overflow proofs may add for the variables of `e`: a read
+        variable (`T@n`) is within its tensor's dtype (a 64-bit element: int64), and a loop
+        variable over an extent computed from one is below that extent's bound. (The other
+        proofs keep READ_RANGES: a signed element there is unknown.)"""
+        for v in sym.free_vars(e):
+            tensor = v.rpartition("@")[0]
+            if v in self.dyn and tensor in self.env.tensors:
+                d = TABLE[self.env.tensors[tensor].dtype]
+                ranges[v] = sym.Interval(*d.limits) if d.bits < 64 else sym.Interval(*sym.INT64)
+            elif v in self.extents and ranges.get(v, sym.NONNEG).hi is None:
+                hi = sym.bounds(self.extents[v], self.data_ranges(self.extents[v], ranges)).hi
+                if hi is not None and hi >= 1:
+                    ranges[v] = sym.Interval(0, hi - 1)
+        return ranges
 
     def axis_divisors(self, decl: A.AxisDecl) -> None:
         """The divisors of a module-level axis's extent (`axis rows = DenseDyn(N / M)`, over
@@ -206,6 +261,8 @@ class ValueLowering:
             if all(k == "int" for k, _ in args):
                 if f == "ceildiv":
                     self.divisor(args[1][1], e, e.args[1])
+                if f == "abs":  # |INT64_MIN| is past int64
+                    self.overflow("-", sym.const(0), args[0][1], e, e.args)
                 fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
                 return ("int", fn(*(v for _, v in args)))
             nums = [self.number(k, v, e) for k, v in args]
@@ -214,6 +271,8 @@ class ValueLowering:
             k, v = self.scalar(e.operand, scope)
             if e.op == "not":
                 return ("bool", not_(v))
+            if k == "int":
+                self.overflow("-", sym.const(0), v, e, (e.operand,))
             return (k, sym.neg(v) if k == "int" else -v)
         if isinstance(e, A.Binary):
             return self.scalar_binary(e, scope)
@@ -248,6 +307,8 @@ class ValueLowering:
         if lk == "int" and rk == "int":
             if op in ("/", "%"):
                 self.divisor(rv, e, e.right)
+            else:
+                self.overflow(op, lv, rv, e, (e.left, e.right))
             fn = {"+": sym.add, "-": sym.sub, "*": sym.mul, "/": sym.floordiv, "%": sym.mod}[op]
             return ("int", fn(lv, rv))
         a, b = self.number(lk, lv, e.left), self.number(rk, rv, e.right)

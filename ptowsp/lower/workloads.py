@@ -35,14 +35,19 @@ from .values import UNKNOWN, ValueLowering, not_
 
 
 def _has_reads(e: A.Expr, scope: Scope) -> bool:
-    """Whether evaluating `e` reads tensor elements or divides by what is not a literal (then
-    `and`/`or` must short-circuit: the reads' range checks and the divisors' Asserts hold only
-    where the right side is evaluated); a `let` name reads what its expression reads."""
+    """Whether evaluating `e` reads tensor elements or slots or divides by what is not a
+    literal (then `and`/`or` must short-circuit: the reads' range checks, the divisors' and
+    the overflow checks' Asserts hold only where the right side is evaluated); a `let` name
+    reads what its expression reads."""
     e, scope = unlet(e, scope)
-    if isinstance(e, A.Index) or _divides(e):
+    if isinstance(e, A.Index) or _divides(e) or _slot(e):
         return True
     kids = e.args if isinstance(e, A.Call) else e.children()  # not a function's name
     return any(_has_reads(k, scope) for k in kids)
+
+
+def _slot(n: A.Expr) -> bool:
+    return isinstance(n, A.Call) and n.func.id == "slot"
 
 
 def _divides(n: A.Expr) -> bool:
@@ -80,6 +85,7 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         self.ranges: dict[str, sym.Interval] = {}
         self.extents: dict[str, sym.Expr] = {}
         self.proofs: dict[tuple, Optional[bool]] = {}
+        self.given: dict[str, Optional[sym.Expr]] = {}  # each bound variable's extent as given
         # Reads and Asserts to place right before the statement being lowered (None: no
         # statement, e.g. a schedule key), and the reads it made so far (shared when repeated)
         self.pre: Optional[list[N.Stmt]] = None
@@ -267,6 +273,7 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         if name not in saved:
             saved[name] = (self.ranges.get(name), self.extents.get(name), name in self.dyn)
         self.ranges[name] = rng
+        self.given[name] = extent  # names are unique along a path: the latest binding is in scope
         # decision: an extent that reads a slot is not used in proofs (a later slot_set in the body changes the slot, not the extent)
         if extent is not None and sym.const_value(extent) is None and not any(
                 N.slot_index(v) is not None for v in sym.free_vars(extent)):

@@ -440,3 +440,40 @@ def test_int64_min_divided_by_minus_one_is_the_same_value(harness):
     lens = np.asarray([-2**63, -1, 3, -7], np.int64)
     cpu, _ = compare(harness, m, m.schedules[0].name, {}, {"L": lens, "X": np.zeros((4, 8), np.float32)})
     assert cpu.end == ("ok",) and len(cpu.tasks) == 4
+
+
+OVERFLOW = """\
+    sym S
+    input  L: i64[4]
+    input  X: f32[4, 8]
+    output Y: f32[4, 8]
+    kernel put(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]], s: Scalar[i64]) { store(y, x) }
+    workload w() {
+        for b in P(4) {
+            put(x = X[b], y = Y[b], s = abs(L[b]) + L[b] * S - -L[b])
+        }
+    }
+"""
+
+
+def test_an_overflow_is_the_same_error(harness):
+    """`+`, `-`, `*`, negation and `abs` over run-time values past int64 (language.md section
+    6): the same failed check on both sides, after the same tasks, and exact values up to
+    int64's ends (cpu_sim and ref: tests/backends/test_scalar_overflow.py)."""
+    m = ir_of_text(OVERFLOW)
+    x = np.zeros((4, 8), np.float32)
+    ok = np.asarray([3, -2**61, 2**61 - 1, -1], np.int64)
+    cpu, _ = compare(harness, m, m.schedules[0].name, {"S": 1}, {"L": ok, "X": x})
+    assert cpu.end == ("ok",) and len(cpu.tasks) == 4
+    line = textwrap.dedent(OVERFLOW).splitlines()[7]
+    for s, v, expr, named in ((1, -2**63, "abs(L[b])", "`L[b]`"),
+                              (3, 2**62, "L[b] * S", "`L[b]` and `S`"),
+                              (1, 2**62, "abs(L[b]) + L[b] * S", "`abs(L[b])` and `L[b] * S`"),
+                              (0, 3 * 2**61, "abs(L[b]) + L[b] * S - -L[b]",
+                               "`abs(L[b]) + L[b] * S` and `-L[b]`")):
+        lens = np.asarray([3, v, 5, 2], np.int64)
+        cpu, _ = compare(harness, m, m.schedules[0].name, {"S": s}, {"L": lens, "X": x})
+        at = (8, line.index(expr) + 1)
+        assert cpu.end[:4] == ("check", f"`{expr}` overflows int64 with {named}", at, "b=1"), \
+            cpu.end
+        assert len(cpu.tasks) == 1

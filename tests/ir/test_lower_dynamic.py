@@ -317,7 +317,7 @@ def test_bool_elements_and_bool_comparisons():
 
 
 def test_slots():
-    read, s3, s4, check, loop = body("""
+    read, s3, fits, s4, check, loop = body("""
         slot_load(3, Cnt[0])
         slot_set(4, slot(3) * 2)
         for i in P(slot(4)) { copy[i](x = X[i], y = Y[i]) }
@@ -325,6 +325,7 @@ def test_slots():
     assert (read.var, read.index) == ("Cnt@1", (sym.const(0),))
     assert s3 == N.SlotSet(3, v("Cnt@1"), s3.span) and at(s3) == (LINE, 1)
     assert s4.value == v(N.slot_var(3)) * 2
+    assert fits.check.message == "`slot(3) * 2` overflows int64 with `slot(3)`"  # a slot is data
     assert check.check.message == "loop extent `slot(4)` must not be negative"
     assert loop.extent == v("slot#4")
 

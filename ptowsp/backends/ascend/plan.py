@@ -41,7 +41,10 @@ EXPR_STACK = 64  # the evaluator's stack; build_plan refuses deeper expressions
 # Postfix expression operations (`E_*` in wsp_plan.h). CONST, SYM, VAR, SLOT and QUERY take one
 # operand word; the others pop their arguments and push the result; END closes an expression.
 EXPR_OPS = ("END", "CONST", "SYM", "VAR", "SLOT", "ADD", "SUB", "MUL", "FDIV", "MOD", "CDIV",
-            "MIN", "MAX", "ABS", "EQ", "NE", "LT", "LE", "GT", "GE", "AND", "OR", "NOT", "QUERY")
+            "MIN", "MAX", "ABS", "EQ", "NE", "LT", "LE", "GT", "GE", "AND", "OR", "NOT", "QUERY",
+            "ADD_FITS", "SUB_FITS", "MUL_FITS")
+# a check's relation (its word in the CHECKS table indexes this; expand.aicpu's `ops` agrees)
+CHECK_OPS = ("==", "!=", "<", "<=", ">", ">=", "+fits", "-fits", "*fits")
 E = {name: i for i, name in enumerate(EXPR_OPS)}
 _CMP = {"==": "EQ", "!=": "NE", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE"}
 
@@ -421,7 +424,7 @@ class _Builder(Visitor):
     def check(self, chk: N.ViewCheck, task: Optional[str], data: bool) -> int:
         c = chk.check
         scope = tuple(self.scope)
-        op = ("==", "!=", "<", "<=", ">", ">=").index(c.op)
+        op = CHECK_OPS.index(c.op)
         self.check_words.append([self.expr(c.lhs), op, self.expr(c.rhs), len(scope),
                                  *(self.var(v) for v in scope)])
         self.plan.checks.append(CheckInfo(chk, scope, task, data))

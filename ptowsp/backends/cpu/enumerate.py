@@ -387,7 +387,10 @@ class LoopEmitter(V.Visitor):
         c = chk.check
         lhs, rhs = self.c(c.lhs), self.c(c.rhs)
         fmt, args = self.coords_format()
-        self.emit(f"if (!(({lhs}) {c.op} ({rhs}))) {{")
+        if c.op.endswith("fits"):  # an operation over run-time values within int64
+            self.emit(f"if (!{c.to_c(self.name_of)}) {{")
+        else:
+            self.emit(f"if (!(({lhs}) {c.op} ({rhs}))) {{")
         self.depth += 1
         extra = f", {args}" if args else ""
         self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld"{extra}, '
@@ -484,6 +487,11 @@ static inline int64_t wsp_ceildiv(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) == (b < 0))) ? q + 1 : q;
 }
+/* whether a + b, a - b, a * b are within int64: the Asserts of run-time overflow checks
+ * (lower/values.py), which come before any use of the value */
+static inline int wsp_add_fits(int64_t a, int64_t b) { int64_t r; return !__builtin_add_overflow(a, b, &r); }
+static inline int wsp_sub_fits(int64_t a, int64_t b) { int64_t r; return !__builtin_sub_overflow(a, b, &r); }
+static inline int wsp_mul_fits(int64_t a, int64_t b) { int64_t r; return !__builtin_mul_overflow(a, b, &r); }
 static inline int64_t wsp_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t wsp_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t wsp_abs(int64_t a) { return a < 0 ? -a : a; }

@@ -104,7 +104,10 @@ class Runner(Visitor):
         try:
             return sym.evaluate(e, self.env)
         except sym.SymError as err:
-            self.error(f"cannot evaluate `{sym.to_str(e)}`: {err}{self.where(task)}", span)
+            # a zero divisor has an Assert before its statement (lower/values.py, `divisor`)
+            # and the syms are bound and checked before the run: nothing else can fail here
+            raise InternalError("ref", f"cannot evaluate `{sym.to_str(e)}`: {err}"
+                                       f"{self.where(task)}") from None
 
     def at(self) -> str:
         """` (at b=1, e.pos=0)`: the loop coordinates of a failed read or assert."""

@@ -56,6 +56,10 @@ static inline int64_t wsp_binop(int64_t op, int64_t a, int64_t b) {
     case WSP_E_GE: return a >= b;
     case WSP_E_AND: return a && b;
     case WSP_E_OR: return a || b;
+    /* whether a + b, a - b, a * b are within int64 (the run-time overflow checks) */
+    case WSP_E_ADD_FITS: { int64_t r; return !__builtin_add_overflow(a, b, &r); }
+    case WSP_E_SUB_FITS: { int64_t r; return !__builtin_sub_overflow(a, b, &r); }
+    case WSP_E_MUL_FITS: { int64_t r; return !__builtin_mul_overflow(a, b, &r); }
     default: return 0;
     }
 }

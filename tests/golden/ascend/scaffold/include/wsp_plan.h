@@ -96,6 +96,9 @@ enum {
     WSP_E_OR = 21,
     WSP_E_NOT = 22,
     WSP_E_QUERY = 23,
+    WSP_E_ADD_FITS = 24,
+    WSP_E_SUB_FITS = 25,
+    WSP_E_MUL_FITS = 26,
 };
 
 /* instructions */
