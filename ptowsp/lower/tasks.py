@@ -144,16 +144,7 @@ class TaskLowering:
                 extents.append(dim)
                 vdims.append(axis)
             elif isinstance(item, A.Slice):
-                start = self.int_expr(item.start, scope) if item.start is not None else sym.const(0)
-                stop = self.int_expr(item.stop, scope) if item.stop is not None else dim
-                if item.start is not None:
-                    self.require(checks, start, ">=", sym.const(0),
-                                 f"slice start `{expr_str(item.start)}` in `{kwtext}` must not be "
-                                 "negative", span)
-                if item.stop is not None:
-                    self.require(checks, stop, "<=", dim,
-                                 f"slice end `{expr_str(item.stop)}` in `{kwtext}` must be at most "
-                                 f"{sym.to_str(dim)}", span)
+                start, stop = self.slice_bounds(item, dim, kwtext, scope, span, checks)
                 if item.start is not None or item.stop is not None:
                     self.require(checks, start, "<=", stop,
                                  f"slice `{expr_str(item)}` in `{kwtext}` must not have a negative "
@@ -200,6 +191,22 @@ class TaskLowering:
         return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
                          tuple(checks), gather, (partial[0], partial[1]), span)
 
+    def slice_bounds(self, item: A.Slice, dim: sym.Expr, kwtext: str, scope: Scope, span,
+                     checks: list[N.ViewCheck]) -> tuple[sym.Expr, sym.Expr]:
+        """A slice's start and stop in a dimension of `dim` (an open end is 0 or `dim`), with
+        the checks of the bounds written: a start not negative, an end at most `dim`."""
+        start = self.int_expr(item.start, scope) if item.start is not None else sym.const(0)
+        stop = self.int_expr(item.stop, scope) if item.stop is not None else dim
+        if item.start is not None:
+            self.require(checks, start, ">=", sym.const(0),
+                         f"slice start `{expr_str(item.start)}` in `{kwtext}` must not be "
+                         "negative", span)
+        if item.stop is not None:
+            self.require(checks, stop, "<=", dim,
+                         f"slice end `{expr_str(item.stop)}` in `{kwtext}` must be at most "
+                         f"{sym.to_str(dim)}", span)
+        return start, stop
+
     def gather(self, item: A.Index, dim: sym.Expr, rows: sym.Expr, kwtext: str, scope: Scope,
                span, checks: list[N.ViewCheck]) -> N.Gather:
         """The gather item `pos[a : b]` of a view whose tile has `rows` rows: a Read of each
@@ -215,16 +222,7 @@ class TaskLowering:
         sdim, start_text = 0, ""
         for d, (x, idim) in enumerate(zip(item.items, ix.dims)):
             if isinstance(x, A.Slice):
-                start = self.int_expr(x.start, scope) if x.start is not None else sym.const(0)
-                stop = self.int_expr(x.stop, scope) if x.stop is not None else idim
-                if x.start is not None:
-                    self.require(first, start, ">=", sym.const(0),
-                                 f"slice start `{expr_str(x.start)}` in `{kwtext}` must not be "
-                                 "negative", span)
-                if x.stop is not None:
-                    self.require(first, stop, "<=", idim,
-                                 f"slice end `{expr_str(x.stop)}` in `{kwtext}` must be at most "
-                                 f"{sym.to_str(idim)}", span)
+                start, stop = self.slice_bounds(x, idim, kwtext, scope, span, first)
                 self.require(first, sym.sub(stop, start), "==", rows,
                              f"`{kwtext}` must have {sym.to_str(rows)} rows to fit its tile, "
                              f"the length of `{expr_str(x)}`", span)
