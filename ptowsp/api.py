@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 from . import sym
 from .diagnostics import Diagnostic, Note, WspError
 from .dtypes import FLOAT_DTYPES, numpy_dtype, size_of
-from .limits import INT64_MAX, MAX_WORKERS, MemoryLimit, memory_limit, size_text
+from .limits import INT64_MAX, MAX_WORKERS, MemoryLimit, int_text, memory_limit, size_text
 from .spans import Span
 
 if TYPE_CHECKING:  # numpy is imported only when something runs
@@ -227,7 +227,7 @@ class Binding:
         names = sorted(used, key=lambda n: (-values[n], n))
         at = next((s.span for s in self.module.syms if names and s.name == names[0]), span)
         self.error(at, f"with {_show_syms(values, used)}, `{sym.to_str(e)}` may "
-                   f"reach {reach}, past the runtime's int64 arithmetic (2^63 - 1)",
+                   f"reach {int_text(reach)}, past the runtime's int64 arithmetic (2^63 - 1)",
                    "bind smaller values", notes=[Note(span, "computed here")] if span != at else ())
 
     def _check_memory(self, values: Mapping[str, int], limit: MemoryLimit) -> int:

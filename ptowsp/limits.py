@@ -49,6 +49,15 @@ def parse_size(text: str) -> int:
     return n
 
 
+def int_text(n: int) -> str:
+    """An integer for messages, however large: exact up to 300 digits, else its magnitude
+    (`about 2^14000`): Python refuses to print an int past 4,300 digits, and a constant folded
+    from a hostile file (`128 * 128 * ...`) can be one."""
+    if n.bit_length() <= 1000:
+        return str(n)
+    return f"{'-' if n < 0 else ''}about 2^{n.bit_length() - 1}"
+
+
 def size_text(n: int) -> str:
     """Bytes for messages, in the largest binary unit that keeps a digit before the point:
     `1024.0 GiB`, `3.0 MiB`, `512 bytes`."""

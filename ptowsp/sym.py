@@ -35,7 +35,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Union
 
-from .limits import INT64_MAX
+from .limits import INT64_MAX, int_text
 
 __all__ = [
     "SymError", "UnboundSymbol", "Expr", "Const", "Var", "FloorDiv", "Mod",
@@ -776,7 +776,7 @@ class _Printer:
         self.c, self.name_of = c, name_of
 
     def lit(self, v: int) -> str:
-        return f"{v}LL" if self.c and not -_I32 <= v <= _I32 else str(v)
+        return f"{v}LL" if self.c and not -_I32 <= v <= _I32 else int_text(v)
 
     def wrap(self, e: Expr, need: int) -> str:
         t, p = self.expr(e)

@@ -163,3 +163,23 @@ def test_memory_taken_by_others_during_the_run_is_an_error_not_a_crash(monkeypat
     with pytest.raises(WspError) as info:
         program.run(bind={"R": 16}, random_inputs=1)
     assert "the run ran out of memory (its tensors fit in" in info.value.render()
+
+
+def test_constants_past_python_printable_integers_are_shown_by_magnitude():
+    """A hostile file can fold constants of thousands of digits (`128 * 128 * ...`), which
+    Python refuses to print (past 4,300 digits): messages show them as `about 2^k` (before:
+    exit 70, found by `make fuzz`)."""
+    from ptowsp.limits import int_text
+
+    assert int_text(-(2**40)) == "-1099511627776" and int_text(7**1000).startswith("about 2^")
+    big = " * ".join(["128"] * 2100)  # 2^14700: 4,426 digits
+    with pytest.raises(WspError) as info:
+        ptowsp.parse(f"sym N\noutput Y: f32[N, 0 - {big}]\n", "t.wsp").compile(target="ref")
+    assert "tensor dimension is negative (-about 2^14700)" in info.value.render()
+    chain = " * ".join(["N"] * 7000)  # with N = 2: 2^7000
+    text = ("sym N\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
+            "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
+            f"workload w() {{ for i in P(N) {{ k[i](x = X[{chain} - {chain} + i], y = Y[i]) }} }}\n")
+    with pytest.raises(WspError) as info:
+        ptowsp.parse(text, "t.wsp").compile(target="ref").run(bind={"N": 2}, random_inputs=1)
+    assert "may reach about 2^" in info.value.render()

@@ -25,6 +25,7 @@ from ..diagnostics import (
     printable,
 )
 from ..dtypes import INT_DTYPES
+from ..limits import int_text
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
@@ -367,7 +368,7 @@ class _DeclChecker:
                     s, sound = sym.const(1), False
                 v = sym.const_value(s)
                 if v is not None and v < 0:
-                    self.diags.error(e.span, "negative-dim", f"tensor dimension is negative ({v})")
+                    self.diags.error(e.span, "negative-dim", f"tensor dimension is negative ({int_text(v)})")
                 elif v is None and sym.prove_ge(s, 0) is not True:
                     self.env.checks.append(_runtime(s, ">=", sym.const(0),
                                                     f"dimension of `{name}` must not be negative", e.span))
@@ -406,7 +407,7 @@ class _DeclChecker:
                 if v is None:
                     return None
                 if v < 0:
-                    self.diags.error(ax.extent.span, "negative-extent", f"axis extent is negative ({v})")
+                    self.diags.error(ax.extent.span, "negative-extent", f"axis extent is negative ({int_text(v)})")
                     return None
                 return AxisInfo(name, "dense", d, extent=sym.const(v))
             if isinstance(ax, A.DenseDynAxis):
