@@ -179,7 +179,7 @@ def test_constants_past_python_printable_integers_are_shown_by_magnitude():
     chain = " * ".join(["N"] * 7000)  # with N = 2: 2^7000
     text = ("sym N\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
             "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
-            f"workload w() {{ for i in P(N) {{ k[i](x = X[{chain} - {chain} + i], y = Y[i]) }} }}\n")
+            f"workload w() {{ for i in P(N) {{ k[i](x = X[{chain} + i], y = Y[i]) }} }}\n")
     with pytest.raises(WspError) as info:
         ptowsp.parse(text, "t.wsp").compile(target="ref").run(bind={"N": 2}, random_inputs=1)
     assert "may reach about 2^" in info.value.render()
