@@ -188,7 +188,7 @@ class ValueLowering:
         syms and consts), asserted as `divisor` does before the statement using the axis, at
         the divisor as written in the declaration."""
         ax = decl.axis
-        while isinstance(ax, A.Name):  # `axis a = b`: b's extent
+        while isinstance(ax, A.Name) and ax.id in self.env.axes:  # `axis a = b`: b's extent
             ax = self.env.axes[ax.id].decl.axis
         self.int_expr(ax.extent if isinstance(ax, (A.DenseAxis, A.DenseDynAxis)) else ax, Scope())
 

@@ -242,3 +242,18 @@ def test_int64_min_divided_by_minus_one_wraps(target, expr):
     got = compiled(WIDE.format(expr=expr), target).run(L=lens)["Y"][:, 0]
     want = [(WIDE_FORMS[expr](lo, int(d)) + 2**63) % 2**64 - 2**63 for d in lens]
     np.testing.assert_array_equal(got, np.array(want, np.int64))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_axis_whose_extent_is_a_bare_sym(target):
+    """`axis rows = N` (or `(N)`): the axis-divisor walk follows axis names only, not a sym's
+    (before: KeyError, exit 70, found by `make fuzz`)."""
+    text = """\
+sym N
+output Y: i32[N, 8]
+kernel put(y: Out[Tile[1, 8, i32]], s: Scalar[i32]) { store(y, s) }
+axis rows = (N)
+workload w() { for r in P(rows) { put(y = Y[r], s = r * 2) } }
+"""
+    y = compiled(text, target).run(bind={"N": 3})["Y"]
+    np.testing.assert_array_equal(y, np.repeat(np.arange(3, dtype=np.int32)[:, None] * 2, 8, axis=1))
