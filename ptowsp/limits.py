@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
 INT64_MAX = 2**63 - 1  # the largest sym value: the runtime's arithmetic is int64
+INT32_MAX = 2**31 - 1  # the largest count of a schedule (the runtime's policy record)
 # decision: a fixed number, not a multiple of the cores, so that a command line that works on
 # one machine works on every machine; far more threads than any host's cores only thrash
 MAX_WORKERS = 256
@@ -60,7 +61,9 @@ def int_text(n: int) -> str:
 
 def size_text(n: int) -> str:
     """Bytes for messages, in the largest binary unit that keeps a digit before the point:
-    `1024.0 GiB`, `3.0 MiB`, `512 bytes`."""
+    `1024.0 GiB`, `3.0 MiB`, `512 bytes` (past 2^1000 bytes, the magnitude: `int_text`)."""
+    if n.bit_length() > 1000:
+        return f"{int_text(n)} bytes"
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale and (unit != "TiB" or n >= 2**50):
             return f"{n / scale:.1f} {unit}"

@@ -264,3 +264,10 @@ def test_directories_made_for_a_failed_group_are_removed(tmp_path):
         st.add(tmp_path / "a" / "b" / "x", lambda fh: fh.write(b"x"))
         st.commit()
     assert (tmp_path / "a" / "b" / "x").read_bytes() == b"x"
+
+
+def test_sizes_past_a_float_are_shown_by_magnitude():
+    from ptowsp.limits import size_text
+
+    assert size_text(3 << 20) == "3.0 MiB" and size_text(512) == "512 bytes"
+    assert size_text(2**20003) == "about 2^20003 bytes"  # a float cannot hold it

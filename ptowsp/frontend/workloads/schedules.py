@@ -12,6 +12,7 @@ from typing import Optional, Union
 
 from ... import sym
 from ...diagnostics import Note, did_you_mean
+from ...limits import INT32_MAX, int_text
 from .. import ast as A
 from .schedule_axes import AXIS_COMBINATORS, REPEATABLE, AxisChecker
 from .scope import UNKNOWN, LoopVar, Scope
@@ -144,7 +145,13 @@ class ScheduleChecks:
     def positive_int(self, e: A.Expr, what: str) -> Optional[int]:
         n = self.compile_int(e, Scope(), what)
         if n is not None and n <= 0:
-            self.error(e.span, "not-positive", f"{what} must be positive, found {n}")
+            self.error(e.span, "not-positive", f"{what} must be positive, found {int_text(n)}")
+            return None
+        # decision: a schedule's counts (dispatchers, streams, batches, the task window) are at
+        # most 2^31 - 1, what the runtime's policy record holds
+        if n is not None and n > INT32_MAX:
+            self.error(e.span, "too-large", f"{what} must be at most {INT32_MAX}, found "
+                       f"{int_text(n)}")
             return None
         return n
 
