@@ -465,7 +465,7 @@ def check_workers(workers: Optional[int]) -> None:
 
 
 def _show_syms(values: Mapping[str, int], names) -> str:
-    return ", ".join(f"{n} = {values[n]}" for n in sorted(names) if n in values) or "no syms"
+    return ", ".join(f"{n} = {int_text(values[n])}" for n in sorted(names) if n in values) or "no syms"
 
 
 def _near(name: str, names) -> Optional[str]:

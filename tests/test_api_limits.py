@@ -183,3 +183,13 @@ def test_constants_past_python_printable_integers_are_shown_by_magnitude():
     with pytest.raises(WspError) as info:
         ptowsp.parse(text, "t.wsp").compile(target="ref").run(bind={"N": 2}, random_inputs=1)
     assert "may reach about 2^" in info.value.render()
+
+
+def test_a_sym_default_past_printable_integers_is_shown_by_magnitude():
+    big = " * ".join(["256"] * 1000)  # 2^8000 (found by `make fuzz`: exit 70 before)
+    text = (f"sym N = {big}\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
+            "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
+            "workload w() { for i in P(N) { k[i](x = X[i], y = Y[i]) } }\n")
+    with pytest.raises(WspError) as info:
+        ptowsp.parse(text, "t.wsp").compile(target="ref").run(random_inputs=1)
+    assert "N = about 2^8000" in info.value.render()
