@@ -13,10 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ptowsp
-from ptowsp.diagnostics import WspError
-
 from .test_ref_dynamic import line_col
+from .test_scalar_division import compiled, error  # one compile cache for both files
 
 pytestmark = pytest.mark.usefixtures("wspc_cache")
 
@@ -43,23 +41,6 @@ FORMS = {  # expression: (its value, (S, L[1]) that overflow, what the message n
     "abs(L[b])": (lambda s, v: abs(v), (0, MIN), "`L[b]`"),
     "L[b] * 4 + 1": (lambda s, v: v * 4 + 1, (0, 2**61), "`L[b]`"),
 }
-
-_COMPILED: dict = {}
-
-
-def compiled(text: str, target: str):
-    key = (text, target)
-    if key not in _COMPILED:
-        _COMPILED[key] = ptowsp.parse(text, "t.wsp").compile(target=target)
-    return _COMPILED[key]
-
-
-def error(text: str, target: str, bind: dict, arrays: dict):
-    with pytest.raises(WspError) as info:
-        compiled(text, target).run(bind=bind, **arrays)
-    (d,) = info.value.diagnostics
-    return d
-
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("expr", list(FORMS))
