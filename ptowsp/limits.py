@@ -26,6 +26,10 @@ MAX_TILES = 16
 # the most elements one tile holds (rows x columns): a tile is one task's working set, held
 # whole in memory (a partial view is padded to it); 2^24 is 64 MiB of f32, past any real tile
 MAX_TILE_ELEMENTS = 1 << 24
+# decision: the most terms, factors and atoms of an integer expression once expanded (a power
+# counts as its factors): every size, bound and index the module computes stays a short C
+# expression and a fast proof; a real one has a dozen
+MAX_INT_EXPR = 256
 MAX_SCALARS = 16
 MAX_COORDS = 8
 

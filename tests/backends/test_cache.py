@@ -561,3 +561,18 @@ def test_native_code_is_never_reused_on_another_cpu(cache, src, monkeypatch):
         monkeypatch.setattr(build, "_CPU", host, raising=False)
         portable.add(driver.compile_file(src, cpu).artifact.directory)
     assert len(portable) == 1
+
+
+def test_the_compiler_runs_with_a_large_stack(tmp_path):
+    """gcc recurses along a chain of dependent values: at its own 64 MiB a kernel chain at the
+    front end's nesting limit (100,000 levels) crashed cc1 (exit 70); the compiler now gets
+    as much stack as the hard limit allows, up to 4 GiB, and this process keeps its own."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    want = build._STACK_WANTED if hard == resource.RLIM_INFINITY else min(hard, build._STACK_WANTED)
+    out = tmp_path / "stack"
+    for run in (lambda cmd: build._run(cmd, "a probe"), lambda cmd: build._run_all([(cmd, "a probe")])):
+        run(["sh", "-c", f"ulimit -s > {out}"])
+        expected = "unlimited" if soft == resource.RLIM_INFINITY else str(max(soft, want) // 1024)
+        assert out.read_text().strip() == expected
+        assert resource.getrlimit(resource.RLIMIT_STACK) == (soft, hard)

@@ -12,7 +12,9 @@ from typing import Optional
 from ... import sym
 from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
+from ...limits import MAX_INT_EXPR
 from .. import ast as A
+from ..signatures import SIZE_HELP
 from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
 from .wording import article, type_words
 
@@ -357,7 +359,7 @@ class ScalarChecks:
             self.error(e.args[1].span, "division-by-zero", "`ceildiv` by zero")
             return ERR
         fn = {"min": sym.min_, "max": sym.max_, "abs": sym.abs_, "ceildiv": sym.ceildiv}[f]
-        return SVal("int", fn(*xs))
+        return self.sized(fn(*xs), e.span)
 
     def scalar_unary(self, e: A.Unary, scope: Scope) -> SVal:
         v = self.scalar(e.operand, scope)
@@ -382,6 +384,13 @@ class ScalarChecks:
         if v.type == "float":
             return SVal("float", value=-v.value if v.value is not None else None)
         return SVal("int", sym.neg(v.expr))
+
+    def sized(self, value: sym.Expr, span: A.Span) -> SVal:
+        if sym.too_large(value, MAX_INT_EXPR):
+            self.error(span, "expression-size", "this integer expression is too large: more than "
+                       f"{MAX_INT_EXPR} terms and factors once expanded", SIZE_HELP)
+            return ERR
+        return SVal("int", value)
 
     def scalar_binary(self, e: A.Binary, scope: Scope) -> SVal:
         lhs, rhs = self.scalar(e.left, scope), self.scalar(e.right, scope)
@@ -441,7 +450,7 @@ class ScalarChecks:
             return ERR
         fn = {"+": sym.add, "-": sym.sub, "*": sym.mul, "/": sym.floordiv, "%": sym.mod}[op]
         try:
-            return SVal("int", fn(lhs.expr, rhs.expr))
+            return self.sized(fn(lhs.expr, rhs.expr), e.op_span)
         except sym.SymError:
             self.error(e.op_span, "division-by-zero", f"`{op}` by zero")
             return ERR
