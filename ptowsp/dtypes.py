@@ -142,7 +142,7 @@ def round_float(value: float, dtype: str) -> float:
     try:
         return struct.unpack(_STRUCT[dtype], struct.pack(_STRUCT[dtype], value))[0]
     except OverflowError:  # beyond the greatest finite value plus half an ulp: rounds to inf
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
 
 
 _STRUCT = {"f16": "<e", "f32": "<f"}
@@ -157,8 +157,17 @@ def _bf16_value(value: float) -> float:
     q = round(value / quantum)  # exact division by a power of two; round() ties to even
     out = q * quantum
     if abs(out) >= 2.0**128:
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
     return math.copysign(out, value) if out == 0.0 else out
+
+
+def as_float(value) -> float:
+    """A number as a Python float; an integer past every float is infinity (of its sign), as
+    the literal `1e400` is, rather than Python's OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def literal_value(value, dtype: str):
@@ -168,5 +177,5 @@ def literal_value(value, dtype: str):
     if kind == "bool":
         return bool(value)
     if kind == "float":
-        return round_float(float(value), dtype)
+        return round_float(as_float(value), dtype)
     return wrap_int(int(value), dtype)

@@ -543,6 +543,17 @@ def too_large(e: IntLike, most: int) -> bool:
     return walk(as_expr(e), 1)
 
 
+def largest_const(e: IntLike) -> int:
+    """The largest magnitude of a number written in e (a constant, a coefficient)."""
+    e = as_expr(e)
+    if isinstance(e, Const):
+        return abs(e.value)
+    own = max((abs(c) for _, c in e.terms), default=0) if isinstance(e, Poly) else 0
+    if isinstance(e, Poly):
+        own = max(own, abs(e.const))
+    return max([own] + [largest_const(c) for c in _children(e)])
+
+
 def free_vars(e: IntLike) -> frozenset:
     e = as_expr(e)
     if isinstance(e, Var):

@@ -25,7 +25,7 @@ from ..diagnostics import (
     printable,
 )
 from ..dtypes import INT_DTYPES
-from ..limits import int_text
+from ..limits import INT64_MAX, int_text
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
@@ -352,6 +352,11 @@ class _DeclChecker:
                     self.diags.error(d.default.span, "negative-sym", f"sym `{name}` defaults to {v}, "
                                      "but syms are non-negative")
                     v = None
+                elif v is not None and v > INT64_MAX:
+                    self.diags.error(d.default.span, "sym-too-large",
+                                     f"sym `{name}` defaults to {int_text(v)}, more than a sym can "
+                                     "be (2^63 - 1: the runtime computes in int64)")
+                    v = None
             self.env.sym_defaults[name] = v
 
     # -- tensors: dtype known (parser), dims over literals, consts and syms
@@ -398,6 +403,14 @@ class _DeclChecker:
             if state.get(name) != "done":
                 build(name)
 
+    def _extent_fits(self, extent: sym.Expr, at: A.Expr) -> sym.Expr:
+        v = sym.const_value(extent)
+        if v is not None and v > INT64_MAX:  # a loop counts in int64
+            self.diags.error(at.span, "int64", f"axis extent is {int_text(v)}, more than a loop can "
+                             "count (2^63 - 1: the runtime computes in int64)")
+            raise NotSymbolic()
+        return extent
+
     def _axis(self, d: A.AxisDecl, build) -> Optional[AxisInfo]:
         env, name, ax = self.env, d.name.id, d.axis
         resolve = self._resolver(allow_syms=True)
@@ -409,10 +422,10 @@ class _DeclChecker:
                 if v < 0:
                     self.diags.error(ax.extent.span, "negative-extent", f"axis extent is negative ({int_text(v)})")
                     return None
-                return AxisInfo(name, "dense", d, extent=sym.const(v))
+                return AxisInfo(name, "dense", d, extent=self._extent_fits(sym.const(v), ax.extent))
             if isinstance(ax, A.DenseDynAxis):
-                return AxisInfo(name, "densedyn", d, extent=to_sym(ax.extent, resolve, self.diags,
-                                                                    "an axis extent"))
+                extent = to_sym(ax.extent, resolve, self.diags, "an axis extent")
+                return AxisInfo(name, "densedyn", d, extent=self._extent_fits(extent, ax.extent))
             if isinstance(ax, (A.RaggedAxis, A.SparseAxis)):
                 outer = self._outer_axis(ax.outer, build)
                 if outer is None:

@@ -12,7 +12,7 @@ from typing import Callable, Mapping, Optional, Union
 
 from .. import sym
 from ..diagnostics import Diagnostics, did_you_mean
-from ..limits import MAX_INT_EXPR
+from ..limits import INT64_MAX, MAX_INT_EXPR, int_text
 from ..records import record
 from . import ast as A
 
@@ -121,6 +121,10 @@ def _sized(value: sym.Expr, span: A.Span, diags: Diagnostics, what: str) -> sym.
         diags.error(span, "expression-size",
                     f"{what} is too large: more than {MAX_INT_EXPR} terms and factors once expanded",
                     SIZE_HELP)
+        raise NotSymbolic()
+    if not sym.is_const(value) and sym.largest_const(value) > INT64_MAX:
+        diags.error(span, "int64", f"{what} has a number past int64 "
+                    f"({int_text(sym.largest_const(value))}), which the code computing it cannot hold")
         raise NotSymbolic()
     return value
 

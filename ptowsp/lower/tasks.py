@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 from .. import sym
 from ..diagnostics import InternalError
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import FLOAT_DTYPES, as_float
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
@@ -94,8 +94,8 @@ class TaskLowering:
             if kind == "int":
                 c = sym.const_value(v)
                 # decision: an integer expression passed to a float Scalar stays symbolic when it is not constant; the back end converts its value
-                return N.ScalarArg(p.name, float(c) if c is not None else v, p.dtype)
-            return N.ScalarArg(p.name, float(self.number(kind, v, node)), p.dtype)
+                return N.ScalarArg(p.name, as_float(c) if c is not None else v, p.dtype)
+            return N.ScalarArg(p.name, as_float(self.number(kind, v, node)), p.dtype)
         if kind != "int":
             raise InternalError("lower", f"`{expr_str(node)}` is not an integer")
         return N.ScalarArg(p.name, v, p.dtype)

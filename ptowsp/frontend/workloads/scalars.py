@@ -12,7 +12,7 @@ from typing import Optional
 from ... import sym
 from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
-from ...limits import MAX_INT_EXPR
+from ...limits import INT64_MAX, MAX_INT_EXPR, int_text
 from .. import ast as A
 from ..signatures import SIZE_HELP
 from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
@@ -35,9 +35,12 @@ class ScalarChecks:
 
     def compile_int(self, e: A.Expr, scope: Scope, what: str, report: bool = True) -> Optional[int]:
         """A compile-time integer (literals and consts); None after an error."""
-        saved = self.diags
+        saved, saved_exact = self.diags, self.exact_ints
         if not report:
             self.diags = Diagnostics()
+        # a compile-time integer is folded exactly; its consumer checks the range (a schedule's
+        # counts, a Constexpr), and reports the value however large
+        self.exact_ints = True
         try:
             v = self.int_expr(e, scope, what)
             if v.type == "error":
@@ -53,9 +56,20 @@ class ScalarChecks:
                 )
             return n
         finally:
-            self.diags = saved
+            self.diags, self.exact_ints = saved, saved_exact
 
     def scalar(self, e: A.Expr, scope: Scope) -> SVal:
+        v = self._scalar(e, scope)
+        if (v.type == "int" and v.expr is not None and not self.exact_ints
+                and sym.largest_const(v.expr) > INT64_MAX):
+            # decision: the code computes every integer of a workload in int64 (a folded
+            # constant included), so a number past it is an error where it first appears
+            self.error(e.span, "int64", f"`{self.text(e)}` holds {int_text(sym.largest_const(v.expr))}, "
+                       "past int64 (every integer of a workload is computed in int64)")
+            return ERR
+        return v
+
+    def _scalar(self, e: A.Expr, scope: Scope) -> SVal:
         if isinstance(e, A.IntLit):
             return SVal("int", sym.const(e.value))
         if isinstance(e, A.FloatLit):
