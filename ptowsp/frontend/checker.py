@@ -25,7 +25,7 @@ from ..diagnostics import (
     printable,
 )
 from ..dtypes import INT_DTYPES
-from ..limits import INT64_MAX, int_text
+from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, int_text
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
@@ -525,12 +525,19 @@ class _DeclChecker:
                         if v is not None and v <= 0:
                             self.diags.error(e.span, "bad-tile", f"tile dimensions must be positive, found {v}")
                     sound = rows is not None and cols is not None and rows > 0 and cols > 0
-                    elem = (rows or 1, cols or 1, d.elem.dtype)
+                    if sound and rows * cols > MAX_TILE_ELEMENTS:
+                        self.diags.error(d.elem.span, "too-large", f"a channel item of {int_text(rows * cols)} "
+                                         f"elements is more than a tile can hold ({MAX_TILE_ELEMENTS:,})")
+                        sound = False
+                    elem = (rows, cols, d.elem.dtype) if sound else (1, 1, d.elem.dtype)
                 depth = DEFAULT_CHANNEL_DEPTH
                 if d.depth is not None:
                     v = self._const_int(d.depth, "a channel depth")
                     if v is not None and v < 0:
                         self.diags.error(d.depth.span, "bad-depth", f"channel depth must be 0 or more, found {v}")
+                    elif v is not None and v > INT32_MAX:  # the runtime's ring counts in int32
+                        self.diags.error(d.depth.span, "bad-depth", f"channel depth must be at most "
+                                         f"{INT32_MAX}, found {int_text(v)}")
                     elif v is not None:
                         depth = v
                 self.env.channels[name] = ChannelInfo(name, elem, depth, False, d, sound)
