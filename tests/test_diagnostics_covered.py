@@ -34,9 +34,6 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
-    '`{*}` must have {*} rows to fit its tile, the length of `{*}`{*}':
-        'tests/backends/test_gather_views.py::'
-        'test_an_index_slice_of_the_wrong_length_is_an_error_before_any_index_is_read',
     'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not run':
         'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting

@@ -139,7 +139,7 @@ class TaskLowering:
         # the checker's view rules and messages
         for axis, (item, dim) in enumerate(zip(items, t.dims)):
             if _is_gather(item, self.env.tensors, scope):
-                gather = self.gather(item, dim, rows, kwtext, scope, span, checks)
+                gather = self.gather(item, dim, rows, kwtext, scope, span, checks, tile_text)
                 offsets.append(sym.const(0))  # every row: the dependencies are conservative
                 extents.append(dim)
                 vdims.append(axis)
@@ -178,7 +178,8 @@ class TaskLowering:
         partial = []
         for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
             if gather is not None and dim_ == row_dim:
-                partial.append(False)  # the index slice's length, checked before its elements are read
+                # the index slice's length, checked before its elements are read
+                partial.append(gather.count is not None)
                 continue
             got = extents[dim_] if dim_ is not None else sym.const(1)
             full = self.decide(got, "==", want) is True
@@ -208,7 +209,7 @@ class TaskLowering:
         return start, stop
 
     def gather(self, item: A.Index, dim: sym.Expr, rows: sym.Expr, kwtext: str, scope: Scope,
-               span, checks: list[N.ViewCheck]) -> N.Gather:
+               span, checks: list[N.ViewCheck], tile_text: str) -> N.Gather:
         """The gather item `pos[a : b]` of a view whose tile has `rows` rows: a Read of each
         index before the task (the index slice's bounds and length checked before the first),
         each index's range appended to `checks` (the task's, named `pos[a + i]`)."""
@@ -219,15 +220,17 @@ class TaskLowering:
         first: list[N.ViewCheck] = []
         offsets: list[sym.Expr] = []
         extents: list[sym.Expr] = []
-        sdim, start_text = 0, ""
+        sdim, start_text, count, stop = 0, "", sym.const(n), sym.const(n)
         for d, (x, idim) in enumerate(zip(item.items, ix.dims)):
             if isinstance(x, A.Slice):
                 start, stop = self.slice_bounds(x, idim, kwtext, scope, span, first)
-                self.require(first, sym.sub(stop, start), "==", rows,
-                             f"`{kwtext}` must have {sym.to_str(rows)} rows to fit its tile, "
-                             f"the length of `{expr_str(x)}`", span)
+                count = sym.sub(stop, start)
+                if self.decide(count, "==", rows) is not True:  # a partial tile: 1 <= count <= rows
+                    for c in (too_long(count, kwtext, rows, "rows", tile_text),
+                              too_short(count, kwtext, "rows")):
+                        self.require(first, c.lhs, c.op, c.rhs, c.reason, span)
                 offsets.append(start)
-                extents.append(sym.const(n))
+                extents.append(count)
                 sdim, start_text = d, expr_str(x.start) if x.start is not None else ""
             else:
                 i = self.int_expr(x, scope)
@@ -238,11 +241,14 @@ class TaskLowering:
                              f"{sym.to_str(idim)}", span)
                 offsets.append(i)
                 extents.append(sym.const(1))
+        full = self.decide(count, "==", rows) is True
         texts = [expr_str(x) for x in item.items]
         vars_: list[sym.Expr] = []
         for r in range(n):
             at = list(offsets)
             at[sdim] = sym.add(offsets[sdim], sym.const(r))
+            if not full and r:  # past a short slice: its last index again, read but padded
+                at[sdim] = sym.min_(at[sdim], sym.sub(stop, 1))
             texts[sdim] = (f"{start_text} + {r}" if start_text and r else start_text or str(r))
             what = f"{ix.name}[{', '.join(texts)}]"
             v = self.read(ix.name, tuple(at), tuple(texts), what, item.span,
@@ -252,4 +258,5 @@ class TaskLowering:
                          f"index `{what}` in `{kwtext}` must not be negative", span)
             self.require(checks, v, "<", dim,
                          f"index `{what}` in `{kwtext}` must be less than {sym.to_str(dim)}", span)
-        return N.Gather(tuple(vars_), ix.name, tuple(offsets), tuple(extents), span)
+        return N.Gather(tuple(vars_), ix.name, tuple(offsets), tuple(extents), span,
+                        None if full else count)
