@@ -49,8 +49,8 @@ def main() -> None:
             want = L.numpy_layer(a)
             err = max(float(np.abs(got[k] - want[k]).max()) for k in ("Y", "Kc", "Vc"))
             t_np, t_w = kernel_bench.medians_ms(
-                [lambda: L.numpy_layer(a, np.float32),
-                 lambda: prog.run(bind=bind, workers=args.workers, **a)], args.runs)
+                [lambda a=a: L.numpy_layer(a, np.float32),
+                 lambda a=a, bind=bind: prog.run(bind=bind, workers=args.workers, **a)], args.runs)
             prog.run(bind=bind, workers=args.workers, trace=True, **a)
             tokens, ctx = len(a["X"]), a["ctx"]
             print(f"{kind}: {len(ctx)} sequences, {tokens} new tokens, contexts "
