@@ -478,3 +478,16 @@ workload w() {{
         out = ptowsp.load(str(src)).compile(target=target).run_arrays({"X": x})
         assert np.array_equal(out["Y"], x * np.float32(np.inf))
         assert np.array_equal(out["Z"], np.full_like(x, -np.inf))
+
+
+def test_past_a_hundred_diagnostics_the_rest_are_counted_not_shown(tmp_path):
+    """A fuzzed chain of 20,000 misused axes (`P.seq(chunks + chunks + ...)`) printed 20,000
+    excerpts of its 200,000-column line: minutes. The first 100 are shown, then the count."""
+    src = tmp_path / "many.wsp"
+    src.write_text("sym N\n" + "".join(f"const C{i} = N\n" for i in range(300)))
+    result = CliRunner().invoke(main, ["check", str(src)])
+    assert result.exit_code == 1
+    out = result.output
+    assert out.count(": error: ") == 100
+    assert out.rstrip().endswith("... 200 more diagnostics not shown\n300 errors")
+    assert f"{src}:2:" in out and f"{src}:102:" not in out  # the first ones, by position
