@@ -13,9 +13,8 @@ Compiler bugs are not diagnostics: they raise `InternalError`, which names the s
 
 from __future__ import annotations
 
-import functools
-
 import difflib
+import functools
 from typing import Iterable, Mapping, Optional
 
 from .files import FileError
