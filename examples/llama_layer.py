@@ -72,13 +72,14 @@ def _rope(x, cos, sin):  # x [n, H, HD], cos/sin [n, HD]
     return x * cos[:, None, :] + rot * sin[:, None, :]
 
 
-def numpy_layer(a: dict, dtype=np.float64) -> dict:
-    """The layer in NumPy: Y, and the caches with the new rows appended (a copy). float64 for
-    the check; float32 (one BLAS call per matrix product, a loop over sequences for attention,
-    as a NumPy user writes it) for the benchmark."""
-    f = {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in a.items()}
+def numpy_layer(a: dict, dtype=np.float64, inplace: bool = False) -> dict:
+    """The layer in NumPy: Y, and the caches with the new rows appended. float64 for the check
+    (the caches copied); float32 with `inplace` for the benchmark (one BLAS call per matrix
+    product, a loop over sequences for attention, the caches updated where they are: as a
+    NumPy user writes it)."""
+    f = {k: (v.astype(dtype, copy=False) if v.dtype.kind == "f" else v) for k, v in a.items()}
     x, starts, ctx, pos = f["X"], f["starts"], f["ctx"], f["pos"]
-    kc, vc = f["Kc"].copy(), f["Vc"].copy()
+    kc, vc = (f["Kc"], f["Vc"]) if inplace else (f["Kc"].copy(), f["Vc"].copy())
     h = _rmsnorm(x, f["w_attn"])
     q = _rope((h @ f["Wq"]).reshape(-1, H, HD), f["Cos"][pos], f["Sin"][pos])
     k = _rope((h @ f["Wk"]).reshape(-1, H, HD), f["Cos"][pos], f["Sin"][pos])
