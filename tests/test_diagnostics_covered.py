@@ -34,6 +34,9 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
+    'inout `{*}` is updated in place (inplace=True), so its array must be a writeable '
+    'C-contiguous NumPy array':
+        'tests/test_run_inplace.py::test_an_array_that_cannot_be_updated_in_place_is_an_error',
     'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not run':
         'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting
