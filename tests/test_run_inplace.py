@@ -61,7 +61,9 @@ def test_an_array_that_cannot_be_updated_in_place_is_an_error(programs, bad, wor
     with pytest.raises(ptowsp.WspError) as info:
         programs["cpu_sim"].run(X=x, C=c, inplace=True)
     text = info.value.render()
-    assert text.startswith("inplace.wsp:3:1: error: inout `C` is updated in place") and words in text
+    assert text.startswith("inplace.wsp:3:1: error: inout `C` is updated in place (inplace=True), "
+                           "so its array must be a writeable C-contiguous NumPy array")
+    assert words in text
 
 
 def test_a_read_only_array_is_an_error(programs):

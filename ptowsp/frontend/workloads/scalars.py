@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ... import sym
+from ... import sym, sym_size
 from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
 from ...limits import INT64_MAX, MAX_INT_EXPR, int_text
@@ -61,10 +61,10 @@ class ScalarChecks:
     def scalar(self, e: A.Expr, scope: Scope) -> SVal:
         v = self._scalar(e, scope)
         if (v.type == "int" and v.expr is not None and not self.exact_ints
-                and sym.largest_const(v.expr) > INT64_MAX):
+                and sym_size.largest_const(v.expr) > INT64_MAX):
             # decision: the code computes every integer of a workload in int64 (a folded
             # constant included), so a number past it is an error where it first appears
-            self.error(e.span, "int64", f"`{self.text(e)}` holds {int_text(sym.largest_const(v.expr))}, "
+            self.error(e.span, "int64", f"`{self.text(e)}` holds {int_text(sym_size.largest_const(v.expr))}, "
                        "past int64 (every integer of a workload is computed in int64)")
             return ERR
         return v
@@ -400,7 +400,7 @@ class ScalarChecks:
         return SVal("int", sym.neg(v.expr))
 
     def sized(self, value: sym.Expr, span: A.Span) -> SVal:
-        if sym.too_large(value, MAX_INT_EXPR):
+        if sym_size.too_large(value, MAX_INT_EXPR):
             self.error(span, "expression-size", "this integer expression is too large: more than "
                        f"{MAX_INT_EXPR} terms and factors once expanded", SIZE_HELP)
             return ERR
