@@ -295,3 +295,53 @@ def test_a_bad_index_is_reported_as_cpu_sim_reports_it(tmp_path_factory, bad, wo
     with pytest.raises(ptowsp.WspError) as info:
         module.compile("cpu_sim").run(bind={"S": 8, "P": 9}, **arrays)
     assert info.value.diagnostics[0].message == f"{words}; the task was not launched"
+
+
+# Pads of other element sizes (f16 held in f32 after the copy, one-byte u8 and bool), and a
+# tile too big for the UB, run in chunks of rows: chunks past the view are all pad.
+DTYPES = """\
+    sym C, L
+    input  A: f16[4, C]
+    input  U: u8[4, C]
+    input  Q: bool[4, C]
+    input  X: f32[128, 512]
+    output MA: f16[4, 1]
+    output SU: i32[4, 1]
+    output SQ: i32[4, 1]
+    output Y: f32[128, 512]
+    output SY: f32[128, 1]
+    kernel m(a: In[Tile[4, 40, f16], pad = -inf], u: In[Tile[4, 40, u8], pad = 7],
+             q: In[Tile[4, 40, bool], pad = true],
+             ma: Out[Tile[4, 1, f16]], su: Out[Tile[4, 1, i32]], sq: Out[Tile[4, 1, i32]]) {
+        store(ma, rowmax(a))
+        store(su, rowsum(cast(u, i32)))
+        store(sq, rowsum(cast(q, i32)))
+    }
+    kernel big(x: In[Tile[128, 512, f32], pad = 2], y: Out[Tile[128, 512, f32]],
+               s: Out[Tile[128, 1, f32]]) {
+        store(y, x + 1.0)
+        store(s, rowsum(x))
+    }
+    workload w() {
+        m(a = A[:, 0 : min(40, C)], u = U[:, 0 : min(40, C)], q = Q[:, 0 : min(40, C)],
+          ma = MA, su = SU, sq = SQ)
+        big(x = X[0 : min(L, 128), 0 : 512], y = Y[0 : min(L, 128), 0 : 512],
+            s = SY[0 : min(L, 128), :])
+    }
+    schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("C, L", [(5, 1), (33, 70), (40, 128)])
+def test_pads_of_every_element_size_and_chunks_past_the_view(tmp_path_factory, C, L):
+    rng = np.random.default_rng(C)
+    arrays = {"A": rng.standard_normal((4, C)).astype(np.float16),
+              "U": rng.integers(0, 9, (4, C)).astype(np.uint8),
+              "Q": rng.integers(0, 2, (4, C)).astype(np.bool_),
+              "X": rng.standard_normal((128, 512)).astype(np.float32)}
+    out = same_as_ref(tmp_path_factory, DTYPES, {"C": C, "L": L}, arrays, rtol=1e-6)
+    pads = 40 - min(40, C)
+    np.testing.assert_array_equal(out["MA"][:, 0], arrays["A"].max(axis=1))
+    np.testing.assert_array_equal(out["SU"][:, 0], arrays["U"].astype(np.int64).sum(axis=1) + 7 * pads)
+    np.testing.assert_array_equal(out["SQ"][:, 0], arrays["Q"].sum(axis=1) + pads)
+    assert not out["Y"][L:].any() and not out["SY"][L:].any()
