@@ -179,3 +179,15 @@ def literal_value(value, dtype: str):
     if kind == "float":
         return round_float(as_float(value), dtype)
     return wrap_int(int(value), dtype)
+
+
+def element_bits(value, dtype: str) -> int:
+    """The bits of one element of `dtype` in memory holding `value` (a literal's number,
+    made a value of `dtype` by `literal_value`): what a tile's pad fills with."""
+    v = literal_value(value, dtype)
+    if dtype == "bf16":  # exact: v is a bf16 value, the top half of its f32 bits
+        return struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+    if TABLE[dtype].kind == "float":
+        fmt = {"f16": "<e", "f32": "<f", "f64": "<d"}[dtype]
+        return int.from_bytes(struct.pack(fmt, v), "little")
+    return int(v) & ((1 << TABLE[dtype].bits) - 1)

@@ -3,7 +3,7 @@ tile. cpu_sim == ref == a NumPy formula (float64 where it matters) over lengths 
 not multiples of the tile, 1 included; the pad seen through reductions (rowmax with pad = -inf,
 rowsum with the default 0); stores that never touch the tensor outside the view; two tasks on
 either side of a ragged edge, one reading what the other wrote; valid_rows/valid_cols; the
-run-time checks of a view's extent; ascend_npu's compile error.
+run-time checks of a view's extent (ascend_npu: tests/ascend/test_views.py).
 """
 
 from __future__ import annotations
@@ -216,16 +216,6 @@ def test_a_view_longer_than_its_tile_or_empty_is_an_error_at_run_time(target):
         "`x = X[0 : L[0]]` must have at least 1 row, found 0")
     out = compiled(TOO_LONG, target).run(X=X + 1, L=np.array([1, 0], np.int32))
     np.testing.assert_array_equal(out["Y"], [[1] * 8, [0] * 8, [0] * 8, [0] * 8])
-
-
-def test_ascend_reports_a_partial_view_at_the_view():
-    text = textwrap.dedent(COLS)
-    with pytest.raises(WspError) as info:
-        ptowsp.parse(text, "t.wsp").compile(target="ascend_npu")
-    d = info.value.diagnostics[0]
-    assert d.message == ("in `first`, the view of `x` may be shorter than its Tile[4, 16, f32] "
-                         "(a partial tile), which the ascend_npu target does not run yet")
-    assert (d.span.line, d.span.col) == (13, 11)  # the argument `x = X[:, 0 : min(16, C)]`
 
 
 # A partial activation tile beside whole ones: a weight read in place, a whole tile with
