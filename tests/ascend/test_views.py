@@ -279,6 +279,39 @@ def test_a_gather_view_reads_the_rows_its_indices_name(tmp_path_factory, seed):
     np.testing.assert_array_equal(out["Y"], Emb[1][ids])
 
 
+# a length that is not a multiple of the tile: the last index slice is short, and gathers a
+# partial tile (its rows padded with -1.0, which the column max sees)
+ROPE_PARTIAL = """\
+    sym S, P
+    input  pos: i32[S]
+    input  Cos: f32[P, 8]
+    output Y: f32[S, 8]
+    kernel cp(x: In[Tile[4, 8, f32], pad = -1.0], y: Out[Tile[4, 8, f32]]) {
+        store(y, x * 2.0 + colmax(x))
+    }
+    workload w() {
+        for t in P(ceildiv(S, 4)) {
+            cp[t](x = Cos[pos[t*4 : min(t*4 + 4, S)], :], y = Y[t*4 : min(t*4 + 4, S), :])
+        }
+    }
+    schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("S", [5, 7])
+def test_a_short_index_slice_gathers_a_partial_tile(tmp_path_factory, S):
+    rng = np.random.default_rng(S)
+    pos = rng.integers(0, 9, S).astype(np.int32)
+    Cos = (rng.standard_normal((9, 8)) - 3.0).astype(np.float32)  # below the pad: it shows
+    out = same_as_ref(tmp_path_factory, ROPE_PARTIAL, {"S": S, "P": 9}, {"pos": pos, "Cos": Cos})
+    want = np.empty((S, 8), np.float32)
+    for t in range(0, S, 4):
+        tile = np.full((4, 8), -1.0, np.float32)
+        tile[:min(4, S - t)] = Cos[pos[t:t + 4]]
+        want[t:t + 4] = (tile * np.float32(2.0) + tile.max(axis=0))[:min(4, S - t)]
+    np.testing.assert_array_equal(out["Y"], want)
+
+
 @pytest.mark.parametrize("bad, words", [
     (9, "index `pos[t * 4 + 1]` in `x = Cos[pos[t * 4 : t * 4 + 4], :]` must be less than P, "
         "found 9 and 9 (task `cp[t]` at t=1)"),
