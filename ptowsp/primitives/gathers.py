@@ -47,7 +47,7 @@ def type_gather(t: Typing) -> Type:
             idx.span,
             "gather-index-dtype",
             f"the indices of `gather` must be an integer tile, found {idx.type}",
-            "`cast(idx, i32)` converts them (a float truncates toward zero)",
+            "`cast(idx, i32)` converts them (a float truncates toward zero, a bool gives 0 or 1)",
         )
     xt, it = x.type, idx.type
     if axis == 0:
