@@ -121,6 +121,7 @@ PROGRAMS = {
     "tests/programs/spec_megakernel.wsp": ({"N": 4}, {}),
     "tests/programs/spec_schedules.wsp": ({"B": 2}, {}),
     "tests/programs/rope_rotate_half.wsp": ({"T": 3}, {}),
+    "tests/programs/embedding_gather.wsp": ({"T": 3}, {}),
 }
 # errors_demo.wsp is wrong on purpose; lib_shared.wsp only declares a const for an import
 SKIPPED = {"examples/errors_demo.wsp", "tests/programs/lib_shared.wsp"}

@@ -224,7 +224,7 @@ EXACT_OPS = frozenset(("param", "scalar_param", "literal", "iota_row", "iota_col
                        "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "rsqrt", "relu",
                        "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "where", "convert",
                        "cast", "broadcast", "transpose", "slice_even", "slice_odd", "interleave",
-                       "slice_rows", "slice_cols", "concat_rows", "concat_cols",
+                       "slice_rows", "slice_cols", "concat_rows", "concat_cols", "gather_rows", "gather_cols",
                        "colsum", "colmean", "colmax", "colmin", "rowmax", "rowmin",
                        "sort_values", "sort_indices", "argmax", "argmin"))
 
