@@ -27,9 +27,7 @@ from ptowsp.ir.passes import optimize
 
 from ..backends import test_gather_views as GV
 from ..backends import test_partial_tiles as PT
-from .ascendc_cpu import harness as H
-from .hostrun import compile_host, host_launcher, run, split_dispatch, write_inputs, write_tree
-from .streams import CXX, HERE, run_compiler
+from .hostrun import build_host, run, write_inputs
 
 pytestmark = [pytest.mark.cc]
 
@@ -45,17 +43,7 @@ def build(tmp: Path, text: str):
         return _BUILT[text]
     module = ptowsp.parse(textwrap.dedent(text), "t.wsp")
     ir, _ = optimize(module.ir, 2)
-    tree = tmp / "tree"
-    files = write_tree(tree, ir, "main")
-    kernel, launcher = split_dispatch(files["aicore/dispatch.asc"])
-    dispatch = tmp / "dispatch_host.cpp"
-    dispatch.write_text(kernel + host_launcher(launcher))
-    obj = tmp / "dispatch_host.o"
-    run_compiler([CXX, *(f for f in H.CXXFLAGS if f not in ("-shared", "-fPIC")), "-c",
-                  f"-I{H.HERE}", f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}",
-                  f"-I{tree / 'aicore'}", str(dispatch), "-o", str(obj)])
-    exe = tmp / "wsp_main"
-    compile_host(exe, tree, [obj])
+    _, exe = build_host(tmp, ir, "main")
     _BUILT[text] = (exe, module)
     return _BUILT[text]
 
