@@ -26,14 +26,7 @@ pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    m0 = ptowsp.parse(source(), "gathers.wsp").ir
-    units = []
-    for level in (0, 2):
-        m, _ = optimize(m0, level)
-        name = f"gathers_O{level}"
-        m = dataclasses.replace(m, name=name)
-        units.append(H.Unit(name, aicore.emit_aicore(m), list(m.kernels)))
-    return H.build(units, tmp_path_factory.mktemp("aicore_gathers")), units
+    return H.build_levels(source(), "gathers", tmp_path_factory.mktemp("aicore_gathers"))
 
 
 def _indices(dtype: str, shape, extent: int, rng) -> np.ndarray:
