@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/csp.py
 	$(BIN)/python benchmarks/optimizer.py
 	$(BIN)/python benchmarks/trace.py
+	$(BIN)/python benchmarks/layer.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
 # runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.
