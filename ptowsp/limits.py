@@ -63,6 +63,11 @@ def int_text(n: int) -> str:
     return f"{'-' if n < 0 else ''}about 2^{n.bit_length() - 1}"
 
 
+def count_text(n: int) -> str:
+    """A count for messages: `16,777,216`, or its magnitude past 300 digits (`int_text`)."""
+    return f"{n:,}" if n.bit_length() <= 1000 else int_text(n)
+
+
 def size_text(n: int) -> str:
     """Bytes for messages, in the largest binary unit that keeps a digit before the point:
     `1024.0 GiB`, `3.0 MiB`, `512 bytes` (past 2^1000 bytes, the magnitude: `int_text`)."""

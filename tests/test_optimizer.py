@@ -22,6 +22,7 @@ and the pass manager's user interface.
 from __future__ import annotations
 
 import io
+import sys
 import textwrap
 from pathlib import Path
 
@@ -47,6 +48,12 @@ BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 256},
         "attention_varlen": {"B": 3, "H": 2, "S": 128},
         "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
         "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4}, "worker_pool": {"N": 8}}
+# the Llama layer needs a consistent batch (positions, sequence starts): examples/llama_layer.py's
+sys.path.insert(0, str(EXAMPLES))
+import llama_layer as LLAMA_LAYER  # noqa: E402
+
+LLAMA = LLAMA_LAYER.batch([20, 1, 0, 3], [0, 40, 5, 60], 64, seed=5)
+BIND["llama_layer"] = LLAMA_LAYER.binds(LLAMA)
 
 
 def test_bindings_cover_every_example():
@@ -67,6 +74,8 @@ def route_extern():
 def example_inputs(m: N.Module, bind: dict, seed: int) -> dict:
     from ptowsp import sym as S
 
+    if m.name == "llama_layer":
+        return {k: v.copy() for k, v in LLAMA.items()}
     rng = np.random.default_rng(seed)
     syms = {s.name: s.default for s in m.syms if s.default is not None}
     syms.update(bind)

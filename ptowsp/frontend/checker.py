@@ -25,7 +25,7 @@ from ..diagnostics import (
     printable,
 )
 from ..dtypes import INT_DTYPES
-from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, int_text
+from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, count_text, int_text
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
@@ -526,7 +526,7 @@ class _DeclChecker:
                             self.diags.error(e.span, "bad-tile", f"tile dimensions must be positive, found {v}")
                     sound = rows is not None and cols is not None and rows > 0 and cols > 0
                     if sound and rows * cols > MAX_TILE_ELEMENTS:
-                        self.diags.error(d.elem.span, "too-large", f"a channel item of {int_text(rows * cols)} "
+                        self.diags.error(d.elem.span, "too-large", f"a channel item of {count_text(rows * cols)} "
                                          f"elements is more than a tile can hold ({MAX_TILE_ELEMENTS:,})")
                         sound = False
                     elem = (rows, cols, d.elem.dtype) if sound else (1, 1, d.elem.dtype)

@@ -20,7 +20,7 @@ from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
 from ..frontend.workloads.views import too_long, too_short
 from ..ir import nodes as N
-from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILE_ELEMENTS, MAX_TILES, int_text
+from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILE_ELEMENTS, MAX_TILES, count_text
 from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
@@ -125,7 +125,7 @@ class TaskLowering:
         tile_text = f"Tile[{sym.to_str(rows)}, {sym.to_str(cols)}, {p.tile.dtype}]"
         nr, nc = sym.const_value(rows), sym.const_value(cols)
         if nr is not None and nc is not None and nr * nc > MAX_TILE_ELEMENTS:
-            raise Unsupported(kw.span, f"`{p.name}` is a {tile_text} of {int_text(nr * nc)} elements, "
+            raise Unsupported(kw.span, f"`{p.name}` is a {tile_text} of {count_text(nr * nc)} elements, "
                               f"more than a tile can hold ({MAX_TILE_ELEMENTS:,}): use smaller "
                               "tiles and more tasks")
         kwtext = expr_str(view_kw)

@@ -322,31 +322,9 @@ SWIGLU_CHAIN = """
     schedule main = f()
 """
 
-# bindings that keep every example small (syms without a default need one)
-BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 256},
-        "attention_varlen": {"B": 3, "H": 2, "S": 128},
-        "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
-        "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4}, "worker_pool": {"N": 8}}
-
-
-def inputs(m: N.Module, bind: dict, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    syms = {s.name: s.default for s in m.syms if s.default is not None}
-    syms.update(bind)
-    from ptowsp import sym as S
-
-    out = {}
-    for t in m.tensors:
-        if t.kind not in ("input", "inout"):
-            continue
-        shape = tuple(S.evaluate(d, syms) for d in t.dims)
-        if t.name == "seq_lens":
-            out[t.name] = rng.integers(0, syms["S"] + 1, shape).astype(np.int32)
-        elif t.dtype == "f32":
-            out[t.name] = rng.standard_normal(shape).astype(np.float32)
-        else:
-            out[t.name] = np.zeros(shape, {"i32": np.int32}.get(t.dtype, np.float32))
-    return out
+# the examples' small bindings and inputs: test_optimizer's (the Llama layer's batch included)
+from tests.test_optimizer import BIND  # noqa: E402
+from tests.test_optimizer import example_inputs as inputs  # noqa: E402
 
 
 def same(a: dict, b: dict) -> None:
