@@ -39,6 +39,8 @@ ELSEWHERE: dict[str, str] = {
         'test_an_index_slice_of_the_wrong_length_is_an_error_before_any_index_is_read',
     'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not run':
         'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view',
+    'in `{*}`, `{*}` is a transposed view of `{*}`, which the ascend_npu target does not run':
+        'tests/backends/test_transposed_views.py::test_ascend_refuses_a_transposed_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting
     '`{*}` (in {*}) is not a tensor of module `{*}`':
         'tests/test_cli_inputs.py::test_npz_naming_an_unknown_tensor',
