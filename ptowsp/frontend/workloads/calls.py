@@ -214,6 +214,7 @@ class CallChecks:
             return
         name = base.id
         if name in self.env.channels and base is v and flip:
+            slots_written.append(kw)  # it meant the slot: one error, not also "does not write"
             self.error(kw.value.span, "transpose-not-view",
                        not_a_view_message(self.text(kw.value), "a channel"))
             return
