@@ -248,3 +248,23 @@ def test_ascend_refuses_a_transposed_view():
             "not run", 13) in messages
     assert ("in `col[b]`, `v` is a transposed view of `V`, which the ascend_npu target does "
             "not run", 17) in messages
+
+
+EXTERN = """\
+    input  X: f32[8, 4]
+    output Y: f32[8, 4]
+    kernel e(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) extern c \"\"\"
+        for (int i = 0; i < x.rows; ++i)
+            for (int j = 0; j < x.cols; ++j)
+                y.data[i * y.stride + j] = x.data[i * x.stride + j] * 10 + i;
+    \"\"\"
+    workload w() { e(x = X.T, y = Y.T) }
+"""
+
+
+def test_an_extern_c_kernel_sees_the_transposed_tile():
+    """An `extern c` body indexes rows with `stride` only: cpu_sim hands it contiguous copies of
+    a transposed view (and writes a transposed Out back)."""
+    X = np.arange(32, dtype=np.float32).reshape(8, 4)
+    out = compiled(EXTERN, "cpu_sim").run(X=X)["Y"]
+    np.testing.assert_array_equal(out, (X.T * 10 + np.arange(4)[:, None]).T)
