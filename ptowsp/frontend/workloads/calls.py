@@ -263,7 +263,7 @@ class CallChecks:
         if flip and self.gather_transposed(kw.value, v, scope):
             return
         if flip and shape is not None:
-            shape = self.transpose_shape(shape, kw.value)
+            shape = self.transpose_shape(shape, kw.value, self.text(v))
         self.view_fits(kw, kw, p, t, shape, rows, cols, tile_text, sound, (), read_only=False)
 
     def read_only(self, kw: A.Keyword, p: ParamSig, t, notes) -> None:

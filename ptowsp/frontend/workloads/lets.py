@@ -81,7 +81,10 @@ class LetChecks:
                     self.error(s.value.span, "transpose-not-view",
                                not_a_view_message(self.text(s.value), what))
                     return LetVal(s, scope, poisoned=True)
-                return LetVal(s, scope, o.value, o.tensor, o.view, b.poisoned, origin=o,
+                bad = False
+                if flip and not b.poisoned and o.view is not None:
+                    bad = self.transpose_shape(o.view, s.value, base.id) is None
+                return LetVal(s, scope, o.value, o.tensor, o.view, b.poisoned or bad, origin=o,
                               transposed=b.transposed != flip)
             if b is None and base.id in self.env.tensors:
                 t = self.env.tensors[base.id]
@@ -92,7 +95,7 @@ class LetChecks:
                     shape = self.view(e, t, scope, kw)
                     bad = self.gather_transposed(s.value, e, scope)
                     if shape is not None and not bad:
-                        bad = self.transpose_shape(shape, s.value) is None
+                        bad = self.transpose_shape(shape, s.value, self.text(e)) is None
                     return LetVal(s, scope, None, t.name, shape, shape is None or bad,
                                   transposed=True)
                 if isinstance(e, A.Index) and _element(e, t):
@@ -178,8 +181,8 @@ class LetChecks:
         if b.transposed != flip:
             if self.gather_transposed(kw.value, view_expr, o.scope, notes):
                 return
-            if shape is not None:
-                shape = self.transpose_shape(shape, kw.value if flip else o.stmt.value, notes)
+            if shape is not None:  # a `let` of a `.T` was checked there: only `q.T` can fail
+                shape = self.transpose_shape(shape, kw.value if flip else kw, b.name, notes)
         self.view_fits(kw, view_kw, p, t, shape, rows, cols, tile_text, sound, notes)
 
 

@@ -95,11 +95,11 @@ class ViewChecks:
         shape.extend(t.dims[len(v.items) :])
         return shape if ok else None
 
-    def transpose_shape(self, shape: list[sym.Expr], at: A.Node,
+    def transpose_shape(self, shape: list[sym.Expr], at: A.Node, text: str,
                         notes=()) -> Optional[list[sym.Expr]]:
-        """The extents of the view `at` (`VIEW.T`) transposed: its two dimensions swapped after
-        dropping leading extents provably 1 (a 1-D view is a row, its `.T` a column); None
-        after an error (a view of more than two dimensions)."""
+        """The extents of the view `text` transposed (the `.T` at `at`): its two dimensions
+        swapped after dropping leading extents provably 1 (a 1-D view is a row, its `.T` a
+        column); None after an error at `at` (a view of more than two dimensions)."""
         dims = list(shape)
         while len(dims) > 2 and self.decide(dims[0], "==", sym.const(1)) is True:
             dims.pop(0)
@@ -108,7 +108,7 @@ class ViewChecks:
             self.error(
                 at.span,
                 "transpose-rank",
-                f"`.T` transposes a 2-D view, but `{self.text(at.value)}` is a "
+                f"`.T` transposes a 2-D view, but `{text}` is a "
                 f"[{', '.join(show(d) for d in shape)}] view",
                 f"select {len(dims) - 2} more leading dimension{'s' if len(dims) > 3 else ''} "
                 "with an index, then transpose",
