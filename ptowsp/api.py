@@ -512,20 +512,24 @@ class Program:
 
     def run(self, bind: Optional[Mapping[str, int]] = None, random_inputs: Optional[int] = None,
             workers: Optional[int] = None, trace: bool = False,
-            max_memory: Union[None, int, str] = None, **arrays) -> dict[str, "np.ndarray"]:
+            max_memory: Union[None, int, str] = None, inplace: bool = False,
+            **arrays) -> dict[str, "np.ndarray"]:
         """Run with `bind` symbols and the input arrays by name; returns the outputs and inouts
-        (new arrays: the caller's arrays are never modified, inouts included). With `trace`,
-        `self.trace` then holds the run's trace (real and simulated). `workers` is 1 to
-        `limits.MAX_WORKERS`; the tensors may need at most `max_memory` (bytes, or a size such
-        as "8G"; default: the machine's memory), checked before anything is allocated."""
+        (new arrays: the caller's arrays are never modified, inouts included, unless `inplace`:
+        then the inout arrays, which must be writeable C-contiguous NumPy arrays, are updated
+        where they are and returned). With `trace`, `self.trace` then holds the run's trace
+        (real and simulated). `workers` is 1 to `limits.MAX_WORKERS`; the tensors may need at
+        most `max_memory` (bytes, or a size such as "8G"; default: the machine's memory),
+        checked before anything is allocated."""
         return self.run_arrays(arrays, bind, random_inputs, workers, trace=trace,
-                               max_memory=max_memory)
+                               max_memory=max_memory, inplace=inplace)
 
     def run_arrays(self, arrays: Mapping[str, Any], bind: Optional[Mapping[str, int]] = None,
                    random_inputs: Optional[int] = None, workers: Optional[int] = None,
                    sources: Optional[Mapping[str, str]] = None,
                    trace: bool = False,
-                   max_memory: Union[None, int, str, MemoryLimit] = None) -> dict[str, "np.ndarray"]:
+                   max_memory: Union[None, int, str, MemoryLimit] = None,
+                   inplace: bool = False) -> dict[str, "np.ndarray"]:
         """`run`, with `sources` naming where each array came from (for messages)."""
         check_workers(workers)
         limit = memory_limit(max_memory)
@@ -538,9 +542,17 @@ class Program:
                                         schedule=self.schedule, records=records)
             if records:
                 model["record_limit"] = binding.record_limit
+            updated = self._inplace(arrays, inputs) if inplace else {}
+            native = bool(updated) and getattr(self._backend, "inplace", False)
+            if native:
+                model["inplace"] = True
             t0 = time.perf_counter()
             outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
                                               workers=workers, **model)
+            for name, caller in updated.items():  # a back end that copies: its result copied back
+                if outputs[name] is not inputs[name]:
+                    inputs[name][...] = outputs[name]
+                outputs[name] = caller
         except MemoryError:  # the check passed, but the memory is taken (by other processes)
             raise WspError([Diagnostic(_NO_SPAN, "memory", "the run ran out of memory (its "
                                        f"tensors fit in {limit.what}, but the machine has less "
@@ -549,6 +561,27 @@ class Program:
         self._record(info, t0)
         self._last = outputs
         return outputs
+
+    def _inplace(self, arrays: Mapping[str, Any], inputs: dict) -> dict[str, Any]:
+        """{inout: the caller's array} for `run(inplace=True)`, each checked to be updatable
+        where it is (after the binding checked its dtype and shape)."""
+        import numpy as np
+
+        out = {}
+        for t in self.module.tensors:
+            if t.kind != "inout":
+                continue
+            given, a = arrays.get(t.name), inputs[t.name]
+            ok = (isinstance(given, np.ndarray) and isinstance(a, np.ndarray)
+                  and np.shares_memory(given, a) and a.flags.c_contiguous and a.flags.writeable)
+            if not ok:
+                raise WspError([Diagnostic(
+                    t.span, "binding", f"inout `{t.name}` is updated in place (inplace=True), so "
+                    "its array must be a writeable C-contiguous NumPy array",
+                    "pass `np.ascontiguousarray(x)` (and keep that array), or run without "
+                    "inplace")], dict(self.module.sources))
+            out[t.name] = given
+        return out
 
     def _record(self, info: dict, t0: float) -> None:
         """Stats (and the trace, if one was taken) of the run that started at t0."""

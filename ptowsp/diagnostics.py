@@ -14,6 +14,7 @@ Compiler bugs are not diagnostics: they raise `InternalError`, which names the s
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Iterable, Mapping, Optional
 
 from .files import FileError
@@ -156,14 +157,19 @@ def _source_text(sources: Mapping[str, str], file: str) -> Optional[str]:
     return text
 
 
+@functools.lru_cache(maxsize=4)  # every diagnostic of a file shows one of its lines
+def _split(text: str) -> list[str]:
+    # lines end at "\n" only, as the lexer counts them (splitlines would also split at a form
+    # feed or U+2028 in a comment, and show the wrong line); a "\r" before it is not shown
+    return text.split("\n")
+
+
 def _lines(sources: Mapping[str, str], span: Span) -> Optional[list[str]]:
     """The source lines `span` covers (one or more; "" past the end), or None."""
     text = _source_text(sources, span.file)
     if text is None or span.line <= 0:
         return None
-    # lines end at "\n" only, as the lexer counts them (splitlines would also split at a form
-    # feed or U+2028 in a comment, and show the wrong line); a "\r" before it is not shown
-    lines = text.split("\n")
+    lines = _split(text)
     last = max(span.end_line, span.line)
     if last > span.line and span.end_col <= 1:
         last -= 1  # the span ends where its last line starts: that line holds none of it
@@ -246,9 +252,18 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+# decision: at most this many diagnostics are shown, then a count of the rest (clang stops at
+# 20): a generated or mangled file can have tens of thousands, which no one reads, and
+# printing them took minutes (a fuzzed 20,000-operand chain of misuses: 20,000 errors)
+MAX_SHOWN = 100
+
+
 def render_all(diags: Iterable[Diagnostic], sources: Mapping[str, str]) -> str:
     diags = list(diags)
-    body = "\n".join(render(d, sources) for d in diags)
+    body = "\n".join(render(d, sources) for d in diags[:MAX_SHOWN])
+    if len(diags) > MAX_SHOWN:
+        rest = len(diags) - MAX_SHOWN
+        body += f"\n... {rest} more diagnostic{'s' if rest > 1 else ''} not shown"
     n = sum(1 for d in diags if d.severity == "error")
     if n > 1:
         body += f"\n{n} errors"

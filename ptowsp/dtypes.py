@@ -142,7 +142,7 @@ def round_float(value: float, dtype: str) -> float:
     try:
         return struct.unpack(_STRUCT[dtype], struct.pack(_STRUCT[dtype], value))[0]
     except OverflowError:  # beyond the greatest finite value plus half an ulp: rounds to inf
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
 
 
 _STRUCT = {"f16": "<e", "f32": "<f"}
@@ -157,8 +157,17 @@ def _bf16_value(value: float) -> float:
     q = round(value / quantum)  # exact division by a power of two; round() ties to even
     out = q * quantum
     if abs(out) >= 2.0**128:
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
     return math.copysign(out, value) if out == 0.0 else out
+
+
+def as_float(value) -> float:
+    """A number as a Python float; an integer past every float is infinity (of its sign), as
+    the literal `1e400` is, rather than Python's OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def literal_value(value, dtype: str):
@@ -168,5 +177,17 @@ def literal_value(value, dtype: str):
     if kind == "bool":
         return bool(value)
     if kind == "float":
-        return round_float(float(value), dtype)
+        return round_float(as_float(value), dtype)
     return wrap_int(int(value), dtype)
+
+
+def element_bits(value, dtype: str) -> int:
+    """The bits of one element of `dtype` in memory holding `value` (a literal's number,
+    made a value of `dtype` by `literal_value`): what a tile's pad fills with."""
+    v = literal_value(value, dtype)
+    if dtype == "bf16":  # exact: v is a bf16 value, the top half of its f32 bits
+        return struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+    if TABLE[dtype].kind == "float":
+        fmt = {"f16": "<e", "f32": "<f", "f64": "<d"}[dtype]
+        return int.from_bytes(struct.pack(fmt, v), "little")
+    return int(v) & ((1 << TABLE[dtype].bits) - 1)

@@ -523,26 +523,6 @@ def _children(e: Expr) -> tuple:
     return ()
 
 
-def too_large(e: IntLike, most: int) -> bool:
-    """Whether e, printed, has more than `most` terms, factors and atoms (a power counts as
-    its factors, as it prints): a bound the front end keeps on every integer expression."""
-    left = [most]
-
-    def walk(x: Expr, times: int) -> bool:
-        left[0] -= times
-        if left[0] < 0:
-            return True
-        if isinstance(x, Poly):
-            for m, _ in x.terms:
-                left[0] -= times
-                if any(walk(a, times * p) for a, p in m):
-                    return True
-            return left[0] < 0
-        return any(walk(c, times) for c in _children(x))
-
-    return walk(as_expr(e), 1)
-
-
 def free_vars(e: IntLike) -> frozenset:
     e = as_expr(e)
     if isinstance(e, Var):

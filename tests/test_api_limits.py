@@ -176,12 +176,13 @@ def test_constants_past_python_printable_integers_are_shown_by_magnitude():
     with pytest.raises(WspError) as info:
         ptowsp.parse(f"sym N\noutput Y: f32[N, 0 - {big}]\n", "t.wsp").compile(target="ref")
     assert "tensor dimension is negative (-about 2^14700)" in info.value.render()
-    chain = " * ".join(["N"] * 7000)  # with N = 2: 2^7000
-    text = ("sym N\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
+    chain = " * ".join(["M"] * 200)  # with M = 2^40: 2^8000 (an expression holds 256 factors)
+    text = ("sym N, M\ninput X: f32[N, 16]\noutput Y: f32[N, 16]\n"
             "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
             f"workload w() {{ for i in P(N) {{ k[i](x = X[{chain} + i], y = Y[i]) }} }}\n")
     with pytest.raises(WspError) as info:
-        ptowsp.parse(text, "t.wsp").compile(target="ref").run(bind={"N": 2}, random_inputs=1)
+        ptowsp.parse(text, "t.wsp").compile(target="ref").run(bind={"N": 2, "M": 2**40},
+                                                                random_inputs=1)
     assert "may reach about 2^" in info.value.render()
 
 
@@ -191,5 +192,5 @@ def test_a_sym_default_past_printable_integers_is_shown_by_magnitude():
             "kernel k(x: In[Tile[1, 16, f32]], y: Out[Tile[1, 16, f32]]) { store(y, x) }\n"
             "workload w() { for i in P(N) { k[i](x = X[i], y = Y[i]) } }\n")
     with pytest.raises(WspError) as info:
-        ptowsp.parse(text, "t.wsp").compile(target="ref").run(random_inputs=1)
-    assert "N = about 2^8000" in info.value.render()
+        ptowsp.parse(text, "t.wsp").compile(target="ref")
+    assert "sym `N` defaults to about 2^8000, more than a sym can be" in info.value.render()

@@ -34,11 +34,11 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
-    '`{*}` must have {*} rows to fit its tile, the length of `{*}`{*}':
-        'tests/backends/test_gather_views.py::'
-        'test_an_index_slice_of_the_wrong_length_is_an_error_before_any_index_is_read',
-    'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not run':
-        'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view',
+    'inout `{*}` is updated in place (inplace=True), so its array must be a writeable '
+    'C-contiguous NumPy array':
+        'tests/test_run_inplace.py::test_an_array_that_cannot_be_updated_in_place_is_an_error',
+    'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not pass to the extern kernel `{*}`':
+        'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view_into_an_extern_kernel',
     'in `{*}`, `{*}` is a transposed view of `{*}`, which the ascend_npu target does not run':
         'tests/backends/test_transposed_views.py::test_ascend_refuses_a_transposed_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting
@@ -286,9 +286,6 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_user_errors.py::test_a_view_whose_extent_is_only_known_at_run_time',
     '`{*}` must have at least 1 {*}{*}':
         'tests/backends/test_partial_tiles.py::test_a_view_longer_than_its_tile_or_empty_is_an_error_at_run_time',
-    # ptowsp/backends/ascend/__init__.py: partial views
-    'in `{*}`, the view of `{*}` may be shorter than its Tile[{*}, {*}, {*}] (a partial tile), which the ascend_npu target does not run yet':
-        'tests/backends/test_partial_tiles.py::test_ascend_reports_a_partial_view_at_the_view',
     # ptowsp/lower/csp.py
     'schedule `{*}` uses CSP (pipes, channels, events), which the {*} target does not support yet':
         'tests/ir/test_lower_csp.py::test_reject_csp',

@@ -450,3 +450,44 @@ def test_a_scalar_argument_divided_by_zero_at_run_time(target):
     msg = run_error(DIVIDE, target, X=np.zeros((2, 4, 8), np.float32),
                     L=np.array([0, 1], np.int32))
     assert msg == "division by zero in `N / L[0]`: `L[0]` must not be zero, found 0"
+
+
+def test_an_integer_literal_past_every_float_is_infinite_in_a_float_kernel(tmp_path):
+    """`x * C` with C = 256^2000 in an f32 kernel: the literal is infinite, as `1e400` is (it was
+    exit 70: Python's OverflowError), and a float Scalar's default likewise; ref == cpu_sim."""
+    big = " * ".join(["256"] * 2000)
+    src = tmp_path / "big.wsp"
+    src.write_text(f"""sym N
+const C = {big}
+input  X: f32[N, 16, 128]
+output Y: f32[N, 16, 128]
+output Z: f32[N, 16, 128]
+kernel k(x: In[Tile[16, 128, f32]], y: Out[Tile[16, 128, f32]], z: Out[Tile[16, 128, f32]],
+         eps: Scalar[f32] = C) {{
+    store(y, x * C)
+    store(z, x / (x * 0.0 + eps) - C)
+}}
+axis tiles = DenseDyn(N)
+workload w() {{
+    for i in P(tiles) {{ k[i](x = X[i], y = Y[i], z = Z[i]) }}
+}}
+""")
+    x = np.linspace(0.5, 2.0, 2 * 16 * 128, dtype=np.float32).reshape(2, 16, 128)
+    x[0, 0, 0] = -1.0
+    for target in ("ref", "cpu_sim"):
+        out = ptowsp.load(str(src)).compile(target=target).run_arrays({"X": x})
+        assert np.array_equal(out["Y"], x * np.float32(np.inf))
+        assert np.array_equal(out["Z"], np.full_like(x, -np.inf))
+
+
+def test_past_a_hundred_diagnostics_the_rest_are_counted_not_shown(tmp_path):
+    """A fuzzed chain of 20,000 misused axes (`P.seq(chunks + chunks + ...)`) printed 20,000
+    excerpts of its 200,000-column line: minutes. The first 100 are shown, then the count."""
+    src = tmp_path / "many.wsp"
+    src.write_text("sym N\n" + "".join(f"const C{i} = N\n" for i in range(300)))
+    result = CliRunner().invoke(main, ["check", str(src)])
+    assert result.exit_code == 1
+    out = result.output
+    assert out.count(": error: ") == 100
+    assert out.rstrip().endswith("... 200 more diagnostics not shown\n300 errors")
+    assert f"{src}:2:" in out and f"{src}:102:" not in out  # the first ones, by position

@@ -25,7 +25,7 @@ from ..diagnostics import (
     printable,
 )
 from ..dtypes import INT_DTYPES
-from ..limits import int_text
+from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, int_text
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
@@ -352,6 +352,11 @@ class _DeclChecker:
                     self.diags.error(d.default.span, "negative-sym", f"sym `{name}` defaults to {v}, "
                                      "but syms are non-negative")
                     v = None
+                elif v is not None and v > INT64_MAX:
+                    self.diags.error(d.default.span, "sym-too-large",
+                                     f"sym `{name}` defaults to {int_text(v)}, more than a sym can "
+                                     "be (2^63 - 1: the runtime computes in int64)")
+                    v = None
             self.env.sym_defaults[name] = v
 
     # -- tensors: dtype known (parser), dims over literals, consts and syms
@@ -398,6 +403,14 @@ class _DeclChecker:
             if state.get(name) != "done":
                 build(name)
 
+    def _extent_fits(self, extent: sym.Expr, at: A.Expr) -> sym.Expr:
+        v = sym.const_value(extent)
+        if v is not None and v > INT64_MAX:  # a loop counts in int64
+            self.diags.error(at.span, "int64", f"axis extent is {int_text(v)}, more than a loop can "
+                             "count (2^63 - 1: the runtime computes in int64)")
+            raise NotSymbolic()
+        return extent
+
     def _axis(self, d: A.AxisDecl, build) -> Optional[AxisInfo]:
         env, name, ax = self.env, d.name.id, d.axis
         resolve = self._resolver(allow_syms=True)
@@ -409,10 +422,10 @@ class _DeclChecker:
                 if v < 0:
                     self.diags.error(ax.extent.span, "negative-extent", f"axis extent is negative ({int_text(v)})")
                     return None
-                return AxisInfo(name, "dense", d, extent=sym.const(v))
+                return AxisInfo(name, "dense", d, extent=self._extent_fits(sym.const(v), ax.extent))
             if isinstance(ax, A.DenseDynAxis):
-                return AxisInfo(name, "densedyn", d, extent=to_sym(ax.extent, resolve, self.diags,
-                                                                    "an axis extent"))
+                extent = to_sym(ax.extent, resolve, self.diags, "an axis extent")
+                return AxisInfo(name, "densedyn", d, extent=self._extent_fits(extent, ax.extent))
             if isinstance(ax, (A.RaggedAxis, A.SparseAxis)):
                 outer = self._outer_axis(ax.outer, build)
                 if outer is None:
@@ -512,12 +525,19 @@ class _DeclChecker:
                         if v is not None and v <= 0:
                             self.diags.error(e.span, "bad-tile", f"tile dimensions must be positive, found {v}")
                     sound = rows is not None and cols is not None and rows > 0 and cols > 0
-                    elem = (rows or 1, cols or 1, d.elem.dtype)
+                    if sound and rows * cols > MAX_TILE_ELEMENTS:
+                        self.diags.error(d.elem.span, "too-large", f"a channel item of {int_text(rows * cols)} "
+                                         f"elements is more than a tile can hold ({MAX_TILE_ELEMENTS:,})")
+                        sound = False
+                    elem = (rows, cols, d.elem.dtype) if sound else (1, 1, d.elem.dtype)
                 depth = DEFAULT_CHANNEL_DEPTH
                 if d.depth is not None:
                     v = self._const_int(d.depth, "a channel depth")
                     if v is not None and v < 0:
                         self.diags.error(d.depth.span, "bad-depth", f"channel depth must be 0 or more, found {v}")
+                    elif v is not None and v > INT32_MAX:  # the runtime's ring counts in int32
+                        self.diags.error(d.depth.span, "bad-depth", f"channel depth must be at most "
+                                         f"{INT32_MAX}, found {int_text(v)}")
                     elif v is not None:
                         depth = v
                 self.env.channels[name] = ChannelInfo(name, elem, depth, False, d, sound)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Union
 
-from .. import sym
+from .. import sym, sym_size
 from ..diagnostics import Diagnostics, did_you_mean
-from ..limits import MAX_INT_EXPR
+from ..limits import INT64_MAX, MAX_INT_EXPR, int_text
 from ..records import record
 from . import ast as A
 
@@ -117,10 +117,14 @@ def to_sym(e: A.Expr, resolve: Callable[[A.Name], sym.Expr], diags: Diagnostics,
 
 
 def _sized(value: sym.Expr, span: A.Span, diags: Diagnostics, what: str) -> sym.Expr:
-    if sym.too_large(value, MAX_INT_EXPR):  # limits.MAX_INT_EXPR
+    if sym_size.too_large(value, MAX_INT_EXPR):  # limits.MAX_INT_EXPR
         diags.error(span, "expression-size",
                     f"{what} is too large: more than {MAX_INT_EXPR} terms and factors once expanded",
                     SIZE_HELP)
+        raise NotSymbolic()
+    if not sym.is_const(value) and sym_size.largest_const(value) > INT64_MAX:
+        diags.error(span, "int64", f"{what} has a number past int64 "
+                    f"({int_text(sym_size.largest_const(value))}), which the code computing it cannot hold")
         raise NotSymbolic()
     return value
 

@@ -162,7 +162,7 @@ class Gather:
     task also reads the index slice `index[offsets : offsets + extents]` (one extent is the
     tile's rows, the rest 1): a back end may read the indices from there when the task runs
     (cpu_sim does); every later writer of the slice waits for the task, so the values are the
-    ones the `Read`s saw.
+    ones the `Read`s saw. The slice's extent is `count` rows (the tile's, unless partial).
     """
 
     rows: tuple[sym.Expr, ...]
@@ -170,6 +170,10 @@ class Gather:
     offsets: tuple[sym.Expr, ...]
     extents: tuple[sym.Expr, ...]
     span: Span = NO_SPAN  # the gather view's argument, for a target that cannot run it
+    # the rows gathered (the index slice's length, 1 <= count <= len(rows)); fewer than the
+    # tile's make a partial tile (TileArg.partial[0]): rows[count:] repeat the last index read
+    # (so every Read stays inside the slice) and are padded, never loaded
+    count: Optional[sym.Expr] = None
 
 
 @record

@@ -27,7 +27,7 @@ from typing import Optional, Union
 
 from .. import sym
 from ..diagnostics import Diagnostics, InternalError
-from ..dtypes import kind_of
+from ..dtypes import as_float, kind_of, literal_value
 from ..frontend import ast as A
 from ..frontend.env import ModuleEnv
 from ..frontend.printer import expr_str
@@ -138,7 +138,7 @@ class _KernelLowerer:
                 r, c = self.tile_dims(p)
                 pad = p.tile.pad
                 if kind_of(p.dtype) == "float" and not isinstance(pad, bool):
-                    pad = float(pad)
+                    pad = as_float(pad)
                 kparams.append(N.KParam(p.name, "tile", p.dtype, p.tile.mode, r, c, pad))
             elif p.kind == "scalar":
                 kparams.append(N.KParam(p.name, "scalar", p.dtype))
@@ -195,7 +195,10 @@ class _KernelLowerer:
         """The op holding `v` as `dtype`: a literal of that dtype, `v` itself, or a convert."""
         if v.lit is not None:
             # decision: a bare literal takes the dtype of what it meets as one `literal` op of that dtype
-            return self.emit("literal", (), None, dtype, v.lit)
+            lit = v.lit
+            if isinstance(lit, int) and not isinstance(lit, bool) and abs(lit) > 2**64:
+                lit = literal_value(lit, dtype)  # its value in the dtype: wrapped, or infinite
+            return self.emit("literal", (), None, dtype, lit)
         if v.idx is None:
             raise InternalError("lower", "a kernel value without an op")
         if v.type.dtype == dtype:

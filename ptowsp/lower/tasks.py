@@ -14,13 +14,13 @@ from typing import Optional, Union
 
 from .. import sym
 from ..diagnostics import InternalError
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import FLOAT_DTYPES, as_float
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
 from ..frontend.workloads.views import is_transpose, too_long, too_short
 from ..ir import nodes as N
-from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILE_ELEMENTS, MAX_TILES
+from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILE_ELEMENTS, MAX_TILES, int_text
 from .scope import ItemVar, Let, Scope
 from .unsupported import UNSUPPORTED, Unsupported
 
@@ -94,8 +94,8 @@ class TaskLowering:
             if kind == "int":
                 c = sym.const_value(v)
                 # decision: an integer expression passed to a float Scalar stays symbolic when it is not constant; the back end converts its value
-                return N.ScalarArg(p.name, float(c) if c is not None else v, p.dtype)
-            return N.ScalarArg(p.name, float(self.number(kind, v, node)), p.dtype)
+                return N.ScalarArg(p.name, as_float(c) if c is not None else v, p.dtype)
+            return N.ScalarArg(p.name, as_float(self.number(kind, v, node)), p.dtype)
         if kind != "int":
             raise InternalError("lower", f"`{expr_str(node)}` is not an integer")
         return N.ScalarArg(p.name, v, p.dtype)
@@ -133,7 +133,7 @@ class TaskLowering:
         tile_text = f"Tile[{sym.to_str(rows)}, {sym.to_str(cols)}, {p.tile.dtype}]"
         nr, nc = sym.const_value(rows), sym.const_value(cols)
         if nr is not None and nc is not None and nr * nc > MAX_TILE_ELEMENTS:
-            raise Unsupported(kw.span, f"`{p.name}` is a {tile_text} of {nr * nc:,} elements, "
+            raise Unsupported(kw.span, f"`{p.name}` is a {tile_text} of {int_text(nr * nc)} elements, "
                               f"more than a tile can hold ({MAX_TILE_ELEMENTS:,}): use smaller "
                               "tiles and more tasks")
         kwtext = expr_str(view_kw)
@@ -147,7 +147,7 @@ class TaskLowering:
         # the checker's view rules and messages
         for axis, (item, dim) in enumerate(zip(items, t.dims)):
             if _is_gather(item, self.env.tensors, scope):
-                gather = self.gather(item, dim, rows, kwtext, scope, span, checks)
+                gather = self.gather(item, dim, rows, kwtext, scope, span, checks, tile_text)
                 offsets.append(sym.const(0))  # every row: the dependencies are conservative
                 extents.append(dim)
                 vdims.append(axis)
@@ -190,7 +190,8 @@ class TaskLowering:
         partial = []
         for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):
             if gather is not None and dim_ == row_dim:
-                partial.append(False)  # the index slice's length, checked before its elements are read
+                # the index slice's length, checked before its elements are read
+                partial.append(gather.count is not None)
                 continue
             got = extents[dim_] if dim_ is not None else sym.const(1)
             full = self.decide(got, "==", want) is True
@@ -220,7 +221,7 @@ class TaskLowering:
         return start, stop
 
     def gather(self, item: A.Index, dim: sym.Expr, rows: sym.Expr, kwtext: str, scope: Scope,
-               span, checks: list[N.ViewCheck]) -> N.Gather:
+               span, checks: list[N.ViewCheck], tile_text: str) -> N.Gather:
         """The gather item `pos[a : b]` of a view whose tile has `rows` rows: a Read of each
         index before the task (the index slice's bounds and length checked before the first),
         each index's range appended to `checks` (the task's, named `pos[a + i]`)."""
@@ -231,15 +232,17 @@ class TaskLowering:
         first: list[N.ViewCheck] = []
         offsets: list[sym.Expr] = []
         extents: list[sym.Expr] = []
-        sdim, start_text = 0, ""
+        sdim, start_text, count, stop = 0, "", sym.const(n), sym.const(n)
         for d, (x, idim) in enumerate(zip(item.items, ix.dims)):
             if isinstance(x, A.Slice):
                 start, stop = self.slice_bounds(x, idim, kwtext, scope, span, first)
-                self.require(first, sym.sub(stop, start), "==", rows,
-                             f"`{kwtext}` must have {sym.to_str(rows)} rows to fit its tile, "
-                             f"the length of `{expr_str(x)}`", span)
+                count = sym.sub(stop, start)
+                if self.decide(count, "==", rows) is not True:  # a partial tile: 1 <= count <= rows
+                    for c in (too_long(count, kwtext, rows, "rows", tile_text),
+                              too_short(count, kwtext, "rows")):
+                        self.require(first, c.lhs, c.op, c.rhs, c.reason, span)
                 offsets.append(start)
-                extents.append(sym.const(n))
+                extents.append(count)
                 sdim, start_text = d, expr_str(x.start) if x.start is not None else ""
             else:
                 i = self.int_expr(x, scope)
@@ -250,11 +253,14 @@ class TaskLowering:
                              f"{sym.to_str(idim)}", span)
                 offsets.append(i)
                 extents.append(sym.const(1))
+        full = self.decide(count, "==", rows) is True
         texts = [expr_str(x) for x in item.items]
         vars_: list[sym.Expr] = []
         for r in range(n):
             at = list(offsets)
             at[sdim] = sym.add(offsets[sdim], sym.const(r))
+            if not full and r:  # past a short slice: its last index again, read but padded
+                at[sdim] = sym.min_(at[sdim], sym.sub(stop, 1))
             texts[sdim] = (f"{start_text} + {r}" if start_text and r else start_text or str(r))
             what = f"{ix.name}[{', '.join(texts)}]"
             v = self.read(ix.name, tuple(at), tuple(texts), what, item.span,
@@ -264,4 +270,5 @@ class TaskLowering:
                          f"index `{what}` in `{kwtext}` must not be negative", span)
             self.require(checks, v, "<", dim,
                          f"index `{what}` in `{kwtext}` must be less than {sym.to_str(dim)}", span)
-        return N.Gather(tuple(vars_), ix.name, tuple(offsets), tuple(extents), span)
+        return N.Gather(tuple(vars_), ix.name, tuple(offsets), tuple(extents), span,
+                        None if full else count)

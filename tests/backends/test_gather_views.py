@@ -2,7 +2,8 @@
 `pos[a]`, `pos[a + 1]`, ... of `Cos`. cpu_sim == ref == NumPy (`Cos[pos]`) over index data,
 bad indices are errors naming the index with the task's coordinates on both targets, a gather
 from a tensor an earlier task writes (and by indices an earlier task writes) sees those
-writes, and ascend_npu refuses a gather view at compile time.
+writes, and ascend_npu refuses a gather view only into an extern kernel (it runs the others:
+tests/ascend/test_views.py).
 """
 
 from __future__ import annotations
@@ -139,19 +140,66 @@ def test_the_dependencies_cover_every_row_and_the_index_slice():
     assert "gather rows from pos[t * 4:t * 4 + 4]: pos@1, pos@2, pos@3, pos@4" in text
 
 
-def test_ascend_refuses_a_gather_view():
+def test_ascend_refuses_a_gather_view_into_an_extern_kernel():
+    # tile kernels gather on ascend_npu (tests/ascend/test_views.py); an extern body is not
+    # handed gathered rows there
+    text = ROWS.replace('{ store(y, x * 2.0) }',
+                        'extern c """ (void)x; (void)y; """ extern ascend """ (void)x; (void)y; """')
     with pytest.raises(WspError) as info:
-        compiled(ROWS, "ascend_npu")
+        compiled(text, "ascend_npu")
     (d,) = info.value.diagnostics
     assert d.message == ("in `cp[t]`, `x` is a gather view of `Cos` by `pos`, which the "
-                         "ascend_npu target does not run")
+                         "ascend_npu target does not pass to the extern kernel `cp`")
     assert (d.span.line, d.span.col) == (9, 15)
+    compiled(ROWS, "ascend_npu")  # the tile kernel: no error
 
 
-def test_an_index_slice_of_the_wrong_length_is_an_error_before_any_index_is_read():
+@pytest.mark.parametrize("k, words", [
+    (5, "must have at most 4 rows to fit Tile[4, 8, f32], found 5"),
+    (0, "must have at least 1 row, found 0"),
+])
+def test_an_index_slice_longer_than_the_tile_or_empty_is_an_error_before_any_index_is_read(k, words):
     text = ROWS.replace("sym S, P", "sym S, P, K").replace("t*4 + 4], :]", "t*4 + K], :]")
-    msg = same_error(text, {"S": 8, "P": 9, "K": 3},
-                     {"pos": np.zeros(8, np.int32), "Cos": np.ones((9, 8), np.float32)})
+    msg = same_error(text, {"S": 8, "P": 9, "K": k},
+                     {"pos": np.full(8, 99, np.int32), "Cos": np.ones((9, 8), np.float32)})
     assert msg.removesuffix("; the task was not launched") == (
-        "`x = Cos[pos[t * 4 : t * 4 + K], :]` must have 4 rows to fit its tile, "
-        "the length of `t * 4 : t * 4 + K`, found 3 (at t=0)")
+        f"`x = Cos[pos[t * 4 : t * 4 + K], :]` {words} (at t=0)")
+
+
+# the last tile of a length that is not a multiple of 4 gathers fewer rows: a partial tile
+PARTIAL = """
+sym S, P
+input  pos: i32[S]
+input  Cos: f32[P, 8]
+output Y: f32[S, 8]
+output N: i32[S, 1]
+kernel cp(x: In[Tile[4, 8, f32], pad = -1.0], y: Out[Tile[4, 8, f32]], n: Out[Tile[4, 1, i32]]) {
+    store(y, x * 2.0 + colmax(x))             // the pad shows in a column's max
+    store(n, valid_rows(x) + 0 * col_index(4, 1))
+}
+workload w() {
+    for t in P(ceildiv(S, 4)) {
+        let r = t*4 : min(t*4 + 4, S)
+        cp[t](x = Cos[pos[t*4 : min(t*4 + 4, S)], :], y = Y[t*4 : min(t*4 + 4, S), :],
+              n = N[t*4 : min(t*4 + 4, S), :])
+    }
+}
+schedule main = w()
+""".replace("        let r = t*4 : min(t*4 + 4, S)\n", "")
+
+
+@R.SETTINGS
+@given(p=st.integers(1, 9), data=st.data())
+def test_a_short_index_slice_gathers_a_partial_tile(p, data):
+    pos = np.array(data.draw(st.lists(st.integers(0, p - 1), min_size=1, max_size=11)), np.int32)
+    cos = table(np.random.default_rng(p), p, 8)
+    out = both(PARTIAL, {"S": len(pos), "P": p}, {"pos": pos, "Cos": cos})
+    s = len(pos)
+    want_y = np.empty((s, 8), np.float32)
+    for t in range(0, s, 4):
+        tile = np.full((4, 8), -1.0, np.float32)  # the pad
+        tile[:min(4, s - t)] = cos[pos[t:t + 4]]
+        want_y[t:t + 4] = (tile * np.float32(2.0) + tile.max(axis=0))[:min(4, s - t)]
+    np.testing.assert_array_equal(out["Y"], want_y)
+    want = np.array([[min(4, s - (i // 4) * 4)] for i in range(s)], np.int32)
+    np.testing.assert_array_equal(out["N"], want)

@@ -3,7 +3,7 @@ tile. cpu_sim == ref == a NumPy formula (float64 where it matters) over lengths 
 not multiples of the tile, 1 included; the pad seen through reductions (rowmax with pad = -inf,
 rowsum with the default 0); stores that never touch the tensor outside the view; two tasks on
 either side of a ragged edge, one reading what the other wrote; valid_rows/valid_cols; the
-run-time checks of a view's extent; ascend_npu's compile error.
+run-time checks of a view's extent (ascend_npu: tests/ascend/test_views.py).
 """
 
 from __future__ import annotations
@@ -218,11 +218,48 @@ def test_a_view_longer_than_its_tile_or_empty_is_an_error_at_run_time(target):
     np.testing.assert_array_equal(out["Y"], [[1] * 8, [0] * 8, [0] * 8, [0] * 8])
 
 
-def test_ascend_reports_a_partial_view_at_the_view():
-    text = textwrap.dedent(COLS)
-    with pytest.raises(WspError) as info:
-        ptowsp.parse(text, "t.wsp").compile(target="ascend_npu")
-    d = info.value.diagnostics[0]
-    assert d.message == ("in `first`, the view of `x` may be shorter than its Tile[4, 16, f32] "
-                         "(a partial tile), which the ascend_npu target does not run yet")
-    assert (d.span.line, d.span.col) == (13, 11)  # the argument `x = X[:, 0 : min(16, C)]`
+# A partial activation tile beside whole ones: a weight read in place, a whole tile with
+# strided columns (the middle dimension of a 3-D tensor) and a whole InOut that a partial In of
+# the same tensor overlaps. cpu_sim copies only what it must (the partial tiles, the strided
+# one, the overlapping pair) and must still agree with ref and NumPy.
+MIXED = """\
+    sym T
+    input  X: f32[T, 32]
+    input  W: f32[32, 32]
+    input  G: f32[32, 32, 2]
+    inout  A: f32[T, 32]
+    output Y: f32[T, 32]
+    kernel k(x: In[Tile[16, 32, f32]], w: In[Tile[32, 32, f32]], g: In[Tile[32, 32, f32]],
+             a: In[Tile[16, 32, f32]], acc: InOut[Tile[16, 32, f32]], y: Out[Tile[16, 32, f32]]) {
+        store(y, matmul(x, w) + matmul(x, g))
+        store(acc, acc + a * 2.0)
+    }
+    axis tiles = DenseDyn(ceildiv(T, 16))
+    workload w() {
+        for t in P(tiles) {
+            let r0 = t * 16
+            let r1 = min(r0 + 16, T)
+            k[t](x = X[r0 : r1, :], w = W, g = G[:, :, 1], a = A[r0 : r1, :],
+                 acc = A[0:16, :], y = Y[r0 : r1, :])
+        }
+    }
+"""
+
+
+@pytest.mark.parametrize("T", [16, 21, 37])
+def test_whole_tiles_beside_a_partial_one_are_read_in_place_and_agree(T):
+    rng = np.random.default_rng(T)
+    X = rng.standard_normal((T, 32)).astype(np.float32)
+    W = (rng.standard_normal((32, 32)) * 0.05).astype(np.float32)
+    G = (rng.standard_normal((32, 32, 2)) * 0.05).astype(np.float32)
+    A = rng.standard_normal((T, 32)).astype(np.float32)
+    out = both(MIXED, {}, {"X": X, "W": W, "G": G, "A": A.copy()}, workers=1)
+    x64 = X.astype(np.float64)
+    np.testing.assert_allclose(out["Y"], x64 @ W + x64 @ G[:, :, 1], rtol=1e-5, atol=1e-5)
+    a = A.astype(np.float64)
+    for t in range(-(-T // 16)):  # in task order: each adds twice its rows (0-padded) to A[0:16]
+        part = np.zeros((16, 32))
+        rows = a[t * 16:min(t * 16 + 16, T)]
+        part[:len(rows)] = rows
+        a[0:16] += 2.0 * part
+    np.testing.assert_allclose(out["A"], a, rtol=1e-5, atol=1e-5)

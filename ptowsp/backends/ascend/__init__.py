@@ -67,7 +67,7 @@ def emit_project(module: N.Module, schedule: str,
     options = options or AscendOptions()
     s = module.schedule(schedule)
     errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
-              + partial_errors(module, s) + transpose_errors(s))
+              + transpose_errors(s))
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -107,35 +107,17 @@ def extern_errors(module: N.Module) -> list[Diagnostic]:
 
 
 def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
-    """A gather view (`Cos[pos[a : b], :]`) is not run by this build's ascend_npu: an error at
-    the view, naming it (language.md section 6, "Gather views")."""
-    # decision: ascend_npu does not run gather views yet (its host expander moves boxes); a clear compile error rather than a silent copy
+    """A gather view (`Cos[pos[a : b], :]`) passed to an extern kernel: its `extern ascend`
+    body takes a WspTile of rows `stride` apart, which cannot name gathered rows (cpu_sim
+    gathers them into a buffer first); an error at the view (language.md section 6)."""
+    # decision: the tile kernels gather row by row in their copy-in; an extern body would have to read the index itself, which is easy to forget, so the view is refused rather than run on the wrong rows
     return [Diagnostic(
         a.gather.span, "ascend-gather",
         f"in `{t.text}`, `{a.param}` is a gather view of `{a.tensor}` by `{a.gather.index}`, "
-        "which the ascend_npu target does not run",
-        "run it on cpu_sim, or gather the rows beforehand")
-        for t in V.tasks(s.body) for a in t.args
-        if isinstance(a, N.TileArg) and a.gather is not None]
-
-
-def partial_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
-    """A partial view (shorter than its tile, language.md section 6) needs padded data copies,
-    which this target does not make yet: a compile error at the view, never a wrong result."""
-    out = []
-    for t in V.tasks(s.body):
-        k = module.kernel(t.kernel)
-        tiles = {p.name: p for p in k.params if p.kind == "tile"}
-        for a in t.args:
-            if isinstance(a, N.TileArg) and a.is_partial:
-                p = tiles[a.param]
-                out.append(Diagnostic(
-                    a.span if a.span.line else t.span, "ascend-partial",
-                    f"in `{t.text}`, the view of `{a.param}` may be shorter than its "
-                    f"Tile[{p.rows}, {p.cols}, {p.dtype}] (a partial tile), which the "
-                    "ascend_npu target does not run yet",
-                    "run it on cpu_sim, or pass views of exactly the tile's shape"))
-    return out
+        f"which the ascend_npu target does not pass to the extern kernel `{k.source}`",
+        "gather the rows in a tile kernel first, or run it on cpu_sim")
+        for t in V.tasks(s.body) for k in (module.kernel(t.kernel),) if k.is_extern
+        for a in t.args if isinstance(a, N.TileArg) and a.gather is not None]
 
 
 def transpose_errors(s: N.Schedule) -> list[Diagnostic]:

@@ -14,8 +14,15 @@ ABI_C = """\
 #ifndef WSP_ABI_H
 #define WSP_ABI_H
 /* a tile argument: addr is the GM byte address of element [0, 0]; stride is the row stride in
-   elements (cols <= stride); rows and cols equal the kernel's static tile shape */
-typedef struct WspTile { uint64_t addr; int64_t rows; int64_t cols; int64_t stride; } WspTile;
+   elements; rows and cols are the view's extents: the kernel's static tile shape, or fewer
+   for a partial view (a load pads the rest, a store writes only them). A gather view has
+   index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
+   |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
+   of the first index element */
+typedef struct WspTile {
+    uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
+    uint64_t index; int64_t index_stride; int64_t index_kind;
+} WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */
 typedef union WspScalar { double f; int64_t i; } WspScalar;

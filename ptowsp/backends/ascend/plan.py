@@ -451,19 +451,35 @@ class _Builder(Visitor):
             a = by_param[p.name]
             words += [self.tensors[a.tensor], _MODE[a.mode], p.rows, p.cols,
                       -1 if a.row_dim is None else a.row_dim,
-                      -1 if a.col_dim is None else a.col_dim]
+                      -1 if a.col_dim is None else a.col_dim,
+                      int(a.partial[0]) | 2 * int(a.partial[1])]
             words += self.box(a.offsets, a.extents)
+            words += self.gather(a.gather)
         for a in t.extra:
             words += [self.tensors[a.tensor], _MODE[a.mode]]
             words += self.box(a.offsets, a.extents)
         for p in scalars:
             words += self.scalar(p, by_param[p.name])
-        if len(tiles) + len(t.extra) + len(self.recorded()) > MAX_TILES or \
+        gathers = sum(1 for p in tiles if by_param[p.name].gather is not None)
+        if len(tiles) + gathers + len(t.extra) + len(self.recorded()) > MAX_TILES or \
                 len(scalars) > MAX_SCALARS:
             raise InternalError("ascend", f"plan: task `{t.text}` has too many arguments")
         self.task_words.append(words)
         self.plan.tasks.append(t)
         return len(self.task_words) - 1
+
+    def gather(self, g: Optional[N.Gather]) -> list[int]:
+        """A tile's gather words: -1 (none), or the index tensor, its element kind (bytes,
+        negative when signed), the dimension its slice runs along, and the slice's box (the
+        task reads it; the AICore kernel reads the row numbers from there)."""
+        if g is None:
+            return [-1]
+        ix = self.m.tensor(g.index)
+        d = TABLE[ix.dtype]
+        sdim = next((i for i, e in enumerate(g.extents) if sym.const_value(e) != 1),
+                    len(g.extents) - 1)
+        kind = -(d.bits // 8) if d.signed else d.bits // 8
+        return [self.tensors[g.index], kind, sdim, *self.box(g.offsets, g.extents)]
 
     def box(self, offsets, extents) -> list[int]:
         words = [len(offsets)]

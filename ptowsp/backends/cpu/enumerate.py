@@ -340,6 +340,8 @@ class LoopEmitter(V.Visitor):
         for which, d, full, part in (("rows", a.row_dim, p.rows, a.partial[0]),
                                      ("cols", a.col_dim, p.cols, a.partial[1])):
             ext = (self.c(a.extents[d]) if d is not None else "1") if part else full
+            if part and which == "rows" and a.gather is not None:  # the index slice's length
+                ext = self.c(a.gather.count)
             self.emit(f"task.tiles[{i}].{which} = {ext};")
         self.emit(f"task.tiles[{i}].stride = {f't{ti}_s{a.row_dim}' if a.row_dim is not None else p.cols};")
         self.emit(f"task.tiles[{i}].col_stride = {f't{ti}_s{a.col_dim}' if a.col_dim is not None else 1};")

@@ -6,7 +6,8 @@ as for any view) and the index slice as one more tile after the kernel's own, wh
 task reads (its dependencies); the wrapper copies row `index[i]` to row i of a buffer, points
 the tile at it and calls the kernel. The indices were read and checked by the enumerator
 before the task was submitted; every later writer of the index slice waits for this task, so
-the wrapper reads the same values.
+the wrapper reads the same values. A short index slice (a partial tile) gathers its own
+length of rows (`rows` of the tile, as for any partial view): the kernel pads the rest.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def wrapper(name: str, kernel_fn: str, ntiles: int, gs: list[Gathered]) -> str:
             f"        const {g.index_ctype} *ix = (const {g.index_ctype} *)tiles[{g.index_tile}].data;",
             f"        const int64_t is = tiles[{g.index_tile}].stride;",
             f"        const int64_t rs = tiles[{g.tile}].stride, cs = tiles[{g.tile}].col_stride;",
-            f"        for (int64_t r = 0; r < {g.rows}; r++) {{",
+            f"        for (int64_t r = 0; r < tiles[{g.tile}].rows; r++) {{  /* a partial tile: its count */",
             f"            const char *row = src + (int64_t)ix[r * is] * rs * {g.size};",
             f"            for (int64_t c = 0; c < {g.cols}; c++)",
             f"                memcpy(buf{k} + (r * {g.cols} + c) * {g.size}, "

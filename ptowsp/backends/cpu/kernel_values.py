@@ -18,11 +18,9 @@ from ...dtypes import (
     HALF_DTYPES,
     TABLE,
     UNSIGNED_DTYPES,
+    element_bits,
     kind_of,
-    literal_value,
-    numpy_dtype,
     round_float,
-    size_of,
 )
 from ...ir import nodes as N
 from .. import cexpr as C
@@ -247,13 +245,4 @@ def reduce_step(name: str, acc: Expr, x: Expr, dt: str) -> Expr:
 
 def pad_bits(p: N.KParam) -> str:
     """A tile parameter's pad as the bits of one element in memory (a C uint64_t literal)."""
-    import numpy as np  # only for the bit patterns of f16/bf16/f32/f64
-
-    v = literal_value(p.pad, p.dtype)
-    if p.dtype == "bf16":
-        bits = int(np.array(v, np.float32).view(np.uint32)) >> 16  # exact: v is a bf16 value
-    elif kind_of(p.dtype) == "float":
-        bits = int(np.array(v, numpy_dtype(p.dtype)).view(f"u{size_of(p.dtype)}"))
-    else:
-        bits = int(v) & ((1 << (8 * size_of(p.dtype))) - 1)
-    return f"{bits}u"
+    return f"{element_bits(p.pad, p.dtype)}u"

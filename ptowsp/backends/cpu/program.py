@@ -118,6 +118,7 @@ class Backend:
     cycle_model = True  # every run is replayed on the machine's cycle model
     # ... which keeps a record per task: what the memory check before a run counts (api.py)
     records = (SIM_TASK_BYTES, MAX_TASKS)
+    inplace = True  # `run(inplace=True)` uses the inout arrays themselves
 
     def __init__(self, built):  # an `artifact.Built` (not imported: artifact.py imports this)
         self.artifact = built
@@ -134,9 +135,10 @@ class Backend:
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
             machine: Any = None, execute: bool = True,
-            record_limit: int = 0) -> tuple[dict[str, Any], dict]:
+            record_limit: int = 0, inplace: bool = False) -> tuple[dict[str, Any], dict]:
         """Runs `schedule`; `record_limit` bounds the bytes of the cycle model's records (0:
-        none): past it the run fails at the task's call (`_failure`)."""
+        none): past it the run fails at the task's call (`_failure`). With `inplace`, the
+        inout arrays (C-contiguous and writeable: the caller checked) are the tensors."""
         import numpy as np
 
         from ...dtypes import numpy_dtype
@@ -156,6 +158,9 @@ class Backend:
                     outputs[t.name] = a
             elif t.kind == "input":
                 a = np.ascontiguousarray(inputs[t.name])
+            elif t.kind == "inout" and inplace:
+                a = inputs[t.name]  # a KV cache updated where it is: no copy in, none out
+                outputs[t.name] = a
             elif t.kind == "inout":
                 a = np.array(inputs[t.name], copy=True, order="C")  # the caller's array stays as it was
                 outputs[t.name] = a

@@ -221,22 +221,21 @@ class Runner(Visitor):
                                                f"outside `{a.tensor}` and no check said so")
                 box = tuple(slice(o, o + e) for o, e in zip(offs, exts))
                 boxes[a.param] = box
-                if a.gather is not None:
-                    # row i is row rows[i] of the row dimension (each checked above); a gather
-                    # view is never partial
-                    rows = [self.eval(r, t.span, t) for r in a.gather.rows]
-                    view = np.take(arr[box], rows, axis=a.row_dim)
-                    inputs[a.param] = to_compute(view, p.dtype).reshape(p.rows, p.cols)
-                    inputs[f"valid_rows:{a.param}"] = np.int32(p.rows)
-                    inputs[f"valid_cols:{a.param}"] = np.int32(p.cols)
-                    continue
                 # a partial view: its extents, 1 <= e <= the tile's (checked above)
                 vr = exts[a.row_dim] if a.row_dim is not None else 1
                 vc = exts[a.col_dim] if a.col_dim is not None else 1
+                if a.gather is not None:
+                    # row i is row rows[i] of the row dimension (each checked above), for the
+                    # `count` rows of the index slice (the rest of a partial tile is padding)
+                    vr = self.eval(a.gather.count, t.span, t) if a.gather.count is not None else p.rows
+                    rows = [self.eval(r, t.span, t) for r in a.gather.rows[:vr]]
+                    gathered = np.take(arr[box], rows, axis=a.row_dim)
                 inputs[f"valid_rows:{a.param}"] = np.int32(vr)
                 inputs[f"valid_cols:{a.param}"] = np.int32(vc)
                 if a.mode != "w":
-                    view = to_compute(tile_view(arr, box, a), p.dtype)
+                    src = (gathered.reshape(vr, vc) if a.gather is not None
+                           else tile_view(arr, box, a))
+                    view = to_compute(src, p.dtype)
                     if (vr, vc) != (p.rows, p.cols):
                         # decision: a load of a partial view fills the rest with the parameter's pad
                         tile = np.empty((p.rows, p.cols), dtype=view.dtype)

@@ -12,6 +12,8 @@ from typing import Optional
 from ... import sym
 from ...diagnostics import InternalError, Note, did_you_mean
 from ...dtypes import FLOAT_DTYPES
+from ...limits import int_text
+from ...primitives import literal_fits
 from .. import ast as A
 from ..env import ChannelInfo
 from ..signatures import KernelSig, ParamSig
@@ -84,6 +86,10 @@ class CallChecks:
             kw = bound.get(p.name)
             if kw is not None:
                 n = self.compile_int(kw.value, scope, f"`{p.name}` (a Constexpr parameter)")
+                if n is not None and not literal_fits(n, p.dtype):  # it names the specialisation
+                    self.error(kw.value.span, "too-large", f"`{p.name}` is a Constexpr[{p.dtype}], "
+                               f"but its value, {int_text(n)}, does not fit it")
+                    n = None
             elif p.default is not None and p.name not in bound:
                 n = self.compile_int(p.default, Scope(), "a Constexpr default", report=False)
             else:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ... import sym
+from ... import sym, sym_size
 from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
-from ...limits import MAX_INT_EXPR
+from ...limits import INT64_MAX, MAX_INT_EXPR, int_text
 from .. import ast as A
 from ..signatures import SIZE_HELP
 from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
@@ -36,9 +36,12 @@ class ScalarChecks:
 
     def compile_int(self, e: A.Expr, scope: Scope, what: str, report: bool = True) -> Optional[int]:
         """A compile-time integer (literals and consts); None after an error."""
-        saved = self.diags
+        saved, saved_exact = self.diags, self.exact_ints
         if not report:
             self.diags = Diagnostics()
+        # a compile-time integer is folded exactly; its consumer checks the range (a schedule's
+        # counts, a Constexpr), and reports the value however large
+        self.exact_ints = True
         try:
             v = self.int_expr(e, scope, what)
             if v.type == "error":
@@ -54,9 +57,20 @@ class ScalarChecks:
                 )
             return n
         finally:
-            self.diags = saved
+            self.diags, self.exact_ints = saved, saved_exact
 
     def scalar(self, e: A.Expr, scope: Scope) -> SVal:
+        v = self._scalar(e, scope)
+        if (v.type == "int" and v.expr is not None and not self.exact_ints
+                and sym_size.largest_const(v.expr) > INT64_MAX):
+            # decision: the code computes every integer of a workload in int64 (a folded
+            # constant included), so a number past it is an error where it first appears
+            self.error(e.span, "int64", f"`{self.text(e)}` holds {int_text(sym_size.largest_const(v.expr))}, "
+                       "past int64 (every integer of a workload is computed in int64)")
+            return ERR
+        return v
+
+    def _scalar(self, e: A.Expr, scope: Scope) -> SVal:
         if isinstance(e, A.IntLit):
             return SVal("int", sym.const(e.value))
         if isinstance(e, A.FloatLit):
@@ -391,7 +405,7 @@ class ScalarChecks:
         return SVal("int", sym.neg(v.expr))
 
     def sized(self, value: sym.Expr, span: A.Span) -> SVal:
-        if sym.too_large(value, MAX_INT_EXPR):
+        if sym_size.too_large(value, MAX_INT_EXPR):
             self.error(span, "expression-size", "this integer expression is too large: more than "
                        f"{MAX_INT_EXPR} terms and factors once expanded", SIZE_HELP)
             return ERR

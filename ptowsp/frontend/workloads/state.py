@@ -80,6 +80,7 @@ class BodyState:
         self.uncertain = 0  # > 0 where a statement may not run on every run
         self.key_of: Optional[str] = None  # the scheduled workload, while checking a schedule key
         self.early: list[A.Let] = []  # the `let`s whose names were used before them (reported)
+        self.exact_ints = False  # folding a compile-time integer: no int64 check (compile_int)
 
     def error(
         self,

@@ -36,7 +36,8 @@ NP = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64
 
 class WspTile(ctypes.Structure):
     _fields_ = [("addr", ctypes.c_uint64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
-                ("stride", ctypes.c_int64)]
+                ("stride", ctypes.c_int64), ("index", ctypes.c_uint64),
+                ("index_stride", ctypes.c_int64), ("index_kind", ctypes.c_int64)]
 
 
 class WspScalar(ctypes.Union):

@@ -32,6 +32,7 @@ from .layout import (
     UB_BUDGET,
     UB_BYTES,
     ceil_to,
+    pad_word,
     pc,
     vcount,
 )
@@ -279,9 +280,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
         elif op.op == "literal":
             e = literal(op.attr, op.dtype)
         elif op.op in ("valid_rows", "valid_cols"):
-            # partial views are refused before this (ascend/__init__.py): the tile's own extent
-            p = next(q for q in self.k.params if q.name == op.attr)
-            e = literal(p.rows if op.op == "valid_rows" else p.cols, op.dtype)
+            # the view's extent: the task record's (a partial view's, else the tile's)
+            which = "rows" if op.op == "valid_rows" else "cols"
+            e = f"({ct})tiles[{self.tile_index[str(op.attr)]}].{which}"
         else:
             if OPS[op.op].plan != "ew":
                 raise AicoreError(f"scalar op `{op.op}` has no AICore implementation", self.k.span)
@@ -310,13 +311,14 @@ class KernelEmitter(MatmulOps, ScalarOps):
             out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
             out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
                 f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
-                f"{TABLE[p.dtype].size});")
+                f"{TABLE[p.dtype].size}, {pad_word(p)});")
             out(f"q_in{inp.t}.EnQue(in{inp.t});")
         for inp in inputs:
             p = self.params[inp.name]
             st = TABLE[p.dtype].ascend
             out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
-        self.mte2_s = True
+        # a partial or gathered view is padded by the vector unit (or the scalar unit) too
+        self.mte2_s = self.v_dirty = self.s_dirty = True
         for inp in inputs:
             p = self.params[inp.name]
             first = inp.ops[0]

@@ -12,7 +12,7 @@ move `cols`).
 
 from __future__ import annotations
 
-from ....dtypes import FLOAT_DTYPES, TABLE
+from ....dtypes import FLOAT_DTYPES, TABLE, element_bits
 
 # held in f32 (as nodes.py says): the dtypes of the vector unit
 VFLOAT = tuple(n for n in FLOAT_DTYPES if TABLE[n].c_compute == "float")
@@ -53,3 +53,9 @@ def vcount(rows: int, cols: int) -> int:
 def held_size(dtype: str) -> int:
     """Bytes of a value of `dtype` as a kernel holds it (f16 and bf16 as f32)."""
     return CXX_SIZE[TABLE[dtype].c_compute]
+
+
+def pad_word(p) -> str:
+    """A tile parameter's pad as the bits of one element (a C uint64_t literal): what a load
+    of a partial view fills the rest of the tile with (language.md section 4)."""
+    return f"{element_bits(p.pad, p.dtype)}ull"

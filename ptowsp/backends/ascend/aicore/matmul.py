@@ -18,7 +18,7 @@ language.md section 4, "Matrix"):
 from __future__ import annotations
 
 from ....dtypes import TABLE
-from .layout import COPY_T, REPEAT, STREAM_BYTES, VFLOAT, ceil_to, pc, vcount
+from .layout import COPY_T, REPEAT, STREAM_BYTES, VFLOAT, ceil_to, pad_word, pc, vcount
 from .vector import VectorOps
 
 
@@ -93,7 +93,8 @@ class MatmulOps(VectorOps):
             out(f"const int32_t nk = {inner} - kb < {kb} ? {inner} - kb : {kb};")
             out(f"AscendC::LocalTensor<{st}> bq = q_mm{i}.AllocTensor<{st}>();")
             out(f"wsp_copy_in<{cp}>(bq.ReinterpretCast<{cp}>(), tiles[{t}], kb, (uint32_t)nk, "
-                f"{p.cols * TABLE[p.dtype].size}, {pn * TABLE[p.dtype].size}, {TABLE[p.dtype].size});")
+                f"{p.cols * TABLE[p.dtype].size}, {pn * TABLE[p.dtype].size}, {TABLE[p.dtype].size}, "
+                f"{pad_word(p)});")
             out(f"q_mm{i}.EnQue(bq);")
             out(f"bq = q_mm{i}.DeQue<{st}>();")
             b_t = "bq"

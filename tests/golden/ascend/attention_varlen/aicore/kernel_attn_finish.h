@@ -35,10 +35,10 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
         const int32_t c0 = c * 64;
         (void)c0;
         AscendC::LocalTensor<float> in0 = q_in0.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 64, 256, 256, 4);
+        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 64, 256, 256, 4, 0ull);
         q_in0.EnQue(in0);
         AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], c0, 64, 4, 128, 4);
+        wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], c0, 64, 4, 128, 4, 0ull);
         q_in1.EnQue(in1);
         in0 = q_in0.DeQue<float>();
         in1 = q_in1.DeQue<float>();

@@ -44,7 +44,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
     (void)s9;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
-    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4);
+    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4, 0ull);
     q_in1.EnQue(in1);
     in1 = q_in1.DeQue<float>();
     // 1 chunk of 64 rows
@@ -52,7 +52,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         const int32_t c0 = c * 64;
         (void)c0;
         AscendC::LocalTensor<float> in0 = q_in0.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 64, 256, 256, 4);
+        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 64, 256, 256, 4, 0ull);
         q_in0.EnQue(in0);
         in0 = q_in0.DeQue<float>();
         // %0 = iota_col() -> [64, 64] i32
@@ -171,7 +171,7 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
             for (int32_t kb = 0; kb < 64; kb += 64) {
                 const int32_t nk = 64 - kb < 64 ? 64 - kb : 64;
                 AscendC::LocalTensor<float> bq = q_mm16.AllocTensor<float>();
-                wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4);
+                wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4, 0ull);
                 q_mm16.EnQue(bq);
                 bq = q_mm16.DeQue<float>();
                 for (int32_t i = 0; i < 64; ++i) {

@@ -50,7 +50,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
     (void)s9;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
-    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4);
+    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 64, 256, 256, 4, 0ull);
     q_in1.EnQue(in1);
     in1 = q_in1.DeQue<float>();
     // 2 chunks of 32 rows (copy-in of the next overlaps the compute of this one)
@@ -58,16 +58,16 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         const int32_t c0 = c * 32;
         (void)c0;
         AscendC::LocalTensor<float> in0 = q_in0.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 32, 256, 256, 4);
+        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 32, 256, 256, 4, 0ull);
         q_in0.EnQue(in0);
         AscendC::LocalTensor<float> in3 = q_in3.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in3.ReinterpretCast<uint32_t>(), tiles[3], c0, 32, 4, 128, 4);
+        wsp_copy_in<uint32_t>(in3.ReinterpretCast<uint32_t>(), tiles[3], c0, 32, 4, 128, 4, 0ull);
         q_in3.EnQue(in3);
         AscendC::LocalTensor<float> in4 = q_in4.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in4.ReinterpretCast<uint32_t>(), tiles[4], c0, 32, 4, 128, 4);
+        wsp_copy_in<uint32_t>(in4.ReinterpretCast<uint32_t>(), tiles[4], c0, 32, 4, 128, 4, 0ull);
         q_in4.EnQue(in4);
         AscendC::LocalTensor<float> in5 = q_in5.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in5.ReinterpretCast<uint32_t>(), tiles[5], c0, 32, 256, 256, 4);
+        wsp_copy_in<uint32_t>(in5.ReinterpretCast<uint32_t>(), tiles[5], c0, 32, 256, 256, 4, 0ull);
         q_in5.EnQue(in5);
         in0 = q_in0.DeQue<float>();
         in3 = q_in3.DeQue<float>();
@@ -230,7 +230,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
             for (int32_t kb = 0; kb < 64; kb += 64) {
                 const int32_t nk = 64 - kb < 64 ? 64 - kb : 64;
                 AscendC::LocalTensor<float> bq = q_mm25.AllocTensor<float>();
-                wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4);
+                wsp_copy_in<uint32_t>(bq.ReinterpretCast<uint32_t>(), tiles[2], kb, (uint32_t)nk, 256, 256, 4, 0ull);
                 q_mm25.EnQue(bq);
                 bq = q_mm25.DeQue<float>();
                 for (int32_t i = 0; i < 32; ++i) {

@@ -30,7 +30,7 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
     (void)s3;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();
-    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 1, 512, 512, 4);
+    wsp_copy_in<uint32_t>(in1.ReinterpretCast<uint32_t>(), tiles[1], 0, 1, 512, 512, 4, 0ull);
     q_in1.EnQue(in1);
     in1 = q_in1.DeQue<float>();
     // 1 chunk of 16 rows
@@ -38,7 +38,7 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
         const int32_t c0 = c * 16;
         (void)c0;
         AscendC::LocalTensor<float> in0 = q_in0.AllocTensor<float>();
-        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 16, 512, 512, 4);
+        wsp_copy_in<uint32_t>(in0.ReinterpretCast<uint32_t>(), tiles[0], c0, 16, 512, 512, 4, 0ull);
         q_in0.EnQue(in0);
         in0 = q_in0.DeQue<float>();
         // %1 = mul(%0, %0) -> [16, 128] f32

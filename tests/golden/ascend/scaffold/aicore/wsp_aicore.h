@@ -12,8 +12,15 @@
 #ifndef WSP_ABI_H
 #define WSP_ABI_H
 /* a tile argument: addr is the GM byte address of element [0, 0]; stride is the row stride in
-   elements (cols <= stride); rows and cols equal the kernel's static tile shape */
-typedef struct WspTile { uint64_t addr; int64_t rows; int64_t cols; int64_t stride; } WspTile;
+   elements; rows and cols are the view's extents: the kernel's static tile shape, or fewer
+   for a partial view (a load pads the rest, a store writes only them). A gather view has
+   index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
+   |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
+   of the first index element */
+typedef struct WspTile {
+    uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
+    uint64_t index; int64_t index_stride; int64_t index_kind;
+} WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */
 typedef union WspScalar { double f; int64_t i; } WspScalar;
@@ -108,15 +115,15 @@ __aicore__ inline void wsp_sync()
 
 // ------------------------------------------------------------------------------------------
 // GM <-> UB: `rows` rows of `row_bytes` bytes, `ub_row` bytes apart in UB (a multiple of 32)
-// and `t.stride` elements of `esize` bytes apart in GM, starting at GM row `row0`
+// and `gstride` bytes apart in GM from GM byte address `first` (DataCopy when the rows are
+// whole 32-byte blocks, DataCopyPad otherwise; a load's tail of each row's last 32-byte block
+// is `pad` when `pad_tail`)
 
 template <typename CT>
-__aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const WspTile &t,
-                                   int64_t row0, uint32_t rows, uint32_t row_bytes,
-                                   uint32_t ub_row, uint32_t esize)
+__aicore__ inline void wsp_gm_to_ub(const AscendC::LocalTensor<CT> &dst, uint64_t first,
+                                    uint64_t gstride, uint32_t rows, uint32_t row_bytes,
+                                    uint32_t ub_row, bool pad_tail, CT pad)
 {
-    const uint64_t gstride = (uint64_t)t.stride * esize;
-    const uint64_t first = t.addr + (uint64_t)row0 * gstride;
     const uint64_t gap = rows > 1 ? gstride - row_bytes : 0;
     const uint32_t padded = (row_bytes + 31u) / 32u * 32u;
     AscendC::GlobalTensor<CT> g;
@@ -132,19 +139,18 @@ __aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const Ws
         } else {
             AscendC::DataCopyExtParams p((uint16_t)n, row_bytes, (uint32_t)gap,
                                          (ub_row - padded) / 32u, 0);
-            AscendC::DataCopyPadExtParams<CT> pad(false, 0, 0, 0);
-            AscendC::DataCopyPad(dst[r * (ub_row / sizeof(CT))], g[r * (gstride / sizeof(CT))], p, pad);
+            AscendC::DataCopyPadExtParams<CT> pp(pad_tail, 0,
+                                                 (uint8_t)((padded - row_bytes) / sizeof(CT)), pad);
+            AscendC::DataCopyPad(dst[r * (ub_row / sizeof(CT))], g[r * (gstride / sizeof(CT))], p, pp);
         }
     }
 }
 
 template <typename CT>
-__aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor<CT> &src,
-                                    int64_t row0, uint32_t rows, uint32_t row_bytes,
-                                    uint32_t ub_row, uint32_t esize)
+__aicore__ inline void wsp_ub_to_gm(uint64_t first, uint64_t gstride,
+                                    const AscendC::LocalTensor<CT> &src, uint32_t rows,
+                                    uint32_t row_bytes, uint32_t ub_row)
 {
-    const uint64_t gstride = (uint64_t)t.stride * esize;
-    const uint64_t first = t.addr + (uint64_t)row0 * gstride;
     const uint64_t gap = rows > 1 ? gstride - row_bytes : 0;
     const uint32_t padded = (row_bytes + 31u) / 32u * 32u;
     AscendC::GlobalTensor<CT> g;
@@ -163,6 +169,119 @@ __aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor
             AscendC::DataCopyPad(g[r * (gstride / sizeof(CT))], src[r * (ub_row / sizeof(CT))], p);
         }
     }
+}
+
+// the rows of the view in the block of `rows` tile rows from row `row0` (a partial view has
+// fewer than the tile: t.rows is the view's)
+__aicore__ inline uint32_t wsp_view_rows(const WspTile &t, int64_t row0, uint32_t rows)
+{
+    const int64_t left = t.rows - row0;
+    return left <= 0 ? 0u : left < (int64_t)rows ? (uint32_t)left : rows;
+}
+
+// index element i of a gather view (language.md section 6), read from GM by the scalar unit
+__aicore__ inline int64_t wsp_gather_row(const WspTile &t, int64_t i)
+{
+    const uint64_t at = t.index + (uint64_t)(i * t.index_stride) *
+                        (uint64_t)(t.index_kind < 0 ? -t.index_kind : t.index_kind);
+    switch (t.index_kind) {
+    case -1: { AscendC::GlobalTensor<int8_t> g; g.SetGlobalBuffer((__gm__ int8_t *)at, 1); return g.GetValue(0); }
+    case 1: { AscendC::GlobalTensor<uint8_t> g; g.SetGlobalBuffer((__gm__ uint8_t *)at, 1); return g.GetValue(0); }
+    case -2: { AscendC::GlobalTensor<int16_t> g; g.SetGlobalBuffer((__gm__ int16_t *)at, 1); return g.GetValue(0); }
+    case 2: { AscendC::GlobalTensor<uint16_t> g; g.SetGlobalBuffer((__gm__ uint16_t *)at, 1); return g.GetValue(0); }
+    case -4: { AscendC::GlobalTensor<int32_t> g; g.SetGlobalBuffer((__gm__ int32_t *)at, 1); return g.GetValue(0); }
+    case 4: { AscendC::GlobalTensor<uint32_t> g; g.SetGlobalBuffer((__gm__ uint32_t *)at, 1); return g.GetValue(0); }
+    case -8: { AscendC::GlobalTensor<int64_t> g; g.SetGlobalBuffer((__gm__ int64_t *)at, 1); return g.GetValue(0); }
+    default: { AscendC::GlobalTensor<uint64_t> g; g.SetGlobalBuffer((__gm__ uint64_t *)at, 1); return (int64_t)g.GetValue(0); }
+    }
+}
+
+// `bytes` bytes of UB (a multiple of 32) filled with the element `bits` of `esize` bytes, on
+// the vector unit; then the copy engine may write over it. An 8-byte element whose two
+// words differ cannot be one Duplicate: the caller fills it on the scalar unit (wsp_pad_box)
+template <typename CT>
+__aicore__ inline void wsp_fill(const AscendC::LocalTensor<CT> &dst, uint32_t bytes, uint64_t bits,
+                                uint32_t esize)
+{
+    if (esize == 1)
+        AscendC::Duplicate(dst.template ReinterpretCast<uint16_t>(), (uint16_t)((bits & 0xffu) * 0x101u),
+                           (int32_t)(bytes / 2u));
+    else if (esize == 2)
+        AscendC::Duplicate(dst.template ReinterpretCast<uint16_t>(), (uint16_t)bits, (int32_t)(bytes / 2u));
+    else
+        AscendC::Duplicate(dst.template ReinterpretCast<uint32_t>(), (uint32_t)bits, (int32_t)(bytes / 4u));
+    AscendC::PipeBarrier<PIPE_V>();
+    wsp_sync<AscendC::HardEvent::V_MTE2>();
+}
+
+// the scalar unit's padding of 8-byte elements: every element of the `rows` x `cols` block
+// outside the view's `vrows` x `vcols` box is `bits`
+template <typename CT>
+__aicore__ inline void wsp_pad_box(const AscendC::LocalTensor<CT> &dst, uint32_t rows, uint32_t cols,
+                                   uint32_t vrows, uint32_t vcols, uint32_t ub_row, uint64_t bits)
+{
+    const AscendC::LocalTensor<uint32_t> w = dst.template ReinterpretCast<uint32_t>();
+    wsp_sync<AscendC::HardEvent::MTE2_S>();
+    for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t c = r < vrows ? vcols : 0; c < cols; ++c) {
+            const uint32_t at = r * (ub_row / 4u) + 2u * c;
+            w.SetValue(at, (uint32_t)bits);
+            w.SetValue(at + 1u, (uint32_t)(bits >> 32));
+        }
+    wsp_sync<AscendC::HardEvent::S_V>();
+}
+
+// Load the block of `rows` tile rows from row `row0` of tile t into UB (`row_bytes` bytes of a
+// whole tile row, `ub_row` bytes apart): the view's rows and columns, and `pad` (the bits of
+// one element) past them; the rows of a gather view from their index (language.md sections 4
+// and 6). A whole view of contiguous rows is one copy, with no fill.
+template <typename CT>
+__aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const WspTile &t,
+                                   int64_t row0, uint32_t rows, uint32_t row_bytes,
+                                   uint32_t ub_row, uint32_t esize, uint64_t pad = 0)
+{
+    const uint64_t gstride = (uint64_t)t.stride * esize;
+    const uint32_t vrows = wsp_view_rows(t, row0, rows);
+    const uint32_t vbytes = (uint32_t)t.cols * esize;
+    if (t.index == 0 && vrows == rows && vbytes == row_bytes) {
+        wsp_gm_to_ub<CT>(dst, t.addr + (uint64_t)row0 * gstride, gstride, rows, row_bytes, ub_row,
+                         false, (CT)0);
+        return;
+    }
+    const bool wide = esize == 8 && (uint32_t)pad != (uint32_t)(pad >> 32);
+    const bool padded = vrows < rows || vbytes < row_bytes;
+    if (padded && !wide) wsp_fill<CT>(dst, rows * ub_row, pad, esize);
+    if (t.index != 0) {  // one copy per row, from the row its index names
+        AscendC::GlobalTensor<uint8_t> ix;
+        ix.SetGlobalBuffer((__gm__ uint8_t *)t.index, 1);
+        // the indices may have been written by an earlier task's copy engine: not from the cache
+        AscendC::DataCacheCleanAndInvalid<uint8_t, AscendC::CacheLine::ENTIRE_DATA_CACHE,
+                                          AscendC::DcciDst::CACHELINE_OUT>(ix);
+        for (uint32_t r = 0; r < vrows; ++r) {
+            const int64_t row = wsp_gather_row(t, row0 + r);
+            wsp_gm_to_ub<CT>(dst[r * (ub_row / sizeof(CT))], t.addr + (uint64_t)row * gstride,
+                             gstride, 1, vbytes, ub_row, !wide, (CT)pad);
+        }
+    } else if (vrows > 0) {
+        wsp_gm_to_ub<CT>(dst, t.addr + (uint64_t)row0 * gstride, gstride, vrows, vbytes, ub_row,
+                         !wide, (CT)pad);
+    }
+    if (padded && wide) wsp_pad_box<CT>(dst, rows, row_bytes / esize, vrows, vbytes / esize, ub_row, pad);
+}
+
+// Store the block of `rows` tile rows from row `row0` into tile t: only the view's rows and
+// columns are written (language.md section 4, "Partial tiles")
+template <typename CT>
+__aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor<CT> &src,
+                                    int64_t row0, uint32_t rows, uint32_t row_bytes,
+                                    uint32_t ub_row, uint32_t esize)
+{
+    (void)row_bytes;
+    const uint64_t gstride = (uint64_t)t.stride * esize;
+    const uint32_t vrows = wsp_view_rows(t, row0, rows);
+    if (vrows > 0)
+        wsp_ub_to_gm<CT>(t.addr + (uint64_t)row0 * gstride, gstride, src, vrows,
+                         (uint32_t)t.cols * esize, ub_row);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -18,8 +18,15 @@
 #ifndef WSP_ABI_H
 #define WSP_ABI_H
 /* a tile argument: addr is the GM byte address of element [0, 0]; stride is the row stride in
-   elements (cols <= stride); rows and cols equal the kernel's static tile shape */
-typedef struct WspTile { uint64_t addr; int64_t rows; int64_t cols; int64_t stride; } WspTile;
+   elements; rows and cols are the view's extents: the kernel's static tile shape, or fewer
+   for a partial view (a load pads the rest, a store writes only them). A gather view has
+   index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
+   |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
+   of the first index element */
+typedef struct WspTile {
+    uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
+    uint64_t index; int64_t index_stride; int64_t index_kind;
+} WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */
 typedef union WspScalar { double f; int64_t i; } WspScalar;
@@ -174,11 +181,13 @@ enum {
 #define WSP_WRITE 2
 #define WSP_READWRITE 3
 
-/* One word range per tile in a task record: the AICore kernel receives the first four as a
- * WspTile; COL_STRIDE (always 1 for a launched task) and TENSOR are for checks and traces. */
+/* One word range per tile in a task record: the AICore kernel receives the first seven as a
+ * WspTile (ROWS and COLS: the view's extents; INDEX 0 unless a gather view); COL_STRIDE
+ * (always 1 for a launched task) and TENSOR are for checks and traces. */
 enum {
-    WSP_TILE_ADDR = 0, WSP_TILE_ROWS, WSP_TILE_COLS, WSP_TILE_STRIDE, WSP_TILE_COL_STRIDE,
-    WSP_TILE_TENSOR, WSP_TILE_WORDS
+    WSP_TILE_ADDR = 0, WSP_TILE_ROWS, WSP_TILE_COLS, WSP_TILE_STRIDE, WSP_TILE_INDEX,
+    WSP_TILE_INDEX_STRIDE, WSP_TILE_INDEX_KIND, WSP_TILE_COL_STRIDE, WSP_TILE_TENSOR,
+    WSP_TILE_WORDS
 };
 
 /* A task record: WSP_TASK_WORDS int64 words, written by the expander, read by the dispatcher.
