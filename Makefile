@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/rope.py
 	$(BIN)/python benchmarks/transposed_views.py
+	$(BIN)/python benchmarks/gather.py
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/await_costs.py
 	$(BIN)/python benchmarks/compile.py
@@ -49,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/csp.py
 	$(BIN)/python benchmarks/optimizer.py
 	$(BIN)/python benchmarks/trace.py
+	$(BIN)/python benchmarks/layer.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
 # runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.

@@ -15,6 +15,7 @@ target it is.
 
 from __future__ import annotations
 
+import collections
 import operator
 import time
 from dataclasses import dataclass, field
@@ -337,7 +338,27 @@ def _known_tasks(m: "nodes.Module", schedule: Optional[str], values: Mapping[str
     return found
 
 
+# the result of `_past_int64` for the last few (module, schedule, syms): a service runs the
+# same shapes again and again, and the walk costs ~13 ms on a whole decoder layer (its
+# per-statement expressions are kept too, so new syms cost only the bounds)
+_INT64_SEEN: "collections.OrderedDict" = collections.OrderedDict()
+_EXPRS: "collections.OrderedDict" = collections.OrderedDict()  # id(module) -> (module, memo)
+
+
 def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
+    key = (id(m), schedule, tuple(sorted(values.items())))
+    hit = _INT64_SEEN.get(key)
+    if hit is not None and hit[0] is m:
+        _INT64_SEEN.move_to_end(key)
+        return hit[1]
+    found = _past_int64_walk(m, schedule, values)
+    _INT64_SEEN[key] = (m, found)
+    while len(_INT64_SEEN) > 32:
+        _INT64_SEEN.popitem(last=False)
+    return found
+
+
+def _past_int64_walk(m: "nodes.Module", schedule: Optional[str], values: Mapping[str, int]):
     """(expression, magnitude, span, syms) of the first integer expression of `schedule`
     (every schedule when None) and the module's tensors and checks whose value or any
     intermediate may pass 2^63 - 1 with the syms `values`, and the syms that make it large
@@ -403,14 +424,28 @@ def _past_int64(m: "nodes.Module", schedule: Optional[str], values: Mapping[str,
     def syms_of(e, deps) -> frozenset:
         return frozenset().union(*(deps.get(v, frozenset()) for v in sym.free_vars(e)))
 
+    held = _EXPRS.get(id(m))
+    if held is None or held[0] is not m:
+        held = _EXPRS[id(m)] = (m, {})
+        while len(_EXPRS) > 8:
+            _EXPRS.popitem(last=False)
+    per_statement = held[1]
+
+    def statement_exprs(st) -> list:
+        got = per_statement.get(id(st))
+        if got is not None and got[0] is st:
+            return got[1]
+        nested = {name for name, _ in V.FIELDS.get(type(st), ())}
+        found: list = []
+        for f in fields(st):
+            if f.name not in nested:
+                exprs(getattr(st, f.name), getattr(st, "span", NO_SPAN), found)
+        per_statement[id(st)] = (st, found)
+        return found
+
     def visit(stmts, ranges, deps):
         for st in stmts:
-            nested = {name for name, _ in V.FIELDS.get(type(st), ())}
-            found: list = []
-            for f in fields(st):
-                if f.name not in nested:
-                    exprs(getattr(st, f.name), getattr(st, "span", NO_SPAN), found)
-            for e, span in found:
+            for e, span in statement_exprs(st):
                 bad, r = over(e, ranges)
                 if bad:
                     return e, r, span, syms_of(e, deps)

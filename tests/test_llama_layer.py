@@ -81,3 +81,19 @@ def test_a_cache_too_short_for_the_new_tokens_is_an_error_naming_the_view(progra
         programs[("cpu_sim", "main")].run(bind=L.binds(a), **a)
     msg = str(info.value)
     assert "llama_layer.wsp" in msg and "Kc[b, hd, ctx[b] + i0 : ctx[b] + i1, :]" in msg
+
+
+def test_the_benchmarks_numpy_layer_updates_the_cache_in_place_as_wspc_does(programs):
+    """benchmarks/layer.py times the float32 NumPy layer and wspc, both updating the caches
+    where they are: check both paths it times compute the checked layer."""
+    a = L.batch([3, 1, 17], [5, 40, 0], 64, seed=3)
+    want = L.numpy_layer(a)
+    np32 = {k: v.copy() for k, v in a.items()}
+    got = L.numpy_layer(np32, np.float32, inplace=True)
+    assert got["Kc"] is np32["Kc"] and got["Vc"] is np32["Vc"]
+    w = {k: v.copy() for k, v in a.items()}
+    out = programs[("cpu_sim", "main")].run(bind=L.binds(w), workers=2, inplace=True, **w)
+    assert out["Kc"] is w["Kc"] and out["Vc"] is w["Vc"]
+    for name in ("Y", "Kc", "Vc"):
+        np.testing.assert_allclose(got[name], want[name], **TOL)
+        np.testing.assert_allclose(out[name], want[name], **TOL)

@@ -103,6 +103,9 @@ CALLS = {
     "concat": [("concat(-x[:, 5:], x[:, :5], axis = 1)", F32),
                ("concat(x[2:4], h[1:3, :])", F32), ("concat(i[1:2, 2:6], i[3:4, 0:4], 1)",
                                                      (1, 8, "i32"))],
+    # indices out of range (negative included) among them: `i` holds -20 .. 19, `u` 0 .. 19
+    "gather": [("gather(x, i, axis = 1)", F32), ("gather(m, i[:, 2:3])", (4, 4, "f32")),
+               ("gather(u, u[:, 0:2], 1)", (4, 2, "u8"))],
     "max": [("max(x, w)", F32)],
     "min": [("min(i, u)", I32)],
     "argmax": [("argmax(x)", (4, 1, "i32")), ("argmax(u)", (4, 1, "i32"))],
@@ -196,6 +199,9 @@ GOLDEN = {
     'concat(-x[:, 5:], x[:, :5], axis = 1)': 'd11c8e0fd77683a6',
     'concat(x[2:4], h[1:3, :])': '3d8f25e25f7563f2',
     'concat(i[1:2, 2:6], i[3:4, 0:4], 1)': 'be87da1be66b7f78',
+    'gather(x, i, axis = 1)': 'a2b44104ddb832b2',
+    'gather(m, i[:, 2:3])': 'b7114014b51b2463',
+    'gather(u, u[:, 0:2], 1)': '1db4de500ee00095',
     'max(x, w)': '0cd33a7a1ff007d2',
     'min(i, u)': 'e56c2764b0466314',
     'argmax(x)': 'b6552bfec6bd5dde',
@@ -292,9 +298,9 @@ def test_every_primitive_and_operator_lowers_to_an_op_of_the_table():
         assert p.op is None or p.op in OPS, p.name
         for q in p.params:
             assert q.as_dtype in ("result", "own", "bool", "f32"), (p.name, q.name)
-    # the five without an op of their own are written out by lowering
+    # the six without an op of their own are written out by lowering
     assert {p.name for p in PRIMITIVES.values() if p.op is None} == {
-        "load", "full", "constant", "broadcast", "concat"}
+        "load", "full", "constant", "broadcast", "concat", "gather"}
     for ops in (ARITH_OPERATORS, COMPARE_OPERATORS, LOGIC_OPERATORS, UNARY_OPERATORS):
         assert set(ops.values()) <= set(OPS)
 

@@ -14,7 +14,8 @@ Values are op indices of the planned kernel. Where a value lives is `KernelPlan.
           and also a local array when read outside the nest (`KernelPlan.assign`)
   red     a reduction accumulated in its input's nest (row: in lane registers; column: in its
           row-vector array), its result a small array
-  view    an index map over its operand (broadcast, transpose, slices, interleave)
+  view    an index map over its operands (broadcast, transpose, slices, interleave, concat,
+          gather)
   matmul  its own step, into an array or straight into the tile it is stored to (`into`)
   select  a sort or top-k of each row (`sort_values`, `sort_indices`): its own step, into an
           array

@@ -8,7 +8,7 @@ collects the assignments while the schedules lower, and `lower_kernels` lowers t
 What lowering decides in a kernel body (each also written next to its code as `# decision:`):
 - A primitive call is the IR op the primitive table names for it (`rowmul/rowadd/...` the plain
   elementwise op with broadcasting), its value arguments the operands; `load`, `full`,
-  `constant`, `broadcast` and `concat` are written out here, and a slice `x[r0:r1, c0:c1]` is
+  `constant`, `broadcast`, `concat` and `gather` are written out here, and a slice `x[r0:r1, c0:c1]` is
   a `slice_rows` and/or `slice_cols` view.
 - Implicit conversions are explicit `convert` ops; a store's value is converted and broadcast
   to the parameter's tile by explicit ops, so every stored op has the parameter's shape and
@@ -36,6 +36,7 @@ from ..ir import nodes as N
 from ..primitives import (
     ARITH_OPERATORS,
     COMPARE_OPERATORS,
+    GATHER_OPS,
     LOGIC_OPERATORS,
     PRIMITIVES,
     UNARY_OPERATORS,
@@ -380,6 +381,12 @@ class _KernelLowerer:
             # of a and b converted to the promoted dtype
             op = "concat_cols" if dims.get("axis", 0) == 1 else "concat_rows"
             operands = (self.coerce(vals["a"], dt), self.coerce(vals["b"], dt))
+            return _V(rt, self.emit(op, operands, shape, dt))
+        if prim.name == "gather":
+            # decision: `gather(x, idx, axis)` is `gather_rows` (axis 0) or `gather_cols`
+            # (axis 1) of x and idx, each in its own dtype (the value is x's)
+            op = GATHER_OPS[dims.get("axis", 0)]
+            operands = (self.materialise(vals["x"]), self.materialise(vals["idx"]))
             return _V(rt, self.emit(op, operands, shape, dt))
         if prim.op is None:
             raise InternalError("lower", f"primitive `{prim.name}` has no lowering")

@@ -8,10 +8,12 @@
 - `op_rules.py`: the IR ops' shape and dtype rules (`ir/verify.py`).
 - `meanings.py`: the IR ops' NumPy meanings (`backends/ref`); NumPy is imported on first use.
 - `expansions.py`: ops `plan-kernels` spells out as other ops (softmax).
+- `selection.py`, `gathers.py`: what the table needs of sorting and selection, and of `gather`.
 
 Part of the base layer: it imports nothing of wspc but the other base modules.
 """
 
+from .gathers import AXIS_OPS as GATHER_OPS
 from .op_rules import IllTyped, broadcast_shapes, fits_shape
 from .table import (
     ARITH_OPERATORS,
@@ -50,7 +52,7 @@ from .typing_rules import Arg, Typing, compare, elementwise_binary, logic, unary
 
 __all__ = [
     "OPS", "OpSpec", "PRIMITIVES", "Primitive", "Param", "IllTyped", "broadcast_shapes",
-    "fits_shape", "INJECTIVE", "ELEMWISE", "BROADCAST", "REDUCTION", "COMPLEX", "OPAQUE",
+    "fits_shape", "GATHER_OPS", "INJECTIVE", "ELEMWISE", "BROADCAST", "REDUCTION", "COMPLEX", "OPAQUE",
     "ARITH_OPERATORS", "COMPARE_OPERATORS", "LOGIC_OPERATORS", "UNARY_OPERATORS", "VALID_OPS",
     "Type", "ERROR", "tile", "scalar", "literal_type", "with_dtype", "promote", "combine",
     "convertible", "literal_fits", "broadcast", "fits", "same_shape",

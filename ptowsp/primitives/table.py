@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from ..records import record
 from . import expansions
+from . import gathers as G
 from . import meanings as M
 from . import op_rules as R
 from . import selection as S
@@ -164,6 +165,10 @@ _OPS = (
     _view("concat_rows", 2, R.concat_rows, lambda ev, a, b: np.concatenate((a, b), axis=0),
           row_local=False),
     _view("concat_cols", 2, R.concat_cols, lambda ev, a, b: np.concatenate((a, b), axis=1)),
+    # `gather(x, idx, axis)`: one op per axis, as concat (gathers.py: 0 out of range). Rows
+    # picked by data move rows: the row form is not row-local
+    _view("gather_rows", 2, G.gather_rule, G.gather, row_local=False),
+    _view("gather_cols", 2, G.gather_rule, G.gather),
     # the rest
     OpSpec("matmul", (2, 3), R.matmul, "matmul", COMPLEX, lambda ev, *xs: M.matmul(*xs),
            row_local=False),
@@ -209,7 +214,7 @@ class Primitive:
     """A kernel primitive: name, group (language.md's table), parameters, typing rule, summary,
     and `op`, the IR op a call lowers to (its value arguments, in order, the operands), or None
     when lowering writes it out itself (`load`; `full`, `constant` and `broadcast`, which
-    convert and broadcast as a store does; `concat`, one op per axis).
+    convert and broadcast as a store does; `concat` and `gather`, one op per axis).
 
     A primitive with `pair` (the op of its second result) returns two tiles, its values and
     their i32 column numbers of the same shape (`topk`, `sort`), which only `let v, i = ...`
@@ -379,6 +384,14 @@ def _table() -> dict[str, Primitive]:
         # call as `concat_rows` (axis 0) or `concat_cols` (axis 1)
         Primitive("concat", "special", _AB + (Param("axis", "axis", optional=True),),
                   T.type_concat, "a then b along axis 0 (rows) or 1 (columns)", None),
+        # decision: `gather`'s axis is spelled and defaulted as `concat`'s (0 when omitted);
+        # lowering writes the call as `gather_rows` (axis 0) or `gather_cols` (axis 1), x and
+        # idx each in its own dtype
+        Primitive("gather", "special",
+                  (Param("x", "value", as_dtype="own"), Param("idx", "value", as_dtype="own"),
+                   Param("axis", "axis", optional=True)),
+                  G.type_gather, "rows (axis 0) or each row's elements (axis 1) of x at idx; "
+                  "0 out of range", None),
         # sorting and selection (selection.py)
         Primitive("argmax", "selection", _OWN, S.type_arg,
                   "column of each row's first maximum (first NaN) -> [M, 1] i32", "argmax"),

@@ -142,6 +142,9 @@ int wsp_fail(wsp_runtime *rt, int code, const char *message) {
     return rt->code;
 }
 
+/* kernels never run here (the stream is the enumeration's); a gather wrapper links to this */
+int wsp_kernel_fail(const char *message) { (void)message; return WSP_ERR_KERNEL; }
+
 int main(int argc, char **argv) {
     if (argc != 6) {
         fprintf(stderr, "usage: %s DATA SCHEDULE NDISPATCHERS NSTREAMS CAPACITY\n", argv[0]);

@@ -59,6 +59,26 @@ def compile_host(exe: Path, tree: Path, sources=(), includes=(), flags=()) -> No
                   "-x", "none", *map(str, sources), "-lm", "-o", str(exe)])
 
 
+def build_host(tmp: Path, ir, schedule: str | None):
+    """The tree of `ir`'s `schedule` under tmp/tree and its host binary tmp/wsp_main (main.asc
+    + expand.aicpu + dispatch.asc with the kernels compiled as test_aicore compiles them: the
+    UB size, no contracted multiply-adds): (tree, exe)."""
+    from .ascendc_cpu import harness as H
+
+    tree = tmp / "tree"
+    files = write_tree(tree, ir, schedule)
+    kernel, launcher = split_dispatch(files["aicore/dispatch.asc"])
+    dispatch = tmp / "dispatch_host.cpp"
+    dispatch.write_text(kernel + host_launcher(launcher))
+    obj = tmp / "dispatch_host.o"
+    run_compiler([CXX, *(f for f in H.CXXFLAGS if f not in ("-shared", "-fPIC")), "-c",
+                  f"-I{H.HERE}", f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}",
+                  f"-I{tree / 'aicore'}", str(dispatch), "-o", str(obj)])
+    exe = tmp / "wsp_main"
+    compile_host(exe, tree, [obj])
+    return tree, exe
+
+
 def run(exe: Path, data: Path, *args, fail: str = None, timeout: float = 120):
     """Run the host program on DATA (-d), logging ACL calls to DATA/acl.log and stand-in
     dispatcher waves to DATA/dispatch.log; `fail` names an ACL call to make fail."""

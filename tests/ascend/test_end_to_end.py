@@ -38,8 +38,8 @@ import ptowsp
 from ptowsp.ir.passes import optimize
 
 from .ascendc_cpu import harness as H
-from .hostrun import compile_host, host_launcher, run, split_dispatch, write_tree
-from .streams import CXX, HERE, ROOT, run_compiler
+from .hostrun import build_host, run
+from .streams import ROOT
 
 pytestmark = [pytest.mark.cc]
 
@@ -60,18 +60,7 @@ def build(tmp: Path, example: str, schedule: str):
     """The tree and its host binary: main.asc + expand.aicpu + dispatch.asc with the kernels."""
     module = ptowsp.load(str(ROOT / f"examples/{example}.wsp"))
     ir, _ = optimize(module.ir, 2)
-    tree = tmp / "tree"
-    files = write_tree(tree, ir, schedule)
-    kernel, launcher = split_dispatch(files["aicore/dispatch.asc"])
-    dispatch = tmp / "dispatch_host.cpp"
-    dispatch.write_text(kernel + host_launcher(launcher))
-    obj = tmp / "dispatch_host.o"
-    # the kernels as test_aicore compiles them (the UB size, no contracted multiply-adds)
-    run_compiler([CXX, *(f for f in H.CXXFLAGS if f not in ("-shared", "-fPIC")), "-c",
-                  f"-I{H.HERE}", f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}",
-                  f"-I{tree / 'aicore'}", str(dispatch), "-o", str(obj)])
-    exe = tmp / "wsp_main"
-    compile_host(exe, tree, [obj])
+    tree, exe = build_host(tmp, ir, schedule)
     return tree, exe, ir
 
 

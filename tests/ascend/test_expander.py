@@ -83,6 +83,16 @@ def moe_sparse_data():
                                 "indices": np.asarray([1, 3, 0, 2, 7, 5, 4], np.int32)}
 
 
+def llama_data():
+    """llama_layer.wsp: a prefill sequence over two token tiles, a decode one past a key block,
+    an empty one (what enumeration reads: starts, ctx, pos)."""
+    new, ctx = [20, 1, 0], [0, 300, 5]
+    starts = np.concatenate([[0], np.cumsum(new)]).astype(np.int32)
+    pos = np.concatenate([np.arange(c, c + n) for c, n in zip(ctx, new)]).astype(np.int32)
+    return ({"B": 3, "T": 21, "MAXCTX": 320, "MAXPOS": 320},
+            {"starts": starts, "ctx": np.asarray(ctx, np.int32), "pos": pos})
+
+
 # (file, symbols, arrays): small bindings that reach every construct of each program
 PROGRAMS = {
     "examples/rmsnorm.wsp": ({"B": 2, "T": 3}, {}),
@@ -99,6 +109,7 @@ PROGRAMS = {
     # top-k routing: each expert task reads the expert the route task wrote
     "examples/moe.wsp": topk_moe_data(),
     "examples/megakernel.wsp": ({"N": 5}, {}),
+    "examples/llama_layer.wsp": llama_data(),
     "examples/worker_pool.wsp": ({"N": 7}, {}),
     # events, slots (slot_load of an element), `when` on slot(1) and query(ev), imports
     "tests/programs/events_slots_inline.wsp": ({"N": 3},
@@ -110,6 +121,7 @@ PROGRAMS = {
     "tests/programs/spec_megakernel.wsp": ({"N": 4}, {}),
     "tests/programs/spec_schedules.wsp": ({"B": 2}, {}),
     "tests/programs/rope_rotate_half.wsp": ({"T": 3}, {}),
+    "tests/programs/embedding_gather.wsp": ({"T": 3}, {}),
 }
 # errors_demo.wsp is wrong on purpose; lib_shared.wsp only declares a const for an import
 SKIPPED = {"examples/errors_demo.wsp", "tests/programs/lib_shared.wsp"}

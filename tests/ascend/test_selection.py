@@ -9,14 +9,9 @@ expansion (rowmax, compare, select, rowmin) on the vector and scalar units.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-import ptowsp
-from ptowsp.backends.ascend import aicore
-from ptowsp.ir.passes import optimize
 from tests.backends.test_selection import CASES, _source
 
 from .ascendc_cpu import harness as H
@@ -26,14 +21,7 @@ pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    m0 = ptowsp.parse(_source(), "selection.wsp").ir
-    units = []
-    for level in (0, 2):
-        m, _ = optimize(m0, level)
-        name = f"selection_O{level}"
-        m = dataclasses.replace(m, name=name)
-        units.append(H.Unit(name, aicore.emit_aicore(m), list(m.kernels)))
-    return H.build(units, tmp_path_factory.mktemp("aicore_selection")), units
+    return H.build_levels(_source(), "selection", tmp_path_factory.mktemp("aicore_selection"))
 
 
 def _tied(dtype: str, shape, rng) -> np.ndarray:

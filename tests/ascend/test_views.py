@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.ir.passes import optimize
 
-from .ascendc_cpu import harness as H
-from .hostrun import compile_host, host_launcher, run, split_dispatch, write_inputs, write_tree
-from .streams import CXX, HERE, run_compiler
+from ..backends import test_gather_views as GV
+from ..backends import test_partial_tiles as PT
+from .hostrun import build_host, run, write_inputs
 
 pytestmark = [pytest.mark.cc]
 
@@ -43,17 +43,7 @@ def build(tmp: Path, text: str):
         return _BUILT[text]
     module = ptowsp.parse(textwrap.dedent(text), "t.wsp")
     ir, _ = optimize(module.ir, 2)
-    tree = tmp / "tree"
-    files = write_tree(tree, ir, "main")
-    kernel, launcher = split_dispatch(files["aicore/dispatch.asc"])
-    dispatch = tmp / "dispatch_host.cpp"
-    dispatch.write_text(kernel + host_launcher(launcher))
-    obj = tmp / "dispatch_host.o"
-    run_compiler([CXX, *(f for f in H.CXXFLAGS if f not in ("-shared", "-fPIC")), "-c",
-                  f"-I{H.HERE}", f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}",
-                  f"-I{tree / 'aicore'}", str(dispatch), "-o", str(obj)])
-    exe = tmp / "wsp_main"
-    compile_host(exe, tree, [obj])
+    _, exe = build_host(tmp, ir, "main")
     _BUILT[text] = (exe, module)
     return _BUILT[text]
 
@@ -86,38 +76,7 @@ def same_as_ref(tmp_path_factory, text: str, bind: dict, arrays: dict, *opts, rt
 
 
 # Rows of a ragged batch in 16-row tiles: the last tile of each sequence is partial.
-ROWS = """\
-    sym B, S
-    input  L: i32[B]
-    input  X: f32[B, S, 32]
-    output Y: f32[B, S, 32]
-    output MX: f32[B, S, 1]
-    output SM: f32[B, S, 1]
-    output N: i32[B, S, 2]
-    kernel k(x: In[Tile[16, 32, f32], pad = -inf], z: In[Tile[16, 32, f32]],
-             y: Out[Tile[16, 32, f32]], mx: Out[Tile[16, 1, f32]], sm: Out[Tile[16, 1, f32]],
-             n: Out[Tile[16, 2, i32]]) {
-        store(y, z * 2.0 + 1.0)
-        store(mx, rowmax(x))
-        store(sm, rowsum(z))
-        store(n, where(col_index(16, 2) == 0, valid_rows(x), valid_cols(y)))
-    }
-    axis batch = DenseDyn(B)
-    axis tiles = Ragged(batch, ceildiv(L[_], 16))
-    workload w() {
-        for b in P(batch) {
-            for t in P(tiles[b]) {
-                let r = X[b, t*16 : min(t*16 + 16, L[b]), :]
-                k[b, t](x = r, z = r, y = Y[b, t*16 : min(t*16 + 16, L[b]), :],
-                        mx = MX[b, t*16 : min(t*16 + 16, L[b]), :],
-                        sm = SM[b, t*16 : min(t*16 + 16, L[b]), :],
-                        n = N[b, t*16 : min(t*16 + 16, L[b]), :])
-            }
-        }
-    }
-    schedule main = w()
-"""
-
+ROWS = PT.ROWS + "    schedule main = w()\n"  # the ragged rows of tests/backends
 
 @SETTINGS
 @given(lens=st.lists(st.sampled_from([1, 2, 15, 16, 17, 33, 40]), min_size=1, max_size=3),
@@ -138,25 +97,7 @@ def test_ragged_rows_pad_reduce_and_store_only_the_view(tmp_path_factory, lens, 
 
 
 # Columns: a Tile[4, 16] over 4 x C, C not a multiple of 16; pad -inf vs 0 in a row max.
-COLS = """\
-    sym C
-    input  X: f32[4, C]
-    output MX: f32[4, 1]
-    output SM: f32[4, 1]
-    output Y: f32[4, C]
-    kernel first(x: In[Tile[4, 16, f32], pad = -inf], z: In[Tile[4, 16, f32], pad = 0],
-                 mx: Out[Tile[4, 1, f32]], sm: Out[Tile[4, 1, f32]], y: Out[Tile[4, 16, f32]]) {
-        store(mx, rowmax(x))
-        store(sm, rowmax(z))
-        store(y, z - valid_cols(x))
-    }
-    workload w() {
-        first(x = X[:, 0 : min(16, C)], z = X[:, 0 : min(16, C)], mx = MX, sm = SM,
-              y = Y[:, 0 : min(16, C)])
-    }
-    schedule main = w()
-"""
-
+COLS = PT.COLS + "    schedule main = w()\n"
 
 @pytest.mark.parametrize("C", [3, 8, 16, 20])
 def test_a_column_edge_pads_with_each_parameters_value(tmp_path_factory, C):
@@ -234,35 +175,8 @@ def test_a_matmul_over_a_partial_inner_dimension(tmp_path_factory, L):
     np.testing.assert_allclose(out["C"], A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
 
 
-ROPE = """\
-    sym S, P
-    input  pos: i32[S]
-    input  Cos: f32[P, 8]
-    output Y: f32[S, 8]
-    kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x * 2.0) }
-    workload w() {
-        for t in P(S / 4) {
-            cp[t](x = Cos[pos[t*4 : t*4 + 4], :], y = Y[t*4 : t*4 + 4, :])
-        }
-    }
-    schedule main = w()
-"""
-
-EMB = """\
-    sym B, S, V
-    input  ids: i64[B, S]
-    input  Emb: f32[2, V, 8]
-    output Y: f32[B, S, 8]
-    kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
-    workload w() {
-        for b, t in P(B, S / 4) {
-            let rows = Emb[1, ids[b, t*4 : t*4 + 4], :]
-            cp[b, t](x = rows, y = Y[b, t*4 : t*4 + 4, :])
-        }
-    }
-    schedule main = w()
-"""
-
+ROPE = GV.ROWS  # tests/backends/test_gather_views.py's programs
+EMB = GV.EMB
 
 @SETTINGS
 @given(seed=st.integers(0, 2**16))
@@ -281,22 +195,7 @@ def test_a_gather_view_reads_the_rows_its_indices_name(tmp_path_factory, seed):
 
 # a length that is not a multiple of the tile: the last index slice is short, and gathers a
 # partial tile (its rows padded with -1.0, which the column max sees)
-ROPE_PARTIAL = """\
-    sym S, P
-    input  pos: i32[S]
-    input  Cos: f32[P, 8]
-    output Y: f32[S, 8]
-    kernel cp(x: In[Tile[4, 8, f32], pad = -1.0], y: Out[Tile[4, 8, f32]]) {
-        store(y, x * 2.0 + colmax(x))
-    }
-    workload w() {
-        for t in P(ceildiv(S, 4)) {
-            cp[t](x = Cos[pos[t*4 : min(t*4 + 4, S)], :], y = Y[t*4 : min(t*4 + 4, S), :])
-        }
-    }
-    schedule main = w()
-"""
-
+ROPE_PARTIAL = GV.PARTIAL
 
 @pytest.mark.parametrize("S", [5, 7])
 def test_a_short_index_slice_gathers_a_partial_tile(tmp_path_factory, S):

@@ -250,6 +250,43 @@ def test_single_task_without_loop():
 
 
 # ---------------------------------------------------------------------------------------------
+# gather: an embedding lookup and a per-row pick, `tl.gather` as in .wsp
+
+
+@kernel
+def lookup(table: In[Tile[8, 16, F32]], ids: In[Tile[4, 1, I32]], cols: In[Tile[4, 3, I32]],
+           y: Out[Tile[4, 16, F32]], z: Out[Tile[4, 3, F32]]):
+    rows = tl.gather(table, ids)
+    tl.store(y, rows)
+    tl.store(z, tl.gather(rows, cols, axis=1))
+
+
+def test_gather_rows_and_elements_within_rows():
+    table = RNG.standard_normal((8, 16)).astype(np.float32)
+    ids = np.array([[7], [0], [-1], [8]], np.int32)  # the last two out of range: zero rows
+    cols = np.array([[0, 15, 16], [3, -3, 3], [1, 2, 4], [5, 5, 0]], np.int32)
+    y, z = np.zeros((4, 16), np.float32), np.zeros((4, 3), np.float32)
+    T, ID, C, Y, Z = _t(table), _t(ids), _t(cols), _t(y), _t(z)
+
+    @workload
+    def embed():
+        lookup(table=T, ids=ID, cols=C, y=Y, z=Z)
+
+    want_y = np.where((ids >= 0) & (ids < 8), np.take(table, np.clip(ids[:, 0], 0, 7), axis=0),
+                      0)
+    ok = (cols >= 0) & (cols < 16)
+    want_z = np.where(ok, np.take_along_axis(want_y, np.where(ok, cols, 0), axis=1), 0)
+    for target in ("ref", "cpu_sim"):
+        y[:], z[:] = 1.0, 1.0
+        program = embed().compile(target=target)
+        program.execute()
+        program.synchronize()
+        np.testing.assert_array_equal(y, want_y, err_msg=target)
+        np.testing.assert_array_equal(z, want_z, err_msg=target)
+    assert "gather(rows, cols, axis = 1)" in assert_roundtrip(embed())
+
+
+# ---------------------------------------------------------------------------------------------
 # Data-driven branching: a kernel's output, loaded into a slot, picks nested P.when branches
 
 

@@ -194,6 +194,16 @@ VALID = [
          "m": "[16, 128] f32", "zr": "[4, H * 2] f32"},
     ),
     (
+        "gather",
+        f"{X}, {Y}, r: In[Tile[4, 1, i32]], c: In[Tile[16, K, u8]], b: In[Tile[16, 8, bool]], "
+        "z: Out[Tile[4, 128, f32]], K: Constexpr[i32] = 3",
+        "let g = gather(x, r)\nlet h = gather(x, c, axis = 1)\nlet k = gather(b, c, 1)\n"
+        "let e = gather(x, cast(rowsum(x), i64), 0)\nlet n = gather(x[0:2], r)\n"
+        "store(z, g)\nstore(y, e)",
+        {"g": "[4, 128] f32", "h": "[16, K] f32", "k": "[16, K] bool", "e": "[16, 128] f32",
+         "n": "[4, 128] f32"},
+    ),
+    (
         "compare-logic",
         f"{X}, m: Out[Tile[16, 128, bool]]",
         "let a = x > 0\nlet b = x <= rowmean(x)\nstore(m, (a and not b) or x == 1 or a != b)",
@@ -576,6 +586,10 @@ def test_unused_values():
         ("rowsum(x)[0:2, 1:2]", "slice `1:2` is out of range for the columns of [16, 1]"),
         ("concat(x, x, axis = 2)", "the axis of `concat` is 0 (rows) or 1 (columns)"),
         ("concat(x, s)", "`concat` needs a tile, found an f32 scalar"),
+        ("gather(x, x)", "the indices of `gather` must be an integer tile"),
+        ("gather(x, n)", "`gather` along axis 0 takes one row number per row of the result"),
+        ("gather(x, n[0:8, :], axis = 1)", "`gather` along axis 1 needs one row of indices"),
+        ("gather(x, n, axis = 3)", "the axis of `gather` is 0 (rows) or 1 (columns)"),
         ("store(y, x)", "`store` is a statement, not a value"),
     ],
 )

@@ -86,6 +86,17 @@ def with_op(i: int, op: N.Op, **kw) -> N.Module:
     return module(kernels=(replace(k, ops=tuple(ops)),))
 
 
+ROW_NUMBERS = N.Op("iota_row", (), (4, 1), "i32")
+
+
+def with_gather(op: N.Op, idx: N.Op = ROW_NUMBERS) -> N.Module:
+    """Op 2 (what y stores, plus s) replaced by a gather of x (op 0) at `idx` (op 1)."""
+    k = kernel()
+    ops = list(k.ops)
+    ops[1], ops[2] = idx, op
+    return module(kernels=(replace(k, ops=tuple(ops)),))
+
+
 def with_arg(i: int, arg) -> N.Module:
     args = list(task().args)
     args[i] = arg
@@ -113,6 +124,16 @@ BROKEN = {
     "comparison operands": (
         with_op(2, N.Op("lt", (0, 1), (4, 8), "f32")), "a comparison yields bool"),
     "where condition": (with_op(2, N.Op("where", (0, 0, 0), (4, 8), "f32")), "not bool"),
+    "gather index dtype": (with_op(2, N.Op("gather_rows", (0, 1), (4, 8), "f32")),
+                           "indices of dtype f32"),
+    "gather_rows index shape": (with_gather(N.Op("gather_rows", (0, 1), (4, 8), "f32"),
+                                            N.Op("iota_row", (), (4, 2), "i32")), "[R, 1]"),
+    "gather_rows shape": (with_gather(N.Op("gather_rows", (0, 1), (4, 4), "f32")),
+                          "shape (4, 4) should be (4, 8)"),
+    "gather_cols rows": (with_gather(N.Op("gather_cols", (0, 1), (2, 8), "f32"),
+                                     N.Op("iota_col", (), (2, 8), "u8")), "x's 4 rows"),
+    "gather dtype": (with_gather(N.Op("gather_cols", (0, 1), (4, 8), "f16"),
+                                 N.Op("iota_col", (), (4, 8), "i64")), "x's f32"),
     "unknown parameter": (with_op(0, N.Op("param", (), (4, 8), "f32", "z")), "`z` does not exist"),
     "param of an Out": (with_op(0, N.Op("param", (), (4, 8), "f32", "y")), "not an In or InOut"),
     "param dtype": (with_op(0, N.Op("param", (), (4, 8), "f16", "x")), "differs from parameter"),

@@ -15,8 +15,8 @@ The model, and what it assumes:
 - Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
   repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
   softmax) cost four times that (assumed: no published per-op figure; they take several
-  instructions each). Reductions count the elements they read; broadcast, transpose, slices
-  and interleave move data and count once.
+  instructions each). Reductions count the elements they read; broadcast, transpose, slices,
+  interleave, concat and gather move data and count once.
 - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
   core's equal share of the HBM bandwidth.
 - A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA

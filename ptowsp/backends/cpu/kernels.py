@@ -47,7 +47,7 @@ from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
 from ...ir.passes import plan_kernels as PK
-from ...primitives import OPS, VALID_OPS
+from ...primitives import GATHER_OPS, OPS, VALID_OPS
 from .. import cexpr as C
 from ..cexpr import Expr, Raw
 from ..templates import template_env
@@ -368,6 +368,18 @@ class _Emitter(MatmulForms):
             va = convert(self.access(a, i, j), self.ops[a].dtype, op.dtype)
             vb = convert(self.access(b, ib, jb), self.ops[b].dtype, op.dtype)
             return C.cond(first, va, vb)
+        if op.op in GATHER_OPS:
+            # x read at the index idx holds (the row of gather_rows, the column of gather_cols)
+            # under a conditional, so an index out of range reads nothing and gives 0; as
+            # uint64_t a negative index is past every extent too (no wrap-around)
+            b = op.args[1]
+            by_rows = op.op == "gather_rows"
+            k = self.access(b, i, Raw("0")) if by_rows else self.access(b, i, j)
+            n = self.ops[a].shape[0 if by_rows else 1]
+            ok = C.binop("<", C.cast("uint64_t", k), C.int_lit(n, "u64"))
+            at = C.cast("int64_t", k)
+            va = self.access(a, at, j) if by_rows else self.access(a, i, at)
+            return C.cond(ok, va, literal(0, op.dtype))
         raise InternalError("cpu emit", f"`{op.op}` is not a view")
 
     def operand(self, u: int, nest: Optional[KP.LoopNest]) -> Expr:

@@ -371,11 +371,37 @@ static inline int wsp_tiles_direct(const wsp_tile *t, int n, const int32_t *esiz
 
 static inline void wsp_tile_copy(const wsp_tile *dst, const wsp_tile *src, int32_t esize)
 {
-    for (int64_t i = 0; i < src->rows; ++i)
-        for (int64_t j = 0; j < src->cols; ++j)
-            memcpy((char *)dst->data + (i * dst->stride + j * dst->col_stride) * esize,
-                   (const char *)src->data + (i * src->stride + j * src->col_stride) * esize,
-                   (size_t)esize);
+    /* whole rows at a time where both sides' columns are contiguous (the common case: a
+     * partial view's padded copy); element by element, typed, where one side is strided */
+    const int contiguous = (src->cols == 1 || (src->col_stride == 1 && dst->col_stride == 1));
+    for (int64_t i = 0; i < src->rows; ++i) {
+        char *d = (char *)dst->data + i * dst->stride * esize;
+        const char *r = (const char *)src->data + i * src->stride * esize;
+        if (contiguous) {
+            memcpy(d, r, (size_t)(src->cols * esize));
+            continue;
+        }
+        const int64_t ds = dst->col_stride * esize, rs = src->col_stride * esize;
+        switch (esize) {
+        case 1: for (int64_t j = 0; j < src->cols; ++j) d[j * ds] = r[j * rs]; break;
+        case 2: for (int64_t j = 0; j < src->cols; ++j) memcpy(d + j * ds, r + j * rs, 2); break;
+        case 4: for (int64_t j = 0; j < src->cols; ++j) memcpy(d + j * ds, r + j * rs, 4); break;
+        case 8: for (int64_t j = 0; j < src->cols; ++j) memcpy(d + j * ds, r + j * rs, 8); break;
+        default: for (int64_t j = 0; j < src->cols; ++j) memcpy(d + j * ds, r + j * rs, (size_t)esize);
+        }
+    }
+}
+
+/* n elements of `esize` bytes at p set to the low bytes of `pad` (little-endian) */
+static inline void wsp_fill_elems(char *p, int64_t n, int32_t esize, uint64_t pad)
+{
+    if (n <= 0) return;
+    switch (esize) {
+    case 1: memset(p, (int)(pad & 0xff), (size_t)n); return;
+    case 2: { const uint16_t v = (uint16_t)pad; for (int64_t e = 0; e < n; ++e) memcpy(p + 2 * e, &v, 2); return; }
+    case 4: { const uint32_t v = (uint32_t)pad; for (int64_t e = 0; e < n; ++e) memcpy(p + 4 * e, &v, 4); return; }
+    default: for (int64_t e = 0; e < n; ++e) memcpy(p + e * esize, &pad, (size_t)esize);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -533,11 +559,14 @@ static int wsp_call_padded(const wsp_tile *t, const wsp_scalar *s, int n, const 
         local[a].data = buf + off[a];
         local[a].stride = tcols[a];
         local[a].col_stride = 1;
-        if (mode[a] & 1) {
+        if (mode[a] & 1) {  /* the view, then the pad where the view is not */
             char *d = (char *)local[a].data;
-            for (int64_t e = 0; e < trows[a] * tcols[a]; ++e)
-                memcpy(d + e * esize[a], &pad[a], (size_t)esize[a]); /* little-endian low bytes */
+            const int64_t vr = t[a].rows, vc = t[a].cols, tc = tcols[a];
             wsp_tile_copy(&local[a], &t[a], esize[a]);
+            if (vc < tc)
+                for (int64_t i = 0; i < vr; ++i)
+                    wsp_fill_elems(d + (i * tc + vc) * esize[a], tc - vc, esize[a], pad[a]);
+            wsp_fill_elems(d + vr * tc * esize[a], (trows[a] - vr) * tc, esize[a], pad[a]);
         }
     }
     int rc = body(local, s);

@@ -1,4 +1,4 @@
-"""Kernel slices (`x[r0:r1, c0:c1]`) and the axis of `concat`: static bounds, checked against
+"""Kernel slices (`x[r0:r1, c0:c1]`) and the axis of `concat` and `gather`: static bounds, checked against
 the tile's shape (symbolic with `Constexpr` dims), typed as the tile they select.
 
 The bounds are compile-time integers (literals, consts, `Constexpr` parameters and integer
@@ -20,7 +20,7 @@ _AXES = ("rows", "columns")
 
 
 class SliceChecks:
-    """Part of `KernelChecker`: slices of tiles, and `concat`'s axis."""
+    """Part of `KernelChecker`: slices of tiles, and the axis of `concat` and `gather`."""
 
     def index(self, e: A.Index) -> Type:
         x = self.expr(e.value)
@@ -149,7 +149,7 @@ class SliceChecks:
             return None
 
     def _axis(self, prim, node: A.Expr) -> Optional[int]:
-        """`concat`'s axis: the literal 0 or 1."""
+        """`concat`'s and `gather`'s axis: the literal 0 or 1."""
         if isinstance(node, A.IntLit) and node.value in (0, 1):
             return node.value
         # decision: the axis is the literal 0 or 1 (no negative axes, no names)
@@ -157,6 +157,13 @@ class SliceChecks:
             node.span,
             "bad-axis",
             f"the axis of `{prim.name}` is 0 (rows) or 1 (columns)",
-            f"write `{prim.name}(a, b, axis = 1)` to put columns side by side",
+            _AXIS_HELP.get(prim.name),
         )
         return None
+
+
+_AXIS_HELP = {
+    "concat": "write `concat(a, b, axis = 1)` to put columns side by side",
+    "gather": "write `gather(x, idx)` to pick whole rows, `gather(x, idx, axis = 1)` to pick "
+              "elements within each row",
+}

@@ -471,7 +471,7 @@ class _Planner:
         A run is consecutive nests of the same number of rows (more than one) without column
         reductions (complete only after the last row), where no op reads a value produced in
         the run from another row (through a view that is not `row_local` in the primitive
-        table, a `transpose`; slices, interleave and broadcasting keep rows)."""
+        table, a `transpose`, a row `gather`; slices, interleave and broadcasting keep rows)."""
         # decision: row-independent nests run row by row (RMSNorm, softmax, most
         # normalisations): a streaming kernel then interleaves its loads and stores, which
         # measured 20-40% faster over large tensors than running each nest over the whole tile

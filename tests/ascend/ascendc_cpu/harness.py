@@ -61,6 +61,23 @@ def _sym(unit: str, k: N.Kernel) -> str:
     return f"run_{unit}_{aicore.kernel_entry(k)}"
 
 
+def build_levels(text: str, name: str, tmp: Path, levels=(0, 2)):
+    """The AICore kernels of the module `text` at each optimisation level, built into one
+    library (units `NAME_O0`, `NAME_O2`, ...): (library, units)."""
+    import dataclasses
+
+    import ptowsp
+    from ptowsp.ir.passes import optimize
+
+    m0 = ptowsp.parse(text, f"{name}.wsp").ir
+    units = []
+    for level in levels:
+        m, _ = optimize(m0, level)
+        m = dataclasses.replace(m, name=f"{name}_O{level}")
+        units.append(Unit(m.name, aicore.emit_aicore(m), list(m.kernels)))
+    return build(units, tmp), units
+
+
 def build(units: list[Unit], workdir: Path) -> "Lib":
     """Write every unit's headers and one driver, compile them into a shared library."""
     workdir = Path(workdir)
@@ -224,7 +241,7 @@ EXACT_OPS = frozenset(("param", "scalar_param", "literal", "iota_row", "iota_col
                        "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "rsqrt", "relu",
                        "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "where", "convert",
                        "cast", "broadcast", "transpose", "slice_even", "slice_odd", "interleave",
-                       "slice_rows", "slice_cols", "concat_rows", "concat_cols",
+                       "slice_rows", "slice_cols", "concat_rows", "concat_cols", "gather_rows", "gather_cols",
                        "colsum", "colmean", "colmax", "colmin", "rowmax", "rowmin",
                        "sort_values", "sort_indices", "argmax", "argmin"))
 

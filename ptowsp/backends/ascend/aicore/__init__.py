@@ -29,9 +29,9 @@ How a tile kernel becomes Ascend C (`kernel.py`):
 4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
    (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
-   and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, iota) runs
-   on the scalar unit over GetValue / SetValue (`scalar_ops.py`, expressions from `scalar.py`):
-   slow, exact, and documented as the fallback.
+   and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, concat,
+   gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,
+   expressions from `scalar.py`): slow, exact, and documented as the fallback.
 5. Value semantics are ref's (nodes.py); where the real API differs, the emitter composes
    ref's result (see `vector.py`).
 6. Pipes. Dependent vector instructions are separated by PipeBarrier<PIPE_V>; a hand-off

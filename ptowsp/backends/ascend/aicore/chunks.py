@@ -2,12 +2,12 @@
 
 The row extent M of the stored tiles is split into chunks of R rows (R is chosen by
 `kernel.py`: the largest divisor of M whose footprint fits the UB). Every value computed row by
-row (elementwise ops, row reductions, broadcasts, slices, matmul in its left operand) is computed
-per chunk; a value that needs all rows (the operand of a `transpose`, a column reduction, a
-matmul's right operand that is computed in the kernel, and everything they depend on) is
-resident: loaded and computed once, before the chunk loop. A matmul's right operand that is a
-parameter (possibly converted to f32) is never resident: it streams from GM in blocks of rows
-through a queue of its own, so weights need not fit the UB.
+row (elementwise ops, row reductions, broadcasts, slices, gathers, matmul in its left operand)
+is computed per chunk; a value that needs all rows (the operand of a `transpose`, a column
+reduction, a matmul's right operand that is computed in the kernel, the x of a row `gather`,
+and everything they depend on) is resident: loaded and computed once, before the chunk loop. A
+matmul's right operand that is a parameter (possibly converted to f32) is never resident: it
+streams from GM in blocks of rows through a queue of its own, so weights need not fit the UB.
 
 A `transpose` that only matmuls read, as their left or right operand, is never computed
 (`in_place_transposes`): the matmul reads its operand in place (`matmul.py`), so its operand is
@@ -94,6 +94,9 @@ def chunking(ops: tuple, params: dict, stores: tuple):
                 force(op.args[1])
             if op.args[0] in in_place and op.args[1] in in_place:
                 force(i)  # aᵀ @ bᵀ writes its result a column at a time
+        elif op.op == "gather_rows":
+            # row i reads row i of the indices and any row of x: only x needs all its rows
+            force(op.args[0])
         elif not OPS[op.op].row_local:  # a transpose, a column reduction
             force(op.args[0])
             force(i)

@@ -1,12 +1,13 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, iota and their reductions. Slow, exact, and the documented fallback for whatever the vector unit has no
-instruction for (`VectorOps.vector_ok`)."""
+`slice_rows`/`slice_cols`), interleave, concat, gather, iota and their reductions. Slow,
+exact, and the documented fallback for whatever the vector unit has no instruction for
+(`VectorOps.vector_ok`)."""
 
 from __future__ import annotations
 
 from ....dtypes import TABLE, kind_of
-from ....primitives import OPS
+from ....primitives import GATHER_OPS, OPS
 from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
@@ -83,6 +84,19 @@ class ScalarOps(Frame):
                 vb = self.sread(b, "i", C.binop("-", "j", n), chunk)
             va = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)
             e = C.cond(first, va, sconvert(vb, self.ops[b].dtype, op.dtype))
+        elif name in GATHER_OPS:
+            # x at the index idx holds, under a conditional: out of range (as uint64_t a
+            # negative index is too) reads nothing and gives 0. gather_rows' x is resident
+            # (chunks.py), so its row is the index itself
+            a, b = op.args
+            by_rows = name == "gather_rows"
+            k = self.sread(b, "i", 0 if by_rows else "j", chunk)
+            n = self.ops[a].shape[0 if by_rows else 1]
+            ok = C.binop("<", C.cast("uint64_t", k), int_lit(n, "u64"))
+            at = C.cast("int64_t", k)
+            va = self.sread(a, at, "j", chunk) if by_rows else self.sread(a, "i", at, chunk)
+            e = C.cond(ok, sconvert(va, self.ops[a].dtype, op.dtype),
+                       C.cast(TABLE[op.dtype].c_compute, 0))
         elif name == "broadcast":
             (a,) = op.args
             e = sconvert(self.sread(a, "i", "j", chunk), self.ops[a].dtype, op.dtype)

@@ -50,7 +50,7 @@ class VectorOps(Frame):
         if name in ("and", "or", "not"):
             return False
         # every other float elementwise op has instructions; leaves and the other views
-        # (transpose, slices, interleave: index maps) run on the scalar unit
+        # (transpose, slices, interleave, concat, gather: index maps) run on the scalar unit
         return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
 
     def operand(self, u: int, ishape: tuple, chunk: bool) -> str:
