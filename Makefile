@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/frontend.py
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/rope.py
+	$(BIN)/python benchmarks/transposed_views.py
 	$(BIN)/python benchmarks/gather.py
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/await_costs.py

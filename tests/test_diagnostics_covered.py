@@ -39,6 +39,8 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_run_inplace.py::test_an_array_that_cannot_be_updated_in_place_is_an_error',
     'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not pass to the extern kernel `{*}`':
         'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view_into_an_extern_kernel',
+    'in `{*}`, `{*}` is a transposed view of `{*}`, which the ascend_npu target does not run':
+        'tests/backends/test_transposed_views.py::test_ascend_refuses_a_transposed_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting
     '`{*}` (in {*}) is not a tensor of module `{*}`':
         'tests/test_cli_inputs.py::test_npz_naming_an_unknown_tensor',

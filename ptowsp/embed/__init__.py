@@ -29,7 +29,7 @@ _MODULES = {
     "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
     "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
     "values": (
-        "In", "Out", "InOut", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
+        "In", "Out", "InOut", "Pad", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
         "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
         "symbol_u64", "ceildiv", "axis", "Channel", "Event", "scratch",
     ),

@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast as pyast
 import inspect
 import linecache
+import math
+import numbers
 import operator
 from typing import Any, Optional
 
@@ -404,10 +406,14 @@ class KernelRef:
                                  "data type, which wspc needs to check and compile the kernel",
                                  f"write `{ann.mode}[Tile[M, N, DType.F32]]` with the tile's "
                                  "rows and columns", cls=KernelError)
+            if ann.extra:
+                raise user_error(span, f"`{ann!r}`: after the tile, a tile parameter takes only "
+                                 "its pad", "write `In[Tile[16, 128, DType.F32], Pad(-math.inf)]`",
+                                 cls=KernelError)
             return A.TileParamType(ann.mode, A.TileType(self._dim(tile.rows, span, pmap),
                                                         self._dim(tile.cols, span, pmap),
                                                         self._dtype(tile.dtype, span), span=span),
-                                   span=span)
+                                   self._pad(ann.pad, span), span=span)
         if isinstance(ann, ScalarSpec):
             return A.ScalarParamType(self._dtype(ann.dtype, span), span=span)
         if isinstance(ann, ConstexprSpec) or ann is Constexpr:
@@ -420,6 +426,21 @@ class KernelRef:
         raise user_error(span, f"`{getattr(ann, '__name__', ann)!s}` is not a kernel parameter type",
                          "parameter types are `In[Tile[M, N, DT]]`, `Out[...]`, `InOut[...]`, "
                          "`Scalar[DT]` and `Constexpr[int]`", cls=KernelError)
+
+    def _pad(self, pad: Any, span: A.Span) -> Optional[A.Expr]:
+        """`Pad(v)` as the `.wsp` option's literal: a negative number is `-` of one, as the
+        parser reads `pad = -inf` (the checker then rules on its kind and mode)."""
+        if pad is None:
+            return None
+        v = pad.value
+        # NumPy's numbers are numbers.Real; bools (Python's and NumPy's) are never negative
+        neg = (isinstance(v, numbers.Real) and not isinstance(v, bool)
+               and (v < 0 or (v == 0 and math.copysign(1.0, float(v)) < 0)))
+        lit = literal(-v if neg else v, span)
+        if lit is None:
+            raise user_error(span, f"a pad is a number or a bool, not {v!r}",
+                             "write `Pad(0)`, `Pad(-math.inf)` or `Pad(True)`", cls=KernelError)
+        return A.Unary("-", lit, span=span) if neg else lit
 
     def _dim(self, d: Any, span: A.Span, pmap: dict) -> A.Expr:
         if isinstance(d, bool):

@@ -97,18 +97,39 @@ class Tile:
         return TileSpec(*params)
 
 
+class Pad:
+    """`Pad(v)` after a tile parameter's tile, `In[Tile[16, 128, DType.F32], Pad(-math.inf)]`:
+    the `.wsp` option `pad = v`, what a load of a partial view puts where the view has no
+    element (language.md section 4, "Partial tiles"). `v` is a Python or NumPy number or bool
+    (`math.inf`, `-math.inf` and `math.nan` included)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Pad({self.value!r})"
+
+
 class ParamSpec:
-    """`In[...]`, `Out[...]`, `InOut[...]`."""
+    """`In[...]`, `Out[...]`, `InOut[...]`; `pad` the `Pad(v)` given after the tile, or None."""
 
     def __init__(self, mode: str, inner: Any):
+        self.pad: Optional[Pad] = None
+        self.extra: tuple = ()  # anything else after the tile, reported by the kernel
+        if isinstance(inner, tuple) and inner:
+            inner, rest = inner[0], inner[1:]
+            pads = [x for x in rest if isinstance(x, Pad)]
+            self.pad = pads[0] if pads else None
+            self.extra = tuple(x for x in rest if x is not self.pad)
         self.mode, self.inner = mode, inner
 
     def __repr__(self) -> str:
-        return f"{self.mode}[{self.inner!r}]"
+        more = "".join(f", {x!r}" for x in ((self.pad,) if self.pad else ()) + self.extra)
+        return f"{self.mode}[{self.inner!r}{more}]"
 
 
 class In:
-    """A read-only tile parameter: `In[Tile[M, N, DT]]`."""
+    """A read-only tile parameter: `In[Tile[M, N, DT]]` (`In[Tile[...], Pad(v)]`: the pad)."""
 
     def __class_getitem__(cls, inner) -> ParamSpec:
         return ParamSpec("In", inner)
@@ -122,7 +143,7 @@ class Out:
 
 
 class InOut:
-    """A read-write tile parameter: `InOut[Tile[M, N, DT]]` (accumulators)."""
+    """A read-write tile parameter: `InOut[Tile[M, N, DT]]` (accumulators; `Pad(v)` as `In`)."""
 
     def __class_getitem__(cls, inner) -> ParamSpec:
         return ParamSpec("InOut", inner)
@@ -512,6 +533,11 @@ class Tensor:
     def slice(self, start: Any, end: Any) -> "TensorView":
         return TensorView(self, (), here()).__getitem__(slice(start, end), here())
 
+    @property
+    def T(self) -> ScalarExpr:
+        """`X.T`: the whole tensor as a transposed view (see `TensorView.T`)."""
+        return transposed(TensorView(self, (), here()), here())
+
     def __repr__(self) -> str:
         kind = "scratch " if self.scratch else ""
         return f"Tensor({kind}{self._wsp_name}: {self.dtype.value}{list(self.shape)})"
@@ -568,6 +594,17 @@ class TensorView(ScalarExpr):
     @property
     def shape(self) -> tuple:
         return self.tensor.shape[len(self.items):]
+
+    @property
+    def T(self) -> ScalarExpr:
+        """`X[b, a:a+64, :].T`: the view passed to a tile transposed, the `.wsp` `VIEW.T`
+        (language.md section 6, "Transposed views")."""
+        return transposed(self, here())
+
+
+def transposed(view: "TensorView", span: A.Span) -> ScalarExpr:
+    """`VIEW.T` as an argument: the checker gives it its meaning and its errors."""
+    return ScalarExpr(A.Attr(view.node, "T", span=span), dict(view.objs))
 
 
 # ---------------------------------------------------------------------------------------------

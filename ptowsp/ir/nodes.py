@@ -111,7 +111,10 @@ class TileArg:
 
     The region is the box `[offsets[d], offsets[d] + extents[d])` of every tensor dimension `d`
     (an indexed dimension has extent 1). The tile's rows run along tensor dimension `row_dim`
-    and its columns along `col_dim` (None: a promoted leading 1). `mode` is "r", "w" or "rw".
+    and its columns along `col_dim` (None: a promoted 1). Usually `row_dim < col_dim`; a
+    transposed view (`K[b, a : a + 64, :].T`, language.md section 6) has them the other way
+    round (`transposed`): element (i, j) of the tile is element (j, i) of the untransposed
+    view, and the box is the same elements. `mode` is "r", "w" or "rw".
     `checks` are the facts the checker could not prove (view bounds, extents); each must hold
     before the task may launch.
 
@@ -137,6 +140,14 @@ class TileArg:
     @property
     def is_partial(self) -> bool:
         return any(self.partial)
+
+    @property
+    def transposed(self) -> bool:
+        """The tile's rows run along a later tensor dimension than its columns (a `.T` view;
+        a 1-D view's `.T` is a column: `row_dim` set, `col_dim` None)."""
+        if self.row_dim is None:
+            return False
+        return self.col_dim is None or self.row_dim > self.col_dim
 
 
 

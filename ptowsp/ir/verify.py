@@ -630,15 +630,13 @@ class _Schedule(Visitor):
         for d in (a.row_dim, a.col_dim):
             if d is not None and not 0 <= d < nd:
                 _fail(f"dimension {d} of `{p.name}` is not a dimension of `{t.name}`")
-        if a.col_dim is None and a.row_dim is not None:
-            _fail(f"`{p.name}` has a row dimension but no column dimension")
-        if a.row_dim is not None and a.row_dim >= a.col_dim:
-            _fail(f"`{p.name}`'s row dimension {a.row_dim} is not before its column dimension")
+        if a.row_dim is not None and a.row_dim == a.col_dim:
+            _fail(f"`{p.name}`'s rows and columns are both dimension {a.row_dim}")
         g = a.gather
         if g is not None:
             # a gather view: the box spans the whole row dimension; the rows are the Reads'
             it = self.tensors.get(g.index)
-            if a.mode != "r" or a.row_dim is None:
+            if a.mode != "r" or a.row_dim is None or a.transposed:
                 _fail(f"gather view `{p.name}` is not a read of rows")
             if len(g.rows) != p.rows:
                 _fail(f"gather view `{p.name}` gathers {len(g.rows)} rows for {p.rows}")

@@ -18,7 +18,7 @@ from ..dtypes import FLOAT_DTYPES, as_float
 from ..frontend import ast as A
 from ..frontend.printer import expr_str
 from ..frontend.signatures import ParamSig
-from ..frontend.workloads.views import too_long, too_short
+from ..frontend.workloads.views import is_transpose, too_long, too_short
 from ..ir import nodes as N
 from ..limits import MAX_COORDS, MAX_SCALARS, MAX_TILE_ELEMENTS, MAX_TILES, count_text
 from .scope import ItemVar, Let, Scope
@@ -104,11 +104,19 @@ class TaskLowering:
                  scope: Scope) -> N.TileArg:
         # a `let` name is its view, lowered in the `let`'s scope; the view's run-time checks are
         # reported at the `let`, named as it is written there (`q = Q[b, r0:r0 + RT, :]`)
+        # `.T` (a transposed view, language.md section 6) may wrap the view or a `let` of one;
+        # each `.T` swaps the tile's rows and columns
         view_kw = kw
         v = kw.value
-        while isinstance(v, A.Name) and isinstance(scope.lookup(v.id), Let):
-            let = scope.lookup(v.id)
-            v, scope, view_kw = let.expr, let.scope, let.keyword
+        flip = False
+        while True:
+            if is_transpose(v):
+                flip, v = not flip, v.value
+            elif isinstance(v, A.Name) and isinstance(scope.lookup(v.id), Let):
+                let = scope.lookup(v.id)
+                v, scope, view_kw = let.expr, let.scope, let.keyword
+            else:
+                break
         base = v.value if isinstance(v, A.Index) else v
         if isinstance(v, A.Name):
             b = scope.lookup(v.id)
@@ -174,6 +182,10 @@ class TaskLowering:
         kept = vdims[-2:]
         row_dim = kept[0] if len(kept) == 2 else None
         col_dim = kept[-1] if kept else None
+        if flip:
+            # decision: a transposed view's tile runs its rows along the view's columns; the box
+            # (and so the dependencies) is the untransposed view's, the same elements
+            row_dim, col_dim = col_dim, row_dim
         # a view shorter than its tile is a partial tile (language.md section 6): 1 <= extent <= tile
         partial = []
         for dim_, want, which in ((row_dim, rows, "rows"), (col_dim, cols, "columns")):

@@ -158,7 +158,8 @@ BROKEN = {
     "box rank": (with_arg(0, replace(X_ARG, offsets=X_ARG.offsets[:2])), "2 offsets"),
     "row dim out of range": (with_arg(0, replace(X_ARG, row_dim=3, col_dim=4)),
                              "not a dimension"),
-    "row after col": (with_arg(0, replace(X_ARG, row_dim=2, col_dim=1)), "not before"),
+    "rows and cols one dim": (with_arg(0, replace(X_ARG, row_dim=2, col_dim=2)),
+                              "both dimension 2"),
     "extent mismatch": (
         with_arg(0, replace(X_ARG, extents=(sym.const(1), sym.const(2), sym.const(8)))),
         "extent 2 where the tile has 4"),

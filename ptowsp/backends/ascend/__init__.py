@@ -66,7 +66,8 @@ def emit_project(module: N.Module, schedule: str,
     """The CANN project of `schedule` of `module` (an optimised IR module)."""
     options = options or AscendOptions()
     s = module.schedule(schedule)
-    errors = extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
+    errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
+              + transpose_errors(s))
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -119,6 +120,21 @@ def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
         for a in t.args if isinstance(a, N.TileArg) and a.gather is not None]
 
 
+def transpose_errors(s: N.Schedule) -> list[Diagnostic]:
+    """A transposed view (`K[b, a : a + 64, :].T`, language.md section 6) needs data copies
+    that transpose, which this target's (DataCopy of contiguous rows) do not: a compile
+    error at the view, never a wrong result."""
+    # decision: ascend_npu does not run transposed views yet: a clear compile error, not a silent copy; `matmul(q, transpose(k))` reads k transposed there without one
+    return [Diagnostic(
+        a.span if a.span.line else t.span, "ascend-transpose",
+        f"in `{t.text}`, `{a.param}` is a transposed view of `{a.tensor}`, which the "
+        "ascend_npu target does not run",
+        "pass the untransposed view and transpose in the kernel (`matmul(q, transpose(k))` "
+        "reads k transposed without a copy), or run it on cpu_sim")
+        for t in V.tasks(s.body) for a in t.args
+        if isinstance(a, N.TileArg) and a.transposed]
+
+
 def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
     """A tile whose columns are provably not contiguous in its tensor: the AICore kernels
     take rows of contiguous elements (`WspTile` has no column stride). Undecided cases are
@@ -128,8 +144,9 @@ def layout_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
         kernel = module.kernel(t.kernel)
         cols = {p.name: p.cols for p in kernel.params if p.kind == "tile"}
         for a in t.args:
-            if not isinstance(a, N.TileArg) or a.col_dim is None or cols.get(a.param, 1) <= 1:
-                continue
+            if (not isinstance(a, N.TileArg) or a.col_dim is None or a.transposed
+                    or cols.get(a.param, 1) <= 1):
+                continue  # a transposed view: transpose_errors
             dims = module.tensor(a.tensor).dims[a.col_dim + 1:]
             stride = sym.as_expr(1)
             for d in dims:

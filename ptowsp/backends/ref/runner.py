@@ -233,8 +233,9 @@ class Runner(Visitor):
                 inputs[f"valid_rows:{a.param}"] = np.int32(vr)
                 inputs[f"valid_cols:{a.param}"] = np.int32(vc)
                 if a.mode != "w":
-                    view = to_compute(gathered if a.gather is not None else arr[box],
-                                      p.dtype).reshape(vr, vc)
+                    src = (gathered.reshape(vr, vc) if a.gather is not None
+                           else tile_view(arr, box, a))
+                    view = to_compute(src, p.dtype)
                     if (vr, vc) != (p.rows, p.cols):
                         # decision: a load of a partial view fills the rest with the parameter's pad
                         tile = np.empty((p.rows, p.cols), dtype=view.dtype)
@@ -256,12 +257,11 @@ class Runner(Visitor):
         # stores take effect as the kernel finishes
         for name, value in outs.items():
             a = next(x for x in t.args if x.param == name)
-            arr = self.tensors[a.tensor]
-            region = arr[boxes[name]]
             vr, vc = inputs[f"valid_rows:{name}"], inputs[f"valid_cols:{name}"]
-            # a store writes only the view (all of the tile unless the view is partial)
-            value = to_storage(value, params[name].dtype)[:vr, :vc]
-            arr[boxes[name]] = value.reshape(region.shape)
+            # a store writes only the view (all of the tile unless the view is partial), through
+            # the same NumPy view a load reads (a transposed view writes the transpose back)
+            tile_view(self.tensors[a.tensor], boxes[name], a)[...] = (
+                to_storage(value, params[name].dtype)[:vr, :vc])
 
     def extern(self, k: N.Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # decision: extern kernels run only through a registered Python function (by source name, for every specialisation), called with NumPy tiles in the compute dtype; its Out/InOut arrays (or a returned dict) are stored by the rules of `store`
@@ -302,3 +302,17 @@ class Runner(Visitor):
         return out
 
 
+
+
+def tile_view(arr: np.ndarray, box: tuple, a: N.TileArg) -> np.ndarray:
+    """The 2-D NumPy view of `a`'s box of `arr` (no copy), element (i, j) the tile's: the
+    dimensions that are not the tile's (extent 1) dropped, a promoted 1 added, and a
+    transposed view (`a.row_dim` after `a.col_dim`) read as `.T`."""
+    sub = arr[box]
+    keep = tuple(d for d in (a.row_dim, a.col_dim) if d is not None)
+    sub = sub[tuple(slice(None) if d in keep else 0 for d in range(sub.ndim))]
+    if a.row_dim is None:
+        return sub.reshape(1, -1) if sub.ndim else sub.reshape(1, 1)
+    if a.col_dim is None:
+        return sub.reshape(-1, 1)
+    return sub.T if a.transposed else sub

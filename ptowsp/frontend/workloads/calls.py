@@ -18,6 +18,7 @@ from .. import ast as A
 from ..env import ChannelInfo
 from ..signatures import KernelSig, ParamSig
 from .scope import Item, LetVal, Scope, describe
+from .views import not_a_view_message, untranspose
 from .wording import article, closest, elem_text, show, type_words
 
 
@@ -170,7 +171,8 @@ class CallChecks:
         cols = sym.substitute(p.tile.cols, cvals) if cvals else p.tile.cols
         want = f"{p.tile.mode}[Tile[{show(rows)}, {show(cols)}, {p.tile.dtype}]]"
         tile_text = f"Tile[{show(rows)}, {show(cols)}, {p.tile.dtype}]"
-        v = kw.value
+        # `VIEW.T`: the view transposed (language.md section 6, "Transposed views")
+        v, flip = untranspose(kw.value)
         base = v.value if isinstance(v, A.Index) else v
         if not isinstance(base, A.Name):
             self.error(
@@ -182,7 +184,7 @@ class CallChecks:
         b = scope.lookup(base.id)
         if b is not None:
             if isinstance(b, LetVal) and base is v:
-                self.let_tile_arg(kw, p, b, rows, cols, want, tile_text, sound)
+                self.let_tile_arg(kw, p, b, rows, cols, want, tile_text, sound, flip)
                 return
             if isinstance(b, LetVal) and b.poisoned:
                 return
@@ -194,6 +196,10 @@ class CallChecks:
                     f"a `let` of a view is passed whole: write `{p.name} = {base.id}`",
                     f"index `{b.tensor}` in the `let` itself",
                 )
+                return
+            if isinstance(b, Item) and base is v and flip:
+                self.error(kw.value.span, "transpose-not-view",
+                           not_a_view_message(self.text(kw.value), "a consumed item"))
                 return
             if isinstance(b, Item) and base is v:
                 self.item_arg(kw, p, b, rows, cols, tile_text, sound)
@@ -213,6 +219,11 @@ class CallChecks:
             )
             return
         name = base.id
+        if name in self.env.channels and base is v and flip:
+            slots_written.append(kw)  # it meant the slot: one error, not also "does not write"
+            self.error(kw.value.span, "transpose-not-view",
+                       not_a_view_message(self.text(kw.value), "a channel"))
+            return
         if name in self.env.channels and base is v:
             self.channel_arg(
                 kw,
@@ -255,6 +266,10 @@ class CallChecks:
         self.read_only(kw, p, t, ())
         shape = self.view(v, t, scope, kw)
         self.gather_read_only(kw, p, v, scope)
+        if flip and self.gather_transposed(kw.value, v, scope):
+            return
+        if flip and shape is not None:
+            shape = self.transpose_shape(shape, kw.value, self.text(v))
         self.view_fits(kw, kw, p, t, shape, rows, cols, tile_text, sound, (), read_only=False)
 
     def read_only(self, kw: A.Keyword, p: ParamSig, t, notes) -> None:

@@ -16,6 +16,7 @@ from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
 from ..signatures import ParamSig
 from .scope import ERR, LetVal, Scope, SVal, describe
+from .views import not_a_view_message, untranspose
 from .wording import article
 
 
@@ -69,15 +70,34 @@ class LetChecks:
 
     def let_value(self, s: A.Let, scope: Scope) -> LetVal:
         """What the `let` names, its expression checked here (poisoned after an error)."""
-        e = s.value
+        e, flip = untranspose(s.value)
         base = e.value if isinstance(e, A.Index) else e
         if isinstance(base, A.Name):
             b = scope.lookup(base.id)
             if isinstance(b, LetVal) and base is e:  # `let q2 = q`: the same meaning
                 o = b.origin
-                return LetVal(s, scope, o.value, o.tensor, o.view, b.poisoned, origin=o)
+                if flip and not b.poisoned and (o.tensor is None or o.value is not None):
+                    what = "a scalar" if o.tensor is None else f"an element of `{o.tensor}`"
+                    self.error(s.value.span, "transpose-not-view",
+                               not_a_view_message(self.text(s.value), what))
+                    return LetVal(s, scope, poisoned=True)
+                bad = False
+                if flip and not b.poisoned and o.view is not None:
+                    bad = self.transpose_shape(o.view, s.value, base.id) is None
+                return LetVal(s, scope, o.value, o.tensor, o.view, b.poisoned or bad, origin=o,
+                              transposed=b.transposed != flip)
             if b is None and base.id in self.env.tensors:
                 t = self.env.tensors[base.id]
+                if flip:
+                    # decision: a `.T` of a tensor or view is a view, even of every index of an
+                    # integer tensor (a 1 x 1 tile); its extents are checked at each use
+                    kw = LetVal(s, scope).keyword()
+                    shape = self.view(e, t, scope, kw)
+                    bad = self.gather_transposed(s.value, e, scope)
+                    if shape is not None and not bad:
+                        bad = self.transpose_shape(shape, s.value, self.text(e)) is None
+                    return LetVal(s, scope, None, t.name, shape, shape is None or bad,
+                                  transposed=True)
                 if isinstance(e, A.Index) and _element(e, t):
                     # decision: `let n = T[i, j]` indexing every dimension of an integer or
                     # bool tensor is an element (a scalar); passed to a tile it is a 1 x 1 view
@@ -88,7 +108,7 @@ class LetChecks:
                 kw = LetVal(s, scope).keyword()
                 shape = self.view(e, t, scope, kw)
                 return LetVal(s, scope, None, t.name, shape, poisoned=shape is None)
-        v = self.scalar(e, scope)
+        v = self.scalar(s.value, scope)
         return LetVal(s, scope, v, poisoned=v.type == "error")
 
     def let_scalar(self, n: A.Name, b: LetVal) -> SVal:
@@ -128,12 +148,19 @@ class LetChecks:
         want: str,
         tile_text: str,
         sound: bool,
+        flip: bool = False,
     ) -> None:
-        """`x = q` where `q` is a `let`: its view must fit the tile. Compile-time mismatches are
-        reported at this argument; run-time checks at the `let`'s view, which they name."""
+        """`x = q` (or `x = q.T`, `flip`) where `q` is a `let`: its view must fit the tile.
+        Compile-time mismatches are reported at this argument; run-time checks at the `let`'s
+        view, which they name."""
         if b.poisoned:
             return
         o = b.origin
+        if flip and (o.tensor is None or o.value is not None):
+            what = "a scalar" if o.tensor is None else f"an element of `{o.tensor}`"
+            self.error(kw.value.span, "transpose-not-view",
+                       not_a_view_message(self.text(kw.value), what))
+            return
         if o.tensor is None:
             self.error(
                 kw.span,
@@ -148,8 +175,15 @@ class LetChecks:
             # an element let passed to a tile: a 1 x 1 view (its indices passed at the `let`)
             o.view = self.view(o.stmt.value, t, o.scope, view_kw)
         notes = [Note(view_kw.span, f"`{b.name}` is defined here")]
-        self.gather_read_only(kw, p, o.stmt.value, o.scope, notes)
-        self.view_fits(kw, view_kw, p, t, o.view, rows, cols, tile_text, sound, notes)
+        view_expr = untranspose(o.stmt.value)[0]
+        self.gather_read_only(kw, p, view_expr, o.scope, notes)
+        shape = o.view
+        if b.transposed != flip:
+            if self.gather_transposed(kw.value, view_expr, o.scope, notes):
+                return
+            if shape is not None:  # a `let` of a `.T` was checked there: only `q.T` can fail
+                shape = self.transpose_shape(shape, kw.value if flip else kw, b.name, notes)
+        self.view_fits(kw, view_kw, p, t, shape, rows, cols, tile_text, sound, notes)
 
 
 def _element(e: A.Index, t) -> bool:

@@ -16,6 +16,7 @@ from ...limits import INT64_MAX, MAX_INT_EXPR, int_text
 from .. import ast as A
 from ..signatures import SIZE_HELP
 from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
+from .views import not_a_view_message
 from .wording import article, type_words
 
 SCALAR_FUNCS = ("slot", "query", "min", "max", "abs", "ceildiv")
@@ -174,6 +175,10 @@ class ScalarChecks:
         if isinstance(b, LetVal) and b.poisoned:
             return ERR
         text = self.text(e)
+        if e.attr == "T":
+            # decision: `.T` belongs to tensor views passed to tiles; a scalar has no transpose
+            self.error(e.span, "transpose-not-view", not_a_view_message(text, "a scalar"))
+            return ERR
         if e.attr == "pos":
             if isinstance(b, LoopVar) and b.kind == "sel" and b.pos is not None:
                 return SVal("int", b.pos)

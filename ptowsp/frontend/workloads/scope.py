@@ -96,13 +96,17 @@ class LetVal:
     `let` that wrote the expression (itself, or the first of a chain `let q2 = q`): a view's
     messages name it, and its `scope` is where the expression's names are looked up.
     `poisoned`: the `let` had an error, already reported, and every use of the name is silent.
+    `transposed`: this name's view is the origin's transposed (`let kt = K[b, :, :].T`, or
+    `let q2 = q.T`); `view` stays the untransposed extents.
     """
 
-    __slots__ = ("name", "stmt", "scope", "value", "tensor", "view", "poisoned", "origin")
+    __slots__ = ("name", "stmt", "scope", "value", "tensor", "view", "poisoned", "origin",
+                 "transposed")
 
     def __init__(self, stmt: A.Let, scope: "Scope", value: Optional[SVal] = None,
                  tensor: Optional[str] = None, view: Optional[list] = None,
-                 poisoned: bool = False, origin: Optional["LetVal"] = None):
+                 poisoned: bool = False, origin: Optional["LetVal"] = None,
+                 transposed: bool = False):
         self.name = stmt.name.id
         self.stmt = stmt
         self.scope = scope
@@ -111,6 +115,7 @@ class LetVal:
         self.view = view
         self.poisoned = poisoned
         self.origin = origin if origin is not None else self
+        self.transposed = transposed
 
     def keyword(self) -> A.Keyword:
         """`name = value` of the defining `let`, spanning both: how a view's messages name it

@@ -19,6 +19,24 @@ from .scope import Scope, SVal
 from .wording import show
 
 
+def is_transpose(e) -> bool:
+    """`e` is `VIEW.T`, a transposed view (language.md section 6, "Transposed views")."""
+    return isinstance(e, A.Attr) and e.attr == "T"
+
+
+def untranspose(e: A.Expr) -> tuple[A.Expr, bool]:
+    """The view under any `.T`s of `e`, and whether they transpose it (an odd number)."""
+    flip = False
+    while is_transpose(e):
+        e, flip = e.value, not flip
+    return e, flip
+
+
+def not_a_view_message(text: str, what: str) -> str:
+    """`.T` on something that is not a tensor view (a scalar, an item, a channel)."""
+    return f"`{text}`: `.T` transposes a tensor view passed to a tile, not {what}"
+
+
 def gather_item(item, tensors, scope: Scope) -> Optional[A.Index]:
     """`item` if it is a gather item of a view (`pos[t*16 : t*16 + 16]`: a tensor that no
     local name hides, indexed with a slice), else None."""
@@ -76,6 +94,45 @@ class ViewChecks:
                 ok &= self.index_in_range(i.expr, item, dim, axis, t.name, kw.span, kwtext)
         shape.extend(t.dims[len(v.items) :])
         return shape if ok else None
+
+    def transpose_shape(self, shape: list[sym.Expr], at: A.Node, text: str,
+                        notes=()) -> Optional[list[sym.Expr]]:
+        """The extents of the view `text` transposed (the `.T` at `at`): its two dimensions
+        swapped after dropping leading extents provably 1 (a 1-D view is a row, its `.T` a
+        column); None after an error at `at` (a view of more than two dimensions)."""
+        dims = list(shape)
+        while len(dims) > 2 and self.decide(dims[0], "==", sym.const(1)) is True:
+            dims.pop(0)
+        if len(dims) > 2:
+            # decision: `.T` swaps a 2-D view's dimensions; a view of more dimensions has no one transpose
+            self.error(
+                at.span,
+                "transpose-rank",
+                f"`.T` transposes a 2-D view, but `{text}` is a "
+                f"[{', '.join(show(d) for d in shape)}] view",
+                f"select {len(dims) - 2} more leading dimension{'s' if len(dims) > 3 else ''} "
+                "with an index, then transpose",
+                notes=notes,
+            )
+            return None
+        while len(dims) < 2:
+            dims.insert(0, sym.const(1))
+        return [dims[1], dims[0]]
+
+    def gather_transposed(self, at: A.Node, v: A.Expr, scope: Scope, notes=()) -> bool:
+        """A gather view under `.T` is an error at `at`; True when `v` is one."""
+        if isinstance(v, A.Index) and any(gather_item(x, self.env.tensors, scope) is not None
+                                          for x in v.items):
+            # decision: a gather view cannot be transposed: it gathers the tile's rows
+            self.error(
+                at.span,
+                "transpose-gather",
+                f"a gather view cannot be transposed: `{self.text(v)}` gathers the tile's rows",
+                "gather the rows into a tensor with one task, and pass a transposed view of it",
+                notes=notes,
+            )
+            return True
+        return False
 
     def gather_read_only(self, kw: A.Node, p: ParamSig, v: A.Expr, scope: Scope, notes=()) -> None:
         """A gather view passed to an `Out`/`InOut` parameter is an error at the argument."""
