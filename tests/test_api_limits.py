@@ -102,7 +102,7 @@ def test_simulate_checks_the_arrays_it_makes_when_kernels_run(wspc_cache):
     with pytest.raises(WspError) as info:
         prog.simulate(bind={"T": 16}, max_memory="1K")
     text = info.value.render()
-    assert "moe.wsp:30:1: error: the tensors need 786.2 KiB of memory" in text
+    assert "moe.wsp:32:1: error: the tensors need 786.2 KiB of memory" in text
     assert "note:" not in text  # the blamed tensor's size is its own: no sym to point at
     assert prog.simulate(bind={"T": 16}).total_cycles > 0
 

@@ -97,8 +97,9 @@ def varlen_tasks(lens, heads):
 
 
 def tiered_tasks(lens, heads):
-    """attention_tiered: one task per (b, h) up to 128 tokens, else the blocked tier."""
-    return heads * sum(1 if n <= 128 else nq * (nq + 1)
+    """attention_tiered: none for an empty sequence, one task per (b, h) up to 128 tokens,
+    else the blocked tier."""
+    return heads * sum(min(n, 1) if n <= 128 else nq * (nq + 1)
                        for n, nq in ((int(n), -(-int(n) // 64)) for n in lens))
 
 
@@ -128,6 +129,15 @@ EDGE_LENS = [0, 1, 63, 64, 65, 128, 129, 200, 256]
 def test_attention_edges(name, count):
     inputs = attention_inputs(EDGE_LENS, heads=2, seed=1)
     check_attention(name, inputs, count(EDGE_LENS, 2))
+
+
+@pytest.mark.parametrize("name,count", [("attention_varlen", varlen_tasks),
+                                        ("attention_tiered", tiered_tasks)])
+@pytest.mark.parametrize("s", [1, 63, 100, 130, 199])
+def test_attention_padded_length_not_a_multiple_of_the_block(name, count, s):
+    """S is any length: sequences up to S, the longest ending in a partial block at S."""
+    lens = sorted({0, 1, s // 2, s - 1, s})
+    check_attention(name, attention_inputs(lens, heads=2, s=s, seed=s), count(lens, 2))
 
 
 def test_attention_varlen_same_result_under_every_schedule():
@@ -165,22 +175,30 @@ def test_attention_varlen_simulate_matches_the_run():
     assert (st_.task_count, st_.total_cycles) == (tasks, cycles)
 
 
-LENGTHS = st.lists(
-    st.one_of(st.sampled_from(EDGE_LENS), st.integers(0, 24), st.integers(0, 256)),
-    min_size=1, max_size=4)
+@st.composite
+def lengths(draw):
+    """(S, sequence lengths <= S): S a multiple of the 64-row block or any length."""
+    s = draw(st.one_of(st.sampled_from([64, 128, 256]), st.integers(1, 256)))
+    lens = draw(st.lists(
+        st.one_of(st.sampled_from([n for n in EDGE_LENS if n <= s] + [s]), st.integers(0, min(s, 24)),
+                  st.integers(0, s)),
+        min_size=1, max_size=4))
+    return s, lens
 
 
 @HSET
-@given(lens=LENGTHS, seed=st.integers(0, 2**16))
-def test_attention_varlen_random_lengths(lens, seed):
-    check_attention("attention_varlen", attention_inputs(lens, heads=2, seed=seed),
+@given(s_lens=lengths(), seed=st.integers(0, 2**16))
+def test_attention_varlen_random_lengths(s_lens, seed):
+    s, lens = s_lens
+    check_attention("attention_varlen", attention_inputs(lens, heads=2, s=s, seed=seed),
                     varlen_tasks(lens, 2))
 
 
 @HSET
-@given(lens=LENGTHS, seed=st.integers(0, 2**16))
-def test_attention_tiered_random_lengths(lens, seed):
-    check_attention("attention_tiered", attention_inputs(lens, heads=2, seed=seed),
+@given(s_lens=lengths(), seed=st.integers(0, 2**16))
+def test_attention_tiered_random_lengths(s_lens, seed):
+    s, lens = s_lens
+    check_attention("attention_tiered", attention_inputs(lens, heads=2, s=s, seed=seed),
                     tiered_tasks(lens, 2))
 
 
@@ -201,12 +219,16 @@ E, K, DM, F, TC = 8, 2, 64, 128, 16
 
 def route_python(logits, bias, ptr, idx, g, base, pmin):
     """The `route` extern kernel of moe_extern.wsp for the ref back end: the same f32 arithmetic as
-    its C body (softmax, top-k of logits + bias with ties to the lower expert, threshold)."""
+    its C body (softmax, top-k of logits + bias with ties to the lower expert, threshold). ref
+    hands it padded tiles: the rows of a partial last chunk past its tokens are NaN (the
+    parameter's pad), and routed to nothing, as the C body, handed the view, never sees them."""
     nk = g.shape[1]
     thr = np.float32(int(pmin)) * np.float32(0.001)
     n = 0
     for r in range(logits.shape[0]):
         lg = np.asarray(logits[r], np.float32)
+        if np.isnan(lg).all():
+            break
         p = np.exp(lg - lg.max())
         total_p = np.float32(0)
         for val in p:
@@ -342,8 +364,8 @@ def check_moe(inputs, schedule=None, drawn=False):
     cpu, ref = programs("moe", schedule)
     out_cpu = cpu.run(trace=True, **inputs)
     out_ref = ref.run(**inputs)
-    chunks = tokens // TC
-    # a route task per chunk, K expert tasks per token, K mix steps per chunk
+    chunks = -(-tokens // TC)
+    # a route task per chunk (the last one partial unless TC divides the tokens), K expert tasks per token, K mix steps per chunk
     assert cpu.stats.task_count == ref.stats.task_count == chunks + K * tokens + K * chunks
     experts = np.asarray([r[0] for r in routes])
     gate = np.asarray([r[1] for r in routes])
@@ -398,11 +420,19 @@ def test_moe_same_result_under_every_schedule():
     np.testing.assert_array_equal(ys[0], ys[1])
 
 
+# token counts: whole chunks of TC, and any other (a partial last chunk)
+TOKENS = st.one_of(st.integers(1, 4).map(lambda c: c * TC), st.integers(1, 64))
+
+
+@pytest.mark.parametrize("tokens", [1, 15, 17, 50])
+def test_moe_partial_last_chunk(tokens):
+    check_moe(topk_inputs(tokens, seed=6))
+
+
 @HSET
-@given(chunks=st.integers(1, 4), seed=st.integers(0, 2**16),
-       logit_scale=st.sampled_from([0.05, 0.3, 2.0]))
-def test_moe_random_routings(chunks, seed, logit_scale):
-    check_moe(topk_inputs(chunks * TC, seed=seed, logit_scale=logit_scale), drawn=True)
+@given(tokens=TOKENS, seed=st.integers(0, 2**16), logit_scale=st.sampled_from([0.05, 0.3, 2.0]))
+def test_moe_random_routings(tokens, seed, logit_scale):
+    check_moe(topk_inputs(tokens, seed=seed, logit_scale=logit_scale), drawn=True)
 
 
 def test_moe_task_window():
@@ -445,7 +475,7 @@ def check_moe_extern(inputs, pmin=0, schedule=None, drawn=False):
     out_ref = ref.run(bind={"PMIN": pmin}, **inputs)
     nnz = sum(len(r[0]) for r in routes)
     # gate + route chunks, one expert task per (token, chosen expert), K mix steps per chunk
-    chunks = tokens // TC
+    chunks = -(-tokens // TC)
     assert cpu.stats.task_count == ref.stats.task_count == 2 * chunks + nnz + K * chunks
     indptr = np.concatenate([[0], np.cumsum([len(r[0]) for r in routes])])
     indices = np.zeros(tokens * K, np.int64)
@@ -490,13 +520,22 @@ def test_moe_extern_same_result_under_every_schedule():
     np.testing.assert_array_equal(ys[0], ys[1])
 
 
+@pytest.mark.parametrize("tokens,pmin", [(1, 0), (17, 0), (40, 100), (45, 450)])
+def test_moe_extern_partial_last_chunk(tokens, pmin):
+    """A partial last chunk: its route task appends only its own tokens' experts, and the
+    entries past Indptr[T] stay 0 (a threshold drops some, so the chunk has room left)."""
+    out, routes = check_moe_extern(moe_inputs(tokens, seed=7, skew=2.0), pmin=pmin)
+    if pmin:
+        assert sum(len(r[0]) for r in routes) < tokens * K
+
+
 @HSET
-@given(chunks=st.integers(1, 3), seed=st.integers(0, 2**16),
+@given(tokens=TOKENS, seed=st.integers(0, 2**16),
        skew=st.sampled_from([0.0, 0.5, 2.0, 6.0]), logit_scale=st.sampled_from([0.1, 0.5, 2.0]),
        pmin=st.sampled_from([0, 0, 200, 450, 700, 1000]))
-def test_moe_extern_random_routings(chunks, seed, skew, logit_scale, pmin):
-    check_moe_extern(moe_inputs(chunks * TC, seed=seed, skew=skew, logit_scale=logit_scale), pmin=pmin,
-              drawn=True)
+def test_moe_extern_random_routings(tokens, seed, skew, logit_scale, pmin):
+    check_moe_extern(moe_inputs(tokens, seed=seed, skew=skew, logit_scale=logit_scale), pmin=pmin,
+                     drawn=True)
 
 
 @pytest.mark.parametrize("window,mode", [(1, "stall"), (3, "stall"), (4096, "abort")])

@@ -43,11 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.wsp") if p.stem != "errors_demo")
 
-# small bindings (syms without a default need one); attention's seq_lens are drawn in [0, S]
-BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 256},
-        "attention_varlen": {"B": 3, "H": 2, "S": 128},
-        "moe": {"T": 32}, "moe_extern": {"T": 32}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 64}, "gemm": {},
-        "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4}, "worker_pool": {"N": 8}}
+# small bindings (syms without a default need one), most not multiples of the examples' tiles
+# (partial tiles at the edges); attention's seq_lens are drawn in [0, S]
+BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 210},
+        "attention_varlen": {"B": 3, "H": 2, "S": 130},
+        "moe": {"T": 30}, "moe_extern": {"T": 30}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 50},
+        "gemm": {"M": 70, "N": 64, "K": 100}, "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4},
+        "worker_pool": {"N": 8}}
 # the Llama layer needs a consistent batch (positions, sequence starts): examples/llama_layer.py's
 sys.path.insert(0, str(EXAMPLES))
 import llama_layer as LLAMA_LAYER  # noqa: E402

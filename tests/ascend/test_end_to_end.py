@@ -17,9 +17,10 @@ dispatcher runs every task of every wave on its block with the right kernel, and
 segment loop (flushes, waves, host copies of the data the expander reads) composes with the
 real kernels into the program's result.
 
-Programs: rmsnorm (segments of 4 tasks), softmax (round_robin(2) over 3 blocks), swiglu_ffn
-(matmul kernels, a scratch tensor between two task groups), attention_varlen (ragged: the
-expander reads seq_lens, with a partial, an empty and a full sequence; round_robin(4)), and
+Programs: rmsnorm (segments of 4 tasks), softmax (round_robin(2) over 3 blocks, the last a
+partial tile), swiglu_ffn (matmul kernels, a scratch tensor between two task groups),
+attention_varlen (ragged: the expander reads seq_lens, with a partial, an empty and a full
+sequence, S not a multiple of the block; round_robin(4)), and
 megakernel (CSP: pipes with channel slots in `main`, pinned per-tile dispatch in `per_tile`).
 None of them had to be left out.
 """
@@ -46,10 +47,10 @@ pytestmark = [pytest.mark.cc]
 # (example, schedule, symbols, index inputs, wsp_main options)
 CASES = [
     ("rmsnorm", "main", {"B": 2, "T": 3}, {}, ["-c", "4", "-b", "3"]),
-    ("softmax", "main", {"R": 48}, {}, ["-b", "3"]),
+    ("softmax", "main", {"R": 45}, {}, ["-b", "3"]),
     ("swiglu_ffn", "main", {"T": 32}, {}, ["-b", "2"]),
-    # seq_lens: a partial last block, an empty sequence, whole blocks
-    ("attention_varlen", "main", {"B": 3, "H": 2, "S": 128}, {"seq_lens": [70, 0, 128]},
+    # seq_lens: a partial last block, an empty sequence, the whole of S (a partial last block)
+    ("attention_varlen", "main", {"B": 3, "H": 2, "S": 130}, {"seq_lens": [70, 0, 130]},
      ["-b", "4"]),
     ("megakernel", "main", {"N": 5}, {}, ["-c", "4"]),
     ("megakernel", "per_tile", {"N": 5}, {}, ["-b", "2"]),

@@ -114,49 +114,53 @@ def test_rmsnorm_runs_end_to_end(rmsnorm):
 
 def test_moe_reads_what_its_tasks_wrote(tmp_path):
     """moe_extern: the expander stops before reading the routing the route tasks write; on the host
-    route it reads copies made after those tasks ran, so the experts follow the real routing."""
+    route it reads copies made after those tasks ran, so the experts follow the real routing.
+    32 tokens are two whole chunks of 16, 30 end in a partial one."""
     module = load(ROOT / "examples/moe_npu.wsp", moe_source())
     exe, _ = build(tmp_path, module)
-    rng = np.random.default_rng(3)
-    inputs = dict(X=rng.standard_normal((32, 64), dtype=np.float32),
-                  Wg=(rng.standard_normal((64, 8)) * 0.3).astype(np.float32),
-                  Bias=np.zeros((1, 8), np.float32),
-                  W1=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
-                  W3=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
-                  W2=(rng.standard_normal((8, 128, 64)) / 11).astype(np.float32))
-    data = tmp_path / "data"
-    write_inputs(data, inputs)
-    done = run(exe, data, "-c", "16")
-    assert done.returncode == 0, done.stderr
-    want = module.compile("ref").run(**inputs)
-    for name in ("Indptr", "Indices"):
-        assert np.array_equal(np.load(data / "output" / f"{name}.npy"), want[name]), name
-    for name in ("Y", "Gate"):
-        assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
-    segments = int(re.search(r"in (\d+) segments", done.stdout).group(1))
-    assert segments >= 4  # gate | route 0 | route 1 + experts of tokens < 16 | ...
+    for tokens in (32, 30):
+        rng = np.random.default_rng(3)
+        inputs = dict(X=rng.standard_normal((tokens, 64), dtype=np.float32),
+                      Wg=(rng.standard_normal((64, 8)) * 0.3).astype(np.float32),
+                      Bias=np.zeros((1, 8), np.float32),
+                      W1=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                      W3=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                      W2=(rng.standard_normal((8, 128, 64)) / 11).astype(np.float32))
+        data = tmp_path / f"data{tokens}"
+        write_inputs(data, inputs)
+        done = run(exe, data, "-c", "16")
+        assert done.returncode == 0, done.stderr
+        want = module.compile("ref").run(**inputs)
+        for name in ("Indptr", "Indices"):
+            assert np.array_equal(np.load(data / "output" / f"{name}.npy"), want[name]), name
+        for name in ("Y", "Gate"):
+            assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
+        segments = int(re.search(r"in (\d+) segments", done.stdout).group(1))
+        assert segments >= 4  # gate | route 0 | route 1 + experts of tokens < 16 | ...
 
 
 def test_topk_moe_reads_what_its_tasks_wrote(tmp_path):
     """moe (topk routing, no extern kernel): the expert tasks read the experts the route tasks
-    chose, on the host route too; the routing and the layer are ref's."""
+    chose, on the host route too; the routing and the layer are ref's. 32 tokens are two whole
+    chunks of 16, 30 end in a partial one."""
     module = load(ROOT / "examples/moe.wsp")
     exe, _ = build(tmp_path, module)
-    rng = np.random.default_rng(4)
-    inputs = dict(X=rng.standard_normal((32, 64), dtype=np.float32),
-                  Wg=(rng.standard_normal((64, 8)) * 0.3).astype(np.float32),
-                  W1=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
-                  W3=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
-                  W2=(rng.standard_normal((8, 128, 64)) / 11).astype(np.float32))
-    data = tmp_path / "data"
-    write_inputs(data, inputs)
-    done = run(exe, data)
-    assert done.returncode == 0, done.stderr
-    want = module.compile("ref").run(**inputs)
-    assert np.array_equal(np.load(data / "output" / "Experts.npy"), want["Experts"])
-    for name in ("Y", "Gate"):
-        assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
-    assert "in 2 segments" in done.stdout  # the routes | the experts and the mix
+    for tokens in (32, 30):
+        rng = np.random.default_rng(4)
+        inputs = dict(X=rng.standard_normal((tokens, 64), dtype=np.float32),
+                      Wg=(rng.standard_normal((64, 8)) * 0.3).astype(np.float32),
+                      W1=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                      W3=(rng.standard_normal((8, 64, 128)) / 8).astype(np.float32),
+                      W2=(rng.standard_normal((8, 128, 64)) / 11).astype(np.float32))
+        data = tmp_path / f"data{tokens}"
+        write_inputs(data, inputs)
+        done = run(exe, data)
+        assert done.returncode == 0, done.stderr
+        want = module.compile("ref").run(**inputs)
+        assert np.array_equal(np.load(data / "output" / "Experts.npy"), want["Experts"])
+        for name in ("Y", "Gate"):
+            assert rel_err(np.load(data / "output" / f"{name}.npy"), want[name]) <= 1e-5, name
+        assert "in 2 segments" in done.stdout  # the routes | the experts and the mix
 
 
 def test_an_acl_failure_is_reported_and_resources_released(rmsnorm):

@@ -210,7 +210,7 @@ def test_extern_without_an_ascend_body_is_an_error(tmp_path):
     r = compile_cli(ROOT / "examples/moe_extern.wsp", "--target", "ascend_npu", "-o", out)
     assert r.exit_code == 1
     lines = r.output.splitlines()
-    assert lines[0].endswith("moe_extern.wsp:53:8: error: extern kernel `route` has no `extern ascend` "
+    assert lines[0].endswith("moe_extern.wsp:57:8: error: extern kernel `route` has no `extern ascend` "
                              "body, which the ascend_npu target needs (its `extern c` body runs "
                              "only on cpu_sim)")
     assert lines[2].endswith("|        ^^^^^")  # under `route`
@@ -226,7 +226,7 @@ def test_extern_with_an_ascend_body_compiles(tmp_path):
     r = compile_cli(src, "--target", "ascend_npu", "-o", tmp_path / "t")
     assert r.exit_code == 0, r.output
     header = (tmp_path / "t/aicore/kernel_route.h").read_text()
-    assert "/* AICore router */" in header and '#line 83 "../wsp/moe_npu.wsp"' in header
+    assert "/* AICore router */" in header and '#line 87 "../wsp/moe_npu.wsp"' in header
     assert (tmp_path / "t/wsp/moe_npu.wsp").exists()  # what `#line` names, from aicore/
     assert all(str(tmp_path) not in v.decode() for v in tree(tmp_path / "t").values())
 

@@ -61,27 +61,73 @@ def test_rmsnorm_example():
     assert prog.stats.task_count == 15
 
 
-def test_softmax_example():
-    m = ptowsp.load(str(EXAMPLES / "softmax.wsp"))
-    x = (np.random.default_rng(4).standard_normal((256, 128)) * 8).astype(np.float32)
-    cpu, ref, _ = both(m, X=x, bind={"R": 256})
+_SOFTMAX: list = []
+
+
+def check_softmax_example(rows: int, seed: int) -> None:
+    """examples/softmax.wsp at R = rows (a partial last tile unless rows is a multiple of 16)
+    against NumPy; one task per 16 rows or fewer."""
+    if not _SOFTMAX:
+        m = ptowsp.load(str(EXAMPLES / "softmax.wsp"))
+        _SOFTMAX.append((m.compile(target="cpu_sim"), m.compile(target="ref")))
+    prog, ref_prog = _SOFTMAX[0]
+    x = (np.random.default_rng(seed).standard_normal((rows, 128)) * 8).astype(np.float32)
+    cpu = prog.run(X=x, bind={"R": rows})
+    ref = ref_prog.run(X=x, bind={"R": rows})
+    assert prog.stats.task_count == -(-rows // 16)
     e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
     # exp(x - max) carries the rounding of x - max (up to ~64 here) as a relative error
     d = f64(x).max(1, keepdims=True) - f64(x)
     rtol = 16 * U * (1 + d)
     assert_close(cpu["Y"], e / e.sum(1, keepdims=True), rtol=rtol, what="softmax vs NumPy")
+    assert_close(ref["Y"], e / e.sum(1, keepdims=True), rtol=rtol, what="softmax ref vs NumPy")
     assert_close(cpu["Y"], ref["Y"], rtol=2 * rtol, what="softmax cpu_sim vs ref")
 
 
-def test_gemm_example():
-    m = ptowsp.load(str(EXAMPLES / "gemm.wsp"))
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((128, 192)).astype(np.float32)
-    b = rng.standard_normal((192, 64)).astype(np.float32)
-    cpu, ref, prog = both(m, A=a, B=b)
-    assert_close(cpu["C"], f64(a) @ f64(b), rtol=4 * U, atol=matmul_atol(a, b), what="gemm")
+@pytest.mark.parametrize("rows", [256, 1, 15, 17, 250])
+def test_softmax_example(rows):
+    check_softmax_example(rows, 4)
+
+
+@settings(max_examples=10)
+@given(rows=st.integers(1, 100), seed=st.integers(0, 2**16))
+def test_softmax_example_any_rows(rows, seed):
+    check_softmax_example(rows, seed)
+
+
+_GEMM: list = []
+
+
+def check_gemm_example(m_: int, n: int, k: int, seed: int):
+    """examples/gemm.wsp at M, N, K (partial edge tiles where one is not a multiple of 64)
+    against the float64 product; one task per (i, j, k) tile, edges included."""
+    if not _GEMM:
+        m = ptowsp.load(str(EXAMPLES / "gemm.wsp"))
+        _GEMM.append((m.compile(target="cpu_sim"), m.compile(target="ref")))
+    prog, ref_prog = _GEMM[0]
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m_, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bind = {"M": m_, "N": n, "K": k}
+    cpu = prog.run(A=a, B=b, bind=bind)
+    ref = ref_prog.run(A=a, B=b, bind=bind)
+    want = f64(a) @ f64(b)
+    assert_close(cpu["C"], want, rtol=4 * U, atol=matmul_atol(a, b), what="gemm")
+    assert_close(ref["C"], want, rtol=4 * U, atol=matmul_atol(a, b), what="gemm on ref")
     assert_close(cpu["C"], ref["C"], rtol=8 * U, atol=2 * matmul_atol(a, b), what="gemm vs ref")
-    assert prog.stats.task_count == 2 * 1 * 3
+    assert prog.stats.task_count == -(-m_ // 64) * -(-n // 64) * -(-k // 64)
+
+
+@pytest.mark.parametrize("mnk", [(128, 64, 192), (1, 1, 1), (70, 33, 130), (64, 65, 63)])
+def test_gemm_example(mnk):
+    check_gemm_example(*mnk, seed=5)
+
+
+@settings(max_examples=10)
+@given(m_=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(1, 150),
+       seed=st.integers(0, 2**16))
+def test_gemm_example_any_sizes(m_, n, k, seed):
+    check_gemm_example(m_, n, k, seed)
 
 
 def test_swiglu_example():

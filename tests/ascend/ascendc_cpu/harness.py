@@ -229,6 +229,10 @@ def ref_outputs(k: N.Kernel, task: Task) -> dict:
     for name, v in task.scalars.items():
         with np.errstate(all="ignore"):
             inputs[name] = R.scalar_value(v, params[name].dtype)
+    for p in k.params:
+        if p.kind == "tile":  # whole tiles: valid_rows / valid_cols are the tile's extents
+            inputs[f"valid_rows:{p.name}"] = np.int32(p.rows)
+            inputs[f"valid_cols:{p.name}"] = np.int32(p.cols)
     outs = eval_kernel(k, inputs)
     res = {}
     for name, v in outs.items():

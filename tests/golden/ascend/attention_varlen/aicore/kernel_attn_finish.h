@@ -4,10 +4,9 @@
 //   acc: In[Tile[64, 64, f32]]
 //   l: In[Tile[64, 1, f32]]
 //   o: Out[Tile[64, 64, f32]]
-//   valid: Scalar[i32]
 //
-// UB: 135680 of 188416 bytes (94720 arena, 40960 queues); rows 64 in 1 chunk of 64
-// units: scalar, vector
+// UB: 73728 of 188416 bytes (32768 arena, 40960 queues); rows 64 in 1 chunk of 64
+// units: vector
 #ifndef WSP_AICORE_ATTENTION_VARLEN_ATTN_FINISH_H
 #define WSP_AICORE_ATTENTION_VARLEN_ATTN_FINISH_H
 #include "kernel_operator.h"
@@ -25,11 +24,7 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
     pipe.InitBuffer(q_in0, 1, 16384);
     pipe.InitBuffer(q_in1, 1, 8192);
     pipe.InitBuffer(q_out2, 1, 16384);
-    pipe.InitBuffer(calc, 94720);
-    const int32_t s1 = (int32_t)scalars[0].i;
-    (void)s1;
-    const float s6 = 0.0f;
-    (void)s6;
+    pipe.InitBuffer(calc, 32768);
     // 1 chunk of 64 rows
     for (int32_t c = 0; c < 1; ++c) {
         const int32_t c0 = c * 64;
@@ -42,59 +37,20 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
         q_in1.EnQue(in1);
         in0 = q_in0.DeQue<float>();
         in1 = q_in1.DeQue<float>();
-        // %0 = iota_row() -> [64, 64] i32
-        const AscendC::LocalTensor<int32_t> v0 = calc.GetWithOffset<int32_t>(4096, 0);
+        // %2 = div(%0, %1) -> [64, 64] f32
+        const AscendC::LocalTensor<float> v2 = calc.GetWithOffset<float>(4096, 0);
         {
+            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(4096, 16384);
             wsp_sync<AscendC::HardEvent::V_S>();
             wsp_sync<AscendC::HardEvent::MTE2_S>();
-            for (int32_t i = 0; i < 64; ++i) {
-                for (int32_t j = 0; j < 64; ++j) {
-                    v0.SetValue(i * 64 + j, (int32_t)(int64_t)i);
-                }
-            }
-        }
-        // %2 = lt(%0, %1) -> [64, 64] bool
-        const AscendC::LocalTensor<uint8_t> v2 = calc.GetWithOffset<uint8_t>(4096, 16384);
-        {
-            for (int32_t i = 0; i < 64; ++i) {
-                for (int32_t j = 0; j < 64; ++j) {
-                    v2.SetValue(i * 64 + j, (uint8_t)(v0.GetValue(i * 64 + j) < s1));
-                }
-            }
-        }
-        // %5 = div(%3, %4) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v5 = calc.GetWithOffset<float>(4096, 0);
-        {
-            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(4096, 20480);
             wsp_bcast_cols<float>(w1, in1, 64, 32, 64, 64);
             wsp_sync<AscendC::HardEvent::S_V>();
-            AscendC::Div(v5, in0, w1, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-        }
-        // %7 = where(%2, %5, %6) -> [64, 64] f32
-        const AscendC::LocalTensor<float> v7 = calc.GetWithOffset<float>(4096, 20480);
-        {
-            const AscendC::LocalTensor<half> w2 = calc.GetWithOffset<half>(4096, 86016);
-            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(4096, 36864);
-            const AscendC::LocalTensor<float> w4 = calc.GetWithOffset<float>(4096, 53248);
-            const AscendC::LocalTensor<uint8_t> w5 = calc.GetWithOffset<uint8_t>(512, 94208);
-            AscendC::Cast(w2, v2, AscendC::RoundMode::CAST_NONE, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(w3, w2, AscendC::RoundMode::CAST_NONE, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Duplicate(w4, 0.0f, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Compare(w5, w3, w4, AscendC::CMPMODE::NE, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(4096, 69632);
-            AscendC::Duplicate(w6, (float)s6, 4096);
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Select(v7, w5, v5, w6, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, 4096);
+            AscendC::Div(v2, in0, w1, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
         {
             AscendC::LocalTensor<float> out2 = q_out2.AllocTensor<float>();
-            wsp_copy_words(out2.ReinterpretCast<uint32_t>(), v7.ReinterpretCast<uint32_t>(), 4096);
+            wsp_copy_words(out2.ReinterpretCast<uint32_t>(), v2.ReinterpretCast<uint32_t>(), 4096);
             q_out2.EnQue(out2);
         }
         {

@@ -7,7 +7,6 @@
 //   m: Out[Tile[64, 1, f32]]
 //   l: Out[Tile[64, 1, f32]]
 //   acc: Out[Tile[64, 64, f32]]
-//   valid: Scalar[i32]
 //   scale: Scalar[f32]
 //
 // UB: 176640 of 188416 bytes (94720 arena, 81920 queues); rows 64 in 1 chunk of 64
@@ -36,9 +35,9 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
     pipe.InitBuffer(q_out5, 1, 16384);
     pipe.InitBuffer(q_mm16, 1, 16384);
     pipe.InitBuffer(calc, 94720);
-    const int32_t s1 = (int32_t)scalars[0].i;
+    const int32_t s1 = (int32_t)tiles[1].rows;
     (void)s1;
-    const float s7 = (float)scalars[1].f;
+    const float s7 = (float)scalars[0].f;
     (void)s7;
     const float s9 = -1.00000002e+30f;
     (void)s9;

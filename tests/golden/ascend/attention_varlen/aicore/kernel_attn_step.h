@@ -7,7 +7,6 @@
 //   m: InOut[Tile[64, 1, f32]]
 //   l: InOut[Tile[64, 1, f32]]
 //   acc: InOut[Tile[64, 64, f32]]
-//   valid: Scalar[i32]
 //   scale: Scalar[f32]
 //
 // UB: 162304 of 188416 bytes (47360 arena, 114944 queues); rows 64 in 2 chunks of 32
@@ -42,9 +41,9 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
     pipe.InitBuffer(q_out5, 2, 8192);
     pipe.InitBuffer(q_mm25, 1, 16384);
     pipe.InitBuffer(calc, 47360);
-    const int32_t s1 = (int32_t)scalars[0].i;
+    const int32_t s1 = (int32_t)tiles[1].rows;
     (void)s1;
-    const float s7 = (float)scalars[1].f;
+    const float s7 = (float)scalars[0].f;
     (void)s7;
     const float s9 = -1.00000002e+30f;
     (void)s9;

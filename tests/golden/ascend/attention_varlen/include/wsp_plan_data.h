@@ -16,132 +16,243 @@
  *   1: attn_step
  *   2: attn_finish
  * tasks (WSP_T_STMT):
- *   0: attn_first[b, h, qi, kj] (72:21)
- *   1: attn_step[b, h, qi, kj] (81:21)
+ *   0: attn_first[b, h, qi, kj] (74:21)
+ *   1: attn_step[b, h, qi, kj] (82:21)
  *   2: attn_finish[b, h, qi] (91:13)
  * run-time checks (WSP_C_ERR_ID):
  *   0: length of ragged axis `qblocks` at `b` must not be negative (69:21)
- *   1: length of ragged axis `kvblocks` at `b` must not be negative (70:29)
- *   2: slice end `qi * BLK + BLK` in `q = Q[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (73:25)
- *   3: slice end `kj * BLK + BLK` in `k = K[b, h, kj * BLK : kj * BLK + BLK, :]` must be at most S (74:25)
- *   4: slice end `kj * BLK + BLK` in `v = V[b, h, kj * BLK : kj * BLK + BLK, :]` must be at most S (75:25)
- *   5: slice end `qi * BLK + BLK` in `m = M[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (76:25)
- *   6: slice end `qi * BLK + BLK` in `l = L[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (77:25)
- *   7: slice end `qi * BLK + BLK` in `acc = Acc[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (78:25)
- *   8: slice end `qi * BLK + BLK` in `q = Q[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (82:25)
- *   9: slice end `kj * BLK + BLK` in `k = K[b, h, kj * BLK : kj * BLK + BLK, :]` must be at most S (83:25)
- *   10: slice end `kj * BLK + BLK` in `v = V[b, h, kj * BLK : kj * BLK + BLK, :]` must be at most S (84:25)
- *   11: slice end `qi * BLK + BLK` in `m = M[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (85:25)
- *   12: slice end `qi * BLK + BLK` in `l = L[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (86:25)
- *   13: slice end `qi * BLK + BLK` in `acc = Acc[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (87:25)
- *   14: slice end `qi * BLK + BLK` in `acc = Acc[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (91:35)
- *   15: slice end `qi * BLK + BLK` in `l = L[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (92:35)
- *   16: slice end `qi * BLK + BLK` in `o = O[b, h, qi * BLK : qi * BLK + BLK, :]` must be at most S (93:35)
+ *   1: length of ragged axis `kvblocks` at `b` must not be negative (71:29)
+ *   2: slice end `qi1` in `q = Q[b, h, qi * BLK : qi1, :]` must be at most S (75:25)
+ *   3: slice `qi * BLK : qi1` in `q = Q[b, h, qi * BLK : qi1, :]` must not have a negative length (75:25)
+ *   4: `q = Q[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (75:25)
+ *   5: `q = Q[b, h, qi * BLK : qi1, :]` must have at least 1 row (75:25)
+ *   6: slice end `kj1` in `k = K[b, h, kj * BLK : kj1, :]` must be at most S (76:25)
+ *   7: slice `kj * BLK : kj1` in `k = K[b, h, kj * BLK : kj1, :]` must not have a negative length (76:25)
+ *   8: `k = K[b, h, kj * BLK : kj1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (76:25)
+ *   9: `k = K[b, h, kj * BLK : kj1, :]` must have at least 1 row (76:25)
+ *   10: slice end `kj1` in `v = V[b, h, kj * BLK : kj1, :]` must be at most S (77:25)
+ *   11: slice `kj * BLK : kj1` in `v = V[b, h, kj * BLK : kj1, :]` must not have a negative length (77:25)
+ *   12: `v = V[b, h, kj * BLK : kj1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (77:25)
+ *   13: `v = V[b, h, kj * BLK : kj1, :]` must have at least 1 row (77:25)
+ *   14: slice end `qi1` in `m = M[b, h, qi * BLK : qi1, :]` must be at most S (78:25)
+ *   15: slice `qi * BLK : qi1` in `m = M[b, h, qi * BLK : qi1, :]` must not have a negative length (78:25)
+ *   16: `m = M[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 1, f32] (78:25)
+ *   17: `m = M[b, h, qi * BLK : qi1, :]` must have at least 1 row (78:25)
+ *   18: slice end `qi1` in `l = L[b, h, qi * BLK : qi1, :]` must be at most S (79:25)
+ *   19: slice `qi * BLK : qi1` in `l = L[b, h, qi * BLK : qi1, :]` must not have a negative length (79:25)
+ *   20: `l = L[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 1, f32] (79:25)
+ *   21: `l = L[b, h, qi * BLK : qi1, :]` must have at least 1 row (79:25)
+ *   22: slice end `qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must be at most S (80:25)
+ *   23: slice `qi * BLK : qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must not have a negative length (80:25)
+ *   24: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (80:25)
+ *   25: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at least 1 row (80:25)
+ *   26: slice end `qi1` in `q = Q[b, h, qi * BLK : qi1, :]` must be at most S (83:25)
+ *   27: slice `qi * BLK : qi1` in `q = Q[b, h, qi * BLK : qi1, :]` must not have a negative length (83:25)
+ *   28: `q = Q[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (83:25)
+ *   29: `q = Q[b, h, qi * BLK : qi1, :]` must have at least 1 row (83:25)
+ *   30: slice end `kj1` in `k = K[b, h, kj * BLK : kj1, :]` must be at most S (84:25)
+ *   31: slice `kj * BLK : kj1` in `k = K[b, h, kj * BLK : kj1, :]` must not have a negative length (84:25)
+ *   32: `k = K[b, h, kj * BLK : kj1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (84:25)
+ *   33: `k = K[b, h, kj * BLK : kj1, :]` must have at least 1 row (84:25)
+ *   34: slice end `kj1` in `v = V[b, h, kj * BLK : kj1, :]` must be at most S (85:25)
+ *   35: slice `kj * BLK : kj1` in `v = V[b, h, kj * BLK : kj1, :]` must not have a negative length (85:25)
+ *   36: `v = V[b, h, kj * BLK : kj1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (85:25)
+ *   37: `v = V[b, h, kj * BLK : kj1, :]` must have at least 1 row (85:25)
+ *   38: slice end `qi1` in `m = M[b, h, qi * BLK : qi1, :]` must be at most S (86:25)
+ *   39: slice `qi * BLK : qi1` in `m = M[b, h, qi * BLK : qi1, :]` must not have a negative length (86:25)
+ *   40: `m = M[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 1, f32] (86:25)
+ *   41: `m = M[b, h, qi * BLK : qi1, :]` must have at least 1 row (86:25)
+ *   42: slice end `qi1` in `l = L[b, h, qi * BLK : qi1, :]` must be at most S (87:25)
+ *   43: slice `qi * BLK : qi1` in `l = L[b, h, qi * BLK : qi1, :]` must not have a negative length (87:25)
+ *   44: `l = L[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 1, f32] (87:25)
+ *   45: `l = L[b, h, qi * BLK : qi1, :]` must have at least 1 row (87:25)
+ *   46: slice end `qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must be at most S (88:25)
+ *   47: slice `qi * BLK : qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must not have a negative length (88:25)
+ *   48: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (88:25)
+ *   49: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at least 1 row (88:25)
+ *   50: slice end `qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must be at most S (91:35)
+ *   51: slice `qi * BLK : qi1` in `acc = Acc[b, h, qi * BLK : qi1, :]` must not have a negative length (91:35)
+ *   52: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (91:35)
+ *   53: `acc = Acc[b, h, qi * BLK : qi1, :]` must have at least 1 row (91:35)
+ *   54: slice end `qi1` in `l = L[b, h, qi * BLK : qi1, :]` must be at most S (92:35)
+ *   55: slice `qi * BLK : qi1` in `l = L[b, h, qi * BLK : qi1, :]` must not have a negative length (92:35)
+ *   56: `l = L[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 1, f32] (92:35)
+ *   57: `l = L[b, h, qi * BLK : qi1, :]` must have at least 1 row (92:35)
+ *   58: slice end `qi1` in `o = O[b, h, qi * BLK : qi1, :]` must be at most S (93:35)
+ *   59: slice `qi * BLK : qi1` in `o = O[b, h, qi * BLK : qi1, :]` must not have a negative length (93:35)
+ *   60: `o = O[b, h, qi * BLK : qi1, :]` must have at most 64 rows to fit Tile[64, 64, f32] (93:35)
+ *   61: `o = O[b, h, qi * BLK : qi1, :]` must have at least 1 row (93:35)
  */
 #ifndef WSP_PLAN_DATA_H
 #define WSP_PLAN_DATA_H
 
 #include "wsp_plan.h"
 
-#define WSP_PLAN_WORDS 773
+#define WSP_PLAN_WORDS 1304
 static const int64_t WSP_PLAN[WSP_PLAN_WORDS] = {
     3552848952062661463LL, 1LL, 3LL, 8LL, 3LL, 0LL, 13LL, 3LL,
-    17LL, 0LL, 0LL, 1LL, 32LL, 552LL, 684LL, 93LL,
-    405LL, 552LL, 552LL, 552LL, 0LL, 1LL, 4LL, -1LL,
-    0LL, -1LL, 0LL, 0LL, 0LL, 0LL, 0LL, 773LL,
+    62LL, 0LL, 0LL, 1LL, 32LL, 987LL, 1215LL, 93LL,
+    444LL, 987LL, 987LL, 987LL, 0LL, 1LL, 4LL, -1LL,
+    0LL, -1LL, 0LL, 0LL, 0LL, 0LL, 0LL, 1304LL,
     40LL, 44LL, 51LL, 58LL, 65LL, 72LL, 79LL, 86LL,
     6LL, 4LL, 1LL, 0LL, 2LL, 4LL, 4LL, 0LL,
-    3LL, 45LL, 84LL, 2LL, 4LL, 4LL, 0LL, 3LL,
-    45LL, 84LL, 2LL, 4LL, 4LL, 0LL, 3LL, 45LL,
-    84LL, 2LL, 4LL, 4LL, 0LL, 3LL, 45LL, 84LL,
-    2LL, 4LL, 4LL, 0LL, 3LL, 45LL, 93LL, 2LL,
-    4LL, 4LL, 0LL, 3LL, 45LL, 93LL, 2LL, 4LL,
-    4LL, 0LL, 3LL, 45LL, 84LL, 96LL, 218LL, 340LL,
-    0LL, 4LL, 6LL, 57LL, 60LL, 63LL, 6LL, 0LL,
-    2LL, 6LL, 2LL, 3LL, 4LL, 5LL, 6LL, 7LL,
-    1LL, 1LL, 64LL, 64LL, 2LL, 3LL, 0LL, 4LL,
-    6LL, 66LL, 57LL, 72LL, 78LL, 36LL, 18LL, 84LL,
-    -1LL, 2LL, 1LL, 64LL, 64LL, 2LL, 3LL, 0LL,
-    4LL, 6LL, 66LL, 57LL, 72LL, 87LL, 48LL, 18LL,
-    84LL, -1LL, 3LL, 1LL, 64LL, 64LL, 2LL, 3LL,
-    0LL, 4LL, 6LL, 66LL, 57LL, 72LL, 87LL, 48LL,
-    18LL, 84LL, -1LL, 5LL, 2LL, 64LL, 1LL, 2LL,
-    3LL, 0LL, 4LL, 6LL, 66LL, 57LL, 72LL, 78LL,
-    36LL, 18LL, 93LL, -1LL, 6LL, 2LL, 64LL, 1LL,
-    2LL, 3LL, 0LL, 4LL, 6LL, 66LL, 57LL, 72LL,
-    78LL, 36LL, 18LL, 93LL, -1LL, 7LL, 2LL, 64LL,
-    64LL, 2LL, 3LL, 0LL, 4LL, 6LL, 66LL, 57LL,
-    72LL, 78LL, 36LL, 18LL, 84LL, -1LL, 0LL, 96LL,
-    2LL, 4593671619917905920LL, 1LL, 4LL, 6LL, 57LL, 60LL, 63LL,
-    6LL, 0LL, 2LL, 6LL, 8LL, 9LL, 10LL, 11LL,
-    12LL, 13LL, 1LL, 1LL, 64LL, 64LL, 2LL, 3LL,
-    0LL, 4LL, 6LL, 66LL, 57LL, 72LL, 78LL, 36LL,
-    18LL, 84LL, -1LL, 2LL, 1LL, 64LL, 64LL, 2LL,
-    3LL, 0LL, 4LL, 6LL, 66LL, 57LL, 72LL, 87LL,
-    48LL, 18LL, 84LL, -1LL, 3LL, 1LL, 64LL, 64LL,
-    2LL, 3LL, 0LL, 4LL, 6LL, 66LL, 57LL, 72LL,
-    87LL, 48LL, 18LL, 84LL, -1LL, 5LL, 3LL, 64LL,
-    1LL, 2LL, 3LL, 0LL, 4LL, 6LL, 66LL, 57LL,
-    72LL, 78LL, 36LL, 18LL, 93LL, -1LL, 6LL, 3LL,
-    64LL, 1LL, 2LL, 3LL, 0LL, 4LL, 6LL, 66LL,
-    57LL, 72LL, 78LL, 36LL, 18LL, 93LL, -1LL, 7LL,
-    3LL, 64LL, 64LL, 2LL, 3LL, 0LL, 4LL, 6LL,
-    66LL, 57LL, 72LL, 78LL, 36LL, 18LL, 84LL, -1LL,
-    0LL, 108LL, 2LL, 4593671619917905920LL, 2LL, 3LL, 6LL, 57LL,
-    60LL, 3LL, 0LL, 1LL, 3LL, 14LL, 15LL, 16LL,
-    7LL, 1LL, 64LL, 64LL, 2LL, 3LL, 0LL, 4LL,
-    6LL, 66LL, 57LL, 72LL, 78LL, 36LL, 18LL, 84LL,
-    -1LL, 6LL, 1LL, 64LL, 1LL, 2LL, 3LL, 0LL,
-    4LL, 6LL, 66LL, 57LL, 72LL, 78LL, 36LL, 18LL,
-    93LL, -1LL, 4LL, 2LL, 64LL, 64LL, 2LL, 3LL,
-    0LL, 4LL, 6LL, 66LL, 57LL, 72LL, 78LL, 36LL,
-    18LL, 84LL, -1LL, 0LL, 120LL, 422LL, 428LL, 435LL,
-    443LL, 451LL, 459LL, 467LL, 475LL, 483LL, 491LL, 499LL,
-    507LL, 515LL, 523LL, 531LL, 538LL, 545LL, 9LL, 5LL,
-    18LL, 2LL, 0LL, 2LL, 21LL, 5LL, 18LL, 3LL,
-    0LL, 2LL, 5LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 48LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 48LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 48LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 48LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 4LL, 0LL,
-    2LL, 5LL, 8LL, 36LL, 3LL, 45LL, 3LL, 0LL,
-    2LL, 5LL, 36LL, 3LL, 45LL, 3LL, 0LL, 2LL,
-    5LL, 36LL, 3LL, 45LL, 3LL, 0LL, 2LL, 5LL,
-    2LL, 0LL, 0LL, 2LL, 1LL, 0LL, 3LL, 0LL,
-    0LL, 3LL, 4LL, 1LL, 63LL, 5LL, 1LL, 64LL,
-    8LL, 0LL, 1LL, 0LL, 0LL, 3LL, 7LL, 1LL,
-    63LL, 5LL, 1LL, 64LL, 8LL, 0LL, 3LL, 8LL,
-    1LL, 0LL, 14LL, 0LL, 3LL, 5LL, 1LL, 64LL,
-    7LL, 1LL, 64LL, 5LL, 0LL, 2LL, 2LL, 0LL,
-    3LL, 8LL, 1LL, 64LL, 7LL, 1LL, 64LL, 5LL,
-    0LL, 3LL, 2LL, 0LL, 3LL, 5LL, 0LL, 3LL,
-    8LL, 0LL, 3LL, 0LL, 1LL, 1LL, 5LL, 0LL,
-    3LL, 2LL, 1LL, 1LL, 5LL, 0LL, 3LL, 5LL,
-    1LL, 64LL, 7LL, 0LL, 1LL, 64LL, 0LL, 3LL,
-    8LL, 1LL, 64LL, 7LL, 0LL, 1LL, 1LL, 0LL,
-    1LL, 64LL, 3LL, 8LL, 1LL, -64LL, 7LL, 3LL,
-    10LL, 5LL, 11LL, 0LL, 1LL, 64LL, 3LL, 8LL,
-    1LL, -64LL, 7LL, 3LL, 11LL, 5LL, 11LL, 0LL,
-    1LL, 64LL, 3LL, 5LL, 1LL, -64LL, 7LL, 3LL,
-    12LL, 5LL, 11LL, 0LL, 3LL, 0LL, 1LL, 0LL,
-    4LL, 0LL, 1LL, 88LL, 3LL, 2LL, 3LL, 3LL,
-    4LL, 2LL, 3LL, 85LL, 11LL, 4LL, 0LL, 1LL,
-    6LL, 10LL, 0LL, 3LL, 5LL, 6LL, 9LL, 4LL,
-    5LL, 6LL, 82LL, 11LL, 7LL, 0LL, 1LL, 6LL,
-    10LL, 1LL, 7LL, 3LL, 8LL, 9LL, 21LL, 4LL,
-    8LL, 9LL, 71LL, 6LL, 8LL, 2LL, 30LL, 61LL,
-    11LL, 10LL, 0LL, 1LL, 6LL, 13LL, 0LL, 1LL,
-    68LL, 11LL, 11LL, 0LL, 1LL, 6LL, 13LL, 1LL,
-    5LL, 8LL, 43LL, 9LL, 11LL, 12LL, 0LL, 1LL,
-    6LL, 13LL, 2LL, 5LL, 5LL, 27LL, 5LL, 2LL,
-    12LL, 5LL, 0LL, 4LL, 0LL,
+    3LL, 48LL, 75LL, 2LL, 4LL, 4LL, 0LL, 3LL,
+    48LL, 75LL, 2LL, 4LL, 4LL, 0LL, 3LL, 48LL,
+    75LL, 2LL, 4LL, 4LL, 0LL, 3LL, 48LL, 75LL,
+    2LL, 4LL, 4LL, 0LL, 3LL, 48LL, 78LL, 2LL,
+    4LL, 4LL, 0LL, 3LL, 48LL, 78LL, 2LL, 4LL,
+    4LL, 0LL, 3LL, 48LL, 75LL, 96LL, 234LL, 372LL,
+    0LL, 4LL, 6LL, 117LL, 120LL, 123LL, 6LL, 0LL,
+    1LL, 24LL, 2LL, 3LL, 4LL, 5LL, 6LL, 7LL,
+    8LL, 9LL, 10LL, 11LL, 12LL, 13LL, 14LL, 15LL,
+    16LL, 17LL, 18LL, 19LL, 20LL, 21LL, 22LL, 23LL,
+    24LL, 25LL, 1LL, 1LL, 64LL, 64LL, 2LL, 3LL,
+    1LL, 4LL, 6LL, 126LL, 117LL, 132LL, 51LL, 36LL,
+    18LL, 75LL, -1LL, 2LL, 1LL, 64LL, 64LL, 2LL,
+    3LL, 1LL, 4LL, 6LL, 126LL, 117LL, 132LL, 93LL,
+    81LL, 18LL, 75LL, -1LL, 3LL, 1LL, 64LL, 64LL,
+    2LL, 3LL, 1LL, 4LL, 6LL, 126LL, 117LL, 132LL,
+    93LL, 81LL, 18LL, 75LL, -1LL, 5LL, 2LL, 64LL,
+    1LL, 2LL, 3LL, 1LL, 4LL, 6LL, 126LL, 117LL,
+    132LL, 51LL, 36LL, 18LL, 78LL, -1LL, 6LL, 2LL,
+    64LL, 1LL, 2LL, 3LL, 1LL, 4LL, 6LL, 126LL,
+    117LL, 132LL, 51LL, 36LL, 18LL, 78LL, -1LL, 7LL,
+    2LL, 64LL, 64LL, 2LL, 3LL, 1LL, 4LL, 6LL,
+    126LL, 117LL, 132LL, 51LL, 36LL, 18LL, 75LL, -1LL,
+    2LL, 4593671619917905920LL, 1LL, 4LL, 6LL, 117LL, 120LL, 123LL,
+    6LL, 0LL, 1LL, 24LL, 26LL, 27LL, 28LL, 29LL,
+    30LL, 31LL, 32LL, 33LL, 34LL, 35LL, 36LL, 37LL,
+    38LL, 39LL, 40LL, 41LL, 42LL, 43LL, 44LL, 45LL,
+    46LL, 47LL, 48LL, 49LL, 1LL, 1LL, 64LL, 64LL,
+    2LL, 3LL, 1LL, 4LL, 6LL, 126LL, 117LL, 132LL,
+    51LL, 138LL, 18LL, 75LL, -1LL, 2LL, 1LL, 64LL,
+    64LL, 2LL, 3LL, 1LL, 4LL, 6LL, 126LL, 117LL,
+    132LL, 93LL, 168LL, 18LL, 75LL, -1LL, 3LL, 1LL,
+    64LL, 64LL, 2LL, 3LL, 1LL, 4LL, 6LL, 126LL,
+    117LL, 132LL, 93LL, 168LL, 18LL, 75LL, -1LL, 5LL,
+    3LL, 64LL, 1LL, 2LL, 3LL, 1LL, 4LL, 6LL,
+    126LL, 117LL, 132LL, 51LL, 138LL, 18LL, 78LL, -1LL,
+    6LL, 3LL, 64LL, 1LL, 2LL, 3LL, 1LL, 4LL,
+    6LL, 126LL, 117LL, 132LL, 51LL, 138LL, 18LL, 78LL,
+    -1LL, 7LL, 3LL, 64LL, 64LL, 2LL, 3LL, 1LL,
+    4LL, 6LL, 126LL, 117LL, 132LL, 51LL, 138LL, 18LL,
+    75LL, -1LL, 2LL, 4593671619917905920LL, 2LL, 3LL, 6LL, 117LL,
+    120LL, 3LL, 0LL, 0LL, 12LL, 50LL, 51LL, 52LL,
+    53LL, 54LL, 55LL, 56LL, 57LL, 58LL, 59LL, 60LL,
+    61LL, 7LL, 1LL, 64LL, 64LL, 2LL, 3LL, 1LL,
+    4LL, 6LL, 126LL, 117LL, 132LL, 51LL, 198LL, 18LL,
+    75LL, -1LL, 6LL, 1LL, 64LL, 1LL, 2LL, 3LL,
+    1LL, 4LL, 6LL, 126LL, 117LL, 132LL, 51LL, 198LL,
+    18LL, 78LL, -1LL, 4LL, 2LL, 64LL, 64LL, 2LL,
+    3LL, 1LL, 4LL, 6LL, 126LL, 117LL, 132LL, 51LL,
+    198LL, 18LL, 75LL, -1LL, 506LL, 512LL, 519LL, 527LL,
+    535LL, 543LL, 551LL, 559LL, 567LL, 575LL, 583LL, 591LL,
+    599LL, 607LL, 615LL, 623LL, 631LL, 639LL, 647LL, 655LL,
+    663LL, 671LL, 679LL, 687LL, 695LL, 703LL, 711LL, 719LL,
+    727LL, 735LL, 743LL, 751LL, 759LL, 767LL, 775LL, 783LL,
+    791LL, 799LL, 807LL, 815LL, 823LL, 831LL, 839LL, 847LL,
+    855LL, 863LL, 871LL, 879LL, 887LL, 895LL, 903LL, 910LL,
+    917LL, 924LL, 931LL, 938LL, 945LL, 952LL, 959LL, 966LL,
+    973LL, 980LL, 9LL, 5LL, 18LL, 2LL, 0LL, 2LL,
+    21LL, 5LL, 18LL, 3LL, 0LL, 2LL, 5LL, 36LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 36LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 81LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 93LL,
+    3LL, 81LL, 4LL, 0LL, 2LL, 5LL, 8LL, 99LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 99LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 81LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 93LL,
+    3LL, 81LL, 4LL, 0LL, 2LL, 5LL, 8LL, 99LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 99LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 36LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 36LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 36LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 36LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 36LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 36LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 57LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 138LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 138LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 168LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 93LL,
+    3LL, 168LL, 4LL, 0LL, 2LL, 5LL, 8LL, 180LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 180LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 168LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 93LL,
+    3LL, 168LL, 4LL, 0LL, 2LL, 5LL, 8LL, 180LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 180LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 138LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 138LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 138LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 138LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 138LL,
+    3LL, 48LL, 4LL, 0LL, 2LL, 5LL, 8LL, 51LL,
+    3LL, 138LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    3LL, 75LL, 4LL, 0LL, 2LL, 5LL, 8LL, 150LL,
+    5LL, 78LL, 4LL, 0LL, 2LL, 5LL, 8LL, 198LL,
+    3LL, 48LL, 3LL, 0LL, 2LL, 5LL, 51LL, 3LL,
+    198LL, 3LL, 0LL, 2LL, 5LL, 210LL, 3LL, 75LL,
+    3LL, 0LL, 2LL, 5LL, 210LL, 5LL, 78LL, 3LL,
+    0LL, 2LL, 5LL, 198LL, 3LL, 48LL, 3LL, 0LL,
+    2LL, 5LL, 51LL, 3LL, 198LL, 3LL, 0LL, 2LL,
+    5LL, 210LL, 3LL, 75LL, 3LL, 0LL, 2LL, 5LL,
+    210LL, 5LL, 78LL, 3LL, 0LL, 2LL, 5LL, 198LL,
+    3LL, 48LL, 3LL, 0LL, 2LL, 5LL, 51LL, 3LL,
+    198LL, 3LL, 0LL, 2LL, 5LL, 210LL, 3LL, 75LL,
+    3LL, 0LL, 2LL, 5LL, 210LL, 5LL, 78LL, 3LL,
+    0LL, 2LL, 5LL, 2LL, 0LL, 0LL, 2LL, 1LL,
+    0LL, 3LL, 0LL, 0LL, 3LL, 4LL, 1LL, 63LL,
+    5LL, 1LL, 64LL, 8LL, 0LL, 1LL, 0LL, 0LL,
+    3LL, 7LL, 1LL, 63LL, 5LL, 1LL, 64LL, 8LL,
+    0LL, 3LL, 8LL, 1LL, 0LL, 14LL, 0LL, 3LL,
+    10LL, 3LL, 5LL, 1LL, 64LL, 7LL, 1LL, 64LL,
+    5LL, 11LL, 0LL, 2LL, 2LL, 0LL, 3LL, 5LL,
+    1LL, 64LL, 7LL, 0LL, 3LL, 5LL, 1LL, -64LL,
+    7LL, 3LL, 10LL, 3LL, 5LL, 1LL, 64LL, 7LL,
+    1LL, 64LL, 5LL, 11LL, 5LL, 0LL, 1LL, 64LL,
+    0LL, 1LL, 1LL, 0LL, 3LL, 10LL, 3LL, 8LL,
+    1LL, 64LL, 7LL, 1LL, 64LL, 5LL, 11LL, 0LL,
+    3LL, 8LL, 1LL, 64LL, 7LL, 0LL, 3LL, 8LL,
+    1LL, -64LL, 7LL, 3LL, 10LL, 3LL, 8LL, 1LL,
+    64LL, 7LL, 1LL, 64LL, 5LL, 11LL, 5LL, 0LL,
+    3LL, 2LL, 0LL, 3LL, 5LL, 0LL, 3LL, 8LL,
+    0LL, 3LL, 0LL, 1LL, 1LL, 5LL, 0LL, 3LL,
+    2LL, 1LL, 1LL, 5LL, 0LL, 3LL, 11LL, 3LL,
+    5LL, 1LL, 64LL, 7LL, 1LL, 64LL, 5LL, 11LL,
+    0LL, 3LL, 5LL, 1LL, -64LL, 7LL, 3LL, 11LL,
+    3LL, 5LL, 1LL, 64LL, 7LL, 1LL, 64LL, 5LL,
+    11LL, 5LL, 0LL, 3LL, 11LL, 3LL, 8LL, 1LL,
+    64LL, 7LL, 1LL, 64LL, 5LL, 11LL, 0LL, 3LL,
+    8LL, 1LL, -64LL, 7LL, 3LL, 11LL, 3LL, 8LL,
+    1LL, 64LL, 7LL, 1LL, 64LL, 5LL, 11LL, 5LL,
+    0LL, 3LL, 12LL, 3LL, 5LL, 1LL, 64LL, 7LL,
+    1LL, 64LL, 5LL, 11LL, 0LL, 3LL, 5LL, 1LL,
+    -64LL, 7LL, 3LL, 12LL, 3LL, 5LL, 1LL, 64LL,
+    7LL, 1LL, 64LL, 5LL, 11LL, 5LL, 0LL, 3LL,
+    0LL, 1LL, 0LL, 4LL, 0LL, 1LL, 88LL, 3LL,
+    2LL, 3LL, 3LL, 4LL, 2LL, 3LL, 85LL, 11LL,
+    4LL, 0LL, 1LL, 6LL, 10LL, 0LL, 3LL, 5LL,
+    6LL, 9LL, 4LL, 5LL, 6LL, 82LL, 11LL, 7LL,
+    0LL, 1LL, 6LL, 10LL, 1LL, 7LL, 3LL, 8LL,
+    9LL, 21LL, 4LL, 8LL, 9LL, 71LL, 6LL, 8LL,
+    2LL, 30LL, 61LL, 11LL, 10LL, 0LL, 1LL, 6LL,
+    13LL, 0LL, 1LL, 68LL, 11LL, 11LL, 0LL, 1LL,
+    6LL, 13LL, 1LL, 5LL, 8LL, 43LL, 9LL, 11LL,
+    12LL, 0LL, 1LL, 6LL, 13LL, 2LL, 5LL, 5LL,
+    27LL, 5LL, 2LL, 12LL, 5LL, 0LL, 4LL, 0LL,
 };
 
 #endif /* WSP_PLAN_DATA_H */
