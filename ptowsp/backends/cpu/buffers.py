@@ -84,11 +84,28 @@ def _affine(o: sym.Expr, loops: Mapping[str, sym.Expr]) -> Optional[tuple[Option
     return v, a, b
 
 
-def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int]) -> bool:
-    """Whether the schedule's tasks write every element of `tensor` (see the module docstring)."""
-    acc = _Accesses(tensor.name)
+# the accesses of a tensor in a schedule do not depend on the syms: walked once per program's
+# schedule (a decode step of the Llama layer walked its IR for each output on every run)
+_WALKED: dict = {}
+
+
+def _accesses(schedule: N.Schedule, name: str) -> "_Accesses":
+    key = (id(schedule), name)
+    hit = _WALKED.get(key)
+    if hit is not None and hit[0] is schedule:
+        return hit[1]
+    acc = _Accesses(name)
     for st in schedule.body:
         acc.visit(st, (), False, ())
+    if len(_WALKED) > 256:
+        _WALKED.clear()
+    _WALKED[key] = (schedule, acc)
+    return acc
+
+
+def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int]) -> bool:
+    """Whether the schedule's tasks write every element of `tensor` (see the module docstring)."""
+    acc = _accesses(schedule, tensor.name)
     if len(acc.writes) != 1:
         return False
     position, arg, loops, dynamic, around = acc.writes[0]
