@@ -12,10 +12,9 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-import ptowsp
 from ptowsp import driver
 from ptowsp.diagnostics import WspError
 from ptowsp.ir import nodes as N
@@ -23,22 +22,8 @@ from ptowsp.ir import visit as V
 
 pytestmark = pytest.mark.cc
 
-SETTINGS = settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "wspc-cache"))
-
-
-_PROGRAMS: dict = {}
-
-
-def compiled(text: str, target: str):
-    key = (text, target)
-    if key not in _PROGRAMS:
-        _PROGRAMS[key] = ptowsp.parse(textwrap.dedent(text), "t.wsp").compile(target=target)
-    return _PROGRAMS[key]
+# the partial-tile tests' settings, build cache and compiled programs (one per text and target)
+from .test_partial_tiles import SETTINGS, _cache, compiled  # noqa: E402, F401
 
 
 def both(text: str, bind: dict, arrays: dict, workers=None) -> dict:
