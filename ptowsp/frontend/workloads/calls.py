@@ -90,6 +90,10 @@ class CallChecks:
                     self.error(kw.value.span, "too-large", f"`{p.name}` is a Constexpr[{p.dtype}], "
                                f"but its value, {int_text(n)}, does not fit it")
                     n = None
+                elif n is not None and n < 1:  # language.md: Constexpr values are at least 1
+                    self.error(kw.value.span, "not-positive", f"`{p.name}` is a Constexpr, whose "
+                               f"value must be at least 1 (it may size tiles), found {int_text(n)}")
+                    n = None
             elif p.default is not None and p.name not in bound:
                 n = self.compile_int(p.default, Scope(), "a Constexpr default", report=False)
             else:
