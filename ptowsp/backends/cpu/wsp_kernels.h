@@ -472,6 +472,34 @@ WSP_DEFINE_ORDER(uint64_t, wsp_order_uint64_t, WSP_NEVER_NAN)
 
 typedef int (*wsp_body_fn)(const wsp_tile *tiles, const wsp_scalar *scalars);
 
+/* copy[a] = copy[b] = 1 for every written tile a overlapping another tile b (the copied paths) */
+static inline void wsp_mark_overlaps(const wsp_tile *t, int n, const int32_t *esize,
+                                     const int32_t *mode, int *copy)
+{
+    for (int a = 0; a < n; ++a) {
+        if (!(mode[a] & 2)) continue;
+        for (int b = 0; b < n; ++b)
+            if (b != a && wsp_tiles_overlap(&t[a], esize[a], &t[b], esize[b]))
+                copy[a] = copy[b] = 1;
+    }
+}
+
+/* The body on `local`, then the copied written tiles back in `order` (later ones win where they
+ * overlap); frees the copies' buffer */
+static inline int wsp_run_copies(const wsp_tile *t, const wsp_tile *local, const wsp_scalar *s,
+                                 const int32_t *esize, const int *copy, const int32_t *order,
+                                 int norder, char *buf, wsp_body_fn body)
+{
+    int rc = body(local, s);
+    if (rc == 0)
+        for (int k = 0; k < norder; ++k) {
+            int a = order[k];
+            if (copy[a]) wsp_tile_copy(&t[a], &local[a], esize[a]);
+        }
+    free(buf);
+    return rc;
+}
+
 /* The slow path: every strided tile (and, with check_overlap, every tile involved in an overlap
  * with a written tile) is copied to a contiguous buffer (mode bit 1: copied in), the body runs
  * on the copies, and the written tiles listed in `order` are copied back in that order (later
@@ -486,13 +514,7 @@ static int wsp_call_copied(const wsp_tile *t, const wsp_scalar *s, int n, const 
     size_t total = 0;
     if (n > WSP_MAX_TILES) return 5;
     for (int a = 0; a < n; ++a) copy[a] = wsp_tile_strided(&t[a]);
-    if (check_overlap)
-        for (int a = 0; a < n; ++a) {
-            if (!(mode[a] & 2)) continue;
-            for (int b = 0; b < n; ++b)
-                if (b != a && wsp_tiles_overlap(&t[a], esize[a], &t[b], esize[b]))
-                    copy[a] = copy[b] = 1;
-        }
+    if (check_overlap) wsp_mark_overlaps(t, n, esize, mode, copy);
     for (int a = 0; a < n; ++a) {
         local[a] = t[a];
         off[a] = total;
@@ -507,14 +529,7 @@ static int wsp_call_copied(const wsp_tile *t, const wsp_scalar *s, int n, const 
         local[a].col_stride = 1;
         if (mode[a] & 1) wsp_tile_copy(&local[a], &t[a], esize[a]);
     }
-    int rc = body(local, s);
-    if (rc == 0)
-        for (int k = 0; k < norder; ++k) {
-            int a = order[k];
-            if (copy[a]) wsp_tile_copy(&t[a], &local[a], esize[a]);
-        }
-    free(buf);
-    return rc;
+    return wsp_run_copies(t, local, s, esize, copy, order, norder, buf, body);
 }
 
 /* Partial tiles (language.md section 4): a tile whose view is shorter than the kernel's static
@@ -541,12 +556,7 @@ static int wsp_call_padded(const wsp_tile *t, const wsp_scalar *s, int n, const 
             return 5;
         copy[a] = t[a].rows != trows[a] || t[a].cols != tcols[a] || wsp_tile_strided(&t[a]);
     }
-    for (int a = 0; a < n; ++a) {
-        if (!(mode[a] & 2)) continue;
-        for (int b = 0; b < n; ++b)
-            if (b != a && wsp_tiles_overlap(&t[a], esize[a], &t[b], esize[b]))
-                copy[a] = copy[b] = 1;
-    }
+    wsp_mark_overlaps(t, n, esize, mode, copy);
     for (int a = 0; a < n; ++a) {
         off[a] = total;
         if (copy[a]) total += ((size_t)(trows[a] * tcols[a] * esize[a]) + 63u) & ~(size_t)63u;
@@ -569,14 +579,7 @@ static int wsp_call_padded(const wsp_tile *t, const wsp_scalar *s, int n, const 
             wsp_fill_elems(d + vr * tc * esize[a], (trows[a] - vr) * tc, esize[a], pad[a]);
         }
     }
-    int rc = body(local, s);
-    if (rc == 0)
-        for (int k = 0; k < norder; ++k) {
-            int a = order[k];
-            if (copy[a]) wsp_tile_copy(&t[a], &local[a], esize[a]);
-        }
-    free(buf);
-    return rc;
+    return wsp_run_copies(t, local, s, esize, copy, order, norder, buf, body);
 }
 
 #endif /* WSP_KERNELS_H */
