@@ -13,8 +13,9 @@
  * (Q.lo[d] - 2^L[d] + 1) >> L[d] .. (Q.hi[d] - 1) >> L[d]; when every box of the class is aligned
  * in dim d (lo a multiple of 2^L[d], the usual tiling), the range starts at Q.lo[d] >> L[d], so a
  * tile-shaped query probes exactly one cell per class. For each live class of the tensor a query
- * probes that product of cell ranges, or scans the class's own record list when the list is
- * shorter (a whole-tensor read against many small tiles).
+ * probes that product of cell ranges, or walks the class's groups in the coarse index (below)
+ * when they hold fewer records (a key block read against one-row appends), or scans the class's
+ * own record list when the list is shorter (a whole-tensor read against many small tiles).
  *
  * Complexity per access: O(sum over the tensor's live classes of min(cells in range, records of
  * the class)) plus O(edges added); for tiled programs (a few tile shapes, aligned) that is O(1)
@@ -57,11 +58,17 @@ struct wsp_rec {
     int32_t nreaders, capreaders;
     wsp_tasknode *inl[REC_INLINE];
     int64_t lo[WSP_MAX_DIMS], hi[WSP_MAX_DIMS];
+    /* the coarse index: a record's group (NULL: not grouped) and its siblings there; a GROUP is
+     * a record of its own in the table (isgroup; empty box, so it overlaps nothing) whose gnext
+     * is its first member */
+    wsp_rec *group, *gprev, *gnext;
+    int32_t gcount, isgroup;
 };
 
 struct wsp_class {
     uint64_t key;               /* levels, 6 bits per dim */
     int32_t id, tensor, ndim, nrec;
+    int32_t nwriting;           /* records with a writer: a read skips a class without any */
     uint32_t unaligned;         /* bit d: a record's lo[d] is not a multiple of 2^level[d] */
     uint8_t level[WSP_MAX_DIMS];
     wsp_rec *list;
@@ -106,6 +113,7 @@ static void free_classes(wsp_tensor_deps *td) {
     td->nclass = 0;
     td->nrec = 0;
     td->last = NULL;
+    memset(td->glevel, 0, sizeof td->glevel);
 }
 
 void wsp__deps_destroy(wsp_deps *d) {
@@ -172,6 +180,8 @@ static wsp_rec *rec_alloc(wsp_deps *d) {
     r->readers = r->inl;
     r->nreaders = 0;
     r->capreaders = REC_INLINE;
+    r->group = NULL;
+    r->isgroup = 0;
     return r;
 }
 
@@ -219,7 +229,104 @@ static void table_remove(wsp_deps *d, wsp_rec *r) {
     d->slots[i].rec = NULL;
 }
 
+static void rec_free(wsp_deps *d, wsp_rec *r) {
+    if (r->readers != r->inl) free(r->readers);
+    r->readers = r->inl;
+    r->capreaders = REC_INLINE;
+    r->nreaders = 0;
+    r->writer = NULL;
+    r->cls = NULL;
+    r->isgroup = 0;
+    r->hnext = d->free_recs;
+    d->free_recs = r;
+}
+
+/* ---- the coarse index ---------------------------------------------------------------------------
+ * A wide query against a class of small boxes (a 256-row key block read against the one-row
+ * appends of the same cache) would probe one cell per row. So each record of a class that is
+ * finer than the tensor's coarsest class in some dimension also belongs to a GROUP: the cell of
+ * its lo at the tensor's coarse levels (glevel[d], the largest level of any of its classes). A
+ * query box is no larger than a coarse cell, so it spans at most two of them per dimension; the
+ * query walks the members of those groups when they are fewer than the cells it would probe. */
+
+static inline int grouped(const wsp_tensor_deps *td, const wsp_class *c) {
+    for (int d = 0; d < c->ndim; d++)
+        if (c->level[d] < td->glevel[d]) return 1;
+    return 0;
+}
+
+static inline uint64_t group_hash(const wsp_class *c, const int64_t *gcell) {
+    return hash_cell(c->tensor, c->id | 0x40000000, c->ndim, gcell);
+}
+
+static wsp_rec *group_find(wsp_deps *dp, const wsp_class *c, uint64_t h) {
+    for (uint64_t i = h & dp->mask; dp->slots[i].rec; i = (i + 1) & dp->mask) {
+        wsp_rec *g = dp->slots[i].rec;
+        if (dp->slots[i].hash == h && g->isgroup && g->cls == c) return g;
+    }
+    return NULL;
+}
+
+static int table_reserve(wsp_deps *dp);
+
+static int group_join(wsp_deps *dp, wsp_rec *r) {
+    wsp_class *c = r->cls;
+    const wsp_tensor_deps *td = &dp->tensors[c->tensor];
+    if (!grouped(td, c)) return 0;
+    int64_t gcell[WSP_MAX_DIMS];
+    for (int d = 0; d < c->ndim; d++) gcell[d] = r->lo[d] >> td->glevel[d];
+    uint64_t h = group_hash(c, gcell);
+    wsp_rec *g = group_find(dp, c, h);
+    if (!g) {
+        if (table_reserve(dp) != 0 || !(g = rec_alloc(dp))) return -1;
+        memset(g->lo, 0, sizeof g->lo);
+        memset(g->hi, 0, sizeof g->hi);
+        g->isgroup = 1;
+        g->cls = c;
+        g->hash = h;
+        g->gnext = NULL;
+        g->gcount = 0;
+        uint64_t i = h & dp->mask;
+        while (dp->slots[i].rec) i = (i + 1) & dp->mask;
+        dp->slots[i].hash = h;
+        dp->slots[i].rec = g;
+        dp->nrec++;
+    }
+    r->group = g;
+    r->gprev = NULL;
+    r->gnext = g->gnext;
+    if (g->gnext) g->gnext->gprev = r;
+    g->gnext = r;
+    g->gcount++;
+    return 0;
+}
+
+static void group_leave(wsp_deps *dp, wsp_rec *r) {
+    wsp_rec *g = r->group;
+    if (!g) return;
+    if (r->gprev) r->gprev->gnext = r->gnext;
+    else g->gnext = r->gnext;
+    if (r->gnext) r->gnext->gprev = r->gprev;
+    r->group = NULL;
+    if (--g->gcount == 0) {
+        table_remove(dp, g);
+        dp->nrec--;
+        rec_free(dp, g);
+    }
+}
+
+/* The coarse levels of td grew: every record joins the group of the new levels. */
+static int regroup(wsp_deps *dp, wsp_tensor_deps *td) {
+    for (int32_t k = 0; k < td->nclass; k++)
+        for (wsp_rec *r = td->classes[k]->list; r; r = r->cnext) group_leave(dp, r);
+    for (int32_t k = 0; k < td->nclass; k++)
+        for (wsp_rec *r = td->classes[k]->list; r; r = r->cnext)
+            if (group_join(dp, r) != 0) return -1;
+    return 0;
+}
+
 static void rec_delete(wsp_deps *d, wsp_rec *r) {
+    group_leave(d, r);
     table_remove(d, r);
     wsp_class *c = r->cls;
     if (r->cprev) r->cprev->cnext = r->cnext;
@@ -228,14 +335,7 @@ static void rec_delete(wsp_deps *d, wsp_rec *r) {
     if (--c->nrec == 0) c->unaligned = 0;
     d->tensors[c->tensor].nrec--;
     d->nrec--;
-    if (r->readers != r->inl) free(r->readers);
-    r->readers = r->inl;
-    r->capreaders = REC_INLINE;
-    r->nreaders = 0;
-    r->writer = NULL;
-    r->cls = NULL;
-    r->hnext = d->free_recs;
-    d->free_recs = r;
+    rec_free(d, r);
 }
 
 /* ---- validation ------------------------------------------------------------------------------ */
@@ -338,6 +438,52 @@ static void probe(wsp_deps *dp, query *q, wsp_class *c, uint64_t h) {
     }
 }
 
+/* The coarse index instead of `cells` probes, when its groups in range hold fewer records than
+ * both the cells and the class (1: done). A record overlapping q has lo[d] in [from, hi), so
+ * its group is in from >> glevel .. (hi - 1) >> glevel; a query spans at most 8 groups here. */
+static int coarse_query(wsp_deps *dp, query *q, wsp_class *c, uint64_t cells) {
+    const wsp_tensor_deps *td = &dp->tensors[c->tensor];
+    if (!grouped(td, c)) return 0;
+    int n = q->ndim;
+    int64_t glo[WSP_MAX_DIMS], ghi[WSP_MAX_DIMS], g[WSP_MAX_DIMS];
+    uint64_t ng = 1;
+    for (int d = 0; d < n; d++) {
+        int64_t from = q->lo[d];
+        if (c->unaligned & (1u << d)) {
+            from -= ((int64_t)1 << c->level[d]) - 1;
+            if (from < 0) from = 0;
+        }
+        glo[d] = from >> td->glevel[d];
+        ghi[d] = (q->hi[d] - 1) >> td->glevel[d];
+        ng *= (uint64_t)(ghi[d] - glo[d]) + 1;  /* at most 3 per dimension: no overflow */
+        if (ng > 8) return 0;
+    }
+    if (ng >= cells) return 0;
+    wsp_rec *groups[8];
+    int found = 0;
+    uint64_t members = 0;
+    for (int d = 0; d < n; d++) g[d] = glo[d];
+    for (;;) {
+        wsp_rec *grp = group_find(dp, c, group_hash(c, g));
+        if (grp) {
+            groups[found++] = grp;
+            members += (uint64_t)grp->gcount;
+        }
+        int d = n - 1;
+        while (d >= 0 && g[d] == ghi[d]) {
+            g[d] = glo[d];
+            d--;
+        }
+        if (d < 0) break;
+        g[d]++;
+    }
+    if (members >= cells || members >= (uint64_t)c->nrec) return 0;
+    for (int k = 0; k < found; k++)
+        for (wsp_rec *r = groups[k]->gnext; r; r = r->gnext)
+            if (overlaps(r, q)) on_overlap(q, r);
+    return 1;
+}
+
 static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
     int n = q->ndim;
     int64_t klo[WSP_MAX_DIMS], khi[WSP_MAX_DIMS], cell[WSP_MAX_DIMS];
@@ -354,6 +500,7 @@ static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
         khi[d] = (q->hi[d] - 1) >> L;
         many |= __builtin_mul_overflow(cells, (uint64_t)(khi[d] - klo[d]) + 1, &cells);
     }
+    if (!many && cells > 2 && coarse_query(dp, q, c, cells)) return;
     if (many || cells > (uint64_t)c->nrec) {
         for (wsp_rec *r = c->list; r; r = r->cnext)
             if (overlaps(r, q)) on_overlap(q, r);
@@ -372,7 +519,14 @@ static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
     }
 }
 
-static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint64_t key) {
+/* Whether a query must visit class c: a read conflicts only with writers, so it skips a class
+ * whose records have none, except its own (where it may find its exact record). */
+static inline int wanted(const query *q, const wsp_class *c) {
+    return c->nrec > 0 && (q->write || c->nwriting > 0 || c == q->own);
+}
+
+static wsp_class *find_class(wsp_deps *dp, wsp_tensor_deps *td, int32_t tensor, int ndim,
+                             uint64_t key) {
     if (td->last && td->last->key == key) return td->last;
     for (int32_t i = 0; i < td->nclass; i++)
         if (td->classes[i]->key == key) return td->last = td->classes[i];
@@ -389,8 +543,16 @@ static wsp_class *find_class(wsp_tensor_deps *td, int32_t tensor, int ndim, uint
     c->id = td->nclass;
     c->tensor = tensor;
     c->ndim = ndim;
-    for (int d = 0; d < ndim; d++) c->level[d] = (uint8_t)((key >> (6 * d)) & 63);
+    int coarser = 0;
+    for (int d = 0; d < ndim; d++) {
+        c->level[d] = (uint8_t)((key >> (6 * d)) & 63);
+        if (c->level[d] > td->glevel[d]) {
+            td->glevel[d] = c->level[d];
+            coarser = 1;
+        }
+    }
     td->classes[td->nclass++] = c;
+    if (coarser && regroup(dp, td) != 0) return NULL;
     return td->last = c;
 }
 
@@ -424,7 +586,7 @@ static wsp_rec *insert_record(wsp_deps *dp, wsp_class *c, const query *q, uint64
     c->nrec++;
     dp->tensors[c->tensor].nrec++;
     dp->nrec++;
-    return r;
+    return group_join(dp, r) == 0 ? r : NULL;
 }
 
 static int add_reader(wsp_rec *r, wsp_tasknode *t) {
@@ -486,7 +648,7 @@ int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
         wsp_tensor_deps *td = &dp->tensors[a->tensor];
         td->ndim = n;
         query q = {rt, t, (a->mode & WSP_WRITE) != 0, n, a->lo, a->hi, NULL, NULL, 0, 0};
-        q.own = find_class(td, a->tensor, n, key);
+        q.own = find_class(dp, td, a->tensor, n, key);
         if (!q.own || table_reserve(dp) != 0)
             return wsp__failf(rt, WSP_ERR_INTERNAL, "out of memory (dependency records)");
         uint64_t h = hash_cell(a->tensor, q.own->id, n, cell);
@@ -501,7 +663,7 @@ int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
             }
         } else {
             for (int32_t c = 0; c < td->nclass; c++)
-                if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
+                if (wanted(&q, td->classes[c])) query_class(dp, &q, td->classes[c]);
         }
         wsp_rec *r = q.exact;
         if (!r && !(r = insert_record(dp, q.own, &q, h, unaligned, slot)))
@@ -515,6 +677,7 @@ int wsp__deps_submit(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
             reg->reader = -1;
         }
         if (q.write) {
+            r->cls->nwriting += r->writer == NULL;
             r->writer = t;
             r->nreaders = 0;
             reg->reader = -1;
@@ -534,6 +697,7 @@ void wsp__deps_retire(wsp_deps *dp, wsp_tasknode *t) {
         int removed = 0;
         if (r->writer == t) {
             r->writer = NULL;
+            r->cls->nwriting--;
             removed = 1;
         }
         int32_t i = regs[k].reader;
@@ -587,6 +751,6 @@ int64_t wsp__deps_writers(wsp_runtime *rt, const wsp_access *a, wsp_tasknode *w)
         if (a->lo[d] == a->hi[d]) return 0;  /* an empty box has no writers */
     query q = {rt, w, (a->mode & WSP_WRITE) != 0, a->ndim, a->lo, a->hi, NULL, NULL, 1, 0};
     for (int32_t c = 0; c < td->nclass; c++)
-        if (td->classes[c]->nrec > 0) query_class(dp, &q, td->classes[c]);
+        if (wanted(&q, td->classes[c])) query_class(dp, &q, td->classes[c]);
     return q.found;
 }

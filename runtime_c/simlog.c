@@ -50,9 +50,9 @@
  * at the first one already marked.
  *
  * Memory: a dense record per tile of a shaped tensor (16 bytes), a record per distinct tile
- * otherwise (24 bytes, plus 16 in the hash table), a log entry per task (16 bytes), 4 bytes per
- * edge, 16 bytes per gate and 4 per gate writer, 16 bytes per task in an order scope and 9 per
- * step group, the replay's O(ntasks + edges + groups). Kept until the cycle model is disabled
+ * otherwise (24 bytes, plus 16 in the hash table), 8 bytes per record a run touches, a log entry
+ * per task (16 bytes), 4 bytes per edge, 16 bytes per gate and 4 per gate writer, 16 bytes per
+ * task in an order scope and 9 per step group, the replay's O(ntasks + edges + groups). Kept until the cycle model is disabled
  * or the runtime freed.
  *
  * The limit (wsp_sim_limit). The log is the one part of a run that grows with the task count
@@ -108,7 +108,10 @@ typedef struct stens {
     int64_t tiles[WSP_MAX_DIMS];/* tiles per dimension of the dense table */
     int64_t lim[WSP_MAX_DIMS]; /* coordinates below it are tiled and in the table */
     int64_t ndense;            /* tiles of the dense table this run */
+    int64_t ntouched;          /* entries of `touched` this run */
     /* kept between runs */
+    int64_t *touched;          /* the records this run made: a dense index, or -(hashed + 1) */
+    int64_t captouched;
     uint64_t *slots;           /* open addressing: epoch << 32 | (record index + 1); another
                                   run's entry counts as empty */
     uint64_t mask;
@@ -151,6 +154,7 @@ static void reset_tensors(wsp_simlog *l) {
         ts->fast = 0;
         ts->nrec = 0;
         ts->ndense = 0;
+        ts->ntouched = 0;
         ts->whole = EMPTY_REC;
         ts->ndims = -1;
     }
@@ -181,6 +185,7 @@ void wsp__simlog_free(wsp_simlog *l) {
     for (int32_t t = 0; l->tens && t < l->ntensors; t++) {
         free(l->tens[t].slots);
         free(l->tens[t].dense);
+        free(l->tens[t].touched);
     }
     free(l->tens);
     free(l->recs);
@@ -343,19 +348,27 @@ static inline int access_rec(wsp_simlog *l, srec *r, int write) {
     return 0;
 }
 
+/* Notes a record made in this run (entry: see stens.touched), for to_whole; on failure the log
+ * is marked unusable, and the next wsp__simlog_add fails. */
+static void touch(wsp_simlog *l, stens *ts, int64_t entry) {
+    if (wsp__grow((void **)&ts->touched, &ts->captouched, ts->ntouched + 1, sizeof *ts->touched)) {
+        l->oom = 1;
+        return;
+    }
+    ts->touched[ts->ntouched++] = entry;
+}
+
 /* Every task any record of the tensor names becomes a predecessor; the tensor keeps one
- * record from now on, with this task as its writer (it waited for everything before). */
+ * record from now on, with this task as its writer (it waited for everything before). The
+ * records are those this run touched: the tables themselves may be far larger (a dense table
+ * of a KV cache has a record per row of every sequence). */
 static int to_whole(wsp_simlog *l, stens *ts) {
-    for (uint64_t s = 0; ts->nrec > 0 && s <= ts->mask; s++) {
-        if ((uint32_t)(ts->slots[s] >> 32) != l->epoch) continue;
-        srec *r = &l->recs[(uint32_t)ts->slots[s] - 1].r;
+    for (int64_t i = 0; i < ts->ntouched; i++) {
+        int64_t e = ts->touched[i];
+        srec *r = e >= 0 ? &ts->dense[e] : &l->recs[-e - 1].r;
         if (add_pred(l, r->writer) || readers_to_preds(l, r)) return -1;
     }
-    for (int64_t i = 0; ts->dense_on && i < ts->ndense; i++) {
-        srec *r = &ts->dense[i];
-        if (r->epoch != l->epoch) continue;
-        if (add_pred(l, r->writer) || readers_to_preds(l, r)) return -1;
-    }
+    ts->ntouched = 0;
     ts->nrec = 0;
     ts->dense_on = 0;
     ts->fast = 0;
@@ -403,6 +416,7 @@ static srec *find_or_add(wsp_simlog *l, stens *ts, uint64_t key) {
     r->r = EMPTY_REC;
     ts->slots[h] = ep | (uint64_t)l->nrecs;
     ts->nrec++;
+    touch(l, ts, -l->nrecs);
     return &r->r;
 }
 
@@ -480,6 +494,7 @@ static __attribute__((noinline)) int access(wsp_simlog *l, const wsp_access *a) 
         if (r->epoch != l->epoch) {  /* first touch in this run */
             *r = EMPTY_REC;
             r->epoch = l->epoch;
+            touch(l, ts, idx);
         }
         return access_rec(l, r, write);
     }
@@ -520,6 +535,7 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
     if (r->epoch != l->epoch) {  /* first touch in this run */
         *r = EMPTY_REC;
         r->epoch = l->epoch;
+        touch(l, ts, (int64_t)idx);
     }
     return r;
 }

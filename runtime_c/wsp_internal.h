@@ -133,6 +133,7 @@ typedef struct wsp_tensor_deps {
     int64_t nrec;              /* live records over all classes */
     wsp_class *last;           /* the class found last (tiles repeat) */
     wsp_class **classes;
+    uint8_t glevel[WSP_MAX_DIMS]; /* the coarse index's levels: the largest of any class */
 } wsp_tensor_deps;
 
 typedef struct wsp_deps {

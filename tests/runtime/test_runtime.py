@@ -309,6 +309,29 @@ def test_whole_tensor_access_against_many_tiles(runtime):
     assert violations(tasks, times) == []
 
 
+def test_wide_reads_against_one_row_writes_find_exactly_their_writer(runtime):
+    """The decode pattern: one-row appends to each sequence's cache, each followed by reads of
+    256-row key blocks of that cache (the coarse index's path: a block read would otherwise
+    probe 256 cells). Every read waits for the append inside its block and for nothing else,
+    including appends registered before the first block read made the index coarser. The
+    appends are held until everything is submitted, so every edge is made."""
+    r = runtime(2, 1)
+    ctx = [3, 300, 511, 0, 257, 255, 600, 64]
+    early = [("task", [(0, WRITE, box((b, b + 1), (c, c + 1), (0, 64)))], gate(0))
+             for b, c in enumerate(ctx[:4])]
+    ops = list(early)
+    for b, c in enumerate(ctx):
+        if b >= 4:
+            ops.append(("task", [(0, WRITE, box((b, b + 1), (c, c + 1), (0, 64)))], gate(0)))
+        for j in range(0, c + 1, 256):
+            ops.append(("task", [(0, READ, box((b, b + 1), (j, min(j + 256, c + 1)), (0, 64)))],
+                        0))
+    tasks, times = run_program(r, ops)
+    assert violations(tasks, times) == []
+    # each sequence's read blocks: only the one holding row ctx[b] waits for its append
+    assert r.stats().dependencies == len(ctx)
+
+
 def test_empty_boxes_conflict_with_nothing(runtime):
     r = runtime(2, 1)
     ops = [("task", [(0, WRITE, box((0, 8)))], gate(0)),
