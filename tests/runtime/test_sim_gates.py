@@ -442,12 +442,14 @@ def test_a_box_over_several_tiles_of_a_matrix(rtlib, dense):
         mr.free()
 
 
-def test_a_whole_tensor_record_gates_on_its_last_writer(rtlib):
+@pytest.mark.parametrize("shapes", [None, {0: [32], 1: [32]}], ids=["hashed", "dense"])
+def test_a_whole_tensor_record_gates_on_its_last_writer(rtlib, shapes):
     """Boxes that break the tiling: the tensor has one record, its writer is the gate
-    (conservative: it waited for everything before it)."""
+    (conservative: it waited for everything before it), whether the tiles it had were in the
+    hash table or the dense one."""
     mr = ModelRun(rtlib, 2, COSTS)
     try:
-        mr.begin()
+        mr.begin(shapes=shapes)
         mr.task(1, [(0, WRITE, [(0, 4)])])
         mr.task(2, [(0, WRITE, [(2, 7)])])   # breaks the tiling: waits for 0, is the writer
         mr.task(0, [(1, WRITE, [(0, 4)])])
