@@ -131,6 +131,7 @@ class Backend:
         self._rt = None
         self._rt_key = None
         self._rt_lock = threading.Lock()
+        self._read: dict[str, set] = {}  # tensors each schedule reads (a walk of its body)
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
@@ -145,7 +146,9 @@ class Backend:
 
         ffi, lib = self.ffi, self.lib
         sched = m.schedule(schedule)
-        read = V.read_tensors(sched.body)
+        read = self._read.get(schedule)
+        if read is None:
+            read = self._read[schedule] = V.read_tensors(sched.body)
         arrays = []
         outputs = {}
         for t in m.tensors:
