@@ -317,17 +317,24 @@ def connect(processes: list, channels: Any = ()):
 
 
 def record(ev: Event, after: Any = None) -> Fragment:
-    """`record(ev)`: the statement just before (or `after=`) is what `ev` marks."""
+    """`record(ev)`: the statement just before is what `ev` marks; `record(ev, after=t)`
+    marks `t` where it stands: the record goes right after `t`, and statements written
+    between `t` and this call keep their place after it (they are not reordered)."""
     span = here()
     with tracing() as t:
         if not isinstance(ev, Event):
             raise user_error(span, f"`record` takes an `Event`, not {ev!r}")
         name = t.ref(ev, span)
-        if after is not None:
-            if not isinstance(after, Fragment):
-                raise user_error(span, "`after=` takes the statement to mark (a task or a loop)")
-            t.emit_all(t.take(after), after.span)
-        return t.emit(A.Record(name, span=span))
+        if after is None:
+            return t.emit(A.Record(name, span=span))
+        if not isinstance(after, Fragment):
+            raise user_error(span, "`after=` takes the statement to mark (a task or a loop)")
+        placed = t.insert_after(after, A.Record(name, span=span))
+        if placed is None:
+            raise user_error(span, "`after=` names a statement that another construct has "
+                             "taken in (a `send`, `sequential` or `combine`)",
+                             "record the event after that construct instead")
+        return placed
 
 
 def synchronize(ev: Event) -> Fragment:

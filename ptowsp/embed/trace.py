@@ -67,6 +67,20 @@ class Trace:
         block.extend(stmts)
         return Fragment(stmts, block, self.refs, span)
 
+    def insert_after(self, frag: Fragment, stmt: A.Node) -> Optional[Fragment]:
+        """`stmt` placed right after the last statement of `frag`, in the block it stands in
+        (statements emitted since stay after it); None when `frag` no longer stands there."""
+        self.adopt(frag.refs)
+        block = frag.block
+        if block is None or not frag.stmts:
+            return None
+        last = frag.stmts[-1]
+        for i, x in enumerate(block):
+            if x is last:
+                block.insert(i + 1, stmt)
+                return Fragment([stmt], block, self.refs, stmt.span)
+        return None
+
     def take(self, frag: Fragment) -> list:
         """The statements of `frag`, removed from the block they stand in."""
         self.adopt(frag.refs)

@@ -235,6 +235,55 @@ def test_constexpr_and_extern_c_kernels_with_events():
     assert head_rows.trace(R=2).ops[0].shape == (2, 8)
 
 
+@kernel
+def plus3(x: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+    pto.store(y, x + 3.0)
+
+
+@kernel
+def copy_tile(x: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+    pto.store(y, x)
+
+
+def test_record_after_marks_the_task_where_it_stands():
+    """`record(ev, after=t)` with statements between `t` and the call: `t` keeps its place
+    (a reader of what `t` writes, written after it, sees its result), and the record stands
+    right after `t`, so a `synchronize` waits for `t` alone."""
+    x = np.full((4, 8), 2.0, np.float32)
+    a, b = np.zeros_like(x), np.zeros_like(x)
+    X, A_, B = Tensor(data=x), Tensor(data=a), Tensor(data=b)
+    done = Event("written")
+
+    @workload
+    def w():
+        t = plus3[0](x=X, y=A_)
+        copy_tile[0](x=A_, y=B)
+        record(done, after=t)
+        synchronize(done)
+
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(a, 5.0)
+    np.testing.assert_array_equal(b, 5.0)
+    text = assert_roundtrip(w())
+    assert text.index("plus3[") < text.index("record(written)") < text.index("copy_tile[")
+
+
+def test_record_after_a_statement_another_construct_took():
+    done = Event("e")
+    X, Y = Tensor(data=np.zeros((4, 8), np.float32)), Tensor(data=np.zeros((4, 8), np.float32))
+
+    @workload
+    def w():
+        t = plus3[0](x=X, y=Y)
+        sequential(t)
+        record(done, after=t)
+
+    with pytest.raises(CompileError, match="another construct has taken"):
+        w()
+
+
 def test_extern_include_that_cannot_be_honoured():
     @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
     def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
