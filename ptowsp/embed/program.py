@@ -130,6 +130,41 @@ class Program(_RuntimeProgram):
         return self.codegen_artifact_dir is not None
 
 
+class EmittedProgram:
+    """`workload.compile(target="ascend_npu")`: the CANN project tree (host, AICPU, AICore)
+    written to `codegen_artifact_dir`, for a toolchain to build; it does not run here. The
+    directory is `output_dir=` when given, else one under the build cache named by the
+    workload and the tree's contents (the same tree, the same directory)."""
+
+    def __init__(self, project: Any, directory: str, compile_time_ms: float):
+        self.project = project
+        self.files: dict = project.files
+        self.warnings: list = project.warnings
+        self.codegen_artifact_dir: Optional[str] = directory
+        self.stats = ProgramStats(compile_time_ms=compile_time_ms)
+        self.using_cpp_backend = False
+
+    def write(self, directory: Any) -> Any:
+        """The tree written again as `directory` (as `wspc compile -o DIR` does)."""
+        return self.project.write(directory)
+
+    def _no_run(self, what: str):
+        return user_error(here(), f"`{what}`: an ascend_npu program is a CANN project for a "
+                          "device toolchain, and does not run here (its tree is in "
+                          f"`{self.codegen_artifact_dir}`)",
+                          "compile with target=\"cpu_sim\" to run it on this machine",
+                          cls=ExecutionError)
+
+    def execute(self, **kwargs: Any) -> None:
+        raise self._no_run("execute()")
+
+    def synchronize(self) -> None:
+        raise self._no_run("synchronize()")
+
+    def is_complete(self) -> bool:
+        return False
+
+
 class TraceSummary(dict):
     """`program.trace.summary()`: a dict of figures whose `str()` is the text summary."""
 
@@ -278,5 +313,5 @@ def enumerate_tasks(w) -> list:
     return out
 
 
-__all__ = ["Program", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task",
+__all__ = ["Program", "EmittedProgram", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task",
            "enumerate_tasks"]

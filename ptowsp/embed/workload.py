@@ -22,12 +22,13 @@ import time
 import types
 from typing import Any, Optional
 
+from ..api import Program as _RuntimeProgram
 from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
-from .program import Program, enumerate_tasks
+from .program import EmittedProgram, Program, enumerate_tasks
 from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
@@ -632,17 +633,29 @@ class Workload(Fragment):
             raise from_wsp(err) from None
 
     def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
-                workers: Optional[int] = None, **options: Any):
-        """A `Program` for `target` (`cpu_sim`, the default, or `ref`)."""
+                workers: Optional[int] = None, output_dir: Any = None, **options: Any):
+        """A `Program` for `target` (`cpu_sim`, the default, or `ref`); for `ascend_npu` an
+        `EmittedProgram`: the CANN tree, written to `output_dir` (default: a directory in the
+        build cache), named by `codegen_artifact_dir`. `options` are the target's own
+        (`workers` for cpu_sim; `soc_version`, `blocks`, ... for ascend_npu)."""
         span = here()
         t0 = time.perf_counter()
         module, asm = build_module(self)
+        if workers is not None:
+            options["workers"] = workers
         try:
-            prog = module.compile(target=target, opt_level=opt_level, workers=workers, **options)
+            prog = module.compile(target=target, opt_level=opt_level, **options)
         except WspError as err:
             raise from_wsp(err) from None
         except ValueError as err:
-            raise user_error(span, str(err), "targets are `cpu_sim` and `ref`") from None
+            raise user_error(span, str(err), "targets are `cpu_sim`, `ref` and `ascend_npu`") \
+                from None
+        if not isinstance(prog, _RuntimeProgram):  # a target that does not run here
+            return _emitted(self.name, prog, output_dir, span, t0)
+        if output_dir is not None:
+            raise user_error(span, f"`output_dir=` is where an ascend_npu tree is written; a "
+                             f"{target} program is built in the cache",
+                             "drop `output_dir=` (or compile with target=\"ascend_npu\")")
         p = Program.adopt(prog, asm)
         p.workload = self
         p.stats.compile_time_ms = (time.perf_counter() - t0) * 1000
@@ -666,6 +679,28 @@ class Workload(Fragment):
 
     def __repr__(self) -> str:
         return f"<workload {self.name}>"
+
+
+def _emitted(name: str, project: Any, output_dir: Any, span, t0: float) -> EmittedProgram:
+    """The project written where `codegen_artifact_dir` says (files.replace_dir: atomic, and
+    never over a folder that is not a project tree)."""
+    import hashlib
+
+    from ..files import FileError, cache_dir
+
+    try:
+        if output_dir is None:
+            digest = hashlib.sha256()
+            for rel in sorted(project.files):
+                digest.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+                digest.update(project.files[rel].encode("utf-8", "surrogateescape") + b"\0")
+            output_dir = cache_dir() / "ascend" / f"{name}-{digest.hexdigest()[:16]}"
+        directory = project.write(output_dir)
+    except FileError as err:  # no cache directory
+        raise user_error(span, str(err), "pass `output_dir=` a writable directory") from None
+    except WspError as err:  # the tree could not be written there
+        raise from_wsp(err) from None
+    return EmittedProgram(project, str(directory), (time.perf_counter() - t0) * 1000)
 
 
 def to_wsp(w: Any) -> str:
