@@ -2,12 +2,13 @@
 workload names and writes its results back into them.
 
     program = workload().compile()       # cpu_sim (or target="ref")
-    program.execute()                    # runs now, on the arrays' current contents
-    program.synchronize()                # results land in the caller's arrays
+    program.execute()                    # starts a run on the arrays' current contents
+    program.is_complete()                # true once the results are in the caller's arrays
+    program.synchronize()                # waits for that (and raises the run's error)
     program.stats.task_count, program.stats().total_cycles
 
-Runs are synchronous; `synchronize()` is where the caller's arrays are updated (a second
-`execute()` first writes back the results of the one before). Also: `set_symbol_u64`,
+A run goes on in a background thread and writes its results into the caller's arrays when it
+ends; reading an output `Tensor`'s `data` waits for them. Also: `set_symbol_u64`,
 `enable_tracing(TraceLevel...)` with `program.trace` (Chrome trace, summary), and
 `Workload.enumerate()`.
 """
@@ -76,37 +77,98 @@ class Program(_RuntimeProgram):
 
     # -- running
     def execute(self, **kwargs: Any) -> None:
-        """Run the program on the current contents of the tensors (results: `synchronize`)."""
+        """Start a run on the current contents of the tensors and return at once: the run goes
+        on in the background, and when it ends its results are written into the caller's
+        arrays (`is_complete()` is true from then on). `synchronize()` waits for it and raises
+        its error; reading an output tensor's `data` waits for it too. A run still going when
+        `execute()` is called again is waited for first (its error raised)."""
+        import threading
+
         if self._pending is not None:
             self.synchronize()
+        self._ran = False
         arrays = self._asm.arrays()
         bind = {n: s.default for n, s in self._asm.syms.items() if s.default is not None}
         bind.update(self._symbols)
+        self._check(arrays, bind, kwargs.get("workers"))
+        run = _Run()
+        written = [t for name, t in self._asm.tensors.items()
+                   if name in self._written() and not t.scratch]
+        for t in written:
+            t._landing = run
+        self._pending = (run, written)
+
+        def body() -> None:
+            try:
+                out = self.run_arrays(arrays, bind=bind, trace=self._tracing,
+                                      workers=kwargs.get("workers"))
+                self._land(out)
+            except BaseException as err:  # raised again by synchronize()
+                run.error = err
+            finally:
+                for t in written:
+                    if t._landing is run:
+                        t._landing = None
+                run.done.set()
+
+        # not a daemon: a script that ends right after execute() still gets its results
+        threading.Thread(target=body, name="pto_wsp-execute").start()
+
+    def _check(self, arrays: dict, bind: dict, workers: Any) -> None:
+        """What can be checked before the run starts (symbols, shapes, dtypes, memory,
+        workers), raised by `execute()` itself; what the run finds (a view out of range, a
+        deadlock) is raised by `synchronize()`."""
+        from ..api import Binding, check_workers
+        from ..limits import memory_limit
+
         try:
-            out = self.run_arrays(arrays, bind=bind, trace=self._tracing,
-                                  workers=kwargs.get("workers"))
+            check_workers(workers)
+            Binding(self.module).bind(bind, arrays, None, None, memory_limit(None),
+                                      schedule=self.schedule,
+                                      records=getattr(self._backend, "records", None))
         except WspError as err:
             raise from_wsp(err, "run") from None
-        except RunFailure as err:
-            raise ExecutionError([Diagnostic(Span("<run>", 0, 0, 0, 0), "run", str(err))],
-                                 dict(self._asm.sources)) from None
-        self._pending = out
-        self._ran = True
 
-    def synchronize(self) -> None:
-        """Write the results of the last `execute()` into the caller's arrays."""
+    def _written(self) -> set:
+        """The tensors a run writes (outputs and inouts), by name."""
+        return {t.name for t in self.module.tensors if t.kind in ("output", "inout")}
+
+    def _land(self, out: dict) -> None:
+        """The results of a run, written into the caller's arrays."""
         import numpy as np
 
-        out, self._pending = self._pending, None
         for name, arr in (out or {}).items():
             t = self._asm.tensors.get(name)
             if t is None:
                 continue
-            dst = t.data.view(numpy_dtype(t.dtype.value))  # bf16 (ml_dtypes) as its raw bits
+            dst = t._data.view(numpy_dtype(t.dtype.value))  # bf16 (ml_dtypes) as its raw bits
             np.copyto(dst, arr.reshape(dst.shape))
 
+    def synchronize(self) -> None:
+        """Wait until the run `execute()` started has ended (its results are then in the
+        caller's arrays); raise its error if it failed. Without a run: nothing to wait for."""
+        if self._pending is None:
+            return
+        run, _ = self._pending
+        run.wait()
+        self._pending = None
+        self._ran = True
+        err = run.error
+        if err is None:
+            return
+        if isinstance(err, WspError):
+            raise from_wsp(err, "run") from None
+        if isinstance(err, RunFailure):
+            raise ExecutionError([Diagnostic(Span("<run>", 0, 0, 0, 0), "run", str(err))],
+                                 dict(self._asm.sources)) from None
+        raise err
+
     def is_complete(self) -> bool:
-        """True once `execute()` has run (runs are synchronous)."""
+        """True once the run `execute()` started has ended: its results are in the caller's
+        arrays (or it failed: `synchronize()` says why). False while it runs, and before any
+        `execute()`."""
+        if self._pending is not None:
+            return self._pending[0].done.is_set()
         return self._ran
 
     # -- tracing
@@ -128,6 +190,20 @@ class Program(_RuntimeProgram):
     def using_cpp_backend(self) -> bool:
         """The program runs compiled C (the seeds' C++ back end), not an interpreter."""
         return self.codegen_artifact_dir is not None
+
+
+class _Run:
+    """A run `execute()` started: `done` once it has ended (results landed, or `error`)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.done = threading.Event()
+        self.error: Optional[BaseException] = None
+
+    def wait(self) -> None:
+        while not self.done.wait(0.25):  # in slices: Ctrl-C is seen while waiting
+            pass
 
 
 class EmittedProgram:

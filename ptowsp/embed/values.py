@@ -433,8 +433,9 @@ class LoopVar(ScalarExpr):
 class Tensor:
     """A tensor of the caller's: `Tensor(data=array, shape=array.shape, dtype=DType.F32)`.
 
-    The program reads `data` when it runs and `program.synchronize()` writes the results back
-    into it (in place, as the seeds' tensors are). `X[b]`, `X[b, t]`, `X[b][t]` and slices
+    The program reads `data` when `program.execute()` starts and writes the results back into
+    it (in place, as the seeds' tensors are) when the run ends; reading `data` meanwhile waits
+    for them. `X[b]`, `X[b, t]`, `X[b][t]` and slices
     (`X[b, t*16:t*16+16, :]`) are views for kernel arguments; `L[b]` of an integer tensor is
     also an element read in run-time expressions.
 
@@ -444,6 +445,20 @@ class Tensor:
 
     _default_name = "tensor"
     scratch = False  # also for the index tensors `_index_tensor` makes of lists
+    _landing: Any = None  # a run of `Program.execute` that will write this tensor's array
+
+    @property
+    def data(self) -> Any:
+        """The array; while a started run will write it (`program.execute()`), reading it
+        waits until the run's results are in it (or the run failed)."""
+        run = self._landing
+        if run is not None:
+            run.wait()
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = value
 
     def __init__(self, data: Any = None, shape: Any = None, dtype: Any = None,
                  location: Any = None, layout: Any = None, name: Optional[str] = None,

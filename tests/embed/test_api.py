@@ -330,6 +330,109 @@ def test_compile_for_ascend_npu_writes_the_cann_tree(tmp_path, monkeypatch):
         w().compile(target="ascend_npu", workers=2)
 
 
+def _held(program):
+    """The program with its runs held at the start until the returned event is set."""
+    import threading
+
+    release = threading.Event()
+    run = program.run_arrays
+
+    def held(*args, **kwargs):
+        assert release.wait(30)
+        return run(*args, **kwargs)
+
+    program.run_arrays = held
+    return release
+
+
+def test_execute_starts_a_run_that_lands_in_the_callers_arrays():
+    """execute() returns while the run goes on; is_complete() turns true once the results are
+    in the caller's arrays (no synchronize() needed for them to land); synchronize() waits."""
+    import time
+
+    x = np.full((4, 8), 2.0, np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+
+    @workload
+    def w():
+        plus3[0](x=X, y=Y)
+
+    program = w().compile()
+    assert not program.is_complete()  # nothing started yet
+    release = _held(program)
+    program.execute()
+    assert not program.is_complete() and not y.any()  # started, still going
+    release.set()
+    deadline = time.monotonic() + 30
+    while not program.is_complete():  # polled, as a host loop doing other work would
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    np.testing.assert_array_equal(y, 5.0)  # landed before is_complete() said so
+    program.synchronize()  # nothing left to wait for
+    assert program.is_complete() and program.stats.task_count == 1
+
+
+def test_reading_an_output_tensor_waits_for_the_run():
+    import threading
+
+    x = np.full((4, 8), 1.0, np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload
+    def w():
+        plus3[0](x=X, y=Y)
+
+    program = w().compile()
+    release = _held(program)
+    program.execute()
+    seen = []
+    reader = threading.Thread(target=lambda: seen.append(Y.data.copy()))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # blocked: the run has not written Y yet
+    release.set()
+    reader.join(30)
+    np.testing.assert_array_equal(seen[0], 4.0)
+    assert X.data is x  # an input is never waited for
+
+
+def test_a_script_that_ends_after_execute_gets_its_results(tmp_path):
+    """The seeds' example 8.2 calls execute() alone: the run still ends, and its results
+    land, before the interpreter exits (atexit handlers run after the run's thread ends)."""
+    script = tmp_path / "run.py"
+    script.write_text(f"""
+import atexit
+import numpy as np
+from pto_wsp import DType, In, Out, Tensor, Tile, kernel, pto, workload
+F32 = DType.F32
+
+@kernel
+def plus3(x: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+    pto.store(y, x + 3.0)
+
+y = np.zeros((4, 8), np.float32)
+X, Y = Tensor(data=np.full((4, 8), 2.0, np.float32)), Tensor(data=y)
+
+@workload
+def w():
+    plus3[0](x=X, y=Y)
+
+atexit.register(lambda: np.save({str(tmp_path / "y.npy")!r}, y))
+program = w().compile(target="ref")
+run = program.run_arrays
+def slow(*args, **kwargs):  # a run still going when the script ends
+    import time
+    time.sleep(0.5)
+    return run(*args, **kwargs)
+program.run_arrays = slow
+program.execute()
+""")
+    subprocess.run([sys.executable, str(script)], check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": str(Path(ptowsp.__file__).parents[1])})
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), 5.0)
+
+
 def test_extern_include_that_cannot_be_honoured():
     @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
     def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):

@@ -241,10 +241,12 @@ def test_runtime_view_error_is_an_execution_error_at_the_argument():
                           y=Y[b:b + 1, :])
 
     program = w().compile()
+    program.execute()  # found while the run goes on: synchronize() raises it
     with pytest.raises(ExecutionError) as info:
-        program.execute()
+        program.synchronize()
     text = at(info.value, "runtime")
     assert "b=2" in text
+    assert program.is_complete()  # the run has ended (in an error)
 
 
 def test_unbound_symbol_and_unknown_symbol():
@@ -286,8 +288,9 @@ def test_deadlock_is_a_channel_error():
                 send(b, copy16[1](x=X[1], y=b))
 
     program = w().compile(target="ref")
+    program.execute()
     with pytest.raises(ChannelError) as info:
-        program.execute()
+        program.synchronize()
     text = at(info.value, "blocked")
     assert "deadlock: no process can make progress" in text
 
