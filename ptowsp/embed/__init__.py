@@ -4,12 +4,13 @@ run through the same checker, driver and back ends. `pto_wsp` is its import alia
 
 Its modules import only downwards, in this order (`|`: side by side, not importing each other):
 
-    source < errors < names < trace < values < kernel | schedule | program | unsupported
-           < assemble < workload < csp
+    source < errors < names < trace < values < axes < kernel | schedule | program
+           | unsupported < assemble < workload < csp
 
 `source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
 turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
-handle (dtypes, annotations, scalar expressions, tensors, channels, axes); `kernel` traces
+handle (dtypes, annotations, scalar expressions, tensors, channels); `axes` the iteration
+spaces; `kernel` traces
 `@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
 seed names wspc reports; `assemble` makes a module of a workload; `workload` is `@workload`,
 `P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`).
@@ -29,10 +30,11 @@ _MODULES = {
     "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
     "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
     "values": (
-        "In", "Out", "InOut", "Pad", "Constexpr", "Tile", "Scalar", "Dense", "DenseDyn", "Ragged",
-        "Sparse", "Tensor", "DType", "Location", "slot_u64", "slot_i64", "slot_bool",
-        "symbol_u64", "ceildiv", "axis", "Channel", "Event", "scratch",
+        "In", "Out", "InOut", "Pad", "Constexpr", "Tile", "Scalar", "Tensor", "DType",
+        "Location", "slot_u64", "slot_i64", "slot_bool", "symbol_u64", "ceildiv", "axis",
+        "Channel", "Event", "scratch",
     ),
+    "axes": ("Dense", "DenseDyn", "Ragged", "Sparse"),
     "csp": (
         "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",
         "for_each", "parallel_for", "task",

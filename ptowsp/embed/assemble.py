@@ -17,12 +17,13 @@ from ..diagnostics import InternalError, WspError
 from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
+from .axes import Axis
 from .errors import from_wsp, user_error
 from .kernel import KernelRef
 from .names import substitute, wsp_ident
 from .source import source_text
 from .trace import Trace
-from .values import Axis, Channel, Event, Symbol, Tensor, dtype_name
+from .values import Channel, Event, Symbol, Tensor, dtype_name
 
 
 @dataclasses.dataclass

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..frontend import ast as A
+from .axes import axis_expr
 from .errors import user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Fragment, current, key_of, tracing
-from .values import Channel, Event, LoopVar, ScalarExpr, axis_expr
+from .values import Channel, Event, LoopVar, ScalarExpr
 from .workload import Workload
 
 

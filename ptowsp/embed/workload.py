@@ -26,6 +26,7 @@ from ..api import Program as _RuntimeProgram
 from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
+from .axes import Axis, AxisIndex, Sparse, axis_expr
 from .errors import ScheduleError, from_wsp, user_error
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
@@ -33,16 +34,12 @@ from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
-    Axis,
-    AxisIndex,
     LoopVar,
     ScalarExpr,
-    Sparse,
     Symbol,
     Tensor,
     TensorView,
     as_scalar,
-    axis_expr,
     ceildiv,
     smax,
     smin,

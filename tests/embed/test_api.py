@@ -348,7 +348,7 @@ def _held(program):
 def test_execute_starts_a_run_that_lands_in_the_callers_arrays():
     """execute() returns while the run goes on; is_complete() turns true once the results are
     in the caller's arrays (no synchronize() needed for them to land); synchronize() waits."""
-    import time
+    import threading
 
     x = np.full((4, 8), 2.0, np.float32)
     y = np.zeros_like(x)
@@ -364,10 +364,13 @@ def test_execute_starts_a_run_that_lands_in_the_callers_arrays():
     program.execute()
     assert not program.is_complete() and not y.any()  # started, still going
     release.set()
-    deadline = time.monotonic() + 30
-    while not program.is_complete():  # polled, as a host loop doing other work would
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    tick = threading.Event()  # never set: a 1 ms pause between polls
+    for _ in range(30_000):  # polled, as a host loop doing other work would
+        if program.is_complete():
+            break
+        tick.wait(0.001)
+    else:
+        pytest.fail("the run did not end")
     np.testing.assert_array_equal(y, 5.0)  # landed before is_complete() said so
     program.synchronize()  # nothing left to wait for
     assert program.is_complete() and program.stats.task_count == 1
