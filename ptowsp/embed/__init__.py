@@ -36,8 +36,8 @@ _MODULES = {
     ),
     "axes": ("Dense", "DenseDyn", "Ragged", "Sparse"),
     "csp": (
-        "process", "send", "consume", "connect", "replicate", "record", "synchronize", "query",
-        "for_each", "parallel_for", "task",
+        "process", "send", "try_send", "consume", "connect", "replicate", "record", "synchronize",
+        "query", "for_each", "parallel_for", "task",
     ),
     "program": ("Program", "TraceLevel", "Task"),
     "errors": (

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from ..frontend import ast as A
 from .axes import axis_expr
-from .errors import user_error
+from .errors import ChannelClosed, ChannelFull, user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
@@ -41,13 +41,53 @@ def _one_call(t, frag: Any, span: A.Span, what: str) -> A.CallStmt:
     return stmts[0]
 
 
-def send(ch: Channel, call: Fragment) -> Fragment:
+def _closed(ch: Any, span: A.Span, what: str) -> None:
+    """ChannelClosed when `ch` was closed (`ch.close()`)."""
+    at = getattr(ch, "_closed_at", None)
+    if at is not None:
+        raise user_error(span, f"`{what}` to channel `{ch.name}`, which was closed at "
+                         f"{at.file}:{at.line}", "close a channel after its last send",
+                         cls=ChannelClosed)
+
+
+def send(ch: Channel, call: Any) -> Optional[Fragment]:
     """`send(ch, k[i](..., dst=ch))`: the task's output (the parameter given `ch`) becomes the
-    channel's next item; a token channel carries only the task's completion."""
+    channel's next item; a token channel carries only the task's completion. Outside a
+    workload, `send(ch, value)` of a value that is not a task puts it in the channel's
+    host-side queue (the prototype's): `ChannelFull` when there is no room (nothing on the
+    host can take an item out while it waits), `ChannelClosed` after `ch.close()`."""
     span = here()
+    if isinstance(ch, Channel):
+        _closed(ch, span, "send")
+        if current() is None and not isinstance(call, Fragment):
+            if ch.full():
+                raise user_error(span, f"channel `{ch.name}` is full ({ch.size()} of "
+                                 f"{ch.capacity} items) and nothing on the host takes items "
+                                 "out: this send would wait forever",
+                                 "use `try_send` (it returns False when the channel is full), "
+                                 "or a deeper channel", cls=ChannelFull)
+            ch._items.append(call)
+            return None
     with tracing() as t:
         name = _channel_name(t, ch, span, "send")
         return t.emit(A.Send(name, _one_call(t, call, span, "send"), span=span))
+
+
+def try_send(ch: Channel, value: Any) -> bool:
+    """The prototype's non-blocking host-side send: True when `value` went into `ch`'s
+    host-side queue, False when the channel is full; `ChannelClosed` after `ch.close()`. Inside
+    a workload a send waits for room: write `send`."""
+    span = here()
+    if current() is not None:
+        raise user_error(span, "`try_send` is a host-side send; inside a workload, `send` waits "
+                         "for room in the channel", "write `send(ch, k[i](...))`")
+    if not isinstance(ch, Channel):
+        raise user_error(span, f"`try_send` takes a `Channel`, not {ch!r}")
+    _closed(ch, span, "try_send")
+    if ch.full():
+        return False
+    ch._items.append(value)
+    return True
 
 
 class _Consume:
@@ -357,6 +397,6 @@ def query(ev: Any) -> ScalarExpr:
                       {key: ev})
 
 
-__all__ = ["send", "consume", "for_each", "parallel_for", "task", "process",
+__all__ = ["send", "try_send", "consume", "for_each", "parallel_for", "task", "process",
            "Process", "replicate", "connect", "record", "synchronize", "query",
            "channels_used"]

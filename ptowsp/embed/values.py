@@ -648,9 +648,38 @@ class Channel:
         self.elem = elem if isinstance(elem, TileSpec) else None
         self.name = name or stored_name(user_frame()) or "ch"
         self._wsp_name = wsp_ident(self.name)
+        self._items: list = []  # host-side items (`try_send` / `send` of a value, outside a workload)
+        self._closed_at: Optional[A.Span] = None  # where `close()` was called
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r}, depth={self.depth})"
+
+    # the prototype's host-side queue: values sent from Python outside any workload
+    @property
+    def capacity(self) -> int:
+        """The items it holds at most: its depth (1 when not given; 0 is a rendezvous)."""
+        return 1 if self.depth is None else int(self.depth)
+
+    def is_open(self) -> bool:
+        return self._closed_at is None
+
+    def size(self) -> int:
+        """The values sent from the host and held now."""
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def full(self) -> bool:
+        """No room for a host-side send (a rendezvous channel is always full on the host: no
+        receiver can be waiting)."""
+        return len(self._items) >= self.capacity
+
+    def close(self) -> None:
+        """No more sends: a later `send` / `try_send` (and a workload's `send` to it) raises
+        `ChannelClosed`. Closing twice is harmless."""
+        if self._closed_at is None:
+            self._closed_at = here()
 
 
 class Event:

@@ -436,6 +436,56 @@ program.execute()
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), 5.0)
 
 
+def test_host_side_channels_try_send_close_and_their_errors():
+    """The prototype's host-side channel: `try_send` returns False when full, a blocking host
+    `send` into a full channel raises ChannelFull (it would wait forever), and after `close()`
+    every send (a workload's too) raises ChannelClosed at the line of the send."""
+    from pto_wsp import ChannelClosed, ChannelFull, try_send
+
+    ch = Channel("q", depth=2)
+    assert ch.is_open() and ch.empty() and not ch.full()
+    assert try_send(ch, 1) and try_send(ch, 2)
+    assert ch.size() == 2 and ch.full()
+    assert try_send(ch, 3) is False and ch.size() == 2  # full: not sent, not an error
+    with pytest.raises(ChannelFull, match="channel `q` is full \\(2 of 2 items\\)"):
+        send(ch, 3)
+    assert Channel("r", depth=0).full()  # a rendezvous has no room on the host
+    assert try_send(Channel("one"), 1) is True  # depth 1 by default
+    ch.close()
+    ch.close()  # harmless
+    assert not ch.is_open()
+    with pytest.raises(ChannelClosed, match="`try_send` to channel `q`, which was closed at .*test_api.py:"):
+        try_send(ch, 4)
+    with pytest.raises(ChannelClosed, match="`send` to channel `q`"):
+        send(ch, 4)
+    assert issubclass(ChannelClosed, pto_wsp.ChannelError) and issubclass(ChannelFull, pto_wsp.ChannelError)
+
+    X = Tensor(data=np.zeros((4, 8), np.float32))
+
+    @workload
+    def w():
+        with P.pipe():
+            send(ch, plus3[0](x=X, y=ch))  # E:send-closed
+            with consume(ch) as t:
+                copy_tile[t](x=t, y=X)
+
+    with pytest.raises(ChannelClosed) as info:
+        w()
+    assert info.value.diagnostics[0].span.line == _line_of("# E:send-closed")
+
+    @workload
+    def v():
+        try_send(Channel("s"), 1)
+
+    with pytest.raises(CompileError, match="`try_send` is a host-side send"):
+        v()
+
+
+def _line_of(marker: str) -> int:
+    return next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if line.rstrip().endswith(marker))
+
+
 def test_extern_include_that_cannot_be_honoured():
     @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
     def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
