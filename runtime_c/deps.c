@@ -438,45 +438,57 @@ static void probe(wsp_deps *dp, query *q, wsp_class *c, uint64_t h) {
     }
 }
 
+/* The cells at levels `shift` in which a record of class c overlapping q may have its lo:
+ * lo[d] .. hi[d] per dimension. Its lo lies in [q.lo - 2^level + 1, q.hi) (in [q.lo, q.hi)
+ * when every box of the class is aligned in d: then the range starts at q's own cell). */
+static inline void cell_range(const query *q, const wsp_class *c, const uint8_t *shift,
+                              int64_t *lo, int64_t *hi) {
+    for (int d = 0; d < q->ndim; d++) {
+        int64_t from = q->lo[d];
+        if (c->unaligned & (1u << d)) {
+            from -= ((int64_t)1 << c->level[d]) - 1;
+            if (from < 0) from = 0;
+        }
+        lo[d] = from >> shift[d];
+        hi[d] = (q->hi[d] - 1) >> shift[d];
+    }
+}
+
+/* The next cell of the box lo .. hi (last dimension fastest); 0 after the last. */
+static inline int next_cell(int n, int64_t *cell, const int64_t *lo, const int64_t *hi) {
+    int d = n - 1;
+    while (d >= 0 && cell[d] == hi[d]) {
+        cell[d] = lo[d];
+        d--;
+    }
+    if (d < 0) return 0;
+    cell[d]++;
+    return 1;
+}
+
 /* The coarse index instead of `cells` probes, when its groups in range hold fewer records than
- * both the cells and the class (1: done). A record overlapping q has lo[d] in [from, hi), so
- * its group is in from >> glevel .. (hi - 1) >> glevel; a query spans at most 8 groups here. */
+ * both the cells and the class (1: done). A query box is no larger than a coarse cell, so it
+ * spans at most 3 groups per dimension (2 when aligned); more than 8 in all: not here. */
 static int coarse_query(wsp_deps *dp, query *q, wsp_class *c, uint64_t cells) {
     const wsp_tensor_deps *td = &dp->tensors[c->tensor];
     if (!grouped(td, c)) return 0;
     int n = q->ndim;
     int64_t glo[WSP_MAX_DIMS], ghi[WSP_MAX_DIMS], g[WSP_MAX_DIMS];
     uint64_t ng = 1;
-    for (int d = 0; d < n; d++) {
-        int64_t from = q->lo[d];
-        if (c->unaligned & (1u << d)) {
-            from -= ((int64_t)1 << c->level[d]) - 1;
-            if (from < 0) from = 0;
-        }
-        glo[d] = from >> td->glevel[d];
-        ghi[d] = (q->hi[d] - 1) >> td->glevel[d];
-        ng *= (uint64_t)(ghi[d] - glo[d]) + 1;  /* at most 3 per dimension: no overflow */
-        if (ng > 8) return 0;
-    }
-    if (ng >= cells) return 0;
+    cell_range(q, c, td->glevel, glo, ghi);
+    for (int d = 0; d < n && ng <= 8; d++) ng *= (uint64_t)(ghi[d] - glo[d]) + 1;
+    if (ng > 8 || ng >= cells) return 0;
     wsp_rec *groups[8];
     int found = 0;
     uint64_t members = 0;
     for (int d = 0; d < n; d++) g[d] = glo[d];
-    for (;;) {
+    do {
         wsp_rec *grp = group_find(dp, c, group_hash(c, g));
         if (grp) {
             groups[found++] = grp;
             members += (uint64_t)grp->gcount;
         }
-        int d = n - 1;
-        while (d >= 0 && g[d] == ghi[d]) {
-            g[d] = glo[d];
-            d--;
-        }
-        if (d < 0) break;
-        g[d]++;
-    }
+    } while (next_cell(n, g, glo, ghi));
     if (members >= cells || members >= (uint64_t)c->nrec) return 0;
     for (int k = 0; k < found; k++)
         for (wsp_rec *r = groups[k]->gnext; r; r = r->gnext)
@@ -489,17 +501,9 @@ static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
     int64_t klo[WSP_MAX_DIMS], khi[WSP_MAX_DIMS], cell[WSP_MAX_DIMS];
     uint64_t cells = 1;
     int many = 0;
-    for (int d = 0; d < n; d++) {
-        int L = c->level[d];
-        int64_t from = q->lo[d];
-        if (c->unaligned & (1u << d)) {
-            from -= ((int64_t)1 << L) - 1;
-            if (from < 0) from = 0;
-        }
-        klo[d] = from >> L;
-        khi[d] = (q->hi[d] - 1) >> L;
+    cell_range(q, c, c->level, klo, khi);
+    for (int d = 0; d < n; d++)
         many |= __builtin_mul_overflow(cells, (uint64_t)(khi[d] - klo[d]) + 1, &cells);
-    }
     if (!many && cells > 2 && coarse_query(dp, q, c, cells)) return;
     if (many || cells > (uint64_t)c->nrec) {
         for (wsp_rec *r = c->list; r; r = r->cnext)
@@ -507,16 +511,8 @@ static void query_class(wsp_deps *dp, query *q, wsp_class *c) {
         return;
     }
     for (int d = 0; d < n; d++) cell[d] = klo[d];
-    for (;;) {
-        probe(dp, q, c, hash_cell(c->tensor, c->id, n, cell));
-        int d = n - 1;
-        while (d >= 0 && cell[d] == khi[d]) {
-            cell[d] = klo[d];
-            d--;
-        }
-        if (d < 0) break;
-        cell[d]++;
-    }
+    do probe(dp, q, c, hash_cell(c->tensor, c->id, n, cell));
+    while (next_cell(n, cell, klo, khi));
 }
 
 /* Whether a query must visit class c: a read conflicts only with writers, so it skips a class
