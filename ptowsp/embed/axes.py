@@ -117,6 +117,37 @@ def _index_tensor(values: Any, name: str, span: A.Span) -> Tensor:
     return t
 
 
+def _index_data(v: Any) -> bool:
+    """A list, tuple, array or Tensor of integers: the tutorial's one-argument
+    `Ragged(offsets)`, as opposed to an outer axis or extent."""
+    import numpy as np
+
+    if isinstance(v, Tensor):
+        return not v.scratch and v.dtype.value in ("i32", "i64", "u32", "u8", "i8", "i16", "u16",
+                                                   "u64")
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v)
+    return isinstance(v, np.ndarray) and v.dtype.kind in "iu"
+
+
+def _offsets(values: Any, owner: str, span: A.Span) -> Any:
+    """The row offsets of `Ragged(offsets)` as int64 data: at least one, non-decreasing."""
+    import numpy as np
+
+    arr = np.asarray(values.data if isinstance(values, Tensor) else values, dtype=np.int64)
+    arr = arr.reshape(-1)
+    if arr.size == 0:
+        raise user_error(span, f"`{owner}`: `Ragged(offsets)` needs at least one offset",
+                         "row b is offsets[b] .. offsets[b + 1] - 1: n rows take n + 1 offsets")
+    bad = np.flatnonzero(np.diff(arr) < 0)
+    if bad.size:
+        i = int(bad[0])
+        raise user_error(span, f"`{owner}`: the offsets must not decrease, but offsets[{i}] = "
+                         f"{int(arr[i])} and offsets[{i + 1}] = {int(arr[i + 1])}",
+                         "row b is offsets[b] .. offsets[b + 1] - 1")
+    return arr
+
+
 def _outer_axis(outer: Any, owner: str, span: A.Span) -> Axis:
     if isinstance(outer, Axis):
         return outer
@@ -132,13 +163,19 @@ def _outer_axis(outer: Any, owner: str, span: A.Span) -> Axis:
 class Ragged(Axis):
     """Per outer index `i`, an inner extent `lengths[i]`: `Ragged(batch, lengths)` where
     `lengths` is an i32 `Tensor`, a list, or a function of the outer index
-    (`lambda b: ceildiv(seq_lens[b], 64)`)."""
+    (`lambda b: ceildiv(seq_lens[b], 64)`). `Ragged(offsets)` (the tutorial's form) is the same
+    with `len(offsets) - 1` outer indices and lengths `offsets[b + 1] - offsets[b]`, read when
+    the axis is made; its outer axis is `ragged.outer`."""
 
     _kind = "Ragged"
     _default_name = "ragged"
 
     def __init__(self, outer_size: Any, lengths: Any = None, name: Optional[str] = None):
         self._init(name)
+        if lengths is None and _index_data(outer_size):
+            # the tutorial's `Ragged(offsets)`: row b spans offsets[b] .. offsets[b + 1] - 1
+            offsets = _offsets(outer_size, self._base_name, self._span)
+            outer_size, lengths = len(offsets) - 1, offsets[1:] - offsets[:-1]
         if lengths is None:
             raise user_error(self._span, "`Ragged` takes the outer axis and the lengths",
                              "write `Ragged(batch, lengths)`")
@@ -191,6 +228,11 @@ class Sparse(Axis):
     def __init__(self, outer_size: Any, indptr: Any = None, indices: Any = None,
                  name: Optional[str] = None):
         self._init(name)
+        if indptr is None and indices is None and _index_data(outer_size):
+            raise user_error(self._span, "`Sparse(indices)` is not supported: a sparse axis is "
+                             "iterated at an outer index", "write `one = Dense[1]`, `s = Sparse(one, [0, "
+                             "len(indices)], indices)` and `for b in P(one)` around "
+                             "`for e in P.sel(s[b])`")
         if indptr is None or indices is None:
             raise user_error(self._span, "`Sparse` takes the outer axis, `indptr` and `indices`",
                              "write `Sparse(batch, indptr, indices)` (CSR)")

@@ -486,6 +486,52 @@ def _line_of(marker: str) -> int:
                 if line.rstrip().endswith(marker))
 
 
+@kernel
+def double_row(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+    pto.store(y, x * 2.0)
+
+
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_tutorial_ragged_offsets(target):
+    """The tutorial's one-argument `Ragged(offsets)`: row b spans offsets[b] ..
+    offsets[b + 1] - 1, and its outer axis is `.outer`."""
+    x = np.random.default_rng(5).random((8, 8)).astype(np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+    offsets = [1, 3, 3, 6]
+    rows = Ragged(offsets)
+    off = Tensor(data=np.array(offsets, np.int32))
+    assert rows.outer_size == 3 and rows.lengths == [2, 0, 3] and rows.total() == 5
+
+    @workload
+    def w():
+        for b in P(rows.outer):
+            for i in P(rows[b]):
+                double_row[b, i](x=X[off[b] + i: off[b] + i + 1, :],
+                                 y=Y[off[b] + i: off[b] + i + 1, :])
+
+    program = w().compile(target=target)
+    program.execute()
+    program.synchronize()
+    want_y = np.zeros_like(x)
+    want_y[1:6] = x[1:6] * 2
+    np.testing.assert_array_equal(y, want_y)
+    assert program.stats.task_count == 5
+
+
+def test_tutorial_axis_forms_with_bad_offsets():
+    with pytest.raises(CompileError, match="the offsets must not decrease, but offsets\\[1\\] = 4 "
+                       "and offsets\\[2\\] = 2"):
+        Ragged([0, 4, 2])
+    with pytest.raises(CompileError, match="needs at least one offset"):
+        Ragged(np.zeros(0, np.int64))
+    assert Ragged([3]).outer_size == 0  # one offset: no rows
+    with pytest.raises(CompileError, match="`Sparse\\(indices\\)` is not supported"):
+        Sparse([5, 0, 7])
+    with pytest.raises(CompileError, match="`Ragged` takes the outer axis and the lengths"):
+        Ragged(4)  # an extent alone is not a list of offsets
+
+
 def test_extern_include_that_cannot_be_honoured():
     @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
     def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
