@@ -212,3 +212,4 @@ def test_a_module_of_kernels_alone_keeps_them_at_every_level():
     for level in (0, 1, 2, 3):
         assert [k.name for k in driver.optimize(m, level)[0].kernels] == ["neg"]
     assert "wsp_k_neg" in driver.kernel_code(m, driver.target("cpu_sim"), "neg").code
+    assert ptowsp.parse(text, "lib.wsp").kernel_code("neg", "ascend_npu").entry == "wsp_aicore_neg"
