@@ -744,6 +744,15 @@ class Module:
             return compiled.runnable  # the product to ship (docs/ascend.md, "Python API")
         return program(compiled)
 
+    def kernel_code(self, kernel: str, target: str = "cpu_sim", opt_level: Optional[int] = None,
+                    **options) -> Any:
+        """The generated source of kernel `kernel` on `target` (`backends.target.KernelCode`:
+        `entry`, the function's name, and `code`), as compiling the module for that target
+        generates it after `-O<opt_level>`; None for a target that generates none ("ref")."""
+        from . import driver
+
+        return driver.kernel_code(self.ir, driver.target(target), kernel, opt_level, options)
+
 
 def program(compiled) -> Program:
     """The `Program` of a module through the driver's stages (`driver.Compiled`)."""

@@ -37,7 +37,7 @@ from .diagnostics import Diagnostic, WspError, did_you_mean, printable
 from .spans import Span
 
 if TYPE_CHECKING:
-    from .backends.target import Target
+    from .backends.target import KernelCode, Target
     from .frontend.env import ModuleEnv
     from .ir import nodes as N
     from .ir.passes import PassManager
@@ -229,6 +229,17 @@ def emit(target: "Target", m: "N.Module", schedule: Optional[str],
          options: Mapping[str, Any]) -> Any:
     """What `target` makes of the optimised module `m`: files as strings, and warnings."""
     return target.emit(m, schedule, options)
+
+
+@_deep_stage
+def kernel_code(m: "N.Module", target: "Target", kernel: str, level: Optional[int] = None,
+                options: Optional[Mapping[str, Any]] = None) -> Optional["KernelCode"]:
+    """The generated source of kernel `kernel` of the lowered module `m` on `target`, after the
+    `-O<level>` pipeline (what `emit` writes for it); None for a target that generates none."""
+    options = dict(options or {})
+    target.options(options)  # a bad option is reported before any work
+    m, _ = optimize(m, level)
+    return target.kernel_code(m, kernel, options)
 
 
 @_deep_stage

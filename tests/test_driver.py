@@ -187,3 +187,29 @@ def _sources(skip=()):
         rel = path.relative_to(PACKAGE).as_posix()
         if not any(rel == s or rel.startswith(s + "/") for s in skip):
             yield rel, path.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# One kernel's source (`kernel.compile` in the embedding)
+
+
+def test_kernel_code_is_what_emit_writes_for_the_kernel():
+    m = driver.lower(driver.check_text(TWO, "two.wsp"))
+    cpu = driver.kernel_code(m, driver.target("cpu_sim"), "neg")
+    emitted = driver.emit(TARGETS["cpu_sim"], driver.optimize(m)[0], None, {})
+    assert cpu.entry == "wsp_k_neg" and cpu.code in emitted.files["kernels.c"]
+    npu = driver.kernel_code(m, driver.target("ascend_npu"), "neg")
+    tree = driver.emit(TARGETS["ascend_npu"], driver.optimize(m)[0], "a", {})
+    assert npu.entry == "wsp_aicore_neg" and npu.code == tree.files["aicore/kernel_neg.h"]
+    assert driver.kernel_code(m, driver.target("ref"), "neg") is None  # it interprets the IR
+    with pytest.raises(TargetError, match="no option `blocks`"):
+        driver.kernel_code(m, driver.target("cpu_sim"), "neg", options={"blocks": 2})
+
+
+def test_a_module_of_kernels_alone_keeps_them_at_every_level():
+    text = "kernel neg(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) { store(y, -x) }\n"
+    m = driver.lower(driver.check_text(text, "lib.wsp"))
+    for level in (0, 1, 2, 3):
+        assert [k.name for k in driver.optimize(m, level)[0].kernels] == ["neg"]
+    assert "wsp_k_neg" in driver.kernel_code(m, driver.target("cpu_sim"), "neg").code
+    assert ptowsp.parse(text, "lib.wsp").kernel_code("neg", "ascend_npu").entry == "wsp_aicore_neg"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 
 class TargetError(ValueError):
@@ -17,6 +17,14 @@ class RunFailure(Exception):
     """A run failed for a reason that is not the program's (the runtime could not start, the
     task window in abort mode, an internal runtime error). A runnable raises a subclass; a
     fault of the program itself is a `WspError` at the construct to blame."""
+
+
+class KernelCode(NamedTuple):
+    """One kernel's generated source on a target: `code` defines the function `entry` (what
+    the target's build compiles for that kernel, e.g. for `kernel.compile(...)` in Python)."""
+
+    entry: str
+    code: str
 
 
 @runtime_checkable
@@ -38,6 +46,11 @@ class Target(Protocol):
         """What the target makes of `module` (`.files`: path -> text, `.warnings`:
         diagnostics), as strings only. `schedule` is None when `one_schedule` is false and
         the caller chose none."""
+
+    def kernel_code(self, module, kernel: str, options: Mapping[str, Any]) -> Optional[KernelCode]:
+        """The generated source of the optimised `module`'s kernel `kernel`, exactly as `emit`
+        writes it; None for a target that generates no kernel source (it interprets the IR).
+        A kernel the target cannot generate is a `WspError` at the kernel, as from `emit`."""
 
     def build(self, emitted) -> Any:
         """The artifact: built (through a cache), or the product as it is."""

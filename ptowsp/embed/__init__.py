@@ -4,13 +4,13 @@ run through the same checker, driver and back ends. `pto_wsp` is its import alia
 
 Its modules import only downwards, in this order (`|`: side by side, not importing each other):
 
-    source < errors < names < trace < values < axes < kernel | schedule | program
-           | unsupported < assemble < workload < csp
+    source < errors < names < trace < values < axes < signature < kernel | schedule
+           | program | unsupported < assemble < workload < csp
 
 `source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
 turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
 handle (dtypes, annotations, scalar expressions, tensors, channels); `axes` the iteration
-spaces; `kernel` traces
+spaces; `signature` a kernel's parameters and compiled source; `kernel` traces
 `@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
 seed names wspc reports; `assemble` makes a module of a workload; `workload` is `@workload`,
 `P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`).
@@ -28,18 +28,19 @@ _MODULES = {
     "workload": ("P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
                  "slot_load_u64", "to_wsp"),
     "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
-    "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef"),
+    "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef", "CompiledKernel",
+               "KernelSignature"),
     "values": (
         "In", "Out", "InOut", "Pad", "Constexpr", "Tile", "Scalar", "Tensor", "DType",
         "Location", "slot_u64", "slot_i64", "slot_bool", "symbol_u64", "ceildiv", "axis",
-        "Channel", "Event", "scratch",
+        "Channel", "Event", "scratch", "AxisVar", "IntVar",
     ),
     "axes": ("Dense", "DenseDyn", "Ragged", "Sparse"),
     "csp": (
         "process", "send", "try_send", "consume", "connect", "replicate", "record", "synchronize",
         "query", "for_each", "parallel_for", "task",
     ),
-    "program": ("Program", "TraceLevel", "Task"),
+    "program": ("Program", "TraceLevel", "Task", "TaskResource"),
     "errors": (
         "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
         "KernelError", "ScheduleError", "ChannelError", "ChannelClosed", "ChannelFull",

@@ -35,6 +35,7 @@ from ..frontend.builder import KEYWORDS
 from ..primitives import PRIMITIVES
 from .errors import KernelError, from_wsp, user_error
 from .names import substitute, wsp_ident
+from .signature import CompiledKernel, KernelSignature, signature_of
 from .source import (
     def_span,
     expression_at,
@@ -462,18 +463,29 @@ class KernelRef:
         return name
 
     def params(self) -> list:
-        """[(python name, wsp name, KernelParam)] in order (the signature, traced once)."""
-        self.decl()
-        return self._params  # type: ignore[return-value]
+        """[(python name, wsp name, KernelParam)] in order, read from the annotations once
+        (the body is not traced for them)."""
+        if self._params is None:
+            self._params = self._read_params()
+        return self._params
+
+    @property
+    def symbol(self) -> str:
+        """The kernel's name in the module: its `.wsp` name, which traces, `Task.kernel` and
+        the generated code's function names (`wsp_k_<symbol>` in cpu_sim's C) derive from."""
+        return self._wsp_name
+
+    @property
+    def signature(self) -> KernelSignature:
+        """The parameters: names, kinds (In, Out, InOut, Scalar, Constexpr), tile shapes,
+        dtypes, defaults and pads (`signature.KernelSignature`; `str()` is the declaration)."""
+        return signature_of(self._wsp_name, self.params())
 
     # -- the declaration
-    def decl(self) -> A.KernelDecl:
-        if self._decl is not None:
-            return self._decl
+    def _read_params(self) -> list:
         sig = inspect.signature(self.fn)
         spans = param_spans(self.fn)
         pmap = {p: wsp_ident(p) for p in sig.parameters}
-        params = []
         triples = []
         for pname, p in sig.parameters.items():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -490,9 +502,14 @@ class KernelRef:
                     raise user_error(whole, f"the default of `{pname}` must be a number",
                                      cls=KernelError)
             kp = A.KernelParam(A.Name(pmap[pname], span=nspan), ptype, default, span=whole)
-            params.append(kp)
             triples.append((pname, pmap[pname], kp))
-        self._params = triples
+        return triples
+
+    def decl(self) -> A.KernelDecl:
+        if self._decl is not None:
+            return self._decl
+        triples = self.params()
+        params = [kp for _, _, kp in triples]
         if self._cpp_src is not None or self._cpp_body_path is not None:
             body, externs = None, (A.ExternBody("c", self._c_body(), span=self._span),)
         else:
@@ -566,10 +583,11 @@ class KernelRef:
     def ir(self) -> "KernelIR":
         return self.trace()
 
-    def compile(self, *args, **kwargs):
-        raise user_error(here(), "kernels are not compiled on their own",
-                         "compile the workload that uses it: `workload().compile(target=...)`",
-                         cls=KernelError)
+    def compile(self, target: str = "cpu_sim", **constexprs: Any) -> CompiledKernel:
+        """The kernel's generated source for `target` (`CompiledKernel.code`), exactly as a
+        workload compiled for that target generates it; Constexpr values as keywords
+        (`k.compile(target="cpu_sim", R=64)`)."""
+        return compile_kernel(self, target, constexprs)
 
     def lower(self, *args, **kwargs):
         return self.trace()
@@ -595,6 +613,7 @@ def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwar
               span: A.Span, kwspans: dict) -> A.CallStmt:
     """The CallStmt of `k[coords](*args, **kwargs)`: positional arguments bind the parameters
     in order (the seeds allow it; `.wsp` binds by name), keywords by name."""
+    k.decl()  # the body is traced at its first use, so its errors are raised here
     triples = k.params()
     py_to_wsp = {p: w for p, w, _ in triples}
     kws: list = []
@@ -667,34 +686,94 @@ class _Op:
 
 
 def kernel_ir(k: KernelRef, constexprs: dict) -> KernelIR:
+    module = _kernel_module(k, constexprs, "trace", here())
+    try:
+        ir = module.ir
+    except WspError as err:
+        raise from_wsp(err) from None
+    return KernelIR(ir.kernels[0])
+
+
+def compile_kernel(k: KernelRef, target: str, constexprs: dict) -> CompiledKernel:
+    """`k.compile(target=..., **constexprs)`: the kernel alone in a module, specialised to the
+    Constexpr values, through the driver to the target's kernel source."""
+    import dataclasses
+
+    from .. import driver
+    from ..backends.target import TargetError
+
+    span = here()
+    module = _kernel_module(k, constexprs, "compile", span)
+    try:
+        ir = module.ir
+        kir = ir.kernels[0]
+        # a specialisation's source is the kernel's own name, as lowering gives it for a task
+        ir = dataclasses.replace(ir, kernels=(dataclasses.replace(kir, source=k.symbol),))
+        code = driver.kernel_code(ir, driver.target(target), kir.name)
+    except WspError as err:
+        raise from_wsp(err) from None
+    except TargetError as err:
+        raise user_error(span, str(err), "targets are `cpu_sim`, `ref` and `ascend_npu`") from None
+    if code is None:
+        raise user_error(span, f"target `{target}` generates no kernel source: it interprets the "
+                         "kernel's IR (`k.trace()` shows it)",
+                         "compile for `cpu_sim` (C) or `ascend_npu` (Ascend C)", cls=KernelError)
+    values = {p: constexprs.get(p, _default(kp)) for p, _, kp in k.params()
+              if isinstance(kp.type, A.ConstexprParamType)}
+    return CompiledKernel(kir.name, target, code.code, code.entry, values)
+
+
+def _default(kp: A.KernelParam) -> Any:
+    return getattr(kp.default, "value", None)
+
+
+def _kernel_module(k: KernelRef, constexprs: dict, verb: str, span: A.Span):
+    """A checked module holding only `k`, its Constexpr parameters replaced by `constexprs`
+    (or their defaults) and the kernel named as a workload's task would specialise it."""
     from ..api import Module
     from ..driver import check_sources
+    from ..lower.kernels import specialised_name
 
     decl = k.decl()
-    cnames = {w for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}
+    cparams = {w: (p, kp) for p, w, kp in k.params() if isinstance(kp.type, A.ConstexprParamType)}
     pmap = {p: w for p, w, _ in k.params()}
-    values = {pmap.get(n, n): v for n, v in constexprs.items()}
-    missing = sorted(cnames - set(values))
+    values: dict = {}
+    for n, v in constexprs.items():
+        w = pmap.get(n)
+        if w not in cparams:
+            known = ", ".join(f"`{p}`" for p, _ in cparams.values()) or "none"
+            raise user_error(span, f"kernel `{k.name}` has no Constexpr parameter `{n}` (its "
+                             f"Constexpr parameters: {known})", cls=KernelError)
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise user_error(span, f"Constexpr `{n}` of kernel `{k.name}` takes an integer, "
+                             f"not {v!r}", cls=KernelError)
+        values[w] = int(v)
+    for w, (_, kp) in cparams.items():
+        if w not in values and isinstance(kp.default, A.IntLit):
+            values[w] = kp.default.value
+    missing = [p for w, (p, _) in cparams.items() if w not in values]
     if missing:
-        raise user_error(here(), f"kernel `{k.name}` has Constexpr parameters; give their values",
-                         f"write `{k.name}.trace({', '.join(f'{m}=...' for m in missing)})`",
+        raise user_error(span, f"kernel `{k.name}` needs the value of its Constexpr "
+                         f"parameter{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(f'`{m}`' for m in missing)}",
+                         f"write `{k.name}.{verb}({', '.join(f'{m}=...' for m in missing)})`",
                          cls=KernelError)
-    if cnames:
-        decl = A.KernelDecl(decl.name, tuple(p for p in decl.params if p.name.id not in cnames),
+    if cparams:
+        name = specialised_name(decl.name.id, values)
+        decl = A.KernelDecl(A.Name(name, span=decl.name.span),
+                            tuple(p for p in decl.params if p.name.id not in cparams),
                             decl.body, decl.externs, span=decl.span)
-        decl = substitute(decl, {n: A.IntLit(int(values[n]), span=decl.span) for n in cnames})
+        decl = substitute(decl, {n: A.IntLit(v, span=decl.span) for n, v in values.items()})
     sf = A.SourceFile(k.fn.__code__.co_filename, (decl,), span=decl.span)
     sources = {}
     text = source_text(sf.path)
     if text is not None:
         sources[sf.path] = text
     try:
-        m = Module(check_sources([sf], sources))
-        ir = m.ir
+        return Module(check_sources([sf], sources))
     except WspError as err:
         raise from_wsp(err) from None
-    return KernelIR(ir.kernels[0])
 
 
 __all__ = ["kernel", "jit_kernel", "pto", "tl", "KernelRef", "BoundKernel", "Value", "KernelIR",
-           "KERNELS"]
+           "KERNELS", "CompiledKernel", "KernelSignature"]

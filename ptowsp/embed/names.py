@@ -25,6 +25,11 @@ def wsp_ident(name: str) -> str:
     return name + "_" if name in KEYWORDS else name
 
 
+def python_ident(name: str) -> str:
+    """The Python name of a `.wsp` parameter name `wsp_ident` made (`input_` -> `input`)."""
+    return name[:-1] if name.endswith("_") and name[:-1] in KEYWORDS else name
+
+
 def substitute(node: Any, mapping: dict) -> Any:
     """`node` with every `Name` whose id is a key of `mapping` replaced (keeping spans): by a
     `Name` when the value is a string, else by the value (an expression node)."""

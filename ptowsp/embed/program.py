@@ -15,6 +15,7 @@ ends; reading an output `Tensor`'s `data` waits for them. Also: `set_symbol_u64`
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import re
@@ -30,11 +31,15 @@ from .errors import ExecutionError, ScheduleError, from_wsp, user_error
 from .source import here
 
 
-class TraceLevel(enum.Enum):
-    NONE = "none"
-    SUMMARY = "summary"
-    TIMING = "timing"
-    FULL = "full"
+class TraceLevel(enum.IntEnum):
+    """What `program.enable_tracing(level)` keeps of each run (docs/python.md): nothing
+    (`NONE`), the summary alone (`SUMMARY`), every task's real and simulated times (`TIMING`),
+    and also the dependency edges (`FULL`). Ordered, as in the seeds: `level >= TIMING`."""
+
+    NONE = 0
+    SUMMARY = 1
+    TIMING = 2
+    FULL = 3
 
 
 class ProgramStats(Stats):
@@ -58,6 +63,7 @@ class Program(_RuntimeProgram):
         p._pending = None
         p._ran = False
         p._tracing = False
+        p._trace_level = TraceLevel.NONE
         return p
 
     # -- symbols
@@ -172,14 +178,27 @@ class Program(_RuntimeProgram):
         return self._ran
 
     # -- tracing
-    def enable_tracing(self, level: Any = TraceLevel.TIMING) -> None:
-        """Record a trace of each run (`program.trace`); cpu_sim only."""
-        self._tracing = level not in (TraceLevel.NONE, None, False, "none")
+    def enable_tracing(self, level: Any = TraceLevel.TIMING) -> "Program":
+        """Keep a trace of each run from now on (`program.trace`), as much as `level` says
+        (`TraceLevel`, or its name or number); cpu_sim only. `NONE` turns tracing off."""
+        self._trace_level = trace_level(level)
+        self._tracing = self._trace_level != TraceLevel.NONE
+        return self
+
+    def disable_tracing(self) -> "Program":
+        """Runs from now on keep no trace (`enable_tracing(TraceLevel.NONE)`)."""
+        return self.enable_tracing(TraceLevel.NONE)
+
+    def clear_trace(self) -> None:
+        """Forget the last run's trace (`program.trace` is None until the next traced run)."""
+        self.trace = None
 
     def _record(self, info: dict, t0: float) -> None:
         super()._record(info, t0)
         if self.trace is not None and not isinstance(self.trace, ProgramTrace):
-            self.trace = ProgramTrace(self.trace)
+            # a trace asked for directly (`simulate(trace=True)`) is kept whole
+            level = self._trace_level if self._tracing else TraceLevel.FULL
+            self.trace = ProgramTrace(self.trace, level)
 
     @property
     def codegen_artifact_dir(self) -> Optional[str]:
@@ -252,23 +271,68 @@ class TraceSummary(dict):
         return self.text
 
 
-class ProgramTrace:
-    """A run's trace (`ptowsp.backends.cpu.trace.Trace`) with the tutorial's methods."""
+def trace_level(level: Any) -> TraceLevel:
+    """`level` as a `TraceLevel`: a member, its number, its name (any case), or None / False
+    (`NONE`) and True (`TIMING`)."""
+    if level is None or level is False:
+        return TraceLevel.NONE
+    if level is True:
+        return TraceLevel.TIMING
+    if isinstance(level, str) and level.upper() in TraceLevel.__members__:
+        return TraceLevel[level.upper()]
+    if isinstance(level, int):
+        try:
+            return TraceLevel(level)
+        except ValueError:
+            pass
+    raise user_error(here(), f"{level!r} is not a trace level",
+                     "write `TraceLevel.SUMMARY`, `TraceLevel.TIMING`, `TraceLevel.FULL` or "
+                     "`TraceLevel.NONE`", cls=ExecutionError)
 
-    def __init__(self, trace):
+
+class ProgramTrace:
+    """A run's trace (`ptowsp.backends.cpu.trace.Trace`) with the tutorial's methods, keeping
+    what its `level` says: at `SUMMARY` only the summary (computed when the run ends; the
+    per-task events are dropped), at `TIMING` the tasks without the dependency edges, at
+    `FULL` everything."""
+
+    def __init__(self, trace, level: TraceLevel = TraceLevel.FULL):
+        self.level = level
+        self._tasks = len(trace)
+        if level == TraceLevel.SUMMARY:
+            self._summary: Optional[TraceSummary] = _summary(trace)
+            trace = None
+        elif level == TraceLevel.TIMING:
+            self._summary = None
+            trace = copy.copy(trace)  # the same arrays, without the edges
+            trace.edges = trace.batches = trace.model_edges = trace.edges[:0]
+            trace.dropped_edges = 0
+        else:
+            self._summary = None
         self._trace = trace
 
+    def _kept(self, what: str):
+        if self._trace is None:
+            raise user_error(here(), f"{what}: the trace was kept at TraceLevel.SUMMARY, which "
+                             "keeps the summary and no per-task events",
+                             "call `program.enable_tracing(TraceLevel.TIMING)` (or `FULL`) "
+                             "before `execute()`", cls=ExecutionError)
+        return self._trace
+
     def __getattr__(self, name: str):
-        return getattr(self._trace, name)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._kept(f"`trace.{name}`"), name)
 
     def __len__(self) -> int:
-        return len(self._trace)
+        return self._tasks
 
     def to_chrome_trace(self) -> dict:
-        return self._trace.to_chrome_trace()
+        """The Chrome trace (TIMING: per-task events; FULL: also the dependency arrows)."""
+        return self._kept("`to_chrome_trace()`").to_chrome_trace()
 
     def _task_dicts(self) -> list:
-        tr = self._trace
+        tr = self._kept("the per-task events")
         ev = tr.events
         out = []
         for i in range(len(ev)):
@@ -291,28 +355,120 @@ class ProgramTrace:
                 if d["kernel"] == name or re.split(r"__|\+", d["kernel"])[0] == name]
 
     def summary(self) -> TraceSummary:
-        tasks = [d for d in self._task_dicts() if d["worker"] >= 0]
-        durs = [d["end_ns"] - d["start_ns"] for d in tasks]
-        data = {"tasks": len(self._trace), "kernel_time_ms": sum(durs) / 1e6,
-                "avg_task_time_us": (sum(durs) / len(durs) / 1e3) if durs else 0.0,
-                "wall_time_ms": ((max(d["end_ns"] for d in tasks) - min(d["start_ns"] for d in tasks))
-                                 / 1e6) if tasks else 0.0,
-                "total_cycles": int(self._trace.summary_data.get("total_cycles", 0)),
-                "kernels": self._trace.kernel_table()}
-        return TraceSummary(data, self._trace.summary())
+        """The run's figures (`tasks`, `kernel_time_ms`, `avg_task_time_us`, `wall_time_ms`,
+        `total_cycles`, `kernels`: the per-kernel table), printing as the text summary."""
+        return self._summary if self._summary is not None else _summary(self._trace)
 
     def print_summary(self) -> None:
         print(self.summary())
 
 
-class Task:
-    """One enumerated task: `kernel` (its name), coordinates by name (`get("b")`)."""
+def _summary(tr) -> TraceSummary:
+    """The summary of a backend trace (`ptowsp.backends.cpu.trace.Trace`)."""
+    ev = tr.events
+    ran = ev[ev["worker"] >= 0]
+    durs = ran["end_ns"] - ran["start_ns"]
+    data = {"tasks": len(tr), "kernel_time_ms": int(durs.sum()) / 1e6,
+            "avg_task_time_us": (int(durs.sum()) / len(durs) / 1e3) if len(durs) else 0.0,
+            "wall_time_ms": ((int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1e6)
+            if len(ran) else 0.0,
+            "total_cycles": int(tr.summary_data.get("total_cycles", 0)),
+            "kernels": tr.kernel_table()}
+    return TraceSummary(data, tr.summary())
 
-    def __init__(self, id: int, kernel: str, names: list, values: list, resolve=None):
+
+class TaskResource:
+    """A region of a tensor one task reads or writes through one tile parameter: `param` (the
+    kernel's parameter, by its Python name), `mode` (`"In"`, `"Out"` or `"InOut"`), `tensor`
+    (the `Tensor`; None for a tensor of the program's own, such as a channel's slots),
+    `tensor_name`, `index` (a tuple with an int per indexed dimension and a slice per dimension
+    the tile spans, so `tensor.data[index]` is the region), `transposed` (a `.T` view: the
+    tile is the region's transpose) and `gather` (rows picked through an index tensor, so the
+    region is where they may come from). `str()` is the view as a `.wsp` argument."""
+
+    __slots__ = ("param", "mode", "tensor", "tensor_name", "index", "transposed", "gather")
+
+    def __init__(self, param: str, mode: str, tensor: Any, tensor_name: str, index: tuple,
+                 transposed: bool, gather: bool):
+        self.param, self.mode, self.tensor, self.tensor_name = param, mode, tensor, tensor_name
+        self.index, self.transposed, self.gather = index, transposed, gather
+
+    @property
+    def data(self) -> Any:
+        """The region of the tensor's array (a NumPy view; the tile's orientation when
+        transposed), or None for a scratch tensor, which has no caller's array."""
+        arr = getattr(self.tensor, "data", None)
+        if arr is None:
+            return None
+        view = arr[self.index]
+        return view.T if self.transposed else view
+
+    def __str__(self) -> str:
+        def one(ix: Any) -> str:
+            return str(ix) if isinstance(ix, int) else f"{ix.start}:{ix.stop}"
+
+        text = f"{self.tensor_name}[{', '.join(one(ix) for ix in self.index)}]"
+        return text + (".T" if self.transposed else "")
+
+    def __repr__(self) -> str:
+        return f"<{self.mode} {self.param} = {self}>"
+
+
+_MODES = {"r": "In", "w": "Out", "rw": "InOut"}
+
+
+def _resources(task, order: dict, values: list, syms: dict, tensors: dict) -> Any:
+    """{parameter: TaskResource} of one enumerated task (`task` its IR `N.Task`, `order` the
+    kernel's parameters' positions, `values` its coordinates), or the name of a value the regions depend on that the coordinates do not
+    give (a string)."""
+    from .. import sym
+    from ..ir import nodes as N
+    from .names import python_ident
+
+    env = dict(syms)
+    for c, v in zip(task.coords, values):
+        if isinstance(c, sym.Var):
+            env[c.name] = v
+    out = {}
+    for a in sorted(task.args, key=lambda a: order.get(a.param, len(order))):
+        if not isinstance(a, N.TileArg):
+            continue
+        try:
+            offs = [sym.evaluate(o, env) for o in a.offsets]
+            exts = [sym.evaluate(x, env) for x in a.extents]
+        except sym.UnboundSymbol as err:
+            return err.name
+        spans = {a.row_dim, a.col_dim}
+        index = tuple(slice(o, o + x) if d in spans else o
+                      for d, (o, x) in enumerate(zip(offs, exts)))
+        name = python_ident(a.param)
+        out[name] = TaskResource(name, _MODES.get(a.mode, a.mode), tensors.get(a.tensor),
+                                 a.tensor, index, a.transposed, a.gather is not None)
+    return out
+
+
+class Task:
+    """One enumerated task: `kernel` (its name), coordinates by name (`get("b")`), and the
+    tensor regions it accesses by parameter (`resources`)."""
+
+    def __init__(self, id: int, kernel: str, names: list, values: list, resolve=None,
+                 resources: Any = None):
         self.id, self.kernel = id, kernel
         self.params = list(values)
         self.coords = dict(zip(names, values))
         self._resolve = resolve
+        self._resources = {} if resources is None else resources
+
+    @property
+    def resources(self) -> dict:
+        """{parameter name: `TaskResource`}: the region of a tensor the task reads (`In`),
+        writes (`Out`) or both (`InOut`) through each tile parameter, in parameter order."""
+        if isinstance(self._resources, str):
+            raise user_error(here(), f"the regions task {self!r} accesses depend on "
+                             f"`{self._resources}`, which its coordinates do not give",
+                             "give the task the loop variables its views use as coordinates "
+                             "(`k[b, t](...)`)", cls=ExecutionError)
+        return self._resources
 
     def get(self, name: str, default: Any = None) -> Any:
         if name in self.coords:
@@ -382,12 +538,14 @@ def enumerate_tasks(w) -> list:
         if len(names) != len(values):
             names = [f"c{j}" for j in range(len(values))]
         try:
-            kname = prog.module.kernel(task.kernel).source
+            kernel = prog.module.kernel(task.kernel)
+            kname, order = kernel.source, {p.name: j for j, p in enumerate(kernel.params)}
         except KeyError:
-            kname = task.kernel
-        out.append(Task(i, kname, names, values, alias))
+            kname, order = task.kernel, {}
+        out.append(Task(i, kname, names, values, alias,
+                        _resources(task, order, values, bind, prog._asm.tensors)))
     return out
 
 
 __all__ = ["Program", "EmittedProgram", "ProgramStats", "TraceLevel", "ProgramTrace", "TraceSummary", "Task",
-           "enumerate_tasks"]
+           "TaskResource", "enumerate_tasks", "trace_level"]

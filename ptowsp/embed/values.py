@@ -425,6 +425,26 @@ class LoopVar(ScalarExpr):
         return self.name
 
 
+# the seeds' `AxisVar` (spec 6.1, 6.3): the loop variable a `P(...)` loop binds, which
+# `k[b, h]` and `k.at(b=b)` take; an annotation and an isinstance test
+AxisVar = LoopVar
+
+
+class _IntVarKind(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, (Symbol, ScalarExpr))
+
+
+class IntVar(metaclass=_IntVarKind):
+    """The seeds' `IntVar`: an integer known only at run time, such as the size in
+    `DenseDyn(size: int | IntVar)`. `IntVar("n", 4)` is `symbol_u64("n", 4)` (bound with
+    `program.set_symbol_u64`); every symbol and integer expression (loop variables, `n + 1`)
+    is an instance."""
+
+    def __new__(cls, name: str, default: Optional[int] = None) -> Symbol:  # type: ignore[misc]
+        return symbol_u64(name, default)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tensors and views
 

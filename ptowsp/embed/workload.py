@@ -612,9 +612,17 @@ class Workload(Fragment):
         raise user_error(here(), "`.spatial_map` is not supported by wspc (no spatial mesh)",
                          cls=ScheduleError)
 
-    def layout(self, *args, **kwargs):
-        raise user_error(here(), "`.layout` is not supported by wspc (tensors are row-major)",
-                         cls=ScheduleError)
+    def layout(self, *args: Any, **kwargs: Any) -> "Workload":
+        """The seeds' deprecated `workload.layout(tensor, ...)`: a `DeprecationWarning` at the
+        caller's line and the workload itself, unchanged (as in the seeds, a layout belongs to
+        the tensor's type, and tensors here are row-major)."""
+        import warnings
+
+        # stacklevel: the warning names the user's line that called `.layout`
+        warnings.warn("`Workload.layout(...)` is deprecated and changes nothing: use "
+                      "TensorLayout + relayout (tensors are row-major in wspc)",
+                      DeprecationWarning, stacklevel=2)
+        return self
 
     # -- results
     def module(self):

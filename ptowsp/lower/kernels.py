@@ -67,14 +67,21 @@ class Specialisations:
         key = (kernel, tuple(sorted(cvals.items())))
         name = self.names.get(key)
         if name is None:
-            name = kernel
+            name = specialised_name(kernel, cvals)
             if cvals:
-                parts = [f"{k}_{v}" if v >= 0 else f"{k}_m{-v}" for k, v in sorted(cvals.items())]
-                name = "__".join([kernel] + parts)
                 while name in self.kernels:  # a user kernel spelled like a specialisation
                     name += "_"
             self.names[key] = name
         return name
+
+
+def specialised_name(kernel: str, cvals: dict[str, int]) -> str:
+    """The IR name of `kernel` specialised to the Constexpr values `cvals` (`k__R_64`), before
+    any clash with a user kernel of that name is resolved."""
+    if not cvals:
+        return kernel
+    parts = [f"{k}_{v}" if v >= 0 else f"{k}_m{-v}" for k, v in sorted(cvals.items())]
+    return "__".join([kernel] + parts)
 
 
 def lower_kernels(env: ModuleEnv, specs: Specialisations) -> list[N.Kernel]:

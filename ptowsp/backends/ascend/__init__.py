@@ -23,7 +23,7 @@ from ...diagnostics import Diagnostic, WspError, file_error
 from ...files import FileError, replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
-from ..target import KeepsNothing, target_options
+from ..target import KeepsNothing, KernelCode, target_options
 from .aicore import emit_aicore, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
@@ -194,6 +194,15 @@ class AscendTarget(KeepsNothing):
 
     def emit(self, module: N.Module, schedule: str, options: Mapping[str, object]) -> Project:
         return emit_project(module, schedule, self.options(options))
+
+    def kernel_code(self, module: N.Module, kernel: str,
+                    options: Mapping[str, object]) -> KernelCode:
+        """The kernel's AICore header, as `emit` writes it into the tree."""
+        from .aicore import header_path
+
+        self.options(options)
+        k = module.kernel(kernel)
+        return KernelCode(kernel_entry(k), emit_aicore(module)[header_path(k)])
 
     def build(self, emitted: Project) -> Project:
         return emitted  # nothing to build here: the tree is the product

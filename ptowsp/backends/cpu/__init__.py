@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from ..target import target_options
+from ..target import KernelCode, target_options
 
 if TYPE_CHECKING:
     from ...ir import nodes as N
@@ -65,6 +65,19 @@ class CpuSimTarget:
 
         opts = self.options(options)
         return Emitted(module, emit_module(module), opts)
+
+    def kernel_code(self, module: "N.Module", kernel: str,
+                    options: Mapping[str, Any]) -> KernelCode:
+        from ...diagnostics import WspError
+        from .emit import extern_errors
+        from .kernels import emit_kernel
+
+        self.options(options)
+        errors = extern_errors(module)  # as `emit` reports them
+        if errors:
+            raise WspError(errors, dict(module.sources))
+        c = emit_kernel(module.kernel(kernel), dict(module.sources))
+        return KernelCode(c.symbol, c.source)
 
     def build(self, emitted: Emitted) -> "Built":
         from .artifact import build_module

@@ -58,6 +58,10 @@ class RefTarget(KeepsNothing):
              options: Mapping[str, Any]) -> Interpretable:
         return Interpretable(module, self.options(options))
 
+    def kernel_code(self, module: N.Module, kernel: str, options: Mapping[str, Any]) -> None:
+        self.options(options)
+        return None  # the interpreter runs the IR itself: no kernel source exists
+
     def build(self, emitted: Interpretable) -> Interpretable:
         return emitted
 

@@ -4,7 +4,8 @@ A task is dead when every tensor it writes is a scratch tensor that no task of t
 reads (tile or extra access), no element read (`read T[...]`) looks at, and no output
 receives. Removing one can make its producers dead, so this repeats until nothing changes.
 Then kernels that no schedule calls any more and scratch tensors that no schedule touches are
-dropped from the module (scratch is zero-filled per run: that work goes too).
+dropped from the module (scratch is zero-filled per run: that work goes too); a module without
+schedules keeps its kernels (it is a library of them, e.g. one kernel compiled alone).
 
 Leaves alone: a task with a run-time view check (removing it would hide an error the program
 reports at -O0), a task inside CSP statements (a send's task carries an item; consume bodies
@@ -74,6 +75,10 @@ def _drop(st, scratch: set, read: set, keep: set) -> list:
 
 
 def _drop_unused(m: N.Module) -> N.Module:
+    if not m.schedules:
+        # decision: a module without schedules is a library of kernels (the embedding's
+        # `kernel.compile()` compiles one alone): nothing of it runs, so none of it is dead
+        return m
     used_kernels = set()
     used_tensors = set()
     for s in m.schedules:
