@@ -140,8 +140,15 @@ def consume(ch: Channel, fn: Any = None):
 
 
 def for_each(axis: Any, fn: Any, kind: str = "seq") -> Fragment:
-    """`for_each(tiles, lambda t: ...)`: the loop `for t in P.seq(tiles) { ... }`."""
+    """`for_each(tiles, lambda t: ...)`: the loop `for t in P.seq(tiles) { ... }`. Outside any
+    workload the loop is a `Workload` of its own (the prototype's `for_each(...).compile()`),
+    as `combine` and `cond` are."""
     span = here()
+    if current() is None:
+        with tracing() as t:
+            frag = for_each(axis, fn, kind)
+        name = {"seq": "for_each", "grid": "parallel_for", "sel": "select"}[kind]
+        return Workload.from_fragment(name, frag, span)
     with tracing() as t:
         ax = axis_expr(axis, t, span)
         var = _param_name(fn, "i")

@@ -223,8 +223,7 @@ class _PtoNamespace:
     # the prototype's PTO-ISA helpers (its kernel.py), on the language's primitives
     def iota_u32(self, cols: Any) -> Value:
         """`[1, cols]` u32 holding 0 .. cols-1: `cast(col_index(1, cols), u32)`."""
-        if not _KSTACK:
-            raise user_error(here(), "`pto.iota_u32` only works inside a `@kernel` body")
+        _in_kernel("iota_u32")
         n = _count(cols, "pto.iota_u32", "cols", here())
         return _record("op", "cast", (_record("op", "col_index", (1, n), named=False), DType.U32))
 
@@ -233,8 +232,7 @@ class _PtoNamespace:
         pairs, the index taken from `idx` at the score's column and stored as f32: `[M, 2N]`,
         `interleave(values, cast(gather(idx, order, axis = 1), f32))` of
         `let values, order = sort(scores, descending = true)` (ties keep column order)."""
-        if not _KSTACK:
-            raise user_error(here(), "`pto.tsort32` only works inside a `@kernel` body")
+        _in_kernel("tsort32")
         values, order = _record_pair("sort", (scores,), (("descending", True),), named=False)
         picked = _record("op", "gather", (idx, order), (("axis", 1),), named=False)
         as_f32 = _record("op", "cast", (picked, DType.F32), named=False)
@@ -243,13 +241,16 @@ class _PtoNamespace:
     def extract_topk_indices(self, pairs: Any, k: Any) -> Value:
         """The indices of the first `k` pairs of a `tsort32` result, as i32 `[M, k]`:
         `cast(slice_odd(pairs)[:, 0 : k], i32)` (k past the pairs is the checker's error)."""
-        if not _KSTACK:
-            raise user_error(here(), "`pto.extract_topk_indices` only works inside a "
-                             "`@kernel` body")
+        _in_kernel("extract_topk_indices")
         n = _count(k, "pto.extract_topk_indices", "k", here())
         odd = _record("op", "slice_odd", (pairs,), named=False)
         first = _record("slice", "", (odd,), (("cols", (0, n)),), named=False)
         return _record("op", "cast", (first, DType.I32))
+
+
+def _in_kernel(helper: str) -> None:
+    if not _KSTACK:
+        raise user_error(here(), f"`pto.{helper}` only works inside a `@kernel` body")
 
 
 def _count(v: Any, what: str, param: str, span: A.Span) -> int:
@@ -417,7 +418,7 @@ def _body(events: list, params: set[str]) -> tuple:
             _, pair, parts = ev
             bound = []
             for p in parts:
-                if p.hint or uses.get(p, 0):
+                if uses.get(p, 0) or (p.hint and p.hint != "_"):
                     names[p] = A.Name(fresh(p.hint), span=p.span)
                 bound.append(names.get(p, A.Name("_", span=p.span)))
             value = A.Call(A.Name(pair.op, span=pair.span), *_call_args(pair, names),
