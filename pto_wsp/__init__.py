@@ -16,10 +16,24 @@ import types as _types
 import ptowsp as _ptowsp
 
 __version__ = _ptowsp.__version__
-__all__ = list(_ptowsp.__all__)
+
+# names the prototype's package exports that only its submodules define here (wspc's objects
+# under the prototype's names, or refusals): the submodule is imported on first use
+_FROM_SUBMODULES = {
+    "TaskGraphConfig": "schedule", "DistElem": "types", "LayoutIncompatibleError": "types",
+    "tensor_layout_join": "types", "TraceEvent": "program", "ExecutionTrace": "program",
+    "Value": "kernel", "TileType": "kernel", "ScalarType": "kernel", "KernelIR": "kernel",
+    "CompiledKernel": "kernel", "OpKind": "kernel", "Kernel": "builder",
+    "KernelParam": "builder", "extract_kernel_params": "builder",
+}
+__all__ = list(_ptowsp.__all__) + list(_FROM_SUBMODULES)
 
 
 def __getattr__(name: str):
+    if name in _FROM_SUBMODULES:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_FROM_SUBMODULES[name]}"), name)
     try:
         return getattr(_ptowsp, name)
     except AttributeError:

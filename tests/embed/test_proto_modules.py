@@ -113,6 +113,20 @@ def test_kernel_is_the_decorator_and_a_submodule():
     assert k is ptowsp.kernel and sys.modules["pto_wsp.kernel"].pto is ptowsp.pto
 
 
+def test_the_prototypes_package_names_from_its_submodules():
+    """Names the prototype's package exports that only its submodules define here."""
+    import pto_wsp
+    from pto_wsp import ExecutionTrace, Kernel, KernelIR, TaskGraphConfig, Value  # noqa: F401
+    from ptowsp.embed import kernel as ekernel
+    from ptowsp.embed import program
+
+    assert ExecutionTrace is program.ProgramTrace and Kernel is ptowsp.KernelRef
+    assert Value is ekernel.Value and KernelIR is ekernel.KernelIR
+    assert isinstance(TaskGraphConfig, Unsupported)
+    for name in pto_wsp._FROM_SUBMODULES:
+        assert name in pto_wsp.__all__ and getattr(pto_wsp, name) is not None
+
+
 def test_renamed_records_are_wspcs():
     from pto_wsp.program import ExecutionTrace, ProgramStats, TaskInstance
     from pto_wsp.scalar_expr import Expr
