@@ -38,7 +38,7 @@ _MODULES = {
     "axes": ("Dense", "DenseDyn", "Ragged", "Sparse"),
     "csp": (
         "process", "send", "try_send", "consume", "connect", "replicate", "record", "synchronize",
-        "query", "for_each", "parallel_for", "task",
+        "query", "for_each", "parallel_for", "select", "task",
     ),
     "program": ("Program", "TraceLevel", "Task", "TaskResource"),
     "errors": (

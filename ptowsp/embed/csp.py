@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..frontend import ast as A
-from .axes import axis_expr
+from .axes import AxisIndex, Sparse, axis_expr
 from .errors import ChannelClosed, ChannelFull, user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
@@ -140,8 +140,15 @@ def consume(ch: Channel, fn: Any = None):
 
 
 def for_each(axis: Any, fn: Any, kind: str = "seq") -> Fragment:
-    """`for_each(tiles, lambda t: ...)`: the loop `for t in P.seq(tiles) { ... }`."""
+    """`for_each(tiles, lambda t: ...)`: the loop `for t in P.seq(tiles) { ... }`. Outside any
+    workload the loop is a `Workload` of its own (the prototype's `for_each(...).compile()`),
+    as `combine` and `cond` are."""
     span = here()
+    if current() is None:
+        with tracing() as t:
+            frag = for_each(axis, fn, kind)
+        name = {"seq": "for_each", "grid": "parallel_for", "sel": "select"}[kind]
+        return Workload.from_fragment(name, frag, span)
     with tracing() as t:
         ax = axis_expr(axis, t, span)
         var = _param_name(fn, "i")
@@ -150,7 +157,7 @@ def for_each(axis: Any, fn: Any, kind: str = "seq") -> Fragment:
             fn(LoopVar(var, "loop", span))
         finally:
             body = t.close()
-        spelling = "P.seq" if kind == "seq" else "P"
+        spelling = {"seq": "P.seq", "grid": "P", "sel": "P.sel"}[kind]
         return t.emit(A.ForLoop((A.Name(var, span=span),), kind, (ax,), tuple(body), spelling,
                                 span=span))
 
@@ -158,6 +165,15 @@ def for_each(axis: Any, fn: Any, kind: str = "seq") -> Fragment:
 def parallel_for(axis: Any, fn: Any) -> Fragment:
     """`parallel_for(batch, lambda b: ...)`: the loop `for b in P(batch) { ... }`."""
     return for_each(axis, fn, "grid")
+
+
+def select(sparse: Any, fn: Any) -> Fragment:
+    """The prototype's `select(routing[b], lambda e: ...)`: the loop
+    `for e in P.sel(routing[b]) { ... }` over the coordinates a sparse axis selects."""
+    if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
+        raise user_error(here(), "`select` iterates a sparse axis at an outer index",
+                         "write `select(routing[b], lambda e: ...)` with `routing = Sparse(...)`")
+    return for_each(sparse, fn, "sel")
 
 
 def task(kernel: Any, coords: Any = None, args: Any = None, **kwargs: Any) -> Fragment:
@@ -397,6 +413,6 @@ def query(ev: Any) -> ScalarExpr:
                       {key: ev})
 
 
-__all__ = ["send", "try_send", "consume", "for_each", "parallel_for", "task", "process",
+__all__ = ["send", "try_send", "consume", "for_each", "parallel_for", "select", "task", "process",
            "Process", "replicate", "connect", "record", "synchronize", "query",
            "channels_used"]

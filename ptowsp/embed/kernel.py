@@ -11,7 +11,13 @@ the function returns, the recorded values become statements in the order they we
   suffix), as does a value used twice;
 - a value used once and never named is written inline where it is used;
 - a value never used and never named becomes an expression statement, which the checker
-  reports as an unused value at its line.
+  reports as an unused value at its line;
+- a primitive with two results (`topk`, `sort`) is a pair of values, `v, i = pto.topk(x, k)`,
+  bound by one `let v, i = topk(x, k)` (`_` for a result never used).
+
+The prototype's PTO-ISA helpers (`pto.iota_u32`, `pto.tsort32`, `pto.extract_topk_indices`) are
+spelled with primitives of the language: their values are recorded unnamed, so only the result
+gets the user's variable name.
 
 Every node's span is the Python expression that made it, so the checker's messages ("operands
 of `+` do not broadcast") point at the user's line and columns. `@kernel(cpp_src=...)` gives an
@@ -46,6 +52,7 @@ from .source import (
     param_spans,
     source_text,
     stored_name,
+    stored_names,
     user_frame,
 )
 from .trace import Trace, tracing
@@ -126,20 +133,34 @@ class Value:
 class _KernelTrace:
     def __init__(self, kernel: "KernelRef"):
         self.kernel = kernel
-        self.events: list = []  # ("value", Value) | ("store", target Value, value, span)
+        # ("value", Value) | ("store", target Value, value, span) | ("parts", pair, (a, b))
+        self.events: list = []
 
 
 _KSTACK: list[_KernelTrace] = []
 
 
-def _record(kind: str, op: str, args: tuple, kwargs: tuple = ()) -> Value:
+def _record(kind: str, op: str, args: tuple, kwargs: tuple = (), named: bool = True) -> Value:
+    """Record one value made by the user's current line; `named=False` for a step of a helper
+    spelled with several primitives (only its result takes the variable's name)."""
     if not _KSTACK:
         raise user_error(here(), f"`{op}` on tile values only works inside a `@kernel` body")
     frame = user_frame()
     v = Value(kind, op, args, kwargs, frame_span(frame) if frame else A.NO_SPAN,
-              stored_name(frame))
+              stored_name(frame) if named else None)
     _KSTACK[-1].events.append(("value", v))
     return v
+
+
+def _record_pair(op: str, args: tuple, kwargs: tuple = (), named: bool = True) -> tuple:
+    """Record a primitive with two results (`topk`, `sort`): one `pair` event, and its two
+    results as `part` values (named after `v, i = ...` when the user unpacks them)."""
+    pair = _record("pair", op, args, kwargs, named=False)
+    names = stored_names(user_frame()) if named else None
+    hints = names if names and len(names) == 2 else (None, None)
+    parts = tuple(Value("part", str(i), (pair,), (), pair.span, hints[i]) for i in range(2))
+    _KSTACK[-1].events.append(("parts", pair, parts))
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,15 +181,11 @@ class _PtoNamespace:
                              did_you_mean(name, PRIMITIVES)
                              or 'see docs/language.md section 4, "Primitives"')
         if PRIMITIVES[name].pair is not None:
-            # decision: the embedding has no statement binding two results (.wsp's
-            # `let v, i = topk(x, k)`), so `topk` and `sort` are refused where they are used
-            raise user_error(here(), f"`{self._spelling}.{name}` returns two tiles (values and "
-                             "indices), which the Python embedding cannot bind",
-                             f"write the kernel in .wsp (`let v, i = {name}(...)`), or in C "
-                             "with `@kernel(cpp_src=...)`")
-
-        def prim(*args, **kwargs):
-            return _record("op", name, tuple(args), tuple(kwargs.items()))
+            def prim(*args, **kwargs):  # `v, i = pto.topk(x, k)`: .wsp's `let v, i = ...`
+                return _record_pair(name, tuple(args), tuple(kwargs.items()))
+        else:
+            def prim(*args, **kwargs):
+                return _record("op", name, tuple(args), tuple(kwargs.items()))
 
         prim.__name__ = name
         return prim
@@ -204,6 +221,47 @@ class _PtoNamespace:
     def full(self, rows: Any, cols: Any, value: Any, dtype: Any = DType.F32) -> Value:
         return _record("op", "full", (rows, cols, value, dtype))
 
+    # the prototype's PTO-ISA helpers (its kernel.py), on the language's primitives
+    def iota_u32(self, cols: Any) -> Value:
+        """`[1, cols]` u32 holding 0 .. cols-1: `cast(col_index(1, cols), u32)`."""
+        _in_kernel("iota_u32")
+        n = _count(cols, "pto.iota_u32", "cols", here())
+        return _record("op", "cast", (_record("op", "col_index", (1, n), named=False), DType.U32))
+
+    def tsort32(self, scores: Any, idx: Any) -> Value:
+        """The prototype's TSORT32: each row of `scores` sorted descending, as (score, index)
+        pairs, the index taken from `idx` at the score's column and stored as f32: `[M, 2N]`,
+        `interleave(values, cast(gather(idx, order, axis = 1), f32))` of
+        `let values, order = sort(scores, descending = true)` (ties keep column order)."""
+        _in_kernel("tsort32")
+        values, order = _record_pair("sort", (scores,), (("descending", True),), named=False)
+        picked = _record("op", "gather", (idx, order), (("axis", 1),), named=False)
+        as_f32 = _record("op", "cast", (picked, DType.F32), named=False)
+        return _record("op", "interleave", (values, as_f32))
+
+    def extract_topk_indices(self, pairs: Any, k: Any) -> Value:
+        """The indices of the first `k` pairs of a `tsort32` result, as i32 `[M, k]`:
+        `cast(slice_odd(pairs)[:, 0 : k], i32)` (k past the pairs is the checker's error)."""
+        _in_kernel("extract_topk_indices")
+        n = _count(k, "pto.extract_topk_indices", "k", here())
+        odd = _record("op", "slice_odd", (pairs,), named=False)
+        first = _record("slice", "", (odd,), (("cols", (0, n)),), named=False)
+        return _record("op", "cast", (first, DType.I32))
+
+
+def _in_kernel(helper: str) -> None:
+    if not _KSTACK:
+        raise user_error(here(), f"`pto.{helper}` only works inside a `@kernel` body")
+
+
+def _count(v: Any, what: str, param: str, span: A.Span) -> int:
+    """A helper's extent: a positive Python integer (it is a tile's shape)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) <= 0:
+        raise user_error(span, f"`{what}` takes a positive Python integer as `{param}`, not "
+                         f"{v!r}", "the extent is part of the tile's shape, known when the "
+                         "kernel is traced", cls=KernelError)
+    return int(v)
+
 
 pto = _PtoNamespace("pto")
 tl = _PtoNamespace("tl")
@@ -218,11 +276,18 @@ def _arg_node(v: Any, names: dict, span: A.Span) -> A.Expr:
         # a parameter or a `let` is named at the expression using it (for carets)
         if v.kind == "param":
             return A.Name(v.name, span=span)
+        if v.kind == "part":  # bound by its pair's `let a, b = ...`
+            return A.Name(names[v].id, span=span)
         if v in names:
             return A.Name(names[v].id, span=span)
         return _inline(v, names)
     if isinstance(v, DType):
         return A.Name(v.value, span=span)
+    if isinstance(v, tuple) and len(v) == 2 and all(isinstance(p, Value) and p.kind == "part"
+                                                   for p in v):
+        op = v[0].args[0].op
+        raise user_error(span, f"`{op}` gives two tiles (values and indices), used here as one",
+                         f"unpack them: `values, indices = pto.{op}(...)`", cls=KernelError)
     if isinstance(v, str):  # a data type spelled as text, or a Constexpr parameter by name
         return A.Name(v if v in DTYPES else wsp_ident(v), span=span)
     lit = literal(v, span)
@@ -245,10 +310,23 @@ def _inline(v: Value, names: dict) -> A.Expr:
         return A.Binary(v.op, a, b, _op_span(v, span), span=span)
     if v.kind == "un":
         return A.Unary(v.op, _arg_node(v.args[0], names, spans[0]), span=span)
+    if v.kind == "slice":  # `x[:, a : b]`, made by a helper (kwargs: (("cols", (a, b)),))
+        a, b = dict(v.kwargs)["cols"]
+        return A.Index(_arg_node(v.args[0], names, span),
+                       (A.Slice(None, None, span=span),
+                        A.Slice(A.IntLit(a, span=span), A.IntLit(b, span=span), span=span)),
+                       span=span)
+    return A.Call(A.Name(v.op, span=span), *_call_args(v, names), span=span)
+
+
+def _call_args(v: Value, names: dict) -> tuple:
+    """The positional and keyword argument nodes of the primitive call `v`."""
+    span = v.span
+    spans, kwspans = _operand_spans(span, len(v.args))
     args = tuple(_arg_node(x, names, sp) for x, sp in zip(v.args, spans))
     kwargs = tuple(A.Keyword(k, _arg_node(x, names, kwspans.get(k, span)), span=kwspans.get(k, span))
                    for k, x in v.kwargs)
-    return A.Call(A.Name(v.op, span=span), args, kwargs, span=span)
+    return args, kwargs
 
 
 def _operand_spans(span: A.Span, n: int) -> tuple[list, dict]:
@@ -303,7 +381,7 @@ def _uses(events: list) -> dict:
                 count(a)
             for _, a in ev[1].kwargs:
                 count(a)
-        else:
+        elif ev[0] == "store":
             count(ev[2])
     return uses
 
@@ -313,23 +391,11 @@ def _body(events: list, params: set[str]) -> tuple:
     names: dict = {}
     taken = set(params) | set(PRIMITIVES) | set(KEYWORDS) | {"store", "slot", "tl", "pto"}
     counter = 0
-    stmts: list = []
-    for ev in events:
-        if ev[0] == "store":
-            _, target, value, span = ev
-            (tspan, vspan), _ = _operand_spans(span, 2)
-            stmts.append(A.Store(A.Name(target.name, span=tspan), _arg_node(value, names, vspan),
-                                 span=span))
-            continue
-        v = ev[1]
-        n = uses.get(v, 0)
-        if v.hint is None and n == 1:
-            continue  # written inline where it is used
-        if v.hint is None and n == 0:
-            stmts.append(A.ExprStmt(_inline(v, names), span=v.span))
-            continue
-        if v.hint:  # the Python variable; a taken name gets a suffix (`x` -> `x_1`)
-            base = wsp_ident(v.hint)
+
+    def fresh(hint: Optional[str]) -> str:
+        nonlocal counter
+        if hint:  # the Python variable; a taken name gets a suffix (`x` -> `x_1`)
+            base = wsp_ident(hint)
             name, n = base, 1
             while name in taken:
                 name, n = f"{base}_{n}", n + 1
@@ -339,6 +405,37 @@ def _body(events: list, params: set[str]) -> tuple:
                 counter += 1
                 name = f"t{counter}"
         taken.add(name)
+        return name
+
+    stmts: list = []
+    for ev in events:
+        if ev[0] == "store":
+            _, target, value, span = ev
+            (tspan, vspan), _ = _operand_spans(span, 2)
+            stmts.append(A.Store(A.Name(target.name, span=tspan), _arg_node(value, names, vspan),
+                                 span=span))
+            continue
+        if ev[0] == "parts":  # `let a, b = topk(...)`; `_` for a result never used nor named
+            _, pair, parts = ev
+            bound = []
+            for p in parts:
+                if uses.get(p, 0) or (p.hint and p.hint != "_"):
+                    names[p] = A.Name(fresh(p.hint), span=p.span)
+                bound.append(names.get(p, A.Name("_", span=p.span)))
+            value = A.Call(A.Name(pair.op, span=pair.span), *_call_args(pair, names),
+                           span=pair.span)
+            stmts.append(A.LetMany(tuple(bound), value, span=pair.span))
+            continue
+        v = ev[1]
+        if v.kind == "pair":
+            continue  # bound at its "parts" event, which follows
+        n = uses.get(v, 0)
+        if v.hint is None and n == 1:
+            continue  # written inline where it is used
+        if v.hint is None and n == 0:
+            stmts.append(A.ExprStmt(_inline(v, names), span=v.span))
+            continue
+        name = fresh(v.hint)
         value = _inline(v, names)
         names[v] = A.Name(name, span=v.span)
         stmts.append(A.Let(A.Name(name, span=v.span), value, span=v.span))

@@ -7,7 +7,7 @@ accepted and ignored.
 
 from __future__ import annotations
 
-from .errors import user_error
+from .errors import TypeCheckError, user_error
 from .source import here
 
 
@@ -61,7 +61,63 @@ ExternalKernel = Unsupported("ExternalKernel", "external kernels are deprecated 
 ptoisa_kernel = Unsupported("ptoisa_kernel", "PTO-ISA instructions are not available",
                             "write the body with `pto.*` or as C with `@kernel(cpp_src=...)`")
 
+# the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
+# `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
+DistElem = Unsupported("DistElem", *_LAYOUT)
+tensor_layout_join = Unsupported("tensor_layout_join", *_LAYOUT)
+
+
+class LayoutIncompatibleError(TypeCheckError):
+    """The prototype's error for tensors of incompatible layouts. wspc never raises it (tensors
+    have no layouts); it exists so that a program's `except LayoutIncompatibleError:` works."""
+
+
+TaskGraphConfig = Unsupported("TaskGraphConfig", *_GRAPH)
+Symbol = Unsupported(
+    "Symbol", "a kernel's scalar argument is given in the call or by its default, not read from "
+    "a table of run-time symbols", "pass the value (`k[b](eps=1e-6, ...)`); a run-time integer "
+    "is `symbol_u64(name)`, bound with `program.set_symbol_u64(name, v)`")
+_INTERP = ("wspc runs a workload through its compiler and runtime, not the prototype's Python "
+           "task interpreter", "enumerate tasks with `workload.enumerate()` (tasks have `.kernel`, "
+           "`.get(name)`, `.params`)")
+ExecutionContext = Unsupported("ExecutionContext", *_INTERP)
+ExecutionPlan = Unsupported("ExecutionPlan", *_INTERP)
+TraceEvent = Unsupported("TraceEvent", "trace events are made by a traced run, as dicts",
+                         "read them with `program.trace.get_task_events()`")
+_KERNEL_IR = ("the prototype's kernel IR is not wspc's: a kernel body lowers to wspc's IR",
+              "read a kernel's IR with `k.trace()` (its `ops` have `op`, `args`, `shape`, "
+              "`dtype`)")
+TileType = Unsupported("TileType", *_KERNEL_IR)
+ScalarType = Unsupported("ScalarType", *_KERNEL_IR)
+ValueId = Unsupported("ValueId", *_KERNEL_IR)
+OpKind = Unsupported("OpKind", *_KERNEL_IR)
+Op = Unsupported("Op", *_KERNEL_IR)
+CompiledKernel = Unsupported("CompiledKernel", "kernels are not compiled on their own",
+                             "compile the workload that uses it: `workload().compile(target=...)`")
+_BUILDER = ("it is the prototype's workload builder, whose work wspc's own tracer does",
+            "write workloads with `@workload` and `P(...)` loops, kernels with `@kernel`")
+LoopFrame = Unsupported("LoopFrame", *_BUILDER)
+ConditionalFrame = Unsupported("ConditionalFrame", *_BUILDER)
+KernelParam = Unsupported("KernelParam", *_BUILDER)
+extract_kernel_params = Unsupported("extract_kernel_params", *_BUILDER)
+WorkloadBuilder = Unsupported("WorkloadBuilder", *_BUILDER)
+get_current_builder = Unsupported("get_current_builder", *_BUILDER)
+push_builder = Unsupported("push_builder", *_BUILDER)
+pop_builder = Unsupported("pop_builder", *_BUILDER)
+_SCALAR_IR = ("run-time expressions are wspc's AST, checked and lowered with the workload, not "
+              "the prototype's C++ scalar IR", "write the expression itself: loop variables, "
+              "`axis(name)`, `slot_u64(i)`, `symbol_u64(name)`, integers and operators")
+TaskExpr = Unsupported("TaskExpr", *_SCALAR_IR)
+task_param = Unsupported("task_param", *_SCALAR_IR)
+trace_task_fn = Unsupported("trace_task_fn", *_SCALAR_IR)
+to_cpp = Unsupported("to_cpp", *_SCALAR_IR)
+
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
            "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "Deps",
            "DepsMode", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools", "ExternalKernel",
-           "ptoisa_kernel"]
+           "ptoisa_kernel", "DistElem", "tensor_layout_join",
+           "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
+           "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
+           "OpKind", "Op", "CompiledKernel", "LoopFrame", "ConditionalFrame", "KernelParam",
+           "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",
+           "pop_builder", "TaskExpr", "task_param", "trace_task_fn", "to_cpp"]

@@ -1,0 +1,452 @@
+"""The PTO-WSP prototype's import layout and kernel spellings (issue 19, docs/python.md):
+
+- each of its submodules (`pto_wsp.csp`, `.primitives`, `.schedule`, `.types`, `.program`,
+  `.kernel`, `.builder`, `.errors`, `.scalar_expr`) imports with the prototype's names, each
+  either wspc's object or a refusal that is a `CompileError` at the user's line saying why;
+- `select(routing[b], fn)` is `P.sel`;
+- the kernel spellings `pto.max` / `pto.min` / `pto.constant` / `pto.iota_u32` /
+  `pto.tsort32` / `pto.extract_topk_indices`, and `v, i = pto.topk(x, k)` / `pto.sort`, run on
+  cpu_sim and ref and match NumPy;
+- the two prototype-style examples (examples/python/proto_*.py) run and match NumPy on both
+  targets.
+
+The name lists below are the prototype's public module-level names (its
+`python/pto_wsp/<module>.py`), kept here so the test runs on any clone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptowsp
+from pto_wsp import DType, In, Out, Tensor, Tile, kernel, pto
+from ptowsp.embed.unsupported import Unsupported
+
+from .helpers import assert_roundtrip
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "python"
+HERE = str(Path(__file__).resolve())
+F32, I32 = DType.F32, DType.I32
+
+PROTOTYPE_NAMES = {
+    "csp": "T Channel Event process ProcessBuilder Process send try_send consume connect "
+           "replicate record synchronize query Workload",
+    "primitives": "T parallel_for for_each select cond task combine sequential slot_set_u64 "
+                  "slot_load_u64 Workload",
+    "schedule": "WindowMode DispatchPolicy TimingPolicy TaskWindow DepsMode Deps ReadyPolicy "
+                "StartPolicy TracePolicy Pools TaskGraphConfig",
+    "types": "N Dense DenseDyn Ragged Sparse Symbol DType Location MemLayout DistElem "
+             "TensorReplicate TensorShard TensorLayout LayoutIncompatibleError "
+             "tensor_layout_join Tensor relayout allreduce allgather reduce_scatter",
+    "program": "TraceLevel TraceEvent ExecutionTrace ProgramStats ExecutionContext Program "
+               "TaskInstance ExecutionPlan",
+    "kernel": "TileType ScalarType Constexpr T In Out InOut Tile Scalar ValueId Value OpKind Op "
+              "KernelIR pto tl CompiledKernel JITKernel jit_kernel kernel DType Location Tensor",
+    "builder": "LoopFrame ConditionalFrame KernelParam extract_kernel_params WorkloadBuilder "
+               "get_current_builder push_builder pop_builder workload_decorator Kernel kernel "
+               "KernelRef T In Out InOut Constexpr get_direction get_inner_type DType",
+    "errors": "PtoError CompileError TypeCheckError IRConversionError ExecutionError KernelError "
+              "ScheduleError ChannelError ChannelClosed ChannelFull",
+    "scalar_expr": "fnv1a_64 ScalarLiteral Expr as_expr TaskExpr symbol_u64 slot_u64 slot_i64 "
+                   "slot_bool axis task_param trace_task_fn to_cpp",
+}
+
+# the names that are wspc's own objects under the prototype's name (module, name, ptowsp name)
+SAME = [
+    ("csp", "Channel", "Channel"), ("csp", "Event", "Event"), ("csp", "send", "send"),
+    ("csp", "consume", "consume"), ("csp", "connect", "connect"), ("csp", "process", "process"),
+    ("csp", "replicate", "replicate"), ("csp", "record", "record"), ("csp", "query", "query"),
+    ("csp", "synchronize", "synchronize"), ("csp", "try_send", "try_send"),
+    ("primitives", "parallel_for", "parallel_for"), ("primitives", "for_each", "for_each"),
+    ("primitives", "select", "select"), ("primitives", "cond", "cond"),
+    ("primitives", "task", "task"), ("primitives", "combine", "combine"),
+    ("primitives", "sequential", "sequential"), ("primitives", "slot_set_u64", "slot_set_u64"),
+    ("primitives", "slot_load_u64", "slot_load_u64"),
+    ("schedule", "DispatchPolicy", "DispatchPolicy"), ("schedule", "TaskWindow", "TaskWindow"),
+    ("schedule", "TimingPolicy", "TimingPolicy"), ("schedule", "WindowMode", "WindowMode"),
+    ("types", "Dense", "Dense"), ("types", "Sparse", "Sparse"), ("types", "Ragged", "Ragged"),
+    ("types", "DenseDyn", "DenseDyn"), ("types", "DType", "DType"), ("types", "Tensor", "Tensor"),
+    ("types", "Location", "Location"), ("types", "TensorLayout", "TensorLayout"),
+    ("program", "Program", "Program"), ("program", "TraceLevel", "TraceLevel"),
+    ("kernel", "kernel", "kernel"), ("kernel", "jit_kernel", "jit_kernel"),
+    ("kernel", "pto", "pto"), ("kernel", "tl", "tl"), ("kernel", "Tile", "Tile"),
+    ("kernel", "In", "In"), ("kernel", "Scalar", "Scalar"), ("kernel", "JITKernel", "KernelRef"),
+    ("builder", "workload_decorator", "workload"), ("builder", "Kernel", "KernelRef"),
+    ("builder", "KernelRef", "KernelRef"), ("builder", "Constexpr", "Constexpr"),
+    ("errors", "CompileError", "CompileError"), ("errors", "ChannelFull", "ChannelFull"),
+    ("scalar_expr", "slot_u64", "slot_u64"), ("scalar_expr", "symbol_u64", "symbol_u64"),
+    ("scalar_expr", "axis", "axis"),
+]
+
+
+@pytest.mark.parametrize("module", sorted(PROTOTYPE_NAMES))
+def test_every_prototype_name_imports(module):
+    mod = importlib.import_module(f"pto_wsp.{module}")
+    names = PROTOTYPE_NAMES[module].split()
+    missing = [n for n in names if not hasattr(mod, n)]
+    assert not missing, missing
+    assert set(names) <= set(mod.__all__)
+    exec(f"from pto_wsp.{module} import {', '.join(names)}", {})
+
+
+@pytest.mark.parametrize("module, name, wspc", SAME)
+def test_prototype_names_are_wspcs_objects(module, name, wspc):
+    assert getattr(importlib.import_module(f"pto_wsp.{module}"), name) is getattr(ptowsp, wspc)
+
+
+def test_kernel_is_the_decorator_and_a_submodule():
+    """As in the prototype: importing `pto_wsp.kernel` leaves `pto_wsp.kernel` the decorator."""
+    import sys
+
+    import pto_wsp
+    import pto_wsp.kernel  # noqa: F401
+
+    assert pto_wsp.kernel is ptowsp.kernel
+    from pto_wsp import kernel as k
+
+    assert k is ptowsp.kernel and sys.modules["pto_wsp.kernel"].pto is ptowsp.pto
+
+
+def test_the_prototypes_package_names_from_its_submodules():
+    """Names the prototype's package exports that only its submodules define here."""
+    import pto_wsp
+    from pto_wsp import ExecutionTrace, Kernel, KernelIR, TaskGraphConfig, Value  # noqa: F401
+    from ptowsp.embed import kernel as ekernel
+    from ptowsp.embed import program
+
+    assert ExecutionTrace is program.ProgramTrace and Kernel is ptowsp.KernelRef
+    assert Value is ekernel.Value and KernelIR is ekernel.KernelIR
+    assert isinstance(TaskGraphConfig, Unsupported)
+    for name in pto_wsp._FROM_SUBMODULES:
+        assert name in pto_wsp.__all__ and getattr(pto_wsp, name) is not None
+
+
+def test_renamed_records_are_wspcs():
+    from pto_wsp.program import ExecutionTrace, ProgramStats, TaskInstance
+    from pto_wsp.scalar_expr import Expr
+    from ptowsp.embed import program, values
+
+    assert ExecutionTrace is program.ProgramTrace and TaskInstance is program.Task
+    assert ProgramStats is program.ProgramStats and Expr is values.ScalarExpr
+
+
+def _refusal(fn, name: str, why: str) -> str:
+    with pytest.raises(ptowsp.CompileError) as info:
+        fn()
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE  # at the user's line, not inside the embedding
+    assert d.message == f"`{name}` is not supported by wspc: {why}"
+    return d.help
+
+
+LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no counterpart in "
+          "the language")
+GRAPH = ("dependencies are always inferred exactly from the tensor regions tasks access, and "
+         "ready tasks are issued by the schedule's dispatch and timing policies")
+INTERP = ("wspc runs a workload through its compiler and runtime, not the prototype's Python "
+          "task interpreter")
+KERNEL_IR = "the prototype's kernel IR is not wspc's: a kernel body lowers to wspc's IR"
+BUILDER = "it is the prototype's workload builder, whose work wspc's own tracer does"
+SCALAR_IR = ("run-time expressions are wspc's AST, checked and lowered with the workload, not "
+             "the prototype's C++ scalar IR")
+REFUSED = [
+    ("types", "DistElem", LAYOUT), ("types", "tensor_layout_join", LAYOUT),
+    ("types", "Symbol", "a kernel's scalar argument is given in the call or by its default, "
+                        "not read from a table of run-time symbols"),
+    ("schedule", "TaskGraphConfig", GRAPH), ("schedule", "Deps", GRAPH),
+    ("program", "ExecutionContext", INTERP), ("program", "ExecutionPlan", INTERP),
+    ("program", "TraceEvent", "trace events are made by a traced run, as dicts"),
+    ("kernel", "TileType", KERNEL_IR), ("kernel", "ScalarType", KERNEL_IR),
+    ("kernel", "ValueId", KERNEL_IR), ("kernel", "OpKind", KERNEL_IR), ("kernel", "Op", KERNEL_IR),
+    ("kernel", "CompiledKernel", "kernels are not compiled on their own"),
+    ("builder", "LoopFrame", BUILDER), ("builder", "ConditionalFrame", BUILDER),
+    ("builder", "KernelParam", BUILDER), ("builder", "extract_kernel_params", BUILDER),
+    ("builder", "WorkloadBuilder", BUILDER), ("builder", "get_current_builder", BUILDER),
+    ("builder", "push_builder", BUILDER), ("builder", "pop_builder", BUILDER),
+    ("scalar_expr", "TaskExpr", SCALAR_IR), ("scalar_expr", "task_param", SCALAR_IR),
+    ("scalar_expr", "trace_task_fn", SCALAR_IR), ("scalar_expr", "to_cpp", SCALAR_IR),
+]
+
+
+@pytest.mark.parametrize("module, name, why", REFUSED)
+def test_the_prototypes_own_machinery_is_refused_at_the_users_line(module, name, why):
+    obj = getattr(importlib.import_module(f"pto_wsp.{module}"), name)
+    assert isinstance(obj, Unsupported)
+    assert _refusal(lambda: obj("x"), name, why)
+    _refusal(lambda: obj.anything(), f"{name}.anything", why)
+
+
+def test_every_prototype_name_works_or_is_refused():
+    """A name is wspc's object, a small adapter, or a refusal: none is left as a stand-in."""
+    same = {(m, n) for m, n, _ in SAME} | {(m, n) for m, n, _ in REFUSED}
+    adapters = {("builder", "get_direction"), ("builder", "get_inner_type"),
+                ("scalar_expr", "fnv1a_64"), ("scalar_expr", "as_expr")}
+    for module, names in PROTOTYPE_NAMES.items():
+        mod = importlib.import_module(f"pto_wsp.{module}")
+        for n in names.split():
+            obj = getattr(mod, n)
+            ok = ((module, n) in same | adapters or isinstance(obj, Unsupported)
+                  or getattr(obj, "__module__", "").startswith(("ptowsp.", "typing"))
+                  or type(obj).__module__ == "typing")
+            assert ok, (module, n, obj)
+
+
+def test_layout_incompatible_error_is_a_class_wspc_never_raises():
+    from pto_wsp.types import LayoutIncompatibleError
+
+    assert issubclass(LayoutIncompatibleError, ptowsp.TypeCheckError)
+    try:
+        pass
+    except LayoutIncompatibleError:  # an `except` clause of a prototype program works
+        raise AssertionError("unreachable") from None
+
+
+def test_builder_reads_annotations():
+    from pto_wsp.builder import Constexpr, In, InOut, Out, get_direction, get_inner_type
+
+    tile = Tile[16, 128, F32]
+    assert [get_direction(h) for h in (In[tile], Out[tile], InOut[tile])] == ["in", "out", "inout"]
+    assert get_direction(Constexpr[int]) == get_direction(Constexpr) == "constexpr"
+    assert get_direction("Out[Tile[4, 4, F32]]") == "out" and get_direction(int) == "unknown"
+    assert get_inner_type(In[tile]) is tile and get_inner_type(int) is None
+    assert get_inner_type(Constexpr[int]) is int
+
+
+def test_scalar_expr_module():
+    from pto_wsp.scalar_expr import Expr, as_expr, fnv1a_64
+
+    # the FNV-1a reference values: the offset basis, and "a"
+    assert fnv1a_64("") == 0xCBF29CE484222325 and fnv1a_64("a") == 0xAF63DC4C8601EC8C
+    assert isinstance(as_expr(3), Expr) and str(as_expr(3) + 1) == "3 + 1"
+    with pytest.raises(ptowsp.CompileError) as info:
+        as_expr("three")
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE
+    assert d.message == "a str cannot be used in a run-time expression"
+
+
+# ---------------------------------------------------------------------------------------------
+# select is P.sel
+
+
+def _moe_pieces():
+    from pto_wsp.types import DenseDyn, Sparse
+
+    x = np.arange(3 * 1 * 4, dtype=np.float32).reshape(3, 1, 4)
+    y = np.zeros((3, 4, 1, 4), np.float32)
+    batch = DenseDyn(3)
+    routing = Sparse(batch, [0, 2, 2, 3], [1, 3, 0])
+
+    @kernel
+    def scale(x: In[Tile[1, 4, F32]], y: Out[Tile[1, 4, F32]]):
+        pto.store(y, x * 2.0)
+
+    return x, y, batch, routing, scale
+
+
+def test_select_is_p_sel():
+    from pto_wsp.primitives import parallel_for, select, task
+
+    x, y, batch, routing, scale = _moe_pieces()
+    X, Y = Tensor(data=x), Tensor(data=y)
+    w = parallel_for(batch, lambda b: select(routing[b], lambda e:
+                                             task(scale, [b, e], {"x": X[b], "y": Y[b, e]})))
+    assert isinstance(w, ptowsp.Workload)  # outside a workload, the loop is one
+    text = assert_roundtrip(w)
+    assert "for e in P.sel(routing[b]) {" in text
+    for target in ("cpu_sim", "ref"):
+        y[:] = 0
+        p = w.compile(target=target)
+        p.execute()
+        p.synchronize()
+        expect = np.zeros_like(y)
+        for b, e in [(0, 1), (0, 3), (2, 0)]:
+            expect[b, e] = 2 * x[b]
+        np.testing.assert_array_equal(y, expect)
+
+
+def test_select_of_a_dense_axis_is_an_error():
+    from pto_wsp.primitives import parallel_for, select
+
+    x, y, batch, routing, scale = _moe_pieces()
+    with pytest.raises(ptowsp.CompileError) as info:
+        parallel_for(batch, lambda b: select(batch, lambda e: None))
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE
+    assert d.message == "`select` iterates a sparse axis at an outer index"
+    assert d.help == "write `select(routing[b], lambda e: ...)` with `routing = Sparse(...)`"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel spellings
+
+
+def _ranked(x: np.ndarray, k: int) -> np.ndarray:
+    """Each row's columns by value, largest first, NaN before everything, ties (and NaNs) in
+    column order: wspc's `sort(x, descending = true)` (docs/language.md)."""
+    out = []
+    for row in x:
+        cols = sorted(range(len(row)), key=lambda j: (not np.isnan(row[j]),
+                                                     0.0 if np.isnan(row[j]) else -row[j], j))
+        out.append(cols[:k])
+    return np.array(out, dtype=np.int64)
+
+
+def _run(w, target: str) -> None:
+    p = w.compile(target=target)
+    p.execute()
+    p.synchronize()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tsort32_topk_matches_numpy_on_both_targets(seed):
+    from pto_wsp import P
+    from pto_wsp.builder import workload_decorator as workload
+    from pto_wsp.types import Dense
+
+    rng = np.random.default_rng(seed)
+    s = rng.integers(-4, 5, size=(4, 1, 32)).astype(np.float32)  # many ties
+    s[1, 0, 7] = np.nan
+    s[2, 0, 3] = -np.inf
+    ids = np.zeros((4, 1, 5), np.int32)
+    pairs = np.zeros((4, 1, 64), np.float32)
+    S, IDS, PAIRS = Tensor(data=s), Tensor(data=ids), Tensor(data=pairs)
+    perm = rng.permutation(32).astype(np.uint32)  # the index each column carries
+    PERM = Tensor(data=perm.reshape(1, 32).astype(np.int32))
+
+    @kernel
+    def top5(scores: In[Tile[1, 32, F32]], carried: In[Tile[1, 32, I32]],
+             out_idx: Out[Tile[1, 5, I32]], out_pairs: Out[Tile[1, 64, F32]]):
+        idx = pto.iota_u32(32)
+        p = pto.tsort32(scores, idx)
+        pto.store(out_idx, pto.extract_topk_indices(p, 5))
+        pto.store(out_pairs, pto.tsort32(scores, pto.cast(carried, DType.U32)))
+
+    rows = Dense[4]()
+
+    @workload
+    def w():
+        for r in P(rows):
+            top5[r](scores=S[r], carried=PERM, out_idx=IDS[r], out_pairs=PAIRS[r])
+
+    order = _ranked(s[:, 0, :], 32)
+    expect_pairs = np.empty((4, 64), np.float32)
+    expect_pairs[:, 0::2] = np.take_along_axis(s[:, 0, :], order, axis=1)
+    expect_pairs[:, 1::2] = perm[order].astype(np.float32)
+    for target in ("cpu_sim", "ref"):
+        ids[:] = -1
+        pairs[:] = 0
+        _run(w(), target)
+        np.testing.assert_array_equal(ids[:, 0, :], order[:, :5])
+        np.testing.assert_array_equal(pairs[:, 0, :], expect_pairs)
+    text = assert_roundtrip(w())
+    assert "let idx = cast(col_index(1, 32), u32)" in text
+    assert "let t0, t1 = sort(scores, descending = true)" in text
+    assert "let p = interleave(t0, cast(gather(idx, t1, axis = 1), f32))" in text
+    assert "store(out_idx, cast(slice_odd(p)[:, 0:5], i32))" in text
+
+
+def test_topk_sort_max_min_constant_match_numpy_on_both_targets():
+    from pto_wsp import P
+    from pto_wsp.builder import workload_decorator as workload
+    from pto_wsp.types import Dense
+
+    x = np.random.default_rng(7).standard_normal((2, 4, 8)).astype(np.float32)
+    vals, ids, asc = (np.zeros((2, 4, 3), np.float32), np.zeros((2, 4, 3), np.int32),
+                      np.zeros((2, 4, 8), np.int32))
+    X, V, ID, ASC = (Tensor(data=a) for a in (x, vals, ids, asc))
+
+    @kernel
+    def k(x: In[Tile[4, 8, F32]], v: Out[Tile[4, 3, F32]], i: Out[Tile[4, 3, I32]],
+          a: Out[Tile[4, 8, I32]]):
+        best, cols = pto.topk(x, 3)
+        _, up = pto.sort(x)
+        pto.store(v, pto.min(pto.max(best, pto.constant(-0.5, DType.F32)), 0.5))
+        pto.store(i, cols)
+        pto.store(a, up)
+
+    two = Dense[2]()
+
+    @workload
+    def w():
+        for b in P(two):
+            k[b](x=X[b], v=V[b], i=ID[b], a=ASC[b])
+
+    order = np.argsort(-x, axis=-1, kind="stable")[..., :3]
+    for target in ("cpu_sim", "ref"):
+        vals[:] = ids[:] = asc[:] = 0
+        _run(w(), target)
+        np.testing.assert_array_equal(ids, order)
+        np.testing.assert_array_equal(vals, np.clip(np.take_along_axis(x, order, -1), -0.5, 0.5))
+        np.testing.assert_array_equal(asc, np.argsort(x, axis=-1, kind="stable"))
+    text = assert_roundtrip(w())
+    assert "let best, cols = topk(x, 3)" in text and "let _, up = sort(x)" in text
+    assert "store(v, min(max(best, constant(-0.5, f32)), 0.5))" in text
+
+
+def test_kernel_spelling_errors():
+    @kernel
+    def zero(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+        pto.store(y, x + pto.cast(pto.iota_u32(0), F32))
+
+    with pytest.raises(ptowsp.KernelError) as info:
+        zero.trace()
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE
+    assert d.message == "`pto.iota_u32` takes a positive Python integer as `cols`, not 0"
+    assert d.help == "the extent is part of the tile's shape, known when the kernel is traced"
+
+    @kernel
+    def too_many(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 9, I32]]):
+        pto.store(y, pto.extract_topk_indices(pto.tsort32(x, pto.iota_u32(8)), 9))
+
+    with pytest.raises(ptowsp.CompileError) as info:
+        too_many.trace()  # the slice past the pairs: the checker's own error, at this line
+    assert all(d.span.file == HERE for d in info.value.diagnostics)
+
+    for helper, args in [("iota_u32", (4,)), ("tsort32", (1, 2)), ("extract_topk_indices", (1, 2))]:
+        with pytest.raises(ptowsp.CompileError) as info:
+            getattr(pto, helper)(*args)
+        (d,) = info.value.diagnostics
+        assert d.message == f"`pto.{helper}` only works inside a `@kernel` body"
+        assert d.span.file == HERE
+
+
+# ---------------------------------------------------------------------------------------------
+# The prototype-style examples
+
+
+def _rerun(g: dict, outputs: list) -> None:
+    """Run the example's workload again on ref, its outputs cleared first."""
+    for name in outputs:
+        g[name][...] = 0
+    _run(g["program"].workload, "ref")
+
+
+def test_example_topk_indexer_on_both_targets():
+    g = runpy.run_path(str(EXAMPLES / "proto_topk_indexer.py"))
+    for _ in ("cpu_sim", "ref"):
+        np.testing.assert_array_equal(g["out_idx_np"], g["reference"]())
+        assert g["program"].stats.task_count == g["BATCH"] * g["TILES"]
+        _rerun(g, ["out_idx_np"])
+    text = assert_roundtrip(g["program"].workload)
+    assert re.search(r"let pairs = interleave\(t\d, cast\(gather\(idx, t\d, axis = 1\), f32\)\)",
+                     text), text
+
+
+def test_example_moe_select_on_both_targets():
+    g = runpy.run_path(str(EXAMPLES / "proto_moe_select.py"))
+    for _ in ("cpu_sim", "ref"):
+        ref = g["reference"]()
+        np.testing.assert_array_equal(g["top_ids_np"], ref["top_ids"])
+        np.testing.assert_allclose(g["gates_np"], ref["gates"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g["out_np"], ref["out"], rtol=1e-5, atol=1e-5)
+        _rerun(g, ["top_ids_np", "gates_np", "out_np"])
+    text = assert_roundtrip(g["program"].workload)
+    assert "for e in P.sel(routing[b]) {" in text and "let best, experts = topk(" in text
