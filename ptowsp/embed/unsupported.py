@@ -92,8 +92,6 @@ ScalarType = Unsupported("ScalarType", *_KERNEL_IR)
 ValueId = Unsupported("ValueId", *_KERNEL_IR)
 OpKind = Unsupported("OpKind", *_KERNEL_IR)
 Op = Unsupported("Op", *_KERNEL_IR)
-CompiledKernel = Unsupported("CompiledKernel", "kernels are not compiled on their own",
-                             "compile the workload that uses it: `workload().compile(target=...)`")
 _BUILDER = ("it is the prototype's workload builder, whose work wspc's own tracer does",
             "write workloads with `@workload` and `P(...)` loops, kernels with `@kernel`")
 LoopFrame = Unsupported("LoopFrame", *_BUILDER)
@@ -118,6 +116,6 @@ __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "Mem
            "ptoisa_kernel", "DistElem", "tensor_layout_join",
            "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
-           "OpKind", "Op", "CompiledKernel", "LoopFrame", "ConditionalFrame", "KernelParam",
+           "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",
            "pop_builder", "TaskExpr", "task_param", "trace_task_fn", "to_cpp"]
