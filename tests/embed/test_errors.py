@@ -23,7 +23,6 @@ from pto_wsp import (
     KernelError,
     Out,
     P,
-    PtoError,
     ScheduleError,
     Tensor,
     Tile,
@@ -35,25 +34,18 @@ from pto_wsp import (
     workload,
 )
 
+from . import helpers
+
 F32, I32 = DType.F32, DType.I32
 HERE = Path(__file__).resolve()
-LINES = HERE.read_text().splitlines()
 
 
 def line_of(marker: str) -> int:
-    return next(i + 1 for i, text in enumerate(LINES) if text.rstrip().endswith(f"# E:{marker}"))
+    return helpers.line_of(HERE, marker)
 
 
 def at(err: ptowsp.WspError, marker: str) -> str:
-    """The rendered error, after checking its first diagnostic is on the marked line."""
-    assert isinstance(err, ptowsp.WspError) and isinstance(err, PtoError)
-    text = str(err)
-    assert text == err.render()
-    line = line_of(marker)
-    assert any(d.span.file == str(HERE) and d.span.line == line for d in err.diagnostics), text
-    assert f"{HERE}:{line}:" in text
-    assert LINES[line - 1].rstrip() in text  # the source line is shown
-    return text
+    return helpers.at_line(HERE, err, marker)
 
 
 def _arrays(*shapes, dtype=np.float32):

@@ -40,20 +40,18 @@ from pto_wsp import (
     workload,
 )
 
+from . import helpers
+
 F32, I32 = DType.F32, DType.I32
 HERE = Path(__file__).resolve()
-LINES = HERE.read_text().splitlines()
 
 
 def line_of(marker: str) -> int:
-    return next(i + 1 for i, text in enumerate(LINES) if text.rstrip().endswith(f"# E:{marker}"))
+    return helpers.line_of(HERE, marker)
 
 
 def at(err: ptowsp.WspError, marker: str) -> str:
-    """The rendered error, after checking it points at the marked line of this file."""
-    text = str(err)
-    assert f"{HERE}:{line_of(marker)}:" in text, text
-    return text
+    return helpers.at_line(HERE, err, marker)
 
 
 @kernel
