@@ -43,3 +43,9 @@ def at_line(path: Path, err: ptowsp.WspError, marker: str) -> str:
     assert f"{path}:{line}:" in text
     assert path.read_text().splitlines()[line - 1].rstrip() in text  # the source line is shown
     return text
+
+
+def markers(file: str):
+    """(line_of(marker), at(err, marker)) for the test file `file` (`__file__`)."""
+    path = Path(file).resolve()
+    return (lambda marker: line_of(path, marker)), (lambda err, marker: at_line(path, err, marker))

@@ -44,14 +44,7 @@ from . import helpers
 
 F32, I32 = DType.F32, DType.I32
 HERE = Path(__file__).resolve()
-
-
-def line_of(marker: str) -> int:
-    return helpers.line_of(HERE, marker)
-
-
-def at(err: ptowsp.WspError, marker: str) -> str:
-    return helpers.at_line(HERE, err, marker)
+line_of, at = helpers.markers(__file__)
 
 
 @kernel
