@@ -350,3 +350,33 @@ def test_a_bad_machine_file_is_reported_at_its_line(tmp_path):
         from ptowsp.backends.machine import load_machine
 
         load_machine(str(bad))
+
+
+def test_the_model_of_a_reused_runtime_follows_the_machine_and_the_schedule():
+    """cpu_sim keeps the cycle model on between runs of one program (its tables are reused):
+    runs with the same machine and schedule give the same cycles, and a run with another
+    machine or another schedule's policy is modelled with them, not with the previous run's."""
+    from dataclasses import replace
+
+    from ptowsp.backends.machine import load_machine
+
+    src = GRID + "\nschedule rr = grid().dispatch(round_robin(2))\n" \
+        "schedule ws = grid().dispatch(work_steal(4))\n"
+    m = ptowsp.parse(src, "sched.wsp")
+    x = grid_x()
+    rr = m.compile(target="cpu_sim", schedule="rr")
+    ws = m.compile(target="cpu_sim", schedule="ws")
+    base = load_machine(None)
+    slow = replace(base, dispatch_ns=base.dispatch_ns * 40)
+
+    def cycles(prog, machine=None):
+        prog.machine = machine
+        prog.run(X=x)
+        return prog.stats.total_cycles, prog.stats.extra["dispatchers"]
+
+    first = cycles(rr)
+    assert cycles(rr) == first  # reused as it was
+    slowed = cycles(rr, slow)
+    assert slowed[0] > first[0]  # the new machine is the one modelled
+    assert cycles(rr) == first  # and the built-in one again
+    assert len(cycles(ws)[1]) == 4 and len(first[1]) == 2  # each program its own dispatchers

@@ -130,6 +130,7 @@ class Backend:
         self.pool = BufferPool()
         self._rt = None
         self._rt_key = None
+        self._model_on = None  # (machine, policy) the shared runtime's cycle model is on for
         self._rt_lock = threading.Lock()
         self._read: dict[str, set] = {}  # tensors each schedule reads (a walk of its body)
 
@@ -180,7 +181,7 @@ class Backend:
         try:
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
-            self._enable_model(rt, m, mach, policy)
+            self._enable_model(rt, m, mach, policy, keep=not owned)
             lib.wsp_sim_limit(rt, max(int(record_limit), 0))
             lib.wsp_trace_enable(rt, 1 if trace else 0)
             lib.wsp_execute(rt, 1 if execute else 0)
@@ -249,6 +250,7 @@ class Backend:
                 self._rt_lock.release()
                 raise ExecutionError(4, "cannot start the runtime (out of memory?)")
             self._rt, self._rt_key = rt, (workers, ntensors)
+            self._model_on = None  # the new runtime has no cycle model yet
             self._rt_free = weakref.finalize(self, lib.wsp_runtime_free, rt)
             return rt, False
         rt = lib.wsp_runtime_new(workers, ntensors)
@@ -256,10 +258,17 @@ class Backend:
             raise ExecutionError(4, "cannot start the runtime (out of memory?)")
         return rt, True
 
-    def _enable_model(self, rt, m: N.Module, mach, policy: dict) -> None:
-        """Turns the cycle model on for the run: the machine, the schedule and kernel costs."""
+    def _enable_model(self, rt, m: N.Module, mach, policy: dict, keep: bool) -> None:
+        """Turns the cycle model on for the run: the machine, the schedule and kernel costs.
+        On the backend's own runtime (`keep`) it is left on between runs with the same machine
+        and policy: enabling makes a new log, whose tables (a dense record per tile of every
+        tensor: 4 MB for a decode step's KV cache) would be allocated and faulted in again on
+        every run, where the log is made to reuse them (runtime_c/simlog.c)."""
         from .cost import kernel_costs
 
+        key = (mach, tuple(sorted(policy.items())))
+        if keep and getattr(self, "_model_on", None) == key:
+            return
         ffi, lib = self.ffi, self.lib
         if getattr(self, "_costs_for", None) != mach:
             self._costs = kernel_costs(m, mach)
@@ -270,8 +279,12 @@ class Backend:
             "dispatch_ns": mach.dispatch_ns, "completion_ns": mach.completion_ns})
         cp = ffi.new("wsp_policy *", policy)
         costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in self._costs] or 1)
+        if keep:
+            self._model_on = None
         if lib.wsp_sim_enable(rt, cm, cp, costs, len(self._costs)):
             raise ExecutionError(4, "cannot start the cycle model (out of memory?)")
+        if keep:
+            self._model_on = key
 
     def _model_results(self, rt, mach, policy: dict) -> dict:
         from .trace import dispatcher_stats, summary_dict
