@@ -59,6 +59,14 @@ def _positive(value: Any, what: str, span: A.Span, allow_none: bool = False) -> 
     return int(value)
 
 
+def _rate(value: Any, span: A.Span) -> float:
+    """A `rate_limit` rate: a positive number of tasks per ms, else a ScheduleError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise user_error(span, "the `rate_limit` rate must be a positive number of tasks per "
+                         f"ms, not {value!r}", cls=ScheduleError)
+    return value
+
+
 def _option(value: Any, kind: str, names: tuple, span: A.Span) -> str:
     """An option's name (`"round_robin"`, `DispatchOption.WORK_STEAL`, `WindowMode.STALL`)."""
     if isinstance(value, enum.Enum):
@@ -140,7 +148,7 @@ class ScheduleConfig:
         if timing == "immediate":
             out = out.timing(TimingPolicy.immediate)
         elif timing == "rate_limit":
-            out = out.timing(TimingPolicy.rate_limit(self.timing_param))
+            out = out.timing(TimingPolicy.rate_limit(_rate(self.timing_param, span)))
         else:
             out = out.timing(getattr(TimingPolicy, timing)(
                 _positive(self.timing_param, f"the `{timing}` count", span)))
@@ -292,7 +300,9 @@ class SearchSpace:
                 out.append((name, None))
                 continue
             for v in values:
-                if name != "rate_limit":
+                if name == "rate_limit":
+                    _rate(v, span)
+                else:
                     _positive(v, f"the `{name}` count", span)
                 out.append((name, v))
         self._timing = list(dict.fromkeys(out))
@@ -327,10 +337,19 @@ class SearchSpace:
 
 
 class AutoScheduler:
-    """Explores a workload's schedules on the cycle model."""
+    """Explores a workload's schedules on the cycle model. `symbols` binds run-time symbols
+    (`symbol_u64(name)`) for the simulations, as `program.set_symbol_u64` does for a run;
+    without it a symbol takes its default."""
 
-    def __init__(self, workload: Any):
-        self.workload = _as_workload(workload, here())
+    def __init__(self, workload: Any, symbols: Optional[dict] = None):
+        span = here()
+        self.workload = _as_workload(workload, span)
+        self.symbols = {}
+        for name, value in (symbols or {}).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise user_error(span, f"symbol `{name}` must be bound to a non-negative "
+                                 f"integer, not {value!r}", cls=ScheduleError)
+            self.symbols[str(name)] = int(value)
 
     def register_kernel(self, name: str, impl: Any) -> "AutoScheduler":
         raise user_error(here(), "`register_kernel` is not supported by wspc: kernels run the "
@@ -338,19 +357,38 @@ class AutoScheduler:
                          "runs none (the cycle model times them)",
                          "drop the call", cls=CompileError)
 
-    def _trial(self, config: ScheduleConfig) -> tuple:
+    def _bind(self, prog: Any, span: A.Span) -> dict:
+        """The symbols of a simulation: `symbols`, else the defaults; a name the workload does
+        not have, or a symbol with neither, is an error at the explorer's line."""
+        syms = prog._asm.syms
+        for name in self.symbols:
+            if name not in syms:
+                known = ", ".join(f"`{n}`" for n in sorted(syms)) or "none"
+                raise user_error(span, f"the workload has no symbol `{name}` (its symbols: "
+                                 f"{known})", cls=ScheduleError)
+        bind = {n: s.default for n, s in syms.items() if s.default is not None}
+        bind.update(self.symbols)
+        for name in syms:
+            if name not in bind:
+                raise user_error(span, f"symbol `{name}` has no default, and simulating needs "
+                                 "its value", "bind it: `AutoScheduler(workload, symbols="
+                                 f"{{\"{name}\": N}})`", cls=ScheduleError)
+        return bind
+
+    def _trial(self, config: ScheduleConfig, span: A.Span) -> tuple:
         """(the result of simulating `config`, the error it failed with or None)."""
         t0 = time.perf_counter()
         try:
             prog = config.apply(self.workload).compile(target="cpu_sim")
-            compile_ms = (time.perf_counter() - t0) * 1000
-            bind = {n: s.default for n, s in prog._asm.syms.items() if s.default is not None}
-            try:
-                stats = prog.simulate(bind=bind, **prog._asm.arrays())
-            except WspError as err:
-                raise from_wsp(err, "run") from None
         except WspError as err:  # the seeds' classes are WspErrors
             return ExplorationResult(config, error=str(err)), err
+        compile_ms = (time.perf_counter() - t0) * 1000
+        bind = self._bind(prog, span)  # raised: wrong for every configuration
+        try:
+            stats = prog.simulate(bind=bind, **prog._asm.arrays())
+        except WspError as err:
+            failed = from_wsp(err, "run")
+            return ExplorationResult(config, error=str(failed)), failed
         extra = stats.extra
         return ExplorationResult(config, float(extra.get("simulated_us", 0.0)) / 1000, compile_ms,
                                  stats.task_count, None, int(stats.total_cycles),
@@ -378,7 +416,7 @@ class AutoScheduler:
                              cls=ScheduleError)
         results, first_error = [], None
         for i, config in enumerate(configs):
-            r, err = self._trial(config)
+            r, err = self._trial(config, span)
             results.append(r)
             first_error = first_error or err
             if verbose:
@@ -389,7 +427,7 @@ class AutoScheduler:
             raise first_error
         best = min(ok, key=lambda r: r.total_cycles)  # the first of equals: the order tried
         base = next((r for r in results if r.config == ScheduleConfig()), None) \
-            or self._trial(ScheduleConfig())[0]
+            or self._trial(ScheduleConfig(), span)[0]
         speedup = base.total_cycles / best.total_cycles if base.success and best.total_cycles else 1.0
         return best.config, ExplorationSummary(results, best.config, best.execute_time_ms,
                                                base.execute_time_ms, speedup, best.total_cycles,

@@ -244,3 +244,42 @@ def test_a_space_nothing_in_which_simulates_raises_the_first_error():
     with pytest.raises(pto_wsp.ExecutionError) as e:
         AutoScheduler(rag()).explore(sp)
     assert "task window of 1 tasks is full" in str(e.value)
+
+
+def test_symbols_bind_the_simulations():
+    @kernel
+    def dbl(x: In[Tile[16, 64, DType.F32]], out: Out[Tile[16, 64, DType.F32]]):
+        pto.store(out, pto.add(x, x))
+
+    x = np.arange(6 * 16 * 64, dtype=np.float32).reshape(6, 16, 64)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x, dtype=DType.F32), Tensor(data=y, dtype=DType.F32)
+    rows = pto_wsp.DenseDyn(pto_wsp.symbol_u64("n"))
+
+    @workload
+    def dyn():
+        for r in P(rows):
+            dbl[r](x=X[r], out=Y[r])
+
+    sp = SearchSpace().add_streams([None, 2]).add_timing([pto_wsp.TimingPolicy.rate_limit(50)])
+    best, summary = AutoScheduler(dyn(), symbols={"n": 4}).explore(sp)
+    assert [r.task_count for r in summary.results] == [4, 4]
+    prog = best.apply(dyn()).compile()
+    prog.set_symbol_u64("n", 4)
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_array_equal(y[:4], 2 * x[:4])
+    assert not y[4:].any()
+    with pytest.raises(ScheduleError) as e:
+        AutoScheduler(dyn()).explore(sp)  # E:nosym
+    assert "symbol `n` has no default, and simulating needs its value" in at(e.value, "nosym")
+    with pytest.raises(ScheduleError) as e:
+        AutoScheduler(dyn(), symbols={"m": 4}).explore(sp)  # E:othersym
+    assert "the workload has no symbol `m` (its symbols: `n`)" in at(e.value, "othersym")
+    with pytest.raises(ScheduleError) as e:
+        AutoScheduler(dyn(), symbols={"n": -1})  # E:negsym
+    assert "symbol `n` must be bound to a non-negative integer, not -1" in at(e.value, "negsym")
+    with pytest.raises(ScheduleError) as e:
+        SearchSpace().add_timing(["rate_limit"], [0])  # E:rate
+    assert "the `rate_limit` rate must be a positive number of tasks per ms, not 0" \
+        in at(e.value, "rate")
