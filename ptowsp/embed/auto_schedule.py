@@ -133,6 +133,17 @@ class ScheduleConfig:
         base = w._with_none()
         base.combinators = tuple(c for c in w.combinators if c.name.id not in _SET)
         name = _option(self.dispatch, "dispatch", DISPATCH, span)
+        timing = _option(self.timing, "timing", TIMING, span)
+        for unused, why in ((self.stream_by is not None and self.streams is None,
+                             "`stream_by` needs a stream count (`streams`)"),
+                            (self.dispatch_key is not None and name not in _KEYED,
+                             f"`dispatch_key` is for {', '.join(_KEYED)}, not `{name}`"),
+                            (self.timing_param is not None and timing == "immediate",
+                             "`timing_param` is for a timing policy with a parameter, not "
+                             "`immediate`")):
+            if unused:
+                raise user_error(span, f"this configuration sets what it does not use: {why}",
+                                 cls=ScheduleError)
         n = _positive(self.dispatch_param, "a dispatcher count", span, allow_none=True)
         if name in _KEYED:
             key = self.dispatch_key if self.dispatch_key is not None else _outer_variable(w, span)
@@ -144,7 +155,6 @@ class ScheduleConfig:
             out = out.streams(_positive(self.streams, "a stream count", span))
             if self.stream_by is not None:
                 out = out.stream_by(self.stream_by)
-        timing = _option(self.timing, "timing", TIMING, span)
         if timing == "immediate":
             out = out.timing(TimingPolicy.immediate)
         elif timing == "rate_limit":
@@ -406,7 +416,7 @@ class AutoScheduler:
                              cls=ScheduleError)
         configs = space.enumerate_configs()
         if space._stream_by != [None] and all(c.streams is None for c in configs):
-            raise user_error(span, "the space's `stream_by` keys need stream counts",
+            raise user_error(span, "a `stream_by` key needs a stream count: the space has none",
                              "add them: `space.add_streams([2, 4])`", cls=ScheduleError)
         if trials is not None and _positive(trials, "`trials`", span) < len(configs):
             picked = sorted(random.Random(seed).sample(range(len(configs)), trials))

@@ -220,7 +220,13 @@ def test_errors_at_the_users_line():
     assert "schedules are explored for a workload, not 42" in at(e.value, "workload")
     with pytest.raises(ScheduleError) as e:
         AutoScheduler(rag()).explore(SearchSpace().add_stream_by(["b"]))  # E:keys
-    assert "the space's `stream_by` keys need stream counts" in at(e.value, "keys")
+    assert "a `stream_by` key needs a stream count: the space has none" in at(e.value, "keys")
+    for config, why in ((ScheduleConfig(stream_by="b"), "`stream_by` needs a stream count"),
+                        (ScheduleConfig(dispatch_key="b"), "`dispatch_key` is for affinity"),
+                        (ScheduleConfig(timing_param=3), "`timing_param` is for a timing")):
+        with pytest.raises(ScheduleError) as e:
+            config.apply(rag())  # E:unused
+        assert f"this configuration sets what it does not use: {why}" in at(e.value, "unused")
     with pytest.raises(pto_wsp.CompileError) as e:
         AutoScheduler(rag()).register_kernel("expmul", lambda x: x)  # E:register
     assert "`register_kernel` is not supported by wspc" in at(e.value, "register")
