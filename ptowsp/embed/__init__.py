@@ -5,7 +5,7 @@ run through the same checker, driver and back ends. `pto_wsp` is its import alia
 Its modules import only downwards, in this order (`|`: side by side, not importing each other):
 
     source < errors < names < trace < values < axes < signature < kernel | schedule
-           | program | unsupported < assemble < workload < csp
+           | program | unsupported < assemble < workload < csp | auto_schedule
 
 `source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
 turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
@@ -13,7 +13,8 @@ handle (dtypes, annotations, scalar expressions, tensors, channels); `axes` the 
 spaces; `signature` a kernel's parameters and compiled source; `kernel` traces
 `@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
 seed names wspc reports; `assemble` makes a module of a workload; `workload` is `@workload`,
-`P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`).
+`P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`);
+`auto_schedule` explores a workload's schedules on the cycle model.
 
 `EXPORTS` names the public API: each name and the module defining it. `ptowsp` (and through it
 `pto_wsp`) exports these names and imports a module on the first use of one of its names, so
@@ -40,6 +41,8 @@ _MODULES = {
         "process", "send", "try_send", "consume", "connect", "replicate", "record", "synchronize",
         "query", "for_each", "parallel_for", "select", "task",
     ),
+    "auto_schedule": ("AutoScheduler", "SearchSpace", "ScheduleConfig", "ExplorationResult",
+                      "ExplorationSummary", "auto_schedule"),
     "program": ("Program", "TraceLevel", "Task", "TaskResource"),
     "errors": (
         "PtoError", "CompileError", "TypeCheckError", "IRConversionError", "ExecutionError",
