@@ -1,0 +1,120 @@
+"""`extern cpp` kernels (language.md section 4): C++17 bodies with the `extern c` parameter
+view, compiled by the C++ compiler into the module's library. Each program runs on cpu_sim
+and is checked against a NumPy formula (and, on ref, through a registered Python twin);
+compiler errors land on the body's line, headers come from include directories."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptowsp
+from ptowsp.backends.cpu.cpp_kernels import emit_cpp_kernels
+from ptowsp.diagnostics import WspError
+
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("wspc_cache")]
+
+HEADERS = Path(__file__).resolve().parent / "cpp_headers"
+
+BLEND = '''\
+sym N
+input  X: f32[N, 4, 8]
+output Y: f32[N, 4, 8]
+kernel blend(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]], w: Scalar[f32]) extern cpp include "mathx/blend.hpp" """
+    // C++ only: a template from a namespace, std::array, a lambda
+    auto at = [&](int64_t r, int64_t c) { return x.data[r * x.stride + c]; };
+    for (int64_t r = 0; r < x.rows; r++) {
+        std::array<float, 8> row{};
+        for (int64_t c = 0; c < x.cols; c++) row[c] = at(r, c);
+        float total = mathx::sum(row);
+        for (int64_t c = 0; c < x.cols; c++)
+            y.data[r * y.stride + c] = mathx::blend(row[c], total, w);
+    }
+"""
+workload wl() { for i in P(N) { blend[i](x = X[i], y = Y[i], w = 0.25) } }
+schedule main = wl()
+'''
+
+
+def module(text: str, name: str = "t.wsp") -> ptowsp.Module:
+    return ptowsp.parse(textwrap.dedent(text), name)
+
+
+def blend_numpy(x: np.ndarray, w: float) -> np.ndarray:
+    total = x.sum(axis=-1, keepdims=True, dtype=np.float32)
+    return (x * np.float32(w) + total * np.float32(1 - w)).astype(np.float32)
+
+
+def test_extern_cpp_runs_on_cpu_sim_against_numpy():
+    x = np.random.default_rng(19).standard_normal((3, 4, 8)).astype(np.float32)
+    p = module(BLEND).compile("cpu_sim", include_dirs=[str(HEADERS)])
+    y = p.run(X=x)["Y"]
+    np.testing.assert_allclose(y, blend_numpy(x, 0.25), rtol=1e-5, atol=1e-5)
+
+
+def test_extern_cpp_runs_on_ref_through_its_python_twin(ref_extern):
+    x = np.random.default_rng(20).standard_normal((2, 4, 8)).astype(np.float32)
+
+    def twin(x, y, w):
+        y[...] = blend_numpy(x, w)
+
+    ref_extern("blend", twin)
+    y = module(BLEND).compile("ref").run(X=x)["Y"]
+    np.testing.assert_allclose(y, blend_numpy(x, 0.25), rtol=1e-5, atol=1e-5)
+
+
+def test_cpp_unit_declares_the_entry_extern_c():
+    ir = module(BLEND).ir
+    text = emit_cpp_kernels(ir.kernels, dict(ir.sources))
+    assert 'extern "C" void wsp_ku_blend(wsp_in_f32 x, wsp_out_f32 y, float w)' in text
+    assert '#line 4 "t.wsp"\n#include "mathx/blend.hpp"' in text
+    assert '#line 4 "t.wsp"\n\n    // C++ only' in text  # the body starts after its quotes
+
+
+def test_a_cpp_error_is_reported_at_the_body_line():
+    text = BLEND.replace("float total = mathx::sum(row);", "float total = mathx::no_such(row);")
+    with pytest.raises(WspError) as info:
+        module(text).compile("cpu_sim", include_dirs=[str(HEADERS)])
+    d = info.value.diagnostics[0]
+    assert d.message.startswith("in `extern cpp` body: ") and "no_such" in d.message
+    assert (d.span.file, d.span.line) == ("t.wsp", 10)
+
+
+def test_a_missing_header_is_reported_at_the_kernel():
+    with pytest.raises(WspError) as info:
+        module(BLEND).compile("cpu_sim")  # no include directory: mathx/blend.hpp is not found
+    d = info.value.diagnostics[0]
+    assert d.message.startswith("in `extern cpp` body: mathx/blend.hpp")
+    assert d.span.line == 4
+
+
+def test_a_missing_include_directory_is_named(tmp_path):
+    gone = str(tmp_path / "no_such_dir")
+    with pytest.raises(WspError) as info:
+        module(BLEND).compile("cpu_sim", include_dirs=[gone])
+    assert info.value.diagnostics[0].message == f"include directory `{gone}` does not exist"
+
+
+def test_no_cpp_compiler_names_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    with pytest.raises(WspError) as info:
+        module(BLEND).compile("cpu_sim", include_dirs=[str(HEADERS)])
+    d = info.value.diagnostics[0]
+    assert d.message.startswith("cannot run the C++ compiler for `extern cpp` bodies: ")
+    assert "install a C++ compiler (g++ or clang++), or name one with CXX=..." == d.help
+
+
+@pytest.mark.parametrize("decl, words", [
+    ('extern cpp inclde "a.hpp" """ """',
+     'expected `include "HEADER"` before the `extern cpp` body, found `inclde`'),
+    ('extern c include "a.h" """ """', "`include` is for `extern cpp` bodies, not `extern c`"),
+    ('extern cpp include "../a.hpp" """ """', "`../a.hpp` is not a header name wspc includes"),
+])
+def test_include_spellings_that_are_errors(decl, words):
+    text = f"kernel k(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) {decl}\n"
+    with pytest.raises(WspError) as info:
+        module(text)
+    assert info.value.diagnostics[0].message == words
