@@ -118,3 +118,38 @@ def test_include_spellings_that_are_errors(decl, words):
     with pytest.raises(WspError) as info:
         module(text)
     assert info.value.diagnostics[0].message == words
+
+
+# ---- the command line: --include-dir on wspc compile and wspc run ---------------------------
+
+
+def test_wspc_run_with_include_dir(tmp_path):
+    from click.testing import CliRunner
+
+    from ptowsp.cli import main
+
+    src, xin, yout = tmp_path / "blend.wsp", tmp_path / "x.npy", tmp_path / "y.npy"
+    src.write_text(BLEND)
+    x = np.random.default_rng(21).standard_normal((2, 4, 8)).astype(np.float32)
+    np.save(xin, x)
+    r = CliRunner().invoke(main, ["run", str(src), "--bind", "N=2", "--input", f"X={xin}",
+                                  "--output", f"Y={yout}", "--include-dir", str(HEADERS)])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(yout), blend_numpy(x, 0.25), rtol=1e-5, atol=1e-5)
+
+
+def test_wspc_compile_names_a_missing_include_dir(tmp_path):
+    from click.testing import CliRunner
+
+    from ptowsp.cli import main
+
+    src = tmp_path / "blend.wsp"
+    src.write_text(BLEND)
+    gone = tmp_path / "gone"
+    r = CliRunner().invoke(main, ["compile", str(src), "--include-dir", str(gone)])
+    assert r.exit_code == 1
+    assert f"include directory `{gone}` does not exist" in r.output
+    ok = CliRunner().invoke(main, ["compile", str(src), "--include-dir", str(HEADERS),
+                                   "-o", str(tmp_path / "out")])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "out" / "kernels_cpp.cpp").is_file()
