@@ -153,3 +153,30 @@ def test_wspc_compile_names_a_missing_include_dir(tmp_path):
                                    "-o", str(tmp_path / "out")])
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "out" / "kernels_cpp.cpp").is_file()
+
+
+def test_an_include_directory_that_is_a_file(tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    with pytest.raises(WspError) as info:
+        module(BLEND).compile("cpu_sim", include_dirs=[str(f)])
+    assert info.value.diagnostics[0].message == f"include directory `{f}` does not exist (it is a file)"
+
+
+def test_ascend_npu_refuses_extern_cpp_as_extern_c():
+    with pytest.raises(WspError) as info:
+        module(BLEND).compile("ascend_npu")
+    d = info.value.diagnostics[0]
+    assert d.message == ("extern kernel `blend` has no `extern ascend` body, which the "
+                         "ascend_npu target needs (its `extern cpp` body runs only on cpu_sim)")
+    assert d.span.line == 4
+
+
+def test_extern_c_and_cpp_bodies_together_run_the_cpp_one():
+    both = BLEND.replace(') extern cpp include', ') extern c """ y.data[0] = 0; """ extern cpp include')
+    ir = module(both).ir
+    (k,) = ir.kernels
+    assert k.extern_c is not None and k.extern_cpp is not None
+    x = np.ones((1, 4, 8), np.float32)
+    y = module(both).compile("cpu_sim", include_dirs=[str(HEADERS)]).run(X=x)["Y"]
+    np.testing.assert_allclose(y, blend_numpy(x, 0.25), rtol=1e-6)

@@ -146,18 +146,22 @@ def _load(d: Path, workers: Optional[int]) -> Built:
     return Built(m, enumerators, d, True, workers)
 
 
-_GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?\.wsp):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: "
+_GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: "
                            r"(?P<msg>.*)$", re.M)
 
 
 def extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]:
     """Compiler errors located in a `.wsp` file (through `#line` in extern bodies) are the
-    user's: report them as diagnostics there (`extern cpp` when the line is a C++ kernel's)."""
+    user's: report them as diagnostics there (`extern cpp` when the C++ compiler said it).
+    Only the module's own source files count (a `.wsp` file, or the `.py` file of an embedded
+    kernel): an error in a generated file or a header is not located in the user's text."""
+    users = {printable(f) for f, _ in m.sources}
     diags = []
     for g in (mm.groupdict() for mm in _GCC_LOCATION.finditer(err.output)):
+        if g["file"] not in users:
+            continue
         line, col = int(g["line"]), int(g["col"])
-        lang = "cpp" if any(k.extern_cpp is not None and printable(k.span.file) == g["file"]
-                            and k.span.line <= line <= k.span.end_line for k in m.kernels) else "c"
+        lang = "cpp" if err.cxx else "c"
         diags.append(Diagnostic(Span(g["file"], line, col, line, col + 1), f"extern-{lang}",
                                 f"in `extern {lang}` body: {g['msg']}"))
     return WspError(diags, dict(m.sources)) if diags else None

@@ -126,11 +126,16 @@ class Artifact:
 
 
 class BuildError(Exception):
-    """The C compiler rejected the code; `output` is what it said."""
+    """The C (or C++) compiler rejected the code; `output` is what it said, `cxx` whether it
+    was the C++ compiler (on `extern cpp` bodies)."""
 
-    def __init__(self, message: str, output: str):
+    def __init__(self, message: str, output: str, cxx: bool = False):
         super().__init__(message)
         self.output = output
+        self.cxx = cxx
+
+
+CXX_UNITS = "the C++ kernel bodies"  # what `_run_all` says of a C++ unit
 
 
 def _compiler_identity(cmd: Optional[list[str]] = None) -> str:
@@ -599,7 +604,9 @@ def _run_all(jobs: list[tuple[list[str], str]]) -> None:
         for proc, what in procs:
             out, _ = proc.communicate()
             if proc.returncode != 0 and failed is None:
-                failed = BuildError(f"the C compiler failed on {what}", out)
+                cxx = what == CXX_UNITS
+                failed = BuildError(f"the {'C++' if cxx else 'C'} compiler failed on {what}", out,
+                                    cxx)
         if failed:
             raise failed
     finally:
@@ -718,7 +725,7 @@ def _build(sources: Mapping[str, str], root: Path, include_dirs: tuple[str, ...]
             for c in cpp_files:  # `extern cpp` bodies (cpp_kernels.py)
                 objs.append(c.with_name(c.stem + "_cpp.o"))
                 jobs.append((cxx_compiler() + cxxflags() + incs + ["-c", str(c), "-o", str(objs[-1])],
-                             "the C++ kernel bodies"))
+                             CXX_UNITS))
             _run_all(jobs)
             if builder is not None:
                 builder.join()

@@ -170,7 +170,15 @@ def _body_line(k: N.Kernel, sources: Mapping[str, str], lang: str = "c") -> Opti
     start = sum(len(x) + 1 for x in lines[:k.span.line - 1]) + k.span.col - 1
     end = sum(len(x) + 1 for x in lines[:k.span.end_line - 1]) + k.span.end_col - 1
     m = _EXTERN_BODY[lang].search(text, start, end)
-    return None if m is None else (text.count("\n", 0, m.end()) + 1, m.group(1) == '"""')
+    if m is not None:
+        return text.count("\n", 0, m.end()) + 1, m.group(1) == '"""'
+    # decision: a body the embedding gave (`@kernel(cpp_src=...)` in a .py file) maps to where
+    # its text stands in the file when it stands there once, verbatim; otherwise (a body read
+    # from `cpp_body_path`, or with escapes) each of its lines maps to the kernel's line
+    body = getattr(k, f"extern_{lang}") or ""
+    if body.strip() and text.count(body) == 1:
+        return text.count("\n", 0, text.index(body)) + 1, True
+    return k.span.line, False
 
 
 # `extern c` and its opening quote (a raw string's body starts right after its quotes; a
@@ -190,7 +198,8 @@ def body_with_line(k: N.Kernel, sources: Mapping[str, str], lang: str) -> tuple[
     # body is then text, and names the file as wspc's diagnostics do
     start, raw = where
     line = f"#line {start} {C.line_file_lit(printable(k.span.file))}"
-    if not raw:  # a one-line string: its `\n` escapes are not lines of the file
+    if not raw:  # a one-line string (its `\n` escapes are not lines of the file), or a body
+        # whose lines are not the file's: every line is mapped
         parts = body.split("\n")
         body = "\n".join(part if n == 0 or parts[n - 1].endswith("\\") else f"{line}\n{part}"
                          for n, part in enumerate(parts))
