@@ -236,7 +236,7 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     emitted = _run_guarded(ctx, "emit", lambda: driver.emit(target, ir, name, options))
     if emit == "c":
         _emit(ctx, output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(emitted.files.items())
-                                   if n.endswith(".c")), depfile, deps)
+                                   if n.endswith((".c", ".cpp"))), depfile, deps)
         return
     if emitted.warnings:
         from .diagnostics import render

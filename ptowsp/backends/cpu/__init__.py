@@ -96,8 +96,12 @@ class CpuSimTarget:
         errors = extern_errors(module)  # as `emit` reports them
         if errors:
             raise WspError(errors, dict(module.sources))
-        c = emit_kernel(module.kernel(kernel), dict(module.sources))
-        return KernelCode(c.symbol, c.source)
+        k = module.kernel(kernel)
+        c = emit_kernel(k, dict(module.sources))
+        from .cpp_kernels import CPP_FILE, emit_cpp_kernels
+
+        cpp = emit_cpp_kernels([k], dict(module.sources))  # an `extern cpp` body: its C++ too
+        return KernelCode(c.symbol, c.source if cpp is None else f"{c.source}\n/* ==== {CPP_FILE} ==== */\n{cpp}")
 
     def build(self, emitted: Emitted) -> "Built":
         from .artifact import build_module
