@@ -148,9 +148,16 @@ def _target(ctx: click.Context, name: str, options: dict):
     from .driver import target
 
     t = target(name)
-    try:
-        _run_guarded(ctx, "options", lambda: t.options(options))  # a missing --include-dir: exit 1
-    except TargetError as err:
+
+    def check() -> Optional[TargetError]:
+        try:
+            t.options(options)  # a missing --include-dir is a user error (exit 1)
+        except TargetError as err:
+            return err
+        return None
+
+    err = _run_guarded(ctx, "options", check)
+    if err is not None:
         raise click.UsageError(f"{', '.join(_OPTION_FLAGS[k] for k in options)}: {err}",
                                ctx=ctx) from None
     return t
