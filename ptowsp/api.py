@@ -775,12 +775,15 @@ def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[i
 
 def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = None,
                      workers: Optional[int] = None, opt_level: Optional[int] = None,
-                     **passes) -> Program:
+                     include_dirs=(), **passes) -> Program:
     """Compile a .wsp file, reusing the last build of the same sources when there is one (a
     warm `wspc run` then skips checking, lowering and code generation). `passes` are
-    `Module.compile`'s pass manager switches."""
+    `Module.compile`'s pass manager switches; `include_dirs` cpu_sim's (`extern cpp` headers)."""
     from . import driver
 
     check_workers(workers)
+    options: dict = {"workers": workers}
+    if include_dirs:
+        options["include_dirs"] = tuple(include_dirs)
     return program(driver.compile_file(path, driver.target(target), schedule, opt_level,
-                                       {"workers": workers}, **passes))
+                                       options, **passes))

@@ -148,15 +148,27 @@ def _target(ctx: click.Context, name: str, options: dict):
     from .driver import target
 
     t = target(name)
-    try:
-        t.options(options)
-    except TargetError as err:
+
+    def check() -> Optional[TargetError]:
+        try:
+            t.options(options)  # a missing --include-dir is a user error (exit 1)
+        except TargetError as err:
+            return err
+        return None
+
+    err = _run_guarded(ctx, "options", check)
+    if err is not None:
         raise click.UsageError(f"{', '.join(_OPTION_FLAGS[k] for k in options)}: {err}",
                                ctx=ctx) from None
     return t
 
 
-_OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers"}  # target options by flag
+_OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers",
+                 "include_dirs": "--include-dir"}  # target options by flag
+
+_INCLUDE_DIR = click.option(
+    "--include-dir", "include_dirs", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+    help="cpu_sim: a directory the headers of `extern cpp` bodies are found in (repeatable).")
 
 
 @main.command()
@@ -176,16 +188,19 @@ _OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers"}  # target opt
                    "files (for make -MD style builds).")
 @click.option("--npu-arch", default=None, metavar="ARCH",
               help="ascend_npu: the default --npu-arch of the project's CMakeLists.txt (dav-2201).")
+@_INCLUDE_DIR
 @_opt_options
 @click.pass_context
 def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
             output: Optional[str], schedule: Optional[str], depfile: Optional[str],
-            npu_arch: Optional[str], opt_level: Optional[int], print_after, time_passes: bool,
-            verify_each: bool) -> None:
+            npu_arch: Optional[str], include_dirs: tuple, opt_level: Optional[int], print_after,
+            time_passes: bool, verify_each: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
     from . import driver
 
     options = {"npu_arch": npu_arch} if npu_arch is not None else {}
+    if include_dirs:
+        options["include_dirs"] = include_dirs
     target = _target(ctx, target_name, options)
     if depfile and not output:
         raise click.UsageError("--depfile needs -o: the rule it writes is about the output",
@@ -228,7 +243,7 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     emitted = _run_guarded(ctx, "emit", lambda: driver.emit(target, ir, name, options))
     if emit == "c":
         _emit(ctx, output, "".join(f"/* ==== {n} ==== */\n{t}" for n, t in sorted(emitted.files.items())
-                                   if n.endswith(".c")), depfile, deps)
+                                   if n.endswith((".c", ".cpp"))), depfile, deps)
         return
     if emitted.warnings:
         from .diagnostics import render
@@ -426,16 +441,18 @@ def _at(where: str):
 @click.option("--stats", is_flag=True,
               help="Print task count, times, simulated cycles, loads and a per-kernel table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@_INCLUDE_DIR
 @_opt_options
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
-        machine_file, stats, as_json, opt_level, print_after, time_passes, verify_each) -> None:
+        machine_file, stats, as_json, include_dirs, opt_level, print_after, time_passes,
+        verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace) is checked before anything runs and
     written only when the run succeeded, all of them or none."""
-    target = _target(ctx, target_name, {})
+    target = _target(ctx, target_name, {"include_dirs": include_dirs} if include_dirs else {})
     if not target.runs_here:
         raise click.UsageError(f"--target {target.name} does not run here: it makes "
                                f"{target.product} (`wspc compile FILE --target {target.name} "
@@ -457,7 +474,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
               "verify_each": verify_each}
     program = _run_guarded(ctx, "compile", lambda: _program(target_path, target.name, schedule,
-                                                           workers, passes))
+                                                           workers, passes, include_dirs))
     if time_passes and program.passes is not None:
         click.echo(program.passes.report(), err=True, nl=False)
     program.machine = machine
@@ -597,7 +614,7 @@ def _print_stats(info: dict) -> None:
 
 
 def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],
-             passes: dict):
+             passes: dict, include_dirs: tuple = ()):
     from pathlib import Path
 
     from .api import load_artifact, program_for_file
@@ -608,7 +625,7 @@ def _program(path: str, target: str, schedule: Optional[str], workers: Optional[
     _check_source(path, "file")
     level = passes["opt_level"]
     flags = {k: v for k, v in passes.items() if k != "opt_level" and v}
-    return program_for_file(p, target, schedule, workers, level, **flags)
+    return program_for_file(p, target, schedule, workers, level, include_dirs=include_dirs, **flags)
 
 
 def _read_inputs(program, inputs, inputs_npz, limit):

@@ -81,11 +81,11 @@ ASCEND_NAMES = frozenset("AscendC GM_ADDR std tiles scalars".split())
 
 
 def reserved_reason(name: str, language: str) -> Optional[str]:
-    """Why `name` cannot name a variable in an `extern <language>` body ("c" or "ascend"), or
+    """Why `name` cannot name a variable in an `extern <language>` body ("c", "cpp" or "ascend"), or
     None when it can."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return "it is not a C identifier (letters, digits and `_`, ASCII only)"
-    cxx = language == "ascend"
+    cxx = language in ("ascend", "cpp")
     if name in C_KEYWORDS or (cxx and name in CXX_KEYWORDS):
         return f"it is a {'C++' if cxx else 'C'} keyword"
     if name in STANDARD_MACROS or _MACRO_PATTERNS.fullmatch(name):
@@ -96,6 +96,6 @@ def reserved_reason(name: str, language: str) -> Optional[str]:
         return "names starting with `__` or with `_` and a capital letter are reserved for the C compiler"
     if re.match(r"(wsp_|WSP_|Wsp)", name):
         return "names starting with `wsp_`, `WSP_` or `Wsp` are wspc's"
-    if cxx and name in ASCEND_NAMES:
+    if language == "ascend" and name in ASCEND_NAMES:
         return "the `extern ascend` body sees Ascend C's names, and the ABI's arrays as `tiles` and `scalars`"
     return None

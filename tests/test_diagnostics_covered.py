@@ -128,7 +128,7 @@ ELSEWHERE: dict[str, str] = {
     # ptowsp/backends/ascend/__init__.py
     'in `{*}`, the columns of `{*}` are {*} elements apart in `{*}`: ascend_npu tiles need contiguous rows':
         'tests/ascend/test_project.py::test_provably_strided_columns_are_an_error',
-    'extern kernel `{*}` has no `extern ascend` body, which the ascend_npu target needs (its `extern c` body runs only on cpu_sim)':
+    'extern kernel `{*}` has no `extern ascend` body, which the ascend_npu target needs (its `extern {*}` body runs only on cpu_sim)':
         'tests/test_user_errors.py::test_an_extern_kernel_without_a_python_twin_on_ref',
     # ptowsp/backends/ascend/aicore/__init__.py
     'kernel `{*}` has no `extern ascend` body, which the ascend_npu target needs':
@@ -141,8 +141,21 @@ ELSEWHERE: dict[str, str] = {
     "`.task_graph(mode = abort)` never aborts on ascend_npu: the expander hands the window's {*} tasks to the AICore and waits for them before it enumerates more, as `mode = stall` does":
         'tests/test_user_errors.py::test_policies_the_npu_does_not_honour_are_warnings',
     # ptowsp/backends/cpu/artifact.py
-    'in `extern c` body: {*}':
+    'in `extern {*}` body: {*}':
         'tests/test_user_errors.py::test_a_c_error_in_an_extern_c_body',
+    # issue 19: extern cpp (tests/backends/test_extern_cpp.py)
+    'cannot run the C++ compiler for `extern cpp` bodies: {*}':
+        'tests/backends/test_extern_cpp.py::test_no_cpp_compiler_names_what_to_install',
+    'include directory `{*}` does not exist':
+        'tests/backends/test_extern_cpp.py::test_a_missing_include_directory_is_named',
+    'include directory `{*}` does not exist (it is a file)':
+        'tests/backends/test_extern_cpp.py::test_an_include_directory_that_is_a_file',
+    '`include` is for `extern cpp` bodies, not `extern {*}`':
+        'tests/backends/test_extern_cpp.py::test_include_spellings_that_are_errors',
+    '`{*}` is not a header name wspc includes':
+        'tests/backends/test_extern_cpp.py::test_include_spellings_that_are_errors',
+    'expected `include "HEADER"` before the `extern {*}` body, found `{*}`':
+        'tests/backends/test_extern_cpp.py::test_include_spellings_that_are_errors',
     # ptowsp/backends/cpu/emit.py
     'kernel `{*}` has no `extern c` body; the cpu_sim target runs extern kernels as C':
         'tests/test_user_errors.py::test_a_kernel_without_a_c_body_on_cpu_sim',

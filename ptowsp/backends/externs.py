@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 
-def kernels_missing_body(m, lang: str) -> list:
-    """The extern kernels of module `m` without an `extern <lang>` body, once per source
-    kernel, each with the span a diagnostic points at (the kernel's name where known)."""
+def kernels_missing_body(m, *langs: str) -> list:
+    """The extern kernels of module `m` with no `extern <lang>` body for any of `langs`, once
+    per source kernel, each with the span a diagnostic points at (the kernel's name where
+    known)."""
     out, seen = [], set()
     for k in m.kernels:
-        body = k.extern_c if lang == "c" else k.extern_ascend
-        if not k.is_extern or body is not None or k.source in seen:
+        has = any(getattr(k, f"extern_{lang}") is not None for lang in langs)
+        if not k.is_extern or has or k.source in seen:
             continue
         seen.add(k.source)
         out.append((k, k.name_span if k.name_span.line else k.span))

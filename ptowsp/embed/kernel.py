@@ -20,8 +20,9 @@ spelled with primitives of the language: their values are recorded unnamed, so o
 gets the user's variable name.
 
 Every node's span is the Python expression that made it, so the checker's messages ("operands
-of `+` do not broadcast") point at the user's line and columns. `@kernel(cpp_src=...)` gives an
-`extern c` body instead (language.md section 4).
+of `+` do not broadcast") point at the user's line and columns. `@kernel(cpp_src=...)` (or
+`cpp_body_path=`, with `cpp_includes=[...]`) gives an `extern cpp` body instead (language.md
+section 4).
 """
 
 from __future__ import annotations
@@ -449,7 +450,6 @@ def _body(events: list, params: set[str]) -> tuple:
 # kernels by name, for the tutorial's `task("name", ...)` (the latest definition of a name wins)
 KERNELS: dict = {}
 
-_STANDARD_HEADERS = {"stdint.h", "math.h", "string.h", "<stdint.h>", "<math.h>", "<string.h>"}
 
 
 class KernelRef:
@@ -467,6 +467,19 @@ class KernelRef:
         self._cpp_src = cpp_src
         self._cpp_includes = tuple(cpp_includes or ())
         self._cpp_body_path = cpp_body_path
+        if cpp_body_path is not None:
+            # decision: the body file is read when the function is decorated (a path relative
+            # to the current directory, as `open` takes it), so a missing file is reported at
+            # the `def`, not at a later compile
+            try:
+                with open(cpp_body_path, encoding="utf-8") as fh:
+                    self._cpp_src = fh.read()
+            except (OSError, UnicodeDecodeError) as err:
+                reason = getattr(err, "strerror", None) or str(err)
+                raise user_error(self._span, f"kernel `{self.name}`: cannot read its "
+                                 f"`cpp_body_path` {cpp_body_path!r}: {reason}",
+                                 "give the path of a UTF-8 file holding the C++ body",
+                                 cls=KernelError) from None
         frame = user_frame()
         self._locals = dict(frame.f_locals) if frame is not None else {}
         self._decl: Optional[A.KernelDecl] = None
@@ -607,29 +620,23 @@ class KernelRef:
             return self._decl
         triples = self.params()
         params = [kp for _, _, kp in triples]
-        if self._cpp_src is not None or self._cpp_body_path is not None:
-            body, externs = None, (A.ExternBody("c", self._c_body(), span=self._span),)
+        if self._cpp_src is not None:
+            body, externs = None, (self._cpp_body(),)
         else:
             body, externs = self._trace_body(triples), ()
         self._decl = A.KernelDecl(A.Name(self._wsp_name, span=self._span), tuple(params), body,
                                   externs, span=self._span)
         return self._decl
 
-    def _c_body(self) -> str:
-        for inc in self._cpp_includes:
-            if str(inc).strip() not in _STANDARD_HEADERS:
-                raise user_error(self._span, f"kernel `{self.name}` includes `{inc}`, but extern "
-                                 "bodies are C99 compiled with only <stdint.h>, <math.h> and "
-                                 "<string.h>", "write the body in plain C without other headers",
-                                 cls=KernelError)
-        if self._cpp_body_path is not None:
-            with open(self._cpp_body_path, encoding="utf-8") as fh:
-                code = fh.read()
-        else:
-            code = self._cpp_src or ""
+    def _cpp_body(self) -> A.ExternBody:
+        """The `extern cpp` body: `cpp_includes` as its `include "h"` headers (`<h>` and `"h"`
+        spellings are the same header: each is found on the include path, then the system's)."""
+        code = self._cpp_src or ""
         if '"""' in code:
             raise user_error(self._span, 'an extern body cannot contain `"""`', cls=KernelError)
-        return code
+        includes = tuple(A.ExternInclude("include", str(inc).strip().strip('<>"'), span=self._span)
+                         for inc in self._cpp_includes)
+        return A.ExternBody("cpp", code, includes, span=self._span)
 
     def _trace_body(self, triples: list) -> tuple:
         kt = _KernelTrace(self)
@@ -739,7 +746,7 @@ def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwar
 
 def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,
            name: Optional[str] = None):
-    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern c` body)."""
+    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern cpp` body)."""
     if fn is None:
         return lambda f: KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
     return KernelRef(fn, cpp_src, cpp_includes, cpp_body_path, name)

@@ -482,11 +482,22 @@ class KernelParam(Node):
 
 
 @node
+class ExternInclude(Node):
+    """`include "header"` before an extern body; `word` is what was written for `include`."""
+
+    word: str
+    header: str
+
+
+@node
 class ExternBody(Node):
-    """`extern LANG <raw string>`: a foreign body for one target language (`c`, `ascend`)."""
+    """`extern LANG [include "h"]... <raw string>`: a foreign body for one target language
+    (`c`, `cpp`, `ascend`). `includes` are the headers named before the body, each with the
+    word written before it (the checker insists on `include`) and its span."""
 
     lang: str
     code: str
+    includes: tuple[ExternInclude, ...] = ()
 
 
 @node

@@ -387,11 +387,16 @@ class AstBuilder:
         name, texpr, default = c
         return A.KernelParam(self._name(name), _param_type(texpr), default, span=self._sp(c))
 
+    def extern_include(self, c):
+        word, header = c
+        return A.ExternInclude(str(word.value), _unescape(header.value[1:-1], _tok_span(self.file, header)),
+                               span=self._sp(c))
+
     def extern_body(self, c):
-        _kw, lang, code = c
+        _kw, lang, *includes, code = c
         text = code.value[3:-3] if code.type == "RAW_STRING" else _unescape(
             code.value[1:-1], _tok_span(self.file, code))
-        return A.ExternBody(str(lang.value), text, span=self._sp(c))
+        return A.ExternBody(str(lang.value), text, tuple(includes), span=self._sp(c))
 
     def kernel_decl(self, c):
         name = self._name(c[1])

@@ -112,7 +112,8 @@ def _decl(d: A.Node, out: list[str]) -> None:
         if d.body is not None:
             _open(head, d.body, 0, out)
         else:
-            out.append(" ".join([head] + [f'extern {x.lang} """{x.code}"""' for x in d.externs]))
+            out.append(" ".join([head] + [f'extern {x.lang}' + "".join(f' include "{i.header}"' for i in x.includes)
+                                  + f' """{x.code}"""' for x in d.externs]))
     elif isinstance(d, A.WorkloadDecl):
         params = ", ".join(p.name.id + (f": {p.kind}" if p.kind != "any" else "")
                            + (f"[{expr_str(p.extent)}]" if p.extent is not None else "")

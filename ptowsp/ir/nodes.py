@@ -72,7 +72,7 @@ class Kernel:
 
     `stores` pairs an Out/InOut parameter with the op whose value it receives (converted to the
     parameter's dtype, broadcast to its shape). An extern kernel (`is_extern`) has its foreign
-    bodies of language.md section 4, one per language (`extern_c`, `extern_ascend`: the raw
+    bodies of language.md section 4, one per language (`extern_c`, `extern_cpp`, `extern_ascend`: the raw
     text, at least one given), and no ops; each back end runs the body in its language. `source` is the kernel's name in the program; `name` is
     unique per specialisation (`rows__R_4`) and safe as a C identifier suffix. A kernel made by
     task fusion (`ir/passes/fuse_tasks.py`) has source `a+b` and, in `fused`, one line per
@@ -94,11 +94,15 @@ class Kernel:
     fused: tuple[str, ...] = ()
     extern_ascend: Optional[str] = None  # the `extern ascend` body (Ascend C), as `extern_c`
     name_span: Span = NO_SPAN  # the kernel's name in its declaration (diagnostics' carets)
+    # the `extern cpp` body (C++17, as `extern_c`) and the headers it includes (`include "h"`)
+    extern_cpp: Optional[str] = None
+    cpp_includes: tuple[str, ...] = ()
 
     @property
     def is_extern(self) -> bool:
         """An extern kernel: foreign bodies, no ops (opaque to every pass)."""
-        return self.extern_c is not None or self.extern_ascend is not None
+        return (self.extern_c is not None or self.extern_ascend is not None
+                or self.extern_cpp is not None)
 
 
 # ---------------------------------------------------------------------------------------------

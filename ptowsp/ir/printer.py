@@ -100,9 +100,10 @@ def kernel_lines(k: N.Kernel) -> list[str]:
         head += f"  # {k.source}" + "".join(f" {n}={v}" for n, v in k.constexprs)
     if k.is_extern:  # each body as `extern LANG` and its `| ` lines, the first on the head
         lines = []
-        for lang, code in (("c", k.extern_c), ("ascend", k.extern_ascend)):
+        for lang, code in (("c", k.extern_c), ("cpp", k.extern_cpp), ("ascend", k.extern_ascend)):
             if code is not None:
-                lines.append(f"{head} extern {lang}" if not lines else f"  extern {lang}")
+                incs = "".join(f' include "{h}"' for h in k.cpp_includes) if lang == "cpp" else ""
+                lines.append(f"{head} extern {lang}{incs}" if not lines else f"  extern {lang}{incs}")
                 body = code.strip("\n").splitlines()
                 lines.extend(f"  | {line.rstrip()}".rstrip() for line in body)
         return lines

@@ -157,7 +157,9 @@ class _KernelLowerer:
             bodies = {e.lang: e.code for e in self.decl.externs}
             return N.Kernel(self.name, self.sig.name, tuple(kparams), (), (), bodies.get("c"),
                             constexprs, self.decl.span, extern_ascend=bodies.get("ascend"),
-                            name_span=self.decl.name.span)
+                            name_span=self.decl.name.span, extern_cpp=bodies.get("cpp"),
+                            cpp_includes=tuple(i.header for e in self.decl.externs
+                                               if e.lang == "cpp" for i in e.includes))
         stores: list[tuple[str, int]] = []
         for s in self.decl.body:
             if isinstance(s, A.Let):

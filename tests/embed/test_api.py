@@ -232,7 +232,7 @@ def test_constexpr_and_extern_c_kernels_with_events():
     np.testing.assert_allclose(z[:, :3], -y[:, :3])
     assert not z[:, 3:].any()
     text = assert_roundtrip(w())
-    assert 'extern c """' in text and "event done" in text and "R: Constexpr[i32]" in text
+    assert 'extern cpp include "math.h" """' in text and "event done" in text and "R: Constexpr[i32]" in text
     assert head_rows.trace(R=2).ops[0].shape == (2, 8)
 
 
@@ -532,13 +532,20 @@ def test_tutorial_axis_forms_with_bad_offsets():
         Ragged(4)  # an extent alone is not a list of offsets
 
 
-def test_extern_include_that_cannot_be_honoured():
+def test_an_include_no_directory_holds_is_an_error_at_the_kernel():
     @kernel(cpp_includes=["pto/cpu/TMrgSort.hpp"], cpp_src="/* */")
     def topk(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
         pass
 
-    with pytest.raises(KernelError, match="TMrgSort.hpp"):
-        topk.trace()
+    X, Y = Tensor(data=np.zeros((1, 8), np.float32)), Tensor(data=np.zeros((1, 8), np.float32))
+
+    @workload
+    def w():
+        topk(x=X, y=Y)
+
+    with pytest.raises(CompileError, match="in `extern cpp` body: pto/cpu/TMrgSort.hpp") as info:
+        w().compile()
+    assert f"test_api.py:{topk.fn.__code__.co_firstlineno + 1}:" in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------

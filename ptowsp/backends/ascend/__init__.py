@@ -100,10 +100,16 @@ def extern_errors(module: N.Module) -> list[Diagnostic]:
     return [Diagnostic(
         span, "ascend-extern",
         f"extern kernel `{k.source}` has no `extern ascend` body, which the ascend_npu "
-        "target needs (its `extern c` body runs only on cpu_sim)",
-        'add `extern ascend """ ... """` after the `extern c` body: Ascend C over the '
-        "kernel's WspTile / WspScalar parameters")
+        f"target needs (its `extern {_cpu_lang(k)}` body runs only on cpu_sim)",
+        f'add `extern ascend """ ... """` after the `extern {_cpu_lang(k)}` body: Ascend C over '
+        "the kernel's WspTile / WspScalar parameters")
         for k, span in kernels_missing_body(module, "ascend")]
+
+
+def _cpu_lang(k: N.Kernel) -> str:
+    # decision: an `extern cpp` body is refused here as an `extern c` one is (both are for
+    # cpu_sim); the message names the body the kernel has
+    return "c" if k.extern_c is not None else "cpp"
 
 
 def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:

@@ -12,6 +12,7 @@ nothing.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
@@ -28,9 +29,28 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CpuOptions:
     """cpu_sim's settings: `workers`, the runs' default worker threads (None: the host's
-    cores; `run(workers=...)` overrides it)."""
+    cores; `run(workers=...)` overrides it); `include_dirs`, the directories `extern cpp`
+    bodies' headers are found in (each must exist)."""
 
     workers: Optional[int] = None
+    include_dirs: tuple = ()
+
+    def __post_init__(self):
+        # decision: a missing include directory is the user's error, named, before anything is
+        # built (the compiler would only say that a header is missing)
+        dirs = (self.include_dirs,) if isinstance(self.include_dirs, (str, os.PathLike)) \
+            else tuple(self.include_dirs or ())
+        object.__setattr__(self, "include_dirs", tuple(os.fspath(d) for d in dirs))
+        for d in self.include_dirs:
+            if not os.path.isdir(d):
+                from ...diagnostics import Diagnostic, WspError
+                from ...spans import Span
+
+                raise WspError([Diagnostic(Span(d, 0, 0, 0, 0), "io",
+                                           f"include directory `{d}` does not exist"
+                                           + (" (it is a file)" if os.path.exists(d) else ""),
+                                           "give a directory holding the headers that `extern "
+                                           "cpp` bodies include")])
 
 
 @dataclass(frozen=True)
@@ -76,13 +96,18 @@ class CpuSimTarget:
         errors = extern_errors(module)  # as `emit` reports them
         if errors:
             raise WspError(errors, dict(module.sources))
-        c = emit_kernel(module.kernel(kernel), dict(module.sources))
-        return KernelCode(c.symbol, c.source)
+        k = module.kernel(kernel)
+        c = emit_kernel(k, dict(module.sources))
+        from .cpp_kernels import CPP_FILE, emit_cpp_kernels
+
+        cpp = emit_cpp_kernels([k], dict(module.sources))  # an `extern cpp` body: its C++ too
+        return KernelCode(c.symbol, c.source if cpp is None else f"{c.source}\n/* ==== {CPP_FILE} ==== */\n{cpp}")
 
     def build(self, emitted: Emitted) -> "Built":
         from .artifact import build_module
 
-        return build_module(emitted.module, emitted.code, emitted.options.workers)
+        return build_module(emitted.module, emitted.code, emitted.options.workers,
+                            emitted.options.include_dirs)
 
     def open(self, artifact: "Built") -> "Backend":
         from .program import Backend
@@ -97,7 +122,13 @@ class CpuSimTarget:
     def cached(self, main: Path, opt_level: int, options: Mapping[str, Any]) -> Optional["Built"]:
         from .artifact import cached_build
 
-        return cached_build(main, opt_level, self.options(options).workers)
+        opts = self.options(options)
+        if opts.include_dirs:
+            # decision: the index of compiled sources hashes the .wsp files it read, not the
+            # headers found on include directories, so a run naming them always rebuilds
+            # (the build cache, keyed on the headers' text, still skips the compiler)
+            return None
+        return cached_build(main, opt_level, opts.workers)
 
     def remember(self, main: Path, files: Sequence[str], artifact: "Built",
                  opt_level: int) -> None:

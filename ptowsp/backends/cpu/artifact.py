@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ...diagnostics import Diagnostic, InternalError, WspError, file_error
+from ...diagnostics import Diagnostic, InternalError, WspError, file_error, printable
 from ...files import FileError, cache_dir, read_bounded, replace_dir, write_atomic
 from ...ir import nodes as N
 from ...limits import MAX_SOURCE_BYTES
@@ -84,12 +84,13 @@ def _artifact_names(names: set) -> bool:
     return build.LIBRARY in names and bool(names & {RUN_INFO, build.RECORD})
 
 
-def build_module(m: N.Module, code: ModuleC, workers: Optional[int] = None) -> Built:
-    """Build `code` (the C of `m`) through the cache. A cached library that verifies but does not
-    load is discarded and rebuilt, once."""
+def build_module(m: N.Module, code: ModuleC, workers: Optional[int] = None,
+                 include_dirs: Sequence[str] = ()) -> Built:
+    """Build `code` (the C of `m`; `include_dirs` for its C++ bodies) through the cache. A cached
+    library that verifies but does not load is discarded and rebuilt, once."""
     for attempt in range(2):
         try:
-            artifact = build.build(code.files)
+            artifact = build.build(code.files, include_dirs=include_dirs)
         except build.BuildError as err:
             raise extern_diagnostics(m, err) or build.internal_build_error(err) from None
         if not artifact.cached:
@@ -145,15 +146,24 @@ def _load(d: Path, workers: Optional[int]) -> Built:
     return Built(m, enumerators, d, True, workers)
 
 
-_GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?\.wsp):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$", re.M)
+_GCC_LOCATION = re.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: "
+                           r"(?P<msg>.*)$", re.M)
 
 
 def extern_diagnostics(m: N.Module, err: build.BuildError) -> Optional[WspError]:
     """Compiler errors located in a `.wsp` file (through `#line` in extern bodies) are the
-    user's: report them as diagnostics there."""
-    diags = [Diagnostic(Span(g["file"], int(g["line"]), int(g["col"]), int(g["line"]), int(g["col"]) + 1),
-                        "extern-c", f"in `extern c` body: {g['msg']}")
-             for g in (mm.groupdict() for mm in _GCC_LOCATION.finditer(err.output))]
+    user's: report them as diagnostics there (`extern cpp` when the C++ compiler said it).
+    Only the module's own source files count (a `.wsp` file, or the `.py` file of an embedded
+    kernel): an error in a generated file or a header is not located in the user's text."""
+    users = {printable(f) for f, _ in m.sources}
+    diags = []
+    for g in (mm.groupdict() for mm in _GCC_LOCATION.finditer(err.output)):
+        if g["file"] not in users:
+            continue
+        line, col = int(g["line"]), int(g["col"])
+        lang = "cpp" if err.cxx else "c"
+        diags.append(Diagnostic(Span(g["file"], line, col, line, col + 1), f"extern-{lang}",
+                                f"in `extern {lang}` body: {g['msg']}"))
     return WspError(diags, dict(m.sources)) if diags else None
 
 

@@ -49,7 +49,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Iterator, Mapping, Optional, Sequence
 
 from ...diagnostics import Diagnostic, InternalError, WspError, file_error
 from ...files import FileError, cache_dir, write_atomic
@@ -86,6 +86,25 @@ def compiler() -> list[str]:
     return _words("CC", "cc") or ["cc"]
 
 
+def cxx_compiler() -> list[str]:
+    """The C++ compiler's command (for `extern cpp` bodies): `$CXX` (default `c++`)."""
+    return _words("CXX", "c++") or ["c++"]
+
+
+# decision: C++ bodies compile as C++17 with the C flags' optimisation and code model (no
+# -ffast-math either); `$WSPC_CXXFLAGS` replaces these as `$WSPC_CFLAGS` does the C ones
+DEFAULT_CXXFLAGS = ("-std=c++17", "-O3", "-march=native", "-fPIC", "-pthread", "-fno-math-errno",
+                    "-Wall", "-Wno-unused-function", "-Wno-unused-variable",
+                    "-Wno-unused-but-set-variable")
+
+
+def cxxflags() -> list[str]:
+    """The C++ compiler's flags: `$WSPC_CXXFLAGS` (it replaces the defaults), or `DEFAULT_CXXFLAGS`."""
+    if os.environ.get("WSPC_CXXFLAGS") is None:
+        return list(DEFAULT_CXXFLAGS)
+    return _words("WSPC_CXXFLAGS", "")
+
+
 def cflags() -> list[str]:
     """The C compiler's flags: `$WSPC_CFLAGS` (it replaces the defaults), or `DEFAULT_CFLAGS`."""
     if os.environ.get("WSPC_CFLAGS") is None:
@@ -107,16 +126,22 @@ class Artifact:
 
 
 class BuildError(Exception):
-    """The C compiler rejected the code; `output` is what it said."""
+    """The C (or C++) compiler rejected the code; `output` is what it said, `cxx` whether it
+    was the C++ compiler (on `extern cpp` bodies)."""
 
-    def __init__(self, message: str, output: str):
+    def __init__(self, message: str, output: str, cxx: bool = False):
         super().__init__(message)
         self.output = output
+        self.cxx = cxx
 
 
-def _compiler_identity() -> str:
+CXX_UNITS = "the C++ kernel bodies"  # what `_run_all` says of a C++ unit
+
+
+def _compiler_identity(cmd: Optional[list[str]] = None) -> str:
     try:
-        out = subprocess.run(compiler() + ["--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run((cmd or compiler()) + ["--version"], capture_output=True, text=True,
+                             timeout=30)
         return out.stdout.splitlines()[0] if out.stdout else "unknown"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
@@ -239,6 +264,12 @@ def _no_compiler(cmd: list[str], err: OSError) -> WspError:
         return WspError([Diagnostic(Span("ld", 0, 0, 0, 0), "cc",
                                     f"cannot run the linker: {err.strerror or err}",
                                     "install binutils (wspc joins the runtime's objects with ld)")])
+    if cmd[0] == cxx_compiler()[0] and cmd[0] != compiler()[0]:
+        return WspError([Diagnostic(Span(cmd[0], 0, 0, 0, 0), "cc",
+                                    f"cannot run the C++ compiler for `extern cpp` bodies: "
+                                    f"{err.strerror or err}",
+                                    "install a C++ compiler (g++ or clang++), or name one with "
+                                    "CXX=...")])
     return WspError([Diagnostic(Span(cmd[0], 0, 0, 0, 0), "cc",
                                 f"cannot run the C compiler: {err.strerror or err}",
                                 "install a C compiler, or name one with CC=...")])
@@ -573,7 +604,9 @@ def _run_all(jobs: list[tuple[list[str], str]]) -> None:
         for proc, what in procs:
             out, _ = proc.communicate()
             if proc.returncode != 0 and failed is None:
-                failed = BuildError(f"the C compiler failed on {what}", out)
+                cxx = what == CXX_UNITS
+                failed = BuildError(f"the {'C++' if cxx else 'C'} compiler failed on {what}", out,
+                                    cxx)
         if failed:
             raise failed
     finally:
@@ -626,18 +659,40 @@ def runtime_object(root: Optional[Path] = None) -> Path:
     return entry / RUNTIME
 
 
-def build(sources: Mapping[str, str], root: Optional[Path] = None) -> Artifact:
-    """Compile `sources` ({file name: C text}; `.c` files are compiled) with the runtime."""
+def build(sources: Mapping[str, str], root: Optional[Path] = None,
+          include_dirs: Sequence[str] = ()) -> Artifact:
+    """Compile `sources` ({file name: text}; `.c` files as C, `.cpp` files as C++ with
+    `include_dirs` on their include path) with the runtime."""
     root = root or cache_root()
     with _environment_errors(root):
-        return _build(sources, root)
+        return _build(sources, root, tuple(include_dirs))
 
 
-def _build(sources: Mapping[str, str], root: Path) -> Artifact:
+def _cxx_key(sources: Mapping[str, str], include_dirs: tuple[str, ...]) -> str:
+    """What C++ units add to a module's key: the C++ compiler, its flags, and every file under
+    the include directories (their text: a header edited is a new module)."""
+    if not any(n.endswith(".cpp") for n in sources):
+        return ""
+    parts = [" ".join(cxx_compiler() + cxxflags()), _compiler_identity(cxx_compiler())]
+    for d in include_dirs:
+        parts.append(f"-I{os.path.abspath(d)}")
+        for folder, dirs, files in os.walk(d):
+            dirs.sort()
+            for f in sorted(files):
+                path = os.path.join(folder, f)
+                try:
+                    parts.append(f"{path}\n" + hashlib.sha256(Path(path).read_bytes()).hexdigest())
+                except OSError:
+                    parts.append(f"{path}\n-")  # unreadable: the compiler says so if it is used
+    return digest(*parts)
+
+
+def _build(sources: Mapping[str, str], root: Path, include_dirs: tuple[str, ...] = ()) -> Artifact:
     flags = cflags()
     runtime_key = _runtime_key()
     key = digest(FORMAT, __version__, " ".join(compiler() + flags), _compiler_identity(),
-                 runtime_key, *(f"{name}\n{text}" for name, text in sorted(sources.items())))
+                 runtime_key, _cxx_key(sources, include_dirs),
+                 *(f"{name}\n{text}" for name, text in sorted(sources.items())))
     final = root / "modules" / key
     if _ready(final, LIBRARY):
         return Artifact(key, final, cached=True)
@@ -661,16 +716,24 @@ def _build(sources: Mapping[str, str], root: Path) -> Artifact:
             for name, text in sources.items():
                 (tmp / name).write_text(text)
             c_files = [tmp / n for n in sorted(sources) if n.endswith(".c")]
+            cpp_files = [tmp / n for n in sorted(sources) if n.endswith(".cpp")]
             objs = [c.with_suffix(".o") for c in c_files]
-            _run_all([(compiler() + flags + ["-I", str(RUNTIME_DIR), "-I", str(tmp), "-c", str(c),
-                                             "-o", str(o)], "the generated module")
-                      for c, o in zip(c_files, objs)])
+            jobs = [(compiler() + flags + ["-I", str(RUNTIME_DIR), "-I", str(tmp), "-c", str(c),
+                                           "-o", str(o)], "the generated module")
+                    for c, o in zip(c_files, objs)]
+            incs = [w for d in include_dirs for w in ("-I", os.path.abspath(d))]
+            for c in cpp_files:  # `extern cpp` bodies (cpp_kernels.py)
+                objs.append(c.with_name(c.stem + "_cpp.o"))
+                jobs.append((cxx_compiler() + cxxflags() + incs + ["-c", str(c), "-o", str(objs[-1])],
+                             CXX_UNITS))
+            _run_all(jobs)
             if builder is not None:
                 builder.join()
                 if runtime_error:
                     raise runtime_error[0]
             _run(compiler() + flags + ["-shared"] + [str(o) for o in objs]
-                 + [str(runtime / RUNTIME), "-o", str(tmp / LIBRARY), "-lm"], "linking the module")
+                 + [str(runtime / RUNTIME), "-o", str(tmp / LIBRARY), "-lm"]
+                 + (["-lstdc++"] if cpp_files else []), "linking the module")
             for o in objs:
                 o.unlink()
             seal(tmp, [LIBRARY])

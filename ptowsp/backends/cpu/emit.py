@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ...diagnostics import Diagnostic, WspError
 from ...ir import nodes as N
 from ..externs import kernels_missing_body
+from .cpp_kernels import CPP_FILE, emit_cpp_kernels
 from .csp import CO_PRELUDE, CoEmitter
 from .enumerate import PRELUDE, Enumerators, LoopEmitter, entry_symbol
 from .kernels import emit_kernels, kernel_symbol
@@ -42,6 +43,9 @@ def emit_module(m: N.Module) -> ModuleC:
     }
     files = {"kernels.c": emit_kernels(m.kernels, sources=dict(m.sources)), "enumerate.c": enums.source,
              "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
+    cpp = emit_cpp_kernels(m.kernels, dict(m.sources))
+    if cpp is not None:  # compiled by the C++ compiler into the same library (build.py)
+        files[CPP_FILE] = cpp
     return ModuleC(files, enums)
 
 
@@ -63,10 +67,11 @@ def emit_enumerators(module: N.Module, kernel_decls: str) -> Enumerators:
 
 
 def extern_errors(m: N.Module) -> list[Diagnostic]:
-    """An extern kernel needs an `extern c` body here: cpu_sim compiles it (language.md
+    """An extern kernel needs an `extern c` or `extern cpp` body here: cpu_sim compiles it (language.md
     section 4). Reported when the target is chosen, so `wspc check` accepts such kernels."""
     return [Diagnostic(
         span, "extern-no-c",
         f"kernel `{k.source}` has no `extern c` body; the cpu_sim target runs extern "
         "kernels as C", 'add an `extern c """ ... """` body (C over the kernel\'s '
-        "parameters) to run it on cpu_sim") for k, span in kernels_missing_body(m, "c")]
+        "parameters; or C++ as `extern cpp`) to run it on cpu_sim")
+        for k, span in kernels_missing_body(m, "c", "cpp")]

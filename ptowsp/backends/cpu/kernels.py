@@ -154,68 +154,103 @@ def _comment(s: str) -> str:
 # extern c kernels
 
 
-def _body_line(k: N.Kernel, sources: Mapping[str, str]) -> Optional[tuple[int, bool]]:
-    """The line of the .wsp file where the kernel's `extern c` body starts (the character
+def _body_line(k: N.Kernel, sources: Mapping[str, str], lang: str = "c") -> Optional[tuple[int, bool]]:
+    """The line of the .wsp file where the kernel's `extern <lang>` body starts (the character
     after its opening quote), and whether the body is a raw string. Without the file's text
     (an IR built by hand) the body is taken to be a raw string ending the declaration."""
     if not k.span.line or k.span.file == N.NO_SPAN.file:
         return None
     text = sources.get(k.span.file)
     if text is None:
-        start = k.span.end_line - (k.extern_c or "").count("\n")
+        start = k.span.end_line - (getattr(k, f"extern_{lang}") or "").count("\n")
         return (start, True) if k.span.line <= start else None
     lines = text.split("\n")
     if k.span.end_line > len(lines):
         return None
     start = sum(len(x) + 1 for x in lines[:k.span.line - 1]) + k.span.col - 1
     end = sum(len(x) + 1 for x in lines[:k.span.end_line - 1]) + k.span.end_col - 1
-    m = _EXTERN_C.search(text, start, end)
-    return None if m is None else (text.count("\n", 0, m.end()) + 1, m.group(1) == '"""')
+    m = _EXTERN_BODY[lang].search(text, start, end)
+    if m is not None:
+        return text.count("\n", 0, m.end()) + 1, m.group(1) == '"""'
+    # decision: a body the embedding gave (`@kernel(cpp_src=...)` in a .py file) maps to where
+    # its text stands in the file when it stands there once, verbatim; otherwise (a body read
+    # from `cpp_body_path`, or with escapes) each of its lines maps to the kernel's line
+    body = getattr(k, f"extern_{lang}") or ""
+    if body.strip() and text.count(body) == 1:
+        return text.count("\n", 0, text.index(body)) + 1, True
+    return k.span.line, False
 
 
 # `extern c` and its opening quote (a raw string's body starts right after its quotes; a
 # one-line string's escapes are not line breaks, so only its first line maps exactly)
-_EXTERN_C = re.compile(r'\bextern\s+c\s*("""|")')
+_EXTERN_BODY = {"c": re.compile(r'\bextern\s+c\s*("""|")'),
+                "cpp": re.compile(r'\bextern\s+cpp(?:\s+include\s*"[^"\n]*")*\s*("""|")')}
+
+
+def body_with_line(k: N.Kernel, sources: Mapping[str, str], lang: str) -> tuple[Optional[str], str]:
+    """The `#line` directive mapping kernel `k`'s `extern <lang>` body to its `.wsp` file (None
+    when the file is unknown) and the body, with a one-line string's lines each mapped."""
+    body = getattr(k, f"extern_{lang}") or ""
+    where = _body_line(k, sources, lang)
+    if where is None:
+        return None, body
+    # the file's printable name (diagnostics.printable): what the compiler says about the
+    # body is then text, and names the file as wspc's diagnostics do
+    start, raw = where
+    line = f"#line {start} {C.line_file_lit(printable(k.span.file))}"
+    if not raw:  # a one-line string (its `\n` escapes are not lines of the file), or a body
+        # whose lines are not the file's: every line is mapped
+        parts = body.split("\n")
+        body = "\n".join(part if n == 0 or parts[n - 1].endswith("\\") else f"{line}\n{part}"
+                         for n, part in enumerate(parts))
+    return line, body
+
+
+def extern_formals(k: N.Kernel, cxx: bool = False) -> list[str]:
+    """The parameters of the function an extern body becomes (C, or C++ for `extern cpp`: the
+    same structs, `bool` for `_Bool`)."""
+    formals = []
+    for p in k.params:
+        if p.kind == "tile":
+            formals.append(f"wsp_{'in' if p.mode == 'In' else 'out'}_{p.dtype} {_extern_name(p.name)}")
+        elif p.kind == "scalar":
+            # decision: extern scalars are plain C values: float for f32/f16/bf16 (f16/bf16
+            # rounded), double for f64, the fixed-width integer types, and _Bool for bool
+            ctype = ("bool" if cxx else "_Bool") if p.dtype == "bool" else CTYPE[p.dtype]
+            formals.append(f"{ctype} {_extern_name(p.name)}")
+    return formals
 
 
 def _emit_extern(k: N.Kernel, sources: Mapping[str, str]) -> str:
     sym = kernel_symbol(k)
     tiles = [p for p in k.params if p.kind == "tile"]
     scalars = [p for p in k.params if p.kind == "scalar"]
-    formals, actuals = [], []
+    formals, actuals = extern_formals(k), []
     for t, p in enumerate(tiles):
         struct = f"wsp_{'in' if p.mode == 'In' else 'out'}_{p.dtype}"
         const = "const " if p.mode == "In" else ""
-        formals.append(f"{struct} {_extern_name(p.name)}")
         actuals.append(f"({struct}){{({const}{STORAGE[p.dtype]} *)tiles[{t}].data, "
                        f"tiles[{t}].rows, tiles[{t}].cols, tiles[{t}].stride}}")
     for s, p in enumerate(scalars):
-        # decision: extern scalars are plain C values: float for f32/f16/bf16 (f16/bf16 rounded),
-        # double for f64, the fixed-width integer types, and _Bool for bool
-        ctype = "_Bool" if p.dtype == "bool" else CTYPE[p.dtype]
-        formals.append(f"{ctype} {_extern_name(p.name)}")
         actuals.append(C.to_c(scalar_param(p.dtype, s)))
-    line = None
-    body = k.extern_c or ""
-    where = _body_line(k, sources)
-    if where is not None:
-        # the file's printable name (diagnostics.printable): what the compiler says about the
-        # body is then text, and names the file as wspc's diagnostics do
-        start, raw = where
-        line = f"#line {start} {C.line_file_lit(printable(k.span.file))}"
-        if not raw:  # a one-line string: its `\n` escapes are not lines of the file
-            parts = body.split("\n")
-            body = "\n".join(part if n == 0 or parts[n - 1].endswith("\\") else f"{line}\n{part}"
-                             for n, part in enumerate(parts))
+    # decision: a kernel with an `extern cpp` body runs it (cpu_sim prefers C++ when both are
+    # given); its function is defined in the C++ unit (cpp_kernels.py), declared here
+    cpp = k.extern_cpp is not None
+    line, body = (None, "") if cpp else body_with_line(k, sources, "c")
     writes = [t for t, p in enumerate(tiles) if p.mode != "In"]
     return _env().get_template("extern_kernel.c.j2").render(
         name=_comment(k.name), source=_comment(k.source), symbol=sym,
-        user_symbol=C.c_ident("wsp_ku_", k.name), call_symbol=C.c_ident("wsp_kc_", k.name),
+        user_symbol=extern_symbol(k), cpp=cpp, call_symbol=C.c_ident("wsp_kc_", k.name),
         formals=formals or ["void"], actuals=actuals, body=body, line=line, restore=_RESTORE,
         esize=[size_of(p.dtype) for p in tiles], modes=[_MODE_BITS[p.mode] for p in tiles],
         order=writes, ntiles=len(tiles),
         shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
     )
+
+
+def extern_symbol(k: N.Kernel) -> str:
+    """The function an extern body becomes (static in C; `extern "C"` in the C++ unit)."""
+    return C.c_ident("wsp_ku_", k.name)
 
 
 def _extern_name(name: str) -> str:

@@ -13,7 +13,8 @@ from ...primitives import literal_fits, scalar
 from .. import ast as A
 from ..signatures import ParamSig, literal_of
 
-EXTERN_LANGS = ("c", "ascend")
+EXTERN_LANGS = ("c", "cpp", "ascend")
+HEADER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./+")
 
 
 class ParamChecks:
@@ -133,7 +134,7 @@ class ParamChecks:
                     "extern-lang",
                     f"unknown extern language `{e.lang}`",
                     did_you_mean(e.lang, EXTERN_LANGS)
-                    or "extern bodies are `extern c` and `extern ascend`",
+                    or "extern bodies are `extern c`, `extern cpp` and `extern ascend`",
                 )
                 continue
             if e.lang in seen:
@@ -146,13 +147,36 @@ class ParamChecks:
                 )
                 continue
             seen[e.lang] = e
+            self._check_includes(e)
             self._check_foreign_names(e.lang)
+
+    def _check_includes(self, e: A.ExternBody) -> None:
+        # decision: headers are for C++ bodies only (prototype kernels include C++ headers); a C
+        # body keeps its fixed headers, an Ascend C body its project's
+        for inc in e.includes:
+            if inc.word != "include":
+                self.error(inc.span, "extern-include",
+                           f"expected `include \"HEADER\"` before the `extern {e.lang}` body, "
+                           f"found `{inc.word}`", did_you_mean(inc.word, ("include",))
+                           or 'name a header as `include "vec.hpp"`')
+            elif e.lang != "cpp":
+                self.error(inc.span, "extern-include",
+                           f"`include` is for `extern cpp` bodies, not `extern {e.lang}`",
+                           "write the body as `extern cpp` to include headers")
+            elif not inc.header or not set(inc.header) <= HEADER_CHARS or inc.header.startswith("/") \
+                    or ".." in inc.header.split("/"):
+                # decision: a header is a relative path of plain characters (found on the include
+                # directories); it is pasted into `#include "..."`, so no quote may end it early
+                self.error(inc.span, "extern-include",
+                           f"`{inc.header}` is not a header name wspc includes",
+                           "name it relative to an include directory, with letters, digits and "
+                           "`_-./+` (no `..`, not absolute)")
 
     def _check_foreign_names(self, lang: str) -> None:
         # decision: the body uses the parameters by their names, so they are not renamed; a
         # name the body's language or headers take (`NULL`, `int`, `class`) is an error at the
         # parameter (language.md section 4; the table is ptowsp/cnames.py)
-        language = "C" if lang == "c" else "C++ (Ascend C)"
+        language = {"c": "C", "cpp": "C++"}.get(lang, "C++ (Ascend C)")
         for p in self.k.params:
             if isinstance(p.type, A.ConstexprParamType):
                 continue  # a Constexpr is folded into the kernel; the body never sees it
