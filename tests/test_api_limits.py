@@ -194,3 +194,33 @@ def test_a_sym_default_past_printable_integers_is_shown_by_magnitude():
     with pytest.raises(WspError) as info:
         ptowsp.parse(text, "t.wsp").compile(target="ref")
     assert "sym `N` defaults to about 2^8000, more than a sym can be" in info.value.render()
+
+
+def test_a_program_remembers_only_the_sizes_whose_checks_passed(prog):
+    """Program.run keeps the sym values whose checks passed (they decide those checks alone):
+    the same sizes again skip them, but a limit, a size or a check that fails is still an
+    error after any number of good runs."""
+    x = np.ones((16, 128), np.float32)
+    for _ in range(2):
+        assert prog.run(X=x, max_memory="1M")["Y"].shape == (16, 128)
+    with pytest.raises(WspError, match="the tensors need 16.0 KiB"):
+        prog.run(X=x, max_memory=8192)  # the same sizes under another limit
+    with pytest.raises(WspError, match="more than max_memory"):
+        prog.run(random_inputs=1, max_memory="1M")  # R = 4096 from its default: 4 MiB
+    with pytest.raises(WspError, match="has dtype float64"):
+        prog.run(X=np.ones((16, 128)))  # remembered sizes, an array of the wrong dtype
+    assert prog.run(X=x, max_memory="1M")["Y"].shape == (16, 128)
+
+
+def test_a_cpu_sim_program_remembers_sizes_without_hiding_a_failed_check():
+    src = ("module m\nsym N\nsym D = 4\ninput A: f32[N, 16]\noutput B: f32[N / D, 16]\n"
+           "kernel k(a: In[Tile[1, 16, f32]], b: Out[Tile[1, 16, f32]]) { store(b, a + 1.0) }\n"
+           "workload w() { for i in P(N / D) { k[i](a = A[i * D : i * D + 1, :], "
+           "b = B[i : i + 1, :]) } }\nschedule main = w()\n")
+    prog = ptowsp.parse(src, "m.wsp").compile(target="cpu_sim")
+    a = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    for _ in range(2):
+        np.testing.assert_array_equal(prog.run(A=a)["B"], a[::4] + 1)
+    with pytest.raises(WspError, match="m.wsp:5:19: division by zero in `N / D`"):
+        prog.run(A=a, bind={"D": 0})  # a divisor of zero: checked, not remembered
+    np.testing.assert_array_equal(prog.run(A=a, bind={"D": 2})["B"], a[::2] + 1)

@@ -133,6 +133,7 @@ class Backend:
         self._model_on = None  # (machine, policy) the shared runtime's cycle model is on for
         self._rt_lock = threading.Lock()
         self._read: dict[str, set] = {}  # tensors each schedule reads (a walk of its body)
+        self._layouts: dict = {}  # (schedule, sym values): `_layout`
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
@@ -143,7 +144,6 @@ class Backend:
         inout arrays (C-contiguous and writeable: the caller checked) are the tensors."""
         import numpy as np
 
-        from ...dtypes import numpy_dtype
 
         ffi, lib = self.ffi, self.lib
         sched = m.schedule(schedule)
@@ -152,12 +152,11 @@ class Backend:
             read = self._read[schedule] = V.read_tensors(sched.body)
         arrays = []
         outputs = {}
-        for t in m.tensors:
-            shape = tuple(_eval(d, syms) for d in t.dims)
+        for t, (shape, dtype, zero) in zip(m.tensors, self._layout(m, sched, syms)):
             if not execute and t.kind in ("input", "inout") and t.name in read:
                 a = np.ascontiguousarray(inputs[t.name])  # enumeration reads its elements
             elif not execute:  # nothing is read or written: untouched pages cost nothing
-                a = np.empty(shape, dtype=numpy_dtype(t.dtype))
+                a = np.empty(shape, dtype=dtype)
                 if t.kind in ("output", "inout"):
                     outputs[t.name] = a
             elif t.kind == "input":
@@ -170,7 +169,7 @@ class Backend:
                 outputs[t.name] = a
             else:
                 # zero-filled as language.md says, unless every element is provably written
-                a = self.pool.take(shape, numpy_dtype(t.dtype), zero=not covered(sched, t, syms))
+                a = self.pool.take(shape, dtype, zero=zero)
                 if t.kind == "output":
                     outputs[t.name] = a
             arrays.append(a)
@@ -232,6 +231,22 @@ class Backend:
             raise self._failure(code, message, sched, record_limit)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
         return outputs, info
+
+    def _layout(self, m: N.Module, sched: N.Schedule, syms: dict[str, int]) -> list:
+        """(shape, NumPy dtype, zero-filled) of each tensor for these sym values: kept for the
+        sizes seen last (a service runs the same ones again; `covered` walks the schedule)."""
+        from ...dtypes import numpy_dtype
+
+        key = (sched.name, tuple(sorted(syms.items())))
+        found = self._layouts.get(key)
+        if found is None:
+            found = [(tuple(_eval(d, syms) for d in t.dims), numpy_dtype(t.dtype),
+                      t.kind in ("output", "scratch") and not covered(sched, t, syms))
+                     for t in m.tensors]
+            if len(self._layouts) >= 64:
+                del self._layouts[next(iter(self._layouts))]
+            self._layouts[key] = found
+        return found
 
     def _runtime(self, workers: int, ntensors: int):
         """(runtime, owned): the backend's runtime, kept between runs (its threads, pools and
