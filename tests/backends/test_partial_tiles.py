@@ -263,3 +263,76 @@ def test_whole_tiles_beside_a_partial_one_are_read_in_place_and_agree(T):
         part[:len(rows)] = rows
         a[0:16] += 2.0 * part
     np.testing.assert_allclose(out["A"], a, rtol=1e-5, atol=1e-5)
+
+
+# Decode attention's shape: one query row against key blocks whose last one is partial, read
+# in place (no padded copy): the dot form of q @ k^T, the small-M form of p @ v, an elementwise
+# read with pad = -inf, each past the view reading the pad.
+IN_PLACE = """\
+    sym N
+    const KB = 32
+    input  Q: f32[1, 16]
+    input  K: f32[N, 16]
+    input  V: f32[N, 16]
+    input  P: f32[1, N]
+    output S: f32[ceildiv(N, KB), KB]
+    output O: f32[ceildiv(N, KB), 16]
+    output M: f32[ceildiv(N, KB), 16]
+    kernel scores(q: In[Tile[1, 16, f32]], k: In[Tile[KB, 16, f32]], s: Out[Tile[1, KB, f32]]) {
+        store(s, matmul(q, transpose(k)))
+    }
+    kernel mix(p: In[Tile[1, KB, f32]], v: In[Tile[KB, 16, f32]], o: Out[Tile[1, 16, f32]]) {
+        store(o, matmul(p, v))
+    }
+    kernel top(v: In[Tile[KB, 16, f32], pad = -inf], m: Out[Tile[1, 16, f32]]) {
+        store(m, transpose(rowmax(transpose(v))))
+    }
+    axis blocks = DenseDyn(ceildiv(N, KB))
+    workload w() {
+        for j in P(blocks) {
+            let r0 = j * KB
+            let r1 = min(j * KB + KB, N)
+            scores[j](q = Q, k = K[r0 : r1, :], s = S[j : j + 1, :])
+            mix[j](p = P[:, r0 : r0 + KB], v = V[r0 : r1, :], o = O[j : j + 1, :])
+            top[j](v = V[r0 : r1, :], m = M[j : j + 1, :])
+        }
+    }
+    schedule main = w()
+"""
+
+
+@SETTINGS
+@given(n=st.integers(1, 100), seed=st.integers(0, 2**16))
+def test_partial_rows_are_read_in_place_with_the_pad_past_the_view(n, seed):
+    rng = np.random.default_rng(seed)
+    nb = -(-n // 32)
+    a = {"Q": rng.standard_normal((1, 16)).astype(np.float32),
+         "K": rng.standard_normal((n, 16)).astype(np.float32),
+         "V": rng.standard_normal((n, 16)).astype(np.float32),
+         "P": rng.standard_normal((1, nb * 32)).astype(np.float32)}
+    out = both(IN_PLACE.replace("P: f32[1, N]", "P: f32[1, ceildiv(N, KB) * KB]"), {}, a)
+    k = np.zeros((nb * 32, 16))
+    k[:n] = a["K"]
+    v = np.zeros((nb * 32, 16))
+    v[:n] = a["V"]
+    vm = np.full((nb * 32, 16), -np.inf)
+    vm[:n] = a["V"]
+    q, p = a["Q"].astype(np.float64), a["P"].astype(np.float64)
+    for j in range(nb):
+        blk = slice(j * 32, j * 32 + 32)
+        np.testing.assert_allclose(out["S"][j], (q @ k[blk].T)[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out["O"][j], (p[:, blk] @ v[blk])[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(out["M"][j], vm[blk].max(axis=0).astype(np.float32))
+
+
+def test_kernels_given_partial_rows_get_a_body_that_reads_them_in_place():
+    """What the test above runs: each kernel has its in-place body (`wsp_kbr_`), so the
+    partial blocks never take the padded copy; a kernel whose views are whole has none."""
+    src = IN_PLACE.replace("P: f32[1, N]", "P: f32[1, ceildiv(N, KB) * KB]")
+    prog = compiled(src, "cpu_sim")
+    c = (prog._backend.directory / "kernels.c").read_text()
+    for k in ("scores", "mix", "top"):
+        assert f"static int wsp_kbr_{k}(" in c, k
+    whole = compiled(src.replace("let r1 = min(j * KB + KB, N)", "let r1 = j * KB + KB")
+                     .replace("sym N", "sym N = 64"), "cpu_sim")
+    assert "wsp_kbr_" not in (whole._backend.directory / "kernels.c").read_text()

@@ -14,7 +14,7 @@ from ..externs import kernels_missing_body
 from .cpp_kernels import CPP_FILE, emit_cpp_kernels
 from .csp import CO_PRELUDE, CoEmitter
 from .enumerate import PRELUDE, Enumerators, LoopEmitter, entry_symbol
-from .kernels import emit_kernels, kernel_symbol
+from .kernels import emit_kernels, kernel_symbol, row_partial_tiles
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ def emit_module(m: N.Module) -> ModuleC:
         "schedules": {name: fn for name, fn in enums.entries.items()},
         "kernels": [k.name for k in m.kernels],
     }
-    files = {"kernels.c": emit_kernels(m.kernels, sources=dict(m.sources)), "enumerate.c": enums.source,
+    kernels = emit_kernels(m.kernels, sources=dict(m.sources), row_partial=row_partial_tiles(m))
+    files = {"kernels.c": kernels, "enumerate.c": enums.source,
              "manifest.json": json.dumps(manifest, indent=2, sort_keys=True) + "\n"}
     cpp = emit_cpp_kernels(m.kernels, dict(m.sources))
     if cpp is not None:  # compiled by the C++ compiler into the same library (build.py)

@@ -23,7 +23,12 @@ How a tile kernel becomes C (each step is a function below):
 3. The entry point (template `kernel.c.j2`) checks that every tile has contiguous columns and
    that no written tile overlaps another one, and otherwise runs the same body on contiguous
    copies (`wsp_call_copied` in `wsp_kernels.h`), so the body's `restrict` promises always hold
-   and a kernel whose output aliases its input still reads entry values.
+   and a kernel whose output aliases its input still reads entry values. A partial view runs on
+   a padded copy (`wsp_call_padded`), except `In` tiles with fewer rows than the tile that
+   some call passes (`row_partial_tiles`): a second body reads those in place, a row past the
+   view reading a row of pad values (`_Emitter.row_at`), where every form that reads them
+   addresses their rows through it (the register-blocked matmul reading one in place does
+   not: that kernel keeps the copy).
 
 `extern c` kernels (template `extern_kernel.c.j2`): the body becomes a `static void` function
 whose parameters are the kernel's, named as in the source: a tile `p` is a `wsp_in_<dtype>` /
@@ -46,6 +51,7 @@ from ...diagnostics import InternalError, printable
 from ...dtypes import kind_of, round_float, size_of
 from ...ir import kernel_plan as KP
 from ...ir import nodes as N
+from ...ir import visit as V
 from ...ir.passes import plan_kernels as PK
 from ...primitives import GATHER_OPS, OPS, VALID_OPS
 from .. import cexpr as C
@@ -118,11 +124,14 @@ _RESTORE = "/* wsp:restore-line */"
 
 
 def emit_kernels(kernels: Iterable[N.Kernel], filename: str = "kernels.c",
-                 sources: Optional[Mapping[str, str]] = None) -> str:
+                 sources: Optional[Mapping[str, str]] = None,
+                 row_partial: Optional[Mapping[str, frozenset]] = None) -> str:
     """One C translation unit defining every kernel's entry point (needs `wsp_runtime.h` on the
     include path; `filename` is the name it is compiled under, for `#line` after extern bodies;
-    `sources` the module's source texts, where `#line` finds each extern body)."""
-    parts = [emit_kernel(k, sources) for k in kernels]
+    `sources` the module's source texts, where `#line` finds each extern body; `row_partial`
+    the tiles of each kernel some call passes views of fewer rows: `row_partial_tiles`)."""
+    parts = [emit_kernel(k, sources, (row_partial or {}).get(k.name, frozenset()))
+             for k in kernels]
     text = _env().get_template("kernels.c.j2").render(support=support_header(), kernels=parts)
     if _RESTORE not in text:
         return text
@@ -134,14 +143,29 @@ def emit_kernels(kernels: Iterable[N.Kernel], filename: str = "kernels.c",
     return "\n".join(lines)
 
 
-def emit_kernel(k: N.Kernel, sources: Optional[Mapping[str, str]] = None) -> KernelC:
+def row_partial_tiles(m: N.Module) -> dict[str, frozenset]:
+    """{kernel: its tiles that some call reads through a view that may have fewer rows than
+    the tile, and all its columns}: those get a body reading them in place
+    (`_emit_tile_kernel`)."""
+    found: dict[str, set] = {}
+    for sc in m.schedules:
+        for task in V.tasks(sc.body):
+            for a in task.args:
+                if isinstance(a, N.TileArg) and a.partial == (True, False) and a.mode == "r" \
+                        and a.gather is None and not a.transposed:
+                    found.setdefault(task.kernel, set()).add(a.param)
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+def emit_kernel(k: N.Kernel, sources: Optional[Mapping[str, str]] = None,
+                row_partial: frozenset = frozenset()) -> KernelC:
     """The C of one kernel (see the module docstring for the ABI)."""
     tiles = tuple(p.name for p in k.params if p.kind == "tile")
     scalars = tuple(p.name for p in k.params if p.kind == "scalar")
     if k.is_extern:  # `emit_module` rejects extern kernels without an `extern c` body
         source = _emit_extern(k, sources or {})
     else:
-        source = _emit_tile_kernel(k)
+        source = _emit_tile_kernel(k, row_partial)
     return KernelC(k.name, kernel_symbol(k), source, tiles, scalars)
 
 
@@ -289,7 +313,7 @@ class _Emitter(MatmulForms):
     """The body of one tile kernel from its plan (the small-M and dot-product matmul forms:
     `matmul_forms.py`)."""
 
-    def __init__(self, k: N.Kernel):
+    def __init__(self, k: N.Kernel, guard: frozenset = frozenset()):
         plan = k.plan
         self.k, self.plan, self.ops = k, plan, k.ops
         self.kind = plan.kinds
@@ -309,6 +333,11 @@ class _Emitter(MatmulForms):
         self.uses_scalars = False
         self.uses_tiles = False  # the body reads tiles[] (decls, or a valid_rows/valid_cols)
         self.scratch: list[tuple[str, str, int]] = []  # (C type, name, elements) of selections
+        # tiles read in place although their view may have fewer rows than the tile: a row at
+        # or past tiles[t].rows reads a row of pad values instead (`row_at`). A form that
+        # addresses such a tile otherwise sets `unguarded`: the variant is then not made
+        self.guard = guard
+        self.unguarded = False
 
     # -- names
     def ptr(self, t: int) -> str:
@@ -318,6 +347,13 @@ class _Emitter(MatmulForms):
     def rs(self, t: int) -> str:
         self.used_rs.add(t)
         return f"p{t}_rs"
+
+    def row_at(self, t: int, row: str) -> str:
+        """The C address of row `row` of tile t (guarded tiles: of the pad row past the view)."""
+        if self.tiles[t].rows == 1:
+            return self.ptr(t)
+        at = f"{self.ptr(t)} + ({row}) * {self.rs(t)}"
+        return f"(({row}) < p{t}_vr ? {at} : p{t}_pz)" if t in self.guard else at
 
     def exponent_of(self, op: N.Op) -> Optional[float]:
         if op.op != "pow":
@@ -340,6 +376,9 @@ class _Emitter(MatmulForms):
         if op.op == "param":
             t = self.tile_index[str(op.attr)]
             p = self.tiles[t]
+            if t in self.guard and p.rows > 1:
+                row = Raw(f"({self.row_at(t, C.to_c(i))})")
+                return load(C.index(row, j if p.cols > 1 else Raw("0")), p.dtype)
             off = C.iadd(C.imul(i, self.rs(t)) if p.rows > 1 else Raw("0"), j if p.cols > 1 else 0)
             return load(C.index(self.ptr(t), off), p.dtype)
         if op.op == "literal":
@@ -722,13 +761,47 @@ class _Emitter(MatmulForms):
         out.close()
 
 
-def _emit_tile_kernel(k: N.Kernel) -> str:
+def _emit_tile_kernel(k: N.Kernel, row_partial: frozenset = frozenset()) -> str:
+    """The kernel's body function and entry point; with `row_partial` (names of `In` tiles some
+    call passes views with fewer rows than the tile), also a body that reads those tiles in
+    place, rows past the view reading the pad (language.md section 4, "Partial tiles")."""
     if k.plan is None:
         # decision: a kernel without a plan (-O0: the plan-kernels pass did not run) gets the
         # trivial plan: one loop nest per op, every value in an array of its own, every store
         # after the nests. Correct and slow on purpose: -O2's plan is what makes kernels fast
         k = PK.plan_kernel(k, fuse=False)
-    em = _Emitter(k)
+    body_symbol = C.c_ident("wsp_kb_", k.name)
+    em, main = _tile_body(k, frozenset())
+    tiles = em.tiles
+    guard = frozenset(t for t, p in enumerate(tiles)
+                      if p.name in row_partial and p.mode == "In" and p.rows > 1)
+    rows_body = None
+    if guard:
+        # decision: a partial key block of decode attention (126 of 256 rows on average) ran
+        # on a padded copy in 5.5 us where a whole block takes 4.4: reading the view in place
+        # and a row of pad past it costs a compare per row, and no copy
+        gem, gbody = _tile_body(k, guard)
+        if not gem.unguarded:
+            rows_body = {**gbody, "symbol": C.c_ident("wsp_kbr_", k.name),
+                         "check": " && ".join(
+                             f"tiles[{t}].rows >= 1 && tiles[{t}].rows <= {p.rows} && "
+                             f"tiles[{t}].cols == {p.cols}" if t in guard else
+                             f"tiles[{t}].rows == {p.rows} && tiles[{t}].cols == {p.cols}"
+                             for t, p in enumerate(tiles))}
+    order = [em.tile_index[pn] for pn, _ in k.stores]
+    return _env().get_template("kernel.c.j2").render(
+        name=_comment(k.name), source=_comment(k.source), symbol=kernel_symbol(k),
+        body_symbol=body_symbol, params=[_comment(_describe(p)) for p in k.params],
+        main=main, rows_body=rows_body,
+        ntiles=len(tiles), esize=[size_of(p.dtype) for p in tiles],
+        modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
+        shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
+    )
+
+
+def _tile_body(k: N.Kernel, guard: frozenset) -> tuple["_Emitter", dict]:
+    """The emitter and what the template needs of one body function (`guard`: `_Emitter`)."""
+    em = _Emitter(k, guard)
     body = em.emit()
     tiles = em.tiles
     decls = []
@@ -740,6 +813,9 @@ def _emit_tile_kernel(k: N.Kernel) -> str:
                          f"({const}{STORAGE[p.dtype]} *)tiles[{t}].data;")
         if t in em.used_rs:
             decls.append(f"const int64_t p{t}_rs = tiles[{t}].stride;")
+        if t in guard:
+            decls.append(f"const int64_t p{t}_vr = tiles[{t}].rows;")
+            decls.append(_pad_row(t, p))
     temps = em.temps()
     total = sum(_aligned(n * _csize(ct)) for ct, _, n in temps)
     heap = total > STACK_LIMIT
@@ -751,17 +827,20 @@ def _emit_tile_kernel(k: N.Kernel) -> str:
             offset += _aligned(n * _csize(ct))
         else:
             arena.append(f"_Alignas(64) {ct} {name}[{n}];")
-    order = [em.tile_index[pn] for pn, _ in k.stores]
-    return _env().get_template("kernel.c.j2").render(
-        name=_comment(k.name), source=_comment(k.source), symbol=kernel_symbol(k),
-        body_symbol=C.c_ident("wsp_kb_", k.name), params=[_comment(_describe(p)) for p in k.params],
-        decls=decls, temps=arena, heap=total if heap else 0, body=body,
-        uses_scalars=em.uses_scalars,
-        uses_tiles=bool(decls) or em.uses_tiles,
-        ntiles=len(tiles), esize=[size_of(p.dtype) for p in tiles],
-        modes=[_MODE_BITS[p.mode] for p in tiles], order=order,
-        shapes=[(p.rows, p.cols) for p in tiles], pads=[pad_bits(p) for p in tiles],
-    )
+    return em, {"decls": decls, "temps": arena, "heap": total if heap else 0, "body": body,
+                "uses_scalars": em.uses_scalars, "uses_tiles": bool(decls) or em.uses_tiles}
+
+
+def _pad_row(t: int, p: N.KParam) -> str:
+    """A row of tile t's pad values (`p{t}_pz`), what a guarded read past the view reads."""
+    bits = pad_bits(p)  # "0u", "4286578688u"
+    if bits == "0u":  # zero-initialised
+        return f"static _Alignas(64) const {STORAGE[p.dtype]} p{t}_pz[{p.cols}];"
+    width = 8 * size_of(p.dtype)
+    return (f"static _Alignas(64) const union {{ uint{width}_t u[{p.cols}]; "
+            f"{STORAGE[p.dtype]} x[{p.cols}]; }} p{t}_pzu = {{ .u = {{ "
+            + ", ".join([bits] * p.cols) + f" }} }}; const {STORAGE[p.dtype]} *const "
+            f"p{t}_pz = p{t}_pzu.x;")
 
 
 def _describe(p: N.KParam) -> str:
@@ -779,4 +858,5 @@ def _aligned(n: int) -> int:
     return (n + 63) // 64 * 64
 
 
-__all__ = ["KernelC", "emit_kernel", "emit_kernels", "kernel_symbol", "support_header"]
+__all__ = ["KernelC", "emit_kernel", "emit_kernels", "kernel_symbol", "row_partial_tiles",
+           "support_header"]

@@ -57,7 +57,7 @@ class MatmulForms:
         a, b = op.args[0], op.args[1]
         rows, cols = op.shape
         inner = self.ops[a].shape[1]
-        bp, bs = self.in_place(b)
+        b_row = self.rows_of(b)
         dst = self.arr(m)
         out.open("")
         self.vector_types()
@@ -79,8 +79,7 @@ class MatmulForms:
                 out("wsp_v8 " + ", ".join(f"c{q}_{v} = {{0}}" for v in range(nv)) + ";")
             out("#pragma GCC unroll 4")
             out.open(f"for (int64_t k = 0; k < {inner}; ++k)")
-            out(f"const float *bk = {bp} + k * {bs} + {j0};" if inner > 1 else
-                f"const float *bk = {bp} + {j0};")
+            out(f"const float *bk = {b_row('k' if inner > 1 else '0')} + {j0};")
             for v in range(nv):
                 out(f"const wsp_v8 w{v} = *(const wsp_v8u *)(bk + {8 * v});")
             for q in range(rows):
@@ -132,28 +131,29 @@ class MatmulForms:
         (src,) = self.ops[b].args
         rows, cols = op.shape
         inner = self.ops[a].shape[1]
-        sp, ss = self.in_place(src)
+        s_row = self.rows_of(src)
         dst = self.arr(m)
         out.open("")
         self.vector_types()
         aop = self.ops[a]
         if aop.dtype == "f32" and (aop.op == "param" or a in self.buf):
-            ap, as_ = self.in_place(a)
+            a_row = self.rows_of(a)
         else:
             ea = self.access(a, Raw("i") if rows > 1 else Raw("0"), Raw("k") if inner > 1 else Raw("0"))
             out(f"_Alignas(64) float ar[{rows * inner}];")
             out(f"for (int64_t i = 0; i < {rows}; ++i) for (int64_t k = 0; k < {inner}; ++k) "
                 f"ar[i * {inner} + k] = {C.to_c(convert(ea, aop.dtype, 'f32'))};")
-            ap, as_ = "ar", str(inner)
+            def a_row(row: str) -> str:
+                return f"ar + ({row}) * {inner}"
         rb, cb = (1, 8) if rows == 1 else (2, 4)
         main_k = inner - inner % 8
 
         def block(r: int, c: int) -> None:
             """Rows i0 .. i0 + r, columns j0 .. j0 + c."""
             for q in range(r):
-                out(f"const float *arow{q} = {ap} + (i0 + {q}) * {as_};")
+                out(f"const float *arow{q} = {a_row(f'i0 + {q}')};")
             for t in range(c):
-                out(f"const float *srow{t} = {sp} + (j0 + {t}) * {ss};")
+                out(f"const float *srow{t} = {s_row(f'j0 + {t}')};")
             if main_k:
                 for q in range(r):
                     out("wsp_v8 " + ", ".join(f"d{q}_{t} = {{0}}" for t in range(c)) + ";")
@@ -306,12 +306,25 @@ class MatmulForms:
         return None if step.pack_b else self.in_place(self.ops[step.matmul].args[1])
 
     def in_place(self, v: int) -> tuple[str, str]:
-        """(pointer, row stride) of value `v` where it lies: its tile, or its array."""
+        """(pointer, row stride) of value `v` where it lies: its tile, or its array. A form
+        that addresses rows from these cannot read a guarded tile (`row_at`)."""
         op = self.ops[v]
         if op.op == "param":
             t = self.tile_index[str(op.attr)]
+            if t in self.guard:
+                self.unguarded = True
             return self.ptr(t), self.rs(t)
         return self.arr(v), str(op.shape[1])
+
+    def rows_of(self, v: int):
+        """row -> the C address of that row of value `v` where it lies (`in_place`, guarded
+        tiles included)."""
+        op = self.ops[v]
+        if op.op == "param":
+            t = self.tile_index[str(op.attr)]
+            return lambda row: self.row_at(t, row)
+        p, stride = self.arr(v), str(op.shape[1])
+        return lambda row: f"{p} + ({row}) * {stride}"
 
     def matmul_block(self, step: KP.PlanStep, r: int, mode: str) -> None:
         """Rows i0 .. i0 + r of C, columns jb .. jb + jn, summed over k in kc .. kc + kn and
