@@ -266,8 +266,9 @@ def test_whole_tiles_beside_a_partial_one_are_read_in_place_and_agree(T):
 
 
 # Decode attention's shape: one query row against key blocks whose last one is partial, read
-# in place (no padded copy): the dot form of q @ k^T, the small-M form of p @ v, an elementwise
-# read with pad = -inf, each past the view reading the pad.
+# in place (no padded copy): the dot form of q @ k^T, the small-M form of p @ v, the
+# register-blocked form (16 rows: B packed from the view and the pad), an elementwise read
+# with pad = -inf, each past the view reading the pad.
 IN_PLACE = """\
     sym N
     const KB = 32
@@ -278,10 +279,15 @@ IN_PLACE = """\
     output S: f32[ceildiv(N, KB), KB]
     output O: f32[ceildiv(N, KB), 16]
     output M: f32[ceildiv(N, KB), 16]
+    input  P16: f32[16, ceildiv(N, KB) * KB]
+    output O16: f32[ceildiv(N, KB), 16, 16]
     kernel scores(q: In[Tile[1, 16, f32]], k: In[Tile[KB, 16, f32]], s: Out[Tile[1, KB, f32]]) {
         store(s, matmul(q, transpose(k)))
     }
     kernel mix(p: In[Tile[1, KB, f32]], v: In[Tile[KB, 16, f32]], o: Out[Tile[1, 16, f32]]) {
+        store(o, matmul(p, v))
+    }
+    kernel mix16(p: In[Tile[16, KB, f32]], v: In[Tile[KB, 16, f32]], o: Out[Tile[16, 16, f32]]) {
         store(o, matmul(p, v))
     }
     kernel top(v: In[Tile[KB, 16, f32], pad = -inf], m: Out[Tile[1, 16, f32]]) {
@@ -295,6 +301,7 @@ IN_PLACE = """\
             scores[j](q = Q, k = K[r0 : r1, :], s = S[j : j + 1, :])
             mix[j](p = P[:, r0 : r0 + KB], v = V[r0 : r1, :], o = O[j : j + 1, :])
             top[j](v = V[r0 : r1, :], m = M[j : j + 1, :])
+            mix16[j](p = P16[:, r0 : r0 + KB], v = V[r0 : r1, :], o = O16[j, :, :])
         }
     }
     schedule main = w()
@@ -306,10 +313,11 @@ IN_PLACE = """\
 def test_partial_rows_are_read_in_place_with_the_pad_past_the_view(n, seed):
     rng = np.random.default_rng(seed)
     nb = -(-n // 32)
-    a = {"Q": rng.standard_normal((1, 16)).astype(np.float32),
-         "K": rng.standard_normal((n, 16)).astype(np.float32),
-         "V": rng.standard_normal((n, 16)).astype(np.float32),
-         "P": rng.standard_normal((1, nb * 32)).astype(np.float32)}
+    def quarters(*shape):  # exact sums in any order: the forms add in their own orders
+        return (rng.integers(-8, 9, shape) / 4).astype(np.float32)
+
+    a = {"Q": quarters(1, 16), "K": quarters(n, 16), "V": quarters(n, 16),
+         "P": quarters(1, nb * 32), "P16": quarters(16, nb * 32)}
     out = both(IN_PLACE.replace("P: f32[1, N]", "P: f32[1, ceildiv(N, KB) * KB]"), {}, a)
     k = np.zeros((nb * 32, 16))
     k[:n] = a["K"]
@@ -323,6 +331,8 @@ def test_partial_rows_are_read_in_place_with_the_pad_past_the_view(n, seed):
         np.testing.assert_allclose(out["S"][j], (q @ k[blk].T)[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(out["O"][j], (p[:, blk] @ v[blk])[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(out["M"][j], vm[blk].max(axis=0).astype(np.float32))
+        np.testing.assert_allclose(out["O16"][j], a["P16"][:, blk].astype(np.float64) @ v[blk],
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_kernels_given_partial_rows_get_a_body_that_reads_them_in_place():
@@ -331,7 +341,7 @@ def test_kernels_given_partial_rows_get_a_body_that_reads_them_in_place():
     src = IN_PLACE.replace("P: f32[1, N]", "P: f32[1, ceildiv(N, KB) * KB]")
     prog = compiled(src, "cpu_sim")
     c = (prog._backend.directory / "kernels.c").read_text()
-    for k in ("scores", "mix", "top"):
+    for k in ("scores", "mix", "mix16", "top"):
         assert f"static int wsp_kbr_{k}(" in c, k
     whole = compiled(src.replace("let r1 = min(j * KB + KB, N)", "let r1 = j * KB + KB")
                      .replace("sym N", "sym N = 64"), "cpu_sim")

@@ -256,7 +256,8 @@ class MatmulForms:
         # decision: a full panel row is packed as 8-element vector initialisers (gcc makes
         # them vector loads); a copy loop became a `rep movsl` per 64 bytes, measured 27% of
         # the kernel on 64^3 tiles
-        direct = self.b_cols(step)
+        # a B whose rows may end early (`row_at`) is packed, the packing reading its pad
+        direct = None if self.guarded(b) else self.b_cols(step)
         out("const float *bb = bp;")
         out(f"int64_t bs = {nr};")
         out.open(f"if (jn == {nr})")
@@ -315,6 +316,11 @@ class MatmulForms:
                 self.unguarded = True
             return self.ptr(t), self.rs(t)
         return self.arr(v), str(op.shape[1])
+
+    def guarded(self, v: int) -> bool:
+        """Whether value `v` is a tile whose rows past its view read the pad (`row_at`)."""
+        op = self.ops[v]
+        return op.op == "param" and self.tile_index[str(op.attr)] in self.guard
 
     def rows_of(self, v: int):
         """row -> the C address of that row of value `v` where it lies (`in_place`, guarded
