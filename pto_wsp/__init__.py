@@ -6,8 +6,8 @@
 Every name resolves to the same object as `ptowsp.NAME` (loaded on first use): the embedding's
 names (`ptowsp.embed.EXPORTS`) and ptowsp's own, so seed programs run unchanged through wspc's
 front end, checker, IR and back ends. The submodules (`csp`, `primitives`, `schedule`, `types`,
-`program`, `kernel`, `builder`, `errors`, `scalar_expr`) give the prototype's module layout,
-each name with wspc's meaning (docs/python.md).
+`program`, `kernel`, `builder`, `errors`, `scalar_expr`, `ptoisa_jit`) give the prototype's
+module layout, each name with wspc's meaning (docs/python.md).
 """
 
 import sys

@@ -640,9 +640,7 @@ class KernelRef:
 
     def _trace_body(self, triples: list) -> tuple:
         kt = _KernelTrace(self)
-        proxies = {}
-        for pname, wname, kp in triples:
-            proxies[pname] = Value("param", span=kp.name.span, name=wname)
+        proxies = self._proxies(triples)
         sig = inspect.signature(self.fn)
         args, kwargs = [], {}
         for pname, p in sig.parameters.items():
@@ -656,11 +654,19 @@ class KernelRef:
         finally:
             _KSTACK.pop()
         if not kt.events:
-            raise user_error(self._span, f"kernel `{self.name}` has an empty body: no `pto.*` "
-                             "operation or `pto.store` was traced",
-                             "write the body with `pto.*` calls, or give a C body with "
-                             "`@kernel(cpp_src=...)`", cls=KernelError)
+            raise user_error(self._span, f"kernel `{self.name}` has an empty body: no "
+                             f"{self._traced_ops} was traced", self._empty_help, cls=KernelError)
         return _body(kt.events, {w for _, w, _ in triples})
+
+    # what the body is written with (`@ptoisa_kernel`, ptoisa.py, traces the same way with
+    # its own parameter objects and words)
+    _traced_ops = "`pto.*` operation or `pto.store`"
+    _empty_help = "write the body with `pto.*` calls, or give a C body with `@kernel(cpp_src=...)`"
+
+    def _proxies(self, triples: list) -> dict:
+        """What the body's function is called with: a parameter `Value` per parameter."""
+        return {pname: Value("param", span=kp.name.span, name=wname)
+                for pname, wname, kp in triples}
 
     # -- use in workloads
     def __getitem__(self, coords: Any) -> "BoundKernel":

@@ -58,8 +58,6 @@ TracePolicy = Unsupported("TracePolicy", *_GRAPH)
 Pools = Unsupported("Pools", *_GRAPH)
 ExternalKernel = Unsupported("ExternalKernel", "external kernels are deprecated in the seeds",
                              "write `@kernel(cpp_src=...)` with a C body")
-ptoisa_kernel = Unsupported("ptoisa_kernel", "PTO-ISA instructions are not available",
-                            "write the body with `pto.*` or as C with `@kernel(cpp_src=...)`")
 
 # the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
 # `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
@@ -113,7 +111,7 @@ to_cpp = Unsupported("to_cpp", *_SCALAR_IR)
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
            "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "Deps",
            "DepsMode", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools", "ExternalKernel",
-           "ptoisa_kernel", "DistElem", "tensor_layout_join",
+           "DistElem", "tensor_layout_join",
            "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
