@@ -30,6 +30,7 @@ import numbers
 from typing import Any, Optional
 
 from ..diagnostics import did_you_mean
+from ..dtypes import kind_of
 from ..frontend import ast as A
 from .errors import KernelError, user_error
 from .kernel import _KSTACK, KernelRef, Value, _record, pto
@@ -252,7 +253,9 @@ def _scalar(what: str, s: Any, dtype: str) -> Any:
             return s.value
         return _record("op", "cast", (s.value, dtype), named=False)
     if isinstance(s, numbers.Real) and not isinstance(s, bool):
-        return s
+        if isinstance(s, numbers.Integral) or kind_of(dtype) == "float":
+            return s  # a literal takes the tile's type
+        return _record("op", "cast", (s, dtype), named=False)  # a float number, an integer tile
     help = None
     if isinstance(s, str):
         help = ("wspc's kernels are not C++ text: pass a number or a `Scalar` parameter of the "
