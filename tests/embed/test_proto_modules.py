@@ -7,7 +7,7 @@
 - the kernel spellings `pto.max` / `pto.min` / `pto.constant` / `pto.iota_u32` /
   `pto.tsort32` / `pto.extract_topk_indices`, and `v, i = pto.topk(x, k)` / `pto.sort`, run on
   cpu_sim and ref and match NumPy;
-- the two prototype-style examples (examples/python/proto_*.py) run and match NumPy on both
+- the prototype-style examples (examples/python/proto_*.py) run and match NumPy on both
   targets.
 
 The name lists below are the prototype's public module-level names (its
@@ -438,6 +438,21 @@ def test_example_topk_indexer_on_both_targets():
     text = assert_roundtrip(g["program"].workload)
     assert re.search(r"let pairs = interleave\(t\d, cast\(gather\(idx, t\d, axis = 1\), f32\)\)",
                      text), text
+
+
+def test_example_isa_topk_on_both_targets():
+    g = runpy.run_path(str(EXAMPLES / "proto_isa_topk.py"))
+    for _ in ("cpu_sim", "ref"):
+        np.testing.assert_array_equal(g["out_idx_np"], g["reference"]())
+        assert g["program"].stats.task_count == 2 * g["BATCH"] * g["TILES"]
+        _rerun(g, ["out_idx_np", "scaled_np"])
+    text = assert_roundtrip(g["program"].workload)
+    assert "store(out_tile, maximum(mul(scores_tile, temperature), floor_tile))" in text, text
+
+
+def test_every_prototype_style_example_is_tested_here():
+    tested = set(re.findall(r'EXAMPLES / "(proto_\w+\.py)"', Path(HERE).read_text()))
+    assert tested == {p.name for p in EXAMPLES.glob("proto_*.py")}
 
 
 def test_example_moe_select_on_both_targets():
