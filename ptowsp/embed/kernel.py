@@ -33,6 +33,7 @@ import linecache
 import math
 import numbers
 import operator
+import os
 from typing import Any, Optional
 
 from ..diagnostics import WspError, did_you_mean
@@ -467,6 +468,7 @@ class KernelRef:
         self._cpp_src = cpp_src
         self._cpp_includes = tuple(cpp_includes or ())
         self._cpp_body_path = cpp_body_path
+        self._body_file: Optional[str] = None
         if cpp_body_path is not None:
             # decision: the body file is read when the function is decorated (a path relative
             # to the current directory, as `open` takes it), so a missing file is reported at
@@ -474,6 +476,9 @@ class KernelRef:
             try:
                 with open(cpp_body_path, encoding="utf-8") as fh:
                     self._cpp_src = fh.read()
+                # the body's own place: its file becomes a source of the module, so what the
+                # C++ compiler says about line N of the body is reported at line N of this file
+                self._body_file = os.path.abspath(cpp_body_path)
             except (OSError, UnicodeDecodeError) as err:
                 reason = getattr(err, "strerror", None) or str(err)
                 raise user_error(self._span, f"kernel `{self.name}`: cannot read its "
@@ -636,7 +641,11 @@ class KernelRef:
             raise user_error(self._span, 'an extern body cannot contain `"""`', cls=KernelError)
         includes = tuple(A.ExternInclude("include", str(inc).strip().strip('<>"'), span=self._span)
                          for inc in self._cpp_includes)
-        return A.ExternBody("cpp", code, includes, span=self._span)
+        span = self._span
+        if self._body_file is not None:
+            last = code.split("\n")
+            span = A.Span(self._body_file, 1, 1, len(last), len(last[-1]) + 1)
+        return A.ExternBody("cpp", code, includes, span=span)
 
     def _trace_body(self, triples: list) -> tuple:
         kt = _KernelTrace(self)
