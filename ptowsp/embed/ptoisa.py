@@ -1,7 +1,7 @@
 """`@ptoisa_kernel` and `ptoisa`: kernels written as the prototype's PTO-ISA instruction trace
 (`ptoisa.tload`, `ptoisa.TADD`, `ptoisa.TSORT32`, ...), lowered to the same kernel AST that a
-`@kernel` body traces to, so an ISA-level kernel is checked, optimised and run like any other on
-every target (ref, cpu_sim, ascend_npu).
+`@kernel` body traces to, so an ISA-level kernel is checked, optimised and run like any other
+(ref and cpu_sim run it, ascend_npu generates it).
 
 A `@ptoisa_kernel` is a `KernelRef` whose body is called with parameter objects of its own: a
 tile parameter (`IsaParam`) is global memory, which only `tload` reads and `tstore` (or
