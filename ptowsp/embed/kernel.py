@@ -476,8 +476,7 @@ class KernelRef:
             try:
                 with open(cpp_body_path, encoding="utf-8") as fh:
                     self._cpp_src = fh.read()
-                # the body's own place: its file becomes a source of the module, so what the
-                # C++ compiler says about line N of the body is reported at line N of this file
+                # a source of the module: the compiler's errors are reported at its lines
                 self._body_file = os.path.abspath(cpp_body_path)
             except (OSError, UnicodeDecodeError) as err:
                 reason = getattr(err, "strerror", None) or str(err)
@@ -667,8 +666,7 @@ class KernelRef:
                              f"{self._traced_ops} was traced", self._empty_help, cls=KernelError)
         return _body(kt.events, {w for _, w, _ in triples})
 
-    # what the body is written with (`@ptoisa_kernel`, ptoisa.py, traces the same way with
-    # its own parameter objects and words)
+    # what the body is written with (`@ptoisa_kernel`, ptoisa.py, has its own)
     _traced_ops = "`pto.*` operation or `pto.store`"
     _empty_help = "write the body with `pto.*` calls, or give a C body with `@kernel(cpp_src=...)`"
 
