@@ -6,8 +6,8 @@
 Every name resolves to the same object as `ptowsp.NAME` (loaded on first use): the embedding's
 names (`ptowsp.embed.EXPORTS`) and ptowsp's own, so seed programs run unchanged through wspc's
 front end, checker, IR and back ends. The submodules (`csp`, `primitives`, `schedule`, `types`,
-`program`, `kernel`, `builder`, `errors`, `scalar_expr`) give the prototype's module layout,
-each name with wspc's meaning (docs/python.md).
+`program`, `kernel`, `builder`, `errors`, `scalar_expr`, `ptoisa_jit`, `type_checker`) give the
+prototype's module layout, each name with wspc's meaning (docs/python.md).
 """
 
 import sys
@@ -25,6 +25,10 @@ _FROM_SUBMODULES = {
     "Value": "kernel", "TileType": "kernel", "ScalarType": "kernel", "KernelIR": "kernel",
     "CompiledKernel": "kernel", "OpKind": "kernel", "Kernel": "builder",
     "KernelParam": "builder", "extract_kernel_params": "builder",
+    **{n: "type_checker" for n in (
+        "TypeChecker", "TypeCheckContext", "TypeErrorInfo", "TypeErrorKind", "Layout",
+        "LayoutShard", "LayoutReplicate", "layout_join", "LayoutCompatibilityError",
+        "check_kernel_call", "check_layouts_compatible", "validate_axis_index")},
 }
 __all__ = list(_ptowsp.__all__) + list(_FROM_SUBMODULES)
 

@@ -33,6 +33,7 @@ import linecache
 import math
 import numbers
 import operator
+import os
 from typing import Any, Optional
 
 from ..diagnostics import WspError, did_you_mean
@@ -467,6 +468,7 @@ class KernelRef:
         self._cpp_src = cpp_src
         self._cpp_includes = tuple(cpp_includes or ())
         self._cpp_body_path = cpp_body_path
+        self._body_file: Optional[str] = None
         if cpp_body_path is not None:
             # decision: the body file is read when the function is decorated (a path relative
             # to the current directory, as `open` takes it), so a missing file is reported at
@@ -474,6 +476,8 @@ class KernelRef:
             try:
                 with open(cpp_body_path, encoding="utf-8") as fh:
                     self._cpp_src = fh.read()
+                # a source of the module: the compiler's errors are reported at its lines
+                self._body_file = os.path.abspath(cpp_body_path)
             except (OSError, UnicodeDecodeError) as err:
                 reason = getattr(err, "strerror", None) or str(err)
                 raise user_error(self._span, f"kernel `{self.name}`: cannot read its "
@@ -636,13 +640,15 @@ class KernelRef:
             raise user_error(self._span, 'an extern body cannot contain `"""`', cls=KernelError)
         includes = tuple(A.ExternInclude("include", str(inc).strip().strip('<>"'), span=self._span)
                          for inc in self._cpp_includes)
-        return A.ExternBody("cpp", code, includes, span=self._span)
+        span = self._span
+        if self._body_file is not None:
+            last = code.split("\n")
+            span = A.Span(self._body_file, 1, 1, len(last), len(last[-1]) + 1)
+        return A.ExternBody("cpp", code, includes, span=span)
 
     def _trace_body(self, triples: list) -> tuple:
         kt = _KernelTrace(self)
-        proxies = {}
-        for pname, wname, kp in triples:
-            proxies[pname] = Value("param", span=kp.name.span, name=wname)
+        proxies = self._proxies(triples)
         sig = inspect.signature(self.fn)
         args, kwargs = [], {}
         for pname, p in sig.parameters.items():
@@ -656,11 +662,18 @@ class KernelRef:
         finally:
             _KSTACK.pop()
         if not kt.events:
-            raise user_error(self._span, f"kernel `{self.name}` has an empty body: no `pto.*` "
-                             "operation or `pto.store` was traced",
-                             "write the body with `pto.*` calls, or give a C body with "
-                             "`@kernel(cpp_src=...)`", cls=KernelError)
+            raise user_error(self._span, f"kernel `{self.name}` has an empty body: no "
+                             f"{self._traced_ops} was traced", self._empty_help, cls=KernelError)
         return _body(kt.events, {w for _, w, _ in triples})
+
+    # what the body is written with (`@ptoisa_kernel`, ptoisa.py, has its own)
+    _traced_ops = "`pto.*` operation or `pto.store`"
+    _empty_help = "write the body with `pto.*` calls, or give a C body with `@kernel(cpp_src=...)`"
+
+    def _proxies(self, triples: list) -> dict:
+        """What the body's function is called with: a parameter `Value` per parameter."""
+        return {pname: Value("param", span=kp.name.span, name=wname)
+                for pname, wname, kp in triples}
 
     # -- use in workloads
     def __getitem__(self, coords: Any) -> "BoundKernel":

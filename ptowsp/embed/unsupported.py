@@ -56,10 +56,12 @@ ReadyPolicy = Unsupported("ReadyPolicy", *_GRAPH)
 StartPolicy = Unsupported("StartPolicy", *_GRAPH)
 TracePolicy = Unsupported("TracePolicy", *_GRAPH)
 Pools = Unsupported("Pools", *_GRAPH)
-ExternalKernel = Unsupported("ExternalKernel", "external kernels are deprecated in the seeds",
-                             "write `@kernel(cpp_src=...)` with a C body")
-ptoisa_kernel = Unsupported("ptoisa_kernel", "PTO-ISA instructions are not available",
-                            "write the body with `pto.*` or as C with `@kernel(cpp_src=...)`")
+ExternalKernel = Unsupported(
+    "ExternalKernel", "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
+    "names its parameters but not their tile shapes and dtypes, which wspc needs to check each "
+    "call and to hand the tiles to the body", "declare the parameters on a function and give "
+    "the body's file: `@kernel(cpp_body_path=impl_path)` over `def name(Q: In[Tile[M, N, "
+    "DType.F32]], ..., O: Out[Tile[...]])` (docs/python.md)")
 
 # the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
 # `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
@@ -110,12 +112,28 @@ task_param = Unsupported("task_param", *_SCALAR_IR)
 trace_task_fn = Unsupported("trace_task_fn", *_SCALAR_IR)
 to_cpp = Unsupported("to_cpp", *_SCALAR_IR)
 
+# the prototype's builder-time type checker (`pto_wsp.type_checker`): wspc's checker does its
+# work on every workload; its layout names are the layout refusals above under other names
+_TYPE_CHECKER = ("wspc checks every kernel call, argument, axis and view when the workload is "
+                 "traced and compiled, and reports each error at the user's line",
+                 "compile the workload (`w().compile()`) and catch `TypeCheckError` / "
+                 "`KernelError`")
+TypeChecker = Unsupported("TypeChecker", *_TYPE_CHECKER)
+TypeCheckContext = Unsupported("TypeCheckContext", *_TYPE_CHECKER)
+TypeErrorInfo = Unsupported("TypeErrorInfo", *_TYPE_CHECKER)
+TypeErrorKind = Unsupported("TypeErrorKind", *_TYPE_CHECKER)
+check_kernel_call = Unsupported("check_kernel_call", *_TYPE_CHECKER)
+validate_axis_index = Unsupported("validate_axis_index", *_TYPE_CHECKER)
+check_layouts_compatible = Unsupported("check_layouts_compatible", *_LAYOUT)
+
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
            "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "Deps",
            "DepsMode", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools", "ExternalKernel",
-           "ptoisa_kernel", "DistElem", "tensor_layout_join",
+           "DistElem", "tensor_layout_join",
            "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",
-           "pop_builder", "TaskExpr", "task_param", "trace_task_fn", "to_cpp"]
+           "pop_builder", "TaskExpr", "task_param", "trace_task_fn", "to_cpp",
+           "TypeChecker", "TypeCheckContext", "TypeErrorInfo", "TypeErrorKind",
+           "check_kernel_call", "validate_axis_index", "check_layouts_compatible"]

@@ -123,3 +123,62 @@ def test_a_missing_include_dir_in_compile_is_named(tmp_path):
 
     with pytest.raises(CompileError, match="include directory `.*gone` does not exist"):
         w().compile(include_dirs=[str(tmp_path / "gone")])
+
+
+def test_an_error_in_a_cpp_body_path_file_is_reported_at_its_line_in_that_file():
+    body = BODY.parent / "broken.cpp"
+
+    @kernel(cpp_body_path=str(body))
+    def broken(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+        pass
+
+    X, Y = Tensor(data=np.zeros((1, 8), np.float32)), Tensor(data=np.zeros((1, 8), np.float32))
+
+    @workload
+    def w():
+        broken(x=X, y=Y)
+
+    with pytest.raises(CompileError) as info:
+        w().compile()
+    text = str(info.value)
+    (d,) = [d for d in info.value.diagnostics if "no_such_function" in d.message]
+    assert (d.span.file, d.span.line) == (str(body), 4), text
+    assert d.message.startswith("in `extern cpp` body: ")
+    assert f"{body}:4:" in text and "y.data[c] = no_such_function(x.data[c]);" in text
+
+
+def test_f16_and_bf16_tiles_in_a_cpp_body_convert_as_in_c():
+    # f16 and bf16 elements are raw uint16_t bits; the body converts them with wspc's helpers
+    @kernel(cpp_src="""
+        for (int64_t r = 0; r < x.rows; r++)
+            for (int64_t c = 0; c < x.cols; c++) {
+                const float xv = wsp_f16_to_f32(x.data[r * x.stride + c]);
+                const float bv = wsp_bf16_to_f32(b.data[r * b.stride + c]);
+                y.data[r * y.stride + c] = wsp_f32_to_f16(xv * 2.0f + bv);
+                z.data[r * z.stride + c] = wsp_f32_to_bf16(std::max(xv, bv));
+            }
+    """)
+    def halves(x: In[Tile[4, 8, DType.F16]], b: In[Tile[4, 8, DType.BF16]],
+               y: Out[Tile[4, 8, DType.F16]], z: Out[Tile[4, 8, DType.BF16]]):
+        pass
+
+    rng = np.random.default_rng(1916)
+    x = (rng.integers(-64, 64, (2, 4, 8)) / 4).astype(np.float16)   # exact in f16 and bf16
+    bf = rng.integers(-32, 32, (2, 4, 8)).astype(np.float32)         # exact in bf16
+    b_bits = (bf.view(np.uint32) >> 16).astype(np.uint16)
+    y = np.zeros((2, 4, 8), np.float16)
+    z = np.zeros((2, 4, 8), np.uint16)
+    X, Bt = Tensor(data=x), Tensor(data=b_bits, dtype=DType.BF16)
+    Y, Z = Tensor(data=y), Tensor(data=z, dtype=DType.BF16)
+
+    @workload
+    def w():
+        for i in P(2):
+            halves[i](x=X[i], b=Bt[i], y=Y[i], z=Z[i])
+
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    x32 = x.astype(np.float32)
+    np.testing.assert_array_equal(y, (x32 * 2 + bf).astype(np.float16))
+    np.testing.assert_array_equal((z.astype(np.uint32) << 16).view(np.float32), np.maximum(x32, bf))

@@ -1,13 +1,14 @@
 """The PTO-WSP prototype's import layout and kernel spellings (issue 19, docs/python.md):
 
 - each of its submodules (`pto_wsp.csp`, `.primitives`, `.schedule`, `.types`, `.program`,
-  `.kernel`, `.builder`, `.errors`, `.scalar_expr`) imports with the prototype's names, each
-  either wspc's object or a refusal that is a `CompileError` at the user's line saying why;
+  `.kernel`, `.builder`, `.errors`, `.scalar_expr`, `.ptoisa_jit`, `.type_checker`) imports
+  with the prototype's names, each either wspc's object or a refusal that is a `CompileError`
+  at the user's line saying why;
 - `select(routing[b], fn)` is `P.sel`;
 - the kernel spellings `pto.max` / `pto.min` / `pto.constant` / `pto.iota_u32` /
   `pto.tsort32` / `pto.extract_topk_indices`, and `v, i = pto.topk(x, k)` / `pto.sort`, run on
   cpu_sim and ref and match NumPy;
-- the two prototype-style examples (examples/python/proto_*.py) run and match NumPy on both
+- the prototype-style examples (examples/python/proto_*.py) run and match NumPy on both
   targets.
 
 The name lists below are the prototype's public module-level names (its
@@ -55,6 +56,10 @@ PROTOTYPE_NAMES = {
               "ScheduleError ChannelError ChannelClosed ChannelFull",
     "scalar_expr": "fnv1a_64 ScalarLiteral Expr as_expr TaskExpr symbol_u64 slot_u64 slot_i64 "
                    "slot_bool axis task_param trace_task_fn to_cpp",
+    "ptoisa_jit": "ptoisa ptoisa_kernel",
+    "type_checker": "TypeErrorKind TypeErrorInfo TypeCheckContext TypeChecker Layout LayoutShard "
+                    "LayoutReplicate layout_join LayoutCompatibilityError check_kernel_call "
+                    "check_layouts_compatible validate_axis_index",
 }
 
 # the names that are wspc's own objects under the prototype's name (module, name, ptowsp name)
@@ -83,6 +88,9 @@ SAME = [
     ("errors", "CompileError", "CompileError"), ("errors", "ChannelFull", "ChannelFull"),
     ("scalar_expr", "slot_u64", "slot_u64"), ("scalar_expr", "symbol_u64", "symbol_u64"),
     ("scalar_expr", "axis", "axis"),
+    ("ptoisa_jit", "ptoisa", "ptoisa"), ("ptoisa_jit", "ptoisa_kernel", "ptoisa_kernel"),
+    ("type_checker", "Layout", "TensorLayout"), ("type_checker", "LayoutShard", "TensorShard"),
+    ("type_checker", "LayoutReplicate", "TensorReplicate"),
 ]
 
 
@@ -156,7 +164,14 @@ KERNEL_IR = "the prototype's kernel IR is not wspc's: a kernel body lowers to ws
 BUILDER = "it is the prototype's workload builder, whose work wspc's own tracer does"
 SCALAR_IR = ("run-time expressions are wspc's AST, checked and lowered with the workload, not "
              "the prototype's C++ scalar IR")
+TYPE_CHECKER = ("wspc checks every kernel call, argument, axis and view when the workload is "
+                "traced and compiled, and reports each error at the user's line")
 REFUSED = [
+    ("type_checker", "TypeChecker", TYPE_CHECKER), ("type_checker", "TypeCheckContext", TYPE_CHECKER),
+    ("type_checker", "TypeErrorInfo", TYPE_CHECKER), ("type_checker", "TypeErrorKind", TYPE_CHECKER),
+    ("type_checker", "check_kernel_call", TYPE_CHECKER),
+    ("type_checker", "validate_axis_index", TYPE_CHECKER),
+    ("type_checker", "check_layouts_compatible", LAYOUT),
     ("types", "DistElem", LAYOUT), ("types", "tensor_layout_join", LAYOUT),
     ("types", "Symbol", "a kernel's scalar argument is given in the call or by its default, "
                         "not read from a table of run-time symbols"),
@@ -197,9 +212,22 @@ def test_every_prototype_name_works_or_is_refused():
             assert ok, (module, n, obj)
 
 
+def test_the_deprecated_external_kernel_is_refused_with_what_to_write():
+    from pto_wsp import ExternalKernel
+
+    help = _refusal(lambda: ExternalKernel(name="flash", impl_path="k.cpp", inputs=["Q"],
+                                           outputs=["O"]), "ExternalKernel",
+                    "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
+                    "names its parameters but not their tile shapes and dtypes, which wspc needs "
+                    "to check each call and to hand the tiles to the body")
+    assert "`@kernel(cpp_body_path=impl_path)`" in help
+
+
 def test_layout_incompatible_error_is_a_class_wspc_never_raises():
+    from pto_wsp.type_checker import LayoutCompatibilityError
     from pto_wsp.types import LayoutIncompatibleError
 
+    assert LayoutCompatibilityError is LayoutIncompatibleError
     assert issubclass(LayoutIncompatibleError, ptowsp.TypeCheckError)
     try:
         pass
@@ -438,6 +466,21 @@ def test_example_topk_indexer_on_both_targets():
     text = assert_roundtrip(g["program"].workload)
     assert re.search(r"let pairs = interleave\(t\d, cast\(gather\(idx, t\d, axis = 1\), f32\)\)",
                      text), text
+
+
+def test_example_isa_topk_on_both_targets():
+    g = runpy.run_path(str(EXAMPLES / "proto_isa_topk.py"))
+    for _ in ("cpu_sim", "ref"):
+        np.testing.assert_array_equal(g["out_idx_np"], g["reference"]())
+        assert g["program"].stats.task_count == 2 * g["BATCH"] * g["TILES"]
+        _rerun(g, ["out_idx_np", "scaled_np"])
+    text = assert_roundtrip(g["program"].workload)
+    assert "store(out_tile, maximum(mul(scores_tile, temperature), floor_tile))" in text, text
+
+
+def test_every_prototype_style_example_is_tested_here():
+    tested = set(re.findall(r'EXAMPLES / "(proto_\w+\.py)"', Path(HERE).read_text()))
+    assert tested == {p.name for p in EXAMPLES.glob("proto_*.py")}
 
 
 def test_example_moe_select_on_both_targets():

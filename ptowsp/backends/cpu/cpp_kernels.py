@@ -8,18 +8,22 @@ the same parameter view as `extern c` (structs `wsp_in_<dtype>` / `wsp_out_<dtyp
 same on both sides; `bool` for a bool scalar, as C's `_Bool`). The kernel's headers
 (`include "h"`) are included just before its function, under a `#line` naming the kernel's
 line, so a header the compiler cannot find is reported at the kernel; the body's own `#line`
-maps what the C++ compiler says about it to its `.wsp` lines, as for `extern c`.
+maps what the C++ compiler says about it to its `.wsp` lines, as for `extern c`. When a tile
+is f16 or bf16 (raw `uint16_t` bits, as in C), the unit also has `wsp_kernels.h`'s conversions
+(`wsp_f16_to_f32`, `wsp_f32_to_f16`, `wsp_bf16_to_f32`, `wsp_f32_to_bf16`, ...), pasted from
+that header (the same text is C and C++), so an `extern cpp` body converts as an `extern c`
+body does.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
-from ...diagnostics import printable
+from ...diagnostics import InternalError, printable
 from ...ir import nodes as N
 from .. import cexpr as C
 from .kernel_values import STORAGE
-from .kernels import body_with_line, extern_formals, extern_symbol
+from .kernels import body_with_line, extern_formals, extern_symbol, support_header
 
 CPP_FILE = "kernels_cpp.cpp"
 
@@ -41,6 +45,8 @@ def emit_cpp_kernels(kernels: Iterable[N.Kernel], sources: Optional[Mapping[str,
     sources = sources or {}
     lines = _PRELUDE.split("\n")
     dtypes = sorted({p.dtype for k in cpp for p in k.params if p.kind == "tile"})
+    if {"f16", "bf16"} & set(dtypes):
+        lines.extend(half_conversions().split("\n"))
     for dt in dtypes:  # the same fields, in the same order, as wsp_kernels.h's WSP_EXTERN_TILE
         lines.append(f"struct wsp_in_{dt} {{ const {STORAGE[dt]} *data; int64_t rows, cols, stride; }};")
         lines.append(f"struct wsp_out_{dt} {{ {STORAGE[dt]} *data; int64_t rows, cols, stride; }};")
@@ -67,6 +73,18 @@ def emit_cpp_kernels(kernels: Iterable[N.Kernel], sources: Optional[Mapping[str,
             restore()
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+_SECTION = "/* " + "-" * 88 + " */\n"
+
+
+def half_conversions() -> str:
+    """`wsp_kernels.h`'s first two sections: its bit casts and its f16/bf16 conversions."""
+    parts = support_header().split(_SECTION)
+    if len(parts) < 3 or "wsp_f32_to_bf16" not in parts[2] or "wsp_f32_bits" not in parts[1]:
+        raise InternalError("emit", "wsp_kernels.h no longer opens with its bit casts and its "
+                            "f16/bf16 conversions, which the C++ unit pastes")
+    return "#include <math.h>\n#include <string.h>\n" + _SECTION + parts[1] + _SECTION + parts[2]
 
 
 def _ascii(s: str) -> str:

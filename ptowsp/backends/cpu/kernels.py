@@ -178,16 +178,19 @@ def _comment(s: str) -> str:
 # extern c kernels
 
 
-def _body_line(k: N.Kernel, sources: Mapping[str, str], lang: str = "c") -> Optional[tuple[int, bool]]:
-    """The line of the .wsp file where the kernel's `extern <lang>` body starts (the character
-    after its opening quote), and whether the body is a raw string. Without the file's text
-    (an IR built by hand) the body is taken to be a raw string ending the declaration."""
+def _body_line(k: N.Kernel, sources: Mapping[str, str],
+               lang: str = "c") -> Optional[tuple[str, int, bool]]:
+    """The file and line where the kernel's `extern <lang>` body starts (in a .wsp file the
+    character after its opening quote), and whether the body is a raw string. Without the
+    file's text (an IR built by hand) the body is taken to be a raw string ending the
+    declaration."""
     if not k.span.line or k.span.file == N.NO_SPAN.file:
         return None
-    text = sources.get(k.span.file)
+    file = k.span.file
+    text = sources.get(file)
     if text is None:
         start = k.span.end_line - (getattr(k, f"extern_{lang}") or "").count("\n")
-        return (start, True) if k.span.line <= start else None
+        return (file, start, True) if k.span.line <= start else None
     lines = text.split("\n")
     if k.span.end_line > len(lines):
         return None
@@ -195,14 +198,19 @@ def _body_line(k: N.Kernel, sources: Mapping[str, str], lang: str = "c") -> Opti
     end = sum(len(x) + 1 for x in lines[:k.span.end_line - 1]) + k.span.end_col - 1
     m = _EXTERN_BODY[lang].search(text, start, end)
     if m is not None:
-        return text.count("\n", 0, m.end()) + 1, m.group(1) == '"""'
+        return file, text.count("\n", 0, m.end()) + 1, m.group(1) == '"""'
     # decision: a body the embedding gave (`@kernel(cpp_src=...)` in a .py file) maps to where
-    # its text stands in the file when it stands there once, verbatim; otherwise (a body read
-    # from `cpp_body_path`, or with escapes) each of its lines maps to the kernel's line
+    # its text stands in the file when it stands there once, verbatim; a body read from a file
+    # (`cpp_body_path`, which the embedding makes a source of the module) maps to that file
+    # when it is the file's whole text; otherwise (a body with escapes) each of its lines maps
+    # to the kernel's line
     body = getattr(k, f"extern_{lang}") or ""
     if body.strip() and text.count(body) == 1:
-        return text.count("\n", 0, text.index(body)) + 1, True
-    return k.span.line, False
+        return file, text.count("\n", 0, text.index(body)) + 1, True
+    for other, whole in sources.items():
+        if body.strip() and whole.rstrip("\n") == body.rstrip("\n"):
+            return other, 1, True
+    return file, k.span.line, False
 
 
 # `extern c` and its opening quote (a raw string's body starts right after its quotes; a
@@ -220,8 +228,8 @@ def body_with_line(k: N.Kernel, sources: Mapping[str, str], lang: str) -> tuple[
         return None, body
     # the file's printable name (diagnostics.printable): what the compiler says about the
     # body is then text, and names the file as wspc's diagnostics do
-    start, raw = where
-    line = f"#line {start} {C.line_file_lit(printable(k.span.file))}"
+    file, start, raw = where
+    line = f"#line {start} {C.line_file_lit(printable(file))}"
     if not raw:  # a one-line string (its `\n` escapes are not lines of the file), or a body
         # whose lines are not the file's: every line is mapped
         parts = body.split("\n")

@@ -1,0 +1,26 @@
+"""`pto_wsp.type_checker`: the prototype's builder-time type checker. wspc's own checker does
+its work on every workload (kernel calls, arguments, axes and views are checked when the
+workload is traced and compiled, each error a `TypeCheckError` or `KernelError` at the user's
+line), so its checker's classes and functions import but are errors when used. Its layout
+names are the prototype's aliases of the layout types (`Layout` is `TensorLayout`, `LayoutShard`
+`TensorShard`, ...), refused as those are; `LayoutCompatibilityError` is
+`LayoutIncompatibleError` (docs/python.md)."""
+
+from ptowsp.embed.unsupported import LayoutIncompatibleError as LayoutCompatibilityError
+from ptowsp.embed.unsupported import TensorLayout as Layout
+from ptowsp.embed.unsupported import TensorReplicate as LayoutReplicate
+from ptowsp.embed.unsupported import TensorShard as LayoutShard
+from ptowsp.embed.unsupported import (
+    TypeCheckContext,
+    TypeChecker,
+    TypeErrorInfo,
+    TypeErrorKind,
+    check_kernel_call,
+    check_layouts_compatible,
+    validate_axis_index,
+)
+from ptowsp.embed.unsupported import tensor_layout_join as layout_join
+
+__all__ = ["TypeErrorKind", "TypeErrorInfo", "TypeCheckContext", "TypeChecker", "Layout",
+           "LayoutShard", "LayoutReplicate", "layout_join", "LayoutCompatibilityError",
+           "check_kernel_call", "check_layouts_compatible", "validate_axis_index"]
