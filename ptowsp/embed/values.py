@@ -598,6 +598,11 @@ class _Slice:
         self.start, self.stop, self.step, self.span = start, stop, step, span
 
 
+def _gathers(d: Any) -> bool:
+    """Whether the index `d` of a view is a slice of an index tensor (a gather view's rows)."""
+    return isinstance(d, TensorView) and any(isinstance(x, _Slice) for x in d.dims)
+
+
 def _static(e: Optional[ScalarExpr]) -> Optional[int]:
     """The value of an integer literal (possibly negated), else None."""
     if e is None:
@@ -671,7 +676,7 @@ def _rows_index(tensor: Tensor, step: int, span: A.Span) -> Tensor:
                 + step * np.arange(cols, dtype=np.int64)[None, :]).astype(np.int32)
         idx = Tensor.__new__(Tensor)
         idx.data, idx.dtype, idx.location, idx._span = data, DType.I32, None, span
-        idx._wsp_name = f"{tensor._wsp_name or 'x'}_rows_by{step}"
+        idx._wsp_name = f"{tensor._wsp_name}_rows_by{step}" if tensor._wsp_name else f"rows_by{step}"
         cache[step] = idx
     return cache[step]
 
@@ -771,7 +776,7 @@ class TensorView(ScalarExpr):
     def _free(self) -> list:
         """The positions of the dimensions a further index applies to, in order: the sliced
         ones, then the whole ones after `dims`."""
-        return ([i for i, d in enumerate(self.dims) if isinstance(d, _Slice)]
+        return ([i for i, d in enumerate(self.dims) if isinstance(d, _Slice) or _gathers(d)]
                 + list(range(len(self.dims), len(self.tensor.shape))))
 
     def _extent(self, i: int) -> Optional[int]:
@@ -780,6 +785,8 @@ class TensorView(ScalarExpr):
         if i >= len(self.dims):
             return size
         d = self.dims[i]
+        if not isinstance(d, _Slice):  # a gather's rows: its index slice's length
+            return None
         a = 0 if d.start is None else _static(d.start)
         e = size if d.stop is None else _static(d.stop)
         if a is None or e is None:
@@ -817,6 +824,10 @@ class TensorView(ScalarExpr):
         Into a slice, positions are checked here when they are literals (NumPy's IndexError
         or clipping would be a silent surprise); on a whole dimension the checker checks
         them, as for `.wsp` views."""
+        if base is not None and not isinstance(base, _Slice):
+            raise user_error(span, f"`{self}` gathers its rows by data: indexing it again is "
+                             "not supported", "write every index in one subscript: "
+                             "`X[pos[a:b], c0:c1]`")
         whole = base is None or (base.start is None and base.stop is None and base.step == 1)
         length = self._extent(pos)
         if p is None:

@@ -74,7 +74,8 @@ def _apply(base, subs: list):
 @st.composite
 def chains(draw):
     """Subscript chains down to a [1..16, 1..8] view: the leading indices in one of NumPy's
-    spellings, then row slices (steps 1-4) and column slices, each inside the view so far."""
+    spellings, then row slices (steps 1-4) and column slices, each inside the view so far,
+    and sometimes an integer picking one row."""
     b, h = draw(st.integers(0, 1)), draw(st.integers(0, 2))
     subs = draw(st.sampled_from([[(b, h)], [b, h], [(b, Ellipsis), h], [(b, h, Ellipsis)],
                                  [(Ellipsis,), (b, h, slice(None), slice(None))]]))
@@ -92,12 +93,14 @@ def chains(draw):
         else:
             subs.append(draw(st.sampled_from([slice(a, e, k), (slice(a, e, k), Ellipsis)])))
         rows = n
-    if rows > 16:
+    if draw(st.booleans()) and not draw(st.booleans()):  # one row of the view: a [1, N] tile
+        subs.append(draw(st.integers(0, rows - 1)))
+    elif rows > 16:
         subs.append(slice(0, 16))
     return subs
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
+@settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(chains())
 def test_composed_views_match_numpy_on_both_targets(subs):
@@ -173,6 +176,8 @@ def test_rows_past_the_end_of_a_run_time_stepped_view_are_an_execution_error():
 
 def test_view_errors_are_at_the_users_line():
     X = Tensor(data=XN)
+    pos = Tensor(data=np.array([3, 1, 4, 1], np.int32))
+    assert X[0, 0, pos[0:4]].shape == (None, 8)  # a gather view: its rows are data
     cases = {
         "dots": (lambda: X[0, ..., ...], "a view has at most one `...`"),  # E:dots
         "many": (lambda: X[0, 0][1, 2, 3], "3 indices for a view with 2 dimensions left"),  # E:many
@@ -187,6 +192,8 @@ def test_view_errors_are_at_the_users_line():
         "p48": (lambda: X[0, 0, 0:48:2], "the slice `0:48:2` is out of range of a dimension "  # E:p48
                  "of length 40 (at 48)"),
         "negs": (lambda: X[0, 0, 4:20][-4:], "the start -4 of a view's slice is negative"),  # E:negs
+        "gath": (lambda: X[0, 0, pos[0:4]][1], "gathers its rows by data: indexing it again "  # E:gath
+                 "is not supported"),
     }
     for marker, (make, message) in cases.items():
         with pytest.raises(CompileError) as e:
