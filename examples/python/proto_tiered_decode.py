@@ -5,9 +5,12 @@ bucketing a serving system does so that short sequences do not pay for the longe
 
 What it shows:
 - `slot_load_u64(0, kv_lens[b])` and `slot_u64(0)` from `pto_wsp.scalar_expr`, in a `P.when`
-  predicate and as a view bound: `K[b][0:slot_u64(0)]` is the sequence's cache, a partial tile
-  of either kernel (the rows past it are padding the kernel masks with `valid_rows`);
-- views indexed again and `...`: `Q[b, ...]`, `K[b][0:n]`;
+  predicate and as a view bound;
+- a fused KV cache whose rows interleave keys and values (row 2j is key j, row 2j + 1 its
+  value), split by strided views: `KV[b][0:2*n:2]` are the sequence's n keys and
+  `KV[b][1:2*n:2]` its n values (each a gather view of rows, a partial tile of either kernel:
+  the rows past n are padding the kernel masks with `valid_rows`);
+- views indexed again and `...`: `Q[b, ...]`, `KV[b][...]`;
 - `pto.constant` for the softmax scale, `where` / `col_index` / `valid_rows` for the mask;
 - a `work_steal` dispatch over the batch.
 
@@ -36,6 +39,7 @@ rng = np.random.default_rng(1924)
 q_np = rng.standard_normal((BATCH, 1, HEAD)).astype(np.float32)
 k_np = rng.standard_normal((BATCH, MAXKV, HEAD)).astype(np.float32)
 v_np = rng.standard_normal((BATCH, MAXKV, HEAD)).astype(np.float32)
+kv_np = np.stack([k_np, v_np], axis=2).reshape(BATCH, 2 * MAXKV, HEAD)  # rows k0, v0, k1, v1, ...
 
 
 def _decode(q, k, v, o, rows: int):
@@ -57,7 +61,7 @@ def decode_long(q: In[Tile[1, HEAD, F32]], k: In[Tile[MAXKV, HEAD, F32]],
     _decode(q, k, v, o, MAXKV)
 
 
-def build(Q: Tensor, K: Tensor, V: Tensor, O: Tensor, L: Tensor):
+def build(Q: Tensor, KV: Tensor, O: Tensor, L: Tensor):
     batch = Dense[BATCH]()
 
     @workload
@@ -65,19 +69,20 @@ def build(Q: Tensor, K: Tensor, V: Tensor, O: Tensor, L: Tensor):
         for b in P(batch):
             slot_load_u64(0, L[b])              # this sequence's KV length
             n = slot_u64(0)
+            keys, values = KV[b][0:2 * n:2], KV[b][1:2 * n:2]
             with P.when(n <= SHORT):
-                decode_short[b](q=Q[b, ...], k=K[b][0:n], v=V[b][0:n], o=O[b, ...])
+                decode_short[b](q=Q[b, ...], k=keys, v=values, o=O[b, ...])
             with P.otherwise():
-                decode_long[b](q=Q[b, ...], k=K[b][0:n], v=V[b][0:n], o=O[b, ...])
+                decode_long[b](q=Q[b, ...], k=keys, v=values, o=O[b, ...])
 
     return tiered_decode().dispatch(DispatchPolicy.work_steal(num_aicpus=4))
 
 
 def run(target: str = "cpu_sim") -> dict:
     o_np = np.zeros((BATCH, 1, HEAD), np.float32)
-    Q, K, V = (Tensor(data=a, dtype=F32) for a in (q_np, k_np, v_np))
+    Q, KV = Tensor(data=q_np, dtype=F32), Tensor(data=kv_np, dtype=F32)
     O, L = Tensor(data=o_np, dtype=F32), Tensor(data=kv_lens_np, dtype=I32)
-    program = build(Q, K, V, O, L).compile(target=target)
+    program = build(Q, KV, O, L).compile(target=target)
     program.execute()
     program.synchronize()
     return {"o": o_np, "tasks": program.stats.task_count, "program": program}
