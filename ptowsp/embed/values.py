@@ -21,7 +21,7 @@ from typing import Any, Optional
 from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
 from .errors import user_error
-from .names import wsp_ident
+from .names import substitute, wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
 
@@ -598,6 +598,15 @@ class _Slice:
         self.start, self.stop, self.step, self.span = start, stop, step, span
 
 
+def named(e: ScalarExpr) -> str:
+    """`e` as text for a message, its tensors and symbols by their names (where known) rather
+    than the placeholders assembly replaces."""
+    from ..frontend.printer import expr_str
+
+    names = {k: getattr(o, "_wsp_name", None) or getattr(o, "name", None) for k, o in e.objs.items()}
+    return expr_str(substitute(e.node, {k: n for k, n in names.items() if isinstance(n, str)}))
+
+
 def _gathers(d: Any) -> bool:
     """Whether the index `d` of a view is a slice of an index tensor (a gather view's rows)."""
     return isinstance(d, TensorView) and any(isinstance(x, _Slice) for x in d.dims)
@@ -807,16 +816,15 @@ class TensorView(ScalarExpr):
         if len(parts) > len(free):
             raise user_error(span, f"{len(parts)} indices for a view with {len(free)} "
                              f"dimension{'s' if len(free) != 1 else ''} left",
-                             f"`{self}` has the shape {list(self.tensor.shape)} of which "
+                             f"`{named(self)}` has the shape {list(self.tensor.shape)} of which "
                              f"{len(free)} dimension{'s are' if len(free) != 1 else ' is'} "
                              "not indexed yet")
         dims = list(self.dims)
-        for pos, p in zip(free, parts):
-            base = dims[pos] if pos < len(dims) else None
-            if pos >= len(dims):
-                dims.extend([_Slice(None, None, 1, span)] * (pos + 1 - len(dims)))
-            dims[pos] = self._compose(pos, base, p, span)
-        # trailing `:` added only to reach a later dimension stay as written (`X[:, 3]`)
+        for pos, p in zip(free, parts):  # the free positions past `dims` come in order
+            if pos == len(dims):
+                dims.append(self._compose(pos, None, p, span))
+            else:
+                dims[pos] = self._compose(pos, dims[pos], p, span)
         return TensorView(self.tensor, tuple(dims), span)
 
     def _compose(self, pos: int, base: Optional[_Slice], p: Any, span: A.Span):
@@ -825,7 +833,7 @@ class TensorView(ScalarExpr):
         or clipping would be a silent surprise); on a whole dimension the checker checks
         them, as for `.wsp` views."""
         if base is not None and not isinstance(base, _Slice):
-            raise user_error(span, f"`{self}` gathers its rows by data: indexing it again is "
+            raise user_error(span, f"`{named(self)}` gathers its rows by data: indexing it again is "
                              "not supported", "write every index in one subscript: "
                              "`X[pos[a:b], c0:c1]`")
         whole = base is None or (base.start is None and base.stop is None and base.step == 1)
@@ -897,7 +905,7 @@ def _step(v: Any, span: A.Span) -> int:
 
 
 def _slice_text(a: Optional[ScalarExpr], b: Optional[ScalarExpr], step: int) -> str:
-    text = f"{'' if a is None else a}:{'' if b is None else b}"
+    text = f"{'' if a is None else named(a)}:{'' if b is None else named(b)}"
     return text + (f":{step}" if step != 1 else "")
 
 

@@ -177,10 +177,13 @@ def test_rows_past_the_end_of_a_run_time_stepped_view_are_an_execution_error():
 def test_view_errors_are_at_the_users_line():
     X = Tensor(data=XN)
     pos = Tensor(data=np.array([3, 1, 4, 1], np.int32))
+    L = Tensor(data=np.array([2], np.int32))
     assert X[0, 0, pos[0:4]].shape == (None, 8)  # a gather view: its rows are data
     cases = {
         "dots": (lambda: X[0, ..., ...], "a view has at most one `...`"),  # E:dots
         "many": (lambda: X[0, 0][1, 2, 3], "3 indices for a view with 2 dimensions left"),  # E:many
+        "name": (lambda: X[0, 0, 0:16][L[0]:40], "the slice `L[0]:40` is out of range of a "  # E:name
+                 "sliced dimension of length 16 (at 40)"),
         "none": (lambda: X[0, None], "`None` (a new axis) in a view is not supported"),  # E:none
         "neg": (lambda: X[0, 0, 4:20][-1], "index -1 into a sliced view is negative"),  # E:neg
         "idx": (lambda: X[0, 0, 4:20][16], "index 16 is out of range of a sliced dimension of "  # E:idx
