@@ -145,6 +145,29 @@ def test_run_time_starts_compose_and_step():
     assert "[(i * 8 + i) % 2, (i * 8 + i) / 2 : (i * 8 + i) / 2 + 14]" in text, text
 
 
+@settings(max_examples=5, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10), st.integers(0, 14), st.integers(1, 16), st.integers(1, 4))
+def test_a_run_time_offset_composes_with_a_literal_slice(s, a, n, k):
+    """`X[1, 0][S[0] : S[0] + 30][a : a + n : k]`: the offset read from data at run time."""
+    n = min(n, 30 - a)
+    got = []
+    for target in ("ref", "cpu_sim"):
+        yn = np.zeros((16, 8), np.float32)
+        X, Y, S = Tensor(data=XN), Tensor(data=yn), Tensor(data=np.array([s], np.int32))
+
+        @workload
+        def offset(X=X, Y=Y, S=S):
+            copy(x=X[1, 0][S[0]:S[0] + 30][a:a + n:k], y=Y)
+
+        p = offset().compile(target=target)
+        p.execute()
+        p.synchronize()
+        got.append(yn)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], _padded(XN[1, 0][s:s + 30][a:a + n:k]))
+
+
 def test_a_stepped_view_is_read_only():
     X, Y = Tensor(data=XN), Tensor(data=np.zeros((32, 8), np.float32))
 
