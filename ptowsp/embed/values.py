@@ -5,6 +5,10 @@ Nothing here computes: a `Tensor` wraps the caller's NumPy array, `X[b, t]` is a
 holding the AST of `X[b, t]`, `b * 16` on a loop variable is a `ScalarExpr` holding `b * 16`.
 Module-level objects (tensors, axes, channels, events, symbols) appear in the AST as placeholder
 names (`trace.key_of`) until module assembly (`assemble.py`) names them for real.
+
+Why one file: a view is a scalar expression (`L[b]` is an element read as well as a view), a
+tensor makes views, and composing views builds scalar expressions and index tensors, so the
+three refer to each other; the embedding's layers (`__init__.py`) forbid modules that do.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Optional
 from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
 from .errors import user_error
-from .names import wsp_ident
+from .names import substitute, wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
 
@@ -582,58 +586,327 @@ def scratch(shape: Any, dtype: Any, name: Optional[str] = None) -> Tensor:
     return Tensor(shape=shape, dtype=dtype, name=name, scratch=True)  # spans: the user's line
 
 
+class _Slice:
+    """One sliced dimension of a view: `start`, `stop` (ScalarExprs, None for the edge) and a
+    Python integer `step` >= 1; `span` is where the step was written (a stepped dimension
+    becomes a gather view, whose errors are reported there)."""
+
+    __slots__ = ("start", "stop", "step", "span")
+
+    def __init__(self, start: Optional[ScalarExpr], stop: Optional[ScalarExpr], step: int,
+                 span: A.Span):
+        self.start, self.stop, self.step, self.span = start, stop, step, span
+
+
+def named(e: ScalarExpr) -> str:
+    """`e` as text for a message, its tensors and symbols by their names (where known) rather
+    than the placeholders assembly replaces."""
+    from ..frontend.printer import expr_str
+
+    names = {k: getattr(o, "_wsp_name", None) or getattr(o, "name", None) for k, o in e.objs.items()}
+    return expr_str(substitute(e.node, {k: n for k, n in names.items() if isinstance(n, str)}))
+
+
+def _gathers(d: Any) -> bool:
+    """Whether the index `d` of a view is a slice of an index tensor (a gather view's rows)."""
+    return isinstance(d, TensorView) and any(isinstance(x, _Slice) for x in d.dims)
+
+
+def _static(e: Optional[ScalarExpr]) -> Optional[int]:
+    """The value of an integer literal (possibly negated), else None."""
+    if e is None:
+        return None
+    n = e.node
+    if isinstance(n, A.IntLit):
+        return n.value
+    if isinstance(n, A.Unary) and n.op == "-" and isinstance(n.operand, A.IntLit):
+        return -n.operand.value
+    return None
+
+
+def _int(v: int, span: A.Span) -> ScalarExpr:
+    return ScalarExpr(A.IntLit(int(v), span=span))
+
+
+def _arith(op: str, a: ScalarExpr, b: ScalarExpr, span: A.Span) -> ScalarExpr:
+    """`a op b`, folded when both are literals and simplified around 0 and 1 (so that a view
+    composed of plain slices prints as the one the user could have written)."""
+    x, y = _static(a), _static(b)
+    if x is not None and y is not None:
+        v = {"+": x + y, "-": x - y, "*": x * y,
+             "/": x // y if y else None, "%": x % y if y else None}[op]
+        if v is not None:
+            return _int(v, span)
+    if op == "-":  # (s + u) - (s + v) is u - v: a composed view's length without its offset
+        (sa, ua), (sb, ub) = _offset(a), _offset(b)
+        if repr(sa) == repr(sb) and (ua is not a or ub is not b):
+            return _arith("-", ua, ub, span)
+    if (op == "+" and x == 0) or (op == "*" and x == 1):
+        return b
+    if (op in "+-" and y == 0) or (op in "*/" and y == 1):
+        return a
+    if op == "%" and y == 1:
+        return _int(0, span)
+    return ScalarExpr(A.Binary(op, a.node, b.node, span, span=span), _combine_objs(a, b))
+
+
+def _offset(e: ScalarExpr) -> tuple:
+    """`s + u` as (s, u); anything else `e` as (e, 0)."""
+    n = e.node
+    if isinstance(n, A.Binary) and n.op == "+":
+        return ScalarExpr(n.left, e.objs), ScalarExpr(n.right, e.objs)
+    return e, _int(0, n.span)
+
+
+def _bound(v: Any, span: A.Span, what: str) -> Optional[ScalarExpr]:
+    """A slice bound as a ScalarExpr (None stays None); a negative literal is an error, as in
+    `.wsp` views (NumPy would count it from the end)."""
+    if v is None:
+        return None
+    e = as_scalar(v, span)
+    n = _static(e)
+    if n is not None and n < 0:
+        raise user_error(span, f"the {what} {n} of a view's slice is negative: views do not "
+                         "count from the end", "write the position from the start (`N - k`)")
+    return e
+
+
+def _rows_index(tensor: Tensor, step: int, span: A.Span) -> Tensor:
+    """The index tensor of every `step`-th row of `tensor`'s rows dimension (the second to
+    last): row c of it lists c, c + step, c + 2*step, ...; past the dimension's end it holds
+    out-of-range rows, which a gather reading them reports. One per tensor and step."""
+    import numpy as np
+
+    cache = tensor.__dict__.setdefault("_step_rows", {})
+    if step not in cache:
+        d = tensor.shape[-2]
+        cols = -(-d // step)
+        data = (np.arange(step, dtype=np.int64)[:, None]
+                + step * np.arange(cols, dtype=np.int64)[None, :]).astype(np.int32)
+        idx = Tensor.__new__(Tensor)
+        idx.data, idx.dtype, idx.location, idx._span = data, DType.I32, None, span
+        idx._wsp_name = f"{tensor._wsp_name}_rows_by{step}" if tensor._wsp_name else f"rows_by{step}"
+        cache[step] = idx
+    return cache[step]
+
+
 class TensorView(ScalarExpr):
-    """`X[...]`: a view of a tensor for a kernel argument, or an element read in expressions."""
+    """`X[...]`: a view of a tensor for a kernel argument, or an element read in expressions.
 
-    __slots__ = ("tensor", "items", "span")
+    `dims` holds one entry per tensor dimension indexed so far (a ScalarExpr for an integer
+    index, a `_Slice` for a slice); the dimensions after them are whole. Indexing a view again
+    indexes its remaining dimensions, NumPy's way: `X[b][h, :]` is `X[b, h, :]`, and
+    `X[0:32, :][8:16, :]` is `X[8:16, :]` (offsets add, steps multiply). Its AST (`node`) is
+    built when first read: a stepped rows dimension becomes a gather view (`_gather`)."""
 
-    def __init__(self, tensor: Tensor, items: tuple, span: A.Span):
-        key = key_of(tensor)
-        base = A.Name(key, span=span)
-        node = A.Index(base, items, span=span) if items else base
-        super().__init__(node, {key: tensor})
-        self.tensor, self.items, self.span = tensor, items, span
+    __slots__ = ("tensor", "dims", "span", "_built")
+
+    def __init__(self, tensor: Tensor, dims: tuple, span: A.Span):
+        self.tensor, self.dims, self.span = tensor, tuple(dims), span
+        self._built: Optional[tuple] = None
+
+    # ScalarExpr's `node` and `objs`, built on first use
+    @property  # type: ignore[override]
+    def node(self) -> A.Expr:
+        return self._build()[0]
+
+    @node.setter
+    def node(self, value: A.Expr) -> None:  # pragma: no cover - never set
+        raise AttributeError("a view's AST is derived from its dimensions")
+
+    @property  # type: ignore[override]
+    def objs(self) -> dict:
+        return self._build()[1]
+
+    @objs.setter
+    def objs(self, value: dict) -> None:  # pragma: no cover - never set
+        raise AttributeError("a view's objects are derived from its dimensions")
+
+    def _build(self) -> tuple:
+        if self._built is None:
+            key = key_of(self.tensor)
+            objs: dict = {key: self.tensor}
+            items = []
+            for i, d in enumerate(self.dims):
+                if isinstance(d, ScalarExpr):
+                    objs.update(d.objs)
+                    items.append(d.node)
+                elif d.step == 1:
+                    for b in (d.start, d.stop):
+                        if b is not None:
+                            objs.update(b.objs)
+                    items.append(A.Slice(None if d.start is None else d.start.node,
+                                         None if d.stop is None else d.stop.node, span=d.span))
+                else:
+                    items.extend(self._gather(i, d, objs))
+            base = A.Name(key, span=self.span)
+            node = A.Index(base, tuple(items), span=self.span) if items else base
+            self._built = (node, objs)
+        return self._built
+
+    def _gather(self, i: int, d: _Slice, objs: dict) -> list:
+        """A stepped slice of the rows, `X[b, a:e:k, c0:c1]`, as the gather view
+        `X[b, R[a % k, a / k : a / k + ceildiv(e - a, k)], c0:c1]` where row c of the index
+        tensor R lists c, c + k, c + 2k, ... (`_rows_index`)."""
+        rank = len(self.tensor.shape)
+        last = self.dims[i + 1] if i + 1 < len(self.dims) else None
+        if (i != rank - 2 or any(isinstance(x, _Slice) for x in self.dims[:i])
+                or (last is not None and (isinstance(last, ScalarExpr) or last.step != 1))):
+            where = ("the last dimension (the columns)" if i == rank - 1
+                     else "a dimension before the rows" if i < rank - 2 else "the rows")
+            raise user_error(d.span, f"a slice with a step (here {d.step}) on {where} of "
+                             f"a {rank}-D tensor: a step is allowed only on the rows of a 2-D "
+                             "view, the second to last dimension with an integer index before it "
+                             "and the columns sliced without a step after it",
+                             "it becomes a gather view of those rows; for every other column "
+                             "pass the whole rows and take `pto.slice_even`/`slice_odd` in the "
+                             "kernel")
+        span = d.span
+        idx = _rows_index(self.tensor, d.step, span)
+        ikey = key_of(idx)
+        objs[ikey] = idx
+        k = _int(d.step, span)
+        start = d.start if d.start is not None else _int(0, span)
+        stop = d.stop if d.stop is not None else _int(self.tensor.shape[-2], span)
+        first = _arith("/", start, k, span)
+        count = _arith("-", stop, start, span)
+        n = _static(count)
+        count = (_int(-(-n // d.step), span) if n is not None
+                 else ScalarExpr(A.Call(A.Name("ceildiv", span=span), (count.node, k.node),
+                                        span=span), count.objs))
+        for e in (start, stop):
+            objs.update(e.objs)
+        row = A.Index(A.Name(ikey, span=span),
+                      (_arith("%", start, k, span).node,
+                       A.Slice(first.node, _arith("+", first, count, span).node, span=span)),
+                      span=span)
+        return [row] if last is not None else [row, A.Slice(None, None, span=span)]
+
+    def _free(self) -> list:
+        """The positions of the dimensions a further index applies to, in order: the sliced
+        ones, then the whole ones after `dims`."""
+        return ([i for i, d in enumerate(self.dims) if isinstance(d, _Slice) or _gathers(d)]
+                + list(range(len(self.dims), len(self.tensor.shape))))
+
+    def _extent(self, i: int) -> Optional[int]:
+        """The length of dimension `i` of the view when it is known now."""
+        size = self.tensor.shape[i]
+        if i >= len(self.dims):
+            return size
+        d = self.dims[i]
+        if not isinstance(d, _Slice):  # a gather's rows: its index slice's length
+            return None
+        a = 0 if d.start is None else _static(d.start)
+        e = size if d.stop is None else _static(d.stop)
+        if a is None or e is None:
+            return None
+        return max(0, -(-(e - a) // d.step))
 
     def __getitem__(self, idx: Any, span: Optional[A.Span] = None) -> "TensorView":
         span = span or here()
-        parts = idx if isinstance(idx, tuple) else (idx,)
-        if any(isinstance(it, A.Slice) for it in self.items):
-            raise user_error(span, "indexing a sliced view again is not supported",
-                             "write every index in one subscript: `X[a:b, i]`")
-        items = list(self.items)
-        objs = dict(self.objs)
-        for p in parts:
-            if isinstance(p, slice):
-                if p.step is not None:
-                    raise user_error(span, "slices with a step are not supported",
-                                     "write `X[a:b]`")
-                start = None if p.start is None else as_scalar(p.start, span)
-                stop = None if p.stop is None else as_scalar(p.stop, span)
-                for s in (start, stop):
-                    if s is not None:
-                        objs.update(s.objs)
-                items.append(A.Slice(None if start is None else start.node,
-                                     None if stop is None else stop.node,
-                                     span=span))
-            elif p is Ellipsis:
-                raise user_error(span, "`...` in a view is not supported", "write `:` for each dimension")
+        parts = list(idx) if isinstance(idx, tuple) else [idx]
+        free = self._free()
+        dots = [i for i, p in enumerate(parts) if p is Ellipsis]  # `in` would call `==`
+        if len(dots) > 1:
+            raise user_error(span, "a view has at most one `...`")
+        if dots:  # `...` is the whole dimensions it stands for: none written when trailing
+            at = dots[0]
+            fill = 0 if at == len(parts) - 1 else len(free) - (len(parts) - 1)
+            parts[at:at + 1] = [slice(None)] * max(fill, 0)
+        if len(parts) > len(free):
+            raise user_error(span, f"{len(parts)} indices for a view with {len(free)} "
+                             f"dimension{'s' if len(free) != 1 else ''} left",
+                             f"`{named(self)}` has the shape {list(self.tensor.shape)} of which "
+                             f"{len(free)} dimension{'s are' if len(free) != 1 else ' is'} "
+                             "not indexed yet")
+        dims = list(self.dims)
+        for pos, p in zip(free, parts):  # the free positions past `dims` come in order
+            if pos == len(dims):
+                dims.append(self._compose(pos, None, p, span))
             else:
-                s = as_scalar(p, span)
-                objs.update(s.objs)
-                items.append(s.node)
-        view = TensorView(self.tensor, tuple(items), span)
-        view.objs.update(objs)
-        return view
+                dims[pos] = self._compose(pos, dims[pos], p, span)
+        return TensorView(self.tensor, tuple(dims), span)
+
+    def _compose(self, pos: int, base: Optional[_Slice], p: Any, span: A.Span):
+        """Index `p` (an integer or a slice) applied to dimension `pos`, sliced by `base`.
+        Into a slice, positions are checked here when they are literals (NumPy's IndexError
+        or clipping would be a silent surprise); on a whole dimension the checker checks
+        them, as for `.wsp` views."""
+        if base is not None and not isinstance(base, _Slice):
+            raise user_error(span, f"`{named(self)}` gathers its rows by data: indexing it again is "
+                             "not supported", "write every index in one subscript: "
+                             "`X[pos[a:b], c0:c1]`")
+        whole = base is None or (base.start is None and base.stop is None and base.step == 1)
+        length = self._extent(pos)
+        if p is None:
+            raise user_error(span, "`None` (a new axis) in a view is not supported",
+                             "a view's dimensions are the tensor's")
+        if not isinstance(p, slice):
+            i = as_scalar(p, span)
+            if whole:
+                return i
+            si = _static(i)
+            if si is not None and si < 0:
+                raise user_error(span, f"index {si} into a sliced view is negative: views do "
+                                 "not count from the end", "write the position from the start")
+            if si is not None and length is not None and si >= length:
+                raise user_error(span, f"index {si} is out of range of a sliced dimension of "
+                                 f"length {length}", "views never wrap around or clip as NumPy "
+                                 "does: index inside the slice")
+            return _arith("+", base.start if base.start is not None else _int(0, span),
+                          _arith("*", i, _int(base.step, span), span), span)
+        step = _step(p.step, span)
+        if whole and step == 1:
+            a = None if p.start is None else as_scalar(p.start, span)
+            b = None if p.stop is None else as_scalar(p.stop, span)
+            return _Slice(a, b, 1, span)
+        a, b = _bound(p.start, span, "start"), _bound(p.stop, span, "end")
+        sa, sb = _static(a), _static(b)
+        if length is not None and ((sb is not None and sb > length)
+                                   or (sa is not None and sa >= length)):
+            bad = sb if sb is not None and sb > length else sa
+            raise user_error(span, f"the slice `{_slice_text(a, b, step)}` is out of range of "
+                             f"a{' sliced' if not whole else ''} dimension of length {length} "
+                             f"(at {bad})", "views never clip as NumPy does: the slice must "
+                             "lie inside the view")
+        if whole:
+            return _Slice(a, b, step, span)
+        k = _int(base.step, span)
+        s0 = base.start if base.start is not None else _int(0, span)
+        start = _arith("+", s0, _arith("*", a, k, span), span) if a is not None else base.start
+        stop = _arith("+", s0, _arith("*", b, k, span), span) if b is not None else base.stop
+        return _Slice(start, stop, base.step * step, span)
 
     @property
     def shape(self) -> tuple:
-        return self.tensor.shape[len(self.items):]
+        """The view's extents, NumPy's way (None where a bound is a run-time value)."""
+        return tuple(self._extent(i) for i in self._free())
 
     @property
     def T(self) -> ScalarExpr:
         """`X[b, a:a+64, :].T`: the view passed to a tile transposed, the `.wsp` `VIEW.T`
         (language.md section 6, "Transposed views")."""
         return transposed(self, here())
+
+
+def _step(v: Any, span: A.Span) -> int:
+    """A slice's step: a Python (or NumPy) integer of at least 1; None is 1."""
+    if v is None:
+        return 1
+    import numpy as np
+
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise user_error(span, f"a view's step is a Python integer, not {v!r}",
+                         "steps are fixed when the workload is traced")
+    if v < 1:
+        raise user_error(span, f"a view's step must be at least 1, found {int(v)}",
+                         "views do not run backwards: reverse the rows in the kernel")
+    return int(v)
+
+
+def _slice_text(a: Optional[ScalarExpr], b: Optional[ScalarExpr], step: int) -> str:
+    text = f"{'' if a is None else named(a)}:{'' if b is None else named(b)}"
+    return text + (f":{step}" if step != 1 else "")
 
 
 def transposed(view: "TensorView", span: A.Span) -> ScalarExpr:

@@ -300,8 +300,7 @@ def slot_load_u64(slot: int, view: Any, row: int = 0, col: int = 0) -> Fragment:
         if not isinstance(view, TensorView):
             raise user_error(span, "`slot_load_u64` reads an element of a tensor",
                              "write `slot_load_u64(0, flags[b], row=0, col=0)`")
-        rank = len(view.tensor.shape)
-        left = rank - len(view.items)
+        left = len(view.shape)
         extra = []
         if left == 2:
             extra = [row, col]
