@@ -637,15 +637,45 @@ class Workload(Fragment):
         except WspError as err:
             raise from_wsp(err) from None
 
+    def __wsp_passes__(self, pm: Any, verbose: bool = False) -> Any:
+        """`PassManager.run(workload)` (ptowsp/passes.py): its workload passes, then its IR
+        passes on the result's IR. The Workload when there are no IR passes, else the IR."""
+        w, ir_passes = run_workload_passes(self, pm.passes, here(), verbose)
+        if not ir_passes:
+            return w
+        from ..passes import PassManager
+
+        return PassManager(ir_passes, verify_each=pm.verify_each, print_after=pm.print_after,
+                           time_passes=pm.time_passes, out=pm.out).run(w.ir, verbose)
+
     def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
-                workers: Optional[int] = None, output_dir: Any = None, **options: Any):
+                workers: Optional[int] = None, output_dir: Any = None,
+                passes: Any = None, **options: Any):
         """A `Program` for `target` (`cpu_sim`, the default, or `ref`); for `ascend_npu` an
         `EmittedProgram`: the CANN tree, written to `output_dir` (default: a directory in the
         build cache), named by `codegen_artifact_dir`. `options` are the target's own
-        (`workers` for cpu_sim; `soc_version`, `blocks`, ... for ascend_npu)."""
+        (`workers` for cpu_sim; `soc_version`, `blocks`, ... for ascend_npu). `passes`: `Pass`
+        objects run first, in order (docs/python.md, "Passes"): the leading ones written by the
+        user take and return the Workload; from wspc's first own pass on, they run on its IR,
+        before the optimiser."""
         span = here()
         t0 = time.perf_counter()
+        if passes is not None:
+            if not isinstance(passes, (list, tuple)):
+                raise user_error(span, f"`passes=` takes a list of `Pass` objects, not "
+                                 f"{type(passes).__name__}", "write `passes=[MyPass()]`")
+            w, ir_passes = run_workload_passes(self, list(passes), span)
+            if w is not self:
+                return w.compile(target, opt_level, workers, output_dir, ir_passes, **options)
+            passes = ir_passes
         module, asm = build_module(self)
+        if passes:
+            from ..passes import PassManager
+
+            try:
+                module._ir = PassManager(passes, verify_each=True).run(module.ir)
+            except WspError as err:
+                raise from_wsp(err) from None
         if workers is not None:
             options["workers"] = workers
         try:
@@ -684,6 +714,35 @@ class Workload(Fragment):
 
     def __repr__(self) -> str:
         return f"<workload {self.name}>"
+
+
+def run_workload_passes(w: "Workload", passes: list, span: A.Span,
+                        verbose: bool = False) -> tuple:
+    """The leading passes of `passes` that are the user's own (a `Pass` subclass that is not
+    one of wspc's IR passes) run on `w` in order, each giving the next Workload; returns the
+    last Workload and the passes from wspc's first IR pass on (which run on the IR)."""
+    from ..passes import FunctionPass, Pass, PrintPass
+
+    for i, p in enumerate(passes):
+        if not isinstance(p, Pass):
+            raise user_error(span, f"a pass is an instance of a `Pass` subclass, not {p!r}",
+                             "write `class MyPass(Pass): def run(self, workload): ...` and "
+                             "pass `MyPass()`")
+        if isinstance(p, (FunctionPass, PrintPass)):
+            return w, list(passes[i:])
+        name = p.name if getattr(p, "name", "pass") != "pass" else type(p).__name__
+        t0 = time.perf_counter()
+        out = p.run(w)
+        if isinstance(out, WorkloadFunction):
+            out = out()
+        if not isinstance(out, Workload):
+            raise user_error(span, f"pass `{name}` returned {type(out).__name__}, not a "
+                             "`Workload`", "return the workload `run` was given, or a new one")
+        if verbose:
+            print(f"pass {name}: {(time.perf_counter() - t0) * 1000:.2f} ms"
+                  f"{'' if out is not w else ' (no change)'}")
+        w = out
+    return w, []
 
 
 def _emitted(name: str, project: Any, output_dir: Any, span, t0: float) -> EmittedProgram:
