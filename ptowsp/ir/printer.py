@@ -166,6 +166,8 @@ def plan_lines(k: N.Kernel) -> list[str]:
 
 def _policy(p: N.Policy) -> str:
     args = [sym.to_str(a) if isinstance(a, sym.Expr) else _value(a) for a in p.args]
+    if p.name == "interleaved" and len(args) == 2:
+        args[1] = f"priority = {args[1]}"
     if p.n is not None:
         args.append(f"n = {p.n}")
     return f"{p.name}({', '.join(args)})" if args else p.name
