@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
-from .errors import user_error
+from .errors import CompileError, user_error
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
@@ -205,6 +205,12 @@ def _combine_objs(*parts: Any) -> dict:
     return out
 
 
+class HostDecision(CompileError):
+    """Python control flow on a run-time value (`if b < 2:`, `int(b)`): a `CompileError` at
+    that line; a schedule key function that raises it runs on the host instead
+    (host_keys.py)."""
+
+
 class ScalarExpr:
     """An integer (or boolean) expression evaluated at run time: loop variables, tensor elements,
     slots, symbols and arithmetic on them. `node` is its AST; `objs` the objects it names."""
@@ -267,14 +273,16 @@ class ScalarExpr:
         raise user_error(here(), f"`{self}` is a run-time value: a Python `if`, `and`, `or` or "
                          "`not` cannot decide on it while the workload is traced",
                          "use `with P.when(PRED):` / `with P.otherwise():`, and `&`, `|`, `~` "
-                         "to combine conditions")
+                         "to combine conditions", cls=HostDecision)
 
     def __index__(self):
         raise user_error(here(), f"`{self}` is a run-time value, not a Python integer",
-                         "index a `Tensor` with it (`X[b]`), not a Python list or range")
+                         "index a `Tensor` with it (`X[b]`), not a Python list or range",
+                         cls=HostDecision)
 
     def __iter__(self):
-        raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated")
+        raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated",
+                         cls=HostDecision)
 
     def __repr__(self) -> str:
         from ..frontend.printer import expr_str

@@ -28,12 +28,14 @@ from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .axes import Axis, AxisIndex, Sparse, axis_expr
 from .errors import ScheduleError, from_wsp, user_error
+from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
 from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
+    HostDecision,
     LoopVar,
     ScalarExpr,
     Symbol,
@@ -530,7 +532,10 @@ class Workload(Fragment):
 
     def _key(self, key: Any, span: A.Span) -> A.Expr:
         if callable(key) and not isinstance(key, (ScalarExpr, Symbol)):
-            out = key(TaskProxy(self._resolver(), span))
+            try:
+                out = key(TaskProxy(self._resolver(), span))
+            except HostDecision:  # an `if` on the task: tabulated on the host (host_keys.py)
+                out = host_key(self, key, span)
         elif isinstance(key, str):
             out = self._resolver()(key, span)
         else:
@@ -559,6 +564,9 @@ class Workload(Fragment):
             args.append(self._key(p.key, p.span if p.span.line else span))
         if p.n is not None:
             kwargs.append(A.Keyword("n", A.IntLit(int(p.n), span=span), span=span))
+        if p.priority is not None:  # `interleaved(n, priority = s)`, at the policy's line
+            ps = p.span if p.span.line else span
+            kwargs.append(A.Keyword("priority", A.IntLit(int(p.priority), span=ps), span=ps))
         return A.Call(A.Name(p.name, span=span), tuple(args), tuple(kwargs), span=span)
 
     def dispatch(self, policy: Any) -> "Workload":

@@ -12,6 +12,7 @@ import pytest
 from pto_wsp import (
     CompileError,
     Dense,
+    DispatchPolicy,
     DType,
     Event,
     ExecutionError,
@@ -21,8 +22,10 @@ from pto_wsp import (
     Pass,
     PassManager,
     Ragged,
+    ScheduleError,
     Tensor,
     Tile,
+    TimingPolicy,
     kernel,
     pto,
     record,
@@ -269,3 +272,169 @@ def test_pass_errors():
         w().compile(passes=[lambda wl: wl])  # E:not-pass
     assert "a pass is an instance of a `Pass` subclass, not <function" in at(
         err.value, "not-pass")
+
+
+# -- TimingPolicy.interleaved(priority=...)
+
+
+def test_interleaved_priority_issues_the_priority_stream_first():
+    x = np.random.default_rng(7).random((8, 4, 8)).astype(np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload
+    def w():
+        for i in P(Dense[8]):
+            plus1[i](x=X[i], y=Y[i])
+
+    firsts = []
+    for timing in (TimingPolicy.interleaved(2), TimingPolicy.interleaved(priority=1)):
+        sched = w().streams(2).stream_by(lambda t: t.get("i") // 4).timing(timing)
+        program = sched.compile()
+        program.enable_tracing()
+        program.execute()
+        program.synchronize()
+        np.testing.assert_allclose(Y.data, x + 1.0)
+        order = np.argsort(program.trace.sim["issue"], kind="stable")
+        firsts.append((int(program.trace.events["stream"][order[0]]), int(order[0])))
+    assert firsts == [(0, 0), (1, 4)]
+    assert ".timing(interleaved(1, priority = 1))" in helpers.assert_roundtrip(
+        w().streams(2).timing(TimingPolicy.interleaved(priority=1)))
+
+
+def test_interleaved_priority_errors():
+    _, X, Y = _pair()
+
+    @workload
+    def w():
+        for i in P(Dense[2]):
+            plus1[i](x=X[i], y=Y[i])
+
+    with pytest.raises(ScheduleError) as err:
+        TimingPolicy.interleaved(priority="high")  # E:prio-type
+    assert "`interleaved(priority=...)` takes the number of a stream, not 'high'" in at(
+        err.value, "prio-type")
+    with pytest.raises(ScheduleError) as err:
+        TimingPolicy.interleaved()  # E:no-n
+    assert "`interleaved` takes the number of tasks a stream issues in a row" in at(
+        err.value, "no-n")
+    prio = TimingPolicy.interleaved(priority=1)  # E:no-streams
+    with pytest.raises(CompileError) as err:
+        w().timing(prio).compile()
+    assert ("`interleaved(priority = ...)` names the stream each dispatcher starts with, and "
+            "the schedule has no `.streams(n)`") in at(err.value, "no-streams")
+    prio = TimingPolicy.interleaved(2, priority=3)  # E:too-big
+    with pytest.raises(CompileError) as err:
+        w().streams(2).timing(prio).compile()
+    assert "the priority stream must be one of the 2 streams (0 to 1), found 3" in at(
+        err.value, "too-big")
+
+
+# -- schedule keys that decide with an `if` (host_keys.py)
+
+
+def _grid():
+    x = np.random.default_rng(11).random((6, 4, 8)).astype(np.float32)
+    return x, Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+
+def route(t):
+    """The seeds' kind of dispatch function: a Python `if` on the task's coordinates."""
+    if t.get("i") < 2:
+        return 3
+    elif t.get("i") == 4:
+        return 0
+    return 1 + t.get("i") % 2
+
+
+def test_dispatch_by_a_python_function_with_if_places_as_the_function_says():
+    x, X, Y = _grid()
+
+    @workload
+    def w():
+        for i in P(Dense[6]):
+            plus1[i](x=X[i], y=Y[i])
+
+    program = w().dispatch(DispatchPolicy.dispatch_by(route, num_aicpus=4)).compile()
+    program.enable_tracing()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(Y.data, x + 1.0)
+    ev = program.trace.events
+    placed = {int(c[0]): int(d) for c, d in zip(ev["coords"], ev["dispatcher"])}
+    assert placed == {i: route(_Fixed(i)) for i in range(6)}
+    text = helpers.assert_roundtrip(w().dispatch(DispatchPolicy.dispatch_by(route, num_aicpus=4)))
+    assert "dispatch_by(" in text and "min(" in text
+
+
+class _Fixed:
+    def __init__(self, i):
+        self.i = i
+
+    def get(self, name):
+        return self.i
+
+
+def test_stream_by_a_lambda_with_a_conditional_expression_over_two_variables():
+    x = np.random.default_rng(12).random((3, 4, 4, 8)).astype(np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload
+    def w():
+        for b, h in P(Dense[3], Dense[4]):
+            plus1[b, h](x=X[b, h], y=Y[b, h])
+
+    def key(t):
+        return 0 if t.get("b") == 1 and t.get("h") > 1 else 1
+
+    program = w().streams(2).stream_by(key).compile()
+    program.enable_tracing()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(Y.data, x + 1.0)
+    ev = program.trace.events
+    for c, s in zip(ev["coords"], ev["stream"]):
+        b, h = int(c[0]), int(c[1])
+        assert int(s) == (0 if b == 1 and h > 1 else 1)
+
+
+def test_host_key_errors():
+    x = np.zeros((64, 4, 8), np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload
+    def w():
+        for i in P(Dense[64]):
+            plus1[i](x=X[i], y=Y[i])
+
+    def zigzag(t):
+        return 1 if t.get("i") % 2 else 0
+
+    with pytest.raises(ScheduleError) as err:
+        w().dispatch(DispatchPolicy.dispatch_by(zigzag, num_aicpus=2))  # E:steps
+    assert ("the schedule key function changes value 63 times over the task space; wspc writes "
+            "a host-decided key as an expression of at most 24 steps") in at(err.value, "steps")
+
+    def text(t):
+        return "a" if t.get("i") else "b"
+
+    with pytest.raises(ScheduleError) as err:
+        w().dispatch(DispatchPolicy.dispatch_by(text, num_aicpus=2))  # E:not-int
+    assert "a schedule key function returned 'b', not an integer" in at(err.value, "not-int")
+
+
+def test_host_key_over_too_many_points(monkeypatch):
+    from ptowsp.embed import host_keys
+
+    monkeypatch.setattr(host_keys, "MAX_POINTS", 8)  # the real bound, 2^16, needs as many tasks
+    x = np.zeros((12, 4, 8), np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload
+    def w():
+        for i in P(Dense[12]):
+            plus1[i](x=X[i], y=Y[i])
+
+    with pytest.raises(ScheduleError) as err:
+        w().dispatch(DispatchPolicy.dispatch_by(route, num_aicpus=4))  # E:points
+    assert ("the schedule key function reads i, whose values span 12 points: more than the 8 "
+            "wspc tabulates on the host") in at(err.value, "points")
