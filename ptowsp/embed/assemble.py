@@ -157,7 +157,8 @@ def assemble(w) -> Assembled:
             elem = elems.get(name)
             if obj.elem is not None:
                 elem = _tile_type(obj.elem, sp)
-            depth = None if obj.depth is None else A.IntLit(int(obj.depth), span=sp)
+            d = obj.depth if obj.depth is not None else getattr(obj, "_pipe_depth", (None,))[0]
+            depth = None if d is None else A.IntLit(int(d), span=sp)  # P.pipe(depth=N)'s
             by_kind["channel"].append(A.ChannelDecl(A.Name(name, span=sp), elem, depth, span=sp))
         elif isinstance(obj, Event):
             events[name] = obj

@@ -146,8 +146,35 @@ class _Otherwise(_Block):
 
 
 class _Pipe(_Block):
+    def __init__(self, what: str, span: A.Span, depth: Optional[int] = None):
+        super().__init__(what, span)
+        self.depth = depth
+
     def after(self, body: list) -> None:
-        self.trace.emit(pipe_node(body, self.span))
+        node = pipe_node(body, self.span)
+        pipe_depth(node, self.trace, self.depth, self.span)
+        self.trace.emit(node)
+
+
+def pipe_depth(node: A.Pipe, t: Trace, depth: Optional[int], span: A.Span) -> None:
+    """`P.pipe(depth=N)`: every channel the pipe's stages send to or consume that has no depth
+    of its own holds N items (the stages run at most N items apart on it)."""
+    from .values import Channel
+
+    if depth is None:
+        return
+    for n in node.walk():
+        if not isinstance(n, (A.Send, A.Consume)):
+            continue
+        ch = t.refs.get(n.channel.id)
+        if not isinstance(ch, Channel) or ch.depth is not None:
+            continue
+        before = getattr(ch, "_pipe_depth", None)
+        if before is not None and before[0] != depth:
+            raise user_error(span, f"channel `{ch.name}` has no depth of its own and is used "
+                             f"in pipes of depth {before[0]} and {depth}",
+                             f"give it one: `Channel(\"{ch.name}\", depth=...)`")
+        ch._pipe_depth = (depth, span)
 
 
 def pipe_node(stmts: list, span: A.Span) -> A.Pipe:
@@ -204,14 +231,25 @@ class _P:
         """`with P.otherwise():` the alternative of the `P.when` block just before."""
         return _Otherwise("P.otherwise", here())
 
-    def pipe(self, *args: Any, **kwargs: Any) -> _Pipe:
+    def pipe(self, *stages: Any, depth: Any = None) -> Any:
         """`with P.pipe():` a CSP pipeline; each statement in it that is not a `process` is a
-        process of its own."""
+        process of its own. `depth=N`: the channels its stages use that have no depth of their
+        own hold N items. `P.pipe([stage, ...], depth=N)`: the same pipe of statements already
+        written (processes, loops), as `combine` takes them."""
         span = here()
-        if args or kwargs:
-            raise user_error(span, "`P.pipe()` takes no arguments in wspc",
-                             "give channels their depth: `Channel(\"c\", depth=2)`")
-        return _Pipe("P.pipe", span)
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                                  or depth < 0):
+            raise user_error(span, f"`P.pipe(depth=...)` takes a number of items (0 or more), "
+                             f"not {depth!r}", "write `depth=2`")
+        if not stages:
+            return _Pipe("P.pipe", span, depth)
+        if current() is None:
+            raise user_error(span, "`P.pipe(stages)` only works inside a `@workload` function")
+        with tracing() as t:
+            body = _fragments(stages, t, span, "P.pipe")
+            node = pipe_node(body, span)
+            pipe_depth(node, t, depth, span)
+            return t.emit(node)
 
     # run-time integer helpers (Python's min/max would compare now)
     min = staticmethod(smin)

@@ -438,3 +438,114 @@ def test_host_key_over_too_many_points(monkeypatch):
         w().dispatch(DispatchPolicy.dispatch_by(route, num_aicpus=4))  # E:points
     assert ("the schedule key function reads i, whose values span 12 points: more than the 8 "
             "wspc tabulates on the host") in at(err.value, "points")
+
+
+# -- P.pipe(depth=...)
+
+
+@kernel
+def load_t(src: In[Tile[4, 8, F32]], dst: Out[Tile[4, 8, F32]]):
+    pto.store(dst, src)
+
+
+@kernel
+def halve_t(src: In[Tile[4, 8, F32]], dst: Out[Tile[4, 8, F32]]):
+    pto.store(dst, src * 0.5)
+
+
+def _piped(depth, positional=False):
+    from pto_wsp import Channel, consume, process, send
+
+    x = np.random.default_rng(13).random((6, 4, 8)).astype(np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+    ch = Channel("tiles")  # no depth of its own: the pipe's
+
+    @workload
+    def two_stage():
+        with P.pipe(depth=depth):
+            with process("producer"):
+                for i in P.seq(Dense[6]):
+                    send(ch, load_t[i](src=X[i], dst=ch))
+            with process("consumer"):
+                with consume(ch) as t:
+                    halve_t[t](src=t, dst=Y[t.index])
+
+    return x, Y, two_stage
+
+
+def test_pipe_depth_bounds_the_items_in_flight_on_its_channels():
+    seen = {}
+    for depth in (1, 3):
+        x, Y, w = _piped(depth)
+        text = helpers.assert_roundtrip(w())
+        assert f"channel tiles: Tile[4, 8, f32], depth = {depth}" in text
+        for target in ("ref", "cpu_sim"):
+            Y.data[:] = 0
+            program = w().compile(target=target)
+            program.execute()
+            program.synchronize()
+            np.testing.assert_allclose(Y.data, x * 0.5)
+        ref = w().compile(target="ref")
+        ref.execute()
+        ref.synchronize()
+        seen[depth] = ref.stats.extra["channels"]["tiles"]
+    # the producer runs ahead of the consumer by as many items as the depth lets it
+    assert seen[1]["depth"] == 1 and seen[1]["max_in_flight"] == 1
+    assert seen[3]["depth"] == 3 and seen[3]["max_in_flight"] == 3
+
+
+def test_pipe_of_stages_given_as_arguments():
+    from pto_wsp import Channel, consume, parallel_for, send
+
+    x = np.random.default_rng(14).random((4, 4, 8)).astype(np.float32)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+    ch = Channel("c")
+
+    @workload
+    def w():
+        prod = parallel_for(Dense[4], lambda i: send(ch, load_t[i](src=X[i], dst=ch)))
+        cons = consume(ch, lambda t: halve_t[t](src=t, dst=Y[t.index]))
+        P.pipe([prod, cons], depth=2)
+
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(Y.data, x * 0.5)
+    assert "channel c: Tile[4, 8, f32], depth = 2" in helpers.assert_roundtrip(w())
+
+
+def test_pipe_depth_errors():
+    with pytest.raises(CompileError) as err:
+        P.pipe(depth=-1)  # E:depth
+    assert "`P.pipe(depth=...)` takes a number of items (0 or more), not -1" in at(
+        err.value, "depth")
+    with pytest.raises(CompileError) as err:
+        P.pipe([1])  # E:outside
+    assert "`P.pipe(stages)` only works inside a `@workload` function" in at(err.value, "outside")
+    x, Y, _ = _piped(1)
+    from pto_wsp import Channel, consume, process, send
+
+    ch = Channel("shared")
+    X = Tensor(data=x)
+
+    @workload
+    def w():
+        with P.pipe(depth=1):
+            with process("a"):
+                for i in P.seq(Dense[6]):
+                    send(ch, load_t[i](src=X[i], dst=ch))
+            with process("b"):
+                with consume(ch) as t:
+                    halve_t[t](src=t, dst=Y[t.index])
+        with P.pipe(depth=2):  # E:two-depths
+            with process("c"):
+                for i in P.seq(Dense[6]):
+                    send(ch, load_t[i](src=X[i], dst=ch))
+            with process("d"):
+                with consume(ch) as t:
+                    halve_t[t](src=t, dst=Y[t.index])
+
+    with pytest.raises(CompileError) as err:
+        w()
+    assert ("channel `shared` has no depth of its own and is used in pipes of depth 1 and 2"
+            in at(err.value, "two-depths"))
