@@ -147,7 +147,8 @@ def assemble(w) -> Assembled:
             sp = obj._span
             ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),
                                  span=sp)
-            by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype, span=sp))
+            by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype,
+                                                  getattr(obj, "location", "global"), span=sp))
             tensors[name], kinds[name] = obj, kind
         elif isinstance(obj, Axis):
             d = substitute(axis_decls[key], names)

@@ -35,8 +35,21 @@ DType = _ByValue("DType", [(name.upper(), name) for name in DTYPES], module=__na
 DType.__doc__ = "Element types (the seeds' enum); the value is the `.wsp` spelling."
 
 
+def _location(v: Any, span: A.Span) -> str:
+    """`Tensor(location=...)` as the `.wsp` word: a `Location`, or its value as text."""
+    if v is None:
+        return "global"
+    word = v.value if isinstance(v, Location) else str(v).lower() if isinstance(v, str) else None
+    if word not in {m.value for m in Location}:
+        raise user_error(span, f"unknown tensor location {v!r}", "write `Location.Global`, "
+                         "`Location.L2`, `Location.L1` or `Location.UB`")
+    return word
+
+
 class Location(str, enum.Enum):
-    """Memory locations of the seeds' `Tensor` (recorded; wspc places tensors itself)."""
+    """Memory locations of the seeds' `Tensor`: a placement hint, the `.wsp`
+    `location = ...` of the tensor's declaration (the cycle model charges an on-chip tensor's
+    bytes at that level's rate; docs/python.md)."""
 
     Global = "global"
     L2 = "l2"
@@ -495,6 +508,7 @@ class Tensor:
         span = here()
         self._span = span
         self.scratch = bool(scratch)
+        self.location = _location(location, span)
         if self.scratch:
             self._scratch(data, shape, dtype, span)
             self._wsp_name = name or stored_name(user_frame())
@@ -502,10 +516,6 @@ class Tensor:
         if layout is not None:
             raise user_error(span, "tensor layouts (`layout=`) are not supported by wspc",
                              "leave `layout` out: tensors are plain row-major arrays")
-        if location is not None and location not in (Location.Global, "global"):
-            raise user_error(span, f"tensor location {location!r} is not supported by wspc: "
-                             "tensors live in global memory and kernels see tiles of them",
-                             "leave `location` out")
         dt = dtype_name(dtype) if dtype is not None else None
         if dtype is not None and dt is None:
             raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
@@ -532,7 +542,6 @@ class Tensor:
             raise user_error(span, "a tensor needs at least one dimension")
         self.data = data
         self.dtype = DType(dt)
-        self.location = location
         # the variable it is stored to (`X = Tensor(...)`); else a name found at assembly
         self._wsp_name = name or stored_name(user_frame())
 
@@ -558,7 +567,6 @@ class Tensor:
         self.data = None
         self._shape = sizes
         self.dtype = DType(dt)
-        self.location = None
 
     @property
     def shape(self) -> tuple:

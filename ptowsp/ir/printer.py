@@ -44,7 +44,8 @@ def print_module(m: N.Module) -> str:
     for s in m.syms:
         out.append(f"sym {s.name}" + (f" = {s.default}" if s.default is not None else ""))
     for t in m.tensors:
-        out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]")
+        out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]"
+                   + (f", location = {t.location}" if t.location != "global" else ""))
     for c in m.checks:
         out.append(_check(c))
     for c in m.channels:

@@ -549,3 +549,63 @@ def test_pipe_depth_errors():
         w()
     assert ("channel `shared` has no depth of its own and is used in pipes of depth 1 and 2"
             in at(err.value, "two-depths"))
+
+
+# -- Tensor(location=...)
+
+
+@kernel
+def double_wide(x: In[Tile[16, 512, F32]], y: Out[Tile[16, 512, F32]]):
+    pto.store(y, x * 2.0)
+
+
+def _wide(X, Y):
+    @workload
+    def w():
+        for i in P(Dense[8]):
+            double_wide[i](x=X[i], y=Y[i])
+
+    return w
+
+
+def test_a_hot_tensor_placed_in_ub_costs_fewer_simulated_cycles():
+    from pto_wsp import Location
+
+    x = np.random.default_rng(15).random((8, 16, 512)).astype(np.float32)
+    cycles = {}
+    for loc in (None, Location.L2, Location.UB, "l1"):
+        X, Y = Tensor(data=x, location=loc), Tensor(data=np.zeros_like(x))
+        w = _wide(X, Y)
+        program = w().dispatch(DispatchPolicy.round_robin(4)).compile()
+        program.execute()
+        program.synchronize()
+        np.testing.assert_array_equal(Y.data, x * 2.0)
+        cycles[str(getattr(loc, "value", loc))] = program.stats.total_cycles
+        if loc is Location.UB:
+            assert "input X: f32[8, 16, 512], location = ub" in helpers.assert_roundtrip(w())
+    assert cycles["None"] > cycles["l2"] > cycles["l1"] > cycles["ub"]
+
+
+def test_unknown_location():
+    with pytest.raises(CompileError) as err:
+        Tensor(data=np.zeros(4, np.float32), location="hbm")  # E:loc
+    assert "unknown tensor location 'hbm'" in at(err.value, "loc")
+
+
+def test_a_pass_named_through_the_prototypes_constructor():
+    _, X, Y = _pair()
+
+    @workload
+    def w():
+        for i in P(Dense[2]):
+            plus1[i](x=X[i], y=Y[i])
+
+    class Named(Pass):
+        def __init__(self):
+            super().__init__("renamer")
+
+        def run(self, wl):
+            return 7
+
+    with pytest.raises(CompileError, match="pass `renamer` returned int, not a `Workload`"):
+        w().compile(passes=[Named()])
