@@ -32,9 +32,14 @@ from .ir.passes.manager import PassManager as _PassManager
 
 class PassManager(_PassManager):
     """`ir.passes.manager.PassManager` that also takes a checked `ptowsp` module (its IR is
-    used)."""
+    used) or a workload of the embedding (its leading user passes take and return the
+    Workload: docs/python.md, "Passes")."""
 
     def run(self, m, verbose: bool = False):
+        # a Workload of the embedding runs its own passes first (embed/workload.py)
+        hook = getattr(m, "__wsp_passes__", None)
+        if hook is not None:
+            return hook(self, verbose)
         return super().run(getattr(m, "ir", m), verbose)
 
 

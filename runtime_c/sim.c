@@ -69,7 +69,8 @@
  *       free core, queue order), then (or as soon as the current class has nothing issuable)
  *       moves to the next class after it in cyclic order that has an issuable task, the current
  *       one last, and starts a new run of up to n. Stolen tasks do not count in the victim's run.
- *       With nstreams == 0 it is exactly immediate.
+ *       With nstreams == 0 it is exactly immediate. interleaved(n, priority = s)
+ *       (p->timing_first = s) starts every dispatcher's current class at stream s instead of 0.
  *     rate_limit(r): issue BEGINNINGS of all dispatchers together are at least
  *       S = ceil(clock_ghz * 1e6 / r) cycles apart (r in tasks per ms).
  *

@@ -117,6 +117,11 @@ static int check_setup(const wsp_machine *m, const wsp_policy *p, const wsp_kcos
         p->timing_n < 1)
         return sim_fail(err, errlen, "cycle model: %s(n) needs n >= 1 (got %" PRId64 ")",
                         p->timing == WSP_TIMING_BATCHED ? "batched" : "interleaved", p->timing_n);
+    if (p->timing_first != 0 &&
+        (p->timing != WSP_TIMING_INTERLEAVED || p->timing_first < 0 ||
+         p->timing_first >= p->nstreams))
+        return sim_fail(err, errlen, "cycle model: interleaved priority stream %" PRId64
+                        " is not one of the %d streams", p->timing_first, (int)p->nstreams);
     *spacing = 0;
     if (p->timing == WSP_TIMING_RATE_LIMIT) {
         if (isnan(p->rate_per_ms) || p->rate_per_ms <= 0)
@@ -669,6 +674,9 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.bring = wsp__simws_get(ws, B_BRING, S.ringmask + 1, sizeof *S.bring);
     if (!S.fifo || !S.kfifo || !S.kh || !S.disp || !S.freew || !S.bring) return rc;
     bits_fill(S.freew, S.nd);
+    /* interleaved(n, priority = s): every dispatcher's first run is of stream s */
+    if (S.C > 1 && p->timing_first > 0)
+        for (int64_t d = 0; d < S.nd; d++) S.disp[d].cur = p->timing_first;
     if (cc > 0 && (npreds > 0 || p->nstreams > 0 || S.ngates > 0 || S.nbar > 0)) {
         S.dq = wsp__simws_get(ws, B_DQ, ntasks, sizeof *S.dq);
         if (!S.dq) return rc;

@@ -171,6 +171,8 @@ typedef struct wsp_policy {
     int64_t timing_n;         /* batched(n), interleaved(n) */
     double rate_per_ms;       /* rate_limit(tasks_per_ms) */
     int64_t window;           /* task_graph(window = N); 0: none */
+    int64_t timing_first;     /* interleaved(n, priority = s): the stream each dispatcher
+                                 starts with (0 .. nstreams-1; 0 without a priority) */
 } wsp_policy;
 
 /* One task of a replayed graph: its predecessors are the next `npreds` entries of the preds

@@ -172,6 +172,47 @@ def test_interleaved_alternates_streams():
     assert len(runs) >= 3  # stream 0's tasks all come first in enumeration, yet they alternate
 
 
+def test_interleaved_priority_names_the_stream_that_issues_first():
+    base = "rows().streams(2).stream_by(i / 12).timing(interleaved(3{}))"
+    x = rows_x()
+    firsts, outs = {}, []
+    for prio in ("", ", priority = 0", ", priority = 1"):
+        _, tr, out = traced(ROWS, base.format(prio), X=x)
+        np.testing.assert_allclose(out["Y"], np.exp(x) * 2, rtol=1e-5)
+        outs.append(out["Y"])
+        order = np.argsort(tr.sim["issue"], kind="stable")
+        streams = tr.events["stream"][order]
+        # a stream's tasks never overlap, so each run is one task: the streams alternate
+        assert (np.diff(streams) != 0).all()
+        firsts[prio] = (int(streams[0]), int(order[0]))
+    # both streams' first tasks are ready at cycle 0: the priority stream's is issued first
+    assert firsts[""] == firsts[", priority = 0"] == (0, 0)
+    assert firsts[", priority = 1"] == (1, 12)
+    np.testing.assert_array_equal(outs[0], outs[2])  # timing never changes results
+
+
+def test_interleaved_priority_errors():
+    for sched, msg in (
+        ("rows().timing(interleaved(2, priority = 1))",
+         "`interleaved(priority = ...)` names the stream each dispatcher starts with, and the "
+         "schedule has no `.streams(n)`"),
+        ("rows().streams(2).timing(interleaved(2, priority = 2))",
+         "the priority stream must be one of the 2 streams (0 to 1), found 2"),
+        ("rows().streams(2).timing(interleaved(2, priority = -1))",
+         "the priority stream must be one of the 2 streams (0 to 1), found -1"),
+        ("rows().streams(2).timing(batched(2, priority = 1))",
+         "`batched(...)` has no option `priority`"),
+    ):
+        with pytest.raises(ptowsp.WspError) as err:
+            ptowsp.parse(ROWS + f"\nschedule s = {sched}\n", "prio.wsp")
+        assert msg in str(err.value), str(err.value)
+    m = ptowsp.parse(ROWS + "\nschedule s = rows().streams(2).timing(interleaved(2, priority = 1))\n",
+                     "prio.wsp")
+    from ptowsp.ir.printer import print_module
+
+    assert "timing interleaved(2, priority = 1)" in print_module(m.ir)
+
+
 # ---- the window -------------------------------------------------------------------------------------
 
 

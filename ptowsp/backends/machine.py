@@ -43,6 +43,11 @@ class Machine:
     hbm_gbps: float
     dispatch_ns: float
     completion_ns: float
+    # where a tensor placed on chip (`location = l2 | l1 | ub`) moves: L2 shared by the cores of
+    # a unit as HBM is; L1 and UB per core (bytes per cycle)
+    l2_gbps: float = 6400
+    l1_bytes_per_cycle: int = 128
+    ub_bytes_per_cycle: int = 256
 
     def cores(self, unit: int) -> int:
         """Cores of `unit` (0: vector, 1: cube, as WSP_UNIT_* in wsp_runtime.h)."""
@@ -79,6 +84,9 @@ _KEYS: dict[str, tuple[str, str]] = {
     "hbm_gbps": ("number", "positive"),
     "dispatch_ns": ("number", "non-negative"),
     "completion_ns": ("number", "non-negative"),
+    "l2_gbps": ("number", "positive"),
+    "l1_bytes_per_cycle": ("count", "positive"),
+    "ub_bytes_per_cycle": ("count", "positive"),
 }
 
 

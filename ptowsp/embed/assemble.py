@@ -35,6 +35,8 @@ class Assembled:
     tensors: dict  # name -> Tensor
     kinds: dict  # name -> input / inout / scratch
     syms: dict  # name -> Symbol
+    events: dict = dataclasses.field(default_factory=dict)  # name -> Event
+    recorded: frozenset = frozenset()  # names of the events some `record` marks
 
     def arrays(self) -> dict:
         """The caller's arrays by tensor name (a scratch tensor has none: the program's own)."""
@@ -131,7 +133,7 @@ def assemble(w) -> Assembled:
     decls: list = []
     file = w._decl_span.file if w._decl_span.line else w.span.file
     decls.append(A.ModuleDecl(A.Name(w.module_name or w.name, span=w._decl_span), span=w._decl_span))
-    tensors, kinds, syms = {}, {}, {}
+    tensors, kinds, syms, events = {}, {}, {}, {}
     by_kind: dict[str, list] = {"sym": [], "tensor": [], "axis": [], "channel": [], "kernel": []}
     elems = _channel_elems(stmts, kernel_decls, names, t.refs)
     for key in order:
@@ -145,7 +147,8 @@ def assemble(w) -> Assembled:
             sp = obj._span
             ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),
                                  span=sp)
-            by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype, span=sp))
+            by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype,
+                                                  getattr(obj, "location", "global"), span=sp))
             tensors[name], kinds[name] = obj, kind
         elif isinstance(obj, Axis):
             d = substitute(axis_decls[key], names)
@@ -155,9 +158,11 @@ def assemble(w) -> Assembled:
             elem = elems.get(name)
             if obj.elem is not None:
                 elem = _tile_type(obj.elem, sp)
-            depth = None if obj.depth is None else A.IntLit(int(obj.depth), span=sp)
+            d = obj.depth if obj.depth is not None else getattr(obj, "_pipe_depth", (None,))[0]
+            depth = None if d is None else A.IntLit(int(d), span=sp)  # P.pipe(depth=N)'s
             by_kind["channel"].append(A.ChannelDecl(A.Name(name, span=sp), elem, depth, span=sp))
         elif isinstance(obj, Event):
+            events[name] = obj
             by_kind["channel"].append(A.EventDecl(A.Name(name, span=obj._span), span=obj._span))
         elif isinstance(obj, KernelRef):
             d = kernel_decls[key]
@@ -180,7 +185,8 @@ def assemble(w) -> Assembled:
                 text = source_text(f)
                 if text is not None:
                     sources[f] = text
-    return Assembled(sf, sources, tensors, kinds, syms)
+    recorded = frozenset(n.event.id for s in stmts for n in s.walk() if isinstance(n, A.Record))
+    return Assembled(sf, sources, tensors, kinds, syms, events, recorded)
 
 
 def _tile_type(spec, span: A.Span) -> A.TileType:

@@ -111,7 +111,7 @@ def _index_tensor(values: Any, name: str, span: A.Span) -> Tensor:
     t = Tensor.__new__(Tensor)
     t.data = np.ascontiguousarray(arr, dtype=np.int32).reshape(-1)
     t.dtype = DType.I32
-    t.location = None
+    t.location = "global"
     t._span = span
     t._wsp_name = name
     return t

@@ -60,8 +60,10 @@ class Program(_RuntimeProgram):
                                   for f in dataclasses.fields(prog.stats)})
         p._asm = asm
         p._symbols = {}
+        p._ptrs = {}
         p._pending = None
         p._ran = False
+        p._last_ok = False
         p._tracing = False
         p._trace_level = TraceLevel.NONE
         return p
@@ -78,8 +80,27 @@ class Program(_RuntimeProgram):
     set_symbol_i64 = set_symbol_u64
 
     def set_symbol_ptr(self, name: str, array: Any) -> None:
-        raise user_error(here(), "`set_symbol_ptr` is not supported: pass index data as a "
-                         "`Tensor` (or a list) to `Ragged` / `Sparse`", cls=ExecutionError)
+        """Bind the data of the workload's input tensor `name` (index data, lengths, routing
+        tables) to `array` for the runs from now on, instead of its `Tensor`'s array: the
+        prototype's pointer symbol. The array is read when `execute()` starts, checked as the
+        tensor's own (shape, dtype); a tensor the workload writes cannot be rebound (its
+        results land in its `Tensor`)."""
+        import numpy as np
+
+        span = here()
+        kind = self._asm.kinds.get(str(name))
+        if kind != "input":
+            inputs = ", ".join(f"`{n}`" for n, k in sorted(self._asm.kinds.items())
+                               if k == "input") or "none"
+            why = ("is written by the workload, so its results land in its `Tensor`"
+                   if kind is not None else "is not a tensor of the workload")
+            raise user_error(span, f"`set_symbol_ptr`: `{name}` {why}; only input tensors "
+                             f"can be bound (this program's: {inputs})", cls=ExecutionError)
+        if not isinstance(array, np.ndarray):
+            raise user_error(span, f"`set_symbol_ptr` binds a NumPy array, not "
+                             f"{type(array).__name__}", "pass `np.asarray(...)`",
+                             cls=ExecutionError)
+        self._ptrs[str(name)] = array
 
     # -- running
     def execute(self, **kwargs: Any) -> None:
@@ -93,7 +114,7 @@ class Program(_RuntimeProgram):
         if self._pending is not None:
             self.synchronize()
         self._ran = False
-        arrays = self._asm.arrays()
+        arrays = {**self._asm.arrays(), **self._ptrs}
         bind = {n: s.default for n, s in self._asm.syms.items() if s.default is not None}
         bind.update(self._symbols)
         self._check(arrays, bind, kwargs.get("workers"))
@@ -150,9 +171,14 @@ class Program(_RuntimeProgram):
             dst = t._data.view(numpy_dtype(t.dtype.value))  # bf16 (ml_dtypes) as its raw bits
             np.copyto(dst, arr.reshape(dst.shape))
 
-    def synchronize(self) -> None:
+    def synchronize(self, ev: Any = None) -> None:
         """Wait until the run `execute()` started has ended (its results are then in the
-        caller's arrays); raise its error if it failed. Without a run: nothing to wait for."""
+        caller's arrays); raise its error if it failed. Without a run: nothing to wait for.
+        `synchronize(ev)` waits for the point where the workload records event `ev`: a run's
+        events are known to have passed when it lands (docs/python.md), so it waits for the
+        run as well, after checking that the workload records `ev`."""
+        if ev is not None:
+            self._event(ev, "synchronize")
         if self._pending is None:
             return
         run, _ = self._pending
@@ -160,6 +186,7 @@ class Program(_RuntimeProgram):
         self._pending = None
         self._ran = True
         err = run.error
+        self._last_ok = err is None
         if err is None:
             return
         if isinstance(err, WspError):
@@ -176,6 +203,35 @@ class Program(_RuntimeProgram):
         if self._pending is not None:
             return self._pending[0].done.is_set()
         return self._ran
+
+    def query(self, ev: Any) -> bool:
+        """Whether the run `execute()` started (or the last one) has passed the point where
+        the workload records event `ev`, without waiting. The host learns that a run's events
+        have passed when the run lands: true once it has ended without an error, false while
+        it runs, after it failed, and before any `execute()`."""
+        self._event(ev, "query")
+        if self._pending is not None:
+            run = self._pending[0]
+            return run.done.is_set() and run.error is None
+        return self._ran and self._last_ok
+
+    def _event(self, ev: Any, what: str) -> str:
+        """The `.wsp` name of event `ev`, which the workload must record (else a user error
+        at the caller's line)."""
+        from .values import Event
+
+        span = here()
+        if not isinstance(ev, Event):
+            raise user_error(span, f"`program.{what}` takes an `Event` of the workload, not "
+                             f"{ev!r}", "pass the `Event(...)` the workload records",
+                             cls=ExecutionError)
+        name = next((n for n, e in self._asm.events.items() if e is ev), None)
+        if name is None or name not in self._asm.recorded:
+            raise user_error(span, f"the program's workload never records event "
+                             f"`{ev.name}`, so no run passes a point for it",
+                             "write `record(ev)` after the statement it marks in the workload",
+                             cls=ExecutionError)
+        return name
 
     # -- tracing
     def enable_tracing(self, level: Any = TraceLevel.TIMING) -> "Program":
@@ -253,8 +309,11 @@ class EmittedProgram:
     def execute(self, **kwargs: Any) -> None:
         raise self._no_run("execute()")
 
-    def synchronize(self) -> None:
+    def synchronize(self, ev: Any = None) -> None:
         raise self._no_run("synchronize()")
+
+    def query(self, ev: Any) -> bool:
+        raise self._no_run("query(ev)")
 
     def is_complete(self) -> bool:
         return False

@@ -33,14 +33,16 @@ class Policy:
     """A dispatch or timing policy: a name, its arguments, and (for key policies) the key."""
 
     def __init__(self, name: str, args: tuple = (), n: Any = None, key: Any = None,
-                 span: A.Span = A.NO_SPAN):
+                 span: A.Span = A.NO_SPAN, priority: Optional[int] = None):
         self.name, self.args, self.n, self.key, self.span = name, args, n, key, span
+        self.priority = priority
 
     def __call__(self, *args, **kwargs) -> "Policy":  # `TimingPolicy.immediate` and `...()`
         return self
 
     def __repr__(self) -> str:
-        return f"{self.name}({', '.join(map(repr, self.args))})"
+        extra = [] if self.priority is None else [f"priority={self.priority}"]
+        return f"{self.name}({', '.join([*map(repr, self.args), *extra])})"
 
 
 class DispatchPolicy:
@@ -81,17 +83,20 @@ class TimingPolicy:
     @staticmethod
     def interleaved(n: Optional[int] = None, streams: Optional[int] = None,
                     priority: Optional[int] = None) -> Policy:
+        """`interleaved(n)`: a dispatcher issues up to n ready tasks of one stream, then moves to
+        the next stream that has one. `priority=s`: every dispatcher starts with stream s (the
+        `.wsp` `interleaved(n, priority = s)`); n is then 1 unless given."""
         span = here()
-        if priority is not None:
-            raise user_error(span, "`interleaved(priority=...)` is not supported by wspc: "
-                             "interleaving alternates between streams, it has no priorities",
-                             "write `TimingPolicy.interleaved(n)` with the number of streams",
-                             cls=ScheduleError)
         v = n if n is not None else streams
+        if v is None and priority is not None:
+            v = 1
         if v is None:
-            raise user_error(span, "`interleaved` takes the number of streams to alternate",
-                             "write `TimingPolicy.interleaved(2)`", cls=ScheduleError)
-        return Policy("interleaved", (int(v),), span=span)
+            raise user_error(span, "`interleaved` takes the number of tasks a stream issues in "
+                             "a row", "write `TimingPolicy.interleaved(2)`", cls=ScheduleError)
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise user_error(span, f"`interleaved(priority=...)` takes the number of a stream, "
+                             f"not {priority!r}", "write `priority=1`", cls=ScheduleError)
+        return Policy("interleaved", (int(v),), span=span, priority=priority)
 
     @staticmethod
     def rate_limit(tasks_per_ms: float) -> Policy:

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
-from .errors import user_error
+from .errors import CompileError, user_error
 from .names import substitute, wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
@@ -39,8 +39,21 @@ DType = _ByValue("DType", [(name.upper(), name) for name in DTYPES], module=__na
 DType.__doc__ = "Element types (the seeds' enum); the value is the `.wsp` spelling."
 
 
+def _location(v: Any, span: A.Span) -> str:
+    """`Tensor(location=...)` as the `.wsp` word: a `Location`, or its value as text."""
+    if v is None:
+        return "global"
+    word = v.value if isinstance(v, Location) else str(v).lower() if isinstance(v, str) else None
+    if word not in {m.value for m in Location}:
+        raise user_error(span, f"unknown tensor location {v!r}", "write `Location.Global`, "
+                         "`Location.L2`, `Location.L1` or `Location.UB`")
+    return word
+
+
 class Location(str, enum.Enum):
-    """Memory locations of the seeds' `Tensor` (recorded; wspc places tensors itself)."""
+    """Memory locations of the seeds' `Tensor`: a placement hint, the `.wsp`
+    `location = ...` of the tensor's declaration (the cycle model charges an on-chip tensor's
+    bytes at that level's rate; docs/python.md)."""
 
     Global = "global"
     L2 = "l2"
@@ -209,6 +222,12 @@ def _combine_objs(*parts: Any) -> dict:
     return out
 
 
+class HostDecision(CompileError):
+    """Python control flow on a run-time value (`if b < 2:`, `int(b)`): a `CompileError` at
+    that line; a schedule key function that raises it runs on the host instead
+    (host_keys.py)."""
+
+
 class ScalarExpr:
     """An integer (or boolean) expression evaluated at run time: loop variables, tensor elements,
     slots, symbols and arithmetic on them. `node` is its AST; `objs` the objects it names."""
@@ -271,14 +290,16 @@ class ScalarExpr:
         raise user_error(here(), f"`{self}` is a run-time value: a Python `if`, `and`, `or` or "
                          "`not` cannot decide on it while the workload is traced",
                          "use `with P.when(PRED):` / `with P.otherwise():`, and `&`, `|`, `~` "
-                         "to combine conditions")
+                         "to combine conditions", cls=HostDecision)
 
     def __index__(self):
         raise user_error(here(), f"`{self}` is a run-time value, not a Python integer",
-                         "index a `Tensor` with it (`X[b]`), not a Python list or range")
+                         "index a `Tensor` with it (`X[b]`), not a Python list or range",
+                         cls=HostDecision)
 
     def __iter__(self):
-        raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated")
+        raise user_error(here(), f"`{self}` is a run-time value and cannot be iterated",
+                         cls=HostDecision)
 
     def __repr__(self) -> str:
         from ..frontend.printer import expr_str
@@ -491,6 +512,7 @@ class Tensor:
         span = here()
         self._span = span
         self.scratch = bool(scratch)
+        self.location = _location(location, span)
         if self.scratch:
             self._scratch(data, shape, dtype, span)
             self._wsp_name = name or stored_name(user_frame())
@@ -498,10 +520,6 @@ class Tensor:
         if layout is not None:
             raise user_error(span, "tensor layouts (`layout=`) are not supported by wspc",
                              "leave `layout` out: tensors are plain row-major arrays")
-        if location is not None and location not in (Location.Global, "global"):
-            raise user_error(span, f"tensor location {location!r} is not supported by wspc: "
-                             "tensors live in global memory and kernels see tiles of them",
-                             "leave `location` out")
         dt = dtype_name(dtype) if dtype is not None else None
         if dtype is not None and dt is None:
             raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
@@ -528,7 +546,6 @@ class Tensor:
             raise user_error(span, "a tensor needs at least one dimension")
         self.data = data
         self.dtype = DType(dt)
-        self.location = location
         # the variable it is stored to (`X = Tensor(...)`); else a name found at assembly
         self._wsp_name = name or stored_name(user_frame())
 
@@ -554,7 +571,6 @@ class Tensor:
         self.data = None
         self._shape = sizes
         self.dtype = DType(dt)
-        self.location = None
 
     @property
     def shape(self) -> tuple:

@@ -28,12 +28,14 @@ from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .axes import Axis, AxisIndex, Sparse, axis_expr
 from .errors import ScheduleError, from_wsp, user_error
+from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
 from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
+    HostDecision,
     LoopVar,
     ScalarExpr,
     Symbol,
@@ -144,8 +146,35 @@ class _Otherwise(_Block):
 
 
 class _Pipe(_Block):
+    def __init__(self, what: str, span: A.Span, depth: Optional[int] = None):
+        super().__init__(what, span)
+        self.depth = depth
+
     def after(self, body: list) -> None:
-        self.trace.emit(pipe_node(body, self.span))
+        node = pipe_node(body, self.span)
+        pipe_depth(node, self.trace, self.depth, self.span)
+        self.trace.emit(node)
+
+
+def pipe_depth(node: A.Pipe, t: Trace, depth: Optional[int], span: A.Span) -> None:
+    """`P.pipe(depth=N)`: every channel the pipe's stages send to or consume that has no depth
+    of its own holds N items (the stages run at most N items apart on it)."""
+    from .values import Channel
+
+    if depth is None:
+        return
+    for n in node.walk():
+        if not isinstance(n, (A.Send, A.Consume)):
+            continue
+        ch = t.refs.get(n.channel.id)
+        if not isinstance(ch, Channel) or ch.depth is not None:
+            continue
+        before = getattr(ch, "_pipe_depth", None)
+        if before is not None and before[0] != depth:
+            raise user_error(span, f"channel `{ch.name}` has no depth of its own and is used "
+                             f"in pipes of depth {before[0]} and {depth}",
+                             f"give it one: `Channel(\"{ch.name}\", depth=...)`")
+        ch._pipe_depth = (depth, span)
 
 
 def pipe_node(stmts: list, span: A.Span) -> A.Pipe:
@@ -202,14 +231,25 @@ class _P:
         """`with P.otherwise():` the alternative of the `P.when` block just before."""
         return _Otherwise("P.otherwise", here())
 
-    def pipe(self, *args: Any, **kwargs: Any) -> _Pipe:
+    def pipe(self, *stages: Any, depth: Any = None) -> Any:
         """`with P.pipe():` a CSP pipeline; each statement in it that is not a `process` is a
-        process of its own."""
+        process of its own. `depth=N`: the channels its stages use that have no depth of their
+        own hold N items. `P.pipe([stage, ...], depth=N)`: the same pipe of statements already
+        written (processes, loops), as `combine` takes them."""
         span = here()
-        if args or kwargs:
-            raise user_error(span, "`P.pipe()` takes no arguments in wspc",
-                             "give channels their depth: `Channel(\"c\", depth=2)`")
-        return _Pipe("P.pipe", span)
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                                  or depth < 0):
+            raise user_error(span, f"`P.pipe(depth=...)` takes a number of items (0 or more), "
+                             f"not {depth!r}", "write `depth=2`")
+        if not stages:
+            return _Pipe("P.pipe", span, depth)
+        if current() is None:
+            raise user_error(span, "`P.pipe(stages)` only works inside a `@workload` function")
+        with tracing() as t:
+            body = _fragments(stages, t, span, "P.pipe")
+            node = pipe_node(body, span)
+            pipe_depth(node, t, depth, span)
+            return t.emit(node)
 
     # run-time integer helpers (Python's min/max would compare now)
     min = staticmethod(smin)
@@ -529,7 +569,10 @@ class Workload(Fragment):
 
     def _key(self, key: Any, span: A.Span) -> A.Expr:
         if callable(key) and not isinstance(key, (ScalarExpr, Symbol)):
-            out = key(TaskProxy(self._resolver(), span))
+            try:
+                out = key(TaskProxy(self._resolver(), span))
+            except HostDecision:  # an `if` on the task: tabulated on the host (host_keys.py)
+                out = host_key(self, key, span)
         elif isinstance(key, str):
             out = self._resolver()(key, span)
         else:
@@ -558,6 +601,9 @@ class Workload(Fragment):
             args.append(self._key(p.key, p.span if p.span.line else span))
         if p.n is not None:
             kwargs.append(A.Keyword("n", A.IntLit(int(p.n), span=span), span=span))
+        if p.priority is not None:  # `interleaved(n, priority = s)`, at the policy's line
+            ps = p.span if p.span.line else span
+            kwargs.append(A.Keyword("priority", A.IntLit(int(p.priority), span=ps), span=ps))
         return A.Call(A.Name(p.name, span=span), tuple(args), tuple(kwargs), span=span)
 
     def dispatch(self, policy: Any) -> "Workload":
@@ -636,15 +682,45 @@ class Workload(Fragment):
         except WspError as err:
             raise from_wsp(err) from None
 
+    def __wsp_passes__(self, pm: Any, verbose: bool = False) -> Any:
+        """`PassManager.run(workload)` (ptowsp/passes.py): its workload passes, then its IR
+        passes on the result's IR. The Workload when there are no IR passes, else the IR."""
+        w, ir_passes = run_workload_passes(self, pm.passes, here(), verbose)
+        if not ir_passes:
+            return w
+        from ..passes import PassManager
+
+        return PassManager(ir_passes, verify_each=pm.verify_each, print_after=pm.print_after,
+                           time_passes=pm.time_passes, out=pm.out).run(w.ir, verbose)
+
     def compile(self, target: str = "cpu_sim", opt_level: Optional[int] = None,
-                workers: Optional[int] = None, output_dir: Any = None, **options: Any):
+                workers: Optional[int] = None, output_dir: Any = None,
+                passes: Any = None, **options: Any):
         """A `Program` for `target` (`cpu_sim`, the default, or `ref`); for `ascend_npu` an
         `EmittedProgram`: the CANN tree, written to `output_dir` (default: a directory in the
         build cache), named by `codegen_artifact_dir`. `options` are the target's own
-        (`workers` for cpu_sim; `soc_version`, `blocks`, ... for ascend_npu)."""
+        (`workers` for cpu_sim; `soc_version`, `blocks`, ... for ascend_npu). `passes`: `Pass`
+        objects run first, in order (docs/python.md, "Passes"): the leading ones written by the
+        user take and return the Workload; from wspc's first own pass on, they run on its IR,
+        before the optimiser."""
         span = here()
         t0 = time.perf_counter()
+        if passes is not None:
+            if not isinstance(passes, (list, tuple)):
+                raise user_error(span, f"`passes=` takes a list of `Pass` objects, not "
+                                 f"{type(passes).__name__}", "write `passes=[MyPass()]`")
+            w, ir_passes = run_workload_passes(self, list(passes), span)
+            if w is not self:
+                return w.compile(target, opt_level, workers, output_dir, ir_passes, **options)
+            passes = ir_passes
         module, asm = build_module(self)
+        if passes:
+            from ..passes import PassManager
+
+            try:
+                module._ir = PassManager(passes, verify_each=True).run(module.ir)
+            except WspError as err:
+                raise from_wsp(err) from None
         if workers is not None:
             options["workers"] = workers
         try:
@@ -683,6 +759,35 @@ class Workload(Fragment):
 
     def __repr__(self) -> str:
         return f"<workload {self.name}>"
+
+
+def run_workload_passes(w: "Workload", passes: list, span: A.Span,
+                        verbose: bool = False) -> tuple:
+    """The leading passes of `passes` that are the user's own (a `Pass` subclass that is not
+    one of wspc's IR passes) run on `w` in order, each giving the next Workload; returns the
+    last Workload and the passes from wspc's first IR pass on (which run on the IR)."""
+    from ..passes import FunctionPass, Pass, PrintPass
+
+    for i, p in enumerate(passes):
+        if not isinstance(p, Pass):
+            raise user_error(span, f"a pass is an instance of a `Pass` subclass, not {p!r}",
+                             "write `class MyPass(Pass): def run(self, workload): ...` and "
+                             "pass `MyPass()`")
+        if isinstance(p, (FunctionPass, PrintPass)):
+            return w, list(passes[i:])
+        name = p.name if getattr(p, "name", "pass") != "pass" else type(p).__name__
+        t0 = time.perf_counter()
+        out = p.run(w)
+        if isinstance(out, WorkloadFunction):
+            out = out()
+        if not isinstance(out, Workload):
+            raise user_error(span, f"pass `{name}` returned {type(out).__name__}, not a "
+                             "`Workload`", "return the workload `run` was given, or a new one")
+        if verbose:
+            print(f"pass {name}: {(time.perf_counter() - t0) * 1000:.2f} ms"
+                  f"{'' if out is not w else ' (no change)'}")
+        w = out
+    return w, []
 
 
 def _emitted(name: str, project: Any, output_dir: Any, span, t0: float) -> EmittedProgram:

@@ -438,11 +438,13 @@ class ConstDecl(Node):
 
 @node
 class TensorDecl(Node):
-    """`input|output|inout|scratch NAME: DT[dims]`."""
+    """`input|output|inout|scratch NAME: DT[dims]`, `, location = ub` (a placement hint:
+    global, l2, l1 or ub; docs/language.md section 3)."""
 
     kind: str
     name: Name
     type: TensorType
+    location: str = "global"
 
 
 @node

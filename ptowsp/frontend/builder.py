@@ -26,6 +26,10 @@ KEYWORDS = frozenset(
 KERNEL_PREFIXES = ("tl", "pto")
 
 
+
+# a tensor's placement hints (`input X: f32[N], location = ub`), nearest the cores last
+LOCATIONS = ("global", "l2", "l1", "ub")
+
 class ParseIssue(Exception):
     """A construct that parses but is malformed (e.g. `for i in batch`); becomes a diagnostic."""
 
@@ -358,8 +362,25 @@ class AstBuilder:
         return A.ConstDecl(self._name(c[1]), c[2], span=self._sp(c))
 
     def tensor_decl(self, c):
-        kind, name, texpr = c
-        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr), span=self._sp(c))
+        kind, name, texpr, *options = c
+        location = "global"
+        seen = False
+        for opt in options:
+            if opt.name != "location":
+                raise ParseIssue(opt.span, f"unknown tensor option `{opt.name}`",
+                                 "the only option is `location = global | l2 | l1 | ub`")
+            if seen:
+                raise ParseIssue(opt.span, "`location` is given twice")
+            seen = True
+            v = opt.value
+            if not isinstance(v, A.Name) or v.id not in LOCATIONS:
+                raise ParseIssue(v.span, "a tensor's location is one of "
+                                 + ", ".join(f"`{x}`" for x in LOCATIONS),
+                                 "write `location = ub` (a placement hint for the cycle model "
+                                 "and the Ascend tree)")
+            location = v.id
+        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr), location,
+                            span=self._sp(c))
 
     def axis_decl(self, c):
         return A.AxisDecl(self._name(c[1]), c[2], span=self._sp(c))

@@ -94,7 +94,8 @@ def _decl(d: A.Node, out: list[str]) -> None:
     elif isinstance(d, A.ConstDecl):
         out.append(f"const {d.name.id} = {expr_str(d.value)}")
     elif isinstance(d, A.TensorDecl):
-        out.append(f"{d.kind} {d.name.id}: {expr_str(d.type)}")
+        loc = f", location = {d.location}" if d.location != "global" else ""
+        out.append(f"{d.kind} {d.name.id}: {expr_str(d.type)}{loc}")
     elif isinstance(d, A.AxisDecl):
         out.append(f"axis {d.name.id} = {expr_str(d.axis)}")
     elif isinstance(d, A.ChannelDecl):

@@ -579,6 +579,7 @@ class TensorDecl:
     dtype: str
     dims: tuple[sym.Expr, ...]
     span: Span = NO_SPAN  # the declaration: bad bindings and bad data are reported here
+    location: str = "global"  # placement hint: global, l2, l1, ub (the cost model's, Ascend's)
 
 
 @record

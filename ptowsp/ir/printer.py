@@ -44,7 +44,8 @@ def print_module(m: N.Module) -> str:
     for s in m.syms:
         out.append(f"sym {s.name}" + (f" = {s.default}" if s.default is not None else ""))
     for t in m.tensors:
-        out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]")
+        out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]"
+                   + (f", location = {t.location}" if t.location != "global" else ""))
     for c in m.checks:
         out.append(_check(c))
     for c in m.channels:
@@ -166,6 +167,8 @@ def plan_lines(k: N.Kernel) -> list[str]:
 
 def _policy(p: N.Policy) -> str:
     args = [sym.to_str(a) if isinstance(a, sym.Expr) else _value(a) for a in p.args]
+    if p.name == "interleaved" and len(args) == 2:
+        args[1] = f"priority = {args[1]}"
     if p.n is not None:
         args.append(f"n = {p.n}")
     return f"{p.name}({', '.join(args)})" if args else p.name

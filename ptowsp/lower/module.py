@@ -29,7 +29,7 @@ def lower(env: ModuleEnv) -> N.Module:
         N.SymDecl(name, env.sym_defaults.get(name), d.span) for name, d in env.syms.items()
     )
     tensors = tuple(
-        N.TensorDecl(t.name, t.kind, t.dtype, tuple(t.dims), t.decl.span)
+        N.TensorDecl(t.name, t.kind, t.dtype, tuple(t.dims), t.decl.span, t.decl.location)
         for t in env.tensors.values()
     )
     schedules = [lower_schedule(env, specs, diags, sd) for sd in env.schedules.values()]

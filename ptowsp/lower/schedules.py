@@ -161,12 +161,14 @@ def _policy_fields(wl: WorkloadLowerer, workload: str, c: A.Combinator) -> dict:
         f = p.func.id
         if f == "immediate":
             return {"timing": N.Policy("immediate")}
-        given = list(p.args) + [kw.value for kw in p.kwargs]
+        given = list(p.args) + [kw.value for kw in p.kwargs if kw.name != "priority"]
+        prio = [wl.const_int(kw.value) for kw in p.kwargs if kw.name == "priority"]
         if f == "rate_limit":
             kind, v = wl.scalar(given[0], Scope())
             rate = sym.const_value(v) if kind == "int" else v
             return {"timing": N.Policy("rate_limit", (rate,))}
-        return {"timing": N.Policy(f, (wl.const_int(given[0]),))}
+        # interleaved(n, priority = s) is Policy("interleaved", (n, s))
+        return {"timing": N.Policy(f, (wl.const_int(given[0]),) + tuple(prio))}
     if n == "task_graph":
         out: dict = {}
         for kw in c.kwargs:

@@ -43,6 +43,7 @@ class Policy:
     n: int = 1
     rate: float = 0.0
     window: int = 0
+    first: int = 0  # interleaved(n, priority = first)
 
 
 # the helpers' default arguments (frozen, so one instance serves every call)
@@ -81,7 +82,8 @@ def replay_inputs(ffi, tasks, costs, m: Machine, p: Policy):
                                      "completion_ns": m.completion_ns})
     pol = ffi.new("wsp_policy *", {"ndispatchers": p.nd, "steal": int(p.steal),
                                    "nstreams": p.nstreams, "timing": p.timing, "timing_n": p.n,
-                                   "rate_per_ms": p.rate, "window": p.window})
+                                   "rate_per_ms": p.rate, "window": p.window,
+                                   "timing_first": p.first})
     kc = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in costs] or 1)
     tk = ffi.new("wsp_simtask[]", [{"kernel": t.kernel, "dispatcher": t.dispatcher,
                                     "stream": t.stream, "npreds": len(t.preds)}
@@ -459,6 +461,14 @@ def test_interleaved_alternates_across_two_streams(rtlib):
     assert order == [0, 3, 1, 4, 2, 5]
 
 
+def test_interleaved_priority_stream_runs_first(rtlib):
+    tasks = [T(stream=s) for s in (0, 0, 0, 1, 1, 1)]
+    m = Machine(vector=2, dispatch_ns=1)
+    out = ok(rtlib, tasks, [(VECTOR, 0)], m, Policy(nstreams=2, timing=INTERLEAVED, n=2, first=1))
+    order = [k for k, _ in sorted(enumerate(out.results), key=lambda kv: kv[1].issue)]
+    assert order == [3, 4, 0, 1, 5, 2]
+
+
 def test_interleaved_without_streams_is_immediate(rtlib):
     tasks = [T(dispatcher=k % 2, preds=(k - 3,) if k >= 3 else ()) for k in range(12)]
     m = Machine(vector=2, dispatch_ns=2, completion_ns=3)
@@ -562,6 +572,10 @@ BAD = [
     ("clock", [T()], [(0, 1)], Machine(clock=-1.0), Policy()),
     ("batched", [T()], [(0, 1)], Machine(), Policy(timing=BATCHED, n=0)),
     ("interleaved", [T()], [(0, 1)], Machine(), Policy(timing=INTERLEAVED, n=0)),
+    ("interleaved priority stream 2 is not one of the 2 streams", [T()], [(0, 1)], Machine(),
+     Policy(nstreams=2, timing=INTERLEAVED, n=1, first=2)),
+    ("interleaved priority stream 1 is not one of the 0 streams", [T()], [(0, 1)], Machine(),
+     Policy(timing=IMMEDIATE, first=1)),
     ("rate", [T()], [(0, 1)], Machine(), Policy(timing=RATE_LIMIT, rate=0.0)),
     ("rate", [T()], [(0, 1)], Machine(), Policy(timing=RATE_LIMIT, rate=-3.0)),
     ("timing", [T()], [(0, 1)], Machine(), Policy(timing=7)),
@@ -578,6 +592,8 @@ def test_malformed_input_is_a_usage_error(rtlib, what, tasks, costs, m, p):
     assert out.rc == ERR_USAGE
     assert out.err.startswith("cycle model:")
     assert what.split()[0] in out.err
+    if "priority" in what:
+        assert out.err == f"cycle model: {what}"
 
 
 def test_bad_counts_are_usage_errors(rtlib):

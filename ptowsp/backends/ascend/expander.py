@@ -30,7 +30,16 @@ def plan_data(module: N.Module, plan: Plan) -> str:
                   words=c_array(plan), nwords=len(plan.words), tasks=tasks,
                   checks=[c.replace("*/", "* /") for c in checks],
                   kernels=[k.name for k in module.kernels],
-                  tensors=[f"{t.name}: {t.kind} {t.dtype}[{_dims(t)}]" for t in module.tensors])
+                  tensors=[f"{t.name}: {t.kind} {t.dtype}[{_dims(t)}]" + _placed(t)
+                           for t in module.tensors])
+
+
+def _placed(t: N.TensorDecl) -> str:
+    """A tensor's placement hint, as the tree records it: the tree itself keeps every tensor in
+    global memory (the AICore kernels stage tiles through UB/L1 on their own)."""
+    if t.location == "global":
+        return ""
+    return f" (location = {t.location}: a hint; allocated in global memory)"
 
 
 def _dims(t: N.TensorDecl) -> str:

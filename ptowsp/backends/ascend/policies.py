@@ -54,6 +54,8 @@ def policy_warnings(s: N.Schedule, spans: Mapping[str, Span]) -> list[Diagnostic
 
 def _policy_text(p: N.Policy) -> str:
     args = [sym.to_str(a) if isinstance(a, sym.Expr) else str(a) for a in p.args]
+    if p.name == "interleaved" and len(args) == 2:
+        args[1] = f"priority = {args[1]}"
     if p.n is not None:
         args.append(f"n = {p.n}")
     return f"{p.name}({', '.join(args)})"

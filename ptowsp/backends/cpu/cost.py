@@ -18,7 +18,10 @@ The model, and what it assumes:
   instructions each). Reductions count the elements they read; broadcast, transpose, slices,
   interleave, concat and gather move data and count once.
 - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
-  core's equal share of the HBM bandwidth.
+  core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to a
+  tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
+  level's rate instead: the core's share of `l2_gbps`, or `l1_bytes_per_cycle` /
+  `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
 - A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
   against compute, so the slower of the two sets the pace.
 """
@@ -45,18 +48,42 @@ _FREE = frozenset(n for n, s in OPS.items() if s.plan == "leaf")
 
 def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
     """`(unit, cycles)` of every kernel of `module`, in `module.kernels` order."""
-    return [kernel_cost(k, machine) for k in module.kernels]
+    places = placements(module)
+    return [kernel_cost(k, machine, places.get(k.name)) for k in module.kernels]
 
 
-def kernel_cost(kernel: N.Kernel, machine: "Machine") -> tuple[int, int]:
-    """`(unit, cycles)` of one kernel on one core of its unit."""
+def placements(module: N.Module) -> dict[str, dict[str, str]]:
+    """{kernel: {tile parameter: location}} for the parameters every call of the kernel (in
+    every schedule) binds to tensors of one on-chip location; the rest are in global memory."""
+    where = {t.name: t.location for t in module.tensors}
+    if all(loc == "global" for loc in where.values()):
+        return {}
+    from ...ir.visit import tasks
+
+    seen: dict[tuple[str, str], set] = {}
+    for s in module.schedules:
+        for task in tasks(s.body):
+            for a in task.args:
+                if isinstance(a, N.TileArg):
+                    seen.setdefault((task.kernel, a.param), set()).add(where.get(a.tensor, "global"))
+    out: dict[str, dict[str, str]] = {}
+    for (k, p), locs in seen.items():
+        if len(locs) == 1 and "global" not in locs:
+            out.setdefault(k, {})[p] = next(iter(locs))
+    return out
+
+
+def kernel_cost(kernel: N.Kernel, machine: "Machine",
+                places: "dict[str, str] | None" = None) -> tuple[int, int]:
+    """`(unit, cycles)` of one kernel on one core of its unit (`places`: its parameters placed
+    on chip, from `placements`)."""
     if kernel.is_extern:
-        return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR))
+        return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places))
     unit = UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
     compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)
     # decision: on a cube kernel the vector epilogue is added, not overlapped: it needs the
     # product first (conservative; the 910B runs it on the AI core's paired vector cores)
-    return unit, max(1, compute, memory_cycles(kernel, machine, unit))
+    return unit, max(1, compute, memory_cycles(kernel, machine, unit, places))
 
 
 def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
@@ -155,11 +182,29 @@ def _op_flops(ops: list, op: N.Op) -> int:
 _NOT_ARITHMETIC = frozenset({"convert", "cast"})
 
 
-def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int) -> int:
-    """Cycles to move the kernel's tile parameters through one core's share of HBM."""
-    moved = moved_bytes(kernel)
-    bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
-    cycles = moved / bytes_per_ns * machine.clock_ghz
+def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int,
+                  places: "dict[str, str] | None" = None) -> int:
+    """Cycles to move the kernel's tile parameters through one core's share of HBM (those
+    in `places`: through the on-chip level they are placed in)."""
+    if not places:
+        moved = moved_bytes(kernel)
+        bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
+        cycles = moved / bytes_per_ns * machine.clock_ghz
+        # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle
+        return math.ceil(round(cycles, 6))
+    cycles = 0.0
+    for p in kernel.params:
+        if p.kind != "tile":
+            continue
+        moved = (2 if p.mode == "InOut" else 1) * p.rows * p.cols * size_of(p.dtype)
+        loc = places.get(p.name, "global")
+        if loc == "ub":
+            cycles += moved / machine.ub_bytes_per_cycle
+        elif loc == "l1":
+            cycles += moved / machine.l1_bytes_per_cycle
+        else:
+            gbps = machine.l2_gbps if loc == "l2" else machine.hbm_gbps
+            cycles += moved / (gbps / machine.cores(unit)) * machine.clock_ghz
     # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle
     return math.ceil(round(cycles, 6))
 

@@ -55,7 +55,7 @@ typedef struct wsp_machine {
 typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
-    double rate_per_ms; int64_t window;
+    double rate_per_ms; int64_t window; int64_t timing_first;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -554,7 +554,9 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
             "timing": _TIMING[t.name],
             "timing_n": int(t.args[0]) if t.name in ("batched", "interleaved") else 0,
             "rate_per_ms": float(t.args[0]) if t.name == "rate_limit" else 0.0,
-            "window": int(s.window or 0)}
+            "window": int(s.window or 0),
+            # interleaved(n, priority = s): the stream every dispatcher starts with
+            "timing_first": int(t.args[1]) if t.name == "interleaved" and len(t.args) > 1 else 0}
 
 
 _MACHINE: list = []

@@ -97,6 +97,7 @@ class ScheduleChecks:
                     axes.check(c)
                 continue
             getattr(self, f"comb_{n}")(c, keyscope, wname, summary)
+        self.check_priority(seen)
         if "stream_by" in seen and "streams" not in seen:
             # decision: `.stream_by(key)` needs `.streams(n)`: the key is taken mod n, and n has no default
             self.error(
@@ -105,6 +106,29 @@ class ScheduleChecks:
                 "`.stream_by` needs `.streams(n)` to say how many streams there are",
                 "add `.streams(4)` (the key is taken modulo the stream count)",
             )
+
+    def check_priority(self, seen: dict) -> None:
+        """`interleaved(n, priority = s)`: s is one of the schedule's streams."""
+        t = seen.get("timing")
+        pol = t.args[0] if t is not None and len(t.args) == 1 else None
+        if not isinstance(pol, A.Call) or pol.func.id != "interleaved":
+            return
+        prio = next((kw for kw in pol.kwargs if kw.name == "priority"), None)
+        if prio is None:
+            return
+        s = self.compile_int(prio.value, Scope(), "a priority stream", report=False)
+        if "streams" not in seen:
+            self.error(prio.span, "priority-without-streams",
+                       "`interleaved(priority = ...)` names the stream each dispatcher starts "
+                       "with, and the schedule has no `.streams(n)`",
+                       "add `.streams(2)`, or leave `priority` out")
+            return
+        st = seen["streams"].args
+        n = self.compile_int(st[0], Scope(), "a stream count", report=False) if len(st) == 1 else None
+        if s is not None and n is not None and not 0 <= s < n:
+            self.error(prio.value.span, "bad-priority",
+                       f"the priority stream must be one of the {n} streams (0 to {n - 1}), "
+                       f"found {int_text(s)}")
 
     def _schedule_call_span(self, sd: A.ScheduleDecl) -> A.Span:
         span = sd.workload.span
@@ -300,7 +324,12 @@ class ScheduleChecks:
             return
         # decision: `batched`/`interleaved` also accept `n = N`, `rate_limit` `tasks_per_ms = x` (int or float)
         kwname = "tasks_per_ms" if f == "rate_limit" else "n"
-        kws = self.kwargs(p, (kwname,), f"{f}(...)")
+        # decision: `interleaved(n, priority = s)` names the stream every dispatcher starts with
+        allowed = (kwname, "priority") if f == "interleaved" else (kwname,)
+        kws = self.kwargs(p, allowed, f"{f}(...)")
+        prio = kws.pop("priority", None)
+        if prio is not None:
+            self.compile_int(prio.value, Scope(), "a priority stream")
         given = list(p.args) + [kw.value for kw in kws.values()]
         if len(given) != 1:
             self.error(

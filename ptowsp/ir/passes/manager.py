@@ -37,6 +37,11 @@ class Pass(ABC):
     name = "pass"
     description = ""
 
+    def __init__(self, name: Optional[str] = None):
+        # the prototype's `Pass(name=None)`: a subclass may call `super().__init__("mine")`
+        if name is not None:
+            self.name = name
+
     @abstractmethod
     def run(self, m: N.Module) -> N.Module:
         """The module after the pass (the same object when nothing changed)."""
