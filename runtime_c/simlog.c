@@ -191,6 +191,7 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->recs);
     free(l->chunks);
     free(l->tasks);
+    free(l->prio);
     free(l->preds);
     free(l->gates);
     free(l->gw);
@@ -563,6 +564,13 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
         l->oom = 1;
         return WSP_ERR_INTERNAL;
     }
+    if (__builtin_expect(l->p.ready == WSP_READY_PRIORITY, 0)) {  /* its key, for the replay */
+        if (wsp__grow((void **)&l->prio, &l->capprio, l->ntasks + 1, sizeof *l->prio)) {
+            l->oom = 1;
+            return WSP_ERR_INTERNAL;
+        }
+        l->prio[l->ntasks] = task->priority;
+    }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
     t->dispatcher = dispatcher;
@@ -772,7 +780,7 @@ int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errle
     memset(l->disp, 0, (size_t)l->p.ndispatchers * sizeof *l->disp);
     int rc = wsp__sim_replay_ws(&l->ws, &l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks,
                                 NULL, l->preds, l->npreds, l->ngates, l->gates, NULL, l->gw,
-                                l->ngroups, l->groups, l->nmemb, l->memb,
+                                l->ngroups, l->groups, l->nmemb, l->memb, l->prio,
                                 keep_results ? l->results : NULL,
                                 &l->summary, l->disp, err, errlen);
     if (rc) l->nresults = 0;

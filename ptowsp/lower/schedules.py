@@ -174,6 +174,18 @@ def _policy_fields(wl: WorkloadLowerer, workload: str, c: A.Combinator) -> dict:
                 out["window"] = wl.const_int(kw.value)
             elif kw.name == "mode":
                 out["window_mode"] = kw.value.id
+            elif kw.name in ("deps", "trace"):
+                out[kw.name] = _policy_call(kw.value).func.id
+            elif kw.name in ("ready", "pools"):
+                p = _policy_call(kw.value)
+                f = p.func.id
+                key = (_key(wl, workload, p.args[0]),) if p.args else ()
+                n = wl.const_int(p.kwargs[0].value) if p.kwargs else None
+                out[kw.name] = N.Policy(f, key, n)
+            elif kw.name == "start":
+                p = _policy_call(kw.value)
+                given = list(p.args) + [k.value for k in p.kwargs]
+                out["start"] = N.Policy(p.func.id, tuple(wl.const_int(g) for g in given))
         return out
     raise InternalError("lower", f"unknown combinator `.{n}`")
 

@@ -21,6 +21,7 @@ from ...ir import nodes as N
 from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
+from .cost import kernel_unit
 from .gather import gathered, wrapper, wrapper_name
 from .kernels import kernel_symbol
 
@@ -302,6 +303,7 @@ class LoopEmitter(V.Visitor):
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
         self.placement()
+        self.graph_keys(kernel)
         self.emit(f"if ((rc = wsp_submit(rt, &task))) {self.RET}")
         self.emit("wsp_k++;")
 
@@ -329,6 +331,17 @@ class LoopEmitter(V.Visitor):
             st = (f"wsp_mod({self.c(s.stream_by)}, wsp_ns)" if s.stream_by is not None
                   else "wsp_mod(wsp_k, wsp_ns)")
             self.emit(f"task.stream = (int32_t)({st});")
+
+    def graph_keys(self, kernel: N.Kernel) -> None:
+        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`."""
+        s = self.sched
+        if s.ready.name == "priority":
+            self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
+        if s.pools.name == "by_exec_unit":
+            # decision: a kernel's pool is the unit the cycle model runs it on (a matmul: cube)
+            self.emit(f"task.pool = {kernel_unit(kernel)};")
+        elif s.pools.name == "custom":
+            self.emit(f"task.pool = (int32_t)wsp_mod({self.c(s.pools.args[0])}, {s.pools.n});")
 
     def tile(self, i: int, p: N.KParam, a: N.TileArg) -> None:
         ti = self.tensor_index[a.tensor]

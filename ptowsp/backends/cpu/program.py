@@ -55,7 +55,7 @@ typedef struct wsp_machine {
 typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
-    double rate_per_ms; int64_t window;
+    double rate_per_ms; int64_t window; int32_t start; int32_t ready; int64_t start_n;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -64,6 +64,8 @@ typedef struct wsp_simsummary {
 typedef struct wsp_simdisp { int64_t tasks; int64_t stolen; int64_t busy_cycles; } wsp_simdisp;
 int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
 int wsp_execute(wsp_runtime *rt, int32_t on);
+int wsp_graph(wsp_runtime *rt, int32_t ready, int32_t start, int64_t threshold, int32_t npools);
+int64_t wsp_graph_time(const wsp_runtime *rt, int32_t what);
 int wsp_trace_enable(wsp_runtime *rt, int32_t on);
 int64_t wsp_trace_count(const wsp_runtime *rt);
 typedef struct wsp_trace_event wsp_trace_event;
@@ -183,6 +185,8 @@ class Backend:
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy, keep=not owned)
             lib.wsp_sim_limit(rt, max(int(record_limit), 0))
+            # `.task_graph(trace = cycles)`: every run of the schedule records its trace
+            trace = trace or sched.trace == "cycles"
             lib.wsp_trace_enable(rt, 1 if trace else 0)
             lib.wsp_execute(rt, 1 if execute else 0)
             mode = 1 if sched.window_mode == "abort" else 0
@@ -198,6 +202,9 @@ class Backend:
                 rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
                 if rc == 0:
                     rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
+                if rc == 0:
+                    rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
+                                       max(policy["start_n"], 1), graph_pools(sched))
                     for i, a in enumerate(arrays):
                         lib.wsp_sim_shape(rt, i, a.ndim, shapes[i])
                 return rc
@@ -210,10 +217,15 @@ class Backend:
             message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
             stats = ffi.new("wsp_stats *")
             lib.wsp_get_stats(rt, stats)
+            graph = {"started_ns": int(lib.wsp_graph_time(rt, 0)),
+                     "enumerated_ns": int(lib.wsp_graph_time(rt, 1))}
             info = {"task_count": int(stats.tasks), "dependencies": int(stats.dependencies),
                     "max_in_flight": int(stats.max_in_flight), "batches": int(stats.batches),
                     "runtime_ms": float(stats.execute_ms),
                     "workers": int(lib.wsp_runtime_workers(rt))}
+            if graph["started_ns"] >= 0:  # a run with task-graph knobs: when workers started
+                info["graph_start_ms"] = graph["started_ns"] / 1e6
+                info["graph_enumerated_ms"] = graph["enumerated_ns"] / 1e6
             if layout and not code:
                 info.update(csp_info(m, layout, counters))
             if not code:
@@ -539,7 +551,21 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
             "timing": _TIMING[t.name],
             "timing_n": int(t.args[0]) if t.name in ("batched", "interleaved") else 0,
             "rate_per_ms": float(t.args[0]) if t.name == "rate_limit" else 0.0,
-            "window": int(s.window or 0)}
+            "window": int(s.window or 0),
+            # the task-graph knobs (graph.c on the host; the model orders by priority)
+            "ready": _READY[s.ready.name], "start": _START[s.start.name],
+            "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0}
+
+
+_READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*
+_START = {"threshold": 0, "after_orchestration": 1}  # WSP_START_*
+
+
+def graph_pools(s: N.Schedule) -> int:
+    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools)."""
+    if s.pools.name == "by_exec_unit":
+        return 2  # vector (WSP_UNIT_VECTOR, 0) and cube (1): a task's pool is its unit
+    return int(s.pools.n) if s.pools.name == "custom" else 1
 
 
 _MACHINE: list = []
