@@ -28,7 +28,8 @@ import importlib
 _MODULES = {
     "workload": ("P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
                  "slot_load_u64", "to_wsp"),
-    "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
+    "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode", "Deps", "DepsMode",
+                 "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools"),
     "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef", "CompiledKernel",
                "KernelSignature"),
     "values": (
@@ -50,8 +51,7 @@ _MODULES = {
     ),
     "unsupported": (
         "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
-        "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
-        "TracePolicy", "Pools", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
+        "allgather", "reduce_scatter", "ExternalKernel", "ptoisa_kernel", "Shard", "Replicate",
     ),
 }
 

@@ -36,9 +36,6 @@ _LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no
            "the language", "leave layouts out; index tensors with views (`X[b, t]`)")
 _COLLECTIVE = ("there is no device mesh, so no collectives",
                "write the reduction as a kernel over the tiles")
-_GRAPH = ("dependencies are always inferred exactly from the tensor regions tasks access, and "
-          "ready tasks are issued by the schedule's dispatch and timing policies",
-          "use `.dispatch(DispatchPolicy.work_steal())` and `.task_graph(window=TaskWindow(...))`")
 
 TensorLayout = Unsupported("TensorLayout", *_LAYOUT)
 TensorShard = Unsupported("TensorShard", *_LAYOUT)
@@ -50,12 +47,6 @@ Replicate = Unsupported("Replicate", *_LAYOUT)
 allreduce = Unsupported("allreduce", *_COLLECTIVE)
 allgather = Unsupported("allgather", *_COLLECTIVE)
 reduce_scatter = Unsupported("reduce_scatter", *_COLLECTIVE)
-Deps = Unsupported("Deps", *_GRAPH)
-DepsMode = Unsupported("DepsMode", *_GRAPH)
-ReadyPolicy = Unsupported("ReadyPolicy", *_GRAPH)
-StartPolicy = Unsupported("StartPolicy", *_GRAPH)
-TracePolicy = Unsupported("TracePolicy", *_GRAPH)
-Pools = Unsupported("Pools", *_GRAPH)
 ExternalKernel = Unsupported("ExternalKernel", "external kernels are deprecated in the seeds",
                              "write `@kernel(cpp_src=...)` with a C body")
 ptoisa_kernel = Unsupported("ptoisa_kernel", "PTO-ISA instructions are not available",
@@ -72,7 +63,6 @@ class LayoutIncompatibleError(TypeCheckError):
     have no layouts); it exists so that a program's `except LayoutIncompatibleError:` works."""
 
 
-TaskGraphConfig = Unsupported("TaskGraphConfig", *_GRAPH)
 Symbol = Unsupported(
     "Symbol", "a kernel's scalar argument is given in the call or by its default, not read from "
     "a table of run-time symbols", "pass the value (`k[b](eps=1e-6, ...)`); a run-time integer "
@@ -111,10 +101,9 @@ trace_task_fn = Unsupported("trace_task_fn", *_SCALAR_IR)
 to_cpp = Unsupported("to_cpp", *_SCALAR_IR)
 
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
-           "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "Deps",
-           "DepsMode", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools", "ExternalKernel",
+           "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "ExternalKernel",
            "ptoisa_kernel", "DistElem", "tensor_layout_join",
-           "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
+           "LayoutIncompatibleError", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",

@@ -148,8 +148,6 @@ def _refusal(fn, name: str, why: str) -> str:
 
 LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no counterpart in "
           "the language")
-GRAPH = ("dependencies are always inferred exactly from the tensor regions tasks access, and "
-         "ready tasks are issued by the schedule's dispatch and timing policies")
 INTERP = ("wspc runs a workload through its compiler and runtime, not the prototype's Python "
           "task interpreter")
 KERNEL_IR = "the prototype's kernel IR is not wspc's: a kernel body lowers to wspc's IR"
@@ -160,7 +158,6 @@ REFUSED = [
     ("types", "DistElem", LAYOUT), ("types", "tensor_layout_join", LAYOUT),
     ("types", "Symbol", "a kernel's scalar argument is given in the call or by its default, "
                         "not read from a table of run-time symbols"),
-    ("schedule", "TaskGraphConfig", GRAPH), ("schedule", "Deps", GRAPH),
     ("program", "ExecutionContext", INTERP), ("program", "ExecutionPlan", INTERP),
     ("program", "TraceEvent", "trace events are made by a traced run, as dicts"),
     ("kernel", "TileType", KERNEL_IR), ("kernel", "ScalarType", KERNEL_IR),

@@ -192,7 +192,10 @@ class Backend:
             mode = 1 if sched.window_mode == "abort" else 0
             # host placement only where the schedule asks for it (docs/schedules.md)
             pinned = policy["ndispatchers"] if "dispatch" in sched.given else 0
-            shapes = [ffi.new("int64_t[]", list(a.shape) or [0]) for a in arrays]
+            # deps = infer_bytes_overlap: every access is a range of a flat tensor (wsp_flat)
+            flat = sched.deps == "infer_bytes_overlap"
+            shapes = [ffi.new("int64_t[]", [a.size] if flat else list(a.shape) or [0])
+                      for a in arrays]
             syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
             bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
             tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
@@ -206,7 +209,7 @@ class Backend:
                     rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
                                        max(policy["start_n"], 1), graph_pools(sched))
                     for i, a in enumerate(arrays):
-                        lib.wsp_sim_shape(rt, i, a.ndim, shapes[i])
+                        lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
 
             def tasks() -> None:
