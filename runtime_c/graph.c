@@ -123,6 +123,8 @@ int wsp_graph(wsp_runtime *rt, int32_t ready, int32_t start, int64_t threshold, 
     g->started_ns = g->enumerated_ns = -1;
     g->active = 1;
     pthread_mutex_unlock(&g->mu);
+    rt->grain = 1;  /* no batches in such a run (wsp_batch checks graph_on from now on) */
+    rt->batch_left = 0;
     /* seq_cst, then each queue's mutex: a worker about to sleep in dispatch.c either sees the
      * flag (it checks it under that mutex) or is asleep already and gets the token */
     atomic_store_explicit(&rt->graph_on, 1, memory_order_seq_cst);
