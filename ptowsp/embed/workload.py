@@ -589,8 +589,13 @@ class Workload(Fragment):
 
     def task_graph(self, config: Any = None, window: Any = None, mode: Any = None,
                    unit: Any = None, deps: Any = None, ready: Any = None, start: Any = None,
-                   pools: Any = None, trace: Any = None) -> "Workload":
+                   pools: Any = None, trace: Any = None, **other: Any) -> "Workload":
         span = here()
+        if other:
+            name = sorted(other)[0]
+            raise user_error(span, f"`.task_graph` has no option `{name}`",
+                             "its options are `window`, `mode`, `unit`, `deps`, `ready`, "
+                             "`start`, `pools` and `trace`", cls=ScheduleError)
         if isinstance(config, TaskGraphConfig):
             window = window if window is not None else config.window
             deps, ready, start = deps or config.deps, ready or config.ready, start or config.start

@@ -118,3 +118,5 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.help == 'write e.g. `ready=ReadyPolicy.priority(lambda t: t.get("b"))`'
     d = _error(lambda: w().task_graph())
     assert d.message == "`.task_graph` needs `window=`"
+    d = _error(lambda: w().task_graph(window=8, priority=3))
+    assert d.message == "`.task_graph` has no option `priority`"
