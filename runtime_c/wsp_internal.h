@@ -729,6 +729,15 @@ struct wsp_simlog {
     int64_t capgused;
     wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
     int64_t nmemb, capmemb;
+    int32_t *gbar;             /* per group: the barrier of its level while it was current */
+    int64_t capgbar;
+    /* deps = explicit (explicit.c): per task its statement and coordinates, and the tensor of
+     * each predecessor of the task being logged; the message of a failed check */
+    struct wsp_simwho *who;
+    int64_t capwho;
+    int32_t *ptens;
+    int64_t capptens;
+    char deps_msg[512];
     int oom;
     int over;                  /* past the limit: 1 wsp_sim_limit's bytes, 2 the task count */
     int64_t limit;             /* wsp_sim_limit: bytes (0: none) */
@@ -747,5 +756,11 @@ struct wsp_simlog {
 WSP_HIDDEN int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size);
 /* The task being logged (index l->ntasks) is in an order scope: its entry (simlog_order.c). */
 WSP_HIDDEN int wsp__simlog_order_note(wsp_simlog *l);
+/* explicit.c: deps = explicit. note: the predecessors the access of `tensor` added since index
+ * `from`; check: the task being logged (after its order note), 0 or WSP_ERR_DEPS (deps_msg set)
+ * or WSP_ERR_INTERNAL */
+WSP_HIDDEN int wsp__explicit_note(wsp_simlog *l, int64_t from, int32_t tensor);
+WSP_HIDDEN int wsp__explicit_check(wsp_simlog *l, const wsp_task *task, int64_t first,
+                                   int32_t stream);
 
 #endif

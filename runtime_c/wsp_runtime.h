@@ -30,6 +30,7 @@
 #define WSP_ERR_USAGE 5       /* the runtime was used wrongly (a bug in generated code) */
 #define WSP_ERR_RECORDS 6     /* the cycle model's records passed wsp_sim_limit, or 2^31 - 2 tasks */
 #define WSP_ERR_CANCELLED 7   /* wsp_fail(rt, WSP_ERR_CANCELLED, ...) from another thread: Ctrl-C */
+#define WSP_ERR_DEPS 8        /* deps = explicit: an inferred dependency the declared order lacks */
 
 /* access modes of a task's tile argument */
 #define WSP_READ 1
@@ -201,7 +202,17 @@ typedef struct wsp_policy {
     int32_t start;            /* WSP_START_*: no task is issued before the start moment */
     int32_t ready;            /* WSP_READY_*: PRIORITY orders a dispatcher's queue by priority */
     int64_t start_n;          /* WSP_START_THRESHOLD: the enumeration of task start_n - 1 */
+    int32_t deps;             /* WSP_DEPS_*: EXPLICIT checks every inferred edge (explicit.c) */
+    int32_t unused;
 } wsp_policy;
+
+/* wsp_policy.deps. EXPLICIT: the order a program declares (the steps of order scopes, one
+ * stream's order) must imply every dependency the log infers; the first one it does not imply
+ * fails the run (WSP_ERR_DEPS: "undeclared dependency: statement S [coords] on statement P
+ * [coords] through tensor T") as the task is logged, before it can run. The runtime still
+ * infers and keeps every edge, so nothing races meanwhile. Not with forked order contexts. */
+#define WSP_DEPS_INFER 0
+#define WSP_DEPS_EXPLICIT 1
 
 /* One task of a replayed graph: its predecessors are the next `npreds` entries of the preds
  * array (indices of earlier tasks), tasks in enumeration order. */

@@ -4,12 +4,16 @@ worker threads) and from the cycle model's track, with results equal to ref and 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import ptowsp
 
 pytestmark = pytest.mark.cc
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ROWS = """
 sym N = 24
@@ -173,3 +177,73 @@ def test_knobs_leave_the_next_default_run_on_the_rings():
     np.testing.assert_array_equal(p2.trace.events["worker"], np.arange(24) % 2)
     assert "graph_start_ms" not in p2.stats.extra
     np.testing.assert_allclose(out["Y"], np.exp(rows_x()) * 2, rtol=1e-6)
+
+
+# a producer and a consumer per row, unordered (`par`), in two steps (`steps`), in sequence
+PAIRS = """
+sym N = 6
+input  X: f32[N, 64]
+output Y: f32[N, 64]
+output Z: f32[N, 64]
+kernel a(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, x * 2) }
+kernel b(y: In[Tile[1, 64, f32]], z: Out[Tile[1, 64, f32]]) { store(z, y + 1) }
+workload par() {
+  for i in P(N) {
+    a[i](x = X[i], y = Y[i])
+    b[i](y = Y[i], z = Z[i])
+  }
+}
+workload steps() {
+  for s in P.seq(2) {
+    for i in P(N) {
+      when s == 0 { a[i](x = X[i], y = Y[i]) }
+      when s == 1 { b[i](y = Y[i], z = Z[i]) }
+    }
+  }
+}
+workload seqd() {
+  sequential {
+    for i in P(N) { a[i](x = X[i], y = Y[i]) }
+    for i in P(N) { b[i](y = Y[i], z = Z[i]) }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("schedule", [
+    "steps().task_graph(deps = explicit)", "seqd().task_graph(deps = explicit)",
+    "par().streams(6).stream_by(i).task_graph(deps = explicit)",
+    "par().task_graph(deps = hybrid)"])
+def test_explicit_runs_when_the_declared_order_covers_every_dependency(schedule):
+    x = np.random.default_rng(8).standard_normal((6, 64)).astype(np.float32)
+    _, out = run(PAIRS, schedule, 2, X=x)
+    np.testing.assert_allclose(out["Z"], x * 2 + 1, rtol=1e-6)
+    _, ref = run(PAIRS, schedule, 2, target="ref", X=x)
+    np.testing.assert_allclose(ref["Z"], x * 2 + 1, rtol=1e-6)
+
+
+def test_explicit_reports_a_dependency_the_schedule_does_not_declare():
+    x = np.random.default_rng(8).standard_normal((6, 64)).astype(np.float32)
+    for workers in (1, 2):  # the same report whatever the timing
+        with pytest.raises(ptowsp.WspError) as info:
+            run(PAIRS, "par().task_graph(deps = explicit)", workers, X=x)
+        (d,) = info.value.diagnostics
+        assert d.message == ("`deps = explicit`: `b[i]` at [0] depends on `a[i]` at [0] through "
+                             "`Y`, and the schedule does not declare that order")
+        assert d.help == ("declare it (both in steps of a `P.seq` loop or `sequential`, or in "
+                          "one stream), or let wspc infer it: `deps = hybrid`")
+        assert (d.span.line, d.notes[0].span.line) == (11, 10)  # b's call; a's
+    # streams dealt round robin put a[i] and b[i] on different streams: no declared order
+    with pytest.raises(ptowsp.WspError, match="does not declare that order"):
+        run(PAIRS, "par().streams(2).task_graph(deps = explicit)", 2, X=x)
+
+
+def test_explicit_refuses_csp():
+    src = (ROOT / "tests/programs/spec_megakernel.wsp").read_text()
+    src = src.replace("schedule main = megakernel(tiles)",
+                      "schedule main = megakernel(tiles).task_graph(deps = explicit)")
+    with pytest.raises(ptowsp.WspError) as info:
+        ptowsp.parse(src, "mk.wsp").compile(target="cpu_sim")
+    assert info.value.diagnostics[0].message == (
+        "`deps = explicit` cannot check a workload that uses CSP (processes order their tasks "
+        "through channels, not declared steps)")

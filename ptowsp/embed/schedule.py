@@ -124,18 +124,13 @@ def _deps(mode: Any, span: A.Span) -> Policy:
         raise _graph_error(span, f"unknown dependency mode {mode!r}",
                            "use `DepsMode.INFER_TENSOR_MAP_EXACT` or "
                            "`DepsMode.INFER_BYTES_OVERLAP`") from None
-    if m in (DepsMode.EXPLICIT, DepsMode.HYBRID):
-        # decision: the same refusal as the language's (declared edges have no spelling)
-        raise _graph_error(span, f"dependency mode `{m.value}` is not supported by wspc: "
-                           "dependencies are inferred from the tiles tasks access",
-                           "use `Deps.infer_tensor_map_exact()` (the default) or "
-                           "`Deps.infer_bytes_overlap()`; order tasks with `P.seq` or streams")
     return Policy(m.value, span=span, kind="deps")
 
 
 class Deps:
-    """`Deps.infer_tensor_map_exact()` (the default), `Deps.infer_bytes_overlap()`, or
-    `Deps(mode=DepsMode....)`: how `.task_graph(deps=...)` finds dependencies."""
+    """`Deps.infer_tensor_map_exact()` (the default), `Deps.infer_bytes_overlap()`,
+    `Deps.explicit()`, `Deps.hybrid()`, or `Deps(mode=DepsMode....)`: how `.task_graph(deps=...)`
+    finds dependencies."""
 
     def __new__(cls, mode: Any = DepsMode.INFER_TENSOR_MAP_EXACT, **kwargs: Any) -> Policy:
         return _deps(mode, here())
@@ -149,12 +144,19 @@ class Deps:
         return _deps(DepsMode.INFER_BYTES_OVERLAP, here())
 
     @staticmethod
-    def explicit(*args: Any, **kwargs: Any) -> Policy:
+    def explicit() -> Policy:
         return _deps(DepsMode.EXPLICIT, here())
 
     @staticmethod
-    def hybrid(*args: Any, **kwargs: Any) -> Policy:
-        return _deps(DepsMode.HYBRID, here())
+    def hybrid(infer: Any = DepsMode.INFER_TENSOR_MAP_EXACT, explicit: bool = True) -> Policy:
+        span = here()
+        if _deps(infer, span).name != "infer_tensor_map_exact" or not explicit:
+            # decision: the declared order is always kept; hybrid infers exactly
+            raise _graph_error(span, "`Deps.hybrid` takes only its defaults in wspc: the "
+                               "declared order is always kept, with exact inference",
+                               "write `Deps.hybrid()`, or `Deps.infer_bytes_overlap()` for the "
+                               "wider inference")
+        return Policy("hybrid", span=span, kind="deps")
 
 
 class ReadyPolicy:

@@ -551,7 +551,7 @@ class Schedule:
     # the task-graph knobs (docs/schedules.md, "The task graph"); the defaults are what a
     # schedule without them does: exact inference, per-worker queues with stealing, workers
     # that start with the first task, one pool, a trace only when a run asks for one
-    deps: str = "infer_tensor_map_exact"        # or "infer_bytes_overlap"
+    deps: str = "infer_tensor_map_exact"        # "infer_bytes_overlap", "explicit", "hybrid"
     ready: Policy = Policy("work_steal")        # "fifo", "priority" (args: the key)
     start: Policy = Policy("threshold", (1,))   # "after_orchestration"
     pools: Policy = Policy("single")            # "by_exec_unit", "custom" (the key; n pools)

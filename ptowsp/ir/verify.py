@@ -396,7 +396,7 @@ class _Schedule(Visitor):
 
     def graph_knobs(self, s: N.Schedule) -> None:
         """The task-graph knobs: known names, a key where one is taken, positive counts."""
-        if s.deps not in ("infer_tensor_map_exact", "infer_bytes_overlap"):
+        if s.deps not in ("infer_tensor_map_exact", "infer_bytes_overlap", "explicit", "hybrid"):
             _fail(f"unknown dependency mode `{s.deps}`")
         if s.trace not in ("none", "cycles"):
             _fail(f"unknown trace policy `{s.trace}`")

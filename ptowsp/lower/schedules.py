@@ -67,6 +67,13 @@ def lower_schedule(env: ModuleEnv, specs: Specialisations, diags: Diagnostics,
     sched = N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
                        uses_csp=V.uses_csp(body), combinator_spans=tuple(spans.items()),
                        **fields)
+    if sched.deps == "explicit" and sched.uses_csp:
+        # decision: CSP processes are coroutines whose order contexts borrow their parent's
+        # steps; the declared-order check follows one stack of scopes, so it refuses them
+        diags.error(span, "unsupported", "`deps = explicit` cannot check a workload that uses "
+                    "CSP (processes order their tasks through channels, not declared steps)",
+                    "use `deps = infer_tensor_map_exact` (the default) or `deps = hybrid`")
+        return None
     return transform_axes(env, diags, sched, sd, wl)
 
 

@@ -87,6 +87,10 @@ def test_a_config_and_the_other_constructors():
     assert ".task_graph(deps = infer_bytes_overlap(), ready = work_steal(), pools = single())" \
         in assert_roundtrip(w)
     assert Deps.infer_tensor_map_exact().name == "infer_tensor_map_exact"
+    w = rows(np.zeros_like(X))().task_graph(deps=Deps.explicit())
+    assert ".task_graph(deps = explicit())" in assert_roundtrip(w)
+    w = rows(np.zeros_like(X))().task_graph(deps=Deps.hybrid())
+    assert ".task_graph(deps = hybrid())" in assert_roundtrip(w)
     assert DepsMode.bytes_overlap is DepsMode.INFER_BYTES_OVERLAP
 
 
@@ -100,12 +104,10 @@ def _error(fn) -> ptowsp.Diagnostic:
 
 def test_misuse_is_a_schedule_error_at_the_users_line():
     w = rows(np.zeros_like(X))
-    d = _error(lambda: Deps.explicit())
-    assert d.message == ("dependency mode `explicit` is not supported by wspc: dependencies are "
-                         "inferred from the tiles tasks access")
-    assert "`Deps.infer_bytes_overlap()`" in d.help
-    assert _error(lambda: Deps.hybrid(explicit=True)).message.startswith(
-        "dependency mode `hybrid` is not supported by wspc")
+    d = _error(lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP))
+    assert d.message == ("`Deps.hybrid` takes only its defaults in wspc: the declared order is "
+                         "always kept, with exact inference")
+    assert _error(lambda: Deps.hybrid(explicit=False)).message.startswith("`Deps.hybrid` takes")
     d = _error(lambda: Deps(mode="sometimes"))
     assert d.message == "unknown dependency mode 'sometimes'"
     d = _error(lambda: Pools.custom(lambda t: t.get("i")))

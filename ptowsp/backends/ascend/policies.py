@@ -62,7 +62,9 @@ def policy_warnings(s: N.Schedule, spans: Mapping[str, Span]) -> list[Diagnostic
 
 def graph_knobs(s: N.Schedule) -> list[str]:
     """The task-graph knobs of `s` other than their defaults, as written (`ready = fifo`)."""
-    given = [("deps", s.deps, "infer_tensor_map_exact"),
+    # hybrid (declared order and inferred edges) is what the expander does, as the default
+    deps = "infer_tensor_map_exact" if s.deps == "hybrid" else s.deps
+    given = [("deps", deps, "infer_tensor_map_exact"),
              ("ready", _policy_text(s.ready), "work_steal()"),
              ("start", _policy_text(s.start), "threshold(1)"),
              ("pools", _policy_text(s.pools), "single()"), ("trace", s.trace, "none")]

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from ...diagnostics import Diagnostic, WspError
+from ...diagnostics import Diagnostic, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..target import RunFailure
@@ -56,6 +56,7 @@ typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_k
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int32_t start; int32_t ready; int64_t start_n;
+    int32_t deps; int32_t unused;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -95,7 +96,7 @@ int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
 
 # wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
 # which the memory check before a run uses too (tests/runtime checks them against the header)
-ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED = 2, 3, 6, 7
+ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED, ERR_DEPS = 2, 3, 6, 7, 8
 SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
 MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
@@ -410,6 +411,19 @@ class Backend:
         if code == ERR_WINDOW and sched is not None:  # the schedule's window, in abort mode
             return WspError([Diagnostic(sched.window_span, "window", message,
                                         "raise the window, or use `mode = stall`")], sources)
+        undeclared = re.match(r"undeclared dependency: statement (\d+) \[([^]]*)\] on statement "
+                              r"(\d+) \[([^]]*)\] through tensor (\d+)", message)
+        if code == ERR_DEPS and undeclared:  # deps = explicit (runtime_c/explicit.c)
+            t, p = (self.enumerators.tasks[int(undeclared.group(i))] for i in (1, 3))
+            tensor = self.module.tensors[int(undeclared.group(5))].name
+            return WspError([Diagnostic(
+                t.span, "undeclared-dependency",
+                f"`deps = explicit`: `{t.text}` at [{undeclared.group(2)}] depends on "
+                f"`{p.text}` at [{undeclared.group(4)}] through `{tensor}`, and the schedule "
+                "does not declare that order",
+                "declare it (both in steps of a `P.seq` loop or `sequential`, or in one "
+                "stream), or let wspc infer it: `deps = hybrid`",
+                notes=[Note(p.span, "the task it depends on")])], sources)
         kernel = re.match(r"kernel \d+ \(statement (\d+)\) failed at coords \[([^]]*)\] (.*)", message)
         if code == ERR_KERNEL and kernel and int(kernel.group(1)) < len(self.enumerators.tasks):
             task = self.enumerators.tasks[int(kernel.group(1))]
@@ -557,7 +571,8 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
             "window": int(s.window or 0),
             # the task-graph knobs (graph.c on the host; the model orders by priority)
             "ready": _READY[s.ready.name], "start": _START[s.start.name],
-            "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0}
+            "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0,
+            "deps": int(s.deps == "explicit")}  # WSP_DEPS_EXPLICIT: the log checks the order
 
 
 _READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*

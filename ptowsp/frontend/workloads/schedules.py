@@ -347,17 +347,6 @@ class ScheduleChecks:
             p = self.policy(kws["deps"].value, GRAPH_DEPS, "dependency mode")
             if p is not None and (p.args or p.kwargs):
                 self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
-            elif p is not None and p.func.id in ("explicit", "hybrid"):
-                # decision: declared edges have no spelling in wspc yet; ordering a program
-                # states itself (P.seq, streams, awaits) is always kept with inferred edges
-                self.error(
-                    p.span,
-                    "unsupported",
-                    f"dependency mode `{p.func.id}` is not supported by wspc: dependencies "
-                    "are inferred from the tiles tasks access",
-                    "use `deps = infer_tensor_map_exact` (the default) or "
-                    "`deps = infer_bytes_overlap`; order tasks with `P.seq` or `.streams`",
-                )
         if "ready" in kws:
             p = self.policy(kws["ready"].value, GRAPH_READY, "ready policy")
             if p is not None:
