@@ -195,6 +195,8 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->gbar);
     free(l->who);
     free(l->ptens);
+    free(l->acc);
+    free(l->accat);
     free(l->preds);
     free(l->gates);
     free(l->gw);

@@ -737,6 +737,10 @@ struct wsp_simlog {
     int64_t capwho;
     int32_t *ptens;
     int64_t capptens;
+    wsp_access *acc;           /* every logged task's boxes, task after task */
+    int64_t nacc, capacc;
+    int64_t *accat;            /* per task: its first box in acc (and one past the last task) */
+    int64_t capaccat;
     char deps_msg[512];
     int oom;
     int over;                  /* past the limit: 1 wsp_sim_limit's bytes, 2 the task count */

@@ -445,6 +445,54 @@ int main(int argc, char **argv) {
                 CHECK(rc == 0, "default run after graph run %d: %d", g, rc);
             }
         }
+        /* deps = explicit (explicit.c): steps that declare every dependency run; a conflict
+         * inside one step is reported (WSP_ERR_DEPS) */
+        {
+            wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
+            wsp_policy p = {2, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0,
+                            WSP_DEPS_EXPLICIT, 0};
+            wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
+            CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable (explicit)");
+            for (int bad = 0; bad < 2; bad++) {
+                rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+                if (rc == 0) rc = wsp_order_push(rt);
+                for (long step = 0; step < 30 && rc == 0; step++) {
+                    for (long k = 0; k < 8 && rc == 0; k++) {
+                        memset(&t, 0, sizeof t);
+                        t.fn = harness_kernel(1);
+                        t.nscalars = 3;
+                        t.ntiles = 2;
+                        t.ncoords = 2;
+                        t.coords[0] = step;
+                        t.coords[1] = k;
+                        t.access[0].tensor = 0;
+                        t.access[0].mode = WSP_WRITE;
+                        t.access[0].ndim = 1;
+                        t.access[0].lo[0] = (step % 2) * 8 + k;  /* own cell in its step */
+                        t.access[0].hi[0] = t.access[0].lo[0] + 1;
+                        t.access[1] = t.access[0];
+                        t.access[1].mode = WSP_READ;  /* the previous step's cells */
+                        t.access[1].lo[0] = ((step + 1) % 2) * 8 + (bad && step == 20 ? 0 : k);
+                        t.access[1].hi[0] = t.access[1].lo[0] + (bad && step == 20 ? 8 : 1);
+                        if (bad && step == 20 && k == 3) t.access[1].lo[0] = (step % 2) * 8;
+                        rc = wsp_submit(rt, &t);
+                    }
+                    if (rc == 0) rc = wsp_order_next(rt);
+                }
+                if (rc == 0) rc = wsp_order_pop(rt);
+                int wrc = wsp_wait(rt);
+                if (!bad) {
+                    CHECK(rc == 0 && wrc == 0, "explicit run: %d %d %s", rc, wrc,
+                          wsp_error_message(rt));
+                } else {
+                    CHECK(wrc == WSP_ERR_DEPS &&
+                              strstr(wsp_error_message(rt), "undeclared dependency: statement 0 "
+                                                            "[20, 3] on statement 0 [20, ") != NULL,
+                          "explicit report: %d %s", wrc, wsp_error_message(rt));
+                }
+            }
+            CHECK(wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0, "model off (explicit)");
+        }
         coroutine_runs(rt, scale);
         /* free in the middle of a run */
         rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
