@@ -1,17 +1,19 @@
-"""`pto_wsp.schedule`: the prototype's schedule policies. Dispatch and timing policies and the
-task window are wspc's (`ptowsp.embed.schedule`); the task-graph knobs besides the window
-(`Deps`, `DepsMode`, `ReadyPolicy`, `StartPolicy`, `TracePolicy`, `Pools`, `TaskGraphConfig`)
-import but are errors when used, because wspc always infers dependencies exactly."""
+"""`pto_wsp.schedule`: the prototype's schedule policies, all wspc's (`ptowsp.embed.schedule`):
+dispatch and timing policies, the task window, and the task-graph knobs (`Deps`, `DepsMode`,
+`ReadyPolicy`, `StartPolicy`, `TracePolicy`, `Pools`, `TaskGraphConfig`; docs/python.md)."""
 
-from ptowsp.embed.schedule import DispatchPolicy, TaskWindow, TimingPolicy, WindowMode
-from ptowsp.embed.unsupported import (
+from ptowsp.embed.schedule import (
     Deps,
     DepsMode,
+    DispatchPolicy,
     Pools,
     ReadyPolicy,
     StartPolicy,
     TaskGraphConfig,
+    TaskWindow,
+    TimingPolicy,
     TracePolicy,
+    WindowMode,
 )
 
 __all__ = ["WindowMode", "DispatchPolicy", "TimingPolicy", "TaskWindow", "DepsMode", "Deps",

@@ -87,5 +87,7 @@ int wsp_probe(wsp_runtime *rt, const wsp_access *acc) {
     if (rt->batch && batch_conflicts(rt, acc) && (rc = wsp__batch_close(rt))) return -rc;
     if (wsp__deps_writers(rt, acc, NULL) == 0) return 0;
     wsp__flush_all(rt);
+    /* a poll loop waits for workers: a start policy must not hold them back (graph.c) */
+    if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) wsp__graph_start(rt);
     return 1;
 }

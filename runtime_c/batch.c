@@ -22,6 +22,8 @@ int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain, int32_t flags) {
     if (!rt->running)
         return wsp_fail(rt, WSP_ERR_USAGE, "wsp_batch called outside wsp_begin ... wsp_wait");
     if ((rc = wsp__batch_close(rt))) return rc;
+    /* graph.c orders and places single tasks: a run with task-graph knobs has no batches */
+    if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) return WSP_OK;
     if (grain <= 0) {  /* about 16 batches per worker, as in chunked loop scheduling */
         grain = ntasks / ((int64_t)rt->nworkers * 16);
         if (rt->window > 0 && grain > rt->window / (2 * (int64_t)rt->nworkers))

@@ -217,6 +217,10 @@ static inline wsp_tasknode *fan_out(wsp_tasknode *t) {
 }
 
 void wsp__stage_ready(wsp_runtime *rt, wsp_tasknode *t) {
+    if (__builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_relaxed), 0)) {
+        wsp__graph_push(rt, t);  /* a run with task-graph knobs (graph.c): no batches there */
+        return;
+    }
     if (t->nparts) {
         for (wsp_tasknode *p = fan_out(t), *next; p; p = next) {
             next = p->parts;
@@ -421,7 +425,7 @@ static void retire(wsp_worker *w, wsp_node *n) {
  * cost more than the task: then this worker keeps them, up to a batch. After a long kernel a
  * sleeper is woken to take them (the successors of a long kernel are likely long too). */
 static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
-    if (!w) {
+    if (!w || __builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_relaxed), 0)) {
         wsp__stage_ready(rt, t);
         return;
     }
@@ -521,6 +525,9 @@ static int wait_over(wsp_runtime *rt, int mode) {
  * (seq_cst) and then finds the condition met claims the wake-up (so one completion signals, not
  * every one) and signals under the mutex, which the submitter holds until it sleeps. */
 void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target) {
+    /* a start policy holds the workers back, but never past a wait for them: it would not end */
+    if (__builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_relaxed), 0))
+        wsp__graph_start(rt);
     if (mode == WSP_WAIT_AWAIT) {
         /* an awaited writer is often a short kernel (a router): spin briefly before paying a
          * sleep and a wake-up (no announcement yet, so no worker tries to wake us) */
@@ -619,6 +626,17 @@ static wsp_tasknode *next_task(wsp_worker *w) {
     wsp_runtime *rt = w->rt;
     wsp_queue *q = w->q;
     for (;;) {
+        if (__builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_acquire), 0)) {
+            /* a run with task-graph knobs: graph.c's queues; back here once the run is over */
+            int stop;
+            wsp_tasknode *t = wsp__graph_take(w, 0, &stop);
+            if (t) return t;
+            publish_out(w);  /* idle: hand everything back, the submitter may wait for it */
+            maybe_wake_submitter(rt);
+            if ((t = wsp__graph_take(w, 1, &stop))) return t;
+            if (stop) return NULL;
+            continue;
+        }
         wsp_tasknode *t = local_pop(w);
         if (t || (t = ring_pop(q, &w->in_tail))) return t;
         if (take_fifo(w, q)) continue;
@@ -653,7 +671,8 @@ static wsp_tasknode *next_task(wsp_worker *w) {
          * here (seq_cst on both sides: Dekker's pairing) */
         pthread_mutex_lock(&q->mu);
         atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
-        if (!own_work(w) && !others_work(w)) {
+        if (!own_work(w) && !others_work(w) &&
+            !atomic_load_explicit(&rt->graph_on, memory_order_seq_cst)) {
             while (!q->token && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         }
         q->token = 0;
@@ -745,6 +764,7 @@ int wsp__workers_start(wsp_runtime *rt) {
 
 /* Stops and joins the started workers (they are idle: no run is in progress). */
 void wsp__workers_stop(wsp_runtime *rt) {
+    wsp__graph_stop(rt);
     for (int32_t i = 0; i < rt->threads_started; i++) {
         wsp_queue *q = &rt->queues[i];
         pthread_mutex_lock(&q->mu);

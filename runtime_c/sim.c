@@ -292,8 +292,10 @@ static inline int task_unit(const sim *S, int64_t k) {
     return S->costs[S->tasks[k].kernel].unit;
 }
 
+void wsp__sim_q_push(sim *S, sim_queue *Q, int64_t k) { q_push(S, Q, k); }
+
 static void make_ready(sim *S, int64_t k, int64_t t) {
-    S->tkey[k] = t;
+    S->tkey[k] = S->prio ? S->prio[k] : t;   /* the queue order: (key, index) */
     if (S->res) S->res[k].ready = t;
     int64_t d = S->tasks[k].dispatcher, c = wsp__sim_task_class(S, k);
     int u = task_unit(S, k);
@@ -1093,7 +1095,8 @@ static __attribute__((noinline)) int run_one_cube_k1_gated(sim *S) {
 }
 
 int wsp__sim_run(sim *S) {
-    if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT) return run_general(S);
+    if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT || S->prio)
+        return run_general(S);
     if (S->ngates > 0 || S->nbar > 0) {
         if (S->nd > 1) return run_plain_gated(S);
         if (S->nkernels == 1 && S->used == 1) return run_one_vector_k1_gated(S);

@@ -536,8 +536,8 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
                        int64_t npreds_known, int64_t ngates, const wsp_simgate *gates,
                        const int64_t *gw64, const int32_t *gw32, int64_t ngroups,
                        const wsp_simgroup *groups, int64_t nmemb, const wsp_simmemb *memb,
-                       wsp_simresult *results, wsp_simsummary *summary, wsp_simdisp *disp,
-                       char *err, int32_t errlen) {
+                       const int64_t *prio, wsp_simresult *results, wsp_simsummary *summary,
+                       wsp_simdisp *disp, char *err, int32_t errlen) {
     if (err && errlen > 0) err[0] = '\0';
     int64_t dc = 0, cc = 0, spacing = 0;
     int rc = check_setup(m, p, costs, nkernels, ntasks, tasks, &dc, &cc, &spacing, err, errlen);
@@ -550,6 +550,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.ws = ws;
     S.costs = costs;
     S.tasks = tasks;
+    S.prio = p->ready == WSP_READY_PRIORITY ? prio : NULL;
     S.res = results;
     S.ntasks = ntasks;
     S.nd = p->ndispatchers;
@@ -719,7 +720,13 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
             int64_t d = tasks[k].dispatcher, c = wsp__sim_task_class(&S, k);
             int u = costs[tasks[k].kernel].unit;
             sim_queue *Q = &S.q[wsp__sim_queue_index(&S, d, c, u)];
-            S.fifo[Q->base + Q->tail++] = (sim_idx)k;
+            if (S.prio) {  /* a priority ready policy: queued in key order */
+                S.tkey[k] = S.prio[k];
+                wsp__sim_q_push(&S, Q, k);
+                if (S.oom) return WSP_ERR_INTERNAL;
+            } else {
+                S.fifo[Q->base + Q->tail++] = (sim_idx)k;
+            }
             S.disp[d].qcount++;
             S.disp[d].qunit[u]++;
             S.disp[d].umask |= 1u << u;
@@ -776,8 +783,8 @@ int wsp_sim_replay_gated(const wsp_machine *m, const wsp_policy *p, const wsp_kc
                          wsp_simsummary *summary, wsp_simdisp *disp, char *err, int32_t errlen) {
     wsp_simws *ws = NULL;   /* reentrant: this call's working memory is its own */
     int rc = wsp__sim_replay_ws(&ws, m, p, costs, nkernels, ntasks, tasks, preds, NULL, -1,
-                                ngates, gates, writers, NULL, 0, NULL, 0, NULL, results, summary,
-                                disp, err, errlen);
+                                ngates, gates, writers, NULL, 0, NULL, 0, NULL, NULL, results,
+                                summary, disp, err, errlen);
     wsp__simws_free(ws);
     return rc;
 }

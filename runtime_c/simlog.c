@@ -191,6 +191,12 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->recs);
     free(l->chunks);
     free(l->tasks);
+    free(l->prio);
+    free(l->gbar);
+    free(l->who);
+    free(l->ptens);
+    free(l->acc);
+    free(l->accat);
     free(l->preds);
     free(l->gates);
     free(l->gw);
@@ -551,17 +557,34 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
     }
     int64_t first = l->npreds;
     l->last_pred = -1;
+    const int explicit_deps = l->p.deps == WSP_DEPS_EXPLICIT;
     for (const wsp_access *a = task->access, *end = a + task->ntiles; a < end; a++) {
         stens *ts = &l->tens[a->tensor];
         srec *r = ts->fast && a->ndim == ts->ndim ? dense_rec(l, ts, a) : NULL;
+        int64_t before = l->npreds;
         if (r ? access_rec(l, r, (a->mode & WSP_WRITE) != 0) : access(l, a)) {
             l->oom = 1;  /* the records may be half updated: the log is unusable */
             return l->over ? WSP_ERR_RECORDS : WSP_ERR_INTERNAL;
+        }
+        if (__builtin_expect(explicit_deps, 0) && wsp__explicit_note(l, before, a->tensor)) {
+            l->oom = 1;
+            return WSP_ERR_INTERNAL;
         }
     }
     if (__builtin_expect(l->depth > 0, 0) && wsp__simlog_order_note(l)) {
         l->oom = 1;
         return WSP_ERR_INTERNAL;
+    }
+    if (__builtin_expect(explicit_deps, 0)) {
+        int rc = wsp__explicit_check(l, task, first, stream);
+        if (rc) return rc;  /* the log is still whole: the run fails for the program's fault */
+    }
+    if (__builtin_expect(l->p.ready == WSP_READY_PRIORITY, 0)) {  /* its key, for the replay */
+        if (wsp__grow((void **)&l->prio, &l->capprio, l->ntasks + 1, sizeof *l->prio)) {
+            l->oom = 1;
+            return WSP_ERR_INTERNAL;
+        }
+        l->prio[l->ntasks] = task->priority;
     }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
@@ -772,7 +795,7 @@ int wsp__simlog_replay(wsp_simlog *l, int keep_results, char *err, int32_t errle
     memset(l->disp, 0, (size_t)l->p.ndispatchers * sizeof *l->disp);
     int rc = wsp__sim_replay_ws(&l->ws, &l->m, &l->p, l->costs, l->nkernels, l->ntasks, l->tasks,
                                 NULL, l->preds, l->npreds, l->ngates, l->gates, NULL, l->gw,
-                                l->ngroups, l->groups, l->nmemb, l->memb,
+                                l->ngroups, l->groups, l->nmemb, l->memb, l->prio,
                                 keep_results ? l->results : NULL,
                                 &l->summary, l->disp, err, errlen);
     if (rc) l->nresults = 0;

@@ -45,7 +45,14 @@ static int32_t step_group(wsp_simlog *l, int32_t level) {
     if (l->sc[level].current >= 0) return l->sc[level].current;
     int32_t parent = -1;
     if (level > 0 && (parent = step_group(l, level - 1)) < 0) return -1;
-    return l->sc[level].current = group_new(l, parent);
+    int32_t g = group_new(l, parent);
+    if (g < 0) return -1;
+    /* the barrier every task of this step waits for, for deps = explicit's check (explicit.c) */
+    if (l->p.deps == WSP_DEPS_EXPLICIT) {
+        if (wsp__grow((void **)&l->gbar, &l->capgbar, g + 1, sizeof *l->gbar)) return -1;
+        l->gbar[g] = l->sc[level].barrier;
+    }
+    return l->sc[level].current = g;
 }
 
 static void group_close(wsp_simlog *l, int32_t g) {

@@ -159,6 +159,7 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     rt->max_spinners = online_cpus() - 1;
     atomic_init(&rt->spinners, 0);
     atomic_init(&rt->pinned, 0);
+    atomic_init(&rt->graph_on, 0);
     rt->unpub_since = -1;
     rt->free_ctx = -1;
     rt->ntensors = ntensors;
@@ -233,6 +234,7 @@ void wsp_runtime_free(wsp_runtime *rt) {
     }
     wsp__deps_destroy(&rt->deps);
     wsp__workers_destroy(rt);
+    wsp__graph_free(rt);
     free(rt->stream_last);
     free(rt->xpart);
     free(rt->xbytes);
@@ -271,6 +273,7 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     rt->batch_left = 0;
     rt->ndisp = rt->steal_ok = rt->nstreams = 0;
     atomic_store_explicit(&rt->pinned, 0, memory_order_relaxed);
+    if (rt->graph) wsp__graph_reset(rt);  /* knobs are per run: wsp_graph sets them again */
     rt->tracing = rt->trace_on;
     rt->ntrace = 0;
     rt->ntlinks[0] = rt->ntlinks[1] = rt->tlinks_dropped = 0;
@@ -449,6 +452,12 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
     int64_t *coords = wsp__coords(t);
     for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
+    if (__builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_relaxed), 0)) {
+        wsp__graph_task(rt, t, task);  /* a bad pool fails the run; the task still goes through */
+        rc = wsp__enqueue(rt, t, task, 1);
+        wsp__graph_submitted(rt);
+        return rc;
+    }
     return wsp__enqueue(rt, t, task, 1);
 }
 
@@ -498,6 +507,7 @@ int wsp_wait(wsp_runtime *rt) {
     /* forked contexts still live (an enumerator that returned early) end here; the usage check
      * below counts the scopes of context 0 only */
     wsp__ctx_end_all(rt);
+    if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) wsp__graph_enumerated(rt);
     int32_t open = rt->depth;
     while (rt->depth > 0) wsp__scope_pop(rt);
     wsp__flush_all(rt);
@@ -509,6 +519,7 @@ int wsp_wait(wsp_runtime *rt) {
         if (rc) wsp__failf(rt, rc, "cycle model: %s", rc == WSP_ERR_INTERNAL ? "out of memory" : msg);
     }
     wsp__submitter_wait(rt, WSP_WAIT_ALL, 0);
+    if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) wsp__graph_end(rt);
     wsp__drain(rt, INT64_MAX);
     rt->running = 0;
     rt->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;

@@ -85,6 +85,8 @@ struct wsp_tasknode {
     int32_t nedges;            /* edge slots used: inline first, then chunks */
     int32_t count;             /* tasks it stands for: 1, or the tasks of a batch */
     uint32_t subs;             /* a batch: byte offset of its wsp_sub records from the node */
+    int32_t pool;              /* graph.c: its pool (set only in a run with wsp_graph knobs) */
+    int64_t gkey;              /* graph.c: its ready-queue key (priority, or ready order) */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
     wsp_tasknode *parts;       /* a split batch: its first part; a part: the next one */
@@ -240,6 +242,21 @@ WSP_HIDDEN void wsp__complete(wsp_runtime *rt, wsp_worker *w, wsp_node *n);
  * wait_target has completed (await_done == target) or an error. */
 enum { WSP_WAIT_NONE = 0, WSP_WAIT_STALL = 1, WSP_WAIT_ALL = 2, WSP_WAIT_AWAIT = 3 };
 WSP_HIDDEN void wsp__submitter_wait(wsp_runtime *rt, int mode, int64_t target);
+
+typedef struct wsp_graph wsp_graph_t;
+/* graph.c: a run with task-graph knobs (wsp_graph). Called only when rt->graph_on is set. */
+WSP_HIDDEN int wsp__graph_task(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task);
+WSP_HIDDEN void wsp__graph_submitted(wsp_runtime *rt);
+WSP_HIDDEN void wsp__graph_push(wsp_runtime *rt, wsp_tasknode *t);
+/* the next task for worker w; block: wait for one. NULL: none, or the run's knobs are off (go
+ * back to the rings), or *stop: the workers are stopping */
+WSP_HIDDEN wsp_tasknode *wsp__graph_take(wsp_worker *w, int block, int *stop);
+WSP_HIDDEN void wsp__graph_start(wsp_runtime *rt);
+WSP_HIDDEN void wsp__graph_enumerated(wsp_runtime *rt);
+WSP_HIDDEN void wsp__graph_end(wsp_runtime *rt);          /* the run is over: knobs off */
+WSP_HIDDEN void wsp__graph_stop(wsp_runtime *rt);         /* workers stop: leave the wait */
+WSP_HIDDEN void wsp__graph_reset(wsp_runtime *rt);         /* wsp_begin: no times yet */
+WSP_HIDDEN void wsp__graph_free(wsp_runtime *rt);
 WSP_HIDDEN int64_t wsp__sum_done(wsp_runtime *rt);
 WSP_HIDDEN int64_t wsp__sum_ran(const wsp_runtime *rt);
 
@@ -290,6 +307,8 @@ struct wsp_runtime {
     int32_t nworkers, ntensors;
     int32_t max_spinners;          /* idle workers that may spin at once: online CPUs - 1 */
     atomic_int pinned;             /* this run: tasks stay on their dispatcher's worker */
+    atomic_int graph_on;           /* this run: ready tasks go through graph.c's queues */
+    struct wsp_graph *graph;       /* graph.c's state, made at the first wsp_graph call */
     int32_t tracing;               /* this run records a trace (workers write times) */
     int32_t skip_kernels;          /* wsp_execute(rt, 0): no kernel is called */
     struct wsp_trace_event **tchunks;   /* the trace: WSP_TRACE_CHUNK events per chunk */
@@ -503,7 +522,8 @@ typedef struct wsp_simmemb {
 
 /* The replay (sim.c) with working memory that outlives it: *ws is created on first use, grown
  * as needed and kept for the next replay (wsp__simws_free releases it), so a log replayed after
- * every run maps and clears no fresh memory. Predecessors come as int64 (preds64, the public
+ * every run maps and clears no fresh memory. `prio`: per task, the keys of a priority ready
+ * policy (the log's; NULL otherwise). Predecessors come as int64 (preds64, the public
  * wsp_sim_replay) or int32 (preds32, the log); the other is NULL. npreds_known: their number,
  * or -1 (then counted). Gates' writers likewise come as int64 (gw64) or int32 (gw32).
  * Order scopes: ngroups step groups and nmemb memberships (wsp_simgroup above; 0 and NULL:
@@ -516,7 +536,8 @@ WSP_HIDDEN int wsp__sim_replay_ws(wsp_simws **ws, const wsp_machine *m, const ws
                                   const wsp_simgate *gates, const int64_t *gw64,
                                   const int32_t *gw32, int64_t ngroups,
                                   const wsp_simgroup *groups, int64_t nmemb,
-                                  const wsp_simmemb *memb, wsp_simresult *results,
+                                  const wsp_simmemb *memb, const int64_t *prio,
+                                  wsp_simresult *results,
                                   wsp_simsummary *summary, wsp_simdisp *disp, char *err,
                                   int32_t errlen);
 WSP_HIDDEN void wsp__simws_free(wsp_simws *ws);
@@ -569,7 +590,9 @@ typedef struct sim {
     int32_t nd, timing, steal, batched;
     int64_t tn, window, C, dc, cc, spacing;
 
-    int64_t *tkey;             /* ready time while queued, finish once issued (cp before) */
+    int64_t *tkey;             /* ready time while queued (prio[k] under a priority ready
+                                  policy), finish once issued (cp before) */
+    const int64_t *prio;       /* per task: WSP_READY_PRIORITY's keys; NULL otherwise */
     uint32_t *state;           /* until ready: unfinished predecessors (+1 for a stream
                                   predecessor); while running: core << 1 | unit */
     sim_idx *shead;            /* successors: the first edge of each task's list, -1; NULL
@@ -654,6 +677,7 @@ WSP_HIDDEN void *wsp__simws_get(wsp_simws *w, int b, int64_t n, size_t size);
 /* Runs the model on the state sim_setup.c built: WSP_OK, or WSP_ERR_INTERNAL when it stalls or
  * runs out of memory (sim.c). */
 WSP_HIDDEN int wsp__sim_run(sim *S);
+WSP_HIDDEN void wsp__sim_q_push(sim *S, sim_queue *Q, int64_t k);   /* in (tkey, index) order */
 
 /* ---- the cycle model's log (simlog.c; its order scopes: simlog_order.c) --------------------- */
 
@@ -684,6 +708,8 @@ struct wsp_simlog {
     int32_t free_chunk;        /* -1: none */
     wsp_simtask *tasks;
     int64_t ntasks, captasks;
+    int64_t *prio;             /* per task, only under WSP_READY_PRIORITY: its priority */
+    int64_t capprio;
     int32_t *preds;
     int64_t npreds, cappreds;
     int32_t last_pred;         /* of the current task: skips immediate duplicates */
@@ -703,6 +729,19 @@ struct wsp_simlog {
     int64_t capgused;
     wsp_simmemb *memb;         /* the tasks in order scopes, in task order */
     int64_t nmemb, capmemb;
+    int32_t *gbar;             /* per group: the barrier of its level while it was current */
+    int64_t capgbar;
+    /* deps = explicit (explicit.c): per task its statement and coordinates, and the tensor of
+     * each predecessor of the task being logged; the message of a failed check */
+    struct wsp_simwho *who;
+    int64_t capwho;
+    int32_t *ptens;
+    int64_t capptens;
+    wsp_access *acc;           /* every logged task's boxes, task after task */
+    int64_t nacc, capacc;
+    int64_t *accat;            /* per task: its first box in acc (and one past the last task) */
+    int64_t capaccat;
+    char deps_msg[512];
     int oom;
     int over;                  /* past the limit: 1 wsp_sim_limit's bytes, 2 the task count */
     int64_t limit;             /* wsp_sim_limit: bytes (0: none) */
@@ -721,5 +760,11 @@ struct wsp_simlog {
 WSP_HIDDEN int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size);
 /* The task being logged (index l->ntasks) is in an order scope: its entry (simlog_order.c). */
 WSP_HIDDEN int wsp__simlog_order_note(wsp_simlog *l);
+/* explicit.c: deps = explicit. note: the predecessors the access of `tensor` added since index
+ * `from`; check: the task being logged (after its order note), 0 or WSP_ERR_DEPS (deps_msg set)
+ * or WSP_ERR_INTERNAL */
+WSP_HIDDEN int wsp__explicit_note(wsp_simlog *l, int64_t from, int32_t tensor);
+WSP_HIDDEN int wsp__explicit_check(wsp_simlog *l, const wsp_task *task, int64_t first,
+                                   int32_t stream);
 
 #endif

@@ -30,6 +30,7 @@
 #define WSP_ERR_USAGE 5       /* the runtime was used wrongly (a bug in generated code) */
 #define WSP_ERR_RECORDS 6     /* the cycle model's records passed wsp_sim_limit, or 2^31 - 2 tasks */
 #define WSP_ERR_CANCELLED 7   /* wsp_fail(rt, WSP_ERR_CANCELLED, ...) from another thread: Ctrl-C */
+#define WSP_ERR_DEPS 8        /* deps = explicit: an inferred dependency the declared order lacks */
 
 /* access modes of a task's tile argument */
 #define WSP_READ 1
@@ -84,6 +85,8 @@ typedef struct wsp_task {
     int64_t coords[WSP_MAX_COORDS];
     int32_t dispatcher;   /* 0 .. n-1 under wsp_schedule(n > 0, ...); ignored otherwise */
     int32_t stream;       /* 0 .. s-1 under wsp_schedule(..., s > 0); ignored otherwise */
+    int32_t pool;         /* 0 .. npools-1 under wsp_graph(..., npools > 1); ignored otherwise */
+    int64_t priority;     /* under wsp_graph(rt, WSP_READY_PRIORITY, ...): smaller runs first */
 } wsp_task;
 
 typedef struct wsp_runtime wsp_runtime;
@@ -134,6 +137,31 @@ int wsp_batch(wsp_runtime *rt, int64_t ntasks, int64_t grain, int32_t flags);
  * nstreams > 0: tasks of one `stream` start in submission order and never overlap. */
 int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
 int32_t wsp_schedule_dispatchers(const wsp_runtime *rt);   /* as set for this run (0: none) */
+
+/* The task graph's knobs for one run (`.task_graph(ready = ..., start = ..., pools = ...)`),
+ * called after wsp_begin and wsp_schedule, before the first task. With their defaults
+ * (WSP_READY_STEAL, WSP_START_THRESHOLD with threshold 1, npools 1) it changes nothing: ready
+ * tasks go to per-worker queues that idle workers steal from. Any other value hands every ready
+ * task of the run to one queue per pool instead (graph.c), where
+ *   ready: WSP_READY_FIFO: a pool's tasks run in the order they became ready;
+ *          WSP_READY_PRIORITY: in the order of their `priority`, then of submission;
+ *   start: WSP_START_THRESHOLD: no task starts before `threshold` tasks are submitted;
+ *          WSP_START_AFTER: none before wsp_wait (the enumeration has ended);
+ *          either way workers start when the submitter must wait for them (a full window in
+ *          stall mode, wsp_await, a wsp_probe that answers 1), or the run would never end;
+ *   npools > 1: a task's `pool` picks its queue; pool p is served by the workers w with
+ *          w % npools == p when npools <= workers, else by worker p % workers.
+ * With npools 1 and placement pinned by wsp_schedule (no steal) the pools are the workers'
+ * own queues (dispatcher % workers). Batching (wsp_batch) is off in such a run. */
+#define WSP_READY_STEAL 0
+#define WSP_READY_FIFO 1
+#define WSP_READY_PRIORITY 2
+#define WSP_START_THRESHOLD 0
+#define WSP_START_AFTER 1
+int wsp_graph(wsp_runtime *rt, int32_t ready, int32_t start, int64_t threshold, int32_t npools);
+/* When the workers of the last wsp_graph run could start (what 0) and when its enumeration
+ * ended (what 1), in ns since wsp_begin; -1 when the run set no knob. */
+int64_t wsp_graph_time(const wsp_runtime *rt, int32_t what);
 int32_t wsp_schedule_streams(const wsp_runtime *rt);
 
 /* The machine the cycle model replays a run on (times in ns are converted with clock_ghz). */
@@ -173,7 +201,20 @@ typedef struct wsp_policy {
     int64_t window;           /* task_graph(window = N); 0: none */
     int64_t timing_first;     /* interleaved(n, priority = s): the stream each dispatcher
                                  starts with (0 .. nstreams-1; 0 without a priority) */
+    int32_t start;            /* WSP_START_*: no task is issued before the start moment */
+    int32_t ready;            /* WSP_READY_*: PRIORITY orders a dispatcher's queue by priority */
+    int64_t start_n;          /* WSP_START_THRESHOLD: the enumeration of task start_n - 1 */
+    int32_t deps;             /* WSP_DEPS_*: EXPLICIT checks every inferred edge (explicit.c) */
+    int32_t unused;
 } wsp_policy;
+
+/* wsp_policy.deps. EXPLICIT: the order a program declares (the steps of order scopes, one
+ * stream's order) must imply every dependency the log infers; the first one it does not imply
+ * fails the run (WSP_ERR_DEPS: "undeclared dependency: statement S [coords] on statement P
+ * [coords] through tensor T") as the task is logged, before it can run. The runtime still
+ * infers and keeps every edge, so nothing races meanwhile. Not with forked order contexts. */
+#define WSP_DEPS_INFER 0
+#define WSP_DEPS_EXPLICIT 1
 
 /* One task of a replayed graph: its predecessors are the next `npreds` entries of the preds
  * array (indices of earlier tasks), tasks in enumeration order. */

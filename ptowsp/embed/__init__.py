@@ -29,7 +29,8 @@ import importlib
 _MODULES = {
     "workload": ("P", "workload", "Workload", "combine", "sequential", "cond", "slot_set_u64",
                  "slot_load_u64", "to_wsp"),
-    "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode"),
+    "schedule": ("DispatchPolicy", "TimingPolicy", "TaskWindow", "WindowMode", "Deps", "DepsMode",
+                 "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools"),
     "kernel": ("kernel", "jit_kernel", "pto", "tl", "KernelRef", "CompiledKernel",
                "KernelSignature"),
     "values": (
@@ -51,8 +52,7 @@ _MODULES = {
     ),
     "unsupported": (
         "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "relayout", "allreduce",
-        "allgather", "reduce_scatter", "Deps", "DepsMode", "ReadyPolicy", "StartPolicy",
-        "TracePolicy", "Pools", "ExternalKernel", "Shard", "Replicate",
+        "allgather", "reduce_scatter", "ExternalKernel", "Shard", "Replicate",
     ),
     "ptoisa": ("ptoisa", "ptoisa_kernel"),
 }

@@ -1,5 +1,6 @@
 """Schedule policies of the Python embedding (the seeds' `DispatchPolicy`, `TimingPolicy`,
-`TaskWindow`, `WindowMode`) and the task proxy that schedule-key lambdas are traced with
+`TaskWindow`, `WindowMode`, and the task-graph knobs `Deps`, `DepsMode`, `ReadyPolicy`,
+`StartPolicy`, `Pools`, `TracePolicy`, `TaskGraphConfig`) and the task proxy that schedule-key lambdas are traced with
 (`lambda t: t.get("batch") % 2`). `Workload.dispatch(...)` and its siblings (`workload.py`) turn
 them into the `Combinator` nodes of the schedule `main`.
 """
@@ -30,12 +31,14 @@ class TaskWindow:
 
 
 class Policy:
-    """A dispatch or timing policy: a name, its arguments, and (for key policies) the key."""
+    """A dispatch, timing or task-graph policy: a name, its arguments, (for key policies) the
+    key, and for a task-graph knob its `kind` (`ready`, `start`, `pools`, `trace`, `deps`)."""
 
     def __init__(self, name: str, args: tuple = (), n: Any = None, key: Any = None,
-                 span: A.Span = A.NO_SPAN, priority: Optional[int] = None):
+                 span: A.Span = A.NO_SPAN, priority: Optional[int] = None, kind: str = ""):
         self.name, self.args, self.n, self.key, self.span = name, args, n, key, span
         self.priority = priority
+        self.kind = kind
 
     def __call__(self, *args, **kwargs) -> "Policy":  # `TimingPolicy.immediate` and `...()`
         return self
@@ -103,6 +106,142 @@ class TimingPolicy:
         return Policy("rate_limit", (tasks_per_ms,), span=here())
 
 
+class DepsMode(enum.Enum):
+    """How dependencies between tasks are found (`.task_graph(deps=...)`)."""
+
+    INFER_TENSOR_MAP_EXACT = "infer_tensor_map_exact"
+    INFER_BYTES_OVERLAP = "infer_bytes_overlap"
+    EXPLICIT = "explicit"
+    HYBRID = "hybrid"
+    # the seeds' other spellings (aliases: the same members)
+    tensor_map_exact = "infer_tensor_map_exact"
+    bytes_overlap = "infer_bytes_overlap"
+
+
+def _graph_error(span: A.Span, message: str, help: str) -> Exception:
+    return user_error(span, message, help, cls=ScheduleError)
+
+
+def _deps(mode: Any, span: A.Span) -> Policy:
+    try:
+        m = mode if isinstance(mode, DepsMode) else DepsMode(str(mode).lower())
+    except ValueError:
+        raise _graph_error(span, f"unknown dependency mode {mode!r}",
+                           "use `DepsMode.INFER_TENSOR_MAP_EXACT` or "
+                           "`DepsMode.INFER_BYTES_OVERLAP`") from None
+    return Policy(m.value, span=span, kind="deps")
+
+
+class Deps:
+    """`Deps.infer_tensor_map_exact()` (the default), `Deps.infer_bytes_overlap()`,
+    `Deps.explicit()`, `Deps.hybrid()`, or `Deps(mode=DepsMode....)`: how `.task_graph(deps=...)`
+    finds dependencies."""
+
+    def __new__(cls, mode: Any = DepsMode.INFER_TENSOR_MAP_EXACT, **kwargs: Any) -> Policy:
+        return _deps(mode, here())
+
+    @staticmethod
+    def infer_tensor_map_exact() -> Policy:
+        return _deps(DepsMode.INFER_TENSOR_MAP_EXACT, here())
+
+    @staticmethod
+    def infer_bytes_overlap() -> Policy:
+        return _deps(DepsMode.INFER_BYTES_OVERLAP, here())
+
+    @staticmethod
+    def explicit() -> Policy:
+        return _deps(DepsMode.EXPLICIT, here())
+
+    @staticmethod
+    def hybrid(infer: Any = DepsMode.INFER_TENSOR_MAP_EXACT, explicit: bool = True) -> Policy:
+        span = here()
+        if _deps(infer, span).name != "infer_tensor_map_exact" or not explicit:
+            # decision: the declared order is always kept; hybrid infers exactly
+            raise _graph_error(span, "`Deps.hybrid` takes only its defaults in wspc: the "
+                               "declared order is always kept, with exact inference",
+                               "write `Deps.hybrid()`, or `Deps.infer_bytes_overlap()` for the "
+                               "wider inference")
+        return Policy("hybrid", span=span, kind="deps")
+
+
+class ReadyPolicy:
+    """Which ready task runs next: `fifo()`, `work_steal()` (the default), `priority(key)`
+    (smaller keys first; the key a lambda of the task, as `DispatchPolicy.affinity`'s)."""
+
+    @staticmethod
+    def fifo() -> Policy:
+        return Policy("fifo", span=here(), kind="ready")
+
+    @staticmethod
+    def work_steal() -> Policy:
+        return Policy("work_steal", span=here(), kind="ready")
+
+    @staticmethod
+    def priority(priority_fn: Any) -> Policy:
+        return Policy("priority", key=priority_fn, span=here(), kind="ready")
+
+
+class StartPolicy:
+    """When workers start: `threshold(n)` (once n tasks are submitted), `after_orchestration()`
+    (once every task is)."""
+
+    @staticmethod
+    def threshold(n: int) -> Policy:
+        return Policy("threshold", (int(n),), span=here(), kind="start")
+
+    @staticmethod
+    def after_orchestration() -> Policy:
+        return Policy("after_orchestration", span=here(), kind="start")
+
+
+class TracePolicy:
+    """`none()` (a trace when a run asks for one) or `cycles()` (every run records one)."""
+
+    @staticmethod
+    def none() -> Policy:
+        return Policy("none", span=here(), kind="trace")
+
+    @staticmethod
+    def cycles(cost_fn: Any = None) -> Policy:
+        span = here()
+        if cost_fn is not None:
+            raise _graph_error(span, "`TracePolicy.cycles(cost_fn)` is not supported by wspc: "
+                               "a task's cycles come from its kernel's IR and the machine file",
+                               "write `TracePolicy.cycles()`")
+        return Policy("cycles", span=span, kind="trace")
+
+
+class Pools:
+    """Ready queues: `single()` (the default), `by_exec_unit()` (cube kernels, those with a
+    matmul, apart from vector ones), `custom(key, n)` (pool `key mod n`)."""
+
+    @staticmethod
+    def single() -> Policy:
+        return Policy("single", span=here(), kind="pools")
+
+    @staticmethod
+    def by_exec_unit() -> Policy:
+        return Policy("by_exec_unit", span=here(), kind="pools")
+
+    @staticmethod
+    def custom(pool_fn: Any, n: Optional[int] = None) -> Policy:
+        span = here()
+        if n is None:
+            raise _graph_error(span, "`Pools.custom` needs the number of pools, `n=`",
+                               "write `Pools.custom(lambda t: t.get(\"h\") % 2, n=2)`")
+        return Policy("custom", n=int(n), key=pool_fn, span=span, kind="pools")
+
+
+class TaskGraphConfig:
+    """The task-graph settings as one value: `.task_graph(TaskGraphConfig(window=..., ...))`.
+    Settings left out keep their defaults."""
+
+    def __init__(self, deps: Any = None, window: Any = None, pools: Any = None,
+                 ready: Any = None, start: Any = None, trace: Any = None):
+        self.deps, self.window, self.pools = deps, window, pools
+        self.ready, self.start, self.trace = ready, start, trace
+
+
 class TaskProxy:
     """The `t` of a key lambda (`lambda t: t.get("batch") % 2`): its coordinates by name."""
 
@@ -118,4 +257,6 @@ class TaskProxy:
         return self._resolve(name, self._span)
 
 
-__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy", "TaskProxy"]
+__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy", "TaskProxy",
+           "DepsMode", "Deps", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools",
+           "TaskGraphConfig"]

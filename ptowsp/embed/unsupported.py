@@ -36,9 +36,6 @@ _LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no
            "the language", "leave layouts out; index tensors with views (`X[b, t]`)")
 _COLLECTIVE = ("there is no device mesh, so no collectives",
                "write the reduction as a kernel over the tiles")
-_GRAPH = ("dependencies are always inferred exactly from the tensor regions tasks access, and "
-          "ready tasks are issued by the schedule's dispatch and timing policies",
-          "use `.dispatch(DispatchPolicy.work_steal())` and `.task_graph(window=TaskWindow(...))`")
 
 TensorLayout = Unsupported("TensorLayout", *_LAYOUT)
 TensorShard = Unsupported("TensorShard", *_LAYOUT)
@@ -50,12 +47,6 @@ Replicate = Unsupported("Replicate", *_LAYOUT)
 allreduce = Unsupported("allreduce", *_COLLECTIVE)
 allgather = Unsupported("allgather", *_COLLECTIVE)
 reduce_scatter = Unsupported("reduce_scatter", *_COLLECTIVE)
-Deps = Unsupported("Deps", *_GRAPH)
-DepsMode = Unsupported("DepsMode", *_GRAPH)
-ReadyPolicy = Unsupported("ReadyPolicy", *_GRAPH)
-StartPolicy = Unsupported("StartPolicy", *_GRAPH)
-TracePolicy = Unsupported("TracePolicy", *_GRAPH)
-Pools = Unsupported("Pools", *_GRAPH)
 ExternalKernel = Unsupported(
     "ExternalKernel", "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
     "names its parameters but not their tile shapes and dtypes, which wspc needs to check each "
@@ -74,7 +65,6 @@ class LayoutIncompatibleError(TypeCheckError):
     have no layouts); it exists so that a program's `except LayoutIncompatibleError:` works."""
 
 
-TaskGraphConfig = Unsupported("TaskGraphConfig", *_GRAPH)
 Symbol = Unsupported(
     "Symbol", "a kernel's scalar argument is given in the call or by its default, not read from "
     "a table of run-time symbols", "pass the value (`k[b](eps=1e-6, ...)`); a run-time integer "
@@ -127,10 +117,9 @@ validate_axis_index = Unsupported("validate_axis_index", *_TYPE_CHECKER)
 check_layouts_compatible = Unsupported("check_layouts_compatible", *_LAYOUT)
 
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
-           "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter", "Deps",
-           "DepsMode", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools", "ExternalKernel",
-           "DistElem", "tensor_layout_join",
-           "LayoutIncompatibleError", "TaskGraphConfig", "Symbol",
+           "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter",
+           "ExternalKernel", "DistElem", "tensor_layout_join",
+           "LayoutIncompatibleError", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",

@@ -31,7 +31,7 @@ from .errors import ScheduleError, from_wsp, user_error
 from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
-from .schedule import Policy, TaskProxy, TaskWindow, WindowMode
+from .schedule import Deps, DepsMode, Policy, TaskGraphConfig, TaskProxy, TaskWindow, WindowMode
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
@@ -374,6 +374,12 @@ def _whole(tensor: Tensor, span: A.Span):
 # @workload
 
 
+# what the error for a wrong task-graph knob suggests, per keyword
+_KNOB_EXAMPLE = {"deps": "infer_bytes_overlap()", "ready": "priority(lambda t: t.get(\"b\"))",
+                 "start": "after_orchestration()", "pools": "by_exec_unit()",
+                 "trace": "cycles()"}
+
+
 class WorkloadFunction:
     """A `@workload` function: calling it traces its body into a `Workload` (or, inside another
     workload, into the statements being recorded there)."""
@@ -626,32 +632,55 @@ class Workload(Fragment):
         return self._with(A.Combinator(A.Name("timing", span=span),
                                        (self._policy(policy, "timing", span),), (), span=span))
 
-    def task_graph(self, window: Any = None, mode: Any = None, unit: Any = None,
-                   **other: Any) -> "Workload":
+    def task_graph(self, config: Any = None, window: Any = None, mode: Any = None,
+                   unit: Any = None, deps: Any = None, ready: Any = None, start: Any = None,
+                   pools: Any = None, trace: Any = None, **other: Any) -> "Workload":
         span = here()
         if other:
             name = sorted(other)[0]
-            raise user_error(span, f"`.task_graph({name}=...)` is not supported by wspc: "
-                             "dependencies are always inferred exactly from the tensor regions "
-                             "tasks access", "give only `window=TaskWindow(N, \"tasks\", "
-                             "WindowMode.STALL)`; use `.dispatch(DispatchPolicy.work_steal())` "
-                             "for work stealing", cls=ScheduleError)
-        if window is None:
+            raise user_error(span, f"`.task_graph` has no option `{name}`",
+                             "its options are `window`, `mode`, `unit`, `deps`, `ready`, "
+                             "`start`, `pools` and `trace`", cls=ScheduleError)
+        if isinstance(config, TaskGraphConfig):
+            window = window if window is not None else config.window
+            deps, ready, start = deps or config.deps, ready or config.ready, start or config.start
+            pools, trace = pools or config.pools, trace or config.trace
+        elif config is not None:  # the window, positionally
+            window = config
+        knobs = {"deps": deps, "ready": ready, "start": start, "pools": pools, "trace": trace}
+        if window is None and all(v is None for v in knobs.values()):
             raise user_error(span, "`.task_graph` needs `window=`",
                              "write `.task_graph(window=TaskWindow(8192, \"tasks\", WindowMode.STALL))`",
                              cls=ScheduleError)
-        if isinstance(window, TaskWindow):
-            size, unit, wmode = window.size, unit or window.unit, mode or window.mode
-        else:
-            size, wmode = int(window), mode
-        if isinstance(wmode, WindowMode):
-            wmode = wmode.value
-        kw = [A.Keyword("window", A.IntLit(size, span=span), span=span)]
+        kw = []
+        if window is not None:
+            if isinstance(window, TaskWindow):
+                size, unit, mode = window.size, unit or window.unit, mode or window.mode
+            else:
+                size = int(window)
+            kw.append(A.Keyword("window", A.IntLit(size, span=span), span=span))
+        if isinstance(mode, WindowMode):
+            mode = mode.value
         if unit is not None:
             kw.append(A.Keyword("unit", A.Name(str(unit), span=span), span=span))
-        if wmode is not None:
-            kw.append(A.Keyword("mode", A.Name(str(wmode).lower(), span=span), span=span))
+        if mode is not None:
+            kw.append(A.Keyword("mode", A.Name(str(mode).lower(), span=span), span=span))
+        for name, value in knobs.items():
+            if value is not None:
+                kw.append(A.Keyword(name, self._knob(value, name, span), span=span))
         return self._with(A.Combinator(A.Name("task_graph", span=span), (), tuple(kw), span=span))
+
+    def _knob(self, p: Any, kind: str, span: A.Span) -> A.Expr:
+        """A task-graph knob (`ReadyPolicy.priority(key)`, `DepsMode.X`...) as a .wsp policy."""
+        if kind == "deps" and isinstance(p, DepsMode):
+            p = Deps(p)
+        cls = {"deps": "Deps", "ready": "ReadyPolicy", "start": "StartPolicy", "pools": "Pools",
+               "trace": "TracePolicy"}[kind]
+        if not isinstance(p, Policy) or p.kind != kind:
+            raise user_error(span, f"`.task_graph({kind}=...)` takes a `{cls}`, not {p!r}",
+                             f"write e.g. `{kind}={cls}.{_KNOB_EXAMPLE[kind]}`",
+                             cls=ScheduleError)
+        return self._policy(p, kind, span)
 
     def spatial_map(self, *args, **kwargs):
         raise user_error(here(), "`.spatial_map` is not supported by wspc (no spatial mesh)",

@@ -548,6 +548,14 @@ class Schedule:
     timing: Policy = Policy("immediate")
     window: Optional[int] = None
     window_mode: str = "stall"
+    # the task-graph knobs (docs/schedules.md, "The task graph"); the defaults are what a
+    # schedule without them does: exact inference, per-worker queues with stealing, workers
+    # that start with the first task, one pool, a trace only when a run asks for one
+    deps: str = "infer_tensor_map_exact"        # "infer_bytes_overlap", "explicit", "hybrid"
+    ready: Policy = Policy("work_steal")        # "fifo", "priority" (args: the key)
+    start: Policy = Policy("threshold", (1,))   # "after_orchestration"
+    pools: Policy = Policy("single")            # "by_exec_unit", "custom" (the key; n pools)
+    trace: str = "none"                         # "cycles": every run records its trace
     # the combinators the schedule wrote: without `dispatch` any host worker may run any task
     # (the model still deals round_robin(1)); without `streams` tasks are in no stream
     given: tuple[str, ...] = ()

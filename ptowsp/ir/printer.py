@@ -182,6 +182,13 @@ def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
     lines.append(f"  timing {_policy(s.timing)}")
     if s.window is not None:
         lines.append(f"  window {s.window} {s.window_mode}")
+    # the task-graph knobs, only where a schedule sets one (the goldens stay as they were)
+    knobs = [("deps", s.deps, "infer_tensor_map_exact"), ("ready", _policy(s.ready), "work_steal"),
+             ("start", _policy(s.start), "threshold(1)"), ("pools", _policy(s.pools), "single"),
+             ("trace", s.trace, "none")]
+    graph = " ".join(f"{k} {v}" for k, v, default in knobs if v != default)
+    if graph:
+        lines.append(f"  graph {graph}")
     if s.uses_csp:
         lines.append("  csp")
     if s.transforms:

@@ -388,10 +388,30 @@ class _Schedule(Visitor):
             _fail("the task window must be positive")
         if s.window_mode not in ("stall", "abort"):
             _fail(f"unknown window mode `{s.window_mode}`")
+        self.graph_knobs(s)
         if s.uses_csp != uses_csp(s.body):
             does = "does" if not s.uses_csp else "does not"
             _fail(f"`uses_csp` is {s.uses_csp}, but the body {does} use CSP")
         self.body(s.body, frozenset(self.syms))
+
+    def graph_knobs(self, s: N.Schedule) -> None:
+        """The task-graph knobs: known names, a key where one is taken, positive counts."""
+        if s.deps not in ("infer_tensor_map_exact", "infer_bytes_overlap", "explicit", "hybrid"):
+            _fail(f"unknown dependency mode `{s.deps}`")
+        if s.trace not in ("none", "cycles"):
+            _fail(f"unknown trace policy `{s.trace}`")
+        keyed = {"priority": 1, "fifo": 0, "work_steal": 0}
+        if keyed.get(s.ready.name) != len(s.ready.args):
+            _fail(f"bad ready policy `{s.ready.name}` with {len(s.ready.args)} key(s)")
+        keyed = {"custom": 1, "single": 0, "by_exec_unit": 0}
+        if keyed.get(s.pools.name) != len(s.pools.args):
+            _fail(f"bad pool policy `{s.pools.name}` with {len(s.pools.args)} key(s)")
+        if s.pools.name == "custom" and (s.pools.n is None or s.pools.n < 1):
+            _fail("a custom pool policy needs a positive pool count")
+        self.keys.extend(a for a in s.ready.args + s.pools.args if isinstance(a, sym.Expr))
+        if not ((s.start.name == "threshold" and len(s.start.args) == 1 and s.start.args[0] >= 1)
+                or (s.start.name == "after_orchestration" and not s.start.args)):
+            _fail(f"bad start policy `{s.start.name}`")
 
     def body(self, stmts, names: frozenset) -> None:
         """`names`: the syms, loop variables and Read variables bound around `stmts`; a Read

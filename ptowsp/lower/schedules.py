@@ -67,6 +67,13 @@ def lower_schedule(env: ModuleEnv, specs: Specialisations, diags: Diagnostics,
     sched = N.Schedule(sd.name.id, sd.workload.id, tuple(body), given=given, window_span=span,
                        uses_csp=V.uses_csp(body), combinator_spans=tuple(spans.items()),
                        **fields)
+    if sched.deps == "explicit" and sched.uses_csp:
+        # decision: CSP processes are coroutines whose order contexts borrow their parent's
+        # steps; the declared-order check follows one stack of scopes, so it refuses them
+        diags.error(span, "unsupported", "`deps = explicit` cannot check a workload that uses "
+                    "CSP (processes order their tasks through channels, not declared steps)",
+                    "use `deps = infer_tensor_map_exact` (the default) or `deps = hybrid`")
+        return None
     return transform_axes(env, diags, sched, sd, wl)
 
 
@@ -176,6 +183,18 @@ def _policy_fields(wl: WorkloadLowerer, workload: str, c: A.Combinator) -> dict:
                 out["window"] = wl.const_int(kw.value)
             elif kw.name == "mode":
                 out["window_mode"] = kw.value.id
+            elif kw.name in ("deps", "trace"):
+                out[kw.name] = _policy_call(kw.value).func.id
+            elif kw.name in ("ready", "pools"):
+                p = _policy_call(kw.value)
+                f = p.func.id
+                key = (_key(wl, workload, p.args[0]),) if p.args else ()
+                n = wl.const_int(p.kwargs[0].value) if p.kwargs else None
+                out[kw.name] = N.Policy(f, key, n)
+            elif kw.name == "start":
+                p = _policy_call(kw.value)
+                given = list(p.args) + [k.value for k in p.kwargs]
+                out["start"] = N.Policy(p.func.id, tuple(wl.const_int(g) for g in given))
         return out
     raise InternalError("lower", f"unknown combinator `.{n}`")
 

@@ -157,6 +157,7 @@ POLICIES = {
     ".timing(rate_limit(100))": "timing",
     ".task_graph(window = 16, mode = stall)": None,
     ".task_graph(window = 16, mode = abort)": "task_graph",
+    ".task_graph(window = 16, ready = priority(i), pools = by_exec_unit)": "task_graph",
 }
 
 
@@ -183,6 +184,19 @@ def test_each_policy_is_carried_or_warned(combinators):
         assert (words[H["STREAM_KEY"]] >= 0) == ("stream_by" in combinators)
     if "task_graph" in s.given:
         assert words[H["WINDOW"]] == 16
+
+
+def test_task_graph_knobs_are_named_in_one_warning():
+    text = POLICY_HEAD + ("schedule main = w().task_graph(deps = infer_bytes_overlap, "
+                          "start = after_orchestration, trace = cycles)\n")
+    _, p = project(Path("p.wsp"), text=text)
+    (w,) = p.warnings
+    assert w.message == ("`.task_graph(deps = infer_bytes_overlap, start = after_orchestration(), "
+                         "trace = cycles)` is not honoured on ascend_npu: the expander issues "
+                         "each wave's tasks at once, waits on the exact dependencies and keeps "
+                         "no trace")
+    assert "`.task_graph(deps = infer_bytes_overlap, start = after_orchestration(), trace = " \
+        "cycles)`: not honoured (warned)" in p.files["README.md"]
 
 
 def test_policy_warnings_on_the_command_line(tmp_path):

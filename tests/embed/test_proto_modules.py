@@ -131,7 +131,9 @@ def test_the_prototypes_package_names_from_its_submodules():
 
     assert ExecutionTrace is program.ProgramTrace and Kernel is ptowsp.KernelRef
     assert Value is ekernel.Value and KernelIR is ekernel.KernelIR
-    assert isinstance(TaskGraphConfig, Unsupported)
+    from ptowsp.embed.schedule import TaskGraphConfig as config
+
+    assert TaskGraphConfig is config  # a real class now (docs/python.md "Task-graph knobs")
     for name in pto_wsp._FROM_SUBMODULES:
         assert name in pto_wsp.__all__ and getattr(pto_wsp, name) is not None
 
@@ -156,8 +158,6 @@ def _refusal(fn, name: str, why: str) -> str:
 
 LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no counterpart in "
           "the language")
-GRAPH = ("dependencies are always inferred exactly from the tensor regions tasks access, and "
-         "ready tasks are issued by the schedule's dispatch and timing policies")
 INTERP = ("wspc runs a workload through its compiler and runtime, not the prototype's Python "
           "task interpreter")
 KERNEL_IR = "the prototype's kernel IR is not wspc's: a kernel body lowers to wspc's IR"
@@ -175,7 +175,6 @@ REFUSED = [
     ("types", "DistElem", LAYOUT), ("types", "tensor_layout_join", LAYOUT),
     ("types", "Symbol", "a kernel's scalar argument is given in the call or by its default, "
                         "not read from a table of run-time symbols"),
-    ("schedule", "TaskGraphConfig", GRAPH), ("schedule", "Deps", GRAPH),
     ("program", "ExecutionContext", INTERP), ("program", "ExecutionPlan", INTERP),
     ("program", "TraceEvent", "trace events are made by a traced run, as dicts"),
     ("kernel", "TileType", KERNEL_IR), ("kernel", "ScalarType", KERNEL_IR),

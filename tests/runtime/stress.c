@@ -50,10 +50,10 @@ static void gated_model_runs(wsp_runtime *rt, int workers) {
     static int have[4];
     wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
     wsp_policy pols[4] = {
-        {1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0},   /* run_one */
-        {3, 1, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 8, 0},   /* run_plain, a window */
-        {3, 0, 0, WSP_TIMING_BATCHED, 4, 0.0, 0, 0},     /* run_general */
-        {2, 0, 0, WSP_TIMING_RATE_LIMIT, 0, 1e5, 4, 0}};
+        {1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0, 0, 0, 0},   /* run_one */
+        {3, 1, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 8, 0, 0, 0, 0, 0, 0},   /* run_plain, a window */
+        {3, 0, 0, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0},   /* run_general */
+        {2, 0, 0, WSP_TIMING_RATE_LIMIT, 0, 1e5, 4, 0, 0, 0, 0, 0, 0}};
     wsp_kcost costs[2] = {{WSP_UNIT_VECTOR, 0, 50}, {WSP_UNIT_CUBE, 0, 400}};
     wsp_simresult res[GATED_TASKS];
     for (int g = 0; g < 4; g++)
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
         /* placement, streams, the trace and the cycle model together */
         {
             wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
-            wsp_policy p = {3, 0, 2, WSP_TIMING_BATCHED, 4, 0.0, 0, 0};
+            wsp_policy p = {3, 0, 2, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0};
             wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
             CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable");
             CHECK(wsp_trace_enable(rt, 1) == 0, "trace enable");
@@ -408,6 +408,90 @@ int main(int argc, char **argv) {
             CHECK(wsp_trace_enable(rt, 0) == 0 && wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0,
                   "off again");
             gated_model_runs(rt, workers);
+        }
+        /* task-graph knobs (graph.c): each run, then a default one (workers go back to rings) */
+        {
+            int knobs[5][5] = {  /* ready, start, threshold, npools, window */
+                {WSP_READY_PRIORITY, WSP_START_AFTER, 1, 1, 0},
+                {WSP_READY_FIFO, WSP_START_THRESHOLD, 10, 2, 0},
+                {WSP_READY_PRIORITY, WSP_START_AFTER, 1, 3, 4},   /* a stall starts them */
+                {WSP_READY_STEAL, WSP_START_THRESHOLD, 50, 1, 0},
+                {WSP_READY_FIFO, WSP_START_THRESHOLD, 1, 1, 0}};  /* pinned: per worker */
+            for (int g = 0; g < 5; g++) {
+                rc = wsp_begin(rt, knobs[g][4], WSP_WINDOW_STALL);
+                if (rc == 0) rc = wsp_schedule(rt, g == 4 ? 3 : 0, 0, 0);
+                if (rc == 0) rc = wsp_graph(rt, knobs[g][0], knobs[g][1], knobs[g][2], knobs[g][3]);
+                if (rc == 0) rc = wsp_batch(rt, 400, 0, 0);  /* ignored in such a run */
+                for (long k = 0; k < 400 && rc == 0; k++) {
+                    memset(&t, 0, sizeof t);
+                    t.fn = harness_kernel(1);
+                    t.nscalars = 3;
+                    t.ntiles = 1;
+                    t.access[0].tensor = 0;
+                    t.access[0].mode = k % 4 ? WSP_READ : WSP_WRITE;
+                    t.access[0].ndim = 1;
+                    t.access[0].lo[0] = k % 13;
+                    t.access[0].hi[0] = k % 13 + 1;
+                    t.dispatcher = (int32_t)(k % 3);
+                    t.pool = (int32_t)(k % knobs[g][3]);
+                    t.priority = (k * 7919) % 101;
+                    rc = wsp_submit(rt, &t);
+                }
+                int wrc = wsp_wait(rt);
+                CHECK(rc == 0 && wrc == 0, "graph run %d: %d %d %s", g, rc, wrc,
+                      wsp_error_message(rt));
+                CHECK(wsp_graph_time(rt, 0) >= 0, "graph run %d: never started", g);
+                rc = harness_bulk(rt, 500, 1, 0, WSP_WINDOW_STALL, 1, 0);
+                CHECK(rc == 0, "default run after graph run %d: %d", g, rc);
+            }
+        }
+        /* deps = explicit (explicit.c): steps that declare every dependency run; a conflict
+         * inside one step is reported (WSP_ERR_DEPS) */
+        {
+            wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
+            wsp_policy p = {2, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0, 0,
+                            WSP_DEPS_EXPLICIT, 0};
+            wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
+            CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable (explicit)");
+            for (int bad = 0; bad < 2; bad++) {
+                rc = wsp_begin(rt, 0, WSP_WINDOW_STALL);
+                if (rc == 0) rc = wsp_order_push(rt);
+                for (long step = 0; step < 30 && rc == 0; step++) {
+                    for (long k = 0; k < 8 && rc == 0; k++) {
+                        memset(&t, 0, sizeof t);
+                        t.fn = harness_kernel(1);
+                        t.nscalars = 3;
+                        t.ntiles = 2;
+                        t.ncoords = 2;
+                        t.coords[0] = step;
+                        t.coords[1] = k;
+                        t.access[0].tensor = 0;
+                        t.access[0].mode = WSP_WRITE;
+                        t.access[0].ndim = 1;
+                        t.access[0].lo[0] = (step % 2) * 8 + k;  /* own cell in its step */
+                        t.access[0].hi[0] = t.access[0].lo[0] + 1;
+                        t.access[1] = t.access[0];
+                        t.access[1].mode = WSP_READ;  /* the previous step's cells */
+                        t.access[1].lo[0] = ((step + 1) % 2) * 8 + (bad && step == 20 ? 0 : k);
+                        t.access[1].hi[0] = t.access[1].lo[0] + (bad && step == 20 ? 8 : 1);
+                        if (bad && step == 20 && k == 3) t.access[1].lo[0] = (step % 2) * 8;
+                        rc = wsp_submit(rt, &t);
+                    }
+                    if (rc == 0) rc = wsp_order_next(rt);
+                }
+                if (rc == 0) rc = wsp_order_pop(rt);
+                int wrc = wsp_wait(rt);
+                if (!bad) {
+                    CHECK(rc == 0 && wrc == 0, "explicit run: %d %d %s", rc, wrc,
+                          wsp_error_message(rt));
+                } else {
+                    CHECK(wrc == WSP_ERR_DEPS &&
+                              strstr(wsp_error_message(rt), "undeclared dependency: statement 0 "
+                                                            "[20, 3] on statement 0 [20, ") != NULL,
+                          "explicit report: %d %s", wrc, wsp_error_message(rt));
+                }
+            }
+            CHECK(wsp_sim_enable(rt, NULL, NULL, NULL, 0) == 0, "model off (explicit)");
         }
         coroutine_runs(rt, scale);
         /* free in the middle of a run */

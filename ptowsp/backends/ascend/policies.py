@@ -11,6 +11,7 @@ is either carried into the plan and enforced on the device, or named in a warnin
 | `.timing(batched / interleaved / rate_limit)` | warned: a wave's tasks are issued as soon as the wave starts |
 | `.task_graph(window = N, mode = stall)` | carried: a segment holds at most N tasks, all finished before the next is enumerated |
 | `.task_graph(mode = abort)` | warned: the window never overflows (the expander stalls), so the run never aborts |
+| `.task_graph(deps / ready / start / pools / trace = ...)` | warned when not the default: the expander issues each wave's tasks at once, with the exact dependencies, and keeps no trace |
 | axis transforms (`split`, `tile`, ...) | applied by lowering: already in the loop tree |
 """
 
@@ -49,7 +50,25 @@ def policy_warnings(s: N.Schedule, spans: Mapping[str, Span]) -> list[Diagnostic
             "`.task_graph(mode = abort)` never aborts on ascend_npu: the expander hands the "
             f"window's {s.window} tasks to the AICore and waits for them before it enumerates "
             "more, as `mode = stall` does"))
+    knobs = graph_knobs(s)
+    if knobs:
+        out.append(_warning(
+            spans.get("task_graph"), "task_graph",
+            f"`.task_graph({', '.join(knobs)})` is not honoured on ascend_npu: the expander "
+            "issues each wave's tasks at once, waits on the exact dependencies and keeps no "
+            "trace", "the cpu_sim target and its cycle model enforce it"))
     return out
+
+
+def graph_knobs(s: N.Schedule) -> list[str]:
+    """The task-graph knobs of `s` other than their defaults, as written (`ready = fifo`)."""
+    # hybrid (declared order and inferred edges) is what the expander does, as the default
+    deps = "infer_tensor_map_exact" if s.deps == "hybrid" else s.deps
+    given = [("deps", deps, "infer_tensor_map_exact"),
+             ("ready", _policy_text(s.ready), "work_steal()"),
+             ("start", _policy_text(s.start), "threshold(1)"),
+             ("pools", _policy_text(s.pools), "single()"), ("trace", s.trace, "none")]
+    return [f"{k} = {v}" for k, v, default in given if v != default]
 
 
 def _policy_text(p: N.Policy) -> str:
@@ -83,7 +102,9 @@ def policy_summary(s: N.Schedule, ndispatchers: int) -> list[str]:
         out.append(f"`.timing({t})`: " + ("carried" if s.timing.name == "immediate" else
                                            "not honoured (warned): a wave's tasks are issued "
                                            "at once"))
-    if "task_graph" in s.given:
+    if graph_knobs(s):
+        out.append(f"`.task_graph({', '.join(graph_knobs(s))})`: not honoured (warned)")
+    if s.window is not None:
         out.append(f"`.task_graph(window = {s.window}, mode = {s.window_mode})`: a segment "
                    f"holds at most {s.window} tasks" +
                    (" (abort never happens: warned)" if s.window_mode == "abort" else ""))

@@ -52,6 +52,13 @@ def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
     return [kernel_cost(k, machine, places.get(k.name)) for k in module.kernels]
 
 
+def kernel_unit(kernel: N.Kernel) -> int:
+    """The unit a kernel runs on: cube with a `matmul`, else (extern kernels too) vector."""
+    if kernel.is_extern:
+        return UNIT_VECTOR
+    return UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
+
+
 def placements(module: N.Module) -> dict[str, dict[str, str]]:
     """{kernel: {tile parameter: location}} for the parameters every call of the kernel (in
     every schedule) binds to tensors of one on-chip location; the rest are in global memory."""
@@ -79,7 +86,7 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
     on chip, from `placements`)."""
     if kernel.is_extern:
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places))
-    unit = UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
+    unit = kernel_unit(kernel)
     compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)
     # decision: on a cube kernel the vector epilogue is added, not overlapped: it needs the
     # product first (conservative; the 910B runs it on the AI core's paired vector cores)

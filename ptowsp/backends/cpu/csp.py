@@ -90,7 +90,7 @@ static inline int wsp_co_append(wsp_co ***cos, int64_t *n, int64_t *cap, wsp_co 
 /* 1 when nothing X's query waits for is unfinished: the tasks of its latest record (a read of
  * marks[gen % 64]) and of its sends (writers of its slots). */
 static inline int wsp_co_query(wsp_runtime *rt, int32_t marks, int64_t gen, int32_t slots,
-                               int64_t nslots, int64_t rows, int64_t cols) {
+                               int64_t nslots, int64_t rows, int64_t cols, int flat) {
     wsp_access a;
     memset(&a, 0, sizeof a);
     if (marks >= 0 && gen >= 0) {
@@ -101,6 +101,7 @@ static inline int wsp_co_query(wsp_runtime *rt, int32_t marks, int64_t gen, int3
     if (slots >= 0) {
         a.tensor = slots; a.mode = WSP_READ; a.ndim = 3;
         a.lo[0] = a.lo[1] = a.lo[2] = 0; a.hi[0] = nslots; a.hi[1] = rows; a.hi[2] = cols;
+        if (flat) { a.ndim = 1; a.hi[0] = nslots * rows * cols; }  /* deps = infer_bytes_overlap */
         if (wsp_probe(rt, &a) > 0) return 0;
     }
     return 1;
@@ -175,10 +176,11 @@ class CoEmitter(LoopEmitter):
         marks = self.tensor_index[ch.marks] if ch.marks is not None else -1
         gen = f"wsp_ev_cur[{i}]"
         if ch.slots is None:
-            return f"wsp_co_query(rt, {marks}, {gen}, -1, 0, 0, 0)"
+            return f"wsp_co_query(rt, {marks}, {gen}, -1, 0, 0, 0, 0)"
         rows, cols, _ = ch.elem if ch.elem is not None else (1, 1, "u8")
+        flat = int(self.sched.deps == "infer_bytes_overlap")
         return (f"wsp_co_query(rt, {marks}, {gen}, {self.tensor_index[ch.slots]}, "
-                f"{ch.nslots}, {rows}, {cols})")
+                f"{ch.nslots}, {rows}, {cols}, {flat})")
 
     def state(self) -> int:
         self.nstates += 1

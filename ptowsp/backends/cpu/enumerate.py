@@ -21,6 +21,7 @@ from ...ir import nodes as N
 from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
+from .cost import kernel_unit
 from .gather import gathered, wrapper, wrapper_name
 from .kernels import kernel_symbol
 
@@ -109,6 +110,11 @@ class LoopEmitter(V.Visitor):
                 rest = " * ".join(f"t{i}_d{e}" for e in range(d + 1, len(dims))) or "1"
                 self.emit(f"const int64_t t{i}_s{d} = {rest};")
             self.emit(f"char *const t{i} = (char *)tensors[{i}];")
+        if s.deps == "infer_bytes_overlap":  # every tensor's dims, for wsp_flat
+            dims = ["(const int64_t[]){" + (", ".join(f"t{i}_d{d}" for d in range(len(t.dims)))
+                                            or "1") + "}" for i, t in enumerate(self.m.tensors)]
+            self.emit(f"const int64_t *const wsp_dims[] = {{{', '.join(dims) or 'NULL'}}};")
+            self.emit("(void)wsp_dims;")
         self.emit("wsp_task task;")
         self.emit("memset(&task, 0, sizeof task);")
         # placement: the counts come from wsp_schedule (the policy's, or the machine's)
@@ -166,6 +172,8 @@ class LoopEmitter(V.Visitor):
             self.emit(f"acc.tensor = {ti}; acc.mode = WSP_READ; acc.ndim = {len(idx)};")
             for d, i in enumerate(idx):
                 self.emit(f"acc.lo[{d}] = {i}; acc.hi[{d}] = acc.lo[{d}] + 1;")
+            if self.sched.deps == "infer_bytes_overlap":
+                self.emit(f"wsp_flat(&acc, wsp_dims[{ti}]);")
             self.emit(f"if ((rc = wsp_await(rt, &acc))) {self.RET}")
             self.depth -= 1
             self.emit("}")
@@ -302,6 +310,10 @@ class LoopEmitter(V.Visitor):
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
         self.placement()
+        self.graph_keys(kernel)
+        if self.sched.deps == "infer_bytes_overlap":
+            self.emit("for (int32_t a = 0; a < task.ntiles; a++) "
+                      "wsp_flat(&task.access[a], wsp_dims[task.access[a].tensor]);")
         self.emit(f"if ((rc = wsp_submit(rt, &task))) {self.RET}")
         self.emit("wsp_k++;")
 
@@ -329,6 +341,17 @@ class LoopEmitter(V.Visitor):
             st = (f"wsp_mod({self.c(s.stream_by)}, wsp_ns)" if s.stream_by is not None
                   else "wsp_mod(wsp_k, wsp_ns)")
             self.emit(f"task.stream = (int32_t)({st});")
+
+    def graph_keys(self, kernel: N.Kernel) -> None:
+        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`."""
+        s = self.sched
+        if s.ready.name == "priority":
+            self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
+        if s.pools.name == "by_exec_unit":
+            # decision: a kernel's pool is the unit the cycle model runs it on (a matmul: cube)
+            self.emit(f"task.pool = {kernel_unit(kernel)};")
+        elif s.pools.name == "custom":
+            self.emit(f"task.pool = (int32_t)wsp_mod({self.c(s.pools.args[0])}, {s.pools.n});")
 
     def tile(self, i: int, p: N.KParam, a: N.TileArg) -> None:
         ti = self.tensor_index[a.tensor]
@@ -472,6 +495,22 @@ PRELUDE = """\
  * past int64, INT64_MIN / -1, wraps to INT64_MIN (as a value past int64 does in ref). A divisor
  * that may be zero has an Assert before the statement (lower/values.py), so b == 0 never gets
  * here: the 0 only keeps C defined */
+/* `.task_graph(deps = infer_bytes_overlap)`: an access box becomes the range of elements (of one
+ * dtype: bytes scaled) from its first element to its last, row-major over the tensor's dims, so
+ * two boxes of a tensor conflict whenever their byte ranges overlap, boxes or not */
+static inline void wsp_flat(wsp_access *a, const int64_t *dims) {
+    int64_t first = 0, last = 0, stride = 1;
+    int empty = 0;
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        if (a->hi[d] <= a->lo[d]) empty = 1;
+        first += a->lo[d] * stride;
+        last += (a->hi[d] - 1) * stride;
+        stride *= dims[d];
+    }
+    a->ndim = 1;
+    a->lo[0] = empty ? 0 : first;
+    a->hi[0] = empty ? 0 : last + 1;
+}
 static inline int64_t wsp_floordiv(int64_t a, int64_t b) {
     if (b == 0) return 0;
     if (b == -1) return (int64_t)(0 - (uint64_t)a);  /* INT64_MIN / -1 traps in C */

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from ...diagnostics import Diagnostic, WspError
+from ...diagnostics import Diagnostic, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..target import RunFailure
@@ -56,6 +56,7 @@ typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_k
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int64_t timing_first;
+    int32_t start; int32_t ready; int64_t start_n; int32_t deps; int32_t unused;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -64,6 +65,8 @@ typedef struct wsp_simsummary {
 typedef struct wsp_simdisp { int64_t tasks; int64_t stolen; int64_t busy_cycles; } wsp_simdisp;
 int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
 int wsp_execute(wsp_runtime *rt, int32_t on);
+int wsp_graph(wsp_runtime *rt, int32_t ready, int32_t start, int64_t threshold, int32_t npools);
+int64_t wsp_graph_time(const wsp_runtime *rt, int32_t what);
 int wsp_trace_enable(wsp_runtime *rt, int32_t on);
 int64_t wsp_trace_count(const wsp_runtime *rt);
 typedef struct wsp_trace_event wsp_trace_event;
@@ -93,7 +96,7 @@ int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
 
 # wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
 # which the memory check before a run uses too (tests/runtime checks them against the header)
-ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED = 2, 3, 6, 7
+ERR_WINDOW, ERR_KERNEL, ERR_RECORDS, ERR_CANCELLED, ERR_DEPS = 2, 3, 6, 7, 8
 SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
 MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
@@ -182,12 +185,17 @@ class Backend:
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy, keep=not owned)
             lib.wsp_sim_limit(rt, max(int(record_limit), 0))
+            # `.task_graph(trace = cycles)`: every run of the schedule records its trace
+            trace = trace or sched.trace == "cycles"
             lib.wsp_trace_enable(rt, 1 if trace else 0)
             lib.wsp_execute(rt, 1 if execute else 0)
             mode = 1 if sched.window_mode == "abort" else 0
             # host placement only where the schedule asks for it (docs/schedules.md)
             pinned = policy["ndispatchers"] if "dispatch" in sched.given else 0
-            shapes = [ffi.new("int64_t[]", list(a.shape) or [0]) for a in arrays]
+            # deps = infer_bytes_overlap: every access is a range of a flat tensor (wsp_flat)
+            flat = sched.deps == "infer_bytes_overlap"
+            shapes = [ffi.new("int64_t[]", [a.size] if flat else list(a.shape) or [0])
+                      for a in arrays]
             syms_c = ffi.new("int64_t[]", [int(syms[s.name]) for s in m.syms] or [0])
             bufs = [ffi.from_buffer(a) if a.size else ffi.NULL for a in arrays]
             tensors_c = ffi.new("void *[]", bufs or [ffi.NULL])
@@ -197,8 +205,11 @@ class Backend:
                 rc = lib.wsp_begin(rt, int(sched.window or 0), mode)
                 if rc == 0:
                     rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
+                if rc == 0:
+                    rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
+                                       max(policy["start_n"], 1), graph_pools(sched))
                     for i, a in enumerate(arrays):
-                        lib.wsp_sim_shape(rt, i, a.ndim, shapes[i])
+                        lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
 
             def tasks() -> None:
@@ -209,10 +220,15 @@ class Backend:
             message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
             stats = ffi.new("wsp_stats *")
             lib.wsp_get_stats(rt, stats)
+            graph = {"started_ns": int(lib.wsp_graph_time(rt, 0)),
+                     "enumerated_ns": int(lib.wsp_graph_time(rt, 1))}
             info = {"task_count": int(stats.tasks), "dependencies": int(stats.dependencies),
                     "max_in_flight": int(stats.max_in_flight), "batches": int(stats.batches),
                     "runtime_ms": float(stats.execute_ms),
                     "workers": int(lib.wsp_runtime_workers(rt))}
+            if graph["started_ns"] >= 0:  # a run with task-graph knobs: when workers started
+                info["graph_start_ms"] = graph["started_ns"] / 1e6
+                info["graph_enumerated_ms"] = graph["enumerated_ns"] / 1e6
             if layout and not code:
                 info.update(csp_info(m, layout, counters))
             if not code:
@@ -410,6 +426,19 @@ class Backend:
         if code == ERR_WINDOW and sched is not None:  # the schedule's window, in abort mode
             return WspError([Diagnostic(sched.window_span, "window", message,
                                         "raise the window, or use `mode = stall`")], sources)
+        undeclared = re.match(r"undeclared dependency: statement (\d+) \[([^]]*)\] on statement "
+                              r"(\d+) \[([^]]*)\] through tensor (\d+)", message)
+        if code == ERR_DEPS and undeclared:  # deps = explicit (runtime_c/explicit.c)
+            t, p = (self.enumerators.tasks[int(undeclared.group(i))] for i in (1, 3))
+            tensor = self.module.tensors[int(undeclared.group(5))].name
+            return WspError([Diagnostic(
+                t.span, "undeclared-dependency",
+                f"`deps = explicit`: `{t.text}` at [{undeclared.group(2)}] depends on "
+                f"`{p.text}` at [{undeclared.group(4)}] through `{tensor}`, and the schedule "
+                "does not declare that order",
+                "declare it (both in steps of a `P.seq` loop or `sequential`, or in one "
+                "stream), or let wspc infer it: `deps = hybrid`",
+                notes=[Note(p.span, "the task it depends on")])], sources)
         kernel = re.match(r"kernel \d+ \(statement (\d+)\) failed at coords \[([^]]*)\] (.*)", message)
         if code == ERR_KERNEL and kernel and int(kernel.group(1)) < len(self.enumerators.tasks):
             task = self.enumerators.tasks[int(kernel.group(1))]
@@ -556,7 +585,22 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
             "rate_per_ms": float(t.args[0]) if t.name == "rate_limit" else 0.0,
             "window": int(s.window or 0),
             # interleaved(n, priority = s): the stream every dispatcher starts with
-            "timing_first": int(t.args[1]) if t.name == "interleaved" and len(t.args) > 1 else 0}
+            "timing_first": int(t.args[1]) if t.name == "interleaved" and len(t.args) > 1 else 0,
+            # the task-graph knobs (graph.c on the host; the model orders by priority)
+            "ready": _READY[s.ready.name], "start": _START[s.start.name],
+            "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0,
+            "deps": int(s.deps == "explicit")}  # WSP_DEPS_EXPLICIT: the log checks the order
+
+
+_READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*
+_START = {"threshold": 0, "after_orchestration": 1}  # WSP_START_*
+
+
+def graph_pools(s: N.Schedule) -> int:
+    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools)."""
+    if s.pools.name == "by_exec_unit":
+        return 2  # vector (WSP_UNIT_VECTOR, 0) and cube (1): a task's pool is its unit
+    return int(s.pools.n) if s.pools.name == "custom" else 1
 
 
 _MACHINE: list = []

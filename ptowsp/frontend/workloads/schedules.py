@@ -23,6 +23,12 @@ COMBINATORS = ("dispatch", "streams", "stream_by", "timing", "task_graph") + AXI
 DISPATCH_POLICIES = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 TIMING_POLICIES = ("immediate", "batched", "interleaved", "rate_limit")
 TASK_GRAPH_MODES = ("stall", "abort")
+# the task-graph knobs of `.task_graph(...)` beside the window (docs/schedules.md, "The task graph")
+GRAPH_DEPS = ("infer_tensor_map_exact", "infer_bytes_overlap", "explicit", "hybrid")
+GRAPH_READY = ("fifo", "work_steal", "priority")
+GRAPH_START = ("threshold", "after_orchestration")
+GRAPH_POOLS = ("single", "by_exec_unit", "custom")
+GRAPH_TRACE = ("none", "cycles")
 
 
 class ScheduleChecks:
@@ -362,6 +368,59 @@ class ScheduleChecks:
                 given[0].span, "not-positive", f"`rate_limit` must be positive, found {value}"
             )
 
+    def graph_knobs(
+        self, kws: dict[str, A.Keyword], scope: Scope, wname: str, summary: Optional[Summary]
+    ) -> None:
+        """`deps`, `ready`, `start`, `pools` and `trace` of `.task_graph` (each a policy)."""
+        if "deps" in kws:
+            p = self.policy(kws["deps"].value, GRAPH_DEPS, "dependency mode")
+            if p is not None and (p.args or p.kwargs):
+                self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
+        if "ready" in kws:
+            p = self.policy(kws["ready"].value, GRAPH_READY, "ready policy")
+            if p is not None:
+                self.keyed(p, "priority", "priority(b)", scope, wname, summary)
+        if "start" in kws:
+            p = self.policy(kws["start"].value, GRAPH_START, "start policy")
+            if p is not None and p.func.id == "threshold":
+                kw = self.kwargs(p, ("n",), "threshold(...)")
+                given = list(p.args) + [k.value for k in kw.values()]
+                if len(given) != 1:
+                    self.error(p.span, "arity", "`threshold` takes one argument",
+                               "write `threshold(8)`")
+                else:
+                    self.positive_int(given[0], "a start threshold")
+            elif p is not None and (p.args or p.kwargs):
+                self.error(p.span, "arity", "`after_orchestration` takes no arguments")
+        if "pools" in kws:
+            p = self.policy(kws["pools"].value, GRAPH_POOLS, "pool policy")
+            if p is not None and p.func.id == "custom":
+                kw = self.kwargs(p, ("n",), "custom(...)")
+                if len(p.args) != 1 or "n" not in kw:
+                    self.error(p.span, "arity", "`custom` takes a key and `n = N`",
+                               "write `custom(h, n = 2)`")
+                else:
+                    self.key(p.args[0], scope, wname, summary)
+                    self.positive_int(kw["n"].value, "a pool count")
+            elif p is not None and (p.args or p.kwargs):
+                self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
+        if "trace" in kws:
+            p = self.policy(kws["trace"].value, GRAPH_TRACE, "trace policy")
+            if p is not None and (p.args or p.kwargs):
+                self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
+
+    def keyed(self, p: A.Call, name: str, example: str, scope: Scope, wname: str,
+              summary: Optional[Summary]) -> None:
+        """A policy that takes one key when it is `name` (`priority(key)`), else none."""
+        if p.func.id != name:
+            if p.args or p.kwargs:
+                self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
+            return
+        if len(p.args) != 1 or p.kwargs:
+            self.error(p.span, "arity", f"`{name}` takes one key", f"write `{example}`")
+            return
+        self.key(p.args[0], scope, wname, summary)
+
     def comb_task_graph(
         self, c: A.Combinator, scope: Scope, wname: str, summary: Optional[Summary]
     ) -> None:
@@ -373,17 +432,19 @@ class ScheduleChecks:
                 "`.task_graph` takes keyword arguments",
                 f"write `.task_graph(window = {self.text(a)})`",
             )
-        kws = self.kwargs(c, ("window", "unit", "mode"), ".task_graph")
+        kws = self.kwargs(c, ("window", "unit", "mode", "deps", "ready", "start", "pools",
+                              "trace"), ".task_graph")
         if "window" in kws:
             self.positive_int(kws["window"].value, "a task window")
-        elif not c.args:
-            # decision: `window` has no default: a task graph without a window size says nothing
+        elif not c.args and not set(kws) - {"unit", "mode"}:
+            # decision: a task graph must say something: a window size or one of its knobs
             self.error(
                 c.name.span,
                 "missing-option",
                 "`.task_graph` needs `window = N`",
                 "write `.task_graph(window = 8192)`",
             )
+        self.graph_knobs(kws, scope, wname, summary)
         if "unit" in kws:
             u = kws["unit"].value
             if not (isinstance(u, A.Name) and u.id == "tasks"):

@@ -1,0 +1,124 @@
+"""The seeds' task-graph knobs in the embedding (`Deps`, `DepsMode`, `ReadyPolicy`,
+`StartPolicy`, `Pools`, `TracePolicy`, `TaskGraphConfig`): each becomes the `.task_graph(...)`
+option of docs/schedules.md, survives the `to_wsp` round trip, and runs; misuse is a
+`ScheduleError` at the user's line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ptowsp
+from pto_wsp import (
+    Deps,
+    DepsMode,
+    DType,
+    In,
+    Out,
+    P,
+    Pools,
+    ReadyPolicy,
+    ScheduleError,
+    StartPolicy,
+    TaskGraphConfig,
+    TaskWindow,
+    Tensor,
+    Tile,
+    TracePolicy,
+    WindowMode,
+    kernel,
+    pto,
+    workload,
+)
+
+from .helpers import assert_roundtrip
+
+F32 = DType.F32
+HERE = str(Path(__file__).resolve())
+X = np.random.default_rng(11).standard_normal((8, 32)).astype(np.float32)
+
+
+@kernel
+def double(x: In[Tile[1, 32, F32]], y: Out[Tile[1, 32, F32]]):
+    pto.store(y, pto.load(x) * 2)
+
+
+def rows(y: np.ndarray):
+    xt, yt = Tensor(data=X, shape=X.shape, dtype=F32), Tensor(data=y, shape=y.shape, dtype=F32)
+
+    @workload
+    def w():
+        for i in P(8):
+            double[i](x=xt[i], y=yt[i])
+
+    return w
+
+
+def test_every_knob_reaches_the_schedule_and_runs():
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(
+        window=TaskWindow(4, "tasks", WindowMode.STALL),
+        deps=Deps(mode=DepsMode.tensor_map_exact),  # the seed documents' spelling
+        ready=ReadyPolicy.priority(lambda t: 8 - t.get("i")),
+        start=StartPolicy.after_orchestration(),
+        pools=Pools.custom(lambda t: t.get("i") % 2, n=2),
+        trace=TracePolicy.cycles())
+    text = assert_roundtrip(w)
+    assert (".task_graph(window = 4, unit = tasks, mode = stall, deps = infer_tensor_map_exact(), "
+            "ready = priority(8 - i), start = after_orchestration(), pools = custom(i % 2, n = 2), "
+            "trace = cycles())") in text
+    program = w.compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+
+
+def test_a_config_and_the_other_constructors():
+    w = rows(np.zeros_like(X))().task_graph(TaskGraphConfig(
+        deps=Deps.infer_bytes_overlap(), ready=ReadyPolicy.fifo(),
+        start=StartPolicy.threshold(4), pools=Pools.by_exec_unit(), trace=TracePolicy.none()))
+    text = assert_roundtrip(w)
+    assert (".task_graph(deps = infer_bytes_overlap(), ready = fifo(), start = threshold(4), "
+            "pools = by_exec_unit(), trace = none())") in text
+    w = rows(np.zeros_like(X))().task_graph(deps=DepsMode.INFER_BYTES_OVERLAP,
+                                            ready=ReadyPolicy.work_steal(), pools=Pools.single())
+    assert ".task_graph(deps = infer_bytes_overlap(), ready = work_steal(), pools = single())" \
+        in assert_roundtrip(w)
+    assert Deps.infer_tensor_map_exact().name == "infer_tensor_map_exact"
+    w = rows(np.zeros_like(X))().task_graph(deps=Deps.explicit())
+    assert ".task_graph(deps = explicit())" in assert_roundtrip(w)
+    w = rows(np.zeros_like(X))().task_graph(deps=Deps.hybrid())
+    assert ".task_graph(deps = hybrid())" in assert_roundtrip(w)
+    assert DepsMode.bytes_overlap is DepsMode.INFER_BYTES_OVERLAP
+
+
+def _error(fn) -> ptowsp.Diagnostic:
+    with pytest.raises(ScheduleError) as info:
+        fn()
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE  # at the user's line
+    return d
+
+
+def test_misuse_is_a_schedule_error_at_the_users_line():
+    w = rows(np.zeros_like(X))
+    d = _error(lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP))
+    assert d.message == ("`Deps.hybrid` takes only its defaults in wspc: the declared order is "
+                         "always kept, with exact inference")
+    assert _error(lambda: Deps.hybrid(explicit=False)).message.startswith("`Deps.hybrid` takes")
+    d = _error(lambda: Deps(mode="sometimes"))
+    assert d.message == "unknown dependency mode 'sometimes'"
+    d = _error(lambda: Pools.custom(lambda t: t.get("i")))
+    assert d.message == "`Pools.custom` needs the number of pools, `n=`"
+    d = _error(lambda: TracePolicy.cycles(lambda t: 100))
+    assert d.message == ("`TracePolicy.cycles(cost_fn)` is not supported by wspc: a task's cycles "
+                         "come from its kernel's IR and the machine file")
+    d = _error(lambda: w().task_graph(ready=Pools.single()))
+    assert d.message.startswith("`.task_graph(ready=...)` takes a `ReadyPolicy`, not ")
+    assert d.help == 'write e.g. `ready=ReadyPolicy.priority(lambda t: t.get("b"))`'
+    d = _error(lambda: w().task_graph())
+    assert d.message == "`.task_graph` needs `window=`"
+    d = _error(lambda: w().task_graph(window=8, priority=3))
+    assert d.message == "`.task_graph` has no option `priority`"
