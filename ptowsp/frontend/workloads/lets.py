@@ -15,6 +15,7 @@ from ...diagnostics import Note
 from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
 from ..signatures import ParamSig
+from .collectives import Operand
 from .scope import ERR, LetVal, Scope, SVal, describe
 from .views import not_a_view_message, untranspose
 from .wording import article
@@ -171,6 +172,7 @@ class LetChecks:
             return
         t = self.env.tensors[o.tensor]
         view_kw = o.keyword()
+        self.operands.append(Operand(kw, t, p.tile.mode, None))  # its box: left to lowering
         if o.view is None:
             # an element let passed to a tile: a 1 x 1 view (its indices passed at the `let`)
             o.view = self.view(o.stmt.value, t, o.scope, view_kw)
