@@ -26,6 +26,7 @@ from ..frontend import ast as A
 from ..frontend.env import AxisInfo, ChannelInfo, ModuleEnv
 from ..frontend.printer import expr_str
 from ..frontend.signatures import to_sym
+from ..frontend.workloads.collectives import same_shape_reason
 from ..ir import nodes as N
 from .csp import CspLowering, marked, with_records
 from .kernels import Specialisations
@@ -203,8 +204,19 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         if isinstance(s, A.Synchronize):
             return [N.Sync(s.event.id, s.event.span)]
         if isinstance(s, A.Collective):
-            return [self.collective(s)]
+            return self.same_shape(s) + [self.collective(s)]
         raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
+
+    def same_shape(self, s: A.Collective) -> list[N.Stmt]:
+        """A collective's two tensors have one shape: what the checker could not prove is
+        checked when the run reaches the collective."""
+        src, dst = self.env.tensors[s.source.id], self.env.tensors[s.into.id]
+        out: list[N.Stmt] = []
+        for a, b in zip(src.dims, dst.dims):
+            if sym.prove_eq(a, b) is not True:
+                reason = same_shape_reason(s.kind, src.name, dst.name)
+                out.append(N.Assert(N.ViewCheck(sym.Check(a, "==", b, reason), reason, s.span)))
+        return out
 
     def collective(self, s: A.Collective) -> N.Collective:
         """A collective statement as the checker accepted it (docs/distributed.md)."""

@@ -82,8 +82,8 @@ class CollectiveChecks:
             return
         for a, b in zip(src.dims, dst.dims):
             if self.decide(a, "==", b) is None:
-                self.env.checks.append(_check(a, "==", b, f"`{kind}` needs `{src.name}` and "
-                                              f"`{dst.name}` of the same shape", s.span))
+                self.env.checks.append(_check(a, "==", b, same_shape_reason(kind, src.name,
+                                                                             dst.name), s.span))
         if not (src.sound and dst.sound) or {src.name, dst.name} & self.env.bad_layouts:
             return
         self.collective_layouts(s, src, dst, over)
@@ -290,6 +290,11 @@ class CollectiveChecks:
                        f"split the view at shard boundaries, or `allgather` `{op.t.name}`")
             return None
         return first
+
+
+def same_shape_reason(kind: str, source: str, into: str) -> str:
+    """The run-time check of a collective whose two shapes could not be proved equal."""
+    return f"`{kind}` needs `{source}` and `{into}` of the same shape"
 
 
 def _with(dims: tuple, k: int, value) -> tuple:
