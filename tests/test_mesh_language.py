@@ -235,6 +235,40 @@ def test_a_one_device_mesh_runs_each_collective_as_a_copy(target, level):
     np.testing.assert_array_equal(out["B"], x["Bv"])
 
 
+CSP = """\
+mesh tp = 1
+input   X: f32[4, 8] @ [R, S(tp)]
+output  Y: f32[4, 8]
+output  Z: f32[4, 8]
+channel c: Tile[4, 8, f32], depth = 1
+kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }
+workload w() {
+    pipe {
+        process a {
+            send(c, cp(x = X, y = c))
+        }
+        process b {
+            consume(c) as t {
+                cp(x = t, y = Y)
+                allgather(X, into = Z, over = tp)
+            }
+        }
+    }
+}
+schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_collective_in_a_consume_body_holds_its_item_like_any_task(target):
+    # the copy reads the item's slot box, as every task of a consume body does (ir/nodes.py)
+    m = ptowsp.parse(CSP, "csp.wsp")
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = m.compile(target).run(X=x)
+    np.testing.assert_array_equal(out["Y"], x)
+    np.testing.assert_array_equal(out["Z"], x)
+
+
 def test_a_collective_whose_shapes_differ_at_run_time_is_an_error_there():
     text = ("mesh tp = 1\nsym T, U\ninput X: f32[T, 4] @ [S(tp), R]\noutput Y: f32[U, 4]\n"
             "workload w() {\n    allgather(X, into = Y, over = tp)\n}\nschedule main = w()\n")

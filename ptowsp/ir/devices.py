@@ -21,7 +21,7 @@ from .. import sym
 from ..diagnostics import Diagnostic, WspError
 from ..dtypes import FLOAT_DTYPES
 from . import nodes as N
-from .visit import rewrite, walk
+from .visit import map_lists, walk
 
 NOT_YET = "meshes of more than one device are not yet run by wspc (docs/distributed.md)"
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
@@ -48,15 +48,34 @@ def single_device(m: N.Module) -> N.Module:
     tensors = {t.name: t for t in m.tensors}
 
     taken = {k.name for k in m.kernels}
+    channels = {c.name: c for c in m.channels}
 
-    def lowered(st):
-        if not isinstance(st, N.Collective):
-            return [st]
-        return [_copy(st, tensors[st.source], tensors[st.into], kernels, used, taken)]
+    def lowered(stmts: tuple, items: tuple) -> tuple:
+        """`stmts` with each collective a copy; `items` are the (channel, item variable) of
+        the enclosing consumes, whose slot boxes each copy reads (as every task of a consume
+        body does, so that the item is freed after it: ir/nodes.py, "CSP")."""
+        out = []
+        for st in stmts:
+            if isinstance(st, N.Collective):
+                extra = tuple(_slot_access(channels[ch], item) for ch, item in items)
+                out.append(_copy(st, tensors[st.source], tensors[st.into], kernels, used, taken,
+                                 extra))
+            elif isinstance(st, N.Consume):
+                out.append(replace(st, body=lowered(st.body, items + ((st.channel, st.item),))))
+            else:
+                out.append(map_lists(st, lambda body: lowered(body, items)))
+        return tuple(out)
 
-    schedules = tuple(replace(s, body=tuple(rewrite(s.body, lowered))) for s in m.schedules)
+    schedules = tuple(replace(s, body=lowered(s.body, ())) for s in m.schedules)
     return replace(m, mesh=None, tensors=tuple(replace(t, layout=None) for t in m.tensors),
                    schedules=schedules, kernels=m.kernels + tuple(kernels.values()))
+
+
+def _slot_access(c: N.Channel, item: str) -> N.Access:
+    """A read of the slot box of item `item` of channel `c`."""
+    rows, cols = (c.elem[0], c.elem[1]) if c.elem is not None else (1, 1)
+    return N.Access(c.slots, "r", (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0)),
+                    (sym.const(1), sym.const(rows), sym.const(cols)))
 
 
 def _fresh(base: str, used: set[str]) -> str:
@@ -69,7 +88,7 @@ def _fresh(base: str, used: set[str]) -> str:
 
 
 def _copy(st: N.Collective, src: N.TensorDecl, dst: N.TensorDecl, kernels: dict,
-          used: set[str], taken: set[str]) -> N.Stmt:
+          used: set[str], taken: set[str], extra: tuple = ()) -> N.Stmt:
     """The loop nest copying `src` into `dst` (same shape and dtype) tile by tile."""
     dims = src.dims
     rank = len(dims)
@@ -111,7 +130,7 @@ def _copy(st: N.Collective, src: N.TensorDecl, dst: N.TensorDecl, kernels: dict,
     words = ", ".join(w for w in (f"into = {st.into}",
                                   f"over = {st.over}" if st.over else "") if w)
     task: N.Stmt = N.Task(kernel.name, tuple(sym.var(v) for v, _ in loops), args,
-                          f"{st.kind}({st.source}, {words})", st.span)
+                          f"{st.kind}({st.source}, {words})", st.span, extra)
     for var, extent in reversed(loops):
         task = N.Loop(var, extent, "grid", (task,))
     return task
