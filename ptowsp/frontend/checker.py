@@ -29,7 +29,7 @@ from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, count_text, int_te
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
-from .mesh import check_layout, check_mesh, declared
+from .mesh import check_layout, check_mesh, check_replicated_index, declared
 from .nesting import nesting_errors
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
@@ -513,6 +513,7 @@ class _DeclChecker:
             self.diags.error(e.span, "bad-index-tensor",
                              f"`{role}` must be a 1-D tensor, but `{e.id}` has {len(t.dims)} dimensions")
             return None
+        check_replicated_index(self.env, self.diags, t, e)
         return e.id
 
     # -- channels and events

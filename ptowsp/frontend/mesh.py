@@ -210,3 +210,20 @@ def shard_reason(name: str, rank: int, d: int, axis: str) -> str:
     """The run-time check that dimension `d` of `name` divides evenly over `axis`."""
     return (f"`{name}` shards its {dim_words(d, rank)} over {axis}: their number must be a "
             f"multiple of {axis}'s size")
+
+
+def check_replicated_index(env: ModuleEnv, diags: Diagnostics, t, at: A.Node) -> None:
+    """Tensor `t`, whose elements decide the task space (a scalar expression, a ragged or sparse
+    axis), is replicated: every device enumerates the same tasks (docs/distributed.md, "Where a
+    task runs")."""
+    lay = t.layout
+    if lay is None or t.name in env.bad_layouts:
+        return
+    axes = [a for a in lay.dims if a is not None] + list(lay.partial)
+    if not axes:
+        return
+    how = "partial" if axes[0] in lay.partial else "sharded"
+    diags.error(at.span, "index-not-replicated",
+                f"`{t.name}` is {how} over {axes[0]}, but its elements decide the task space, "
+                "which every device enumerates alike",
+                f"declare `{t.name}` replicated (without `@`)")
