@@ -200,6 +200,8 @@ def _divisible(env: ModuleEnv, diags: Diagnostics, name: str, dims: tuple[sym.Ex
                         "shards are even: choose a size the axis divides, or replicate it (`R`)")
             return False
         return True
+    if sym.prove_eq(sym.mod(n, p), 0) is True:
+        return True  # an axis of one device, or a dimension written as a multiple of it
     env.checks.append(RuntimeCheck(
         sym.Check(sym.mod(n, p), "==", sym.const(0),
                   shard_reason(name, len(dims), i, axis)), at.span))

@@ -96,8 +96,9 @@ def _mesh_checks(env: ModuleEnv) -> tuple[N.ViewCheck, ...]:
             if info is None:
                 continue
             n, p = t.dims[d], info.size
-            if sym.const_value(n) is not None and sym.const_value(p) is not None:
-                continue  # proved by the checker
+            if sym.prove_eq(sym.mod(n, p), 0) is True or (
+                    sym.const_value(n) is not None and sym.const_value(p) is not None):
+                continue  # always true (an axis of 1), or decided by the checker
             reason = shard_reason(t.name, len(t.dims), d, ax)
             out.append(N.ViewCheck(sym.Check(sym.mod(n, p), "==", sym.const(0), reason), reason,
                                    entry.span))
