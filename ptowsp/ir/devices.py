@@ -37,13 +37,16 @@ def single_device(m: N.Module) -> N.Module:
                      "time; only a mesh of one device (`mesh tp = 1`) runs today"
                      if sized else "only a mesh of one device (`mesh tp = 1`) runs today")
         raise WspError([Diagnostic(m.mesh.span, "mesh", NOT_YET, help_text)], dict(m.sources))
+    # every variable name of the module: the copies' loop variables are named apart from them
     used = {s.name for s in m.syms}
     for s in m.schedules:
         for st in walk(s.body):
-            if isinstance(st, N.Loop):
+            if isinstance(st, (N.Loop, N.Read)):
                 used.add(st.var)
-            elif isinstance(st, N.Read):
-                used.add(st.var)
+            elif isinstance(st, (N.Send, N.Consume)):
+                used.add(st.item)
+            elif isinstance(st, N.Process) and st.id_var is not None:
+                used.add(st.id_var)
     kernels: dict[str, N.Kernel] = {}
     tensors = {t.name: t for t in m.tensors}
 
@@ -73,9 +76,7 @@ def single_device(m: N.Module) -> N.Module:
 
 def _slot_access(c: N.Channel, item: str) -> N.Access:
     """A read of the slot box of item `item` of channel `c`."""
-    rows, cols = (c.elem[0], c.elem[1]) if c.elem is not None else (1, 1)
-    return N.Access(c.slots, "r", (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0)),
-                    (sym.const(1), sym.const(rows), sym.const(cols)))
+    return N.Access(c.slots, "r", *c.slot_box(item))
 
 
 def _fresh(base: str, used: set[str]) -> str:

@@ -414,6 +414,13 @@ class Channel:
     def nslots(self) -> int:
         return max(self.depth, 1)
 
+    def slot_box(self, item: str) -> tuple[tuple, tuple]:
+        """The box of item `item`'s slot in `slots`: (offsets, extents), `[item % S, 0:rows,
+        0:cols]` (a token channel's elements are 1 x 1)."""
+        rows, cols = (self.elem[0], self.elem[1]) if self.elem is not None else (1, 1)
+        return ((sym.mod(sym.var(item), self.nslots), sym.const(0), sym.const(0)),
+                (sym.const(1), sym.const(rows), sym.const(cols)))
+
 
 MARKS = 64  # elements of a `NAME@marks` tensor
 

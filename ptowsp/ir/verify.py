@@ -543,9 +543,7 @@ class _Schedule(Visitor):
         return c
 
     def slot_box(self, c: N.Channel, item: str) -> tuple:
-        rows, cols = (c.elem[0], c.elem[1]) if c.elem is not None else (1, 1)
-        offsets = (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0))
-        return (c.slots, offsets, (sym.const(1), sym.const(rows), sym.const(cols)))
+        return (c.slots, *c.slot_box(item))
 
     def visit_Pipe(self, p: N.Pipe, names: frozenset) -> None:
         _unique([q.name for q in p.processes], "process")
