@@ -14,8 +14,8 @@ far as declarations and views decide it here:
 - a view provably crossing a shard boundary, and two operands provably on different
   coordinates of one axis, are errors.
 What depends on run-time values (a view whose shard is known only from a loop variable's value,
-operands whose coordinates cannot be compared) is left to the lowering to devices, which checks
-it at run time like other view checks ("How it is built (plan)").
+operands whose coordinates cannot be compared, gather views) is left to the lowering to
+devices, which checks it at run time like other view checks ("How it is built (plan)").
 """
 
 from __future__ import annotations
