@@ -190,9 +190,17 @@ def optimize(m: "N.Module", level: Optional[int] = None, *, verify_each: bool = 
              print_after: Iterable[str] = (), time_passes: bool = False,
              out: Optional[TextIO] = None) -> tuple["N.Module", "PassManager"]:
     """`m` through the `-O<level>` pipeline (default -O2; -O0 runs no pass), and the pass
-    manager that ran it (its timings). `print_after` passes print the IR to `out`."""
+    manager that ran it (its timings). `print_after` passes print the IR to `out`. A module
+    with a mesh is first made a single-device one (`ir/devices.py`), or refused there."""
+    from .ir.devices import single_device
     from .ir.passes import optimize as run_pipeline
+    from .ir.verify import verify
 
+    # a mesh program becomes a single-device one first (or is refused at its `mesh`): no pass
+    # and no target sees a mesh (ir/devices.py, docs/distributed.md)
+    if m.mesh is not None:
+        m = single_device(m)
+        verify(m)
     return run_pipeline(m, opt_level(level), verify_each=verify_each, print_after=print_after,
                         time_passes=time_passes, out=out)
 

@@ -374,6 +374,11 @@ ELSEWHERE: dict[str, str] = {
 
 # message pattern -> why no user input can produce it
 UNREACHABLE: dict[str, str] = {
+    # issue 20: meshes
+    "mesh axis `{*}` needs at least 1 device{*}":
+        "a mesh sized by a sym is refused before any run until the lowering to devices exists "
+        "(ir/devices.py; tests/test_mesh_language.py::"
+        "test_a_mesh_of_more_than_one_device_is_refused_by_every_target)",
     "the run makes more than {*} tasks (at `{*}`), more than the cycle model replays in one run":
         "the runtime's own limit of 2^31 - 2 tasks a run: a count the syms decide is refused "
         "before the run (tests/test_long_runs.py), and a data-dependent one needs about 137 GB "

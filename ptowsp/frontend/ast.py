@@ -382,6 +382,23 @@ class Synchronize(Node):
 
 
 @node
+class Collective(Node):
+    """`allreduce(A, into = B, over = tp, op = sum)` and the other collective statements of
+    `COLLECTIVES` (docs/distributed.md, "Collectives"): `op` only for the reductions, `dim`
+    only for `reduce_scatter`, `over` for all but `relayout`. Checked by the checker."""
+
+    kind: str
+    source: Name
+    into: Name
+    over: Optional[Name] = None
+    op: Optional[Name] = None
+    dim: Optional[Expr] = None
+
+
+COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "all_to_all", "relayout")
+
+
+@node
 class SlotSet(Node):
     """`slot_set(k, expr)`."""
 
@@ -399,7 +416,7 @@ class SlotLoad(Node):
 
 Stmt = Union[
     Let, LetMany, Assign, Store, ExprStmt, CallStmt, ForLoop, When, Combine, Sequential, Pipe, Process,
-    Send, Consume, Record, Synchronize, SlotSet, SlotLoad,
+    Send, Consume, Record, Synchronize, SlotSet, SlotLoad, Collective,
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -437,14 +454,46 @@ class ConstDecl(Node):
 
 
 @node
+class MeshAxis(Node):
+    """One axis of a `mesh` declaration: `tp = 4` (a name in the module namespace)."""
+
+    name: Name
+    size: Expr
+
+
+@node
+class MeshDecl(Node):
+    """`mesh dp = 2, tp = 4` (docs/distributed.md): the module's devices, last axis fastest."""
+
+    axes: tuple[MeshAxis, ...]
+
+
+@node
+class LayoutDim(Node):
+    """One entry of a layout: `R` (`axis` None: replicated) or `S(axis)` (sharded)."""
+
+    axis: Optional[Name]
+
+
+@node
+class Layout(Node):
+    """`@ [R, S(tp)] partial(dp, ...)` after a tensor's type: one entry per dimension, and the
+    mesh axes over which the tensor holds partial sums (docs/distributed.md, "Layouts")."""
+
+    dims: tuple[LayoutDim, ...]
+    partial: tuple[Name, ...] = ()
+
+
+@node
 class TensorDecl(Node):
-    """`input|output|inout|scratch NAME: DT[dims]`, `, location = ub` (a placement hint:
-    global, l2, l1 or ub; docs/language.md section 3)."""
+    """`input|output|inout|scratch NAME: DT[dims]`, with its layout when one is written, and
+    `, location = ub` (a placement hint: global, l2, l1 or ub; docs/language.md section 3)."""
 
     kind: str
     name: Name
     type: TensorType
     location: str = "global"
+    layout: Optional[Layout] = None
 
 
 @node
@@ -551,7 +600,7 @@ class ScheduleDecl(Node):
 
 
 Decl = Union[
-    ModuleDecl, Import, SymDecl, ConstDecl, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
+    ModuleDecl, Import, SymDecl, ConstDecl, MeshDecl, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
     KernelDecl, WorkloadDecl, ScheduleDecl,
 ]
 
@@ -572,5 +621,5 @@ class SourceFile(Node):
         return None
 
 
-DECLARATION_NAMES = (SymDecl, ConstDecl, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
+DECLARATION_NAMES = (SymDecl, ConstDecl, MeshAxis, TensorDecl, AxisDecl, ChannelDecl, EventDecl,
                      KernelDecl, WorkloadDecl, ScheduleDecl)

@@ -19,7 +19,7 @@ from .lexer import Tok
 from .nesting import MAX_DEPTH
 
 KEYWORDS = frozenset(
-    "module import sym const input output inout scratch axis kernel workload schedule channel "
+    "module import sym const mesh input output inout scratch axis kernel workload schedule channel "
     "event let for in when else otherwise pipe process send consume as combine sequential record "
     "synchronize extern and or not true false".split()
 )
@@ -361,8 +361,14 @@ class AstBuilder:
     def const_decl(self, c):
         return A.ConstDecl(self._name(c[1]), c[2], span=self._sp(c))
 
+    def mesh_item(self, c):
+        return A.MeshAxis(self._name(c[0]), c[1], span=self._sp(c))
+
+    def mesh_decl(self, c):
+        return A.MeshDecl(tuple(c[1:]), span=self._sp(c))
+
     def tensor_decl(self, c):
-        kind, name, texpr, *options = c
+        kind, name, texpr, layout, *options = c
         location = "global"
         seen = False
         for opt in options:
@@ -379,8 +385,24 @@ class AstBuilder:
                                  "write `location = ub` (a placement hint for the cycle model "
                                  "and the Ascend tree)")
             location = v.id
-        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr), location,
-                            span=self._sp(c))
+        return A.TensorDecl(str(kind.value), self._name(name), _tensor_type(texpr),
+                            location=location, layout=layout, span=self._sp(c))
+
+    def layout(self, c):
+        # `@ [R, S(tp)] partial(tp)`: children AT, the entries (None for an empty list), RSQB,
+        # then the optional `partial(...)`
+        entries = [x for x in c[1:-2] if x is not None]
+        tail = c[-1]
+        dims = tuple(_layout_dim(e) for e in entries)
+        partial: tuple[A.Name, ...] = ()
+        if tail is not None:
+            if not (isinstance(tail, A.Call) and tail.func.id == "partial" and not tail.prefix
+                    and not tail.kwargs and tail.args
+                    and all(isinstance(a, A.Name) for a in tail.args)):
+                raise ParseIssue(tail.span, "after a layout's `[...]` only `partial(axis, ...)` "
+                                 "may follow", "write `@ [R, R] partial(tp)`")
+            partial = tuple(tail.args)
+        return A.Layout(dims, partial, span=self._sp(c))
 
     def axis_decl(self, c):
         return A.AxisDecl(self._name(c[1]), c[2], span=self._sp(c))
@@ -605,6 +627,8 @@ def _call_statement(e: Any, span: A.Span) -> A.Node:
         return A.SlotLoad(e.args[0], e.args[1], span=span)
     if isinstance(e, A.Call) and e.prefix in KERNEL_PREFIXES and e.func.id == "store":
         return _call_statement(replace(e, prefix=""), span)
+    if isinstance(e, A.Call) and not e.prefix and e.func.id in A.COLLECTIVES:
+        return _collective(e, span)
     if isinstance(e, A.Call) and not e.prefix:
         return A.CallStmt(e.func, None, e.args, e.kwargs, span=span)
     if isinstance(e, RawCall) and isinstance(e.func, A.Index) and isinstance(e.func.value, A.Name):
@@ -613,6 +637,44 @@ def _call_statement(e: Any, span: A.Span) -> A.Node:
                 raise ParseIssue(item.span, "task coordinates cannot be slices")
         return A.CallStmt(e.func.value, e.func.items, e.args, e.kwargs, span=span)
     return A.ExprStmt(_value(e), span=span)
+
+
+_LAYOUT_HELP = "each entry is `R` (replicated) or `S(axis)` (sharded over a mesh axis)"
+
+
+def _layout_dim(e: Any) -> A.LayoutDim:
+    """One layout entry: `R` or `S(axis)`."""
+    if isinstance(e, A.Name) and e.id == "R":
+        return A.LayoutDim(None, span=e.span)
+    if (isinstance(e, A.Call) and e.func.id == "S" and not e.prefix and not e.kwargs
+            and len(e.args) == 1 and isinstance(e.args[0], A.Name)):
+        return A.LayoutDim(e.args[0], span=e.span)
+    raise ParseIssue(getattr(e, "span", A.NO_SPAN), "a layout entry is `R` or `S(axis)`",
+                     _LAYOUT_HELP)
+
+
+def _collective(e: A.Call, span: A.Span) -> A.Collective:
+    """`allreduce(A, into = B, over = tp, op = sum)` and its kin: the source positional, the
+    rest by name; which names each collective needs is the checker's."""
+    kind = e.func.id
+    if len(e.args) != 1 or not isinstance(e.args[0], A.Name):
+        raise ParseIssue(span, f"`{kind}` takes the source tensor, then keywords",
+                         f"write `{kind}(A, into = B{'' if kind == 'relayout' else ', over = axis'})`")
+    words: dict[str, A.Keyword] = {}
+    for kw in e.kwargs:
+        if kw.name not in ("into", "over", "op", "dim"):
+            raise ParseIssue(kw.span, f"`{kind}` has no argument `{kw.name}`",
+                             "its arguments are `into`, `over`, `op` and `dim`")
+        if kw.name in words:
+            raise ParseIssue(kw.span, f"`{kw.name}` is given twice")
+        if kw.name != "dim" and not isinstance(kw.value, A.Name):
+            raise ParseIssue(kw.value.span, f"`{kw.name}` takes a name")
+        words[kw.name] = kw
+    if "into" not in words:
+        raise ParseIssue(span, f"`{kind}` needs its destination: `into = B`",
+                         "a collective writes a tensor declared with the layout it makes")
+    get = lambda k: words[k].value if k in words else None  # noqa: E731
+    return A.Collective(kind, e.args[0], get("into"), get("over"), get("op"), get("dim"), span=span)
 
 
 def _tensor_type(e: Any) -> A.TensorType:

@@ -29,6 +29,7 @@ from ..limits import INT32_MAX, INT64_MAX, MAX_TILE_ELEMENTS, count_text, int_te
 from . import ast as A
 from .env import DECL_KINDS, DEFAULT_CHANNEL_DEPTH, AxisInfo, ChannelInfo, ModuleEnv, TensorInfo
 from .kernels import check_kernel_body
+from .mesh import check_layout, check_mesh, check_replicated_index, declared
 from .nesting import nesting_errors
 from .parser import parse
 from .signatures import NotSymbolic, kernel_signature, to_sym
@@ -211,6 +212,7 @@ class _DeclChecker:
         self._namespace()
         self._consts()
         self._syms()
+        check_mesh(self.env, self.diags, self._resolver(allow_syms=True))
         self._tensors()
         self._axes()
         self._channels()
@@ -243,7 +245,7 @@ class _DeclChecker:
                     if target is not None:
                         self.imported_by.setdefault(_display(target), d)
         for f in env.files:
-            for d in f.decls:
+            for d in declared(f.decls):
                 if not isinstance(d, tuple(DECL_KINDS)):
                     continue
                 name = d.name.id
@@ -378,7 +380,9 @@ class _DeclChecker:
                     self.env.checks.append(_runtime(s, ">=", sym.const(0),
                                                     f"dimension of `{name}` must not be negative", e.span))
                 dims.append(s)
-            self.env.tensors[name] = TensorInfo(name, d.kind, d.type.dtype, tuple(dims), d, sound)
+            layout = check_layout(self.env, self.diags, d, tuple(dims))
+            self.env.tensors[name] = TensorInfo(name, d.kind, d.type.dtype, tuple(dims), d, sound,
+                                                layout)
 
     # -- axes
     def _axes(self) -> None:
@@ -509,6 +513,7 @@ class _DeclChecker:
             self.diags.error(e.span, "bad-index-tensor",
                              f"`{role}` must be a 1-D tensor, but `{e.id}` has {len(t.dims)} dimensions")
             return None
+        check_replicated_index(self.env, self.diags, t, e)
         return e.id
 
     # -- channels and events

@@ -15,7 +15,7 @@ from ..records import record
 from . import ast as A
 from .signatures import KernelSig
 
-Decl = Union[A.SymDecl, A.ConstDecl, A.TensorDecl, A.AxisDecl, A.ChannelDecl, A.EventDecl,
+Decl = Union[A.SymDecl, A.ConstDecl, A.MeshAxis, A.TensorDecl, A.AxisDecl, A.ChannelDecl, A.EventDecl,
              A.KernelDecl, A.WorkloadDecl, A.ScheduleDecl]
 
 DEFAULT_CHANNEL_DEPTH = 1  # language.md is silent; see docs/language.md
@@ -32,6 +32,59 @@ class TensorInfo:
     dims: tuple[sym.Expr, ...]
     decl: A.TensorDecl
     sound: bool = True  # False: a dimension was wrong (reported); a placeholder stands for it
+    # where its elements live on the mesh (docs/distributed.md); None: replicated everywhere
+    # (no `@` written, or a layout that was wrong and reported)
+    layout: Optional[LayoutInfo] = None
+
+    def layout_or_replicated(self) -> LayoutInfo:
+        return self.layout or LayoutInfo((None,) * len(self.dims))
+
+
+@record
+class MeshAxisInfo:
+    """One axis of the mesh: its size, a positive constant or a sym (`sym.var`)."""
+
+    name: str
+    size: sym.Expr
+    decl: A.MeshAxis
+
+
+@record
+class MeshInfo:
+    """The module's mesh (docs/distributed.md): its axes in order, the last varying fastest."""
+
+    axes: tuple[MeshAxisInfo, ...]
+    decl: A.MeshDecl
+
+    def axis(self, name: str) -> Optional[MeshAxisInfo]:
+        return next((a for a in self.axes if a.name == name), None)
+
+    @property
+    def devices(self) -> sym.Expr:
+        """How many devices: the product of the axis sizes."""
+        n: sym.Expr = sym.const(1)
+        for a in self.axes:
+            n = sym.mul(n, a.size)
+        return n
+
+
+@record
+class LayoutInfo:
+    """A tensor's layout: per dimension the mesh axis sharding it (None: replicated), and the
+    axes over which it holds partial sums. No layout written is every entry None."""
+
+    dims: tuple[Optional[str], ...]
+    partial: tuple[str, ...] = ()
+
+    def sharded_dim(self, axis: str) -> Optional[int]:
+        """The dimension `axis` shards, or None."""
+        return next((d for d, a in enumerate(self.dims) if a == axis), None)
+
+    def text(self) -> str:
+        """As written: `[R, S(tp)] partial(dp)`."""
+        body = ", ".join("R" if a is None else f"S({a})" for a in self.dims)
+        tail = f" partial({', '.join(self.partial)})" if self.partial else ""
+        return f"[{body}]{tail}"
 
 
 @record
@@ -96,16 +149,19 @@ class ModuleEnv:
     workloads: dict[str, A.WorkloadDecl] = field(default_factory=dict)
     schedules: dict[str, A.ScheduleDecl] = field(default_factory=dict)
     checks: list[RuntimeCheck] = field(default_factory=list)
+    mesh: Optional[MeshInfo] = None  # the `mesh` declaration, when there is one
+    bad_layouts: set[str] = field(default_factory=set)  # tensors whose layout was reported
 
     def kind_of(self, name: str) -> Optional[str]:
-        """`sym`, `const`, `tensor`, `axis`, `channel`, `event`, `kernel`, `workload`,
+        """`sym`, `const`, `mesh axis`, `tensor`, `axis`, `channel`, `event`, `kernel`, `workload`,
         `schedule`, or None for an unknown name."""
         d = self.names.get(name)
         return None if d is None else DECL_KINDS[type(d)]
 
 
 DECL_KINDS = {
-    A.SymDecl: "sym", A.ConstDecl: "const", A.TensorDecl: "tensor", A.AxisDecl: "axis",
+    A.SymDecl: "sym", A.ConstDecl: "const", A.MeshAxis: "mesh axis", A.TensorDecl: "tensor",
+    A.AxisDecl: "axis",
     A.ChannelDecl: "channel", A.EventDecl: "event", A.KernelDecl: "kernel",
     A.WorkloadDecl: "workload", A.ScheduleDecl: "schedule",
 }

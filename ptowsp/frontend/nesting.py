@@ -32,7 +32,8 @@ _NOT_EXPRESSIONS = (*A.DECLARATION_NAMES, A.ModuleDecl, A.Import, A.Let, A.LetMa
                     A.Assign, A.Store,
                     A.ExprStmt, A.CallStmt, A.ForLoop, A.WhenBranch, A.When, A.Combine,
                     A.Sequential, A.Pipe, A.Process, A.Send, A.Consume, A.Record, A.Synchronize,
-                    A.SlotSet, A.SlotLoad, A.KernelParam, A.ExternBody, A.ExternInclude,
+                    A.SlotSet, A.SlotLoad, A.Collective, A.MeshDecl, A.Layout, A.LayoutDim,
+                    A.KernelParam, A.ExternBody, A.ExternInclude,
                     A.WorkloadParam,
                     A.Combinator)
 

@@ -178,8 +178,31 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
         out.append(f"{pad}SlotSet {expr_str(s.slot)} = {expr_str(s.value)}")
     elif isinstance(s, A.SlotLoad):
         out.append(f"{pad}SlotLoad {expr_str(s.slot)} <- {expr_str(s.source)}")
+    elif isinstance(s, A.Collective):
+        out.append(f"{pad}Collective {collective_str(s)}")
     else:
         out.append(f"{pad}<{type(s).__name__}>")
+
+
+def layout_str(lay) -> str:
+    """A tensor's layout as written after its type (` @ [R, S(tp)] partial(dp)`), or ""."""
+    if lay is None:
+        return ""
+    dims = ", ".join("R" if e.axis is None else f"S({e.axis.id})" for e in lay.dims)
+    tail = f" partial({', '.join(p.id for p in lay.partial)})" if lay.partial else ""
+    return f" @ [{dims}]{tail}"
+
+
+def collective_str(s: A.Collective) -> str:
+    """A collective statement as written: `allreduce(Zp, into = Y, over = tp, op = sum)`."""
+    words = [s.source.id, f"into = {s.into.id}"]
+    if s.over is not None:
+        words.append(f"over = {s.over.id}")
+    if s.dim is not None:
+        words.append(f"dim = {expr_str(s.dim)}")
+    if s.op is not None:
+        words.append(f"op = {s.op.id}")
+    return f"{s.kind}({', '.join(words)})"
 
 
 def _decl(d: A.Node, out: list[str]) -> None:
@@ -193,9 +216,11 @@ def _decl(d: A.Node, out: list[str]) -> None:
         out.append(f"{pad}Sym {d.name.id}{default}")
     elif isinstance(d, A.ConstDecl):
         out.append(f"{pad}Const {d.name.id} = {expr_str(d.value)}")
+    elif isinstance(d, A.MeshDecl):
+        out.append(f"{pad}Mesh " + ", ".join(f"{a.name.id} = {expr_str(a.size)}" for a in d.axes))
     elif isinstance(d, A.TensorDecl):
         loc = f" @{d.location}" if d.location != "global" else ""
-        out.append(f"{pad}Tensor {d.kind} {d.name.id}: {expr_str(d.type)}{loc}")
+        out.append(f"{pad}Tensor {d.kind} {d.name.id}: {expr_str(d.type)}{layout_str(d.layout)}{loc}")
     elif isinstance(d, A.AxisDecl):
         out.append(f"{pad}Axis {d.name.id} = {expr_str(d.axis)}")
     elif isinstance(d, A.ChannelDecl):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..diagnostics import InternalError
 from . import ast as A
-from .printer import expr_str
+from .printer import collective_str, expr_str, layout_str
 
 _PAD = "    "
 
@@ -79,6 +79,8 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
         out.append(f"{pad}slot_set({expr_str(s.slot)}, {expr_str(s.value)})")
     elif isinstance(s, A.SlotLoad):
         out.append(f"{pad}slot_load({expr_str(s.slot)}, {expr_str(s.source)})")
+    elif isinstance(s, A.Collective):
+        out.append(f"{pad}{collective_str(s)}")
     else:  # every statement class is above
         raise InternalError("print", f"no source form for the statement {type(s).__name__}")
 
@@ -93,9 +95,11 @@ def _decl(d: A.Node, out: list[str]) -> None:
         out.append(f"sym {d.name.id}{default}")
     elif isinstance(d, A.ConstDecl):
         out.append(f"const {d.name.id} = {expr_str(d.value)}")
+    elif isinstance(d, A.MeshDecl):
+        out.append("mesh " + ", ".join(f"{a.name.id} = {expr_str(a.size)}" for a in d.axes))
     elif isinstance(d, A.TensorDecl):
         loc = f", location = {d.location}" if d.location != "global" else ""
-        out.append(f"{d.kind} {d.name.id}: {expr_str(d.type)}{loc}")
+        out.append(f"{d.kind} {d.name.id}: {expr_str(d.type)}{layout_str(d.layout)}{loc}")
     elif isinstance(d, A.AxisDecl):
         out.append(f"axis {d.name.id} = {expr_str(d.axis)}")
     elif isinstance(d, A.ChannelDecl):

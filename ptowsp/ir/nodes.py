@@ -414,6 +414,13 @@ class Channel:
     def nslots(self) -> int:
         return max(self.depth, 1)
 
+    def slot_box(self, item: str) -> tuple[tuple, tuple]:
+        """The box of item `item`'s slot in `slots`: (offsets, extents), `[item % S, 0:rows,
+        0:cols]` (a token channel's elements are 1 x 1)."""
+        rows, cols = (self.elem[0], self.elem[1]) if self.elem is not None else (1, 1)
+        return ((sym.mod(sym.var(item), self.nslots), sym.const(0), sym.const(0)),
+                (sym.const(1), sym.const(rows), sym.const(cols)))
+
 
 MARKS = 64  # elements of a `NAME@marks` tensor
 
@@ -517,8 +524,84 @@ class Sync:
 CSP_STMTS = (Pipe, Process, Send, Consume, Mark, Sync)
 
 
+# ---------------------------------------------------------------------------------------------
+# Meshes, layouts and collectives (docs/distributed.md)
+#
+# A module may carry a `Mesh`: named axes of devices, the last varying fastest. Each tensor has
+# a `Layout` (None: replicated on every axis). Until the lowering to a device dimension exists
+# ("How it is built (plan)"), the driver runs a module whose mesh has one device as a
+# single-device program (`ir/devices.py`: layouts dropped, each `Collective` a copy) and refuses
+# any other mesh at its declaration, so no back end sees a `Collective`.
+
+
+@record
+class MeshAxis:
+    """One mesh axis: its name and its size (a positive constant, or a sym bound at run time)."""
+
+    name: str
+    size: sym.Expr
+    span: Span = NO_SPAN
+
+
+@record
+class Mesh:
+    """The module's devices: `mesh dp = 2, tp = 4` is 8 devices numbered row-major."""
+
+    axes: tuple[MeshAxis, ...]
+    span: Span = NO_SPAN  # the `mesh` declaration: a target that cannot run it reports here
+
+    def axis(self, name: str) -> MeshAxis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def devices(self) -> sym.Expr:
+        n: sym.Expr = sym.const(1)
+        for a in self.axes:
+            n = sym.mul(n, a.size)
+        return n
+
+
+@record
+class Layout:
+    """Where a tensor's elements live: per dimension the mesh axis sharding it in even blocks
+    (None: replicated), and the axes over which each device holds a full-shape addend whose sum
+    is the value (`partial`)."""
+
+    dims: tuple[Optional[str], ...]
+    partial: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        body = ", ".join("R" if a is None else f"S({a})" for a in self.dims)
+        return f"[{body}]" + (f" partial({', '.join(self.partial)})" if self.partial else "")
+
+
+COLLECTIVE_KINDS = ("allreduce", "reduce_scatter", "allgather", "all_to_all", "relayout")
+
+
+@record
+class Collective:
+    """A collective statement: `kind` one of `COLLECTIVE_KINDS`, reading the whole tensor
+    `source` and writing the whole tensor `into` (same global shape and dtype, the layouts the
+    checker matched to the kind). `over` is the mesh axis (None for `relayout`), `op` the
+    reduction (`sum`, `max`, `min`; None when the kind does not reduce), `dim` the dimension a
+    `reduce_scatter` scatters. As a task of the graph it runs on every device, after every
+    writer of `source` and before every later reader or writer of `into`; the collectives of a
+    run are ordered among themselves in program order (docs/distributed.md)."""
+
+    kind: str
+    source: str
+    into: str
+    over: Optional[str] = None
+    op: Optional[str] = None
+    dim: Optional[int] = None
+    span: Span = NO_SPAN
+
+
 Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet, Pipe, Process, Send, Consume, Mark,
-             Sync]
+             Sync, Collective]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,6 +671,7 @@ class TensorDecl:
     dims: tuple[sym.Expr, ...]
     span: Span = NO_SPAN  # the declaration: bad bindings and bad data are reported here
     location: str = "global"  # placement hint: global, l2, l1, ub (the cost model's, Ascend's)
+    layout: Optional[Layout] = None  # on the module's mesh; None: replicated (docs/distributed.md)
 
 
 @record
@@ -608,6 +692,7 @@ class Module:
     sources: tuple[tuple[str, str], ...] = ()  # (file, text) of every file, for run-time errors
     # every declared channel and event; the slot tensors of those used are scratch `tensors`
     channels: tuple[Channel, ...] = ()
+    mesh: Optional[Mesh] = None  # the `mesh` declaration (docs/distributed.md); None: one device
 
     def channel(self, name: str) -> Channel:
         for c in self.channels:

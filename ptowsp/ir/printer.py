@@ -39,12 +39,15 @@ from .visit import Visitor, children
 def print_module(m: N.Module) -> str:
     """The whole module as text (ends with a newline)."""
     out: list[str] = [f"module {m.name}"]
-    if m.syms or m.tensors or m.checks:
+    if m.syms or m.tensors or m.checks or m.mesh:
         out.append("")
     for s in m.syms:
         out.append(f"sym {s.name}" + (f" = {s.default}" if s.default is not None else ""))
+    if m.mesh is not None:
+        out.append("mesh " + ", ".join(f"{a.name} = {sym.to_str(a.size)}" for a in m.mesh.axes))
     for t in m.tensors:
         out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]"
+                   + (f" @ {t.layout.text()}" if t.layout is not None else "")
                    + (f", location = {t.location}" if t.location != "global" else ""))
     for c in m.checks:
         out.append(_check(c))
@@ -268,6 +271,16 @@ class _Statements(Visitor):
 
     def visit_Sync(self, st: N.Sync, depth: int) -> list[str]:
         return [f"{_pad(depth)}sync {st.event}"]
+
+    def visit_Collective(self, st: N.Collective, depth: int) -> list[str]:
+        words = [f"into = {st.into}"]
+        if st.over is not None:
+            words.append(f"over = {st.over}")
+        if st.dim is not None:
+            words.append(f"dim = {st.dim}")
+        if st.op is not None:
+            words.append(f"op = {st.op}")
+        return [f"{_pad(depth)}{st.kind}({st.source}, {', '.join(words)})"]
 
 
 _STMTS = _Statements()

@@ -26,6 +26,10 @@ reads the item's slot box (a tile or an `Access`); extra accesses are boxes of e
 `Mark`, `Sync` and `query` name events (`query`: or channels); `uses_csp` says whether the body
 uses CSP; `Process` appears only in a `Pipe`, and sends and consumes only inside processes.
 
+Meshes (docs/distributed.md): axes unique, sizes positive or syms; a layout only on a mesh, one
+entry per dimension over its axes, no axis twice, none both sharded and partial, no partial
+output; a `Collective` as `_collective` says.
+
 Left alone: anything that needs run-time values (symbolic extents, view checks).
 """
 
@@ -68,6 +72,13 @@ def verify(m: N.Module) -> None:
             _dtype(t.dtype)
             for d in t.dims:
                 _bound(d, syms, "a dimension")
+        if m.mesh is not None:
+            where = "the mesh"
+            _mesh(m.mesh, syms)
+        for t in m.tensors:
+            if t.layout is not None:
+                where = f"tensor `{t.name}`"
+                _layout(t, m.mesh)
         for c in m.checks:
             where = "module checks"
             _check(c, syms, "a check")
@@ -83,13 +94,72 @@ def verify(m: N.Module) -> None:
             _channel(c, tensors)
         for s in m.schedules:
             where = f"schedule `{s.name}`"
-            _Schedule(s, kernels, tensors, syms, channels).run()
+            _Schedule(s, kernels, tensors, syms, channels, m.mesh).run()
         names = {s.name for s in m.schedules}
         if m.default_schedule is not None and m.default_schedule not in names:
             where = f"module `{m.name}`"
             _fail(f"the default schedule `{m.default_schedule}` does not exist")
     except _Fail as f:
         raise InternalError("verify", f"{where}: {f}") from None
+
+
+def _mesh(mesh: N.Mesh, syms) -> None:
+    _unique([a.name for a in mesh.axes], "mesh axis")
+    if not mesh.axes:
+        _fail("a mesh has at least one axis")
+    for a in mesh.axes:
+        v = sym.const_value(a.size)
+        if v is not None and v < 1:
+            _fail(f"mesh axis `{a.name}` has {v} devices")
+        _bound(a.size, syms, "a mesh axis size")
+
+
+def _layout(t: N.TensorDecl, mesh) -> None:
+    """A layout: on a mesh, one entry per dimension, axes of the mesh, each axis sharding one
+    dimension at most and not also partial; an output is not partial."""
+    lay = t.layout
+    if mesh is None:
+        _fail("a layout without a mesh")
+    if len(lay.dims) != len(t.dims):
+        _fail(f"a layout of {len(lay.dims)} entries for {len(t.dims)} dimensions")
+    names = {a.name for a in mesh.axes}
+    sharded = [a for a in lay.dims if a is not None]
+    for a in sharded + list(lay.partial):
+        if a not in names:
+            _fail(f"`{a}` is not a mesh axis")
+    if len(set(sharded)) != len(sharded) or len(set(lay.partial)) != len(lay.partial):
+        _fail("a mesh axis appears twice in a layout")
+    if set(sharded) & set(lay.partial):
+        _fail("a mesh axis both shards and is partial")
+    if lay.partial and t.kind == "output":
+        _fail("an output is partial")
+
+
+def _collective(st: N.Collective, tensors, mesh) -> None:
+    """A collective: a known kind on a mesh, two distinct tensors of one shape and dtype, the
+    words its kind takes (`over` a mesh axis, `op` for reductions, `dim` for reduce_scatter)."""
+    if mesh is None:
+        _fail(f"`{st.kind}` in a module without a mesh")
+    if st.kind not in N.COLLECTIVE_KINDS:
+        _fail(f"unknown collective `{st.kind}`")
+    for name in (st.source, st.into):
+        if name not in tensors:
+            _fail(f"`{st.kind}` names the unknown tensor `{name}`")
+    a, b = tensors[st.source], tensors[st.into]
+    if a.name == b.name or a.dtype != b.dtype or len(a.dims) != len(b.dims):
+        _fail(f"`{st.kind}({a.name}, into = {b.name})`: two tensors of one type")
+    if b.kind == "input":
+        _fail(f"`{st.kind}` writes the input `{b.name}`")
+    if (st.over is None) != (st.kind == "relayout"):
+        _fail(f"`{st.kind}` with over = {st.over}")
+    if st.over is not None and st.over not in {x.name for x in mesh.axes}:
+        _fail(f"`{st.kind}` over `{st.over}`, not a mesh axis")
+    reduces = st.kind in ("allreduce", "reduce_scatter")
+    if (st.op is not None) != reduces or (reduces and st.op not in ("sum", "max", "min")):
+        _fail(f"`{st.kind}` with op = {st.op}")
+    if (st.dim is not None) != (st.kind == "reduce_scatter") or (
+            st.dim is not None and not 0 <= st.dim < len(a.dims)):
+        _fail(f"`{st.kind}` with dim = {st.dim}")
 
 
 def _channel(c: N.Channel, tensors) -> None:
@@ -360,8 +430,10 @@ def _plan(k: N.Kernel) -> None:
 
 
 class _Schedule(Visitor):
-    def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str], channels=None):
+    def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str], channels=None,
+                 mesh=None):
         self.s, self.kernels, self.tensors, self.syms = s, kernels, tensors, syms
+        self.mesh = mesh
         self.channels: dict[str, N.Channel] = dict(channels or {})
         self.keys: list[sym.Expr] = []
         # CSP context while walking: inside a process; the items of the enclosing consumes
@@ -467,6 +539,9 @@ class _Schedule(Visitor):
             self.event(ev, "a `Mark`")
         self.body(st.body, names)
 
+    def visit_Collective(self, st: N.Collective, names: frozenset) -> None:
+        _collective(st, self.tensors, self.mesh)
+
     def visit_Sync(self, st: N.Sync, names: frozenset) -> None:
         self.event(st.event, "a `Sync`")
 
@@ -488,9 +563,7 @@ class _Schedule(Visitor):
         return c
 
     def slot_box(self, c: N.Channel, item: str) -> tuple:
-        rows, cols = (c.elem[0], c.elem[1]) if c.elem is not None else (1, 1)
-        offsets = (sym.mod(sym.var(item), c.nslots), sym.const(0), sym.const(0))
-        return (c.slots, offsets, (sym.const(1), sym.const(rows), sym.const(cols)))
+        return (c.slots, *c.slot_box(item))
 
     def visit_Pipe(self, p: N.Pipe, names: frozenset) -> None:
         _unique([q.name for q in p.processes], "process")

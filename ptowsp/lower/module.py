@@ -8,10 +8,13 @@ of them are raised together as one `WspError` at the end (unsupported.py).
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import sym
 from ..diagnostics import Diagnostics
 from ..frontend import ast as A
 from ..frontend.env import ModuleEnv
+from ..frontend.mesh import shard_reason
 from ..frontend.printer import expr_str
 from ..frontend.signatures import to_sym
 from ..ir import nodes as N
@@ -29,7 +32,8 @@ def lower(env: ModuleEnv) -> N.Module:
         N.SymDecl(name, env.sym_defaults.get(name), d.span) for name, d in env.syms.items()
     )
     tensors = tuple(
-        N.TensorDecl(t.name, t.kind, t.dtype, tuple(t.dims), t.decl.span, t.decl.location)
+        N.TensorDecl(t.name, t.kind, t.dtype, tuple(t.dims), t.decl.span,
+                     location=t.decl.location, layout=_layout(t))
         for t in env.tensors.values()
     )
     schedules = [lower_schedule(env, specs, diags, sd) for sd in env.schedules.values()]
@@ -51,10 +55,55 @@ def lower(env: ModuleEnv) -> N.Module:
         kernels=tuple(kernels),
         schedules=tuple(schedules),
         default_schedule=default,
-        checks=_dimension_checks(env),
+        checks=_mesh_checks(env) + _dimension_checks(env),
         sources=tuple(env.sources.items()),
         channels=channels,
+        mesh=_mesh(env),
     )
+
+
+def _mesh(env: ModuleEnv) -> Optional[N.Mesh]:
+    if env.mesh is None:
+        return None
+    return N.Mesh(tuple(N.MeshAxis(a.name, a.size, a.decl.span) for a in env.mesh.axes),
+                  env.mesh.decl.span)
+
+
+def _layout(t) -> Optional[N.Layout]:
+    """The tensor's layout; None when it is replicated everywhere (no `@`, or `@ [R, ...]`)."""
+    lay = t.layout
+    if lay is None or (not lay.partial and all(a is None for a in lay.dims)):
+        return None
+    return N.Layout(lay.dims, lay.partial)
+
+
+def _mesh_checks(env: ModuleEnv) -> tuple[N.ViewCheck, ...]:
+    """What the checker could not prove of the mesh (docs/distributed.md): a sym-sized axis has
+    at least one device, and a dimension sharded over it is a multiple of its size (at the
+    layout entry, like the divisor checks below)."""
+    if env.mesh is None:
+        return ()
+    out = []
+    for a in env.mesh.axes:
+        if sym.const_value(a.size) is None:
+            reason = f"mesh axis `{a.name}` needs at least 1 device"
+            out.append(N.ViewCheck(sym.Check(a.size, ">=", sym.const(1), reason), reason,
+                                   a.decl.size.span))
+    for t in env.tensors.values():
+        if t.layout is None:
+            continue
+        for d, (ax, entry) in enumerate(zip(t.layout.dims, t.decl.layout.dims)):
+            info = env.mesh.axis(ax) if ax is not None else None
+            if info is None:
+                continue
+            n, p = t.dims[d], info.size
+            if sym.prove_eq(sym.mod(n, p), 0) is True or (
+                    sym.const_value(n) is not None and sym.const_value(p) is not None):
+                continue  # always true (an axis of 1), or decided by the checker
+            reason = shard_reason(t.name, len(t.dims), d, ax)
+            out.append(N.ViewCheck(sym.Check(sym.mod(n, p), "==", sym.const(0), reason), reason,
+                                   entry.span))
+    return tuple(out)
 
 
 def _dimension_checks(env: ModuleEnv) -> tuple[N.ViewCheck, ...]:

@@ -25,6 +25,8 @@ from ..diagnostics import Diagnostics, InternalError
 from ..frontend import ast as A
 from ..frontend.env import AxisInfo, ChannelInfo, ModuleEnv
 from ..frontend.printer import expr_str
+from ..frontend.signatures import to_sym
+from ..frontend.workloads.collectives import same_shape_reason
 from ..ir import nodes as N
 from .csp import CspLowering, marked, with_records
 from .kernels import Specialisations
@@ -201,7 +203,33 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             return [self.consume(s, scope)]
         if isinstance(s, A.Synchronize):
             return [N.Sync(s.event.id, s.event.span)]
+        if isinstance(s, A.Collective):
+            return self.same_shape(s) + [self.collective(s)]
         raise InternalError("lower", f"unexpected workload statement {type(s).__name__}")
+
+    def same_shape(self, s: A.Collective) -> list[N.Stmt]:
+        """A collective's two tensors have one shape: what the checker could not prove is
+        checked when the run reaches the collective."""
+        src, dst = self.env.tensors[s.source.id], self.env.tensors[s.into.id]
+        out: list[N.Stmt] = []
+        for a, b in zip(src.dims, dst.dims):
+            if sym.prove_eq(a, b) is not True:
+                reason = same_shape_reason(s.kind, src.name, dst.name)
+                out.append(N.Assert(N.ViewCheck(sym.Check(a, "==", b, reason), reason, s.span)))
+        return out
+
+    def collective(self, s: A.Collective) -> N.Collective:
+        """A collective statement as the checker accepted it (docs/distributed.md)."""
+        dim = None
+        if s.dim is not None:
+            dim = sym.const_value(to_sym(s.dim, lambda n: sym.const(self.env.consts[n.id]),
+                                         Diagnostics()))
+            if dim is None:
+                raise InternalError("lower", "a `reduce_scatter` dim the checker did not fold")
+        op = s.op.id if s.op is not None else (
+            "sum" if s.kind in ("allreduce", "reduce_scatter") else None)
+        return N.Collective(s.kind, s.source.id, s.into.id, s.over.id if s.over else None, op,
+                            dim, s.span)
 
     # ---- when / else when / otherwise
     def when(self, branches: list, otherwise, scope: Scope, memo: Optional[dict] = None

@@ -70,7 +70,8 @@ class StatementChecks:
         elif isinstance(s, A.ExprStmt):
             self.expr_stmt(s)
         else:
-            kw = _WORKLOAD_STMTS.get(type(s), type(s).__name__.lower())
+            kw = s.kind if isinstance(s, A.Collective) else _WORKLOAD_STMTS.get(
+                type(s), type(s).__name__.lower())
             help = (
                 "use `where(cond, a, b)` for choices; loops belong in workloads"
                 if kw in ("for", "when")

@@ -13,6 +13,7 @@ other through `self`:
     axes.py         AxisChecks       axis expressions, ragged/sparse inner axes, loop axes
     inline.py       InlineChecks     inlined workload calls, binding a workload's axis arguments
     calls.py        CallChecks       kernel calls: arguments by name, scalars, tiles, items, slots
+    collectives.py  CollectiveChecks collective statements; where a task runs on the mesh
     views.py        ViewChecks       tensor views: indices and slices in range, view shapes
     scalars.py      ScalarChecks     scalar expressions (index arithmetic, elements, conditions)
     schedules.py    ScheduleChecks   schedules: combinators, policies, keys; the axis transforms

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .axes import AxisChecks
 from .calls import CallChecks
+from .collectives import CollectiveChecks
 from .csp import CspChecks
 from .inline import InlineChecks
 from .lets import LetChecks
@@ -26,6 +27,7 @@ class Body(
     AxisChecks,
     InlineChecks,
     CallChecks,
+    CollectiveChecks,
     ViewChecks,
     ScalarChecks,
     ScheduleChecks,

@@ -17,6 +17,7 @@ from ...primitives import literal_fits
 from .. import ast as A
 from ..env import ChannelInfo
 from ..signatures import KernelSig, ParamSig
+from .collectives import Operand
 from .scope import Item, LetVal, Scope, describe
 from .views import not_a_view_message, untranspose
 from .wording import article, closest, elem_text, show, type_words
@@ -101,6 +102,7 @@ class CallChecks:
             if n is not None:
                 cvals[p.name] = sym.const(n)
         slots_written: list[A.Keyword] = []
+        self.operands = []  # the tensor views of this call, for its placement on the mesh
         for p in sig.params:
             kw = bound.get(p.name)
             if kw is None:
@@ -118,6 +120,8 @@ class CallChecks:
                 )
             elif p.kind == "scalar":
                 self.scalar_arg(kw, p, scope)
+        if self.env.mesh is not None:
+            self.placement(s, self.operands)
         # decision: a token channel (or event) may not appear in the call at all; a data channel's call must write it once
         if send is not None and send.elem is not None and not slots_written:
             outs = [
@@ -269,6 +273,7 @@ class CallChecks:
         t = self.env.tensors[name]
         self.read_only(kw, p, t, ())
         shape = self.view(v, t, scope, kw)
+        self.operands.append(Operand(kw, t, p.tile.mode, self.last_box))
         self.gather_read_only(kw, p, v, scope)
         if flip and self.gather_transposed(kw.value, v, scope):
             return

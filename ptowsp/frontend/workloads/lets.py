@@ -15,6 +15,7 @@ from ...diagnostics import Note
 from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
 from ..signatures import ParamSig
+from .collectives import Operand
 from .scope import ERR, LetVal, Scope, SVal, describe
 from .views import not_a_view_message, untranspose
 from .wording import article
@@ -96,8 +97,8 @@ class LetChecks:
                     bad = self.gather_transposed(s.value, e, scope)
                     if shape is not None and not bad:
                         bad = self.transpose_shape(shape, s.value, self.text(e)) is None
-                    return LetVal(s, scope, None, t.name, shape, shape is None or bad,
-                                  transposed=True)
+                    return _boxed(LetVal(s, scope, None, t.name, shape, shape is None or bad,
+                                         transposed=True), self.last_box)
                 if isinstance(e, A.Index) and _element(e, t):
                     # decision: `let n = T[i, j]` indexing every dimension of an integer or
                     # bool tensor is an element (a scalar); passed to a tile it is a 1 x 1 view
@@ -107,7 +108,8 @@ class LetChecks:
                 # than dimensions (or of a float tensor) is a view; its indices are checked here
                 kw = LetVal(s, scope).keyword()
                 shape = self.view(e, t, scope, kw)
-                return LetVal(s, scope, None, t.name, shape, poisoned=shape is None)
+                return _boxed(LetVal(s, scope, None, t.name, shape, poisoned=shape is None),
+                              self.last_box)
         v = self.scalar(s.value, scope)
         return LetVal(s, scope, v, poisoned=v.type == "error")
 
@@ -174,6 +176,8 @@ class LetChecks:
         if o.view is None:
             # an element let passed to a tile: a 1 x 1 view (its indices passed at the `let`)
             o.view = self.view(o.stmt.value, t, o.scope, view_kw)
+            o.box = self.last_box
+        self.operands.append(Operand(kw, t, p.tile.mode, o.box))
         notes = [Note(view_kw.span, f"`{b.name}` is defined here")]
         view_expr = untranspose(o.stmt.value)[0]
         self.gather_read_only(kw, p, view_expr, o.scope, notes)
@@ -184,6 +188,12 @@ class LetChecks:
             if shape is not None:  # a `let` of a `.T` was checked there: only `q.T` can fail
                 shape = self.transpose_shape(shape, kw.value if flip else kw, b.name, notes)
         self.view_fits(kw, view_kw, p, t, shape, rows, cols, tile_text, sound, notes)
+
+
+def _boxed(b: LetVal, box) -> LetVal:
+    """`b` with its view's box (where it lies on the mesh)."""
+    b.box = box
+    return b
 
 
 def _element(e: A.Index, t) -> bool:

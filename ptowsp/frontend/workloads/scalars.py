@@ -14,6 +14,7 @@ from ...diagnostics import Diagnostics, did_you_mean
 from ...dtypes import FLOAT_DTYPES
 from ...limits import INT64_MAX, MAX_INT_EXPR, int_text
 from .. import ast as A
+from ..mesh import check_replicated_index
 from ..signatures import SIZE_HELP
 from .scope import ERR, AxisVal, Item, LetVal, LoopVar, Pending, ProcessName, Scope, SVal, describe
 from .views import not_a_view_message
@@ -273,6 +274,7 @@ class ScalarChecks:
                 "read float data inside a kernel",
             )
             return ERR
+        check_replicated_index(self.env, self.diags, t, e.value)
         if len(e.items) != len(t.dims):
             self.error(
                 e.span,

@@ -101,7 +101,7 @@ class LetVal:
     """
 
     __slots__ = ("name", "stmt", "scope", "value", "tensor", "view", "poisoned", "origin",
-                 "transposed")
+                 "transposed", "box")
 
     def __init__(self, stmt: A.Let, scope: "Scope", value: Optional[SVal] = None,
                  tensor: Optional[str] = None, view: Optional[list] = None,
@@ -116,6 +116,7 @@ class LetVal:
         self.poisoned = poisoned
         self.origin = origin if origin is not None else self
         self.transposed = transposed
+        self.box: Optional[list] = None  # the view's box (ViewChecks.view), for mesh placement
 
     def keyword(self) -> A.Keyword:
         """`name = value` of the defining `let`, spanning both: how a view's messages name it

@@ -51,7 +51,11 @@ class ViewChecks:
     """Part of `Body`: tensor views and their shapes."""
 
     def view(self, v: A.Expr, t, scope: Scope, kw: A.Node) -> Optional[list[sym.Expr]]:
-        """The extents of `T` or `T[items]` after selection; checks each index and slice."""
+        """The extents of `T` or `T[items]` after selection; checks each index and slice.
+        Also leaves the view's box in `self.last_box`: per dimension of `T`, (offset, extent),
+        or None where it is unknown (an error, a gather); placement on a mesh reads it."""
+        box: list = [(sym.const(0), d) for d in t.dims]
+        self.last_box = box
         if isinstance(v, A.Name):
             return list(t.dims)
         if not isinstance(v, A.Index):
@@ -80,7 +84,9 @@ class ViewChecks:
                     ok = False
                     continue
                 shape.append(sym.sub(bounds[1], bounds[0]))
+                box[axis] = (bounds[0], sym.sub(bounds[1], bounds[0]))
             elif gather_item(item, self.env.tensors, scope) is not None:
+                box[axis] = None
                 n = self.gather(item, axis, v, t, scope, kw, kwtext)
                 if n is None:
                     ok = False
@@ -90,7 +96,9 @@ class ViewChecks:
                 i = self.int_expr(item, scope, "a tensor index")
                 if i.type == "error":
                     ok = False
+                    box[axis] = None
                     continue
+                box[axis] = (i.expr, sym.const(1))
                 ok &= self.index_in_range(i.expr, item, dim, axis, t.name, kw.span, kwtext)
         shape.extend(t.dims[len(v.items) :])
         return shape if ok else None
