@@ -209,7 +209,8 @@ def test_every_json_field_is_documented_and_every_documented_field_emitted(tmp_p
     runs = [("examples/rmsnorm.wsp", "--bind", "B=2", "--bind", "T=2"),
             ("examples/rmsnorm.wsp", "--bind", "B=2", "--bind", "T=2", "--target", "ref"),
             ("tests/programs/events_slots_inline.wsp", "--bind", "N=4"),  # events
-            ("examples/megakernel.wsp",)]  # channels
+            ("examples/megakernel.wsp",),  # channels
+            ("tests/programs/rmsnorm_task_graph.wsp", "--bind", "B=2", "--bind", "T=2")]  # knobs
     seen: set[str] = set()
     for args in runs:
         r = wspc("run", *args, "--random-inputs", "0", "--json", cache=cache)

@@ -700,7 +700,7 @@ def _rows_index(tensor: Tensor, step: int, span: A.Span) -> Tensor:
         data = (np.arange(step, dtype=np.int64)[:, None]
                 + step * np.arange(cols, dtype=np.int64)[None, :]).astype(np.int32)
         idx = Tensor.__new__(Tensor)
-        idx.data, idx.dtype, idx.location, idx._span = data, DType.I32, None, span
+        idx.data, idx.dtype, idx.location, idx._span = data, DType.I32, "global", span
         idx._wsp_name = f"{tensor._wsp_name}_rows_by{step}" if tensor._wsp_name else f"rows_by{step}"
         cache[step] = idx
     return cache[step]

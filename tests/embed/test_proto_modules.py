@@ -478,7 +478,8 @@ def test_example_isa_topk_on_both_targets():
 
 
 def test_every_prototype_style_example_is_tested_here():
-    tested = set(re.findall(r'EXAMPLES / "(proto_\w+\.py)"', Path(HERE).read_text()))
+    texts = [Path(HERE).read_text(), (Path(HERE).parent / "test_proto_examples.py").read_text()]
+    tested = {n + ".py" for t in texts for n in re.findall(r'"(proto_\w+?)(?:\.py)?"', t)}
     assert tested == {p.name for p in EXAMPLES.glob("proto_*.py")}
 
 
