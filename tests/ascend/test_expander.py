@@ -126,7 +126,10 @@ PROGRAMS = {
     "tests/programs/embedding_gather.wsp": ({"T": 3}, {}),
 }
 # errors_demo.wsp is wrong on purpose; lib_shared.wsp only declares a const for an import
-SKIPPED = {"examples/errors_demo.wsp", "tests/programs/lib_shared.wsp"}
+# rmsnorm_task_graph.wsp is rmsnorm.wsp with task-graph knobs, which the Ascend tree only warns
+# about: its plan is rmsnorm.wsp's, covered above
+SKIPPED = {"examples/errors_demo.wsp", "tests/programs/lib_shared.wsp",
+           "tests/programs/rmsnorm_task_graph.wsp"}
 
 
 def test_every_program_is_covered():
