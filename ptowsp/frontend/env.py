@@ -59,14 +59,6 @@ class MeshInfo:
     def axis(self, name: str) -> Optional[MeshAxisInfo]:
         return next((a for a in self.axes if a.name == name), None)
 
-    @property
-    def devices(self) -> sym.Expr:
-        """How many devices: the product of the axis sizes."""
-        n: sym.Expr = sym.const(1)
-        for a in self.axes:
-            n = sym.mul(n, a.size)
-        return n
-
 
 @record
 class LayoutInfo:
