@@ -97,12 +97,30 @@ class Kernel:
     # the `extern cpp` body (C++17, as `extern_c`) and the headers it includes (`include "h"`)
     extern_cpp: Optional[str] = None
     cpp_includes: tuple[str, ...] = ()
+    # a collective's kernel (made by the device lowering, `ir/devices.py`): what it moves between
+    # devices, for the cycle model's interconnect and the per-device runners; None for compute
+    comm: Optional["Comm"] = None
 
     @property
     def is_extern(self) -> bool:
         """An extern kernel: foreign bodies, no ops (opaque to every pass)."""
         return (self.extern_c is not None or self.extern_ascend is not None
                 or self.extern_cpp is not None)
+
+
+@record
+class Comm:
+    """What a collective kernel moves (docs/distributed.md, "The cycle model"): the collective's
+    `kind` (one of `COLLECTIVE_KINDS` but `relayout`, which the lowering makes from the others),
+    the mesh axis `over`, the number of devices in each group along it (`group`), `bytes` the
+    source bytes one device holds (its shard, or its whole addend), and the reduction `op`
+    (None when the kind does not reduce)."""
+
+    kind: str
+    over: str
+    group: int
+    bytes: sym.Expr
+    op: Optional[str] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +254,9 @@ class Task:
     text: str  # the call as written, for messages and traces (`rmsnorm_tile[b, t]`)
     span: Span = NO_SPAN
     extra: tuple[Access, ...] = ()
+    # the device the task runs on, row-major over the mesh axes (docs/distributed.md), set by the
+    # device lowering (`ir/devices.py`); None in a program of one device
+    device: Optional[sym.Expr] = None
 
 
 @record
