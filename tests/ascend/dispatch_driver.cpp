@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     WspExpandArgs a = {(uint64_t)(uintptr_t)plan.data(), (uint64_t)(uintptr_t)d.syms,
                        (uint64_t)(uintptr_t)bases.data(), (uint64_t)(uintptr_t)bases.data(),
                        (uint64_t)(uintptr_t)tasks.data(), (uint64_t)(uintptr_t)ctl.data(),
-                       (uint64_t)(uintptr_t)state.data(), capacity, blocks};
+                       (uint64_t)(uintptr_t)state.data(), capacity, blocks, 0};
     int64_t total = 0, launches = 0;
     for (;;) {
         wsp_expand(&a);

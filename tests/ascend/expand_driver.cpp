@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
     args.state = (uint64_t)(uintptr_t)state.data();
     args.capacity = capacity;
     args.blocks = blocks;
+    args.rank = 0;
     const WspLayout l = wsp_layout(plan.data(), capacity);
     for (int launches = 0;; launches++) {
         wsp_expand(&args);

@@ -59,10 +59,11 @@ def compile_host(exe: Path, tree: Path, sources=(), includes=(), flags=()) -> No
                   "-x", "none", *map(str, sources), "-lm", "-o", str(exe)])
 
 
-def build_host(tmp: Path, ir, schedule: str | None):
+def build_host(tmp: Path, ir, schedule: str | None, includes=()):
     """The tree of `ir`'s `schedule` under tmp/tree and its host binary tmp/wsp_main (main.asc
     + expand.aicpu + dispatch.asc with the kernels compiled as test_aicore compiles them: the
-    UB size, no contracted multiply-adds): (tree, exe)."""
+    UB size, no contracted multiply-adds): (tree, exe). `includes`: more header folders for
+    main.asc (the stand-in HCCL of a mesh)."""
     from .ascendc_cpu import harness as H
 
     tree = tmp / "tree"
@@ -75,7 +76,7 @@ def build_host(tmp: Path, ir, schedule: str | None):
                   f"-I{H.HERE}", f"-I{HERE / 'stub_acl'}", f"-I{tree / 'include'}",
                   f"-I{tree / 'aicore'}", str(dispatch), "-o", str(obj)])
     exe = tmp / "wsp_main"
-    compile_host(exe, tree, [obj])
+    compile_host(exe, tree, [obj], includes)
     return tree, exe
 
 

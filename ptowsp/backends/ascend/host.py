@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from ... import sym
+from ...diagnostics import InternalError
 from ...dtypes import TABLE
 from ...ir import nodes as N
 from ...ir import visit as V
@@ -85,9 +86,56 @@ def _list(items) -> str:
     return ", ".join(items) if items else "nullptr"
 
 
+# HCCL's names for the element types (hccl_types.h); bool travels as its bytes
+HCCL_DTYPES = {"i8": "INT8", "i16": "INT16", "i32": "INT32", "i64": "INT64", "u8": "UINT8",
+               "u16": "UINT16", "u32": "UINT32", "u64": "UINT64", "f16": "FP16", "f32": "FP32",
+               "f64": "FP64", "bf16": "BFP16", "bool": "UINT8"}
+HCCL_OPS = {"sum": "HCCL_REDUCE_SUM", "max": "HCCL_REDUCE_MAX", "min": "HCCL_REDUCE_MIN",
+            None: "HCCL_REDUCE_SUM"}
+COLL_KINDS = {"allreduce": "WSP_COLL_ALLREDUCE", "allgather": "WSP_COLL_ALLGATHER",
+              "reduce_scatter": "WSP_COLL_REDUCE_SCATTER", "all_to_all": "WSP_COLL_ALL_TO_ALL"}
+
+
+def _mesh(module: N.Module, plan: Plan, names) -> dict:
+    """The template values of a mesh (docs/ascend.md, "A mesh on Ascend"): its axes, and per
+    collective of the plan its kind, reduction, axis, source and destination tensors and
+    HCCL data type. Every tensor has the device dimension first (the device lowering's
+    layout), which the host's per-rank rows rely on."""
+    if module.mesh is None:
+        return dict(mesh=False)
+    ndevices = sym.const_value(module.mesh.devices)
+    axes = [a.name for a in module.mesh.axes]
+    for t in module.tensors:
+        if not t.dims or sym.const_value(t.dims[0]) != ndevices:
+            raise InternalError("ascend", f"mesh: tensor `{t.name}` has no leading device "
+                                f"dimension of {ndevices}")
+    tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
+    comms, used = [], set()
+    for t in plan.comms:
+        comm = module.kernel(t.kernel).comm
+        reads = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode == "r"}
+        writes = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode != "r"}
+        if len(reads) != 1 or len(writes) != 1 or comm.kind not in COLL_KINDS \
+                or comm.over not in axes:
+            raise InternalError("ascend", f"mesh: `{t.text}` is not a collective the tree maps "
+                                "to HCCL (one source, one destination, a mesh axis)")
+        src, dst = reads.pop(), writes.pop()
+        used.add(comm.over)
+        comms.append(dict(kind=COLL_KINDS[comm.kind], op=HCCL_OPS[comm.op],
+                          axis=axes.index(comm.over), src=tensor_index[src],
+                          dst=tensor_index[dst],
+                          dtype="HCCL_DATA_TYPE_" + HCCL_DTYPES[module.tensor(src).dtype],
+                          text=c_string(t.text), where=_where(t.span, names)))
+    return dict(mesh=True, ndevices=ndevices, comms=comms,
+                axes=[dict(name=c_string(a.name), size=sym.const_value(a.size),
+                           used=int(a.name in used)) for a in module.mesh.axes])
+
+
 def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[str, str]:
-    """`host/main.asc` and `host/wsp_npy.h` of `plan` (a schedule of `module`)."""
+    """`host/main.asc` and `host/wsp_npy.h` of `plan` (a schedule of `module`); with a mesh,
+    `host/wsp_mesh.h` too."""
     names = source_names(module)
+    mesh = _mesh(module, plan, names)
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
     reads = sorted(tensor_index[t] for t in V.read_tensors(module.schedule(plan.schedule).body))
     main = render(
@@ -98,5 +146,8 @@ def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[
         channels=_list([c_string(c.name) for c in module.channels]),
         task_text=_list([c_string(t.text) for t in plan.tasks]),
         reads=", ".join(str(r) for r in reads) or "-1", nreads=len(reads),
-        capacity=capacity, blocks=blocks)
-    return {"host/main.asc": main, "host/wsp_npy.h": render("host/wsp_npy.h")}
+        capacity=capacity, blocks=blocks, **mesh)
+    files = {"host/main.asc": main, "host/wsp_npy.h": render("host/wsp_npy.h")}
+    if mesh["mesh"]:
+        files["host/wsp_mesh.h"] = render("host/wsp_mesh.h")
+    return files

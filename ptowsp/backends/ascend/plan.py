@@ -28,10 +28,10 @@ from ... import limits, sym
 from ...diagnostics import InternalError
 from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
-from ...ir.visit import Visitor
+from ...ir.visit import Visitor, walk
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
-VERSION = 1
+VERSION = 2  # 2: the mesh section and COMM (a mesh runs one process per device)
 MAX_DIMS = 8
 MAX_TILES, MAX_SCALARS = limits.MAX_TILES, limits.MAX_SCALARS  # what a task passes (limits.py)
 MAX_COORDS = 8
@@ -73,6 +73,7 @@ INSTRUCTIONS = (
     ("MARK_BEGIN", ("channel", "var")),           # record(ev): open a generation (var: saved)
     ("MARK_END", ("channel", "var")),
     ("SYNC", ("channel",)),                       # synchronize(ev)
+    ("COMM", ()),                                 # a mesh: a collective's tile tasks begin
 )
 OPCODE = {name: i for i, (name, _) in enumerate(INSTRUCTIONS)}
 
@@ -81,7 +82,7 @@ HEADER = ("MAGIC", "VERSION", "NSYMS", "NTENSORS", "NKERNELS", "NCHANNELS", "NVA
           "NCHECKS", "NPIPES", "NPROCS", "MAX_COROUTINES", "TENSORS", "EXPRS", "CODE", "TASKS",
           "CHECKS", "CHANNELS", "PIPES", "PROCS", "MAIN_PC", "DISPATCH", "NDISPATCHERS",
           "DISPATCH_KEY", "NSTREAMS", "STREAM_KEY", "WINDOW", "WINDOW_MODE", "TIMING",
-          "TIMING_ARG", "USES_CSP", "WORDS")
+          "TIMING_ARG", "USES_CSP", "NDEVICES", "MESH", "WORDS")
 H = {name: i for i, name in enumerate(HEADER)}
 
 # `.dispatch(...)` as the expander places tasks (`WSP_DISPATCH_*`): NONE when not written
@@ -133,6 +134,8 @@ class Plan:
     pipes: list[N.Pipe] = field(default_factory=list)
     var_names: list[str] = field(default_factory=list)
     max_coroutines: int = 1
+    # a mesh: the plan task of each collective (by its COMM index in the MESH section)
+    comms: list[N.Task] = field(default_factory=list)
 
 
 def c_defines() -> str:
@@ -194,6 +197,10 @@ class _Builder(Visitor):
         self.csp = s.uses_csp
         self.syms_only = False
         self.process: Optional[N.Process] = None
+        # a mesh (docs/distributed.md): per plan task its device expression and collective
+        self.devices = _mesh_devices(m)
+        self.mesh_words: list[list[int]] = []
+        self.in_comm = False
 
     # -- variables and expressions
     def var(self, name: str) -> int:
@@ -314,7 +321,27 @@ class _Builder(Visitor):
     # -- statements, by class (ir.visit.Visitor)
     def body(self, stmts) -> None:
         for st in stmts:
-            self.visit(st)
+            if self.devices and not self.in_comm and self._comm_nest(st):
+                # the loop nest of one collective's tile tasks: COMM marks where each run of
+                # it begins, so the expander turns the tasks of one run into one HCCL call
+                self.op("COMM")
+                self.in_comm = True
+                self.visit(st)
+                self.in_comm = False
+            else:
+                self.visit(st)
+
+    def _comm_nest(self, st) -> bool:
+        """`st` is loops around the tile tasks of one collective kernel, nothing else."""
+        kernels = set()
+        for x in walk((st,)):
+            if isinstance(x, N.Task):
+                if self.m.kernel(x.kernel).comm is None:
+                    return False
+                kernels.add(x.kernel)
+            elif not isinstance(x, N.Loop):
+                return False
+        return len(kernels) == 1
 
     def visit_other(self, st) -> None:
         # a class with no instructions, which the expander could not run (a process is built
@@ -466,6 +493,16 @@ class _Builder(Visitor):
             raise InternalError("ascend", f"plan: task `{t.text}` has too many arguments")
         self.task_words.append(words)
         self.plan.tasks.append(t)
+        if self.devices:
+            comm = -1
+            if kernel.comm is not None:
+                if not self.in_comm:
+                    raise InternalError("ascend", f"plan: the tile tasks of `{t.text}` are not a "
+                                        "loop nest of their own (one HCCL call per run)")
+                comm = len(self.plan.comms)
+                self.plan.comms.append(t)
+            device = -1 if t.device is None else self.expr(t.device)
+            self.mesh_words.append([device, comm])
         return len(self.task_words) - 1
 
     def gather(self, g: Optional[N.Gather]) -> list[int]:
@@ -558,6 +595,9 @@ class _Builder(Visitor):
         header["PROCS"] = section(self.proc_words, True)
         header["EXPRS"] = section([self.exprs], False)
         header["CODE"] = section([self.code], False)
+        if self.devices:  # two words per task: its device expression (-1: all) and collective
+            header["NDEVICES"] = self.devices
+            header["MESH"] = section(self.mesh_words, False)
         header["WORDS"] = len(HEADER) + len(words)
         self.plan.words = [header[k] for k in HEADER] + words
         self.plan.max_coroutines = header["MAX_COROUTINES"]
@@ -613,6 +653,17 @@ def dispatchers(s: N.Schedule, machine_dispatchers: Optional[int] = None) -> int
     if d.name == "round_robin":
         return int(d.args[0]) if d.args else machine_dispatchers
     return int(d.n) if d.n is not None else machine_dispatchers
+
+
+def _mesh_devices(m: N.Module) -> int:
+    """The devices of `m`'s mesh (0: no mesh); a mesh reaches the tree with constant sizes
+    (the driver binds them before the device lowering)."""
+    if m.mesh is None:
+        return 0
+    n = sym.const_value(m.mesh.devices)
+    if n is None:
+        raise InternalError("ascend", "plan: a mesh sized at run time reached the tree")
+    return n
 
 
 def build_plan(module: N.Module, schedule: str) -> Plan:

@@ -127,6 +127,8 @@ enum {
     WSP_S_SEGMENTS,
     WSP_S_SEG_N,        /* tasks in the current segment */
     WSP_S_SEG_NACC,     /* access boxes in the current segment */
+    WSP_S_COMM_RUN,     /* a mesh: 1 + the plan task of the collective run under way, or 0 */
+    WSP_S_COMM_PENDING, /* 1 + the collective this segment reports (WSP_C_COMM), or 0 */
     WSP_S_WORDS = 16
 };
 enum { WSP_RUN_FRESH = 0, WSP_RUN_RUNNING, WSP_RUN_DONE, WSP_RUN_FAILED };

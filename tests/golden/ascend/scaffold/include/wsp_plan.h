@@ -33,7 +33,7 @@ typedef union WspScalar { double f; int64_t i; } WspScalar;
 #endif /* WSP_ABI_H */
 
 #define WSP_PLAN_MAGIC 3552848952062661463LL
-#define WSP_PLAN_VERSION 1
+#define WSP_PLAN_VERSION 2
 #define WSP_MAX_DIMS 8
 #define WSP_MAX_TILES 16
 #define WSP_MAX_SCALARS 16
@@ -74,7 +74,9 @@ enum {
     WSP_P_TIMING = 28,
     WSP_P_TIMING_ARG = 29,
     WSP_P_USES_CSP = 30,
-    WSP_P_WORDS = 31,
+    WSP_P_NDEVICES = 31,
+    WSP_P_MESH = 32,
+    WSP_P_WORDS = 33,
 };
 
 /* postfix expression operations */
@@ -132,6 +134,7 @@ enum {
     WSP_I_MARK_BEGIN = 19,
     WSP_I_MARK_END = 20,
     WSP_I_SYNC = 21,
+    WSP_I_COMM = 22,
 };
 
 /* .dispatch(...) */
@@ -220,7 +223,9 @@ enum {
     WSP_C_SEGMENTS,     /* segments so far, this one included */
     WSP_C_NBLOCKED,     /* a deadlock: blocked coroutines, then 4 words each */
     WSP_C_BLOCKED,      /* site, replica, item, slot free */
-    WSP_C_HEADER = WSP_C_BLOCKED + 4 * 16
+    WSP_C_COMM = WSP_C_BLOCKED + 4 * 16,  /* a mesh: the collective the host makes before the
+                                             next segment (the segment has no tasks), or -1 */
+    WSP_C_HEADER
 };
 #define WSP_C_WAVE_START WSP_C_HEADER
 #define WSP_C_ORDER(capacity) (WSP_C_HEADER + (capacity) + 1)
@@ -256,6 +261,7 @@ typedef struct WspExpandArgs {
     uint64_t state;     /* the expander's state between launches (wsp_state_words) */
     int64_t capacity;   /* tasks per segment */
     int64_t blocks;     /* AICore blocks the dispatcher is launched on */
+    int64_t rank;       /* a mesh (WSP_P_NDEVICES > 0): the device whose tasks to expand */
 } WspExpandArgs;
 
 #endif /* WSP_PLAN_H */
