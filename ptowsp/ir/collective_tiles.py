@@ -222,8 +222,8 @@ class Tiler:
         params += (N.KParam("dst", "tile", dtype, "Out", rows, cols, pad),)
         ops = [N.Op("param", (), (rows, cols), dtype, names[0])]
         combine = _COMBINE[op] if op else None
-        if combine == "add" and dtype == "bool":
-            combine = "maximum"  # a sum of booleans is their `or`, as NumPy adds them
+        if dtype == "bool":  # a sum or max of booleans is their `or` (NumPy adds them so)
+            combine = "and" if op == "min" else "or"
         acc = 0
         for p in names[1:]:  # ((src_0 . src_1) . src_2) ...: the fixed order
             ops.append(N.Op("param", (), (rows, cols), dtype, p))
