@@ -391,9 +391,10 @@ class _Lowering:
                 shard = sym.floordiv(placed.dims[d], self.sizes[ax])
                 coord = sym.floordiv(a.offsets[d], shard)
                 words = _dim_words(d, len(placed.dims))
-                fits = sym.require(sym.add(a.offsets[d], a.extents[d]), "<=",
-                                   sym.mul(sym.add(coord, 1), shard),
-                                   "shard", ranges)
+                # inside one shard: offset % shard + extent <= shard (the form the bounds of
+                # `sym` prove for views stepping by a divisor of the shard)
+                fits = sym.require(sym.add(sym.mod(a.offsets[d], shard), a.extents[d]), "<=",
+                                   shard, "shard", ranges)
                 message = (f"`{_text(self.m, a.span)}` spans more than one shard of {ax} "
                            f"({sym.to_str(shard)} {words} each): a task reads one device's "
                            f"data; split the view at shard boundaries, or `allgather` "
