@@ -34,6 +34,9 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
+    # issue 20: the Ascend tree of a mesh
+    '`{*}` moves `{*}` to `{*}` in more than one collective, which the ascend_npu target does not make into HCCL calls yet':
+        'tests/ascend/test_hccl.py::test_relayout_over_two_axes_is_refused',
     # issue 19: the task-graph knobs
     '`.task_graph({*})` is not honoured on ascend_npu: the expander issues each wave\'s tasks at once, waits on the exact dependencies and keeps no trace':
         'tests/ascend/test_project.py::test_task_graph_knobs_are_named_in_one_warning',

@@ -54,17 +54,18 @@ def _with_devices(stmts, device_of):
 
 
 def mesh_module(tmp: Path, source: str, axes: dict, comms: dict):
-    """(the plain module's IR, the mesh module's IR): `source` parsed; the mesh `axes`; each
+    """(the plain module's IR, the mesh module's IR): `source` parsed; the mesh `axes` (in
+    `Module.devices`, as `ir/devices.py` leaves them); each
     task's device its first coordinate; the kernels named in `comms` given their `Comm`."""
     path = tmp / "prog.wsp"
     path.write_text(source)
     ir = ptowsp.load(str(path)).ir
-    mesh = N.Mesh(tuple(N.MeshAxis(a, sym.const(n)) for a, n in axes.items()))
+    devices = N.Devices(tuple(axes.items()), ())
     kernels = tuple(dataclasses.replace(k, comm=comms[k.source]) if k.source in comms else k
                     for k in ir.kernels)
     schedules = tuple(dataclasses.replace(s, body=_with_devices(s.body, lambda t: t.coords[0]))
                       for s in ir.schedules)
-    return ir, dataclasses.replace(ir, mesh=mesh, kernels=kernels, schedules=schedules)
+    return ir, dataclasses.replace(ir, devices=devices, kernels=kernels, schedules=schedules)
 
 
 def comm(kind, over, group, op=None):
@@ -482,3 +483,174 @@ def test_stand_in_refuses_misuse(driver, tmp_path, scenario, status, message):
     outs = "".join(o for _, o in res)
     assert message in outs, outs
     assert res[0][0] == status, outs
+
+
+# ---- programs lowered by wspc itself (ir/devices.py), global arrays in and out --------------
+
+TP_MLP = """
+module tp_mlp
+mesh tp = 4
+sym T
+const D = 32
+const F = 64
+const TB = 8
+const FB = 8
+input   X:  f32[T, D]
+input   W1: f32[D, F] @ [R, S(tp)]
+input   W2: f32[F, D] @ [S(tp), R]
+scratch H:  f32[T, F] @ [R, S(tp)]
+scratch Zp: f32[T, D] @ [R, R] partial(tp)
+output  Y:  f32[T, D]
+axis rows = DenseDyn(ceildiv(T, TB))
+axis cols = Dense[F / FB]
+
+kernel up(x: In[Tile[TB, D, f32]], w: In[Tile[D, FB, f32]], h: Out[Tile[TB, FB, f32]]) {
+    store(h, matmul(x, w))
+}
+kernel down(h: In[Tile[TB, FB, f32]], w: In[Tile[FB, D, f32]], acc: InOut[Tile[TB, D, f32]]) {
+    store(acc, acc + matmul(h, w))
+}
+
+workload mlp() {
+    for t, f in P(rows, cols) {
+        up[t, f](x = X[t*TB : t*TB + TB, :], w = W1[:, f*FB : f*FB + FB],
+                 h = H[t*TB : t*TB + TB, f*FB : f*FB + FB])
+    }
+    for t in P(rows) {
+        for f in P.seq(cols) {
+            down[t, f](h = H[t*TB : t*TB + TB, f*FB : f*FB + FB],
+                       w = W2[f*FB : f*FB + FB, :], acc = Zp[t*TB : t*TB + TB, :])
+        }
+    }
+    allreduce(Zp, into = Y, over = tp)
+}
+
+schedule main = mlp()
+"""
+
+
+def run_lowered(tmp: Path, source: str, mesh: dict, inputs: dict, bind: dict):
+    """`source` compiled by wspc for ascend_npu on `mesh` (the driver's device lowering and
+    optimiser), run on its ranks with the global `inputs` scattered by layout
+    (ir/device_arrays.py) and the outputs gathered: (the tree's outputs, ref's, stdout)."""
+    from ptowsp.ir.device_arrays import gather, scatter
+
+    path = tmp / "prog.wsp"
+    path.write_text(source)
+    module = ptowsp.load(str(path))
+    project = module.compile(target="ascend_npu", mesh=mesh)
+    ref = module.compile("ref", mesh=mesh).run(bind=bind, **inputs)
+    lowered = _lowered_ir(module, mesh)
+    tree, exe = build_mesh(tmp, lowered)
+    assert (tree / "host/main.asc").read_text() == project.files["host/main.asc"]
+    data = tmp / "data"
+    (data / "input").mkdir(parents=True)
+    (data / "output").mkdir()
+    for name, a in inputs.items():
+        np.save(data / "input" / f"{name}.npy", scatter(lowered.devices, name, a))
+    done = run_ranks(tree, exe, data, *(f"{k}={v}" for k, v in bind.items()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = {name: gather(lowered.devices, name, merged(tree, data, name)) for name in ref}
+    return got, ref, done.stdout
+
+
+def _lowered_ir(module, mesh):
+    """The IR the ascend_npu target gets from the driver for `mesh` (lowered, optimised)."""
+    from ptowsp import driver
+
+    return driver.optimize(module.ir, mesh=mesh)[0]
+
+
+def test_docs_tensor_parallel_mlp(tmp_path):
+    """docs/distributed.md's MLP on tp = 4, lowered by wspc: equal to ref and to NumPy."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((24, 32)).astype(np.float32)  # T = 24: the allreduce tile partial
+    w1 = (rng.standard_normal((32, 64)) / 6).astype(np.float32)
+    w2 = (rng.standard_normal((64, 32)) / 6).astype(np.float32)
+    got, ref, out = run_lowered(tmp_path, TP_MLP, {"tp": 4}, {"X": x, "W1": w1, "W2": w2},
+                                {"T": 24})
+    want = x.astype(np.float64) @ w1 @ w2
+    np.testing.assert_allclose(ref["Y"], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["Y"], ref["Y"], rtol=1e-5, atol=1e-5)
+    assert out.count(" 1 collectives") == 4, out
+
+
+def collectives(dp: int, tp: int, r: int = 4, c: int = 8) -> str:
+    """Every collective over tp (both dimensions where it matters, sum and max, a replicated
+    source, a relayout that is an allreduce), and an allgather over dp when dp > 1."""
+    lines = ["module coll", f"mesh dp = {dp}, tp = {tp}",
+             f"input   P:  f32[{tp * r}, {c}] @ [S(tp), R]",
+             f"output  G:  f32[{tp * r}, {c}]",
+             f"input   Pc: f32[{r}, {tp * c}] @ [R, S(tp)]",
+             f"output  Gc: f32[{r}, {tp * c}]",
+             f"input   A:  f32[{tp * r}, {tp * c}] @ [S(tp), R]",
+             f"output  B:  f32[{tp * r}, {tp * c}] @ [R, S(tp)]",
+             f"scratch Z:  f32[{r}, {c}] @ [R, R] partial(tp)",
+             f"output  Y:  f32[{r}, {c}]",
+             f"output  Ym: f32[{r}, {c}]",
+             f"output  S0: f32[{r}, {c}] @ [S(tp), R]",
+             f"output  S1: f32[{r}, {c}] @ [R, S(tp)]",
+             f"input   Q:  f32[{r}, {c}]",
+             f"output  V:  f32[{r}, {c}]",
+             f"output  L:  f32[{r}, {c}]",
+             f"kernel fill(x: In[Tile[{r}, {c}, f32]], z: Out[Tile[{r}, {c}, f32]]) {{ store(z, x) }}"]
+    body = [f"    for i in P(Dense[{tp}]) {{ fill[i](x = P[i*{r} : i*{r} + {r}, :], z = Z[:, :]) }}",
+            "    allgather(P, into = G, over = tp)",
+            "    allgather(Pc, into = Gc, over = tp)",
+            "    all_to_all(A, into = B, over = tp)",
+            "    allreduce(Z, into = Y, over = tp)",
+            "    allreduce(Z, into = Ym, over = tp, op = max)",
+            "    reduce_scatter(Z, into = S0, over = tp, dim = 0)",
+            "    reduce_scatter(Z, into = S1, over = tp, dim = 1)",
+            "    allreduce(Q, into = V, over = tp)",
+            "    relayout(Z, into = L)"]
+    if dp > 1:
+        lines += [f"input   M:  f32[{dp * r}, {c}] @ [S(dp), R]", f"output  M1: f32[{dp * r}, {c}]"]
+        body += ["    allgather(M, into = M1, over = dp)"]
+    return "\n".join(lines + ["workload w() {"] + body + ["}", "schedule main = w()", ""])
+
+
+@pytest.mark.parametrize("dp, tp", [(1, 2), (1, 4), (2, 2)])
+def test_every_collective_lowered_by_wspc(tmp_path, dp, tp):
+    r, c = 4, 8
+    rng = np.random.default_rng(dp * 10 + tp)
+    inputs = {"P": rng.standard_normal((tp * r, c)), "Pc": rng.standard_normal((r, tp * c)),
+              "A": rng.standard_normal((tp * r, tp * c)), "Q": rng.standard_normal((r, c))}
+    if dp > 1:
+        inputs["M"] = rng.standard_normal((dp * r, c))
+    inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
+    mesh = {"dp": dp, "tp": tp}
+    got, ref, out = run_lowered(tmp_path, collectives(dp, tp, r, c), mesh, inputs, {})
+    addends = np.split(inputs["P"], tp)  # fill: the addends of Z are P's shards
+    total = np.sum(addends, axis=0, dtype=np.float32)
+    want = {"G": inputs["P"], "Gc": inputs["Pc"], "B": inputs["A"], "Y": total,
+            "Ym": np.maximum.reduce(addends), "S0": total, "S1": total, "V": inputs["Q"] * tp,
+            "L": total}
+    if dp > 1:
+        want["M1"] = inputs["M"]
+    assert set(ref) == set(want)
+    for name, w in want.items():
+        np.testing.assert_allclose(ref[name], w, rtol=1e-5, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    calls = 10 if dp > 1 else 9
+    assert out.count(f" {calls} collectives") == dp * tp, out
+
+
+def test_relayout_over_two_axes_is_refused(tmp_path):
+    src = """module two
+mesh dp = 2, tp = 2
+input  M: f32[8, 8] @ [S(dp), S(tp)]
+output N: f32[8, 8]
+workload w() {
+    relayout(M, into = N)
+}
+schedule main = w()
+"""
+    path = tmp_path / "two.wsp"
+    path.write_text(src)
+    with pytest.raises(ptowsp.WspError) as err:
+        ptowsp.load(str(path)).compile(target="ascend_npu")
+    text = str(err.value)
+    assert "two.wsp:6:5" in text
+    assert "moves `M` to `N` in more than one collective, which the ascend_npu target does " \
+           "not make into HCCL calls yet" in text

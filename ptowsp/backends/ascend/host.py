@@ -10,9 +10,10 @@ Source positions appear as `FILE:LINE:COL` with FILE relative to the main .wsp f
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from ... import sym
-from ...diagnostics import InternalError
+from ...diagnostics import Diagnostic, InternalError, WspError
 from ...dtypes import TABLE
 from ...ir import nodes as N
 from ...ir import visit as V
@@ -93,42 +94,97 @@ HCCL_DTYPES = {"i8": "INT8", "i16": "INT16", "i32": "INT32", "i64": "INT64", "u8
 HCCL_OPS = {"sum": "HCCL_REDUCE_SUM", "max": "HCCL_REDUCE_MAX", "min": "HCCL_REDUCE_MIN",
             None: "HCCL_REDUCE_SUM"}
 COLL_KINDS = {"allreduce": "WSP_COLL_ALLREDUCE", "allgather": "WSP_COLL_ALLGATHER",
-              "reduce_scatter": "WSP_COLL_REDUCE_SCATTER", "all_to_all": "WSP_COLL_ALL_TO_ALL"}
+              "reduce_scatter": "WSP_COLL_REDUCE_SCATTER", "all_to_all": "WSP_COLL_ALL_TO_ALL",
+              "copy": "WSP_COLL_COPY"}
+
+
+def _hccl_call(devices: N.Devices, comm: N.Comm, src: str, dst: str) -> Optional[tuple]:
+    """What one HCCL call makes of a collective from `src` to `dst` (their global layouts in
+    `devices`): (kind, axis), with kind "copy" when the layouts are equal and nothing moves;
+    None when it would take more than one call (a `relayout` over several axes). Without the
+    global layouts (a module not made by `ir/devices.py`), the `Comm` says it."""
+    if devices.placed(src) is None or devices.placed(dst) is None:
+        return comm.kind, comm.over
+
+    def layout(name):
+        p = devices.placed(name)
+        lay = p.layout if p is not None else None
+        return (lay.dims, set(lay.partial)) if lay else ((None,) * len(p.dims), set())
+
+    (ds, ps), (dd, pd) = layout(src), layout(dst)
+    diff = [i for i, (a, b) in enumerate(zip(ds, dd)) if a != b]
+    dropped = ps - pd
+    if pd - ps or len(dropped) > 1:
+        return None
+    if not diff:
+        if dropped:
+            return "allreduce", dropped.pop()
+        if comm.kind == "allreduce":  # a replicated source: the copies are reduced
+            return "allreduce", comm.over
+        return "copy", comm.over
+    if len(diff) == 1:
+        i = diff[0]
+        if ds[i] is not None and dd[i] is None and not dropped:
+            return "allgather", ds[i]
+        if ds[i] is None and dd[i] is not None and dropped == {dd[i]}:
+            return "reduce_scatter", dd[i]
+    if len(diff) == 2 and not dropped:
+        i, j = diff if ds[diff[0]] is not None else diff[::-1]
+        if ds[i] == dd[j] and ds[j] is None and dd[i] is None and ds[i] is not None:
+            return "all_to_all", ds[i]
+    return None
 
 
 def _mesh(module: N.Module, plan: Plan, names) -> dict:
     """The template values of a mesh (docs/ascend.md, "A mesh on Ascend"): its axes, and per
     collective of the plan its kind, reduction, axis, source and destination tensors and
-    HCCL data type. Every tensor has the device dimension first (the device lowering's
-    layout), which the host's per-rank rows rely on."""
-    if module.mesh is None:
+    HCCL data type. Every tensor has the device dimension first (`Module.devices`, made by
+    `ir/devices.py`), which the host's per-rank rows rely on."""
+    devices = module.devices
+    if devices is None:
         return dict(mesh=False)
-    ndevices = sym.const_value(module.mesh.devices)
-    axes = [a.name for a in module.mesh.axes]
+    axes = [a for a, _ in devices.axes]
     for t in module.tensors:
-        if not t.dims or sym.const_value(t.dims[0]) != ndevices:
+        if not t.dims or sym.const_value(t.dims[0]) != devices.count:
             raise InternalError("ascend", f"mesh: tensor `{t.name}` has no leading device "
-                                f"dimension of {ndevices}")
+                                f"dimension of {devices.count}")
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
     comms, used = [], set()
     for t in plan.comms:
         comm = module.kernel(t.kernel).comm
         reads = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode == "r"}
         writes = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode != "r"}
-        if len(reads) != 1 or len(writes) != 1 or comm.kind not in COLL_KINDS \
-                or comm.over not in axes:
-            raise InternalError("ascend", f"mesh: `{t.text}` is not a collective the tree maps "
-                                "to HCCL (one source, one destination, a mesh axis)")
+        if len(reads) != 1 or len(writes) != 1:
+            raise InternalError("ascend", f"mesh: `{t.text}` has not one source and one "
+                                "destination")
         src, dst = reads.pop(), writes.pop()
-        used.add(comm.over)
-        comms.append(dict(kind=COLL_KINDS[comm.kind], op=HCCL_OPS[comm.op],
-                          axis=axes.index(comm.over), src=tensor_index[src],
+        call = _hccl_call(devices, comm, src, dst)
+        if call is None:
+            # decision: a relayout that amounts to several collectives is refused here rather
+            # than split into several HCCL calls (each with its own group) for now
+            raise WspError([Diagnostic(
+                t.span, "ascend-mesh",
+                f"`{t.text}` moves `{src}` to `{dst}` in more than one collective, which the "
+                "ascend_npu target does not make into HCCL calls yet",
+                "write it as one collective per mesh axis (`allgather`, `reduce_scatter`, "
+                "`all_to_all` or `allreduce`, each over one axis)")], dict(module.sources))
+        kind, axis = call
+        if axis not in axes:
+            raise InternalError("ascend", f"mesh: `{t.text}` is over no axis of the mesh")
+        dtype = module.tensor(src).dtype
+        op = comm.op
+        if dtype == "bool" and op == "sum":  # a sum of booleans is their `or`
+            op = "max"
+        if kind != "copy":
+            used.add(axis)
+        comms.append(dict(kind=COLL_KINDS[kind], op=HCCL_OPS[op],
+                          axis=axes.index(axis), src=tensor_index[src],
                           dst=tensor_index[dst],
                           dtype="HCCL_DATA_TYPE_" + HCCL_DTYPES[module.tensor(src).dtype],
                           text=c_string(t.text), where=_where(t.span, names)))
-    return dict(mesh=True, ndevices=ndevices, comms=comms,
-                axes=[dict(name=c_string(a.name), size=sym.const_value(a.size),
-                           used=int(a.name in used)) for a in module.mesh.axes])
+    return dict(mesh=True, ndevices=devices.count, comms=comms,
+                axes=[dict(name=c_string(a), size=n, used=int(a in used))
+                      for a, n in devices.axes])
 
 
 def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[str, str]:

@@ -656,14 +656,9 @@ def dispatchers(s: N.Schedule, machine_dispatchers: Optional[int] = None) -> int
 
 
 def _mesh_devices(m: N.Module) -> int:
-    """The devices of `m`'s mesh (0: no mesh); a mesh reaches the tree with constant sizes
-    (the driver binds them before the device lowering)."""
-    if m.mesh is None:
-        return 0
-    n = sym.const_value(m.mesh.devices)
-    if n is None:
-        raise InternalError("ascend", "plan: a mesh sized at run time reached the tree")
-    return n
+    """The devices of the mesh `m` was lowered to (`Module.devices`, `ir/devices.py`); 0
+    without one (a mesh of one device is lowered to a single-device program)."""
+    return 0 if m.devices is None else m.devices.count
 
 
 def build_plan(module: N.Module, schedule: str) -> Plan:

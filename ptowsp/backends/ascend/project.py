@@ -50,7 +50,7 @@ def emit_project_files(module: N.Module, schedule: str, npu_arch: str, soc_versi
                if t.kind in ("output", "inout")]
     common = dict(module=module.name, schedule=schedule, source=main, npu_arch=npu_arch,
                   soc_version=soc_version, capacity=capacity, blocks=blocks, binds=binds,
-                  mesh=module.mesh is not None)
+                  mesh=module.devices is not None)
     files = {
         "CMakeLists.txt": render("CMakeLists.txt", **common),
         "README.md": render("README.md", policies=policy_summary(s, ndispatchers), **common),
@@ -58,8 +58,8 @@ def emit_project_files(module: N.Module, schedule: str, npu_arch: str, soc_versi
         "scripts/verify_result.py": render("scripts/verify_result.py", outputs=outputs),
         "host/host_expander/aicpu_api.h": render("host/aicpu_api_host.h"),
     }
-    if module.mesh is not None:  # one process per device (docs/ascend.md, "A mesh on Ascend")
-        ndevices = sym.const_value(module.mesh.devices)
+    if module.devices is not None:  # one process per device (docs/ascend.md, "A mesh on Ascend")
+        ndevices = module.devices.count
         files["scripts/run_ranks.sh"] = render("scripts/run_ranks.sh", ndevices=ndevices, **common)
         files["scripts/merge_ranks.py"] = render("scripts/merge_ranks.py", ndevices=ndevices,
                                                  outputs=outputs, **common)
