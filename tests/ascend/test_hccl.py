@@ -532,8 +532,9 @@ schedule main = mlp()
 def run_lowered(tmp: Path, source: str, mesh: dict, inputs: dict, bind: dict):
     """`source` compiled by wspc for ascend_npu on `mesh` (the driver's device lowering and
     optimiser), run on its ranks with the global `inputs` scattered by layout
-    (ir/device_arrays.py) and the outputs gathered: (the tree's outputs, ref's, stdout)."""
-    from ptowsp.ir.device_arrays import gather, scatter
+    (ir/device_arrays.py) and the outputs gathered (the tree's merge_ranks.py): (the tree's
+    outputs, ref's, stdout)."""
+    from ptowsp.ir.device_arrays import scatter
 
     path = tmp / "prog.wsp"
     path.write_text(source)
@@ -550,7 +551,7 @@ def run_lowered(tmp: Path, source: str, mesh: dict, inputs: dict, bind: dict):
         np.save(data / "input" / f"{name}.npy", scatter(lowered.devices, name, a))
     done = run_ranks(tree, exe, data, *(f"{k}={v}" for k, v in bind.items()))
     assert done.returncode == 0, done.stdout + done.stderr
-    got = {name: gather(lowered.devices, name, merged(tree, data, name)) for name in ref}
+    got = {name: merged(tree, data, name) for name in ref}  # gathered by merge_ranks.py
     return got, ref, done.stdout
 
 
@@ -654,3 +655,26 @@ schedule main = w()
     assert "two.wsp:6:5" in text
     assert "moves `M` to `N` in more than one collective, which the ascend_npu target does " \
            "not make into HCCL calls yet" in text
+
+
+def test_tree_scripts_scatter_run_gather_verify(tmp_path):
+    """The tree's own scripts around the ranks: gen_data.py (global inputs scattered by
+    wsp_layout.py, ref's global outputs expected), run_ranks.sh, merge_ranks.py (rows joined
+    and gathered), verify_result.py."""
+    path = tmp_path / "prog.wsp"
+    path.write_text(TP_MLP)
+    module = ptowsp.load(str(path))
+    tree, exe = build_mesh(tmp_path, _lowered_ir(module, {"tp": 4}))
+    data = tmp_path / "data"
+    done = subprocess.run([sys.executable, str(tree / "scripts/gen_data.py"), "--data", str(data),
+                           "--target", "ref", "T=16"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert np.load(data / "input" / "W1.npy").shape == (4, 32, 16)   # [devices, D, F / 4]
+    assert np.load(data / "global" / "W1.npy").shape == (32, 64)
+    done = run_ranks(tree, exe, data, "T=16")
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged(tree, data, "Y")
+    assert np.load(data / "output" / "Y.npy").shape == (16, 32)
+    done = subprocess.run([sys.executable, str(tree / "scripts/verify_result.py"), "--data",
+                           str(data)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

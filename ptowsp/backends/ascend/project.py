@@ -44,13 +44,19 @@ def emit_project_files(module: N.Module, schedule: str, npu_arch: str, soc_versi
     syms = [dict(name=sd.name, default=repr(sd.default)) for sd in module.syms]
     need = [sd.name for sd in module.syms if sd.default is None]
     binds = " ".join(f"{n}=..." for n in need)  # placeholders: the user's sizes
+    devices = module.devices
+    # a mesh: the caller's global shapes (the tree's arrays have the device dimension first)
+    placed = {t.name: devices.placed(t.name) for t in module.tensors} if devices else {}
     tensors = [dict(name=t.name, kind=t.kind, dtype=t.dtype,
-                    shape="".join(py_expr(d) + ", " for d in t.dims)) for t in module.tensors]
+                    shape="".join(py_expr(d) + ", " for d in
+                                  (placed[t.name].dims if placed.get(t.name) else t.dims)))
+               for t in module.tensors]
     outputs = [dict(name=t.name, dtype=t.dtype) for t in module.tensors
                if t.kind in ("output", "inout")]
     common = dict(module=module.name, schedule=schedule, source=main, npu_arch=npu_arch,
                   soc_version=soc_version, capacity=capacity, blocks=blocks, binds=binds,
-                  mesh=module.devices is not None)
+                  mesh=module.devices is not None,
+                  ndevices=module.devices.count if module.devices else 1)
     files = {
         "CMakeLists.txt": render("CMakeLists.txt", **common),
         "README.md": render("README.md", policies=policy_summary(s, ndispatchers), **common),
@@ -59,10 +65,14 @@ def emit_project_files(module: N.Module, schedule: str, npu_arch: str, soc_versi
         "host/host_expander/aicpu_api.h": render("host/aicpu_api_host.h"),
     }
     if module.devices is not None:  # one process per device (docs/ascend.md, "A mesh on Ascend")
-        ndevices = module.devices.count
-        files["scripts/run_ranks.sh"] = render("scripts/run_ranks.sh", ndevices=ndevices, **common)
-        files["scripts/merge_ranks.py"] = render("scripts/merge_ranks.py", ndevices=ndevices,
-                                                 outputs=outputs, **common)
+        files["scripts/run_ranks.sh"] = render("scripts/run_ranks.sh", **common)
+        files["scripts/merge_ranks.py"] = render("scripts/merge_ranks.py", outputs=outputs,
+                                                 **common)
+        layouts = [(p.name, list(p.layout.dims) if p.layout else [None] * len(p.dims),
+                    list(p.layout.partial) if p.layout else []) for p in devices.tensors]
+        files["scripts/wsp_layout.py"] = render("scripts/wsp_layout.py",
+                                                axes=list(devices.axes), layouts=layouts,
+                                                **common)
     for path, text in module.sources:
         files[f"wsp/{names[path]}"] = text
     return files
