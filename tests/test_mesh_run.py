@@ -461,3 +461,14 @@ def test_replicas_that_disagree_are_reported():
     assert d.message == ("the replicas of `Y` disagree: at [3, 5], device 1 (tp = 1) has 2.5 "
                          "and device 0 (tp = 0) has 0.0")
     assert d.span.line == 3
+
+
+def test_a_partial_inout_is_refused_on_several_devices():
+    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
+            "workload w() {\n    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "p.wsp")
+    assert m.compile("ref", mesh={"tp": 1}) is not None  # one device: its one addend
+    (d,) = _messages(lambda: m.compile("ref"))
+    assert d.message == ("inout `Z` is partial over tp: a mesh of several devices does not sum "
+                         "its addends back for the caller yet")
+    assert d.span.line == 2
