@@ -472,3 +472,44 @@ def test_a_partial_inout_is_refused_on_several_devices():
     assert d.message == ("inout `Z` is partial over tp: a mesh of several devices does not sum "
                          "its addends back for the caller yet")
     assert d.span.line == 2
+
+
+def test_a_devices_collectives_run_in_program_order():
+    # two collectives with no data between them: on each device every tile of the second
+    # starts after every tile of the first has finished (the design's program order)
+    text = ("mesh tp = 2\ninput A: f32[128, 128] @ [S(tp), R]\ninput B: f32[128, 128] @ [S(tp), R]\n"
+            "output GA: f32[128, 128]\noutput GB: f32[128, 128]\n"
+            "workload w() {\n    allgather(A, into = GA, over = tp)\n"
+            "    allgather(B, into = GB, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "order.wsp")
+    p = m.compile("cpu_sim")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
+    out = p.run(A=a, B=b, trace=True, workers=4)
+    assert np.array_equal(out["GA"], a) and np.array_equal(out["GB"], b)
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    kernels = sorted({names[k] for k in ev["kernel"]})
+    assert len(kernels) == 2  # one kernel per collective (its comm record)
+    first = kernels[0]  # the second collective's kernel is named apart: `..._1`
+    assert kernels[1] == first + "_1"
+    for device in (0, 1):
+        mine = ev[ev["coords"][:, 0] == device]
+        ka = np.array([names[k] == first for k in mine["kernel"]])
+        assert ka.any() and (~ka).any()
+        assert mine["end_ns"][ka].max() <= mine["start_ns"][~ka].min()
+    lowered = p._lowered
+    reads = [x for st in lowered.schedule("main").body for x in _tasks(st)[0].extra]
+    assert [x.mode for x in reads] == ["w", "w", "r"]  # the second reads the first's elements
+
+
+def _tasks(st):
+    from ptowsp.ir import visit
+
+    return visit.tasks((st,))
+
+
+def test_simulating_a_mesh_program():
+    p = ptowsp.parse(MLP, "tp_mlp.wsp").compile("cpu_sim", mesh={"tp": 2})
+    stats = p.simulate(bind={"T": 64})
+    assert stats.total_cycles > 0 and stats.task_count == 4 * 8 * 2 + 2 * 1 * 1
