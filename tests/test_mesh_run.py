@@ -56,14 +56,21 @@ def _collectives(dtypes, dp: int, tp: int, r: int, c: int) -> str:
                   f"output  M3: f32[{dp * r}, {tp * c}] @ [R, S(dp)]",
                   f"scratch Zd: f32[{r}, {c}] @ [R, R] partial(dp)",
                   f"output  Yd: f32[{r}, {c}] @ [R, R]",
-                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]"]
+                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]",
+                  f"scratch Zc: f32[{r}, {tp * c}] @ [R, R] partial(tp)",
+                  f"output  Sc: f32[{r}, {tp * c}] @ [R, S(tp)]",
+                  f"kernel fillw(x: In[Tile[{r}, {tp * c}, f32]], z: Out[Tile[{r}, {tp * c}, f32]]) "
+                  "{ store(z, x) }"]
         body += ["    allgather(M, into = M1, over = tp)",
                  "    relayout(M, into = M2)",
                  f"    for j in P(Dense[{dp}]) {{ fill_f32[j](x = Pd[j*{r} : j*{r} + {r}, :], "
                  "z = Zd[:, :]) }",
                  "    allreduce(Zd, into = Yd, over = dp)"]
         # all_to_all over dp needs M's dp shards on another dimension: relayout does it
-        body += ["    relayout(M, into = M3)"]
+        body += ["    relayout(M, into = M3)",
+                 f"    for i in P(Dense[{tp}]) {{ fillw[i](x = A_f32[i*{r} : i*{r} + {r}, :], "
+                 "z = Zc[:, :]) }",
+                 "    reduce_scatter(Zc, into = Sc, over = tp, dim = 1)"]
     return "\n".join(lines + ["workload w() {"] + body + ["}", "schedule main = w()", ""])
 
 
@@ -136,6 +143,7 @@ def _check_collectives(dtypes, dp, tp, r, c, targets=("ref", "cpu_sim"), seed=0)
     if "f32" in dtypes:
         want["M1"] = want["M2"] = want["M3"] = arrays["M"]
         want["Yd"] = _reduce("f32", "sum", [arrays["Pd"][j * r:(j + 1) * r] for j in range(dp)])
+        want["Sc"] = _reduce("f32", "sum", [arrays["A_f32"][i * r:(i + 1) * r] for i in range(tp)])
     for target in targets:
         out = m.compile(target=target).run(check_replicas=True, **arrays)
         for name, w in want.items():
