@@ -544,3 +544,18 @@ def test_collective_tasks_run_on_their_devices_workers_on_a_2x2_mesh():
             assert e["worker"] % 4 == 2 * dp + tp, (names[e["kernel"]], e["coords"].tolist())
             devices.add(2 * dp + tp)
     assert devices == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_sharded_inout_is_scattered_and_gathered_in_place_too(target):
+    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, S(tp)]\n"
+            "kernel inc(z: InOut[Tile[4, 4, f32]]) { store(z, z + 1.0) }\n"
+            "workload w() {\n    for j in P(Dense[2]) { inc[j](z = Z[:, j*4 : j*4 + 4]) }\n}\n"
+            "schedule main = w()\n")
+    p = ptowsp.parse(text, "io.wsp").compile(target)
+    z = np.arange(32, dtype=np.float32).reshape(4, 8)
+    assert np.array_equal(p.run(Z=z)["Z"], z + 1)
+    assert np.array_equal(z, np.arange(32, dtype=np.float32).reshape(4, 8))  # not modified
+    mine = z.copy()
+    out = p.run(Z=mine, inplace=True)
+    assert out["Z"] is mine and np.array_equal(mine, z + 1)
