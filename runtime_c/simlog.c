@@ -167,7 +167,14 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
     l->ntensors = ntensors;
     l->tens = calloc((size_t)(ntensors > 0 ? ntensors : 1), sizeof *l->tens);
     l->costs = malloc((size_t)(nkernels > 0 ? nkernels : 1) * sizeof *costs);
-    l->disp = calloc((size_t)(p->ndispatchers > 0 ? p->ndispatchers : 1), sizeof *l->disp);
+    /* each device has the schedule's dispatchers (its AICPUs): the replay numbers them
+     * device by device (wsp_simtask) */
+    int64_t ndev = m->devices > 1 ? m->devices : 1;
+    if (p->ndispatchers > 0 && (int64_t)p->ndispatchers * ndev > INT32_MAX / 2) {
+        free(l);
+        return NULL;
+    }
+    l->disp = calloc((size_t)(p->ndispatchers > 0 ? p->ndispatchers * ndev : 1), sizeof *l->disp);
     if (!l->tens || !l->costs || !l->disp) {
         wsp__simlog_free(l);
         return NULL;
@@ -176,6 +183,8 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
     l->nkernels = nkernels;
     l->m = *m;
     l->p = *p;
+    l->ndpd = p->ndispatchers;
+    l->p.ndispatchers = (int32_t)(p->ndispatchers * ndev);
     reset_tensors(l);
     return l;
 }
@@ -229,7 +238,7 @@ void wsp__simlog_begin(wsp_simlog *l) {
     l->nresults = 0;
 }
 
-int32_t wsp__simlog_dispatchers(const wsp_simlog *l) { return l->p.ndispatchers; }
+int32_t wsp__simlog_dispatchers(const wsp_simlog *l) { return l->ndpd; }   /* per device */
 
 void wsp__simlog_limit(wsp_simlog *l, int64_t bytes) { l->limit = bytes > 0 ? bytes : 0; }
 
@@ -548,6 +557,9 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
 
 
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
+    if (__builtin_expect(task->device != 0, 0) &&
+        (task->device < 0 || task->device >= (l->m.devices > 1 ? l->m.devices : 1)))
+        return WSP_ERR_USAGE;   /* generated code numbers devices of the mesh the model has */
     if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
         /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
         if (!l->oom && l->ntasks >= INT32_MAX - 1) l->over = 2;
@@ -588,7 +600,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
     }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
-    t->dispatcher = dispatcher;
+    t->dispatcher = task->device * l->ndpd + dispatcher;
     t->stream = stream;
     t->npreds = (int32_t)(l->npreds - first);
     return WSP_OK;

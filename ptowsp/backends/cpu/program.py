@@ -49,7 +49,7 @@ typedef struct wsp_stats {
     double execute_ms;
 } wsp_stats;
 typedef struct wsp_machine {
-    double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t unused;
+    double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t devices;
     double dispatch_ns; double completion_ns;
 } wsp_machine;
 typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
@@ -60,7 +60,7 @@ typedef struct wsp_policy {
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
-    int64_t serial_cycles; int64_t stolen; int64_t groups;
+    int64_t serial_cycles; int64_t stolen; int64_t groups; int64_t comm_cycles;
 } wsp_simsummary;
 typedef struct wsp_simdisp { int64_t tasks; int64_t stolen; int64_t busy_cycles; } wsp_simdisp;
 int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);

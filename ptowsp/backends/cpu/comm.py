@@ -1,0 +1,128 @@
+"""The cycle model's interconnect: what one message of a collective costs (docs/performance.md,
+"The interconnect").
+
+The device lowering (ir/devices.py) makes each collective tile tasks, one per (device, tile of
+the destination), whose kernels carry a `Comm` (ir/nodes.py). Such a task is one message of the
+collective's algorithm: the C model (runtime_c/sim.c) runs it on its device's comm engine, one
+message at a time per device, for the cycles `comm_cycles` gives it here. This module is the one
+place the formula lives; `--stats` and the tests read the same numbers through
+`message_cost`.
+
+The algorithm is HCCL's for the group's place on the machine (its "Mesh" within a server, a
+ring across servers):
+- within a server (every device of each group along the axis in one server of
+  `devices_per_server`), the full mesh: each device exchanges with every other directly, all
+  links at once, at `link_gbps` per link and `link_latency_ns` per step; an allreduce is a
+  reduce-scatter and an allgather (2 steps), every other kind one step;
+- across servers, a ring at the slowest link's `network_gbps` and `network_latency_ns` per
+  step: an allreduce 2(p - 1) steps, reduce_scatter, allgather and all_to_all (pairwise) p - 1.
+One message moves the tile T of the destination (the kernel's Out tile). Per step a link carries
+T / p (the tile's share of each peer), except in a reduce_scatter, whose tile is already a
+device's shard: T. So a device's messages of one collective add up to the algorithm's time for
+its whole data plus a latency per message (tiles pipeline like HCCL's chunks), and never take
+less than the bytes one link must carry over the link's bandwidth.
+A reducing kind (allreduce, reduce_scatter) adds the vector unit's time for the additions:
+(p - 1) times the reduced bytes per step's chunk, at `vector_bytes_per_cycle`.
+A group of one device moves nothing: its kernel is an ordinary copy (cost.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from ... import sym
+from ...dtypes import size_of
+from ...ir import nodes as N
+
+if TYPE_CHECKING:
+    from ..machine import Machine
+
+UNIT_COMM = 2  # WSP_UNIT_COMM in wsp_runtime.h: the device's comm engine
+REDUCING = frozenset({"allreduce", "reduce_scatter"})
+
+
+@dataclass(frozen=True)
+class MessageCost:
+    """One message (tile task) of a collective: its algorithm (`mesh` or `ring`), its steps,
+    the bytes each step moves over one link, and its time."""
+
+    algorithm: str
+    steps: int
+    step_bytes: float
+    link_gbps: float
+    latency_ns: float
+    reduce_cycles: int
+    cycles: int
+
+
+def devices(module: N.Module) -> int:
+    """Devices of the module's mesh (1 without one, or with one sized at run time)."""
+    if module.mesh is None:
+        return 1
+    n = sym.const_value(module.mesh.devices)
+    return int(n) if n is not None and n > 0 else 1
+
+
+def spans_servers(module: N.Module, over: str, group: int, per_server: int) -> bool:
+    """Whether some group of devices along mesh axis `over` holds devices of two servers
+    (device d is in server d // per_server; devices row-major, the last axis fastest)."""
+    mesh = module.mesh
+    if mesh is None or not any(a.name == over for a in mesh.axes):
+        return group > per_server
+    sizes = [sym.const_value(a.size) for a in mesh.axes]
+    if any(s is None for s in sizes):
+        return group > per_server
+    at = [a.name for a in mesh.axes].index(over)
+    stride = math.prod(sizes[at + 1:])
+    total = math.prod(sizes)
+    for d in range(total):
+        if (d // stride) % sizes[at] != 0:
+            continue  # d is the first device of its group
+        members = {(d + k * stride) // per_server for k in range(sizes[at])}
+        if len(members) > 1:
+            return True
+    return False
+
+
+def tile_bytes(kernel: N.Kernel) -> int:
+    """Bytes of the destination tile one message delivers: the kernel's written tiles."""
+    out = sum(p.rows * p.cols * size_of(p.dtype) for p in kernel.params
+              if p.kind == "tile" and p.mode in ("Out", "InOut"))
+    if out:
+        return out
+    moved = sym.const_value(kernel.comm.bytes) if kernel.comm is not None else None
+    return int(moved or 0)
+
+
+def message_cost(kernel: N.Kernel, machine: "Machine", module: N.Module) -> Optional[MessageCost]:
+    """The cost of one message of `kernel` (a collective's, `kernel.comm` set), or None when
+    it moves nothing between devices (no comm, or a group of one)."""
+    c = kernel.comm
+    if c is None or c.group <= 1:
+        return None
+    p = c.group
+    across = spans_servers(module, c.over, p, machine.devices_per_server)
+    t = tile_bytes(kernel)
+    if across:
+        algorithm, gbps, lat = "ring", machine.network_gbps, machine.network_latency_ns
+        steps = 2 * (p - 1) if c.kind == "allreduce" else p - 1
+    else:
+        algorithm, gbps, lat = "mesh", machine.link_gbps, machine.link_latency_ns
+        steps = 2 if c.kind == "allreduce" else 1
+    step_bytes = t if c.kind == "reduce_scatter" else t / p
+    ns = steps * (lat + step_bytes / gbps)  # GB/s is bytes per ns
+    reduce = 0
+    if c.kind in REDUCING:
+        # the additions of the reduce-scatter phase: p - 1 addends of a step's chunk
+        reduce = math.ceil((p - 1) * step_bytes / machine.vector_bytes_per_cycle)
+    # decision: round before ceil, so float noise never adds a cycle (as cost.py)
+    cycles = max(1, math.ceil(round(ns * machine.clock_ghz, 6)) + reduce)
+    return MessageCost(algorithm, steps, step_bytes, gbps, lat, reduce, cycles)
+
+
+def comm_cost(kernel: N.Kernel, machine: "Machine", module: N.Module) -> Optional[tuple[int, int]]:
+    """`(UNIT_COMM, cycles)` of a collective's kernel, or None when it moves nothing."""
+    m = message_cost(kernel, machine, module)
+    return None if m is None else (UNIT_COMM, m.cycles)
