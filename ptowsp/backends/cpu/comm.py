@@ -126,3 +126,42 @@ def comm_cost(kernel: N.Kernel, machine: "Machine", module: N.Module) -> Optiona
     """`(UNIT_COMM, cycles)` of a collective's kernel, or None when it moves nothing."""
     m = message_cost(kernel, machine, module)
     return None if m is None else (UNIT_COMM, m.cycles)
+
+
+def collective_table(module: N.Module, machine: "Machine", trace, texts: list[str]) -> list[dict]:
+    """Per collective of the run (its statement, `texts[stmt]`), in order of first start on the
+    model's timeline: its kind, axis, group, algorithm, messages (tile tasks), the bytes they
+    move between devices (`Comm.bytes` each), the cycles of one message, and the modelled time
+    from its first message's start to its last one's end (`--stats`, docs/running.md)."""
+    import numpy as np
+
+    sim = trace.sim
+    if sim is None or not len(sim):
+        return []
+    kernels = module.kernels
+    ev = trace.events
+    rows: dict[int, dict] = {}
+    for stmt in np.unique(ev["stmt"]).tolist():
+        at = np.nonzero(ev["stmt"] == stmt)[0]
+        ks = np.unique(ev["kernel"][at]).tolist()
+        comm = [kernels[k] for k in ks if 0 <= k < len(kernels) and kernels[k].comm is not None]
+        if not comm:
+            continue
+        c = comm[0].comm
+        moved = 0
+        for k in ks:
+            if 0 <= k < len(kernels) and kernels[k].comm is not None:
+                n = int(np.count_nonzero(ev["kernel"][at] == k))
+                moved += n * int(sym.const_value(kernels[k].comm.bytes) or 0)
+        cost = message_cost(comm[0], machine, module)
+        start, finish = int(sim["start"][at].min()), int(sim["finish"][at].max())
+        busy = int((sim["finish"][at] - sim["start"][at]).sum())
+        per_us = machine.clock_ghz * 1000.0
+        rows[start * (1 << 20) + stmt] = {
+            "collective": texts[stmt] if 0 <= stmt < len(texts) else f"statement {stmt}",
+            "kind": c.kind, "over": c.over, "group": c.group,
+            "algorithm": cost.algorithm if cost else "local",
+            "messages": len(at), "bytes": moved,
+            "message_cycles": cost.cycles if cost else None,
+            "modelled_us": (finish - start) / per_us, "busy_us": busy / per_us}
+    return [rows[k] for k in sorted(rows)]

@@ -309,6 +309,8 @@ class LoopEmitter(V.Visitor):
             else:
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
+        if t.device is not None:  # the mesh device it runs on (the cycle model's placement)
+            self.emit(f"task.device = (int32_t)({self.c(t.device)});")
         self.placement()
         self.graph_keys(kernel)
         if self.sched.deps == "infer_bytes_overlap":

@@ -236,6 +236,11 @@ class Backend:
                 if trace:
                     info["trace"] = self._trace(rt, m, sched, mach, info)
                     info["kernels"] = info["trace"].kernel_table()
+                    if any(k.comm is not None for k in m.kernels):
+                        from .comm import collective_table
+
+                        info["collectives"] = collective_table(
+                            m, mach, info["trace"], [t.text for t in self.enumerators.tasks])
         finally:
             if owned:
                 lib.wsp_runtime_free(rt)
@@ -304,9 +309,12 @@ class Backend:
         if getattr(self, "_costs_for", None) != mach:
             self._costs = kernel_costs(m, mach)
             self._costs_for = mach
+        from .comm import devices
+
         cm = ffi.new("wsp_machine *", {
             "clock_ghz": mach.clock_ghz, "dispatchers": mach.dispatchers,
             "cube_cores": mach.cube_cores, "vector_cores": mach.vector_cores,
+            "devices": devices(m),  # each device of the mesh a whole NPU of the machine
             "dispatch_ns": mach.dispatch_ns, "completion_ns": mach.completion_ns})
         cp = ffi.new("wsp_policy *", policy)
         costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in self._costs] or 1)
@@ -318,25 +326,34 @@ class Backend:
             self._model_on = key
 
     def _model_results(self, rt, mach, policy: dict) -> dict:
+        from .comm import devices
         from .trace import dispatcher_stats, summary_dict
 
         ffi, lib = self.ffi, self.lib
         s = ffi.new("wsp_simsummary *")
         lib.wsp_sim_summary(rt, s)
-        nd = policy["ndispatchers"]
+        ndev = devices(self.module)
+        nd = policy["ndispatchers"] * ndev  # every device has the schedule's dispatchers
         d = ffi.new("wsp_simdisp[]", nd)
         lib.wsp_sim_dispatchers(rt, 0, nd, d)
         sm = summary_dict(s)
         total = sm["total_cycles"]
         util = {}
         for unit, name, cores in ((1, "cube", mach.cube_cores), (0, "vector", mach.vector_cores)):
+            cores *= ndev
             util[name] = sm["work"][unit] / (cores * total) if total and cores else 0.0
-        return {"total_cycles": total, "critical_path_cycles": sm["critical_path"],
-                "simulated_us": total / mach.clock_ghz / 1000.0,
-                "serial_cycles": sm["serial_cycles"], "stolen": sm["stolen"],
-                "utilisation": util,
-                "dispatchers": [{"dispatcher": i, **x}
-                                for i, x in enumerate(dispatcher_stats(d, nd))]}
+        out = {"total_cycles": total, "critical_path_cycles": sm["critical_path"],
+               "simulated_us": total / mach.clock_ghz / 1000.0,
+               "serial_cycles": sm["serial_cycles"], "stolen": sm["stolen"],
+               "utilisation": util,
+               "dispatchers": [{"dispatcher": i, **x}
+                               for i, x in enumerate(dispatcher_stats(d, nd))]}
+        if ndev > 1 or sm["comm_cycles"]:
+            # the interconnect (docs/running.md): devices, and the comm engines' busy time
+            out["devices"] = ndev
+            out["comm_cycles"] = sm["comm_cycles"]
+            out["comm_us"] = sm["comm_cycles"] / mach.clock_ghz / 1000.0
+        return out
 
     def _trace(self, rt, m: N.Module, sched: N.Schedule, mach, info: dict):
         import numpy as np

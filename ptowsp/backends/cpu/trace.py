@@ -70,6 +70,7 @@ def summary_dict(s) -> dict[str, Any]:
     """A `wsp_simsummary` (cdata, or anything with its attributes) as the dict Trace takes."""
     out = {name: int(getattr(s, name)) for name in SUMMARY_FIELDS}
     out["work"] = [int(s.work[0]), int(s.work[1])]
+    out["comm_cycles"] = int(getattr(s, "comm_cycles", 0))  # the comm engines' (comm.py)
     return out
 
 

@@ -1,0 +1,234 @@
+"""The cycle model's interconnect through the normal cpu_sim path (docs/performance.md, "The
+interconnect"): the machine file's `[interconnect]` table, the cost of one message of each
+collective (backends/cpu/comm.py) checked against independent formulas, and whole programs
+whose IR is given devices (`Task.device`) and collective kernels (`Kernel.comm`) by
+`dataclasses.replace`, as the device lowering makes them: devices run side by side, a message
+overlaps the kernels of its device, and `--stats` reports each collective."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ptowsp
+from ptowsp import driver, sym
+from ptowsp.api import Program
+from ptowsp.backends.cpu import comm
+from ptowsp.backends.machine import load_machine
+from ptowsp.diagnostics import WspError
+from ptowsp.ir import nodes as N
+from ptowsp.ir.visit import rewrite
+
+M = load_machine(None)
+
+# ---------------------------------------------------------------------------------------------
+# The machine file
+
+
+def test_builtin_interconnect():
+    assert (M.devices_per_server, M.link_gbps, M.network_gbps) == (8, 56, 25)
+    assert M.link_latency_ns >= 0 and M.network_latency_ns >= 0
+
+
+def test_user_file_sets_the_interconnect(tmp_path):
+    p = tmp_path / "m.toml"
+    p.write_text("[interconnect]\nlink_gbps = 28\ndevices_per_server = 4\n")
+    m = load_machine(str(p))
+    assert (m.link_gbps, m.devices_per_server, m.network_gbps) == (28, 4, 25)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[interconnect]\nlink_gbps = -1\n", "`interconnect.link_gbps` must be positive, not -1"),
+    ("[interconnect]\nnetwork_latency_ns = -5\n",
+     "`interconnect.network_latency_ns` must not be negative, not -5"),
+    ("[interconnect]\ndevices_per_server = 0\n",
+     "`interconnect.devices_per_server` must be positive, not 0"),
+    ("[interconnect]\nlink_gbs = 3\n", "unknown machine key `interconnect.link_gbs`"),
+    ("interconnect = 3\n", "`interconnect` must be a table (`[interconnect]`), not the integer 3"),
+])
+def test_bad_interconnect_keys_are_errors_naming_the_key(tmp_path, text, message):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(WspError) as info:
+        load_machine(str(p))
+    assert message in info.value.render()
+
+
+# ---------------------------------------------------------------------------------------------
+# One message's cost, against the algorithms written out here
+
+
+def _kernel(kind: str, group: int, rows: int = 16, cols: int = 64, dtype: str = "f32"):
+    tile = rows * cols * 4
+    moved = (group - 1) * tile if kind in comm.REDUCING else tile
+    params = tuple(N.KParam(f"src_{i}", "tile", dtype, "In", rows, cols)
+                   for i in range(group if kind in comm.REDUCING else 1))
+    params += (N.KParam("dst", "tile", dtype, "Out", rows, cols),)
+    return N.Kernel(f"{kind}_k", kind, params, (), (), comm=N.Comm(kind, "tp", group,
+                                                                    sym.const(moved), None))
+
+
+def _module(sizes: dict[str, int]) -> N.Module:
+    mesh = N.Mesh(tuple(N.MeshAxis(a, sym.const(n)) for a, n in sizes.items()))
+    return dataclasses.replace(N.Module("m", (), (), (), (), None), mesh=mesh)
+
+
+def _expected_ns(kind: str, p: int, tile: int, across: bool, m=M) -> float:
+    """The algorithm's time for one destination tile, written out (docs/performance.md)."""
+    if across:  # a ring at the network's rate
+        lat, bw = m.network_latency_ns, m.network_gbps
+        steps = {"allreduce": 2 * (p - 1)}.get(kind, p - 1)
+    else:  # HCCL's Mesh: every peer at once over its own link
+        lat, bw = m.link_latency_ns, m.link_gbps
+        steps = 2 if kind == "allreduce" else 1
+    per_step = tile if kind == "reduce_scatter" else tile / p
+    return steps * (lat + per_step / bw)
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "reduce_scatter", "allgather", "all_to_all"])
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_message_within_a_server_is_the_mesh_algorithm(kind, p):
+    k = _kernel(kind, p)
+    got = comm.message_cost(k, M, _module({"tp": p}))
+    tile = 16 * 64 * 4
+    assert got.algorithm == "mesh"
+    ns = _expected_ns(kind, p, tile, False)
+    reduce = math.ceil((p - 1) * got.step_bytes / M.vector_bytes_per_cycle) \
+        if kind in comm.REDUCING else 0
+    assert got.cycles == max(1, math.ceil(round(ns * M.clock_ghz, 6)) + reduce)
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "reduce_scatter", "allgather", "all_to_all"])
+def test_a_group_across_servers_is_a_ring_on_the_network(kind):
+    # dp = 2 servers of tp = 8: a dp group holds devices 8 apart, in two servers
+    m = _module({"dp": 2, "tp": 8})
+    k = dataclasses.replace(_kernel(kind, 2), comm=dataclasses.replace(_kernel(kind, 2).comm,
+                                                                         over="dp"))
+    got = comm.message_cost(k, M, m)
+    assert got.algorithm == "ring"
+    assert got.link_gbps == M.network_gbps
+    # the tp groups of the same mesh stay in their servers
+    assert not comm.spans_servers(m, "tp", 8, M.devices_per_server)
+    assert comm.spans_servers(m, "dp", 2, M.devices_per_server)
+
+
+def test_a_group_of_one_moves_nothing():
+    assert comm.message_cost(_kernel("allgather", 1), M, _module({"tp": 1})) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(["allreduce", "reduce_scatter", "allgather", "all_to_all"]),
+       p=st.integers(2, 16), rows=st.sampled_from([1, 8, 16, 64]),
+       cols=st.sampled_from([16, 64, 256]), tiles=st.integers(1, 64))
+def test_a_collective_never_beats_its_link(kind, p, rows, cols, tiles):
+    # a device's messages of one collective (its `tiles` destination tiles) take at least the
+    # bytes the algorithm sends over one link divided by that link's bandwidth
+    mesh = _module({"tp": p})
+    k = _kernel(kind, p, rows, cols)
+    got = comm.message_cost(k, M, mesh)
+    tile = rows * cols * 4
+    data = tiles * tile  # the device's destination data
+    across = p > M.devices_per_server
+    bw = M.network_gbps if across else M.link_gbps
+    # bytes over the busiest link, from the textbook algorithms (not comm.py's steps)
+    if across:
+        link = {"allreduce": 2 * (p - 1) / p * data, "reduce_scatter": (p - 1) * data,
+                "allgather": (p - 1) / p * data, "all_to_all": (p - 1) / p * data}[kind]
+    else:
+        link = {"allreduce": 2 * data / p, "reduce_scatter": data,
+                "allgather": data / p, "all_to_all": data / p}[kind]
+    total_ns = tiles * got.cycles / M.clock_ghz
+    assert total_ns >= link / bw * (1 - 1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole programs on several modelled devices
+
+SOURCE = """
+module ic
+input  X: f32[{n}, {r}, {c}]
+output Y: f32[{n}, {r}, {c}]
+output Z: f32[{n}, {r}, {c}]
+
+kernel work(x: In[Tile[{r}, {c}, f32]], y: Out[Tile[{r}, {c}, f32]]) {{
+    store(y, tanh(tanh(tanh(tanh(x)))))
+}}
+kernel msg(x: In[Tile[{r}, {c}, f32]], z: Out[Tile[{r}, {c}, f32]]) {{
+    store(z, x)
+}}
+
+axis tiles = Dense[{n}]
+
+workload w() {{
+    for i in P(tiles) {{
+        work[i](x = X[i], y = Y[i])
+    }}
+    for i in P(tiles) {{
+        msg[i](x = X[i], z = Z[i])
+    }}
+}}
+
+schedule main = w()
+"""
+
+
+def _program(n: int, devices: int, comm_kind=None, r: int = 16, c: int = 64) -> Program:
+    """The module above (tiles of r x c) with task i on device i % devices, and (with
+    `comm_kind`) `msg` a collective's kernel over an axis `tp` of `devices` devices."""
+    ir, _ = driver.optimize(ptowsp.parse(SOURCE.format(n=n, r=r, c=c)).ir, 0)
+    i = sym.var("i")
+
+    def place(st):
+        if isinstance(st, N.Task):
+            return [dataclasses.replace(st, device=sym.mod(i, devices))]
+        return [st]
+
+    kernels = tuple(dataclasses.replace(k, comm=N.Comm(comm_kind, "tp", devices,
+                                                       sym.const(r * c * 4), None))
+                    if k.name == "msg" and comm_kind else k for k in ir.kernels)
+    mesh = N.Mesh((N.MeshAxis("tp", sym.const(devices)),))
+    ir = dataclasses.replace(ir, kernels=kernels, mesh=mesh, schedules=tuple(
+        dataclasses.replace(s, body=rewrite(s.body, place)) for s in ir.schedules))
+    t = driver.target("cpu_sim")
+    runnable = driver.open_artifact(t, driver.build(t, driver.emit(t, ir, "main", {})))
+    return Program(ir, "main", "cpu_sim", runnable, 0.0)
+
+
+def test_devices_run_side_by_side_and_results_are_unchanged():
+    x = np.random.default_rng(0).standard_normal((8, 16, 64)).astype(np.float32) * 0.1
+    totals = {}
+    for d in (1, 2, 4, 8):
+        prog = _program(8, d)
+        out = prog.run(X=x)
+        # the device placement changes the model only, never the values
+        np.testing.assert_allclose(out["Z"], x)
+        np.testing.assert_allclose(out["Y"], np.tanh(np.tanh(np.tanh(np.tanh(x)))), rtol=1e-5)
+        totals[d] = prog.stats.total_cycles
+    assert totals[1] >= totals[2] >= totals[4] >= totals[8]
+
+
+def test_a_message_overlaps_the_kernels_of_its_device():
+    # a long kernel (128 x 256 tiles, four tanh) and a message of the same tile per device
+    prog = _program(2, 2, "allgather", 128, 256)
+    prog.run(X=np.zeros((2, 128, 256), np.float32), trace=True)
+    sim, ev = prog.trace.sim, prog.trace.events
+    names = [prog.module.kernels[k].name for k in ev["kernel"]]
+    work = [j for j, n in enumerate(names) if n == "work"]
+    msgs = [j for j, n in enumerate(names) if n == "msg"]
+    assert all(sim["unit"][j] == comm.UNIT_COMM for j in msgs)
+    # the messages do not wait for the kernels (nothing orders them) and end first: the
+    # collective is independent of the long kernel and finishes before it ends
+    assert max(sim["finish"][j] for j in msgs) < min(sim["finish"][j] for j in work)
+    stats = prog.stats.extra
+    assert stats["devices"] == 2
+    assert stats["comm_cycles"] == sum(int(sim["finish"][j] - sim["start"][j]) for j in msgs)
+    (row,) = stats["collectives"]
+    assert row["kind"] == "allgather" and row["messages"] == 2 and row["bytes"] == 2 * 128 * 256 * 4
+    assert row["algorithm"] == "mesh"
+    assert row["message_cycles"] == comm.message_cost(
+        next(k for k in prog.module.kernels if k.name == "msg"), M, prog.module).cycles
