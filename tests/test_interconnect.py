@@ -232,3 +232,23 @@ def test_a_message_overlaps_the_kernels_of_its_device():
     assert row["algorithm"] == "mesh"
     assert row["message_cycles"] == comm.message_cost(
         next(k for k in prog.module.kernels if k.name == "msg"), M, prog.module).cycles
+
+
+def test_the_trace_has_a_track_per_device_core_and_comm_engine():
+    import json
+
+    prog = _program(4, 2, "allgather")
+    prog.run(X=np.zeros((4, 16, 64), np.float32), trace=True)
+    events = json.loads(prog.trace.to_json())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == 2}
+    assert "device 0 comm engine" in names.values() and "device 1 comm engine" in names.values()
+    assert "device 1 vector 0" in names.values()
+    msgs = [e for e in events if e.get("ph") == "X" and e["pid"] == 2 and e["name"].startswith("msg")]
+    assert len(msgs) == 4 and {names[e["tid"]] for e in msgs} == {"device 0 comm engine",
+                                                                  "device 1 comm engine"}
+    # tasks i on device i % 2: their model tracks say so
+    work = [e for e in events if e.get("ph") == "X" and e["pid"] == 2 and e["name"].startswith("work")]
+    assert {names[e["tid"]].split()[1] for e in work} == {"0", "1"}
+    assert not any(e["args"].get("stolen") for e in work + msgs)
+    assert "comm busy" in prog.trace.summary()

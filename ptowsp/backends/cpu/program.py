@@ -371,7 +371,8 @@ class Backend:
                 sim = None
         names = [k.name for k in m.kernels]
         summary = {k: info[k] for k in ("task_count", "total_cycles", "critical_path_cycles",
-                                        "simulated_us", "utilisation", "stolen") if k in info}
+                                        "simulated_us", "utilisation", "stolen", "comm_cycles")
+                   if k in info}
         nn = int(lib.wsp_note_count(rt))
         notes = np.zeros((nn, 3), np.int64)
         if nn:
@@ -386,7 +387,8 @@ class Backend:
                      channels=[c.name for c in m.channels], work=self._work,
                      edges=self._links(rt, 0), batches=self._links(rt, 1),
                      model_edges=self._links(rt, 2) if sim is not None else None,
-                     dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)))
+                     dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)),
+                     devices=info.get("devices", 1))
 
     def _links(self, rt, what: int):
         """The run's WSP_LINKS_* pairs (`what`: 0 edges, 1 batches, 2 the model's edges)."""
