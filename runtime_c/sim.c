@@ -294,14 +294,14 @@ static inline int task_unit(const sim *S, int64_t k) {
 
 /* multi runs: the free cores of unit u on the device of dispatcher v (else: the machine's) */
 static inline int64_t free_cores(const sim *S, int64_t v, int u) {
-    return S->multi ? S->dcores[v / S->ndpd * 3 + u].nfree : S->cores[u].nfree;
+    return S->multi ? S->dcores[v / S->ndpd * 2 + u].nfree : S->cores[u].nfree;
 }
 
 /* a core of unit u for task k (its device's in a multi run) */
 static inline int32_t take_core(sim *S, int64_t k, int u) {
     if (!S->multi) return cores_take(&S->cores[u]);
     S->cores[u].nfree--;
-    return cores_take(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 3 + u]);
+    return cores_take(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 2 + u]);
 }
 
 static inline void release_core(sim *S, int64_t k) {
@@ -311,8 +311,9 @@ static inline void release_core(sim *S, int64_t k) {
         return;
     }
     int u = task_unit(S, k);
+    if (u == WSP_UNIT_COMM) return;   /* its engine was free again `latency` before */
     S->cores[u].nfree++;
-    cores_release(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 3 + u], core);
+    cores_release(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 2 + u], core);
 }
 
 void wsp__sim_q_push(sim *S, sim_queue *Q, int64_t k) { q_push(S, Q, k); }
@@ -575,20 +576,22 @@ static inline int rate_blocked(sim *S, int64_t t) {
     return 1;
 }
 
-/* multi runs: every free comm engine starts the first comm task of its device's queue at t:
- * no dispatcher, no core, only the engine, so messages overlap the device's kernels */
+/* multi runs: every free comm engine starts the first message of its device's queue at t:
+ * no dispatcher, no core, only the engine, so messages overlap the device's kernels; the
+ * engine is free again `latency` before the message ends (the next one's transfer overlaps
+ * this one's latency, as HCCL pipelines its chunks) */
 static void comm_phase(sim *S, int64_t t) {
     for (int64_t v = 0; v < S->ndev && S->ncomm > 0; v++) {
         sim_queue *Q = &S->q[S->nqd + v];
-        sim_cores *E = &S->dcores[v * 3 + WSP_UNIT_COMM];
-        while (E->nfree > 0 && !q_empty(Q)) {
+        while (S->ebusy[v] <= t && !q_empty(Q)) {
             int64_t k = q_peek(S, Q);
             q_pop(S, Q);
             S->ncomm--;
             int32_t kernel = S->tasks[k].kernel;
-            int32_t core = take_core(S, k, WSP_UNIT_COMM);
-            S->state[k] = (uint32_t)core << 1;
+            int32_t core = 0;
+            S->state[k] = 0;
             int64_t fin = t + S->costs[kernel].cycles;
+            S->ebusy[v] = fin - S->costs[kernel].latency;
             if (S->res) {
                 wsp_simresult *r = &S->res[k];
                 r->issue = r->start = t;
@@ -691,6 +694,10 @@ static int run_general(sim *S) {
         if (S->bcount && S->disp[S->bring[S->bhead]].busy_until < next)
             next = S->disp[S->bring[S->bhead]].busy_until;
         if (S->rate_at < next) next = S->rate_at;
+        /* an engine becoming free with messages waiting */
+        for (int64_t v = 0; S->ncomm > 0 && v < S->ndev; v++)
+            if (S->ebusy[v] > t && S->ebusy[v] < next && !q_empty(&S->q[S->nqd + v]))
+                next = S->ebusy[v];
         if (next == SIM_NEVER) {
             /* quiescent: nothing pending, hence no kernel running and no dispatcher busy (a busy
              * dispatcher's last task has not ended yet) */
@@ -729,6 +736,7 @@ static int run_general(sim *S) {
             S->rate_at = SIM_NEVER;
             act = 1;
         }
+        if (S->ncomm > 0) act = 1;   /* an engine may be free for a waiting message */
     }
     return S->finished == S->ntasks ? WSP_OK : WSP_ERR_INTERNAL;
 }

@@ -151,6 +151,11 @@ static int check_setup(const wsp_machine *m, const wsp_policy *p, const wsp_kcos
         if (costs[i].cycles < 0)
             return sim_fail(err, errlen, "cycle model: kernel %d has negative cycles %" PRId64,
                             (int)i, costs[i].cycles);
+        if (costs[i].latency < 0 || costs[i].latency > costs[i].cycles ||
+            (costs[i].latency != 0 && costs[i].unit != WSP_UNIT_COMM))
+            return sim_fail(err, errlen, "cycle model: kernel %d has latency %d (0 .. its %"
+                            PRId64 " cycles, and only on the comm unit)", (int)i,
+                            (int)costs[i].latency, costs[i].cycles);
     }
     if (ntasks < 0 || ntasks >= INT32_MAX || (ntasks > 0 && !tasks))
         return sim_fail(err, errlen, "cycle model: bad task count %" PRId64 " (0 .. 2^31 - 2)",
@@ -226,12 +231,12 @@ scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, co
         if (checked) {
             if (kc->cycles > SIM_TIME_LIMIT)
                 return sim_fail(err, errlen, "cycle model: cycle counts overflow");
-            work[u] += kc->cycles;
+            work[u] += kc->cycles - kc->latency;
             serial += (u == WSP_UNIT_COMM ? 0 : dc) + cc + kc->cycles;
             if (serial > SIM_TIME_LIMIT || work[u] > SIM_TIME_LIMIT)
                 return sim_fail(err, errlen, "cycle model: cycle counts overflow");
         } else {
-            work[u] += kc->cycles;
+            work[u] += kc->cycles - kc->latency;   /* a comm engine's busy time */
             serial += (u == WSP_UNIT_COMM ? 0 : dc) + cc + kc->cycles;
         }
         kq[tk->kernel].tail++;
@@ -775,20 +780,20 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         c->nfree = n;
     }
     if (S.multi) {
-        /* every device its own cores of each unit and one comm engine; S.cores[u].nfree counts
-         * them all (what issuable_anywhere asks) */
-        int64_t per[3], words = 0;
-        for (int u = 0; u < 3; u++) {
-            int64_t n = u == WSP_UNIT_COMM ? 1 : ncores[u];
-            per[u] = n < ntasks ? n : ntasks;
+        /* every device its own cores of each unit and a comm engine (free at 0);
+         * S.cores[u].nfree counts them all (what issuable_anywhere asks) */
+        int64_t per[2], words = 0;
+        for (int u = 0; u < 2; u++) {
+            per[u] = ncores[u] < ntasks ? ncores[u] : ntasks;
             words += (per[u] + 63) / 64;
         }
-        S.dcores = wsp__simws_get(ws, B_DCORES, S.ndev * 3, sizeof *S.dcores);
+        S.dcores = wsp__simws_get(ws, B_DCORES, S.ndev * 2, sizeof *S.dcores);
         uint64_t *bits = wsp__simws_get(ws, B_DBITS, S.ndev * words, sizeof *bits);
-        if (!S.dcores || !bits) return rc;
+        S.ebusy = ws_zget(ws, B_EBUSY, S.ndev, sizeof *S.ebusy);
+        if (!S.dcores || !bits || !S.ebusy) return rc;
         for (int64_t v = 0; v < S.ndev; v++)
-            for (int u = 0; u < 3; u++) {
-                sim_cores *c = &S.dcores[v * 3 + u];
+            for (int u = 0; u < 2; u++) {
+                sim_cores *c = &S.dcores[v * 2 + u];
                 c->nwords = (per[u] + 63) / 64;
                 c->bits = bits;
                 c->hint = 0;

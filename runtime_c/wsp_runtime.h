@@ -185,7 +185,9 @@ typedef struct wsp_machine {
 /* A kernel's duration on one core of its unit (from the IR's operation counts). */
 typedef struct wsp_kcost {
     int32_t unit;             /* WSP_UNIT_VECTOR, WSP_UNIT_CUBE or WSP_UNIT_COMM */
-    int32_t unused;
+    int32_t latency;          /* WSP_UNIT_COMM: the last `latency` of its `cycles` are the
+                                 message's latency, during which its engine already moves the
+                                 next message (messages pipeline); 0 .. cycles; 0 on cores */
     int64_t cycles;
 } wsp_kcost;
 
@@ -250,7 +252,7 @@ typedef struct wsp_simsummary {
     int64_t serial_cycles;    /* every task one after another (dispatch + kernel + completion) */
     int64_t stolen;
     int64_t groups;           /* batched issue groups */
-    int64_t comm_cycles;      /* the comm engines' busy cycles (tasks of WSP_UNIT_COMM) */
+    int64_t comm_cycles;      /* the comm engines' busy cycles: cycles - latency per message */
 } wsp_simsummary;
 
 typedef struct wsp_simdisp {

@@ -40,7 +40,7 @@ class Out:
 
 
 def replay(L, tasks, costs, *, devices=1, nd=1, cube=1, vector=1, dispatch_ns=0.0,
-           completion_ns=0.0, steal=False) -> Out:
+           completion_ns=0.0, steal=False, latencies=None) -> Out:
     """wsp_sim_replay on a machine of `devices` NPUs (clock 1 GHz: ns are cycles) with `nd`
     dispatchers in all (nd / devices each)."""
     ffi, lib = L.ffi, L.lib
@@ -49,7 +49,9 @@ def replay(L, tasks, costs, *, devices=1, nd=1, cube=1, vector=1, dispatch_ns=0.
                                      "dispatch_ns": dispatch_ns, "completion_ns": completion_ns})
     pol = ffi.new("wsp_policy *", {"ndispatchers": nd, "steal": int(steal), "timing": 0,
                                    "timing_n": 1})
-    kc = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in costs] or 1)
+    lat = latencies or [0] * len(costs)
+    kc = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c, "latency": x}
+                                 for (u, c), x in zip(costs, lat)] or 1)
     tk = ffi.new("wsp_simtask[]", [{"kernel": t.kernel, "dispatcher": t.dispatcher,
                                     "stream": -1, "npreds": len(t.preds)} for t in tasks] or 1)
     preds = ffi.new("int64_t[]", [j for t in tasks for j in t.preds] or 1)
@@ -107,6 +109,17 @@ def test_messages_of_one_device_go_one_at_a_time_in_ready_order(rtlib):
     out = replay(rtlib, tasks, [(COMM, 7)], devices=2, nd=2)
     assert [(r.start, r.finish) for r in out.results] == [(0, 7), (7, 14), (0, 7), (14, 21)]
     assert out.summary.total_cycles == 21
+
+
+def test_messages_pipeline_through_their_latency(rtlib):
+    # messages of 10 cycles whose last 6 are latency: the engine starts the next one after 4
+    out = replay(rtlib, [T(), T(), T()], [(COMM, 10)], latencies=[6])
+    assert [(r.start, r.finish) for r in out.results] == [(0, 10), (4, 14), (8, 18)]
+    assert out.summary.comm_cycles == 12  # the engine's busy time
+    # a latency on a core, or beyond the cycles, is malformed
+    for costs, lat in (([(VECTOR, 10)], [1]), ([(COMM, 10)], [11]), ([(COMM, 10)], [-1])):
+        out = replay(rtlib, [T()], costs, latencies=lat)
+        assert out.rc == ERR_USAGE and "latency" in out.err
 
 
 def test_a_message_waits_for_its_predecessors_and_its_dependents_for_it(rtlib):

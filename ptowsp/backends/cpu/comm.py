@@ -3,8 +3,11 @@
 
 The device lowering (ir/devices.py) makes each collective tile tasks, one per (device, tile of
 the destination), whose kernels carry a `Comm` (ir/nodes.py). Such a task is one message of the
-collective's algorithm: the C model (runtime_c/sim.c) runs it on its device's comm engine, one
-message at a time per device, for the cycles `comm_cycles` gives it here. This module is the one
+collective's algorithm: the C model (runtime_c/sim.c) runs it on its device's comm engine for
+the cycles `comm_cost` gives it here. The engine moves one message at a time, but is free for
+the next one during the message's latency (its steps' fixed costs), so the messages of a
+collective pipeline like HCCL's chunks: a device's n messages take about one message's
+latency plus n transfers. This module is the one
 place the formula lives; `--stats` and the tests read the same numbers through
 `message_cost`.
 
@@ -46,7 +49,8 @@ REDUCING = frozenset({"allreduce", "reduce_scatter"})
 @dataclass(frozen=True)
 class MessageCost:
     """One message (tile task) of a collective: its algorithm (`mesh` or `ring`), its steps,
-    the bytes each step moves over one link, and its time."""
+    the bytes each step moves over one link, and its time: `cycles` in all, of which the last
+    `latency_cycles` (the steps' fixed costs) leave the engine free for the next message."""
 
     algorithm: str
     steps: int
@@ -55,6 +59,7 @@ class MessageCost:
     latency_ns: float
     reduce_cycles: int
     cycles: int
+    latency_cycles: int
 
 
 def devices(module: N.Module) -> int:
@@ -112,20 +117,35 @@ def message_cost(kernel: N.Kernel, machine: "Machine", module: N.Module) -> Opti
         algorithm, gbps, lat = "mesh", machine.link_gbps, machine.link_latency_ns
         steps = 2 if c.kind == "allreduce" else 1
     step_bytes = t if c.kind == "reduce_scatter" else t / p
-    ns = steps * (lat + step_bytes / gbps)  # GB/s is bytes per ns
     reduce = 0
     if c.kind in REDUCING:
         # the additions of the reduce-scatter phase: p - 1 addends of a step's chunk
         reduce = math.ceil((p - 1) * step_bytes / machine.vector_bytes_per_cycle)
     # decision: round before ceil, so float noise never adds a cycle (as cost.py)
-    cycles = max(1, math.ceil(round(ns * machine.clock_ghz, 6)) + reduce)
-    return MessageCost(algorithm, steps, step_bytes, gbps, lat, reduce, cycles)
+    transfer = max(1, _cycles(steps * step_bytes / gbps, machine) + reduce)  # GB/s: bytes/ns
+    latency = _cycles(steps * lat, machine)
+    return MessageCost(algorithm, steps, step_bytes, gbps, lat, reduce, transfer + latency,
+                       latency)
+
+
+def _cycles(ns: float, machine: "Machine") -> int:
+    return math.ceil(round(ns * machine.clock_ghz, 6))
 
 
 def comm_cost(kernel: N.Kernel, machine: "Machine", module: N.Module) -> Optional[tuple[int, int]]:
     """`(UNIT_COMM, cycles)` of a collective's kernel, or None when it moves nothing."""
     m = message_cost(kernel, machine, module)
     return None if m is None else (UNIT_COMM, m.cycles)
+
+
+def comm_latencies(module: N.Module, machine: "Machine") -> list[int]:
+    """Per kernel of `module` (in order), the latency cycles of its messages (wsp_kcost's
+    `latency`): 0 for every kernel that is not a collective's."""
+    out = []
+    for k in module.kernels:
+        m = message_cost(k, machine, module) if k.comm is not None else None
+        out.append(0 if m is None else m.latency_cycles)
+    return out
 
 
 def collective_table(module: N.Module, machine: "Machine", trace, texts: list[str]) -> list[dict]:
@@ -149,8 +169,8 @@ def collective_table(module: N.Module, machine: "Machine", trace, texts: list[st
             continue
         c = comm[0].comm
         moved = 0
-        for k in ks:
-            if 0 <= k < len(kernels) and kernels[k].comm is not None:
+        for k in ks:  # (a group of one device moves nothing between devices)
+            if 0 <= k < len(kernels) and kernels[k].comm is not None and c.group > 1:
                 n = int(np.count_nonzero(ev["kernel"][at] == k))
                 moved += n * int(sym.const_value(kernels[k].comm.bytes) or 0)
         cost = message_cost(comm[0], machine, module)

@@ -52,7 +52,7 @@ typedef struct wsp_machine {
     double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t devices;
     double dispatch_ns; double completion_ns;
 } wsp_machine;
-typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
+typedef struct wsp_kcost { int32_t unit; int32_t latency; int64_t cycles; } wsp_kcost;
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int64_t timing_first;
@@ -307,7 +307,10 @@ class Backend:
             return
         ffi, lib = self.ffi, self.lib
         if getattr(self, "_costs_for", None) != mach:
+            from .comm import comm_latencies
+
             self._costs = kernel_costs(m, mach)
+            self._latencies = comm_latencies(m, mach)
             self._costs_for = mach
         from .comm import devices
 
@@ -317,7 +320,8 @@ class Backend:
             "devices": devices(m),  # each device of the mesh a whole NPU of the machine
             "dispatch_ns": mach.dispatch_ns, "completion_ns": mach.completion_ns})
         cp = ffi.new("wsp_policy *", policy)
-        costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in self._costs] or 1)
+        costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c, "latency": lat} for (u, c), lat
+                                        in zip(self._costs, self._latencies)] or 1)
         if keep:
             self._model_on = None
         if lib.wsp_sim_enable(rt, cm, cp, costs, len(self._costs)):
