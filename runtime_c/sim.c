@@ -73,6 +73,16 @@
  *       (p->timing_first = s) starts every dispatcher's current class at stream s instead of 0.
  *     rate_limit(r): issue BEGINNINGS of all dispatchers together are at least
  *       S = ceil(clock_ghz * 1e6 / r) cycles apart (r in tasks per ms).
+ *   Devices and comm engines (docs/schedules.md, "The interconnect"). With m->devices = D > 1
+ *     the machine is D NPUs: device v has the dispatchers v*n .. v*n + n - 1 (n = ndispatchers
+ *     / D; a task's device is its dispatcher's) and its own cube and vector cores, and its
+ *     tasks are issued only by its dispatchers (work_steal: thieves of its own) to its cores.
+ *     A task of a WSP_UNIT_COMM kernel (a collective's message) goes to no dispatcher: when
+ *     ready it joins its device's comm queue, ordered by (ready, task index), and the device's
+ *     comm engine starts the first one as soon as the engine is free, with no dispatch
+ *     latency; it ends `cycles` later, but the engine is free again `latency` cycles before
+ *     that (messages pipeline). Its end and completion work as a kernel's. Such a run (D > 1
+ *     or a comm kernel: `multi`) is replayed by run_general only.
  *
  * OUTPUTS
  *   results[k]: enumerated, ready, issue, start, finish, core (within its unit), unit,

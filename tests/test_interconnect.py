@@ -280,3 +280,24 @@ def test_the_trace_has_a_track_per_device_core_and_comm_engine():
     assert {names[e["tid"]].split()[1] for e in work} == {"0", "1"}
     assert not any(e["args"].get("stolen") for e in work + msgs)
     assert "comm busy" in prog.trace.summary()
+
+
+def test_every_interconnect_field_is_documented_and_emitted():
+    # docs/running.md's table of a mesh run's fields, against what such a run reports (the
+    # dict --json prints: Program.stats.as_dict())
+    import re
+    from pathlib import Path
+
+    from tests.test_profile import emitted_fields
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "running.md").read_text()
+    section = text[text.index("#### Many devices: the interconnect's fields"):]
+    section = section[:section.index("\n#", 10)] if "\n#" in section[10:] else section
+    documented = set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+    prog = _program(4, 2, "allreduce")
+    prog.run(X=np.zeros((4, 16, 64), np.float32), trace=True)
+    seen = emitted_fields(prog.stats.as_dict())
+    single = _program(4, 1)
+    single.run(X=np.zeros((4, 16, 64), np.float32), trace=True)
+    assert documented <= seen
+    assert seen - emitted_fields(single.stats.as_dict()) == documented
