@@ -190,3 +190,36 @@ def test_random_graphs_keep_the_guarantees(rtlib, data, ndev, n):
                       if r.unit == COMM and tasks[k].dispatcher == dev)
         assert all(x[1] <= y[0] for x, y in zip(msgs, msgs[1:]))
     assert a.summary.total_cycles >= a.summary.critical_path
+
+
+@pytest.mark.parametrize("shapes", [None, {0: [32]}], ids=["hashed", "dense"])
+def test_a_box_of_several_whole_tiles_keeps_the_tiling(rtlib, shapes):
+    # the device lowering's collectives read every tile the previous collective of their device
+    # wrote (one box over its row of the order tensor): the log takes such a box as one access
+    # per tile, exact, where it used to make the tensor one record that every task waits for
+    from .conftest import READ, WRITE
+    from .test_sim_gates import ModelRun
+
+    mr = ModelRun(rtlib, 1, [(VECTOR, 10)])
+    try:
+        mr.begin(shapes=shapes)
+        mr.task(0, [(0, WRITE, [(0, 4)])])     # 0: tile 0
+        mr.task(0, [(0, WRITE, [(4, 8)])])     # 1: tile 1
+        mr.task(0, [(0, WRITE, [(8, 12)])])    # 2: tile 2
+        mr.task(0, [(0, READ, [(0, 8)])])      # 3: tiles 0 and 1
+        mr.task(0, [(0, WRITE, [(4, 8)])])     # 4: tile 1 again: after 1 and the reader 3
+        mr.task(0, [(0, WRITE, [(8, 12)])])    # 5: tile 2 again: after 2 only
+        mr.task(0, [(0, READ, [(2, 6)])])      # 6: not whole tiles: the whole-tensor record
+        mr.end()
+        ffi, lib = rtlib.ffi, rtlib.lib
+        n = lib.wsp_trace_links(mr.r.rt, 2, 0, 0, ffi.NULL)
+        out = ffi.new("int64_t[]", 2 * max(n, 1))
+        lib.wsp_trace_links(mr.r.rt, 2, 0, n, out)
+        edges = {(out[2 * i], out[2 * i + 1]) for i in range(n)}
+        preds = {k: {a for a, b in edges if b == k} for k in range(7)}
+        assert preds[3] == {0, 1}
+        assert preds[4] == {1, 3}
+        assert preds[5] == {2}
+        assert preds[6] == {0, 3, 4, 5}   # every record's writers and readers so far
+    finally:
+        mr.free()

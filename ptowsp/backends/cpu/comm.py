@@ -62,24 +62,33 @@ class MessageCost:
     latency_cycles: int
 
 
-def devices(module: N.Module) -> int:
-    """Devices of the module's mesh (1 without one, or with one sized at run time)."""
+def _axes(module: N.Module) -> Optional[list[tuple[str, int]]]:
+    """The mesh's axes and sizes: the device lowering's (`Module.devices`), or a `mesh` whose
+    sizes are constants (a module built by hand, as the tests and benchmarks/mesh.py do)."""
+    if module.devices is not None:
+        return [(a, int(n)) for a, n in module.devices.axes]
     if module.mesh is None:
-        return 1
-    n = sym.const_value(module.mesh.devices)
-    return int(n) if n is not None and n > 0 else 1
+        return None
+    sizes = [sym.const_value(a.size) for a in module.mesh.axes]
+    if any(s is None for s in sizes):
+        return None
+    return [(a.name, int(n)) for a, n in zip(module.mesh.axes, sizes)]
+
+
+def devices(module: N.Module) -> int:
+    """Devices the module runs on (1 without a mesh)."""
+    axes = _axes(module)
+    return max(1, math.prod(n for _, n in axes)) if axes else 1
 
 
 def spans_servers(module: N.Module, over: str, group: int, per_server: int) -> bool:
     """Whether some group of devices along mesh axis `over` holds devices of two servers
     (device d is in server d // per_server; devices row-major, the last axis fastest)."""
-    mesh = module.mesh
-    if mesh is None or not any(a.name == over for a in mesh.axes):
+    axes = _axes(module)
+    if axes is None or not any(a == over for a, _ in axes):
         return group > per_server
-    sizes = [sym.const_value(a.size) for a in mesh.axes]
-    if any(s is None for s in sizes):
-        return group > per_server
-    at = [a.name for a in mesh.axes].index(over)
+    sizes = [n for _, n in axes]
+    at = [a for a, _ in axes].index(over)
     stride = math.prod(sizes[at + 1:])
     total = math.prod(sizes)
     for d in range(total):
@@ -148,6 +157,18 @@ def comm_latencies(module: N.Module, machine: "Machine") -> list[int]:
     return out
 
 
+def _moved(kernel: N.Kernel, messages: int) -> int:
+    """Bytes `messages` messages of `kernel` move between devices: `Comm.bytes` each when it is
+    a constant; a copy's (allgather, all_to_all) is its tile unless its source is local, which
+    the lowering says per task: (p - 1) / p of the messages when the shards are even (they
+    are: docs/distributed.md, "Layouts")."""
+    c = kernel.comm
+    each = sym.const_value(c.bytes)
+    if each is not None:
+        return messages * int(each)
+    return messages * (c.group - 1) * tile_bytes(kernel) // c.group
+
+
 def collective_table(module: N.Module, machine: "Machine", trace, texts: list[str]) -> list[dict]:
     """Per collective of the run (its statement, `texts[stmt]`), in order of first start on the
     model's timeline: its kind, axis, group, algorithm, messages (tile tasks), the bytes they
@@ -172,7 +193,7 @@ def collective_table(module: N.Module, machine: "Machine", trace, texts: list[st
         for k in ks:  # (a group of one device moves nothing between devices)
             if 0 <= k < len(kernels) and kernels[k].comm is not None and c.group > 1:
                 n = int(np.count_nonzero(ev["kernel"][at] == k))
-                moved += n * int(sym.const_value(kernels[k].comm.bytes) or 0)
+                moved += _moved(kernels[k], n)
         cost = message_cost(comm[0], machine, module)
         start, finish = int(sim["start"][at].min()), int(sim["finish"][at].max())
         busy = int((sim["finish"][at] - sim["start"][at]).sum())
