@@ -223,3 +223,20 @@ def test_a_box_of_several_whole_tiles_keeps_the_tiling(rtlib, shapes):
         assert preds[6] == {0, 3, 4, 5}   # every record's writers and readers so far
     finally:
         mr.free()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(msgs=st.integers(1, 6), transfer=st.integers(1, 40), latency=st.integers(0, 40),
+       dispatch=st.integers(0, 20), extra=st.integers(1, 100), before=st.integers(0, 3))
+def test_a_collective_independent_of_a_long_kernel_ends_first(rtlib, msgs, transfer, latency,
+                                                              dispatch, extra, before):
+    # a kernel longer than the whole collective (its messages pipelined: one latency plus each
+    # transfer), with messages enumerated before or after it and nothing between them: the
+    # collective has ended when the kernel ends, on the same device
+    span = msgs * transfer + latency
+    tasks = [T(kernel=1)] * min(before, msgs) + [T(kernel=0)] + [T(kernel=1)] * (msgs - min(before, msgs))
+    out = replay(rtlib, tasks, [(VECTOR, span + extra), (COMM, transfer + latency)],
+                 latencies=[0, latency], dispatch_ns=dispatch)
+    kernel = next(r for r in out.results if r.unit == VECTOR)
+    comm = [r for r in out.results if r.unit == COMM]
+    assert max(r.finish for r in comm) == span < kernel.finish
