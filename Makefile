@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tasks.py
 	$(BIN)/python benchmarks/await_costs.py
 	$(BIN)/python benchmarks/compile.py
+	$(BIN)/python benchmarks/mesh.py
 	$(BIN)/python benchmarks/dynamic.py
 	$(BIN)/python benchmarks/csp.py
 	$(BIN)/python benchmarks/optimizer.py

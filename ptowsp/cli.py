@@ -614,6 +614,13 @@ def _print_stats(info: dict) -> None:
             click.echo(f"{k:>20}: {round(v, 3) if isinstance(v, float) else v}")
     for unit, u in info.get("utilisation", {}).items():
         click.echo(f"{unit + ' utilisation':>20}: {u * 100:.1f}%")
+    if "devices" in info:  # a mesh: the interconnect (docs/running.md)
+        click.echo(f"{'devices':>20}: {info['devices']}")
+        click.echo(f"{'communication':>20}: {info['comm_us']:.3f} us on the comm engines "
+                   f"({info['comm_cycles']} cycles)")
+    for c in info.get("collectives", []):
+        click.echo(f"{'collective':>20}: {c['collective']}: {c['bytes']} bytes in "
+                   f"{c['messages']} messages ({c['algorithm']}), {c['modelled_us']:.3f} us")
     for name, c in info.get("channels", {}).items():  # CSP (docs/csp.md, "Run information")
         click.echo(f"{'channel ' + name:>20}: {c['items']} items, at most {c['max_in_flight']} "
                    f"in flight (depth {c['depth']})")

@@ -73,6 +73,16 @@
  *       (p->timing_first = s) starts every dispatcher's current class at stream s instead of 0.
  *     rate_limit(r): issue BEGINNINGS of all dispatchers together are at least
  *       S = ceil(clock_ghz * 1e6 / r) cycles apart (r in tasks per ms).
+ *   Devices and comm engines (docs/schedules.md, "The interconnect"). With m->devices = D > 1
+ *     the machine is D NPUs: device v has the dispatchers v*n .. v*n + n - 1 (n = ndispatchers
+ *     / D; a task's device is its dispatcher's) and its own cube and vector cores, and its
+ *     tasks are issued only by its dispatchers (work_steal: thieves of its own) to its cores.
+ *     A task of a WSP_UNIT_COMM kernel (a collective's message) goes to no dispatcher: when
+ *     ready it joins its device's comm queue, ordered by (ready, task index), and the device's
+ *     comm engine starts the first one as soon as the engine is free, with no dispatch
+ *     latency; it ends `cycles` later, but the engine is free again `latency` cycles before
+ *     that (messages pipeline). Its end and completion work as a kernel's. Such a run (D > 1
+ *     or a comm kernel: `multi`) is replayed by run_general only.
  *
  * OUTPUTS
  *   results[k]: enumerated, ready, issue, start, finish, core (within its unit), unit,
@@ -292,6 +302,30 @@ static inline int task_unit(const sim *S, int64_t k) {
     return S->costs[S->tasks[k].kernel].unit;
 }
 
+/* multi runs: the free cores of unit u on the device of dispatcher v (else: the machine's) */
+static inline int64_t free_cores(const sim *S, int64_t v, int u) {
+    return S->multi ? S->dcores[v / S->ndpd * 2 + u].nfree : S->cores[u].nfree;
+}
+
+/* a core of unit u for task k (its device's in a multi run) */
+static inline int32_t take_core(sim *S, int64_t k, int u) {
+    if (!S->multi) return cores_take(&S->cores[u]);
+    S->cores[u].nfree--;
+    return cores_take(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 2 + u]);
+}
+
+static inline void release_core(sim *S, int64_t k) {
+    int32_t core = (int32_t)(S->state[k] >> 1);
+    if (!S->multi) {
+        cores_release(&S->cores[S->state[k] & 1], core);
+        return;
+    }
+    int u = task_unit(S, k);
+    if (u == WSP_UNIT_COMM) return;   /* its engine was free again `latency` before */
+    S->cores[u].nfree++;
+    cores_release(&S->dcores[S->tasks[k].dispatcher / S->ndpd * 2 + u], core);
+}
+
 void wsp__sim_q_push(sim *S, sim_queue *Q, int64_t k) { q_push(S, Q, k); }
 
 static void make_ready(sim *S, int64_t k, int64_t t) {
@@ -299,6 +333,12 @@ static void make_ready(sim *S, int64_t k, int64_t t) {
     if (S->res) S->res[k].ready = t;
     int64_t d = S->tasks[k].dispatcher, c = wsp__sim_task_class(S, k);
     int u = task_unit(S, k);
+    if (u == WSP_UNIT_COMM) {   /* its device's comm engine takes it, in (ready, index) order */
+        S->tkey[k] = t;
+        q_push(S, &S->q[S->nqd + d / S->ndpd], k);
+        S->ncomm++;
+        return;
+    }
     q_push(S, &S->q[wsp__sim_queue_index(S, d, c, u)], k);
     S->disp[d].qcount++;
     S->disp[d].qunit[u]++;
@@ -361,8 +401,8 @@ static inline int has_dependents(const sim *S, int64_t k) {
 /* The first task (queue order) of class c of dispatcher v whose unit has a free core. */
 static int best_of_class(const sim *S, int64_t v, int64_t c, sim_pick *p) {
     int64_t qi = wsp__sim_queue_index(S, v, c, 0);
-    int64_t a = S->cores[0].nfree > 0 ? q_peek(S, &S->q[qi]) : -1;
-    int64_t b = S->cores[1].nfree > 0 ? q_peek(S, &S->q[qi + 1]) : -1;
+    int64_t a = free_cores(S, v, 0) > 0 ? q_peek(S, &S->q[qi]) : -1;
+    int64_t b = free_cores(S, v, 1) > 0 ? q_peek(S, &S->q[qi + 1]) : -1;
     if (b >= 0 && (a < 0 || before(S, b, a))) {
         a = b;
         qi++;
@@ -400,7 +440,7 @@ static int group_pick(const sim *S, int64_t v, sim_pick *p) {
     int64_t best = -1;
     for (int u = 0; u < 2; u++) {
         const sim_fifo *G = &S->gq[v * 2 + u];
-        if (G->head == G->tail || S->cores[u].nfree == 0) continue;
+        if (G->head == G->tail || free_cores(S, v, u) == 0) continue;
         int64_t k = S->gfifo[G->base + G->head];
         if (best < 0 || before(S, k, best)) best = k;
     }
@@ -445,9 +485,11 @@ static int own_pick(sim *S, int64_t d, sim_pick *p) {
 }
 
 static int steal_pick(const sim *S, int64_t d, sim_pick *p) {
-    for (int64_t i = 1; i < S->nd; i++) {
+    /* a dispatcher steals only from its own device's (its AICPUs issue to its cores) */
+    const int64_t n = S->ndpd, base = d - d % n;
+    for (int64_t i = 1; i < n; i++) {
         int64_t v = d + i;
-        if (v >= S->nd) v -= S->nd;
+        if (v >= base + n) v -= n;
         if (S->disp[v].qcount == 0) continue;
         if (S->C > 1 ? interleaved_pick(S, v, p) : best_of_class(S, v, 0, p)) return 1;
     }
@@ -456,10 +498,11 @@ static int steal_pick(const sim *S, int64_t d, sim_pick *p) {
 
 /* can free dispatcher d issue something of its own now? (exact, except that under batched it
  * says whether it might) */
-static inline int has_work(const sim *S, const sim_disp *D) {
+static inline int has_work(const sim *S, int64_t d) {
+    const sim_disp *D = &S->disp[d];
     if (S->batched) return D->qcount > 0 || D->gleft > 0;
-    return ((D->qunit[0] > 0) & (S->cores[0].nfree > 0)) |
-           ((D->qunit[1] > 0) & (S->cores[1].nfree > 0));
+    return ((D->qunit[0] > 0) & (free_cores(S, d, 0) > 0)) |
+           ((D->qunit[1] > 0) & (free_cores(S, d, 1) > 0));
 }
 
 static inline int issuable_anywhere(const sim *S) {
@@ -494,7 +537,7 @@ static void issue(sim *S, int64_t d, const sim_pick *p, int64_t t, int stolen) {
         }
         if (S->batched) group = S->groups++;   /* a stolen single */
     }
-    int32_t core = cores_take(&S->cores[u]);
+    int32_t core = take_core(S, k, u);
     S->state[k] = (uint32_t)core << 1 | (uint32_t)u;
     int64_t start = t + S->dc, fin = start + kc->cycles;
     if (S->res) {
@@ -543,9 +586,46 @@ static inline int rate_blocked(sim *S, int64_t t) {
     return 1;
 }
 
+/* multi runs: every free comm engine starts the first message of its device's queue at t:
+ * no dispatcher, no core, only the engine, so messages overlap the device's kernels; the
+ * engine is free again `latency` before the message ends (the next one's transfer overlaps
+ * this one's latency, as HCCL pipelines its chunks) */
+static void comm_phase(sim *S, int64_t t) {
+    for (int64_t v = 0; v < S->ndev && S->ncomm > 0; v++) {
+        sim_queue *Q = &S->q[S->nqd + v];
+        while (S->ebusy[v] <= t && !q_empty(Q)) {
+            int64_t k = q_peek(S, Q);
+            q_pop(S, Q);
+            S->ncomm--;
+            int32_t kernel = S->tasks[k].kernel;
+            int32_t core = 0;
+            S->state[k] = 0;
+            int64_t fin = t + S->costs[kernel].cycles;
+            S->ebusy[v] = fin - S->costs[kernel].latency;
+            if (S->res) {
+                wsp_simresult *r = &S->res[k];
+                r->issue = r->start = t;
+                r->finish = fin;
+                r->core = core;
+                r->unit = WSP_UNIT_COMM;
+                r->dispatcher = S->tasks[k].dispatcher;
+                r->group = -1;
+            }
+            /* its end: messages of one kernel take equal time, so end in start order */
+            S->tkey[k] = fin;
+            sim_fifo *K = &S->kq[kernel];
+            if (K->head == K->tail)
+                heap_up(S->kh, S->nkh++, (sim_key)(uint64_t)fin << 64 | (sim_key)(uint64_t)kernel);
+            S->kfifo[K->base + K->tail++] = (sim_idx)k;
+            S->makespan = fin > S->makespan ? fin : S->makespan;
+        }
+    }
+}
+
 static void dispatch_phase(sim *S, int64_t t) {
     sim_pick p, best;
     const int64_t nd = S->nd;
+    if (S->ncomm > 0) comm_phase(S, t);
     /* pass 1 */
     for (;;) {
         /* picks are pure except under batched (which may open groups): skip hopeless scans */
@@ -554,7 +634,7 @@ static void dispatch_phase(sim *S, int64_t t) {
         for (int64_t w = 0; w * 64 < nd; w++)
             for (uint64_t m = S->freew[w]; m; m &= m - 1) {
                 int64_t d = w * 64 + __builtin_ctzll(m);
-                if (!has_work(S, &S->disp[d])) continue;
+                if (!has_work(S, d)) continue;
                 if (own_pick(S, d, &p) && (who < 0 || before(S, p.k, best.k))) {
                     who = d;
                     best = p;
@@ -574,8 +654,9 @@ static void dispatch_phase(sim *S, int64_t t) {
             if (!steal_pick(S, d, &p)) {
                 /* d's own queues hold nothing issuable (pass 1), so no other thief finds
                  * anything either; except under batched, where d's tasks below the group size
-                 * may be stolen by others */
-                if (!S->batched) return;
+                 * may be stolen by others, and with devices, where the next thief may be
+                 * another device's */
+                if (!S->batched && !S->multi) return;
                 break;
             }
             if (rate_blocked(S, t)) return;
@@ -595,7 +676,7 @@ static void finish_next(sim *S, int64_t t) {
                              (uint64_t)kernel);
     else if (--S->nkh > 0)
         heap_replace_top(S->kh, S->nkh, S->kh[S->nkh]);
-    cores_release(&S->cores[S->state[k] & 1], (int32_t)(S->state[k] >> 1));
+    release_core(S, k);
     S->finished++;
     if (S->window > 0) {
         S->unfinished--;
@@ -623,6 +704,10 @@ static int run_general(sim *S) {
         if (S->bcount && S->disp[S->bring[S->bhead]].busy_until < next)
             next = S->disp[S->bring[S->bhead]].busy_until;
         if (S->rate_at < next) next = S->rate_at;
+        /* an engine becoming free with messages waiting */
+        for (int64_t v = 0; S->ncomm > 0 && v < S->ndev; v++)
+            if (S->ebusy[v] > t && S->ebusy[v] < next && !q_empty(&S->q[S->nqd + v]))
+                next = S->ebusy[v];
         if (next == SIM_NEVER) {
             /* quiescent: nothing pending, hence no kernel running and no dispatcher busy (a busy
              * dispatcher's last task has not ended yet) */
@@ -645,7 +730,7 @@ static int run_general(sim *S) {
             S->bhead = S->bhead + 1 == S->nd ? 0 : S->bhead + 1;
             S->bcount--;
             S->freew[d >> 6] |= UINT64_C(1) << (d & 63);
-            act |= has_work(S, &S->disp[d]) ||
+            act |= has_work(S, d) ||
                    (S->steal && (S->batched ? S->nready_u[0] + S->nready_u[1] > 0
                                             : issuable_anywhere(S)));
         }
@@ -661,6 +746,7 @@ static int run_general(sim *S) {
             S->rate_at = SIM_NEVER;
             act = 1;
         }
+        if (S->ncomm > 0) act = 1;   /* an engine may be free for a waiting message */
     }
     return S->finished == S->ntasks ? WSP_OK : WSP_ERR_INTERNAL;
 }
@@ -1095,6 +1181,7 @@ static __attribute__((noinline)) int run_one_cube_k1_gated(sim *S) {
 }
 
 int wsp__sim_run(sim *S) {
+    if (S->multi) return run_general(S);   /* devices, comm engines: the general loop only */
     if (S->batched || S->C > 1 || S->timing == WSP_TIMING_RATE_LIMIT || S->prio)
         return run_general(S);
     if (S->ngates > 0 || S->nbar > 0) {

@@ -105,6 +105,9 @@ static int check_setup(const wsp_machine *m, const wsp_policy *p, const wsp_kcos
     if (p->ndispatchers < 1)
         return sim_fail(err, errlen, "cycle model: ndispatchers must be >= 1 (got %d)",
                         (int)p->ndispatchers);
+    if (m->devices < 0 || (m->devices > 1 && p->ndispatchers % m->devices != 0))
+        return sim_fail(err, errlen, "cycle model: %d dispatchers do not split over %d devices",
+                        (int)p->ndispatchers, (int)m->devices);
     if (p->nstreams < 0)
         return sim_fail(err, errlen, "cycle model: nstreams must be >= 0 (got %d)",
                         (int)p->nstreams);
@@ -141,12 +144,18 @@ static int check_setup(const wsp_machine *m, const wsp_policy *p, const wsp_kcos
         return sim_fail(err, errlen, "cycle model: bad kernel cost table (%d entries)",
                         (int)nkernels);
     for (int32_t i = 0; i < nkernels; i++) {
-        if (costs[i].unit != WSP_UNIT_VECTOR && costs[i].unit != WSP_UNIT_CUBE)
-            return sim_fail(err, errlen, "cycle model: kernel %d has unit %d (not 0 or 1)",
+        if (costs[i].unit != WSP_UNIT_VECTOR && costs[i].unit != WSP_UNIT_CUBE &&
+            costs[i].unit != WSP_UNIT_COMM)
+            return sim_fail(err, errlen, "cycle model: kernel %d has unit %d (not 0, 1 or 2)",
                             (int)i, (int)costs[i].unit);
         if (costs[i].cycles < 0)
             return sim_fail(err, errlen, "cycle model: kernel %d has negative cycles %" PRId64,
                             (int)i, costs[i].cycles);
+        if (costs[i].latency < 0 || costs[i].latency > costs[i].cycles ||
+            (costs[i].latency != 0 && costs[i].unit != WSP_UNIT_COMM))
+            return sim_fail(err, errlen, "cycle model: kernel %d has latency %d (0 .. its %"
+                            PRId64 " cycles, and only on the comm unit)", (int)i,
+                            (int)costs[i].latency, costs[i].cycles);
     }
     if (ntasks < 0 || ntasks >= INT32_MAX || (ntasks > 0 && !tasks))
         return sim_fail(err, errlen, "cycle model: bad task count %" PRId64 " (0 .. 2^31 - 2)",
@@ -173,7 +182,7 @@ static int task_error(const wsp_policy *p, int32_t nkernels, int64_t k, const ws
 
 /* What one pass over the tasks finds besides the per-task arrays. */
 typedef struct scan_out {
-    int64_t npreds, serial, work[2], cp_max;
+    int64_t npreds, serial, work[2], comm, cp_max;
     unsigned used;             /* units (bit u) that tasks need */
     int missing_preds;         /* a task has predecessors, but there is no array */
     int64_t bad_task, bad_pred;/* the first predecessor out of range: task, predecessor; or -1 */
@@ -206,7 +215,8 @@ scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, co
     sim_fifo *const kq = S->kq;
     sim_queue *const q = S->q;
     sim_idx *const snext = S->snext;
-    int64_t *const tkey = S->tkey, cpm = 0, serial = 0, work[2] = {0, 0}, off = 0;
+    int64_t *const tkey = S->tkey, cpm = 0, serial = 0, work[3] = {0, 0, 0}, off = 0;
+    const int64_t ndpd = S->ndpd, nqd = S->nqd;
     sim_idx *shead = NULL, *stail = NULL, *enext = NULL, *eto = NULL;
     uint32_t *const state = S->state;
     unsigned used = 0;
@@ -221,17 +231,21 @@ scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, co
         if (checked) {
             if (kc->cycles > SIM_TIME_LIMIT)
                 return sim_fail(err, errlen, "cycle model: cycle counts overflow");
-            work[u] += kc->cycles;
-            serial += dc + cc + kc->cycles;
+            work[u] += kc->cycles - kc->latency;
+            serial += (u == WSP_UNIT_COMM ? 0 : dc) + cc + kc->cycles;
             if (serial > SIM_TIME_LIMIT || work[u] > SIM_TIME_LIMIT)
                 return sim_fail(err, errlen, "cycle model: cycle counts overflow");
         } else {
-            work[u] += kc->cycles;
-            serial += dc + cc + kc->cycles;
+            work[u] += kc->cycles - kc->latency;   /* a comm engine's busy time */
+            serial += (u == WSP_UNIT_COMM ? 0 : dc) + cc + kc->cycles;
         }
         kq[tk->kernel].tail++;
-        int64_t c = C == 1 ? 0 : tk->stream < 0 ? C - 1 : tk->stream;   /* task_class */
-        q[(tk->dispatcher * C + c) * 2 + u].tail++;
+        if (u == WSP_UNIT_COMM) {   /* its device's comm queue (a multi run) */
+            q[nqd + tk->dispatcher / ndpd].tail++;
+        } else {
+            int64_t c = C == 1 ? 0 : tk->stream < 0 ? C - 1 : tk->stream;   /* task_class */
+            q[(tk->dispatcher * C + c) * 2 + u].tail++;
+        }
         int64_t base = 0;
         if (shead) shead[k] = -1;
         if (tk->npreds > 0) {
@@ -281,13 +295,14 @@ scan_tasks(sim *S, const wsp_policy *p, int32_t nkernels, const int64_t *p64, co
         }
         state[k] = pending;
         if (ready0 && pending == 0) ready0[o->nready0++] = (sim_idx)k;
-        tkey[k] = base + dc + kc->cycles;
+        tkey[k] = base + (u == WSP_UNIT_COMM ? 0 : dc) + kc->cycles;
         if (tkey[k] > cpm) cpm = tkey[k];
     }
     o->npreds = off;
     o->serial = serial;
     o->work[0] = work[0];
     o->work[1] = work[1];
+    o->comm = work[2];
     o->cp_max = cpm;
     o->used = used;
     return WSP_OK;
@@ -395,7 +410,8 @@ static __attribute__((noinline)) int64_t extra_cp(sim *S, const int64_t *p64, co
                                                                                 : NULL;
         if (mb && mb->barrier >= 0 && S->bpend[mb->barrier] > 0 && bcp[mb->barrier] > base)
             base = bcp[mb->barrier];
-        tkey[k] = base + S->dc + S->costs[tk->kernel].cycles;
+        const wsp_kcost *kc = &S->costs[tk->kernel];
+        tkey[k] = base + (kc->unit == WSP_UNIT_COMM ? 0 : S->dc) + kc->cycles;
         if (tkey[k] > cpm) cpm = tkey[k];
         for (int64_t g = mb ? mb->group : -1; g >= 0; g = S->grp[g].parent)
             if (k < S->grp[g].close && tkey[k] + cc > bcp[g]) bcp[g] = tkey[k] + cc;
@@ -567,6 +583,13 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
     S.rate_at = SIM_NEVER;
     S.wlim = S.window > 0 ? S.window : INT64_MAX;
     int64_t nq = (int64_t)S.nd * S.C * 2;
+    /* devices and comm engines: the multi model (wsp_internal.h, `sim`) */
+    S.ndev = m->devices > 1 ? m->devices : 1;
+    S.ndpd = S.nd / S.ndev;
+    S.nqd = nq;
+    S.multi = S.ndev > 1;
+    for (int32_t i = 0; i < nkernels && !S.multi; i++) S.multi = costs[i].unit == WSP_UNIT_COMM;
+    if (S.multi) nq += S.ndev;
     int64_t *last = NULL;
     int64_t ngw = 0, nbe = 0;
     if (ngates != 0 && (rc = setup_gates(&S, ngates, gates, gw64, gw32, &ngw, err, errlen)))
@@ -719,6 +742,12 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
             if (results) results[k].ready = 0;
             int64_t d = tasks[k].dispatcher, c = wsp__sim_task_class(&S, k);
             int u = costs[tasks[k].kernel].unit;
+            if (u == WSP_UNIT_COMM) {   /* its device's comm queue, in index order */
+                sim_queue *Q = &S.q[S.nqd + d / S.ndpd];
+                S.fifo[Q->base + Q->tail++] = (sim_idx)k;
+                S.ncomm++;
+                continue;
+            }
             sim_queue *Q = &S.q[wsp__sim_queue_index(&S, d, c, u)];
             if (S.prio) {  /* a priority ready policy: queued in key order */
                 S.tkey[k] = S.prio[k];
@@ -740,7 +769,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         if (!S.gq || !S.gfifo) return rc;
         for (int64_t i = 0; i < nq; i++) S.gq[i].base = S.q[i].base;
     }
-    for (int u = 0; u < 2; u++) {
+    for (int u = 0; u < 2 && !S.multi; u++) {
         if (!(o.used >> u & 1)) continue;
         int64_t n = ncores[u] < ntasks ? ncores[u] : ntasks;
         sim_cores *c = &S.cores[u];
@@ -749,6 +778,30 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         if (!c->bits) return rc;
         bits_fill(c->bits, n);
         c->nfree = n;
+    }
+    if (S.multi) {
+        /* every device its own cores of each unit and a comm engine (free at 0);
+         * S.cores[u].nfree counts them all (what issuable_anywhere asks) */
+        int64_t per[2], words = 0;
+        for (int u = 0; u < 2; u++) {
+            per[u] = ncores[u] < ntasks ? ncores[u] : ntasks;
+            words += (per[u] + 63) / 64;
+        }
+        S.dcores = wsp__simws_get(ws, B_DCORES, S.ndev * 2, sizeof *S.dcores);
+        uint64_t *bits = wsp__simws_get(ws, B_DBITS, S.ndev * words, sizeof *bits);
+        S.ebusy = ws_zget(ws, B_EBUSY, S.ndev, sizeof *S.ebusy);
+        if (!S.dcores || !bits || !S.ebusy) return rc;
+        for (int64_t v = 0; v < S.ndev; v++)
+            for (int u = 0; u < 2; u++) {
+                sim_cores *c = &S.dcores[v * 2 + u];
+                c->nwords = (per[u] + 63) / 64;
+                c->bits = bits;
+                c->hint = 0;
+                bits += c->nwords;
+                bits_fill(c->bits, per[u]);
+                c->nfree = per[u];
+                S.cores[u].nfree += per[u];
+            }
     }
 
     rc = wsp__sim_run(&S);
@@ -766,6 +819,7 @@ int wsp__sim_replay_ws(wsp_simws **wsp, const wsp_machine *m, const wsp_policy *
         summary->serial_cycles = o.serial;
         summary->stolen = S.stolen;
         summary->groups = S.groups;
+        summary->comm_cycles = o.comm;
     }
     if (disp)
         for (int32_t d = 0; d < S.nd; d++) {

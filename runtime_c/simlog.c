@@ -7,7 +7,8 @@
  *
  * The inference. Per tensor, while every box of it is one aligned tile of a single shape
  * (extents equal, lo a multiple of the extent: boxes are then equal or disjoint, the common case
- * of tiled programs), a record {last writer, readers since} per tile: exact, O(1) per access.
+ * of tiled programs), a record {last writer, readers since} per tile: exact, O(1) per access; a
+ * box of several whole tiles counts as an access to each (exact too: multi_tile).
  * The records live in a dense table indexed by the tile's coordinates when the tensor's shape is
  * known (wsp_sim_shape), else in a hash table keyed by them. The first box that breaks the tiling
  * switches the tensor to one whole-tensor record: that access waits for every task any record
@@ -167,7 +168,14 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
     l->ntensors = ntensors;
     l->tens = calloc((size_t)(ntensors > 0 ? ntensors : 1), sizeof *l->tens);
     l->costs = malloc((size_t)(nkernels > 0 ? nkernels : 1) * sizeof *costs);
-    l->disp = calloc((size_t)(p->ndispatchers > 0 ? p->ndispatchers : 1), sizeof *l->disp);
+    /* each device has the schedule's dispatchers (its AICPUs): the replay numbers them
+     * device by device (wsp_simtask) */
+    int64_t ndev = m->devices > 1 ? m->devices : 1;
+    if (p->ndispatchers > 0 && (int64_t)p->ndispatchers * ndev > INT32_MAX / 2) {
+        free(l);
+        return NULL;
+    }
+    l->disp = calloc((size_t)(p->ndispatchers > 0 ? p->ndispatchers * ndev : 1), sizeof *l->disp);
     if (!l->tens || !l->costs || !l->disp) {
         wsp__simlog_free(l);
         return NULL;
@@ -176,6 +184,8 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
     l->nkernels = nkernels;
     l->m = *m;
     l->p = *p;
+    l->ndpd = p->ndispatchers;
+    l->p.ndispatchers = (int32_t)(p->ndispatchers * ndev);
     reset_tensors(l);
     return l;
 }
@@ -229,7 +239,7 @@ void wsp__simlog_begin(wsp_simlog *l) {
     l->nresults = 0;
 }
 
-int32_t wsp__simlog_dispatchers(const wsp_simlog *l) { return l->p.ndispatchers; }
+int32_t wsp__simlog_dispatchers(const wsp_simlog *l) { return l->ndpd; }   /* per device */
 
 void wsp__simlog_limit(wsp_simlog *l, int64_t bytes) { l->limit = bytes > 0 ? bytes : 0; }
 
@@ -456,6 +466,39 @@ static int dense_open(stens *ts, int n) {
     return 1;
 }
 
+static int access(wsp_simlog *l, const wsp_access *a);
+
+/* A box of several whole tiles of the tensor's tiling (in each dimension it starts on a tile
+ * boundary and spans a whole number of tiles): one access per tile, exactly what one task per
+ * tile would log, so the tiling survives (a device's collective reading every tile the one
+ * before it wrote, ir/collective_tiles.py). Past MULTI_TILES tiles, or for any other box, the
+ * whole-tensor record. */
+#define MULTI_TILES 4096
+static int multi_tile(wsp_simlog *l, stens *ts, const wsp_access *a) {
+    int n = ts->ndim;
+    int64_t first[WSP_MAX_DIMS], count[WSP_MAX_DIMS], c[WSP_MAX_DIMS], total = 1;
+    for (int d = 0; d < n; d++) {
+        int64_t e = ts->ext[d], lo = a->lo[d], span = a->hi[d] - lo;
+        if (lo % e != 0 || span % e != 0) return to_whole(l, ts);
+        first[d] = lo / e;
+        count[d] = span / e;
+        total *= count[d];
+        if (total > MULTI_TILES) return to_whole(l, ts);
+        c[d] = 0;
+    }
+    wsp_access t = *a;
+    for (int64_t i = 0; i < total; i++) {
+        for (int d = 0; d < n; d++) {
+            t.lo[d] = (first[d] + c[d]) * ts->ext[d];
+            t.hi[d] = t.lo[d] + ts->ext[d];
+        }
+        int rc = access(l, &t);   /* one tile: access() takes it without coming back here */
+        if (rc || ts->mode == 2) return rc;   /* (a coordinate past the table went whole) */
+        for (int d = n - 1; d >= 0 && ++c[d] == count[d]; d--) c[d] = 0;
+    }
+    return 0;
+}
+
 static __attribute__((noinline)) int access(wsp_simlog *l, const wsp_access *a) {
     stens *ts = &l->tens[a->tensor];
     int n = a->ndim;
@@ -463,7 +506,7 @@ static __attribute__((noinline)) int access(wsp_simlog *l, const wsp_access *a) 
         if (a->hi[d] == a->lo[d]) return 0;  /* an empty box conflicts with nothing */
     int write = (a->mode & WSP_WRITE) != 0;
     if (ts->mode == 2) return access_rec(l, &ts->whole, write);
-    if (ts->mode == 0) {
+    if (ts->mode == 0) {   /* (multi_tile only ever sees a tensor already tiled) */
         ts->mode = 1;
         ts->ndim = n;
         ts->bits = n > 0 ? 64 / n : 64;
@@ -484,9 +527,8 @@ static __attribute__((noinline)) int access(wsp_simlog *l, const wsp_access *a) 
         int64_t e = ts->ext[d], lo = a->lo[d];
         int64_t c = ts->shift[d] >= 0 ? lo >> ts->shift[d] : lo / e;
         coord[d] = c;
-        if (a->hi[d] - lo != e || c * e != lo ||
-            (ts->bits < 64 && (uint64_t)c >= ((uint64_t)1 << ts->bits)))
-            return to_whole(l, ts);
+        if (a->hi[d] - lo != e || c * e != lo) return multi_tile(l, ts, a);
+        if (ts->bits < 64 && (uint64_t)c >= ((uint64_t)1 << ts->bits)) return to_whole(l, ts);
         key = ts->bits >= 64 ? (uint64_t)c : (key << ts->bits) | (uint64_t)c;
     }
     if (ts->ndims == n && n > 0 && ts->nrec == 0 && (ts->dense_on || dense_open(ts, n))) {
@@ -548,6 +590,9 @@ static inline srec *dense_rec(wsp_simlog *l, stens *ts, const wsp_access *a) {
 
 
 int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int32_t stream) {
+    if (__builtin_expect(task->device != 0, 0) &&
+        (task->device < 0 || task->device >= (l->m.devices > 1 ? l->m.devices : 1)))
+        return WSP_ERR_USAGE;   /* generated code numbers devices of the mesh the model has */
     if (__builtin_expect(l->ntasks == l->captasks || l->oom, 0)) {
         /* task indices are 32-bit here and in the replay, which takes fewer than 2^31 - 1 */
         if (!l->oom && l->ntasks >= INT32_MAX - 1) l->over = 2;
@@ -588,7 +633,7 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
     }
     wsp_simtask *t = &l->tasks[l->ntasks++];
     t->kernel = task->kernel;
-    t->dispatcher = dispatcher;
+    t->dispatcher = task->device * l->ndpd + dispatcher;
     t->stream = stream;
     t->npreds = (int32_t)(l->npreds - first);
     return WSP_OK;

@@ -40,6 +40,9 @@ int wsp__record(wsp_runtime *rt, const wsp_task *task, int64_t index) {
             return wsp__failf(rt, WSP_ERR_RECORDS, "cycle model limit: %s at statement %d after %lld tasks",
                               wsp__simlog_over(rt->simlog) == 2 ? "tasks" : "memory", task->stmt,
                               (long long)index);
+        if (rc == WSP_ERR_USAGE)
+            return wsp__failf(rt, WSP_ERR_USAGE, "task device %d outside the cycle model's %d devices",
+                              (int)task->device, (int)(rt->simlog->m.devices > 1 ? rt->simlog->m.devices : 1));
         if (rc == WSP_ERR_DEPS)  /* program.py reads this message too */
             return wsp_fail(rt, WSP_ERR_DEPS, rt->simlog->deps_msg);
         if (rc) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (cycle model log)");

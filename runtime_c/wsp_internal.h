@@ -616,8 +616,19 @@ typedef struct sim {
     unsigned used;             /* units (bit u) that tasks need */
     int32_t nkernels;
     int64_t bhead, bcount;
-    sim_cores cores[2];
+    sim_cores cores[2];        /* per unit; in a multi run only nfree counts (every device's) */
     int64_t nready_u[2];       /* tasks in ready queues, per unit */
+    /* Devices and comm engines (m->devices > 1, or a kernel of WSP_UNIT_COMM): a `multi` run,
+     * which run_general alone replays. Device v has dispatchers v*ndpd .. v*ndpd + ndpd - 1,
+     * cores dcores[v*2 + unit], and a comm engine busy until ebusy[v] with the ready queue
+     * q[nqd + v] of its messages, which no dispatcher issues: the engine starts them in
+     * (ready, index) order, each as soon as it is free, and is free again `latency` before
+     * the message ends. */
+    int multi;
+    int64_t ndev, ndpd, nqd;   /* devices; dispatchers per device; dispatcher queues */
+    sim_cores *dcores;
+    int64_t *ebusy;
+    int64_t ncomm;             /* comm tasks in ready queues */
 
     sim_fifo *kq;              /* running tasks per kernel, in end order */
     sim_idx *kfifo;
@@ -651,7 +662,8 @@ typedef struct sim {
 enum {
     B_TKEY, B_STATE, B_FIFO, B_KFIFO, B_SHEAD, B_STAIL, B_ENEXT, B_ETO, B_SNEXT, B_DQ, B_GFIFO,
     B_QHEAP, B_READY0, B_GIDX, B_GOFF, B_GPEND, B_GW, B_BPEND, B_BDOFF, B_BDL, B_BCP,
-    B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1, B_COUNT
+    B_LAST, B_Q, B_GQ, B_KQ, B_KH, B_DISP, B_FREEW, B_BRING, B_CLS, B_CORES0, B_CORES1,
+    B_DCORES, B_DBITS, B_EBUSY, B_COUNT
 };
 
 struct wsp_simws {
@@ -746,7 +758,8 @@ struct wsp_simlog {
     int over;                  /* past the limit: 1 wsp_sim_limit's bytes, 2 the task count */
     int64_t limit;             /* wsp_sim_limit: bytes (0: none) */
     wsp_machine m;
-    wsp_policy p;
+    wsp_policy p;              /* p.ndispatchers counts every device's: ndpd * devices */
+    int32_t ndpd;              /* dispatchers per device (the schedule's count) */
     wsp_kcost *costs;
     int32_t nkernels;
     wsp_simsummary summary;

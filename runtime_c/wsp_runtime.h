@@ -87,6 +87,8 @@ typedef struct wsp_task {
     int32_t stream;       /* 0 .. s-1 under wsp_schedule(..., s > 0); ignored otherwise */
     int32_t pool;         /* 0 .. npools-1 under wsp_graph(..., npools > 1); ignored otherwise */
     int64_t priority;     /* under wsp_graph(rt, WSP_READY_PRIORITY, ...): smaller runs first */
+    int32_t device;       /* the mesh device it runs on, row-major (0 in a program of one
+                             device); the cycle model places it on that device's cores */
 } wsp_task;
 
 typedef struct wsp_runtime wsp_runtime;
@@ -170,18 +172,22 @@ typedef struct wsp_machine {
     int32_t dispatchers;      /* AICPUs: the default dispatcher count */
     int32_t cube_cores;
     int32_t vector_cores;
-    int32_t unused;
+    int32_t devices;          /* NPUs, each with these cores and dispatchers and a comm engine
+                                 (docs/performance.md, "The interconnect"); 0 or 1: one */
     double dispatch_ns;       /* a dispatcher's time to issue one task */
     double completion_ns;     /* from a kernel's end until its dependents may be issued */
 } wsp_machine;
 
 #define WSP_UNIT_VECTOR 0
 #define WSP_UNIT_CUBE 1
+#define WSP_UNIT_COMM 2       /* a collective's message: its device's comm engine, no dispatcher */
 
 /* A kernel's duration on one core of its unit (from the IR's operation counts). */
 typedef struct wsp_kcost {
-    int32_t unit;             /* WSP_UNIT_VECTOR or WSP_UNIT_CUBE */
-    int32_t unused;
+    int32_t unit;             /* WSP_UNIT_VECTOR, WSP_UNIT_CUBE or WSP_UNIT_COMM */
+    int32_t latency;          /* WSP_UNIT_COMM: the last `latency` of its `cycles` are the
+                                 message's latency, during which its engine already moves the
+                                 next message (messages pipeline); 0 .. cycles; 0 on cores */
     int64_t cycles;
 } wsp_kcost;
 
@@ -217,7 +223,9 @@ typedef struct wsp_policy {
 #define WSP_DEPS_EXPLICIT 1
 
 /* One task of a replayed graph: its predecessors are the next `npreds` entries of the preds
- * array (indices of earlier tasks), tasks in enumeration order. */
+ * array (indices of earlier tasks), tasks in enumeration order. With m->devices = D > 1 the
+ * policy's ndispatchers (a multiple of D) are split evenly: dispatcher d belongs to device
+ * d / (ndispatchers / D), and the task runs on that device's cores or comm engine. */
 typedef struct wsp_simtask {
     int32_t kernel;
     int32_t dispatcher;       /* assigned (0 .. ndispatchers-1) */
@@ -244,6 +252,7 @@ typedef struct wsp_simsummary {
     int64_t serial_cycles;    /* every task one after another (dispatch + kernel + completion) */
     int64_t stolen;
     int64_t groups;           /* batched issue groups */
+    int64_t comm_cycles;      /* the comm engines' busy cycles: cycles - latency per message */
 } wsp_simsummary;
 
 typedef struct wsp_simdisp {

@@ -234,6 +234,10 @@ ELSEWHERE: dict[str, str] = {
         'tests/backends/test_cost.py::test_bad_values',
     'invalid TOML: {*}{*}':
         'tests/backends/test_cost.py::test_syntax_error_has_a_position',
+    '`{*}` must be a table (`[{*}]`), not {*}':
+        'tests/test_interconnect.py::test_bad_interconnect_keys_are_errors_naming_the_key',
+    'unknown machine key `{*}.{*}`':
+        'tests/test_interconnect.py::test_bad_interconnect_keys_are_errors_naming_the_key',
     # ptowsp/backends/ref/interp.py
     'choose a schedule to run: {*}':
         'tests/test_user_errors.py::test_execute_checks_its_own_arguments',

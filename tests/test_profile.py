@@ -175,7 +175,8 @@ def documented_fields() -> set[str]:
     """The names in the first column of docs/running.md's `--json` table."""
     text = (ROOT / "docs" / "running.md").read_text()
     section = text[text.index("### `--json` fields"):]
-    section = section[:section.index("\n#")]
+    section = section[:section.index("\n#")]  # (the mesh's own table follows it: see
+    # tests/test_interconnect.py)
     return set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
 
 

@@ -48,6 +48,13 @@ class Machine:
     l2_gbps: float = 6400
     l1_bytes_per_cycle: int = 128
     ub_bytes_per_cycle: int = 256
+    # the interconnect (its `[interconnect]` table): NPUs per server, the links between two NPUs
+    # of a server and each NPU's link out of it (backends/cpu/comm.py costs collectives on them)
+    devices_per_server: int = 8
+    link_gbps: float = 56
+    link_latency_ns: float = 2000
+    network_gbps: float = 25
+    network_latency_ns: float = 5000
 
     def cores(self, unit: int) -> int:
         """Cores of `unit` (0: vector, 1: cube, as WSP_UNIT_* in wsp_runtime.h)."""
@@ -64,7 +71,7 @@ class Machine:
         out.dispatchers = self.dispatchers
         out.cube_cores = self.cube_cores
         out.vector_cores = self.vector_cores
-        out.unused = 0
+        out.devices = 1
         out.dispatch_ns = float(self.dispatch_ns)
         out.completion_ns = float(self.completion_ns)
         return out
@@ -88,6 +95,17 @@ _KEYS: dict[str, tuple[str, str]] = {
     "l1_bytes_per_cycle": ("count", "positive"),
     "ub_bytes_per_cycle": ("count", "positive"),
 }
+# Tables of the file: their keys (named `table.key` in messages) are Machine fields too.
+_TABLES: dict[str, dict[str, tuple[str, str]]] = {
+    "interconnect": {
+        "devices_per_server": ("count", "positive"),
+        "link_gbps": ("number", "positive"),
+        "link_latency_ns": ("number", "non-negative"),
+        "network_gbps": ("number", "positive"),
+        "network_latency_ns": ("number", "non-negative"),
+    },
+}
+_FIELDS = set(_KEYS) | {k for keys in _TABLES.values() for k in keys}
 
 
 def load_machine(path: Optional[str] = None) -> Machine:
@@ -111,7 +129,7 @@ def _builtin_values() -> dict[str, Any]:
             values = _parse(f.read(), BUILTIN_PATH)
     except (OSError, WspError) as err:
         raise InternalError("machine", f"the built-in {BUILTIN} is unusable: {err}") from None
-    missing = sorted(set(_KEYS) - set(values))
+    missing = sorted(_FIELDS - set(values))
     if missing:
         raise InternalError("machine", f"the built-in {BUILTIN} lacks {', '.join(missing)}")
     return values
@@ -140,9 +158,26 @@ def _parse(text: str, filename: str) -> dict[str, Any]:
     diags = Diagnostics({filename: text})
     values = {}
     for key, value in data.items():
+        if key in _TABLES:
+            if not isinstance(value, dict):
+                diags.error(_value_span(text, filename, key), "machine-value",
+                            f"`{key}` must be a table (`[{key}]`), not {_describe(value)}")
+                continue
+            for sub, v in value.items():
+                if sub not in _TABLES[key]:
+                    diags.error(_key_span(text, filename, sub), "machine-key",
+                                f"unknown machine key `{key}.{sub}`",
+                                did_you_mean(sub, _TABLES[key]))
+                    continue
+                message, help = _check_value(sub, v, _TABLES[key][sub], f"{key}.{sub}")
+                if message:
+                    diags.error(_value_span(text, filename, sub), "machine-value", message, help)
+                else:
+                    values[sub] = v
+            continue
         if key not in _KEYS:
             diags.error(_key_span(text, filename, key), "machine-key",
-                        f"unknown machine key `{key}`", did_you_mean(key, _KEYS))
+                        f"unknown machine key `{key}`", did_you_mean(key, list(_KEYS) + list(_TABLES)))
             continue
         message, help = _check_value(key, value)
         if message:
@@ -174,9 +209,12 @@ def _syntax_error(err: Exception, text: str, filename: str) -> Diagnostic:
                       f"invalid TOML: {message[:1].lower()}{message[1:]}")
 
 
-def _check_value(key: str, value: Any) -> tuple[Optional[str], Optional[str]]:
-    """(message, help) when `value` does not suit `key`, else (None, None)."""
-    kind, bound = _KEYS[key]
+def _check_value(key: str, value: Any, rule: Optional[tuple[str, str]] = None,
+                 shown: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+    """(message, help) when `value` does not suit `key` (its `rule`: `_KEYS[key]` by default;
+    named `shown` in messages, the key itself by default), else (None, None)."""
+    kind, bound = rule or _KEYS[key]
+    key = shown or key
     if kind == "text":
         if not isinstance(value, str):
             return f"`{key}` must be a string, not {_describe(value)}", None

@@ -561,7 +561,7 @@ BAD = [
     ("stream", [T(stream=-2)], [(0, 1)], Machine(), Policy(nstreams=1)),
     ("kernel", [T(kernel=1)], [(0, 1)], Machine(), Policy()),
     ("kernel", [T(kernel=-1)], [(0, 1)], Machine(), Policy()),
-    ("unit", [T()], [(2, 1)], Machine(), Policy()),
+    ("unit", [T()], [(3, 1)], Machine(), Policy()),
     ("negative cycles", [T()], [(0, -1)], Machine(), Policy()),
     ("cube cores", [T()], [(CUBE, 1)], Machine(cube=0), Policy()),
     ("vector cores", [T()], [(VECTOR, 1)], Machine(vector=0), Policy()),

@@ -24,6 +24,8 @@ The model, and what it assumes:
   `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
 - A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
   against compute, so the slower of the two sets the pace.
+- A collective's kernel (`Kernel.comm`, made by the device lowering) is a message of its
+  algorithm on the interconnect: comm.py costs it, on unit 2 (the device's comm engine).
 """
 
 from __future__ import annotations
@@ -47,9 +49,13 @@ _FREE = frozenset(n for n, s in OPS.items() if s.plan == "leaf")
 
 
 def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
-    """`(unit, cycles)` of every kernel of `module`, in `module.kernels` order."""
+    """`(unit, cycles)` of every kernel of `module`, in `module.kernels` order: a collective's
+    message on its device's comm engine (unit 2, comm.py), every other kernel on a core."""
+    from .comm import comm_cost
+
     places = placements(module)
-    return [kernel_cost(k, machine, places.get(k.name)) for k in module.kernels]
+    return [(k.comm is not None and comm_cost(k, machine, module))
+            or kernel_cost(k, machine, places.get(k.name)) for k in module.kernels]
 
 
 def kernel_unit(kernel: N.Kernel) -> int:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ... import sym
+from ...diagnostics import InternalError
 from ...dtypes import FLOAT_DTYPES, TABLE, size_of
 from ...ir import nodes as N
 from ...ir import visit as V
@@ -309,6 +310,12 @@ class LoopEmitter(V.Visitor):
             else:
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
+        if t.device is not None:  # the mesh device it runs on (the cycle model's placement)
+            self.emit(f"task.device = (int32_t)({self.c(t.device)});")
+        elif self.m.devices is not None:
+            # the field is set per task (the struct is cleared once): a task without one would
+            # run on the last task's device
+            raise InternalError("emit", f"task `{t.text}` of a mesh program has no device")
         self.placement()
         self.graph_keys(kernel, t)
         if self.sched.deps == "infer_bytes_overlap":

@@ -51,10 +51,10 @@ typedef struct wsp_stats {
     double execute_ms;
 } wsp_stats;
 typedef struct wsp_machine {
-    double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t unused;
+    double clock_ghz; int32_t dispatchers; int32_t cube_cores; int32_t vector_cores; int32_t devices;
     double dispatch_ns; double completion_ns;
 } wsp_machine;
-typedef struct wsp_kcost { int32_t unit; int32_t unused; int64_t cycles; } wsp_kcost;
+typedef struct wsp_kcost { int32_t unit; int32_t latency; int64_t cycles; } wsp_kcost;
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int64_t timing_first;
@@ -62,7 +62,7 @@ typedef struct wsp_policy {
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
-    int64_t serial_cycles; int64_t stolen; int64_t groups;
+    int64_t serial_cycles; int64_t stolen; int64_t groups; int64_t comm_cycles;
 } wsp_simsummary;
 typedef struct wsp_simdisp { int64_t tasks; int64_t stolen; int64_t busy_cycles; } wsp_simdisp;
 int wsp_schedule(wsp_runtime *rt, int32_t ndispatchers, int32_t steal, int32_t nstreams);
@@ -242,6 +242,11 @@ class Backend:
                 if trace:
                     info["trace"] = self._trace(rt, m, sched, mach, info)
                     info["kernels"] = info["trace"].kernel_table()
+                    if any(k.comm is not None for k in m.kernels):
+                        from .comm import collective_table
+
+                        info["collectives"] = collective_table(
+                            m, mach, info["trace"], [t.text for t in self.enumerators.tasks])
         finally:
             if owned:
                 lib.wsp_runtime_free(rt)
@@ -308,14 +313,21 @@ class Backend:
             return
         ffi, lib = self.ffi, self.lib
         if getattr(self, "_costs_for", None) != mach:
+            from .comm import comm_latencies
+
             self._costs = kernel_costs(m, mach)
+            self._latencies = comm_latencies(m, mach)
             self._costs_for = mach
+        from .comm import devices
+
         cm = ffi.new("wsp_machine *", {
             "clock_ghz": mach.clock_ghz, "dispatchers": mach.dispatchers,
             "cube_cores": mach.cube_cores, "vector_cores": mach.vector_cores,
+            "devices": devices(m),  # each device of the mesh a whole NPU of the machine
             "dispatch_ns": mach.dispatch_ns, "completion_ns": mach.completion_ns})
         cp = ffi.new("wsp_policy *", policy)
-        costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c} for u, c in self._costs] or 1)
+        costs = ffi.new("wsp_kcost[]", [{"unit": u, "cycles": c, "latency": lat} for (u, c), lat
+                                        in zip(self._costs, self._latencies)] or 1)
         if keep:
             self._model_on = None
         if lib.wsp_sim_enable(rt, cm, cp, costs, len(self._costs)):
@@ -324,25 +336,34 @@ class Backend:
             self._model_on = key
 
     def _model_results(self, rt, mach, policy: dict) -> dict:
+        from .comm import devices
         from .trace import dispatcher_stats, summary_dict
 
         ffi, lib = self.ffi, self.lib
         s = ffi.new("wsp_simsummary *")
         lib.wsp_sim_summary(rt, s)
-        nd = policy["ndispatchers"]
+        ndev = devices(self.module)
+        nd = policy["ndispatchers"] * ndev  # every device has the schedule's dispatchers
         d = ffi.new("wsp_simdisp[]", nd)
         lib.wsp_sim_dispatchers(rt, 0, nd, d)
         sm = summary_dict(s)
         total = sm["total_cycles"]
         util = {}
         for unit, name, cores in ((1, "cube", mach.cube_cores), (0, "vector", mach.vector_cores)):
+            cores *= ndev
             util[name] = sm["work"][unit] / (cores * total) if total and cores else 0.0
-        return {"total_cycles": total, "critical_path_cycles": sm["critical_path"],
-                "simulated_us": total / mach.clock_ghz / 1000.0,
-                "serial_cycles": sm["serial_cycles"], "stolen": sm["stolen"],
-                "utilisation": util,
-                "dispatchers": [{"dispatcher": i, **x}
-                                for i, x in enumerate(dispatcher_stats(d, nd))]}
+        out = {"total_cycles": total, "critical_path_cycles": sm["critical_path"],
+               "simulated_us": total / mach.clock_ghz / 1000.0,
+               "serial_cycles": sm["serial_cycles"], "stolen": sm["stolen"],
+               "utilisation": util,
+               "dispatchers": [{"dispatcher": i, **x}
+                               for i, x in enumerate(dispatcher_stats(d, nd))]}
+        if ndev > 1 or sm["comm_cycles"]:
+            # the interconnect (docs/running.md): devices, and the comm engines' busy time
+            out["devices"] = ndev
+            out["comm_cycles"] = sm["comm_cycles"]
+            out["comm_us"] = sm["comm_cycles"] / mach.clock_ghz / 1000.0
+        return out
 
     def _trace(self, rt, m: N.Module, sched: N.Schedule, mach, info: dict):
         import numpy as np
@@ -360,7 +381,8 @@ class Backend:
                 sim = None
         names = [k.name for k in m.kernels]
         summary = {k: info[k] for k in ("task_count", "total_cycles", "critical_path_cycles",
-                                        "simulated_us", "utilisation", "stolen") if k in info}
+                                        "simulated_us", "utilisation", "stolen", "comm_cycles")
+                   if k in info}
         nn = int(lib.wsp_note_count(rt))
         notes = np.zeros((nn, 3), np.int64)
         if nn:
@@ -375,7 +397,8 @@ class Backend:
                      channels=[c.name for c in m.channels], work=self._work,
                      edges=self._links(rt, 0), batches=self._links(rt, 1),
                      model_edges=self._links(rt, 2) if sim is not None else None,
-                     dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)))
+                     dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)),
+                     devices=info.get("devices", 1))
 
     def _links(self, rt, what: int):
         """The run's WSP_LINKS_* pairs (`what`: 0 edges, 1 batches, 2 the model's edges)."""

@@ -52,7 +52,7 @@ SIMRESULT_DTYPE = np.dtype({
     "itemsize": 56,
 })
 
-UNIT_NAMES = ("vector", "cube")  # WSP_UNIT_VECTOR, WSP_UNIT_CUBE
+UNIT_NAMES = ("vector", "cube", "comm")  # WSP_UNIT_VECTOR, _CUBE, _COMM (a device's engine)
 PID_REAL, PID_SIM = 1, 2
 FLOW = "dependency"  # the name and category of every flow (arrow) event
 NO_LINKS = np.zeros((0, 2), np.int64)
@@ -70,6 +70,7 @@ def summary_dict(s) -> dict[str, Any]:
     """A `wsp_simsummary` (cdata, or anything with its attributes) as the dict Trace takes."""
     out = {name: int(getattr(s, name)) for name in SUMMARY_FIELDS}
     out["work"] = [int(s.work[0]), int(s.work[1])]
+    out["comm_cycles"] = int(getattr(s, "comm_cycles", 0))  # the comm engines' (comm.py)
     return out
 
 
@@ -89,7 +90,7 @@ class Trace:
                  notes: Optional[np.ndarray] = None, channels: Sequence[str] = (),
                  work: Sequence[tuple[int, int]] = (), edges: Optional[np.ndarray] = None,
                  batches: Optional[np.ndarray] = None, model_edges: Optional[np.ndarray] = None,
-                 dropped_edges: int = 0):
+                 dropped_edges: int = 0, devices: int = 1):
         events = np.asarray(events)
         if events.dtype != EVENT_DTYPE:
             raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
@@ -110,6 +111,9 @@ class Trace:
         self.summary_data = dict(summary) if summary else (_derive_summary(sim) if sim is not None
                                                           else {})
         self.dispatchers = [dict(d) for d in dispatchers or ()]
+        # a mesh: each device a whole NPU (its cores and a comm engine), tasks on the device of
+        # their dispatcher (wsp_simtask: devices numbered dispatcher / per-device count)
+        self.devices = max(1, int(devices))
         self._vtid0: Optional[int] = None
         # CSP: (task, tag, item) rows from wsp_note_read; tag 2c: the task sends item `item`
         # of channel `channels[c]`, tag 2c + 1: the task holds it (a task of its consume body)
@@ -220,6 +224,8 @@ class Trace:
     def _mark_sim_extras(self, out: list[dict[str, Any]]) -> None:
         """`stolen` and `group`, set only on the (usually few) tasks they apply to."""
         assigned, issuer = self.events["dispatcher"], self.sim["dispatcher"]
+        if self.devices > 1:  # the model numbers dispatchers device by device
+            issuer = issuer - self._sim_device() * max(1, len(self.dispatchers) // self.devices)
         group = self.sim["group"]
         # decision: only a task with an assigned dispatcher can be stolen; without `.dispatch`
         # (assigned -1) any dispatcher may issue it
@@ -241,26 +247,60 @@ class Trace:
             return out
         out.append(_meta(PID_SIM, None, "process_name", name=f"{self.machine.name} (cycle model)"))
         out.append(_meta(PID_SIM, None, "process_sort_index", sort_index=PID_SIM))
-        for unit, core in self._sim_cores():
-            tid = self._sim_tid(unit, core)
-            out.append(_meta(PID_SIM, tid, "thread_name", name=f"{_unit_name(unit)} {core}"))
+        for dev, unit, core in self._sim_cores():
+            tid = self._sim_tid(unit, core, dev)
+            name = "comm engine" if unit == 2 else f"{_unit_name(unit)} {core}"
+            if self.devices > 1:
+                name = f"device {dev} {name}"
+            out.append(_meta(PID_SIM, tid, "thread_name", name=name))
             out.append(_meta(PID_SIM, tid, "thread_sort_index", sort_index=tid))
         return out
 
-    def _sim_cores(self) -> list[tuple[int, int]]:
-        """Every core of the machine (an idle core is a fact worth seeing), plus any core a
-        result names beyond them."""
-        cores = {(1, c) for c in range(self.machine.cube_cores)}
-        cores |= {(0, c) for c in range(self.machine.vector_cores)}
+    def _sim_cores(self) -> list[tuple[int, int, int]]:
+        """Every (device, unit, core) of the machine (an idle core is a fact worth seeing),
+        plus any core a result names beyond them; a comm engine where messages ran."""
+        cores = set()
+        for d in range(self.devices):
+            cores |= {(d, 1, c) for c in range(self.machine.cube_cores)}
+            cores |= {(d, 0, c) for c in range(self.machine.vector_cores)}
         if len(self.sim):
-            # one int64 key per (unit, core): np.unique(axis=0) on pairs takes seconds
-            keys = np.unique(self.sim["unit"].astype(np.int64) << 32 | self.sim["core"])
-            cores |= {(k >> 32, k & 0xFFFFFFFF) for k in keys.tolist()}
-        return sorted(cores, key=lambda uc: self._sim_tid(*uc))
+            # one int64 key per (device, unit, core): np.unique(axis=0) on pairs takes seconds
+            keys = np.unique(self._sim_device() << 40 | self.sim["unit"].astype(np.int64) << 32
+                             | self.sim["core"])
+            cores |= {(k >> 40, (k >> 32) & 0xFF, k & 0xFFFFFFFF) for k in keys.tolist()}
+        return sorted(cores, key=lambda duc: self._sim_tid(duc[1], duc[2], duc[0]))
 
-    def _sim_tid(self, unit: int, core: int) -> int:
-        """Cube cores first (tids 1..), then vector cores."""
-        return 1 + core if unit == 1 else self._vector_tid0 + core
+    def _sim_device(self) -> np.ndarray:
+        """Each task's device: its dispatcher's (the model numbers them device by device)."""
+        if self.devices == 1:
+            return np.zeros(len(self.sim), np.int64)
+        per = max(1, len(self.dispatchers) // self.devices)
+        return self.sim["dispatcher"].astype(np.int64) // per
+
+    def _sim_tid(self, unit: int, core: int, device: int = 0) -> int:
+        """Per device: cube cores first (tids 1..), then vector cores, then its comm engine."""
+        base = device * self._device_tids
+        if unit == 2:
+            return base + self._comm_tid
+        return base + (1 + core if unit == 1 else self._vector_tid0 + core)
+
+    def _sim_tids(self) -> np.ndarray:
+        """`_sim_tid` of every task, as an array."""
+        sim = self.sim
+        core = sim["core"].astype(np.int64)
+        tid = np.where(sim["unit"] == 1, 1 + core, np.where(
+            sim["unit"] == 2, self._comm_tid, self._vector_tid0 + core))
+        return tid + self._sim_device() * self._device_tids if self.devices > 1 else tid
+
+    @property
+    def _comm_tid(self) -> int:
+        """The comm engine's tid within a device: after every vector core, named or used."""
+        vec = self.sim["core"][self.sim["unit"] == 0]
+        return self._vector_tid0 + max(self.machine.vector_cores, int(vec.max(initial=-1)) + 1)
+
+    @property
+    def _device_tids(self) -> int:
+        return self._comm_tid
 
     @property
     def _vector_tid0(self) -> int:
@@ -290,8 +330,7 @@ class Trace:
         per_us = self.machine.clock_ghz * 1000.0  # cycles per µs
         ts = (sim["start"] / per_us).tolist()
         dur = (np.maximum(sim["finish"] - sim["start"], 0) / per_us).tolist()
-        core = sim["core"].astype(np.int64)
-        tid = np.where(sim["unit"] == 1, 1 + core, self._vector_tid0 + core).tolist()
+        tid = self._sim_tids().tolist()
         return [{"name": n, "cat": "task", "ph": "X", "pid": PID_SIM, "tid": c, "ts": t0,
                  "dur": d, "args": a} for n, c, t0, d, a in zip(names, tid, ts, dur, args)]
 
@@ -332,8 +371,7 @@ class Trace:
         per_us = self.machine.clock_ghz * 1000.0
         ts = sim["start"] / per_us
         mid = ts + np.maximum(sim["finish"] - sim["start"], 0) / per_us / 2
-        core = sim["core"].astype(np.int64)
-        tid = np.where(sim["unit"] == 1, 1 + core, self._vector_tid0 + core)
+        tid = self._sim_tids()
         src, dst = e[:, 0], e[:, 1]
         return _flows(first_id, PID_SIM, tid[src], mid[src], tid[dst], mid[dst])
 
@@ -443,9 +481,13 @@ class Trace:
         work = list(s.get("work", ()))
         for unit in (1, 0):
             if unit < len(work):
+                cores = m.cores(unit) * self.devices
                 lines.append(f"  {UNIT_NAMES[unit] + ' busy':<16}"
-                             f"{_percent(work[unit], m.cores(unit) * total)} "
-                             f"of {m.cores(unit)} cores ({int(work[unit]):,} kernel cycles)")
+                             f"{_percent(work[unit], cores * total)} "
+                             f"of {cores} cores ({int(work[unit]):,} kernel cycles)")
+        if s.get("comm_cycles"):
+            lines.append(f"  {'comm busy':<16}{_percent(s['comm_cycles'], self.devices * total)}"
+                         f" of {self.devices} comm engines ({int(s['comm_cycles']):,} cycles)")
         if s.get("stolen"):
             n = int(s["stolen"])
             lines.append(f"  stolen          {n:,} task{'' if n == 1 else 's'}")

@@ -449,8 +449,8 @@ class _Fuser:
     def fuse_pair(self, stmts: list, i: int, j: int) -> Optional[list]:
         ta, tb = stmts[i], stmts[j]
         if (not (isinstance(ta, N.Task) and isinstance(tb, N.Task)) or ta.extra or tb.extra
-                or _gathers(ta) or _gathers(tb)):
-            return None
+                or _gathers(ta) or _gathers(tb) or ta.device != tb.device):
+            return None  # (tasks of two devices never fuse: the fused task runs on one)
         ka, kb = self.kernels[ta.kernel], self.kernels[tb.kernel]
         ca, cb = category(ka), category(kb)
         rule = self.config.rule(ca, cb)
