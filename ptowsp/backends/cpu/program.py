@@ -18,6 +18,7 @@ it, and is raised again: the runtime is left between runs, ready for the next on
 from __future__ import annotations
 
 import _thread
+import os
 import re
 import threading
 from pathlib import Path
@@ -179,7 +180,10 @@ class Backend:
         # what the enumerator counts (CSP: items, records; after them, room for a deadlock report)
         layout = self.enumerators.info.get(schedule, [])
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
-        rt, owned = self._runtime(int(workers or self.workers or 0), len(m.tensors))
+        workers = int(workers or self.workers or 0)
+        if m.devices is not None:  # at least one worker per device (its pool: graph_pools)
+            workers = max(workers or (os.cpu_count() or 1), m.devices.count)
+        rt, owned = self._runtime(workers, len(m.tensors))
         try:
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
@@ -207,7 +211,7 @@ class Backend:
                     rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
                 if rc == 0:
                     rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
-                                       max(policy["start_n"], 1), graph_pools(sched))
+                                       max(policy["start_n"], 1), graph_pools(sched, m))
                     for i, a in enumerate(arrays):
                         lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
@@ -596,8 +600,11 @@ _READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*
 _START = {"threshold": 0, "after_orchestration": 1}  # WSP_START_*
 
 
-def graph_pools(s: N.Schedule) -> int:
-    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools)."""
+def graph_pools(s: N.Schedule, m: Optional[N.Module] = None) -> int:
+    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools); a
+    module lowered to several devices has one per device, whatever the schedule says."""
+    if m is not None and m.devices is not None:
+        return m.devices.count
     if s.pools.name == "by_exec_unit":
         return 2  # vector (WSP_UNIT_VECTOR, 0) and cube (1): a task's pool is its unit
     return int(s.pools.n) if s.pools.name == "custom" else 1
