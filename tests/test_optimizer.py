@@ -51,11 +51,11 @@ BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 210},
         "gemm": {"M": 70, "N": 64, "K": 100}, "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4},
         "worker_pool": {"N": 8}}
 # the multi-device examples on a mesh of 2 devices (their meshes are sized by a sym; token
-# counts that split into whole tiles per device where the tokens are sharded)
+# counts the mesh divides, each device's last tile partial)
 MESH = {"tp_mlp": {"tp": 2}, "tp_attention": {"tp": 2}, "sp_rmsnorm": {"tp": 2},
         "ep_moe": {"ep": 2}, "mesh_decoder_layer": {"tp": 2}}
-BIND.update({"tp_mlp": {"T": 37}, "tp_attention": {"S": 45}, "sp_rmsnorm": {"T": 64},
-             "ep_moe": {"T": 32}, "mesh_decoder_layer": {"S": 40}})
+BIND.update({"tp_mlp": {"T": 37}, "tp_attention": {"S": 45}, "sp_rmsnorm": {"T": 46},
+             "ep_moe": {"T": 30}, "mesh_decoder_layer": {"S": 40}})
 # the Llama layer needs a consistent batch (positions, sequence starts): examples/llama_layer.py's
 sys.path.insert(0, str(EXAMPLES))
 import llama_layer as LLAMA_LAYER  # noqa: E402
