@@ -357,7 +357,7 @@ class _Lowering:
             if isinstance(st, N.Task):
                 out.append(self.task(st, ranges))
             elif isinstance(st, N.Collective):
-                out.append(self.tiler.lower(st))
+                out.append(self.tiler.tasks(st))
             elif isinstance(st, N.Read):
                 out.append(replace(st, index=(sym.const(0), *st.index)))
             elif isinstance(st, N.Loop):
