@@ -50,6 +50,12 @@ BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 210},
         "moe": {"T": 30}, "moe_extern": {"T": 30}, "rmsnorm": {"B": 2, "T": 3}, "softmax": {"R": 50},
         "gemm": {"M": 70, "N": 64, "K": 100}, "swiglu_ffn": {"T": 64}, "megakernel": {"N": 4},
         "worker_pool": {"N": 8}}
+# the multi-device examples on a mesh of 2 devices (their meshes are sized by a sym; token
+# counts the mesh divides, each device's last tile partial)
+MESH = {"tp_mlp": {"tp": 2}, "tp_attention": {"tp": 2}, "sp_rmsnorm": {"tp": 2},
+        "ep_moe": {"ep": 2}, "mesh_decoder_layer": {"tp": 2}}
+BIND.update({"tp_mlp": {"T": 37}, "tp_attention": {"S": 45}, "sp_rmsnorm": {"T": 46},
+             "ep_moe": {"T": 30}, "mesh_decoder_layer": {"S": 40}})
 # the Llama layer needs a consistent batch (positions, sequence starts): examples/llama_layer.py's
 sys.path.insert(0, str(EXAMPLES))
 import llama_layer as LLAMA_LAYER  # noqa: E402
@@ -124,7 +130,8 @@ def test_examples_same_bits_at_every_level_on_ref(name, route_extern):
         arrays = example_inputs(mod.ir, bind, 1)
         base = None
         for level in LEVELS:
-            prog = mod.compile("ref", s.name, opt_level=level, verify_each=True)
+            prog = mod.compile("ref", s.name, opt_level=level, verify_each=True,
+                               mesh=MESH.get(name))
             out = prog.run(bind, **{k: v.copy() for k, v in arrays.items()})
             if base is None:
                 base, tasks0 = out, prog.stats.task_count
@@ -141,8 +148,8 @@ def test_examples_same_bits_at_O0_and_O3_on_cpu_sim(name, wspc_cache):
     mod = module(name)
     bind = BIND[name]
     arrays = example_inputs(mod.ir, bind, 2)
-    o0 = mod.compile("cpu_sim", opt_level=0).run(bind, **arrays)
-    o3 = mod.compile("cpu_sim", opt_level=3).run(bind, **arrays)
+    o0 = mod.compile("cpu_sim", opt_level=0, mesh=MESH.get(name)).run(bind, **arrays)
+    o3 = mod.compile("cpu_sim", opt_level=3, mesh=MESH.get(name)).run(bind, **arrays)
     bits_equal(o0, o3, f"{name}:")
 
 
