@@ -25,7 +25,8 @@ PACKAGE = ROOT / "ptowsp"
 # Where user errors are made (the checkers, lowering, the API, the command line, the back ends,
 # the driver's choice of a schedule, the primitive table's typing rules). ptowsp/embed has its
 # own error tests (tests/embed/test_errors.py) and is not scanned.
-SCANNED = ("frontend", "lower", "backends", "api.py", "cli.py", "driver.py", "primitives")
+SCANNED = ("frontend", "lower", "backends", "api.py", "cli.py", "driver.py", "primitives",
+           "launch.py")
 
 WILD = "{*}"
 

@@ -34,6 +34,13 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
+    # issue 20: wspc run --launcher mpi
+    '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
+        'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',
+    '--target {*} cannot run on MPI (its runs have no transport between processes)':
+        'tests/test_mesh_mpi.py::test_a_target_without_a_transport_cannot_run_on_mpi',
+    'cannot start {*}: {*}':
+        'tests/test_mesh_mpi.py::test_an_mpiexec_that_cannot_start_is_named',
     # issue 19: the task-graph knobs
     '`.task_graph({*})` is not honoured on ascend_npu: the expander issues each wave\'s tasks at once, waits on the exact dependencies and keeps no trace':
         'tests/ascend/test_project.py::test_task_graph_knobs_are_named_in_one_warning',

@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ptowsp.backends.cpu.mpi import MODULE_CDEF, Transport  # noqa: E402
+from ptowsp.backends.cpu.mpi import Transport  # noqa: E402
 
 RUNTIME_DIR = Path(__file__).resolve().parents[2] / "runtime_c"
 
@@ -29,9 +29,22 @@ def cdef() -> str:
     text = (RUNTIME_DIR / "wsp_runtime.h").read_text()
     start = text.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
     body = text[start:text.index("/* CDEF-END */")]
-    # the transport's declarations are in the header already; MODULE_CDEF repeats them for
-    # modules whose own cdef is short
     return body + "wsp_kernel_fn case_kernel(int which);\n"
+
+
+def view(task, ptr, shape, i, tensor, d, r, c, mode) -> None:
+    """Tile i of `task`: the tile at (r, c) of device d's slice of `tensor`, and its box."""
+    rows, cols, tile = shape
+    n_r, n_c = min(tile, rows - r), min(tile, cols - c)
+    off = ((d * rows + r) * cols + c) * 4
+    task.tiles[i].data = ptr[tensor] + off
+    task.tiles[i].rows, task.tiles[i].cols = n_r, n_c
+    task.tiles[i].stride, task.tiles[i].col_stride = cols, 1
+    acc = task.access[i]
+    acc.tensor, acc.mode, acc.ndim = tensor, mode, 3
+    acc.lo[0], acc.hi[0] = d, d + 1
+    acc.lo[1], acc.hi[1] = r, r + n_r
+    acc.lo[2], acc.hi[2] = c, c + n_c
 
 
 def main() -> None:
@@ -43,7 +56,6 @@ def main() -> None:
     ffi = cffi.FFI()
     ffi.cdef(cdef())
     lib = ffi.dlopen(so)
-    assert "wsp_transport_set" in MODULE_CDEF
     rt = lib.wsp_runtime_new(workers, 2)
     x = Transport(Path(transport_so))
     x.attach(ffi, lib, rt, [4, 4])
@@ -51,6 +63,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
     base = rng.standard_normal((p, rows, cols)).astype(np.float32)
     k_scale, k_sum, k_fail = (lib.case_kernel(i) for i in range(3))
+    shape = (rows, cols, tile)
     results = []
     for run in range(runs):
         a = np.full((p, rows, cols), np.nan, dtype=np.float32)
@@ -61,18 +74,6 @@ def main() -> None:
         task = ffi.new("wsp_task *")
         tiles = [(r, c) for r in range(0, rows, tile) for c in range(0, cols, tile)]
 
-        def view(i, tensor, d, r, c, mode):
-            n_r, n_c = min(tile, rows - r), min(tile, cols - c)
-            off = ((d * rows + r) * cols + c) * 4
-            task.tiles[i].data = ptr[tensor] + off
-            task.tiles[i].rows, task.tiles[i].cols = n_r, n_c
-            task.tiles[i].stride, task.tiles[i].col_stride = cols, 1
-            acc = task.access[i]
-            acc.tensor, acc.mode, acc.ndim = tensor, mode, 3
-            acc.lo[0], acc.hi[0] = d, d + 1
-            acc.lo[1], acc.hi[1] = r, r + n_r
-            acc.lo[2], acc.hi[2] = c, c + n_c
-
         for d in range(p):
             for k, (r, c) in enumerate(tiles):
                 ffi.memmove(task, b"\0" * ffi.sizeof("wsp_task"), ffi.sizeof("wsp_task"))
@@ -81,7 +82,7 @@ def main() -> None:
                 task.kernel, task.stmt, task.device = 0, 0, d
                 task.ntiles, task.nscalars = 1, 1
                 task.scalars[0].f = 2.0
-                view(0, 0, d, r, c, 3)
+                view(task, ptr, shape, 0, 0, d, r, c, 3)
                 rc = lib.wsp_submit(rt, task)
                 assert rc in (0, 3), rc
         for d in range(p):
@@ -92,8 +93,8 @@ def main() -> None:
                 task.ntiles, task.nscalars = p + 1, 1
                 task.scalars[0].i = p
                 for q in range(p):
-                    view(q, 0, q, r, c, 1)
-                view(p, 1, d, r, c, 2)
+                    view(task, ptr, shape, q, 0, q, r, c, 1)
+                view(task, ptr, shape, p, 1, d, r, c, 2)
                 rc = lib.wsp_submit(rt, task)
                 assert rc in (0, 3), rc
         code = lib.wsp_wait(rt)

@@ -111,24 +111,10 @@ int64_t wsp_mpi_outstanding(wsp_mpi *m);
 void wsp_mpi_free(wsp_mpi *m);
 """
 
-# what the module's library must declare for the transport (added to its cffi cdef)
-MODULE_CDEF = """
-typedef struct wsp_transport {
-    void *ctx; int32_t device; int32_t devices;
-    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
-    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
-    void (*fail)(void *ctx);
-} wsp_transport;
-int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
-                      const int32_t *elem_bytes);
-void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
-int64_t wsp_transport_count(const wsp_runtime *rt);
-"""
-
-
 class Transport:
     """This process as one device of an MPI run: `attach(ffi, lib, rt, elem_bytes)` gives the
-    runtime `rt` (of a library `lib` loaded with `MODULE_CDEF`) the MPI transport; `close()`
+    runtime `rt` (of a module's library `lib`: program.py's cdef declares the transport's
+    calls) the MPI transport; `close()`
     waits for the last sends and stops the progress thread (before MPI is finalised)."""
 
     def __init__(self, library: Path):

@@ -92,6 +92,16 @@ int wsp_error_code(const wsp_runtime *rt);
 const char *wsp_error_message(const wsp_runtime *rt);
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
 int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
+typedef struct wsp_transport {
+    void *ctx; int32_t device; int32_t devices;
+    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
+    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
+    void (*fail)(void *ctx);
+} wsp_transport;
+int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
+                      const int32_t *elem_bytes);
+void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
+int64_t wsp_transport_count(const wsp_runtime *rt);
 """
 
 # wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
@@ -101,6 +111,15 @@ SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
 MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
 _LOADED: dict[str, Any] = {}
+
+
+def device_elem_bytes(m: N.Module) -> list[int]:
+    """Per tensor, its element size when its first dimension is the device dimension of the
+    lowering (docs/distributed.md), else 0: what the runtime's transport needs."""
+    from ...dtypes import numpy_dtype
+
+    lowered = set(getattr(m, "device_tensors", ()) or ())
+    return [numpy_dtype(t.dtype).itemsize if t.name in lowered else 0 for t in m.tensors]
 
 
 def load(library: Path, entries: dict[str, str]):
@@ -122,6 +141,7 @@ class Backend:
     # ... which keeps a record per task: what the memory check before a run counts (api.py)
     records = (SIM_TASK_BYTES, MAX_TASKS)
     inplace = True  # `run(inplace=True)` uses the inout arrays themselves
+    transports = True  # a run may be one device of several processes (`transport`, mpi.py)
 
     def __init__(self, built):  # an `artifact.Built` (not imported: artifact.py imports this)
         self.artifact = built
@@ -137,6 +157,9 @@ class Backend:
         self._rt_lock = threading.Lock()
         self._read: dict[str, set] = {}  # tensors each schedule reads (a walk of its body)
         self._layouts: dict = {}  # (schedule, sym values): `_layout`
+        # `mpi.Transport` when this process is one device of an MPI run (launch.py): every
+        # run then keeps this device's tasks and moves remote tiles through it
+        self.transport = None
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
@@ -181,6 +204,8 @@ class Backend:
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
         rt, owned = self._runtime(int(workers or self.workers or 0), len(m.tensors))
         try:
+            if self.transport is not None:
+                self.transport.attach(ffi, lib, rt, device_elem_bytes(m))
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy, keep=not owned)
