@@ -3,7 +3,7 @@ per device and 64 x 64 tile, reading the P addends of the tile in device order: 
 message per remote tile through the runtime's transport, and the fixed-order sum), against a
 bare mpi4py `Allreduce` of the same bytes, in the same run, interleaved.
 
-    python benchmarks/mesh_mpi.py [--ranks 2] [--runs 15] [--workers 1]
+    python benchmarks/mesh_mpi.py [--ranks 2] [--runs 15] [--workers 1] [--tile 64x64]
 
 Needs the `mpi` extra (mpi4py and the mpich wheel). Each size's figure is the median over the
 runs of the slowest rank's time for one collective (a barrier before each). The enumeration is
@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SIZES_MIB = (1, 4, 16)
-TILE = 64
 
 BENCH_C = r"""
 #include <string.h>
@@ -48,13 +47,13 @@ static int k_sum(const wsp_tile *t, const wsp_scalar *s) {
 
 /* the lowering's allreduce of A[p, rows, cols] into Y[p, rows, cols]: a task per device and tile */
 int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, int64_t cols,
-                    int64_t tile) {
+                    int64_t trows, int64_t tcols) {
     int rc = wsp_begin(rt, 0, 0);
     if (rc) return rc;
     wsp_task task;
     for (int d = 0; d < p && !rc; d++)
-        for (int64_t r = 0; r < rows && !rc; r += tile)
-            for (int64_t c = 0; c < cols && !rc; c += tile) {
+        for (int64_t r = 0; r < rows && !rc; r += trows)
+            for (int64_t c = 0; c < cols && !rc; c += tcols) {
                 memset(&task, 0, sizeof task);
                 task.fn = k_sum;
                 task.device = d;
@@ -64,8 +63,8 @@ int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, in
                 for (int q = 0; q <= p; q++) {
                     int dev = q < p ? q : d;
                     float *base = q < p ? a : y;
-                    int64_t nr = rows - r < tile ? rows - r : tile;
-                    int64_t nc = cols - c < tile ? cols - c : tile;
+                    int64_t nr = rows - r < trows ? rows - r : trows;
+                    int64_t nc = cols - c < tcols ? cols - c : tcols;
                     task.tiles[q].data = base + ((int64_t)dev * rows + r) * cols + c;
                     task.tiles[q].rows = nr;
                     task.tiles[q].cols = nc;
@@ -87,7 +86,7 @@ int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, in
 """
 
 
-def rank(so: str, transport: str, runs: int, workers: int) -> None:
+def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]) -> None:
     import statistics
     import time
 
@@ -101,7 +100,7 @@ def rank(so: str, transport: str, runs: int, workers: int) -> None:
     ffi = cffi.FFI()
     ffi.cdef(text[text.index("/* CDEF-BEGIN */") + 16:text.index("/* CDEF-END */")]
              + "int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, "
-               "int64_t cols, int64_t tile);")
+               "int64_t cols, int64_t trows, int64_t tcols);")
     lib = ffi.dlopen(so)
     comm = MPI.COMM_WORLD
     me, p = comm.rank, comm.size
@@ -123,7 +122,7 @@ def rank(so: str, transport: str, runs: int, workers: int) -> None:
                 comm.Barrier()
                 t0 = time.perf_counter()
                 if what == "wspc":
-                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, TILE) == 0
+                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, *tile) == 0
                 else:
                     comm.Allreduce(send, recv, op=MPI.SUM)
                 dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
@@ -131,7 +130,7 @@ def rank(so: str, transport: str, runs: int, workers: int) -> None:
                     times[what].append(dt * 1e3)
         if me == 0:
             w, m = statistics.median(times["wspc"]), statistics.median(times["mpi4py"])
-            print(f"{mib:>3} MiB  {p} ranks  wspc {w:8.3f} ms   mpi4py Allreduce {m:8.3f} ms   "
+            print(f"{mib:>3} MiB  {p} ranks  tiles {tile[0]}x{tile[1]}  wspc {w:8.3f} ms   mpi4py Allreduce {m:8.3f} ms   "
                   f"ratio {w / m:5.2f}", flush=True)
     x.close()
     lib.wsp_runtime_free(rt)
@@ -142,10 +141,13 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--tile", default="64x64", help="the collective's tile, ROWSxCOLS of f32 "
+                    "(64x64: the lowering's; each remote tile is one message)")
     ap.add_argument("--rank", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank:
-        rank(args.rank[0], args.rank[1], args.runs, args.workers)
+        rank(args.rank[0], args.rank[1], args.runs, args.workers,
+             tuple(int(v) for v in args.tile.split("x")))
         return
     from ptowsp.backends.cpu import build, mpi
 
@@ -163,7 +165,7 @@ def main() -> None:
         transport = mpi.transport_library(install)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         subprocess.run([str(install.mpiexec), "-n", str(args.ranks), sys.executable, __file__,
-                        "--runs", str(args.runs), "--workers", str(args.workers),
+                        "--runs", str(args.runs), "--workers", str(args.workers), "--tile", args.tile,
                         "--rank", str(so), str(transport)], check=True, env=env, timeout=1800)
 
 

@@ -229,6 +229,7 @@ def rank_fail(text: str, status: int) -> None:
     sys.stderr.flush()
     sys.stdout.flush()
     r.MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # MPI_Abort may return (MPICH's is a best attempt): never go on after it
 
 
 def attach(program: Any) -> None:

@@ -21,8 +21,10 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <stdio.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@
 typedef void (*wsp_arrived_fn)(wsp_runtime *rt, void *token, void *buf, int ok);
 
 enum { OP_RECV = 0, OP_SEND = 1 };
+#define WINDOW 64              /* requests tested per MPI_Testsome */
 
 typedef struct op {
     struct op *next;
@@ -63,6 +66,7 @@ typedef struct wsp_mpi {
     op **ops;
     int *idx;
     int n, cap;
+    int win;                   /* the first request the next test looks at */
     char error[256];
 } wsp_mpi;
 
@@ -146,14 +150,21 @@ static void *progress(void *arg) {
             for (int i = 0; i < m->n; i++) orphan(m, m->ops[i]);
         }
         if (m->n == 0) continue;
+        /* a window of the outstanding requests per call: testing all of them would make a run
+         * of n messages cost n^2 (a collective of 16 MiB is 1024 tiles each way); the window
+         * moves on when nothing in it completes. Messages mostly complete in enumeration order,
+         * which is the order of the array (compaction keeps it), so the oldest go first. */
+        if (m->win >= m->n) m->win = 0;
+        int first = m->win, count = m->n - first < WINDOW ? m->n - first : WINDOW;
         int outcount = 0;
-        if (MPI_Testsome(m->n, m->reqs, &outcount, m->idx, MPI_STATUSES_IGNORE) != MPI_SUCCESS ||
-            outcount == MPI_UNDEFINED)
+        if (MPI_Testsome(count, m->reqs + first, &outcount, m->idx, MPI_STATUSES_IGNORE) !=
+                MPI_SUCCESS || outcount == MPI_UNDEFINED)
             outcount = 0;
         for (int k = 0; k < outcount; k++) {
-            done(m, m->ops[m->idx[k]]);
-            m->ops[m->idx[k]] = NULL;
+            done(m, m->ops[first + m->idx[k]]);
+            m->ops[first + m->idx[k]] = NULL;
         }
+        if (outcount == 0) m->win = first + count;
         if (outcount > 0) {  /* compact: the order of what is left does not matter */
             int j = 0;
             for (int i = 0; i < m->n; i++) {
@@ -166,11 +177,15 @@ static void *progress(void *arg) {
             idle = 0;
             continue;
         }
-        /* nothing completed: spin a little (a message is often microseconds away), then
-         * sleep in short steps so that the kernels keep the cores */
-        if (++idle > 64) {
-            struct timespec ts = {0, idle > 1024 ? 200000 : 20000};
-            nanosleep(&ts, NULL);
+        /* nothing completed: a message is often microseconds away, so give the core to
+         * whoever wants it (the kernels) without sleeping first, then sleep in short steps */
+        if (++idle > 16) {
+            if (idle < 4096) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
         }
     }
     return NULL;

@@ -11,6 +11,7 @@ The rank writes its Y slice, the runtime's counts and the task count to OUT/rank
 Usage: transport_case.py RUNTIME_SO TRANSPORT_SO OUT ROWS COLS TILE WORKERS RUNS [FAIL_RANK]
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def main() -> None:
             message = ffi.string(lib.wsp_error_message(rt)).decode()
             (out / f"error-{me}.txt").write_text(message)
             comm.Abort(1)
+            os._exit(1)  # MPI_Abort may return
         stats = ffi.new("wsp_stats *")
         lib.wsp_get_stats(rt, stats)
         results.append((y[me].copy(), int(stats.tasks), int(lib.wsp_transport_count(rt))))
