@@ -556,7 +556,12 @@ class Program:
 
     def __init__(self, module: "nodes.Module", schedule: str, target: str, backend: Any,
                  compile_time_ms: float):
-        self.module = module
+        from .ir.device_arrays import global_view
+
+        # a program lowered to devices runs `_lowered` (per-device arrays); callers, the binding
+        # and the command line see the global shapes (docs/distributed.md, "Layouts")
+        self._lowered = module
+        self.module = global_view(module)
         self.schedule = schedule
         self.target = target
         self._backend = backend
@@ -571,23 +576,28 @@ class Program:
     def run(self, bind: Optional[Mapping[str, int]] = None, random_inputs: Optional[int] = None,
             workers: Optional[int] = None, trace: bool = False,
             max_memory: Union[None, int, str] = None, inplace: bool = False,
-            **arrays) -> dict[str, "np.ndarray"]:
+            check_replicas: bool = False, **arrays) -> dict[str, "np.ndarray"]:
         """Run with `bind` symbols and the input arrays by name; returns the outputs and inouts
         (new arrays: the caller's arrays are never modified, inouts included, unless `inplace`:
         then the inout arrays, which must be writeable C-contiguous NumPy arrays, are updated
         where they are and returned). With `trace`, `self.trace` then holds the run's trace
         (real and simulated). `workers` is 1 to `limits.MAX_WORKERS`; the tensors may need at
         most `max_memory` (bytes, or a size such as "8G"; default: the machine's memory),
-        checked before anything is allocated."""
+        checked before anything is allocated. On a mesh of several devices, the arrays are the
+        global ones (scattered by layout, outputs gathered: replicated parts from device 0);
+        `check_replicas` then compares every replica of the outputs and inouts first, and
+        reports the first disagreement."""
         return self.run_arrays(arrays, bind, random_inputs, workers, trace=trace,
-                               max_memory=max_memory, inplace=inplace)
+                               max_memory=max_memory, inplace=inplace,
+                               check_replicas=check_replicas)
 
     def run_arrays(self, arrays: Mapping[str, Any], bind: Optional[Mapping[str, int]] = None,
                    random_inputs: Optional[int] = None, workers: Optional[int] = None,
                    sources: Optional[Mapping[str, str]] = None,
                    trace: bool = False,
                    max_memory: Union[None, int, str, MemoryLimit] = None,
-                   inplace: bool = False) -> dict[str, "np.ndarray"]:
+                   inplace: bool = False,
+                   check_replicas: bool = False) -> dict[str, "np.ndarray"]:
         """`run`, with `sources` naming where each array came from (for messages)."""
         check_workers(workers)
         limit = memory_limit(max_memory)
@@ -602,12 +612,16 @@ class Program:
             if records:
                 model["record_limit"] = binding.record_limit
             updated = self._inplace(arrays, inputs) if inplace else {}
-            native = bool(updated) and getattr(self._backend, "inplace", False)
+            devices = self._lowered.devices
+            native = bool(updated) and getattr(self._backend, "inplace", False) and not devices
             if native:
                 model["inplace"] = True
             t0 = time.perf_counter()
-            outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
-                                              workers=workers, **model)
+            if devices is None:
+                outputs, info = self._backend.run(self.module, self.schedule, syms, inputs,
+                                                  workers=workers, **model)
+            else:
+                outputs, info = self._run_devices(syms, inputs, workers, model, check_replicas)
             for name, caller in updated.items():  # a back end that copies: its result copied back
                 if outputs[name] is not inputs[name]:
                     inputs[name][...] = outputs[name]
@@ -620,6 +634,34 @@ class Program:
         self._record(info, t0)
         self._last = outputs
         return outputs
+
+    def _run_devices(self, syms: dict, inputs: dict, workers, model: dict,
+                     check_replicas: bool) -> tuple[dict, dict]:
+        """A run of a program lowered to devices: the global `inputs` scattered by layout,
+        the outputs gathered (after `check_replicas`, if asked)."""
+        from .ir import device_arrays as D
+
+        devices = self._lowered.devices
+        local = {name: D.scatter(devices, name, a) for name, a in inputs.items()}
+        outputs, info = self._backend.run(self._lowered, self.schedule, syms, local,
+                                          workers=workers, **model)
+        if check_replicas:
+            diags = []
+            for name, a in outputs.items():
+                found = D.first_disagreement(devices, name, a)
+                if found is None:
+                    continue
+                d, ref, index, mine, theirs = found
+                t = self.module.tensor(name)
+                diags.append(Diagnostic(t.span, "replicas", f"the replicas of `{name}` "
+                                        f"disagree: at {list(index)}, device {d} "
+                                        f"({D.coordinates_text(devices, d)}) has {mine!r} and "
+                                        f"device {ref} ({D.coordinates_text(devices, ref)}) has "
+                                        f"{theirs!r}", "a task wrote some replicas and not "
+                                        "others, or computed them differently"))
+            if diags:
+                raise WspError(diags, dict(self.module.sources))
+        return {name: D.gather(devices, name, a) for name, a in outputs.items()}, info
 
     def _inplace(self, arrays: Mapping[str, Any], inputs: dict) -> dict[str, Any]:
         """{inout: the caller's array} for `run(inplace=True)`, each checked to be updatable
@@ -712,7 +754,12 @@ class Program:
                                     check_memory=execute, schedule=self.schedule,
                                     records=records)
         t0 = time.perf_counter()
-        _, info = self._backend.run(self.module, self.schedule, syms, inputs, trace=trace,
+        if self._lowered.devices is not None:  # per-device arrays (docs/distributed.md)
+            from .ir import device_arrays as D
+
+            inputs = {n: D.scatter(self._lowered.devices, n, np.asarray(a))
+                      for n, a in inputs.items()}
+        _, info = self._backend.run(self._lowered, self.schedule, syms, inputs, trace=trace,
                                     machine=self.machine, execute=execute,
                                     **({"record_limit": binding.record_limit} if records else {}))
         self._record(info, t0)
@@ -749,21 +796,24 @@ class Module:
 
     def compile(self, target: str = "cpu_sim", schedule: Optional[str] = None,
                 opt_level: Optional[int] = None, *, verify_each: bool = False,
-                print_after=(), time_passes: bool = False, **options) -> Program:
+                print_after=(), time_passes: bool = False,
+                mesh: Optional[Mapping[str, int]] = None, **options) -> Program:
         """A `Program` for `target` ("cpu_sim", or "ref": the NumPy oracle), after the
         optimiser's `-O<opt_level>` pipeline (default 2; 0 runs no pass). For a target that
         does not run here ("ascend_npu") it is the target's product instead: the CANN project
         (`.files`, `.warnings`, `.write(directory)`). `options` are the target's settings
         (cpu_sim: `workers`; ascend_npu: `AscendOptions`' fields); a name the target does not
         take is a `ValueError`. `verify_each`, `print_after` (pass names) and `time_passes` are
-        the pass manager's (`ir/passes`); the timings are in `Program.passes`."""
+        the pass manager's (`ir/passes`); the timings are in `Program.passes`. `mesh` sizes
+        the module's mesh axes (`{"tp": 4}`: docs/running.md, "--mesh"); a mesh's size is fixed
+        here, at compile time."""
         from . import driver
 
         check_workers(options.get("workers"))
         t = driver.target(target)
         compiled = driver.compile_ir(self.ir, t, schedule, opt_level, options,
                                      verify_each=verify_each, print_after=print_after,
-                                     time_passes=time_passes)
+                                     time_passes=time_passes, mesh=mesh)
         if not t.runs_here:
             return compiled.runnable  # the product to ship (docs/ascend.md, "Python API")
         return program(compiled)
@@ -799,10 +849,12 @@ def load_artifact(directory, schedule: Optional[str] = None, workers: Optional[i
 
 def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = None,
                      workers: Optional[int] = None, opt_level: Optional[int] = None,
-                     include_dirs=(), **passes) -> Program:
+                     include_dirs=(), mesh: Optional[Mapping[str, int]] = None,
+                     bind: Optional[Mapping[str, int]] = None, **passes) -> Program:
     """Compile a .wsp file, reusing the last build of the same sources when there is one (a
     warm `wspc run` then skips checking, lowering and code generation). `passes` are
-    `Module.compile`'s pass manager switches; `include_dirs` cpu_sim's (`extern cpp` headers)."""
+    `Module.compile`'s pass manager switches; `include_dirs` cpu_sim's (`extern cpp` headers);
+    `mesh` and the syms of `bind` that size the mesh fix its size (`driver.optimize`)."""
     from . import driver
 
     check_workers(workers)
@@ -810,4 +862,4 @@ def program_for_file(path, target: str = "cpu_sim", schedule: Optional[str] = No
     if include_dirs:
         options["include_dirs"] = tuple(include_dirs)
     return program(driver.compile_file(path, driver.target(target), schedule, opt_level,
-                                       options, **passes))
+                                       options, mesh=mesh, bind=bind, **passes))

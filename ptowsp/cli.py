@@ -201,12 +201,15 @@ _INCLUDE_DIR = click.option(
 @click.option("--npu-arch", default=None, metavar="ARCH",
               help="ascend_npu: the default --npu-arch of the project's CMakeLists.txt (dav-2201).")
 @_INCLUDE_DIR
+@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N",
+              callback=lambda ctx, param, values: _mesh_sizes(ctx, param, values),  # below
+              help="Devices along a mesh axis (overrides its size; --emit ir shows the result).")
 @_opt_options
 @click.pass_context
 def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
             output: Optional[str], schedule: Optional[str], depfile: Optional[str],
-            npu_arch: Optional[str], include_dirs: tuple, opt_level: Optional[int], print_after,
-            time_passes: bool, verify_each: bool) -> None:
+            npu_arch: Optional[str], include_dirs: tuple, meshes, opt_level: Optional[int],
+            print_after, time_passes: bool, verify_each: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
     from . import driver
 
@@ -241,7 +244,7 @@ def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str]
     _check_pass_names(ctx, print_after)
     ir, pm = _run_guarded(ctx, "optimise", lambda: driver.optimize(
         ir, opt_level, verify_each=verify_each, print_after=print_after, time_passes=time_passes,
-        out=sys.stderr))
+        out=sys.stderr, mesh={p.name: p.value for p in meshes}))
     if time_passes:
         click.echo(pm.report(), err=True, nl=False)
     name = None
@@ -388,6 +391,19 @@ def _binds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     return out
 
 
+def _mesh_sizes(ctx: click.Context, param: click.Parameter,
+                values: tuple[str, ...]) -> list[_Pair]:
+    """`--mesh AXIS=N`: N a decimal integer (a size below 1 is the driver's diagnostic)."""
+    out = []
+    for pair in _pairs_of("--mesh")(ctx, param, values):
+        text = pair.value
+        if not (text.isascii() and text.lstrip("-").isdigit()):
+            raise click.BadParameter(f"{pair.name}={text}: not an integer", ctx=ctx,
+                                     param_hint="--mesh")
+        out.append(pair._replace(value=int(text)))
+    return out
+
+
 class _Size(click.ParamType):
     """`--max-memory SIZE`: `8G`, `512M`, `1.5GiB`, `4096` (binary units)."""
 
@@ -453,6 +469,10 @@ def _at(where: str):
 @click.option("--stats", is_flag=True,
               help="Print task count, times, simulated cycles, loads and a per-kernel table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes,
+              help="Devices along a mesh axis (binds the sym sizing it, or overrides its size).")
+@click.option("--check-replicas", is_flag=True,
+              help="On a mesh, check that every replica of each output agrees.")
 @click.option("--launcher", type=click.Choice(["none", "mpi"]), default="none", show_default=True,
               help="mpi: one process per device under mpiexec (the `mpi` extra; "
                    "docs/running.md, \"Running on MPI\").")
@@ -464,8 +484,8 @@ def _at(where: str):
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
-        machine_file, stats, as_json, launcher, rank_dir, include_dirs, opt_level, print_after,
-        time_passes, verify_each) -> None:
+        machine_file, stats, as_json, meshes, check_replicas, launcher, rank_dir, include_dirs,
+        opt_level, print_after, time_passes, verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace) is checked before anything runs and
@@ -495,8 +515,11 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     _check_pass_names(ctx, print_after)
     passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
               "verify_each": verify_each}
+    mesh = {p.name: p.value for p in meshes}
+    bind = {p.name: p.value for p in binds}
     program = _run_guarded(ctx, "compile", lambda: _program(target_path, target.name, schedule,
-                                                           workers, passes, include_dirs))
+                                                           workers, passes, include_dirs,
+                                                           mesh, bind))
     if time_passes and program.passes is not None:
         click.echo(program.passes.report(), err=True, nl=False)
     program.machine = machine
@@ -515,11 +538,10 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 
         _run_guarded(ctx, "mpi", lambda: launch.attach(program))
         rank = launch.RANK
-    bind = {p.name: p.value for p in binds}
     results = _run_guarded(ctx, "run", lambda: program.run_arrays(
         # the per-kernel table of --stats and --json comes from the trace's per-task times
         arrays, bind, random_inputs, workers, sources, trace=bool(trace_file or stats or as_json),
-        max_memory=max_memory))
+        max_memory=max_memory, check_replicas=check_replicas))
     trace_write = None
     if rank is not None:  # rank 0 writes every rank's trace, one process track per device
         texts = _run_guarded(ctx, "mpi", lambda: launch.gather_traces(
@@ -660,18 +682,23 @@ def _print_stats(info: dict) -> None:
 
 
 def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],
-             passes: dict, include_dirs: tuple = ()):
+             passes: dict, include_dirs: tuple = (), mesh: Optional[dict] = None,
+             bind: Optional[dict] = None):
     from pathlib import Path
 
     from .api import load_artifact, program_for_file
 
     p = Path(path)
     if p.is_dir():
+        if mesh:
+            raise click.UsageError("--mesh sizes a mesh when a module is compiled; an artifact "
+                                   "directory keeps the sizes it was compiled with")
         return load_artifact(p, schedule, workers, target)
     _check_source(path, "file")
     level = passes["opt_level"]
     flags = {k: v for k, v in passes.items() if k != "opt_level" and v}
-    return program_for_file(p, target, schedule, workers, level, include_dirs=include_dirs, **flags)
+    return program_for_file(p, target, schedule, workers, level, include_dirs=include_dirs,
+                            mesh=mesh, bind=bind, **flags)
 
 
 def _read_inputs(program, inputs, inputs_npz, limit):

@@ -188,18 +188,21 @@ def lower(env: "ModuleEnv") -> "N.Module":
 @_deep_stage
 def optimize(m: "N.Module", level: Optional[int] = None, *, verify_each: bool = False,
              print_after: Iterable[str] = (), time_passes: bool = False,
-             out: Optional[TextIO] = None) -> tuple["N.Module", "PassManager"]:
+             out: Optional[TextIO] = None, mesh: Optional[Mapping[str, int]] = None,
+             bind: Optional[Mapping[str, int]] = None) -> tuple["N.Module", "PassManager"]:
     """`m` through the `-O<level>` pipeline (default -O2; -O0 runs no pass), and the pass
     manager that ran it (its timings). `print_after` passes print the IR to `out`. A module
-    with a mesh is first made a single-device one (`ir/devices.py`), or refused there."""
-    from .ir.devices import single_device
+    with a mesh is first made a single-device one (`ir/devices.py`), its axes sized by `mesh`
+    (axis: devices) or by the syms of `bind` that size them; `mesh` on a module without one
+    is an error."""
+    from .ir.devices import lower_devices
     from .ir.passes import optimize as run_pipeline
     from .ir.verify import verify
 
-    # a mesh program becomes a single-device one first (or is refused at its `mesh`): no pass
-    # and no target sees a mesh (ir/devices.py, docs/distributed.md)
-    if m.mesh is not None:
-        m = single_device(m)
+    # a mesh program becomes a single-device one first: no pass and no target sees a mesh
+    # (ir/devices.py, docs/distributed.md)
+    if m.mesh is not None or mesh:
+        m = lower_devices(m, mesh, bind)
         verify(m)
     return run_pipeline(m, opt_level(level), verify_each=verify_each, print_after=print_after,
                         time_passes=time_passes, out=out)
@@ -270,14 +273,17 @@ def open_artifact(target: "Target", artifact) -> Any:
 def compile_ir(m: "N.Module", target: "Target", schedule: Optional[str] = None,
                level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
                verify_each: bool = False, print_after: Iterable[str] = (),
-               time_passes: bool = False, out: Optional[TextIO] = None) -> Compiled:
-    """The lowered module `m` optimised, emitted, built and opened for `target`."""
+               time_passes: bool = False, out: Optional[TextIO] = None,
+               mesh: Optional[Mapping[str, int]] = None,
+               bind: Optional[Mapping[str, int]] = None) -> Compiled:
+    """The lowered module `m` optimised, emitted, built and opened for `target` (`mesh` and
+    `bind` size its mesh: `optimize`)."""
     t0 = time.perf_counter()
     options = dict(options or {})
     target.options(options)  # a bad option is reported before any work
     level = opt_level(level)
     m, pm = optimize(m, level, verify_each=verify_each, print_after=print_after,
-                     time_passes=time_passes, out=out)
+                     time_passes=time_passes, out=out, mesh=mesh, bind=bind)
     name = choose_schedule(m, schedule)
     artifact = build(target, emit(target, m, name, options))
     runnable = open_artifact(target, artifact)
@@ -289,9 +295,13 @@ def compile_ir(m: "N.Module", target: "Target", schedule: Optional[str] = None,
 def compile_file(path, target: "Target", schedule: Optional[str] = None,
                  level: Optional[int] = None, options: Optional[Mapping[str, Any]] = None, *,
                  verify_each: bool = False, print_after: Iterable[str] = (),
-                 time_passes: bool = False, out: Optional[TextIO] = None) -> Compiled:
+                 time_passes: bool = False, out: Optional[TextIO] = None,
+                 mesh: Optional[Mapping[str, int]] = None,
+                 bind: Optional[Mapping[str, int]] = None) -> Compiled:
     """The file `path` through every stage for `target`, reusing the last build of the same
-    sources when the target keeps one (then nothing is checked, lowered or generated)."""
+    sources when the target keeps one (then nothing is checked, lowered or generated). `mesh`
+    and `bind` size its mesh (`optimize`); a module with a mesh is not kept in the index,
+    which knows a file by its sources alone, not by the sizes it was compiled for."""
     t0 = time.perf_counter()
     main = Path(path)
     options = dict(options or {})
@@ -300,14 +310,16 @@ def compile_file(path, target: "Target", schedule: Optional[str] = None,
 
     check_readable(main)  # a FIFO, a device, a file not `.wsp`: refused before the index reads it
     # a build from the index runs no pass: asking to see the passes means compiling
-    if not (verify_each or print_after or time_passes):
+    if not (verify_each or print_after or time_passes or mesh):
         artifact = target.cached(main, level, options)
         if artifact is not None:
             return _reopened(target, artifact, schedule, t0)
     env = check_file(main)
     compiled = compile_ir(lower(env), target, schedule, level, options, verify_each=verify_each,
-                          print_after=print_after, time_passes=time_passes, out=out)
-    target.remember(main, [f.path for f in env.files], compiled.artifact, level)
+                          print_after=print_after, time_passes=time_passes, out=out, mesh=mesh,
+                          bind=bind)
+    if env.mesh is None:
+        target.remember(main, [f.path for f in env.files], compiled.artifact, level)
     return compiled
 
 

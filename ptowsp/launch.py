@@ -54,9 +54,9 @@ def _error(message: str, help_text: Optional[str] = None) -> WspError:
 
 
 def devices(program: Any) -> int:
-    """The devices the program runs on: its mesh's (1 without a mesh)."""
-    n = getattr(program.module, "devices", None)
-    return int(n) if isinstance(n, int) and n > 0 else 1
+    """The devices the program runs on: its mesh's as lowered (1 without a mesh)."""
+    d = program._lowered.devices
+    return 1 if d is None else d.count
 
 
 def prepare(program: Any) -> Any:

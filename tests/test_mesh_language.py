@@ -1,7 +1,7 @@
 """Meshes, layouts and collectives (docs/distributed.md, language.md "Meshes and layouts"): every
 accepted form parses, checks, lowers to the IR and prints back; a mesh of one device runs on
-ref and cpu_sim with each collective (a copy), against NumPy; a larger mesh is refused at its
-declaration by every target. The errors are in tests/errors/ (mesh_*, layout_*, collective_*).
+ref and cpu_sim with each collective (a copy), against NumPy; a larger mesh compiles for every
+target (tests/test_mesh_run.py runs it). The errors are in tests/errors/ (mesh_*, layout_*, collective_*).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ptowsp.frontend import ast as A
 from ptowsp.frontend.parser import parse
 from ptowsp.frontend.source_printer import format_source
 from ptowsp.ir import nodes as N
-from ptowsp.ir.devices import NOT_YET
 from ptowsp.ir.printer import print_module
 
 # every collective over a one-device mesh, on tensors of every rank the copy tiles: 1-D, 2-D
@@ -172,7 +171,7 @@ def test_source_printer_round_trips():
 
 def test_the_tensor_parallel_mlp_of_the_page_checks():
     # docs/distributed.md's example as written (with kernels): a 4-device mesh checks and
-    # lowers; only running it is refused
+    # lowers
     env = driver.check_text(TP_MLP, "tp_mlp.wsp")
     assert [a.name for a in env.mesh.axes] == ["tp"]
     assert env.tensors["W1"].layout.dims == (None, "tp")
@@ -187,9 +186,10 @@ def test_the_tensor_parallel_mlp_of_the_page_checks():
     text = print_module(m)
     assert "mesh tp = 4" in text
     assert "scratch Zp: f32[T, 256] @ [R, R] partial(tp)" in text
-    with pytest.raises(WspError, match="not yet run by wspc"):
-        driver.optimize(m, 0)
     assert "  allreduce(Zp, into = Y, over = tp, op = sum)" in text
+    lowered, _ = driver.optimize(m, 0)  # the device dimension (tests/test_mesh_run.py runs it)
+    assert lowered.mesh is None and lowered.tensor("W1").dims == (sym.const(4), sym.const(256),
+                                                                  sym.const(256))
 
 
 def test_sharded_dimensions_sized_at_run_time_are_checked_at_the_declaration():
@@ -280,35 +280,45 @@ def test_a_collective_whose_shapes_differ_at_run_time_is_an_error_there():
     assert (d.span.line, d.span.col) == (6, 5)
 
 
-# ---- a larger mesh is refused ----------------------------------------------------------------
+# ---- a larger mesh runs (tests/test_mesh_run.py has the rest) ----------------------------------
 
 
-@pytest.mark.parametrize("mesh", ["mesh tp = 4", "mesh dp = 2, tp = 1", "sym TP\nmesh tp = TP"])
+@pytest.mark.parametrize("mesh", ["mesh tp = 4", "mesh dp = 2, tp = 1", "sym TP = 2\nmesh tp = TP"])
 @pytest.mark.parametrize("target", ["ref", "cpu_sim", "ascend_npu"])
-def test_a_mesh_of_more_than_one_device_is_refused_by_every_target(mesh, target):
+def test_a_mesh_of_more_than_one_device_compiles_for_every_target(mesh, target):
     text = (f"{mesh}\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\n"
             "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
             "workload w() {\n    cp(x = X, y = Y)\n}\nschedule main = w()\n")
     m = ptowsp.parse(text, "t.wsp")
+    p = m.compile(target)
+    if target != "ascend_npu":
+        x = np.arange(32, dtype=np.float32).reshape(4, 8)
+        assert np.array_equal(p.run(X=x, check_replicas=True)["Y"], x)
+
+
+def test_a_mesh_sized_by_an_unbound_sym_is_an_error_at_its_declaration():
+    text = ("sym TP\nmesh tp = TP\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\n"
+            "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
+            "workload w() {\n    cp(x = X, y = Y)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "t.wsp")
     with pytest.raises(WspError) as info:
-        m.compile(target)
+        m.compile("ref")
     (d,) = info.value.diagnostics
-    assert d.message == "meshes of more than one device are not yet run by wspc (docs/distributed.md)"
-    assert d.message == NOT_YET
-    assert (d.span.line, d.span.col) == (text.splitlines().index(mesh.splitlines()[-1]) + 1, 1)
-    if "TP" in mesh:
-        assert "`tp = TP` is known only at run time" in d.help
+    assert d.message == ("mesh axis `tp` is sized by `TP`, which is not bound: the mesh's size "
+                         "is fixed when the module is compiled")
+    assert (d.span.line, d.span.col) == (2, 6)
+    assert "--mesh tp=N" in d.help and "--bind TP=N" in d.help
 
 
-def test_the_refusal_on_the_command_line(tmp_path):
+def test_a_larger_mesh_on_the_command_line(tmp_path):
     f = tmp_path / "m.wsp"
     f.write_text("mesh tp = 4\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\n"
                  "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
                  "workload w() {\n    cp(x = X, y = Y)\n}\nschedule main = w()\n")
-    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(f), "--random-inputs", "1"],
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.save(tmp_path / "x.npy", x)
+    r = subprocess.run([sys.executable, "-m", "ptowsp", "run", str(f), "--input", "X=x.npy",
+                        "--output", "Y=y.npy", "--check-replicas"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert r.returncode == 1
-    assert f"{f}:1:1: error: meshes of more than one device are not yet run by wspc" in r.stderr
-    ok = subprocess.run([sys.executable, "-m", "ptowsp", "check", str(f)],
-                        capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert ok.returncode == 0, ok.stderr
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "y.npy"), x)

@@ -9,16 +9,20 @@ failure, never a stuck suite.
   one tile task per device and tile reading the P addends in order), on 2 and 4 ranks: each
   rank's result is bit-identical to the fixed-order sum in NumPy; a kernel failing on one rank
   drains that rank (its receives are released) and ends every rank.
-- The launcher: a module run on MPI writes what the in-process run writes, bit for bit, and one
-  Chrome trace with a process per device; a rank's error is reported once, `rank R: file:line:
-  col: error: ...`, exit 1, no output written; a rank killed mid-run (SIGKILL) ends the run with
-  exit 1 and a message naming it, no output written.
+- The launcher: every collective of every op (tests/test_mesh_run.py's module) on meshes of 2
+  and 4 devices (1x2, 1x4, 2x2), and the tensor-parallel MLP of docs/distributed.md
+  (tests/mesh_mpi/tp_mlp.wsp) on 2 and 4, write on MPI what the in-process `--mesh` run writes,
+  bit for bit, with one Chrome trace holding a process per device; a module without a mesh runs
+  on one rank; a rank's error is reported once, `rank R: file:line:col: error: ...`, exit 1, no
+  output written; a rank killed mid-run (SIGKILL) ends the run with exit 1 and a message naming
+  it, no output written.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,10 +133,52 @@ def test_a_kernel_failing_on_one_rank_drains_it_and_ends_every_rank(case_libs, t
 
 
 RUN = ["run", str(RMSNORM), "--bind", "B=2", "--bind", "T=8", "--random-inputs", "3"]
+MLP = HERE / "mesh_mpi" / "tp_mlp.wsp"
+
+
+def _same_outputs(tmp_path: Path, args: list[str], ranks: int) -> dict:
+    """Runs `args` in process and on MPI; asserts every output is the same bit for bit and the
+    trace has a process per device; returns the MPI run's trace."""
+    here = _wspc(args + ["--outputs", "here.npz"], tmp_path)
+    assert here.returncode == 0, here.stderr
+    there = _wspc(args + ["--outputs", "there.npz", "--trace", "t.json", "--launcher", "mpi"],
+                  tmp_path)
+    assert there.returncode == 0, there.stderr
+    a, b = np.load(tmp_path / "here.npz"), np.load(tmp_path / "there.npz")
+    assert sorted(a) == sorted(b) and len(a) > 0
+    for name in a:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+        assert np.array_equal(a[name].view(np.uint8), b[name].view(np.uint8)), name
+    trace = json.loads((tmp_path / "t.json").read_text())
+    tasks = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "task"]
+    # the real run of device d is process d; the cycle model's replays follow
+    assert {e["pid"] for e in tasks} == set(range(2 * ranks))
+    assert [d["device"] for d in trace["otherData"]["devices"]] == list(range(ranks))
+    return trace
 
 
 @needs_mpi
-def test_a_run_on_mpi_writes_what_the_in_process_run_writes(tmp_path):
+@pytest.mark.parametrize("dp, tp", [(1, 2), (1, 4), (2, 2)])
+def test_every_collective_on_mpi_is_the_in_process_run_bit_for_bit(tmp_path, dp, tp):
+    from .test_mesh_run import _collectives
+
+    (tmp_path / "coll.wsp").write_text(_collectives(("f32", "bf16", "i8"), dp, tp, 8, 70))
+    _same_outputs(tmp_path, ["run", "coll.wsp", "--random-inputs", "5", "--check-replicas"],
+                  dp * tp)
+
+
+@needs_mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_the_tensor_parallel_mlp_on_mpi_is_the_in_process_run_bit_for_bit(tmp_path, tp):
+    trace = _same_outputs(tmp_path, ["run", str(MLP), "--mesh", f"tp={tp}", "--bind", "T=48",
+                                     "--random-inputs", "1"], tp)
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert names[0] == "device 0: real run" and names[tp] == "device 0: cycle model"
+
+
+@needs_mpi
+def test_a_module_without_a_mesh_runs_on_one_rank(tmp_path):
     here = _wspc(RUN + ["--outputs", "here.npz"], tmp_path)
     assert here.returncode == 0, here.stderr
     there = _wspc(RUN + ["--outputs", "there.npz", "--trace", "t.json", "--launcher", "mpi",
@@ -154,6 +200,20 @@ def test_a_run_on_mpi_writes_what_the_in_process_run_writes(tmp_path):
 
 
 @needs_mpi
+def test_a_view_failing_on_a_mesh_is_reported_once_by_one_rank(tmp_path):
+    # T = 40 is not a multiple of the row block: the view check fails in every rank
+    proc = _wspc(["run", str(MLP), "--mesh", "tp=2", "--bind", "T=40", "--random-inputs", "1",
+                  "--outputs", "o.npz", "--launcher", "mpi"], tmp_path)
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert re.fullmatch(rf"rank [01]: {re.escape(str(MLP))}:29:18: error: slice end `t \* TB \+ "
+                        r"TB` in `x = X\[t \* TB : t \* TB \+ TB, :\]` must be at most T, found 48 "
+                        r"and 40 \(task `up\[t, f\]` at t=2, f=0\); the task was not launched", first)
+    assert proc.stderr.count("error:") == 1 and proc.stdout == ""
+    assert not (tmp_path / "o.npz").exists()
+
+
+@needs_mpi
 def test_a_failing_rank_reports_once_with_its_rank_and_nothing_is_written(tmp_path):
     np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.float32))
     proc = _wspc(RUN + ["--input", "X=bad.npy", "--outputs", "o.npz", "--trace", "t.json",
@@ -171,8 +231,9 @@ def test_a_failing_rank_reports_once_with_its_rank_and_nothing_is_written(tmp_pa
 @needs_mpi
 def test_a_rank_killed_mid_run_ends_the_run_with_exit_1_and_a_message(tmp_path):
     env = _env(tmp_path)
-    env["WSPC_MPI_TEST_STOP"] = "0"  # rank 0 stops itself once MPI is up (launch.TEST_STOP)
-    proc = subprocess.Popen([sys.executable, "-m", "ptowsp", *RUN, "--outputs", "o.npz",
+    env["WSPC_MPI_TEST_STOP"] = "1"  # rank 1 stops itself once MPI is up (launch.TEST_STOP)
+    proc = subprocess.Popen([sys.executable, "-m", "ptowsp", "run", str(MLP), "--mesh", "tp=2",
+                             "--bind", "T=48", "--random-inputs", "1", "--outputs", "o.npz",
                              "--launcher", "mpi"], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -193,14 +254,14 @@ def test_a_rank_killed_mid_run_ends_the_run_with_exit_1_and_a_message(tmp_path):
                     return True
             return False
 
-        wait_until(rank_stopped, "rank 0 stopped itself")
+        wait_until(rank_stopped, "rank 1 stopped itself")
         os.kill(stopped[0], signal.SIGKILL)
         out, err = proc.communicate(timeout=TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1
-    assert err.startswith(f"--launcher mpi: error: rank 0 (pid {stopped[0]}) ended without "
+    assert err.startswith(f"--launcher mpi: error: rank 1 (pid {stopped[0]}) ended without "
                           "reporting an error (signal 9); every rank was stopped and no output "
                           "was written"), err
     assert out == "" and "BAD TERMINATION" not in err

@@ -1,42 +1,186 @@
-"""A mesh program as a single-device program: `single_device(m)`, run by the driver before the
-optimiser, so no pass and no back end sees a mesh, a layout or a `Collective`.
+"""A mesh program as a single-device program, run by the driver before the optimiser, so no
+pass and no back end sees a mesh, a layout or a `Collective` (docs/distributed.md, "How it is
+built").
 
-This is the first slice of the lowering that docs/distributed.md plans ("How it is built
-(plan)"): today it handles a mesh of exactly one device, where every layout means "all of it
-here" and every collective moves nothing, so each `Collective` becomes a copy of its source
-into its destination: a loop nest of tasks over tiles of the tensor (rows and columns in
-blocks, leading dimensions one at a time), whose dependencies are inferred like any task's
-(the copy waits for the source's writers, and later readers of the destination wait for it).
-A reduction over one device is its one addend, so `allreduce` and `reduce_scatter` copy too.
-
-A mesh of more than one device (or one sized by a sym, known only at run time) is refused
-here, at its declaration, for every target, until the device dimension is lowered.
+`lower_devices(m, mesh, bind)` first fixes the mesh's sizes (compile-time: a literal, `--mesh
+tp=4`, or the bound sym that sizes an axis, substituted everywhere), then:
+- a mesh of one device: `single_device` drops the layouts and makes each `Collective` a copy
+  (a loop nest of tile tasks whose dependencies are inferred like any task's; a reduction over
+  one device is its one addend);
+- a mesh of several devices: `_Lowering` gives every tensor a leading device dimension and its
+  local shape (`W: f32[D, F] @ [R, S(tp)]` on tp = 4 becomes `W: f32[4, D, F / 4]`), places
+  each task on its device (an expression of its views where an operand is sharded, checked
+  equal across operands, else a loop over the axis's coordinates), makes its views local, sets
+  `Task.device`, and makes each collective tile tasks (`ir/collective_tiles.py`). The
+  tensors' global shapes and layouts stay in `Module.devices`, by which `ir/device_arrays.py`
+  scatters the caller's arrays before a run and gathers them after.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Mapping, Optional
 
 from .. import sym
-from ..diagnostics import Diagnostic, WspError
+from ..diagnostics import Diagnostic, InternalError, WspError, did_you_mean
 from ..dtypes import FLOAT_DTYPES
+from ..spans import Span
 from . import nodes as N
-from .visit import map_lists, walk
+from .collective_tiles import MOST_TILES, ORDER, Tiler
+from .visit import map_lists, substitute, uses_csp, walk
 
-NOT_YET = "meshes of more than one device are not yet run by wspc (docs/distributed.md)"
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
+_CLI = Span("<command line>", 0, 0, 0, 0)
+
+
+def lower_devices(m: N.Module, mesh: Optional[Mapping[str, int]] = None,
+                  bind: Optional[Mapping[str, int]] = None) -> N.Module:
+    """`m` without its mesh (see the module's docstring), its axes sized by `mesh` (axis name:
+    devices) and the syms of `bind` that size an axis; `m` itself when it has no mesh."""
+    if m.mesh is None:
+        if mesh:
+            where = Span("--mesh " + ", ".join(f"{a}={n}" for a, n in mesh.items()), 0, 0, 0, 0)
+            raise WspError([Diagnostic(where, "mesh", f"module `{m.name}` has no mesh, so "
+                                       "there are no axes to size",
+                                       "declare one (`mesh tp = 4`, docs/distributed.md), or "
+                                       "run without --mesh")], dict(m.sources))
+        return m
+    sizes = mesh_sizes(m, mesh or {}, bind or {})
+    m = _sized(m, sizes)
+    devices = 1
+    for n in sizes.values():
+        devices *= n
+    if devices == 1:
+        return single_device(m)
+    return _Lowering(m, sizes).run()
+
+
+def mesh_sizes(m: N.Module, mesh: Mapping[str, int], bind: Mapping[str, int]) -> dict[str, int]:
+    """Each axis's number of devices: `mesh` gives it (binding the sym that sizes the axis, or
+    overriding a literal), else `bind` binds its sym, else the sym's default, else its literal;
+    every inconsistency is a diagnostic (docs/running.md, "--mesh")."""
+    assert m.mesh is not None
+    names = [a.name for a in m.mesh.axes]
+    syms = {s.name: s for s in m.syms}
+    diags = []
+    for name, n in mesh.items():
+        if name not in names:
+            diags.append(Diagnostic(Span(f"--mesh {name}={n}", 0, 0, 0, 0), "mesh",
+                                    f"the mesh of `{m.name}` has no axis `{name}`",
+                                    did_you_mean(name, names) or f"its axes: {', '.join(names)}"))
+        elif isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            diags.append(Diagnostic(Span(f"--mesh {name}={n}", 0, 0, 0, 0), "mesh",
+                                    f"mesh axis `{name}` needs at least 1 device, not {n!r}"))
+    if diags:
+        raise WspError(diags, dict(m.sources))
+    out: dict[str, int] = {}
+    by_sym: dict[str, tuple[str, int]] = {}  # sym: (what sized it, size)
+    for a in m.mesh.axes:
+        size = sym.const_value(a.size)
+        var = None if size is not None else sym.to_str(a.size)
+        if a.name in mesh:
+            n, what = int(mesh[a.name]), f"--mesh {a.name}={mesh[a.name]}"
+        elif var is not None and var in bind:
+            n, what = int(bind[var]), f"--bind {var}={bind[var]}"
+        elif var is not None and syms.get(var) is not None and syms[var].default is not None:
+            n, what = syms[var].default, f"the default of `{var}`"
+        elif var is not None:
+            raise WspError([Diagnostic(a.span, "mesh", f"mesh axis `{a.name}` is sized by "
+                                       f"`{var}`, which is not bound: the mesh's size is fixed "
+                                       "when the module is compiled",
+                                       f"give it with `--mesh {a.name}=N` or `--bind {var}=N` "
+                                       f"(Python: `compile(mesh={{\"{a.name}\": N}})`)")],
+                           dict(m.sources))
+        else:
+            n, what = size, "its declaration"
+        if n < 1:
+            raise WspError([Diagnostic(a.span, "mesh", f"mesh axis `{a.name}` needs at least 1 "
+                                       f"device, but {what} makes it {n}")], dict(m.sources))
+        if var is not None:
+            if var in bind and int(bind[var]) != n:
+                raise WspError([Diagnostic(a.span, "mesh", f"{what} and --bind {var}={bind[var]} "
+                                           f"disagree: axis `{a.name}` is sized by `{var}`",
+                                           "give the size once")], dict(m.sources))
+            if var in by_sym and by_sym[var][1] != n:
+                raise WspError([Diagnostic(a.span, "mesh", f"{what} and {by_sym[var][0]} "
+                                           f"disagree: both axes are sized by `{var}`",
+                                           "give the same size to both")], dict(m.sources))
+            by_sym[var] = (what, n)
+        out[a.name] = n
+    return out
+
+
+def _sized(m: N.Module, sizes: dict[str, int]) -> N.Module:
+    """`m` with its mesh's sizes constant: a sym sizing an axis is substituted everywhere and
+    defaults to that size (binding it otherwise at run time is an error there), and the
+    run-time checks that shards divide evenly are made anew for these sizes."""
+    assert m.mesh is not None
+    env: dict[str, sym.Expr] = {}
+    checks = []
+    for a in m.mesh.axes:
+        if sym.const_value(a.size) is None:
+            var = sym.to_str(a.size)
+            env[var] = sym.const(sizes[a.name])
+            reason = f"the mesh was compiled with `{var}` = {sizes[a.name]}"
+            checks.append(N.ViewCheck(sym.Check(sym.var(var), "==", sym.const(sizes[a.name]),
+                                                reason), reason, a.span))
+    mesh = replace(m.mesh, axes=tuple(replace(a, size=sym.const(sizes[a.name]))
+                                      for a in m.mesh.axes))
+    kept = tuple(c for c in m.checks if not _is_shard_check(c))
+    body = replace(m, mesh=None, checks=kept)
+    body = substitute(body, env) if env else body
+    syms = tuple(replace(s, default=sizes[_axis_of(m, s.name)]) if s.name in env else s
+                 for s in m.syms)
+    shard = []
+    for t in body.tensors:
+        for d, ax in enumerate(t.layout.dims if t.layout else ()):
+            if ax is None:
+                continue
+            n, p = t.dims[d], sizes[ax]
+            words = _dim_words(d, len(t.dims))
+            value = sym.const_value(n)
+            if value is not None:
+                if value % p:
+                    raise WspError([Diagnostic(t.span, "layout", f"`{t.name}` shards its "
+                                               f"{value} {words} over {ax} = {p}: {value} is "
+                                               f"not a multiple of {p}", "uneven shards are "
+                                               "refused (docs/distributed.md, \"Layouts\")")],
+                                   dict(m.sources))
+                continue
+            reason = (f"`{t.name}` shards its `{sym.to_str(n)}` {words} over {ax} = {p}: "
+                      f"`{sym.to_str(n)}` must be a multiple of {p}")
+            shard.append(N.ViewCheck(sym.Check(sym.mod(n, p), "==", sym.const(0), reason),
+                                     reason, t.span))
+    return replace(body, mesh=mesh, syms=syms, checks=tuple(checks) + body.checks + tuple(shard))
+
+
+def _axis_of(m: N.Module, var: str) -> str:
+    return next(a.name for a in m.mesh.axes if sym.to_str(a.size) == var)
+
+
+def _is_shard_check(c: N.ViewCheck) -> bool:
+    """A check `lower/module.py` made that a shard divides evenly (for the declared sizes:
+    `_sized` makes them anew for the compiled ones). Its wording is `shard_reason`'s."""
+    return c.check.op == "==" and isinstance(c.check.lhs, sym.Mod) and \
+        "must be a multiple of" in c.message and "'s size" in c.message
+
+
+def _dim_words(d: int, rank: int) -> str:
+    """What the entries of dimension `d` are called (as frontend/mesh.py's `dim_words`)."""
+    if rank >= 2 and d == rank - 1:
+        return "columns"
+    if rank >= 2 and d == rank - 2:
+        return "rows"
+    return f"entries along dimension {d}" if rank > 1 else "elements"
 
 
 def single_device(m: N.Module) -> N.Module:
-    """`m` without its mesh (see the module's docstring); `m` itself when it has none."""
+    """`m` without its mesh of one device (see the module's docstring); `m` itself when it has
+    none."""
     if m.mesh is None:
         return m
     if sym.const_value(m.mesh.devices) != 1:
-        sized = [a for a in m.mesh.axes if sym.const_value(a.size) is None]
-        help_text = (f"`{sized[0].name} = {sym.to_str(sized[0].size)}` is known only at run "
-                     "time; only a mesh of one device (`mesh tp = 1`) runs today"
-                     if sized else "only a mesh of one device (`mesh tp = 1`) runs today")
-        raise WspError([Diagnostic(m.mesh.span, "mesh", NOT_YET, help_text)], dict(m.sources))
+        raise InternalError("devices", "single_device on a mesh of several devices")
     # every variable name of the module: the copies' loop variables are named apart from them
     used = {s.name for s in m.syms}
     for s in m.schedules:
@@ -149,3 +293,188 @@ def _kernel(dtype: str, rows: int, cols: int, kernels: dict, taken: set[str]) ->
         kernels[key] = N.Kernel(name, "copy", params,
                                  (N.Op("param", (), (rows, cols), dtype, "src"),), (("dst", 0),))
     return kernels[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Several devices: the device dimension
+
+
+class _Lowering:
+    """The device lowering of a module whose mesh has several devices (constant sizes)."""
+
+    def __init__(self, m: N.Module, sizes: dict[str, int]):
+        assert m.mesh is not None
+        self.m = m
+        self.axes = tuple((a.name, sizes[a.name]) for a in m.mesh.axes)
+        self.sizes = sizes
+        self.placed = {t.name: N.Placed(t.name, t.dims, t.layout) for t in m.tensors}
+        self.decls = {t.name: t for t in m.tensors}
+        self.used = _names(m)
+        self.diags: list[Diagnostic] = []
+        self.tiler = Tiler(self.axes, self.placed, self.decls, lambda b: _fresh(b, self.used),
+                           {k.name for k in m.kernels})
+        self.order_reads = False
+
+    def error(self, span: Span, message: str, help_text: Optional[str] = None) -> None:
+        self.diags.append(Diagnostic(span, "mesh", message, help_text))
+
+    def run(self) -> N.Module:
+        m = self.m
+        assert m.mesh is not None
+        if m.channels or any(s.uses_csp or uses_csp(s.body) for s in m.schedules):
+            raise WspError([Diagnostic(m.mesh.span, "mesh", "a mesh of several devices does "
+                                       "not run channels, pipes or events yet",
+                                       "run it on one device (`--mesh` sizes of 1), or without "
+                                       "CSP (docs/distributed.md)")], dict(m.sources))
+        schedules = tuple(replace(s, body=self.stmts(s.body, {})) for s in m.schedules)
+        if self.diags:
+            raise WspError(self.diags, dict(m.sources))
+        devices = 1
+        for _, p in self.axes:
+            devices *= p
+        tensors = []
+        for t in m.tensors:
+            dims = tuple(sym.floordiv(n, self.sizes[ax]) if ax else n
+                         for n, ax in zip(t.dims, t.layout.dims if t.layout else
+                                          (None,) * len(t.dims)))
+            tensors.append(replace(t, dims=(sym.const(devices), *dims), layout=None))
+        order = self.tiler.order_tensor()
+        if order is not None:
+            tensors.append(order)
+            schedules = tuple(replace(s, body=substitute(s.body, {MOST_TILES: order.dims[2]}))
+                              for s in schedules)
+        devs = N.Devices(self.axes, tuple(self.placed[t.name] for t in m.tensors), m.mesh.span)
+        return replace(m, mesh=None, tensors=tuple(tensors), schedules=schedules,
+                       kernels=m.kernels + tuple(self.tiler.kernels.values()), devices=devs)
+
+    def stmts(self, stmts: tuple, ranges: dict) -> tuple:
+        out = []
+        for st in stmts:
+            if isinstance(st, N.Task):
+                out.append(self.task(st, ranges))
+            elif isinstance(st, N.Collective):
+                out.append(self.tiler.lower(st))
+            elif isinstance(st, N.Read):
+                out.append(replace(st, index=(sym.const(0), *st.index)))
+            elif isinstance(st, N.Loop):
+                n = sym.const_value(st.extent)
+                inner = dict(ranges)
+                if n is not None and n >= 1:
+                    inner[st.var] = sym.Interval(0, n - 1)
+                out.append(replace(st, body=self.stmts(st.body, inner)))
+            else:
+                out.append(map_lists(st, lambda body: self.stmts(body, ranges)))
+        return tuple(out)
+
+    def stride(self, axis: str) -> int:
+        return self.tiler.stride(axis)
+
+    def task(self, t: N.Task, ranges: dict) -> N.Stmt:
+        """The task on its device (see the module's docstring)."""
+        pins: dict[str, list[tuple[sym.Expr, N.TileArg]]] = {}
+        local: list = []
+        for a in t.args:
+            if not isinstance(a, N.TileArg):
+                local.append(a)
+                continue
+            placed = self.placed[a.tensor]
+            offsets = list(a.offsets)
+            checks = list(a.checks)
+            for d, ax in enumerate(placed.layout.dims if placed.layout else ()):
+                if ax is None:
+                    continue
+                if a.gather is not None and d == a.row_dim:
+                    self.error(a.gather.span, f"a gather view of `{a.tensor}` picks rows of "
+                               f"a dimension sharded over {ax}: not run on a mesh of several "
+                               "devices yet", f"gather from a tensor replicated over {ax}")
+                    continue
+                shard = sym.floordiv(placed.dims[d], self.sizes[ax])
+                coord = sym.floordiv(a.offsets[d], shard)
+                words = _dim_words(d, len(placed.dims))
+                # inside one shard: offset % shard + extent <= shard (the form the bounds of
+                # `sym` prove for views stepping by a divisor of the shard)
+                fits = sym.require(sym.add(sym.mod(a.offsets[d], shard), a.extents[d]), "<=",
+                                   shard, "shard", ranges)
+                message = (f"`{_text(self.m, a.span)}` spans more than one shard of {ax} "
+                           f"({sym.to_str(shard)} {words} each): a task reads one device's "
+                           f"data; split the view at shard boundaries, or `allgather` "
+                           f"`{a.tensor}`")
+                if fits is False:
+                    self.error(a.span, message)
+                elif fits is not True:
+                    checks.append(N.ViewCheck(replace(fits, reason=message), message, a.span))
+                offsets[d] = sym.sub(a.offsets[d], sym.mul(coord, shard))
+                pins.setdefault(ax, []).append((coord, a))
+            local.append((a, tuple(offsets), tuple(checks)))
+        where: dict[str, sym.Expr] = {}
+        agree: dict[int, list] = {}  # id of a TileArg: the checks that its coordinate agrees
+        loops = []
+        for ax, p in self.axes:
+            pinned = pins.get(ax)
+            if not pinned:
+                var = _fresh(f"dev_{ax}", self.used)
+                loops.append((var, p))
+                where[ax] = sym.var(var)
+                continue
+            first, by = pinned[0]
+            where[ax] = first
+            for coord, arg in pinned[1:]:
+                same = sym.require(coord, "==", first, "device", ranges)
+                message = (f"`{t.text}` has no device to run on: `{_text(self.m, by.span)}` "
+                           f"and `{_text(self.m, arg.span)}` are on different coordinates of "
+                           f"{ax}; take views of the same shard, or move the data with a "
+                           "collective")
+                if same is False:
+                    self.error(arg.span, message)
+                elif same is not True:
+                    agree.setdefault(id(arg), []).append(
+                        N.ViewCheck(replace(same, reason=message), message, arg.span))
+        device: sym.Expr = sym.const(0)
+        for ax, _ in self.axes:
+            device = sym.add(device, sym.mul(where[ax], self.stride(ax)))
+        args = []
+        for item in local:
+            if not isinstance(item, tuple):
+                args.append(item)
+                continue
+            a, offsets, checks = item
+            gather = a.gather
+            if gather is not None:
+                gather = replace(gather, offsets=(device, *gather.offsets),
+                                 extents=(sym.const(1), *gather.extents))
+            args.append(replace(
+                a, offsets=(device, *offsets), extents=(sym.const(1), *a.extents),
+                row_dim=None if a.row_dim is None else a.row_dim + 1,
+                col_dim=None if a.col_dim is None else a.col_dim + 1,
+                checks=checks + tuple(agree.get(id(a), ())), gather=gather))
+        task: N.Stmt = replace(t, args=tuple(args), device=device)
+        for var, p in reversed(loops):
+            task = N.Loop(var, sym.const(p), "grid", (task,))
+        return task
+
+
+def _names(m: N.Module) -> set[str]:
+    """Every variable name of the module: the lowering's loop variables are named apart."""
+    used = {s.name for s in m.syms}
+    for s in m.schedules:
+        for st in walk(s.body):
+            if isinstance(st, (N.Loop, N.Read)):
+                used.add(st.var)
+            elif isinstance(st, (N.Send, N.Consume)):
+                used.add(st.item)
+            elif isinstance(st, N.Process) and st.id_var is not None:
+                used.add(st.id_var)
+    return used
+
+
+def _text(m: N.Module, span: Span) -> str:
+    """The source text of `span` (one line), for messages that quote an argument."""
+    text = dict(m.sources).get(span.file)
+    if text is None or span.line < 1:
+        return "the view"
+    lines = text.splitlines()
+    if span.line > len(lines):
+        return "the view"
+    line = lines[span.line - 1]
+    end = span.end_col if span.end_line == span.line else len(line) + 1
+    return line[span.col - 1:end - 1]

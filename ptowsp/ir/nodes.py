@@ -625,6 +625,42 @@ Stmt = Union[Loop, Block, Task, Read, Assert, When, SlotSet, Pipe, Process, Send
              Sync, Collective]
 
 
+@record
+class Placed:
+    """A tensor of a program lowered to devices, as its caller sees it: its global dimensions
+    and its layout (None: replicated), while its `TensorDecl` has the device dimension."""
+
+    name: str
+    dims: tuple[sym.Expr, ...]
+    layout: Optional[Layout] = None
+
+
+@record
+class Devices:
+    """What the device lowering (`ir/devices.py`) made of a mesh of more than one device: the
+    axes and their sizes (compile-time integers, row-major, the last fastest) and every
+    tensor's global shape and layout. Each `TensorDecl` of such a module is
+    `dtype[devices, local dims...]`: the caller's global arrays are scattered into it by layout
+    before a run and gathered from it after (`ir/device_arrays.py`)."""
+
+    axes: tuple[tuple[str, int], ...]
+    tensors: tuple[Placed, ...]
+    span: Span = NO_SPAN  # the `mesh` declaration
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for _, p in self.axes:
+            n *= p
+        return n
+
+    def placed(self, name: str) -> Optional[Placed]:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Schedules and the module
 
@@ -714,6 +750,9 @@ class Module:
     # every declared channel and event; the slot tensors of those used are scratch `tensors`
     channels: tuple[Channel, ...] = ()
     mesh: Optional[Mesh] = None  # the `mesh` declaration (docs/distributed.md); None: one device
+    # a mesh of several devices after the device lowering (`ir/devices.py`): the tensors' global
+    # shapes and layouts, for scattering inputs and gathering outputs; None otherwise
+    devices: Optional[Devices] = None
 
     def channel(self, name: str) -> Channel:
         for c in self.channels:

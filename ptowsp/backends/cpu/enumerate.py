@@ -310,7 +310,7 @@ class LoopEmitter(V.Visitor):
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
         self.placement()
-        self.graph_keys(kernel)
+        self.graph_keys(kernel, t)
         if self.sched.deps == "infer_bytes_overlap":
             self.emit("for (int32_t a = 0; a < task.ntiles; a++) "
                       "wsp_flat(&task.access[a], wsp_dims[task.access[a].tensor]);")
@@ -342,12 +342,19 @@ class LoopEmitter(V.Visitor):
                   else "wsp_mod(wsp_k, wsp_ns)")
             self.emit(f"task.stream = (int32_t)({st});")
 
-    def graph_keys(self, kernel: N.Kernel) -> None:
-        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`."""
+    def graph_keys(self, kernel: N.Kernel, t: N.Task) -> None:
+        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`; on
+        a mesh of several devices the pool is the task's device (`graph_pools`: each device
+        is served by its own share of the workers, docs/running.md, "--mesh")."""
         s = self.sched
         if s.ready.name == "priority":
             self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
-        if s.pools.name == "by_exec_unit":
+        if self.m.devices is not None and t.device is not None:
+            # the runtime's `device` (one device per process: runtime_c/devices.c) and, in
+            # one process, the device's pool of workers
+            self.emit(f"task.device = (int32_t)({self.c(t.device)});")
+            self.emit("task.pool = task.device;")
+        elif s.pools.name == "by_exec_unit":
             # decision: a kernel's pool is the unit the cycle model runs it on (a matmul: cube)
             self.emit(f"task.pool = {kernel_unit(kernel)};")
         elif s.pools.name == "custom":

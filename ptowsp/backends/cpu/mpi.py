@@ -151,6 +151,14 @@ class Transport:
             raise ExecutionError(rc, ffi.string(lib.wsp_error_message(rt)).decode())
         self._keep = x  # the table is copied by the runtime; the struct may go after the call
 
+    def share(self, arrays) -> None:
+        """Each per-device array (`dtype[devices, ...]`, this process's slice computed) with
+        every device's slice, from the process of that device (MPI_Allgather in place)."""
+        from mpi4py import MPI
+
+        for a in arrays:
+            MPI.COMM_WORLD.Allgather(MPI.IN_PLACE, a)
+
     @property
     def device(self) -> int:
         x = self.ffi.new("wsp_transport *")

@@ -18,6 +18,7 @@ it, and is raised again: the runtime is left between runs, ready for the next on
 from __future__ import annotations
 
 import _thread
+import os
 import re
 import threading
 from pathlib import Path
@@ -118,8 +119,9 @@ def device_elem_bytes(m: N.Module) -> list[int]:
     lowering (docs/distributed.md), else 0: what the runtime's transport needs."""
     from ...dtypes import numpy_dtype
 
-    lowered = set(getattr(m, "device_tensors", ()) or ())
-    return [numpy_dtype(t.dtype).itemsize if t.name in lowered else 0 for t in m.tensors]
+    if m.devices is None:
+        return [0] * len(m.tensors)
+    return [numpy_dtype(t.dtype).itemsize if m.devices.placed(t.name) else 0 for t in m.tensors]
 
 
 def load(library: Path, entries: dict[str, str]):
@@ -202,7 +204,14 @@ class Backend:
         # what the enumerator counts (CSP: items, records; after them, room for a deadlock report)
         layout = self.enumerators.info.get(schedule, [])
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
-        rt, owned = self._runtime(int(workers or self.workers or 0), len(m.tensors))
+        workers = int(workers or self.workers or 0)
+        if m.devices is not None and self.transport is None:
+            # at least one worker per device (its pool: graph_pools)
+            workers = max(workers or (os.cpu_count() or 1), m.devices.count)
+        elif m.devices is not None and not workers:
+            # one device of several processes on this host: its share of the cores
+            workers = max(1, (os.cpu_count() or 1) // m.devices.count)
+        rt, owned = self._runtime(workers, len(m.tensors))
         try:
             if self.transport is not None:
                 self.transport.attach(ffi, lib, rt, device_elem_bytes(m))
@@ -232,7 +241,8 @@ class Backend:
                     rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
                 if rc == 0:
                     rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
-                                       max(policy["start_n"], 1), graph_pools(sched))
+                                       max(policy["start_n"], 1),
+                                       graph_pools(sched, m if self.transport is None else None))
                     for i, a in enumerate(arrays):
                         lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
@@ -271,6 +281,11 @@ class Backend:
                 raise self._csp_failure(message, counters, len(layout))
             raise self._failure(code, message, sched, record_limit)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
+        if self.transport is not None and m.devices is not None:
+            # each process computed its own device's slice: every process gets all of them
+            # (device d's from rank d), so the caller gathers (and checks replicas) as one
+            # process running every device would
+            self.transport.share(outputs.values())
         return outputs, info
 
     def _layout(self, m: N.Module, sched: N.Schedule, syms: dict[str, int]) -> list:
@@ -621,8 +636,11 @@ _READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*
 _START = {"threshold": 0, "after_orchestration": 1}  # WSP_START_*
 
 
-def graph_pools(s: N.Schedule) -> int:
-    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools)."""
+def graph_pools(s: N.Schedule, m: Optional[N.Module] = None) -> int:
+    """How many ready queues `.task_graph(pools = ...)` asks for (wsp_graph's npools); a
+    module lowered to several devices has one per device, whatever the schedule says."""
+    if m is not None and m.devices is not None:
+        return m.devices.count
     if s.pools.name == "by_exec_unit":
         return 2  # vector (WSP_UNIT_VECTOR, 0) and cube (1): a task's pool is its unit
     return int(s.pools.n) if s.pools.name == "custom" else 1
