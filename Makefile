@@ -43,7 +43,7 @@ demo: $(STAMP)
 test: $(STAMP) $(MPI)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(MPI)
 	$(BIN)/python benchmarks/frontend.py
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/rope.py
@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer.py
 	$(BIN)/python benchmarks/trace.py
 	$(BIN)/python benchmarks/layer.py
+	$(BIN)/python benchmarks/mesh_mpi.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
 # runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.

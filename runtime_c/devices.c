@@ -39,6 +39,10 @@ int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
 
 int64_t wsp_transport_count(const wsp_runtime *rt) { return rt ? rt->xseq : 0; }
 
+int32_t wsp_device(const wsp_runtime *rt) {
+    return rt && rt->xport.devices > 0 ? rt->xport.device : 0;
+}
+
 /* The element size of access a's tensor when its first dimension is the device dimension. */
 static inline int32_t device_elem(const wsp_runtime *rt, const wsp_access *a) {
     if (a->tensor < 0 || a->tensor >= rt->nxelem || a->ndim < 1) return 0;

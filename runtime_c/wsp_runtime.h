@@ -457,6 +457,11 @@ int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
  * (ok == 0: the run fails, if it has not already; the buffer becomes the transport's, which
  * frees it once nothing can write it any more). From any thread, once per receive. */
 void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
+/* This process's device (x->device of the transport set), 0 without one. An enumerator reads
+ * an element of a tensor with the device dimension (a `Read` of an index tensor, replicated:
+ * every device computes its copy) from this device's copy: in one process every device's copy
+ * is computed, in one process per device only its own. */
+int32_t wsp_device(const wsp_runtime *rt);
 /* Remote reads numbered in the last (or current) run: receives plus sends plus the reads that
  * concern two other devices. */
 int64_t wsp_transport_count(const wsp_runtime *rt);

@@ -178,6 +178,19 @@ def test_the_tensor_parallel_mlp_on_mpi_is_the_in_process_run_bit_for_bit(tmp_pa
 
 
 @needs_mpi
+def test_a_routing_read_while_enumerating_is_each_ranks_own_copy(tmp_path):
+    # examples/moe.wsp on tp = 2, everything replicated: each device routes and runs every
+    # expert; the enumeration reads the router's output (`e = Experts[t, k]`) from its own
+    # device's copy, the only one a rank computes (read from device 0's, rank 1's replicas
+    # were wrong and --check-replicas said so)
+    text = (ROOT / "examples" / "moe.wsp").read_text().replace("module moe\n",
+                                                               "module moe\nmesh tp = 2\n")
+    (tmp_path / "moe_mesh.wsp").write_text(text)
+    _same_outputs(tmp_path, ["run", "moe_mesh.wsp", "--bind", "T=40", "--random-inputs", "2",
+                             "--check-replicas"], 2)
+
+
+@needs_mpi
 def test_a_module_without_a_mesh_runs_on_one_rank(tmp_path):
     here = _wspc(RUN + ["--outputs", "here.npz"], tmp_path)
     assert here.returncode == 0, here.stderr

@@ -163,6 +163,11 @@ class LoopEmitter(V.Visitor):
         ti = self.tensor_index[r.tensor]
         t = self.m.tensors[ti]
         idx = [self.c(i) for i in r.index]
+        if self.m.devices is not None and self.m.devices.placed(r.tensor) is not None:
+            # the device dimension: this process's device's copy (wsp_device: 0 in one
+            # process, which computes every copy; its own device under MPI, which computes
+            # only its own)
+            idx[0] = "(int64_t)wsp_device(rt)"
         text = f"{r.tensor}[{', '.join(sym.to_str(sym.as_expr(i)) for i in r.index)}]"
         self.emit(f"/* {text.replace('*/', '* /')} */")
         if r.tensor in self.written:
