@@ -39,7 +39,6 @@ from typing import Any, Optional, Sequence
 from .diagnostics import Diagnostic, WspError
 from .spans import Span
 
-LAUNCHERS = ("none", "mpi")
 # a test's hook: the rank named here stops itself (SIGSTOP) once MPI is up, so that a test can
 # kill it mid-run (SIGKILL) at a known point instead of racing it
 TEST_STOP = "WSPC_MPI_TEST_STOP"
