@@ -655,9 +655,9 @@ class Program:
                 t = self.module.tensor(name)
                 diags.append(Diagnostic(t.span, "replicas", f"the replicas of `{name}` "
                                         f"disagree: at {list(index)}, device {d} "
-                                        f"({D.coordinates_text(devices, d)}) has {mine!r} and "
-                                        f"device {ref} ({D.coordinates_text(devices, ref)}) has "
-                                        f"{theirs!r}", "a task wrote some replicas and not "
+                                        f"({D.coordinates_text(devices, d)}) has {mine.item()!r} "
+                                        f"and device {ref} ({D.coordinates_text(devices, ref)}) "
+                                        f"has {theirs.item()!r}", "a task wrote some replicas and not "
                                         "others, or computed them differently"))
             if diags:
                 raise WspError(diags, dict(self.module.sources))

@@ -56,14 +56,21 @@ def _collectives(dtypes, dp: int, tp: int, r: int, c: int) -> str:
                   f"output  M3: f32[{dp * r}, {tp * c}] @ [R, S(dp)]",
                   f"scratch Zd: f32[{r}, {c}] @ [R, R] partial(dp)",
                   f"output  Yd: f32[{r}, {c}] @ [R, R]",
-                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]"]
+                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]",
+                  f"scratch Zc: f32[{r}, {tp * c}] @ [R, R] partial(tp)",
+                  f"output  Sc: f32[{r}, {tp * c}] @ [R, S(tp)]",
+                  f"kernel fillw(x: In[Tile[{r}, {tp * c}, f32]], z: Out[Tile[{r}, {tp * c}, f32]]) "
+                  "{ store(z, x) }"]
         body += ["    allgather(M, into = M1, over = tp)",
                  "    relayout(M, into = M2)",
                  f"    for j in P(Dense[{dp}]) {{ fill_f32[j](x = Pd[j*{r} : j*{r} + {r}, :], "
                  "z = Zd[:, :]) }",
                  "    allreduce(Zd, into = Yd, over = dp)"]
         # all_to_all over dp needs M's dp shards on another dimension: relayout does it
-        body += ["    relayout(M, into = M3)"]
+        body += ["    relayout(M, into = M3)",
+                 f"    for i in P(Dense[{tp}]) {{ fillw[i](x = A_f32[i*{r} : i*{r} + {r}, :], "
+                 "z = Zc[:, :]) }",
+                 "    reduce_scatter(Zc, into = Sc, over = tp, dim = 1)"]
     return "\n".join(lines + ["workload w() {"] + body + ["}", "schedule main = w()", ""])
 
 
@@ -136,6 +143,7 @@ def _check_collectives(dtypes, dp, tp, r, c, targets=("ref", "cpu_sim"), seed=0)
     if "f32" in dtypes:
         want["M1"] = want["M2"] = want["M3"] = arrays["M"]
         want["Yd"] = _reduce("f32", "sum", [arrays["Pd"][j * r:(j + 1) * r] for j in range(dp)])
+        want["Sc"] = _reduce("f32", "sum", [arrays["A_f32"][i * r:(i + 1) * r] for i in range(tp)])
     for target in targets:
         out = m.compile(target=target).run(check_replicas=True, **arrays)
         for name, w in want.items():
@@ -158,3 +166,358 @@ def test_collectives_over_tile_shapes(r, c, mesh):
 
 def test_collectives_over_a_long_dimension_on_cpu_sim():
     _check_collectives(("f32", "bf16"), 2, 2, 70, 130, targets=("ref", "cpu_sim"), seed=3)
+
+
+# ---- the tensor-parallel MLP of docs/distributed.md ------------------------------------------
+
+MLP = """\
+module tp_mlp
+mesh tp = 4
+sym T
+const D = 64
+const F = 256
+const TB = 16
+const FB = 32
+input   X:  f32[T, D]
+input   W1: f32[D, F] @ [R, S(tp)]
+input   W2: f32[F, D] @ [S(tp), R]
+scratch H:  f32[T, F] @ [R, S(tp)]
+scratch Zp: f32[T, D] @ [R, R] partial(tp)
+output  Y:  f32[T, D]
+axis rows = DenseDyn(ceildiv(T, TB))
+axis cols = Dense[F / FB]
+kernel up(x: In[Tile[16, 64, f32]], w: In[Tile[64, 32, f32]], h: Out[Tile[16, 32, f32]]) {
+    store(h, matmul(x, w))
+}
+kernel down(h: In[Tile[16, 32, f32]], w: In[Tile[32, 64, f32]], acc: InOut[Tile[16, 64, f32]]) {
+    store(acc, acc + matmul(h, w))
+}
+workload mlp() {
+    for t, f in P(rows, cols) {
+        up[t, f](x = X[t*TB : t*TB + TB, :],
+                 w = W1[:, f*FB : f*FB + FB],
+                 h = H[t*TB : t*TB + TB, f*FB : f*FB + FB])
+    }
+    for t in P(rows) {
+        for f in P.seq(cols) {
+            down[t, f](h = H[t*TB : t*TB + TB, f*FB : f*FB + FB],
+                       w = W2[f*FB : f*FB + FB, :], acc = Zp[t*TB : t*TB + TB, :])
+        }
+    }
+    allreduce(Zp, into = Y, over = tp)
+}
+schedule main = mlp()
+"""
+
+
+def _mlp_inputs(t: int = 32):
+    rng = np.random.default_rng(5)
+    return {"X": rng.standard_normal((t, 64)).astype(np.float32),
+            "W1": (rng.standard_normal((64, 256)) / 8).astype(np.float32),
+            "W2": (rng.standard_normal((256, 64)) / 16).astype(np.float32)}
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_the_tensor_parallel_mlp_equals_single_device_numpy(tp):
+    a = _mlp_inputs()
+    want = (a["X"].astype(np.float64) @ a["W1"] @ a["W2"])
+    m = ptowsp.parse(MLP, "tp_mlp.wsp")
+    outs = {}
+    for target in ("ref", "cpu_sim"):
+        outs[target] = m.compile(target, mesh={"tp": tp}).run(check_replicas=True, **a)["Y"]
+        assert outs[target].shape == (32, 64)
+        np.testing.assert_allclose(outs[target], want, rtol=1e-4, atol=1e-4)
+    # the same fixed order of the same f32 operations: ref and cpu_sim agree bit for bit
+    np.testing.assert_allclose(outs["ref"], outs["cpu_sim"], rtol=1e-6, atol=1e-6)
+
+
+def test_tasks_run_on_their_devices_workers():
+    # 4 devices, 8 workers: device d's pool is served by workers w with w % 4 == d
+    m = ptowsp.parse(MLP, "tp_mlp.wsp")
+    p = m.compile("cpu_sim")
+    p.run(workers=8, trace=True, **_mlp_inputs(64))
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    seen = set()
+    for e in ev[ev["worker"] >= 0]:
+        kernel = names[e["kernel"]]
+        coords = e["coords"][:e["ncoords"]]
+        if kernel in ("up", "down"):
+            device = coords[1] * 32 // 64  # f*FB // (F / tp): the shard of W1's columns
+        else:  # a collective's tile task: the device's tp coordinate first
+            assert kernel.startswith("mesh_allreduce"), kernel
+            device = coords[0]
+        assert e["worker"] % 4 == device, (kernel, coords.tolist(), e["worker"])
+        seen.add((kernel, int(device)))
+    assert {d for _, d in seen} == {0, 1, 2, 3}
+
+
+# ---- sizing a mesh: --mesh, mesh=, --bind -----------------------------------------------------
+
+COPY = """\
+{decl}
+input X: f32[8, 8] @ [S(tp), R]
+output Y: f32[8, 8]
+kernel cp(x: In[Tile[8, 8, f32]], y: Out[Tile[8, 8, f32]]) {{ store(y, x) }}
+workload w() {{
+    allgather(X, into = Y, over = tp)
+}}
+schedule main = w()
+"""
+
+
+def _messages(fn) -> list:
+    with pytest.raises(WspError) as info:
+        fn()
+    return info.value.diagnostics
+
+
+@pytest.mark.parametrize("decl,mesh,devices", [
+    ("mesh tp = 4", None, 4),            # the literal
+    ("mesh tp = 4", {"tp": 2}, 2),       # overridden
+    ("mesh tp = 1", {"tp": 8}, 8),
+    ("sym TP = 2\nmesh tp = TP", None, 2),  # the sym's default
+    ("sym TP\nmesh tp = TP", {"tp": 4}, 4),
+])
+def test_a_mesh_is_sized_by_its_literal_mesh_or_its_sym(decl, mesh, devices):
+    m = ptowsp.parse(COPY.format(decl=decl), "copy.wsp")
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh=mesh)
+        assert p._lowered.devices.count == devices
+        assert np.array_equal(p.run(X=x)["Y"], x)
+
+
+def test_mesh_sizing_errors():
+    m = ptowsp.parse(COPY.format(decl="sym TP\nmesh tp = TP"), "copy.wsp")
+    (d,) = _messages(lambda: m.compile("ref", mesh={"tq": 2}))
+    assert d.message == "the mesh of `copy` has no axis `tq`" and str(d.span) == "--mesh tq=2:0:0"
+    (d,) = _messages(lambda: m.compile("ref", mesh={"tp": 0}))
+    assert d.message == "mesh axis `tp` needs at least 1 device, not 0"
+    plain = ptowsp.parse("input X: f32[8]\noutput Y: f32[8]\n"
+                         "kernel cp(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) "
+                         "{ store(y, x) }\nworkload w() {\n    cp(x = X, y = Y)\n}\n"
+                         "schedule main = w()\n", "plain.wsp")
+    (d,) = _messages(lambda: plain.compile("ref", mesh={"tp": 2}))
+    assert d.message == "module `plain` has no mesh, so there are no axes to size"
+    from ptowsp import driver
+
+    ir = m.ir
+    (d,) = _messages(lambda: driver.optimize(ir, 0, mesh={"tp": 4}, bind={"TP": 2}))
+    assert d.message == "--mesh tp=4 and --bind TP=2 disagree: axis `tp` is sized by `TP`"
+    (d,) = _messages(lambda: driver.optimize(ir, 0, bind={"TP": 0}))
+    assert d.message == "mesh axis `tp` needs at least 1 device, but --bind TP=0 makes it 0"
+    two = ptowsp.parse("sym N\nmesh dp = N, tp = N\ninput X: f32[8]\noutput Y: f32[8]\n"
+                       "kernel cp(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]]) "
+                       "{ store(y, x) }\nworkload w() {\n    cp(x = X, y = Y)\n}\n"
+                       "schedule main = w()\n", "two.wsp")
+    (d,) = _messages(lambda: two.compile("ref", mesh={"dp": 2, "tp": 4}))
+    assert d.message == "--mesh tp=4 and --mesh dp=2 disagree: both axes are sized by `N`"
+    # bound once at compile time, the sym cannot change at run time
+    p = m.compile("ref", mesh={"tp": 2})
+    (d,) = _messages(lambda: p.run(bind={"TP": 4}, X=np.zeros((8, 8), np.float32)))
+    assert d.message.startswith("the mesh was compiled with `TP` = 2")
+
+
+def test_mesh_on_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    f = tmp_path / "copy.wsp"
+    f.write_text(COPY.format(decl="sym TP\nmesh tp = TP"))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    np.save(tmp_path / "x.npy", x)
+
+    def wspc(*args):
+        return subprocess.run([sys.executable, "-m", "ptowsp", *args], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=600)
+
+    for sizing in (["--mesh", "tp=4"], ["--bind", "TP=2"]):
+        r = wspc("run", "copy.wsp", "--input", "X=x.npy", "--output", "Y=y.npy",
+                 "--check-replicas", *sizing)
+        assert r.returncode == 0, r.stderr
+        assert np.array_equal(np.load(tmp_path / "y.npy"), x)
+    r = wspc("run", "copy.wsp", "--input", "X=x.npy", "--mesh", "tp=two")
+    assert r.returncode == 2 and "tp=two: not an integer" in r.stderr
+    r = wspc("run", "copy.wsp", "--input", "X=x.npy", "--mesh", "tp=3")
+    assert r.returncode == 1
+    assert "copy.wsp:3:1: error: `X` shards its 8 rows over tp = 3: 8 is not a multiple of 3" in r.stderr
+    r = wspc("compile", "copy.wsp", "--mesh", "tp=2", "--emit", "ir")
+    assert r.returncode == 0 and "input X: f32[2, 4, 8]" in r.stdout
+    r = wspc("compile", "copy.wsp", "--mesh", "tp=2", "-o", "art")
+    assert r.returncode == 0, r.stderr
+    r = wspc("run", "art", "--input", "X=x.npy", "--mesh", "tp=2")
+    assert r.returncode == 2
+    assert "--mesh sizes a mesh when a module is compiled; an artifact directory keeps" in r.stderr
+    r = wspc("run", "art", "--input", "X=x.npy", "--output", "Y=y2.npy")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "y2.npy"), x)
+
+
+# ---- placement and layout diagnostics ---------------------------------------------------------
+
+SHARDS = """\
+mesh tp = 1
+sym K
+sym T
+input W: f32[16, 256] @ [R, S(tp)]
+input V: f32[16, T] @ [R, S(tp)]
+scratch Z: f32[16, 32] @ [R, R] partial(tp)
+output Y: f32[16, 32]
+kernel cp(x: In[Tile[16, 32, f32]], y: Out[Tile[16, 32, f32]]) {{ store(y, x) }}
+kernel cp2(x: In[Tile[16, 32, f32]], v: In[Tile[16, 32, f32]], y: Out[Tile[16, 32, f32]]) {{ store(y, x + v) }}
+workload w() {{
+    {call}
+    allreduce(Z, into = Y, over = tp)
+}}
+schedule main = w()
+"""
+
+
+def _shards(call: str):
+    return ptowsp.parse(SHARDS.format(call=call), "shards.wsp")
+
+
+def test_a_view_crossing_a_shard_at_run_time_is_reported_at_the_view():
+    m = _shards("cp(x = W[:, K : K + 32], y = Z[:, :])")
+    w = np.arange(16 * 256, dtype=np.float32).reshape(16, 256)
+    v = np.zeros((16, 64), np.float32)
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": 4})  # shards of 64 columns
+        out = p.run(bind={"K": 96}, W=w, V=v)
+        assert np.array_equal(out["Y"], w[:, 96:128])
+        (d,) = _messages(lambda p=p: p.run(bind={"K": 48}, W=w, V=v))
+        assert d.message.startswith("`x = W[:, K : K + 32]` spans more than one shard of tp "
+                                    "(64 columns each): a task reads one device's data; split "
+                                    "the view at shard boundaries, or `allgather` `W`"), d.message
+        assert (d.span.line, d.span.col) == (11, 8)
+
+
+def test_placement_errors_the_mesh_size_decides_at_compile_time():
+    # one device: nothing crosses; four: `W[:, 48 : 80]` spans columns 48..79 of shards of 64
+    m = _shards("cp(x = W[:, 48 : 80], y = Z[:, :])")
+    assert m.compile("ref", mesh={"tp": 2}) is not None
+    (d,) = _messages(lambda: m.compile("ref", mesh={"tp": 4}))
+    assert d.message.startswith("`x = W[:, 48 : 80]` spans more than one shard of tp")
+    assert (d.span.line, d.span.col) == (11, 8)
+    m = _shards("cp2(x = W[:, 64 : 96], v = W[:, 0 : 32], y = Z[:, :])")
+    (d,) = _messages(lambda: m.compile("ref", mesh={"tp": 4}))
+    assert d.message.startswith("`cp2` has no device to run on: `x = W[:, 64 : 96]` and "
+                                "`v = W[:, 0 : 32]` are on different coordinates of tp")
+    w = np.arange(16 * 256, dtype=np.float32).reshape(16, 256)
+    v = np.zeros((16, 64), np.float32)
+    p = _shards("cp2(x = W[:, K : K + 32], v = W[:, 0 : 32], y = Z[:, :])").compile(
+        "ref", mesh={"tp": 4})
+    out = p.run(bind={"K": 32}, W=w, V=v)
+    assert np.array_equal(out["Y"], w[:, 32:64] + w[:, 0:32])
+    (d,) = _messages(lambda: p.run(bind={"K": 64}, W=w, V=v))
+    assert "are on different coordinates of tp" in d.message
+
+
+def test_uneven_shards_are_refused():
+    m = _shards("cp(x = V[:, 0 : 32], y = Z[:, :])")
+    (d,) = _messages(lambda: m.compile("ref", mesh={"tp": 3}))
+    assert d.message == "`W` shards its 256 columns over tp = 3: 256 is not a multiple of 3"
+    p = m.compile("ref", mesh={"tp": 4})
+    w = np.zeros((16, 256), np.float32)
+    v = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+    assert np.array_equal(p.run(bind={"K": 0}, W=w, V=v)["Y"], v[:, :32])
+    (d,) = _messages(lambda: p.run(bind={"K": 0}, W=w, V=np.zeros((16, 66), np.float32)))
+    assert d.message.startswith("`V` shards its `T` columns over tp = 4: "
+                                "`T` must be a multiple of 4")
+    assert d.span.line == 5
+
+
+def test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused():
+    gather = ("mesh tp = 2\ninput I: i32[4]\ninput W: f32[8, 8] @ [S(tp), R]\n"
+              "scratch Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
+              "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
+              "workload w() {\n    cp(x = W[I[0 : 4], :], y = Z[:, :])\n"
+              "    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(gather, "g.wsp")  # the checker leaves gather views to the lowering
+    (d,) = _messages(lambda: m.compile("ref"))
+    assert d.message == ("a gather view of `W` picks rows of a dimension sharded over tp: not "
+                         "run on a mesh of several devices yet")
+    csp = ("mesh tp = 2\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\nchannel c: Tile[4, 8, f32], depth = 1\n"
+           "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
+           "workload w() {\n    pipe {\n        process a { send(c, cp(x = X, y = c)) }\n"
+           "        process b { consume(c) as t { cp(x = t, y = Y) } }\n    }\n}\n"
+           "schedule main = w()\n")
+    m = ptowsp.parse(csp, "csp.wsp")
+    (d,) = _messages(lambda: m.compile("ref"))
+    assert d.message == "a mesh of several devices does not run channels, pipes or events yet"
+
+
+def test_replicas_that_disagree_are_reported():
+    from ptowsp.api import Program
+
+    m = ptowsp.parse(COPY.format(decl="mesh tp = 2"), "copy.wsp")
+    good = m.compile("ref")
+
+    class Bad:
+        cycle_model = False
+
+        def run(self, module, schedule, syms, inputs, workers=None):
+            y = np.zeros((2, 8, 8), np.float32)
+            y[1, 3, 5] = 2.5
+            return {"Y": y}, {"task_count": 0}
+
+    p = Program(good._lowered, good.schedule, "ref", Bad(), 0.0)
+    x = np.zeros((8, 8), np.float32)
+    assert p.run(X=x)["Y"][3, 5] == 0.0  # device 0's replica, unchecked
+    (d,) = _messages(lambda: p.run(X=x, check_replicas=True))
+    assert d.message == ("the replicas of `Y` disagree: at [3, 5], device 1 (tp = 1) has 2.5 "
+                         "and device 0 (tp = 0) has 0.0")
+    assert d.span.line == 3
+
+
+def test_a_partial_inout_is_refused_on_several_devices():
+    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
+            "workload w() {\n    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "p.wsp")
+    assert m.compile("ref", mesh={"tp": 1}) is not None  # one device: its one addend
+    (d,) = _messages(lambda: m.compile("ref"))
+    assert d.message == ("inout `Z` is partial over tp: a mesh of several devices does not sum "
+                         "its addends back for the caller yet")
+    assert d.span.line == 2
+
+
+def test_a_devices_collectives_run_in_program_order():
+    # two collectives with no data between them: on each device every tile of the second
+    # starts after every tile of the first has finished (the design's program order)
+    text = ("mesh tp = 2\ninput A: f32[128, 128] @ [S(tp), R]\ninput B: f32[128, 128] @ [S(tp), R]\n"
+            "output GA: f32[128, 128]\noutput GB: f32[128, 128]\n"
+            "workload w() {\n    allgather(A, into = GA, over = tp)\n"
+            "    allgather(B, into = GB, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "order.wsp")
+    p = m.compile("cpu_sim")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
+    out = p.run(A=a, B=b, trace=True, workers=4)
+    assert np.array_equal(out["GA"], a) and np.array_equal(out["GB"], b)
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    kernels = sorted({names[k] for k in ev["kernel"]})
+    assert len(kernels) == 2  # one kernel per collective (its comm record)
+    first = kernels[0]  # the second collective's kernel is named apart: `..._1`
+    assert kernels[1] == first + "_1"
+    for device in (0, 1):
+        mine = ev[ev["coords"][:, 0] == device]
+        ka = np.array([names[k] == first for k in mine["kernel"]])
+        assert ka.any() and (~ka).any()
+        assert mine["end_ns"][ka].max() <= mine["start_ns"][~ka].min()
+    lowered = p._lowered
+    reads = [x for st in lowered.schedule("main").body for x in _tasks(st)[0].extra]
+    assert [x.mode for x in reads] == ["w", "w", "r"]  # the second reads the first's elements
+
+
+def _tasks(st):
+    from ptowsp.ir import visit
+
+    return visit.tasks((st,))
+
+
+def test_simulating_a_mesh_program():
+    p = ptowsp.parse(MLP, "tp_mlp.wsp").compile("cpu_sim", mesh={"tp": 2})
+    stats = p.simulate(bind={"T": 64})
+    assert stats.total_cycles > 0 and stats.task_count == 4 * 8 * 2 + 2 * 1 * 1

@@ -26,7 +26,7 @@ from ..diagnostics import Diagnostic, InternalError, WspError, did_you_mean
 from ..dtypes import FLOAT_DTYPES
 from ..spans import Span
 from . import nodes as N
-from .collective_tiles import MOST_TILES, ORDER, Tiler
+from .collective_tiles import MOST_TILES, Tiler
 from .visit import map_lists, substitute, uses_csp, walk
 
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
@@ -315,9 +315,6 @@ class _Lowering:
                            {k.name for k in m.kernels})
         self.order_reads = False
 
-    def error(self, span: Span, message: str, help_text: Optional[str] = None) -> None:
-        self.diags.append(Diagnostic(span, "mesh", message, help_text))
-
     def run(self) -> N.Module:
         m = self.m
         assert m.mesh is not None
@@ -326,6 +323,13 @@ class _Lowering:
                                        "not run channels, pipes or events yet",
                                        "run it on one device (`--mesh` sizes of 1), or without "
                                        "CSP (docs/distributed.md)")], dict(m.sources))
+        for t in m.tensors:
+            if t.kind == "inout" and t.layout is not None and t.layout.partial:
+                self.diags.append(Diagnostic(
+                    t.span, "mesh", f"inout `{t.name}` is partial over "
+                    f"{', '.join(t.layout.partial)}: a mesh of several devices does not sum its "
+                    "addends back for the caller yet", f"`allreduce` it into an output, and "
+                    f"declare `{t.name}` a scratch or input"))
         schedules = tuple(replace(s, body=self.stmts(s.body, {})) for s in m.schedules)
         if self.diags:
             raise WspError(self.diags, dict(m.sources))
@@ -353,7 +357,7 @@ class _Lowering:
             if isinstance(st, N.Task):
                 out.append(self.task(st, ranges))
             elif isinstance(st, N.Collective):
-                out.append(self.tiler.lower(st))
+                out.append(self.tiler.tasks(st))
             elif isinstance(st, N.Read):
                 out.append(replace(st, index=(sym.const(0), *st.index)))
             elif isinstance(st, N.Loop):
@@ -384,25 +388,27 @@ class _Lowering:
                 if ax is None:
                     continue
                 if a.gather is not None and d == a.row_dim:
-                    self.error(a.gather.span, f"a gather view of `{a.tensor}` picks rows of "
-                               f"a dimension sharded over {ax}: not run on a mesh of several "
-                               "devices yet", f"gather from a tensor replicated over {ax}")
+                    self.diags.append(Diagnostic(
+                        a.gather.span, "mesh", f"a gather view of `{a.tensor}` picks rows of a "
+                        f"dimension sharded over {ax}: not run on a mesh of several devices yet",
+                        f"gather from a tensor replicated over {ax}"))
                     continue
                 shard = sym.floordiv(placed.dims[d], self.sizes[ax])
                 coord = sym.floordiv(a.offsets[d], shard)
                 words = _dim_words(d, len(placed.dims))
                 # inside one shard: offset % shard + extent <= shard (the form the bounds of
                 # `sym` prove for views stepping by a divisor of the shard)
-                fits = sym.require(sym.add(sym.mod(a.offsets[d], shard), a.extents[d]), "<=",
-                                   shard, "shard", ranges)
+                inside = sym.add(sym.mod(a.offsets[d], shard), a.extents[d])
+                fits = sym.prove_le(inside, shard, ranges)
                 message = (f"`{_text(self.m, a.span)}` spans more than one shard of {ax} "
                            f"({sym.to_str(shard)} {words} each): a task reads one device's "
                            f"data; split the view at shard boundaries, or `allgather` "
                            f"`{a.tensor}`")
                 if fits is False:
-                    self.error(a.span, message)
-                elif fits is not True:
-                    checks.append(N.ViewCheck(replace(fits, reason=message), message, a.span))
+                    self.diags.append(Diagnostic(a.span, "mesh", message))
+                elif fits is None:
+                    checks.append(N.ViewCheck(sym.Check(inside, "<=", shard, message), message,
+                                              a.span))
                 offsets[d] = sym.sub(a.offsets[d], sym.mul(coord, shard))
                 pins.setdefault(ax, []).append((coord, a))
             local.append((a, tuple(offsets), tuple(checks)))
@@ -419,16 +425,16 @@ class _Lowering:
             first, by = pinned[0]
             where[ax] = first
             for coord, arg in pinned[1:]:
-                same = sym.require(coord, "==", first, "device", ranges)
+                same = sym.prove_eq(coord, first, ranges)
                 message = (f"`{t.text}` has no device to run on: `{_text(self.m, by.span)}` "
                            f"and `{_text(self.m, arg.span)}` are on different coordinates of "
                            f"{ax}; take views of the same shard, or move the data with a "
                            "collective")
                 if same is False:
-                    self.error(arg.span, message)
-                elif same is not True:
-                    agree.setdefault(id(arg), []).append(
-                        N.ViewCheck(replace(same, reason=message), message, arg.span))
+                    self.diags.append(Diagnostic(arg.span, "mesh", message))
+                elif same is None:
+                    agree.setdefault(id(arg), []).append(N.ViewCheck(
+                        sym.Check(coord, "==", first, message), message, arg.span))
         device: sym.Expr = sym.const(0)
         for ax, _ in self.axes:
             device = sym.add(device, sym.mul(where[ax], self.stride(ax)))

@@ -27,6 +27,7 @@ from typing import Any, Optional
 from ...diagnostics import Diagnostic, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
+from ...limits import MAX_WORKERS
 from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
@@ -206,8 +207,9 @@ class Backend:
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
         workers = int(workers or self.workers or 0)
         if m.devices is not None and self.transport is None:
-            # at least one worker per device (its pool: graph_pools)
-            workers = max(workers or (os.cpu_count() or 1), m.devices.count)
+            # at least one worker per device (its pool: graph_pools), as far as the runtime's
+            # limit allows (past it, workers serve several pools)
+            workers = min(max(workers or (os.cpu_count() or 1), m.devices.count), MAX_WORKERS)
         elif m.devices is not None and not workers:
             # one device of several processes on this host: its share of the cores
             workers = max(1, (os.cpu_count() or 1) // m.devices.count)
