@@ -54,7 +54,7 @@ def _error(message: str, help_text: Optional[str] = None) -> WspError:
 
 def devices(program: Any) -> int:
     """The devices the program runs on: its mesh's as lowered (1 without a mesh)."""
-    d = program._lowered.devices
+    d = program.module.devices  # the global view keeps the lowering's record of the mesh
     return 1 if d is None else d.count
 
 
