@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+MPI    := $(VENV)/.installed-mpi
 
 .PHONY: demo test bench fuzz clean
 
@@ -12,6 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test]" --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# the `mpi` extra (mpi4py and the mpich wheel) for the MPI tests; `make demo` does without it
+$(MPI): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[test,mpi]" --config-settings editable_mode=compat
+	touch $(MPI)
 
 demo: $(STAMP)
 	@echo "== 1. check a program (language.md's first example)"
@@ -34,10 +40,10 @@ demo: $(STAMP)
 	$(BIN)/wspc compile examples/rmsnorm.wsp --target ascend_npu -o build/rmsnorm_npu
 	@ls build/rmsnorm_npu
 
-test: $(STAMP)
+test: $(STAMP) $(MPI)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(MPI)
 	$(BIN)/python benchmarks/frontend.py
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/rope.py
@@ -52,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer.py
 	$(BIN)/python benchmarks/trace.py
 	$(BIN)/python benchmarks/layer.py
+	$(BIN)/python benchmarks/mesh_mpi.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which
 # runs a fixed slice. FUZZ_ARGS: e.g. --count 10000, --minutes 30, --seed 7.

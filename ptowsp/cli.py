@@ -33,6 +33,7 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
     try:
         return fn()
     except WspError as err:
+        _rank_report(err.render(), EXIT_USER)
         click.echo(err.render(), err=True)
         if not exit_on_error:
             return None
@@ -42,10 +43,13 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
         raise
     except Exception as err:  # noqa: BLE001 - the one place bugs are caught
         if isinstance(err, InternalError):  # it names its stage and says what broke
-            click.echo(f"wspc: internal error in {err.stage}: {err.message}", err=True)
+            head = f"wspc: internal error in {err.stage}: {err.message}"
         else:
-            click.echo(f"wspc: internal error in {stage}: {type(err).__name__}: {err}", err=True)
-        click.echo("This is a bug in wspc; please report it with the input that caused it.", err=True)
+            head = f"wspc: internal error in {stage}: {type(err).__name__}: {err}"
+        bug = "This is a bug in wspc; please report it with the input that caused it."
+        _rank_report(f"{head}\n{bug}", EXIT_INTERNAL)
+        click.echo(head, err=True)
+        click.echo(bug, err=True)
         if ctx.find_root().params.get("debug"):
             import traceback  # only here: importing it costs every run ~10 ms
 
@@ -54,6 +58,14 @@ def _run_guarded(ctx: click.Context, stage: str, fn: Callable[[], T], exit_on_er
             click.echo("Run again with `wspc --debug ...` to see the traceback.", err=True)
         ctx.exit(EXIT_INTERNAL)
     raise InternalError("cli", f"stage {stage} neither returned nor exited")  # ctx.exit raises
+
+
+def _rank_report(text: str, status: int) -> None:
+    """In an MPI rank (`wspc run --rank-dir`): the report goes to the launcher, prefixed with
+    the rank, and every rank ends (launch.rank_fail does not return). Elsewhere nothing."""
+    launch = sys.modules.get("ptowsp.launch")
+    if launch is not None and launch.RANK is not None:
+        launch.rank_fail(text, status)
 
 
 class _Wspc(click.Group):
@@ -461,17 +473,27 @@ def _at(where: str):
               help="Devices along a mesh axis (binds the sym sizing it, or overrides its size).")
 @click.option("--check-replicas", is_flag=True,
               help="On a mesh, check that every replica of each output agrees.")
+@click.option("--launcher", type=click.Choice(["none", "mpi"]), default="none", show_default=True,
+              help="mpi: one process per device under mpiexec (the `mpi` extra; "
+                   "docs/running.md, \"Running on MPI\").")
+# the launcher's ranks: this command again, as one rank of an MPI run (launch.py)
+@click.option("--rank-dir", "rank_dir", type=click.Path(file_okay=False), default=None,
+              hidden=True)
 @_INCLUDE_DIR
 @_opt_options
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
-        machine_file, stats, as_json, meshes, check_replicas, include_dirs, opt_level,
-        print_after, time_passes, verify_each) -> None:
+        machine_file, stats, as_json, meshes, check_replicas, launcher, rank_dir, include_dirs,
+        opt_level, print_after, time_passes, verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace) is checked before anything runs and
     written only when the run succeeded, all of them or none."""
+    if rank_dir is not None:
+        from . import launch
+
+        _run_guarded(ctx, "mpi", lambda: launch.rank_begin(rank_dir))
     target = _target(ctx, target_name, {"include_dirs": include_dirs} if include_dirs else {})
     if not target.runs_here:
         raise click.UsageError(f"--target {target.name} does not run here: it makes "
@@ -508,12 +530,36 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
         max_memory = memory_limit()
     arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz,
                                                                        max_memory))
+    if launcher == "mpi":  # everything is checked: now the ranks run it (launch.py)
+        _launch_mpi(ctx, program)
+    rank = None
+    if rank_dir is not None:
+        from . import launch
+
+        _run_guarded(ctx, "mpi", lambda: launch.attach(program))
+        rank = launch.RANK
     results = _run_guarded(ctx, "run", lambda: program.run_arrays(
         # the per-kernel table of --stats and --json comes from the trace's per-task times
         arrays, bind, random_inputs, workers, sources, trace=bool(trace_file or stats or as_json),
         max_memory=max_memory, check_replicas=check_replicas))
+    trace_write = None
+    if rank is not None:  # rank 0 writes every rank's trace, one process track per device
+        texts = _run_guarded(ctx, "mpi", lambda: launch.gather_traces(
+            program.trace.to_json() if trace_file else None))
+        if rank.rank != 0:
+            _run_guarded(ctx, "mpi", launch.rank_end)
+            return
+        if trace_file:
+            from .backends.cpu.trace import merge_devices
+
+            merged = merge_devices(texts).encode("utf-8")
+
+            def trace_write(fh):
+                fh.write(merged)
     _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, outputs, outputs_npz,
-                                                        trace_file))
+                                                        trace_file, trace_write))
+    if rank is not None:
+        _run_guarded(ctx, "mpi", launch.rank_end)
     if stats or as_json:
         info = program.stats.as_dict()
         info["schedule"] = program.schedule
@@ -703,7 +749,20 @@ def _read_inputs(program, inputs, inputs_npz, limit):
     return arrays, sources
 
 
-def _write_outputs(program, results, outputs, outputs_npz, trace_file) -> None:
+def _launch_mpi(ctx: click.Context, program) -> None:
+    """`--launcher mpi`: this command again on one rank per device; prints what the ranks
+    report and exits with their status (launch.py)."""
+    from . import launch
+
+    install = _run_guarded(ctx, "mpi", lambda: launch.prepare(program))
+    outcome = _run_guarded(ctx, "mpi", lambda: launch.launch(install, launch.devices(program),
+                                                             sys.argv[1:]))
+    click.echo(outcome.stdout, nl=False)
+    click.echo(outcome.stderr, err=True, nl=False)
+    ctx.exit(outcome.status)
+
+
+def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_write=None) -> None:
     """Write every requested file after a successful run, all or none (`files.Staged`); a
     file that cannot be written is reported at the option naming it."""
     import numpy as np
@@ -724,7 +783,8 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file) -> None:
                 staged.add(outputs_npz, save(outputs_npz, dict(results), npz=True),
                            f"--outputs {outputs_npz}")
             if trace_file:
-                staged.add(trace_file, _write_trace_json(program), f"--trace {trace_file}")
+                staged.add(trace_file, trace_write or _write_trace_json(program),
+                           f"--trace {trace_file}")
             staged.commit()
     except FileError as err:
         raise WspError([Diagnostic(_at(err.where), "io", err.message)]) from None

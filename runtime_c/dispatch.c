@@ -464,6 +464,15 @@ static void make_ready(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
 
 static void maybe_wake_submitter(wsp_runtime *rt);
 
+void wsp__ready_external(wsp_runtime *rt, wsp_tasknode *t) {
+    if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) {
+        wsp__graph_push(rt, t);  /* locked: any thread may push */
+        return;
+    }
+    /* the locked FIFO takes tasks from any thread; a busy owner leaves it to a sleeper */
+    if (!fifo_push(&rt->queues[t->queue], &t->h)) wake_a_sleeper(rt, t->queue);
+}
+
 /* A waiter's last awaited writer finished (its pending count reached zero here). The waiter is
  * this thread's now: hand it back like a finished node, then publish its completion and wake the
  * submitter (seq_cst, pairing with wsp__submitter_wait: a submitter that announced WSP_WAIT_AWAIT

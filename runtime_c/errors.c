@@ -30,6 +30,8 @@ static void set_error(wsp_runtime *rt, int code, const char *text) {
         won = 1;
     }
     pthread_mutex_unlock(&rt->err_mu);
+    /* many processes: receives still pending must arrive, or the run would never drain */
+    if (won && rt->xport.devices > 0 && rt->xport.fail) rt->xport.fail(rt->xport.ctx);
     if (won) {  /* a submitter stalled on the window returns at once */
         pthread_mutex_lock(&rt->mu);
         pthread_cond_broadcast(&rt->cv);

@@ -56,6 +56,7 @@ void wsp__recycle(wsp_runtime *rt, wsp_node *n) {
     if (n->kind != WSP_NODE_GROUP) {  /* a task, or a waiter (wsp_await: no regs, no stream) */
         wsp_tasknode *t = (wsp_tasknode *)n;
         wsp__deps_retire(&rt->deps, t);
+        if (t->owned) wsp__device_release(t);
         if (t->stream >= 0 && t->stream < rt->nstreams && rt->stream_last[t->stream] == t)
             rt->stream_last[t->stream] = NULL;
         while (t->chunks) {
@@ -238,6 +239,7 @@ void wsp_runtime_free(wsp_runtime *rt) {
     free(rt->stream_last);
     free(rt->xpart);
     free(rt->xbytes);
+    free(rt->xelem);
     for (int64_t c = 0; c < rt->ntchunks; c++) free(rt->tchunks[c]);
     free(rt->tchunks);
     free(rt->tlinks[0]);
@@ -285,6 +287,7 @@ int wsp_begin(wsp_runtime *rt, int64_t window, int32_t window_mode) {
     }
     if (rt->simlog) wsp__simlog_begin(rt->simlog);
     rt->rr = 0;
+    rt->xseq = 0;
     rt->execute_ms = 0;
     rt->t_begin_ns = wsp__now_ns();
     wsp__deps_begin(&rt->deps);
@@ -304,7 +307,7 @@ static void refresh_done(wsp_runtime *rt) {
     rt->done_cache_at = rt->nsub;
 }
 
-static int window_admit(wsp_runtime *rt) {
+int wsp__window_admit(wsp_runtime *rt) {
     if (wsp__enumerated(rt) - rt->done_cache < rt->window) return WSP_OK;
     refresh_done(rt);
     if (wsp__enumerated(rt) - rt->done_cache < rt->window) return WSP_OK;
@@ -386,9 +389,11 @@ int wsp__enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc, int64_t 
     wsp__deps_submit(rt, t, acc);
     if (rt->tracing && ntasks > 1) wsp__trace_batch(rt, t, ntasks);
     /* on an error above the task still goes through (it will not run), so counts stay exact;
-     * without edges nobody else can touch the count, so no atomic read-modify-write is needed */
-    int release = WSP_PENDING_GUARD - t->nedges;
-    if (t->nedges == 0) {
+     * without edges nobody else can touch the count, so no atomic read-modify-write is needed.
+     * A hold (devices.c: a receive) counts as one more predecessor, which the transport's
+     * thread may release at any time, even before this point. */
+    int release = WSP_PENDING_GUARD - t->nedges - t->holds;
+    if (t->nedges == 0 && t->holds == 0) {
         atomic_store_explicit(&t->h.pending, 0, memory_order_relaxed);
         wsp__stage_ready(rt, t);
     } else if (atomic_fetch_sub_explicit(&t->h.pending, release, memory_order_acq_rel) == release) {
@@ -414,6 +419,8 @@ wsp_tasknode *wsp__tasknode_new(wsp_runtime *rt, size_t bytes) {
     t->lseq = 0;
     t->nparts = 0;
     t->parts = NULL;
+    t->holds = 0;
+    t->owned = 0;
     return t;
 }
 
@@ -424,7 +431,12 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     if (!rt->running)
         return wsp_fail(rt, WSP_ERR_USAGE, "wsp_submit called outside wsp_begin ... wsp_wait");
     if ((rc = check_task(rt, task))) return rc;
-    if (rt->window > 0 && (rc = window_admit(rt))) return rc;
+    if (rt->xport.devices > 0) {  /* one device of several (devices.c) */
+        int taken = 0;
+        rc = wsp__device_submit(rt, task, &taken);
+        if (taken || rc) return rc;
+    }
+    if (rt->window > 0 && (rc = wsp__window_admit(rt))) return rc;
     int64_t index = wsp__enumerated(rt) - rt->run_sub0;  /* the task's number in this run */
     if ((rt->tracing || rt->simlog) && (rc = wsp__record(rt, task, index))) return rc;
     if (rt->grain > 1) {
@@ -432,10 +444,16 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
         return atomic_load_explicit(&rt->err, memory_order_acquire);
     }
 
+    wsp_tasknode *t = wsp__task_node(rt, task, index);
+    if (!t) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    return wsp__submit_node(rt, t, task);
+}
+
+wsp_tasknode *wsp__task_node(wsp_runtime *rt, const wsp_task *task, int64_t index) {
     size_t bytes = sizeof(wsp_tasknode) + (size_t)task->ntiles * (sizeof(wsp_tile) + sizeof(wsp_reg)) +
                    (size_t)task->nscalars * sizeof(wsp_scalar) + (size_t)task->ncoords * sizeof(int64_t);
     wsp_tasknode *t = wsp__tasknode_new(rt, bytes);
-    if (!t) return wsp_fail(rt, WSP_ERR_INTERNAL, "out of memory (task pool)");
+    if (!t) return NULL;
     t->fn = task->fn;
     t->kernel = task->kernel;
     t->stmt = task->stmt;
@@ -452,9 +470,13 @@ int wsp_submit(wsp_runtime *rt, const wsp_task *task) {
     for (int i = 0; i < task->nscalars; i++) scalars[i] = task->scalars[i];
     int64_t *coords = wsp__coords(t);
     for (int i = 0; i < task->ncoords; i++) coords[i] = task->coords[i];
+    return t;
+}
+
+int wsp__submit_node(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task) {
     if (__builtin_expect(atomic_load_explicit(&rt->graph_on, memory_order_relaxed), 0)) {
         wsp__graph_task(rt, t, task);  /* a bad pool fails the run; the task still goes through */
-        rc = wsp__enqueue(rt, t, task, 1);
+        int rc = wsp__enqueue(rt, t, task, 1);
         wsp__graph_submitted(rt);
         return rc;
     }

@@ -86,6 +86,9 @@ struct wsp_tasknode {
     int32_t count;             /* tasks it stands for: 1, or the tasks of a batch */
     uint32_t subs;             /* a batch: byte offset of its wsp_sub records from the node */
     int32_t pool;              /* graph.c: its pool (set only in a run with wsp_graph knobs) */
+    int16_t holds;             /* devices.c: receives it waits for besides its predecessors */
+    uint16_t owned;            /* devices.c: tiles (bit i) whose data is a receive buffer, freed
+                                  when the node is recycled */
     int64_t gkey;              /* graph.c: its ready-queue key (priority, or ready order) */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
@@ -393,6 +396,13 @@ struct wsp_runtime {
     int32_t nbatch_waits;
     wsp_group *batch_waits[WSP_BATCH_WAITS];  /* barriers of the order steps it spans */
 
+    /* devices.c: the transport (xport.devices == 0: none), per tensor its element size when
+     * its first dimension is the device dimension, and this run's remote reads so far */
+    wsp_transport xport;
+    int32_t *xelem;
+    int32_t nxelem;
+    int64_t xseq;
+
     _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
     char pad_end[WSP_CACHELINE];
 };
@@ -425,6 +435,22 @@ WSP_HIDDEN void wsp__add_edge(wsp_runtime *rt, wsp_node *pred, wsp_tasknode *t);
  * holds its accesses. */
 WSP_HIDDEN int wsp__enqueue(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *acc,
                             int64_t ntasks);
+
+/* The window's admission of one more task (tasks.c): WSP_OK, or the run's error. */
+WSP_HIDDEN int wsp__window_admit(wsp_runtime *rt);
+/* One unbatched task's node filled from *task, task number `index` of the run (tasks.c);
+ * NULL when out of memory. wsp__submit_node hands it on (task-graph knobs, enqueue). */
+WSP_HIDDEN wsp_tasknode *wsp__task_node(wsp_runtime *rt, const wsp_task *task, int64_t index);
+WSP_HIDDEN int wsp__submit_node(wsp_runtime *rt, wsp_tasknode *t, const wsp_task *task);
+
+/* Many processes (devices.c). wsp__device_submit: with a transport set, takes every task that
+ * is not a plain task of this device (another device's: its sends; this device's with remote
+ * tiles: its receives) and sets *taken; else leaves it to wsp_submit. */
+WSP_HIDDEN int wsp__device_submit(wsp_runtime *rt, const wsp_task *task, int *taken);
+/* A recycled node's receive buffers (submitter). */
+WSP_HIDDEN void wsp__device_release(wsp_tasknode *t);
+/* A task made ready by a thread that is neither a worker nor the submitter (dispatch.c). */
+WSP_HIDDEN void wsp__ready_external(wsp_runtime *rt, wsp_tasknode *t);
 
 /* Traced runs only (trace.c): the edge pred -> t as the trace's task indices, and t standing
  * for the `ntasks` tasks from its first (a batch). */

@@ -87,8 +87,10 @@ typedef struct wsp_task {
     int32_t stream;       /* 0 .. s-1 under wsp_schedule(..., s > 0); ignored otherwise */
     int32_t pool;         /* 0 .. npools-1 under wsp_graph(..., npools > 1); ignored otherwise */
     int64_t priority;     /* under wsp_graph(rt, WSP_READY_PRIORITY, ...): smaller runs first */
-    int32_t device;       /* the mesh device it runs on, row-major (0 in a program of one
-                             device); the cycle model places it on that device's cores */
+    int32_t device;       /* the device it runs on (the IR's Task.device: row-major over the mesh
+                             axes); 0 in a program of one device. The cycle model places it on
+                             that device's cores; a transport (wsp_transport_set) runs only this
+                             process's device's tasks: see "Many processes" below */
 } wsp_task;
 
 typedef struct wsp_runtime wsp_runtime;
@@ -425,6 +427,52 @@ int wsp_probe(wsp_runtime *rt, const wsp_access *acc);
 int wsp_note(wsp_runtime *rt, int64_t tag, int64_t value);
 int64_t wsp_note_count(const wsp_runtime *rt);
 int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *out);
+
+/* ---- many processes, one device each (docs/running.md, "Running on MPI") ------------------
+ *
+ * A program lowered for a mesh (docs/distributed.md) gives every tensor a leading device
+ * dimension and every task a `device`. With a transport set, this process is one device
+ * (`x->device` of `x->devices`): every process enumerates the whole program, and wsp_submit
+ * keeps only the tasks of its own device. A tile whose box lies in another device's slice of a
+ * tensor (its first dimension's coordinate, for tensors with elem_bytes[t] > 0) is REMOTE: it
+ * may only be read (a collective's source tile). Every remote read of the run is numbered in
+ * enumeration order (the same numbers in every process), and that number is the message's tag:
+ *   - on the device that reads it, the task gets a private buffer for the tile and waits (a
+ *     hold, like a predecessor) until `recv` has filled it and the transport calls wsp_arrived;
+ *     the kernel then reads the buffer as the tile (stride = cols);
+ *   - on the device that holds it, a SEND task is submitted in its place: it reads the tile
+ *     (so it waits for the tile's writers, and later writers wait for it), packs it row by row
+ *     into a new buffer and hands that to `send`, which frees it (free()) once sent. It is
+ *     traced and counted as a task of the reading task's kernel and statement.
+ * Messages match by (device, tag), not by order, so each tile moves as soon as its holder has
+ * it, whatever order the tasks of a collective become ready in on each device. The transport
+ * calls must not block; `fail` (may be NULL) is called once when the run fails, from any
+ * thread: the transport must then make every receive still pending arrive (its buffer as it
+ * is), so that the run drains (no task runs after an error). */
+typedef struct wsp_transport {
+    void *ctx;
+    int32_t device;           /* this process's device */
+    int32_t devices;          /* the devices of the mesh (processes) */
+    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
+    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
+    void (*fail)(void *ctx);
+} wsp_transport;
+/* Between runs: x == NULL (or x->devices == 0) removes it. elem_bytes: per tensor, its element
+ * size when its first dimension is the device dimension, else 0 (ntensors entries). */
+int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
+                      const int32_t *elem_bytes);
+/* The transport: the receive of `buf` posted with `token` has filled it (ok != 0), or will not
+ * (ok == 0: the run fails, if it has not already; the buffer becomes the transport's, which
+ * frees it once nothing can write it any more). From any thread, once per receive. */
+void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
+/* This process's device (x->device of the transport set), 0 without one. An enumerator reads
+ * an element of a tensor with the device dimension (a `Read` of an index tensor, replicated:
+ * every device computes its copy) from this device's copy: in one process every device's copy
+ * is computed, in one process per device only its own. */
+int32_t wsp_device(const wsp_runtime *rt);
+/* Remote reads numbered in the last (or current) run: receives plus sends plus the reads that
+ * concern two other devices. */
+int64_t wsp_transport_count(const wsp_runtime *rt);
 
 /* Errors: the first error wins; later submits return it at once and no further task starts. */
 int wsp_fail(wsp_runtime *rt, int code, const char *message);

@@ -37,6 +37,13 @@ ELSEWHERE: dict[str, str] = {
     # issue 20: the Ascend tree of a mesh
     '`{*}` moves `{*}` to `{*}` in more than one collective, which the ascend_npu target does not make into HCCL calls yet':
         'tests/ascend/test_hccl.py::test_relayout_over_two_axes_is_refused',
+    # issue 20: wspc run --launcher mpi
+    '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
+        'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',
+    '--target {*} cannot run on MPI (its runs have no transport between processes)':
+        'tests/test_mesh_mpi.py::test_a_target_without_a_transport_cannot_run_on_mpi',
+    'cannot start {*}: {*}':
+        'tests/test_mesh_mpi.py::test_an_mpiexec_that_cannot_start_is_named',
     # issue 20: meshes of several devices (ir/devices.py, --mesh, --check-replicas)
     'inout `{*}` is partial over {*}: a mesh of several devices does not sum its addends back for the caller yet':
         'tests/test_mesh_run.py::test_a_partial_inout_is_refused_on_several_devices',

@@ -164,6 +164,11 @@ class LoopEmitter(V.Visitor):
         ti = self.tensor_index[r.tensor]
         t = self.m.tensors[ti]
         idx = [self.c(i) for i in r.index]
+        if self.m.devices is not None and self.m.devices.placed(r.tensor) is not None:
+            # the device dimension: this process's device's copy (wsp_device: 0 in one
+            # process, which computes every copy; its own device under MPI, which computes
+            # only its own)
+            idx[0] = "(int64_t)wsp_device(rt)"
         text = f"{r.tensor}[{', '.join(sym.to_str(sym.as_expr(i)) for i in r.index)}]"
         self.emit(f"/* {text.replace('*/', '* /')} */")
         if r.tensor in self.written:
@@ -357,7 +362,10 @@ class LoopEmitter(V.Visitor):
         if s.ready.name == "priority":
             self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
         if self.m.devices is not None and t.device is not None:
-            self.emit(f"task.pool = (int32_t)({self.c(t.device)});")
+            # the runtime's `device` (one device per process: runtime_c/devices.c) and, in
+            # one process, the device's pool of workers
+            self.emit(f"task.device = (int32_t)({self.c(t.device)});")
+            self.emit("task.pool = task.device;")
         elif s.pools.name == "by_exec_unit":
             # decision: a kernel's pool is the unit the cycle model runs it on (a matmul: cube)
             self.emit(f"task.pool = {kernel_unit(kernel)};")

@@ -94,6 +94,16 @@ int wsp_error_code(const wsp_runtime *rt);
 const char *wsp_error_message(const wsp_runtime *rt);
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
 int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
+typedef struct wsp_transport {
+    void *ctx; int32_t device; int32_t devices;
+    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
+    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
+    void (*fail)(void *ctx);
+} wsp_transport;
+int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
+                      const int32_t *elem_bytes);
+void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
+int64_t wsp_transport_count(const wsp_runtime *rt);
 """
 
 # wsp_runtime.h's codes and the cycle model's price of a task and of an edge (wsp_sim_limit),
@@ -103,6 +113,16 @@ SIM_TASK_BYTES, SIM_EDGE_BYTES = 64, 12
 MAX_TASKS = 2**31 - 2  # the replay's task indices are int32 (simlog.c)
 
 _LOADED: dict[str, Any] = {}
+
+
+def device_elem_bytes(m: N.Module) -> list[int]:
+    """Per tensor, its element size when its first dimension is the device dimension of the
+    lowering (docs/distributed.md), else 0: what the runtime's transport needs."""
+    from ...dtypes import numpy_dtype
+
+    if m.devices is None:
+        return [0] * len(m.tensors)
+    return [numpy_dtype(t.dtype).itemsize if m.devices.placed(t.name) else 0 for t in m.tensors]
 
 
 def load(library: Path, entries: dict[str, str]):
@@ -124,6 +144,7 @@ class Backend:
     # ... which keeps a record per task: what the memory check before a run counts (api.py)
     records = (SIM_TASK_BYTES, MAX_TASKS)
     inplace = True  # `run(inplace=True)` uses the inout arrays themselves
+    transports = True  # a run may be one device of several processes (`transport`, mpi.py)
 
     def __init__(self, built):  # an `artifact.Built` (not imported: artifact.py imports this)
         self.artifact = built
@@ -139,6 +160,9 @@ class Backend:
         self._rt_lock = threading.Lock()
         self._read: dict[str, set] = {}  # tensors each schedule reads (a walk of its body)
         self._layouts: dict = {}  # (schedule, sym values): `_layout`
+        # `mpi.Transport` when this process is one device of an MPI run (launch.py): every
+        # run then keeps this device's tasks and moves remote tiles through it
+        self.transport = None
 
     def run(self, m: N.Module, schedule: str, syms: dict[str, int], inputs: dict[str, Any],
             workers: Optional[int] = None, trace: bool = False,
@@ -182,11 +206,17 @@ class Backend:
         layout = self.enumerators.info.get(schedule, [])
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
         workers = int(workers or self.workers or 0)
-        if m.devices is not None:  # at least one worker per device (its pool: graph_pools),
-            # as far as the runtime's limit allows (past it, workers serve several pools)
+        if m.devices is not None and self.transport is None:
+            # at least one worker per device (its pool: graph_pools), as far as the runtime's
+            # limit allows (past it, workers serve several pools)
             workers = min(max(workers or (os.cpu_count() or 1), m.devices.count), MAX_WORKERS)
+        elif m.devices is not None and not workers:
+            # one device of several processes on this host: its share of the cores
+            workers = max(1, (os.cpu_count() or 1) // m.devices.count)
         rt, owned = self._runtime(workers, len(m.tensors))
         try:
+            if self.transport is not None:
+                self.transport.attach(ffi, lib, rt, device_elem_bytes(m))
             mach = machine or _default_machine()
             policy = schedule_policy(sched, mach.dispatchers)
             self._enable_model(rt, m, mach, policy, keep=not owned)
@@ -213,7 +243,8 @@ class Backend:
                     rc = lib.wsp_schedule(rt, pinned, policy["steal"], policy["nstreams"])
                 if rc == 0:
                     rc = lib.wsp_graph(rt, policy["ready"], policy["start"],
-                                       max(policy["start_n"], 1), graph_pools(sched, m))
+                                       max(policy["start_n"], 1),
+                                       graph_pools(sched, m if self.transport is None else None))
                     for i, a in enumerate(arrays):
                         lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
@@ -257,6 +288,11 @@ class Backend:
                 raise self._csp_failure(message, counters, len(layout))
             raise self._failure(code, message, sched, record_limit)
         self.pool.keep(a for t, a in zip(m.tensors, arrays) if t.kind in ("output", "scratch"))
+        if self.transport is not None and m.devices is not None:
+            # each process computed its own device's slice: every process gets all of them
+            # (device d's from rank d), so the caller gathers (and checks replicas) as one
+            # process running every device would
+            self.transport.share(outputs.values())
         return outputs, info
 
     def _layout(self, m: N.Module, sched: N.Schedule, syms: dict[str, int]) -> list:

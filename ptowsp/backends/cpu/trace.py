@@ -569,3 +569,35 @@ def _unit_name(unit: int) -> str:
 
 def _percent(part, whole) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def merge_devices(texts: Sequence[Optional[str]]) -> str:
+    """One Chrome trace of an MPI run from each rank's (`texts[d]`: device d's `to_json`):
+    one process track per device, `pid` = the device, for its real run (a thread per worker),
+    and its cycle model's replay as process `devices + d`; flow ids renumbered apart; each
+    device's summary in `otherData.devices`."""
+    n = len(texts)
+    out: list[dict[str, Any]] = []
+    devices = []
+    next_id = 1
+    for d, text in enumerate(texts):
+        data = json.loads(text) if text else {"traceEvents": [], "otherData": {}}
+        pids = {PID_REAL: d, PID_SIM: n + d}
+        top = next_id
+        for e in data.get("traceEvents", []):
+            e = dict(e)
+            e["pid"] = pids.get(e.get("pid"), e.get("pid"))
+            if "id" in e and e.get("cat") == FLOW:
+                e["id"] = int(e["id"]) + next_id - 1
+                top = max(top, e["id"] + 1)
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                what = "cycle model" if e["pid"] >= n else "real run"
+                e["args"] = {"name": f"device {d}: {what}"}
+            if e.get("ph") == "M" and e.get("name") == "process_sort_index":
+                e["args"] = {"sort_index": e["pid"]}
+            out.append(e)
+        next_id = top
+        devices.append(dict(data.get("otherData", {}), device=d))
+    other = {"devices": devices, "tasks": sum(int(x.get("tasks", 0)) for x in devices)}
+    return json.dumps({"traceEvents": out, "displayTimeUnit": "ns", "otherData": other},
+                      separators=(",", ":"))

@@ -1,0 +1,329 @@
+/* wsp_mpi.c: the MPI transport of the runtime (wsp_transport in wsp_runtime.h, "many
+ * processes"), built only for `wspc run --launcher mpi` (backends/cpu/mpi.py compiles it
+ * against the mpich wheel's mpi.h and libmpi into a library of its own), so the runtime linked
+ * into every module never needs MPI.
+ *
+ * One PROGRESS THREAD makes every MPI call of a run: the submitter (a receive, posted when the
+ * reading task is enumerated) and the workers (a send, when the send task has packed its tile)
+ * only queue an operation and return, so no worker ever blocks in MPI and a kernel never waits
+ * for a message. The thread posts what is queued (MPI_Irecv / MPI_Isend on a duplicate of
+ * MPI_COMM_WORLD, tagged with the remote read's number), tests everything outstanding
+ * (MPI_Testsome), tells the runtime of each receive that completed (wsp_arrived: the reading
+ * task may then run) and frees each send's buffer. It sleeps when nothing is outstanding, and
+ * backs off to short sleeps when nothing completes, so that it does not take a core from the
+ * kernels. Point-to-point messages match by (source, tag), so the tiles of one collective may
+ * become ready in any order on each process: no MPI collective call (which every process must
+ * start in the same order) is used, and the reduction is the kernel's own fixed order.
+ *
+ * A failed run (the runtime calls `fail`): every receive still outstanding is reported to the
+ * runtime as not arrived (the run drains: no task runs after an error) and its buffer kept
+ * until MPI is done with it; the process is about to end (MPI_Abort from Python).
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdio.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wsp_runtime.h"
+
+typedef void (*wsp_arrived_fn)(wsp_runtime *rt, void *token, void *buf, int ok);
+
+enum { OP_RECV = 0, OP_SEND = 1 };
+#define WINDOW 64              /* requests tested per MPI_Testsome */
+
+typedef struct op {
+    struct op *next;
+    void *buf;
+    void *token;               /* a receive's task; NULL once reported (orphaned) */
+    int64_t bytes;
+    int32_t peer;
+    int32_t kind;
+    int tag;
+} op;
+
+typedef struct wsp_mpi {
+    MPI_Comm comm;
+    int rank, size, tag_ub;
+    wsp_runtime *rt;
+    wsp_arrived_fn arrived;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    op *head, *tail;           /* queued, not yet posted (under mu) */
+    int stop;                  /* under mu */
+    atomic_int failed;
+    atomic_llong outstanding;  /* queued + posted, for wsp_mpi_quiet */
+    /* the progress thread's own */
+    MPI_Request *reqs;
+    op **ops;
+    int *idx;
+    int n, cap;
+    int win;                   /* the first request the next test looks at */
+    char error[256];
+} wsp_mpi;
+
+static void orphan(wsp_mpi *m, op *o) {
+    if (o->kind == OP_RECV && o->token) {
+        m->arrived(m->rt, o->token, o->buf, 0);
+        o->token = NULL;
+    }
+}
+
+static int grow(wsp_mpi *m) {
+    int cap = m->cap ? 2 * m->cap : 256;
+    MPI_Request *r = realloc(m->reqs, (size_t)cap * sizeof *r);
+    if (r) m->reqs = r;
+    op **o = realloc(m->ops, (size_t)cap * sizeof *o);
+    if (o) m->ops = o;
+    int *ix = realloc(m->idx, (size_t)cap * sizeof *ix);
+    if (ix) m->idx = ix;
+    if (!r || !o || !ix) return -1;
+    m->cap = cap;
+    return 0;
+}
+
+/* Posts o; on failure reports it (a receive as not arrived) and frees what it can. */
+static void post(wsp_mpi *m, op *o) {
+    int rc = MPI_ERR_OTHER;
+    if (m->n == m->cap && grow(m) != 0) {
+        snprintf(m->error, sizeof m->error, "out of memory (MPI requests)");
+    } else if (o->bytes > INT_MAX) {
+        snprintf(m->error, sizeof m->error, "a tile of %lld bytes (MPI counts are int)",
+                 (long long)o->bytes);
+    } else if (o->kind == OP_RECV) {
+        rc = MPI_Irecv(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
+    } else {
+        rc = MPI_Isend(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
+    }
+    if (rc == MPI_SUCCESS) {
+        m->ops[m->n++] = o;
+        if (atomic_load_explicit(&m->failed, memory_order_acquire)) orphan(m, o);
+        return;
+    }
+    if (o->kind == OP_RECV) {
+        if (o->token) m->arrived(m->rt, o->token, o->buf, 0);
+    }
+    free(o->buf);
+    free(o);
+    atomic_fetch_sub(&m->outstanding, 1);
+}
+
+/* One completed operation: a receive is handed to the runtime (its buffer is the task's), a
+ * send's buffer freed; an orphaned receive's buffer is freed too. */
+static void done(wsp_mpi *m, op *o) {
+    if (o->kind == OP_RECV && o->token) {
+        m->arrived(m->rt, o->token, o->buf, 1);
+    } else {
+        free(o->buf);
+    }
+    free(o);
+    atomic_fetch_sub(&m->outstanding, 1);
+}
+
+static void *progress(void *arg) {
+    wsp_mpi *m = arg;
+    int idle = 0, seen_failed = 0;
+    for (;;) {
+        pthread_mutex_lock(&m->mu);
+        while (!m->head && m->n == 0 && !m->stop &&
+               atomic_load_explicit(&m->failed, memory_order_acquire) == seen_failed)
+            pthread_cond_wait(&m->cv, &m->mu);
+        op *list = m->head;
+        m->head = m->tail = NULL;
+        int stop = m->stop;
+        pthread_mutex_unlock(&m->mu);
+        if (stop && !list && m->n == 0) break;
+        for (op *o = list, *next; o; o = next) {
+            next = o->next;
+            post(m, o);
+        }
+        if (!seen_failed && atomic_load_explicit(&m->failed, memory_order_acquire)) {
+            seen_failed = 1;
+            for (int i = 0; i < m->n; i++) orphan(m, m->ops[i]);
+        }
+        if (m->n == 0) continue;
+        /* a window of the outstanding requests per call: testing all of them would make a run
+         * of n messages cost n^2 (a collective of 16 MiB is 1024 tiles each way); the window
+         * moves on when nothing in it completes. Messages mostly complete in enumeration order,
+         * which is the order of the array (compaction keeps it), so the oldest go first. */
+        if (m->win >= m->n) m->win = 0;
+        int first = m->win, count = m->n - first < WINDOW ? m->n - first : WINDOW;
+        int outcount = 0;
+        if (MPI_Testsome(count, m->reqs + first, &outcount, m->idx, MPI_STATUSES_IGNORE) !=
+                MPI_SUCCESS || outcount == MPI_UNDEFINED)
+            outcount = 0;
+        for (int k = 0; k < outcount; k++) {
+            done(m, m->ops[first + m->idx[k]]);
+            m->ops[first + m->idx[k]] = NULL;
+        }
+        if (outcount == 0) m->win = first + count;
+        if (outcount > 0) {  /* compact: the order of what is left does not matter */
+            int j = 0;
+            for (int i = 0; i < m->n; i++) {
+                if (!m->ops[i]) continue;
+                m->ops[j] = m->ops[i];
+                m->reqs[j] = m->reqs[i];
+                j++;
+            }
+            m->n = j;
+            idle = 0;
+            continue;
+        }
+        /* nothing completed: a message is often microseconds away, so give the core to
+         * whoever wants it (the kernels) without sleeping first, then sleep in short steps */
+        if (++idle > 16) {
+            if (idle < 4096) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void enqueue(wsp_mpi *m, op *o) {
+    atomic_fetch_add(&m->outstanding, 1);
+    pthread_mutex_lock(&m->mu);
+    o->next = NULL;
+    if (m->tail) m->tail->next = o;
+    else m->head = o;
+    m->tail = o;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static op *new_op(wsp_mpi *m, int kind, void *buf, int64_t bytes, int32_t peer, int64_t tag,
+                  void *token) {
+    op *o = malloc(sizeof *o);
+    if (!o) return NULL;
+    o->buf = buf;
+    o->token = token;
+    o->bytes = bytes;
+    o->peer = peer;
+    o->kind = kind;
+    o->tag = (int)(tag % ((int64_t)m->tag_ub + 1));
+    return o;
+}
+
+static int x_recv(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token) {
+    wsp_mpi *m = ctx;
+    op *o = new_op(m, OP_RECV, buf, bytes, from, tag, token);
+    if (!o) return -1;
+    enqueue(m, o);
+    return 0;
+}
+
+static int x_send(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag) {
+    wsp_mpi *m = ctx;
+    op *o = new_op(m, OP_SEND, buf, bytes, to, tag, NULL);
+    if (!o) {
+        free(buf);
+        return -1;
+    }
+    enqueue(m, o);
+    return 0;
+}
+
+static void x_fail(void *ctx) {
+    wsp_mpi *m = ctx;
+    atomic_store_explicit(&m->failed, 1, memory_order_release);
+    pthread_mutex_lock(&m->mu);
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- the library's entry points (cffi, backends/cpu/mpi.py) ------------------------------- */
+
+/* A transport over MPI_COMM_WORLD (MPI initialised with MPI_THREAD_MULTIPLE, as mpi4py does),
+ * for runtime `rt` whose wsp_arrived is `arrived`; NULL with a reason in `why`. */
+wsp_mpi *wsp_mpi_new(wsp_runtime *rt, wsp_arrived_fn arrived, char *why, int whylen) {
+    int inited = 0, level = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        snprintf(why, (size_t)whylen, "MPI is not initialised");
+        return NULL;
+    }
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) {
+        snprintf(why, (size_t)whylen, "MPI gives thread level %d, not MPI_THREAD_MULTIPLE", level);
+        return NULL;
+    }
+    wsp_mpi *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(why, (size_t)whylen, "out of memory");
+        return NULL;
+    }
+    m->rt = rt;
+    m->arrived = arrived;
+    atomic_init(&m->failed, 0);
+    atomic_init(&m->outstanding, 0);
+    /* a communicator of our own: the tags never meet a Python-side message */
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    MPI_Comm_rank(m->comm, &m->rank);
+    MPI_Comm_size(m->comm, &m->size);
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(m->comm, MPI_TAG_UB, &ub, &flag);
+    m->tag_ub = flag && ub ? *ub : 32767;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    if (pthread_create(&m->thread, NULL, progress, m) != 0) {
+        snprintf(why, (size_t)whylen, "cannot start the MPI progress thread");
+        MPI_Comm_free(&m->comm);
+        free(m);
+        return NULL;
+    }
+    m->started = 1;
+    return m;
+}
+
+/* The transport's table for wsp_transport_set. */
+void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out) {
+    memset(out, 0, sizeof *out);
+    out->ctx = m;
+    out->device = m->rank;
+    out->devices = m->size;
+    out->recv = x_recv;
+    out->send = x_send;
+    out->fail = x_fail;
+}
+
+/* Operations queued or in flight (0 once every send of the runs so far has gone). */
+int64_t wsp_mpi_outstanding(wsp_mpi *m) { return atomic_load(&m->outstanding); }
+
+/* Waits until nothing is outstanding (after a successful run every send completes, since every
+ * process posted its receives while enumerating), then stops the thread and frees everything;
+ * after a failure it does not wait. */
+void wsp_mpi_free(wsp_mpi *m) {
+    if (!m) return;
+    if (!atomic_load(&m->failed)) {
+        while (atomic_load(&m->outstanding) > 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&m->mu);
+    m->stop = 1;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (m->started && !atomic_load(&m->failed)) pthread_join(m->thread, NULL);
+    else if (m->started) pthread_detach(m->thread);
+    if (!atomic_load(&m->failed)) {
+        MPI_Comm_free(&m->comm);
+        free(m->reqs);
+        free(m->ops);
+        free(m->idx);
+        pthread_mutex_destroy(&m->mu);
+        pthread_cond_destroy(&m->cv);
+        free(m);
+    }
+}
