@@ -84,7 +84,7 @@ def _mesh_resolver(w):
             if ref < len(axes):
                 return axes[ref]
             raise user_error(span, f"mesh axis {ref} does not exist: the mesh has {len(axes)} "
-                             f"axis{'es' if len(axes) > 1 else ''} ({', '.join(axes)})",
+                             f"{'axes' if len(axes) > 1 else 'axis'} ({', '.join(axes)})",
                              f"positions go from 0 to {len(axes) - 1}", cls=TypeCheckError)
         if ref in axes:
             return ref

@@ -67,15 +67,14 @@ def _collective(kind: str, tensor: Any, mesh_axis: Any, op: Optional[str], dim: 
         ref = _axis_ref(mesh_axis, span, "`mesh_axis=`") if mesh_axis is not None else \
             _implied_axis(kind, tensor.layout, dim)
         over = A.Name(INFER if ref is None else axis_key(ref), span=span)
-    if kind == "allgather":
-        dim = None  # `.wsp` allgather finds the sharded dimension itself
     if into is None:
         into = Tensor(shape=tensor.shape, dtype=tensor.dtype, scratch=True)
         into._derive = (kind, tensor, None if over is None else axis_of_key(over.id), dim, to,
                         span)
+    # only `.wsp` reduce_scatter says a dimension: the others read it off the layouts
+    wsp_dim = A.IntLit(dim, span=span) if kind == "reduce_scatter" else None
     t.emit(A.Collective(kind, t.ref(tensor, span), t.ref(into, span), over,
-                        None if op is None else A.Name(op, span=span),
-                        None if dim is None else A.IntLit(dim, span=span), span=span))
+                        None if op is None else A.Name(op, span=span), wsp_dim, span=span))
     return into
 
 

@@ -491,6 +491,8 @@ class Tensor:
     _default_name = "tensor"
     scratch = False  # also for the index tensors `_index_tensor` makes of lists
     _landing: Any = None  # a run of `Program.execute` that will write this tensor's array
+    _layout: Any = None  # the `TensorLayout` given (None: replicated)
+    _derive: Any = None  # (kind, source, over, dim, to, span): a collective's result
 
     @property
     def data(self) -> Any:
@@ -514,7 +516,6 @@ class Tensor:
         self._span = span
         self.scratch = bool(scratch)
         self.location = _location(location, span)
-        self._derive: Any = None  # (kind, source, over, dim): a collective's result
         if self.scratch:
             self._scratch(data, shape, dtype, span)
             self._wsp_name = name or stored_name(user_frame())
