@@ -35,6 +35,8 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
     # issue 20: meshes of several devices (ir/devices.py, --mesh, --check-replicas)
+    'inout `{*}` is partial over {*}: a mesh of several devices does not sum its addends back for the caller yet':
+        'tests/test_mesh_run.py::test_a_partial_inout_is_refused_on_several_devices',
     '--mesh sizes a mesh when a module is compiled; an artifact directory keeps the sizes it was compiled with':
         'tests/test_mesh_run.py::test_mesh_on_the_command_line',
     '{*}={*}: not an integer':

@@ -56,14 +56,21 @@ def _collectives(dtypes, dp: int, tp: int, r: int, c: int) -> str:
                   f"output  M3: f32[{dp * r}, {tp * c}] @ [R, S(dp)]",
                   f"scratch Zd: f32[{r}, {c}] @ [R, R] partial(dp)",
                   f"output  Yd: f32[{r}, {c}] @ [R, R]",
-                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]"]
+                  f"input   Pd: f32[{dp * r}, {c}] @ [S(dp), R]",
+                  f"scratch Zc: f32[{r}, {tp * c}] @ [R, R] partial(tp)",
+                  f"output  Sc: f32[{r}, {tp * c}] @ [R, S(tp)]",
+                  f"kernel fillw(x: In[Tile[{r}, {tp * c}, f32]], z: Out[Tile[{r}, {tp * c}, f32]]) "
+                  "{ store(z, x) }"]
         body += ["    allgather(M, into = M1, over = tp)",
                  "    relayout(M, into = M2)",
                  f"    for j in P(Dense[{dp}]) {{ fill_f32[j](x = Pd[j*{r} : j*{r} + {r}, :], "
                  "z = Zd[:, :]) }",
                  "    allreduce(Zd, into = Yd, over = dp)"]
         # all_to_all over dp needs M's dp shards on another dimension: relayout does it
-        body += ["    relayout(M, into = M3)"]
+        body += ["    relayout(M, into = M3)",
+                 f"    for i in P(Dense[{tp}]) {{ fillw[i](x = A_f32[i*{r} : i*{r} + {r}, :], "
+                 "z = Zc[:, :]) }",
+                 "    reduce_scatter(Zc, into = Sc, over = tp, dim = 1)"]
     return "\n".join(lines + ["workload w() {"] + body + ["}", "schedule main = w()", ""])
 
 
@@ -136,6 +143,7 @@ def _check_collectives(dtypes, dp, tp, r, c, targets=("ref", "cpu_sim"), seed=0)
     if "f32" in dtypes:
         want["M1"] = want["M2"] = want["M3"] = arrays["M"]
         want["Yd"] = _reduce("f32", "sum", [arrays["Pd"][j * r:(j + 1) * r] for j in range(dp)])
+        want["Sc"] = _reduce("f32", "sum", [arrays["A_f32"][i * r:(i + 1) * r] for i in range(tp)])
     for target in targets:
         out = m.compile(target=target).run(check_replicas=True, **arrays)
         for name, w in want.items():
@@ -461,3 +469,55 @@ def test_replicas_that_disagree_are_reported():
     assert d.message == ("the replicas of `Y` disagree: at [3, 5], device 1 (tp = 1) has 2.5 "
                          "and device 0 (tp = 0) has 0.0")
     assert d.span.line == 3
+
+
+def test_a_partial_inout_is_refused_on_several_devices():
+    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
+            "workload w() {\n    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "p.wsp")
+    assert m.compile("ref", mesh={"tp": 1}) is not None  # one device: its one addend
+    (d,) = _messages(lambda: m.compile("ref"))
+    assert d.message == ("inout `Z` is partial over tp: a mesh of several devices does not sum "
+                         "its addends back for the caller yet")
+    assert d.span.line == 2
+
+
+def test_a_devices_collectives_run_in_program_order():
+    # two collectives with no data between them: on each device every tile of the second
+    # starts after every tile of the first has finished (the design's program order)
+    text = ("mesh tp = 2\ninput A: f32[128, 128] @ [S(tp), R]\ninput B: f32[128, 128] @ [S(tp), R]\n"
+            "output GA: f32[128, 128]\noutput GB: f32[128, 128]\n"
+            "workload w() {\n    allgather(A, into = GA, over = tp)\n"
+            "    allgather(B, into = GB, over = tp)\n}\nschedule main = w()\n")
+    m = ptowsp.parse(text, "order.wsp")
+    p = m.compile("cpu_sim")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 128, 128)).astype(np.float32)
+    out = p.run(A=a, B=b, trace=True, workers=4)
+    assert np.array_equal(out["GA"], a) and np.array_equal(out["GB"], b)
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    kernels = sorted({names[k] for k in ev["kernel"]})
+    assert len(kernels) == 2  # one kernel per collective (its comm record)
+    first = kernels[0]  # the second collective's kernel is named apart: `..._1`
+    assert kernels[1] == first + "_1"
+    for device in (0, 1):
+        mine = ev[ev["coords"][:, 0] == device]
+        ka = np.array([names[k] == first for k in mine["kernel"]])
+        assert ka.any() and (~ka).any()
+        assert mine["end_ns"][ka].max() <= mine["start_ns"][~ka].min()
+    lowered = p._lowered
+    reads = [x for st in lowered.schedule("main").body for x in _tasks(st)[0].extra]
+    assert [x.mode for x in reads] == ["w", "w", "r"]  # the second reads the first's elements
+
+
+def _tasks(st):
+    from ptowsp.ir import visit
+
+    return visit.tasks((st,))
+
+
+def test_simulating_a_mesh_program():
+    p = ptowsp.parse(MLP, "tp_mlp.wsp").compile("cpu_sim", mesh={"tp": 2})
+    stats = p.simulate(bind={"T": 64})
+    assert stats.total_cycles > 0 and stats.task_count == 4 * 8 * 2 + 2 * 1 * 1

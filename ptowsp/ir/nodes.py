@@ -113,8 +113,10 @@ class Comm:
     """What a collective kernel moves (docs/distributed.md, "The cycle model"): the collective's
     `kind` (one of `COLLECTIVE_KINDS` but `relayout`, which the lowering makes from the others),
     the mesh axis `over`, the number of devices in each group along it (`group`), `bytes` the
-    source bytes one device holds (its shard, or its whole addend), and the reduction `op`
-    (None when the kind does not reduce)."""
+    bytes ONE task of the collective moves between devices (the source tiles it reads from
+    other devices: `group - 1` tiles for a reduction, one or none for a copy; an expression of
+    the task's variables), and the reduction `op` (None when the kind does not reduce). The
+    tile tasks of one collective pipeline like HCCL's chunks (`ir/collective_tiles.py`)."""
 
     kind: str
     over: str
@@ -549,10 +551,10 @@ CSP_STMTS = (Pipe, Process, Send, Consume, Mark, Sync)
 # Meshes, layouts and collectives (docs/distributed.md)
 #
 # A module may carry a `Mesh`: named axes of devices, the last varying fastest. Each tensor has
-# a `Layout` (None: replicated on every axis). Until the lowering to a device dimension exists
-# ("How it is built (plan)"), the driver runs a module whose mesh has one device as a
-# single-device program (`ir/devices.py`: layouts dropped, each `Collective` a copy) and refuses
-# any other mesh at its declaration, so no back end sees a `Collective`.
+# a `Layout` (None: replicated on every axis). The driver lowers a module with a mesh to a
+# single-device program before the optimiser (`ir/devices.py`: a device dimension on every
+# tensor, `Task.device` on every task, each `Collective` tile tasks; `Module.devices` keeps the
+# global shapes), so no back end sees a `Mesh`, a `Layout` or a `Collective`.
 
 
 @record

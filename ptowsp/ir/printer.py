@@ -45,6 +45,11 @@ def print_module(m: N.Module) -> str:
         out.append(f"sym {s.name}" + (f" = {s.default}" if s.default is not None else ""))
     if m.mesh is not None:
         out.append("mesh " + ", ".join(f"{a.name} = {sym.to_str(a.size)}" for a in m.mesh.axes))
+    if m.devices is not None:  # lowered to devices: the global shapes the caller sees
+        out.append("devices " + ", ".join(f"{a} = {n}" for a, n in m.devices.axes))
+        for p in m.devices.tensors:
+            out.append(f"# {p.name}: [{', '.join(sym.to_str(d) for d in p.dims)}]"
+                       + (f" @ {p.layout.text()}" if p.layout is not None else ""))
     for t in m.tensors:
         out.append(f"{t.kind} {t.name}: {t.dtype}[{', '.join(sym.to_str(d) for d in t.dims)}]"
                    + (f" @ {t.layout.text()}" if t.layout is not None else "")
@@ -113,6 +118,10 @@ def kernel_lines(k: N.Kernel) -> list[str]:
         return lines
     lines = [head]
     lines.extend(f"  # fused: {note}" for note in k.fused)
+    if k.comm is not None:
+        c = k.comm
+        lines.append(f"  # comm: {c.kind} over {c.over}, group {c.group}"
+                     + (f", op {c.op}" if c.op else "") + f", {sym.to_str(c.bytes)} bytes a task")
     lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
     lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
     if k.plan is not None:  # after plan-kernels: nests, registers, buffers, temporary bytes
@@ -309,6 +318,8 @@ def task_lines(t: N.Task, depth: int) -> list[str]:
     pad = "  " * depth
     coords = f"[{', '.join(sym.to_str(c) for c in t.coords)}]" if t.coords else ""
     head = f"{pad}task {t.kernel}{coords}"
+    if t.device is not None:  # a program lowered to devices (ir/devices.py)
+        head += f" on device {sym.to_str(t.device)}"
     if t.text != f"{t.kernel}{coords}":
         head += f"  # {t.text}"
     lines = [head]

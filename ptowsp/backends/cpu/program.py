@@ -27,6 +27,7 @@ from typing import Any, Optional
 from ...diagnostics import Diagnostic, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
+from ...limits import MAX_WORKERS
 from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
@@ -181,8 +182,9 @@ class Backend:
         layout = self.enumerators.info.get(schedule, [])
         counters = ffi.new("int64_t[]", len(layout) + (REPORT_WORDS if layout else 1))
         workers = int(workers or self.workers or 0)
-        if m.devices is not None:  # at least one worker per device (its pool: graph_pools)
-            workers = max(workers or (os.cpu_count() or 1), m.devices.count)
+        if m.devices is not None:  # at least one worker per device (its pool: graph_pools),
+            # as far as the runtime's limit allows (past it, workers serve several pools)
+            workers = min(max(workers or (os.cpu_count() or 1), m.devices.count), MAX_WORKERS)
         rt, owned = self._runtime(workers, len(m.tensors))
         try:
             mach = machine or _default_machine()

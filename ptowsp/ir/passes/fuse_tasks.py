@@ -572,8 +572,10 @@ class _Fuser:
             self.new.append(k)
             self.made[key] = name
         self.fused_away.add(xa.tensor)
+        # on a mesh both run on one device: the intermediate's box, which they share, starts
+        # with the device index (ir/devices.py)
         return N.Task(name, ta.coords, tuple(a_args) + tuple(b_args), f"{ta.text} + {tb.text}",
-                      ta.span)
+                      ta.span, device=ta.device)
 
 
 def _sources(k: N.Kernel) -> int:
