@@ -513,3 +513,34 @@ def test_the_seed_documents_spellings():
                  "scratch scattered: f32[8, 8] @ [S(d0), R]", "scratch y: f16[8, 8] @ [S(d0), R]"):
         assert line in text, text
     assert seen["B"].layout.is_replicated() and seen["scattered"].layout.dist == (S0, R)
+
+
+@kernel
+def half_cols(x: In[Tile[8, 4, F32]], y: Out[Tile[8, 4, F32]]):
+    pto.store(y, x)
+
+
+def test_the_checkers_placement_and_shard_errors_are_at_the_python_lines():
+    X = Tensor(data=np.zeros((8, 8), np.float32), layout=TensorLayout.sharded(1, mesh_axis="tp"))
+    H = Tensor(data=np.zeros((8, 8), np.float32))
+
+    @workload
+    def pinned():
+        for f in P(Dense[2]):
+            half_cols[f](x=X[:, f * 4:f * 4 + 4], y=H[:, f * 4:f * 4 + 4])  # E:replica
+
+    with pytest.raises(ptowsp.CompileError) as e:
+        pinned().spatial_map(grid={"tp": 2}).compile(target="ref")
+    assert ("`H` is replicated over tp, but `half_cols` runs only on one tp coordinate (it reads "
+            "`X` sharded over tp)") in at(e.value, "replica")
+
+    U = Tensor(data=np.zeros((8, 6), np.float32), layout=TensorLayout.sharded(1, mesh_axis="tp"))  # E:uneven
+    V = Tensor(data=np.zeros((8, 6), np.float32))
+
+    @workload
+    def uneven():
+        allgather(U, into=V)
+
+    with pytest.raises(ptowsp.CompileError) as e:
+        uneven().spatial_map(grid={"tp": 4}).compile(target="ref")
+    assert "`U` shards its 6 columns over tp = 4: 6 is not a multiple of 4" in at(e.value, "uneven")
