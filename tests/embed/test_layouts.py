@@ -544,3 +544,43 @@ def test_the_checkers_placement_and_shard_errors_are_at_the_python_lines():
     with pytest.raises(ptowsp.CompileError) as e:
         uneven().spatial_map(grid={"tp": 4}).compile(target="ref")
     assert "`U` shards its 6 columns over tp = 4: 6 is not a multiple of 4" in at(e.value, "uneven")
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_data_and_tensor_parallel_mlp_on_a_2x2_grid(target):
+    """The example's kernels on `spatial_map(grid=(2, 2))`: tokens over d0 (data parallel),
+    the hidden width over d1 (tensor parallel), the output sharded over d0 and gathered."""
+    g = runpy.run_path(str(EXAMPLE))
+    T, D, F, TB, FB = g["T"], g["D"], g["F"], g["TB"], g["FB"]
+    dp, tp = TensorShard(0), TensorShard(1)
+    y = np.zeros((T, D), np.float32)
+    X = Tensor(data=g["x_np"], layout=TensorLayout((dp, R)))
+    W1 = Tensor(data=g["w1_np"], layout=TensorLayout((R, tp)))
+    W2 = Tensor(data=g["w2_np"], layout=TensorLayout((tp, R)))
+    Y = Tensor(data=y, layout=TensorLayout((dp, R)))
+    H = scratch((T, F), F32, layout=TensorLayout((dp, tp)))
+    Zp = scratch((T, D), F32, layout=TensorLayout((dp, R), partial=1))
+    rows, cols = Dense[T // TB](), Dense[F // FB]()
+    up, down = g["up"], g["down"]
+
+    @workload
+    def mlp2d():
+        for t, f in P(rows, cols):
+            up[t, f](x=X[t * TB:t * TB + TB, :], w=W1[:, f * FB:f * FB + FB],
+                     h=H[t * TB:t * TB + TB, f * FB:f * FB + FB])
+        for t in P(rows):
+            for f in P.seq(cols):
+                down[t, f](h=H[t * TB:t * TB + TB, f * FB:f * FB + FB],
+                           w=W2[f * FB:f * FB + FB, :], acc=Zp[t * TB:t * TB + TB, :])
+        allreduce(Zp, into=Y)
+
+    w = mlp2d().spatial_map(grid=(2, 2))
+    text = assert_roundtrip(w)
+    assert "scratch Zp: f32[32, 64] @ [S(d0), R] partial(d1)" in text
+    assert "allreduce(Zp, into = Y, over = d1, op = sum)" in text
+    program = w.compile(target=target)
+    program.execute()
+    program.synchronize()
+    want = sum((g["x_np"] @ g["w1_np"][:, c:c + F // 2]) @ g["w2_np"][c:c + F // 2, :]
+               for c in (0, F // 2))
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
