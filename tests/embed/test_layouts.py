@@ -320,7 +320,7 @@ def test_collective_errors_are_at_the_call():
     def mismatch():
         allgather(X, mesh_axis=0)  # E:mismatch
 
-    with pytest.raises(ptowsp.CompileError) as e:  # the checker's error, at the Python line
+    with pytest.raises(TypeCheckError) as e:  # the checker's error, at the Python line
         mismatch().spatial_map(grid=(2,)).compile(target="ref")
     assert ("`allgather` over d0 needs a source sharded over d0 (`S(d0)` on a dimension), but "
             "`X` is `[R, R]`") in at(e.value, "mismatch")
@@ -331,7 +331,7 @@ def test_collective_errors_are_at_the_call():
     def into_wrong():
         allreduce(Xs, into=Y)  # E:into
 
-    with pytest.raises(ptowsp.CompileError) as e:
+    with pytest.raises(TypeCheckError) as e:
         into_wrong().spatial_map(grid=(2,)).compile(target="ref")
     assert ("`allreduce` over d0 needs a source partial over d0 (or replicated over it), but "
             "`Xs` is `[S(d0), R]`") in at(e.value, "into")
@@ -529,7 +529,7 @@ def test_the_checkers_placement_and_shard_errors_are_at_the_python_lines():
         for f in P(Dense[2]):
             half_cols[f](x=X[:, f * 4:f * 4 + 4], y=H[:, f * 4:f * 4 + 4])  # E:replica
 
-    with pytest.raises(ptowsp.CompileError) as e:
+    with pytest.raises(TypeCheckError) as e:  # layouts are types: a placement error is one
         pinned().spatial_map(grid={"tp": 2}).compile(target="ref")
     assert ("`H` is replicated over tp, but `half_cols` runs only on one tp coordinate (it reads "
             "`X` sharded over tp)") in at(e.value, "replica")
@@ -541,7 +541,7 @@ def test_the_checkers_placement_and_shard_errors_are_at_the_python_lines():
     def uneven():
         allgather(U, into=V)
 
-    with pytest.raises(ptowsp.CompileError) as e:
+    with pytest.raises(TypeCheckError) as e:
         uneven().spatial_map(grid={"tp": 4}).compile(target="ref")
     assert "`U` shards its 6 columns over tp = 4: 6 is not a multiple of 4" in at(e.value, "uneven")
 
