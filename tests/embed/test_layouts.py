@@ -185,12 +185,16 @@ def test_a_tuple_grid_names_its_axes_d0_d1_and_positions_refer_to_them():
     X = Tensor(data=x, layout=TensorLayout.sharded(dim=1, mesh_axis=1))
     Y = Tensor(data=y)
 
+    X2 = Tensor(data=np.zeros((8, 8), np.float32))
+
     @workload
     def gather2d():
         Xg = allgather(X)
         copy8(x=Xg, y=Y)
+        relayout(X, into=X2)  # the destination's declared layout (replicated) says what to do
 
     text = assert_roundtrip(gather2d().spatial_map(grid=(2, 4)))
+    assert "relayout(X, into = X2)" in text and "inout X2: f32[8, 8]\n" in text
     assert "mesh d0 = 2, d1 = 4" in text, text
     assert "input X: f32[8, 8] @ [R, S(d1)]" in text and "scratch Xg: f32[8, 8]\n" in text
     assert "allgather(X, into = Xg, over = d1)" in text
