@@ -137,6 +137,8 @@ def _sized(m: N.Module, sizes: dict[str, int]) -> N.Module:
             if ax is None:
                 continue
             n, p = t.dims[d], sizes[ax]
+            if p == 1:
+                continue  # one device holds it all
             words = _dim_words(d, len(t.dims))
             value = sym.const_value(n)
             if value is not None:
