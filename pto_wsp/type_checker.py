@@ -3,13 +3,14 @@ its work on every workload (kernel calls, arguments, axes and views are checked 
 workload is traced and compiled, each error a `TypeCheckError` or `KernelError` at the user's
 line), so its checker's classes and functions import but are errors when used. Its layout
 names are the prototype's aliases of the layout types (`Layout` is `TensorLayout`, `LayoutShard`
-`TensorShard`, ...), refused as those are; `LayoutCompatibilityError` is
+`TensorShard`, `layout_join` `tensor_layout_join`, ...); `LayoutCompatibilityError` is
 `LayoutIncompatibleError` (docs/python.md)."""
 
-from ptowsp.embed.unsupported import LayoutIncompatibleError as LayoutCompatibilityError
-from ptowsp.embed.unsupported import TensorLayout as Layout
-from ptowsp.embed.unsupported import TensorReplicate as LayoutReplicate
-from ptowsp.embed.unsupported import TensorShard as LayoutShard
+from ptowsp.embed.layouts import LayoutIncompatibleError as LayoutCompatibilityError
+from ptowsp.embed.layouts import TensorLayout as Layout
+from ptowsp.embed.layouts import TensorReplicate as LayoutReplicate
+from ptowsp.embed.layouts import TensorShard as LayoutShard
+from ptowsp.embed.layouts import tensor_layout_join as layout_join
 from ptowsp.embed.unsupported import (
     TypeCheckContext,
     TypeChecker,
@@ -19,7 +20,6 @@ from ptowsp.embed.unsupported import (
     check_layouts_compatible,
     validate_axis_index,
 )
-from ptowsp.embed.unsupported import tensor_layout_join as layout_join
 
 __all__ = ["TypeErrorKind", "TypeErrorInfo", "TypeCheckContext", "TypeChecker", "Layout",
            "LayoutShard", "LayoutReplicate", "layout_join", "LayoutCompatibilityError",

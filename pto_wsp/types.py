@@ -1,25 +1,24 @@
-"""`pto_wsp.types`: the prototype's axis, dtype and tensor types, which are wspc's (`Dense`,
-`DenseDyn`, `Ragged`, `Sparse`, `DType`, `Location`, `Tensor`). Layouts, distribution and
-collectives import but are errors when used (tensors are plain row-major arrays, and there is
-no device mesh); so is `Symbol`, a scalar read from a run-time table (docs/python.md)."""
+"""`pto_wsp.types`: the prototype's axis, dtype, tensor and layout types, which are wspc's
+(`Dense`, `DenseDyn`, `Ragged`, `Sparse`, `DType`, `Location`, `Tensor`, `TensorLayout`,
+`TensorShard`, `TensorReplicate`, `MemLayout`, `tensor_layout_join`) and its collectives
+(`relayout`, `allreduce`, `allgather`, `reduce_scatter`: docs/python.md, "Meshes, layouts and
+collectives"). `Symbol`, a scalar read from a run-time table, imports but is an error when
+used."""
 
 from typing import TypeVar
 
 from ptowsp.embed.axes import Dense, DenseDyn, Ragged, Sparse
-from ptowsp.embed.unsupported import (
+from ptowsp.embed.collectives import allgather, allreduce, reduce_scatter, relayout
+from ptowsp.embed.layouts import (
     DistElem,
     LayoutIncompatibleError,
     MemLayout,
-    Symbol,
     TensorLayout,
     TensorReplicate,
     TensorShard,
-    allgather,
-    allreduce,
-    reduce_scatter,
-    relayout,
     tensor_layout_join,
 )
+from ptowsp.embed.unsupported import Symbol
 from ptowsp.embed.values import DType, Location, Tensor
 
 N = TypeVar("N", bound=int)

@@ -18,8 +18,10 @@ from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
 from .axes import Axis
-from .errors import from_wsp, user_error
+from .collectives import axis_of_key
+from .errors import TypeCheckError, from_wsp, user_error
 from .kernel import KernelRef
+from .layouts import TensorShard
 from .names import substitute, wsp_ident
 from .source import source_text
 from .trace import Trace
@@ -60,10 +62,70 @@ _RESERVED = frozenset({"P", "tl", "pto", "Dense", "DenseDyn", "Ragged", "Sparse"
                        "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | KEYWORDS | set(DTYPES)
 
 
+def _mesh_resolver(w):
+    """`resolve(axis, span)`: the name of the mesh axis a layout or collective wrote as a
+    position or a name (None: the mesh's only axis), an error at `span` if there is none."""
+    axes = [name for name, _ in w.mesh[0]] if w.mesh is not None else []
+
+    def resolve(ref, span: A.Span) -> str:
+        if not axes:
+            raise user_error(span, f"mesh axis {'`' + str(ref) + '`' if ref is not None else ''}"
+                             f"{' ' if ref is not None else ''}is named here, but the workload "
+                             "declares no mesh", "declare its devices: `.spatial_map(grid=(4,))`"
+                             " or `.spatial_map(grid={\"tp\": 4})`", cls=TypeCheckError)
+        if ref is None:
+            if len(axes) == 1:
+                return axes[0]
+            raise user_error(span, f"which mesh axis? The mesh has {len(axes)} "
+                             f"({', '.join(axes)}) and the source's layout names none for this",
+                             f"write `mesh_axis={axes[-1]!r}` (or its position)",
+                             cls=TypeCheckError)
+        if isinstance(ref, int):
+            if ref < len(axes):
+                return axes[ref]
+            raise user_error(span, f"mesh axis {ref} does not exist: the mesh has {len(axes)} "
+                             f"{'axes' if len(axes) > 1 else 'axis'} ({', '.join(axes)})",
+                             f"positions go from 0 to {len(axes) - 1}", cls=TypeCheckError)
+        if ref in axes:
+            return ref
+        raise user_error(span, f"`{ref}` is not an axis of the mesh ({', '.join(axes)})",
+                         "name an axis given to `spatial_map(grid={...})`, or its position",
+                         cls=TypeCheckError)
+
+    return resolve
+
+
+def _mesh_names(stmts: tuple, resolve) -> tuple:
+    """The statements with each collective's mesh axis placeholder (`@mesh:...`) resolved."""
+    names: dict = {}
+    for s in stmts:
+        for n in s.walk():
+            if isinstance(n, A.Collective) and n.over is not None and n.over.id not in names:
+                names[n.over.id] = resolve(axis_of_key(n.over.id), n.over.span)
+    return substitute(stmts, names) if names else stmts
+
+
+def _layout_node(tensor: Tensor, resolve, span: A.Span):
+    """The `.wsp` layout of `tensor` (None when it is replicated: what no layout means)."""
+    lay = tensor.layout_with(resolve)
+    if lay.is_replicated():
+        return None
+    dims = tuple(A.LayoutDim(None if not isinstance(d, TensorShard) else
+                             A.Name(d.mesh_axis, span=span), span=span) for d in lay.dist)
+    return A.Layout(dims, tuple(A.Name(a, span=span) for a in lay.partial), span=span)
+
+
+def _mesh_decl(w):
+    axes, span = w.mesh
+    return A.MeshDecl(tuple(A.MeshAxis(A.Name(n, span=span), A.IntLit(int(k), span=span),
+                                       span=span) for n, k in axes), span=span)
+
+
 def assemble(w) -> Assembled:
     t = Trace()
     t.refs = dict(w.refs)
-    stmts = tuple(w.stmts)
+    resolve = _mesh_resolver(w)
+    stmts = _mesh_names(tuple(w.stmts), resolve)
     # every object reachable from the statements (axes name tensors and other axes)
     axis_decls: dict[str, A.Node] = {}
     kernel_decls: dict[str, A.KernelDecl] = {}
@@ -97,7 +159,7 @@ def assemble(w) -> Assembled:
             seen.add(key)
             order.append(key)
     # final names
-    taken = set(_RESERVED) | _local_names(stmts)
+    taken = set(_RESERVED) | _local_names(stmts) | {n for n, _ in (w.mesh or ((), None))[0]}
     names: dict[str, str] = {}
     for key in order:
         obj = t.refs[key]
@@ -130,9 +192,13 @@ def assemble(w) -> Assembled:
         for node in s.walk():
             if isinstance(node, A.CallStmt):
                 _writes(node, kernel_decls, names, t.refs, written)
+            elif isinstance(node, A.Collective):
+                written.add(node.into.id)
     decls: list = []
     file = w._decl_span.file if w._decl_span.line else w.span.file
     decls.append(A.ModuleDecl(A.Name(w.module_name or w.name, span=w._decl_span), span=w._decl_span))
+    if w.mesh is not None:
+        decls.append(_mesh_decl(w))
     tensors, kinds, syms, events = {}, {}, {}, {}
     by_kind: dict[str, list] = {"sym": [], "tensor": [], "axis": [], "channel": [], "kernel": []}
     elems = _channel_elems(stmts, kernel_decls, names, t.refs)
@@ -147,8 +213,10 @@ def assemble(w) -> Assembled:
             sp = obj._span
             ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),
                                  span=sp)
+            lay_span = obj._derive[-1] if obj._derive is not None else sp
             by_kind["tensor"].append(A.TensorDecl(kind, A.Name(name, span=sp), ttype,
-                                                  getattr(obj, "location", "global"), span=sp))
+                                                  getattr(obj, "location", "global"),
+                                                  _layout_node(obj, resolve, lay_span), span=sp))
             tensors[name], kinds[name] = obj, kind
         elif isinstance(obj, Axis):
             d = substitute(axis_decls[key], names)

@@ -67,9 +67,12 @@ class ChannelFull(ChannelError):
     """A send into a full channel that can never drain."""
 
 
-# diagnostic codes that say "type or shape" (TypeCheckError) or "schedule" (ScheduleError)
+# diagnostic codes that say "type or shape" (TypeCheckError) or "schedule" (ScheduleError);
+# a layout is part of a tensor's type (the seeds' "type-level refinement"), so the checker's
+# layout, shard and placement errors are type errors too, as `LayoutIncompatibleError` is
 _TYPE_WORDS = ("shape", "dtype", "type", "needs-", "not-a-tile", "not-scalar", "not-number",
-               "not-bool", "matmul", "bool-", "mismatch", "bad-view", "store-value", "broadcast")
+               "not-bool", "matmul", "bool-", "mismatch", "bad-view", "store-value", "broadcast",
+               "layout", "shard", "partial-", "replica-", "no-device", "mesh-axis")
 _SCHEDULE_CODES = {"unknown-combinator", "unknown-policy", "bad-policy", "key-unbound",
                    "stream-by-without-streams", "duplicate-combinator", "missing-option",
                    "bad-option", "unknown-option", "duplicate-option", "axis-transform",

@@ -7,7 +7,7 @@ accepted and ignored.
 
 from __future__ import annotations
 
-from .errors import TypeCheckError, user_error
+from .errors import user_error
 from .source import here
 
 
@@ -32,21 +32,6 @@ class Unsupported:
         return f"<unsupported {self._name}>"
 
 
-_LAYOUT = ("tensors are plain row-major arrays; layouts and distribution have no counterpart in "
-           "the language", "leave layouts out; index tensors with views (`X[b, t]`)")
-_COLLECTIVE = ("there is no device mesh, so no collectives",
-               "write the reduction as a kernel over the tiles")
-
-TensorLayout = Unsupported("TensorLayout", *_LAYOUT)
-TensorShard = Unsupported("TensorShard", *_LAYOUT)
-TensorReplicate = Unsupported("TensorReplicate", *_LAYOUT)
-MemLayout = Unsupported("MemLayout", *_LAYOUT)
-relayout = Unsupported("relayout", *_LAYOUT)
-Shard = Unsupported("Shard", *_LAYOUT)
-Replicate = Unsupported("Replicate", *_LAYOUT)
-allreduce = Unsupported("allreduce", *_COLLECTIVE)
-allgather = Unsupported("allgather", *_COLLECTIVE)
-reduce_scatter = Unsupported("reduce_scatter", *_COLLECTIVE)
 ExternalKernel = Unsupported(
     "ExternalKernel", "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
     "names its parameters but not their tile shapes and dtypes, which wspc needs to check each "
@@ -56,15 +41,6 @@ ExternalKernel = Unsupported(
 
 # the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
 # `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
-DistElem = Unsupported("DistElem", *_LAYOUT)
-tensor_layout_join = Unsupported("tensor_layout_join", *_LAYOUT)
-
-
-class LayoutIncompatibleError(TypeCheckError):
-    """The prototype's error for tensors of incompatible layouts. wspc never raises it (tensors
-    have no layouts); it exists so that a program's `except LayoutIncompatibleError:` works."""
-
-
 Symbol = Unsupported(
     "Symbol", "a kernel's scalar argument is given in the call or by its default, not read from "
     "a table of run-time symbols", "pass the value (`k[b](eps=1e-6, ...)`); a run-time integer "
@@ -103,7 +79,7 @@ trace_task_fn = Unsupported("trace_task_fn", *_SCALAR_IR)
 to_cpp = Unsupported("to_cpp", *_SCALAR_IR)
 
 # the prototype's builder-time type checker (`pto_wsp.type_checker`): wspc's checker does its
-# work on every workload; its layout names are the layout refusals above under other names
+# work on every workload (its layout names are the layout types, `pto_wsp/type_checker.py`)
 _TYPE_CHECKER = ("wspc checks every kernel call, argument, axis and view when the workload is "
                  "traced and compiled, and reports each error at the user's line",
                  "compile the workload (`w().compile()`) and catch `TypeCheckError` / "
@@ -114,12 +90,12 @@ TypeErrorInfo = Unsupported("TypeErrorInfo", *_TYPE_CHECKER)
 TypeErrorKind = Unsupported("TypeErrorKind", *_TYPE_CHECKER)
 check_kernel_call = Unsupported("check_kernel_call", *_TYPE_CHECKER)
 validate_axis_index = Unsupported("validate_axis_index", *_TYPE_CHECKER)
-check_layouts_compatible = Unsupported("check_layouts_compatible", *_LAYOUT)
+check_layouts_compatible = Unsupported(
+    "check_layouts_compatible", "it is the prototype's builder-time check; wspc checks layouts "
+    "when the workload is compiled", "join two layouts with `tensor_layout_join(a, b)` (a "
+    "`LayoutIncompatibleError` when they conflict)")
 
-__all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
-           "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter",
-           "ExternalKernel", "DistElem", "tensor_layout_join",
-           "LayoutIncompatibleError", "Symbol",
+__all__ = ["Unsupported", "ExternalKernel", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",

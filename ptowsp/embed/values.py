@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 from ..dtypes import DTYPES, TABLE, numpy_dtype, size_of
 from ..frontend import ast as A
-from .errors import CompileError, user_error
+from .errors import CompileError, TypeCheckError, user_error
+from .layouts import TensorLayout, derive
 from .names import substitute, wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Trace, key_of
@@ -490,6 +491,8 @@ class Tensor:
     _default_name = "tensor"
     scratch = False  # also for the index tensors `_index_tensor` makes of lists
     _landing: Any = None  # a run of `Program.execute` that will write this tensor's array
+    _layout: Any = None  # the `TensorLayout` given (None: replicated)
+    _derive: Any = None  # (kind, source, over, dim, to, span): a collective's result
 
     @property
     def data(self) -> Any:
@@ -516,10 +519,8 @@ class Tensor:
         if self.scratch:
             self._scratch(data, shape, dtype, span)
             self._wsp_name = name or stored_name(user_frame())
+            self._layout = _tensor_layout(layout, self._shape, span)
             return
-        if layout is not None:
-            raise user_error(span, "tensor layouts (`layout=`) are not supported by wspc",
-                             "leave `layout` out: tensors are plain row-major arrays")
         dt = dtype_name(dtype) if dtype is not None else None
         if dtype is not None and dt is None:
             raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
@@ -546,6 +547,7 @@ class Tensor:
             raise user_error(span, "a tensor needs at least one dimension")
         self.data = data
         self.dtype = DType(dt)
+        self._layout = _tensor_layout(layout, tuple(data.shape), span)
         # the variable it is stored to (`X = Tensor(...)`); else a name found at assembly
         self._wsp_name = name or stored_name(user_frame())
 
@@ -576,6 +578,24 @@ class Tensor:
     def shape(self) -> tuple:
         return self._shape if self.scratch else tuple(self.data.shape)
 
+    @property
+    def layout(self) -> TensorLayout:
+        """The tensor's `TensorLayout`: the one given (`layout=`), the one a collective made
+        (`y = allreduce(x)`: its mesh axes as written), else replicated on every dimension."""
+        return self.layout_with(lambda axis, span: axis)
+
+    def layout_with(self, resolve: Any) -> TensorLayout:
+        """The layout with its mesh axes passed through `resolve(axis, span)` (assembly names
+        them after the workload's mesh); a collective's result is derived from its source's."""
+        if self._derive is not None:
+            kind, src, over, dim, to, span = self._derive
+            return derive(kind, src.layout_with(resolve),
+                          None if kind == "relayout" else resolve(over, span), dim,
+                          None if to is None else _resolved(to, resolve, span), span)
+        if self._layout is None:
+            return TensorLayout.default(len(self.shape))
+        return _resolved(self._layout, resolve, self._span)
+
     def nbytes(self) -> int:
         if self.scratch:
             return math.prod(self._shape) * size_of(self.dtype.value)
@@ -597,9 +617,36 @@ class Tensor:
         return f"Tensor({kind}{self._wsp_name}: {self.dtype.value}{list(self.shape)})"
 
 
-def scratch(shape: Any, dtype: Any, name: Optional[str] = None) -> Tensor:
+def scratch(shape: Any, dtype: Any, name: Optional[str] = None, layout: Any = None) -> Tensor:
     """`scratch((M, N), DType.F32)`: `Tensor(shape=(M, N), dtype=..., scratch=True)`."""
-    return Tensor(shape=shape, dtype=dtype, name=name, scratch=True)  # spans: the user's line
+    return Tensor(shape=shape, dtype=dtype, name=name, scratch=True,
+                  layout=layout)  # spans: the user's line
+
+
+def _tensor_layout(layout: Any, shape: tuple, span: A.Span) -> Optional[TensorLayout]:
+    """`Tensor(layout=...)` checked against the tensor: a `TensorLayout` of its rank (one
+    without a rank is fitted), whose memory facet, if any, is row-major (wspc's only order)."""
+    if layout is None:
+        return None
+    if not isinstance(layout, TensorLayout):
+        raise user_error(span, f"`layout=` takes a `TensorLayout`, not {layout!r}",
+                         "write e.g. `layout=TensorLayout.sharded(dim=0, mesh_axis=0)`",
+                         cls=TypeCheckError)
+    if layout.mem is not None and not layout.mem.is_row_major(shape):
+        raise user_error(span, f"the memory layout {layout.mem!r} is not row-major: wspc "
+                         "tensors are row-major arrays", "leave `mem` out (or give "
+                         "`MemLayout.row_major(shape)`); read a column-major operand through "
+                         "a transposed view (`X.T`)", cls=TypeCheckError)
+    return layout.for_rank(len(shape))
+
+
+def _resolved(layout: TensorLayout, resolve: Any, span: A.Span) -> TensorLayout:
+    """`layout` with every mesh axis passed through `resolve`."""
+    shards = {d: resolve(a, span) for d, a in layout.shard_axes().items()}
+    out = layout._copy(None, tuple(resolve(a, span) for a in layout.partial), shards)
+    if layout.rank is not None:
+        out._dist = out._entries(layout.rank)
+    return out
 
 
 class _Slice:

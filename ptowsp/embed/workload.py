@@ -491,7 +491,7 @@ class Workload(Fragment):
     checks and builds it; `.enumerate()` lists its tasks."""
 
     __slots__ = ("name", "combinators", "module_name", "_decl_span", "_aliases", "_cache",
-                 "_hints")
+                 "_hints", "mesh")
 
     def __init__(self, name: str, stmts: list, refs: dict, span: A.Span,
                  combinators: tuple = ()):
@@ -503,6 +503,8 @@ class Workload(Fragment):
         self._aliases: dict = {}
         self._cache: dict = {}
         self._hints: dict = {}
+        # the module's mesh (`spatial_map`): ((axis name, size), ...) and where it was given
+        self.mesh: Optional[tuple] = None
 
     @classmethod
     def from_fragment(cls, name: str, frag: Fragment, span: A.Span) -> "Workload":
@@ -520,7 +522,7 @@ class Workload(Fragment):
     def _with(self, comb: A.Combinator) -> "Workload":
         w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators + (comb,))
         w.module_name, w._decl_span, w._aliases = self.module_name, self._decl_span, self._aliases
-        w._hints = self._hints
+        w._hints, w.mesh = self._hints, self.mesh
         return w
 
     def named(self, name: str) -> "Workload":
@@ -531,7 +533,7 @@ class Workload(Fragment):
     def _with_none(self) -> "Workload":
         w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators)
         w.module_name, w._decl_span, w._aliases = self.module_name, self._decl_span, self._aliases
-        w._hints = self._hints
+        w._hints, w.mesh = self._hints, self.mesh
         return w
 
     # -- key expressions
@@ -682,9 +684,38 @@ class Workload(Fragment):
                              cls=ScheduleError)
         return self._policy(p, kind, span)
 
-    def spatial_map(self, *args, **kwargs):
-        raise user_error(here(), "`.spatial_map` is not supported by wspc (no spatial mesh)",
-                         cls=ScheduleError)
+    def spatial_map(self, grid: Any = None) -> "Workload":
+        """The seeds' `schedule.spatial_map(grid=(2, 4))`: the module's mesh of devices
+        (docs/distributed.md, "The mesh"), `mesh d0 = 2, d1 = 4`, its axes named `d0`, `d1`,
+        ... after their positions (what `mesh_axis=0` means); `grid={"dp": 2, "tp": 4}` names
+        them. Sizes are positive integers; `compile(mesh={"d1": 8})` overrides one."""
+        span = here()
+        if isinstance(grid, dict):
+            axes = list(grid.items())
+        elif isinstance(grid, (tuple, list)):
+            axes = [(f"d{i}", n) for i, n in enumerate(grid)]
+        else:
+            raise user_error(span, f"`spatial_map(grid=...)` takes a tuple of axis sizes or a "
+                             f"dict of named axes, not {grid!r}",
+                             "write `.spatial_map(grid=(4,))` or `.spatial_map(grid={\"tp\": 4})`",
+                             cls=ScheduleError)
+        if not axes:
+            raise user_error(span, "a mesh has at least one axis", "write e.g. "
+                             "`.spatial_map(grid=(4,))`", cls=ScheduleError)
+        for name, n in axes:
+            if not isinstance(name, str) or not name.isidentifier() or wsp_ident(name) != name:
+                raise user_error(span, f"mesh axis name {name!r} is not a `.wsp` name",
+                                 "use a name such as \"tp\"", cls=ScheduleError)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise user_error(span, f"mesh axis `{name}` has size {n!r}: a size is a "
+                                 "positive integer", cls=ScheduleError)
+        if self.mesh is not None:
+            raise user_error(span, "the workload already has a mesh: a module declares at "
+                             "most one", "call `.spatial_map(...)` once", cls=ScheduleError)
+        w = self._with_none()
+        w.combinators = self.combinators
+        w.mesh = (tuple(axes), span)
+        return w
 
     def layout(self, *args: Any, **kwargs: Any) -> "Workload":
         """The seeds' deprecated `workload.layout(tensor, ...)`: a `DeprecationWarning` at the

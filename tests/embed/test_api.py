@@ -690,8 +690,6 @@ def test_replicated_workers_share_a_queue():
 
 
 def test_unsupported_seed_features_are_errors():
-    with pytest.raises(CompileError, match="`TensorLayout.default` is not supported"):
-        ptowsp.TensorLayout.default(rank=4)
     with pytest.raises(CompileError, match="layout"):
         Tensor(data=np.zeros((2, 2), np.float32), layout=object())
     X, Y = Tensor(data=np.zeros((2, 1, 8), np.float32)), Tensor(data=np.zeros((2, 1, 8), np.float32))
@@ -703,8 +701,6 @@ def test_unsupported_seed_features_are_errors():
 
     with pytest.raises(ScheduleError, match="deps"):
         w().task_graph(deps=ptowsp.Deps)
-    with pytest.raises(ScheduleError, match="spatial_map"):
-        w().spatial_map(grid=(4, 4))
 
     @kernel
     def k(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
