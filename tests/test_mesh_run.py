@@ -521,3 +521,41 @@ def test_simulating_a_mesh_program():
     p = ptowsp.parse(MLP, "tp_mlp.wsp").compile("cpu_sim", mesh={"tp": 2})
     stats = p.simulate(bind={"T": 64})
     assert stats.total_cycles > 0 and stats.task_count == 4 * 8 * 2 + 2 * 1 * 1
+
+
+def test_collective_tasks_run_on_their_devices_workers_on_a_2x2_mesh():
+    # devices are numbered row-major (dp, tp): a tile task's first coordinates are its
+    # device's (dp, tp), and it runs on a worker w with w % 4 == 2 * dp + tp
+    m = ptowsp.parse(_collectives(("f32",), 2, 2, 8, 8), "coll.wsp")
+    p = m.compile("cpu_sim")
+    rng = np.random.default_rng(2)
+    arrays = {"P_f32": rng.standard_normal((16, 8)).astype(np.float32),
+              "A_f32": rng.standard_normal((16, 16)).astype(np.float32),
+              "Q_f32": rng.standard_normal((8, 8)).astype(np.float32),
+              "M": rng.standard_normal((16, 16)).astype(np.float32),
+              "Pd": rng.standard_normal((16, 8)).astype(np.float32)}
+    p.run(workers=8, trace=True, **arrays)
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    devices = set()
+    for e in ev[ev["worker"] >= 0]:
+        if names[e["kernel"]].startswith("mesh_"):
+            dp, tp = e["coords"][0], e["coords"][1]
+            assert e["worker"] % 4 == 2 * dp + tp, (names[e["kernel"]], e["coords"].tolist())
+            devices.add(2 * dp + tp)
+    assert devices == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_sharded_inout_is_scattered_and_gathered_in_place_too(target):
+    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, S(tp)]\n"
+            "kernel inc(z: InOut[Tile[4, 4, f32]]) { store(z, z + 1.0) }\n"
+            "workload w() {\n    for j in P(Dense[2]) { inc[j](z = Z[:, j*4 : j*4 + 4]) }\n}\n"
+            "schedule main = w()\n")
+    p = ptowsp.parse(text, "io.wsp").compile(target)
+    z = np.arange(32, dtype=np.float32).reshape(4, 8)
+    assert np.array_equal(p.run(Z=z)["Z"], z + 1)
+    assert np.array_equal(z, np.arange(32, dtype=np.float32).reshape(4, 8))  # not modified
+    mine = z.copy()
+    out = p.run(Z=mine, inplace=True)
+    assert out["Z"] is mine and np.array_equal(mine, z + 1)

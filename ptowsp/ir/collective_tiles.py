@@ -59,7 +59,8 @@ class Tiler:
             n *= p
         raise KeyError(axis)
 
-    def lower(self, st: N.Collective) -> N.Stmt:
+    def tasks(self, st: N.Collective) -> N.Stmt:
+        """The loop nest of the tile tasks of collective `st`."""
         src, dst = self.placed[st.source], self.placed[st.into]
         ls = src.layout or N.Layout((None,) * len(src.dims))
         ld = dst.layout or N.Layout((None,) * len(dst.dims))

@@ -137,6 +137,8 @@ def _sized(m: N.Module, sizes: dict[str, int]) -> N.Module:
             if ax is None:
                 continue
             n, p = t.dims[d], sizes[ax]
+            if p == 1:
+                continue  # one device holds it all
             words = _dim_words(d, len(t.dims))
             value = sym.const_value(n)
             if value is not None:
@@ -357,7 +359,7 @@ class _Lowering:
             if isinstance(st, N.Task):
                 out.append(self.task(st, ranges))
             elif isinstance(st, N.Collective):
-                out.append(self.tiler.lower(st))
+                out.append(self.tiler.tasks(st))
             elif isinstance(st, N.Read):
                 out.append(replace(st, index=(sym.const(0), *st.index)))
             elif isinstance(st, N.Loop):

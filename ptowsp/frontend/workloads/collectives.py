@@ -15,7 +15,7 @@ far as declarations and views decide it here:
   coordinates of one axis, are errors.
 What depends on run-time values (a view whose shard is known only from a loop variable's value,
 operands whose coordinates cannot be compared, gather views) is left to the lowering to
-devices, which checks it at run time like other view checks ("How it is built (plan)").
+devices, which checks it at run time like other view checks ("How it is built", `ir/devices.py`).
 """
 
 from __future__ import annotations
