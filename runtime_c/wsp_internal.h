@@ -747,8 +747,13 @@ struct wsp_simlog {
     int64_t limit;             /* wsp_sim_limit: bytes (0: none) */
     wsp_machine m;
     wsp_policy p;
-    wsp_kcost *costs;
-    int32_t nkernels;
+    wsp_kcost *costs;          /* the kernels' costs, then this run's per-task cost entries */
+    int32_t nkernels;          /* entries in use: nbase, plus one per distinct (kernel, cycles) */
+    int32_t nbase;             /* the kernels' own (wsp_sim_enable's) */
+    int64_t capcosts;
+    int64_t *vkey;             /* task cycles: open-addressed map (kernel, cycles) -> entry */
+    int32_t *vidx;
+    int64_t capv;              /* a power of two (0: no map yet) */
     wsp_simsummary summary;
     wsp_simdisp *disp;
     wsp_simresult *results;

@@ -195,7 +195,11 @@ class StartPolicy:
 
 
 class TracePolicy:
-    """`none()` (a trace when a run asks for one) or `cycles()` (every run records one)."""
+    """`none()` (a trace when a run asks for one) or `cycles()` (every run records one);
+    `cycles(cost_fn)` also gives each task's cycles in the cycle model: `cost_fn` is a key of
+    the task (a lambda `lambda t: 100 * t.get("b") + 50`, traced to an integer expression of the
+    coordinates, or a function with an `if`, tabulated on the host as every key is), and the
+    task then takes its value in cycles instead of its kernel's cost from the IR."""
 
     @staticmethod
     def none() -> Policy:
@@ -203,12 +207,7 @@ class TracePolicy:
 
     @staticmethod
     def cycles(cost_fn: Any = None) -> Policy:
-        span = here()
-        if cost_fn is not None:
-            raise _graph_error(span, "`TracePolicy.cycles(cost_fn)` is not supported by wspc: "
-                               "a task's cycles come from its kernel's IR and the machine file",
-                               "write `TracePolicy.cycles()`")
-        return Policy("cycles", span=span, kind="trace")
+        return Policy("cycles", key=cost_fn, span=here(), kind="trace")
 
 
 class Pools:

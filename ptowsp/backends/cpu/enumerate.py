@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ... import sym
 from ...dtypes import FLOAT_DTYPES, TABLE, size_of
@@ -310,7 +311,7 @@ class LoopEmitter(V.Visitor):
                 self.emit(f"task.scalars[{i}].i = {int(a.value)};")
         self.before_submit(t)
         self.placement()
-        self.graph_keys(kernel)
+        self.graph_keys(kernel, by_param)
         if self.sched.deps == "infer_bytes_overlap":
             self.emit("for (int32_t a = 0; a < task.ntiles; a++) "
                       "wsp_flat(&task.access[a], wsp_dims[task.access[a].tensor]);")
@@ -342,9 +343,21 @@ class LoopEmitter(V.Visitor):
                   else "wsp_mod(wsp_k, wsp_ns)")
             self.emit(f"task.stream = (int32_t)({st});")
 
-    def graph_keys(self, kernel: N.Kernel) -> None:
-        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`."""
+    def graph_keys(self, kernel: N.Kernel, by_param: Optional[dict] = None) -> None:
+        """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`;
+        task.cycles by `trace = cycles(key)` and the kernel's `add_cycles(n)` (n from the
+        task's scalar arguments), which the model adds to (or, with a key, uses instead of)
+        the kernel's cost (wsp_policy.task_cycles, set by `task_cycles_mode`)."""
         s = self.sched
+        if task_cycles_mode(self.m, s):
+            add = "0"
+            if kernel.cycles is not None:
+                env = {a.param: sym.as_expr(int(a.value)) if not isinstance(a.value, sym.Expr)
+                       else a.value for a in (by_param or {}).values()
+                       if a.param in sym.free_vars(kernel.cycles)}
+                add = self.c(sym.substitute(kernel.cycles, env))
+            key = self.c(s.trace_cost) if s.trace_cost is not None else "0"
+            self.emit(f"task.cycles = (int64_t)({key}) + (int64_t)({add});")
         if s.ready.name == "priority":
             self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
         if s.pools.name == "by_exec_unit":
@@ -550,3 +563,11 @@ def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:
     if not m:
         return None
     return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+
+
+def task_cycles_mode(m: N.Module, s: N.Schedule) -> int:
+    """wsp_policy.task_cycles for schedule `s`: 2 (WSP_TASK_CYCLES_SET) with a `trace =
+    cycles(key)`, 1 (ADD) when a kernel of the module has `add_cycles`, else 0 (NONE)."""
+    if s.trace_cost is not None:
+        return 2
+    return 1 if any(k.cycles is not None for k in m.kernels) else 0
