@@ -154,14 +154,23 @@ class Deps:
 
     @staticmethod
     def hybrid(infer: Any = DepsMode.INFER_TENSOR_MAP_EXACT, explicit: bool = True) -> Policy:
+        """The prototype's hybrid: the edges `infer` finds, plus the declared order when
+        `explicit`. Every wspc schedule keeps its declared order (steps, streams) anyway, so
+        this is the `infer` mode itself: `hybrid()` is `hybrid` (exact inference, the default's
+        behaviour), `hybrid(infer=DepsMode.INFER_BYTES_OVERLAP)` is `infer_bytes_overlap`, with
+        `explicit` True or False alike."""
         span = here()
-        if _deps(infer, span).name != "infer_tensor_map_exact" or not explicit:
-            # decision: the declared order is always kept; hybrid infers exactly
-            raise _graph_error(span, "`Deps.hybrid` takes only its defaults in wspc: the "
-                               "declared order is always kept, with exact inference",
-                               "write `Deps.hybrid()`, or `Deps.infer_bytes_overlap()` for the "
-                               "wider inference")
-        return Policy("hybrid", span=span, kind="deps")
+        if not isinstance(explicit, bool):
+            raise _graph_error(span, f"`Deps.hybrid(explicit=...)` is True or False, not "
+                               f"{explicit!r}", "write `Deps.hybrid(explicit=True)`")
+        mode = _deps(infer, span)
+        if mode.name in ("explicit", "hybrid"):
+            raise _graph_error(span, f"`Deps.hybrid(infer=...)` takes an inference mode, not "
+                               f"`{mode.name}`", "write `infer=DepsMode.INFER_TENSOR_MAP_EXACT` "
+                               "or `infer=DepsMode.INFER_BYTES_OVERLAP`")
+        if mode.name == "infer_tensor_map_exact":
+            return Policy("hybrid", span=span, kind="deps")
+        return mode
 
 
 class ReadyPolicy:

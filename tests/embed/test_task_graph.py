@@ -104,10 +104,10 @@ def _error(fn) -> ptowsp.Diagnostic:
 
 def test_misuse_is_a_schedule_error_at_the_users_line():
     w = rows(np.zeros_like(X))
-    d = _error(lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP))
-    assert d.message == ("`Deps.hybrid` takes only its defaults in wspc: the declared order is "
-                         "always kept, with exact inference")
-    assert _error(lambda: Deps.hybrid(explicit=False)).message.startswith("`Deps.hybrid` takes")
+    d = _error(lambda: Deps.hybrid(infer=DepsMode.EXPLICIT))
+    assert d.message == "`Deps.hybrid(infer=...)` takes an inference mode, not `explicit`"
+    d = _error(lambda: Deps.hybrid(explicit="yes"))
+    assert d.message == "`Deps.hybrid(explicit=...)` is True or False, not 'yes'"
     d = _error(lambda: Deps(mode="sometimes"))
     assert d.message == "unknown dependency mode 'sometimes'"
     d = _error(lambda: Pools.custom(lambda t: t.get("i")))
@@ -154,3 +154,20 @@ def test_trace_cycles_cost_fn_sets_each_task_s_modelled_cycles(cost_fn, expected
     own = (prog.trace.sim["finish"] - prog.trace.sim["start"]).tolist()
     assert len(set(own)) == 1 and own != expected
     assert serial - sum(expected) == prog.stats.extra["serial_cycles"] - sum(own)
+
+
+@pytest.mark.parametrize("policy, wsp", [
+    (lambda: Deps.hybrid(), "deps = hybrid()"),
+    (lambda: Deps.hybrid(explicit=False), "deps = hybrid()"),
+    (lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP), "deps = infer_bytes_overlap()"),
+    (lambda: Deps.hybrid(infer=DepsMode.bytes_overlap, explicit=False),
+     "deps = infer_bytes_overlap()"),
+])
+def test_hybrid_with_any_arguments_is_its_inference_mode(policy, wsp):
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(deps=policy())
+    assert wsp in ptowsp.to_wsp(w)
+    prog = w.compile(target="cpu_sim")
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
