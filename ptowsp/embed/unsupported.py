@@ -47,12 +47,6 @@ Replicate = Unsupported("Replicate", *_LAYOUT)
 allreduce = Unsupported("allreduce", *_COLLECTIVE)
 allgather = Unsupported("allgather", *_COLLECTIVE)
 reduce_scatter = Unsupported("reduce_scatter", *_COLLECTIVE)
-ExternalKernel = Unsupported(
-    "ExternalKernel", "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
-    "names its parameters but not their tile shapes and dtypes, which wspc needs to check each "
-    "call and to hand the tiles to the body", "declare the parameters on a function and give "
-    "the body's file: `@kernel(cpp_body_path=impl_path)` over `def name(Q: In[Tile[M, N, "
-    "DType.F32]], ..., O: Out[Tile[...]])` (docs/python.md)")
 
 # the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
 # `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
@@ -118,7 +112,7 @@ check_layouts_compatible = Unsupported("check_layouts_compatible", *_LAYOUT)
 
 __all__ = ["Unsupported", "TensorLayout", "TensorShard", "TensorReplicate", "MemLayout",
            "relayout", "Shard", "Replicate", "allreduce", "allgather", "reduce_scatter",
-           "ExternalKernel", "DistElem", "tensor_layout_join",
+           "DistElem", "tensor_layout_join",
            "LayoutIncompatibleError", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
