@@ -527,6 +527,16 @@ def test_example_isa_topk_on_both_targets():
     assert "store(out_tile, maximum(mul(scores_tile, temperature), floor_tile))" in text, text
 
 
+def test_example_isa_cycles_adds_exactly_its_counts_and_the_cost_function_s():
+    g = runpy.run_path(str(EXAMPLES / "proto_isa_cycles.py"))
+    assert g["own_ok"] and g["costed_ok"]
+    own, costed = g["modelled"](g["own"]), g["modelled"](g["program"])
+    assert own == [own[0] + 100 * r for r in range(g["ROWS"])]
+    assert costed == [(200 if r < 4 else 1000) + 100 * r for r in range(g["ROWS"])]
+    text = assert_roundtrip(g["program"].workload)
+    assert "add_cycles(extra)" in text and "trace = cycles(" in text, text
+
+
 def test_every_prototype_style_example_is_tested_here():
     texts = [Path(HERE).read_text(), (Path(HERE).parent / "test_proto_examples.py").read_text()]
     tested = {n + ".py" for t in texts for n in re.findall(r'"(proto_\w+?)(?:\.py)?"', t)}
