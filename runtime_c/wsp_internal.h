@@ -765,6 +765,8 @@ struct wsp_simlog {
 WSP_HIDDEN int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size);
 /* The task being logged (index l->ntasks) is in an order scope: its entry (simlog_order.c). */
 WSP_HIDDEN int wsp__simlog_order_note(wsp_simlog *l);
+/* The cost entry of `kernel` taking `cycles` in this run (simlog_cycles.c); -1: out of memory. */
+WSP_HIDDEN int32_t wsp__simlog_task_entry(wsp_simlog *l, int32_t kernel, int64_t cycles);
 /* explicit.c: deps = explicit. note: the predecessors the access of `tensor` added since index
  * `from`; check: the task being logged (after its order note), 0 or WSP_ERR_DEPS (deps_msg set)
  * or WSP_ERR_INTERNAL */

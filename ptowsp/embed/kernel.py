@@ -410,9 +410,10 @@ def _body(events: list, params: set[str]) -> tuple:
         return name
 
     stmts: list = []
-    cycles = [ev for ev in events if ev[0] == "cycles"]  # (`cycles`, count, span): summed
     for ev in events:
-        if ev[0] == "cycles":
+        if ev[0] == "cycles":  # `add_cycles(n)`, n's AST made by its caller (ptoisa.py)
+            stmts.append(A.CallStmt(A.Name("add_cycles", span=ev[2]), None, (ev[1],), (),
+                                    span=ev[2]))
             continue
         if ev[0] == "store":
             _, target, value, span = ev
@@ -444,13 +445,6 @@ def _body(events: list, params: set[str]) -> tuple:
         value = _inline(v, names)
         names[v] = A.Name(name, span=v.span)
         stmts.append(A.Let(A.Name(name, span=v.span), value, span=v.span))
-    if cycles:  # the kernel's one `add_cycles(n)`: the counts of every call, added
-        total: Optional[A.Expr] = None
-        for _, count, span in cycles:
-            node = _arg_node(count, names, span)
-            total = node if total is None else A.Binary("+", total, node, span, span=span)
-        first = cycles[0][2]
-        stmts.append(A.CallStmt(A.Name("add_cycles", span=first), None, (total,), (), span=first))
     return tuple(stmts)
 
 

@@ -387,15 +387,20 @@ class _IsaNamespace:
                 raise user_error(here(), f"`ptoisa.cpu_sim_add_cycles` counts cycles with an "
                                  f"integer; `{count.name}` is a {count.dtype} scalar",
                                  "declare it `Scalar[DType.I32]`", cls=KernelError)
-            count = count.value
+            node: A.Expr = A.Name(count.name, span=here())
         elif isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
             raise user_error(here(), f"`ptoisa.cpu_sim_add_cycles` takes a non-negative "
                              f"integer or an integer `Scalar` parameter, not {_what(count)}",
                              "wspc's kernels are not C++ text: pass the `Scalar` parameter "
                              "itself" if isinstance(count, str) else None, cls=KernelError)
         else:
-            count = int(count)
-        _KSTACK[-1].events.append(("cycles", count, here()))
+            node = A.IntLit(int(count), span=here())
+        events = _KSTACK[-1].events
+        for i, ev in enumerate(events):  # the kernel's one `add_cycles`: later counts add up
+            if ev[0] == "cycles":
+                events[i] = ("cycles", A.Binary("+", ev[1], node, ev[2], span=ev[2]), ev[2])
+                return
+        events.append(("cycles", node, here()))
 
     def scalar_expr(self, x: Any) -> Any:
         """The scalar operand `x` (a number or a `Scalar` parameter) as the instructions take
