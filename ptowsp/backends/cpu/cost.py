@@ -24,6 +24,9 @@ The model, and what it assumes:
   `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
 - A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
   against compute, so the slower of the two sets the pace.
+- Per task, not here: a kernel's `add_cycles(n)` adds n (from the task's scalars) and a
+  schedule's `trace = cycles(key)` replaces the cost (the enumerator fills `wsp_task.cycles`;
+  simlog_cycles.c gives each distinct cost its own entry).
 """
 
 from __future__ import annotations
