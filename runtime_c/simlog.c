@@ -181,7 +181,8 @@ wsp_simlog *wsp__simlog_new(int32_t ntensors, const wsp_machine *m, const wsp_po
         return NULL;
     }
     if (nkernels > 0) memcpy(l->costs, costs, (size_t)nkernels * sizeof *costs);
-    l->nkernels = nkernels;
+    l->nkernels = l->nbase = nkernels;
+    l->capcosts = nkernels > 0 ? nkernels : 1;
     l->m = *m;
     l->p = *p;
     l->ndpd = p->ndispatchers;
@@ -218,6 +219,8 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->gused);
     free(l->memb);
     free(l->costs);
+    free(l->vkey);
+    free(l->vidx);
     free(l->disp);
     free(l->results);
     wsp__simws_free(l->ws);
@@ -233,6 +236,8 @@ void wsp__simlog_begin(wsp_simlog *l) {
     for (int32_t i = 0; i < l->capctx; i++) l->ctxs[i].depth = l->ctxs[i].borrowed = 0;
     l->depth = l->borrowed = 0;
     l->ngroups = l->nmemb = 0;
+    l->nkernels = l->nbase;  /* the per-task cost entries are this run's */
+    if (l->capv) memset(l->vidx, 0xff, (size_t)l->capv * sizeof *l->vidx);
     l->oom = 0;
     l->over = 0;
     memset(&l->summary, 0, sizeof l->summary);
@@ -631,8 +636,21 @@ int wsp__simlog_add(wsp_simlog *l, const wsp_task *task, int32_t dispatcher, int
         }
         l->prio[l->ntasks] = task->priority;
     }
+    int32_t kernel = task->kernel;
+    if (__builtin_expect(l->p.task_cycles != WSP_TASK_CYCLES_NONE, 0) && kernel >= 0 &&
+        kernel < l->nbase) {
+        int64_t c = task->cycles;
+        if (l->p.task_cycles == WSP_TASK_CYCLES_ADD)
+            c = c > 0 ? (c > INT64_MAX - l->costs[kernel].cycles ? INT64_MAX
+                                                                 : l->costs[kernel].cycles + c)
+                      : l->costs[kernel].cycles;
+        if ((kernel = wsp__simlog_task_entry(l, kernel, c)) < 0) {
+            l->oom = 1;
+            return WSP_ERR_INTERNAL;
+        }
+    }
     wsp_simtask *t = &l->tasks[l->ntasks++];
-    t->kernel = task->kernel;
+    t->kernel = kernel;
     t->dispatcher = task->device * l->ndpd + dispatcher;
     t->stream = stream;
     t->npreds = (int32_t)(l->npreds - first);

@@ -786,8 +786,13 @@ struct wsp_simlog {
     wsp_machine m;
     wsp_policy p;              /* p.ndispatchers counts every device's: ndpd * devices */
     int32_t ndpd;              /* dispatchers per device (the schedule's count) */
-    wsp_kcost *costs;
-    int32_t nkernels;
+    wsp_kcost *costs;          /* the kernels' costs, then this run's per-task cost entries */
+    int32_t nkernels;          /* entries in use: nbase, plus one per distinct (kernel, cycles) */
+    int32_t nbase;             /* the kernels' own (wsp_sim_enable's) */
+    int64_t capcosts;
+    int64_t *vkey;             /* task cycles: open-addressed map (kernel, cycles) -> entry */
+    int32_t *vidx;
+    int64_t capv;              /* a power of two (0: no map yet) */
     wsp_simsummary summary;
     wsp_simdisp *disp;
     wsp_simresult *results;
@@ -799,6 +804,8 @@ struct wsp_simlog {
 WSP_HIDDEN int wsp__grow(void **buf, int64_t *cap, int64_t need, size_t size);
 /* The task being logged (index l->ntasks) is in an order scope: its entry (simlog_order.c). */
 WSP_HIDDEN int wsp__simlog_order_note(wsp_simlog *l);
+/* The cost entry of `kernel` taking `cycles` in this run (simlog_cycles.c); -1: out of memory. */
+WSP_HIDDEN int32_t wsp__simlog_task_entry(wsp_simlog *l, int32_t kernel, int64_t cycles);
 /* explicit.c: deps = explicit. note: the predecessors the access of `tensor` added since index
  * `from`; check: the task being logged (after its order note), 0 or WSP_ERR_DEPS (deps_msg set)
  * or WSP_ERR_INTERNAL */

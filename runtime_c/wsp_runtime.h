@@ -91,6 +91,9 @@ typedef struct wsp_task {
                              axes); 0 in a program of one device. The cycle model places it on
                              that device's cores; a transport (wsp_transport_set) runs only this
                              process's device's tasks: see "Many processes" below */
+    int64_t cycles;       /* the cycle model's cycles of this task, under wsp_policy.task_cycles:
+                             WSP_TASK_CYCLES_ADD adds them to its kernel's, _SET replaces those
+                             (a negative count counts as 0); ignored under _NONE */
 } wsp_task;
 
 typedef struct wsp_runtime wsp_runtime;
@@ -213,8 +216,16 @@ typedef struct wsp_policy {
     int32_t ready;            /* WSP_READY_*: PRIORITY orders a dispatcher's queue by priority */
     int64_t start_n;          /* WSP_START_THRESHOLD: the enumeration of task start_n - 1 */
     int32_t deps;             /* WSP_DEPS_*: EXPLICIT checks every inferred edge (explicit.c) */
-    int32_t unused;
+    int32_t task_cycles;      /* WSP_TASK_CYCLES_*: what wsp_task.cycles means to the model */
 } wsp_policy;
+
+/* wsp_policy.task_cycles: the cycles a task takes in the model are its kernel's (wsp_kcost;
+ * NONE), its kernel's plus task->cycles (ADD: a kernel's `add_cycles(n)`, n per call), or
+ * task->cycles alone (SET: `.task_graph(trace = cycles(key))`). The log gives each distinct
+ * (kernel, cycles) pair a cost entry of its own (simlog.c), so the replay is unchanged. */
+#define WSP_TASK_CYCLES_NONE 0
+#define WSP_TASK_CYCLES_ADD 1
+#define WSP_TASK_CYCLES_SET 2
 
 /* wsp_policy.deps. EXPLICIT: the order a program declares (the steps of order scopes, one
  * stream's order) must imply every dependency the log infers; the first one it does not imply

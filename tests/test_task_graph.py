@@ -247,3 +247,63 @@ def test_explicit_refuses_csp():
     assert info.value.diagnostics[0].message == (
         "`deps = explicit` cannot check a workload that uses CSP (processes order their tasks "
         "through channels, not declared steps)")
+
+
+# a kernel that adds cycles per task: 30, plus its scalar argument (docs/schedules.md, "The
+# task graph": add_cycles), beside the same kernel without them
+CYCLES = """
+sym N = 24
+input  X: f32[N, 64]
+output Y: f32[N, 64]
+output Z: f32[N, 64]
+kernel k(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, exp(x) * 2) }
+kernel slow(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]], n: Scalar[i32]) {
+  store(y, exp(x) * 2)
+  add_cycles(30 + n)
+}
+workload both() {
+  for i in P(N) {
+    k[i](x = X[i], y = Y[i])
+    slow[i](x = X[i], y = Z[i], n = 7 * i)
+  }
+}
+"""
+
+
+def _durations(prog) -> dict:
+    """{kernel name: [modelled cycles of its tasks, in enumeration order]}"""
+    ev, sim = prog.trace.events, prog.trace.sim
+    names = prog.trace.kernel_names
+    out: dict = {}
+    for t in range(len(ev)):  # events and model results are in enumeration order
+        out.setdefault(names[ev["kernel"][t]], []).append(int(sim["finish"][t] - sim["start"][t]))
+    return out
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_add_cycles_adds_exactly_n_per_task_to_the_model_and_nothing_to_results(opt):
+    src = CYCLES + "\nschedule s = both()\n"
+    prog = ptowsp.parse(src, "cycles.wsp").compile(target="cpu_sim", opt_level=opt)
+    out = prog.run(workers=2, trace=True, X=rows_x())
+    d = _durations(prog)
+    assert d["slow"] == [d["k"][i] + 30 + 7 * i for i in range(24)]
+    np.testing.assert_allclose(out["Z"], np.exp(rows_x()) * 2, rtol=1e-6)
+    np.testing.assert_array_equal(out["Z"], out["Y"])
+    # the per-kernel table (`--stats`) sums them
+    rows = {r["kernel"]: r for r in prog.stats.extra["kernels"]}
+    assert rows["slow"]["sim_cycles"] == rows["k"]["sim_cycles"] + 24 * 30 + 7 * sum(range(24))
+    ref = ptowsp.parse(src, "cycles.wsp").compile(target="ref").run(X=rows_x())
+    np.testing.assert_allclose(ref["Z"], out["Z"], rtol=1e-6)
+
+
+def test_trace_cycles_key_sets_each_task_s_cycles_and_add_cycles_adds_to_it():
+    src = CYCLES + "\nschedule s = both().task_graph(trace = cycles(100 * i + 5))\n"
+    prog = ptowsp.parse(src, "cycles.wsp").compile(target="cpu_sim")
+    prog.run(workers=1, trace=False, X=rows_x())  # `trace = cycles`: traced anyway
+    d = _durations(prog)
+    assert d["k"] == [100 * i + 5 for i in range(24)]
+    assert d["slow"] == [100 * i + 5 + 30 + 7 * i for i in range(24)]
+    from ptowsp.ir.printer import schedule_lines
+
+    (sched,) = ptowsp.parse(src, "cycles.wsp").ir.schedules
+    assert "  graph trace cycles(i * 100 + 5)" in schedule_lines(sched)

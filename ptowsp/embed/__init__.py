@@ -5,15 +5,17 @@ run through the same checker, driver and back ends. `pto_wsp` is its import alia
 Its modules import only downwards, in this order (`|`: side by side, not importing each other):
 
     source < errors < names < layouts < trace < values < axes < signature < kernel | schedule
-           | program | unsupported | collectives < assemble | ptoisa | host_keys < workload
-           < csp | auto_schedule
+           | program | unsupported | collectives < assemble | ptoisa | host_keys | external
+           < workload < csp | auto_schedule
 
 `source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
 turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
 handle (dtypes, annotations, scalar expressions, tensors, channels); `axes` the iteration
 spaces; `signature` a kernel's parameters and compiled source; `kernel` traces
 `@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
-seed names wspc reports; `collectives` the collective statements (`allreduce`, ...); `ptoisa` the prototype's PTO-ISA kernels (`@ptoisa_kernel`); `assemble` makes a module of a workload; `host_keys` tabulates
+seed names wspc reports; `collectives` the collective statements (`allreduce`, ...); `ptoisa`
+the prototype's PTO-ISA kernels (`@ptoisa_kernel`); `external` the seeds' `ExternalKernel`
+(tile types from its first call); `assemble` makes a module of a workload; `host_keys` tabulates
 schedule key functions that decide with an `if`; `workload` is `@workload`,
 `P` and `Workload`; `csp` the CSP builders (`connect` outside a workload is a `Workload`);
 `auto_schedule` explores a workload's schedules on the cycle model.
@@ -54,7 +56,7 @@ _MODULES = {
     "layouts": ("TensorLayout", "TensorShard", "TensorReplicate", "MemLayout", "Shard",
                 "Replicate", "DistElem", "tensor_layout_join", "LayoutIncompatibleError"),
     "collectives": ("relayout", "allreduce", "allgather", "reduce_scatter", "all_to_all"),
-    "unsupported": ("ExternalKernel",),
+    "external": ("ExternalKernel",),
     "ptoisa": ("ptoisa", "ptoisa_kernel"),
 }
 

@@ -411,6 +411,10 @@ def _body(events: list, params: set[str]) -> tuple:
 
     stmts: list = []
     for ev in events:
+        if ev[0] == "cycles":  # `add_cycles(n)`, n's AST made by its caller (ptoisa.py)
+            stmts.append(A.CallStmt(A.Name("add_cycles", span=ev[2]), None, (ev[1],), (),
+                                    span=ev[2]))
+            continue
         if ev[0] == "store":
             _, target, value, span = ev
             (tspan, vspan), _ = _operand_spans(span, 2)

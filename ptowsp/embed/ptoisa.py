@@ -20,8 +20,10 @@ traced kernel `Value` and its static shape and dtype, and is one primitive of th
 
 The instructions check their operands' shapes and dtypes as the ISA states them (equal shapes
 and dtypes for the binary instructions) and report a mismatch at the user's line; what they
-cannot know (a `Constexpr` extent) the checker checks. The prototype's `cpu_sim_add_cycles` and
-its C++ emission helpers (`scalar_expr`, `tile_expr`) are refusals: see their messages.
+cannot know (a `Constexpr` extent) the checker checks. The prototype's `cpu_sim_add_cycles(n)`
+is the kernel's `add_cycles(n)` (cycles the cycle model adds per task); its operand helpers
+`scalar_expr(x)` and `tile_expr(x)`, which render an operand as C++ text there, return the
+operand itself here (an operand is a value, not text).
 """
 
 from __future__ import annotations
@@ -159,17 +161,32 @@ def _extent(e: A.Node) -> Optional[int]:
 
 
 def ptoisa_kernel(fn=None, *, cpp_includes=None, name: Optional[str] = None):
-    """`@ptoisa_kernel` (or `@ptoisa_kernel(cpp_includes=[...])`, accepted as the prototype's
-    signature: its headers served the C++ it emitted; wspc emits no C++ for this kernel, so
-    giving any is an error)."""
-    if cpp_includes:
-        raise user_error(here(), "`@ptoisa_kernel(cpp_includes=...)`: a ptoisa kernel is lowered "
-                         "to wspc's kernel IR, not to C++ text, so it includes no headers",
-                         "leave `cpp_includes` out, or write the body in C++ with "
-                         "`@kernel(cpp_src=..., cpp_includes=[...])`", cls=KernelError)
-    if fn is None:
-        return lambda f: IsaKernelRef(f, name=name)
-    return IsaKernelRef(fn, name=name)
+    """`@ptoisa_kernel`, `@ptoisa_kernel(name=...)` or `@ptoisa_kernel(cpp_includes=[...])`.
+
+    In the prototype `cpp_includes` are the headers its emitted C++ body includes (the ISA's
+    wrappers, the user's helpers). Here the body is lowered to kernel IR and no C++ is emitted,
+    so there is nothing to include them in; they are checked (a list of header names, each a
+    non-empty string) and kept as the kernel's `cpp_includes` (`k.cpp_includes`), never
+    compiled. A header the ISA-level body needed is the ISA's, which wspc's IR replaces."""
+    includes = _includes(cpp_includes)
+
+    def make(f):
+        k = IsaKernelRef(f, name=name)
+        k.cpp_includes = includes
+        return k
+
+    return make if fn is None else make(fn)
+
+
+def _includes(given: Any) -> tuple:
+    if given is None:
+        return ()
+    if isinstance(given, str) or not all(isinstance(h, str) and h.strip("<>\" ")
+                                         for h in given):
+        raise user_error(here(), f"`@ptoisa_kernel(cpp_includes=...)` takes a list of header "
+                         f"names, not {given!r}", "write `cpp_includes=[\"my_helpers.hpp\"]`",
+                         cls=KernelError)
+    return tuple(h.strip("<>\" ") for h in given)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,26 +374,51 @@ class _IsaNamespace:
                              "i32 parameter", cls=KernelError)
         pto.store(p.value, pto.extract_topk_indices(t.value, k))
 
-    # the prototype's cycle hint and C++ emission helpers
+    # the prototype's cycle hint and operand helpers
     def cpu_sim_add_cycles(self, cycles: Any) -> None:
-        raise user_error(here(), "`ptoisa.cpu_sim_add_cycles` is not supported by wspc: the "
-                         "cycle model costs each kernel from its operations and the bytes it "
-                         "moves, and a kernel adds no cycles of its own",
-                         "leave the call out; `program.stats` gives the modelled cycles "
-                         "(docs/running.md)", cls=KernelError)
+        """`cycles` more cycles for each task of this kernel in the cycle model (cpu_sim's
+        `--stats`, traces, `program.stats`): the kernel's `add_cycles(n)`. `cycles` is a
+        non-negative Python integer or an integer `Scalar` parameter (then each task adds its
+        own argument); several calls add up. Results never depend on it."""
+        _in_isa_kernel("cpu_sim_add_cycles")
+        count = cycles
+        if isinstance(count, IsaScalar):
+            if kind_of(count.dtype) != "int":
+                raise user_error(here(), f"`ptoisa.cpu_sim_add_cycles` counts cycles with an "
+                                 f"integer; `{count.name}` is a {count.dtype} scalar",
+                                 "declare it `Scalar[DType.I32]`", cls=KernelError)
+            node: A.Expr = A.Name(count.name, span=here())
+        elif isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+            raise user_error(here(), f"`ptoisa.cpu_sim_add_cycles` takes a non-negative "
+                             f"integer or an integer `Scalar` parameter, not {_what(count)}",
+                             "wspc's kernels are not C++ text: pass the `Scalar` parameter "
+                             "itself" if isinstance(count, str) else None, cls=KernelError)
+        else:
+            node = A.IntLit(int(count), span=here())
+        events = _KSTACK[-1].events
+        for i, ev in enumerate(events):  # the kernel's one `add_cycles`: later counts add up
+            if ev[0] == "cycles":
+                events[i] = ("cycles", A.Binary("+", ev[1], node, ev[2], span=ev[2]), ev[2])
+                return
+        events.append(("cycles", node, here()))
 
-    def scalar_expr(self, *_: Any) -> None:
-        raise user_error(here(), "`ptoisa.scalar_expr` is not supported by wspc: it is the "
-                         "prototype's C++ text of a scalar operand, and a ptoisa kernel is "
-                         "lowered to kernel IR, not to C++ text",
-                         "pass the number or the `Scalar` parameter to the instruction",
+    def scalar_expr(self, x: Any) -> Any:
+        """The scalar operand `x` (a number or a `Scalar` parameter) as the instructions take
+        it: the prototype's `scalar_expr` renders an operand for its C++ text; here an operand
+        is the value itself, so this returns `x`. Text (a C++ expression) is an error."""
+        _in_isa_kernel("scalar_expr")
+        if isinstance(x, IsaScalar) or (isinstance(x, numbers.Real) and not isinstance(x, bool)):
+            return x
+        raise user_error(here(), f"`ptoisa.scalar_expr` takes a number or a `Scalar` "
+                         f"parameter of the kernel, not {_what(x)}",
+                         "wspc's kernels are not C++ text" if isinstance(x, str) else None,
                          cls=KernelError)
 
-    def tile_expr(self, *_: Any) -> None:
-        raise user_error(here(), "`ptoisa.tile_expr` is not supported by wspc: it is the "
-                         "prototype's C++ text of a tile operand, and a ptoisa kernel is "
-                         "lowered to kernel IR, not to C++ text",
-                         "pass the tile to the instruction", cls=KernelError)
+    def tile_expr(self, x: Any) -> IsaTile:
+        """The tile operand `x` (a tile register) as the instructions take it: the prototype's
+        `tile_expr` renders a register for its C++ text; here it returns the register."""
+        _in_isa_kernel("tile_expr")
+        return _tile("tile_expr", x, "the operand")
 
     def __repr__(self) -> str:
         return "<ptoisa instructions>"

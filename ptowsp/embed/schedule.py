@@ -154,14 +154,23 @@ class Deps:
 
     @staticmethod
     def hybrid(infer: Any = DepsMode.INFER_TENSOR_MAP_EXACT, explicit: bool = True) -> Policy:
+        """The prototype's hybrid: the edges `infer` finds, plus the declared order when
+        `explicit`. Every wspc schedule keeps its declared order (steps, streams) anyway, so
+        this is the `infer` mode itself: `hybrid()` is `hybrid` (exact inference, the default's
+        behaviour), `hybrid(infer=DepsMode.INFER_BYTES_OVERLAP)` is `infer_bytes_overlap`, with
+        `explicit` True or False alike."""
         span = here()
-        if _deps(infer, span).name != "infer_tensor_map_exact" or not explicit:
-            # decision: the declared order is always kept; hybrid infers exactly
-            raise _graph_error(span, "`Deps.hybrid` takes only its defaults in wspc: the "
-                               "declared order is always kept, with exact inference",
-                               "write `Deps.hybrid()`, or `Deps.infer_bytes_overlap()` for the "
-                               "wider inference")
-        return Policy("hybrid", span=span, kind="deps")
+        if not isinstance(explicit, bool):
+            raise _graph_error(span, f"`Deps.hybrid(explicit=...)` is True or False, not "
+                               f"{explicit!r}", "write `Deps.hybrid(explicit=True)`")
+        mode = _deps(infer, span)
+        if mode.name in ("explicit", "hybrid"):
+            raise _graph_error(span, f"`Deps.hybrid(infer=...)` takes an inference mode, not "
+                               f"`{mode.name}`", "write `infer=DepsMode.INFER_TENSOR_MAP_EXACT` "
+                               "or `infer=DepsMode.INFER_BYTES_OVERLAP`")
+        if mode.name == "infer_tensor_map_exact":
+            return Policy("hybrid", span=span, kind="deps")
+        return mode
 
 
 class ReadyPolicy:
@@ -195,7 +204,11 @@ class StartPolicy:
 
 
 class TracePolicy:
-    """`none()` (a trace when a run asks for one) or `cycles()` (every run records one)."""
+    """`none()` (a trace when a run asks for one) or `cycles()` (every run records one);
+    `cycles(cost_fn)` also gives each task's cycles in the cycle model: `cost_fn` is a key of
+    the task (a lambda `lambda t: 100 * t.get("b") + 50`, traced to an integer expression of the
+    coordinates, or a function with an `if`, tabulated on the host as every key is), and the
+    task then takes its value in cycles instead of its kernel's cost from the IR."""
 
     @staticmethod
     def none() -> Policy:
@@ -203,12 +216,7 @@ class TracePolicy:
 
     @staticmethod
     def cycles(cost_fn: Any = None) -> Policy:
-        span = here()
-        if cost_fn is not None:
-            raise _graph_error(span, "`TracePolicy.cycles(cost_fn)` is not supported by wspc: "
-                               "a task's cycles come from its kernel's IR and the machine file",
-                               "write `TracePolicy.cycles()`")
-        return Policy("cycles", span=span, kind="trace")
+        return Policy("cycles", key=cost_fn, span=here(), kind="trace")
 
 
 class Pools:

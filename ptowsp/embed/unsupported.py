@@ -32,12 +32,6 @@ class Unsupported:
         return f"<unsupported {self._name}>"
 
 
-ExternalKernel = Unsupported(
-    "ExternalKernel", "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
-    "names its parameters but not their tile shapes and dtypes, which wspc needs to check each "
-    "call and to hand the tiles to the body", "declare the parameters on a function and give "
-    "the body's file: `@kernel(cpp_body_path=impl_path)` over `def name(Q: In[Tile[M, N, "
-    "DType.F32]], ..., O: Out[Tile[...]])` (docs/python.md)")
 
 # the prototype's submodules (`pto_wsp.types`, `.schedule`, `.program`, `.kernel`, `.builder`,
 # `.scalar_expr`): names of its own machinery, which wspc's front end, IR and runtime replace
@@ -95,7 +89,7 @@ check_layouts_compatible = Unsupported(
     "when the workload is compiled", "join two layouts with `tensor_layout_join(a, b)` (a "
     "`LayoutIncompatibleError` when they conflict)")
 
-__all__ = ["Unsupported", "ExternalKernel", "Symbol",
+__all__ = ["Unsupported", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
            "OpKind", "Op", "LoopFrame", "ConditionalFrame", "KernelParam",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",

@@ -868,6 +868,11 @@ class TensorView(ScalarExpr):
     def __getitem__(self, idx: Any, span: Optional[A.Span] = None) -> "TensorView":
         span = span or here()
         parts = list(idx) if isinstance(idx, tuple) else [idx]
+        # `None` (NumPy's new axis) takes no dimension: each is placed after the indices
+        # before it, and made of an integer index next to it once the others are composed
+        news = [sum(1 for q in parts[:i] if q is not None) for i, p in enumerate(parts)
+                if p is None]
+        parts = [p for p in parts if p is not None]
         free = self._free()
         dots = [i for i, p in enumerate(parts) if p is Ellipsis]  # `in` would call `==`
         if len(dots) > 1:
@@ -882,13 +887,38 @@ class TensorView(ScalarExpr):
                              f"`{named(self)}` has the shape {list(self.tensor.shape)} of which "
                              f"{len(free)} dimension{'s are' if len(free) != 1 else ' is'} "
                              "not indexed yet")
+        if dots and news:  # a None after the `...` sits after the dimensions it stands for
+            at = dots[0]
+            fill = 0 if at == len(parts) - 1 else len(free) - (len(parts) - 1)
+            news = [k + max(fill, 0) - 1 if k > at else k for k in news]
         dims = list(self.dims)
         for pos, p in zip(free, parts):  # the free positions past `dims` come in order
             if pos == len(dims):
                 dims.append(self._compose(pos, None, p, span))
             else:
                 dims[pos] = self._compose(pos, dims[pos], p, span)
+        for k in news:
+            self._new_axis(dims, free, k, span)
         return TensorView(self.tensor, tuple(dims), span)
+
+    def _new_axis(self, dims: list, free: list, k: int, span: A.Span) -> None:
+        """`None` before the k-th free dimension (after the last when k is past them): a
+        dimension of extent 1 there, which a `.wsp` view (whose dimensions are the tensor's)
+        has when an integer index right before or after that place becomes a unit slice:
+        `X[b, None, :]` is `X[b:b+1, :]`, `X[b, h, None]` is `X[b, h:h+1, :]`. The elements
+        and the order of the view's dimensions are NumPy's."""
+        rank = len(self.tensor.shape)
+        at = free[k] if k < len(free) else rank  # the tensor position the new axis precedes
+        for p in (at - 1, at):
+            d = dims[p] if 0 <= p < len(dims) else None
+            if isinstance(d, ScalarExpr):
+                dims[p] = _Slice(d, _arith("+", d, _int(1, span), span), 1, span)
+                return
+        raise user_error(span, "`None` (a new axis) here has no integer index next to it: a "
+                         "new axis is made of an indexed dimension beside it (`X[b, None, :]` "
+                         "is `X[b:b+1, :]`), since a view's dimensions are the tensor's",
+                         "index the dimension next to it with an integer, or write the unit "
+                         "slice `i:i+1` where the new axis should be")
 
     def _compose(self, pos: int, base: Optional[_Slice], p: Any, span: A.Span):
         """Index `p` (an integer or a slice) applied to dimension `pos`, sliced by `base`.
@@ -901,9 +931,6 @@ class TensorView(ScalarExpr):
                              "`X[pos[a:b], c0:c1]`")
         whole = base is None or (base.start is None and base.stop is None and base.step == 1)
         length = self._extent(pos)
-        if p is None:
-            raise user_error(span, "`None` (a new axis) in a view is not supported",
-                             "a view's dimensions are the tensor's")
         if not isinstance(p, slice):
             i = as_scalar(p, span)
             if whole:

@@ -262,7 +262,9 @@ def _path(stmts, name: str, path=()):
 def _rekey(s: N.Schedule, body, env: dict) -> N.Schedule:
     """The schedule with a new body, its keys over the new loop variables."""
     return replace(s, body=tuple(body), dispatch=substitute(s.dispatch, env),
-                   stream_by=substitute(s.stream_by, env) if s.stream_by is not None else None)
+                   stream_by=substitute(s.stream_by, env) if s.stream_by is not None else None,
+                   trace_cost=(substitute(s.trace_cost, env) if s.trace_cost is not None
+                               else None))
 
 
 def _max_read_number(stmts) -> int:

@@ -100,6 +100,9 @@ class Kernel:
     # a collective's kernel (made by the device lowering, `ir/devices.py`): what it moves between
     # devices, for the cycle model's interconnect and the per-device runners; None for compute
     comm: Optional["Comm"] = None
+    # `add_cycles(n)`: n more cycles per task in the cycle model, an expression of the
+    # kernel's integer scalar parameters (evaluated per task from its arguments); None: none
+    cycles: Optional[sym.Expr] = None
 
     @property
     def is_extern(self) -> bool:
@@ -698,6 +701,9 @@ class Schedule:
     start: Policy = Policy("threshold", (1,))   # "after_orchestration"
     pools: Policy = Policy("single")            # "by_exec_unit", "custom" (the key; n pools)
     trace: str = "none"                         # "cycles": every run records its trace
+    # `trace = cycles(key)`: a task's cycles in the cycle model are the key's value (its
+    # kernel's cost from the IR is not used); None: the kernels' costs
+    trace_cost: Optional[sym.Expr] = None
     # the combinators the schedule wrote: without `dispatch` any host worker may run any task
     # (the model still deals round_robin(1)); without `streams` tasks are in no stream
     given: tuple[str, ...] = ()

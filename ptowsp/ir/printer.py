@@ -124,6 +124,8 @@ def kernel_lines(k: N.Kernel) -> list[str]:
                      + (f", op {c.op}" if c.op else "") + f", {sym.to_str(c.bytes)} bytes a task")
     lines.extend("  " + op_line(i, op) for i, op in enumerate(k.ops))
     lines.extend(f"  store {name} = %{idx}" for name, idx in k.stores)
+    if k.cycles is not None:
+        lines.append(f"  add_cycles {sym.to_str(k.cycles)}")
     if k.plan is not None:  # after plan-kernels: nests, registers, buffers, temporary bytes
         lines.extend("  " + line for line in plan_lines(k))
     return lines
@@ -197,7 +199,8 @@ def schedule_lines(s: N.Schedule, default: bool = False) -> list[str]:
     # the task-graph knobs, only where a schedule sets one (the goldens stay as they were)
     knobs = [("deps", s.deps, "infer_tensor_map_exact"), ("ready", _policy(s.ready), "work_steal"),
              ("start", _policy(s.start), "threshold(1)"), ("pools", _policy(s.pools), "single"),
-             ("trace", s.trace, "none")]
+             ("trace", s.trace + (f"({sym.to_str(s.trace_cost)})" if s.trace_cost is not None
+                                  else ""), "none")]
     graph = " ".join(f"{k} {v}" for k, v, default in knobs if v != default)
     if graph:
         lines.append(f"  graph {graph}")

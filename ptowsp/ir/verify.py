@@ -263,6 +263,10 @@ def _kernel(k: N.Kernel) -> None:
                 _fail(f"scalar parameter `{p.name}` has a mode")
         else:
             _fail(f"parameter `{p.name}` has kind `{p.kind}`")
+    if k.cycles is not None:
+        ints = {p.name for p in k.params if p.kind == "scalar" and p.dtype in INT_DTYPES}
+        if not isinstance(k.cycles, sym.Expr) or not sym.free_vars(k.cycles) <= ints:
+            _fail("`add_cycles` names other than the kernel's integer scalar parameters")
     if k.is_extern:
         if k.ops or k.stores:
             _fail("an extern kernel has ops or stores")
@@ -472,6 +476,10 @@ class _Schedule(Visitor):
             _fail(f"unknown dependency mode `{s.deps}`")
         if s.trace not in ("none", "cycles"):
             _fail(f"unknown trace policy `{s.trace}`")
+        if s.trace_cost is not None:
+            if s.trace != "cycles" or not isinstance(s.trace_cost, sym.Expr):
+                _fail("a task cost key needs `trace = cycles(key)`")
+            self.keys.append(s.trace_cost)
         keyed = {"priority": 1, "fifo": 0, "work_steal": 0}
         if keyed.get(s.ready.name) != len(s.ready.args):
             _fail(f"bad ready policy `{s.ready.name}` with {len(s.ready.args)} key(s)")

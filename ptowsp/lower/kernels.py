@@ -161,6 +161,7 @@ class _KernelLowerer:
                             cpp_includes=tuple(i.header for e in self.decl.externs
                                                if e.lang == "cpp" for i in e.includes))
         stores: list[tuple[str, int]] = []
+        cycles: Optional[sym.Expr] = None
         for s in self.decl.body:
             if isinstance(s, A.Let):
                 self.lets[s.name.id] = self.expr(s.value)
@@ -176,10 +177,29 @@ class _KernelLowerer:
                 shape = self.tile_dims(p)
                 idx = self.fit(self.expr(s.value), p.dtype, shape)
                 stores.append((p.name, idx))
+            elif isinstance(s, A.CallStmt) and s.callee.id == "add_cycles":
+                cycles = self.cycle_count(s.args[0])
             else:
                 raise InternalError("lower", f"unexpected kernel statement {type(s).__name__}")
         return N.Kernel(self.name, self.sig.name, tuple(kparams), tuple(self.ops), tuple(stores),
-                        None, constexprs, self.decl.span, name_span=self.decl.name.span)
+                        None, constexprs, self.decl.span, name_span=self.decl.name.span,
+                        cycles=cycles)
+
+    def cycle_count(self, node: A.Expr) -> sym.Expr:
+        """`add_cycles(n)`'s n over the kernel's scalar parameters (Constexprs substituted)."""
+        def resolve(n: A.Name) -> sym.Expr:
+            if n.id in self.cvals:
+                return sym.const(self.cvals[n.id])
+            if n.id in self.env.consts:
+                return sym.const(self.env.consts[n.id])
+            if n.id in self.params:
+                return sym.var(n.id)
+            raise NotSymbolic()
+
+        try:
+            return to_sym(node, resolve, Diagnostics())
+        except NotSymbolic:
+            raise InternalError("lower", f"`{expr_str(node)}` is not a cycle count") from None
 
     def tile_dims(self, p: ParamSig) -> tuple[int, int]:
         mapping = {k: sym.const(v) for k, v in self.cvals.items()}

@@ -184,7 +184,10 @@ def _policy_fields(wl: WorkloadLowerer, workload: str, c: A.Combinator) -> dict:
             elif kw.name == "mode":
                 out["window_mode"] = kw.value.id
             elif kw.name in ("deps", "trace"):
-                out[kw.name] = _policy_call(kw.value).func.id
+                p = _policy_call(kw.value)
+                out[kw.name] = p.func.id
+                if kw.name == "trace" and p.args:  # cycles(key): each task's modelled cycles
+                    out["trace_cost"] = _key(wl, workload, p.args[0])
             elif kw.name in ("ready", "pools"):
                 p = _policy_call(kw.value)
                 f = p.func.id

@@ -156,7 +156,8 @@ def test_python_if_on_a_loop_variable():
     with pytest.raises(CompileError) as info:
         w()
     text = at(info.value, "if")
-    assert "run-time value" in text and "P.when" in text
+    assert "run-time value: a Python `if`, `and`, `or` or `not` cannot decide on it while the " \
+           "workload is traced" in text and "P.when" in text
 
 
 def test_schedule_key_naming_no_coordinate():

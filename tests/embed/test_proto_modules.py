@@ -210,15 +210,65 @@ def test_every_prototype_name_works_or_is_refused():
             assert ok, (module, n, obj)
 
 
-def test_the_deprecated_external_kernel_is_refused_with_what_to_write():
-    from pto_wsp import ExternalKernel
+ADD_BODY = """
+for (int64_t r = 0; r < O.rows; r++)
+    for (int64_t c = 0; c < O.cols; c++)
+        O.data[r * O.stride + c] = Q.data[r * Q.stride + c] + 2.0f * K.data[r * K.stride + c];
+"""
 
-    help = _refusal(lambda: ExternalKernel(name="flash", impl_path="k.cpp", inputs=["Q"],
-                                           outputs=["O"]), "ExternalKernel",
-                    "the seeds' deprecated `ExternalKernel(name, impl_path, inputs, outputs)` "
-                    "names its parameters but not their tile shapes and dtypes, which wspc needs "
-                    "to check each call and to hand the tiles to the body")
-    assert "`@kernel(cpp_body_path=impl_path)`" in help
+
+@pytest.mark.cc
+def test_the_deprecated_external_kernel_takes_its_tiles_from_its_first_call(tmp_path,
+                                                                           wspc_cache):
+    from pto_wsp import ExternalKernel, KernelError, P, to_wsp, workload
+
+    body = tmp_path / "add2.cpp"
+    body.write_text(ADD_BODY)
+    add2 = ExternalKernel(name="add2", impl_path=str(body), inputs=["Q", "K"], outputs=["O"])
+    rng = np.random.default_rng(19)
+    q, k = (rng.standard_normal((3, 4, 8)).astype(np.float32) for _ in range(2))
+    Q, K = Tensor(data=q), Tensor(data=k)
+    res = Tensor(data=np.zeros((3, 4, 8), np.float32), dtype=DType.F32)
+
+    @workload
+    def w():
+        for b in P(3):
+            add2[b](Q[b], K[b], O=res[b])  # positionally: the inputs, then the outputs
+
+    assert "kernel add2(Q: In[Tile[4, 8, f32]], K: In[Tile[4, 8, f32]], O: Out[Tile[4, 8, " \
+           "f32]])" in to_wsp(w())
+    assert str(add2.kernel.signature) == ("add2(Q: In[Tile[4, 8, f32]], K: In[Tile[4, 8, f32]], "
+                                          "O: Out[Tile[4, 8, f32]])")
+    p = w().compile(target="cpu_sim")
+    p.execute()
+    p.synchronize()
+    np.testing.assert_allclose(res.data, q + 2 * k, rtol=1e-6)
+
+    @workload
+    def other():
+        add2[0](Q=Q[0, 0:2], K=K[0, 0:2], O=res[0, 0:2])  # E:other
+
+    with pytest.raises(KernelError) as info:
+        other()
+    assert "`add2` is called with tiles (Q: [2, 8] f32, K: [2, 8] f32, O: [2, 8] f32) other " \
+           "than at its first call (Q: [4, 8] f32, K: [4, 8] f32, O: [4, 8] f32, line " in \
+           str(info.value)
+    with pytest.raises(KernelError) as info:
+        ExternalKernel(name="gone", impl_path=str(tmp_path / "no.cpp"), inputs=["Q"],
+                       outputs=["O"])
+    assert "`ExternalKernel` `gone`: cannot read its `impl_path`" in str(info.value)
+    with pytest.raises(KernelError) as info:
+        ExternalKernel(name="dup", impl_path=str(body), inputs=["Q"], outputs=["Q"])
+    assert "`ExternalKernel` takes its parameters as distinct names in `inputs` and " \
+           "`outputs`" in str(info.value)
+
+    @workload
+    def whole():
+        add2(Q=Q, K=K, O=res)
+
+    with pytest.raises(KernelError) as info:
+        whole()
+    assert "`add2`: argument `Q` has the shape [3, 4, 8], which gives no tile" in str(info.value)
 
 
 def test_layout_incompatible_error_is_the_joins_error_under_both_names():
@@ -472,6 +522,16 @@ def test_example_isa_topk_on_both_targets():
         _rerun(g, ["out_idx_np", "scaled_np"])
     text = assert_roundtrip(g["program"].workload)
     assert "store(out_tile, maximum(mul(scores_tile, temperature), floor_tile))" in text, text
+
+
+def test_example_isa_cycles_adds_exactly_its_counts_and_the_cost_function_s():
+    g = runpy.run_path(str(EXAMPLES / "proto_isa_cycles.py"))
+    assert g["own_ok"] and g["costed_ok"]
+    own, costed = g["modelled"](g["own"]), g["modelled"](g["program"])
+    assert own == [own[0] + 100 * r for r in range(g["ROWS"])]
+    assert costed == [(200 if r < 4 else 1000) + 100 * r for r in range(g["ROWS"])]
+    text = assert_roundtrip(g["program"].workload)
+    assert "add_cycles(extra)" in text and "trace = cycles(" in text, text
 
 
 def test_every_prototype_style_example_is_tested_here():

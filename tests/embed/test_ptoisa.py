@@ -294,7 +294,7 @@ def test_sort_and_topk_operands():
         _error(wrong_out), "out")
 
 
-def test_the_prototype_s_cycle_hint_and_cpp_helpers_are_refused():
+def test_the_prototype_s_c_text_and_bad_cycle_counts_are_errors():
     @ptoisa_kernel
     def cycles(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]], pad_to: Scalar[I32]):
         ptoisa.tstore(o, ptoisa.tload(s))
@@ -305,23 +305,92 @@ def test_the_prototype_s_cycle_hint_and_cpp_helpers_are_refused():
         ptoisa.tstore(o, ptoisa.TADDS(ptoisa.tload(s), f"{pad_to.name} * 2"))  # E:ctext
 
     @ptoisa_kernel
-    def helper(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]], pad_to: Scalar[I32]):
-        ptoisa.tstore(o, ptoisa.TADDS(ptoisa.tload(s), ptoisa.scalar_expr(pad_to)))  # E:helper
+    def helper_text(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]]):
+        ptoisa.tstore(o, ptoisa.TADDS(ptoisa.tload(s), ptoisa.scalar_expr("2 * k")))  # E:helper
 
     @ptoisa_kernel
-    def tile_helper(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]]):
-        ptoisa.tstore(o, ptoisa.tile_expr(ptoisa.tload(s)))  # E:tile_helper
+    def float_count(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]], f: Scalar[F32]):
+        ptoisa.tstore(o, ptoisa.tload(s))
+        ptoisa.cpu_sim_add_cycles(f)  # E:float
+
+    @ptoisa_kernel
+    def negative(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]]):
+        ptoisa.tstore(o, ptoisa.tload(s))
+        ptoisa.cpu_sim_add_cycles(-5)  # E:negative
+
+    @ptoisa_kernel
+    def tile_param(s: In[Tile[1, 32, F32]], o: Out[Tile[1, 32, F32]]):
+        ptoisa.tstore(o, ptoisa.tile_expr(s))  # E:tile_helper
     text = at(_error(cycles), "cycles")
-    assert "`ptoisa.cpu_sim_add_cycles` is not supported by wspc: the cycle model costs each " \
-           "kernel from its operations" in text
+    assert "`ptoisa.cpu_sim_add_cycles` takes a non-negative integer or an integer `Scalar` " \
+           "parameter, not the string '(pad_to / 32) * 128'" in text
+    assert "wspc's kernels are not C++ text: pass the `Scalar` parameter itself" in text
     text = at(_error(c_text), "ctext")
     assert "`ptoisa.TADDS` takes a number or a scalar parameter as its scalar, not the string " \
            "'pad_to * 2'" in text
     assert "wspc's kernels are not C++ text" in text
-    assert "`ptoisa.scalar_expr` is not supported by wspc: it is the prototype's C++ text of a " \
-           "scalar operand" in at(_error(helper), "helper")
-    assert "`ptoisa.tile_expr` is not supported by wspc: it is the prototype's C++ text of a " \
-           "tile operand" in at(_error(tile_helper), "tile_helper")
+    assert "`ptoisa.scalar_expr` takes a number or a `Scalar` parameter of the kernel, not the " \
+           "string '2 * k'" in at(_error(helper_text), "helper")
+    assert "`ptoisa.cpu_sim_add_cycles` counts cycles with an integer; `f` is a f32 scalar" in \
+        at(_error(float_count), "float")
+    assert "`ptoisa.cpu_sim_add_cycles` takes a non-negative integer or an integer `Scalar` " \
+           "parameter, not a int (-5)" in at(_error(negative), "negative")
+    assert "`ptoisa.tile_expr`: the operand `s` is a tile parameter (global memory), not a tile " \
+           "register" in at(_error(tile_param), "tile_helper")
+
+
+# a kernel whose tasks each add cycles: 40 fixed, plus 100 per unit of `extra`, plus `extra`
+# once more through the prototype's helpers (`scalar_expr`, `tile_expr` return the operand)
+@ptoisa_kernel(cpp_includes=["pto/pto-inst.hpp", "<cstdint>"])
+def slow_add(a: In[Tile[R, C, F32]], b: In[Tile[R, C, F32]], o: Out[Tile[R, C, F32]],
+             extra: Scalar[I32], k: Scalar[F32]):
+    x = ptoisa.tile_expr(ptoisa.tload(a))
+    ptoisa.tstore(o, ptoisa.TADDS(ptoisa.TADD(x, ptoisa.tload(b)), ptoisa.scalar_expr(k)))
+    ptoisa.cpu_sim_add_cycles(40)
+    ptoisa.cpu_sim_add_cycles(ptoisa.scalar_expr(extra))
+
+
+@ptoisa_kernel
+def plain_add(a: In[Tile[R, C, F32]], b: In[Tile[R, C, F32]], o: Out[Tile[R, C, F32]],
+              extra: Scalar[I32], k: Scalar[F32]):
+    ptoisa.tstore(o, ptoisa.TADDS(ptoisa.TADD(ptoisa.tload(a), ptoisa.tload(b)), k))
+
+
+def _adds(k):
+    xs = Tensor(data=np.stack([A] * 4), dtype=F32)
+    ys = Tensor(data=np.stack([B] * 4), dtype=F32)
+    out = Tensor(data=np.zeros((4, R, C), np.float32), dtype=F32)
+
+    @workload
+    def adds():
+        for i in P(4):
+            k[i](a=xs[i], b=ys[i], o=out[i], extra=i * 100, k=0.5)
+    return adds, out
+
+
+def test_cpu_sim_add_cycles_adds_exactly_its_count_to_each_task_s_modelled_time():
+    durations, totals = {}, {}
+    for k in (plain_add, slow_add):
+        w, out = _adds(k)
+        prog = w().compile(target="cpu_sim")
+        prog.enable_tracing("full")
+        prog.execute()
+        prog.synchronize()
+        np.testing.assert_allclose(out.data, np.stack([A + B + 0.5] * 4), rtol=1e-6)
+        sim = prog.trace.sim
+        durations[k.name] = (sim["finish"] - sim["start"]).tolist()
+        totals[k.name] = prog.stats.extra["serial_cycles"]
+    base = durations["plain_add"]
+    assert durations["slow_add"] == [d + 40 + 100 * i for i, d in enumerate(base)]
+    assert totals["slow_add"] == totals["plain_add"] + 4 * 40 + 100 * (0 + 1 + 2 + 3)
+    # the kernel's `add_cycles`, in the `.wsp` text and the IR; ref runs it unchanged
+    w, out = _adds(slow_add)
+    assert "    add_cycles(40 + extra)\n" in ptowsp.to_wsp(w())
+    assert slow_add.cpp_includes == ("pto/pto-inst.hpp", "cstdint")
+    prog = w().compile(target="ref")
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(out.data, np.stack([A + B + 0.5] * 4), rtol=1e-6)
 
 
 def test_python_operators_constexprs_headers_and_an_empty_body():
@@ -339,11 +408,11 @@ def test_python_operators_constexprs_headers_and_an_empty_body():
     assert "kernel `nothing` has an empty body: no `ptoisa.*` instruction was traced" in text
 
     with pytest.raises(KernelError) as info:
-        @ptoisa_kernel(cpp_includes=["pto/pto.hpp"])  # E:includes
+        @ptoisa_kernel(cpp_includes="pto/pto.hpp")  # E:includes
         def headers(a: In[Tile[4, 8, F32]], o: Out[Tile[4, 8, F32]]):
             pass
-    assert "`@ptoisa_kernel(cpp_includes=...)`: a ptoisa kernel is lowered to wspc's kernel IR, " \
-           "not to C++ text" in at(info.value, "includes")
+    assert "`@ptoisa_kernel(cpp_includes=...)` takes a list of header names, not 'pto/pto.hpp'" \
+        in at(info.value, "includes")
 
     from pto_wsp import Constexpr
 

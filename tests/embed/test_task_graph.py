@@ -104,17 +104,16 @@ def _error(fn) -> ptowsp.Diagnostic:
 
 def test_misuse_is_a_schedule_error_at_the_users_line():
     w = rows(np.zeros_like(X))
-    d = _error(lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP))
-    assert d.message == ("`Deps.hybrid` takes only its defaults in wspc: the declared order is "
-                         "always kept, with exact inference")
-    assert _error(lambda: Deps.hybrid(explicit=False)).message.startswith("`Deps.hybrid` takes")
+    d = _error(lambda: Deps.hybrid(infer=DepsMode.EXPLICIT))
+    assert d.message == "`Deps.hybrid(infer=...)` takes an inference mode, not `explicit`"
+    d = _error(lambda: Deps.hybrid(explicit="yes"))
+    assert d.message == "`Deps.hybrid(explicit=...)` is True or False, not 'yes'"
     d = _error(lambda: Deps(mode="sometimes"))
     assert d.message == "unknown dependency mode 'sometimes'"
     d = _error(lambda: Pools.custom(lambda t: t.get("i")))
     assert d.message == "`Pools.custom` needs the number of pools, `n=`"
-    d = _error(lambda: TracePolicy.cycles(lambda t: 100))
-    assert d.message == ("`TracePolicy.cycles(cost_fn)` is not supported by wspc: a task's cycles "
-                         "come from its kernel's IR and the machine file")
+    d = _error(lambda: w().task_graph(trace=TracePolicy.cycles(lambda t: t.get("expert"))))
+    assert d.message.startswith("the schedule key names `expert`, which is neither a loop ")
     d = _error(lambda: w().task_graph(ready=Pools.single()))
     assert d.message.startswith("`.task_graph(ready=...)` takes a `ReadyPolicy`, not ")
     assert d.help == 'write e.g. `ready=ReadyPolicy.priority(lambda t: t.get("b"))`'
@@ -122,3 +121,53 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.message == "`.task_graph` needs `window=`"
     d = _error(lambda: w().task_graph(window=8, priority=3))
     assert d.message == "`.task_graph` has no option `priority`"
+
+
+def _cost_by_hand(t):
+    """A cost function with an `if` (the seeds' style): tabulated on the host at enumeration."""
+    if t.get("i") < 3:
+        return 500
+    return 2000 + t.get("i")
+
+
+@pytest.mark.parametrize("cost_fn, expected", [
+    (lambda t: 100 * t.get("i") + 50, [100 * i + 50 for i in range(8)]),
+    (_cost_by_hand, [500] * 3 + [2000 + i for i in range(3, 8)]),
+])
+def test_trace_cycles_cost_fn_sets_each_task_s_modelled_cycles(cost_fn, expected):
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(trace=TracePolicy.cycles(cost_fn))
+    assert "trace = cycles(" in ptowsp.to_wsp(w)
+    prog = w.compile(target="cpu_sim")
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+    sim = prog.trace.sim  # `trace = cycles`: every run keeps its trace
+    assert (sim["finish"] - sim["start"]).tolist() == expected
+    serial = prog.stats.extra["serial_cycles"]
+    # the same schedule without the cost function: the kernels' own cost again, and the
+    # serial time differs by exactly the tasks' cycles (dispatch and completion unchanged)
+    y2 = np.zeros_like(X)
+    prog = rows(y2)().task_graph(trace=TracePolicy.cycles()).compile(target="cpu_sim")
+    prog.execute()
+    prog.synchronize()
+    own = (prog.trace.sim["finish"] - prog.trace.sim["start"]).tolist()
+    assert len(set(own)) == 1 and own != expected
+    assert serial - sum(expected) == prog.stats.extra["serial_cycles"] - sum(own)
+
+
+@pytest.mark.parametrize("policy, wsp", [
+    (lambda: Deps.hybrid(), "deps = hybrid()"),
+    (lambda: Deps.hybrid(explicit=False), "deps = hybrid()"),
+    (lambda: Deps.hybrid(infer=DepsMode.INFER_BYTES_OVERLAP), "deps = infer_bytes_overlap()"),
+    (lambda: Deps.hybrid(infer=DepsMode.bytes_overlap, explicit=False),
+     "deps = infer_bytes_overlap()"),
+])
+def test_hybrid_with_any_arguments_is_its_inference_mode(policy, wsp):
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(deps=policy())
+    assert wsp in ptowsp.to_wsp(w)
+    prog = w.compile(target="cpu_sim")
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)

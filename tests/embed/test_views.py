@@ -207,7 +207,7 @@ def test_view_errors_are_at_the_users_line():
         "many": (lambda: X[0, 0][1, 2, 3], "3 indices for a view with 2 dimensions left"),  # E:many
         "name": (lambda: X[0, 0, 0:16][L[0]:40], "the slice `L[0]:40` is out of range of a "  # E:name
                  "sliced dimension of length 16 (at 40)"),
-        "none": (lambda: X[0, None], "`None` (a new axis) in a view is not supported"),  # E:none
+        "none": (lambda: X[None], "`None` (a new axis) here has no integer index next to it"),  # E:none
         "neg": (lambda: X[0, 0, 4:20][-1], "index -1 into a sliced view is negative"),  # E:neg
         "idx": (lambda: X[0, 0, 4:20][16], "index 16 is out of range of a sliced dimension of "  # E:idx
                 "length 16"),
@@ -245,3 +245,45 @@ def test_a_step_off_the_rows_is_an_error_where_it_was_written():
                "rows of a 2-D view" in text, text
     # a stepped leading dimension indexed again is a plain index: X[0][0:3:2][1] is X[0, 2]
     assert str(X[0][0:3:2][1, 0:16]) == str(X[0, 2, 0:16])
+
+
+@kernel
+def copy_row(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
+    pto.store(y, x)
+
+
+NEW_AXIS = [  # NumPy's `None`: an axis of extent 1, made of the integer index beside it
+    lambda X: X[1, 2, 5, None, :],
+    lambda X: X[1, 2][None, 5],
+    lambda X: X[0][1, 7, None],
+    lambda X: X[1, 2, 3:9][4][None],
+    lambda X: X[1, ..., 3, None, :],
+    lambda X: X[0, None, 1, 3:5],
+]
+
+
+@pytest.mark.parametrize("sub", range(len(NEW_AXIS)))
+def test_none_adds_an_axis_of_one_as_numpy_does(sub):
+    X = Tensor(data=XN)
+    assert NEW_AXIS[sub](X).shape == NEW_AXIS[sub](XN).shape
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_views_with_none_pass_rows_as_one_row_tiles(target):
+    X = Tensor(data=XN.copy())
+    y = np.zeros((2, 3, 8), np.float32)
+    Y = Tensor(data=y)
+
+    @workload
+    def rows():
+        for b in P(2):
+            for h in P(3):
+                copy_row[b, h](x=X[b, h, 5 + h, None, :], y=Y[b][h][None])
+
+    assert "copy_row[b, h](x = X[b, h, 5 + h : 5 + h + 1, :], y = Y[b, h : h + 1])" in \
+        to_wsp(rows())
+    p = rows().compile(target=target)
+    p.execute()
+    p.synchronize()
+    want = np.stack([np.stack([XN[b, h, 5 + h, None, :][0] for h in range(3)]) for b in range(2)])
+    np.testing.assert_array_equal(y, want)

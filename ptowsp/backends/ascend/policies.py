@@ -67,7 +67,8 @@ def graph_knobs(s: N.Schedule) -> list[str]:
     given = [("deps", deps, "infer_tensor_map_exact"),
              ("ready", _policy_text(s.ready), "work_steal()"),
              ("start", _policy_text(s.start), "threshold(1)"),
-             ("pools", _policy_text(s.pools), "single()"), ("trace", s.trace, "none")]
+             ("pools", _policy_text(s.pools), "single()"), ("trace", s.trace + (f"({sym.to_str(s.trace_cost)})" if s.trace_cost is not None
+                                  else ""), "none")]
     return [f"{k} = {v}" for k, v, default in given if v != default]
 
 

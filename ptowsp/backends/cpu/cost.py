@@ -26,6 +26,9 @@ The model, and what it assumes:
   against compute, so the slower of the two sets the pace.
 - A collective's kernel (`Kernel.comm`, made by the device lowering) is a message of its
   algorithm on the interconnect: comm.py costs it, on unit 2 (the device's comm engine).
+- Per task, not here: a kernel's `add_cycles(n)` adds n (from the task's scalars) and a
+  schedule's `trace = cycles(key)` replaces the cost (the enumerator fills `wsp_task.cycles`;
+  simlog_cycles.c gives each distinct cost its own entry).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ... import sym
 from ...diagnostics import InternalError
@@ -322,7 +323,7 @@ class LoopEmitter(V.Visitor):
             # run on the last task's device
             raise InternalError("emit", f"task `{t.text}` of a mesh program has no device")
         self.placement()
-        self.graph_keys(kernel, t)
+        self.graph_keys(kernel, t, by_param)
         if self.sched.deps == "infer_bytes_overlap":
             self.emit("for (int32_t a = 0; a < task.ntiles; a++) "
                       "wsp_flat(&task.access[a], wsp_dims[task.access[a].tensor]);")
@@ -354,11 +355,23 @@ class LoopEmitter(V.Visitor):
                   else "wsp_mod(wsp_k, wsp_ns)")
             self.emit(f"task.stream = (int32_t)({st});")
 
-    def graph_keys(self, kernel: N.Kernel, t: N.Task) -> None:
+    def graph_keys(self, kernel: N.Kernel, t: N.Task, by_param: Optional[dict] = None) -> None:
         """task.priority and task.pool by `.task_graph(ready = priority(key), pools = ...)`; on
         a mesh of several devices the pool is the task's device (`graph_pools`: each device
-        is served by its own share of the workers, docs/running.md, "--mesh")."""
+        is served by its own share of the workers, docs/running.md, "--mesh"). task.cycles by
+        `trace = cycles(key)` and the kernel's `add_cycles(n)` (n from the task's scalar
+        arguments), which the model adds to (or, with a key, uses instead of) the kernel's cost
+        (wsp_policy.task_cycles, set by `task_cycles_mode`)."""
         s = self.sched
+        if task_cycles_mode(self.m, s):
+            add = "0"
+            if kernel.cycles is not None:
+                env = {a.param: sym.as_expr(int(a.value)) if not isinstance(a.value, sym.Expr)
+                       else a.value for a in (by_param or {}).values()
+                       if a.param in sym.free_vars(kernel.cycles)}
+                add = self.c(sym.substitute(kernel.cycles, env))
+            key = self.c(s.trace_cost) if s.trace_cost is not None else "0"
+            self.emit(f"task.cycles = (int64_t)({key}) + (int64_t)({add});")
         if s.ready.name == "priority":
             self.emit(f"task.priority = (int64_t)({self.c(s.ready.args[0])});")
         if self.m.devices is not None and t.device is not None:
@@ -569,3 +582,11 @@ def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:
     if not m:
         return None
     return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+
+
+def task_cycles_mode(m: N.Module, s: N.Schedule) -> int:
+    """wsp_policy.task_cycles for schedule `s`: 2 (WSP_TASK_CYCLES_SET) with a `trace =
+    cycles(key)`, 1 (ADD) when a kernel of the module has `add_cycles`, else 0 (NONE)."""
+    if s.trace_cost is not None:
+        return 2
+    return 1 if any(k.cycles is not None for k in m.kernels) else 0

@@ -31,7 +31,7 @@ from ...limits import MAX_WORKERS
 from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
-from .enumerate import ENTRY_PARAMS, parse_view_failure
+from .enumerate import ENTRY_PARAMS, parse_view_failure, task_cycles_mode
 
 
 class ExecutionError(RunFailure):
@@ -58,7 +58,7 @@ typedef struct wsp_kcost { int32_t unit; int32_t latency; int64_t cycles; } wsp_
 typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int64_t timing_first;
-    int32_t start; int32_t ready; int64_t start_n; int32_t deps; int32_t unused;
+    int32_t start; int32_t ready; int64_t start_n; int32_t deps; int32_t task_cycles;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -218,7 +218,7 @@ class Backend:
             if self.transport is not None:
                 self.transport.attach(ffi, lib, rt, device_elem_bytes(m))
             mach = machine or _default_machine()
-            policy = schedule_policy(sched, mach.dispatchers)
+            policy = schedule_policy(sched, mach.dispatchers, m)
             self._enable_model(rt, m, mach, policy, keep=not owned)
             lib.wsp_sim_limit(rt, max(int(record_limit), 0))
             # `.task_graph(trace = cycles)`: every run of the schedule records its trace
@@ -633,7 +633,8 @@ def found_values(c, lhs: int, rhs: int) -> str:
 _TIMING = {"immediate": 0, "batched": 1, "interleaved": 2, "rate_limit": 3}
 
 
-def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
+def schedule_policy(s: N.Schedule, machine_dispatchers: int,
+                    module: Optional[N.Module] = None) -> dict:
     """The schedule as the runtime and the cycle model take it (`wsp_policy`)."""
     d = s.dispatch
     if "dispatch" not in s.given:
@@ -654,7 +655,9 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int) -> dict:
             # the task-graph knobs (graph.c on the host; the model orders by priority)
             "ready": _READY[s.ready.name], "start": _START[s.start.name],
             "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0,
-            "deps": int(s.deps == "explicit")}  # WSP_DEPS_EXPLICIT: the log checks the order
+            "deps": int(s.deps == "explicit"),  # WSP_DEPS_EXPLICIT: the log checks the order
+            # WSP_TASK_CYCLES_*: what each task's `cycles` means (enumerate.task_cycles_mode)
+            "task_cycles": task_cycles_mode(module, s) if module is not None else 0}
 
 
 _READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*

@@ -59,6 +59,7 @@ class KernelState:
         self.exprs: dict[int, Type] = {}  # by id(node)
         # outputs a broken statement may have meant to store: not reported as never stored
         self.maybe_stored: set[str] = set()
+        self.cycles_stmt: Optional[A.CallStmt] = None  # the kernel's `add_cycles(n)`
         self.unknown_reported: set[str] = set()  # each unknown name is reported once per kernel
         self.read_out_reported: set[str] = set()
         # tile parameters whose dims were wrong (reported by `kernel_signature`): their shape is

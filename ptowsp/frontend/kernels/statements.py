@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from ... import sym
 from ...diagnostics import Note, did_you_mean
+from ...dtypes import INT_DTYPES
 from ...primitives import ERROR, PRIMITIVES, Type, convertible, fits, with_dtype
 from .. import ast as A
+from ..signatures import NotSymbolic, to_sym
 from .state import KernelTypes
 
 # Workload statements, by the keyword that spells them, for the straight-line rule.
@@ -349,6 +351,9 @@ class StatementChecks:
 
     def call_stmt(self, s: A.CallStmt) -> None:
         name = s.callee.id
+        if name == "add_cycles" and s.coords is None:
+            self.add_cycles(s)
+            return
         if s.coords is not None:
             self.error(
                 s.span,
@@ -377,6 +382,46 @@ class StatementChecks:
             did_you_mean(name, list(PRIMITIVES) + ["store"])
             or "kernel statements are `let name = value`, `name = value` and `store(out, value)`",
         )
+
+    def add_cycles(self, s: A.CallStmt) -> None:
+        """`add_cycles(n)`: n more cycles for each task of the kernel in the cycle model (the
+        prototype's `cpu_sim_add_cycles`); n an integer expression of numbers, consts, Constexpr
+        and integer `Scalar` parameters, evaluated per task. At most one per kernel."""
+        if len(s.args) != 1 or s.kwargs:
+            self.error(s.span, "arity", "`add_cycles` takes one integer expression",
+                       "write `add_cycles(100)` or `add_cycles(n)` for a `Scalar[i32]` `n`")
+            return
+        if self.cycles_stmt is not None:
+            self.error(s.span, "add-cycles-twice", "a kernel adds its cycles once",
+                       "write one `add_cycles(a + b)`",
+                       notes=(Note(self.cycles_stmt.span, "first added here"),))
+            return
+        self.cycles_stmt = s
+        ints = {n for n, (ps, _) in self.params.items()
+                if ps.kind == "scalar" and ps.dtype in INT_DTYPES}
+
+        def resolve(n: A.Name) -> sym.Expr:
+            if n.id in self.constexprs or n.id in ints:
+                return sym.var(n.id)
+            if n.id in self.consts and isinstance(self.consts[n.id], int):
+                return sym.const(self.consts[n.id])
+            what = ("a float or bool scalar" if n.id in self.params
+                    and self.params[n.id][0].kind == "scalar" else "a tile" if n.id in self.params
+                    else "a tile value" if n.id in self.all_lets else "unknown")
+            self.error(n.span, "add-cycles-operand",
+                       f"`add_cycles` counts cycles from numbers, consts and integer scalar "
+                       f"parameters; `{n.id}` is {what}",
+                       "pass the count as a `Scalar[i32]` parameter (one value per task)")
+            raise NotSymbolic()
+
+        try:
+            v = to_sym(s.args[0], resolve, self.diags, "a cycle count")
+        except NotSymbolic:
+            return
+        c = sym.const_value(v)
+        if c is not None and c < 0:
+            self.error(s.args[0].span, "add-cycles-negative",
+                       f"`add_cycles` adds a count of cycles, not {c}")
 
     def expr_stmt(self, s: A.ExprStmt) -> None:
         e = s.expr

@@ -406,7 +406,11 @@ class ScheduleChecks:
                 self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
         if "trace" in kws:
             p = self.policy(kws["trace"].value, GRAPH_TRACE, "trace policy")
-            if p is not None and (p.args or p.kwargs):
+            if p is not None and p.func.id == "cycles" and (p.args or p.kwargs):
+                # decision: `cycles(key)` is the seeds' cost function: each task's cycles in the
+                # cycle model, an integer key over the loop variables like `priority(key)`
+                self.keyed(p, "cycles", "cycles(b * 100 + 50)", scope, wname, summary)
+            elif p is not None and (p.args or p.kwargs):
                 self.error(p.span, "arity", f"`{p.func.id}` takes no arguments")
 
     def keyed(self, p: A.Call, name: str, example: str, scope: Scope, wname: str,

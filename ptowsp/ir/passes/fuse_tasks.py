@@ -72,7 +72,7 @@ _RANK = {INJECTIVE: 0, BROADCAST: 1, REDUCTION: 2, COMPLEX: 3, OPAQUE: 4}
 
 def category(k: N.Kernel) -> str:
     """The kernel's category: that of its most demanding op (TVM's `OpPatternKind` order)."""
-    if k.is_extern:
+    if k.is_extern or k.cycles is not None:  # a per-task cycle addend is the task's own
         return OPAQUE
     worst = INJECTIVE
     for op in k.ops:
@@ -306,7 +306,7 @@ class _Fuser:
             return s.body
         # variables the schedule's keys name: a loop binding one keeps its name
         self.key_vars = set()
-        for e in (*s.dispatch.args, s.stream_by):
+        for e in (*s.dispatch.args, s.stream_by, s.trace_cost):
             if isinstance(e, sym.Expr):
                 self.key_vars |= sym.free_vars(e)
         body = s.body
