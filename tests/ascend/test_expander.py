@@ -128,9 +128,10 @@ PROGRAMS = {
 # errors_demo.wsp is wrong on purpose; lib_shared.wsp only declares a const for an import
 # rmsnorm_task_graph.wsp is rmsnorm.wsp with task-graph knobs, which the Ascend tree only warns
 # about: its plan is rmsnorm.wsp's, covered above
-# the multi-device examples: meshes sized by a sym (bound by --mesh), which the Ascend tree
-# does not run yet (HCCL, docs/distributed.md, "The Ascend tree"); their kernels are covered
-# by test_aicore.py, their runs by tests/test_mesh_examples.py
+# the multi-device examples: meshes sized by a sym (bound by --mesh), whose Ascend trees run one
+# process per rank (this harness compares one device's streams); the per-rank expander and HCCL
+# are covered by tests/ascend/test_hccl.py, their kernels by test_aicore.py, their runs by
+# tests/test_mesh_examples.py
 MESH_EXAMPLES = {f"examples/{n}.wsp" for n in ("tp_mlp", "tp_attention", "sp_rmsnorm", "ep_moe",
                                                "mesh_decoder_layer")}
 SKIPPED = {"examples/errors_demo.wsp", "tests/programs/lib_shared.wsp",
