@@ -20,6 +20,7 @@ from ptowsp.frontend.parser import parse
 from ptowsp.frontend.source_printer import format_source
 from ptowsp.ir import nodes as N
 from ptowsp.ir.printer import print_module
+from tests.mesh_programs import doc_tp_mlp
 
 # every collective over a one-device mesh, on tensors of every rank the copy tiles: 1-D, 2-D
 # (a dimension longer than a copy tile and sized at run time), 3-D; a partial scratch written
@@ -61,44 +62,7 @@ schedule main = w()
 
 
 # docs/distributed.md's tensor-parallel MLP as the page writes it, with its two kernels
-TP_MLP = """\
-module tp_mlp
-mesh tp = 4
-sym T
-const D = 256
-const F = 1024
-const TB = 16
-const FB = 64
-input   X:  f32[T, D]
-input   W1: f32[D, F] @ [R, S(tp)]
-input   W2: f32[F, D] @ [S(tp), R]
-scratch H:  f32[T, F] @ [R, S(tp)]
-scratch Zp: f32[T, D] @ [R, R] partial(tp)
-output  Y:  f32[T, D]
-axis rows = DenseDyn(ceildiv(T, TB))
-axis cols = Dense[F / FB]
-kernel up(x: In[Tile[16, 256, f32]], w: In[Tile[256, 64, f32]], h: Out[Tile[16, 64, f32]]) {
-    store(h, matmul(x, w))
-}
-kernel down(h: In[Tile[16, 64, f32]], w: In[Tile[64, 256, f32]], acc: InOut[Tile[16, 256, f32]]) {
-    store(acc, acc + matmul(h, w))
-}
-workload mlp() {
-    for t, f in P(rows, cols) {
-        up[t, f](x = X[t*TB : t*TB + TB, :],
-                 w = W1[:, f*FB : f*FB + FB],
-                 h = H[t*TB : t*TB + TB, f*FB : f*FB + FB])
-    }
-    for t in P(rows) {
-        for f in P.seq(cols) {
-            down[t, f](h = H[t*TB : t*TB + TB, f*FB : f*FB + FB],
-                       w = W2[f*FB : f*FB + FB, :], acc = Zp[t*TB : t*TB + TB, :])
-        }
-    }
-    allreduce(Zp, into = Y, over = tp)
-}
-schedule main = mlp()
-"""
+TP_MLP = doc_tp_mlp(256, 1024, 16, 64)
 
 
 def _inputs(T: int = 37):

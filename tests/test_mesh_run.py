@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import ptowsp
 from ptowsp.diagnostics import WspError
 from ptowsp.dtypes import DTYPES, FLOAT_DTYPES, numpy_dtype
+from tests.mesh_programs import doc_tp_mlp
 
 MESHES = [(1, 1), (1, 2), (1, 4), (2, 2)]
 OPS = ("sum", "max", "min")
@@ -170,44 +171,7 @@ def test_collectives_over_a_long_dimension_on_cpu_sim():
 
 # ---- the tensor-parallel MLP of docs/distributed.md ------------------------------------------
 
-MLP = """\
-module tp_mlp
-mesh tp = 4
-sym T
-const D = 64
-const F = 256
-const TB = 16
-const FB = 32
-input   X:  f32[T, D]
-input   W1: f32[D, F] @ [R, S(tp)]
-input   W2: f32[F, D] @ [S(tp), R]
-scratch H:  f32[T, F] @ [R, S(tp)]
-scratch Zp: f32[T, D] @ [R, R] partial(tp)
-output  Y:  f32[T, D]
-axis rows = DenseDyn(ceildiv(T, TB))
-axis cols = Dense[F / FB]
-kernel up(x: In[Tile[16, 64, f32]], w: In[Tile[64, 32, f32]], h: Out[Tile[16, 32, f32]]) {
-    store(h, matmul(x, w))
-}
-kernel down(h: In[Tile[16, 32, f32]], w: In[Tile[32, 64, f32]], acc: InOut[Tile[16, 64, f32]]) {
-    store(acc, acc + matmul(h, w))
-}
-workload mlp() {
-    for t, f in P(rows, cols) {
-        up[t, f](x = X[t*TB : t*TB + TB, :],
-                 w = W1[:, f*FB : f*FB + FB],
-                 h = H[t*TB : t*TB + TB, f*FB : f*FB + FB])
-    }
-    for t in P(rows) {
-        for f in P.seq(cols) {
-            down[t, f](h = H[t*TB : t*TB + TB, f*FB : f*FB + FB],
-                       w = W2[f*FB : f*FB + FB, :], acc = Zp[t*TB : t*TB + TB, :])
-        }
-    }
-    allreduce(Zp, into = Y, over = tp)
-}
-schedule main = mlp()
-"""
+MLP = doc_tp_mlp(64, 256, 16, 32)
 
 
 def _mlp_inputs(t: int = 32):

@@ -31,6 +31,7 @@ import ptowsp
 from ptowsp import sym
 from ptowsp.ir import nodes as N
 from ptowsp.ir.visit import map_lists
+from tests.mesh_programs import doc_tp_mlp
 
 from .hostrun import build_host
 from .streams import CXX, HERE, run_compiler
@@ -487,46 +488,7 @@ def test_stand_in_refuses_misuse(driver, tmp_path, scenario, status, message):
 
 # ---- programs lowered by wspc itself (ir/devices.py), global arrays in and out --------------
 
-TP_MLP = """
-module tp_mlp
-mesh tp = 4
-sym T
-const D = 32
-const F = 64
-const TB = 8
-const FB = 8
-input   X:  f32[T, D]
-input   W1: f32[D, F] @ [R, S(tp)]
-input   W2: f32[F, D] @ [S(tp), R]
-scratch H:  f32[T, F] @ [R, S(tp)]
-scratch Zp: f32[T, D] @ [R, R] partial(tp)
-output  Y:  f32[T, D]
-axis rows = DenseDyn(ceildiv(T, TB))
-axis cols = Dense[F / FB]
-
-kernel up(x: In[Tile[TB, D, f32]], w: In[Tile[D, FB, f32]], h: Out[Tile[TB, FB, f32]]) {
-    store(h, matmul(x, w))
-}
-kernel down(h: In[Tile[TB, FB, f32]], w: In[Tile[FB, D, f32]], acc: InOut[Tile[TB, D, f32]]) {
-    store(acc, acc + matmul(h, w))
-}
-
-workload mlp() {
-    for t, f in P(rows, cols) {
-        up[t, f](x = X[t*TB : t*TB + TB, :], w = W1[:, f*FB : f*FB + FB],
-                 h = H[t*TB : t*TB + TB, f*FB : f*FB + FB])
-    }
-    for t in P(rows) {
-        for f in P.seq(cols) {
-            down[t, f](h = H[t*TB : t*TB + TB, f*FB : f*FB + FB],
-                       w = W2[f*FB : f*FB + FB, :], acc = Zp[t*TB : t*TB + TB, :])
-        }
-    }
-    allreduce(Zp, into = Y, over = tp)
-}
-
-schedule main = mlp()
-"""
+TP_MLP = doc_tp_mlp(32, 64, 8, 8)
 
 
 def run_lowered(tmp: Path, source: str, mesh: dict, inputs: dict, bind: dict):
