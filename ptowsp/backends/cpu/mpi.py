@@ -25,6 +25,7 @@ from typing import Any, Optional
 from ...diagnostics import Diagnostic, WspError
 from ...spans import Span
 from . import build as B
+from .program import TRANSPORT_CDEF
 
 TRANSPORT_SOURCE = B.RUNTIME_DIR / "mpi" / "wsp_mpi.c"
 TRANSPORT = "libwsp_mpi.so"
@@ -97,13 +98,7 @@ def transport_library(mpi: MpiInstall, root: Optional[Path] = None) -> Path:
 
 _CDEF = """
 typedef struct wsp_runtime wsp_runtime;
-typedef struct wsp_transport {
-    void *ctx; int32_t device; int32_t devices;
-    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
-    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
-    void (*fail)(void *ctx);
-} wsp_transport;
-typedef struct wsp_mpi wsp_mpi;
+""" + TRANSPORT_CDEF + """typedef struct wsp_mpi wsp_mpi;
 typedef void (*wsp_arrived_fn)(wsp_runtime *rt, void *token, void *buf, int ok);
 wsp_mpi *wsp_mpi_new(wsp_runtime *rt, wsp_arrived_fn arrived, char *why, int whylen);
 void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out);

@@ -43,6 +43,16 @@ class ExecutionError(RunFailure):
         self.code = code
 
 
+# wsp_runtime.h's transport between processes (also declared by mpi.py's cdef)
+TRANSPORT_CDEF = """\
+typedef struct wsp_transport {
+    void *ctx; int32_t device; int32_t devices;
+    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
+    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
+    void (*fail)(void *ctx);
+} wsp_transport;
+"""
+
 # Only what Python calls: a small cdef keeps cffi's parsing (paid on every start) short.
 _CDEF = """
 typedef struct wsp_runtime wsp_runtime;
@@ -94,13 +104,7 @@ int wsp_error_code(const wsp_runtime *rt);
 const char *wsp_error_message(const wsp_runtime *rt);
 int wsp_fail(wsp_runtime *rt, int code, const char *message);
 int wsp_sim_limit(wsp_runtime *rt, int64_t bytes);
-typedef struct wsp_transport {
-    void *ctx; int32_t device; int32_t devices;
-    int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
-    int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
-    void (*fail)(void *ctx);
-} wsp_transport;
-int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
+""" + TRANSPORT_CDEF + """int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
                       const int32_t *elem_bytes);
 void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
 int64_t wsp_transport_count(const wsp_runtime *rt);
