@@ -183,16 +183,7 @@ def single_device(m: N.Module) -> N.Module:
         return m
     if sym.const_value(m.mesh.devices) != 1:
         raise InternalError("devices", "single_device on a mesh of several devices")
-    # every variable name of the module: the copies' loop variables are named apart from them
-    used = {s.name for s in m.syms}
-    for s in m.schedules:
-        for st in walk(s.body):
-            if isinstance(st, (N.Loop, N.Read)):
-                used.add(st.var)
-            elif isinstance(st, (N.Send, N.Consume)):
-                used.add(st.item)
-            elif isinstance(st, N.Process) and st.id_var is not None:
-                used.add(st.id_var)
+    used = _names(m)  # the copies' loop variables are named apart from the module's
     kernels: dict[str, N.Kernel] = {}
     tensors = {t.name: t for t in m.tensors}
 
