@@ -523,3 +523,20 @@ def test_a_sharded_inout_is_scattered_and_gathered_in_place_too(target):
     mine = z.copy()
     out = p.run(Z=mine, inplace=True)
     assert out["Z"] is mine and np.array_equal(mine, z + 1)
+
+
+def test_a_seq_loop_orders_each_devices_steps_not_the_devices_between_them():
+    """The MLP's `for f in P.seq(cols)` accumulates each device's blocks into its own addend:
+    device 1's first block does not wait for device 0's last (docs/distributed.md, "Where a
+    task runs"), so in the cycle model the critical path shrinks as devices are added (one
+    order across devices made it grow: each device's chain waited for the one before it)."""
+    m = ptowsp.parse(MLP, "tp_mlp.wsp")
+    path = {}
+    for tp in (1, 2, 4):
+        stats = m.compile("cpu_sim", mesh={"tp": tp}).simulate(bind={"T": 256})
+        path[tp] = stats.extra["critical_path_cycles"]
+    assert path[4] < path[2] < path[1]
+    p = m.compile("cpu_sim", mesh={"tp": 2})
+    out = p.run(check_replicas=True, **_mlp_inputs())
+    x, w1, w2 = (_mlp_inputs()[k].astype(np.float64) for k in ("X", "W1", "W2"))
+    np.testing.assert_allclose(out["Y"], (x @ w1) @ w2, rtol=1e-4, atol=1e-4)

@@ -358,10 +358,43 @@ class _Lowering:
                 inner = dict(ranges)
                 if n is not None and n >= 1:
                     inner[st.var] = sym.Interval(0, n - 1)
-                out.append(replace(st, body=self.stmts(st.body, inner)))
+                out.append(self.per_device(replace(st, body=self.stmts(st.body, inner))))
             else:
                 out.append(map_lists(st, lambda body: self.stmts(body, ranges)))
         return tuple(out)
+
+    def per_device(self, loop: N.Loop) -> N.Loop:
+        """A `P.seq` loop whose steps run on different devices ordered per device: ordering
+        statements order the tasks of each device among themselves (docs/distributed.md,
+        "Where a task runs"), so device 1's first step does not wait for device 0's last.
+
+        When every task of the body is on one device `E` that depends on the loop's variable
+        (the row-parallel accumulation of the page's MLP), the loop becomes a loop over the
+        devices of a `P.seq` over the same steps, each keeping the steps on its device
+        (`when E == d`). Anything else (tasks on every device, or on different devices within
+        a step) keeps the one order, which is correct and only less parallel."""
+        if loop.kind != "seq":
+            return loop
+        devices = set()
+        for st in walk(loop.body):
+            if isinstance(st, N.Task):
+                devices.add(st.device)
+            elif not isinstance(st, (N.Loop, N.When, N.Block)):
+                return loop  # reads, asserts, slots: enumerated once, in the one order
+        if len(devices) != 1:
+            return loop
+        (device,) = devices
+        if device is None or loop.var not in sym.free_vars(device):
+            return loop
+        if any(isinstance(st, N.Loop) and st.var in sym.free_vars(device)
+               for st in walk(loop.body)):
+            return loop
+        total = 1
+        for _, p in self.axes:
+            total *= p
+        var = _fresh("dev_seq", self.used)
+        keep = N.When(((N.Cond("==", (device, sym.var(var))), loop.body),))
+        return N.Loop(var, sym.const(total), "grid", (replace(loop, body=(keep,)),))
 
     def stride(self, axis: str) -> int:
         return self.tiler.stride(axis)
