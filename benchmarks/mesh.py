@@ -6,12 +6,13 @@ between devices and the communication share (the comm engines' busy time over ev
 time), then per collective its messages, algorithm and modelled time.
 
 The cycle model is deterministic, so one run each (no medians): the figures are the model's,
-not a host's. The programs are benchmarks/mesh/tp_mlp.wsp and ep_moe.wsp (simple versions of
-their own: the examples of the meshex part were not merged when this was written), compiled
-with `mesh={axis: p}` through the device lowering.
+not a host's. The programs are benchmarks/mesh/tp_mlp.wsp and ep_moe.wsp: the shapes of
+examples/tp_mlp.wsp and examples/ep_moe.wsp are test-sized (a 128 x 512 MLP), too small for a
+scaling figure, so these are simpler programs with weights 8 to 16 times larger, compiled with
+`mesh={axis: p}` through the device lowering.
 
-MPI: `wspc run --launcher mpi` (the mpi part) is not measured here; its real timings will be
-added beside these modelled ones.
+MPI: `wspc run --launcher mpi` is measured by benchmarks/mesh_mpi.py (real time per collective
+against a bare mpi4py Allreduce of the same bytes).
 
     python benchmarks/mesh.py [--devices 1 --devices 2 ...] [--program tp_mlp|ep_moe]
 """
@@ -65,7 +66,7 @@ def main() -> None:
                           f"{c['messages']} messages ({c['algorithm']}, "
                           f"{c['message_cycles'] or 0} cycles each), {c['bytes'] / 1e6:.2f} MB, "
                           f"{c['modelled_us']:.1f} us from first to last")
-        print("MPI (wspc run --launcher mpi): not measured here; the mpi part adds it")
+        print("MPI (wspc run --launcher mpi): benchmarks/mesh_mpi.py")
 
 
 if __name__ == "__main__":
