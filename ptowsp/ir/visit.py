@@ -27,7 +27,7 @@ A `Visitor` dispatches on the class (`visit_Loop`, ...); classes without a metho
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass, replace
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from .. import sym
 from ..spans import Span
@@ -171,6 +171,18 @@ class Visitor:
 def tasks(stmts) -> list[N.Task]:
     """Every task of a loop tree, in enumeration order of the tree (sends' tasks included)."""
     return [st for st in walk(stmts) if isinstance(st, N.Task)]
+
+
+def loop_nest_tasks(stmts) -> Optional[list[N.Task]]:
+    """The tasks of a tree made only of loops around tasks (a lowered collective's tile tasks);
+    None when it holds any other statement."""
+    found = []
+    for st in walk(stmts):
+        if isinstance(st, N.Task):
+            found.append(st)
+        elif not isinstance(st, N.Loop):
+            return None
+    return found
 
 
 def written_tensors(stmts) -> set[str]:

@@ -28,7 +28,7 @@ from ... import limits, sym
 from ...diagnostics import InternalError
 from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
-from ...ir.visit import Visitor, walk
+from ...ir.visit import Visitor, loop_nest_tasks
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
 VERSION = 2  # 2: the mesh section and COMM (a mesh runs one process per device)
@@ -333,15 +333,10 @@ class _Builder(Visitor):
 
     def _comm_nest(self, st) -> bool:
         """`st` is loops around the tile tasks of one collective kernel, nothing else."""
-        kernels = set()
-        for x in walk((st,)):
-            if isinstance(x, N.Task):
-                if self.m.kernel(x.kernel).comm is None:
-                    return False
-                kernels.add(x.kernel)
-            elif not isinstance(x, N.Loop):
-                return False
-        return len(kernels) == 1
+        found = loop_nest_tasks((st,))
+        if found is None or any(self.m.kernel(t.kernel).comm is None for t in found):
+            return False
+        return len({t.kernel for t in found}) == 1
 
     def visit_other(self, st) -> None:
         # a class with no instructions, which the expander could not run (a process is built
