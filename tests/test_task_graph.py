@@ -10,18 +10,11 @@ import numpy as np
 import pytest
 
 import ptowsp
+from tests.test_schedules import ROWS  # the one-row-per-task program both files schedule
 
 pytestmark = pytest.mark.cc
 
 ROOT = Path(__file__).resolve().parents[1]
-
-ROWS = """
-sym N = 24
-input  X: f32[N, 64]
-output Y: f32[N, 64]
-kernel k(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, exp(x) * 2) }
-workload rows() { for i in P(N) { k[i](x = X[i], y = Y[i]) } }
-"""
 
 # cube work (a matmul) and vector work, independent of each other
 MIXED = """
