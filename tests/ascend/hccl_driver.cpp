@@ -1,7 +1,9 @@
 /* hccl_driver.cpp: one rank of a scenario run against the stand-in HCCL (stub_hccl/), for
  * test_hccl.py: `hccl_driver SCENARIO RANK NRANKS ROOT_FILE`, started once per rank at the
  * same time. Rank 0 makes the root info and leaves it in ROOT_FILE (renamed into place); the
- * others wait for it. "semantics" prints each collective's result on one line; the other
+ * others wait for it. test_hccl.py runs the scenarios with $WSP_STUB_STREAMS=sync (each call
+ * runs its exchange and returns its result), except "stream" and "count_late" (the default
+ * model: the call queues it on the stream). "semantics" prints each collective's result on one line; the other
  * scenarios misuse HCCL in one way and exit with the failing call's HcclResult. */
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +82,18 @@ int main(int argc, char **argv) {
         CHECK(HcclAlltoAll(x.data(), (uint64_t)(8 / n), HCCL_DATA_TYPE_FP32, out.data(),
                            (uint64_t)(8 / n), HCCL_DATA_TYPE_FP32, comm, stream));
         print("alltoall", out);
+    } else if (scenario == "stream") {  /* the default stream model: the call only queues */
+        std::vector<float> out(8, -1.0f);
+        CHECK(HcclAllReduce(x.data(), out.data(), 8, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, stream));
+        print("queued", out);
+        if (aclrtSynchronizeStream(stream) != ACL_SUCCESS) return 98;
+        print("allreduce", out);
+    } else if (scenario == "count_late") {  /* a disagreement found on the stream */
+        CHECK(HcclAllReduce(x.data(), y.data(), rank == 0 ? 8 : 4, HCCL_DATA_TYPE_FP32,
+                            HCCL_REDUCE_SUM, comm, stream));
+        const aclError e = aclrtSynchronizeStream(stream);
+        std::printf("aclrtSynchronizeStream -> %d\n", (int)e);
+        return e == ACL_SUCCESS ? 0 : 1;
     } else if (scenario == "count") {
         CHECK(HcclAllReduce(x.data(), y.data(), rank == 0 ? 8 : 4, HCCL_DATA_TYPE_FP32,
                             HCCL_REDUCE_SUM, comm, stream));

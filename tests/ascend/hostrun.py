@@ -40,10 +40,11 @@ def split_dispatch(text: str) -> tuple[str, str]:
 
 def host_launcher(launcher: str) -> str:
     """The launcher with each `K<<<blocks, l2, stream>>>(args);` turned into a call of the stub
-    ACL's wsp_stub_launch that runs K(args) on each block in turn, AscendC::GetBlockIdx()
+    ACL's wsp_stub_launch that runs K(args) on each block in turn when the stream runs it
+    (the arguments captured by value: the launch returns first), AscendC::GetBlockIdx()
     reporting the block (the Ascend C CPU shim's `test_block`)."""
     out, n = LAUNCH.subn(
-        lambda m: (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [&](uint32_t wsp_block_) '
+        lambda m: (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [=](uint32_t wsp_block_) '
                    f'{{ AscendC::test_block = wsp_block_; {m[1]}({m[5]}); }});'), launcher)
     assert n == 1 and "<<<" not in out, launcher
     return '#include "acl/acl.h"\n' + out

@@ -24,7 +24,14 @@
  * (HCCL_E_RUNTIME); a rank that does not arrive within $WSP_STUB_HCCL_TIMEOUT seconds (60)
  * (HCCL_E_TIMEOUT). aclrtResetDevice with a live communicator fails as an ACL error. Every call
  * is logged like the stub ACL's ($WSP_ACL_LOG), and $WSP_ACL_FAIL naming an HCCL call makes it
- * return HCCL_E_INTERNAL. Calls run synchronously, as the stub ACL's streams do.
+ * return HCCL_E_INTERNAL.
+ *
+ * A collective runs on its stream, as on a device: the call checks its arguments and queues
+ * the exchange on the stream (the stub ACL's model, stub_acl/acl/acl.h), which runs when the
+ * stream does; so a program that reads the result without waiting for the stream sees the old
+ * data. A failure there (ranks that disagree, a rank that never arrives) is the stream's error,
+ * returned by the next aclrtSynchronizeStream. With $WSP_STUB_STREAMS=sync the exchange runs
+ * within the call and its failure is the call's result (hccl_driver.cpp's scenarios).
  */
 #ifndef WSP_TEST_HCCL_H
 #define WSP_TEST_HCCL_H
@@ -37,6 +44,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -303,6 +311,13 @@ static inline HcclResult wsp_hccl_exchange(HcclComm comm, WspHcclCall call, cons
     return rc;
 }
 
+/* a queued call runs only while its communicator lives */
+static inline HcclResult wsp_hccl_live_comm(HcclComm comm, const char *call) {
+    if (wsp_hccl_live.count(comm)) return HCCL_SUCCESS;
+    return wsp_hccl_fail(HCCL_E_PARA, std::string(call) + " ran on its stream after its communicator "
+                         "was destroyed");
+}
+
 static inline HcclResult wsp_hccl_args(const void *send, const void *recv, HcclDataType t,
                                        const char *call) {
     if (send == nullptr || recv == nullptr)
@@ -310,6 +325,24 @@ static inline HcclResult wsp_hccl_args(const void *send, const void *recv, HcclD
     if (wsp_hccl_size(t) == 0)
         return wsp_hccl_fail(HCCL_E_PARA, std::string(call) + " with data type " + std::to_string((int)t));
     return HCCL_SUCCESS;
+}
+
+/* run `op` (a collective's exchange) on `stream`: queued, or now in the sync mode */
+static inline HcclResult wsp_hccl_submit(aclrtStream stream, const char *call, std::function<HcclResult()> op) {
+    if (wsp_stub_mode() == 2) {
+        WspStubStream *s = (WspStubStream *)stream;
+        wsp_stub_drive(s);  /* what the stream holds runs first */
+        wsp_stub_log("@" + std::to_string(s->id) + ":" + call);
+        return op();
+    }
+    const std::string name = call;
+    const aclError e = wsp_stub_enqueue(stream, call, [op, name]() -> aclError {
+        const HcclResult r = op();
+        if (r == HCCL_SUCCESS) return ACL_SUCCESS;
+        std::fprintf(stderr, "stand-in HCCL: %s failed on its stream with HCCL error %d\n", name.c_str(), (int)r);
+        return 507900 + (aclError)r;
+    });
+    return e == ACL_SUCCESS ? HCCL_SUCCESS : HCCL_E_RUNTIME;
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
@@ -388,13 +421,16 @@ static inline HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t co
     if (!r) r = wsp_hccl_check_comm(comm, stream, "HcclAllReduce");
     if (!r) r = wsp_hccl_args(sendBuf, recvBuf, dataType, "HcclAllReduce");
     if (r) return r;
-    const int64_t bytes = (int64_t)(count * wsp_hccl_size(dataType));
-    std::vector<std::string> all;
-    if ((r = wsp_hccl_exchange(comm, {0, (int64_t)count, dataType, op, bytes}, sendBuf, all))) return r;
-    std::vector<const char *> src;
-    for (const std::string &s : all) src.push_back(s.data());
-    wsp_hccl_reduce(src, (char *)recvBuf, count, dataType, op);
-    return HCCL_SUCCESS;
+    return wsp_hccl_submit(stream, "HcclAllReduce", [=]() {
+        const int64_t bytes = (int64_t)(count * wsp_hccl_size(dataType));
+        std::vector<std::string> all;
+        HcclResult e = wsp_hccl_live_comm(comm, "HcclAllReduce");
+        if (e || (e = wsp_hccl_exchange(comm, {0, (int64_t)count, dataType, op, bytes}, sendBuf, all))) return e;
+        std::vector<const char *> src;
+        for (const std::string &s : all) src.push_back(s.data());
+        wsp_hccl_reduce(src, (char *)recvBuf, count, dataType, op);
+        return HCCL_SUCCESS;
+    });
 }
 
 static inline HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
@@ -403,12 +439,15 @@ static inline HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t se
     if (!r) r = wsp_hccl_check_comm(comm, stream, "HcclAllGather");
     if (!r) r = wsp_hccl_args(sendBuf, recvBuf, dataType, "HcclAllGather");
     if (r) return r;
-    const size_t bytes = (size_t)sendCount * wsp_hccl_size(dataType);
-    std::vector<std::string> all;
-    if ((r = wsp_hccl_exchange(comm, {1, (int64_t)sendCount, dataType, -1, (int64_t)bytes}, sendBuf, all)))
-        return r;
-    for (size_t k = 0; k < all.size(); k++) std::memcpy((char *)recvBuf + k * bytes, all[k].data(), bytes);
-    return HCCL_SUCCESS;
+    return wsp_hccl_submit(stream, "HcclAllGather", [=]() {
+        const size_t bytes = (size_t)sendCount * wsp_hccl_size(dataType);
+        std::vector<std::string> all;
+        HcclResult e = wsp_hccl_live_comm(comm, "HcclAllGather");
+        if (e || (e = wsp_hccl_exchange(comm, {1, (int64_t)sendCount, dataType, -1, (int64_t)bytes}, sendBuf, all)))
+            return e;
+        for (size_t k = 0; k < all.size(); k++) std::memcpy((char *)recvBuf + k * bytes, all[k].data(), bytes);
+        return HCCL_SUCCESS;
+    });
 }
 
 static inline HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
@@ -418,16 +457,20 @@ static inline HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_
     if (!r) r = wsp_hccl_check_comm(comm, stream, "HcclReduceScatter");
     if (!r) r = wsp_hccl_args(sendBuf, recvBuf, dataType, "HcclReduceScatter");
     if (r) return r;
-    const WspHcclComm *c = (const WspHcclComm *)comm;
-    const size_t block = (size_t)recvCount * wsp_hccl_size(dataType);
-    std::vector<std::string> all;
-    if ((r = wsp_hccl_exchange(comm, {2, (int64_t)recvCount, dataType, op, (int64_t)(block * c->n)},
-                               sendBuf, all)))
-        return r;
-    std::vector<const char *> src;
-    for (const std::string &s : all) src.push_back(s.data() + block * c->rank);
-    wsp_hccl_reduce(src, (char *)recvBuf, recvCount, dataType, op);
-    return HCCL_SUCCESS;
+    return wsp_hccl_submit(stream, "HcclReduceScatter", [=]() {
+        HcclResult e = wsp_hccl_live_comm(comm, "HcclReduceScatter");
+        if (e) return e;
+        const WspHcclComm *c = (const WspHcclComm *)comm;
+        const size_t block = (size_t)recvCount * wsp_hccl_size(dataType);
+        std::vector<std::string> all;
+        if ((e = wsp_hccl_exchange(comm, {2, (int64_t)recvCount, dataType, op, (int64_t)(block * c->n)},
+                                   sendBuf, all)))
+            return e;
+        std::vector<const char *> src;
+        for (const std::string &s : all) src.push_back(s.data() + block * c->rank);
+        wsp_hccl_reduce(src, (char *)recvBuf, recvCount, dataType, op);
+        return HCCL_SUCCESS;
+    });
 }
 
 static inline HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
@@ -441,15 +484,19 @@ static inline HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, H
         return wsp_hccl_fail(HCCL_E_PARA, "HcclAlltoAll: sends " + std::to_string(sendCount) + " " +
                              wsp_hccl_dtype_name(sendType) + " but receives " + std::to_string(recvCount) +
                              " " + wsp_hccl_dtype_name(recvType) + " per rank");
-    const WspHcclComm *c = (const WspHcclComm *)comm;
-    const size_t block = (size_t)sendCount * wsp_hccl_size(sendType);
-    std::vector<std::string> all;
-    if ((r = wsp_hccl_exchange(comm, {3, (int64_t)sendCount, sendType, -1, (int64_t)(block * c->n)},
-                               sendBuf, all)))
-        return r;
-    for (size_t q = 0; q < all.size(); q++)
-        std::memcpy((char *)recvBuf + q * block, all[q].data() + block * c->rank, block);
-    return HCCL_SUCCESS;
+    return wsp_hccl_submit(stream, "HcclAlltoAll", [=]() {
+        HcclResult e = wsp_hccl_live_comm(comm, "HcclAlltoAll");
+        if (e) return e;
+        const WspHcclComm *c = (const WspHcclComm *)comm;
+        const size_t block = (size_t)sendCount * wsp_hccl_size(sendType);
+        std::vector<std::string> all;
+        if ((e = wsp_hccl_exchange(comm, {3, (int64_t)sendCount, sendType, -1, (int64_t)(block * c->n)},
+                                   sendBuf, all)))
+            return e;
+        for (size_t q = 0; q < all.size(); q++)
+            std::memcpy((char *)recvBuf + q * block, all[q].data() + block * c->rank, block);
+        return HCCL_SUCCESS;
+    });
 }
 
 static inline HcclResult HcclCommDestroy(HcclComm comm) {
