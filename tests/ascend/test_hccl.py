@@ -443,9 +443,11 @@ def driver(tmp_path_factory):
     return exe
 
 
-def drive(exe, tmp: Path, scenario: str, n: int = 2):
-    """Run `scenario` of hccl_driver.cpp on n ranks at once: [(status, stdout + stderr)]."""
-    base = dict(os.environ, WSP_STUB_HCCL_DIR=str(tmp), WSP_STUB_HCCL_TIMEOUT="3")
+def drive(exe, tmp: Path, scenario: str, n: int = 2, streams: str = "sync"):
+    """Run `scenario` of hccl_driver.cpp on n ranks at once: [(status, stdout + stderr)];
+    `streams`: the stub ACL's stream order ($WSP_STUB_STREAMS)."""
+    base = dict(os.environ, WSP_STUB_HCCL_DIR=str(tmp), WSP_STUB_HCCL_TIMEOUT="3",
+                WSP_STUB_STREAMS=streams)
     root = tmp / "root.bin"
     procs = [subprocess.Popen([str(exe), scenario, str(r), str(n), str(root)], env=base,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -467,6 +469,23 @@ def test_stand_in_semantics(driver, tmp_path, n):
         np.testing.assert_array_equal(got["reduce_scatter"], np.split(sum(x), n)[r])
         np.testing.assert_array_equal(got["alltoall"],
                                       np.concatenate([np.split(x[q], n)[r] for q in range(n)]))
+
+
+def test_stand_in_runs_a_call_with_its_stream(driver, tmp_path):
+    """In the default model a call only queues its exchange: the result appears when the
+    stream runs (aclrtSynchronizeStream), and a disagreement is the stream's error."""
+    res = drive(driver, tmp_path, "stream", 2, streams="late")
+    x = [np.arange(8, dtype=np.float32) * (r + 1) + r for r in range(2)]
+    for status, out in res:
+        assert status == 0, out
+        got = {k: np.array(v.split(), np.float32) for k, v in re.findall(r"(\w+): ([-\d. ]+)\n", out)}
+        np.testing.assert_array_equal(got["queued"], -np.ones(8, np.float32))
+        np.testing.assert_array_equal(got["allreduce"], sum(x))
+    (tmp_path / "late").mkdir()
+    res = drive(driver, tmp_path / "late", "count_late", 2, streams="late")
+    outs = "".join(o for _, o in res)
+    assert "called HcclAllReduce(count 8, FP32, op 0), rank 1 HcclAllReduce(count 4" in outs, outs
+    assert "aclrtSynchronizeStream -> 507901" in outs and res[0][0] == 1, outs
 
 
 @pytest.mark.parametrize("scenario, status, message", [
@@ -597,26 +616,6 @@ def test_every_collective_lowered_by_wspc(tmp_path, dp, tp):
         np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-6, err_msg=name)
     calls = 10 if dp > 1 else 9
     assert out.count(f" {calls} collectives") == dp * tp, out
-
-
-def test_relayout_over_two_axes_is_refused(tmp_path):
-    src = """module two
-mesh dp = 2, tp = 2
-input  M: f32[8, 8] @ [S(dp), S(tp)]
-output N: f32[8, 8]
-workload w() {
-    relayout(M, into = N)
-}
-schedule main = w()
-"""
-    path = tmp_path / "two.wsp"
-    path.write_text(src)
-    with pytest.raises(ptowsp.WspError) as err:
-        ptowsp.load(str(path)).compile(target="ascend_npu")
-    text = str(err.value)
-    assert "two.wsp:6:5" in text
-    assert "moves `M` to `N` in more than one collective, which the ascend_npu target does " \
-           "not make into HCCL calls yet" in text
 
 
 def test_tree_scripts_scatter_run_gather_verify(tmp_path):

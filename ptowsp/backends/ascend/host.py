@@ -10,15 +10,14 @@ Source positions appear as `FILE:LINE:COL` with FILE relative to the main .wsp f
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from ... import sym
-from ...diagnostics import Diagnostic, InternalError, WspError
+from ...diagnostics import InternalError
 from ...dtypes import TABLE
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..cexpr import string_lit
-from .plan import Plan
+from .plan import Plan, comm_tensors
 from .render import render
 
 
@@ -93,53 +92,82 @@ HCCL_DTYPES = {"i8": "INT8", "i16": "INT16", "i32": "INT32", "i64": "INT64", "u8
                "f64": "FP64", "bf16": "BFP16", "bool": "UINT8"}
 HCCL_OPS = {"sum": "HCCL_REDUCE_SUM", "max": "HCCL_REDUCE_MAX", "min": "HCCL_REDUCE_MIN",
             None: "HCCL_REDUCE_SUM"}
+# the steps a collective is made of on the host (host/wsp_mesh.h's WSP_COLL_*): the four HCCL
+# calls, a copy of this device's part, and `slice` (keep this device's block of a dimension
+# every device holds whole: no communication)
 COLL_KINDS = {"allreduce": "WSP_COLL_ALLREDUCE", "allgather": "WSP_COLL_ALLGATHER",
               "reduce_scatter": "WSP_COLL_REDUCE_SCATTER", "all_to_all": "WSP_COLL_ALL_TO_ALL",
-              "copy": "WSP_COLL_COPY"}
+              "copy": "WSP_COLL_COPY", "slice": "WSP_COLL_SLICE"}
 
 
-def _hccl_call(devices: N.Devices, comm: N.Comm, src: str, dst: str) -> Optional[tuple]:
-    """What one HCCL call makes of a collective from `src` to `dst` (their global layouts in
-    `devices`): (kind, axis), with kind "copy" when the layouts are equal and nothing moves;
-    None when it would take more than one call (a `relayout` over several axes). Without the
-    global layouts (a module not made by `ir/devices.py`), the `Comm` says it."""
-    if devices.placed(src) is None or devices.placed(dst) is None:
-        return comm.kind, comm.over
+def collective_steps(devices: N.Devices, comm: N.Comm, src: str,
+                     dst: str) -> list[tuple[str, str, tuple]]:
+    """The one-axis steps that move a collective's source `src` to its destination `dst`
+    (their global layouts in `devices`), in order: (kind, axis, the layout after the step:
+    per dimension its sharding axis or None). One step for every collective but a `relayout`
+    that changes more than one axis, which becomes (decision, docs/distributed.md): a
+    reduction for each partial axis the destination drops (`reduce_scatter` when the
+    destination shards a dimension the source holds whole over that axis, else `allreduce`),
+    then for each dimension whose sharding axis changes an `all_to_all` when the destination
+    shards another, whole dimension over that axis, else an `allgather`, then a `slice` of each
+    dimension the destination shards and the source did not. Equal layouts: one `copy`.
+    Without the global layouts (a module not made by `ir/devices.py`) the `Comm` says it."""
+    ps, pd = devices.placed(src), devices.placed(dst)
+    if ps is None or pd is None:
+        return [(comm.kind, comm.over, ())]
 
-    def layout(name):
-        p = devices.placed(name)
-        lay = p.layout if p is not None else None
-        return (lay.dims, set(lay.partial)) if lay else ((None,) * len(p.dims), set())
+    def layout(p):
+        return (p.layout.dims, set(p.layout.partial)) if p.layout else ((None,) * len(p.dims),
+                                                                          set())
 
-    (ds, ps), (dd, pd) = layout(src), layout(dst)
-    diff = [i for i, (a, b) in enumerate(zip(ds, dd)) if a != b]
-    dropped = ps - pd
-    if pd - ps or len(dropped) > 1:
-        return None
-    if not diff:
-        if dropped:
-            return "allreduce", dropped.pop()
-        if comm.kind == "allreduce":  # a replicated source: the copies are reduced
-            return "allreduce", comm.over
-        return "copy", comm.over
-    if len(diff) == 1:
-        i = diff[0]
-        if ds[i] is not None and dd[i] is None and not dropped:
-            return "allgather", ds[i]
-        if ds[i] is None and dd[i] is not None and dropped == {dd[i]}:
-            return "reduce_scatter", dd[i]
-    if len(diff) == 2 and not dropped:
-        i, j = diff if ds[diff[0]] is not None else diff[::-1]
-        if ds[i] == dd[j] and ds[j] is None and dd[i] is None and ds[i] is not None:
-            return "all_to_all", ds[i]
-    return None
+    (cur, partial), (want, kept) = layout(ps), layout(pd)
+    cur = list(cur)
+    steps = []
+    if comm.kind == "allreduce" and not partial - kept:  # a replicated source: add the copies
+        return [("allreduce", comm.over, tuple(cur))]
+    for axis in [a for a, _ in devices.axes if a in partial - kept]:
+        dims = [i for i, a in enumerate(want) if a == axis and cur[i] is None]
+        if dims:
+            cur[dims[0]] = axis
+            steps.append(("reduce_scatter", axis, tuple(cur)))
+        else:
+            steps.append(("allreduce", axis, tuple(cur)))
+    for i, axis in enumerate(list(cur)):
+        if axis is None or axis == want[i]:
+            continue
+        to = [j for j, a in enumerate(want) if a == axis and cur[j] is None]
+        cur[i] = None
+        if to:
+            cur[to[0]] = axis
+            steps.append(("all_to_all", axis, tuple(cur)))
+        else:
+            steps.append(("allgather", axis, tuple(cur)))
+    for i, axis in enumerate(want):
+        if axis is not None and cur[i] is None:
+            cur[i] = axis
+            steps.append(("slice", axis, tuple(cur)))
+    if tuple(cur) != tuple(want):
+        raise InternalError("ascend", f"mesh: no steps from {ps.layout} to {pd.layout}")
+    return steps or [("copy", comm.over, tuple(cur))]
+
+
+def _step_shape(devices: N.Devices, src: str, after: tuple) -> tuple[list[int], list[int]]:
+    """A step's result's local shape as factors of the source's local shape: dimension d is
+    source[d] * mul[d] / div[d] (the source's sharding undone, the step's applied)."""
+    sizes = dict(devices.axes)
+    p = devices.placed(src)
+    lay = p.layout.dims if p.layout else (None,) * len(p.dims)
+    mul = [sizes[a] if a else 1 for a in lay]
+    div = [sizes[a] if a else 1 for a in after]
+    return mul, div
 
 
 def _mesh(module: N.Module, plan: Plan, names) -> dict:
     """The template values of a mesh (docs/ascend.md, "A mesh on Ascend"): its axes, and per
-    collective of the plan its kind, reduction, axis, source and destination tensors and
-    HCCL data type. Every tensor has the device dimension first (`Module.devices`, made by
-    `ir/devices.py`), which the host's per-rank rows rely on."""
+    collective of the plan its source and destination tensors, HCCL data type and steps (each
+    a kind, reduction, axis, the buffers it reads and writes and the local shape it makes).
+    Every tensor has the device dimension first (`Module.devices`, made by `ir/devices.py`),
+    which the host's per-rank rows rely on."""
     devices = module.devices
     if devices is None:
         return dict(mesh=False)
@@ -149,40 +177,30 @@ def _mesh(module: N.Module, plan: Plan, names) -> dict:
             raise InternalError("ascend", f"mesh: tensor `{t.name}` has no leading device "
                                 f"dimension of {devices.count}")
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
-    comms, used = [], set()
+    comms, steps, used = [], [], set()
     for t in plan.comms:
         comm = module.kernel(t.kernel).comm
-        reads = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode == "r"}
-        writes = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode != "r"}
-        if len(reads) != 1 or len(writes) != 1:
-            raise InternalError("ascend", f"mesh: `{t.text}` has not one source and one "
-                                "destination")
-        src, dst = reads.pop(), writes.pop()
-        call = _hccl_call(devices, comm, src, dst)
-        if call is None:
-            # decision: a relayout that amounts to several collectives is refused here rather
-            # than split into several HCCL calls (each with its own group) for now
-            raise WspError([Diagnostic(
-                t.span, "ascend-mesh",
-                f"`{t.text}` moves `{src}` to `{dst}` in more than one collective, which the "
-                "ascend_npu target does not make into HCCL calls yet",
-                "write it as one collective per mesh axis (`allgather`, `reduce_scatter`, "
-                "`all_to_all` or `allreduce`, each over one axis)")], dict(module.sources))
-        kind, axis = call
-        if axis not in axes:
-            raise InternalError("ascend", f"mesh: `{t.text}` is over no axis of the mesh")
+        src, dst = comm_tensors(t)
         dtype = module.tensor(src).dtype
         op = comm.op
         if dtype == "bool" and op == "sum":  # a sum of booleans is their `or`
             op = "max"
-        if kind != "copy":
-            used.add(axis)
-        comms.append(dict(kind=COLL_KINDS[kind], op=HCCL_OPS[op],
-                          axis=axes.index(axis), src=tensor_index[src],
-                          dst=tensor_index[dst],
-                          dtype="HCCL_DATA_TYPE_" + HCCL_DTYPES[module.tensor(src).dtype],
-                          text=c_string(t.text), where=_where(t.span, names)))
-    return dict(mesh=True, ndevices=devices.count, comms=comms,
+        made = collective_steps(devices, comm, src, dst)
+        comms.append(dict(src=tensor_index[src], dst=tensor_index[dst],
+                          dtype="HCCL_DATA_TYPE_" + HCCL_DTYPES[dtype], first=len(steps),
+                          nsteps=len(made), text=c_string(t.text), where=_where(t.span, names)))
+        for i, (kind, axis, after) in enumerate(made):
+            if axis not in axes:
+                raise InternalError("ascend", f"mesh: `{t.text}` is over no axis of the mesh")
+            if kind not in ("copy", "slice"):
+                used.add(axis)
+            last = i == len(made) - 1
+            mul, div = _step_shape(devices, src, after) if not last else ([], [])
+            steps.append(dict(kind=COLL_KINDS[kind], op=HCCL_OPS[op], axis=axes.index(axis),
+                              frm=0 if i == 0 else 1 + i, to=1 if last else 2 + i,
+                              mul=", ".join(map(str, mul)) or "0",
+                              div=", ".join(map(str, div)) or "0"))
+    return dict(mesh=True, ndevices=devices.count, comms=comms, steps=steps,
                 axes=[dict(name=c_string(a), size=n, used=int(a in used))
                       for a, n in devices.axes])
 

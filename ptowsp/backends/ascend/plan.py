@@ -31,7 +31,8 @@ from ...ir import nodes as N
 from ...ir.visit import Visitor, loop_nest_tasks
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
-VERSION = 2  # 2: the mesh section and COMM (a mesh runs one process per device)
+VERSION = 3  # 2: the mesh section and COMM (a mesh runs one process per device); 3: a
+# collective's source and destination in the mesh section (its HCCL call overlaps computation)
 MAX_DIMS = 8
 MAX_TILES, MAX_SCALARS = limits.MAX_TILES, limits.MAX_SCALARS  # what a task passes (limits.py)
 MAX_COORDS = 8
@@ -489,15 +490,19 @@ class _Builder(Visitor):
         self.task_words.append(words)
         self.plan.tasks.append(t)
         if self.devices:
-            comm = -1
+            comm, src, dst = -1, -1, -1
             if kernel.comm is not None:
                 if not self.in_comm:
                     raise InternalError("ascend", f"plan: the tile tasks of `{t.text}` are not a "
                                         "loop nest of their own (one HCCL call per run)")
                 comm = len(self.plan.comms)
                 self.plan.comms.append(t)
+                # what the call reads and writes: the expander holds back a later task of the
+                # device that touches either until the call is done (docs/ascend.md)
+                src, dst = comm_tensors(t)
+                src, dst = self.tensors[src], self.tensors[dst]
             device = -1 if t.device is None else self.expr(t.device)
-            self.mesh_words.append([device, comm])
+            self.mesh_words.append([device, comm, src, dst])
         return len(self.task_words) - 1
 
     def gather(self, g: Optional[N.Gather]) -> list[int]:
@@ -590,7 +595,8 @@ class _Builder(Visitor):
         header["PROCS"] = section(self.proc_words, True)
         header["EXPRS"] = section([self.exprs], False)
         header["CODE"] = section([self.code], False)
-        if self.devices:  # two words per task: its device expression (-1: all) and collective
+        if self.devices:  # per task: its device expression (-1: all), collective, the
+            # collective's source and destination tensors (-1: not a collective's task)
             header["NDEVICES"] = self.devices
             header["MESH"] = section(self.mesh_words, False)
         header["WORDS"] = len(HEADER) + len(words)
@@ -648,6 +654,16 @@ def dispatchers(s: N.Schedule, machine_dispatchers: Optional[int] = None) -> int
     if d.name == "round_robin":
         return int(d.args[0]) if d.args else machine_dispatchers
     return int(d.n) if d.n is not None else machine_dispatchers
+
+
+def comm_tensors(t: N.Task) -> tuple[str, str]:
+    """The source and destination tensors of a collective's tile task (what it reads, what
+    it writes)."""
+    reads = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode == "r"}
+    writes = {a.tensor for a in t.args if isinstance(a, N.TileArg) and a.mode != "r"}
+    if len(reads) != 1 or len(writes) != 1:
+        raise InternalError("ascend", f"mesh: `{t.text}` has not one source and one destination")
+    return reads.pop(), writes.pop()
 
 
 def _mesh_devices(m: N.Module) -> int:

@@ -129,8 +129,15 @@ enum {
     WSP_S_SEG_NACC,     /* access boxes in the current segment */
     WSP_S_COMM_RUN,     /* a mesh: 1 + the plan task of the collective run under way, or 0 */
     WSP_S_COMM_PENDING, /* 1 + the collective this segment reports (WSP_C_COMM), or 0 */
-    WSP_S_WORDS = 16
+    WSP_S_COMM_ISSUED,  /* collectives reported so far (their calls numbered 0, 1, ...) */
+    WSP_S_COMM_AWAITED, /* calls 0 .. AWAITED - 1 are known done before the tasks expanded now */
+    WSP_S_COMM_WAIT,    /* 1 + the call this segment's tasks wait for (WSP_C_WAIT), or 0 */
+    WSP_S_EXPAND_WAIT,  /* 1 + the call the next launch must follow (WSP_C_EXPAND_WAIT), or 0 */
+    WSP_S_WORDS = 24
 };
+/* calls issued and not yet awaited that the expander keeps (source and destination tensor of
+ * each, by call number modulo this): one more waits for the oldest first */
+#define WSP_MAX_PENDING_COMMS 16
 enum { WSP_RUN_FRESH = 0, WSP_RUN_RUNNING, WSP_RUN_DONE, WSP_RUN_FAILED };
 
 /* a coroutine's record: where it is, why it waits, its order scopes (LREF: the levels it
@@ -156,7 +163,7 @@ enum { WSP_A_TENSOR = 0, WSP_A_MODE, WSP_A_NDIM, WSP_A_WAVE, WSP_A_NEXT, WSP_A_L
 /* where each part of the state starts (in words) */
 struct WspLayout {
     int64_t co, x, nx, cos, freelist, chans, rel, evcur, evgen, slots, dims, strides, streams,
-        acc, heads, task_acc, task_nacc, task_wave, words;
+        acc, heads, task_acc, task_nacc, task_wave, comms, words;
 };
 
 static inline int64_t wsp_max_co(const int64_t *plan) { return plan[WSP_P_MAX_COROUTINES]; }
@@ -185,6 +192,7 @@ static inline WspLayout wsp_layout(const int64_t *plan, int64_t capacity) {
     l.task_acc = at; at += capacity;
     l.task_nacc = at; at += capacity;
     l.task_wave = at; at += capacity;
+    l.comms = at; at += 2 * WSP_MAX_PENDING_COMMS;
     l.words = at;
     return l;
 }

@@ -33,7 +33,7 @@ typedef union WspScalar { double f; int64_t i; } WspScalar;
 #endif /* WSP_ABI_H */
 
 #define WSP_PLAN_MAGIC 3552848952062661463LL
-#define WSP_PLAN_VERSION 2
+#define WSP_PLAN_VERSION 3
 #define WSP_MAX_DIMS 8
 #define WSP_MAX_TILES 16
 #define WSP_MAX_SCALARS 16
@@ -223,8 +223,10 @@ enum {
     WSP_C_SEGMENTS,     /* segments so far, this one included */
     WSP_C_NBLOCKED,     /* a deadlock: blocked coroutines, then 4 words each */
     WSP_C_BLOCKED,      /* site, replica, item, slot free */
-    WSP_C_COMM = WSP_C_BLOCKED + 4 * 16,  /* a mesh: the collective the host makes before the
-                                             next segment (the segment has no tasks), or -1 */
+    WSP_C_COMM = WSP_C_BLOCKED + 4 * 16,  /* a mesh: the collective (its plan index) the host
+                                             issues after this segment's waves, or -1 */
+    WSP_C_WAIT,         /* a mesh: the call (in issue order) this segment's waves wait for, or -1 */
+    WSP_C_EXPAND_WAIT,  /* a mesh: the call that must be done before the next launch, or -1 */
     WSP_C_HEADER
 };
 #define WSP_C_WAVE_START WSP_C_HEADER
