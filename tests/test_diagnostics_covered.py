@@ -34,9 +34,6 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
-    # issue 20: the Ascend tree of a mesh
-    '`{*}` moves `{*}` to `{*}` in more than one collective, which the ascend_npu target does not make into HCCL calls yet':
-        'tests/ascend/test_hccl.py::test_relayout_over_two_axes_is_refused',
     # issue 20: wspc run --launcher mpi
     '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
         'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',

@@ -298,3 +298,32 @@ def test_mesh_examples_on_the_tree(tmp_path, name):
         for out in ref:
             np.testing.assert_allclose(got[out], ref[out], rtol=1e-4, atol=1e-4,
                                        err_msg=f"{out} ({streams})")
+
+
+def test_many_collectives_under_way(tmp_path):
+    """34 allreduces that nothing waits for until the end: more than the expander keeps under
+    way (WSP_MAX_PENDING_COMMS, then it waits for the oldest) and more events than the host
+    keeps (WSP_MAX_EVENTS, then every stream is drained and they are destroyed)."""
+    n, r, c = 34, 4, 8
+    lines = ["module many", "mesh tp = 2", f"input X: f32[{2 * r}, {c}] @ [S(tp), R]",
+             f"scratch Z: f32[{r}, {c}] @ [R, R] partial(tp)",
+             *(f"output Y{i}: f32[{r}, {c}]" for i in range(n)),
+             f"kernel fill(x: In[Tile[{r}, {c}, f32]], z: Out[Tile[{r}, {c}, f32]]) {{ store(z, x) }}",
+             "workload w() {",
+             f"    for i in P(Dense[2]) {{ fill[i](x = X[i*{r} : i*{r} + {r}, :], z = Z[:, :]) }}",
+             *(f"    allreduce(Z, into = Y{i}, over = tp)" for i in range(n)),
+             "}", "schedule main = w()", ""]
+    built = build(tmp_path, "\n".join(lines), {"tp": 2})
+    x = np.random.default_rng(2).standard_normal((2 * r, c)).astype(np.float32)
+    want = x[:r] + x[r:]
+    for streams in ("late", "early"):
+        got, done, data = run_tree(tmp_path, built, {"X": x}, streams, streams)
+        assert done.returncode == 0, done.stdout + done.stderr
+        for i in range(n):
+            np.testing.assert_allclose(got[f"Y{i}"], want, rtol=1e-6, atol=1e-6)
+        log = (data / "acl.0.log").read_text().split()
+        assert log.count("HcclAllReduce") == n
+        made = log.count("aclrtCreateEventWithFlag") + log.count("aclrtCreateEvent")
+        assert log.count("aclrtDestroyEvent") == made
+        last_call = len(log) - 1 - log[::-1].index("HcclAllReduce")
+        assert "aclrtDestroyEvent" in log[:last_call]  # drained and destroyed during the run

@@ -324,7 +324,8 @@ class _Builder(Visitor):
         for st in stmts:
             if self.devices and not self.in_comm and self._comm_nest(st):
                 # the loop nest of one collective's tile tasks: COMM marks where each run of
-                # it begins, so the expander turns the tasks of one run into one HCCL call
+                # it begins, so the expander turns the tasks of one run into one collective the
+                # host issues (its HCCL calls)
                 self.op("COMM")
                 self.in_comm = True
                 self.visit(st)
