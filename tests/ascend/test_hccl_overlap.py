@@ -105,6 +105,19 @@ def inputs_of(p: int, seed: int = 1):
             "W": (rng.standard_normal((4 * R, C)) / 4).astype(np.float32)}
 
 
+def overlapped_waves(log: list[str]) -> int:
+    """Waves launched after a collective's call was issued that ran before the call did, in a
+    rank's ACL log: the AICore stream runs its waves in launch order, so the n-th launch is the
+    n-th wave run."""
+    calls = [i for i, x in enumerate(log)
+             if re.fullmatch(r"Hccl(AllReduce|AllGather|ReduceScatter|AlltoAll)", x)]
+    ran = [i for i, x in enumerate(log) if re.fullmatch(r"@\d+:Hccl\w+", x)]
+    waves = [i for i, x in enumerate(log) if x.endswith(":<<<wsp_dispatch>>>")]
+    launches = [i for i, x in enumerate(log) if x == "<<<wsp_dispatch>>>"]
+    return sum(1 for c, r in zip(calls, ran) for n, i in enumerate(launches)
+               if i > c and waves[n] < r)
+
+
 @pytest.mark.parametrize("p", [2, 4])
 def test_collective_overlaps_independent_computation(tmp_path, p):
     """The allreduce runs on its own stream while the tasks that need neither its source nor
@@ -123,17 +136,26 @@ def test_collective_overlaps_independent_computation(tmp_path, p):
         assert done.stdout.count(" 1 collectives") == p, done.stdout
         for r in range(p):
             log = (data / f"acl.{r}.log").read_text().split()
-            issued = log.index("HcclAllReduce")                      # the call, enqueued
             ran = next(i for i, x in enumerate(log) if re.fullmatch(r"@\d+:HcclAllReduce", x))
             hccl_stream = log[ran].split(":")[0]
             waves = [i for i, x in enumerate(log) if x.endswith(":<<<wsp_dispatch>>>")]
             assert all(log[i].split(":")[0] != hccl_stream for i in waves)  # its own stream
             if streams == "late":
-                launched_after = [i for i, x in enumerate(log)
-                                  if x == "<<<wsp_dispatch>>>" and i > issued]
-                assert launched_after, log
-                # a wave enqueued after the call ran before it: nothing ordered it after
-                assert any(issued < i < ran for i in waves), log
+                # the 4 waves of `indep` were launched after the call was issued and ran
+                # before it: nothing ordered them after the call
+                assert overlapped_waves(log) == 4, log
+
+
+def test_a_host_that_waits_at_once_shows_no_overlap(tmp_path):
+    """The measure above has teeth: a host that synchronises each collective's stream as soon
+    as it is issued (the tree before the streams) overlaps nothing."""
+    p = 2
+    built = build(tmp_path, overlap_program(p), {"tp": p}, lambda text: text.replace(
+        "    r.done.push_back(done);\n",
+        "    r.done.push_back(done);\n    WSP_ACL(aclrtSynchronizeStream(r.comm_streams[r.last_axis]));\n"))
+    got, done, data = run_tree(tmp_path, built, inputs_of(p), "late", "late")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert overlapped_waves((data / "acl.0.log").read_text().split()) == 0
 
 
 def _no_result_wait(text: str) -> str:
