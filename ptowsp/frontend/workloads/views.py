@@ -79,8 +79,10 @@ class ViewChecks:
             return None
         for axis, (item, dim) in enumerate(zip(v.items, t.dims)):
             if isinstance(item, A.Slice):
-                bounds = self.slice_bounds(item, dim, axis, t.name, scope, kw, kwtext)
+                # one diagnostic per slice: a wrong step makes `63:0:-2` no "negative length"
                 step = self.slice_step(item, scope)
+                bounds = (self.slice_bounds(item, dim, axis, t.name, scope, kw, kwtext)
+                          if step is not None else None)
                 if bounds is None or step is None:
                     ok = False
                     continue
