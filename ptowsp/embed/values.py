@@ -771,7 +771,7 @@ class TensorView(ScalarExpr):
             key = key_of(self.tensor)
             objs: dict = {key: self.tensor}
             items = []
-            for i, d in enumerate(self.dims):
+            for d in self.dims:
                 if isinstance(d, ScalarExpr):
                     objs.update(d.objs)
                     items.append(d.node)

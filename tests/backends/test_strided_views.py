@@ -16,8 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ptowsp
-from ptowsp import sym
-from ptowsp import driver
+from ptowsp import driver, sym
 from ptowsp.backends.cpu import cost
 from ptowsp.backends.machine import load_machine
 from ptowsp.ir import nodes as N

@@ -183,7 +183,7 @@ def test_a_stepped_view_is_written_element_by_element():
             pto.store(y, x)
 
         @workload
-        def w():
+        def w(X=X, Y=Y, Z=Z):
             copy6(x=X[0, 0, 0:16, 0:6], y=Y[0:32:2, 0:6])
             copy6(x=X[0, 1, 0:32:2, 2:8], y=Z[1:32:2, 0:16:3])
 
