@@ -2,7 +2,8 @@
 of a view. cpu_sim == ref == NumPy's basic slicing over shapes, starts, steps (rows, columns
 and a leading dimension), dtypes (f32, f16, i32, i8) and modes (In, Out, InOut: a strided
 store leaves the skipped elements as they were); a partial strided view (a run-time stop);
-dependencies on the bounding box (a reader of a touched element waits for the writer, one of
+a `let`, a transposed strided view and a gather view's stepped columns; dependencies on the
+bounding box (a reader of a touched element waits for the writer, one of
 an element past the box does not); the IR's box; the cycle model's DMA blocks.
 """
 
@@ -182,3 +183,35 @@ def test_the_cycle_model_costs_the_dma_blocks_a_strided_view_touches():
     assert cycles[1] < cycles[2] < cycles[8] == cycles[16]
     assert cost.strided_row_bytes(64, 2, 4, 32) == 512  # 127 elements: 508 bytes, 16 blocks
     assert cost.strided_row_bytes(3, 1, 4, 32) == 32
+
+
+# A `let` of a strided view, a strided view transposed (InOut), and a gather view whose
+# columns are stepped.
+MIXED = """\
+    input  pos: i32[4]
+    input  T: f32[10, 16]
+    input  X: f32[8, 16]
+    inout  Z: f32[8, 12]
+    output G: f32[4, 8]
+    output Y: f32[4, 8]
+    kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x + 1.0) }
+    kernel tw(z: InOut[Tile[4, 4, f32]]) { store(z, z * 10.0) }
+    workload w() {
+        let v = X[0:8:2, 1:16:2]
+        cp(x = v, y = Y)
+        tw(z = Z[0:8:2, 0:12:3].T)
+        cp(x = T[pos[0:4], 1:16:2], y = G)
+    }
+"""
+
+
+def test_lets_transposes_and_gathered_rows_of_strided_views():
+    rng = np.random.default_rng(3)
+    pos = np.array([3, 0, 9, 5], np.int32)
+    T, X, Z = (ints(rng, s, np.float32) for s in ((10, 16), (8, 16), (8, 12)))
+    out = both(MIXED, {}, {"pos": pos, "T": T, "X": X, "Z": Z})
+    np.testing.assert_array_equal(out["Y"], X[0:8:2, 1:16:2] + 1)
+    want = Z.copy()
+    want[0:8:2, 0:12:3] *= 10
+    np.testing.assert_array_equal(out["Z"], want)
+    np.testing.assert_array_equal(out["G"], T[pos][:, 1:16:2] + 1)
