@@ -92,6 +92,9 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_run_inplace.py::test_an_array_that_cannot_be_updated_in_place_is_an_error',
     'in `{*}`, `{*}` is a gather view of `{*}` by `{*}`, which the ascend_npu target does not pass to the extern kernel `{*}`':
         'tests/backends/test_gather_views.py::test_ascend_refuses_a_gather_view_into_an_extern_kernel',
+    # strided views (language.md section 6, "Strided views")
+    'in `{*}`, the columns of `{*}` are a strided view of `{*}` (step {*}), which the ascend_npu target does not pass to the extern kernel `{*}`':
+        'tests/ascend/test_strided_views.py::test_a_column_strided_view_into_an_extern_kernel_is_refused',
     'in `{*}`, `{*}` is a transposed view of `{*}`, which the ascend_npu target does not run':
         'tests/backends/test_transposed_views.py::test_ascend_refuses_a_transposed_view',
     # issue 17: the command line's values and files, memory and int64 limits, nesting

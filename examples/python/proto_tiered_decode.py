@@ -8,7 +8,7 @@ What it shows:
   predicate and as a view bound;
 - a fused KV cache whose rows interleave keys and values (row 2j is key j, row 2j + 1 its
   value), split by strided views: `KV[b][0:2*n:2]` are the sequence's n keys and
-  `KV[b][1:2*n:2]` its n values (each a gather view of rows, a partial tile of either kernel:
+  `KV[b][1:2*n:2]` its n values (each a strided view of rows, a partial tile of either kernel:
   the rows past n are padding the kernel masks with `valid_rows`);
 - views indexed again and `...`: `Q[b, ...]`, `KV[b][...]`;
 - `pto.constant` for the softmax scale, `where` / `col_index` / `valid_rows` for the mask;

@@ -48,6 +48,9 @@ class Machine:
     l2_gbps: float = 6400
     l1_bytes_per_cycle: int = 128
     ub_bytes_per_cycle: int = 256
+    # the DMA's unit between global memory and a core's buffers: a strided view moves the blocks
+    # its elements touch (backends/cpu/cost.py)
+    dma_block_bytes: int = 32
     # the interconnect (its `[interconnect]` table): NPUs per server, the links between two NPUs
     # of a server and each NPU's link out of it (backends/cpu/comm.py costs collectives on them)
     devices_per_server: int = 8
@@ -94,6 +97,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "l2_gbps": ("number", "positive"),
     "l1_bytes_per_cycle": ("count", "positive"),
     "ub_bytes_per_cycle": ("count", "positive"),
+    "dma_block_bytes": ("count", "positive"),
 }
 # Tables of the file: their keys (named `table.key` in messages) are Machine fields too.
 _TABLES: dict[str, dict[str, tuple[str, str]]] = {

@@ -441,7 +441,8 @@ class TaskResource:
     kernel's parameter, by its Python name), `mode` (`"In"`, `"Out"` or `"InOut"`), `tensor`
     (the `Tensor`; None for a tensor of the program's own, such as a channel's slots),
     `tensor_name`, `index` (a tuple with an int per indexed dimension and a slice per dimension
-    the tile spans, so `tensor.data[index]` is the region), `transposed` (a `.T` view: the
+    the tile spans, with a strided view's step, so `tensor.data[index]` is the region),
+    `transposed` (a `.T` view: the
     tile is the region's transpose) and `gather` (rows picked through an index tensor, so the
     region is where they may come from). `str()` is the view as a `.wsp` argument."""
 
@@ -464,7 +465,9 @@ class TaskResource:
 
     def __str__(self) -> str:
         def one(ix: Any) -> str:
-            return str(ix) if isinstance(ix, int) else f"{ix.start}:{ix.stop}"
+            if isinstance(ix, int):
+                return str(ix)
+            return f"{ix.start}:{ix.stop}" + (f":{ix.step}" if ix.step not in (None, 1) else "")
 
         text = f"{self.tensor_name}[{', '.join(one(ix) for ix in self.index)}]"
         return text + (".T" if self.transposed else "")
@@ -498,7 +501,9 @@ def _resources(task, order: dict, values: list, syms: dict, tensors: dict) -> An
         except sym.UnboundSymbol as err:
             return err.name
         spans = {a.row_dim, a.col_dim}
-        index = tuple(slice(o, o + x) if d in spans else o
+        # a strided view's dimension is NumPy's `o : o + (x - 1) * k + 1 : k` (its elements)
+        index = tuple((slice(o, o + x) if a.step(d) == 1
+                       else slice(o, o + (x - 1) * a.step(d) + 1, a.step(d))) if d in spans else o
                       for d, (o, x) in enumerate(zip(offs, exts)))
         name = python_ident(a.param)
         out[name] = TaskResource(name, _MODES.get(a.mode, a.mode), tensors.get(a.tensor),

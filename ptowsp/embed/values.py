@@ -734,25 +734,6 @@ def _bound(v: Any, span: A.Span, what: str) -> Optional[ScalarExpr]:
     return e
 
 
-def _rows_index(tensor: Tensor, step: int, span: A.Span) -> Tensor:
-    """The index tensor of every `step`-th row of `tensor`'s rows dimension (the second to
-    last): row c of it lists c, c + step, c + 2*step, ...; past the dimension's end it holds
-    out-of-range rows, which a gather reading them reports. One per tensor and step."""
-    import numpy as np
-
-    cache = tensor.__dict__.setdefault("_step_rows", {})
-    if step not in cache:
-        d = tensor.shape[-2]
-        cols = -(-d // step)
-        data = (np.arange(step, dtype=np.int64)[:, None]
-                + step * np.arange(cols, dtype=np.int64)[None, :]).astype(np.int32)
-        idx = Tensor.__new__(Tensor)
-        idx.data, idx.dtype, idx.location, idx._span = data, DType.I32, "global", span
-        idx._wsp_name = f"{tensor._wsp_name}_rows_by{step}" if tensor._wsp_name else f"rows_by{step}"
-        cache[step] = idx
-    return cache[step]
-
-
 class TensorView(ScalarExpr):
     """`X[...]`: a view of a tensor for a kernel argument, or an element read in expressions.
 
@@ -790,60 +771,24 @@ class TensorView(ScalarExpr):
             key = key_of(self.tensor)
             objs: dict = {key: self.tensor}
             items = []
-            for i, d in enumerate(self.dims):
+            for d in self.dims:
                 if isinstance(d, ScalarExpr):
                     objs.update(d.objs)
                     items.append(d.node)
-                elif d.step == 1:
+                else:
+                    # a step (`X[b, a:e:k]`) is the `.wsp` strided view's (language.md
+                    # section 6, "Strided views"): every dimension, reads and writes
                     for b in (d.start, d.stop):
                         if b is not None:
                             objs.update(b.objs)
                     items.append(A.Slice(None if d.start is None else d.start.node,
-                                         None if d.stop is None else d.stop.node, span=d.span))
-                else:
-                    items.extend(self._gather(i, d, objs))
+                                         None if d.stop is None else d.stop.node,
+                                         None if d.step == 1 else A.IntLit(d.step, span=d.span),
+                                         span=d.span))
             base = A.Name(key, span=self.span)
             node = A.Index(base, tuple(items), span=self.span) if items else base
             self._built = (node, objs)
         return self._built
-
-    def _gather(self, i: int, d: _Slice, objs: dict) -> list:
-        """A stepped slice of the rows, `X[b, a:e:k, c0:c1]`, as the gather view
-        `X[b, R[a % k, a / k : a / k + ceildiv(e - a, k)], c0:c1]` where row c of the index
-        tensor R lists c, c + k, c + 2k, ... (`_rows_index`)."""
-        rank = len(self.tensor.shape)
-        last = self.dims[i + 1] if i + 1 < len(self.dims) else None
-        if (i != rank - 2 or any(isinstance(x, _Slice) for x in self.dims[:i])
-                or (last is not None and (isinstance(last, ScalarExpr) or last.step != 1))):
-            where = ("the last dimension (the columns)" if i == rank - 1
-                     else "a dimension before the rows" if i < rank - 2 else "the rows")
-            raise user_error(d.span, f"a slice with a step (here {d.step}) on {where} of "
-                             f"a {rank}-D tensor: a step is allowed only on the rows of a 2-D "
-                             "view, the second to last dimension with an integer index before it "
-                             "and the columns sliced without a step after it",
-                             "it becomes a gather view of those rows; for every other column "
-                             "pass the whole rows and take `pto.slice_even`/`slice_odd` in the "
-                             "kernel")
-        span = d.span
-        idx = _rows_index(self.tensor, d.step, span)
-        ikey = key_of(idx)
-        objs[ikey] = idx
-        k = _int(d.step, span)
-        start = d.start if d.start is not None else _int(0, span)
-        stop = d.stop if d.stop is not None else _int(self.tensor.shape[-2], span)
-        first = _arith("/", start, k, span)
-        count = _arith("-", stop, start, span)
-        n = _static(count)
-        count = (_int(-(-n // d.step), span) if n is not None
-                 else ScalarExpr(A.Call(A.Name("ceildiv", span=span), (count.node, k.node),
-                                        span=span), count.objs))
-        for e in (start, stop):
-            objs.update(e.objs)
-        row = A.Index(A.Name(ikey, span=span),
-                      (_arith("%", start, k, span).node,
-                       A.Slice(first.node, _arith("+", first, count, span).node, span=span)),
-                      span=span)
-        return [row] if last is not None else [row, A.Slice(None, None, span=span)]
 
     def _free(self) -> list:
         """The positions of the dimensions a further index applies to, in order: the sliced
@@ -964,7 +909,14 @@ class TensorView(ScalarExpr):
         k = _int(base.step, span)
         s0 = base.start if base.start is not None else _int(0, span)
         start = _arith("+", s0, _arith("*", a, k, span), span) if a is not None else base.start
-        stop = _arith("+", s0, _arith("*", b, k, span), span) if b is not None else base.stop
+        # positions below b of a dimension stepped by k end at its element b - 1: the stop
+        # just past it stays inside the tensor where s0 + b*k may not (`X[0:10:3][0:4]` is
+        # `X[0:10:3]`, elements 0, 3, 6, 9: its stop is 10, not 12)
+        stop = (None if b is None else _arith("+", s0, b, span) if base.step == 1
+                else _arith("+", s0, _arith("+", _arith("*", _arith("-", b, _int(1, span), span),
+                                                      k, span), _int(1, span), span), span))
+        if stop is None:
+            stop = base.stop
         return _Slice(start, stop, base.step * step, span)
 
     @property

@@ -132,10 +132,13 @@ class Attr(Node):
 
 @node
 class Slice(Node):
-    """`start : stop` inside an index list; either bound may be missing (`:`)."""
+    """`start : stop` or `start : stop : step` inside an index list; either bound may be
+    missing (`:`), and so may the step (None: 1). A step is allowed in a workload's tensor view
+    (language.md section 6, "Strided views"), not in a kernel's tile slice."""
 
     start: Optional[Expr]
     stop: Optional[Expr]
+    step: Optional[Expr] = None
 
 
 @node

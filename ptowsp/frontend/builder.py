@@ -287,8 +287,9 @@ class AstBuilder:
         return A.Keyword(str(tok.value), value, span=self._sp(c))
 
     def slice(self, c):
-        start, _colon, stop = c
-        return A.Slice(start, stop, span=self._sp(c))
+        start, stop = c[0], c[2]
+        step = c[4] if len(c) > 3 else None  # `a:b:` is `a:b`, as in NumPy
+        return A.Slice(start, stop, step, span=self._sp(c))
 
     def index(self, c):
         value, items = c[0], tuple(x for x in c[1:-1] if x is not None)

@@ -65,13 +65,15 @@ def _expr(e: Optional[A.Node], parent: int, out: list[str]) -> None:
         out.append(f".{e.attr}")
     elif isinstance(e, A.Slice):
         # PEP 8's habit: `0:8`, but `t * 16 : t * 16 + 16` when a bound is compound
-        simple = all(b is None or isinstance(b, (A.Name, A.IntLit)) for b in (e.start, e.stop))
+        parts = (e.start, e.stop) if e.step is None else (e.start, e.stop, e.step)
+        simple = all(b is None or isinstance(b, (A.Name, A.IntLit)) for b in parts)
         if simple:
-            _expr(e.start, 0, out)
-            out.append(":")
-            _expr(e.stop, 0, out)
+            for k, b in enumerate(parts):
+                if k:
+                    out.append(":")
+                _expr(b, 0, out)
         else:
-            out.append(f"{expr_str(e.start)} : {expr_str(e.stop)}".strip())
+            out.append(" : ".join(expr_str(b) if b is not None else "" for b in parts).strip())
     elif isinstance(e, A.Index):
         _expr(e.value, 8, out)
         out.append("[")

@@ -289,7 +289,7 @@ def _accesses(stmts, what: str):
         if isinstance(st, N.Task):
             for a in st.args:
                 if isinstance(a, N.TileArg):
-                    boxes.append((a.tensor, a.mode, a.offsets, a.extents))
+                    boxes.append((a.tensor, a.mode, a.offsets, a.box_extents))
             for a in st.extra:
                 boxes.append((a.tensor, a.mode, a.offsets, a.extents))
         elif isinstance(st, N.Read):

@@ -424,7 +424,7 @@ class _Lowering:
                 words = _dim_words(d, len(placed.dims))
                 # inside one shard: offset % shard + extent <= shard (the form the bounds of
                 # `sym` prove for views stepping by a divisor of the shard)
-                inside = sym.add(sym.mod(a.offsets[d], shard), a.extents[d])
+                inside = sym.add(sym.mod(a.offsets[d], shard), a.box_extents[d])
                 fits = sym.prove_le(inside, shard, ranges)
                 message = (f"`{_text(self.m, a.span)}` spans more than one shard of {ax} "
                            f"({sym.to_str(shard)} {words} each): a task reads one device's "
@@ -476,6 +476,7 @@ class _Lowering:
                                  extents=(sym.const(1), *gather.extents))
             args.append(replace(
                 a, offsets=(device, *offsets), extents=(sym.const(1), *a.extents),
+                steps=(1, *a.steps) if a.steps else (),
                 row_dim=None if a.row_dim is None else a.row_dim + 1,
                 col_dim=None if a.col_dim is None else a.col_dim + 1,
                 checks=checks + tuple(agree.get(id(a), ())), gather=gather))

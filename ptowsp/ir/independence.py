@@ -47,14 +47,15 @@ def independent_nest(loop: N.Loop) -> bool:
 
 
 def _box(a: N.TileArg) -> tuple[str, ...]:
-    return tuple(sym.to_str(sym.as_expr(e)) for e in (*a.offsets, *a.extents))
+    return (tuple(sym.to_str(sym.as_expr(e)) for e in (*a.offsets, *a.extents))
+            + tuple(str(k) for k in a.steps))
 
 
 def _separates(a: N.TileArg, v: str, loop_vars: list[str]) -> bool:
     """Some dimension of `a` moves by at least its (constant) extent whenever `v` changes, and
     depends on no other variable of the nest."""
     nest = set(loop_vars)
-    for off, ext in zip(a.offsets, a.extents):
+    for off, ext in zip(a.offsets, a.box_extents):
         off = sym.as_expr(off)
         if sym.free_vars(off) & nest != {v}:
             continue

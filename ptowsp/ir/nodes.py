@@ -150,6 +150,12 @@ class TileArg:
     and writes only the box: a load fills the rest of the tile with the parameter's `pad`, a
     store writes only the box, and `valid_rows`/`valid_cols` are the extents. `span` is the
     argument, for a target that reports a partial view it cannot run.
+
+    `steps` (a strided view `X[r, 0:64:2]`, language.md section 6, "Strided views"): empty
+    when every step is 1, else one positive int per tensor dimension. Then `extents[d]` counts
+    the elements selected along `d`, `offsets[d] + i * steps[d]` for `i < extents[d]`, and the
+    task reads and writes only those; its dependency box is their bounding box (`box_extents`),
+    which over-approximates the strided set and never misses an element of it.
     """
 
     param: str
@@ -163,10 +169,24 @@ class TileArg:
     gather: Optional["Gather"] = None  # a gather view (`Cos[pos[a : b], :]`): see `Gather`
     partial: tuple[bool, bool] = (False, False)
     span: Span = NO_SPAN
+    steps: tuple[int, ...] = ()
 
     @property
     def is_partial(self) -> bool:
         return any(self.partial)
+
+    def step(self, d: Optional[int]) -> int:
+        """The step along tensor dimension `d` (1 for None, a promoted 1)."""
+        return self.steps[d] if self.steps and d is not None else 1
+
+    @property
+    def box_extents(self) -> tuple[sym.Expr, ...]:
+        """The dependency box's extents: `extents`, or for a strided view the bounding box of
+        its elements, `(extents[d] - 1) * steps[d] + 1` (`steps` above)."""
+        if not self.steps:
+            return self.extents
+        return tuple(e if k == 1 else sym.add(sym.mul(sym.sub(e, 1), k), 1)
+                     for e, k in zip(self.extents, self.steps))
 
     @property
     def transposed(self) -> bool:

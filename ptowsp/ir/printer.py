@@ -356,13 +356,17 @@ def _dim(d) -> str:
 
 
 def box(a: N.TileArg) -> str:
-    """`X[b, t * 16:t * 16 + 16, 0:128]`: an index where the extent is 1 off the tile's dims."""
+    """`X[b, t * 16:t * 16 + 16, 0:128]`: an index where the extent is 1 off the tile's dims;
+    a strided view's dimension is its bounding box and step, which name the same elements and
+    stay inside the tensor (`X[r, 0:64:2]` prints `0:63:2`)."""
     parts = []
-    for d, (off, ext) in enumerate(zip(a.offsets, a.extents)):
+    for d, (off, ext) in enumerate(zip(a.offsets, a.box_extents)):
+        k = a.step(d)
         if sym.const_value(ext) == 1 and d not in (a.row_dim, a.col_dim):
             parts.append(sym.to_str(off))
         else:
-            parts.append(f"{sym.to_str(off)}:{sym.to_str(sym.add(off, ext))}")
+            parts.append(f"{sym.to_str(off)}:{sym.to_str(sym.add(off, ext))}"
+                         + (f":{k}" if k != 1 else ""))
     return f"{a.tensor}[{', '.join(parts)}]"
 
 

@@ -731,6 +731,9 @@ class _Schedule(Visitor):
         for d in (a.row_dim, a.col_dim):
             if d is not None and not 0 <= d < nd:
                 _fail(f"dimension {d} of `{p.name}` is not a dimension of `{t.name}`")
+        if a.steps and (len(a.steps) != nd or any(not isinstance(k, int) or k < 1
+                                                  for k in a.steps)):
+            _fail(f"the steps of `{p.name}` are {a.steps} for a {nd}-D tensor")
         if a.row_dim is not None and a.row_dim == a.col_dim:
             _fail(f"`{p.name}`'s rows and columns are both dimension {a.row_dim}")
         g = a.gather

@@ -144,6 +144,7 @@ class TaskLowering:
         checks: list[N.ViewCheck] = []
         span = view_kw.span
         gather: Optional[N.Gather] = None
+        steps = [1] * len(t.dims)
         # the checker's view rules and messages
         for axis, (item, dim) in enumerate(zip(items, t.dims)):
             if _is_gather(item, self.env.tensors, scope):
@@ -157,8 +158,13 @@ class TaskLowering:
                     self.require(checks, start, "<=", stop,
                                  f"slice `{expr_str(item)}` in `{kwtext}` must not have a negative "
                                  "length", span)
+                # a strided slice `a:e:k` (the checker proved k a constant >= 1) selects
+                # ceildiv(e - a, k) elements from a, k apart
+                k = 1 if item.step is None else self.const_int(item.step, scope)
+                steps[axis] = k
                 offsets.append(start)
-                extents.append(sym.sub(stop, start))
+                extents.append(sym.sub(stop, start) if k == 1
+                               else sym.ceildiv(sym.sub(stop, start), k))
                 vdims.append(axis)
             else:
                 i = self.int_expr(item, scope)
@@ -202,7 +208,8 @@ class TaskLowering:
                     self.require(checks, c.lhs, c.op, c.rhs, c.reason, span)
         mode = ACCESS_MODES[p.tile.mode]
         return N.TileArg(p.name, t.name, mode, tuple(offsets), tuple(extents), row_dim, col_dim,
-                         tuple(checks), gather, (partial[0], partial[1]), span)
+                         tuple(checks), gather, (partial[0], partial[1]), span,
+                         tuple(steps) if any(k != 1 for k in steps) else ())
 
     def slice_bounds(self, item: A.Slice, dim: sym.Expr, kwtext: str, scope: Scope, span,
                      checks: list[N.ViewCheck]) -> tuple[sym.Expr, sym.Expr]:

@@ -1,7 +1,8 @@
 // A stand-in for aicore/dispatch.asc on the host (tests/ascend/test_host.py): runs a wave of
 // the segment's task records the way the AICore dispatcher does (block by block, each block
 // its tasks in order), calling cpu_sim's C kernels for the kernels (kernels.c of
-// backends/cpu, whose `wsp_tile` has the same fields as WspTile plus a column stride of 1).
+// backends/cpu, whose `wsp_tile` has the same fields as WspTile, the column stride a
+// strided view's or 1).
 // Checks the wave index as it goes and appends "wave W: N tasks" to $WSP_DISPATCH_LOG.
 #include <cstdint>
 #include <cstdio>
@@ -36,7 +37,7 @@ void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, 
                 tiles[k].rows = t[WSP_TILE_ROWS];
                 tiles[k].cols = t[WSP_TILE_COLS];
                 tiles[k].stride = t[WSP_TILE_STRIDE];
-                tiles[k].col_stride = 1;
+                tiles[k].col_stride = t[WSP_TILE_COL_STRIDE];
             }
             for (int64_t k = 0; k < r[WSP_T_NSCALARS]; k++) scalars[k].i = r[WSP_T_SCALARS + k];
             if (wsp_test_kernels[r[WSP_T_KERNEL]](tiles, scalars) != 0) std::exit(8);

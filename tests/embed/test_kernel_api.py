@@ -363,6 +363,25 @@ def test_a_transposed_view_is_a_transposed_resource():
     np.testing.assert_array_equal(r.data, x.T)
 
 
+def test_a_strided_view_is_a_strided_resource():
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    y = np.zeros((4, 8), np.float32)
+    X, Y = Tensor(data=x), Tensor(data=y)
+
+    @kernel
+    def copy(x: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+        pto.store(y, x + 0.0)
+
+    @workload
+    def w():
+        copy(x=X[1:8:2, 0:16:2], y=Y)
+
+    (t,) = w().enumerate()
+    r = t.resources["x"]
+    assert r.index == (slice(1, 8, 2), slice(0, 15, 2)) and str(r) == "X[1:8:2, 0:15:2]"
+    np.testing.assert_array_equal(r.data, x[1:8:2, 0:16:2])
+
+
 def test_resources_need_the_coordinates_the_views_use():
     X, Y = Tensor(data=np.zeros((2, 1, 8), np.float32)), Tensor(data=np.zeros((2, 1, 8), np.float32))
 

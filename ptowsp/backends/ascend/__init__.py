@@ -67,7 +67,7 @@ def emit_project(module: N.Module, schedule: str,
     options = options or AscendOptions()
     s = module.schedule(schedule)
     errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
-              + transpose_errors(s))
+              + transpose_errors(s) + strided_extern_errors(module, s))
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -124,6 +124,23 @@ def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
         "gather the rows in a tile kernel first, or run it on cpu_sim")
         for t in V.tasks(s.body) for k in (module.kernel(t.kernel),) if k.is_extern
         for a in t.args if isinstance(a, N.TileArg) and a.gather is not None]
+
+
+def strided_extern_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
+    """A view strided along its columns (`X[r, 0:64:2]`) passed to an extern kernel: the tile
+    kernels copy such a view element by element (wsp_copy_in / wsp_copy_out), but an
+    `extern ascend` body copies rows of contiguous elements; an error at the view
+    (language.md section 6, "Strided views"). A step on the rows is its WspTile's stride."""
+    # decision: refused rather than handed over with a col_stride an extern body may ignore (a silent wrong answer)
+    return [Diagnostic(
+        a.span if a.span.line else t.span, "ascend-strided",
+        f"in `{t.text}`, the columns of `{a.param}` are a strided view of `{a.tensor}` (step "
+        f"{a.step(a.col_dim)}), which the ascend_npu target does not pass to the extern kernel "
+        f"`{k.source}`",
+        "pass whole rows and take `slice_even` / `slice_odd` in a tile kernel, or run it on "
+        "cpu_sim")
+        for t in V.tasks(s.body) for k in (module.kernel(t.kernel),) if k.is_extern
+        for a in t.args if isinstance(a, N.TileArg) and a.step(a.col_dim) != 1]
 
 
 def transpose_errors(s: N.Schedule) -> list[Diagnostic]:

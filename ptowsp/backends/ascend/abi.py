@@ -18,10 +18,12 @@ ABI_C = """\
    for a partial view (a load pads the rest, a store writes only them). A gather view has
    index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
    |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
-   of the first index element */
+   of the first index element. col_stride is the column stride in elements: 1, or a strided
+   view's (`X[r, 0:64:2]`: the tensor's column stride times the step), whose copies move
+   element by element */
 typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
-    uint64_t index; int64_t index_stride; int64_t index_kind;
+    uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */

@@ -473,11 +473,18 @@ class _Builder(Visitor):
                  len(tiles), len(t.extra), len(scalars), len(checks), *checks]
         for p in tiles:
             a = by_param[p.name]
+            # flags: 1 and 2 a partial view's rows and columns; 4 a strided view, whose row
+            # and column steps follow (language.md section 6, "Strided views"; its box is the
+            # bounding one, from which the expander counts the elements)
+            rk, ck = a.step(a.row_dim), a.step(a.col_dim)
+            strided = rk != 1 or ck != 1
             words += [self.tensors[a.tensor], _MODE[a.mode], p.rows, p.cols,
                       -1 if a.row_dim is None else a.row_dim,
                       -1 if a.col_dim is None else a.col_dim,
-                      int(a.partial[0]) | 2 * int(a.partial[1])]
-            words += self.box(a.offsets, a.extents)
+                      int(a.partial[0]) | 2 * int(a.partial[1]) | 4 * int(strided)]
+            if strided:
+                words += [rk, ck]
+            words += self.box(a.offsets, a.box_extents)
             words += self.gather(a.gather)
         for a in t.extra:
             words += [self.tensors[a.tensor], _MODE[a.mode]]

@@ -111,6 +111,8 @@ def covered(schedule: N.Schedule, tensor: N.TensorDecl, syms: Mapping[str, int])
     position, arg, loops, dynamic, around = acc.writes[0]
     if dynamic:
         return False  # run-time values decide which tasks exist
+    if arg.steps:
+        return False  # a strided view writes only every k-th element of its box
     for at, reader_loops in acc.reads:
         if at <= position:
             return False  # read before (or by) the covering task: it reads the zeros

@@ -22,6 +22,12 @@ The model, and what it assumes:
   tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
   level's rate instead: the core's share of `l2_gbps`, or `l1_bytes_per_cycle` /
   `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
+- A strided view (`X[r, 0:64:2]`, language.md section 6) moves the DMA blocks its elements
+  touch, not its elements: a tile row whose elements lie `k` apart along the tensor's last
+  dimension touches the `dma_block_bytes` blocks covering its span (one block per element
+  once `k * element size` reaches a block). A kernel has one cost, so a parameter takes the
+  largest over the kernel's calls (`touched_bytes`). A step on the rows moves whole rows, as
+  an unstrided view does.
 - A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
   against compute, so the slower of the two sets the pace.
 - A collective's kernel (`Kernel.comm`, made by the device lowering) is a message of its
@@ -57,8 +63,10 @@ def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
     from .comm import comm_cost
 
     places = placements(module)
+    touched = touched_bytes(module, machine)
     return [(k.comm is not None and comm_cost(k, machine, module))
-            or kernel_cost(k, machine, places.get(k.name)) for k in module.kernels]
+            or kernel_cost(k, machine, places.get(k.name), touched.get(k.name))
+            for k in module.kernels]
 
 
 def kernel_unit(kernel: N.Kernel) -> int:
@@ -89,17 +97,53 @@ def placements(module: N.Module) -> dict[str, dict[str, str]]:
     return out
 
 
+def touched_bytes(module: N.Module, machine: "Machine") -> dict[str, dict[str, int]]:
+    """{kernel: {tile parameter: bytes one pass moves}} for the parameters some call binds to a
+    view strided along the tensor's last dimension: the largest over the calls of the DMA
+    blocks the view touches (`strided_row_bytes` per tile row)."""
+    from ...ir.visit import tasks
+
+    kernels = {k.name: k for k in module.kernels}
+    out: dict[str, dict[str, int]] = {}
+    for s in module.schedules:
+        for task in tasks(s.body):
+            for a in task.args:
+                if not isinstance(a, N.TileArg) or not a.steps or a.col_dim is None:
+                    continue
+                k = a.step(a.col_dim)
+                if k == 1 or a.col_dim != len(a.offsets) - 1:
+                    continue
+                p = next(x for x in kernels[task.kernel].params if x.name == a.param)
+                moved = p.rows * strided_row_bytes(p.cols, k, size_of(p.dtype),
+                                                   machine.dma_block_bytes)
+                per = out.setdefault(task.kernel, {})
+                per[a.param] = max(per.get(a.param, 0), moved)
+    return out
+
+
+def strided_row_bytes(n: int, step: int, esize: int, block: int) -> int:
+    """Bytes a DMA moves for `n` elements of `esize` bytes `step` apart: the `block`-byte
+    blocks covering their span (from a block boundary), or one block each once they are a
+    block or more apart; never less than the elements themselves."""
+    if step * esize >= block:
+        return max(n * esize, n * block)
+    span = ((n - 1) * step + 1) * esize
+    return max(n * esize, _ceil_div(span, block) * block)
+
+
 def kernel_cost(kernel: N.Kernel, machine: "Machine",
-                places: "dict[str, str] | None" = None) -> tuple[int, int]:
+                places: "dict[str, str] | None" = None,
+                touched: "dict[str, int] | None" = None) -> tuple[int, int]:
     """`(unit, cycles)` of one kernel on one core of its unit (`places`: its parameters placed
-    on chip, from `placements`)."""
+    on chip, from `placements`; `touched`: the bytes a strided parameter moves, from
+    `touched_bytes`)."""
     if kernel.is_extern:
-        return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places))
+        return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places, touched))
     unit = kernel_unit(kernel)
     compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)
     # decision: on a cube kernel the vector epilogue is added, not overlapped: it needs the
     # product first (conservative; the 910B runs it on the AI core's paired vector cores)
-    return unit, max(1, compute, memory_cycles(kernel, machine, unit, places))
+    return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched))
 
 
 def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
@@ -151,16 +195,21 @@ def _fixpipe_converts(kernel: N.Kernel) -> set[int]:
             if op.op == "convert" and kernel.ops[op.args[0]].op == "matmul"}
 
 
-def moved_bytes(kernel: N.Kernel) -> int:
+def moved_bytes(kernel: N.Kernel, touched: "dict[str, int] | None" = None) -> int:
     """Bytes one task of the kernel moves: every tile parameter once (In read, Out written),
-    an InOut twice (read and written)."""
+    an InOut twice (read and written); a strided one its `touched` bytes per pass."""
     moved = 0
     for p in kernel.params:
         if p.kind != "tile":
             continue
         passes = 2 if p.mode == "InOut" else 1
-        moved += passes * p.rows * p.cols * size_of(p.dtype)
+        moved += passes * _pass_bytes(p, touched)
     return moved
+
+
+def _pass_bytes(p: N.KParam, touched: "dict[str, int] | None") -> int:
+    plain = p.rows * p.cols * size_of(p.dtype)
+    return touched.get(p.name, plain) if touched else plain
 
 
 def kernel_flops(kernel: N.Kernel) -> int:
@@ -199,11 +248,13 @@ _NOT_ARITHMETIC = frozenset({"convert", "cast"})
 
 
 def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int,
-                  places: "dict[str, str] | None" = None) -> int:
+                  places: "dict[str, str] | None" = None,
+                  touched: "dict[str, int] | None" = None) -> int:
     """Cycles to move the kernel's tile parameters through one core's share of HBM (those
-    in `places`: through the on-chip level they are placed in)."""
+    in `places`: through the on-chip level they are placed in; those in `touched`: the DMA
+    blocks their strided views touch)."""
     if not places:
-        moved = moved_bytes(kernel)
+        moved = moved_bytes(kernel, touched)
         bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
         cycles = moved / bytes_per_ns * machine.clock_ghz
         # decision: round before ceil, so float noise (1.8 is not exact) never adds a cycle
@@ -212,7 +263,7 @@ def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int,
     for p in kernel.params:
         if p.kind != "tile":
             continue
-        moved = (2 if p.mode == "InOut" else 1) * p.rows * p.cols * size_of(p.dtype)
+        moved = (2 if p.mode == "InOut" else 1) * _pass_bytes(p, touched)
         loc = places.get(p.name, "global")
         if loc == "ub":
             cycles += moved / machine.ub_bytes_per_cycle

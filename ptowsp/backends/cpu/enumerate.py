@@ -398,11 +398,16 @@ class LoopEmitter(V.Visitor):
             if part and which == "rows" and a.gather is not None:  # the index slice's length
                 ext = self.c(a.gather.count)
             self.emit(f"task.tiles[{i}].{which} = {ext};")
-        self.emit(f"task.tiles[{i}].stride = {f't{ti}_s{a.row_dim}' if a.row_dim is not None else p.cols};")
-        self.emit(f"task.tiles[{i}].col_stride = {f't{ti}_s{a.col_dim}' if a.col_dim is not None else 1};")
+        # a strided view (`X[r, 0:64:2]`) steps its descriptor's strides: the kernel's entry
+        # copies a tile with col_stride != 1 in and out (wsp_kernels.h, wsp_call_copied), so
+        # a store writes only the view's elements
+        rk, ck = a.step(a.row_dim), a.step(a.col_dim)
+        self.emit(f"task.tiles[{i}].stride = {f't{ti}_s{a.row_dim}' + (f' * {rk}' if rk != 1 else '') if a.row_dim is not None else p.cols};")
+        self.emit(f"task.tiles[{i}].col_stride = {f't{ti}_s{a.col_dim}' + (f' * {ck}' if ck != 1 else '') if a.col_dim is not None else 1};")
         acc = f"task.access[{i}]"
         self.emit(f"{acc}.tensor = {ti}; {acc}.mode = {_MODE[a.mode]}; {acc}.ndim = {len(a.offsets)};")
-        for d, (o, e) in enumerate(zip(a.offsets, a.extents)):
+        # dependencies on the bounding box of a strided view's elements (never missing one)
+        for d, (o, e) in enumerate(zip(a.offsets, a.box_extents)):
             lo = self.c(o)
             self.emit(f"{acc}.lo[{d}] = {lo}; {acc}.hi[{d}] = {self.c(sym.as_expr(o) + sym.as_expr(e))};")
 

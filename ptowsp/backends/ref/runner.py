@@ -216,10 +216,14 @@ class Runner(Visitor):
                 offs = [self.eval(o, t.span, t) for o in a.offsets]
                 exts = [self.eval(e, t.span, t) for e in a.extents]
                 arr = self.tensors[a.tensor]
-                if any(o < 0 or o + e > n or e < 0 for o, e, n in zip(offs, exts, arr.shape)):
+                steps = a.steps or (1,) * len(offs)
+                # the bounding box of the view's elements (a strided view's last one is at
+                # o + (e - 1) * k); NumPy's basic slicing `o:o + (e - 1) * k + 1:k` picks them
+                ends = [o + (e - 1) * k + 1 if e > 0 else o for o, e, k in zip(offs, exts, steps)]
+                if any(o < 0 or end > n or e < 0 for o, e, end, n in zip(offs, exts, ends, arr.shape)):
                     raise InternalError("ref", f"the box of `{a.param}` in `{t.text}` is "
                                                f"outside `{a.tensor}` and no check said so")
-                box = tuple(slice(o, o + e) for o, e in zip(offs, exts))
+                box = tuple(slice(o, end, k) for o, end, k in zip(offs, ends, steps))
                 boxes[a.param] = box
                 # a partial view: its extents, 1 <= e <= the tile's (checked above)
                 vr = exts[a.row_dim] if a.row_dim is not None else 1

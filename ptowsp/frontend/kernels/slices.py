@@ -14,6 +14,7 @@ from ... import sym
 from ...diagnostics import did_you_mean
 from ...primitives import ERROR, Type, tile
 from .. import ast as A
+from ..printer import expr_str
 from ..signatures import NotSymbolic, to_sym
 
 _AXES = ("rows", "columns")
@@ -72,6 +73,18 @@ class SliceChecks:
                 "slice-index",
                 f"an index would drop a dimension of the tile; select {what} with a range",
                 f"write `{text}` for one of the {what}: the result stays a tile",
+            )
+            return None
+        if it.step is not None:
+            # decision: a tile slice has no step (a tile is contiguous in the kernel); steps are
+            # the workload's views' (language.md section 6, "Strided views")
+            self._bound_nodes(it)
+            self.error(
+                it.step.span,
+                "slice-step",
+                f"a slice of a tile has no step; `{expr_str(it)}` steps through the {what}",
+                "take every other column with `slice_even(x)` / `slice_odd(x)`, or pass a "
+                "strided view of the tensor (`X[r, 0:64:2]`) to the kernel",
             )
             return None
         # one diagnostic per range: the stop is not checked after a bad start

@@ -73,17 +73,22 @@ class ViewChecks:
         kwtext = self.text(kw)
         if not self.sound_tensor(t.name):
             for item in v.items:  # names in the indices are still checked
-                for x in (item.start, item.stop) if isinstance(item, A.Slice) else (item,):
+                for x in (item.start, item.stop, item.step) if isinstance(item, A.Slice) else (item,):
                     if x is not None:
                         self.int_expr(x, scope, "a tensor index")
             return None
         for axis, (item, dim) in enumerate(zip(v.items, t.dims)):
             if isinstance(item, A.Slice):
-                bounds = self.slice_bounds(item, dim, axis, t.name, scope, kw, kwtext)
-                if bounds is None:
+                # one diagnostic per slice: a wrong step makes `63:0:-2` no "negative length"
+                step = self.slice_step(item, scope)
+                bounds = (self.slice_bounds(item, dim, axis, t.name, scope, kw, kwtext)
+                          if step is not None else None)
+                if bounds is None or step is None:
                     ok = False
                     continue
-                shape.append(sym.sub(bounds[1], bounds[0]))
+                # `a:e:k` selects a, a + k, ... below e: ceildiv(e - a, k) elements; the box
+                # (placement on a mesh) is the bounding one, `a:e`
+                shape.append(sym.ceildiv(sym.sub(bounds[1], bounds[0]), step))
                 box[axis] = (bounds[0], sym.sub(bounds[1], bounds[0]))
             elif gather_item(item, self.env.tensors, scope) is not None:
                 box[axis] = None
@@ -206,6 +211,30 @@ class ViewChecks:
             )
         return (start.expr, stop.expr) if ok else None
 
+    def slice_step(self, item: A.Slice, scope: Scope) -> Optional[int]:
+        """The step of a view's slice (1 when none is written): a compile-time integer of at
+        least 1 (language.md section 6, "Strided views"); None after an error."""
+        if item.step is None:
+            return 1
+        k = self.compile_int(item.step, scope, "a slice step")
+        if k is None:
+            return None
+        if k < 1:
+            text = self.text(item.step)
+            if k == 0:
+                self.error(item.step.span, "slice-step",
+                           f"slice step `{text}` is zero; a step is at least 1",
+                           "write `a:e:1` (or `a:e`) for every element, `a:e:2` for every other")
+            else:
+                # decision: negative steps are refused: a view runs forwards (its box, its
+                # copies and its partial edge all start at its first element)
+                self.error(item.step.span, "slice-step",
+                           f"slice step `{text}` is negative; a view does not run backwards",
+                           "write the elements' forward slice with a positive step and reverse "
+                           "their order in the kernel")
+            return None
+        return k
+
     def gather(self, item: A.Index, axis: int, v: A.Index, t, scope: Scope, kw: A.Node,
                kwtext: str) -> Optional[sym.Expr]:
         """A gather item `pos[a : b]` at dimension `axis` of the view `v` of `t`: the number of
@@ -248,7 +277,15 @@ class ViewChecks:
         extent: Optional[sym.Expr] = None
         ok = True
         for d, (x, dim) in enumerate(zip(item.items, ix.dims)):
-            if isinstance(x, A.Slice):
+            if isinstance(x, A.Slice) and x.step is not None:
+                # decision: an index slice has no step: the gathered rows are its elements in order
+                self.error(x.step.span, "gather-step",
+                           f"the index slice of a gather view has no step, but "
+                           f"`{self.text(item)}` has one",
+                           "keep the indices you want in a tensor of their own, or slice the "
+                           "view's rows with a step instead of gathering them")
+                ok = False
+            elif isinstance(x, A.Slice):
                 b = self.slice_bounds(x, dim, d, name, scope, kw, kwtext)
                 if b is None:
                     ok = False

@@ -162,7 +162,7 @@ def _key(e) -> str:
 
 def _box(a: N.TileArg) -> tuple:
     return (a.tensor, tuple(_key(e) for e in a.offsets), tuple(_key(e) for e in a.extents),
-            a.row_dim, a.col_dim)
+            a.row_dim, a.col_dim, a.steps)
 
 
 def _check_key(vc: N.ViewCheck) -> tuple:

@@ -37,7 +37,8 @@ NP = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64
 class WspTile(ctypes.Structure):
     _fields_ = [("addr", ctypes.c_uint64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
                 ("stride", ctypes.c_int64), ("index", ctypes.c_uint64),
-                ("index_stride", ctypes.c_int64), ("index_kind", ctypes.c_int64)]
+                ("index_stride", ctypes.c_int64), ("index_kind", ctypes.c_int64),
+                ("col_stride", ctypes.c_int64)]
 
 
 class WspScalar(ctypes.Union):
@@ -121,13 +122,16 @@ class Lib:
     def run(self, unit: str, k: N.Kernel, tiles: list[np.ndarray], scalars: list[WspScalar],
             views: list) -> None:
         """Run kernel k once: `tiles[t]` is the GM buffer of tile parameter t and `views[t]`
-        its (offset in elements, stride in elements)."""
+        its (offset in elements, stride in elements[, column stride in elements: a strided
+        view's, 1 when left out])."""
         fn = getattr(self.dll, _sym(unit, k))
         fn.restype = ctypes.c_int
         arr = (WspTile * max(len(tiles), 1))()
         params = [p for p in k.params if p.kind == "tile"]
-        for t, (buf, p, (off, stride)) in enumerate(zip(tiles, params, views)):
-            arr[t] = WspTile(buf.ctypes.data + off * buf.itemsize, p.rows, p.cols, stride)
+        for t, (buf, p, view) in enumerate(zip(tiles, params, views)):
+            off, stride, cs = (*view, 1) if len(view) == 2 else view
+            arr[t] = WspTile(buf.ctypes.data + off * buf.itemsize, p.rows, p.cols, stride,
+                             col_stride=cs)
         sc = (WspScalar * max(len(scalars), 1))(*scalars)
         err = ctypes.create_string_buffer(4096)
         if fn(arr, sc, err, 4096) != 0:

@@ -16,10 +16,12 @@
    for a partial view (a load pads the rest, a store writes only them). A gather view has
    index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
    |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
-   of the first index element */
+   of the first index element. col_stride is the column stride in elements: 1, or a strided
+   view's (`X[r, 0:64:2]`: the tensor's column stride times the step), whose copies move
+   element by element */
 typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
-    uint64_t index; int64_t index_stride; int64_t index_kind;
+    uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */
@@ -231,6 +233,79 @@ __aicore__ inline void wsp_pad_box(const AscendC::LocalTensor<CT> &dst, uint32_t
     wsp_sync<AscendC::HardEvent::S_V>();
 }
 
+// A strided view's columns (`X[r, 0:64:2]`, language.md section 6, "Strided views") are
+// t.col_stride elements apart in GM, so a view row is no DMA burst. A load's elements are read
+// by the scalar unit from GM (after a DataCacheCleanAndInvalid: an earlier task's copy engine
+// may have written them) into the view's rows of the UB tile: a DMA of single elements would
+// land each in a 32-byte UB block of its own, a staging area the kernel's UB plan does not
+// reserve. The rows are the view's (`row0` on), or a gather view's rows from their index. CT
+// is the copy type: an element is `esize / sizeof(CT)` of its words.
+template <typename CT>
+__aicore__ inline void wsp_strided_in(const AscendC::LocalTensor<CT> &dst, const WspTile &t,
+                                      int64_t row0, uint32_t vrows, uint32_t ub_row, uint32_t esize)
+{
+    const uint32_t vcols = (uint32_t)t.cols, w = esize / (uint32_t)sizeof(CT);
+    const uint64_t cs = (uint64_t)t.col_stride * w;
+    AscendC::GlobalTensor<uint8_t> all;
+    all.SetGlobalBuffer((__gm__ uint8_t *)t.addr, 1);
+    AscendC::DataCacheCleanAndInvalid<uint8_t, AscendC::CacheLine::ENTIRE_DATA_CACHE,
+                                      AscendC::DcciDst::CACHELINE_OUT>(all);
+    wsp_sync<AscendC::HardEvent::V_S>();  // a pad's fill, or earlier vector work on the buffer
+    wsp_sync<AscendC::HardEvent::MTE3_S>();
+    for (uint32_t r = 0; r < vrows; ++r) {
+        const int64_t row = t.index != 0 ? wsp_gather_row(t, row0 + r) : row0 + (int64_t)r;
+        AscendC::GlobalTensor<CT> g;
+        g.SetGlobalBuffer((__gm__ CT *)(t.addr + (uint64_t)(row * t.stride) * esize),
+                          (uint64_t)(vcols - 1u) * cs + w);
+        for (uint32_t c = 0; c < vcols; ++c)
+            for (uint32_t i = 0; i < w; ++i)
+                dst.SetValue(r * (ub_row / (uint32_t)sizeof(CT)) + c * w + i, g.GetValue(c * cs + i));
+    }
+    wsp_sync<AscendC::HardEvent::S_V>();
+    wsp_sync<AscendC::HardEvent::S_MTE3>();
+}
+
+// A strided view's store writes its elements one by one, never the ones its step skips: a
+// DataCopyPad of `esize`-byte blocks. UB block b of a row (32 bytes) holds columns b*m to
+// b*m + m - 1 (m = 32 / esize); pass j puts column b*m + j of every block in the block's first
+// slot (the scalar unit; pass 0 has it there) and one DataCopyPad per row copies each block's
+// first `esize` bytes to its column in GM, `m * col_stride` elements after the previous one.
+// The UB tile is spent (its elements are moved), as a store's is.
+template <typename CT>
+__aicore__ inline void wsp_strided_out(const WspTile &t, const AscendC::LocalTensor<CT> &src,
+                                       int64_t row0, uint32_t vrows, uint32_t ub_row, uint32_t esize)
+{
+    const uint32_t vcols = (uint32_t)t.cols, m = 32u / esize, w = esize / (uint32_t)sizeof(CT);
+    const uint32_t row = ub_row / (uint32_t)sizeof(CT);  // in CT words, as every index here
+    const uint64_t gstride = (uint64_t)t.stride * esize, cs = (uint64_t)t.col_stride;
+    wsp_sync<AscendC::HardEvent::V_S>();
+    for (uint32_t j = 0; j < m && j < vcols; ++j) {
+        const uint32_t nb = (vcols - j + m - 1u) / m;  // the blocks holding a column b*m + j
+        if (j > 0) {
+            wsp_sync<AscendC::HardEvent::MTE3_S>();  // the last pass's copies read the slots
+            for (uint32_t r = 0; r < vrows; ++r)
+                for (uint32_t b = 0; b < nb; ++b)
+                    for (uint32_t i = 0; i < w; ++i)
+                        src.SetValue(r * row + b * m * w + i, src.GetValue(r * row + (b * m + j) * w + i));
+            wsp_sync<AscendC::HardEvent::S_MTE3>();
+        }
+        for (uint32_t r = 0; r < vrows; ++r) {
+            AscendC::GlobalTensor<CT> g;
+            g.SetGlobalBuffer((__gm__ CT *)(t.addr + (uint64_t)(row0 + r) * gstride + j * cs * esize),
+                              ((uint64_t)(nb - 1u) * m * cs + 1u) * w);
+            for (uint32_t b = 0; b < nb; b += 4095u) {
+                const uint32_t n = nb - b < 4095u ? nb - b : 4095u;
+                AscendC::DataCopyExtParams p((uint16_t)n, esize, 0, (uint32_t)(m * cs * esize - esize), 0);
+                AscendC::DataCopyPad(g[(uint64_t)b * m * cs * w], src[r * row + b * m * w], p);
+            }
+        }
+    }
+    if (m > 1u && vcols > 1u) {
+        wsp_sync<AscendC::HardEvent::MTE3_S>();
+        wsp_sync<AscendC::HardEvent::S_V>();  // the buffer's next use
+    }
+}
+
 // Load the block of `rows` tile rows from row `row0` of tile t into UB (`row_bytes` bytes of a
 // whole tile row, `ub_row` bytes apart): the view's rows and columns, and `pad` (the bits of
 // one element) past them; the rows of a gather view from their index (language.md sections 4
@@ -243,7 +318,7 @@ __aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const Ws
     const uint64_t gstride = (uint64_t)t.stride * esize;
     const uint32_t vrows = wsp_view_rows(t, row0, rows);
     const uint32_t vbytes = (uint32_t)t.cols * esize;
-    if (t.index == 0 && vrows == rows && vbytes == row_bytes) {
+    if (t.index == 0 && (t.col_stride == 1 || t.cols == 1) && vrows == rows && vbytes == row_bytes) {
         wsp_gm_to_ub<CT>(dst, t.addr + (uint64_t)row0 * gstride, gstride, rows, row_bytes, ub_row,
                          false, (CT)0);
         return;
@@ -251,7 +326,9 @@ __aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const Ws
     const bool wide = esize == 8 && (uint32_t)pad != (uint32_t)(pad >> 32);
     const bool padded = vrows < rows || vbytes < row_bytes;
     if (padded && !wide) wsp_fill<CT>(dst, rows * ub_row, pad, esize);
-    if (t.index != 0) {  // one copy per row, from the row its index names
+    if (t.col_stride != 1 && t.cols > 1) {  // a strided view's columns, element by element
+        wsp_strided_in<CT>(dst, t, row0, vrows, ub_row, esize);
+    } else if (t.index != 0) {  // one copy per row, from the row its index names
         AscendC::GlobalTensor<uint8_t> ix;
         ix.SetGlobalBuffer((__gm__ uint8_t *)t.index, 1);
         // the indices may have been written by an earlier task's copy engine: not from the cache
@@ -279,7 +356,9 @@ __aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor
     (void)row_bytes;
     const uint64_t gstride = (uint64_t)t.stride * esize;
     const uint32_t vrows = wsp_view_rows(t, row0, rows);
-    if (vrows > 0)
+    if (vrows > 0 && t.col_stride != 1 && t.cols > 1)
+        wsp_strided_out<CT>(t, src, row0, vrows, ub_row, esize);
+    else if (vrows > 0)
         wsp_ub_to_gm<CT>(t.addr + (uint64_t)row0 * gstride, gstride, src, vrows,
                          (uint32_t)t.cols * esize, ub_row);
 }

@@ -22,10 +22,12 @@
    for a partial view (a load pads the rest, a store writes only them). A gather view has
    index != 0: row i of the tile is then GM row index[i * index_stride] (an integer of
    |index_kind| bytes, signed when index_kind < 0) counted from addr, index the GM byte address
-   of the first index element */
+   of the first index element. col_stride is the column stride in elements: 1, or a strided
+   view's (`X[r, 0:64:2]`: the tensor's column stride times the step), whose copies move
+   element by element */
 typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
-    uint64_t index; int64_t index_stride; int64_t index_kind;
+    uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
 /* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
    integer dtypes and bool (0 or 1) in .i */
@@ -184,9 +186,9 @@ enum {
 #define WSP_WRITE 2
 #define WSP_READWRITE 3
 
-/* One word range per tile in a task record: the AICore kernel receives the first seven as a
- * WspTile (ROWS and COLS: the view's extents; INDEX 0 unless a gather view); COL_STRIDE
- * (always 1 for a launched task) and TENSOR are for checks and traces. */
+/* One word range per tile in a task record: the AICore kernel receives the first eight as a
+ * WspTile (ROWS and COLS: the view's extents; INDEX 0 unless a gather view; COL_STRIDE 1
+ * unless a strided view's columns); TENSOR is for checks and traces. */
 enum {
     WSP_TILE_ADDR = 0, WSP_TILE_ROWS, WSP_TILE_COLS, WSP_TILE_STRIDE, WSP_TILE_INDEX,
     WSP_TILE_INDEX_STRIDE, WSP_TILE_INDEX_KIND, WSP_TILE_COL_STRIDE, WSP_TILE_TENSOR,
