@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..frontend import ast as A
-from .axes import AxisIndex, Sparse, axis_expr
+from .axes import AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
 from .errors import ChannelClosed, ChannelFull, user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
@@ -169,7 +169,22 @@ def parallel_for(axis: Any, fn: Any) -> Fragment:
 
 def select(sparse: Any, fn: Any) -> Fragment:
     """The prototype's `select(routing[b], lambda e: ...)`: the loop
-    `for e in P.sel(routing[b]) { ... }` over the coordinates a sparse axis selects."""
+    `for e in P.sel(routing[b]) { ... }` over the coordinates a sparse axis selects (of a
+    `Sparse(indices)`, `select(s, fn)` is `s[0]`'s)."""
+    if isinstance(sparse, Sparse) and sparse.flat:
+        span = here()
+        if current() is None:  # a `Workload` of its own, as `for_each` outside one
+            with tracing():
+                frag = select(sparse, fn)
+            return Workload.from_fragment("select", frag, span)
+        with tracing() as t:
+            index, row = flat_selection(sparse, span)
+            t.open()
+            try:
+                for_each(index, fn, "sel")
+            finally:
+                body = t.close()
+            return wrap_row(t, index, row, body, span)
     if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
         raise user_error(here(), "`select` iterates a sparse axis at an outer index",
                          "write `select(routing[b], lambda e: ...)` with `routing = Sparse(...)`")

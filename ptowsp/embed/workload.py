@@ -26,7 +26,7 @@ from ..api import Program as _RuntimeProgram
 from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
-from .axes import Axis, AxisIndex, Sparse, axis_expr
+from .axes import Axis, AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
 from .errors import ScheduleError, from_wsp, user_error
 from .host_keys import host_key
 from .names import wsp_ident
@@ -58,6 +58,7 @@ class _Loop:
     def __init__(self, kind: str, spelling: str, axes: tuple, span: A.Span):
         self.kind, self.spelling, self.axes, self.span = kind, spelling, axes, span
         self.state = 0
+        self.row: Optional[str] = None  # the row variable of a `Sparse(indices)` (axes.py)
 
     def __iter__(self) -> "_Loop":
         return self
@@ -76,6 +77,8 @@ class _Loop:
                 base = names[0] if len(names) == 1 else "i"
                 names = [f"{base}{k}" for k in range(n)]
             self.names = [wsp_ident(x) for x in names]
+            if self.row is not None:
+                t.open()  # the row loop's body (wrap_row)
             self.nodes = tuple(axis_expr(a, t, self.span) for a in self.axes)
             t.open()
             self.state = 1
@@ -87,6 +90,8 @@ class _Loop:
             body = t.close()
             t.emit(A.ForLoop(tuple(A.Name(x, span=self.span) for x in self.names), self.kind,
                              self.nodes, tuple(body), self.spelling, span=self.span))
+            if self.row is not None:
+                wrap_row(t, self.axes[0], self.row, t.close(), self.span)
         raise StopIteration
 
 
@@ -199,7 +204,10 @@ class _P:
     """Loop constructors with explicit parallelism (the seeds' `P`)."""
 
     def __call__(self, *axes: Any) -> _Loop:
-        """`for b, h in P(batch, heads):` a parallel grid (iterations independent)."""
+        """`for b, h in P(batch, heads):` a parallel grid (iterations independent);
+        `for e in P(s):` of a `Sparse(indices)` is `P.sel(s)`."""
+        if len(axes) == 1 and isinstance(axes[0], Sparse) and axes[0].flat:
+            return self.sel(axes[0], _span=here())
         return self._loop("grid", "P", axes)
 
     def grid(self, *axes: Any) -> _Loop:
@@ -209,13 +217,16 @@ class _P:
         """`for i in P.seq(n):` every task of iteration i finishes before i + 1 starts."""
         return self._loop("seq", "P.seq", (axis,))
 
-    def sel(self, sparse: Any) -> _Loop:
+    def sel(self, sparse: Any, _span: Optional[A.Span] = None) -> _Loop:
         """`for e in P.sel(routing[b]):` over the coordinates a sparse axis selects."""
-        span = here()
+        span = _span or here()
+        sparse, row = flat_selection(sparse, span)
         if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
             raise user_error(span, "`P.sel` iterates a sparse axis at an outer index",
                              "write `for e in P.sel(routing[b]):` with `routing = Sparse(...)`")
-        return _Loop("sel", "P.sel", (sparse,), span)
+        loop = _Loop("sel", "P.sel", (sparse,), span)
+        loop.row = row
+        return loop
 
     def _loop(self, kind: str, spelling: str, axes: tuple) -> _Loop:
         span = here(3)

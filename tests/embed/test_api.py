@@ -518,6 +518,63 @@ def test_tutorial_ragged_offsets(target):
     assert program.stats.task_count == 5
 
 
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+@pytest.mark.parametrize("form", ["P", "P.sel", "select", "select outside"])
+def test_tutorial_sparse_indices(target, form):
+    """The tutorial's one-argument `Sparse(indices)`: one selection, iterated unindexed by
+    `P(s)`, `P.sel(s)` or the prototype's `select(s, fn)`; each index is visited once, in
+    order."""
+    from pto_wsp.primitives import select
+
+    x = np.random.default_rng(6).random((6, 8)).astype(np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+    chosen = [4, 1, 5]
+    experts = Sparse(np.array(chosen))
+
+    def body(e):
+        double_row[e](x=X[e], y=Y[e])
+
+    if form == "select outside":
+        program = select(experts, lambda e: body(e)).compile(target=target)
+    else:
+        @workload
+        def w():
+            if form == "P":
+                for e in P(experts):
+                    body(e)
+            elif form == "P.sel":
+                for e in P.sel(experts):
+                    body(e)
+            else:
+                select(experts, body)
+
+        program = w().compile(target=target)
+        text = assert_roundtrip(w())
+        assert ("for experts_row in P(experts_outer) {\n        for e in P.sel(experts[experts_row])"
+                in text)
+        assert [t.get("e") for t in w().enumerate()] == chosen
+    program.execute()
+    program.synchronize()
+    want = np.zeros_like(x)
+    want[chosen] = x[chosen] * 2
+    np.testing.assert_array_equal(y, want)
+
+
+def test_tutorial_sparse_indices_is_iterated_alone():
+    s = Sparse([1, 2])
+    X = Tensor(data=np.zeros((4, 8), np.float32))
+
+    @workload
+    def w():
+        for e in P.seq(s):
+            double_row[e](x=X[e], y=X[e])
+
+    with pytest.raises(CompileError, match="`Sparse\\(indices\\)` is iterated alone, as a selection") as info:
+        w()
+    assert "write `for e in P(s):` or `for e in P.sel(s):`" in str(info.value)
+
+
 def test_tutorial_axis_forms_with_bad_offsets():
     with pytest.raises(CompileError, match="the offsets must not decrease, but offsets\\[1\\] = 4 "
                        "and offsets\\[2\\] = 2"):
@@ -525,8 +582,8 @@ def test_tutorial_axis_forms_with_bad_offsets():
     with pytest.raises(CompileError, match="needs at least one offset"):
         Ragged(np.zeros(0, np.int64))
     assert Ragged([3]).outer_size == 0  # one offset: no rows
-    with pytest.raises(CompileError, match="`Sparse\\(indices\\)` is not supported"):
-        Sparse([5, 0, 7])
+    with pytest.raises(CompileError, match="`Sparse` takes the outer axis, `indptr` and `indices`"):
+        Sparse([0.5, 1.5])  # not indices: the CSR form, short of its arguments
     with pytest.raises(CompileError, match="`Ragged` takes the outer axis and the lengths"):
         Ragged(4)  # an extent alone is not a list of offsets
 
