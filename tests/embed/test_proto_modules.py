@@ -305,6 +305,79 @@ def test_scalar_expr_module():
     assert d.message == "a str cannot be used in a run-time expression"
 
 
+@kernel
+def copy_row(x: In[Tile[1, 4, F32]], y: Out[Tile[1, 4, F32]]):
+    pto.store(y, x)
+
+
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_scalar_expr_operators_as_the_prototype_writes_them(target):
+    """The prototype's `Expr` operators on wspc's expressions: `pred.where(a, b)`, the casts
+    between conditions and integers, masks `x & (2**k - 1)` and shifts by a Python integer,
+    `&` / `|` / `~` of conditions; each row index below is checked against the same formula
+    computed in Python."""
+    from pto_wsp import P, workload
+    from pto_wsp.primitives import slot_set_u64
+    from pto_wsp.scalar_expr import axis, slot_u64
+
+    x = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    outs = [np.full((8, 4), -1.0, np.float32) for _ in range(5)]
+    X, Y0, Y1, Y2, Y3, Y4 = Tensor(data=x), *(Tensor(data=o) for o in outs)
+
+    @workload
+    def w():
+        slot_set_u64(0, 5)
+        for b in P(8):
+            copy_row[b](x=X[(b < 4).where(b + 4, b - 4)], y=Y0[b])       # halves swapped
+            copy_row[b](x=X[b >> 1], y=Y1[b])
+            copy_row[b](x=X[(b << 1) % 8], y=Y2[b])
+            copy_row[b](x=X[b + ((b == 3) | (b >= slot_u64(0))).cast_i64() - (b >= 5).cast_u64()],
+                        y=Y3[b])
+            with P.when(((b & 1) == 1) & ~(axis("b") > 6) & (b * 0 + 1).cast_bool()):
+                copy_row[b](x=X[b], y=Y4[b])
+
+    assert "(b < 4).where" not in (text := assert_roundtrip(w()))
+    assert "when b % 2 == 1 and not b > 6 and b * 0 + 1 != 0 {" in text
+    p = w().compile(target=target)
+    p.execute()
+    p.synchronize()
+    rows = {0: [b + 4 if b < 4 else b - 4 for b in range(8)],
+            1: [b >> 1 for b in range(8)],
+            2: [(b << 1) % 8 for b in range(8)],
+            3: [b + int(b == 3 or b >= 5) - int(b >= 5) for b in range(8)]}
+    for i, want in rows.items():
+        np.testing.assert_array_equal(outs[i], x[want], err_msg=f"Y{i}")
+    picked = [b for b in range(8) if b & 1 and not b > 6]
+    np.testing.assert_array_equal(outs[4][picked], x[picked])
+    assert (outs[4][[b for b in range(8) if b not in picked]] == -1).all()
+
+
+def test_scalar_expr_bit_operations_wspc_has_not_are_errors_at_the_line():
+    from pto_wsp import P, workload
+    from pto_wsp.scalar_expr import slot_u64, symbol_u64
+
+    X = Tensor(data=np.zeros((8, 4), np.float32))
+
+    def rows_by(op):
+        @workload
+        def w():
+            for b in P(8):
+                copy_row[b](x=X[op(b)], y=X[b])
+
+        return w
+
+    for op in (lambda b: b ^ 1, lambda b: b & 6, lambda b: b | 1, lambda b: b << b,
+               lambda b: symbol_u64("bits") & 5):
+        with pytest.raises(ptowsp.CompileError) as info:
+            rows_by(op)()
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE
+        assert "is a bit operation, which wspc's expressions do not have" in d.message
+    with pytest.raises(ptowsp.CompileError, match="is not a condition, so it has no `where`"):
+        slot_u64(1).where(1, 2)
+    assert slot_u64(2).to_debug_str() == "slot(2)" and symbol_u64("bits").to_debug_str() == "bits"
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
