@@ -284,6 +284,37 @@ def test_record_after_a_statement_another_construct_took():
         w()
 
 
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_query_in_a_workload_after_synchronize_is_true(target):
+    """The prototype's `pto_wsp.csp` events in a workload: `query(ev)` is a run-time condition,
+    true once the tasks `record(ev)` marks have finished, which `synchronize(ev)` has waited
+    for; so `P.when(query(ev))` runs and `P.when(~query(ev))` does not."""
+    from pto_wsp.csp import Event as CspEvent
+    from pto_wsp.csp import query, record, synchronize
+
+    x = np.full((4, 8), 2.0, np.float32)
+    a, b, c = np.zeros_like(x), np.zeros_like(x), np.zeros_like(x)
+    X, A_, B, C = Tensor(data=x), Tensor(data=a), Tensor(data=b), Tensor(data=c)
+    ev = CspEvent("wrote_a")
+
+    @workload
+    def w():
+        plus3[0](x=X, y=A_)
+        record(ev)
+        synchronize(ev)
+        with P.when(query(ev)):
+            copy_tile[0](x=A_, y=B)
+        with P.when(~query(ev)):
+            copy_tile[0](x=X, y=C)
+
+    program = w().compile(target=target)
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(b, x + 3)
+    assert not c.any()
+    assert "when query(wrote_a) {" in assert_roundtrip(w())
+
+
 def test_compile_for_ascend_npu_writes_the_cann_tree(tmp_path, monkeypatch):
     """The seeds' `workload.compile(target="ascend_npu")`: the tree a toolchain builds, in
     `codegen_artifact_dir` (the build cache by default, or `output_dir=`), the same files the

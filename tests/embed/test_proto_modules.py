@@ -318,7 +318,7 @@ def test_scalar_expr_operators_as_the_prototype_writes_them(target):
     computed in Python."""
     from pto_wsp import P, workload
     from pto_wsp.primitives import slot_set_u64
-    from pto_wsp.scalar_expr import axis, slot_u64
+    from pto_wsp.scalar_expr import axis, slot_bool, slot_i64, slot_u64
 
     x = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
     outs = [np.full((8, 4), -1.0, np.float32) for _ in range(5)]
@@ -327,17 +327,18 @@ def test_scalar_expr_operators_as_the_prototype_writes_them(target):
     @workload
     def w():
         slot_set_u64(0, 5)
+        slot_set_u64(1, 1)
         for b in P(8):
-            copy_row[b](x=X[(b < 4).where(b + 4, b - 4)], y=Y0[b])       # halves swapped
+            copy_row[b](x=X[(b < 4).where(b + 4, b - 4) + slot_i64(2)], y=Y0[b])  # halves swapped
             copy_row[b](x=X[b >> 1], y=Y1[b])
             copy_row[b](x=X[(b << 1) % 8], y=Y2[b])
             copy_row[b](x=X[b + ((b == 3) | (b >= slot_u64(0))).cast_i64() - (b >= 5).cast_u64()],
                         y=Y3[b])
-            with P.when(((b & 1) == 1) & ~(axis("b") > 6) & (b * 0 + 1).cast_bool()):
+            with P.when(((b & 1) == 1) & ~(axis("b") > 6) & (b * 0 + 1).cast_bool() & slot_bool(1)):
                 copy_row[b](x=X[b], y=Y4[b])
 
     assert "(b < 4).where" not in (text := assert_roundtrip(w()))
-    assert "when b % 2 == 1 and not b > 6 and b * 0 + 1 != 0 {" in text
+    assert "when b % 2 == 1 and not b > 6 and b * 0 + 1 != 0 and slot(1) != 0 {" in text
     p = w().compile(target=target)
     p.execute()
     p.synchronize()
