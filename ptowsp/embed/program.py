@@ -26,8 +26,9 @@ from ..api import Stats
 from ..backends.target import RunFailure
 from ..diagnostics import Diagnostic, WspError
 from ..dtypes import numpy_dtype
+from ..frontend import ast as A
 from ..spans import Span
-from .errors import ExecutionError, ScheduleError, from_wsp, user_error
+from .errors import CompileError, ExecutionError, ScheduleError, from_wsp, user_error
 from .source import here
 
 
@@ -78,6 +79,58 @@ class Program(_RuntimeProgram):
         self._symbols[name] = int(value)
 
     set_symbol_i64 = set_symbol_u64
+
+    def set_axis_sizes(self, sizes: dict) -> None:
+        """The prototype's run-time axis sizes: `{"batch": 2}` sizes the `DenseDyn` axis
+        `batch` for the runs from now on. An extent wspc reads at run time is a symbol, so
+        the axis must be `DenseDyn(symbol_u64("n"))` (the symbol is bound, as by
+        `set_symbol_u64`); a size equal to a compiled extent changes nothing, and any other
+        size of a compiled extent is an `ExecutionError` saying to make it a symbol."""
+        from .values import Symbol
+
+        span = here()
+        if not isinstance(sizes, dict):
+            raise user_error(span, f"`set_axis_sizes` takes a dict of axis names and sizes, not "
+                             f"{type(sizes).__name__}", cls=ExecutionError)
+        for name, size in sizes.items():
+            ax = self._asm.axes.get(str(name))
+            if ax is None:
+                known = ", ".join(f"`{n}`" for n in sorted(self._asm.axes)) or "none"
+                raise user_error(span, f"`set_axis_sizes`: the program has no axis `{name}` "
+                                 f"(its axes: {known})", cls=ExecutionError)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise user_error(span, f"`set_axis_sizes`: the size of `{name}` must be a "
+                                 f"non-negative integer, not {size!r}", cls=ExecutionError)
+            extent = getattr(ax, "_extent", None)
+            objs = list(extent.objs.values()) if extent is not None else []
+            if (len(objs) == 1 and isinstance(objs[0], Symbol)
+                    and isinstance(extent.node, A.Name)):
+                sym = next(n for n, s in self._asm.syms.items() if s is objs[0])
+                self._symbols[sym] = size
+            elif getattr(ax, "size", None) != size:
+                raise user_error(span, f"`set_axis_sizes`: `{name}` is `{ax!r}`, whose extent "
+                                 f"is fixed when the workload compiles, so it cannot be {size}",
+                                 "size it at run time with a symbol: `DenseDyn(symbol_u64"
+                                 f"(\"{name}_n\", {getattr(ax, 'size', None) or 1}))`",
+                                 cls=ExecutionError)
+
+    def set_symbol_f32(self, name: str, value: float) -> None:
+        """The prototype's f32 symbol, read by a kernel's scalar argument through
+        `pto_wsp.types.Symbol`: refused as that is. A scalar argument is given in the call or
+        by its default, and wspc's run-time symbols are integers."""
+        raise user_error(here(), "`set_symbol_f32` is not supported: wspc's run-time symbols "
+                         "are integers, and a kernel's scalar argument is given in the call",
+                         "pass the value as the scalar argument (`k[b](x=X[b], eps=1e-6)`), or "
+                         "an integer with `set_symbol_u64`", cls=ExecutionError)
+
+    def register_kernel(self, name: str, impl: Any, *, pass_task: bool = False) -> None:
+        """The prototype's Python kernel bodies for its simulator (which its own code-
+        generating mode refuses too): kernels run the code compiled from their bodies."""
+        raise user_error(here(), "`register_kernel` is not supported by wspc: kernels run the "
+                         "code compiled from their `@kernel` bodies",
+                         "write the body with `pto.*` calls or in C++ (`@kernel(cpp_src=...)`); "
+                         "on ref an extern kernel's NumPy meaning is "
+                         "`ptowsp.backends.ref.register_extern`", cls=CompileError)
 
     def set_symbol_ptr(self, name: str, array: Any) -> None:
         """Bind the data of the workload's input tensor `name` (index data, lengths, routing

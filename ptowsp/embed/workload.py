@@ -11,6 +11,11 @@ emits a `CallStmt`. Python control flow on run-time values is an error at its li
 `assemble.assemble(w)` turns a `Workload` into one `SourceFile`, checked by the same checker
 as a parsed file; `to_wsp(w)` prints that `SourceFile` as `.wsp` text. Schedule policies are
 in `schedule.py`, kernels in `kernel.py`, CSP in `csp.py`.
+
+Why one file: `P`'s loops and blocks, the composition builders and `Workload` are one trace's
+three faces (a builder called outside a workload is a `Workload` of its own, and a `Workload`
+called inside one inlines its statements), so splitting them would make the layers of
+`__init__.py` import in a cycle.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
 from .axes import Axis, AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
-from .errors import ScheduleError, from_wsp, user_error
+from .errors import CompileError, ScheduleError, from_wsp, user_error
 from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
@@ -540,6 +545,26 @@ class Workload(Fragment):
         w = self._with_none()
         w.module_name = wsp_ident(str(name))
         return w
+
+    def with_params(self, *params: Any) -> "Workload":
+        """The prototype's parameter names for its IR: refused (wspc names the axes after
+        the Python variables holding them, and a workload here takes no parameters)."""
+        raise user_error(here(), "`with_params` is not supported: the workload's axes are "
+                         "named after the Python variables that hold them",
+                         "drop the call; `.named(name)` names the module")
+
+    @property
+    def type_errors(self) -> list:
+        """The prototype's builder-time type errors: the diagnostics wspc's checker finds in
+        this workload now (empty when it checks); `has_type_errors()` says whether any."""
+        try:
+            self.module()
+        except CompileError as err:
+            return list(err.diagnostics)
+        return []
+
+    def has_type_errors(self) -> bool:
+        return bool(self.type_errors)
 
     def _with_none(self) -> "Workload":
         w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators)

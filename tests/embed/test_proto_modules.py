@@ -379,6 +379,61 @@ def test_scalar_expr_bit_operations_wspc_has_not_are_errors_at_the_line():
     assert slot_u64(2).to_debug_str() == "slot(2)" and symbol_u64("bits").to_debug_str() == "bits"
 
 
+def test_the_prototypes_program_and_workload_methods():
+    """`program.set_axis_sizes` sizes a `DenseDyn` axis whose extent is a symbol (checked
+    against NumPy), `Workload.type_errors` / `has_type_errors()` are the checker's findings,
+    and the prototype's simulator and IR hooks (`register_kernel`, `set_symbol_f32`,
+    `with_params`) are errors at the user's line saying what to write."""
+    from pto_wsp import Dense, DenseDyn, ExecutionError, P, symbol_u64, workload
+
+    x = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+    batch = DenseDyn(symbol_u64("nb", 6))
+    fixed = DenseDyn(6)
+
+    def over(ax):
+        @workload
+        def w():
+            for b in P(ax):
+                copy_row[b](x=X[b], y=Y[b])
+
+        return w
+
+    p = over(batch)().compile()
+    p.set_axis_sizes({"batch": 2})
+    p.execute()
+    p.synchronize()
+    np.testing.assert_array_equal(y, np.where(np.arange(6)[:, None] < 2, x, 0))
+    p = over(fixed)().compile()
+    p.set_axis_sizes({"fixed": 6})  # its compiled extent: nothing to change
+    for sizes, msg in [({"fixed": 3}, "`fixed` is `DenseDyn(6)`, whose extent is fixed when the "
+                                      "workload compiles, so it cannot be 3"),
+                       ({"rows": 1}, "the program has no axis `rows` (its axes: `fixed`)"),
+                       ({"fixed": -1}, "the size of `fixed` must be a non-negative integer")]:
+        with pytest.raises(ExecutionError) as info:
+            p.set_axis_sizes(sizes)
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE and msg in d.message
+    with pytest.raises(ExecutionError, match="`set_symbol_f32` is not supported"):
+        p.set_symbol_f32("eps", 1e-6)
+    with pytest.raises(ptowsp.CompileError, match="`register_kernel` is not supported by wspc"):
+        p.register_kernel("copy_row", lambda x, y: None)
+
+    assert over(batch)().type_errors == [] and not over(batch)().has_type_errors()
+
+    @workload
+    def wide():
+        for b in P(Dense[5]):
+            copy_row[b](x=X[b], y=Y[b:b + 2])
+
+    (d,) = wide().type_errors
+    assert wide().has_type_errors() and d.span.file == HERE
+    assert d.message == "`y = Y[b : b + 2]` is a [2, 4] view but `y` takes Tile[1, 4, f32]"
+    with pytest.raises(ptowsp.CompileError, match="`with_params` is not supported"):
+        wide().with_params(("b", Dense[5]))
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
