@@ -593,6 +593,72 @@ def test_topk_sort_max_min_constant_match_numpy_on_both_targets():
     assert "store(v, min(max(best, constant(-0.5, f32)), 0.5))" in text
 
 
+_PX = np.random.default_rng(19).uniform(0.5, 2.0, (4, 8)).astype(np.float32)
+_PROTOTYPE_PTO = {  # the prototype's `_TileLanguage` methods, as its kernels call them
+    "tanh": (lambda a: pto.tanh(a), np.tanh(_PX)),
+    "sigmoid": (lambda a: pto.sigmoid(a), 1 / (1 + np.exp(-_PX))),
+    "silu": (lambda a: pto.silu(a), _PX / (1 + np.exp(-_PX))),
+    "sin": (lambda a: pto.sin(a), np.sin(_PX)),
+    "cos": (lambda a: pto.cos(a), np.cos(_PX)),
+    "colmax": (lambda a: pto.broadcast(pto.colmax(a), (4, 8)), _PX.max(0, keepdims=True) + 0 * _PX),
+    "colsum": (lambda a: pto.broadcast(pto.colsum(a), (4, 8)), _PX.sum(0, keepdims=True) + 0 * _PX),
+    "rowmul": (lambda a: pto.rowmul(a, pto.rowmax(a)), _PX * _PX.max(1, keepdims=True)),
+    "rowadd": (lambda a: pto.rowadd(a, pto.rowsum(a)), _PX + _PX.sum(1, keepdims=True)),
+    "colmul": (lambda a: pto.colmul(a, pto.colmax(a)), _PX * _PX.max(0, keepdims=True)),
+    "coladd": (lambda a: pto.coladd(a, pto.colsum(a)), _PX + _PX.sum(0, keepdims=True)),
+    "alloc": (lambda a: pto.add(a, pto.alloc((4, 8), DType.F32)), _PX),
+    "load offset": (lambda a: pto.load(a, offset=(0, 0), mask=None), _PX),
+    "constant f32": (lambda a: pto.mul(a, pto.constant(2.5)), 2.5 * _PX),
+    "abs neg": (lambda a: pto.abs(pto.neg(a)), _PX),
+    "interleave": (lambda a: pto.interleave(pto.slice_even(a), pto.slice_odd(a)), _PX),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_PROTOTYPE_PTO))
+def test_the_prototypes_tile_language_matches_numpy(op):
+    """Each `pto.NAME` of the prototype's tile language with its signature (`constant`'s f32
+    default, `load` / `store` with `offset=(0, 0)`, `mask=None`), on both targets."""
+    from pto_wsp import workload
+
+    fn, want = _PROTOTYPE_PTO[op]
+
+    @kernel(name="proto_" + op.replace(" ", "_"))
+    def k(a: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+        pto.store(y, fn(a), offset=(0, 0), mask=None)
+
+    X, Y = Tensor(data=_PX), Tensor(data=np.zeros_like(_PX))
+
+    @workload
+    def w():
+        k(a=X, y=Y)
+
+    for target in ("cpu_sim", "ref"):
+        Y.data[:] = 0
+        _run(w(), target)
+        np.testing.assert_allclose(Y.data, want, rtol=2e-5, atol=1e-6, err_msg=target)
+
+
+def test_a_load_or_store_of_part_of_a_tile_is_an_error():
+    from pto_wsp import workload
+
+    X, Y = Tensor(data=_PX), Tensor(data=np.zeros_like(_PX))
+    for load in (lambda a: pto.load(a, offset=(1, 0)), lambda a: pto.load(a, mask=a)):
+        @kernel(name="part")
+        def k(a: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+            pto.store(y, load(a))
+
+        @workload
+        def w():
+            k(a=X, y=Y)
+
+        with pytest.raises(ptowsp.KernelError) as info:
+            w()
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE
+        assert d.message.startswith("`pto.load` of a parameter takes its whole tile: `offset` "
+                                    "(0, 0) and no `mask`, not `")
+
+
 def test_kernel_spelling_errors():
     @kernel
     def zero(x: In[Tile[1, 8, F32]], y: Out[Tile[1, 8, F32]]):
