@@ -642,7 +642,8 @@ def test_a_load_or_store_of_part_of_a_tile_is_an_error():
     from pto_wsp import workload
 
     X, Y = Tensor(data=_PX), Tensor(data=np.zeros_like(_PX))
-    for load in (lambda a: pto.load(a, offset=(1, 0)), lambda a: pto.load(a, mask=a)):
+
+    def using(load):
         @kernel(name="part")
         def k(a: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
             pto.store(y, load(a))
@@ -651,8 +652,11 @@ def test_a_load_or_store_of_part_of_a_tile_is_an_error():
         def w():
             k(a=X, y=Y)
 
+        return w
+
+    for load in (lambda a: pto.load(a, offset=(1, 0)), lambda a: pto.load(a, mask=a)):
         with pytest.raises(ptowsp.KernelError) as info:
-            w()
+            using(load)()
         (d,) = info.value.diagnostics
         assert d.span.file == HERE
         assert d.message.startswith("`pto.load` of a parameter takes its whole tile: `offset` "
