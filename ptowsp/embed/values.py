@@ -1172,12 +1172,18 @@ class Channel:
 
 
 class Event:
-    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7)."""
+    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7).
+    `depth` is the prototype's (its `Event` is a `Channel`): wspc's `record` never blocks and
+    keeps no count of signals, so any depth means the same (docs/python.md)."""
 
-    def __init__(self, name: Optional[str] = None):
+    def __init__(self, name: Optional[str] = None, depth: int = 0):
         self._span = here()
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise user_error(self._span, f"an event's depth is a non-negative integer, not "
+                             f"{depth!r}", "the prototype writes `Event(\"e\", depth=0)`")
         self.name = name or stored_name(user_frame()) or "ev"
         self._wsp_name = wsp_ident(self.name)
+        self.depth = depth
 
     def __repr__(self) -> str:
         return f"Event({self.name!r})"

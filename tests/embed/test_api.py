@@ -295,7 +295,9 @@ def test_query_in_a_workload_after_synchronize_is_true(target):
     x = np.full((4, 8), 2.0, np.float32)
     a, b, c = np.zeros_like(x), np.zeros_like(x), np.zeros_like(x)
     X, A_, B, C = Tensor(data=x), Tensor(data=a), Tensor(data=b), Tensor(data=c)
-    ev = CspEvent("wrote_a")
+    ev = CspEvent("wrote_a", depth=0)  # the prototype's rendezvous spelling
+    with pytest.raises(CompileError, match="an event's depth is a non-negative integer, not -1"):
+        CspEvent("bad", depth=-1)
 
     @workload
     def w():
