@@ -19,6 +19,7 @@ from .values import ScalarExpr
 class WindowMode(enum.Enum):
     STALL = "stall"
     ABORT = "abort"
+    BENCHMARK = "benchmark"  # the prototype's; refused by TaskWindow (below)
 
 
 class TaskWindow:
@@ -28,6 +29,14 @@ class TaskWindow:
     def __init__(self, size: int, unit: str = "tasks", mode: Any = WindowMode.STALL):
         self.size, self.unit = int(size), str(unit)
         self.mode = mode.value if isinstance(mode, WindowMode) else str(mode).lower()
+        if self.mode == WindowMode.BENCHMARK.value:
+            # the prototype admits a task past a full window and counts it; neither the
+            # runtime's window nor the cycle model's has such a count
+            raise user_error(here(), "`WindowMode.BENCHMARK` is not supported: wspc's window "
+                             "never admits a task past its size, and counts no overflows",
+                             "use `WindowMode.STALL` (results are the same: a window bounds "
+                             "the tasks in flight, never what they compute), or no window",
+                             cls=ScheduleError)
 
 
 class Policy:

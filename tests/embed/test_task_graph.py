@@ -119,6 +119,9 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.help == 'write e.g. `ready=ReadyPolicy.priority(lambda t: t.get("b"))`'
     d = _error(lambda: w().task_graph())
     assert d.message == "`.task_graph` needs `window=`"
+    d = _error(lambda: TaskWindow(64, "tasks", WindowMode.BENCHMARK))
+    assert d.message == ("`WindowMode.BENCHMARK` is not supported: wspc's window never admits a "
+                         "task past its size, and counts no overflows")
     d = _error(lambda: w().task_graph(window=8, priority=3))
     assert d.message == "`.task_graph` has no option `priority`"
 
