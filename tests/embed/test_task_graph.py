@@ -174,3 +174,32 @@ def test_hybrid_with_any_arguments_is_its_inference_mode(policy, wsp):
     prog.execute()
     prog.synchronize()
     np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+
+
+def _priority_by_hand(t):
+    """A priority function with an `if` (the seeds' style), tabulated on the host: odd rows
+    first, from the last, then even rows in order."""
+    if t.get("i") % 2 == 0:
+        return 10 + t.get("i")
+    return 7 - t.get("i")
+
+
+def test_a_priority_function_with_an_if_orders_the_ready_tasks():
+    """`ReadyPolicy.priority(fn)` with an `if` in `fn`: one worker and one dispatcher start the
+    tasks in the function's key order, smallest first, on the host and in the cycle model."""
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(ready=ReadyPolicy.priority(_priority_by_hand),
+                             start=StartPolicy.after_orchestration())
+    assert "ready = priority(" in ptowsp.to_wsp(w)
+    prog = w.compile(target="cpu_sim", workers=1)
+    prog.enable_tracing()
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+    want = sorted(range(8), key=lambda i: 10 + i if i % 2 == 0 else 7 - i)
+    assert want == [7, 5, 3, 1, 0, 2, 4, 6]
+    ev = prog.trace.events
+    started = ev["coords"][np.argsort(ev["start_ns"], kind="stable"), 0].tolist()
+    assert started == want
+    assert ev["coords"][:, 0].tolist() == list(range(8))  # task k is row k, as enumerated
+    assert np.argsort(prog.trace.sim["issue"], kind="stable").tolist() == want  # the model
