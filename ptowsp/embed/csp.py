@@ -45,9 +45,11 @@ def _closed(ch: Any, span: A.Span, what: str) -> None:
     """ChannelClosed when `ch` was closed (`ch.close()`)."""
     at = getattr(ch, "_closed_at", None)
     if at is not None:
-        raise user_error(span, f"`{what}` to channel `{ch.name}`, which was closed at "
+        err = user_error(span, f"`{what}` to channel `{ch.name}`, which was closed at "
                          f"{at.file}:{at.line}", "close a channel after its last send",
                          cls=ChannelClosed)
+        err.channel_name = ch.name
+        raise err
 
 
 def send(ch: Channel, call: Any) -> Optional[Fragment]:
@@ -61,11 +63,13 @@ def send(ch: Channel, call: Any) -> Optional[Fragment]:
         _closed(ch, span, "send")
         if current() is None and not isinstance(call, Fragment):
             if ch.full():
-                raise user_error(span, f"channel `{ch.name}` is full ({ch.size()} of "
+                err = user_error(span, f"channel `{ch.name}` is full ({ch.size()} of "
                                  f"{ch.capacity} items) and nothing on the host takes items "
                                  "out: this send would wait forever",
                                  "use `try_send` (it returns False when the channel is full), "
                                  "or a deeper channel", cls=ChannelFull)
+                err.channel_name, err.capacity = ch.name, ch.capacity
+                raise err
             ch._items.append(call)
             return None
     with tracing() as t:

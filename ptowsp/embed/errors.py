@@ -60,11 +60,17 @@ class ChannelError(ExecutionError):
 
 
 class ChannelClosed(ChannelError):
-    """A channel used after it was closed."""
+    """A channel used after it was closed; `channel_name` names it (the prototype's field)."""
+
+    channel_name: Optional[str] = None
 
 
 class ChannelFull(ChannelError):
-    """A send into a full channel that can never drain."""
+    """A send into a full channel that can never drain; `channel_name` and `capacity` say which
+    and how deep (the prototype's fields)."""
+
+    channel_name: Optional[str] = None
+    capacity: Optional[int] = None
 
 
 # diagnostic codes that say "type or shape" (TypeCheckError) or "schedule" (ScheduleError);

@@ -479,8 +479,9 @@ def test_host_side_channels_try_send_close_and_their_errors():
     assert try_send(ch, 1) and try_send(ch, 2)
     assert ch.size() == 2 and ch.full()
     assert try_send(ch, 3) is False and ch.size() == 2  # full: not sent, not an error
-    with pytest.raises(ChannelFull, match="channel `q` is full \\(2 of 2 items\\)"):
+    with pytest.raises(ChannelFull, match="channel `q` is full \\(2 of 2 items\\)") as full:
         send(ch, 3)
+    assert (full.value.channel_name, full.value.capacity) == ("q", 2)  # the prototype's fields
     assert Channel("r", depth=0).full()  # a rendezvous has no room on the host
     assert try_send(Channel("one"), 1) is True  # depth 1 by default
     ch.close()
@@ -488,8 +489,9 @@ def test_host_side_channels_try_send_close_and_their_errors():
     assert not ch.is_open()
     with pytest.raises(ChannelClosed, match="`try_send` to channel `q`, which was closed at .*test_api.py:"):
         try_send(ch, 4)
-    with pytest.raises(ChannelClosed, match="`send` to channel `q`"):
+    with pytest.raises(ChannelClosed, match="`send` to channel `q`") as closed:
         send(ch, 4)
+    assert closed.value.channel_name == "q"
     assert issubclass(ChannelClosed, pto_wsp.ChannelError) and issubclass(ChannelFull, pto_wsp.ChannelError)
 
     X = Tensor(data=np.zeros((4, 8), np.float32))
