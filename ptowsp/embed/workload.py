@@ -64,6 +64,7 @@ class _Loop:
         self.kind, self.spelling, self.axes, self.span = kind, spelling, axes, span
         self.state = 0
         self.row: Optional[str] = None  # the row variable of a `Sparse(indices)` (axes.py)
+        self.given: Optional[list] = None  # the prototype's `names=` / `name=`
 
     def __iter__(self) -> "_Loop":
         return self
@@ -76,7 +77,7 @@ class _Loop:
                                  "loop inside a `@workload` function, or use "
                                  "`for_each(axis, lambda i: ...)`")
             self.trace = t
-            names = stored_names(user_frame()) or []
+            names = self.given or stored_names(user_frame()) or []
             n = len(self.axes)
             if len(names) != n:
                 base = names[0] if len(names) == 1 else "i"
@@ -205,24 +206,40 @@ def pipe_node(stmts: list, span: A.Span) -> A.Pipe:
     return A.Pipe(tuple(body), span=span)
 
 
+def _named(loop: _Loop, names: Any, span: A.Span) -> _Loop:
+    """`loop` with the prototype's `names=["b", "h"]` (or `name="i"`) as its variables."""
+    if names is None:
+        return loop
+    given = [names] if isinstance(names, str) else \
+        list(names) if isinstance(names, (list, tuple)) else None
+    if given is None or len(given) != len(loop.axes) or not all(isinstance(n, str) for n in given):
+        raise user_error(span, f"`{loop.spelling}` names its {len(loop.axes)} loop "
+                         f"variable{'s' if len(loop.axes) > 1 else ''} with as many strings, "
+                         f"not {names!r}")
+    loop.given = given
+    return loop
+
+
 class _P:
     """Loop constructors with explicit parallelism (the seeds' `P`)."""
 
-    def __call__(self, *axes: Any) -> _Loop:
+    def __call__(self, *axes: Any, names: Any = None) -> _Loop:
         """`for b, h in P(batch, heads):` a parallel grid (iterations independent);
-        `for e in P(s):` of a `Sparse(indices)` is `P.sel(s)`."""
+        `for e in P(s):` of a `Sparse(indices)` is `P.sel(s)`. `names=` (the prototype's)
+        names the loop variables instead of the `for` target, as `name=` of `P.seq` / `P.sel`
+        does: the names schedule keys use (`t.get("b")`)."""
         if len(axes) == 1 and isinstance(axes[0], Sparse) and axes[0].flat:
-            return self.sel(axes[0], _span=here())
-        return self._loop("grid", "P", axes)
+            return _named(self.sel(axes[0], _span=here()), names, here())
+        return _named(self._loop("grid", "P", axes), names, here())
 
-    def grid(self, *axes: Any) -> _Loop:
-        return self._loop("grid", "P.grid", axes)
+    def grid(self, *axes: Any, names: Any = None) -> _Loop:
+        return _named(self._loop("grid", "P.grid", axes), names, here())
 
-    def seq(self, axis: Any) -> _Loop:
+    def seq(self, axis: Any, name: Any = None) -> _Loop:
         """`for i in P.seq(n):` every task of iteration i finishes before i + 1 starts."""
-        return self._loop("seq", "P.seq", (axis,))
+        return _named(self._loop("seq", "P.seq", (axis,)), name, here())
 
-    def sel(self, sparse: Any, _span: Optional[A.Span] = None) -> _Loop:
+    def sel(self, sparse: Any, name: Any = None, _span: Optional[A.Span] = None) -> _Loop:
         """`for e in P.sel(routing[b]):` over the coordinates a sparse axis selects."""
         span = _span or here()
         sparse, row = flat_selection(sparse, span)
@@ -231,7 +248,7 @@ class _P:
                              "write `for e in P.sel(routing[b]):` with `routing = Sparse(...)`")
         loop = _Loop("sel", "P.sel", (sparse,), span)
         loop.row = row
-        return loop
+        return _named(loop, name, span)
 
     def _loop(self, kind: str, spelling: str, axes: tuple) -> _Loop:
         span = here(3)

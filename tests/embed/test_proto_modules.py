@@ -434,6 +434,46 @@ def test_the_prototypes_program_and_workload_methods():
         wide().with_params(("b", Dense[5]))
 
 
+def test_loop_variables_named_by_the_prototypes_names_keywords():
+    """`P.grid(..., names=[...])`, `P(..., names=...)`, `P.seq(ax, name=...)` and
+    `P.sel(s, name=...)` name the loop variables (the names keys and tasks use), whatever the
+    `for` target is called; a count that does not match the axes is an error at the line."""
+    from pto_wsp import P, workload
+    from pto_wsp.types import Dense, Sparse
+
+    x = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    X, Y, Z = Tensor(data=x), Tensor(data=y), Tensor(data=z)
+    one = Dense[1]
+    routing = Sparse(one, [0, 2], [5, 2])
+
+    @workload
+    def w():
+        for i, j in P.grid(Dense[2], Dense[3], names=["b", "h"]):
+            copy_row[i, j](x=X[i * 3 + j], y=Y[i * 3 + j])
+        for r in P.seq(one, name="step"):
+            for e in P.sel(routing[r], name="expert"):
+                copy_row[r, e](x=X[e], y=Z[e])
+
+    text = assert_roundtrip(w())
+    assert "for b, h in P.grid(" in text and "for step in P.seq(" in text
+    assert "for expert in P.sel(routing[step])" in text
+    tasks = w().enumerate()
+    assert [(t.get("b"), t.get("h")) for t in tasks[:6]] == \
+        [(b, h) for b in range(2) for h in range(3)]
+    assert [t.get("expert") for t in tasks[6:]] == [5, 2]
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.where(np.isin(np.arange(6), [2, 5])[:, None], x, 0))
+    with pytest.raises(ptowsp.CompileError) as info:
+        P.grid(Dense[2], names=["a", "b"])
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE
+    assert d.message == "`P.grid` names its 1 loop variable with as many strings, not ['a', 'b']"
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
