@@ -582,7 +582,18 @@ class Task:
                              "(`k[b, t](...)`)", cls=ExecutionError)
         return self._resources
 
-    def get(self, name: str, default: Any = None) -> Any:
+    @property
+    def bindings(self) -> dict:
+        """The prototype's name: the coordinates by loop variable name."""
+        return dict(self.coords)
+
+    def get_axis_value(self, index: int) -> int:
+        """The prototype's positional read: coordinate `index` of the call, 0 past the end."""
+        return self.params[index] if 0 <= index < len(self.params) else 0
+
+    def get(self, name: str, default: Any = 0) -> Any:
+        """The coordinate `name` (a loop variable, or an axis the workload loops over), else
+        `default` (0, as in the prototype)."""
         if name in self.coords:
             return self.coords[name]
         if self._resolve is not None:

@@ -331,6 +331,10 @@ def test_enumerated_tasks_name_the_regions_they_access():
     assert len(tasks) == 4
     t = tasks[3]
     assert (t.get("b"), t.get("t")) == (1, 1)
+    # the prototype's Task: `bindings`, positional `get_axis_value`, and `get`'s default 0
+    assert t.bindings == {"b": 1, "t": 1} and tasks[2].get_axis_value(0) == 1
+    assert tasks[2].get_axis_value(1) == 0 and t.get_axis_value(2) == 0
+    assert t.get("nothing") == 0 and t.get("nothing", -1) == -1
     res = t.resources
     assert list(res) == ["input", "acc"]
     src, dst = res["input"], res["acc"]
