@@ -450,21 +450,35 @@ class ProgramTrace:
         for i in range(len(ev)):
             e = ev[i]
             k = int(e["kernel"])
-            out.append({"task": i, "kernel": tr.kernel_names[k] if 0 <= k < len(tr.kernel_names) else str(k),
-                        "coords": [int(c) for c in e["coords"][:int(e["ncoords"])]],
-                        "dispatcher": int(e["dispatcher"]), "stream": int(e["stream"]),
-                        "worker": int(e["worker"]), "start_ns": int(e["start_ns"]),
-                        "end_ns": int(e["end_ns"])})
+            out.append(TaskEvent(
+                {"task": i, "kernel": tr.kernel_names[k] if 0 <= k < len(tr.kernel_names) else str(k),
+                 "coords": [int(c) for c in e["coords"][:int(e["ncoords"])]],
+                 "dispatcher": int(e["dispatcher"]), "stream": int(e["stream"]),
+                 "worker": int(e["worker"]), "start_ns": int(e["start_ns"]),
+                 "end_ns": int(e["end_ns"])}))
         return out
 
     def get_task_events(self) -> list:
-        """One dict per task: kernel, coordinates, dispatcher, stream, worker, times (ns)."""
+        """One `TaskEvent` per task: kernel, coordinates, dispatcher, stream, worker, times."""
         return self._task_dicts()
 
-    def get_kernel_events(self, name: str) -> list:
-        """The tasks of kernel `name` (its specialisations included)."""
-        return [d for d in self._task_dicts()
-                if d["kernel"] == name or re.split(r"__|\+", d["kernel"])[0] == name]
+    def get_events(self, category: Optional[str] = None) -> list:
+        """The prototype's events by category: a task is one kernel invocation, so `"task"`,
+        `"kernel"` and None give the task events, any other category none."""
+        return self._task_dicts() if category in (None, "task", "kernel") else []
+
+    def get_kernel_events(self, name: Optional[str] = None) -> list:
+        """The tasks of kernel `name` (its specialisations included); every task without one."""
+        return [d for d in self._task_dicts() if name is None or d["kernel"] == name
+                or re.split(r"__|\+", d["kernel"])[0] == name]
+
+    def total_time_ms(self) -> float:
+        """Wall-clock time from the first task's start to the last one's end (the prototype's)."""
+        return float(self.summary()["wall_time_ms"])
+
+    def kernel_time_ms(self) -> float:
+        """The tasks' run times, summed (the prototype's)."""
+        return float(self.summary()["kernel_time_ms"])
 
     def summary(self) -> TraceSummary:
         """The run's figures (`tasks`, `kernel_time_ms`, `avg_task_time_us`, `wall_time_ms`,
@@ -476,17 +490,40 @@ class ProgramTrace:
 
 
 def _summary(tr) -> TraceSummary:
-    """The summary of a backend trace (`ptowsp.backends.cpu.trace.Trace`)."""
+    """The summary of a backend trace (`ptowsp.backends.cpu.trace.Trace`), with the
+    prototype's keys too (`task_count`, `total_events` and `kernel_invocations`, each the task
+    count: a task is one event, one kernel invocation; `total_time_ms`, the wall time;
+    `unique_kernels`)."""
     ev = tr.events
     ran = ev[ev["worker"] >= 0]
     durs = ran["end_ns"] - ran["start_ns"]
+    wall = ((int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1e6) if len(ran) else 0.0
     data = {"tasks": len(tr), "kernel_time_ms": int(durs.sum()) / 1e6,
             "avg_task_time_us": (int(durs.sum()) / len(durs) / 1e3) if len(durs) else 0.0,
-            "wall_time_ms": ((int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1e6)
-            if len(ran) else 0.0,
+            "wall_time_ms": wall,
             "total_cycles": int(tr.summary_data.get("total_cycles", 0)),
             "kernels": tr.kernel_table()}
+    data.update(task_count=len(tr), total_events=len(tr), kernel_invocations=len(tr),
+                total_time_ms=wall, unique_kernels=len(set(ev["kernel"].tolist())))
     return TraceSummary(data, tr.summary())
+
+
+class TaskEvent(dict):
+    """One task of a traced run: a dict (`task`, `kernel`, `coords`, `dispatcher`, `stream`,
+    `worker`, `start_ns`, `end_ns`) with the prototype's `TraceEvent` fields as attributes:
+    `name` (the kernel), `category` (`"task"`), `start_ns`, `end_ns`, `task_id`, `thread_id`
+    (the worker), `metadata` (coordinates, dispatcher, stream), `duration_us`,
+    `duration_ms`."""
+
+    category = "task"
+    name = property(lambda self: self["kernel"])
+    start_ns = property(lambda self: self["start_ns"])
+    end_ns = property(lambda self: self["end_ns"])
+    task_id = property(lambda self: self["task"])
+    thread_id = property(lambda self: self["worker"])
+    metadata = property(lambda self: {k: self[k] for k in ("coords", "dispatcher", "stream")})
+    duration_us = property(lambda self: (self["end_ns"] - self["start_ns"]) / 1e3)
+    duration_ms = property(lambda self: (self["end_ns"] - self["start_ns"]) / 1e6)
 
 
 class TaskResource:
