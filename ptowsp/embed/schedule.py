@@ -65,13 +65,14 @@ class DispatchPolicy:
         count = num_aicpus if num_aicpus is not None else n
         return Policy("round_robin", () if count is None else (int(count),), span=here())
 
+    # `key_fn` is the prototype's keyword for the key (a lambda, a name, or a tuple of names)
     @staticmethod
-    def affinity(key: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
-        return Policy("affinity", (), num_aicpus if num_aicpus is not None else n, key, here())
+    def affinity(key_fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
+        return Policy("affinity", (), num_aicpus if num_aicpus is not None else n, key_fn, here())
 
     @staticmethod
-    def hash(key: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
-        return Policy("hash", (), num_aicpus if num_aicpus is not None else n, key, here())
+    def hash(key_fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
+        return Policy("hash", (), num_aicpus if num_aicpus is not None else n, key_fn, here())
 
     @staticmethod
     def dispatch_by(fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:

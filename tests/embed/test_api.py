@@ -847,6 +847,19 @@ def test_slots_and_cond_in_builder_style():
     (lambda w: w.timing(TimingPolicy.rate_limit(1.5)), ".timing(rate_limit(1.5))"),
     (lambda w: w.task_graph(window=64, mode=ptowsp.WindowMode.ABORT),
      ".task_graph(window = 64, mode = abort)"),
+    # the prototype's keywords (its schedule.py)
+    (lambda w: w.dispatch(DispatchPolicy.affinity(key_fn=lambda t: t.get("i"), num_aicpus=2)),
+     ".dispatch(affinity(i, n = 2))"),
+    (lambda w: w.dispatch(DispatchPolicy.hash(key_fn=lambda t: t.get("i") * 3)),
+     ".dispatch(hash(i * 3))"),
+    (lambda w: w.dispatch(DispatchPolicy.dispatch_by(fn=lambda t: t.get("i") % 2)),
+     ".dispatch(dispatch_by(i % 2))"),
+    (lambda w: w.timing(TimingPolicy.interleaved(streams=2)).streams(2),
+     ".timing(interleaved(2))"),
+    (lambda w: w.timing(TimingPolicy.rate_limit(tasks_per_ms=4)), ".timing(rate_limit(4))"),
+    (lambda w: w.task_graph(window=ptowsp.TaskWindow(size=16, unit="tasks",
+                                                    mode=ptowsp.WindowMode.STALL)),
+     ".task_graph(window = 16, unit = tasks, mode = stall)"),
 ])
 def test_schedule_policies_print_and_round_trip(chain, expected):
     X, Y = Tensor(data=np.zeros((4, 1, 8), np.float32)), Tensor(data=np.zeros((4, 1, 8), np.float32))
