@@ -243,11 +243,31 @@ class Pools:
 
     @staticmethod
     def custom(pool_fn: Any, n: Optional[int] = None) -> Policy:
+        """`custom(key, n=N)`: pool `key mod N`. Without `n`, the prototype's form: `pool_fn`
+        gives each task a pool *name* (`PoolNames`)."""
         span = here()
         if n is None:
-            raise _graph_error(span, "`Pools.custom` needs the number of pools, `n=`",
-                               "write `Pools.custom(lambda t: t.get(\"h\") % 2, n=2)`")
+            return Policy("custom", key=PoolNames(pool_fn, span), span=span, kind="pools")
         return Policy("custom", n=int(n), key=pool_fn, span=span, kind="pools")
+
+
+class PoolNames:
+    """The prototype's pool function, which names a task's pool (`"cube"`, `"vec"`): the
+    names are numbered in the order the tasks first give them (the order the key is traced,
+    or tabulated on the host over the tasks' coordinates, host_keys.py), and there are as
+    many pools as names. A function that gives integers needs `n=`."""
+
+    def __init__(self, fn: Any, span: A.Span):
+        self.fn, self.span, self.names = fn, span, {}
+
+    def __call__(self, task: Any) -> int:
+        v = self.fn(task)
+        if isinstance(v, str):
+            return self.names.setdefault(v, len(self.names))
+        raise _graph_error(self.span, "`Pools.custom` needs the number of pools, `n=`, for a "
+                           "key that is not a pool name",
+                           "write `Pools.custom(lambda t: t.get(\"h\") % 2, n=2)`, or return "
+                           "pool names (`\"cube\"`, `\"vec\"`)")
 
 
 class TaskGraphConfig:
@@ -275,6 +295,6 @@ class TaskProxy:
         return self._resolve(name, self._span)
 
 
-__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy", "TaskProxy",
+__all__ = ["WindowMode", "TaskWindow", "Policy", "PoolNames", "DispatchPolicy", "TimingPolicy", "TaskProxy",
            "DepsMode", "Deps", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools",
            "TaskGraphConfig"]

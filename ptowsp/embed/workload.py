@@ -36,7 +36,16 @@ from .errors import CompileError, ScheduleError, from_wsp, user_error
 from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
-from .schedule import Deps, DepsMode, Policy, TaskGraphConfig, TaskProxy, TaskWindow, WindowMode
+from .schedule import (
+    Deps,
+    DepsMode,
+    Policy,
+    PoolNames,
+    TaskGraphConfig,
+    TaskProxy,
+    TaskWindow,
+    WindowMode,
+)
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
@@ -660,8 +669,9 @@ class Workload(Fragment):
         kwargs: list = []
         if p.key is not None:
             args.append(self._key(p.key, p.span if p.span.line else span))
-        if p.n is not None:
-            kwargs.append(A.Keyword("n", A.IntLit(int(p.n), span=span), span=span))
+        n = len(p.key.names) if isinstance(p.key, PoolNames) else p.n  # after the key ran
+        if n is not None:
+            kwargs.append(A.Keyword("n", A.IntLit(int(n), span=span), span=span))
         if p.priority is not None:  # `interleaved(n, priority = s)`, at the policy's line
             ps = p.span if p.span.line else span
             kwargs.append(A.Keyword("priority", A.IntLit(int(p.priority), span=ps), span=ps))

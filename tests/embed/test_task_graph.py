@@ -110,8 +110,9 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.message == "`Deps.hybrid(explicit=...)` is True or False, not 'yes'"
     d = _error(lambda: Deps(mode="sometimes"))
     assert d.message == "unknown dependency mode 'sometimes'"
-    d = _error(lambda: Pools.custom(lambda t: t.get("i")))
-    assert d.message == "`Pools.custom` needs the number of pools, `n=`"
+    d = _error(lambda: w().task_graph(pools=Pools.custom(lambda t: t.get("i"))))
+    assert d.message == ("`Pools.custom` needs the number of pools, `n=`, for a key that is not "
+                         "a pool name")
     d = _error(lambda: w().task_graph(trace=TracePolicy.cycles(lambda t: t.get("expert"))))
     assert d.message.startswith("the schedule key names `expert`, which is neither a loop ")
     d = _error(lambda: w().task_graph(ready=Pools.single()))
@@ -203,3 +204,28 @@ def test_a_priority_function_with_an_if_orders_the_ready_tasks():
     assert started == want
     assert ev["coords"][:, 0].tolist() == list(range(8))  # task k is row k, as enumerated
     assert np.argsort(prog.trace.sim["issue"], kind="stable").tolist() == want  # the model
+
+
+def _pool_by_name(t):
+    """The prototype's pool function: a pool name per task, decided with an `if`."""
+    if t.get("i") < 3:
+        return "vec"
+    return "cube"
+
+
+def test_a_custom_pool_function_that_names_pools():
+    """`Pools.custom(pool_fn)` without `n` (the prototype's form): the names are pools,
+    numbered in the order the tasks first give them; each pool's tasks run on its workers."""
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(pools=Pools.custom(_pool_by_name))
+    assert ", n = 2)" in ptowsp.to_wsp(w)  # two names, two pools
+    prog = w.compile(target="cpu_sim", workers=2)
+    prog.enable_tracing()
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+    ev = prog.trace.events
+    worker = dict(zip(ev["coords"][:, 0].tolist(), ev["worker"].tolist()))
+    assert {worker[i] for i in range(3)} == {0} and {worker[i] for i in range(3, 8)} == {1}
+    one = rows(np.zeros_like(X))().task_graph(pools=Pools.custom(lambda t: "all"))
+    assert "pools = custom(0, n = 1)" in ptowsp.to_wsp(one)
