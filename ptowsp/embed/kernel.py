@@ -488,7 +488,8 @@ class KernelRef:
 
     def __init__(self, fn, cpp_src: Optional[str] = None, cpp_includes=(),
                  cpp_body_path: Optional[str] = None, name: Optional[str] = None):
-        self.fn = fn
+        self.fn = self.func = fn  # `func`: the prototype's name
+        self.options: dict = {}
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.name = name or self.__name__
@@ -787,11 +788,26 @@ def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwar
 
 
 def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,
-           name: Optional[str] = None):
-    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern cpp` body)."""
-    if fn is None:
-        return lambda f: KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
-    return KernelRef(fn, cpp_src, cpp_includes, cpp_body_path, name)
+           name: Optional[str] = None, num_warps: int = 4, num_stages: int = 2,
+           cpp_tu_path: Optional[str] = None, **options: Any):
+    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern cpp` body).
+    The prototype's tuning options (`num_warps`, `num_stages`, any other keyword) are kept in
+    `k.options` as the prototype keeps them (neither generates code from them); its
+    `cpp_tu_path` (a translation unit in its task ABI) is a `KernelError` at the decorator."""
+    if cpp_tu_path is not None:
+        raise user_error(here(), "`cpp_tu_path` is not supported: it is a whole C++ file in the "
+                         "prototype's task ABI (`KernelTaskDesc`), while wspc's C++ kernel is a "
+                         "body over the parameters by name",
+                         "give the body as `cpp_src=` or `cpp_body_path=` (docs/python.md)",
+                         cls=KernelError)
+    opts = {"num_warps": num_warps, "num_stages": num_stages, **options}
+
+    def make(f):
+        k = KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
+        k.options = opts
+        return k
+
+    return make if fn is None else make(fn)
 
 
 jit_kernel = kernel

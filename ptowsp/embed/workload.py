@@ -517,7 +517,13 @@ def _check_closed(t: Trace, depth: int, span: A.Span, fn) -> None:
 
 
 def workload(fn=None, **options):
-    """`@workload`: the function's body (with `P` loops and kernel calls) is a workload."""
+    """`@workload`: the function's body (with `P` loops and kernel calls) is a workload. The
+    prototype's `type_check=` and `fail_on_type_error=` are accepted: wspc always checks, and
+    a workload's errors are raised (`workload.type_errors` lists them without raising)."""
+    unknown = sorted(set(options) - {"type_check", "fail_on_type_error"})
+    if unknown:
+        raise user_error(here(), f"`@workload` has no option `{unknown[0]}`",
+                         "its options are the prototype's `type_check` and `fail_on_type_error`")
     if fn is None:
         return lambda f: WorkloadFunction(f)
     return WorkloadFunction(fn)

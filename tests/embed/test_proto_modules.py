@@ -474,6 +474,37 @@ def test_loop_variables_named_by_the_prototypes_names_keywords():
     assert d.message == "`P.grid` names its 1 loop variable with as many strings, not ['a', 'b']"
 
 
+def test_the_prototypes_decorator_options():
+    """`@kernel(num_warps=, num_stages=, ...)` keeps its options in `k.options` and runs as
+    the same kernel; `k.func` is the function; `@workload_decorator(type_check=...,
+    fail_on_type_error=...)` works; `cpp_tu_path=` and an unknown workload option are errors
+    at the line."""
+    from pto_wsp import P
+    from pto_wsp.builder import workload_decorator
+    from pto_wsp.types import Dense
+
+    @kernel(num_warps=8, num_stages=3, block=64)
+    def tuned(x: In[Tile[1, 4, F32]], y: Out[Tile[1, 4, F32]]):
+        pto.store(y, x * 2.0)
+
+    assert tuned.options == {"num_warps": 8, "num_stages": 3, "block": 64}
+    assert tuned.func.__name__ == "tuned" and tuned.name == "tuned"
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload_decorator(type_check=True, fail_on_type_error=True)
+    def w():
+        for i in P(Dense[2]):
+            tuned[i](x=X[i], y=Y[i])
+
+    _run(w(), "cpu_sim")
+    np.testing.assert_array_equal(Y.data, 2 * x)
+    with pytest.raises(ptowsp.KernelError, match="`cpp_tu_path` is not supported"):
+        kernel(cpp_tu_path="body.cpp")
+    with pytest.raises(ptowsp.CompileError, match="`@workload` has no option `strict`"):
+        workload_decorator(strict=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
