@@ -545,6 +545,22 @@ def test_select_is_p_sel():
         np.testing.assert_array_equal(y, expect)
 
 
+def test_task_by_kernel_name_with_a_list_of_resources():
+    """The prototype's legacy `task("name", [t], [res, ...])`: the kernel by its name, the
+    resources in parameter order."""
+    from pto_wsp.primitives import parallel_for, task
+    from pto_wsp.types import Dense
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+    w = parallel_for(Dense[2], lambda i: task("copy_row", [i], [X[i], Y[i]]))
+    assert "copy_row[i](x = " in assert_roundtrip(w)
+    for target in ("cpu_sim", "ref"):
+        Y.data[:] = 0
+        _run(w, target)
+        np.testing.assert_array_equal(Y.data, x)
+
+
 def test_select_of_a_dense_axis_is_an_error():
     from pto_wsp.primitives import parallel_for, select
 
