@@ -505,6 +505,39 @@ def test_the_prototypes_decorator_options():
         workload_decorator(strict=True)
 
 
+def test_the_prototypes_errors_are_made_from_a_message():
+    """A program's own `raise CompileError("...", workload_name=...)` works as in the
+    prototype: one diagnostic at that line, the class's fields set (None unless given), the
+    classes still wspc's (`WspError`s, caught by their bases)."""
+    from pto_wsp.errors import (
+        ChannelClosed,
+        ChannelFull,
+        CompileError,
+        ExecutionError,
+        KernelError,
+        ScheduleError,
+        TypeCheckError,
+    )
+
+    with pytest.raises(CompileError) as info:
+        raise KernelError("tile too wide", workload_name="attn", target="cpu_sim")
+    e = info.value
+    (d,) = e.diagnostics
+    assert d.span.file == HERE and d.message == "tile too wide"
+    assert (e.workload_name, e.target) == ("attn", "cpu_sim") and isinstance(e, ptowsp.WspError)
+    assert "error: tile too wide" in str(e)
+    e = TypeCheckError("bad dtype", "f32", "f16")
+    assert (e.expected, e.actual, e.workload_name) == ("f32", "f16", None)
+    e = ExecutionError("kernel failed", task_id=3, kernel_name="rms")
+    assert (e.task_id, e.kernel_name) == (3, "rms")
+    assert ScheduleError("no", primitive="dispatch").primitive == "dispatch"
+    full = ChannelFull(channel_name="q", capacity=2)
+    assert full.diagnostics[0].message == "Channel is full" and full.capacity == 2
+    assert ChannelClosed().diagnostics[0].message == "Operation on closed channel"
+    with pytest.raises(TypeError, match="takes a message and channel_name"):
+        ChannelClosed("closed", "q", 3)
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
