@@ -39,6 +39,7 @@ class Assembled:
     syms: dict  # name -> Symbol
     events: dict = dataclasses.field(default_factory=dict)  # name -> Event
     recorded: frozenset = frozenset()  # names of the events some `record` marks
+    axes: dict = dataclasses.field(default_factory=dict)  # name -> Axis
 
     def arrays(self) -> dict:
         """The caller's arrays by tensor name (a scratch tensor has none: the program's own)."""
@@ -199,7 +200,7 @@ def assemble(w) -> Assembled:
     decls.append(A.ModuleDecl(A.Name(w.module_name or w.name, span=w._decl_span), span=w._decl_span))
     if w.mesh is not None:
         decls.append(_mesh_decl(w))
-    tensors, kinds, syms, events = {}, {}, {}, {}
+    tensors, kinds, syms, events, axes = {}, {}, {}, {}, {}
     by_kind: dict[str, list] = {"sym": [], "tensor": [], "axis": [], "channel": [], "kernel": []}
     elems = _channel_elems(stmts, kernel_decls, names, t.refs)
     for key in order:
@@ -221,6 +222,7 @@ def assemble(w) -> Assembled:
         elif isinstance(obj, Axis):
             d = substitute(axis_decls[key], names)
             by_kind["axis"].append(A.AxisDecl(A.Name(name, span=obj._span), d, span=obj._span))
+            axes[name] = obj
         elif isinstance(obj, Channel):
             sp = obj._span
             elem = elems.get(name)
@@ -254,7 +256,7 @@ def assemble(w) -> Assembled:
                 if text is not None:
                     sources[f] = text
     recorded = frozenset(n.event.id for s in stmts for n in s.walk() if isinstance(n, A.Record))
-    return Assembled(sf, sources, tensors, kinds, syms, events, recorded)
+    return Assembled(sf, sources, tensors, kinds, syms, events, recorded, axes)
 
 
 def _tile_type(spec, span: A.Span) -> A.TileType:

@@ -220,7 +220,9 @@ class Ragged(Axis):
 
 class Sparse(Axis):
     """CSR selection: for outer index `i`, the coordinates `indices[indptr[i]:indptr[i+1]]`:
-    `Sparse(outer, indptr, indices)` with i32 `Tensor`s or lists."""
+    `Sparse(outer, indptr, indices)` with i32 `Tensor`s or lists. `Sparse(indices)` (the
+    tutorial's form) is one selection: the coordinates `indices` at the one outer index 0,
+    iterated unindexed (`flat_selection`)."""
 
     _kind = "Sparse"
     _default_name = "sparse"
@@ -228,11 +230,12 @@ class Sparse(Axis):
     def __init__(self, outer_size: Any, indptr: Any = None, indices: Any = None,
                  name: Optional[str] = None):
         self._init(name)
-        if indptr is None and indices is None and _index_data(outer_size):
-            raise user_error(self._span, "`Sparse(indices)` is not supported: a sparse axis is "
-                             "iterated at an outer index", "write `one = Dense[1]`, `s = Sparse(one, [0, "
-                             "len(indices)], indices)` and `for b in P(one)` around "
-                             "`for e in P.sel(s[b])`")
+        self.flat = indptr is None and indices is None and _index_data(outer_size)
+        if self.flat:
+            # the tutorial's `Sparse(indices)`: one selection, the CSR form with one outer
+            # index (indptr [0, n]); `P(s)`, `P.sel(s)` and `select(s, fn)` iterate `s[0]`
+            indices = _index_tensor(outer_size, f"{self._base_name}_indices", self._span)
+            outer_size, indptr = 1, [0, int(indices.data.size)]
         if indptr is None or indices is None:
             raise user_error(self._span, "`Sparse` takes the outer axis, `indptr` and `indices`",
                              "write `Sparse(batch, indptr, indices)` (CSR)")
@@ -261,8 +264,28 @@ class Sparse(Axis):
                             t.ref(self.indices_tensor, self._span), span=self._span)
 
 
+def flat_selection(a: Any, span: A.Span) -> tuple:
+    """`Sparse(indices)` given where a selection is iterated (`P(s)`, `P.sel(s)`,
+    `select(s, fn)`): `(s[row], row)`, its one row at a loop variable `row` over its outer
+    axis (the language indexes a sparse axis by such a variable only; the caller wraps the
+    selection in `for row in P(s.outer)`, one iteration); anything else is `(a, None)`."""
+    if isinstance(a, Sparse) and a.flat:
+        row = f"{a._base_name}_row"
+        return AxisIndex(a, LoopVar(row, "loop", span), span), row
+    return a, None
+
+
+def wrap_row(t: Trace, a: AxisIndex, row: str, body: list, span: A.Span) -> Any:
+    """Emit `for row in P(s.outer) { body }`: the one row of a `Sparse(indices)`."""
+    return t.emit(A.ForLoop((A.Name(row, span=span),), "grid", (t.ref(a.axis.outer, span),),
+                     tuple(body), "P", span=span))
+
+
 def axis_expr(a: Any, t: Trace, span: A.Span) -> A.Expr:
     """An axis argument of `P(...)`: an axis object, `ragged[b]`, or an integer extent."""
+    if isinstance(a, Sparse) and a.flat:
+        raise user_error(span, "`Sparse(indices)` is iterated alone, as a selection",
+                         "write `for e in P(s):` or `for e in P.sel(s):` (or `select(s, fn)`)")
     if isinstance(a, Axis):
         return t.ref(a, span)
     if isinstance(a, AxisIndex):

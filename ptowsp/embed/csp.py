@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..frontend import ast as A
-from .axes import AxisIndex, Sparse, axis_expr
+from .axes import AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
 from .errors import ChannelClosed, ChannelFull, user_error
 from .kernel import KERNELS, BoundKernel, KernelRef, make_call
 from .names import wsp_ident
@@ -45,9 +45,11 @@ def _closed(ch: Any, span: A.Span, what: str) -> None:
     """ChannelClosed when `ch` was closed (`ch.close()`)."""
     at = getattr(ch, "_closed_at", None)
     if at is not None:
-        raise user_error(span, f"`{what}` to channel `{ch.name}`, which was closed at "
+        err = user_error(span, f"`{what}` to channel `{ch.name}`, which was closed at "
                          f"{at.file}:{at.line}", "close a channel after its last send",
                          cls=ChannelClosed)
+        err.channel_name = ch.name
+        raise err
 
 
 def send(ch: Channel, call: Any) -> Optional[Fragment]:
@@ -61,11 +63,13 @@ def send(ch: Channel, call: Any) -> Optional[Fragment]:
         _closed(ch, span, "send")
         if current() is None and not isinstance(call, Fragment):
             if ch.full():
-                raise user_error(span, f"channel `{ch.name}` is full ({ch.size()} of "
+                err = user_error(span, f"channel `{ch.name}` is full ({ch.size()} of "
                                  f"{ch.capacity} items) and nothing on the host takes items "
                                  "out: this send would wait forever",
                                  "use `try_send` (it returns False when the channel is full), "
                                  "or a deeper channel", cls=ChannelFull)
+                err.channel_name, err.capacity = ch.name, ch.capacity
+                raise err
             ch._items.append(call)
             return None
     with tracing() as t:
@@ -169,7 +173,22 @@ def parallel_for(axis: Any, fn: Any) -> Fragment:
 
 def select(sparse: Any, fn: Any) -> Fragment:
     """The prototype's `select(routing[b], lambda e: ...)`: the loop
-    `for e in P.sel(routing[b]) { ... }` over the coordinates a sparse axis selects."""
+    `for e in P.sel(routing[b]) { ... }` over the coordinates a sparse axis selects (of a
+    `Sparse(indices)`, `select(s, fn)` is `s[0]`'s)."""
+    if isinstance(sparse, Sparse) and sparse.flat:
+        span = here()
+        if current() is None:  # a `Workload` of its own, as `for_each` outside one
+            with tracing():
+                frag = select(sparse, fn)
+            return Workload.from_fragment("select", frag, span)
+        with tracing() as t:
+            index, row = flat_selection(sparse, span)
+            t.open()
+            try:
+                for_each(index, fn, "sel")
+            finally:
+                body = t.close()
+            return wrap_row(t, index, row, body, span)
     if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
         raise user_error(here(), "`select` iterates a sparse axis at an outer index",
                          "write `select(routing[b], lambda e: ...)` with `routing = Sparse(...)`")

@@ -13,11 +13,11 @@ checking or lowering); `ExecutionError` and its subclasses happen while a progra
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from ..diagnostics import Diagnostic, WspError
 from ..spans import Span
-from .source import source_text
+from .source import here, source_text
 
 
 class PtoError(Exception):
@@ -25,7 +25,31 @@ class PtoError(Exception):
 
 
 class _Rendered(WspError):
-    """A `WspError` whose `str()` is the rendered diagnostics (caret and all)."""
+    """A `WspError` whose `str()` is the rendered diagnostics (caret and all).
+
+    Made from diagnostics (wspc's errors), or, as the prototype's classes are made, from a
+    message and the class's `_FIELDS` (`CompileError("bad tile", workload_name="w")`): one
+    diagnostic at the line that made it, the fields set (each None unless given)."""
+
+    _FIELDS: tuple = ()
+    _DEFAULT = "error"
+
+    def __init__(self, diagnostics: Any = None, *args: Any, **fields: Any):
+        if diagnostics is not None and not isinstance(diagnostics, str):
+            super().__init__(diagnostics, *args, **fields)  # (diagnostics, sources)
+            return
+        named = dict(zip(self._FIELDS, args))
+        extra = [f for f in fields if f not in self._FIELDS or f in named]
+        if len(args) > len(self._FIELDS) or extra:
+            raise TypeError(f"{type(self).__name__}() takes a message and "
+                            f"{', '.join(self._FIELDS) or 'nothing else'}")
+        named.update(fields)
+        span = here()
+        text = source_text(span.file)
+        super().__init__([Diagnostic(span, "embed", diagnostics or self._DEFAULT)],
+                         {span.file: text} if text is not None else None)
+        for f, v in named.items():
+            setattr(self, f, v)
 
     def __str__(self) -> str:
         return self.render()
@@ -34,9 +58,17 @@ class _Rendered(WspError):
 class CompileError(PtoError, _Rendered):
     """A workload or kernel that cannot be compiled (tracing, checking or lowering)."""
 
+    _FIELDS = ("workload_name", "target")
+    workload_name: Optional[str] = None
+    target: Optional[str] = None
+
 
 class TypeCheckError(CompileError):
     """A type or shape error: operands that do not broadcast, a view that does not fit a tile."""
+
+    _FIELDS = ("expected", "actual")
+    expected: Optional[str] = None
+    actual: Optional[str] = None
 
 
 class IRConversionError(CompileError):
@@ -50,9 +82,16 @@ class KernelError(CompileError):
 class ScheduleError(CompileError):
     """A schedule combinator or policy that is wrong."""
 
+    _FIELDS = ("primitive", "target")
+    primitive: Optional[str] = None
+
 
 class ExecutionError(PtoError, _Rendered):
     """A run that failed: bad input data, a view out of range, a failing kernel."""
+
+    _FIELDS = ("task_id", "kernel_name")
+    task_id: Optional[int] = None
+    kernel_name: Optional[str] = None
 
 
 class ChannelError(ExecutionError):
@@ -60,11 +99,21 @@ class ChannelError(ExecutionError):
 
 
 class ChannelClosed(ChannelError):
-    """A channel used after it was closed."""
+    """A channel used after it was closed; `channel_name` names it (the prototype's field)."""
+
+    _FIELDS = ("channel_name",)
+    _DEFAULT = "Operation on closed channel"
+    channel_name: Optional[str] = None
 
 
 class ChannelFull(ChannelError):
-    """A send into a full channel that can never drain."""
+    """A send into a full channel that can never drain; `channel_name` and `capacity` say which
+    and how deep (the prototype's fields)."""
+
+    _FIELDS = ("channel_name", "capacity")
+    _DEFAULT = "Channel is full"
+    channel_name: Optional[str] = None
+    capacity: Optional[int] = None
 
 
 # diagnostic codes that say "type or shape" (TypeCheckError) or "schedule" (ScheduleError);

@@ -2,6 +2,9 @@
 body is traced once into a `KernelDecl` of the AST, the node `kernel NAME(...) { ... }` of a
 `.wsp` file would parse to.
 
+Why one file: the `pto` namespace records the events that building the body turns into
+statements, and `@kernel`'s tracing runs both; they share the trace stack and its `Value`s.
+
 Tracing calls the function with a `Value` per parameter. `pto.mul(x, x)`, `x * y`, `-x` and the
 other primitives return new `Value`s and record them; `pto.store(out, v)` records a store. When
 the function returns, the recorded values become statements in the order they were made:
@@ -193,15 +196,25 @@ class _PtoNamespace:
         return prim
 
     # adapters where the seeds' signature differs from the language's
-    def store(self, dst: Any, src: Any) -> None:
+    def store(self, dst: Any, src: Any, offset: Any = (0, 0), mask: Any = None) -> None:
         """`store(dst, value)`: the value of an `Out`/`InOut` parameter when the kernel ends."""
         if not _KSTACK:
             raise user_error(here(), "`pto.store` only works inside a `@kernel` body")
         span = here()
+        _whole_tile("store", offset, mask, span)
         if not (isinstance(dst, Value) and dst.kind == "param"):
             raise user_error(span, "`pto.store` writes an `Out` or `InOut` parameter",
                              "write `pto.store(out, value)` with `out` a parameter of the kernel")
         _KSTACK[-1].events.append(("store", dst, src, span))
+
+    def load(self, src: Any, offset: Any = (0, 0), mask: Any = None) -> Value:
+        """`load(x)`: the parameter's value (`_whole_tile` for the prototype's keywords)."""
+        _whole_tile("load", offset, mask, here())
+        return _record("op", "load", (src,))
+
+    def constant(self, value: Any, dtype: Any = DType.F32) -> Value:
+        """The prototype's `constant(value, dtype=F32)`: f32 unless a dtype is given."""
+        return _record("op", "constant", (value, dtype))
 
     def matmul(self, a: Any, b: Any, acc: Any = None) -> Value:
         """`matmul(a, b)` (f32), or `acc + a @ b` fused when `acc` is given."""
@@ -249,6 +262,18 @@ class _PtoNamespace:
         odd = _record("op", "slice_odd", (pairs,), named=False)
         first = _record("slice", "", (odd,), (("cols", (0, n)),), named=False)
         return _record("op", "cast", (first, DType.I32))
+
+
+def _whole_tile(op: str, offset: Any, mask: Any, span: A.Span) -> None:
+    """The prototype's `offset=(0, 0)` and `mask=None` of `load` / `store`: a tile parameter is
+    the whole view the call gives, so those defaults are the only values (a view of another
+    part is taken at the call, `X[b, r:r + 16]`; a partial view is padded, `Pad(v)`)."""
+    if mask is not None or not (isinstance(offset, (tuple, list)) and list(offset) == [0, 0]):
+        given = f"mask={mask!r}" if mask is not None else f"offset={offset!r}"
+        raise user_error(span, f"`pto.{op}` of a parameter takes its whole tile: `offset` "
+                         f"(0, 0) and no `mask`, not `{given}`",
+                         "take the part at the call (`k[b](x=X[b, r:r + 16, :])`); a partial "
+                         "view is padded with `Pad(v)` on the parameter", cls=KernelError)
 
 
 def _in_kernel(helper: str) -> None:
@@ -463,7 +488,8 @@ class KernelRef:
 
     def __init__(self, fn, cpp_src: Optional[str] = None, cpp_includes=(),
                  cpp_body_path: Optional[str] = None, name: Optional[str] = None):
-        self.fn = fn
+        self.fn = self.func = fn  # `func`: the prototype's name
+        self.options: dict = {}
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.name = name or self.__name__
@@ -762,11 +788,26 @@ def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwar
 
 
 def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,
-           name: Optional[str] = None):
-    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern cpp` body)."""
-    if fn is None:
-        return lambda f: KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
-    return KernelRef(fn, cpp_src, cpp_includes, cpp_body_path, name)
+           name: Optional[str] = None, num_warps: int = 4, num_stages: int = 2,
+           cpp_tu_path: Optional[str] = None, **options: Any):
+    """`@kernel` (body traced through `pto.*`) or `@kernel(cpp_src=...)` (an `extern cpp` body).
+    The prototype's tuning options (`num_warps`, `num_stages`, any other keyword) are kept in
+    `k.options` as the prototype keeps them (neither generates code from them); its
+    `cpp_tu_path` (a translation unit in its task ABI) is a `KernelError` at the decorator."""
+    if cpp_tu_path is not None:
+        raise user_error(here(), "`cpp_tu_path` is not supported: it is a whole C++ file in the "
+                         "prototype's task ABI (`KernelTaskDesc`), while wspc's C++ kernel is a "
+                         "body over the parameters by name",
+                         "give the body as `cpp_src=` or `cpp_body_path=` (docs/python.md)",
+                         cls=KernelError)
+    opts = {"num_warps": num_warps, "num_stages": num_stages, **options}
+
+    def make(f):
+        k = KernelRef(f, cpp_src, cpp_includes, cpp_body_path, name)
+        k.options = opts
+        return k
+
+    return make if fn is None else make(fn)
 
 
 jit_kernel = kernel

@@ -26,8 +26,9 @@ from ..api import Stats
 from ..backends.target import RunFailure
 from ..diagnostics import Diagnostic, WspError
 from ..dtypes import numpy_dtype
+from ..frontend import ast as A
 from ..spans import Span
-from .errors import ExecutionError, ScheduleError, from_wsp, user_error
+from .errors import CompileError, ExecutionError, ScheduleError, from_wsp, user_error
 from .source import here
 
 
@@ -78,6 +79,58 @@ class Program(_RuntimeProgram):
         self._symbols[name] = int(value)
 
     set_symbol_i64 = set_symbol_u64
+
+    def set_axis_sizes(self, sizes: dict) -> None:
+        """The prototype's run-time axis sizes: `{"batch": 2}` sizes the `DenseDyn` axis
+        `batch` for the runs from now on. An extent wspc reads at run time is a symbol, so
+        the axis must be `DenseDyn(symbol_u64("n"))` (the symbol is bound, as by
+        `set_symbol_u64`); a size equal to a compiled extent changes nothing, and any other
+        size of a compiled extent is an `ExecutionError` saying to make it a symbol."""
+        from .values import Symbol
+
+        span = here()
+        if not isinstance(sizes, dict):
+            raise user_error(span, f"`set_axis_sizes` takes a dict of axis names and sizes, not "
+                             f"{type(sizes).__name__}", cls=ExecutionError)
+        for name, size in sizes.items():
+            ax = self._asm.axes.get(str(name))
+            if ax is None:
+                known = ", ".join(f"`{n}`" for n in sorted(self._asm.axes)) or "none"
+                raise user_error(span, f"`set_axis_sizes`: the program has no axis `{name}` "
+                                 f"(its axes: {known})", cls=ExecutionError)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise user_error(span, f"`set_axis_sizes`: the size of `{name}` must be a "
+                                 f"non-negative integer, not {size!r}", cls=ExecutionError)
+            extent = getattr(ax, "_extent", None)
+            objs = list(extent.objs.values()) if extent is not None else []
+            if (len(objs) == 1 and isinstance(objs[0], Symbol)
+                    and isinstance(extent.node, A.Name)):
+                sym = next(n for n, s in self._asm.syms.items() if s is objs[0])
+                self._symbols[sym] = size
+            elif getattr(ax, "size", None) != size:
+                raise user_error(span, f"`set_axis_sizes`: `{name}` is `{ax!r}`, whose extent "
+                                 f"is fixed when the workload compiles, so it cannot be {size}",
+                                 "size it at run time with a symbol: `DenseDyn(symbol_u64"
+                                 f"(\"{name}_n\", {getattr(ax, 'size', None) or 1}))`",
+                                 cls=ExecutionError)
+
+    def set_symbol_f32(self, name: str, value: float) -> None:
+        """The prototype's f32 symbol, read by a kernel's scalar argument through
+        `pto_wsp.types.Symbol`: refused as that is. A scalar argument is given in the call or
+        by its default, and wspc's run-time symbols are integers."""
+        raise user_error(here(), "`set_symbol_f32` is not supported: wspc's run-time symbols "
+                         "are integers, and a kernel's scalar argument is given in the call",
+                         "pass the value as the scalar argument (`k[b](x=X[b], eps=1e-6)`), or "
+                         "an integer with `set_symbol_u64`", cls=ExecutionError)
+
+    def register_kernel(self, name: str, impl: Any, *, pass_task: bool = False) -> None:
+        """The prototype's Python kernel bodies for its simulator (which its own code-
+        generating mode refuses too): kernels run the code compiled from their bodies."""
+        raise user_error(here(), "`register_kernel` is not supported by wspc: kernels run the "
+                         "code compiled from their `@kernel` bodies",
+                         "write the body with `pto.*` calls or in C++ (`@kernel(cpp_src=...)`); "
+                         "on ref an extern kernel's NumPy meaning is "
+                         "`ptowsp.backends.ref.register_extern`", cls=CompileError)
 
     def set_symbol_ptr(self, name: str, array: Any) -> None:
         """Bind the data of the workload's input tensor `name` (index data, lengths, routing
@@ -397,21 +450,35 @@ class ProgramTrace:
         for i in range(len(ev)):
             e = ev[i]
             k = int(e["kernel"])
-            out.append({"task": i, "kernel": tr.kernel_names[k] if 0 <= k < len(tr.kernel_names) else str(k),
-                        "coords": [int(c) for c in e["coords"][:int(e["ncoords"])]],
-                        "dispatcher": int(e["dispatcher"]), "stream": int(e["stream"]),
-                        "worker": int(e["worker"]), "start_ns": int(e["start_ns"]),
-                        "end_ns": int(e["end_ns"])})
+            out.append(TaskEvent(
+                {"task": i, "kernel": tr.kernel_names[k] if 0 <= k < len(tr.kernel_names) else str(k),
+                 "coords": [int(c) for c in e["coords"][:int(e["ncoords"])]],
+                 "dispatcher": int(e["dispatcher"]), "stream": int(e["stream"]),
+                 "worker": int(e["worker"]), "start_ns": int(e["start_ns"]),
+                 "end_ns": int(e["end_ns"])}))
         return out
 
     def get_task_events(self) -> list:
-        """One dict per task: kernel, coordinates, dispatcher, stream, worker, times (ns)."""
+        """One `TaskEvent` per task: kernel, coordinates, dispatcher, stream, worker, times."""
         return self._task_dicts()
 
-    def get_kernel_events(self, name: str) -> list:
-        """The tasks of kernel `name` (its specialisations included)."""
-        return [d for d in self._task_dicts()
-                if d["kernel"] == name or re.split(r"__|\+", d["kernel"])[0] == name]
+    def get_events(self, category: Optional[str] = None) -> list:
+        """The prototype's events by category: a task is one kernel invocation, so `"task"`,
+        `"kernel"` and None give the task events, any other category none."""
+        return self._task_dicts() if category in (None, "task", "kernel") else []
+
+    def get_kernel_events(self, name: Optional[str] = None) -> list:
+        """The tasks of kernel `name` (its specialisations included); every task without one."""
+        return [d for d in self._task_dicts() if name is None or d["kernel"] == name
+                or re.split(r"__|\+", d["kernel"])[0] == name]
+
+    def total_time_ms(self) -> float:
+        """Wall-clock time from the first task's start to the last one's end (the prototype's)."""
+        return float(self.summary()["wall_time_ms"])
+
+    def kernel_time_ms(self) -> float:
+        """The tasks' run times, summed (the prototype's)."""
+        return float(self.summary()["kernel_time_ms"])
 
     def summary(self) -> TraceSummary:
         """The run's figures (`tasks`, `kernel_time_ms`, `avg_task_time_us`, `wall_time_ms`,
@@ -423,17 +490,40 @@ class ProgramTrace:
 
 
 def _summary(tr) -> TraceSummary:
-    """The summary of a backend trace (`ptowsp.backends.cpu.trace.Trace`)."""
+    """The summary of a backend trace (`ptowsp.backends.cpu.trace.Trace`), with the
+    prototype's keys too (`task_count`, `total_events` and `kernel_invocations`, each the task
+    count: a task is one event, one kernel invocation; `total_time_ms`, the wall time;
+    `unique_kernels`)."""
     ev = tr.events
     ran = ev[ev["worker"] >= 0]
     durs = ran["end_ns"] - ran["start_ns"]
+    wall = ((int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1e6) if len(ran) else 0.0
     data = {"tasks": len(tr), "kernel_time_ms": int(durs.sum()) / 1e6,
             "avg_task_time_us": (int(durs.sum()) / len(durs) / 1e3) if len(durs) else 0.0,
-            "wall_time_ms": ((int(ran["end_ns"].max()) - int(ran["start_ns"].min())) / 1e6)
-            if len(ran) else 0.0,
+            "wall_time_ms": wall,
             "total_cycles": int(tr.summary_data.get("total_cycles", 0)),
             "kernels": tr.kernel_table()}
+    data.update(task_count=len(tr), total_events=len(tr), kernel_invocations=len(tr),
+                total_time_ms=wall, unique_kernels=len(set(ev["kernel"].tolist())))
     return TraceSummary(data, tr.summary())
+
+
+class TaskEvent(dict):
+    """One task of a traced run: a dict (`task`, `kernel`, `coords`, `dispatcher`, `stream`,
+    `worker`, `start_ns`, `end_ns`) with the prototype's `TraceEvent` fields as attributes:
+    `name` (the kernel), `category` (`"task"`), `start_ns`, `end_ns`, `task_id`, `thread_id`
+    (the worker), `metadata` (coordinates, dispatcher, stream), `duration_us`,
+    `duration_ms`."""
+
+    category = "task"
+    name = property(lambda self: self["kernel"])
+    start_ns = property(lambda self: self["start_ns"])
+    end_ns = property(lambda self: self["end_ns"])
+    task_id = property(lambda self: self["task"])
+    thread_id = property(lambda self: self["worker"])
+    metadata = property(lambda self: {k: self[k] for k in ("coords", "dispatcher", "stream")})
+    duration_us = property(lambda self: (self["end_ns"] - self["start_ns"]) / 1e3)
+    duration_ms = property(lambda self: (self["end_ns"] - self["start_ns"]) / 1e6)
 
 
 class TaskResource:
@@ -534,7 +624,18 @@ class Task:
                              "(`k[b, t](...)`)", cls=ExecutionError)
         return self._resources
 
-    def get(self, name: str, default: Any = None) -> Any:
+    @property
+    def bindings(self) -> dict:
+        """The prototype's name: the coordinates by loop variable name."""
+        return dict(self.coords)
+
+    def get_axis_value(self, index: int) -> int:
+        """The prototype's positional read: coordinate `index` of the call, 0 past the end."""
+        return self.params[index] if 0 <= index < len(self.params) else 0
+
+    def get(self, name: str, default: Any = 0) -> Any:
+        """The coordinate `name` (a loop variable, or an axis the workload loops over), else
+        `default` (0, as in the prototype)."""
         if name in self.coords:
             return self.coords[name]
         if self._resolve is not None:

@@ -19,6 +19,7 @@ from .values import ScalarExpr
 class WindowMode(enum.Enum):
     STALL = "stall"
     ABORT = "abort"
+    BENCHMARK = "benchmark"  # the prototype's; refused by TaskWindow (below)
 
 
 class TaskWindow:
@@ -28,6 +29,14 @@ class TaskWindow:
     def __init__(self, size: int, unit: str = "tasks", mode: Any = WindowMode.STALL):
         self.size, self.unit = int(size), str(unit)
         self.mode = mode.value if isinstance(mode, WindowMode) else str(mode).lower()
+        if self.mode == WindowMode.BENCHMARK.value:
+            # the prototype admits a task past a full window and counts it; neither the
+            # runtime's window nor the cycle model's has such a count
+            raise user_error(here(), "`WindowMode.BENCHMARK` is not supported: wspc's window "
+                             "never admits a task past its size, and counts no overflows",
+                             "use `WindowMode.STALL` (results are the same: a window bounds "
+                             "the tasks in flight, never what they compute), or no window",
+                             cls=ScheduleError)
 
 
 class Policy:
@@ -56,13 +65,14 @@ class DispatchPolicy:
         count = num_aicpus if num_aicpus is not None else n
         return Policy("round_robin", () if count is None else (int(count),), span=here())
 
+    # `key_fn` is the prototype's keyword for the key (a lambda, a name, or a tuple of names)
     @staticmethod
-    def affinity(key: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
-        return Policy("affinity", (), num_aicpus if num_aicpus is not None else n, key, here())
+    def affinity(key_fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
+        return Policy("affinity", (), num_aicpus if num_aicpus is not None else n, key_fn, here())
 
     @staticmethod
-    def hash(key: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
-        return Policy("hash", (), num_aicpus if num_aicpus is not None else n, key, here())
+    def hash(key_fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
+        return Policy("hash", (), num_aicpus if num_aicpus is not None else n, key_fn, here())
 
     @staticmethod
     def dispatch_by(fn: Any, num_aicpus: Optional[int] = None, n: Optional[int] = None) -> Policy:
@@ -233,11 +243,31 @@ class Pools:
 
     @staticmethod
     def custom(pool_fn: Any, n: Optional[int] = None) -> Policy:
+        """`custom(key, n=N)`: pool `key mod N`. Without `n`, the prototype's form: `pool_fn`
+        gives each task a pool *name* (`PoolNames`)."""
         span = here()
         if n is None:
-            raise _graph_error(span, "`Pools.custom` needs the number of pools, `n=`",
-                               "write `Pools.custom(lambda t: t.get(\"h\") % 2, n=2)`")
+            return Policy("custom", key=PoolNames(pool_fn, span), span=span, kind="pools")
         return Policy("custom", n=int(n), key=pool_fn, span=span, kind="pools")
+
+
+class PoolNames:
+    """The prototype's pool function, which names a task's pool (`"cube"`, `"vec"`): the
+    names are numbered in the order the tasks first give them (the order the key is traced,
+    or tabulated on the host over the tasks' coordinates, host_keys.py), and there are as
+    many pools as names. A function that gives integers needs `n=`."""
+
+    def __init__(self, fn: Any, span: A.Span):
+        self.fn, self.span, self.names = fn, span, {}
+
+    def __call__(self, task: Any) -> int:
+        v = self.fn(task)
+        if isinstance(v, str):
+            return self.names.setdefault(v, len(self.names))
+        raise _graph_error(self.span, "`Pools.custom` needs the number of pools, `n=`, for a "
+                           "key that is not a pool name",
+                           "write `Pools.custom(lambda t: t.get(\"h\") % 2, n=2)`, or return "
+                           "pool names (`\"cube\"`, `\"vec\"`)")
 
 
 class TaskGraphConfig:
@@ -265,6 +295,6 @@ class TaskProxy:
         return self._resolve(name, self._span)
 
 
-__all__ = ["WindowMode", "TaskWindow", "Policy", "DispatchPolicy", "TimingPolicy", "TaskProxy",
+__all__ = ["WindowMode", "TaskWindow", "Policy", "PoolNames", "DispatchPolicy", "TimingPolicy", "TaskProxy",
            "DepsMode", "Deps", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools",
            "TaskGraphConfig"]

@@ -264,10 +264,68 @@ class ScalarExpr:
     def __ge__(self, o): return self._bin(">=", o)
     def __eq__(self, o): return self._bin("==", o)  # type: ignore[override]
     def __ne__(self, o): return self._bin("!=", o)  # type: ignore[override]
-    def __and__(self, o): return self._bin("and", o)
-    def __rand__(self, o): return self._bin("and", o, True)
-    def __or__(self, o): return self._bin("or", o)
-    def __ror__(self, o): return self._bin("or", o, True)
+    def __and__(self, o): return self._bits("&", o)
+    def __rand__(self, o): return self._bits("&", o, True)
+    def __or__(self, o): return self._bits("|", o)
+    def __ror__(self, o): return self._bits("|", o, True)
+    def __xor__(self, o): return self._bits("^", o)
+    def __rxor__(self, o): return self._bits("^", o, True)
+    def __lshift__(self, o): return self._bits("<<", o)
+    def __rshift__(self, o): return self._bits(">>", o)
+
+    def _bits(self, op: str, o: Any, reverse: bool = False) -> "ScalarExpr":
+        """`&` / `|` of conditions are `and` / `or` (the seeds' spelling). On integers they
+        are the prototype's u64 bit operations, which the language has only where they are
+        arithmetic: `x & (2**k - 1)` is `x % 2**k`, `x << k` is `x * 2**k` and `x >> k` is
+        `x // 2**k` for a Python integer k (slots, symbols and coordinates are not negative).
+        Any other bit operation is an error at the line, never a silent `and`."""
+        span = here(3)
+        other = as_scalar(o, span)
+        if op in ("&", "|") and (_is_condition(self.node) or _is_condition(other.node)):
+            return self._bin("and" if op == "&" else "or", o, reverse)
+        k = o if isinstance(o, int) and not isinstance(o, bool) and not reverse else None
+        if op == "&" and k is not None and k >= 0 and k & (k + 1) == 0:
+            return self._bin("%", k + 1)
+        if op in ("<<", ">>") and k is not None and 0 <= k < 63:
+            return self._bin("*" if op == "<<" else "/", 1 << k)
+        raise user_error(span, f"`{op}` on the run-time integer `{self}` is a bit operation, "
+                         "which wspc's expressions do not have",
+                         "masks `x & (2**k - 1)` and shifts `x << k`, `x >> k` by a Python integer "
+                         "k work (as `%`, `*`, `//`); for conditions, compare first: "
+                         "`(x > 0) & (y > 0)`")
+
+    def where(self, then: Any, otherwise: Any) -> "ScalarExpr":
+        """The prototype's `pred.where(a, b)`: `a` where the condition holds, else `b`, as
+        `b + (a - b) * ind`, `ind` the condition's 0/1 value (`_indicator`)."""
+        span = here()
+        if not _is_condition(self.node):
+            raise user_error(span, f"`{self}` is not a condition, so it has no `where`",
+                             "compare it first: `(x > 0).where(a, b)`")
+        a, b = as_scalar(then, span), as_scalar(otherwise, span)
+        node = A.Binary("+", b.node, A.Binary("*", A.Binary("-", a.node, b.node, span, span=span),
+                                              _indicator(self.node, span), span, span=span),
+                        span, span=span)
+        return ScalarExpr(node, _combine_objs(self, a, b))
+
+    def cast_bool(self) -> "ScalarExpr":
+        """A condition as it is; an integer `x` as `x != 0`."""
+        if _is_condition(self.node):
+            return self
+        span = here()
+        return ScalarExpr(A.Binary("!=", self.node, A.IntLit(0, span=span), span, span=span),
+                          self.objs)
+
+    def cast_i64(self) -> "ScalarExpr":
+        """An integer as it is (64-bit throughout); a condition as its 0/1 value."""
+        if _is_condition(self.node):
+            return ScalarExpr(_indicator(self.node, here()), self.objs)
+        return self
+
+    cast_u64 = cast_i64
+
+    def to_debug_str(self) -> str:
+        """The expression as `.wsp` writes it (the prototype's debug rendering)."""
+        return repr(self)
 
     def __truediv__(self, o):
         raise user_error(here(), "`/` on a run-time integer is not Python's true division",
@@ -405,10 +463,22 @@ class Symbol:
     def __ne__(self, o): return self._b("__ne__", o)  # type: ignore[override]
     __hash__ = object.__hash__
 
+    def __and__(self, o): return self._b("__and__", o)
+    def __or__(self, o): return self._b("__or__", o)
+    def __xor__(self, o): return self._b("__xor__", o)
+    def __lshift__(self, o): return self._b("__lshift__", o)
+    def __rshift__(self, o): return self._b("__rshift__", o)
+
     def cast_i64(self) -> "Symbol":
         return self
 
     cast_u64 = cast_i64
+
+    def cast_bool(self) -> ScalarExpr:
+        return self.expr(here()).cast_bool()
+
+    def to_debug_str(self) -> str:
+        return self.name
 
     def __repr__(self) -> str:
         return f"symbol({self.name!r})"
@@ -419,10 +489,46 @@ def symbol_u64(name: str, default: Optional[int] = None) -> Symbol:
     return Symbol(str(name), default)
 
 
-# the seeds' ScalarExpr casts: integers are 64-bit throughout, so they change nothing
-ScalarExpr.cast_i64 = lambda self: self  # type: ignore[attr-defined]
-ScalarExpr.cast_u64 = lambda self: self  # type: ignore[attr-defined]
-ScalarExpr.cast_bool = lambda self: self  # type: ignore[attr-defined]
+_COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+def _is_condition(node: A.Expr) -> bool:
+    """Whether a scalar expression is a condition (comparisons, `and`, `or`, `not`, a bool)."""
+    if isinstance(node, A.BoolLit):
+        return True
+    if isinstance(node, A.Unary):
+        return node.op == "not"
+    return isinstance(node, A.Binary) and node.op in (*_COMPARISONS, "and", "or")
+
+
+def _indicator(node: A.Expr, span: A.Span) -> A.Expr:
+    """The condition `node` as an integer, 1 where it holds and 0 elsewhere, in the operators
+    the language has (no conditional expression, no bool-to-int cast): on integers `x > y`
+    holds exactly when `min(1, max(0, x - y))` is 1, and `x == y` when `abs(x - y)` is 0."""
+    def call(name: str, *args: A.Expr) -> A.Expr:
+        return A.Call(A.Name(name, span=span), tuple(args), span=span)
+
+    def binary(op: str, a: A.Expr, b: A.Expr) -> A.Expr:
+        return A.Binary(op, a, b, span, span=span)
+
+    one, zero = A.IntLit(1, span=span), A.IntLit(0, span=span)
+    if isinstance(node, A.BoolLit):
+        return one if node.value else zero
+    if isinstance(node, A.Unary):  # `not`
+        return binary("-", one, _indicator(node.operand, span))
+    op, a, b = node.op, node.left, node.right
+    if op == "and":
+        return binary("*", _indicator(a, span), _indicator(b, span))
+    if op == "or":
+        return call("max", _indicator(a, span), _indicator(b, span))
+    if op in ("<", "<="):
+        op, a, b = {"<": ">", "<=": ">="}[op], b, a
+    if op == ">":
+        return call("min", one, call("max", zero, binary("-", a, b)))
+    if op == ">=":
+        return call("min", one, call("max", zero, binary("+", binary("-", a, b), one)))
+    differs = call("min", one, call("abs", binary("-", a, b)))
+    return differs if op == "!=" else binary("-", one, differs)
 
 
 class LoopVar(ScalarExpr):
@@ -1018,12 +1124,18 @@ class Channel:
 
 
 class Event:
-    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7)."""
+    """A rendezvous channel for `record` / `synchronize` / `query` (language.md section 7).
+    `depth` is the prototype's (its `Event` is a `Channel`): wspc's `record` never blocks and
+    keeps no count of signals, so any depth means the same (docs/python.md)."""
 
-    def __init__(self, name: Optional[str] = None):
+    def __init__(self, name: Optional[str] = None, depth: int = 0):
         self._span = here()
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise user_error(self._span, f"an event's depth is a non-negative integer, not "
+                             f"{depth!r}", "the prototype writes `Event(\"e\", depth=0)`")
         self.name = name or stored_name(user_frame()) or "ev"
         self._wsp_name = wsp_ident(self.name)
+        self.depth = depth
 
     def __repr__(self) -> str:
         return f"Event({self.name!r})"

@@ -11,6 +11,11 @@ emits a `CallStmt`. Python control flow on run-time values is an error at its li
 `assemble.assemble(w)` turns a `Workload` into one `SourceFile`, checked by the same checker
 as a parsed file; `to_wsp(w)` prints that `SourceFile` as `.wsp` text. Schedule policies are
 in `schedule.py`, kernels in `kernel.py`, CSP in `csp.py`.
+
+Why one file: `P`'s loops and blocks, the composition builders and `Workload` are one trace's
+three faces (a builder called outside a workload is a `Workload` of its own, and a `Workload`
+called inside one inlines its statements), so splitting them would make the layers of
+`__init__.py` import in a cycle.
 """
 
 from __future__ import annotations
@@ -26,12 +31,21 @@ from ..api import Program as _RuntimeProgram
 from ..diagnostics import InternalError, WspError
 from ..frontend import ast as A
 from .assemble import assemble, build_module
-from .axes import Axis, AxisIndex, Sparse, axis_expr
-from .errors import ScheduleError, from_wsp, user_error
+from .axes import Axis, AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
+from .errors import CompileError, ScheduleError, from_wsp, user_error
 from .host_keys import host_key
 from .names import wsp_ident
 from .program import EmittedProgram, Program, enumerate_tasks
-from .schedule import Deps, DepsMode, Policy, TaskGraphConfig, TaskProxy, TaskWindow, WindowMode
+from .schedule import (
+    Deps,
+    DepsMode,
+    Policy,
+    PoolNames,
+    TaskGraphConfig,
+    TaskProxy,
+    TaskWindow,
+    WindowMode,
+)
 from .source import def_span, here, stored_names, user_frame
 from .trace import Fragment, Trace, current, pop, push, tracing
 from .values import (
@@ -58,6 +72,8 @@ class _Loop:
     def __init__(self, kind: str, spelling: str, axes: tuple, span: A.Span):
         self.kind, self.spelling, self.axes, self.span = kind, spelling, axes, span
         self.state = 0
+        self.row: Optional[str] = None  # the row variable of a `Sparse(indices)` (axes.py)
+        self.given: Optional[list] = None  # the prototype's `names=` / `name=`
 
     def __iter__(self) -> "_Loop":
         return self
@@ -70,12 +86,14 @@ class _Loop:
                                  "loop inside a `@workload` function, or use "
                                  "`for_each(axis, lambda i: ...)`")
             self.trace = t
-            names = stored_names(user_frame()) or []
+            names = self.given or stored_names(user_frame()) or []
             n = len(self.axes)
             if len(names) != n:
                 base = names[0] if len(names) == 1 else "i"
                 names = [f"{base}{k}" for k in range(n)]
             self.names = [wsp_ident(x) for x in names]
+            if self.row is not None:
+                t.open()  # the row loop's body (wrap_row)
             self.nodes = tuple(axis_expr(a, t, self.span) for a in self.axes)
             t.open()
             self.state = 1
@@ -87,6 +105,8 @@ class _Loop:
             body = t.close()
             t.emit(A.ForLoop(tuple(A.Name(x, span=self.span) for x in self.names), self.kind,
                              self.nodes, tuple(body), self.spelling, span=self.span))
+            if self.row is not None:
+                wrap_row(t, self.axes[0], self.row, t.close(), self.span)
         raise StopIteration
 
 
@@ -195,27 +215,49 @@ def pipe_node(stmts: list, span: A.Span) -> A.Pipe:
     return A.Pipe(tuple(body), span=span)
 
 
+def _named(loop: _Loop, names: Any, span: A.Span) -> _Loop:
+    """`loop` with the prototype's `names=["b", "h"]` (or `name="i"`) as its variables."""
+    if names is None:
+        return loop
+    given = [names] if isinstance(names, str) else \
+        list(names) if isinstance(names, (list, tuple)) else None
+    if given is None or len(given) != len(loop.axes) or not all(isinstance(n, str) for n in given):
+        raise user_error(span, f"`{loop.spelling}` names its {len(loop.axes)} loop "
+                         f"variable{'s' if len(loop.axes) > 1 else ''} with as many strings, "
+                         f"not {names!r}")
+    loop.given = given
+    return loop
+
+
 class _P:
     """Loop constructors with explicit parallelism (the seeds' `P`)."""
 
-    def __call__(self, *axes: Any) -> _Loop:
-        """`for b, h in P(batch, heads):` a parallel grid (iterations independent)."""
-        return self._loop("grid", "P", axes)
+    def __call__(self, *axes: Any, names: Any = None) -> _Loop:
+        """`for b, h in P(batch, heads):` a parallel grid (iterations independent);
+        `for e in P(s):` of a `Sparse(indices)` is `P.sel(s)`. `names=` (the prototype's)
+        names the loop variables instead of the `for` target, as `name=` of `P.seq` / `P.sel`
+        does: the names schedule keys use (`t.get("b")`)."""
+        if len(axes) == 1 and isinstance(axes[0], Sparse) and axes[0].flat:
+            return _named(self.sel(axes[0], _span=here()), names, here())
+        return _named(self._loop("grid", "P", axes), names, here())
 
-    def grid(self, *axes: Any) -> _Loop:
-        return self._loop("grid", "P.grid", axes)
+    def grid(self, *axes: Any, names: Any = None) -> _Loop:
+        return _named(self._loop("grid", "P.grid", axes), names, here())
 
-    def seq(self, axis: Any) -> _Loop:
+    def seq(self, axis: Any, name: Any = None) -> _Loop:
         """`for i in P.seq(n):` every task of iteration i finishes before i + 1 starts."""
-        return self._loop("seq", "P.seq", (axis,))
+        return _named(self._loop("seq", "P.seq", (axis,)), name, here())
 
-    def sel(self, sparse: Any) -> _Loop:
+    def sel(self, sparse: Any, name: Any = None, _span: Optional[A.Span] = None) -> _Loop:
         """`for e in P.sel(routing[b]):` over the coordinates a sparse axis selects."""
-        span = here()
+        span = _span or here()
+        sparse, row = flat_selection(sparse, span)
         if not (isinstance(sparse, AxisIndex) and isinstance(sparse.axis, Sparse)):
             raise user_error(span, "`P.sel` iterates a sparse axis at an outer index",
                              "write `for e in P.sel(routing[b]):` with `routing = Sparse(...)`")
-        return _Loop("sel", "P.sel", (sparse,), span)
+        loop = _Loop("sel", "P.sel", (sparse,), span)
+        loop.row = row
+        return _named(loop, name, span)
 
     def _loop(self, kind: str, spelling: str, axes: tuple) -> _Loop:
         span = here(3)
@@ -475,7 +517,13 @@ def _check_closed(t: Trace, depth: int, span: A.Span, fn) -> None:
 
 
 def workload(fn=None, **options):
-    """`@workload`: the function's body (with `P` loops and kernel calls) is a workload."""
+    """`@workload`: the function's body (with `P` loops and kernel calls) is a workload. The
+    prototype's `type_check=` and `fail_on_type_error=` are accepted: wspc always checks, and
+    a workload's errors are raised (`workload.type_errors` lists them without raising)."""
+    unknown = sorted(set(options) - {"type_check", "fail_on_type_error"})
+    if unknown:
+        raise user_error(here(), f"`@workload` has no option `{unknown[0]}`",
+                         "its options are the prototype's `type_check` and `fail_on_type_error`")
     if fn is None:
         return lambda f: WorkloadFunction(f)
     return WorkloadFunction(fn)
@@ -529,6 +577,26 @@ class Workload(Fragment):
         w = self._with_none()
         w.module_name = wsp_ident(str(name))
         return w
+
+    def with_params(self, *params: Any) -> "Workload":
+        """The prototype's parameter names for its IR: refused (wspc names the axes after
+        the Python variables holding them, and a workload here takes no parameters)."""
+        raise user_error(here(), "`with_params` is not supported: the workload's axes are "
+                         "named after the Python variables that hold them",
+                         "drop the call; `.named(name)` names the module")
+
+    @property
+    def type_errors(self) -> list:
+        """The prototype's builder-time type errors: the diagnostics wspc's checker finds in
+        this workload now (empty when it checks); `has_type_errors()` says whether any."""
+        try:
+            self.module()
+        except CompileError as err:
+            return list(err.diagnostics)
+        return []
+
+    def has_type_errors(self) -> bool:
+        return bool(self.type_errors)
 
     def _with_none(self) -> "Workload":
         w = Workload(self.name, self.stmts, self.refs, self.span, self.combinators)
@@ -607,8 +675,9 @@ class Workload(Fragment):
         kwargs: list = []
         if p.key is not None:
             args.append(self._key(p.key, p.span if p.span.line else span))
-        if p.n is not None:
-            kwargs.append(A.Keyword("n", A.IntLit(int(p.n), span=span), span=span))
+        n = len(p.key.names) if isinstance(p.key, PoolNames) else p.n  # after the key ran
+        if n is not None:
+            kwargs.append(A.Keyword("n", A.IntLit(int(n), span=span), span=span))
         if p.priority is not None:  # `interleaved(n, priority = s)`, at the policy's line
             ps = p.span if p.span.line else span
             kwargs.append(A.Keyword("priority", A.IntLit(int(p.priority), span=ps), span=ps))

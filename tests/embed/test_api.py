@@ -284,6 +284,39 @@ def test_record_after_a_statement_another_construct_took():
         w()
 
 
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_query_in_a_workload_after_synchronize_is_true(target):
+    """The prototype's `pto_wsp.csp` events in a workload: `query(ev)` is a run-time condition,
+    true once the tasks `record(ev)` marks have finished, which `synchronize(ev)` has waited
+    for; so `P.when(query(ev))` runs and `P.when(~query(ev))` does not."""
+    from pto_wsp.csp import Event as CspEvent
+    from pto_wsp.csp import query, record, synchronize
+
+    x = np.full((4, 8), 2.0, np.float32)
+    a, b, c = np.zeros_like(x), np.zeros_like(x), np.zeros_like(x)
+    X, A_, B, C = Tensor(data=x), Tensor(data=a), Tensor(data=b), Tensor(data=c)
+    ev = CspEvent("wrote_a", depth=0)  # the prototype's rendezvous spelling
+    with pytest.raises(CompileError, match="an event's depth is a non-negative integer, not -1"):
+        CspEvent("bad", depth=-1)
+
+    @workload
+    def w():
+        plus3[0](x=X, y=A_)
+        record(ev)
+        synchronize(ev)
+        with P.when(query(ev)):
+            copy_tile[0](x=A_, y=B)
+        with P.when(~query(ev)):
+            copy_tile[0](x=X, y=C)
+
+    program = w().compile(target=target)
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(b, x + 3)
+    assert not c.any()
+    assert "when query(wrote_a) {" in assert_roundtrip(w())
+
+
 def test_compile_for_ascend_npu_writes_the_cann_tree(tmp_path, monkeypatch):
     """The seeds' `workload.compile(target="ascend_npu")`: the tree a toolchain builds, in
     `codegen_artifact_dir` (the build cache by default, or `output_dir=`), the same files the
@@ -446,8 +479,9 @@ def test_host_side_channels_try_send_close_and_their_errors():
     assert try_send(ch, 1) and try_send(ch, 2)
     assert ch.size() == 2 and ch.full()
     assert try_send(ch, 3) is False and ch.size() == 2  # full: not sent, not an error
-    with pytest.raises(ChannelFull, match="channel `q` is full \\(2 of 2 items\\)"):
+    with pytest.raises(ChannelFull, match="channel `q` is full \\(2 of 2 items\\)") as full:
         send(ch, 3)
+    assert (full.value.channel_name, full.value.capacity) == ("q", 2)  # the prototype's fields
     assert Channel("r", depth=0).full()  # a rendezvous has no room on the host
     assert try_send(Channel("one"), 1) is True  # depth 1 by default
     ch.close()
@@ -455,8 +489,9 @@ def test_host_side_channels_try_send_close_and_their_errors():
     assert not ch.is_open()
     with pytest.raises(ChannelClosed, match="`try_send` to channel `q`, which was closed at .*test_api.py:"):
         try_send(ch, 4)
-    with pytest.raises(ChannelClosed, match="`send` to channel `q`"):
+    with pytest.raises(ChannelClosed, match="`send` to channel `q`") as closed:
         send(ch, 4)
+    assert closed.value.channel_name == "q"
     assert issubclass(ChannelClosed, pto_wsp.ChannelError) and issubclass(ChannelFull, pto_wsp.ChannelError)
 
     X = Tensor(data=np.zeros((4, 8), np.float32))
@@ -518,6 +553,63 @@ def test_tutorial_ragged_offsets(target):
     assert program.stats.task_count == 5
 
 
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+@pytest.mark.parametrize("form", ["P", "P.sel", "select", "select outside"])
+def test_tutorial_sparse_indices(target, form):
+    """The tutorial's one-argument `Sparse(indices)`: one selection, iterated unindexed by
+    `P(s)`, `P.sel(s)` or the prototype's `select(s, fn)`; each index is visited once, in
+    order."""
+    from pto_wsp.primitives import select
+
+    x = np.random.default_rng(6).random((6, 8)).astype(np.float32)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+    chosen = [4, 1, 5]
+    experts = Sparse(np.array(chosen))
+
+    def body(e):
+        double_row[e](x=X[e], y=Y[e])
+
+    if form == "select outside":
+        program = select(experts, lambda e: body(e)).compile(target=target)
+    else:
+        @workload
+        def w():
+            if form == "P":
+                for e in P(experts):
+                    body(e)
+            elif form == "P.sel":
+                for e in P.sel(experts):
+                    body(e)
+            else:
+                select(experts, body)
+
+        program = w().compile(target=target)
+        text = assert_roundtrip(w())
+        assert ("for experts_row in P(experts_outer) {\n        for e in P.sel(experts[experts_row])"
+                in text)
+        assert [t.get("e") for t in w().enumerate()] == chosen
+    program.execute()
+    program.synchronize()
+    want = np.zeros_like(x)
+    want[chosen] = x[chosen] * 2
+    np.testing.assert_array_equal(y, want)
+
+
+def test_tutorial_sparse_indices_is_iterated_alone():
+    s = Sparse([1, 2])
+    X = Tensor(data=np.zeros((4, 8), np.float32))
+
+    @workload
+    def w():
+        for e in P.seq(s):
+            double_row[e](x=X[e], y=X[e])
+
+    with pytest.raises(CompileError, match="`Sparse\\(indices\\)` is iterated alone, as a selection") as info:
+        w()
+    assert "write `for e in P(s):` or `for e in P.sel(s):`" in str(info.value)
+
+
 def test_tutorial_axis_forms_with_bad_offsets():
     with pytest.raises(CompileError, match="the offsets must not decrease, but offsets\\[1\\] = 4 "
                        "and offsets\\[2\\] = 2"):
@@ -525,8 +617,8 @@ def test_tutorial_axis_forms_with_bad_offsets():
     with pytest.raises(CompileError, match="needs at least one offset"):
         Ragged(np.zeros(0, np.int64))
     assert Ragged([3]).outer_size == 0  # one offset: no rows
-    with pytest.raises(CompileError, match="`Sparse\\(indices\\)` is not supported"):
-        Sparse([5, 0, 7])
+    with pytest.raises(CompileError, match="`Sparse` takes the outer axis, `indptr` and `indices`"):
+        Sparse([0.5, 1.5])  # not indices: the CSR form, short of its arguments
     with pytest.raises(CompileError, match="`Ragged` takes the outer axis and the lengths"):
         Ragged(4)  # an extent alone is not a list of offsets
 
@@ -755,6 +847,19 @@ def test_slots_and_cond_in_builder_style():
     (lambda w: w.timing(TimingPolicy.rate_limit(1.5)), ".timing(rate_limit(1.5))"),
     (lambda w: w.task_graph(window=64, mode=ptowsp.WindowMode.ABORT),
      ".task_graph(window = 64, mode = abort)"),
+    # the prototype's keywords (its schedule.py)
+    (lambda w: w.dispatch(DispatchPolicy.affinity(key_fn=lambda t: t.get("i"), num_aicpus=2)),
+     ".dispatch(affinity(i, n = 2))"),
+    (lambda w: w.dispatch(DispatchPolicy.hash(key_fn=lambda t: t.get("i") * 3)),
+     ".dispatch(hash(i * 3))"),
+    (lambda w: w.dispatch(DispatchPolicy.dispatch_by(fn=lambda t: t.get("i") % 2)),
+     ".dispatch(dispatch_by(i % 2))"),
+    (lambda w: w.timing(TimingPolicy.interleaved(streams=2)).streams(2),
+     ".timing(interleaved(2))"),
+    (lambda w: w.timing(TimingPolicy.rate_limit(tasks_per_ms=4)), ".timing(rate_limit(4))"),
+    (lambda w: w.task_graph(window=ptowsp.TaskWindow(size=16, unit="tasks",
+                                                    mode=ptowsp.WindowMode.STALL)),
+     ".task_graph(window = 16, unit = tasks, mode = stall)"),
 ])
 def test_schedule_policies_print_and_round_trip(chain, expected):
     X, Y = Tensor(data=np.zeros((4, 1, 8), np.float32)), Tensor(data=np.zeros((4, 1, 8), np.float32))

@@ -573,7 +573,7 @@ def test_a_hot_tensor_placed_in_ub_costs_fewer_simulated_cycles():
 
     x = np.random.default_rng(15).random((8, 16, 512)).astype(np.float32)
     cycles = {}
-    for loc in (None, Location.L2, Location.UB, "l1"):
+    for loc in (None, Location.L2, Location.UB, Location.L1):
         X, Y = Tensor(data=x, location=loc), Tensor(data=np.zeros_like(x))
         w = _wide(X, Y)
         program = w().dispatch(DispatchPolicy.round_robin(4)).compile()
@@ -584,6 +584,14 @@ def test_a_hot_tensor_placed_in_ub_costs_fewer_simulated_cycles():
         if loc is Location.UB:
             assert "input X: f32[8, 16, 512], location = ub" in helpers.assert_roundtrip(w())
     assert cycles["None"] > cycles["l2"] > cycles["l1"] > cycles["ub"]
+    # the words, in any case, are the members (`Location.Global` is the default's cost)
+    X = Tensor(data=x, location="L1")
+    assert X.location == Location.L1.value == "l1"
+    X, Y = Tensor(data=x, location=Location.Global), Tensor(data=np.zeros_like(x))
+    program = _wide(X, Y)().dispatch(DispatchPolicy.round_robin(4)).compile()
+    program.execute()
+    program.synchronize()
+    assert program.stats.total_cycles == cycles["None"]
 
 
 def test_unknown_location():

@@ -292,6 +292,17 @@ def test_each_trace_level_keeps_what_it_says_and_no_more():
     events = tr.get_task_events()
     assert len(events) == 8 and all(e["end_ns"] >= e["start_ns"] for e in events)
     assert tr.summary()["tasks"] == 8
+    # the prototype's ExecutionTrace / TraceEvent spellings, on the same events
+    e = events[0]
+    assert (e.name, e.category, e.task_id, e.thread_id) == (e["kernel"], "task", 0, e["worker"])
+    assert e.duration_us == (e.end_ns - e.start_ns) / 1e3 and e.metadata["coords"] == e["coords"]
+    assert tr.get_events() == tr.get_events("kernel") == events and tr.get_events("sync") == []
+    assert tr.get_kernel_events() == events
+    s = tr.summary()
+    assert s["task_count"] == s["total_events"] == s["kernel_invocations"] == 8
+    assert s["unique_kernels"] == len({d["kernel"] for d in events})
+    assert tr.total_time_ms() == s["total_time_ms"] == s["wall_time_ms"] > 0
+    assert tr.kernel_time_ms() == s["kernel_time_ms"] == pytest.approx(sum(d.duration_ms for d in events))
 
     program.enable_tracing("full")
     program.execute()
@@ -331,6 +342,10 @@ def test_enumerated_tasks_name_the_regions_they_access():
     assert len(tasks) == 4
     t = tasks[3]
     assert (t.get("b"), t.get("t")) == (1, 1)
+    # the prototype's Task: `bindings`, positional `get_axis_value`, and `get`'s default 0
+    assert t.bindings == {"b": 1, "t": 1} and tasks[2].get_axis_value(0) == 1
+    assert tasks[2].get_axis_value(1) == 0 and t.get_axis_value(2) == 0
+    assert t.get("nothing") == 0 and t.get("nothing", -1) == -1
     res = t.resources
     assert list(res) == ["input", "acc"]
     src, dst = res["input"], res["acc"]

@@ -305,6 +305,239 @@ def test_scalar_expr_module():
     assert d.message == "a str cannot be used in a run-time expression"
 
 
+@kernel
+def copy_row(x: In[Tile[1, 4, F32]], y: Out[Tile[1, 4, F32]]):
+    pto.store(y, x)
+
+
+@pytest.mark.parametrize("target", ["cpu_sim", "ref"])
+def test_scalar_expr_operators_as_the_prototype_writes_them(target):
+    """The prototype's `Expr` operators on wspc's expressions: `pred.where(a, b)`, the casts
+    between conditions and integers, masks `x & (2**k - 1)` and shifts by a Python integer,
+    `&` / `|` / `~` of conditions; each row index below is checked against the same formula
+    computed in Python."""
+    from pto_wsp import P, workload
+    from pto_wsp.primitives import slot_set_u64
+    from pto_wsp.scalar_expr import axis, slot_bool, slot_i64, slot_u64
+
+    x = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    outs = [np.full((8, 4), -1.0, np.float32) for _ in range(5)]
+    X, Y0, Y1, Y2, Y3, Y4 = Tensor(data=x), *(Tensor(data=o) for o in outs)
+
+    @workload
+    def w():
+        slot_set_u64(0, 5)
+        slot_set_u64(1, 1)
+        for b in P(8):
+            copy_row[b](x=X[(b < 4).where(b + 4, b - 4) + slot_i64(2)], y=Y0[b])  # halves swapped
+            copy_row[b](x=X[b >> 1], y=Y1[b])
+            copy_row[b](x=X[(b << 1) % 8], y=Y2[b])
+            copy_row[b](x=X[b + ((b == 3) | (b >= slot_u64(0))).cast_i64() - (b >= 5).cast_u64()],
+                        y=Y3[b])
+            with P.when(((b & 1) == 1) & ~(axis("b") > 6) & (b * 0 + 1).cast_bool() & slot_bool(1)):
+                copy_row[b](x=X[b], y=Y4[b])
+
+    assert "(b < 4).where" not in (text := assert_roundtrip(w()))
+    assert "when b % 2 == 1 and not b > 6 and b * 0 + 1 != 0 and slot(1) != 0 {" in text
+    p = w().compile(target=target)
+    p.execute()
+    p.synchronize()
+    rows = {0: [b + 4 if b < 4 else b - 4 for b in range(8)],
+            1: [b >> 1 for b in range(8)],
+            2: [(b << 1) % 8 for b in range(8)],
+            3: [b + int(b == 3 or b >= 5) - int(b >= 5) for b in range(8)]}
+    for i, want in rows.items():
+        np.testing.assert_array_equal(outs[i], x[want], err_msg=f"Y{i}")
+    picked = [b for b in range(8) if b & 1 and not b > 6]
+    np.testing.assert_array_equal(outs[4][picked], x[picked])
+    assert (outs[4][[b for b in range(8) if b not in picked]] == -1).all()
+
+
+def test_scalar_expr_bit_operations_wspc_has_not_are_errors_at_the_line():
+    from pto_wsp import P, workload
+    from pto_wsp.scalar_expr import slot_u64, symbol_u64
+
+    X = Tensor(data=np.zeros((8, 4), np.float32))
+
+    def rows_by(op):
+        @workload
+        def w():
+            for b in P(8):
+                copy_row[b](x=X[op(b)], y=X[b])
+
+        return w
+
+    for op in (lambda b: b ^ 1, lambda b: b & 6, lambda b: b | 1, lambda b: b << b,
+               lambda b: symbol_u64("bits") & 5):
+        with pytest.raises(ptowsp.CompileError) as info:
+            rows_by(op)()
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE
+        assert "is a bit operation, which wspc's expressions do not have" in d.message
+    with pytest.raises(ptowsp.CompileError, match="is not a condition, so it has no `where`"):
+        slot_u64(1).where(1, 2)
+    assert slot_u64(2).to_debug_str() == "slot(2)" and symbol_u64("bits").to_debug_str() == "bits"
+
+
+def test_the_prototypes_program_and_workload_methods():
+    """`program.set_axis_sizes` sizes a `DenseDyn` axis whose extent is a symbol (checked
+    against NumPy), `Workload.type_errors` / `has_type_errors()` are the checker's findings,
+    and the prototype's simulator and IR hooks (`register_kernel`, `set_symbol_f32`,
+    `with_params`) are errors at the user's line saying what to write."""
+    from pto_wsp import Dense, DenseDyn, ExecutionError, P, symbol_u64, workload
+
+    x = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    y = np.zeros_like(x)
+    X, Y = Tensor(data=x), Tensor(data=y)
+    batch = DenseDyn(symbol_u64("nb", 6))
+    fixed = DenseDyn(6)
+
+    def over(ax):
+        @workload
+        def w():
+            for b in P(ax):
+                copy_row[b](x=X[b], y=Y[b])
+
+        return w
+
+    p = over(batch)().compile()
+    p.set_axis_sizes({"batch": 2})
+    p.execute()
+    p.synchronize()
+    np.testing.assert_array_equal(y, np.where(np.arange(6)[:, None] < 2, x, 0))
+    p = over(fixed)().compile()
+    p.set_axis_sizes({"fixed": 6})  # its compiled extent: nothing to change
+    for sizes, msg in [({"fixed": 3}, "`fixed` is `DenseDyn(6)`, whose extent is fixed when the "
+                                      "workload compiles, so it cannot be 3"),
+                       ({"rows": 1}, "the program has no axis `rows` (its axes: `fixed`)"),
+                       ({"fixed": -1}, "the size of `fixed` must be a non-negative integer")]:
+        with pytest.raises(ExecutionError) as info:
+            p.set_axis_sizes(sizes)
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE and msg in d.message
+    with pytest.raises(ExecutionError, match="`set_symbol_f32` is not supported"):
+        p.set_symbol_f32("eps", 1e-6)
+    with pytest.raises(ptowsp.CompileError, match="`register_kernel` is not supported by wspc"):
+        p.register_kernel("copy_row", lambda x, y: None)
+
+    assert over(batch)().type_errors == [] and not over(batch)().has_type_errors()
+
+    @workload
+    def wide():
+        for b in P(Dense[5]):
+            copy_row[b](x=X[b], y=Y[b:b + 2])
+
+    (d,) = wide().type_errors
+    assert wide().has_type_errors() and d.span.file == HERE
+    assert d.message == "`y = Y[b : b + 2]` is a [2, 4] view but `y` takes Tile[1, 4, f32]"
+    with pytest.raises(ptowsp.CompileError, match="`with_params` is not supported"):
+        wide().with_params(("b", Dense[5]))
+
+
+def test_loop_variables_named_by_the_prototypes_names_keywords():
+    """`P.grid(..., names=[...])`, `P(..., names=...)`, `P.seq(ax, name=...)` and
+    `P.sel(s, name=...)` name the loop variables (the names keys and tasks use), whatever the
+    `for` target is called; a count that does not match the axes is an error at the line."""
+    from pto_wsp import P, workload
+    from pto_wsp.types import Dense, Sparse
+
+    x = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    X, Y, Z = Tensor(data=x), Tensor(data=y), Tensor(data=z)
+    one = Dense[1]
+    routing = Sparse(one, [0, 2], [5, 2])
+
+    @workload
+    def w():
+        for i, j in P.grid(Dense[2], Dense[3], names=["b", "h"]):
+            copy_row[i, j](x=X[i * 3 + j], y=Y[i * 3 + j])
+        for r in P.seq(one, name="step"):
+            for e in P.sel(routing[r], name="expert"):
+                copy_row[r, e](x=X[e], y=Z[e])
+
+    text = assert_roundtrip(w())
+    assert "for b, h in P.grid(" in text and "for step in P.seq(" in text
+    assert "for expert in P.sel(routing[step])" in text
+    tasks = w().enumerate()
+    assert [(t.get("b"), t.get("h")) for t in tasks[:6]] == \
+        [(b, h) for b in range(2) for h in range(3)]
+    assert [t.get("expert") for t in tasks[6:]] == [5, 2]
+    program = w().compile()
+    program.execute()
+    program.synchronize()
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.where(np.isin(np.arange(6), [2, 5])[:, None], x, 0))
+    with pytest.raises(ptowsp.CompileError) as info:
+        P.grid(Dense[2], names=["a", "b"])
+    (d,) = info.value.diagnostics
+    assert d.span.file == HERE
+    assert d.message == "`P.grid` names its 1 loop variable with as many strings, not ['a', 'b']"
+
+
+def test_the_prototypes_decorator_options():
+    """`@kernel(num_warps=, num_stages=, ...)` keeps its options in `k.options` and runs as
+    the same kernel; `k.func` is the function; `@workload_decorator(type_check=...,
+    fail_on_type_error=...)` works; `cpp_tu_path=` and an unknown workload option are errors
+    at the line."""
+    from pto_wsp import P
+    from pto_wsp.builder import workload_decorator
+    from pto_wsp.types import Dense
+
+    @kernel(num_warps=8, num_stages=3, block=64)
+    def tuned(x: In[Tile[1, 4, F32]], y: Out[Tile[1, 4, F32]]):
+        pto.store(y, x * 2.0)
+
+    assert tuned.options == {"num_warps": 8, "num_stages": 3, "block": 64}
+    assert tuned.func.__name__ == "tuned" and tuned.name == "tuned"
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+
+    @workload_decorator(type_check=True, fail_on_type_error=True)
+    def w():
+        for i in P(Dense[2]):
+            tuned[i](x=X[i], y=Y[i])
+
+    _run(w(), "cpu_sim")
+    np.testing.assert_array_equal(Y.data, 2 * x)
+    with pytest.raises(ptowsp.KernelError, match="`cpp_tu_path` is not supported"):
+        kernel(cpp_tu_path="body.cpp")
+    with pytest.raises(ptowsp.CompileError, match="`@workload` has no option `strict`"):
+        workload_decorator(strict=True)
+
+
+def test_the_prototypes_errors_are_made_from_a_message():
+    """A program's own `raise CompileError("...", workload_name=...)` works as in the
+    prototype: one diagnostic at that line, the class's fields set (None unless given), the
+    classes still wspc's (`WspError`s, caught by their bases)."""
+    from pto_wsp.errors import (
+        ChannelClosed,
+        ChannelFull,
+        CompileError,
+        ExecutionError,
+        KernelError,
+        ScheduleError,
+        TypeCheckError,
+    )
+
+    with pytest.raises(CompileError) as info:
+        raise KernelError("tile too wide", workload_name="attn", target="cpu_sim")
+    e = info.value
+    (d,) = e.diagnostics
+    assert d.span.file == HERE and d.message == "tile too wide"
+    assert (e.workload_name, e.target) == ("attn", "cpu_sim") and isinstance(e, ptowsp.WspError)
+    assert "error: tile too wide" in str(e)
+    e = TypeCheckError("bad dtype", "f32", "f16")
+    assert (e.expected, e.actual, e.workload_name) == ("f32", "f16", None)
+    e = ExecutionError("kernel failed", task_id=3, kernel_name="rms")
+    assert (e.task_id, e.kernel_name) == (3, "rms")
+    assert ScheduleError("no", primitive="dispatch").primitive == "dispatch"
+    full = ChannelFull(channel_name="q", capacity=2)
+    assert full.diagnostics[0].message == "Channel is full" and full.capacity == 2
+    assert ChannelClosed().diagnostics[0].message == "Operation on closed channel"
+    with pytest.raises(TypeError, match="takes a message and channel_name"):
+        ChannelClosed("closed", "q", 3)
+
+
 # ---------------------------------------------------------------------------------------------
 # select is P.sel
 
@@ -343,6 +576,22 @@ def test_select_is_p_sel():
         for b, e in [(0, 1), (0, 3), (2, 0)]:
             expect[b, e] = 2 * x[b]
         np.testing.assert_array_equal(y, expect)
+
+
+def test_task_by_kernel_name_with_a_list_of_resources():
+    """The prototype's legacy `task("name", [t], [res, ...])`: the kernel by its name, the
+    resources in parameter order."""
+    from pto_wsp.primitives import parallel_for, task
+    from pto_wsp.types import Dense
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    X, Y = Tensor(data=x), Tensor(data=np.zeros_like(x))
+    w = parallel_for(Dense[2], lambda i: task("copy_row", [i], [X[i], Y[i]]))
+    assert "copy_row[i](x = " in assert_roundtrip(w)
+    for target in ("cpu_sim", "ref"):
+        Y.data[:] = 0
+        _run(w, target)
+        np.testing.assert_array_equal(Y.data, x)
 
 
 def test_select_of_a_dense_axis_is_an_error():
@@ -462,6 +711,76 @@ def test_topk_sort_max_min_constant_match_numpy_on_both_targets():
     text = assert_roundtrip(w())
     assert "let best, cols = topk(x, 3)" in text and "let _, up = sort(x)" in text
     assert "store(v, min(max(best, constant(-0.5, f32)), 0.5))" in text
+
+
+_PX = np.random.default_rng(19).uniform(0.5, 2.0, (4, 8)).astype(np.float32)
+_PROTOTYPE_PTO = {  # the prototype's `_TileLanguage` methods, as its kernels call them
+    "tanh": (lambda a: pto.tanh(a), np.tanh(_PX)),
+    "sigmoid": (lambda a: pto.sigmoid(a), 1 / (1 + np.exp(-_PX))),
+    "silu": (lambda a: pto.silu(a), _PX / (1 + np.exp(-_PX))),
+    "sin": (lambda a: pto.sin(a), np.sin(_PX)),
+    "cos": (lambda a: pto.cos(a), np.cos(_PX)),
+    "colmax": (lambda a: pto.broadcast(pto.colmax(a), (4, 8)), _PX.max(0, keepdims=True) + 0 * _PX),
+    "colsum": (lambda a: pto.broadcast(pto.colsum(a), (4, 8)), _PX.sum(0, keepdims=True) + 0 * _PX),
+    "rowmul": (lambda a: pto.rowmul(a, pto.rowmax(a)), _PX * _PX.max(1, keepdims=True)),
+    "rowadd": (lambda a: pto.rowadd(a, pto.rowsum(a)), _PX + _PX.sum(1, keepdims=True)),
+    "colmul": (lambda a: pto.colmul(a, pto.colmax(a)), _PX * _PX.max(0, keepdims=True)),
+    "coladd": (lambda a: pto.coladd(a, pto.colsum(a)), _PX + _PX.sum(0, keepdims=True)),
+    "alloc": (lambda a: pto.add(a, pto.alloc((4, 8), DType.F32)), _PX),
+    "load offset": (lambda a: pto.load(a, offset=(0, 0), mask=None), _PX),
+    "constant f32": (lambda a: pto.mul(a, pto.constant(2.5)), 2.5 * _PX),
+    "abs neg": (lambda a: pto.abs(pto.neg(a)), _PX),
+    "interleave": (lambda a: pto.interleave(pto.slice_even(a), pto.slice_odd(a)), _PX),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_PROTOTYPE_PTO))
+def test_the_prototypes_tile_language_matches_numpy(op):
+    """Each `pto.NAME` of the prototype's tile language with its signature (`constant`'s f32
+    default, `load` / `store` with `offset=(0, 0)`, `mask=None`), on both targets."""
+    from pto_wsp import workload
+
+    fn, want = _PROTOTYPE_PTO[op]
+
+    @kernel(name="proto_" + op.replace(" ", "_"))
+    def k(a: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+        pto.store(y, fn(a), offset=(0, 0), mask=None)
+
+    X, Y = Tensor(data=_PX), Tensor(data=np.zeros_like(_PX))
+
+    @workload
+    def w():
+        k(a=X, y=Y)
+
+    for target in ("cpu_sim", "ref"):
+        Y.data[:] = 0
+        _run(w(), target)
+        np.testing.assert_allclose(Y.data, want, rtol=2e-5, atol=1e-6, err_msg=target)
+
+
+def test_a_load_or_store_of_part_of_a_tile_is_an_error():
+    from pto_wsp import workload
+
+    X, Y = Tensor(data=_PX), Tensor(data=np.zeros_like(_PX))
+
+    def using(load):
+        @kernel(name="part")
+        def k(a: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+            pto.store(y, load(a))
+
+        @workload
+        def w():
+            k(a=X, y=Y)
+
+        return w
+
+    for load in (lambda a: pto.load(a, offset=(1, 0)), lambda a: pto.load(a, mask=a)):
+        with pytest.raises(ptowsp.KernelError) as info:
+            using(load)()
+        (d,) = info.value.diagnostics
+        assert d.span.file == HERE
+        assert d.message.startswith("`pto.load` of a parameter takes its whole tile: `offset` "
+                                    "(0, 0) and no `mask`, not `")
 
 
 def test_kernel_spelling_errors():

@@ -110,8 +110,9 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.message == "`Deps.hybrid(explicit=...)` is True or False, not 'yes'"
     d = _error(lambda: Deps(mode="sometimes"))
     assert d.message == "unknown dependency mode 'sometimes'"
-    d = _error(lambda: Pools.custom(lambda t: t.get("i")))
-    assert d.message == "`Pools.custom` needs the number of pools, `n=`"
+    d = _error(lambda: w().task_graph(pools=Pools.custom(lambda t: t.get("i"))))
+    assert d.message == ("`Pools.custom` needs the number of pools, `n=`, for a key that is not "
+                         "a pool name")
     d = _error(lambda: w().task_graph(trace=TracePolicy.cycles(lambda t: t.get("expert"))))
     assert d.message.startswith("the schedule key names `expert`, which is neither a loop ")
     d = _error(lambda: w().task_graph(ready=Pools.single()))
@@ -119,6 +120,9 @@ def test_misuse_is_a_schedule_error_at_the_users_line():
     assert d.help == 'write e.g. `ready=ReadyPolicy.priority(lambda t: t.get("b"))`'
     d = _error(lambda: w().task_graph())
     assert d.message == "`.task_graph` needs `window=`"
+    d = _error(lambda: TaskWindow(64, "tasks", WindowMode.BENCHMARK))
+    assert d.message == ("`WindowMode.BENCHMARK` is not supported: wspc's window never admits a "
+                         "task past its size, and counts no overflows")
     d = _error(lambda: w().task_graph(window=8, priority=3))
     assert d.message == "`.task_graph` has no option `priority`"
 
@@ -171,3 +175,57 @@ def test_hybrid_with_any_arguments_is_its_inference_mode(policy, wsp):
     prog.execute()
     prog.synchronize()
     np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+
+
+def _priority_by_hand(t):
+    """A priority function with an `if` (the seeds' style), tabulated on the host: odd rows
+    first, from the last, then even rows in order."""
+    if t.get("i") % 2 == 0:
+        return 10 + t.get("i")
+    return 7 - t.get("i")
+
+
+def test_a_priority_function_with_an_if_orders_the_ready_tasks():
+    """`ReadyPolicy.priority(fn)` with an `if` in `fn`: one worker and one dispatcher start the
+    tasks in the function's key order, smallest first, on the host and in the cycle model."""
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(ready=ReadyPolicy.priority(_priority_by_hand),
+                             start=StartPolicy.after_orchestration())
+    assert "ready = priority(" in ptowsp.to_wsp(w)
+    prog = w.compile(target="cpu_sim", workers=1)
+    prog.enable_tracing()
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+    want = sorted(range(8), key=lambda i: 10 + i if i % 2 == 0 else 7 - i)
+    assert want == [7, 5, 3, 1, 0, 2, 4, 6]
+    ev = prog.trace.events
+    started = ev["coords"][np.argsort(ev["start_ns"], kind="stable"), 0].tolist()
+    assert started == want
+    assert ev["coords"][:, 0].tolist() == list(range(8))  # task k is row k, as enumerated
+    assert np.argsort(prog.trace.sim["issue"], kind="stable").tolist() == want  # the model
+
+
+def _pool_by_name(t):
+    """The prototype's pool function: a pool name per task, decided with an `if`."""
+    if t.get("i") < 3:
+        return "vec"
+    return "cube"
+
+
+def test_a_custom_pool_function_that_names_pools():
+    """`Pools.custom(pool_fn)` without `n` (the prototype's form): the names are pools,
+    numbered in the order the tasks first give them; each pool's tasks run on its workers."""
+    y = np.zeros_like(X)
+    w = rows(y)().task_graph(pools=Pools.custom(_pool_by_name))
+    assert ", n = 2)" in ptowsp.to_wsp(w)  # two names, two pools
+    prog = w.compile(target="cpu_sim", workers=2)
+    prog.enable_tracing()
+    prog.execute()
+    prog.synchronize()
+    np.testing.assert_allclose(y, X * 2, rtol=1e-6)
+    ev = prog.trace.events
+    worker = dict(zip(ev["coords"][:, 0].tolist(), ev["worker"].tolist()))
+    assert {worker[i] for i in range(3)} == {0} and {worker[i] for i in range(3, 8)} == {1}
+    one = rows(np.zeros_like(X))().task_graph(pools=Pools.custom(lambda t: "all"))
+    assert "pools = custom(0, n = 1)" in ptowsp.to_wsp(one)
