@@ -13,7 +13,11 @@ tp=4`, or the bound sym that sizes an axis, substituted everywhere), then:
   equal across operands, else a loop over the axis's coordinates), makes its views local, sets
   `Task.device`, and makes each collective tile tasks (`ir/collective_tiles.py`). The
   tensors' global shapes and layouts stay in `Module.devices`, by which `ir/device_arrays.py`
-  scatters the caller's arrays before a run and gathers them after.
+  scatters the caller's arrays before a run and gathers them after. Each pipe, and each
+  `P.seq` or `sequential` block holding no collective, runs once per device (a *device region*:
+  `_Lowering.device_region`), so that it orders each device's tasks among themselves and each
+  device has its own instance of a pipe's channels (docs/distributed.md, "Channels, pipes and
+  events on a mesh").
 """
 
 from __future__ import annotations
