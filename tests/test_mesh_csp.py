@@ -8,7 +8,8 @@ of a pipe and its channels, a task in it on the devices its views pick; a `P.seq
   MLP in float64 NumPy on meshes of 1, 2, 4 and 2x2 devices; cpu_sim bit-identical on every
   mesh size's replicas (`check_replicas`).
 - An event between two tasks on each device (record and synchronize in a pipe's process), and
-  one recorded and waited for outside a pipe (one order over every device): against NumPy.
+  one recorded and waited for outside a pipe (one order over every device): against NumPy; a
+  `query` of a channel (every device's sends) in a consumer.
 - The order is per device, from the cycle model's trace: in a `sequential` block and a `P.seq`
   whose first step runs on device 0 only, device 1's next step starts before device 0's first
   one has finished; with streams, the tasks of one stream number on each device apart.
@@ -158,6 +159,38 @@ def test_an_event_between_two_tasks_on_each_device(target):
     out = m.compile(target).run(X=x)
     np.testing.assert_array_equal(out["Y"], x * np.float32(3))  # x + 2x, exact in f32
     np.testing.assert_array_equal(out["Z"], x * np.float32(6))
+
+
+QUERY = """module q_mesh
+mesh tp = 2
+sym N = 6
+input  X: f32[N, 8, 16]
+output Y: f32[N, 8, 16]
+channel c: Tile[8, 16, f32], depth = 2
+kernel cp(x: In[Tile[8, 16, f32]], y: Out[Tile[8, 16, f32]]) { store(y, x) }
+kernel neg(x: In[Tile[8, 16, f32]], y: Out[Tile[8, 16, f32]]) { store(y, 0.0 - x) }
+workload w() {
+    pipe {
+        process a { for i in P.seq(N) { send(c, cp[i](x = X[i], y = c)) } }
+        process b {
+            consume(c) as t {
+                when query(c) { neg[t](x = t, y = Y[t.index]) }
+                otherwise { neg[t](x = t, y = Y[t.index]) }
+            }
+        }
+    }
+}
+schedule main = w()
+"""
+
+
+def test_a_query_of_a_channel_on_a_mesh_asks_every_devices_sends():
+    # whichever way the query goes (it depends on timing), both branches write -X
+    m = ptowsp.parse(QUERY, "q_mesh.wsp")
+    x = np.random.default_rng(5).standard_normal((6, 8, 16)).astype(np.float32)
+    for target in ("ref", "cpu_sim"):
+        out = m.compile(target).run(X=x, check_replicas=True)
+        np.testing.assert_array_equal(out["Y"], -x)
 
 
 def _sim_spans(p) -> list[tuple[int, str, int, int]]:
