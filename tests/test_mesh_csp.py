@@ -307,6 +307,27 @@ def test_a_collective_or_a_slot_set_in_a_pipe_is_refused():
                          "device")
 
 
+def test_a_pipe_reading_an_element_it_writes_is_refused_and_a_seq_loop_keeps_one_order():
+    decls = "output K: i32[1, 4]\nkernel pick(y: Out[Tile[1, 4, i32]]) { store(y, 1) }\n"
+    body = ("        process a {{ pick(y = K)\n            let n = K[0, 0]\n"
+            "            for i in P(n) {{ cp2[i](x = X, y = Y) }} }}")
+    text = _pipe("    pipe {\n" + body.format() + "\n    }", decls)
+    (d,) = _messages(lambda: ptowsp.parse(text, "r.wsp").compile("ref"))
+    assert d.message == (
+        "the pipe reads an element of `K`, which a task of the same pipe writes: on a mesh of "
+        "several devices each device runs its own instance of the pipe, and under MPI a device's "
+        "copy is written only in its own instance, after the instances before it have read it")
+    assert d.span.line == 16
+    # a P.seq doing the same keeps one order over every device (as on one device) and runs
+    seq = _pipe("    for s in P.seq(Dense[1]) {\n        pick(y = K)\n        let n = K[0, 0]\n"
+                "        for i in P(n) { cp2[i](x = X, y = Y) }\n    }", decls)
+    x = np.random.default_rng(2).standard_normal((8, 32)).astype(np.float32)
+    for target in ("ref", "cpu_sim"):
+        out = ptowsp.parse(seq, "r.wsp").compile(target).run(X=x, W=x, check_replicas=True)
+        np.testing.assert_array_equal(out["Y"], x)
+        np.testing.assert_array_equal(out["K"], np.ones((1, 4), np.int32))
+
+
 def test_an_event_used_inside_and_outside_a_pipe_is_refused():
     text = _pipe("    pipe {\n        process a { cp2(x = X, y = Y)\n            record(e) }\n"
                  "    }\n    synchronize(e)\n    cp2(x = X, y = Y)")

@@ -31,7 +31,7 @@ from ..dtypes import FLOAT_DTYPES
 from ..spans import Span
 from . import nodes as N
 from .collective_tiles import MOST_TILES, Tiler
-from .visit import map_lists, substitute, walk
+from .visit import map_lists, substitute, walk, written_tensors
 
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
 _CLI = Span("<command line>", 0, 0, 0, 0)
@@ -363,15 +363,17 @@ class _Lowering:
         for st in stmts:
             self.note_events(st)
             if self.region is None and isinstance(st, N.Pipe):
-                if _global(st):
+                if _global(st) or _reads_own_write(st) is not None:
                     self.refuse_global_pipe(st)
                 else:
                     out.append(self.device_region((st,), ranges))
                     continue
             elif self.region is None and _orders(st) and not _global(st) and \
+                    _reads_own_write(st) is None and \
                     not any(_event_uses(x) for x in walk((st,))):
                 # a P.seq or sequential block without events: once per device (with an event,
-                # one order over every device: see `note_events`)
+                # or an element read of what it writes, one order over every device: see
+                # `note_events` and `_reads_own_write`)
                 out.append(self.device_region((st,), ranges))
                 continue
             if isinstance(st, N.Task):
@@ -442,6 +444,14 @@ class _Lowering:
                     "each device runs its own instance of a pipe, which would set the slot "
                     "once per device", "set the slot before the pipe"))
                 return
+        read = _reads_own_write(st)
+        if read is not None:
+            self.diags.append(Diagnostic(
+                read.span, "mesh", f"the pipe reads an element of `{read.tensor}`, which a "
+                "task of the same pipe writes: on a mesh of several devices each device runs "
+                "its own instance of the pipe, and under MPI a device's copy is written only "
+                "in its own instance, after the instances before it have read it",
+                f"compute `{read.tensor}` before the pipe"))
 
     def note_events(self, st) -> None:
         """Checks that each event (or queried channel) of `st` keeps to one side of a pipe: a
@@ -592,6 +602,14 @@ def _orders(st) -> bool:
     block (docs/schedules.md)."""
     return (isinstance(st, N.Loop) and st.kind == "seq") or \
         (isinstance(st, N.Block) and st.kind == "sequential")
+
+
+def _reads_own_write(st) -> Optional[N.Read]:
+    """The first element read in `st` of a tensor a task of `st` writes, else None. Run once
+    per device, such a read in device d's instance would come before device d + 1's instance
+    writes its copy, which is the copy an MPI rank reads (its own), so `st` keeps one order."""
+    written = written_tensors((st,))
+    return next((x for x in walk((st,)) if isinstance(x, N.Read) and x.tensor in written), None)
 
 
 def _global(st) -> bool:
