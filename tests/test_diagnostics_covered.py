@@ -59,9 +59,22 @@ ELSEWHERE: dict[str, str] = {
     "`{*}` spans more than one shard of {*} ({*} {*} each): a task reads one device's data; split the view at shard boundaries, or `allgather` `{*}`{*}":
         'tests/test_mesh_run.py::test_a_view_crossing_a_shard_at_run_time_is_reported_at_the_view',
     'a gather view of `{*}` picks rows of a dimension sharded over {*}: not run on a mesh of several devices yet':
-        'tests/test_mesh_run.py::test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused',
-    'a mesh of several devices does not run channels, pipes or events yet':
-        'tests/test_mesh_run.py::test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused',
+        'tests/test_mesh_run.py::test_a_gather_view_of_a_sharded_dimension_is_refused',
+    # issue 20: channels, pipes and events on a mesh (ir/devices.py's device regions)
+    '`send({*}, {*}(...))` runs only on {*} = {*} (`{*}` is sharded over {*}), but each device runs its own instance of the pipe and of `{*}`, whose item the other devices would never get: a channel does not carry items between devices':
+        'tests/test_mesh_csp.py::test_a_send_whose_task_one_device_holds_is_refused_at_the_view',
+    '`slot_set` inside a pipe: on a mesh of several devices each device runs its own instance of a pipe, which would set the slot once per device':
+        'tests/test_mesh_csp.py::test_a_collective_or_a_slot_set_in_a_pipe_is_refused',
+    '`{*}` inside a pipe: on a mesh of several devices each device runs its own instance of a pipe, and a collective needs every device at once':
+        'tests/test_mesh_csp.py::test_a_collective_or_a_slot_set_in_a_pipe_is_refused',
+    '`{*}` is used inside a pipe and outside it: on a mesh of several devices each device runs its own instance of the pipe, with its own `{*}`, which the statements outside it would see only for the last device':
+        'tests/test_mesh_csp.py::test_an_event_used_inside_and_outside_a_pipe_is_refused',
+    "`{*}` is waited for in a pipe inside a loop: on a mesh of several devices each device runs its own instance of the pipe, and the next iteration's would wait for the last device's record, not its own":
+        'tests/test_mesh_csp.py::test_an_event_waited_for_in_a_pipe_inside_a_loop_is_refused',
+    "the pipe reads an element of `{*}`, which a task of the same pipe writes: on a mesh of several devices each device runs its own instance of the pipe, and under MPI a device's copy is written only in its own instance, after the instances before it have read it":
+        'tests/test_mesh_csp.py::test_a_pipe_reading_an_element_it_writes_is_refused_and_a_seq_loop_keeps_one_order',
+    'the ascend_npu target does not run pipes, channels or events on a mesh of several devices yet':
+        'tests/test_mesh_csp.py::test_ascend_npu_refuses_a_pipe_on_a_mesh_of_several_devices',
     "mesh axis `{*}` is sized by `{*}`, which is not bound: the mesh's size is fixed when the module is compiled":
         'tests/test_mesh_language.py::test_a_mesh_sized_by_an_unbound_sym_is_an_error_at_its_declaration',
     'mesh axis `{*}` needs at least 1 device, but {*} makes it {*}':

@@ -1,5 +1,6 @@
 """The multi-device examples (docs/distributed.md, "Examples"): examples/tp_mlp.wsp,
-tp_attention.wsp, sp_rmsnorm.wsp, ep_moe.wsp and mesh_decoder_layer.wsp, each run on meshes of
+tp_attention.wsp, sp_rmsnorm.wsp, ep_moe.wsp, mesh_decoder_layer.wsp and tp_csp_ffn.wsp (a CSP
+pipeline), each run on meshes of
 1, 2 and 4 devices on cpu_sim and ref, against the SINGLE-DEVICE formula of the layer written
 here in float64 NumPy (not from wspc): whatever the mesh, the program computes the same
 function of the same global arrays. Sizes are hand-picked edges (partial tiles, one token) and
@@ -109,6 +110,12 @@ def mesh_decoder_layer(a):
     return {"Y": x1 + (silu(h2 @ x["Wg"]) * (h2 @ x["Wu"])) @ x["Wd"]}
 
 
+def tp_csp_ffn(a):
+    x = f64(a)
+    h = rmsnorm(x["X"], x["w"])
+    return {"Y": x["X"] + (silu(h @ x["W1"]) * (h @ x["W3"])) @ x["W2"]}
+
+
 # ---- inputs ----
 
 def weights(rng, *shape):
@@ -133,6 +140,10 @@ def inputs(name, n, seed):
     if name == "tp_mlp":
         return {"X": acts(rng, n, 128), "W1": weights(rng, 128, 512),
                 "W3": weights(rng, 128, 512), "W2": weights(rng, 512, 128)}
+    if name == "tp_csp_ffn":
+        return {"X": acts(rng, n, 128), "w": (1 + 0.1 * rng.standard_normal((1, 128))).astype(np.float32),
+                "W1": weights(rng, 128, 512), "W3": weights(rng, 128, 512),
+                "W2": weights(rng, 512, 128)}
     if name == "tp_attention":
         return {"X": acts(rng, n, 128), **{w: weights(rng, 128, 128) for w in ("Wq", "Wk", "Wv", "Wo")}}
     if name == "sp_rmsnorm":
@@ -157,6 +168,7 @@ EXAMPLE = {
     "sp_rmsnorm": ("tp", "T", sp_rmsnorm),
     "ep_moe": ("ep", "T", ep_moe),
     "mesh_decoder_layer": ("tp", "S", mesh_decoder_layer),
+    "tp_csp_ffn": ("tp", "T", tp_csp_ffn),
 }
 
 
@@ -217,6 +229,8 @@ def check(name, devices, n, seed=0, targets=TARGETS):
     ("sp_rmsnorm", 92),             # 46 or 23 rows a device: each shard's last tile partial
     ("ep_moe", 60),                 # 30 or 15 tokens a device: each shard's last chunk partial
     ("mesh_decoder_layer", 70),     # two key blocks, the second partial; a partial query tile
+    ("tp_csp_ffn", 37),             # a partial last item of the channel
+    ("tp_csp_ffn", 1),
 ])
 def test_the_example_matches_one_device_numpy(name, n, devices):
     assert name != "ep_moe" or clear_routing(inputs(name, n, 0))

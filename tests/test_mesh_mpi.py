@@ -10,8 +10,9 @@ failure, never a stuck suite.
   rank's result is bit-identical to the fixed-order sum in NumPy; a kernel failing on one rank
   drains that rank (its receives are released) and ends every rank.
 - The launcher: every collective of every op (tests/test_mesh_run.py's module) on meshes of 2
-  and 4 devices (1x2, 1x4, 2x2), and the tensor-parallel MLP of docs/distributed.md
-  (tests/mesh_mpi/tp_mlp.wsp) on 2 and 4, write on MPI what the in-process `--mesh` run writes,
+  and 4 devices (1x2, 1x4, 2x2), the tensor-parallel MLP of docs/distributed.md
+  (tests/mesh_mpi/tp_mlp.wsp) on 2 and 4, and a CSP pipeline and events (tests/test_mesh_csp.py's
+  programs) on 2 and 4, write on MPI what the in-process `--mesh` run writes,
   bit for bit, with one Chrome trace holding a process per device; a module without a mesh runs
   on one rank; a rank's error is reported once, `rank R: file:line:col: error: ...`, exit 1, no
   output written; a rank killed mid-run (SIGKILL) ends the run with exit 1 and a message naming
@@ -175,6 +176,23 @@ def test_the_tensor_parallel_mlp_on_mpi_is_the_in_process_run_bit_for_bit(tmp_pa
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     assert names[0] == "device 0: real run" and names[tp] == "device 0: cycle model"
+
+
+@needs_mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_csp_pipeline_and_events_on_mpi_are_the_in_process_run_bit_for_bit(tmp_path, tp):
+    # each rank runs its device's instance of the pipe (tests/test_mesh_csp.py's programs);
+    # the other devices' instances enumerate there too, their tasks dropped, so every rank
+    # numbers the allreduce's remote reads alike
+    from .test_mesh_csp import EVENTS, PIPELINE
+
+    (tmp_path / "csp_mlp.wsp").write_text(PIPELINE)
+    for schedule in ("main", "streamed"):
+        _same_outputs(tmp_path, ["run", "csp_mlp.wsp", "--mesh", f"tp={tp}", "--schedule",
+                                 schedule, "--random-inputs", "4", "--check-replicas"], tp)
+    if tp == 2:
+        (tmp_path / "ev_mesh.wsp").write_text(EVENTS)
+        _same_outputs(tmp_path, ["run", "ev_mesh.wsp", "--random-inputs", "4"], 2)
 
 
 @needs_mpi

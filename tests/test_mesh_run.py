@@ -392,7 +392,7 @@ def test_uneven_shards_are_refused():
     assert d.span.line == 5
 
 
-def test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused():
+def test_a_gather_view_of_a_sharded_dimension_is_refused():
     gather = ("mesh tp = 2\ninput I: i32[4]\ninput W: f32[8, 8] @ [S(tp), R]\n"
               "scratch Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
               "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
@@ -402,14 +402,6 @@ def test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused():
     (d,) = _messages(lambda: m.compile("ref"))
     assert d.message == ("a gather view of `W` picks rows of a dimension sharded over tp: not "
                          "run on a mesh of several devices yet")
-    csp = ("mesh tp = 2\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\nchannel c: Tile[4, 8, f32], depth = 1\n"
-           "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
-           "workload w() {\n    pipe {\n        process a { send(c, cp(x = X, y = c)) }\n"
-           "        process b { consume(c) as t { cp(x = t, y = Y) } }\n    }\n}\n"
-           "schedule main = w()\n")
-    m = ptowsp.parse(csp, "csp.wsp")
-    (d,) = _messages(lambda: m.compile("ref"))
-    assert d.message == "a mesh of several devices does not run channels, pipes or events yet"
 
 
 def test_replicas_that_disagree_are_reported():

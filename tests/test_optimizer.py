@@ -53,9 +53,9 @@ BIND = {"attention_tiered": {"B": 3, "H": 2, "S": 210},
 # the multi-device examples on a mesh of 2 devices (their meshes are sized by a sym; token
 # counts the mesh divides, each device's last tile partial)
 MESH = {"tp_mlp": {"tp": 2}, "tp_attention": {"tp": 2}, "sp_rmsnorm": {"tp": 2},
-        "ep_moe": {"ep": 2}, "mesh_decoder_layer": {"tp": 2}}
+        "ep_moe": {"ep": 2}, "mesh_decoder_layer": {"tp": 2}, "tp_csp_ffn": {"tp": 2}}
 BIND.update({"tp_mlp": {"T": 37}, "tp_attention": {"S": 45}, "sp_rmsnorm": {"T": 46},
-             "ep_moe": {"T": 30}, "mesh_decoder_layer": {"S": 40}})
+             "ep_moe": {"T": 30}, "mesh_decoder_layer": {"S": 40}, "tp_csp_ffn": {"T": 37}})
 # the Llama layer needs a consistent batch (positions, sequence starts): examples/llama_layer.py's
 sys.path.insert(0, str(EXAMPLES))
 import llama_layer as LLAMA_LAYER  # noqa: E402

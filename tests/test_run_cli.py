@@ -173,7 +173,7 @@ def test_examples_makefile_builds_runs_and_rebuilds_only_what_changed(tmp_path):
     first = make()
     names = ("rmsnorm", "softmax", "gemm", "swiglu_ffn", "attention_varlen", "attention_tiered",
              "moe", "moe_extern", "megakernel", "worker_pool", "tp_mlp", "tp_attention",
-             "sp_rmsnorm", "ep_moe", "mesh_decoder_layer")
+             "sp_rmsnorm", "ep_moe", "mesh_decoder_layer", "tp_csp_ffn")
     assert first.count(" compile ") == len(names) and first.count(" run ") == len(names)
     for name in names:
         assert (work / "build" / f"{name}.npz").exists()

@@ -13,7 +13,11 @@ tp=4`, or the bound sym that sizes an axis, substituted everywhere), then:
   equal across operands, else a loop over the axis's coordinates), makes its views local, sets
   `Task.device`, and makes each collective tile tasks (`ir/collective_tiles.py`). The
   tensors' global shapes and layouts stay in `Module.devices`, by which `ir/device_arrays.py`
-  scatters the caller's arrays before a run and gathers them after.
+  scatters the caller's arrays before a run and gathers them after. Each pipe, and each
+  `P.seq` or `sequential` block holding no collective, runs once per device (a *device region*:
+  `_Lowering.device_region`), so that it orders each device's tasks among themselves and each
+  device has its own instance of a pipe's channels (docs/distributed.md, "Channels, pipes and
+  events on a mesh").
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from dataclasses import replace
 from typing import Mapping, Optional
 
 from .. import sym
-from ..diagnostics import Diagnostic, InternalError, WspError, did_you_mean
+from ..diagnostics import Diagnostic, InternalError, Note, WspError, did_you_mean
 from ..dtypes import FLOAT_DTYPES
 from ..spans import Span
 from . import nodes as N
 from .collective_tiles import MOST_TILES, Tiler
-from .visit import map_lists, substitute, uses_csp, walk
+from .visit import map_lists, substitute, walk, written_tensors
 
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
 _CLI = Span("<command line>", 0, 0, 0, 0)
@@ -306,16 +310,22 @@ class _Lowering:
         self.diags: list[Diagnostic] = []
         self.tiler = Tiler(self.axes, self.placed, self.decls, lambda b: _fresh(b, self.used),
                            {k.name for k in m.kernels})
-        self.order_reads = False
+        # the events' `NAME@marks` tensors: an enumerator's tags, kept one per process
+        self.marks = {c.marks for c in m.channels if c.marks is not None}
+        # inside a device region (see `region`): each mesh axis's loop variable, else None
+        self.region: Optional[dict[str, str]] = None
+        self.regions = 0  # regions made so far: the number of the current one
+        self.in_region = 0  # that number inside a region, 0 outside
+        self.loops = 0  # loops around the statement being lowered
+        self.region_in_loop = False  # whether the current region runs once per iteration
+        self.in_send: Optional[N.Send] = None  # the send whose task is being placed
+        # each event or channel named by a record, synchronize or query: (region, span) of
+        # its first use, so that a use in another region is reported (see `schedule`)
+        self.event_uses: dict[str, tuple[int, Span]] = {}
 
     def run(self) -> N.Module:
         m = self.m
         assert m.mesh is not None
-        if m.channels or any(s.uses_csp or uses_csp(s.body) for s in m.schedules):
-            raise WspError([Diagnostic(m.mesh.span, "mesh", "a mesh of several devices does "
-                                       "not run channels, pipes or events yet",
-                                       "run it on one device (`--mesh` sizes of 1), or without "
-                                       "CSP (docs/distributed.md)")], dict(m.sources))
         for t in m.tensors:
             if t.kind == "inout" and t.layout is not None and t.layout.partial:
                 self.diags.append(Diagnostic(
@@ -331,6 +341,9 @@ class _Lowering:
             devices *= p
         tensors = []
         for t in m.tensors:
+            if t.name in self.marks:
+                tensors.append(t)  # a back end's per-process bookkeeping: no device dimension
+                continue
             dims = tuple(sym.floordiv(n, self.sizes[ax]) if ax else n
                          for n, ax in zip(t.dims, t.layout.dims if t.layout else
                                           (None,) * len(t.dims)))
@@ -340,15 +353,36 @@ class _Lowering:
             tensors.append(order)
             schedules = tuple(replace(s, body=substitute(s.body, {MOST_TILES: order.dims[2]}))
                               for s in schedules)
-        devs = N.Devices(self.axes, tuple(self.placed[t.name] for t in m.tensors), m.mesh.span)
+        devs = N.Devices(self.axes, tuple(self.placed[t.name] for t in m.tensors
+                                          if t.name not in self.marks), m.mesh.span)
         return replace(m, mesh=None, tensors=tuple(tensors), schedules=schedules,
                        kernels=m.kernels + tuple(self.tiler.kernels.values()), devices=devs)
 
     def stmts(self, stmts: tuple, ranges: dict) -> tuple:
         out = []
         for st in stmts:
+            self.note_events(st)
+            if self.region is None and isinstance(st, N.Pipe):
+                if _global(st) or _reads_own_write(st) is not None:
+                    self.refuse_global_pipe(st)
+                else:
+                    out.append(self.device_region((st,), ranges))
+                    continue
+            elif self.region is None and _orders(st) and not _global(st) and \
+                    _reads_own_write(st) is None and \
+                    not any(_event_uses(x) for x in walk((st,))):
+                # a P.seq or sequential block without events: once per device (with an event,
+                # or an element read of what it writes, one order over every device: see
+                # `note_events` and `_reads_own_write`)
+                out.append(self.device_region((st,), ranges))
+                continue
             if isinstance(st, N.Task):
                 out.append(self.task(st, ranges))
+            elif isinstance(st, N.Send):
+                self.in_send = st
+                placed = self.task(st.task, ranges)
+                self.in_send = None
+                out.append(replace(st, task=placed) if isinstance(placed, N.Task) else st)
             elif isinstance(st, N.Collective):
                 out.append(self.tiler.tasks(st))
             elif isinstance(st, N.Read):
@@ -358,43 +392,98 @@ class _Lowering:
                 inner = dict(ranges)
                 if n is not None and n >= 1:
                     inner[st.var] = sym.Interval(0, n - 1)
-                out.append(self.per_device(replace(st, body=self.stmts(st.body, inner))))
+                self.loops += 1
+                out.append(replace(st, body=self.stmts(st.body, inner)))
+                self.loops -= 1
             else:
                 out.append(map_lists(st, lambda body: self.stmts(body, ranges)))
         return tuple(out)
 
-    def per_device(self, loop: N.Loop) -> N.Loop:
-        """A `P.seq` loop whose steps run on different devices ordered per device: ordering
-        statements order the tasks of each device among themselves (docs/distributed.md,
-        "Where a task runs"), so device 1's first step does not wait for device 0's last.
+    def device_region(self, stmts: tuple, ranges: dict) -> N.Stmt:
+        """`stmts` once per device: a loop over each mesh axis's coordinates (a `P` loop: the
+        devices are independent) around them, in which a task on every device runs on the
+        region's device and a task pinned to one runs when that is the region's device
+        (`when E == d`). So the ordering statements inside (`P.seq`, `sequential`, a pipe and
+        its channels) order each device's tasks among themselves and nothing across devices
+        (docs/distributed.md, "Where a task runs"): device 1's first step does not wait for
+        device 0's last, and each device runs its own instance of a pipe and its channels, its
+        items numbered as on one device. A region holds no collective (its tiles read the other
+        devices' data, written by their instances later) and no `slot_set` (run once per
+        device)."""
+        names = {ax: _fresh(f"dev_{ax}", self.used) for ax, _ in self.axes}
+        inner = dict(ranges)
+        for ax, p in self.axes:
+            inner[names[ax]] = sym.Interval(0, p - 1)
+        saved = (self.region, self.in_region, self.region_in_loop)
+        self.regions += 1
+        self.region, self.in_region = names, self.regions
+        self.region_in_loop = self.loops > 0
+        try:
+            body = self.stmts(stmts, inner)
+        finally:
+            self.region, self.in_region, self.region_in_loop = saved
+        for ax, p in reversed(self.axes):
+            body = (N.Loop(names[ax], sym.const(p), "grid", body),)
+        return body[0]
 
-        When every task of the body is on one device `E` that depends on the loop's variable
-        (the row-parallel accumulation of the page's MLP), the loop becomes a loop over the
-        devices of a `P.seq` over the same steps, each keeping the steps on its device
-        (`when E == d`). Anything else (tasks on every device, or on different devices within
-        a step) keeps the one order, which is correct and only less parallel."""
-        if loop.kind != "seq":
-            return loop
-        devices = set()
-        for st in walk(loop.body):
-            if isinstance(st, N.Task):
-                devices.add(st.device)
-            elif not isinstance(st, (N.Loop, N.When, N.Block)):
-                return loop  # reads, asserts, slots: enumerated once, in the one order
-        if len(devices) != 1:
-            return loop
-        (device,) = devices
-        if device is None or loop.var not in sym.free_vars(device):
-            return loop
-        if any(isinstance(st, N.Loop) and st.var in sym.free_vars(device)
-               for st in walk(loop.body)):
-            return loop
-        total = 1
-        for _, p in self.axes:
-            total *= p
-        var = _fresh("dev_seq", self.used)
-        keep = N.When(((N.Cond("==", (device, sym.var(var))), loop.body),))
-        return N.Loop(var, sym.const(total), "grid", (replace(loop, body=(keep,)),))
+    def refuse_global_pipe(self, st: N.Pipe) -> None:
+        """A pipe holding a collective or a `slot_set` cannot run once per device: the
+        collective's tiles read the other devices' data, which their own instance writes
+        later; a slot would be set once per device."""
+        for x in walk((st,)):
+            if isinstance(x, N.Collective):
+                self.diags.append(Diagnostic(
+                    x.span, "mesh", f"`{x.kind}` inside a pipe: on a mesh of several devices "
+                    "each device runs its own instance of a pipe, and a collective needs every "
+                    "device at once", "move the collective after the pipe (docs/distributed.md, "
+                    "\"Channels, pipes and events on a mesh\")"))
+                return
+            if isinstance(x, N.SlotSet):
+                self.diags.append(Diagnostic(
+                    x.span, "mesh", "`slot_set` inside a pipe: on a mesh of several devices "
+                    "each device runs its own instance of a pipe, which would set the slot "
+                    "once per device", "set the slot before the pipe"))
+                return
+        read = _reads_own_write(st)
+        if read is not None:
+            self.diags.append(Diagnostic(
+                read.span, "mesh", f"the pipe reads an element of `{read.tensor}`, which a "
+                "task of the same pipe writes: on a mesh of several devices each device runs "
+                "its own instance of the pipe, and under MPI a device's copy is written only "
+                "in its own instance, after the instances before it have read it",
+                f"compute `{read.tensor}` before the pipe"))
+
+    def note_events(self, st) -> None:
+        """Checks that each event (or queried channel) of `st` keeps to one side of a pipe: a
+        pipe runs once per device (`device_region`), each instance recording its own marked
+        set, which a record, synchronize or query outside the pipe (or in another pipe) would
+        see only for the last device. Events outside pipes are recorded and waited for over
+        every device (docs/distributed.md, "Channels, pipes and events on a mesh")."""
+        for name, span in _event_uses(st):
+            if self.in_region and self.region_in_loop and not isinstance(st, N.Mark):
+                # the pipe runs once per device per iteration: the next iteration's instance
+                # would wait for the last device's record, not its own device's
+                self.diags.append(Diagnostic(
+                    span if span is not _NO_QUERY_SPAN else self.m.mesh.span, "mesh",
+                    f"`{name}` is waited for in a pipe inside a loop: on a mesh of several "
+                    "devices each device runs its own instance of the pipe, and the next "
+                    "iteration's would wait for the last device's record, not its own",
+                    "move the pipe out of the loop, or the loop into a process of the pipe"))
+                continue
+            first = self.event_uses.setdefault(name, (self.in_region, span))
+            if first[0] == self.in_region:
+                continue
+            # a query has no span of its own: the other use's, else the mesh's
+            at = next((x for x in (span, first[1]) if x is not _NO_QUERY_SPAN), self.m.mesh.span)
+            notes = (Note(first[1], f"`{name}` is also used here"),) \
+                if at is not first[1] and first[1] is not _NO_QUERY_SPAN else ()
+            self.diags.append(Diagnostic(
+                at, "mesh", f"`{name}` is used inside a pipe and outside it: on a mesh of "
+                "several devices each device runs its own instance of the pipe, with its own "
+                f"`{name}`, which the statements outside it would see only for the last device",
+                f"record, synchronize and query `{name}` only inside the pipe, or only outside",
+                notes))
+            self.event_uses[name] = (self.in_region, span)  # one report per crossing
 
     def stride(self, axis: str) -> int:
         return self.tiler.stride(axis)
@@ -441,8 +530,12 @@ class _Lowering:
         where: dict[str, sym.Expr] = {}
         agree: dict[int, list] = {}  # id of a TileArg: the checks that its coordinate agrees
         loops = []
+        guards = []  # inside a region: (axis, the coordinate a pinned task runs on)
         for ax, p in self.axes:
             pinned = pins.get(ax)
+            if not pinned and self.region is not None:
+                where[ax] = sym.var(self.region[ax])
+                continue
             if not pinned:
                 var = _fresh(f"dev_{ax}", self.used)
                 loops.append((var, p))
@@ -450,6 +543,8 @@ class _Lowering:
                 continue
             first, by = pinned[0]
             where[ax] = first
+            if self.region is not None:
+                guards.append((ax, first, by))
             for coord, arg in pinned[1:]:
                 same = sym.prove_eq(coord, first, ranges)
                 message = (f"`{t.text}` has no device to run on: `{_text(self.m, by.span)}` "
@@ -480,10 +575,76 @@ class _Lowering:
                 row_dim=None if a.row_dim is None else a.row_dim + 1,
                 col_dim=None if a.col_dim is None else a.col_dim + 1,
                 checks=checks + tuple(agree.get(id(a), ())), gather=gather))
-        task: N.Stmt = replace(t, args=tuple(args), device=device)
+        extra = tuple(x if x.tensor in self.marks else
+                      replace(x, offsets=(device, *x.offsets), extents=(sym.const(1), *x.extents))
+                      for x in t.extra)
+        task: N.Stmt = replace(t, args=tuple(args), device=device, extra=extra)
+        if guards and self.in_send is not None:
+            ax, coord, by = guards[0]
+            self.diags.append(Diagnostic(
+                by.span, "mesh", f"`send({self.in_send.channel}, {t.text}(...))` runs only on "
+                f"{ax} = {sym.to_str(coord)} (`{_text(self.m, by.span)}` is sharded over {ax}), "
+                f"but each device runs its own instance of the pipe and of "
+                f"`{self.in_send.channel}`, whose item the other devices would never get: a "
+                "channel does not carry items between devices",
+                "send what every device holds and do the sharded work in the consumer (its "
+                "tasks run on the devices their views pick), or move the data with a "
+                "collective after the pipe"))
+            return task
+        for ax, coord, _ in reversed(guards):
+            task = N.When(((N.Cond("==", (coord, sym.var(self.region[ax]))), (task,)),))
         for var, p in reversed(loops):
             task = N.Loop(var, sym.const(p), "grid", (task,))
         return task
+
+
+def _orders(st) -> bool:
+    """Whether `st` orders the tasks inside it by its steps: a `P.seq` or a `sequential`
+    block (docs/schedules.md)."""
+    return (isinstance(st, N.Loop) and st.kind == "seq") or \
+        (isinstance(st, N.Block) and st.kind == "sequential")
+
+
+def _reads_own_write(st) -> Optional[N.Read]:
+    """The first element read in `st` of a tensor a task of `st` writes, else None. Run once
+    per device, such a read in device d's instance would come before device d + 1's instance
+    writes its copy, which is the copy an MPI rank reads (its own), so `st` keeps one order."""
+    written = written_tensors((st,))
+    return next((x for x in walk((st,)) if isinstance(x, N.Read) and x.tensor in written), None)
+
+
+def _global(st) -> bool:
+    """Whether `st` must run once for every device, not once per device: it holds a
+    collective (its tiles read other devices' data) or sets a run-time slot."""
+    return any(isinstance(x, (N.Collective, N.SlotSet)) for x in walk((st,)))
+
+
+def _event_uses(st) -> list[tuple[str, Span]]:
+    """(name, span) of each event or channel `st` itself (not its nested statements) records,
+    synchronizes or queries (a query has no span of its own: the mesh's place is given)."""
+    if isinstance(st, N.Mark):
+        return [(e, st.span) for e in st.events]
+    if isinstance(st, N.Sync):
+        return [(st.event, st.span)]
+    if isinstance(st, N.When):
+        out: list = []
+        for c, _ in st.branches:
+            out.extend((name, _NO_QUERY_SPAN) for name in _queried(c))
+        return out
+    return []
+
+
+_NO_QUERY_SPAN = Span("<query>", 0, 0, 0, 0)
+
+
+def _queried(c) -> list[str]:
+    if not isinstance(c, N.Cond):
+        return []
+    if c.op == "query":
+        return [c.args[0]]
+    if c.op in ("and", "or", "not"):
+        return [n for a in c.args for n in _queried(a)]
+    return []
 
 
 def _names(m: N.Module) -> set[str]:

@@ -91,10 +91,10 @@ def verify(m: N.Module) -> None:
         _unique([c.name for c in m.channels], "channel")
         for c in m.channels:
             where = f"channel `{c.name}`"
-            _channel(c, tensors)
+            _channel(c, tensors, m.devices)
         for s in m.schedules:
             where = f"schedule `{s.name}`"
-            _Schedule(s, kernels, tensors, syms, channels, m.mesh).run()
+            _Schedule(s, kernels, tensors, syms, channels, m.mesh, m.devices).run()
         names = {s.name for s in m.schedules}
         if m.default_schedule is not None and m.default_schedule not in names:
             where = f"module `{m.name}`"
@@ -162,7 +162,7 @@ def _collective(st: N.Collective, tensors, mesh) -> None:
         _fail(f"`{st.kind}` with dim = {st.dim}")
 
 
-def _channel(c: N.Channel, tensors) -> None:
+def _channel(c: N.Channel, tensors, devices=None) -> None:
     if c.depth < 0:
         _fail(f"depth {c.depth}")
     if c.is_event and (c.depth != 0 or c.elem is not None):
@@ -176,6 +176,8 @@ def _channel(c: N.Channel, tensors) -> None:
         _fail(f"slot tensor `{c.slots}` is not a scratch tensor of the module")
     rows, cols, dtype = c.elem if c.elem is not None else (1, 1, "u8")
     dims = tuple(sym.const_value(d) for d in t.dims)
+    if devices is not None and devices.placed(c.slots) is not None:
+        dims = dims[1:]  # the device dimension: each device's own slots (ir/devices.py)
     if t.dtype != dtype or dims != (c.nslots, rows, cols):
         _fail(f"slot tensor `{c.slots}` is {t.dtype}{list(dims)}, should be "
               f"{dtype}{[c.nslots, rows, cols]}")
@@ -435,9 +437,10 @@ def _plan(k: N.Kernel) -> None:
 
 class _Schedule(Visitor):
     def __init__(self, s: N.Schedule, kernels, tensors, syms: set[str], channels=None,
-                 mesh=None):
+                 mesh=None, devices=None):
         self.s, self.kernels, self.tensors, self.syms = s, kernels, tensors, syms
         self.mesh = mesh
+        self.devices = devices
         self.channels: dict[str, N.Channel] = dict(channels or {})
         self.keys: list[sym.Expr] = []
         # CSP context while walking: inside a process; the items of the enclosing consumes
@@ -570,8 +573,15 @@ class _Schedule(Visitor):
             _fail(f"{what} channel `{name}`, which has no slot tensor")
         return c
 
-    def slot_box(self, c: N.Channel, item: str) -> tuple:
-        return (c.slots, *c.slot_box(item))
+    def at_slot(self, a, c: N.Channel, item: str) -> bool:
+        """Whether access or tile `a` is the slot box of item `item` of `c` (on one device of
+        a mesh: the box with the device's index in front, ir/devices.py)."""
+        offsets, extents = c.slot_box(item)
+        if a.tensor != c.slots:
+            return False
+        if self.devices is not None and self.devices.placed(c.slots) is not None:
+            return a.offsets[1:] == offsets and a.extents == (sym.const(1), *extents)
+        return (a.offsets, a.extents) == (offsets, extents)
 
     def visit_Pipe(self, p: N.Pipe, names: frozenset) -> None:
         _unique([q.name for q in p.processes], "process")
@@ -615,10 +625,9 @@ class _Schedule(Visitor):
             _fail(f"send item variable `{st.item}` rebinds a name bound around it")
         inner = names | {st.item}
         self.body((st.task,), inner)
-        want = self.slot_box(c, st.item)
         writes = [a for a in st.task.args if isinstance(a, N.TileArg) and a.tensor == c.slots]
         writes += [x for x in st.task.extra if x.tensor == c.slots and x.mode != "r"]
-        if len(writes) != 1 or (writes[0].tensor, writes[0].offsets, writes[0].extents) != want:
+        if len(writes) != 1 or not self.at_slot(writes[0], c, st.item):
             _fail(f"the task of a send to `{c.name}` must write the slot box of `{st.item}` "
                   "exactly once")
         if c.elem is not None and not isinstance(writes[0], N.TileArg):
@@ -704,11 +713,9 @@ class _Schedule(Visitor):
             for e in x.offsets + x.extents:
                 _bound(e, names, f"an extra access of `{x.tensor}`")
         for c, item in self.items:
-            box = self.slot_box(c, item)
             accesses = [a for a in list(t.args) + list(t.extra)
                         if isinstance(a, (N.TileArg, N.Access))]
-            if not any((a.tensor, a.offsets, a.extents) == box and a.mode != "w"
-                       for a in accesses):
+            if not any(self.at_slot(a, c, item) and a.mode != "w" for a in accesses):
                 _fail(f"does not read the slot of item `{item}` of `{c.name}`, whose consume "
                       "body it is in")
 

@@ -67,7 +67,8 @@ def emit_project(module: N.Module, schedule: str,
     options = options or AscendOptions()
     s = module.schedule(schedule)
     errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
-              + transpose_errors(s) + strided_extern_errors(module, s))
+              + transpose_errors(s) + strided_extern_errors(module, s)
+              + mesh_csp_errors(module, s))
     if errors:
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
@@ -91,6 +92,17 @@ def _default_blocks(s: N.Schedule, nd: int) -> int:
     from ..machine import load_machine
 
     return load_machine(None).vector_cores
+
+
+def mesh_csp_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
+    """A mesh of several devices with a pipe or an event: the Ascend mesh tree (HCCL, one
+    process per device) does not run each device's instance of a pipe, nor its events, yet."""
+    if module.devices is None or not s.uses_csp:
+        return []
+    return [Diagnostic(
+        module.devices.span, "ascend-mesh", "the ascend_npu target does not run pipes, channels or events on "
+        "a mesh of several devices yet", "run it on cpu_sim (`--mesh`, or `--launcher mpi`), "
+        "or on a mesh of one device")]
 
 
 def extern_errors(module: N.Module) -> list[Diagnostic]:

@@ -90,7 +90,8 @@ static inline int wsp_co_append(wsp_co ***cos, int64_t *n, int64_t *cap, wsp_co 
 /* 1 when nothing X's query waits for is unfinished: the tasks of its latest record (a read of
  * marks[gen % 64]) and of its sends (writers of its slots). */
 static inline int wsp_co_query(wsp_runtime *rt, int32_t marks, int64_t gen, int32_t slots,
-                               int64_t nslots, int64_t rows, int64_t cols, int flat) {
+                               int64_t nslots, int64_t rows, int64_t cols, int flat,
+                               int64_t devs) {
     wsp_access a;
     memset(&a, 0, sizeof a);
     if (marks >= 0 && gen >= 0) {
@@ -101,7 +102,11 @@ static inline int wsp_co_query(wsp_runtime *rt, int32_t marks, int64_t gen, int3
     if (slots >= 0) {
         a.tensor = slots; a.mode = WSP_READ; a.ndim = 3;
         a.lo[0] = a.lo[1] = a.lo[2] = 0; a.hi[0] = nslots; a.hi[1] = rows; a.hi[2] = cols;
-        if (flat) { a.ndim = 1; a.hi[0] = nslots * rows * cols; }  /* deps = infer_bytes_overlap */
+        if (devs > 0) {  /* a mesh: the slots of every device (ir/devices.py) */
+            a.ndim = 4; a.lo[3] = 0; a.hi[3] = cols; a.hi[2] = rows; a.hi[1] = nslots;
+            a.hi[0] = devs;
+        }
+        if (flat) { a.ndim = 1; a.hi[0] = (devs > 0 ? devs : 1) * nslots * rows * cols; }
         if (wsp_probe(rt, &a) > 0) return 0;
     }
     return 1;
@@ -176,11 +181,14 @@ class CoEmitter(LoopEmitter):
         marks = self.tensor_index[ch.marks] if ch.marks is not None else -1
         gen = f"wsp_ev_cur[{i}]"
         if ch.slots is None:
-            return f"wsp_co_query(rt, {marks}, {gen}, -1, 0, 0, 0, 0)"
+            return f"wsp_co_query(rt, {marks}, {gen}, -1, 0, 0, 0, 0, 0)"
         rows, cols, _ = ch.elem if ch.elem is not None else (1, 1, "u8")
         flat = int(self.sched.deps == "infer_bytes_overlap")
+        # decision: on a mesh a channel's query asks for the sends of every device's instance
+        # (the enumerator does not know which instance it is in): more often false, never wrong
+        devs = self.m.devices.count if self.m.devices is not None else 0
         return (f"wsp_co_query(rt, {marks}, {gen}, {self.tensor_index[ch.slots]}, "
-                f"{ch.nslots}, {rows}, {cols}, {flat})")
+                f"{ch.nslots}, {rows}, {cols}, {flat}, {devs})")
 
     def state(self) -> int:
         self.nstates += 1

@@ -351,8 +351,16 @@ class LoopEmitter(V.Visitor):
             self.emit(f"task.dispatcher = (int32_t)({d});")
         if "streams" in s.given:
             # decision: `.streams(n)` without `.stream_by` deals tasks round robin over streams
-            st = (f"wsp_mod({self.c(s.stream_by)}, wsp_ns)" if s.stream_by is not None
-                  else "wsp_mod(wsp_k, wsp_ns)")
+            n = "wsp_ns"
+            if self.m.devices is not None:
+                # a mesh: each device its own n streams (device d's stream s is d * n + s;
+                # schedule_policy asks for n per device), so a stream orders the tasks of one
+                # device, never tasks of two (docs/distributed.md, "Where a task runs")
+                n = f"(wsp_ns / {self.m.devices.count})"
+            st = (f"wsp_mod({self.c(s.stream_by)}, {n})" if s.stream_by is not None
+                  else f"wsp_mod(wsp_k, {n})")
+            if self.m.devices is not None:
+                st = f"(int64_t)task.device * {n} + {st}"
             self.emit(f"task.stream = (int32_t)({st});")
 
     def graph_keys(self, kernel: N.Kernel, t: N.Task, by_param: Optional[dict] = None) -> None:

@@ -648,8 +648,11 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int,
     else:
         nd = int(d.n) if d.n is not None else machine_dispatchers
     t = s.timing
+    streams = int(s.streams) if "streams" in s.given else 0
+    if module is not None and module.devices is not None:
+        streams *= module.devices.count  # each device its own streams (enumerate.placement)
     return {"ndispatchers": nd, "steal": int(d.name == "work_steal" and "dispatch" in s.given),
-            "nstreams": int(s.streams) if "streams" in s.given else 0,
+            "nstreams": streams,
             "timing": _TIMING[t.name],
             "timing_n": int(t.args[0]) if t.name in ("batched", "interleaved") else 0,
             "rate_per_ms": float(t.args[0]) if t.name == "rate_limit" else 0.0,
