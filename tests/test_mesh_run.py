@@ -532,3 +532,34 @@ def test_a_seq_loop_orders_each_devices_steps_not_the_devices_between_them():
     out = p.run(check_replicas=True, **_mlp_inputs())
     x, w1, w2 = (_mlp_inputs()[k].astype(np.float64) for k in ("X", "W1", "W2"))
     np.testing.assert_allclose(out["Y"], (x @ w1) @ w2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_key_over_a_loop_variable_gives_a_collectives_tiles_coordinate_0(tp):
+    # `.stream_by(t % 2)` names the user's `t`, which the allreduce's tile tasks are under no
+    # loop of: they take the key at t = 0 (stream 0), the user's tasks their own (it was an
+    # internal error, exit 70, in verify)
+    text = MLP + "schedule keyed = mlp().streams(2).stream_by(t % 2).dispatch(hash(t, n = 2))\n"
+    a = _mlp_inputs()
+    want = a["X"].astype(np.float64) @ a["W1"] @ a["W2"]
+    m = ptowsp.parse(text, "tp_mlp.wsp")
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, schedule="keyed", mesh={"tp": tp})
+        y = p.run(trace=target == "cpu_sim", **a)["Y"]
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    ev = p.trace.events
+    names = p.trace.kernel_names
+    streams: dict[str, set] = {}
+    for e in ev[ev["worker"] >= 0]:
+        kernel = names[e["kernel"]]
+        coords = e["coords"]
+        if kernel == "down":  # down[t, f] on the device holding W2's rows f*FB..: stream t % 2
+            key, device, s = "down", coords[1] * 32 // (256 // tp), coords[0] % 2
+        elif kernel.startswith("mesh_"):  # a tile of the allreduce, its device first
+            key, device, s = "comm", coords[0] if tp > 1 else 0, 0
+        else:
+            continue
+        # each device has its own streams (docs/running.md, "Meshes"): device d's s is d*2 + s
+        assert e["stream"] == device * 2 + s, (kernel, coords.tolist(), e["stream"])
+        streams.setdefault(key, set()).add(int(e["stream"]) % 2)
+    assert streams["comm"] == {0} and streams["down"] == {0, 1}

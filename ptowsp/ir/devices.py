@@ -31,7 +31,7 @@ from ..dtypes import FLOAT_DTYPES
 from ..spans import Span
 from . import nodes as N
 from .collective_tiles import MOST_TILES, Tiler
-from .visit import map_lists, substitute, walk, written_tensors
+from .visit import map_lists, schedule_keys, substitute, walk, written_tensors
 
 BLOCK = 64  # the copy's tile edge along a dimension longer than this (or sized at run time)
 _CLI = Span("<command line>", 0, 0, 0, 0)
@@ -210,7 +210,9 @@ def single_device(m: N.Module) -> N.Module:
                 out.append(map_lists(st, lambda body: lowered(body, items)))
         return tuple(out)
 
-    schedules = tuple(replace(s, body=lowered(s.body, ())) for s in m.schedules)
+    schedules = tuple(replace(s, body=_bind_keys(lowered(s.body, ()), _key_vars(s, m),
+                                                 frozenset()))
+                      for s in m.schedules)
     return replace(m, mesh=None, tensors=tuple(replace(t, layout=None) for t in m.tensors),
                    schedules=schedules, kernels=m.kernels + tuple(kernels.values()))
 
@@ -333,7 +335,9 @@ class _Lowering:
                     f"{', '.join(t.layout.partial)}: a mesh of several devices does not sum its "
                     "addends back for the caller yet", f"`allreduce` it into an output, and "
                     f"declare `{t.name}` a scratch or input"))
-        schedules = tuple(replace(s, body=self.stmts(s.body, {})) for s in m.schedules)
+        schedules = tuple(replace(s, body=_bind_keys(self.stmts(s.body, {}), _key_vars(s, m),
+                                                     frozenset()))
+                          for s in m.schedules)
         if self.diags:
             raise WspError(self.diags, dict(m.sources))
         devices = 1
@@ -672,3 +676,31 @@ def _text(m: N.Module, span: Span) -> str:
     line = lines[span.line - 1]
     end = span.end_col if span.end_line == span.line else len(line) + 1
     return line[span.col - 1:end - 1]
+
+
+def _key_vars(s: N.Schedule, m: N.Module) -> frozenset:
+    """The loop variables the schedule's keys use (not the module's syms)."""
+    names = {d.name for d in m.syms}
+    return frozenset(v for k in schedule_keys(s) for v in sym.free_vars(k) if v not in names)
+
+
+def _bind_keys(stmts: tuple, keys: frozenset, bound: frozenset) -> tuple:
+    """The lowering's own tasks (a collective's tiles) are under none of the user's loops, so a
+    schedule key over a loop variable (`.stream_by(t % 2)`) has no value there: each such task
+    gets a loop of one iteration per missing variable around it, which binds it to 0, so a
+    collective's tiles take the key's value at coordinate 0 (stream 0 of `t % 2`).
+    docs/distributed.md, "Collectives"."""
+    if not keys:
+        return stmts
+    out = []
+    for st in stmts:
+        if isinstance(st, N.Task):
+            for var in sorted(keys - bound):
+                st = N.Loop(var, sym.const(1), "grid", (st,))
+        elif isinstance(st, N.Read):
+            bound = bound | {st.var}
+        else:
+            inner = bound | {getattr(st, "var", None), getattr(st, "item", None)} - {None}
+            st = map_lists(st, lambda body, b=inner: _bind_keys(body, keys, b))
+        out.append(st)
+    return tuple(out)

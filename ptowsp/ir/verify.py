@@ -41,7 +41,7 @@ from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from ..primitives import OPS, IllTyped, fits_shape
 from . import nodes as N
 from .kernel_plan import buffer_bytes, held
-from .visit import Visitor, own_consumes, uses_csp, walk
+from .visit import Visitor, own_consumes, schedule_keys, uses_csp, walk
 
 _DISPATCH = ("round_robin", "affinity", "hash", "dispatch_by", "work_steal")
 _TIMING = ("immediate", "batched", "interleaved", "rate_limit")
@@ -449,20 +449,18 @@ class _Schedule(Visitor):
 
     def run(self) -> None:
         s = self.s
+        self.keys = schedule_keys(s)
         for p, allowed in ((s.dispatch, _DISPATCH), (s.timing, _TIMING)):
             if p.name not in allowed:
                 _fail(f"unknown policy `{p.name}`")
         if s.dispatch.name in ("affinity", "hash", "dispatch_by"):
             if len(s.dispatch.args) != 1 or not isinstance(s.dispatch.args[0], sym.Expr):
                 _fail(f"`{s.dispatch.name}` needs one key expression")
-            self.keys.append(s.dispatch.args[0])
         for n in ((s.dispatch.n,) + tuple(a for a in s.dispatch.args if isinstance(a, int))):
             if n is not None and n < 1:
                 _fail("a dispatcher count must be positive")
         if s.streams < 1:
             _fail("the stream count must be positive")
-        if s.stream_by is not None:
-            self.keys.append(s.stream_by)
         if s.window is not None and s.window < 1:
             _fail("the task window must be positive")
         if s.window_mode not in ("stall", "abort"):
@@ -482,7 +480,6 @@ class _Schedule(Visitor):
         if s.trace_cost is not None:
             if s.trace != "cycles" or not isinstance(s.trace_cost, sym.Expr):
                 _fail("a task cost key needs `trace = cycles(key)`")
-            self.keys.append(s.trace_cost)
         keyed = {"priority": 1, "fifo": 0, "work_steal": 0}
         if keyed.get(s.ready.name) != len(s.ready.args):
             _fail(f"bad ready policy `{s.ready.name}` with {len(s.ready.args)} key(s)")
@@ -491,7 +488,6 @@ class _Schedule(Visitor):
             _fail(f"bad pool policy `{s.pools.name}` with {len(s.pools.args)} key(s)")
         if s.pools.name == "custom" and (s.pools.n is None or s.pools.n < 1):
             _fail("a custom pool policy needs a positive pool count")
-        self.keys.extend(a for a in s.ready.args + s.pools.args if isinstance(a, sym.Expr))
         if not ((s.start.name == "threshold" and len(s.start.args) == 1 and s.start.args[0] >= 1)
                 or (s.start.name == "after_orchestration" and not s.start.args)):
             _fail(f"bad start policy `{s.start.name}`")

@@ -168,6 +168,20 @@ class Visitor:
 # What a walk tells
 
 
+def schedule_keys(s: N.Schedule) -> list[sym.Expr]:
+    """The key expressions of `s` evaluated per task (a keyed dispatch, `stream_by`, the
+    ready and pool keys, `trace = cycles(key)`): each task must bind their loop variables."""
+    keys: list[sym.Expr] = []
+    if s.dispatch.name in ("affinity", "hash", "dispatch_by"):
+        keys.extend(a for a in s.dispatch.args[:1] if isinstance(a, sym.Expr))
+    if s.stream_by is not None:
+        keys.append(s.stream_by)
+    if s.trace_cost is not None and isinstance(s.trace_cost, sym.Expr):
+        keys.append(s.trace_cost)
+    keys.extend(a for a in s.ready.args + s.pools.args if isinstance(a, sym.Expr))
+    return keys
+
+
 def tasks(stmts) -> list[N.Task]:
     """Every task of a loop tree, in enumeration order of the tree (sends' tasks included)."""
     return [st for st in walk(stmts) if isinstance(st, N.Task)]
