@@ -145,6 +145,7 @@ static void *progress(void *arg) {
         int stop = m->stop;
         pthread_mutex_unlock(&m->mu);
         if (stop && !list && m->n == 0) break;
+        if (list) idle = 0;  /* new work: its messages are near, so poll before backing off */
         for (op *o = list, *next; o; o = next) {
             next = o->next;
             post(m, o);
@@ -182,13 +183,22 @@ static void *progress(void *arg) {
             continue;
         }
         /* nothing completed: a message is often microseconds away, so give the core to
-         * whoever wants it (the kernels) without sleeping first, then sleep in short steps */
+         * whoever wants it (the kernels) without sleeping first, then sleep in short steps,
+         * which a newly queued operation ends (enqueue signals) */
         if (++idle > 16) {
             if (idle < 4096) {
                 sched_yield();
             } else {
-                struct timespec ts = {0, 50000};
-                nanosleep(&ts, NULL);
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 50000;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_mutex_lock(&m->mu);
+                if (!m->head && !m->stop) pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+                pthread_mutex_unlock(&m->mu);
             }
         }
     }
