@@ -1,9 +1,10 @@
 """The cost of a collective on MPI: wspc's allreduce, as the device lowering makes it (one task
-per device and 64 x 64 tile, reading the P addends of the tile in device order: a point-to-point
-message per remote tile through the runtime's transport, and the fixed-order sum), against a
-bare mpi4py `Allreduce` of the same bytes, in the same run, interleaved.
+per device and tile, the tile's shape `ir/collective_tiles.tile_shape`'s, reading the P addends
+of the tile in device order: a point-to-point message per remote tile through the runtime's
+transport, and the fixed-order sum), against a bare mpi4py `Allreduce` of the same bytes, in the
+same run, interleaved.
 
-    python benchmarks/mesh_mpi.py [--ranks 2] [--runs 15] [--workers 1] [--tile 64x64]
+    python benchmarks/mesh_mpi.py [--ranks 2] [--runs 15] [--workers 1] [--tile ROWSxCOLS]
 
 Needs the `mpi` extra (mpi4py and the mpich wheel). Each size's figure is the median over the
 runs of the slowest rank's time for one collective (a barrier before each). The enumeration is
@@ -86,7 +87,7 @@ int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, in
 """
 
 
-def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]) -> None:
+def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int] | None) -> None:
     import statistics
     import time
 
@@ -95,6 +96,7 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
     from mpi4py import MPI
 
     from ptowsp.backends.cpu.mpi import Transport
+    from ptowsp.ir.collective_tiles import tile_shape
 
     text = (ROOT / "runtime_c" / "wsp_runtime.h").read_text()
     ffi = cffi.FFI()
@@ -113,6 +115,7 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
         a = np.zeros((p, rows, cols), np.float32)
         a[me] = np.random.default_rng(me).standard_normal((rows, cols)).astype(np.float32)
         y = np.zeros_like(a)
+        shape = tile or tile_shape(rows, cols, 4)  # the lowering's, for a [rows, cols] f32
         send, recv = np.ascontiguousarray(a[me]), np.empty((rows, cols), np.float32)
         pa = ffi.cast("float *", ffi.from_buffer(a))
         py = ffi.cast("float *", ffi.from_buffer(y))
@@ -122,7 +125,7 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
                 comm.Barrier()
                 t0 = time.perf_counter()
                 if what == "wspc":
-                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, *tile) == 0
+                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, *shape) == 0
                 else:
                     comm.Allreduce(send, recv, op=MPI.SUM)
                 dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
@@ -130,7 +133,7 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
                     times[what].append(dt * 1e3)
         if me == 0:
             w, m = statistics.median(times["wspc"]), statistics.median(times["mpi4py"])
-            print(f"{mib:>3} MiB  {p} ranks  tiles {tile[0]}x{tile[1]}  wspc {w:8.3f} ms   mpi4py Allreduce {m:8.3f} ms   "
+            print(f"{mib:>3} MiB  {p} ranks  tiles {shape[0]}x{shape[1]}  wspc {w:8.3f} ms   mpi4py Allreduce {m:8.3f} ms   "
                   f"ratio {w / m:5.2f}", flush=True)
     x.close()
     lib.wsp_runtime_free(rt)
@@ -141,13 +144,14 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--tile", default="64x64", help="the collective's tile, ROWSxCOLS of f32 "
-                    "(64x64: the lowering's; each remote tile is one message)")
+    ap.add_argument("--tile", default="", help="the collective's tile, ROWSxCOLS of f32 (default: "
+                    "the lowering's, ir/collective_tiles.tile_shape; each remote tile is one "
+                    "message)")
     ap.add_argument("--rank", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank:
         rank(args.rank[0], args.rank[1], args.runs, args.workers,
-             tuple(int(v) for v in args.tile.split("x")))
+             tuple(int(v) for v in args.tile.split("x")) if args.tile else None)
         return
     from ptowsp.backends.cpu import build, mpi
 
@@ -165,7 +169,7 @@ def main() -> None:
         transport = mpi.transport_library(install)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         subprocess.run([str(install.mpiexec), "-n", str(args.ranks), sys.executable, __file__,
-                        "--runs", str(args.runs), "--workers", str(args.workers), "--tile", args.tile,
+                        "--runs", str(args.runs), "--workers", str(args.workers), "--tile", args.tile or "",
                         "--rank", str(so), str(transport)], check=True, env=env, timeout=1800)
 
 

@@ -603,7 +603,9 @@ static void run_batch(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
 }
 
 static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
-    if (!rt->skip_kernels && atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
+    if (t->resume) {
+        /* devices.c: a send in place that the transport has finished with: nothing to run */
+    } else if (!rt->skip_kernels && atomic_load_explicit(&rt->err, memory_order_relaxed) == 0) {
         wsp__kernel_msg_clear();
         uint64_t t0 = ticks();
         if (t->subs) {
@@ -617,7 +619,15 @@ static void run_task(wsp_runtime *rt, wsp_worker *w, wsp_tasknode *t) {
                 e->worker = w->index;
             }
             atomic_store_explicit(&w->ran, ++w->ran_l, memory_order_relaxed);
-            if (rc != 0) wsp__kernel_failed(rt, t->kernel, t->stmt, wsp__coords(t), t->ncoords, rc);
+            if (rc == WSP__DEFERRED) {
+                /* the kernel set the count to two, one for the transport (which may be done
+                 * already) and this one: whoever brings it to zero makes the node ready */
+                w->last_ticks = ticks() - t0;
+                if (atomic_fetch_sub_explicit(&t->h.pending, 1, memory_order_acq_rel) != 1)
+                    return;
+            } else if (rc != 0) {
+                wsp__kernel_failed(rt, t->kernel, t->stmt, wsp__coords(t), t->ncoords, rc);
+            }
         }
         w->last_ticks = ticks() - t0;
     }

@@ -56,7 +56,7 @@ void wsp__recycle(wsp_runtime *rt, wsp_node *n) {
     if (n->kind != WSP_NODE_GROUP) {  /* a task, or a waiter (wsp_await: no regs, no stream) */
         wsp_tasknode *t = (wsp_tasknode *)n;
         wsp__deps_retire(&rt->deps, t);
-        if (t->owned) wsp__device_release(t);
+        if (t->owned) wsp__device_release(rt, t);
         if (t->stream >= 0 && t->stream < rt->nstreams && rt->stream_last[t->stream] == t)
             rt->stream_last[t->stream] = NULL;
         while (t->chunks) {
@@ -240,6 +240,7 @@ void wsp_runtime_free(wsp_runtime *rt) {
     free(rt->xpart);
     free(rt->xbytes);
     free(rt->xelem);
+    wsp__device_free(rt);
     for (int64_t c = 0; c < rt->ntchunks; c++) free(rt->tchunks[c]);
     free(rt->tchunks);
     free(rt->tlinks[0]);
@@ -421,6 +422,7 @@ wsp_tasknode *wsp__tasknode_new(wsp_runtime *rt, size_t bytes) {
     t->parts = NULL;
     t->holds = 0;
     t->owned = 0;
+    t->resume = 0;
     return t;
 }
 

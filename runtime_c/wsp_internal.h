@@ -89,6 +89,8 @@ struct wsp_tasknode {
     int16_t holds;             /* devices.c: receives it waits for besides its predecessors */
     uint16_t owned;            /* devices.c: tiles (bit i) whose data is a receive buffer, freed
                                   when the node is recycled */
+    int32_t resume;            /* devices.c: a send in place the transport has been given: the
+                                  node's next run only completes it (dispatch.c, run_task) */
     int64_t gkey;              /* graph.c: its ready-queue key (priority, or ready order) */
     uint64_t seq;              /* submission number, unique over the runtime's life */
     wsp_edgechunk *chunks;     /* newest first */
@@ -285,6 +287,7 @@ WSP_HIDDEN void wsp__test_hook(wsp_runtime *rt, int point, int32_t worker);
 #define WSP_GRAIN_MAX 64           /* tasks per batch at most */
 #define WSP_BATCH_BYTES 8192       /* wsp_sub records per batch at most */
 #define WSP_BATCH_WAITS 8          /* order steps a batch may span, after its first */
+#define WSP_XBUFS 64               /* receive buffers kept between receives (devices.c) */
 
 typedef struct wsp_scope {
     wsp_group *barrier;            /* every task of the scope's current step waits for it */
@@ -402,12 +405,20 @@ struct wsp_runtime {
     int32_t *xelem;
     int32_t nxelem;
     int64_t xseq;
+    /* devices.c: receive buffers kept for the next receives of their size (submitter only):
+     * a fresh malloc of a tile's size is a fresh mapping, every page of which faults in */
+    void *xbuf[WSP_XBUFS];
+    size_t xbuf_bytes[WSP_XBUFS];
+    int32_t nxbuf;
 
     _Alignas(WSP_CACHELINE) _Atomic(wsp_node *) finished;   /* handed back by workers */
     char pad_end[WSP_CACHELINE];
 };
 
 #define WSP_TRACE_CHUNK 4096
+/* A kernel's return code (devices.c, a send in place): the node is not finished; the transport
+ * makes it ready again once it is (dispatch.c, run_task). Never a kernel's own code. */
+#define WSP__DEFERRED (-1)
 #define WSP_TRACE_MAXCHUNKS 65536   /* 268M tasks traced at most; later tasks go untraced */
 
 #define WSP_TRACE_MAXLINKS ((int64_t)1 << 25)  /* edges (and batches) recorded per run at most */
@@ -447,8 +458,10 @@ WSP_HIDDEN int wsp__submit_node(wsp_runtime *rt, wsp_tasknode *t, const wsp_task
  * is not a plain task of this device (another device's: its sends; this device's with remote
  * tiles: its receives) and sets *taken; else leaves it to wsp_submit. */
 WSP_HIDDEN int wsp__device_submit(wsp_runtime *rt, const wsp_task *task, int *taken);
-/* A recycled node's receive buffers (submitter). */
-WSP_HIDDEN void wsp__device_release(wsp_tasknode *t);
+/* A recycled node's receive buffers (submitter): kept for later receives, or freed. */
+WSP_HIDDEN void wsp__device_release(wsp_runtime *rt, wsp_tasknode *t);
+/* The receive buffers kept (wsp_runtime_free). */
+WSP_HIDDEN void wsp__device_free(wsp_runtime *rt);
 /* A task made ready by a thread that is neither a worker nor the submitter (dispatch.c). */
 WSP_HIDDEN void wsp__ready_external(wsp_runtime *rt, wsp_tasknode *t);
 

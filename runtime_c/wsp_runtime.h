@@ -452,14 +452,17 @@ int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *
  *     hold, like a predecessor) until `recv` has filled it and the transport calls wsp_arrived;
  *     the kernel then reads the buffer as the tile (stride = cols);
  *   - on the device that holds it, a SEND task is submitted in its place: it reads the tile
- *     (so it waits for the tile's writers, and later writers wait for it), packs it row by row
- *     into a new buffer and hands that to `send`, which frees it (free()) once sent. It is
- *     traced and counted as a task of the reading task's kernel and statement.
+ *     (so it waits for the tile's writers, and later writers wait for it). A tile that is one
+ *     block of memory goes to `send_from` (when the transport has it) as it is: the send task
+ *     finishes only when the transport calls wsp_arrived(rt, token, NULL, ok) to say it no
+ *     longer reads the memory. Any other tile is packed row by row into a new buffer handed
+ *     to `send`, which frees it (free()) once sent. It is traced and counted as a task of the
+ *     reading task's kernel and statement.
  * Messages match by (device, tag), not by order, so each tile moves as soon as its holder has
  * it, whatever order the tasks of a collective become ready in on each device. The transport
  * calls must not block; `fail` (may be NULL) is called once when the run fails, from any
- * thread: the transport must then make every receive still pending arrive (its buffer as it
- * is), so that the run drains (no task runs after an error). */
+ * thread: the transport must then make every receive and `send_from` still pending arrive
+ * (a receive's buffer as it is), so that the run drains (no task runs after an error). */
 typedef struct wsp_transport {
     void *ctx;
     int32_t device;           /* this process's device */
@@ -467,6 +470,8 @@ typedef struct wsp_transport {
     int (*recv)(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag, void *token);
     int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
     void (*fail)(void *ctx);
+    int (*send_from)(void *ctx, const void *buf, int64_t bytes, int32_t to, int64_t tag,
+                     void *token);    /* may be NULL: every tile is packed for `send` */
 } wsp_transport;
 /* Between runs: x == NULL (or x->devices == 0) removes it. elem_bytes: per tensor, its element
  * size when its first dimension is the device dimension, else 0 (ntensors entries). */
@@ -474,7 +479,9 @@ int wsp_transport_set(wsp_runtime *rt, const wsp_transport *x, int32_t ntensors,
                       const int32_t *elem_bytes);
 /* The transport: the receive of `buf` posted with `token` has filled it (ok != 0), or will not
  * (ok == 0: the run fails, if it has not already; the buffer becomes the transport's, which
- * frees it once nothing can write it any more). From any thread, once per receive. */
+ * frees it once nothing can write it any more); or, with buf NULL, the `send_from` posted with
+ * `token` no longer reads its memory (ok == 0: it was not sent, and the run fails). From any
+ * thread, once per receive or send_from. */
 void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok);
 /* This process's device (x->device of the transport set), 0 without one. An enumerator reads
  * an element of a tensor with the device dimension (a `Read` of an index tensor, replicated:

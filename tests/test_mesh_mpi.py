@@ -10,7 +10,8 @@ failure, never a stuck suite.
   rank's result is bit-identical to the fixed-order sum in NumPy; a kernel failing on one rank
   drains that rank (its receives are released) and ends every rank.
 - The launcher: every collective of every op (tests/test_mesh_run.py's module) on meshes of 2
-  and 4 devices (1x2, 1x4, 2x2), the tensor-parallel MLP of docs/distributed.md
+  and 4 devices (1x2, 1x4, 2x2), and again on f32, f16 and bf16 tensors of several tiles
+  (sent from the tensor's memory, or packed), the tensor-parallel MLP of docs/distributed.md
   (tests/mesh_mpi/tp_mlp.wsp) on 2 and 4, and a CSP pipeline and events (tests/test_mesh_csp.py's
   programs) on 2 and 4, write on MPI what the in-process `--mesh` run writes,
   bit for bit, with one Chrome trace holding a process per device; a module without a mesh runs
@@ -166,6 +167,19 @@ def test_every_collective_on_mpi_is_the_in_process_run_bit_for_bit(tmp_path, dp,
     (tmp_path / "coll.wsp").write_text(_collectives(("f32", "bf16", "i8"), dp, tp, 8, 70))
     _same_outputs(tmp_path, ["run", "coll.wsp", "--random-inputs", "5", "--check-replicas"],
                   dp * tp)
+
+
+@needs_mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_tiles_of_whole_rows_on_mpi_are_the_in_process_run_bit_for_bit(tmp_path, tp):
+    # several tiles per tensor, each one message, sent from the tensor's memory when the tile
+    # is one block (the allreduces, reduce_scatter over rows) and packed when it is not (the
+    # all_to_all's column slices); in process they are the NumPy formula
+    # (test_mesh_run.py's test_tiles_of_whole_rows_are_the_fixed_order_reduction)
+    from .test_mesh_run import BIG_TILES, _collectives
+
+    (tmp_path / "coll.wsp").write_text(_collectives(*BIG_TILES[:1], 1, tp, *BIG_TILES[1:]))
+    _same_outputs(tmp_path, ["run", "coll.wsp", "--random-inputs", "6"], tp)
 
 
 @needs_mpi

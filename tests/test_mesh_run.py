@@ -169,6 +169,22 @@ def test_collectives_over_a_long_dimension_on_cpu_sim():
     _check_collectives(("f32", "bf16"), 2, 2, 70, 130, targets=("ref", "cpu_sim"), seed=3)
 
 
+# a shard of 100 rows of 1024 columns: a collective tile is whole rows up to 256 KiB
+# (ir/collective_tiles.tile_shape), so 64 rows of f32 (two tiles, the second partial) and 128 of
+# f16 or bf16 (one partial tile)
+BIG_TILES = (("f32", "f16", "bf16"), 100, 1024)
+
+
+def test_tiles_of_whole_rows_are_the_fixed_order_reduction():
+    from ptowsp.ir.collective_tiles import tile_shape
+
+    dtypes, r, c = BIG_TILES
+    assert tile_shape(r, c, 4) == (64, 1024) and tile_shape(r, c, 2) == (100, 1024)
+    assert tile_shape(None, c, 4) == (64, 1024) and tile_shape(None, 8192, 4) == (8, 8192)
+    assert tile_shape(None, None, 4) == (64, 64) and tile_shape(3, 100_000, 4) == (1, 65536)
+    _check_collectives(dtypes, 1, 2, r, c, targets=("cpu_sim",), seed=4)
+
+
 # ---- the tensor-parallel MLP of docs/distributed.md ------------------------------------------
 
 MLP = doc_tp_mlp(64, 256, 16, 32)

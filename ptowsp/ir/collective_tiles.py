@@ -30,10 +30,34 @@ from .. import sym
 from ..dtypes import FLOAT_DTYPES, size_of
 from . import nodes as N
 
-BLOCK = 64  # a tile's edge along a dimension longer than this (or sized at run time)
+BLOCK = 64  # a tile's column edge along columns sized at run time
+TILE_BYTES = 256 * 1024  # a tile's most bytes: one message on MPI (see tile_shape)
+RUN_TIME_ROWS = 64  # a tile's most rows along rows sized at run time (see tile_shape)
 ORDER = "mesh@order"  # the order tensor (no source name contains `@`)
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+def tile_shape(rows: Optional[int], cols: Optional[int], esize: int) -> tuple[int, int]:
+    """The edges (rows, columns) of a collective's tile over a segment of `rows` x `cols`
+    elements of `esize` bytes (None: an extent sized at run time).
+
+    A tile is one message between two devices on MPI, and the mpich wheel moves 16 KiB messages
+    at a third of the bandwidth of 256 KiB ones (docs/running.md, "Running on MPI", Speed), so a
+    tile takes whole rows of the segment up to TILE_BYTES: whole rows of a local array are
+    contiguous, so the holder sends the tile from the tensor itself. Rows sized at run time stop
+    at RUN_TIME_ROWS: the last tile of such a segment is partial, and a partial tile runs on a
+    padded copy of the whole tile (a one-token decode step would copy TILE_BYTES); and the
+    cycle model pipelines a collective's messages by tile, so its last tile is its tail (the
+    tensor-parallel MLP's critical path at T = 256 grows by a tenth with 256-row tiles of its
+    64 columns)."""
+    if cols is not None and cols >= 1:
+        c = cols if cols * esize <= TILE_BYTES else max(BLOCK, TILE_BYTES // esize // BLOCK * BLOCK)
+    else:
+        c = BLOCK
+    r = max(1, TILE_BYTES // (c * esize))
+    r = min(r, rows) if rows is not None and rows >= 1 else min(r, RUN_TIME_ROWS)
+    return r, c
 
 
 class Tiler:
@@ -82,17 +106,19 @@ class Tiler:
         partial = [False, False]
         edges = []
         src_coord: dict[str, sym.Expr] = {}
+        segs = [sym.floordiv(src.dims[d], self.lcm(ls.dims[d], ld.dims[d])) for d in range(rank)]
+        shape = tile_shape(sym.const_value(segs[tiled[0]]) if len(tiled) == 2 else 1,
+                           sym.const_value(segs[tiled[-1]]) if tiled else 1, size_of(dtype))
         for d in range(rank):
             n = src.dims[d]
             a_d, a_s = ld.dims[d], ls.dims[d]
             p_d = self.sizes[a_d] if a_d else 1
-            p_s = self.sizes[a_s] if a_s else 1
-            lcm = p_d * p_s // gcd(p_d, p_s)
-            seg = sym.floordiv(n, lcm)
+            lcm = self.lcm(a_s, a_d)
+            seg = segs[d]
             base = sym.mul(cvar[a_d], sym.floordiv(n, p_d)) if a_d else sym.const(0)
             segc = sym.const_value(seg)
             if d in tiled:
-                edge = segc if segc is not None and 1 <= segc <= BLOCK else BLOCK
+                edge = shape[0] if len(tiled) == 2 and d == tiled[0] else shape[1]
             else:
                 edge = 1
             edges.append(edge)
@@ -113,7 +139,7 @@ class Tiler:
             dst_off.append(sym.add(local, start))
             glob = sym.add(sym.add(base, local), start)
             if a_s:
-                shard = sym.floordiv(n, p_s)
+                shard = sym.floordiv(n, self.sizes[a_s])
                 owner = sym.floordiv(sym.add(base, local), shard)
                 src_coord[a_s] = owner
                 src_off.append(sym.sub(glob, sym.mul(owner, shard)))
@@ -173,6 +199,12 @@ class Tiler:
         for var, extent in reversed(loops + tile_loops):
             task = N.Loop(var, extent, "grid", (task,))
         return task
+
+    def lcm(self, a: Optional[str], b: Optional[str]) -> int:
+        """The number of segments a dimension sharded over axes `a` and `b` (None: not
+        sharded) is cut into: each inside one shard of both."""
+        p, q = (self.sizes[a] if a else 1), (self.sizes[b] if b else 1)
+        return p * q // gcd(p, q)
 
     def device(self, where: dict[str, sym.Expr]) -> sym.Expr:
         """The row-major device number of the coordinates `where` (every axis)."""

@@ -4,19 +4,21 @@
  * into every module never needs MPI.
  *
  * One PROGRESS THREAD makes every MPI call of a run: the submitter (a receive, posted when the
- * reading task is enumerated) and the workers (a send, when the send task has packed its tile)
- * only queue an operation and return, so no worker ever blocks in MPI and a kernel never waits
+ * reading task is enumerated) and the workers (a send, when the send task's tile is written:
+ * from the tensor's memory when the tile is one block, else packed) only queue an operation
+ * and return, so no worker ever blocks in MPI and a kernel never waits
  * for a message. The thread posts what is queued (MPI_Irecv / MPI_Isend on a duplicate of
  * MPI_COMM_WORLD, tagged with the remote read's number), tests everything outstanding
  * (MPI_Testsome), tells the runtime of each receive that completed (wsp_arrived: the reading
- * task may then run) and frees each send's buffer. It sleeps when nothing is outstanding, and
+ * task may then run) and of each send from a tensor (its send task may then finish, and the
+ * tile's next writer run), and frees each packed send's buffer. It sleeps when nothing is outstanding, and
  * backs off to short sleeps when nothing completes, so that it does not take a core from the
  * kernels. Point-to-point messages match by (source, tag), so the tiles of one collective may
  * become ready in any order on each process: no MPI collective call (which every process must
  * start in the same order) is used, and the reduction is the kernel's own fixed order.
  *
- * A failed run (the runtime calls `fail`): every receive still outstanding is reported to the
- * runtime as not arrived (the run drains: no task runs after an error) and its buffer kept
+ * A failed run (the runtime calls `fail`): every receive (and send from a tensor) still
+ * outstanding is reported to the runtime as not arrived (the run drains: no task runs after an error) and its buffer kept
  * until MPI is done with it; the process is about to end (MPI_Abort from Python).
  */
 #define _GNU_SOURCE
@@ -35,13 +37,13 @@
 
 typedef void (*wsp_arrived_fn)(wsp_runtime *rt, void *token, void *buf, int ok);
 
-enum { OP_RECV = 0, OP_SEND = 1 };
+enum { OP_RECV = 0, OP_SEND = 1, OP_SEND_FROM = 2 };  /* SEND_FROM: the tensor's memory */
 #define WINDOW 64              /* requests tested per MPI_Testsome */
 
 typedef struct op {
     struct op *next;
     void *buf;
-    void *token;               /* a receive's task; NULL once reported (orphaned) */
+    void *token;               /* a receive's or send_from's task; NULL once reported (orphaned) */
     int64_t bytes;
     int32_t peer;
     int32_t kind;
@@ -71,8 +73,8 @@ typedef struct wsp_mpi {
 } wsp_mpi;
 
 static void orphan(wsp_mpi *m, op *o) {
-    if (o->kind == OP_RECV && o->token) {
-        m->arrived(m->rt, o->token, o->buf, 0);
+    if (o->kind != OP_SEND && o->token) {
+        m->arrived(m->rt, o->token, o->kind == OP_RECV ? o->buf : NULL, 0);
         o->token = NULL;
     }
 }
@@ -100,7 +102,7 @@ static void post(wsp_mpi *m, op *o) {
                  (long long)o->bytes);
     } else if (o->kind == OP_RECV) {
         rc = MPI_Irecv(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
-    } else {
+    } else {  /* OP_SEND, OP_SEND_FROM */
         rc = MPI_Isend(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
     }
     if (rc == MPI_SUCCESS) {
@@ -108,19 +110,21 @@ static void post(wsp_mpi *m, op *o) {
         if (atomic_load_explicit(&m->failed, memory_order_acquire)) orphan(m, o);
         return;
     }
-    if (o->kind == OP_RECV) {
-        if (o->token) m->arrived(m->rt, o->token, o->buf, 0);
-    }
-    free(o->buf);
+    if (o->kind != OP_SEND && o->token)
+        m->arrived(m->rt, o->token, o->kind == OP_RECV ? o->buf : NULL, 0);
+    if (o->kind != OP_SEND_FROM) free(o->buf);
     free(o);
     atomic_fetch_sub(&m->outstanding, 1);
 }
 
 /* One completed operation: a receive is handed to the runtime (its buffer is the task's), a
- * send's buffer freed; an orphaned receive's buffer is freed too. */
+ * send_from's task told (the memory is the tensor's), a send's buffer freed; an orphaned
+ * receive's buffer is freed too. */
 static void done(wsp_mpi *m, op *o) {
     if (o->kind == OP_RECV && o->token) {
         m->arrived(m->rt, o->token, o->buf, 1);
+    } else if (o->kind == OP_SEND_FROM) {
+        if (o->token) m->arrived(m->rt, o->token, NULL, 1);
     } else {
         free(o->buf);
     }
@@ -141,6 +145,7 @@ static void *progress(void *arg) {
         int stop = m->stop;
         pthread_mutex_unlock(&m->mu);
         if (stop && !list && m->n == 0) break;
+        if (list) idle = 0;  /* new work: its messages are near, so poll before backing off */
         for (op *o = list, *next; o; o = next) {
             next = o->next;
             post(m, o);
@@ -178,13 +183,22 @@ static void *progress(void *arg) {
             continue;
         }
         /* nothing completed: a message is often microseconds away, so give the core to
-         * whoever wants it (the kernels) without sleeping first, then sleep in short steps */
+         * whoever wants it (the kernels) without sleeping first, then sleep in short steps,
+         * which a newly queued operation ends (enqueue signals) */
         if (++idle > 16) {
             if (idle < 4096) {
                 sched_yield();
             } else {
-                struct timespec ts = {0, 50000};
-                nanosleep(&ts, NULL);
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 50000;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_mutex_lock(&m->mu);
+                if (!m->head && !m->stop) pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+                pthread_mutex_unlock(&m->mu);
             }
         }
     }
@@ -230,6 +244,15 @@ static int x_send(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag) 
         free(buf);
         return -1;
     }
+    enqueue(m, o);
+    return 0;
+}
+
+static int x_send_from(void *ctx, const void *buf, int64_t bytes, int32_t to, int64_t tag,
+                       void *token) {
+    wsp_mpi *m = ctx;
+    op *o = new_op(m, OP_SEND_FROM, (void *)buf, bytes, to, tag, token);
+    if (!o) return -1;
     enqueue(m, o);
     return 0;
 }
@@ -295,6 +318,7 @@ void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out) {
     out->recv = x_recv;
     out->send = x_send;
     out->fail = x_fail;
+    out->send_from = x_send_from;
 }
 
 /* Operations queued or in flight (0 once every send of the runs so far has gone). */
