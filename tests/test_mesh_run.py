@@ -351,9 +351,12 @@ def test_a_view_crossing_a_shard_at_run_time_is_reported_at_the_view():
         out = p.run(bind={"K": 96}, W=w, V=v)
         assert np.array_equal(out["Y"], w[:, 96:128])
         (d,) = _messages(lambda p=p: p.run(bind={"K": 48}, W=w, V=v))
+        # the failure says which columns it found and the devices holding the two ends
         assert d.message.startswith("`x = W[:, K : K + 32]` spans more than one shard of tp "
                                     "(64 columns each): a task reads one device's data; split "
-                                    "the view at shard boundaries, or `allgather` `W`"), d.message
+                                    "the view at shard boundaries, or `allgather` `W`, found "
+                                    "columns 48 .. 79: column 48 is on tp = 0 and column 79 on "
+                                    "tp = 1 (task `cp`)"), d.message
         assert (d.span.line, d.span.col) == (11, 8)
 
 

@@ -176,6 +176,16 @@ def _dim_words(d: int, rank: int) -> str:
     return f"entries along dimension {d}" if rank > 1 else "elements"
 
 
+def _dim_word(d: int, rank: int) -> tuple[str, str, str]:
+    """(one, several, where) that name indices of dimension `d` in a message: `column 79`,
+    `columns 48 .. 79`; `index 3 of dimension 0` for a dimension without a name."""
+    if rank >= 2 and d == rank - 1:
+        return "column", "columns", ""
+    if rank >= 2 and d == rank - 2:
+        return "row", "rows", ""
+    return ("index", "indices", f" of dimension {d}") if rank > 1 else ("element", "elements", "")
+
+
 def single_device(m: N.Module) -> N.Module:
     """`m` without its mesh of one device (see the module's docstring); `m` itself when it has
     none."""
@@ -433,8 +443,15 @@ class _Lowering:
                 if fits is False:
                     self.diags.append(Diagnostic(a.span, "mesh", message))
                 elif fits is None:
+                    # the failure names the view's first and last index and their devices
+                    # (its `offset % shard + extent` would say nothing to the reader)
+                    last = sym.sub(sym.add(a.offsets[d], a.extents[d]), sym.const(1))
+                    one, many, of = _dim_word(d, len(placed.dims))
+                    found = (f"found {many} {{0}} .. {{1}}{of}: {one} {{0}} is on {ax} = {{2}} "
+                             f"and {one} {{1}} on {ax} = {{3}}")
                     checks.append(N.ViewCheck(sym.Check(inside, "<=", shard, message), message,
-                                              a.span))
+                                              a.span, found, (a.offsets[d], last, coord,
+                                                              sym.floordiv(last, shard))))
                 offsets[d] = sym.sub(a.offsets[d], sym.mul(coord, shard))
                 pins.setdefault(ax, []).append((coord, a))
             local.append((a, tuple(offsets), tuple(checks)))

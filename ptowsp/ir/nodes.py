@@ -211,6 +211,11 @@ class ViewCheck:
     check: sym.Check
     message: str
     span: Span = NO_SPAN
+    # what a failure found, when the check's two sides would not say it plainly (a shard
+    # crossing's `offset % shard + extent`): `found` with `{0}`, `{1}`... replaced by the
+    # values of `shown`, evaluated where the check is; empty: `found` and the sides' values
+    found: str = ""
+    shown: tuple[sym.Expr, ...] = ()
 
 
 @record

@@ -214,6 +214,8 @@ def _bound(e, names, what: str) -> None:
 def _check(c: N.ViewCheck, names, what: str) -> None:
     _bound(c.check.lhs, names, what)
     _bound(c.check.rhs, names, what)
+    for e in c.shown:
+        _bound(e, names, what)
 
 
 _COND_OPS = ("==", "!=", "<", "<=", ">", ">=")

@@ -450,8 +450,9 @@ class LoopEmitter(V.Visitor):
             self.emit(f"if (!(({lhs}) {c.op} ({rhs}))) {{")
         self.depth += 1
         extra = f", {args}" if args else ""
-        self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld"{extra}, '
-                  f"(long long)({lhs}), (long long)({rhs}));")
+        shown = "".join(f", (long long)({self.c(e)})" for e in chk.shown)
+        self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld{"|%lld" * len(chk.shown)}"'
+                  f"{extra}, (long long)({lhs}), (long long)({rhs}){shown});")
         self.emit(f"rc = wsp_fail(rt, WSP_ERR_VIEW, msg); {self.RET}")
         self.depth -= 1
         self.emit("}")
@@ -576,12 +577,14 @@ static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spre
 """
 
 
-def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:
-    """(check index, coordinates, lhs value, rhs value) of a `VIEW ...` failure message."""
-    m = re.fullmatch(r"VIEW (\d+) (.*)\|(-?\d+)\|(-?\d+)", message)
+def parse_view_failure(message: str) -> tuple[int, str, int, int, tuple[int, ...]] | None:
+    """(check index, coordinates, lhs value, rhs value, the values of the check's `shown`) of
+    a `VIEW ...` failure message."""
+    m = re.fullmatch(r"VIEW (\d+) ([^|]*)\|(-?\d+)\|(-?\d+)((?:\|-?\d+)*)", message)
     if not m:
         return None
-    return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    shown = tuple(int(v) for v in m.group(5).split("|")[1:])
+    return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4)), shown
 
 
 def task_cycles_mode(m: N.Module, s: N.Schedule) -> int:

@@ -517,9 +517,10 @@ class Backend:
         view = parse_view_failure(message)
         if view is None:
             return ExecutionError(code, message)
-        k, coords, lhs, rhs = view
+        k, coords, lhs, rhs, shown = view
         chk = self.enumerators.checks[k]
-        text = f"{chk.message}, {found_values(chk.check, lhs, rhs)}"
+        found = chk.found.format(*shown) if chk.found else found_values(chk.check, lhs, rhs)
+        text = f"{chk.message}, {found}"
         task = self.enumerators.check_tasks.get(k)
         if task:
             text += f" (task `{task}`{' at ' + coords if coords else ''})"

@@ -122,6 +122,8 @@ class Runner(Visitor):
             self.error(f"{vc.message}: {err}{where}", vc.span)
         if not ok:
             found, values = describe_check(vc.check, self.env)
+            if vc.found:
+                found = vc.found.format(*(sym.evaluate(e, self.env) for e in vc.shown))
             self.error(f"{vc.message}, {found}{where}", vc.span, values)
 
     # -- statements, by class (ir.visit.Visitor)
