@@ -178,6 +178,18 @@ def test_the_tensor_parallel_mlp_on_mpi_is_the_in_process_run_bit_for_bit(tmp_pa
 
 
 @needs_mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_partial_inout_on_mpi_is_summed_as_in_process_bit_for_bit(tmp_path, tp):
+    # the ranks' addends gathered to rank 0, which sums them in device order (the in-process
+    # sum, itself checked against NumPy in test_mesh_run.py)
+    from .test_mesh_run import PARTIAL_INOUT
+
+    (tmp_path / "pinout.wsp").write_text(PARTIAL_INOUT.format(dt="bf16"))
+    _same_outputs(tmp_path, ["run", "pinout.wsp", "--mesh", f"tp={tp}", "--random-inputs", "4"],
+                  tp)
+
+
+@needs_mpi
 def test_a_routing_read_while_enumerating_is_each_ranks_own_copy(tmp_path):
     # examples/moe.wsp on tp = 2, everything replicated: each device routes and runs every
     # expert; the enumeration reads the router's output (`e = Experts[t, k]`) from its own

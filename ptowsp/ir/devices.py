@@ -326,13 +326,6 @@ class _Lowering:
                                        "not run channels, pipes or events yet",
                                        "run it on one device (`--mesh` sizes of 1), or without "
                                        "CSP (docs/distributed.md)")], dict(m.sources))
-        for t in m.tensors:
-            if t.kind == "inout" and t.layout is not None and t.layout.partial:
-                self.diags.append(Diagnostic(
-                    t.span, "mesh", f"inout `{t.name}` is partial over "
-                    f"{', '.join(t.layout.partial)}: a mesh of several devices does not sum its "
-                    "addends back for the caller yet", f"`allreduce` it into an output, and "
-                    f"declare `{t.name}` a scratch or input"))
         schedules = tuple(replace(s, body=self.stmts(s.body, {})) for s in m.schedules)
         if self.diags:
             raise WspError(self.diags, dict(m.sources))

@@ -10,25 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...diagnostics import InternalError
-from ...dtypes import INT_DTYPES, kind_of, numpy_compute_dtype, numpy_dtype
-
-
-def bf16_round(x) -> np.ndarray:
-    """float32 values rounded to the nearest bf16 (ties to even), as float32."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = x.view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
-    r = np.where(np.isnan(x), (b | 0x00400000) & 0xFFFF0000, r)  # NaN stays a quiet NaN
-    return (r & 0xFFFFFFFF).astype(np.uint32).view(np.float32).reshape(x.shape)
-
-
-def bf16_bits(x) -> np.ndarray:
-    return (bf16_round(x).view(np.uint32) >> 16).astype(np.uint16)
-
-
-def bf16_from_bits(bits) -> np.ndarray:
-    b = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
-    return b.view(np.float32)
+# the conversions between storage and compute arrays are the dtype table's (one place)
+from ...dtypes import (INT_DTYPES, bf16_bits, bf16_from_bits, bf16_round, kind_of,  # noqa: F401
+                       numpy_compute_dtype, numpy_dtype, to_compute, to_storage)
 
 
 def _f32_round_to_odd(x: np.ndarray) -> np.ndarray:
@@ -96,21 +80,6 @@ def scalar_value(v, dtype: str) -> np.ndarray:
     if dtype.startswith("i") and n >= 1 << (bits - 1):
         n -= 1 << bits
     return np.asarray(n, dtype=numpy_dtype(dtype))
-
-
-def to_compute(stored: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bf16":
-        return bf16_from_bits(stored)
-    return np.array(stored, dtype=numpy_compute_dtype(dtype))
-
-
-def to_storage(value: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bf16":
-        return bf16_bits(value)
-    with np.errstate(over="ignore"):  # values past f16's range were already rounded to inf
-        if dtype == "f16":
-            return np.asarray(value, dtype=np.float32).astype(np.float16)
-        return np.asarray(value).astype(numpy_dtype(dtype))
 
 
 def value_dtype(x: np.ndarray) -> str:
