@@ -157,7 +157,7 @@ def _mesh(module: N.Module, plan: Plan, names) -> dict:
                 module.tensor(p.name).span, "ascend-mesh",
                 f"inout `{p.name}` is partial over {', '.join(p.layout.partial)}: the "
                 "ascend_npu target does not sum its addends for the caller yet",
-                f"`allreduce` it into an output, or run it on cpu_sim or ref")],
+                "`allreduce` it into an output, or run it on cpu_sim or ref")],
                 dict(module.sources))
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
     comms, used = [], set()

@@ -12,12 +12,12 @@ import numpy as np
 
 from ... import sym
 from ...diagnostics import InternalError
-from ...dtypes import kind_of, numpy_compute_dtype
+from ...dtypes import kind_of, numpy_compute_dtype, to_compute, to_storage
 from ...ir import nodes as N
 from ...ir.visit import Visitor
 from ...spans import NO_SPAN, Span
 from .kernels import eval_kernel
-from .values import convert, scalar_value, to_compute, to_storage, value_dtype
+from .values import convert, scalar_value, value_dtype
 
 
 class RunError(Exception):

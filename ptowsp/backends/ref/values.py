@@ -2,17 +2,15 @@
 `interp.py`: a value is a NumPy array in its dtype's compute representation, an element of a
 tensor is in its storage representation (both from `ptowsp.dtypes`: f16 and bf16 compute in
 float32, bf16 is stored as its raw uint16 bits). `convert` is `convert` and `cast`,
-`scalar_value` a literal or scalar argument, `to_compute` / `to_storage` cross between the two
-representations, `value_dtype` names the dtype a value is held as."""
+`scalar_value` a literal or scalar argument (`dtypes.to_compute` / `to_storage` cross between
+the two representations), `value_dtype` names the dtype a value is held as."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...diagnostics import InternalError
-# the conversions between storage and compute arrays are the dtype table's (one place)
-from ...dtypes import (INT_DTYPES, bf16_bits, bf16_from_bits, bf16_round, kind_of,  # noqa: F401
-                       numpy_compute_dtype, numpy_dtype, to_compute, to_storage)
+from ...dtypes import INT_DTYPES, bf16_round, kind_of, numpy_compute_dtype, numpy_dtype
 
 
 def _f32_round_to_odd(x: np.ndarray) -> np.ndarray:
