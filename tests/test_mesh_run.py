@@ -318,6 +318,36 @@ def test_mesh_on_the_command_line(tmp_path):
     assert np.array_equal(np.load(tmp_path / "y2.npy"), x)
 
 
+def test_a_mesh_module_is_kept_in_the_index_of_compiled_sources_by_its_sizes(tmp_path,
+                                                                             monkeypatch):
+    from ptowsp import api, driver
+
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path / "cache"))  # an empty index
+    f = tmp_path / "copy.wsp"
+    f.write_text(COPY.format(decl="sym TP\nmesh tp = TP"))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    cpu = driver.target("cpu_sim")
+
+    def compiled(devices, **sizing):
+        c = driver.compile_file(f, cpu, **sizing)
+        assert c.module.devices.count == devices
+        p = api.program(c)
+        assert np.array_equal(p.run(X=x)["Y"], x)
+        return c.opt_level is None  # reopened from the index: nothing checked or lowered
+
+    assert not compiled(4, mesh={"tp": 4})
+    assert compiled(4, mesh={"tp": 4})
+    assert not compiled(2, mesh={"tp": 2})  # other sizes: another entry
+    assert compiled(2, mesh={"tp": 2}) and compiled(4, mesh={"tp": 4})
+    assert not compiled(2, bind={"TP": 2})  # sized by --bind: the bindings are in the key
+    assert compiled(2, bind={"TP": 2})
+    assert not compiled(4, bind={"TP": 4})
+    (d,) = _messages(lambda: driver.compile_file(f, cpu, mesh={"tp": 4}, bind={"TP": 2}))
+    assert "disagree" in d.message  # never a hit that would hide the error
+    f.write_text(COPY.format(decl="sym TP = 2\nmesh tp = TP"))  # the sources are the key
+    assert not compiled(2) and compiled(2)
+
+
 # ---- placement and layout diagnostics ---------------------------------------------------------
 
 SHARDS = """\
