@@ -190,6 +190,21 @@ def test_a_partial_inout_on_mpi_is_summed_as_in_process_bit_for_bit(tmp_path, tp
 
 
 @needs_mpi
+def test_the_merged_trace_draws_a_tile_flow_from_the_producing_rank_to_the_reading_one(tmp_path):
+    # the in-process trace's tile flows (test_mesh_run.py), each now between the processes of
+    # two ranks: from the task of device a that wrote the tile to device b's tile task
+    from .test_mesh_run import TILE_FLOWS, tile_flows
+
+    (tmp_path / "flows.wsp").write_text(TILE_FLOWS)
+    trace = _same_outputs(tmp_path, ["run", "flows.wsp", "--random-inputs", "6"], 2)
+    names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+    (ar,) = {n.split("[")[0] for n in names if n.startswith("mesh_allreduce")}
+    assert tile_flows(trace) == {("tile from device 1", "cp[1]", 1, f"{ar}[0]", 0),
+                                 ("tile from device 0", "cp[0]", 0, f"{ar}[1]", 1)}
+    assert all("tile_ends" not in d for d in trace["otherData"]["devices"])
+
+
+@needs_mpi
 def test_a_routing_read_while_enumerating_is_each_ranks_own_copy(tmp_path):
     # examples/moe.wsp on tp = 2, everything replicated: each device routes and runs every
     # expert; the enumeration reads the router's output (`e = Experts[t, k]`) from its own

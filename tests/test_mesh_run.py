@@ -510,6 +510,46 @@ def test_a_partial_inout_is_refused_for_ascend_npu():
     assert m.compile("ascend_npu", mesh={"tp": 1}) is not None  # one device: its one addend
 
 
+TILE_FLOWS = ("mesh tp = 2\ninput A: f32[64, 64] @ [R, S(tp)]\n"
+              "scratch Z: f32[64, 64] @ [R, R] partial(tp)\noutput Y: f32[64, 64]\n"
+              "kernel cp(x: In[Tile[64, 32, f32]], z: InOut[Tile[64, 32, f32]]) "
+              "{ store(z, z + x) }\nworkload w() {\n"
+              "    for c in P(Dense[2]) { cp[c](x = A[:, c*32 : c*32 + 32], z = Z[:, 0 : 32]) }\n"
+              "    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+
+
+def tile_flows(trace: dict) -> set:
+    """(name, the slice of its "s", its process, the slice of its "f", its process) of every
+    tile flow of a Chrome trace, each end found as the task slice whose middle it is at."""
+    slices = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            slices[(e["pid"], e["tid"], round(e["ts"] + e["dur"] / 2, 3))] = e["name"]
+    ends: dict = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") in ("s", "f") and e["cat"] == "tile":
+            at = slices[(e["pid"], e["tid"], round(e["ts"], 3))]
+            ends.setdefault(e["id"], {})[e["ph"]] = (e["name"], at, e["pid"])
+    return {(v["s"][0], v["s"][1], v["s"][2], v["f"][1], v["f"][2]) for v in ends.values()}
+
+
+def test_a_trace_draws_a_tile_flow_from_its_producer_to_the_collective_task_reading_it():
+    import json
+
+    p = ptowsp.parse(TILE_FLOWS, "flows.wsp").compile("cpu_sim")
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    out = p.run(A=a, trace=True, workers=2)
+    assert np.array_equal(out["Y"][:, :32], a[:, :32] + a[:, 32:]) and not out["Y"][:, 32:].any()
+    trace = json.loads(p.trace.to_json())
+    ar = p.trace.kernel_names[-1]  # the allreduce's tile kernel
+    assert ar.startswith("mesh_allreduce")
+    # device d's tile task reads its own addend (a dependency) and the other device's (a tile)
+    assert tile_flows(trace) == {("tile from device 1", "cp[1]", 1, f"{ar}[0]", 1),
+                                 ("tile from device 0", "cp[0]", 1, f"{ar}[1]", 1)}
+    deps = [e for e in trace["traceEvents"] if e.get("cat") == "dependency" and e["pid"] == 1]
+    assert len(deps) == 2 * 2  # the two same-device edges, drawn once each
+
+
 def test_a_devices_collectives_run_in_program_order():
     # two collectives with no data between them: on each device every tile of the second
     # starts after every tile of the first has finished (the design's program order)
