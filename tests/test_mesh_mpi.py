@@ -190,6 +190,19 @@ def test_a_partial_inout_on_mpi_is_summed_as_in_process_bit_for_bit(tmp_path, tp
 
 
 @needs_mpi
+def test_a_gather_view_of_a_sharded_dimension_on_mpi_is_the_in_process_run(tmp_path):
+    from .test_mesh_run import SHARD_GATHER
+
+    (tmp_path / "g.wsp").write_text(SHARD_GATHER)
+    w = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
+    i = np.array([2, 0, 3, 1, 12, 15, 13, 13], np.int32)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "i.npy", i)
+    _same_outputs(tmp_path, ["run", "g.wsp", "--input", "W=w.npy", "--input", "I=i.npy"], 2)
+    assert np.array_equal(np.load(tmp_path / "there.npz")["Y"], w[i[:4]] + w[i[4:]])
+
+
+@needs_mpi
 def test_the_merged_trace_draws_a_tile_flow_from_the_producing_rank_to_the_reading_one(tmp_path):
     # the in-process trace's tile flows (test_mesh_run.py), each now between the processes of
     # two ranks: from the task of device a that wrote the tile to device b's tile task

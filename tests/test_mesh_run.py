@@ -425,16 +425,51 @@ def test_uneven_shards_are_refused():
     assert d.span.line == 5
 
 
-def test_a_gather_view_of_a_sharded_dimension_and_csp_are_refused():
-    gather = ("mesh tp = 2\ninput I: i32[4]\ninput W: f32[8, 8] @ [S(tp), R]\n"
-              "scratch Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
-              "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
-              "workload w() {\n    cp(x = W[I[0 : 4], :], y = Z[:, :])\n"
-              "    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
-    m = ptowsp.parse(gather, "g.wsp")  # the checker leaves gather views to the lowering
-    (d,) = _messages(lambda: m.compile("ref"))
-    assert d.message == ("a gather view of `W` picks rows of a dimension sharded over tp: not "
-                         "run on a mesh of several devices yet")
+SHARD_GATHER = """\
+mesh tp = 2
+input I: i32[8]
+input W: f32[16, 8] @ [S(tp), R]
+scratch Z: f32[4, 8] @ [R, R] partial(tp)
+output Y: f32[4, 8]
+kernel acc(x: In[Tile[4, 8, f32]], z: InOut[Tile[4, 8, f32]]) { store(z, z + x) }
+workload w() {
+    for g in P(Dense[2]) { acc[g](x = W[I[g*4 : g*4 + 4], :], z = Z[:, :]) }
+    allreduce(Z, into = Y, over = tp)
+}
+schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_a_gather_view_of_a_sharded_dimension_runs_on_the_device_holding_its_rows(tp):
+    m = ptowsp.parse(SHARD_GATHER, "g.wsp")  # the checker leaves gather views to the lowering
+    w = np.random.default_rng(tp).standard_normal((16, 8)).astype(np.float32)
+    i = np.array([2, 0, 3, 1, 12, 15, 13, 13], np.int32)  # each group in one shard of 4 rows
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": tp})
+        # the task of group g runs on the device holding its rows, adding them to its addend
+        assert np.array_equal(p.run(I=i, W=w)["Y"], w[i[:4]] + w[i[4:]]), target
+
+
+def test_a_gather_view_across_shards_is_an_error_naming_the_row_and_its_device():
+    m = ptowsp.parse(SHARD_GATHER, "g.wsp")
+    w = np.zeros((16, 8), np.float32)
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": 2})  # shards of 8 rows
+        (d,) = _messages(lambda p=p: p.run(I=np.array([0, 1, 9, 3, 8, 8, 8, 8], np.int32), W=w))
+        assert d.message.startswith(
+            "`x = W[I[g*4 : g*4 + 4], :]` gathers rows of `W` from more than one shard of tp "
+            "(8 rows each): a task reads one device's data; `allgather` `W` over tp into a "
+            "tensor replicated over it and gather from that, found row 9 on tp = 1 and row 0 "
+            "on tp = 0 (the task's) (task `acc[g]` at g=0)"), (target, d.message)
+        assert (d.span.line, d.span.col) == (8, 35)
+    (d,) = _messages(lambda: m.compile("ascend_npu", mesh={"tp": 2}))
+    assert d.message == ("in `acc[g]`, `x` gathers rows of `W`, whose rows are sharded over the "
+                         "mesh, which the ascend_npu target does not run yet")
+    assert m.compile("ascend_npu", mesh={"tp": 1}) is not None  # one device: W is whole
+
+
+def test_csp_on_a_mesh_is_refused():
     csp = ("mesh tp = 2\ninput X: f32[4, 8]\noutput Y: f32[4, 8]\nchannel c: Tile[4, 8, f32], depth = 1\n"
            "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
            "workload w() {\n    pipe {\n        process a { send(c, cp(x = X, y = c)) }\n"

@@ -201,6 +201,11 @@ class Gather:
     # tile's make a partial tile (TileArg.partial[0]): rows[count:] repeat the last index read
     # (so every Read stays inside the slice) and are padded, never loaded
     count: Optional[sym.Expr] = None
+    # the index of the box's first row among the values of `rows` (None: 0): tile row i is
+    # row `rows[i] - base` of the box. The device lowering gives a gather of a sharded
+    # dimension its shard's first row (`ir/devices.py`): the indices stay global, the tensor
+    # holds the shard
+    base: Optional[sym.Expr] = None
 
 
 @record

@@ -390,6 +390,11 @@ class LoopEmitter(V.Visitor):
         t = self.m.tensors[ti]
         size = size_of(t.dtype)
         offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
+        if a.gather is not None and a.gather.base is not None:
+            # the wrapper adds index * row stride (gather.py); the indices count from `base`.
+            # The pointer stays inside the tensor: base is the shard's first row on the
+            # device this box starts at (ir/devices.py), whose rows lie after base rows
+            offset = f"{offset} - ({self.c(a.gather.base)}) * t{ti}_s{a.row_dim}"
         self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
         # a partial view passes its own extents: the kernel runs it on a padded tile
         for which, d, full, part in (("rows", a.row_dim, p.rows, a.partial[0]),

@@ -230,7 +230,8 @@ class Runner(Visitor):
                     # row i is row rows[i] of the row dimension (each checked above), for the
                     # `count` rows of the index slice (the rest of a partial tile is padding)
                     vr = self.eval(a.gather.count, t.span, t) if a.gather.count is not None else p.rows
-                    rows = [self.eval(r, t.span, t) for r in a.gather.rows[:vr]]
+                    base = self.eval(a.gather.base, t.span, t) if a.gather.base is not None else 0
+                    rows = [self.eval(r, t.span, t) - base for r in a.gather.rows[:vr]]
                     gathered = np.take(arr[box], rows, axis=a.row_dim)
                 inputs[f"valid_rows:{a.param}"] = np.int32(vr)
                 inputs[f"valid_cols:{a.param}"] = np.int32(vc)
