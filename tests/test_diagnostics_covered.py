@@ -61,7 +61,7 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_mesh_run.py::test_placement_errors_the_mesh_size_decides_at_compile_time',
     "`{*}` spans more than one shard of {*} ({*} {*} each): a task reads one device's data; split the view at shard boundaries, or `allgather` `{*}`{*}":
         'tests/test_mesh_run.py::test_a_view_crossing_a_shard_at_run_time_is_reported_at_the_view',
-    "`{*}` gathers {*}{*} of `{*}` from more than one shard of {*} ({*} {*} each): a task reads one device's data; `allgather` `{*}` over {*} into a tensor replicated over it and gather from that":
+    "`{*}` gathers {*}{*} of `{*}` from more than one shard of {*} ({*} {*} each): a task reads one device's data; `allgather` `{*}` over {*} into a tensor replicated over it and gather from that{*}":
         'tests/test_mesh_run.py::test_a_gather_view_across_shards_is_an_error_naming_the_row_and_its_device',
     'in `{*}`, `{*}` gathers rows of `{*}`, whose rows are sharded over the mesh, which the ascend_npu target does not run yet':
         'tests/test_mesh_run.py::test_a_gather_view_across_shards_is_an_error_naming_the_row_and_its_device',
