@@ -12,6 +12,13 @@ import numpy as np
 from ...diagnostics import InternalError
 from ...dtypes import INT_DTYPES, bf16_round, kind_of, numpy_compute_dtype, numpy_dtype
 
+# the conversions between storage and compute are the dtype table's, named here too (ref's
+# values are what they convert)
+from ...dtypes import bf16_bits as bf16_bits
+from ...dtypes import bf16_from_bits as bf16_from_bits
+from ...dtypes import to_compute as to_compute
+from ...dtypes import to_storage as to_storage
+
 
 def _f32_round_to_odd(x: np.ndarray) -> np.ndarray:
     """f64 values as f32, truncated toward zero with the last bit set when inexact."""
