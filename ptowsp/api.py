@@ -661,7 +661,8 @@ class Program:
                                         "others, or computed them differently"))
             if diags:
                 raise WspError(diags, dict(self.module.sources))
-        return {name: D.gather(devices, name, a) for name, a in outputs.items()}, info
+        return {name: D.gather(devices, name, a, self._lowered.tensor(name).dtype)
+                for name, a in outputs.items()}, info
 
     def _inplace(self, arrays: Mapping[str, Any], inputs: dict) -> dict[str, Any]:
         """{inout: the caller's array} for `run(inplace=True)`, each checked to be updatable

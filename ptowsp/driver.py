@@ -300,8 +300,8 @@ def compile_file(path, target: "Target", schedule: Optional[str] = None,
                  bind: Optional[Mapping[str, int]] = None) -> Compiled:
     """The file `path` through every stage for `target`, reusing the last build of the same
     sources when the target keeps one (then nothing is checked, lowered or generated). `mesh`
-    and `bind` size its mesh (`optimize`); a module with a mesh is not kept in the index,
-    which knows a file by its sources alone, not by the sizes it was compiled for."""
+    and `bind` size its mesh (`optimize`); a module with a mesh is kept in the index by its
+    sources and the `mesh` and `bind` it was compiled with (`_mesh_variant`)."""
     t0 = time.perf_counter()
     main = Path(path)
     options = dict(options or {})
@@ -310,17 +310,35 @@ def compile_file(path, target: "Target", schedule: Optional[str] = None,
 
     check_readable(main)  # a FIFO, a device, a file not `.wsp`: refused before the index reads it
     # a build from the index runs no pass: asking to see the passes means compiling
-    if not (verify_each or print_after or time_passes or mesh):
-        artifact = target.cached(main, level, options)
-        if artifact is not None:
-            return _reopened(target, artifact, schedule, t0)
+    if not (verify_each or print_after or time_passes):
+        # a module without a mesh under `mesh` alone (a --mesh on it is an error, so a hit
+        # there is one compiled without); a mesh module under `mesh` and `bind` too
+        for variant in (_mesh_variant(mesh, None), _mesh_variant(mesh, bind or {})):
+            artifact = target.cached(main, level, options, variant)
+            if artifact is not None:
+                return _reopened(target, artifact, schedule, t0)
     env = check_file(main)
     compiled = compile_ir(lower(env), target, schedule, level, options, verify_each=verify_each,
                           print_after=print_after, time_passes=time_passes, out=out, mesh=mesh,
                           bind=bind)
-    if env.mesh is None:
-        target.remember(main, [f.path for f in env.files], compiled.artifact, level)
+    variant = _mesh_variant(mesh, None if env.mesh is None else bind or {})
+    target.remember(main, [f.path for f in env.files], compiled.artifact, level, variant)
     return compiled
+
+
+def _mesh_variant(mesh: Optional[Mapping[str, int]],
+                  bind: Optional[Mapping[str, int]]) -> str:
+    """What else than its sources decided a module's build, for the index of compiled sources:
+    "" for a module without a mesh (nothing else); for a mesh module (`bind` given, even
+    empty) the `--mesh` and every `--bind` it was compiled with. Before the file is read it is
+    not known which syms size the mesh (`--bind TP=4` may, as may the sym's default in the
+    text, which the sources' hash covers), so every bound sym is in the key: a mesh module run
+    with other bindings is checked and lowered again (its C build still comes from the
+    cache), never reopened with the wrong sizes."""
+    if bind is None:
+        return "" if not mesh else "mesh " + " ".join(f"{a}={n}" for a, n in sorted(mesh.items()))
+    return "mesh " + " ".join(f"{a}={n}" for a, n in sorted((mesh or {}).items())) + \
+        " | bind " + " ".join(f"{s}={v}" for s, v in sorted(bind.items()))
 
 
 @_deep_stage

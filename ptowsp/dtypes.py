@@ -4,8 +4,10 @@ Each `DType` says how many bits an element has, what kind of number it is, and h
 target holds it: the NumPy dtype of an exchanged array (bf16 travels as its raw uint16 bits)
 and of a computed value (f16 and bf16 compute in float32), the C type of an element in memory
 and of a value while a kernel computes, the Ascend C type of an element in global memory, and
-the `.npy` descriptor. Nothing here imports NumPy: NumPy dtypes are given by name
-(`numpy_dtype` turns one into the dtype object when something runs).
+the `.npy` descriptor. Nothing here imports NumPy at load: NumPy dtypes are given by name
+(`numpy_dtype` turns one into the dtype object when something runs), and the array
+conversions between storage and compute (`to_compute`, `to_storage`, bf16's bits) import it
+when called.
 
 `literal_value` (with `round_float` and `wrap_int`) gives a number as a value of a dtype, in
 plain Python: what the C-like emitters print for a literal, the very value ref computes.
@@ -119,6 +121,55 @@ def numpy_compute_dtype(dtype: str):
     import numpy as np
 
     return np.dtype(TABLE[dtype].numpy_compute)
+
+# ---------------------------------------------------------------------------------------------
+# Arrays: NumPy arrays between their storage (bf16: uint16 bits) and compute representations
+# (ref's values, and the sum of a partial tensor's addends for the caller: ir/device_arrays.py)
+
+
+def bf16_round(x):
+    """float32 values rounded to the nearest bf16 (ties to even), as float32."""
+    import numpy as np
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    b = x.view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    r = np.where(np.isnan(x), (b | 0x00400000) & 0xFFFF0000, r)  # NaN stays a quiet NaN
+    return (r & 0xFFFFFFFF).astype(np.uint32).view(np.float32).reshape(x.shape)
+
+
+def bf16_bits(x):
+    import numpy as np
+
+    return (bf16_round(x).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def bf16_from_bits(bits):
+    import numpy as np
+
+    b = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    return b.view(np.float32)
+
+
+def to_compute(stored, dtype: str):
+    """An array of `dtype` as stored, in the representation its values are computed in."""
+    import numpy as np
+
+    if dtype == "bf16":
+        return bf16_from_bits(stored)
+    return np.array(stored, dtype=numpy_compute_dtype(dtype))
+
+
+def to_storage(value, dtype: str):
+    """Computed values as an array of `dtype` as stored (half types rounded once)."""
+    import numpy as np
+
+    if dtype == "bf16":
+        return bf16_bits(value)
+    with np.errstate(over="ignore"):  # values past f16's range were already rounded to inf
+        if dtype == "f16":
+            return np.asarray(value, dtype=np.float32).astype(np.float16)
+        return np.asarray(value).astype(numpy_dtype(dtype))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -210,6 +210,46 @@ def test_a_csp_pipeline_and_events_on_mpi_are_the_in_process_run_bit_for_bit(tmp
 
 
 @needs_mpi
+@pytest.mark.parametrize("tp", [2, 4])
+def test_a_partial_inout_on_mpi_is_summed_as_in_process_bit_for_bit(tmp_path, tp):
+    # the ranks' addends gathered to rank 0, which sums them in device order (the in-process
+    # sum, itself checked against NumPy in test_mesh_run.py)
+    from .test_mesh_run import PARTIAL_INOUT
+
+    (tmp_path / "pinout.wsp").write_text(PARTIAL_INOUT.format(dt="bf16"))
+    _same_outputs(tmp_path, ["run", "pinout.wsp", "--mesh", f"tp={tp}", "--random-inputs", "4"],
+                  tp)
+
+
+@needs_mpi
+def test_a_gather_view_of_a_sharded_dimension_on_mpi_is_the_in_process_run(tmp_path):
+    from .test_mesh_run import SHARD_GATHER
+
+    (tmp_path / "g.wsp").write_text(SHARD_GATHER)
+    w = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
+    i = np.array([2, 0, 3, 1, 12, 15, 13, 13], np.int32)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "i.npy", i)
+    _same_outputs(tmp_path, ["run", "g.wsp", "--input", "W=w.npy", "--input", "I=i.npy"], 2)
+    assert np.array_equal(np.load(tmp_path / "there.npz")["Y"], w[i[:4]] + w[i[4:]])
+
+
+@needs_mpi
+def test_the_merged_trace_draws_a_tile_flow_from_the_producing_rank_to_the_reading_one(tmp_path):
+    # the in-process trace's tile flows (test_mesh_run.py), each now between the processes of
+    # two ranks: from the task of device a that wrote the tile to device b's tile task
+    from .test_mesh_run import TILE_FLOWS, tile_flows
+
+    (tmp_path / "flows.wsp").write_text(TILE_FLOWS)
+    trace = _same_outputs(tmp_path, ["run", "flows.wsp", "--random-inputs", "6"], 2)
+    names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+    (ar,) = {n.split("[")[0] for n in names if n.startswith("mesh_allreduce")}
+    assert tile_flows(trace) == {("tile from device 1", "cp[1]", 1, f"{ar}[0]", 0),
+                                 ("tile from device 0", "cp[0]", 0, f"{ar}[1]", 1)}
+    assert all("tile_ends" not in d for d in trace["otherData"]["devices"])
+
+
+@needs_mpi
 def test_a_routing_read_while_enumerating_is_each_ranks_own_copy(tmp_path):
     # examples/moe.wsp on tp = 2, everything replicated: each device routes and runs every
     # expert; the enumeration reads the router's output (`e = Experts[t, k]`) from its own

@@ -334,6 +334,36 @@ def test_mesh_on_the_command_line(tmp_path):
     assert np.array_equal(np.load(tmp_path / "y2.npy"), x)
 
 
+def test_a_mesh_module_is_kept_in_the_index_of_compiled_sources_by_its_sizes(tmp_path,
+                                                                             monkeypatch):
+    from ptowsp import api, driver
+
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(tmp_path / "cache"))  # an empty index
+    f = tmp_path / "copy.wsp"
+    f.write_text(COPY.format(decl="sym TP\nmesh tp = TP"))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    cpu = driver.target("cpu_sim")
+
+    def compiled(devices, **sizing):
+        c = driver.compile_file(f, cpu, **sizing)
+        assert c.module.devices.count == devices
+        p = api.program(c)
+        assert np.array_equal(p.run(X=x)["Y"], x)
+        return c.opt_level is None  # reopened from the index: nothing checked or lowered
+
+    assert not compiled(4, mesh={"tp": 4})
+    assert compiled(4, mesh={"tp": 4})
+    assert not compiled(2, mesh={"tp": 2})  # other sizes: another entry
+    assert compiled(2, mesh={"tp": 2}) and compiled(4, mesh={"tp": 4})
+    assert not compiled(2, bind={"TP": 2})  # sized by --bind: the bindings are in the key
+    assert compiled(2, bind={"TP": 2})
+    assert not compiled(4, bind={"TP": 4})
+    (d,) = _messages(lambda: driver.compile_file(f, cpu, mesh={"tp": 4}, bind={"TP": 2}))
+    assert "disagree" in d.message  # never a hit that would hide the error
+    f.write_text(COPY.format(decl="sym TP = 2\nmesh tp = TP"))  # the sources are the key
+    assert not compiled(2) and compiled(2)
+
+
 # ---- placement and layout diagnostics ---------------------------------------------------------
 
 SHARDS = """\
@@ -367,9 +397,12 @@ def test_a_view_crossing_a_shard_at_run_time_is_reported_at_the_view():
         out = p.run(bind={"K": 96}, W=w, V=v)
         assert np.array_equal(out["Y"], w[:, 96:128])
         (d,) = _messages(lambda p=p: p.run(bind={"K": 48}, W=w, V=v))
+        # the failure says which columns it found and the devices holding the two ends
         assert d.message.startswith("`x = W[:, K : K + 32]` spans more than one shard of tp "
                                     "(64 columns each): a task reads one device's data; split "
-                                    "the view at shard boundaries, or `allgather` `W`"), d.message
+                                    "the view at shard boundaries, or `allgather` `W`, found "
+                                    "columns 48 .. 79: column 48 is on tp = 0 and column 79 on "
+                                    "tp = 1 (task `cp`)"), d.message
         assert (d.span.line, d.span.col) == (11, 8)
 
 
@@ -408,16 +441,48 @@ def test_uneven_shards_are_refused():
     assert d.span.line == 5
 
 
-def test_a_gather_view_of_a_sharded_dimension_is_refused():
-    gather = ("mesh tp = 2\ninput I: i32[4]\ninput W: f32[8, 8] @ [S(tp), R]\n"
-              "scratch Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
-              "kernel cp(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) { store(y, x) }\n"
-              "workload w() {\n    cp(x = W[I[0 : 4], :], y = Z[:, :])\n"
-              "    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
-    m = ptowsp.parse(gather, "g.wsp")  # the checker leaves gather views to the lowering
-    (d,) = _messages(lambda: m.compile("ref"))
-    assert d.message == ("a gather view of `W` picks rows of a dimension sharded over tp: not "
-                         "run on a mesh of several devices yet")
+SHARD_GATHER = """\
+mesh tp = 2
+input I: i32[8]
+input W: f32[16, 8] @ [S(tp), R]
+scratch Z: f32[4, 8] @ [R, R] partial(tp)
+output Y: f32[4, 8]
+kernel acc(x: In[Tile[4, 8, f32]], z: InOut[Tile[4, 8, f32]]) { store(z, z + x) }
+workload w() {
+    for g in P(Dense[2]) { acc[g](x = W[I[g*4 : g*4 + 4], :], z = Z[:, :]) }
+    allreduce(Z, into = Y, over = tp)
+}
+schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_a_gather_view_of_a_sharded_dimension_runs_on_the_device_holding_its_rows(tp):
+    m = ptowsp.parse(SHARD_GATHER, "g.wsp")  # the checker leaves gather views to the lowering
+    w = np.random.default_rng(tp).standard_normal((16, 8)).astype(np.float32)
+    i = np.array([2, 0, 3, 1, 12, 15, 13, 13], np.int32)  # each group in one shard of 4 rows
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": tp})
+        # the task of group g runs on the device holding its rows, adding them to its addend
+        assert np.array_equal(p.run(I=i, W=w)["Y"], w[i[:4]] + w[i[4:]]), target
+
+
+def test_a_gather_view_across_shards_is_an_error_naming_the_row_and_its_device():
+    m = ptowsp.parse(SHARD_GATHER, "g.wsp")
+    w = np.zeros((16, 8), np.float32)
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": 2})  # shards of 8 rows
+        (d,) = _messages(lambda p=p: p.run(I=np.array([0, 1, 9, 3, 8, 8, 8, 8], np.int32), W=w))
+        assert d.message.startswith(
+            "`x = W[I[g*4 : g*4 + 4], :]` gathers rows of `W` from more than one shard of tp "
+            "(8 rows each): a task reads one device's data; `allgather` `W` over tp into a "
+            "tensor replicated over it and gather from that, found row 9 on tp = 1 and row 0 "
+            "on tp = 0 (the task's) (task `acc[g]` at g=0)"), (target, d.message)
+        assert (d.span.line, d.span.col) == (8, 35)
+    (d,) = _messages(lambda: m.compile("ascend_npu", mesh={"tp": 2}))
+    assert d.message == ("in `acc[g]`, `x` gathers rows of `W`, whose rows are sharded over the "
+                         "mesh, which the ascend_npu target does not run yet")
+    assert m.compile("ascend_npu", mesh={"tp": 1}) is not None  # one device: W is whole
 
 
 def test_replicas_that_disagree_are_reported():
@@ -443,15 +508,86 @@ def test_replicas_that_disagree_are_reported():
     assert d.span.line == 3
 
 
-def test_a_partial_inout_is_refused_on_several_devices():
-    text = ("mesh tp = 2\ninout Z: f32[4, 8] @ [R, R] partial(tp)\noutput Y: f32[4, 8]\n"
-            "workload w() {\n    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
-    m = ptowsp.parse(text, "p.wsp")
-    assert m.compile("ref", mesh={"tp": 1}) is not None  # one device: its one addend
-    (d,) = _messages(lambda: m.compile("ref"))
-    assert d.message == ("inout `Z` is partial over tp: a mesh of several devices does not sum "
-                         "its addends back for the caller yet")
-    assert d.span.line == 2
+PARTIAL_INOUT = """\
+mesh tp = TP
+sym TP
+input A: {dt}[4, 8 * TP] @ [R, S(tp)]
+inout Z: {dt}[4, 8] @ [R, R] partial(tp)
+kernel acc(x: In[Tile[4, 8, {dt}]], z: InOut[Tile[4, 8, {dt}]]) {{ store(z, z + x) }}
+workload w() {{
+    for c in P.seq(DenseDyn(TP)) {{ acc[c](x = A[:, c*8 : c*8 + 8], z = Z[:, :]) }}
+}}
+schedule main = w()
+"""
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "i32"])
+def test_a_partial_inout_is_the_callers_value_in_and_the_sum_of_its_addends_out(dtype, tp):
+    # in: device 0's addend is the caller's array, the others zeros; out: the addends summed
+    # in device order as an allreduce sums them (f16, bf16 in f32 rounded once)
+    m = ptowsp.parse(PARTIAL_INOUT.format(dt=dtype), "pinout.wsp")
+    rng = np.random.default_rng(tp)
+    a = _random(rng, dtype, (4, 8 * tp))
+    z = _random(rng, dtype, (4, 8))
+    blocks = [a[:, 8 * c: 8 * c + 8] for c in range(tp)]
+    want = _reduce(dtype, "sum", [_reduce(dtype, "sum", [z, blocks[0]])] + blocks[1:])
+    for target in ("ref", "cpu_sim"):
+        p = m.compile(target, mesh={"tp": tp})
+        out = p.run(A=a, Z=z)["Z"]
+        assert out.dtype == want.dtype and np.array_equal(out, want), (target, out, want)
+        mine = z.copy()
+        assert p.run(A=a, Z=mine, inplace=True)["Z"] is mine
+        assert np.array_equal(mine, want)
+
+
+def test_a_partial_inout_is_refused_for_ascend_npu():
+    m = ptowsp.parse(PARTIAL_INOUT.format(dt="f32"), "pinout.wsp")
+    (d,) = _messages(lambda: m.compile("ascend_npu", mesh={"tp": 2}))
+    assert d.message == ("inout `Z` is partial over tp: the ascend_npu target does not sum its "
+                         "addends for the caller yet")
+    assert d.span.line == 4
+    assert m.compile("ascend_npu", mesh={"tp": 1}) is not None  # one device: its one addend
+
+
+TILE_FLOWS = ("mesh tp = 2\ninput A: f32[64, 64] @ [R, S(tp)]\n"
+              "scratch Z: f32[64, 64] @ [R, R] partial(tp)\noutput Y: f32[64, 64]\n"
+              "kernel cp(x: In[Tile[64, 32, f32]], z: InOut[Tile[64, 32, f32]]) "
+              "{ store(z, z + x) }\nworkload w() {\n"
+              "    for c in P(Dense[2]) { cp[c](x = A[:, c*32 : c*32 + 32], z = Z[:, 0 : 32]) }\n"
+              "    allreduce(Z, into = Y, over = tp)\n}\nschedule main = w()\n")
+
+
+def tile_flows(trace: dict) -> set:
+    """(name, the slice of its "s", its process, the slice of its "f", its process) of every
+    tile flow of a Chrome trace, each end found as the task slice whose middle it is at."""
+    slices = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            slices[(e["pid"], e["tid"], round(e["ts"] + e["dur"] / 2, 3))] = e["name"]
+    ends: dict = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") in ("s", "f") and e["cat"] == "tile":
+            at = slices[(e["pid"], e["tid"], round(e["ts"], 3))]
+            ends.setdefault(e["id"], {})[e["ph"]] = (e["name"], at, e["pid"])
+    return {(v["s"][0], v["s"][1], v["s"][2], v["f"][1], v["f"][2]) for v in ends.values()}
+
+
+def test_a_trace_draws_a_tile_flow_from_its_producer_to_the_collective_task_reading_it():
+    import json
+
+    p = ptowsp.parse(TILE_FLOWS, "flows.wsp").compile("cpu_sim")
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    out = p.run(A=a, trace=True, workers=2)
+    assert np.array_equal(out["Y"][:, :32], a[:, :32] + a[:, 32:]) and not out["Y"][:, 32:].any()
+    trace = json.loads(p.trace.to_json())
+    ar = p.trace.kernel_names[-1]  # the allreduce's tile kernel
+    assert ar.startswith("mesh_allreduce")
+    # device d's tile task reads its own addend (a dependency) and the other device's (a tile)
+    assert tile_flows(trace) == {("tile from device 1", "cp[1]", 1, f"{ar}[0]", 1),
+                                 ("tile from device 0", "cp[0]", 1, f"{ar}[1]", 1)}
+    deps = [e for e in trace["traceEvents"] if e.get("cat") == "dependency" and e["pid"] == 1]
+    assert len(deps) == 2 * 2  # the two same-device edges, drawn once each
 
 
 def test_a_devices_collectives_run_in_program_order():

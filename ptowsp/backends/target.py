@@ -62,11 +62,14 @@ class Target(Protocol):
         """The artifact in `directory`, written by `artifact.write` before; a `WspError` if
         it is not one (or the target keeps no artifact directories)."""
 
-    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any]) -> Any:
-        """The artifact built last from `main` (with its imports) at `opt_level`, if neither
+    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any],
+               variant: str = "") -> Any:
+        """The artifact built last from `main` (with its imports) at `opt_level` and
+        `variant` (what else decided the build: a mesh's sizes, from the driver), if neither
         it nor wspc changed since; else None."""
 
-    def remember(self, main: Path, files: Sequence[str], artifact, opt_level: int) -> None:
+    def remember(self, main: Path, files: Sequence[str], artifact, opt_level: int,
+                 variant: str = "") -> None:
         """Note that `main` (with `files`, its imports included) built to `artifact`."""
 
 
@@ -98,8 +101,10 @@ class KeepsNothing:
                                    "run the .wsp file, or run the directory on the target that "
                                    "built it (`wspc compile FILE.wsp -o DIR`)")])
 
-    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any]):
+    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any],
+               variant: str = ""):
         return None
 
-    def remember(self, main: Path, files: Sequence[str], artifact, opt_level: int) -> None:
+    def remember(self, main: Path, files: Sequence[str], artifact, opt_level: int,
+                 variant: str = "") -> None:
         return None

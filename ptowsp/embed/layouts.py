@@ -5,9 +5,12 @@
 axes over which the tensor holds partial sums. A mesh axis is named here as the user wrote it:
 an integer (the position of the axis in `spatial_map(grid=...)`) or a name (`"tp"`, a key of
 `grid={...}`); assembly resolves both against the workload's mesh. `tensor_layout_join` is the
-seeds' join (after Dato): `R ⊔ S(i) = S(i)`, `S(i) ⊔ S(j)` (i ≠ j) an error. `MemLayout` is the
-memory facet, a hint: wspc tensors are row-major, and any other order is refused where a tensor
-gets it.
+seeds' join (after Dato): `R ⊔ S(i) = S(i)`, `S(i) ⊔ S(j)` (i ≠ j) an error, and
+`check_layouts_compatible` the prototype's check of several tensors with it. `MemLayout` is the
+memory facet: how a tensor's elements lie in its storage (strides, dimension order). Kernels see
+logical tiles whatever it is: wspc converts at the boundary (the caller's array, in that order,
+is read into the program's row-major storage and the results are written back into it), so a
+`MemLayout` decides the array behind `tensor.data` (`strides_for`; docs/python.md).
 """
 
 from __future__ import annotations
@@ -78,10 +81,13 @@ Replicate = TensorReplicate
 
 
 class MemLayout:
-    """The memory facet of a layout: strides and dimension order (`swizzle` and `pack` are
-    accepted as the prototype has them, and must be None). A hint that wspc checks rather than
-    follows: tensors are row-major, so a tensor may carry only the row-major `MemLayout` of its
-    shape (or one without strides and order); anything else is an error at the tensor's line."""
+    """The memory facet of a layout: the storage order of a tensor's elements. `strides` are
+    each dimension's step in elements (positive, no two elements in one place: row padding is
+    allowed, overlap is not); `order` the dimensions from the outermost (slowest) to the
+    innermost (contiguous), the prototype's convention (`row_major` is `order=(0, 1, ...)`).
+    Either alone, or both when they agree; neither is row-major. `swizzle` and `pack` are
+    accepted as the prototype has them and must be None (they name no storage the seeds
+    define). `strides_for(shape)` checks it against a tensor's shape."""
 
     def __init__(self, strides: Optional[tuple] = None, order: Optional[tuple] = None,
                  swizzle: Any = None, pack: Any = None):
@@ -107,11 +113,52 @@ class MemLayout:
             step *= d
         return MemLayout(tuple(strides), tuple(reversed(range(len(shape)))))
 
-    def is_row_major(self, shape: tuple) -> bool:
-        """Whether this is the row-major layout of `shape` (strides and order not given count)."""
-        rm = MemLayout.row_major(shape)
-        return (self.swizzle is None and self.pack is None
-                and self.strides in (None, rm.strides) and self.order in (None, rm.order))
+    def strides_for(self, shape: tuple, span=None) -> tuple:
+        """The element strides of a tensor of `shape` stored so, a `TypeCheckError` at `span`
+        when this layout cannot hold it (another rank, a stride below 1, elements that would
+        share a place, an order that is not a permutation or disagrees with the strides, a
+        swizzle or a packing)."""
+        span = span or here()
+        shape = tuple(int(n) for n in shape)
+        rank = len(shape)
+
+        def bad(why: str, fix: str = "give `MemLayout(strides=...)` or `order=`, e.g. "
+                "`MemLayout.col_major(shape)`") -> Exception:
+            return user_error(span, f"{self!r} cannot store a tensor of shape {shape}: {why}",
+                              fix, cls=TypeCheckError)
+
+        if self.swizzle is not None or self.pack is not None:
+            raise bad("wspc stores no swizzled or packed tensors (the seeds define neither)",
+                      "leave `swizzle` and `pack` out")
+        if self.strides is not None and len(self.strides) != rank:
+            raise bad(f"it has {len(self.strides)} strides")
+        order = self.order
+        if order is not None and sorted(order) != list(range(rank)):
+            raise bad(f"`order` {order} is not an order of its {rank} dimensions")
+        if self.strides is None:
+            order = order if order is not None else tuple(range(rank))
+            strides, step = [0] * rank, 1
+            for d in reversed(order):
+                strides[d] = step
+                step *= max(shape[d], 1)
+            return tuple(strides)
+        strides = self.strides
+        if any(s < 1 for s in strides):
+            raise bad("a stride below 1 (wspc tensors own every element)")
+        # no two elements in one place: by increasing stride, each dimension steps past the
+        # whole extent of the faster ones (dimensions of one element never step)
+        used = sorted((s, n) for s, n in zip(strides, shape) if n > 1)
+        reach = 1
+        for s, n in used:
+            if s < reach:
+                raise bad("two elements would share a place (a stride smaller than the extent "
+                          "of a faster dimension)")
+            reach = s * n
+        if order is not None and any(strides[a] < strides[b] for a, b in zip(order, order[1:])
+                                     if shape[a] > 1 and shape[b] > 1):
+            raise bad(f"`order` {order} disagrees with the strides {strides}",
+                      "give one of them, or list the dimensions by decreasing stride")
+        return strides
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemLayout) and (self.strides, self.order, self.swizzle,
@@ -346,9 +393,28 @@ def derive(kind: str, src: TensorLayout, over: Any, dim: Optional[int],
     return out
 
 
+def check_layouts_compatible(*tensors: Any) -> Optional[TensorLayout]:
+    """The prototype's check of several tensors' layouts: their join (`tensor_layout_join`,
+    left to right) when they are compatible, None when two conflict; with fewer than two
+    layouts, the one there is (or None). A tensor's layout is its `layout` (a `Tensor`'s: the
+    one given, else replicated), an object without one is left out."""
+    layouts = [lay for lay in (getattr(t, "layout", None) for t in tensors)
+               if isinstance(lay, TensorLayout)]
+    if len(layouts) < 2:
+        return layouts[0] if layouts else None
+    out = layouts[0]
+    try:
+        for lay in layouts[1:]:
+            out = tensor_layout_join(out, lay)
+    except LayoutIncompatibleError:
+        return None
+    return out
+
+
 def _axes(axes: tuple) -> str:
     return "(" + ", ".join(repr(x) for x in axes) + ")" if axes else "no axis"
 
 
 __all__ = ["LayoutIncompatibleError", "DistElem", "TensorReplicate", "TensorShard", "Shard",
-           "Replicate", "MemLayout", "TensorLayout", "tensor_layout_join", "derive"]
+           "Replicate", "MemLayout", "TensorLayout", "tensor_layout_join",
+           "check_layouts_compatible", "derive"]

@@ -84,10 +84,6 @@ TypeErrorInfo = Unsupported("TypeErrorInfo", *_TYPE_CHECKER)
 TypeErrorKind = Unsupported("TypeErrorKind", *_TYPE_CHECKER)
 check_kernel_call = Unsupported("check_kernel_call", *_TYPE_CHECKER)
 validate_axis_index = Unsupported("validate_axis_index", *_TYPE_CHECKER)
-check_layouts_compatible = Unsupported(
-    "check_layouts_compatible", "it is the prototype's builder-time check; wspc checks layouts "
-    "when the workload is compiled", "join two layouts with `tensor_layout_join(a, b)` (a "
-    "`LayoutIncompatibleError` when they conflict)")
 
 __all__ = ["Unsupported", "Symbol",
            "ExecutionContext", "ExecutionPlan", "TraceEvent", "TileType", "ScalarType", "ValueId",
@@ -95,4 +91,4 @@ __all__ = ["Unsupported", "Symbol",
            "extract_kernel_params", "WorkloadBuilder", "get_current_builder", "push_builder",
            "pop_builder", "TaskExpr", "task_param", "trace_task_fn", "to_cpp",
            "TypeChecker", "TypeCheckContext", "TypeErrorInfo", "TypeErrorKind",
-           "check_kernel_call", "validate_axis_index", "check_layouts_compatible"]
+           "check_kernel_call", "validate_axis_index"]

@@ -630,13 +630,17 @@ class Tensor:
         dt = dtype_name(dtype) if dtype is not None else None
         if dtype is not None and dt is None:
             raise user_error(span, f"unknown data type {dtype!r}", "use a `DType` such as `DType.F32`")
+        mem = layout.mem if isinstance(layout, TensorLayout) else None
         if data is None:
             if shape is None or dt is None:
                 raise user_error(span, "a tensor without `data` needs `shape` and `dtype`",
                                  "write `Tensor(data=np.zeros(shape, np.float32), ...)`")
-            data = np.zeros(tuple(int(d) for d in shape), numpy_dtype(dt))
+            data = _stored(None, tuple(int(d) for d in shape), numpy_dtype(dt), mem, span)
         elif not isinstance(data, np.ndarray):
             data = np.asarray(data)
+        if mem is not None and shape is not None and data.ndim == 1 and \
+                tuple(int(d) for d in shape) != tuple(data.shape):
+            data = _stored(data, tuple(int(d) for d in shape), data.dtype, mem, span)
         got = _NUMPY_NAMES.get(data.dtype.name)
         if dt is None:
             dt = got
@@ -731,19 +735,42 @@ def scratch(shape: Any, dtype: Any, name: Optional[str] = None, layout: Any = No
 
 def _tensor_layout(layout: Any, shape: tuple, span: A.Span) -> Optional[TensorLayout]:
     """`Tensor(layout=...)` checked against the tensor: a `TensorLayout` of its rank (one
-    without a rank is fitted), whose memory facet, if any, is row-major (wspc's only order)."""
+    without a rank is fitted), whose memory facet, if any, can store its shape."""
     if layout is None:
         return None
     if not isinstance(layout, TensorLayout):
         raise user_error(span, f"`layout=` takes a `TensorLayout`, not {layout!r}",
                          "write e.g. `layout=TensorLayout.sharded(dim=0, mesh_axis=0)`",
                          cls=TypeCheckError)
-    if layout.mem is not None and not layout.mem.is_row_major(shape):
-        raise user_error(span, f"the memory layout {layout.mem!r} is not row-major: wspc "
-                         "tensors are row-major arrays", "leave `mem` out (or give "
-                         "`MemLayout.row_major(shape)`); read a column-major operand through "
-                         "a transposed view (`X.T`)", cls=TypeCheckError)
+    if layout.mem is not None:
+        layout.mem.strides_for(shape, span)
     return layout.for_rank(len(shape))
+
+
+def _stored(buffer: Any, shape: tuple, dtype: Any, mem: Any, span: A.Span) -> Any:
+    """The array of a tensor of `shape` whose elements lie as `mem` says (docs/python.md,
+    "MemLayout"): a view of `buffer` (the caller's flat storage, whose writes then land
+    there), or of new zeroed storage when `buffer` is None. Row-major without a `mem`."""
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+
+    if mem is None:
+        if buffer is None:
+            return np.zeros(shape, dtype)
+        raise user_error(span, f"`shape` is {shape}, but the array has shape "
+                         f"{tuple(buffer.shape)}")
+    strides = mem.strides_for(shape, span)
+    need = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    if buffer is None:
+        buffer = np.zeros(need, dtype)
+    elif not buffer.flags.c_contiguous or buffer.size < need:
+        raise user_error(span, f"a flat buffer stored as {mem!r} for shape {shape} needs "
+                         f"{need} contiguous elements; the array has {buffer.size}"
+                         + ("" if buffer.flags.c_contiguous else ", not contiguous"),
+                         "pass the whole storage as one contiguous 1-D array",
+                         cls=TypeCheckError)
+    item = buffer.dtype.itemsize
+    return as_strided(buffer, shape, tuple(s * item for s in strides), writeable=True)
 
 
 def _resolved(layout: TensorLayout, resolve: Any, span: A.Span) -> TensorLayout:

@@ -7,7 +7,9 @@ a module lowered to devices (`Module.devices`, `ir/devices.py`) holds each tenso
   axes, the devices at coordinate 0 of those axes hold the value and the others zeros (their
   sum is the value).
 - `gather`: the global array from the blocks, each replicated part from the device at
-  coordinate 0 of the axes that replicate it (device 0 for a replicated tensor).
+  coordinate 0 of the axes that replicate it (device 0 for a replicated tensor); of a tensor
+  partial over axes (an `inout`), each block the sum of its addends along those axes, in
+  device order, as an `allreduce` sums them (f16 and bf16 in f32, rounded once).
 - `first_disagreement`: where two replicas of a tensor differ (`--check-replicas`).
 
 `global_view` is the module as the caller sees it (global shapes), which the binding checks
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
+from ..dtypes import to_compute, to_storage
 from . import nodes as N
 
 if TYPE_CHECKING:
@@ -81,8 +84,9 @@ def _replicating(devices: N.Devices, placed: N.Placed) -> list[str]:
     return [ax for ax, _ in devices.axes if ax not in dims and ax not in partial]
 
 
-def gather(devices: N.Devices, name: str, local: "np.ndarray") -> "np.ndarray":
-    """The caller's global array of tensor `name` from its per-device array `local`."""
+def gather(devices: N.Devices, name: str, local: "np.ndarray", dtype: str) -> "np.ndarray":
+    """The caller's global array of tensor `name` (of element type `dtype`) from its
+    per-device array `local`."""
     import numpy as np
 
     placed = devices.placed(name)
@@ -90,13 +94,46 @@ def gather(devices: N.Devices, name: str, local: "np.ndarray") -> "np.ndarray":
     sizes = dict(devices.axes)
     dims = placed.layout.dims if placed.layout else (None,) * (local.ndim - 1)
     shape = tuple(n * (sizes[ax] if ax else 1) for n, ax in zip(local.shape[1:], dims))
-    out = np.empty(shape, local.dtype)
     copies = _replicating(devices, placed)
+    partial = placed.layout.partial if placed.layout else ()
+    if partial:
+        return _summed(devices, placed, local, shape, copies, dtype)
+    out = np.empty(shape, local.dtype)
     for d in range(devices.count):
         c = _coords(devices, d)
         if any(c[ax] != 0 for ax in copies):
             continue
         out[_block(devices, placed, shape, c)] = local[d]
+    return out
+
+
+def _summed(devices: N.Devices, placed: N.Placed, local: "np.ndarray", shape: tuple,
+            copies: list[str], dtype: str) -> "np.ndarray":
+    """The global array of a tensor partial over some axes: each block the sum of its
+    addends (the devices differing only in the partial axes), added in device order
+    (((a_0 + a_1) + a_2) ...) in the compute type and stored once, the order and the rounding
+    of an `allreduce`'s kernel (ir/collective_tiles.py), so a caller's sum equals the one an
+    `allreduce` into an output would give. A boolean's sum is its `or`, as there."""
+    import numpy as np
+
+    acc: dict[tuple, "np.ndarray"] = {}  # the block's slices: its running sum
+    for d in range(devices.count):
+        c = _coords(devices, d)
+        if any(c[ax] != 0 for ax in copies):
+            continue
+        where = _block(devices, placed, shape, c)
+        key = tuple((s.start, s.stop) for s in where)
+        value = to_compute(local[d], dtype)
+        if key not in acc:
+            acc[key] = value
+        elif dtype == "bool":
+            acc[key] = np.logical_or(acc[key], value)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):  # integers wrap, floats overflow
+                acc[key] = acc[key] + value
+    out = np.empty(shape, local.dtype)
+    for key, value in acc.items():
+        out[tuple(slice(a, b) for a, b in key)] = to_storage(value, dtype)
     return out
 
 

@@ -180,6 +180,16 @@ def _dim_words(d: int, rank: int) -> str:
     return f"entries along dimension {d}" if rank > 1 else "elements"
 
 
+def _dim_word(d: int, rank: int) -> tuple[str, str, str]:
+    """(one, several, where) that name indices of dimension `d` in a message: `column 79`,
+    `columns 48 .. 79`; `index 3 of dimension 0` for a dimension without a name."""
+    if rank >= 2 and d == rank - 1:
+        return "column", "columns", ""
+    if rank >= 2 and d == rank - 2:
+        return "row", "rows", ""
+    return ("index", "indices", f" of dimension {d}") if rank > 1 else ("element", "elements", "")
+
+
 def single_device(m: N.Module) -> N.Module:
     """`m` without its mesh of one device (see the module's docstring); `m` itself when it has
     none."""
@@ -328,13 +338,6 @@ class _Lowering:
     def run(self) -> N.Module:
         m = self.m
         assert m.mesh is not None
-        for t in m.tensors:
-            if t.kind == "inout" and t.layout is not None and t.layout.partial:
-                self.diags.append(Diagnostic(
-                    t.span, "mesh", f"inout `{t.name}` is partial over "
-                    f"{', '.join(t.layout.partial)}: a mesh of several devices does not sum its "
-                    "addends back for the caller yet", f"`allreduce` it into an output, and "
-                    f"declare `{t.name}` a scratch or input"))
         schedules = tuple(replace(s, body=_bind_keys(self.stmts(s.body, {}), _key_vars(s, m),
                                                      frozenset()))
                           for s in m.schedules)
@@ -492,6 +495,34 @@ class _Lowering:
     def stride(self, axis: str) -> int:
         return self.tiler.stride(axis)
 
+    def gathered(self, a: N.TileArg, d: int, ax: str, shard: sym.Expr, checks: list,
+                 ranges: dict) -> sym.Expr:
+        """The coordinate along `ax` of a gather view whose rows (dimension `d`) are sharded
+        over it: its first row's shard; each other row is checked to be in the same one when
+        the task is made (the rows are index values read at run time), naming the row, the
+        device that holds it and the collective to write (docs/distributed.md, "Where a task
+        runs")."""
+        assert a.gather is not None
+        rows = a.gather.rows
+        coord = sym.floordiv(rows[0], shard)
+        one, many, of = _dim_word(d, len(self.placed[a.tensor].dims))
+        message = (f"`{_text(self.m, a.gather.span)}` gathers {many}{of} of `{a.tensor}` from "
+                   f"more than one shard of {ax} ({sym.to_str(shard)} {many} each): a task "
+                   f"reads one device's data; `allgather` `{a.tensor}` over {ax} into a tensor "
+                   "replicated over it and gather from that")
+        seen = {sym.to_str(rows[0])}
+        for r in rows[1:]:
+            if sym.to_str(r) in seen:
+                continue  # a partial tile's padding repeats the last row read
+            seen.add(sym.to_str(r))
+            at = sym.floordiv(r, shard)
+            if not sym.prove_eq(at, coord, ranges):
+                found = (f"found {one} {{0}}{of} on {ax} = {{1}} and {one} {{2}} on {ax} = "
+                         f"{{3}} (the task's)")
+                checks.append(N.ViewCheck(sym.Check(at, "==", coord, message), message,
+                                          a.gather.span, found, (r, at, rows[0], coord)))
+        return coord
+
     def task(self, t: N.Task, ranges: dict) -> N.Stmt:
         """The task on its device (see the module's docstring)."""
         pins: dict[str, list[tuple[sym.Expr, N.TileArg]]] = {}
@@ -502,17 +533,17 @@ class _Lowering:
                 continue
             placed = self.placed[a.tensor]
             offsets = list(a.offsets)
+            extents = list(a.extents)
             checks = list(a.checks)
             for d, ax in enumerate(placed.layout.dims if placed.layout else ()):
                 if ax is None:
                     continue
-                if a.gather is not None and d == a.row_dim:
-                    self.diags.append(Diagnostic(
-                        a.gather.span, "mesh", f"a gather view of `{a.tensor}` picks rows of a "
-                        f"dimension sharded over {ax}: not run on a mesh of several devices yet",
-                        f"gather from a tensor replicated over {ax}"))
-                    continue
                 shard = sym.floordiv(placed.dims[d], self.sizes[ax])
+                if a.gather is not None and d == a.row_dim:
+                    coord = self.gathered(a, d, ax, shard, checks, ranges)
+                    extents[d] = shard  # the box: the shard's rows, every one (nodes.Gather)
+                    pins.setdefault(ax, []).append((coord, a))
+                    continue
                 coord = sym.floordiv(a.offsets[d], shard)
                 words = _dim_words(d, len(placed.dims))
                 # inside one shard: offset % shard + extent <= shard (the form the bounds of
@@ -526,11 +557,18 @@ class _Lowering:
                 if fits is False:
                     self.diags.append(Diagnostic(a.span, "mesh", message))
                 elif fits is None:
+                    # the failure names the view's first and last index and their devices
+                    # (its `offset % shard + extent` would say nothing to the reader)
+                    last = sym.sub(sym.add(a.offsets[d], a.extents[d]), sym.const(1))
+                    one, many, of = _dim_word(d, len(placed.dims))
+                    found = (f"found {many} {{0}} .. {{1}}{of}: {one} {{0}} is on {ax} = {{2}} "
+                             f"and {one} {{1}} on {ax} = {{3}}")
                     checks.append(N.ViewCheck(sym.Check(inside, "<=", shard, message), message,
-                                              a.span))
+                                              a.span, found, (a.offsets[d], last, coord,
+                                                              sym.floordiv(last, shard))))
                 offsets[d] = sym.sub(a.offsets[d], sym.mul(coord, shard))
                 pins.setdefault(ax, []).append((coord, a))
-            local.append((a, tuple(offsets), tuple(checks)))
+            local.append((a, tuple(offsets), tuple(extents), tuple(checks)))
         where: dict[str, sym.Expr] = {}
         agree: dict[int, list] = {}  # id of a TileArg: the checks that its coordinate agrees
         loops = []
@@ -568,13 +606,17 @@ class _Lowering:
             if not isinstance(item, tuple):
                 args.append(item)
                 continue
-            a, offsets, checks = item
+            a, offsets, extents, checks = item
             gather = a.gather
             if gather is not None:
+                lay = self.placed[a.tensor].layout
+                ax = lay.dims[a.row_dim] if lay is not None else None
+                # sharded rows: the indices count from the shard's first row on this device
+                base = sym.mul(where[ax], extents[a.row_dim]) if ax is not None else None
                 gather = replace(gather, offsets=(device, *gather.offsets),
-                                 extents=(sym.const(1), *gather.extents))
+                                 extents=(sym.const(1), *gather.extents), base=base)
             args.append(replace(
-                a, offsets=(device, *offsets), extents=(sym.const(1), *a.extents),
+                a, offsets=(device, *offsets), extents=(sym.const(1), *extents),
                 steps=(1, *a.steps) if a.steps else (),
                 row_dim=None if a.row_dim is None else a.row_dim + 1,
                 col_dim=None if a.col_dim is None else a.col_dim + 1,

@@ -221,6 +221,11 @@ class Gather:
     # tile's make a partial tile (TileArg.partial[0]): rows[count:] repeat the last index read
     # (so every Read stays inside the slice) and are padded, never loaded
     count: Optional[sym.Expr] = None
+    # the index of the box's first row among the values of `rows` (None: 0): tile row i is
+    # row `rows[i] - base` of the box. The device lowering gives a gather of a sharded
+    # dimension its shard's first row (`ir/devices.py`): the indices stay global, the tensor
+    # holds the shard
+    base: Optional[sym.Expr] = None
 
 
 @record
@@ -231,6 +236,11 @@ class ViewCheck:
     check: sym.Check
     message: str
     span: Span = NO_SPAN
+    # what a failure found, when the check's two sides would not say it plainly (a shard
+    # crossing's `offset % shard + extent`): `found` with `{0}`, `{1}`... replaced by the
+    # values of `shown`, evaluated where the check is; empty: `found` and the sides' values
+    found: str = ""
+    shown: tuple[sym.Expr, ...] = ()
 
 
 @record

@@ -338,7 +338,8 @@ def task_lines(t: N.Task, depth: int) -> list[str]:
                                 f"{sym.to_str(o)}:{sym.to_str(sym.add(o, e))}"
                                 for o, e in zip(g.offsets, g.extents))
                 lines.append(f"{pad}    gather rows from {g.index}[{idx}]: "
-                             f"{', '.join(sym.to_str(r) for r in g.rows)}")
+                             f"{', '.join(sym.to_str(r) for r in g.rows)}"
+                             + (f" (from row {sym.to_str(g.base)})" if g.base is not None else ""))
             lines.extend(f"{pad}    {_check(c)}" for c in a.checks)
         else:
             v = sym.to_str(a.value) if isinstance(a.value, sym.Expr) else _value(a.value)

@@ -216,6 +216,8 @@ def _bound(e, names, what: str) -> None:
 def _check(c: N.ViewCheck, names, what: str) -> None:
     _bound(c.check.lhs, names, what)
     _bound(c.check.rhs, names, what)
+    for e in c.shown:
+        _bound(e, names, what)
 
 
 _COND_OPS = ("==", "!=", "<", "<=", ">", ">=")
@@ -749,7 +751,7 @@ class _Schedule(Visitor):
                 _fail(f"gather view `{p.name}` gathers {len(g.rows)} rows for {p.rows}")
             if it is None or len(g.offsets) != len(it.dims) or len(g.extents) != len(it.dims):
                 _fail(f"gather view `{p.name}` has a bad index box of `{g.index}`")
-            for e in g.rows + g.offsets + g.extents:
+            for e in g.rows + g.offsets + g.extents + ((g.base,) if g.base is not None else ()):
                 _bound(e, names, f"the gather of `{p.name}`")
         for d, want, part in ((a.row_dim, p.rows, a.partial[0]), (a.col_dim, p.cols, a.partial[1])):
             if g is not None and d == a.row_dim:

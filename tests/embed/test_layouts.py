@@ -153,8 +153,8 @@ def test_bad_layout_arguments_are_errors_at_the_users_line():
     assert "a layout of rank 3 is given to a tensor of rank 2" in at(e.value, "rank")
     with pytest.raises(TypeCheckError) as e:
         Tensor(data=np.zeros((2, 3), np.float32),  # E:colmajor
-               layout=TensorLayout((R, R), mem=MemLayout.col_major((2, 3))))
-    assert "is not row-major: wspc tensors are row-major arrays" in at(e.value, "colmajor")
+               layout=TensorLayout((R, R), mem=MemLayout.col_major((3, 2, 1))))
+    assert "cannot store a tensor of shape (2, 3): it has 3 strides" in at(e.value, "colmajor")
     with pytest.raises(TypeCheckError, match="`layout=` takes a `TensorLayout`, not 'R'"):
         Tensor(data=np.zeros((2, 3), np.float32), layout="R")
     with pytest.raises(TypeCheckError, match="a layout of rank 1 is given to a tensor of rank 2"):
@@ -588,3 +588,90 @@ def test_a_data_and_tensor_parallel_mlp_on_a_2x2_grid(target):
     want = sum((g["x_np"] @ g["w1_np"][:, c:c + F // 2]) @ g["w2_np"][c:c + F // 2, :]
                for c in (0, F // 2))
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# MemLayout: the storage order of a tensor's elements; kernels see logical tiles
+
+
+@kernel
+def scale_add(x: In[Tile[4, 8, F32]], b: In[Tile[4, 8, F32]], y: Out[Tile[4, 8, F32]]):
+    pto.store(y, x * 2.0 + b)
+
+
+@pytest.mark.parametrize("target", ["ref", "cpu_sim"])
+def test_a_mem_layout_is_the_storage_order_and_kernels_see_logical_tiles(target):
+    rng = np.random.default_rng(5)
+    logical = rng.standard_normal((8, 8)).astype(np.float32)
+    bias = rng.standard_normal((8, 8)).astype(np.float32)
+    flat = np.ascontiguousarray(logical.T).reshape(-1)  # the caller's column-major storage
+    X = Tensor(data=flat, shape=(8, 8), dtype=F32,
+               layout=TensorLayout((R, R), mem=MemLayout.col_major((8, 8))))
+    assert np.array_equal(X.data, logical) and np.shares_memory(X.data, flat)
+    B = Tensor(data=np.asfortranarray(bias))  # any array of the shape is its values
+    padded = MemLayout(strides=(16, 1))  # rows 16 elements apart: 8 of padding each
+    storage = np.full(7 * 16 + 8, -1.0, np.float32)  # the caller's, the padding marked -1
+    Y = Tensor(data=storage, shape=(8, 8), dtype=F32, layout=TensorLayout((R, R), mem=padded))
+    assert Y.data.strides == (64, 4)
+    Yt = Tensor(shape=(8, 8), dtype=F32, layout=TensorLayout((R, R), mem=MemLayout(order=(1, 0))))
+    assert Yt.data.strides == (4, 32)  # order (1, 0): dimension 0 innermost (column-major)
+
+    @workload
+    def stored():
+        for i in P(Dense[2]):
+            scale_add[i](x=X[i * 4:i * 4 + 4, :], b=B[i * 4:i * 4 + 4, :], y=Y[i * 4:i * 4 + 4, :])
+            scale_add[i](x=X[i * 4:i * 4 + 4, :], b=B[i * 4:i * 4 + 4, :],
+                         y=Yt[i * 4:i * 4 + 4, :])
+
+    program = stored().compile(target=target)
+    program.execute()
+    program.synchronize()
+    want = logical * np.float32(2.0) + bias
+    assert np.array_equal(Y.data, want) and np.array_equal(Yt.data, want)
+    assert Y.data.strides == (64, 4) and Yt.data.strides == (4, 32)  # written where it lies
+    assert np.array_equal(storage[np.arange(120) % 16 < 8], want.reshape(-1))  # in its storage
+    assert (storage[np.arange(120) % 16 >= 8] == -1).all()  # the padding never written
+    Z = Tensor(shape=(8, 8), dtype=F32, layout=TensorLayout((R, R), mem=padded))
+    assert Z.data.strides == (64, 4) and not Z.data.any()  # storage of its own, zeroed
+
+
+def test_a_mem_layout_that_cannot_store_the_tensor_is_an_error_at_its_line():
+    with pytest.raises(TypeCheckError) as e:
+        Tensor(shape=(4, 8), dtype=F32,  # E:overlap
+               layout=TensorLayout((R, R), mem=MemLayout(strides=(4, 1))))
+    assert ("MemLayout(strides=(4, 1)) cannot store a tensor of shape (4, 8): two elements "
+            "would share a place (a stride smaller than the extent of a faster dimension)"
+            in at(e.value, "overlap"))
+    with pytest.raises(TypeCheckError, match="`order` \\(0, 0\\) is not an order of its 2 "
+                                             "dimensions"):
+        Tensor(shape=(4, 8), dtype=F32, layout=TensorLayout((R, R), mem=MemLayout(order=(0, 0))))
+    with pytest.raises(TypeCheckError, match="a stride below 1"):
+        Tensor(shape=(4, 8), dtype=F32, layout=TensorLayout((R, R), mem=MemLayout(strides=(0, 1))))
+    with pytest.raises(TypeCheckError, match="it has 3 strides"):
+        Tensor(shape=(4, 8), dtype=F32,
+               layout=TensorLayout((R, R), mem=MemLayout(strides=(1, 2, 3))))
+    with pytest.raises(TypeCheckError, match="`order` \\(0, 1\\) disagrees with the strides "
+                                             "\\(1, 4\\)"):
+        Tensor(shape=(4, 8), dtype=F32,
+               layout=TensorLayout((R, R), mem=MemLayout(strides=(1, 4), order=(0, 1))))
+    with pytest.raises(TypeCheckError, match="wspc stores no swizzled or packed tensors"):
+        Tensor(shape=(4, 8), dtype=F32,
+               layout=TensorLayout((R, R), mem=MemLayout(swizzle="xor")))
+    with pytest.raises(TypeCheckError, match="needs 32 contiguous elements; the array has 31"):
+        Tensor(data=np.zeros(31, np.float32), shape=(4, 8), dtype=F32,
+               layout=TensorLayout((R, R), mem=MemLayout.col_major((4, 8))))
+
+
+def test_check_layouts_compatible_joins_or_gives_none_as_the_prototype():
+    from pto_wsp.type_checker import check_layouts_compatible
+
+    a = Tensor(data=np.zeros((4, 8), np.float32), layout=TensorLayout.sharded(dim=0, mesh_axis=0))
+    b = Tensor(data=np.zeros((4, 8), np.float32), layout=TensorLayout.sharded(dim=1, mesh_axis=1))
+    c = Tensor(data=np.zeros((4, 8), np.float32), layout=TensorLayout.sharded(dim=1, mesh_axis=0))
+    plain = Tensor(data=np.zeros((4, 8), np.float32))
+    assert check_layouts_compatible(a, b) == TensorLayout((S0, S1))
+    assert check_layouts_compatible(a, plain, b) == TensorLayout((S0, S1))
+    assert check_layouts_compatible(a, c) is None  # mesh axis 0 on both dimensions
+    assert check_layouts_compatible(b, c) is None  # S(1) ⊔ S(0) on dimension 1
+    assert check_layouts_compatible(a) == a.layout
+    assert check_layouts_compatible() is None and check_layouts_compatible(object()) is None

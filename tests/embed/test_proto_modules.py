@@ -169,9 +169,6 @@ REFUSED = [
     ("type_checker", "TypeErrorInfo", TYPE_CHECKER), ("type_checker", "TypeErrorKind", TYPE_CHECKER),
     ("type_checker", "check_kernel_call", TYPE_CHECKER),
     ("type_checker", "validate_axis_index", TYPE_CHECKER),
-    ("type_checker", "check_layouts_compatible", "it is the prototype's builder-time check; "
-                                                 "wspc checks layouts when the workload is "
-                                                 "compiled"),
     ("types", "Symbol", "a kernel's scalar argument is given in the call or by its default, "
                         "not read from a table of run-time symbols"),
     ("program", "ExecutionContext", INTERP), ("program", "ExecutionPlan", INTERP),

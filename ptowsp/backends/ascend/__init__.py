@@ -135,7 +135,16 @@ def gather_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:
         f"which the ascend_npu target does not pass to the extern kernel `{k.source}`",
         "gather the rows in a tile kernel first, or run it on cpu_sim")
         for t in V.tasks(s.body) for k in (module.kernel(t.kernel),) if k.is_extern
-        for a in t.args if isinstance(a, N.TileArg) and a.gather is not None]
+        for a in t.args if isinstance(a, N.TileArg) and a.gather is not None] + [Diagnostic(
+        a.gather.span, "ascend-gather",
+        f"in `{t.text}`, `{a.param}` gathers rows of `{a.tensor}`, whose rows are sharded over "
+        "the mesh, which the ascend_npu target does not run yet",
+        "`allgather` it into a tensor replicated over that axis and gather from it, or run it "
+        "on cpu_sim")
+        # decision: the AICore copy-in reads global indices from row 0 of the tensor; a
+        # gather of a shard (indices counted from the shard's first row) is refused there
+        for t in V.tasks(s.body) for a in t.args
+        if isinstance(a, N.TileArg) and a.gather is not None and a.gather.base is not None]
 
 
 def strided_extern_errors(module: N.Module, s: N.Schedule) -> list[Diagnostic]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from ... import sym
-from ...diagnostics import InternalError
+from ...diagnostics import Diagnostic, InternalError, WspError
 from ...dtypes import TABLE
 from ...ir import nodes as N
 from ...ir import visit as V
@@ -176,6 +176,17 @@ def _mesh(module: N.Module, plan: Plan, names) -> dict:
         if not t.dims or sym.const_value(t.dims[0]) != devices.count:
             raise InternalError("ascend", f"mesh: tensor `{t.name}` has no leading device "
                                 f"dimension of {devices.count}")
+    for p in devices.tensors:
+        # decision: the tree's merge_ranks.py takes a replicated part from device 0; summing
+        # a partial inout's addends there (as ir/device_arrays.py does for ref and cpu_sim) is
+        # the Ascend mesh tree's to build, so it is refused rather than returned as addend 0
+        if p.layout is not None and p.layout.partial and module.tensor(p.name).kind == "inout":
+            raise WspError([Diagnostic(
+                module.tensor(p.name).span, "ascend-mesh",
+                f"inout `{p.name}` is partial over {', '.join(p.layout.partial)}: the "
+                "ascend_npu target does not sum its addends for the caller yet",
+                "`allreduce` it into an output, or run it on cpu_sim or ref")],
+                dict(module.sources))
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
     comms, steps, used = [], [], set()
     for t in plan.comms:

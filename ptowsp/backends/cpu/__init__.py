@@ -119,7 +119,8 @@ class CpuSimTarget:
 
         return load_directory(directory, self.options(options).workers)
 
-    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any]) -> Optional["Built"]:
+    def cached(self, main: Path, opt_level: int, options: Mapping[str, Any],
+               variant: str = "") -> Optional["Built"]:
         from .artifact import cached_build
 
         opts = self.options(options)
@@ -128,13 +129,13 @@ class CpuSimTarget:
             # headers found on include directories, so a run naming them always rebuilds
             # (the build cache, keyed on the headers' text, still skips the compiler)
             return None
-        return cached_build(main, opt_level, opts.workers)
+        return cached_build(main, opt_level, opts.workers, variant)
 
     def remember(self, main: Path, files: Sequence[str], artifact: "Built",
-                 opt_level: int) -> None:
+                 opt_level: int, variant: str = "") -> None:
         from .artifact import record_build
 
-        record_build(main, files, artifact, opt_level)
+        record_build(main, files, artifact, opt_level, variant)
 
 
 __all__ = ["CpuSimTarget", "CpuOptions", "Emitted"]

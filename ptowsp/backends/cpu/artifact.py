@@ -212,11 +212,12 @@ def unseal(raw: bytes) -> Any:
 # The index of compiled sources
 
 
-def _index_path(main: Path, text: str, opt_level: int) -> Path:
+def _index_path(main: Path, text: str, opt_level: int, variant: str = "") -> Path:
     # the path as given too: the IR's spans (and so every diagnostic) spell it that way; the
-    # CPU of native code: another machine sharing the cache must not load this one's library
+    # CPU of native code: another machine sharing the cache must not load this one's library;
+    # the variant: what else decided the build (a mesh's sizes: driver.compile_file)
     key = build.digest(build.wspc_identity(), str(main.resolve()), str(main), text, f"-O{opt_level}",
-                       build.target_identity(build.cflags()))
+                       build.target_identity(build.cflags()), *((variant,) if variant else ()))
     return cache_dir() / "index" / f"{key}.pickle"
 
 
@@ -229,13 +230,14 @@ def _file_hash(path) -> Optional[str]:
         return None
 
 
-def cached_build(main: Path, opt_level: int, workers: Optional[int] = None) -> Optional[Built]:
+def cached_build(main: Path, opt_level: int, workers: Optional[int] = None,
+                 variant: str = "") -> Optional[Built]:
     """The artifact of a .wsp file compiled before and unchanged since (with its imports),
     with that file's own IR, without checking, lowering or generating anything; None when there
     is no such build. A damaged index entry is discarded (with a note) and is a miss; a damaged
     or unloadable library is a miss that the cold build then rebuilds."""
     try:
-        path = _index_path(main, main.read_text(encoding="utf-8"), opt_level)
+        path = _index_path(main, main.read_text(encoding="utf-8"), opt_level, variant)
         try:
             raw = build.read_regular(path)
         except FileNotFoundError:
@@ -262,11 +264,13 @@ def cached_build(main: Path, opt_level: int, workers: Optional[int] = None) -> O
         return None
 
 
-def record_build(main: Path, files: Sequence[str], built: Built, opt_level: int) -> None:
-    """Remember that `main` (with `files`, its imports included) builds to `built`, with its IR."""
+def record_build(main: Path, files: Sequence[str], built: Built, opt_level: int,
+                 variant: str = "") -> None:
+    """Remember that `main` (with `files`, its imports included) builds to `built`, with its IR
+    (under `variant` too: `cached_build` finds it only with the same one)."""
     try:
         text = main.read_text(encoding="utf-8")
-        path = _index_path(main, text, opt_level)
+        path = _index_path(main, text, opt_level, variant)
         if built.directory.parent != path.parent.parent / "modules":
             return  # built in a private temporary cache: nothing to remember
         entry = {"files": [(str(Path(f).resolve()), _file_hash(f)) for f in files],

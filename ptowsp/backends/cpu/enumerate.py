@@ -398,6 +398,11 @@ class LoopEmitter(V.Visitor):
         t = self.m.tensors[ti]
         size = size_of(t.dtype)
         offset = " + ".join(f"({self.c(o)}) * t{ti}_s{d}" for d, o in enumerate(a.offsets)) or "0"
+        if a.gather is not None and a.gather.base is not None:
+            # the wrapper adds index * row stride (gather.py); the indices count from `base`.
+            # The pointer stays inside the tensor: base is the shard's first row on the
+            # device this box starts at (ir/devices.py), whose rows lie after base rows
+            offset = f"{offset} - ({self.c(a.gather.base)}) * t{ti}_s{a.row_dim}"
         self.emit(f"task.tiles[{i}].data = t{ti} + ({offset}) * {size};")
         # a partial view passes its own extents: the kernel runs it on a padded tile
         for which, d, full, part in (("rows", a.row_dim, p.rows, a.partial[0]),
@@ -463,8 +468,9 @@ class LoopEmitter(V.Visitor):
             self.emit(f"if (!(({lhs}) {c.op} ({rhs}))) {{")
         self.depth += 1
         extra = f", {args}" if args else ""
-        self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld"{extra}, '
-                  f"(long long)({lhs}), (long long)({rhs}));")
+        shown = "".join(f", (long long)({self.c(e)})" for e in chk.shown)
+        self.emit(f'snprintf(msg, sizeof msg, "VIEW {k} {fmt}|%lld|%lld{"|%lld" * len(chk.shown)}"'
+                  f"{extra}, (long long)({lhs}), (long long)({rhs}){shown});")
         self.emit(f"rc = wsp_fail(rt, WSP_ERR_VIEW, msg); {self.RET}")
         self.depth -= 1
         self.emit("}")
@@ -589,12 +595,14 @@ static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spre
 """
 
 
-def parse_view_failure(message: str) -> tuple[int, str, int, int] | None:
-    """(check index, coordinates, lhs value, rhs value) of a `VIEW ...` failure message."""
-    m = re.fullmatch(r"VIEW (\d+) (.*)\|(-?\d+)\|(-?\d+)", message)
+def parse_view_failure(message: str) -> tuple[int, str, int, int, tuple[int, ...]] | None:
+    """(check index, coordinates, lhs value, rhs value, the values of the check's `shown`) of
+    a `VIEW ...` failure message."""
+    m = re.fullmatch(r"VIEW (\d+) ([^|]*)\|(-?\d+)\|(-?\d+)((?:\|-?\d+)*)", message)
     if not m:
         return None
-    return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    shown = tuple(int(v) for v in m.group(5).split("|")[1:])
+    return int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4)), shown
 
 
 def task_cycles_mode(m: N.Module, s: N.Schedule) -> int:

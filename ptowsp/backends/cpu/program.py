@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from ... import sym
 from ...diagnostics import Diagnostic, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
@@ -439,7 +440,41 @@ class Backend:
                      edges=self._links(rt, 0), batches=self._links(rt, 1),
                      model_edges=self._links(rt, 2) if sim is not None else None,
                      dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)),
-                     devices=info.get("devices", 1))
+                     devices=info.get("devices", m.devices.count if m.devices else 1),
+                     comm_kernels=[k.comm is not None for k in m.kernels],
+                     task_devices=self._task_devices(m, real),
+                     rank_device=self.transport.device if self.transport is not None
+                     and m.devices is not None else None)
+
+    def _task_devices(self, m: N.Module, events):
+        """Per trace event, the device of the task it stands for, where the trace says it: a
+        collective's tile task (its coordinates are the loop variables its device is an
+        expression of: ir/collective_tiles.py); under MPI a send task has the coordinates of
+        the task it sends to, so this is that task's device. -1 elsewhere."""
+        import numpy as np
+
+        out = np.full(len(events), -1, np.int64)
+        if m.devices is None:
+            return out
+        comm = {i for i, k in enumerate(m.kernels) if k.comm is not None}
+        tasks = self.enumerators.tasks
+        memo: dict = {}
+        for i in np.nonzero(np.isin(events["kernel"], list(comm)))[0].tolist():
+            stmt = int(events["stmt"][i])
+            if not 0 <= stmt < len(tasks) or tasks[stmt].device is None:
+                continue
+            t = tasks[stmt]
+            names = [c.name if isinstance(c, sym.Var) else None for c in t.coords]
+            nc = int(events["ncoords"][i])
+            key = (stmt, tuple(events["coords"][i][:nc].tolist()))
+            if key not in memo:
+                env = {v: x for v, x in zip(names, key[1]) if v is not None}
+                try:
+                    memo[key] = sym.evaluate(t.device, env)
+                except sym.SymError:
+                    memo[key] = -1
+            out[i] = memo[key]
+        return out
 
     def _links(self, rt, what: int):
         """The run's WSP_LINKS_* pairs (`what`: 0 edges, 1 batches, 2 the model's edges)."""
@@ -518,9 +553,10 @@ class Backend:
         view = parse_view_failure(message)
         if view is None:
             return ExecutionError(code, message)
-        k, coords, lhs, rhs = view
+        k, coords, lhs, rhs, shown = view
         chk = self.enumerators.checks[k]
-        text = f"{chk.message}, {found_values(chk.check, lhs, rhs)}"
+        found = chk.found.format(*shown) if chk.found else found_values(chk.check, lhs, rhs)
+        text = f"{chk.message}, {found}"
         task = self.enumerators.check_tasks.get(k)
         if task:
             text += f" (task `{task}`{' at ' + coords if coords else ''})"

@@ -6,7 +6,11 @@ on, one `wsp_simresult` per task (wsp_sim_read), both in enumeration order. They
 NumPy structured arrays with exactly the C layouts (EVENT_DTYPE, SIMRESULT_DTYPE; `from_cdata`
 copies a cffi buffer into one), so a million tasks cost one memcpy, not a million cdata reads.
 The dependency edges (wsp_trace_links: the runtime's, its batches, the model's) arrive as
-(n, 2) int64 arrays of trace indices and become the Chrome trace's flow arrows.
+(n, 2) int64 arrays of trace indices and become the Chrome trace's flow arrows. On a mesh, an
+edge from a task of device a to a collective's tile task of device b that reads its tile is a
+"tile" arrow instead (`TILE`, docs/distributed.md "Traces"); under MPI each rank's trace
+carries the ends of its arrows (`otherData.tile_ends`) and `merge_devices` joins them across
+the ranks' processes.
 
     tr = Trace(events, kernel_names, machine, sim=results, schedule="main",
                summary=summary_dict(c_summary), dispatchers=dispatcher_stats(c_disp, n),
@@ -54,7 +58,8 @@ SIMRESULT_DTYPE = np.dtype({
 
 UNIT_NAMES = ("vector", "cube", "comm")  # WSP_UNIT_VECTOR, _CUBE, _COMM (a device's engine)
 PID_REAL, PID_SIM = 1, 2
-FLOW = "dependency"  # the name and category of every flow (arrow) event
+FLOW = "dependency"  # the name and category of every flow (arrow) event of one device
+TILE = "tile"  # the category of a flow carrying a tile from one device to another
 NO_LINKS = np.zeros((0, 2), np.int64)
 SUMMARY_FIELDS = ("tasks", "total_cycles", "critical_path", "serial_cycles", "stolen", "groups")
 
@@ -90,7 +95,9 @@ class Trace:
                  notes: Optional[np.ndarray] = None, channels: Sequence[str] = (),
                  work: Sequence[tuple[int, int]] = (), edges: Optional[np.ndarray] = None,
                  batches: Optional[np.ndarray] = None, model_edges: Optional[np.ndarray] = None,
-                 dropped_edges: int = 0, devices: int = 1):
+                 dropped_edges: int = 0, devices: int = 1,
+                 comm_kernels: Sequence[bool] = (), task_devices: Optional[np.ndarray] = None,
+                 rank_device: Optional[int] = None):
         events = np.asarray(events)
         if events.dtype != EVENT_DTYPE:
             raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
@@ -128,6 +135,14 @@ class Trace:
         self.batches = _links(batches)
         self.model_edges = _links(model_edges)
         self.dropped_edges = int(dropped_edges)
+        # a mesh: per kernel, whether it is a collective's tile kernel; per task, its device
+        # (-1: not known; of a send task under MPI, the device of the task it sends to); the
+        # device this process runs under MPI (None: every device in this process, each task
+        # on the workers w with w % devices == its device)
+        self.comm_kernels = np.asarray(list(comm_kernels) or [False], bool)
+        self.task_devices = (np.full(len(events), -1, np.int64) if task_devices is None
+                             else np.asarray(task_devices, np.int64))
+        self.rank_device = rank_device
 
     def __len__(self) -> int:
         return len(self.events)
@@ -151,7 +166,9 @@ class Trace:
                 out.extend(self._sim_events(names, args))
                 out.extend(self._counter_events("sim"))
                 out.extend(self._sim_flows(1 + len(real_flows) // 2))
-        other = {"schedule": self.schedule, "tasks": len(self)}
+        other: dict[str, Any] = {"schedule": self.schedule, "tasks": len(self)}
+        if self.rank_device is not None:
+            other["tile_ends"] = self._tile_ends()
         if self.dropped_edges:
             other["edges_not_recorded"] = self.dropped_edges
         if self.machine is not None:
@@ -338,12 +355,75 @@ class Trace:
 
     def _real_flows(self, first_id: int) -> list[dict[str, Any]]:
         """A flow per runtime edge between two tasks that ran: from the predecessor's task that
-        finished last (a batch's) to the successor's task that started first."""
+        finished last (a batch's) to the successor's task that started first. An edge into a
+        collective's tile task from a task of another device (in process) is a `TILE` flow
+        named for that device: the tile moving between them."""
+        src, dst = self._ran_edges()
+        if not len(src):
+            return []
+        ev = self.events
+        ts = ev["start_ns"] / 1000.0
+        mid = ts + np.maximum(ev["end_ns"] - ev["start_ns"], 0) / 1000.0 / 2
+        tid = ev["worker"].astype(np.int64) + 1
+        tile = np.zeros(len(src), bool)
+        if self.rank_device is None and self.devices > 1:
+            device = self._real_devices()
+            tile = self._is_comm(dst) & (device[src] >= 0) & (device[src] != device[dst])
+        out = _flows(first_id, PID_REAL, tid[src[~tile]], mid[src[~tile]], tid[dst[~tile]],
+                     mid[dst[~tile]])
+        if not tile.any():
+            return out
+        s, d = src[tile], dst[tile]
+        return out + _flows(first_id + len(out) // 2, PID_REAL, tid[s], mid[s], tid[d], mid[d],
+                            names=[f"tile from device {a}" for a in device[s].tolist()],
+                            cat=TILE)
+
+    def _is_comm(self, tasks: np.ndarray) -> np.ndarray:
+        """Whether each of `tasks` (trace indices) is a tile task of a collective."""
+        k = self.events["kernel"][tasks]
+        known = (k >= 0) & (k < len(self.comm_kernels))
+        return known & self.comm_kernels[np.where(known, k, 0)]
+
+    def _real_devices(self) -> np.ndarray:
+        """Each task's device in an in-process mesh run: the one the lowering gave it where
+        known, else its worker's (device d's tasks run on the workers w % devices == d)."""
+        known = self.task_devices >= 0
+        by_worker = np.where(self.events["worker"] >= 0, self.events["worker"] % self.devices, -1)
+        return np.where(known, self.task_devices, by_worker)
+
+    def _tile_ends(self) -> dict[str, list]:
+        """This MPI rank's ends of the tile flows, for `merge_devices`: `from` a row [stmt,
+        device it goes to, tid, ts, coords...] per edge from a task that ran here into a send
+        task (the task that produced the tile to the send of it); `to` a row [stmt, tid, ts,
+        coords...] per tile task of this device's collectives that ran. A task is its statement
+        and coordinates in every rank (each rank enumerates the whole program)."""
+        ev, me = self.events, self.rank_device
+        ran = ev["worker"] >= 0
+        ts = ev["start_ns"] / 1000.0
+        mid = (ts + np.maximum(ev["end_ns"] - ev["start_ns"], 0) / 1000.0 / 2).tolist()
+        tid = (ev["worker"].astype(np.int64) + 1).tolist()
+
+        def coords(i: int) -> list:
+            return ev["coords"][i][:max(0, min(int(ev["ncoords"][i]), MAX_COORDS))].tolist()
+
+        comm = self._is_comm(np.arange(len(ev)))
+        src, dst = self._ran_edges()
+        sent = comm[dst] & (self.task_devices[dst] >= 0) & (self.task_devices[dst] != me)
+        out_from = [[int(ev["stmt"][d]), int(self.task_devices[d]), tid[s], mid[s], *coords(d)]
+                    for s, d in zip(src[sent].tolist(), dst[sent].tolist())]
+        mine = np.nonzero(comm & ran & (self.task_devices == me))[0].tolist()
+        out_to = [[int(ev["stmt"][i]), tid[i], mid[i], *coords(i)] for i in mine]
+        return {"from": out_from, "to": out_to}
+
+    def _ran_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sources, destinations): the runtime's edges between tasks that ran, each end a
+        task of a batch (the predecessor's that finished last, the successor's that started
+        first)."""
         ev = self.events
         n = len(ev)
         e = self.edges
         if not len(e) or not n:
-            return []
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         ran = ev["worker"] >= 0
         last, first = np.arange(n), np.arange(n)
         for f, c in self.batches.tolist():
@@ -355,11 +435,7 @@ class Trace:
         e = e[(e[:, 0] >= 0) & (e[:, 0] < n) & (e[:, 1] >= 0) & (e[:, 1] < n)]
         src, dst = last[e[:, 0]], first[e[:, 1]]
         keep = ran[src] & ran[dst]
-        src, dst = src[keep], dst[keep]
-        ts = ev["start_ns"] / 1000.0
-        mid = ts + np.maximum(ev["end_ns"] - ev["start_ns"], 0) / 1000.0 / 2
-        tid = ev["worker"].astype(np.int64) + 1
-        return _flows(first_id, PID_REAL, tid[src], mid[src], tid[dst], mid[dst])
+        return src[keep], dst[keep]
 
     def _sim_flows(self, first_id: int) -> list[dict[str, Any]]:
         """A flow per edge of the cycle model's task graph, between the tasks' modelled times."""
@@ -509,20 +585,25 @@ def _links(a: Optional[np.ndarray]) -> np.ndarray:
     return NO_LINKS if a is None else np.asarray(a, np.int64).reshape(-1, 2)
 
 
-def _flows(first_id: int, pid: int, src_tid, src_ts, dst_tid, dst_ts) -> list[dict[str, Any]]:
+def _flows(first_id: int, pid, src_tid, src_ts, dst_tid, dst_ts, names=None,
+           cat: str = FLOW, dst_pid=None) -> list[dict[str, Any]]:
     """Flow events: for each pair an "s" in the source's slice and an "f" bound to the enclosing
-    slice of the destination ("bp": "e"), both at their slice's middle.
+    slice of the destination ("bp": "e"), both at their slice's middle; named `cat` or by
+    `names` (one each), in process `pid` (the destination's `dst_pid` when given: a flow
+    between the processes of two MPI ranks).
 
     decision: the middle, not an end: a flow binds to the slice that encloses its timestamp, and
     a slice's own end (or its start, among other events at the same time) is ambiguous there."""
     out: list[dict[str, Any]] = []
+    src_tid, src_ts, dst_tid, dst_ts = (np.asarray(x).tolist()
+                                        for x in (src_tid, src_ts, dst_tid, dst_ts))
     ids = range(first_id, first_id + len(src_tid))
-    for i, st, sts, dt, dts in zip(ids, src_tid.tolist(), src_ts.tolist(), dst_tid.tolist(),
-                                   dst_ts.tolist()):
-        out.append({"name": FLOW, "cat": FLOW, "ph": "s", "id": i, "pid": pid, "tid": st,
+    names = names if names is not None else [cat] * len(src_tid)
+    for i, st, sts, dt, dts, name in zip(ids, src_tid, src_ts, dst_tid, dst_ts, names):
+        out.append({"name": name, "cat": cat, "ph": "s", "id": i, "pid": pid, "tid": st,
                     "ts": sts})
-        out.append({"name": FLOW, "cat": FLOW, "ph": "f", "bp": "e", "id": i, "pid": pid,
-                    "tid": dt, "ts": dts})
+        out.append({"name": name, "cat": cat, "ph": "f", "bp": "e", "id": i,
+                    "pid": pid if dst_pid is None else dst_pid, "tid": dt, "ts": dts})
     return out
 
 
@@ -575,11 +656,15 @@ def merge_devices(texts: Sequence[Optional[str]]) -> str:
     """One Chrome trace of an MPI run from each rank's (`texts[d]`: device d's `to_json`):
     one process track per device, `pid` = the device, for its real run (a thread per worker),
     and its cycle model's replay as process `devices + d`; flow ids renumbered apart; each
-    device's summary in `otherData.devices`."""
+    device's summary in `otherData.devices`. The ranks' tile ends (`otherData.tile_ends`)
+    become `TILE` flows between their processes: from the task of device a that produced a
+    tile to the tile task of device b that read it (a's send of it has the reader's statement
+    and coordinates)."""
     n = len(texts)
     out: list[dict[str, Any]] = []
     devices = []
     next_id = 1
+    sources, sinks = [], {}  # (device a, row) of `from`; (device, stmt, coords): (tid, ts)
     for d, text in enumerate(texts):
         data = json.loads(text) if text else {"traceEvents": [], "otherData": {}}
         pids = {PID_REAL: d, PID_SIM: n + d}
@@ -587,7 +672,7 @@ def merge_devices(texts: Sequence[Optional[str]]) -> str:
         for e in data.get("traceEvents", []):
             e = dict(e)
             e["pid"] = pids.get(e.get("pid"), e.get("pid"))
-            if "id" in e and e.get("cat") == FLOW:
+            if "id" in e and e.get("cat") in (FLOW, TILE):
                 e["id"] = int(e["id"]) + next_id - 1
                 top = max(top, e["id"] + 1)
             if e.get("ph") == "M" and e.get("name") == "process_name":
@@ -597,7 +682,18 @@ def merge_devices(texts: Sequence[Optional[str]]) -> str:
                 e["args"] = {"sort_index": e["pid"]}
             out.append(e)
         next_id = top
-        devices.append(dict(data.get("otherData", {}), device=d))
+        summary = dict(data.get("otherData", {}), device=d)
+        ends = summary.pop("tile_ends", None) or {}
+        sources += [(d, row) for row in ends.get("from", [])]
+        for stmt, tid, ts, *coords in ends.get("to", []):
+            sinks[(d, stmt, tuple(coords))] = (tid, ts)
+        devices.append(summary)
+    for a, (stmt, b, tid, ts, *coords) in sources:
+        end = sinks.get((b, stmt, tuple(coords)))
+        if end is not None:  # the reader ran (a failed run may have stopped before it)
+            out.extend(_flows(next_id, a, [tid], [ts], [end[0]], [end[1]],
+                              names=[f"tile from device {a}"], cat=TILE, dst_pid=b))
+            next_id += 1
     other = {"devices": devices, "tasks": sum(int(x.get("tasks", 0)) for x in devices)}
     return json.dumps({"traceEvents": out, "displayTimeUnit": "ns", "otherData": other},
                       separators=(",", ":"))

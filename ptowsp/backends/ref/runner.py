@@ -12,12 +12,12 @@ import numpy as np
 
 from ... import sym
 from ...diagnostics import InternalError
-from ...dtypes import kind_of, numpy_compute_dtype
+from ...dtypes import kind_of, numpy_compute_dtype, to_compute, to_storage
 from ...ir import nodes as N
 from ...ir.visit import Visitor
 from ...spans import NO_SPAN, Span
 from .kernels import eval_kernel
-from .values import convert, scalar_value, to_compute, to_storage, value_dtype
+from .values import convert, scalar_value, value_dtype
 
 
 class RunError(Exception):
@@ -122,6 +122,8 @@ class Runner(Visitor):
             self.error(f"{vc.message}: {err}{where}", vc.span)
         if not ok:
             found, values = describe_check(vc.check, self.env)
+            if vc.found:
+                found = vc.found.format(*(sym.evaluate(e, self.env) for e in vc.shown))
             self.error(f"{vc.message}, {found}{where}", vc.span, values)
 
     # -- statements, by class (ir.visit.Visitor)
@@ -232,7 +234,8 @@ class Runner(Visitor):
                     # row i is row rows[i] of the row dimension (each checked above), for the
                     # `count` rows of the index slice (the rest of a partial tile is padding)
                     vr = self.eval(a.gather.count, t.span, t) if a.gather.count is not None else p.rows
-                    rows = [self.eval(r, t.span, t) for r in a.gather.rows[:vr]]
+                    base = self.eval(a.gather.base, t.span, t) if a.gather.base is not None else 0
+                    rows = [self.eval(r, t.span, t) - base for r in a.gather.rows[:vr]]
                     gathered = np.take(arr[box], rows, axis=a.row_dim)
                 inputs[f"valid_rows:{a.param}"] = np.int32(vr)
                 inputs[f"valid_cols:{a.param}"] = np.int32(vc)

@@ -2,33 +2,22 @@
 `interp.py`: a value is a NumPy array in its dtype's compute representation, an element of a
 tensor is in its storage representation (both from `ptowsp.dtypes`: f16 and bf16 compute in
 float32, bf16 is stored as its raw uint16 bits). `convert` is `convert` and `cast`,
-`scalar_value` a literal or scalar argument, `to_compute` / `to_storage` cross between the two
-representations, `value_dtype` names the dtype a value is held as."""
+`scalar_value` a literal or scalar argument (`dtypes.to_compute` / `to_storage` cross between
+the two representations), `value_dtype` names the dtype a value is held as."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...diagnostics import InternalError
-from ...dtypes import INT_DTYPES, kind_of, numpy_compute_dtype, numpy_dtype
+from ...dtypes import INT_DTYPES, bf16_round, kind_of, numpy_compute_dtype, numpy_dtype
 
-
-def bf16_round(x) -> np.ndarray:
-    """float32 values rounded to the nearest bf16 (ties to even), as float32."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = x.view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
-    r = np.where(np.isnan(x), (b | 0x00400000) & 0xFFFF0000, r)  # NaN stays a quiet NaN
-    return (r & 0xFFFFFFFF).astype(np.uint32).view(np.float32).reshape(x.shape)
-
-
-def bf16_bits(x) -> np.ndarray:
-    return (bf16_round(x).view(np.uint32) >> 16).astype(np.uint16)
-
-
-def bf16_from_bits(bits) -> np.ndarray:
-    b = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32) << 16
-    return b.view(np.float32)
+# the conversions between storage and compute are the dtype table's, named here too (ref's
+# values are what they convert)
+from ...dtypes import bf16_bits as bf16_bits
+from ...dtypes import bf16_from_bits as bf16_from_bits
+from ...dtypes import to_compute as to_compute
+from ...dtypes import to_storage as to_storage
 
 
 def _f32_round_to_odd(x: np.ndarray) -> np.ndarray:
@@ -96,21 +85,6 @@ def scalar_value(v, dtype: str) -> np.ndarray:
     if dtype.startswith("i") and n >= 1 << (bits - 1):
         n -= 1 << bits
     return np.asarray(n, dtype=numpy_dtype(dtype))
-
-
-def to_compute(stored: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bf16":
-        return bf16_from_bits(stored)
-    return np.array(stored, dtype=numpy_compute_dtype(dtype))
-
-
-def to_storage(value: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "bf16":
-        return bf16_bits(value)
-    with np.errstate(over="ignore"):  # values past f16's range were already rounded to inf
-        if dtype == "f16":
-            return np.asarray(value, dtype=np.float32).astype(np.float16)
-        return np.asarray(value).astype(numpy_dtype(dtype))
 
 
 def value_dtype(x: np.ndarray) -> str:
