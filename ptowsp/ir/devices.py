@@ -337,7 +337,11 @@ class _Lowering:
             tensors.append(replace(t, dims=(sym.const(devices), *dims), layout=None))
         order = self.tiler.order_tensor()
         if order is not None:
-            tensors.append(order)
+            # before the task handles' order tensors, which stay the module's last
+            # (backends/cpu/program.py, edge_tensor_count)
+            at = next((k for k, t in enumerate(tensors) if N.is_edge_tensor(t.name)),
+                      len(tensors))
+            tensors.insert(at, order)
             schedules = tuple(replace(s, body=substitute(s.body, {MOST_TILES: order.dims[2]}))
                               for s in schedules)
         devs = N.Devices(self.axes, tuple(self.placed[t.name] for t in m.tensors), m.mesh.span)

@@ -246,6 +246,15 @@ class Access:
     extents: tuple[sym.Expr, ...]
 
 
+def is_edge_tensor(name: str) -> bool:
+    """Whether tensor `name` is a task handle's order tensor (`edge@SCHEDULE@HANDLE`,
+    lower/edges.py): the boxes of its accesses are the coordinates of the handle's tasks, which
+    an `after` names (docs/schedules.md, "Named edges"), and no kernel reads or writes it, so
+    its boxes may lie outside its one element; back ends allocate nothing real for it, and the
+    `deps = explicit` check takes a dependency through it as declared."""
+    return name.startswith("edge@")
+
+
 @record
 class Task:
     """One task per enumeration: a kernel, its coordinates, and its arguments.
