@@ -57,7 +57,7 @@ from .source import (
     stored_names,
     user_frame,
 )
-from .trace import Trace, tracing
+from .trace import Fragment, HandleAt, TaskHandle, Trace, tracing
 from .values import (
     Constexpr,
     ConstexprSpec,
@@ -725,13 +725,53 @@ class BoundKernel:
 
     def __call__(self, *args: Any, **kwargs: Any):
         span = here()
+        after = take_after(self.kernel, kwargs)
         with tracing() as t:
-            stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span))
-            return t.emit(stmt)
+            stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span),
+                             after)
+            frag = t.emit(stmt)
+            frag.hint = stored_name(user_frame())
+            return frag
+
+
+def take_after(k: KernelRef, kwargs: dict) -> Any:
+    """The `after=` of a kernel call (taken out of `kwargs`), unless the kernel has a parameter
+    named `after`, which the keyword then binds."""
+    if "after" not in kwargs or any(p == "after" for p, _, _ in k.params()):
+        return None
+    return kwargs.pop("after")
+
+
+def after_nodes(t: Trace, after: Any, span: A.Span) -> tuple:
+    """`after=` as the call's `after` clause: a task handle (what a kernel call returns), a
+    handle at coordinates (`t[i - 1]`), or a list or tuple of them."""
+    if after is None:
+        return ()
+    items = after if isinstance(after, (list, tuple)) else [after]
+    out = []
+    for item in items:
+        frag, coords = (item.frag, item.coords) if isinstance(item, HandleAt) else (item, None)
+        if not (isinstance(frag, Fragment) and len(frag.stmts) == 1
+                and isinstance(frag.stmts[0], A.CallStmt)):
+            raise user_error(span, f"`after=` takes task handles, not {_shown(item)}",
+                             "pass what a kernel call returns: `t = k[i](...)`, then "
+                             "`after=[t]` or `after=[t[i - 1]]`")
+        if frag.handle is None:
+            frag.handle = TaskHandle(frag.stmts[0], frag.hint)
+        t.adopt(frag.refs)
+        index = None if coords is None else tuple(value_node(c, t, span) for c in coords)
+        out.append(A.After(t.ref(frag.handle, span), index, span=span))
+    return tuple(out)
+
+
+def _shown(x: Any) -> str:
+    if isinstance(x, Fragment):
+        return "a loop or a block (it makes no single task call)"
+    return f"`{x!r}`"
 
 
 def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwargs: dict,
-              span: A.Span, kwspans: dict) -> A.CallStmt:
+              span: A.Span, kwspans: dict, after: Any = None) -> A.CallStmt:
     """The CallStmt of `k[coords](*args, **kwargs)`: positional arguments bind the parameters
     in order (the seeds allow it; `.wsp` binds by name), keywords by name."""
     k.decl()  # the body is traced at its first use, so its errors are raised here
@@ -758,7 +798,8 @@ def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwar
     cnodes = None
     if coords is not None:
         cnodes = tuple(value_node(c, t, span) for c in coords)
-    return A.CallStmt(t.ref(k, span), cnodes, (), tuple(kws), span=span)
+    return A.CallStmt(t.ref(k, span), cnodes, (), tuple(kws), after=after_nodes(t, after, span),
+                      span=span)
 
 
 def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,
