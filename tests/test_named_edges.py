@@ -170,3 +170,35 @@ def test_handles_survive_axis_transforms_and_the_optimiser():
         sb = min(k[2] for k in got if k[0] == "b")
         for i in range(8):
             assert after(got, ("a", i, sa), ("b", i, sb))
+
+
+def test_edges_on_a_mesh_are_each_devices_own():
+    src = """
+sym TP
+mesh tp = TP
+input  X: f32[8, 64] @ [S(tp), R]
+output Y: f32[8, 64] @ [S(tp), R]
+output Z: f32[8, 64] @ [S(tp), R]
+output W: f32[8, 64] @ [S(tp), R]
+kernel a(x: In[Tile[1, 64, f32]], y: Out[Tile[1, 64, f32]]) { store(y, x * 2) }
+kernel b(x: In[Tile[1, 64, f32]], z: Out[Tile[1, 64, f32]]) { store(z, x + 1) }
+workload w() {
+  for i in P(8) {
+    let t = a[i](x = X[i], y = Y[i])
+    b[i](x = Y[i], z = Z[i]) after t
+  }
+  b[0](x = Y[0], z = W[0]) after t
+}
+schedule main = w().task_graph(deps = explicit)
+"""
+    x = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
+    m = ptowsp.parse(src, "mesh.wsp")
+    for target in ("ref", "cpu_sim"):
+        out = m.compile(target=target, mesh={"tp": 2}).run(X=x)
+        np.testing.assert_allclose(out["Z"], x * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(out["W"][0], x[0] * 2 + 1, rtol=1e-6)
+
+
+def test_a_handle_no_edge_names_costs_nothing():
+    text = print_module(ptowsp.parse(NONE + "\nschedule s = w()\n", "n.wsp").ir)
+    assert "edge@" not in text  # `let t = ...` alone: no order tensor, no box

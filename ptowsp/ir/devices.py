@@ -483,7 +483,10 @@ class _Lowering:
                 row_dim=None if a.row_dim is None else a.row_dim + 1,
                 col_dim=None if a.col_dim is None else a.col_dim + 1,
                 checks=checks + tuple(agree.get(id(a), ())), gather=gather))
-        task: N.Stmt = replace(t, args=tuple(args), device=device)
+        # other accesses (a task handle's order boxes, lower/edges.py) are the device's own
+        extra = tuple(replace(x, offsets=(device, *x.offsets), extents=(sym.const(1), *x.extents))
+                      for x in t.extra)
+        task: N.Stmt = replace(t, args=tuple(args), device=device, extra=extra)
         for var, p in reversed(loops):
             task = N.Loop(var, sym.const(p), "grid", (task,))
         return task

@@ -57,9 +57,12 @@ class EdgeLowering:
         """A workload body starts being lowered: its handles, each with its tensor's name."""
         table: dict[str, _Handle] = {}
         outer = tuple(k for k, _, _ in self.edge_loops)
-        for site in call_sites(tuple(body), self.env.kernel_sigs):
+        sites = call_sites(tuple(body), self.env.kernel_sigs)
+        named = {a.handle.id for s in sites for a in s.call.after}
+        for site in sites:
             label = site.call.label
-            if label is None or label.id in table:
+            # a handle no `after` names costs nothing: no tensor, no box, nothing kept unfused
+            if label is None or label.id in table or label.id not in named:
                 continue
             name = f"edge@{self.edge_schedule}@{label.id}"
             n = 1
@@ -85,7 +88,7 @@ class EdgeLowering:
             return task
         table = self.edge_tables[-1]
         extra = []
-        if s.label is not None:
+        if s.label is not None and s.label.id in table:
             h = table[s.label.id]
             h.extents = tuple(e for _, _, e in self.edge_loops)
             offs = tuple(sym.var(v) for _, v, _ in self.edge_loops) or (sym.const(0),)
