@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     t.fn = empty;
     if (sim) {
         wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
-        wsp_policy p = {place > 0 ? place : 1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, window, 0, 0, 0, 0, 0, 0};
+        wsp_policy p = {place > 0 ? place : 1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, window, 0, 0, 0, 0, 0, 0, 0};
         wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 100};
         if (wsp_sim_enable(rt, &m, &p, &cost, 1)) return 4;
     }

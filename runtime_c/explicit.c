@@ -20,6 +20,17 @@
  * tasks waited for (gbar[B], recorded when B was made), and so on. The chain's groups closed one
  * after another, so the walk stops at the first group closed before p was logged. A stream
  * order followed by a step order (or the reverse) is not followed: such a pair is reported.
+ *
+ * Named edges (`after`, lower/edges.py). A task handle's order tensor (the policy's last
+ * edge_tensors tensors) has a box per task of the handle, which the tasks whose `after` names
+ * it read: a dependency through it IS a named edge, declared by definition. A task's named
+ * predecessors are those whose box of such a tensor overlaps one of its own (found among its
+ * predecessors, whichever tensor the log found them through first: it keeps one entry per
+ * predecessor); they are kept per task. p is then also declared before t when p is one of
+ * them, or is declared before one of them (by a step, a stream, or again a named edge): a walk
+ * back from t over named edges, which visits only tasks logged after p (edges go forward) and
+ * each at most once. A chain in which a step or a stream's order FOLLOWS a named edge (p named
+ * by q, q a step before t) is not followed: such a pair is reported, as the mixed chains above.
  */
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +73,10 @@ static int declared(const wsp_simlog *l, int32_t p, int32_t stream, int32_t barr
     return 0;
 }
 
+static int is_edge(const wsp_simlog *l, int32_t tensor) {
+    return l->p.edge_tensors > 0 && tensor >= l->ntensors - l->p.edge_tensors;
+}
+
 /* whether task p has a box of `tensor` that overlaps one of t's (`task`), one of them writing */
 static int conflicts(const wsp_simlog *l, int32_t p, const wsp_task *task, int32_t tensor) {
     for (int64_t i = l->accat[p]; i < l->accat[p + 1]; i++) {
@@ -75,6 +90,39 @@ static int conflicts(const wsp_simlog *l, int32_t p, const wsp_task *task, int32
                 overlap = a->lo[d] < b->hi[d] && b->lo[d] < a->hi[d] && a->lo[d] < a->hi[d] &&
                           b->lo[d] < b->hi[d];
             if (overlap) return 1;
+        }
+    }
+    return 0;
+}
+
+/* whether p is a named predecessor of the task: a box of p on an order tensor overlaps one of
+ * the task's (the tensor the log found p through may be another: it keeps one entry) */
+static int named_by(const wsp_simlog *l, int32_t p, const wsp_task *task) {
+    for (int32_t j = 0; j < task->ntiles; j++) {
+        int32_t e = task->access[j].tensor;
+        if (is_edge(l, e) && conflicts(l, p, task, e)) return 1;
+    }
+    return 0;
+}
+
+/* whether p is declared before a task whose named predecessors are named[from .. to): one of
+ * them is p, or p is declared before one of them (walking back over named edges) */
+static int reached(wsp_simlog *l, int32_t p, int64_t from, int64_t to) {
+    int64_t n = 0, walk = ++l->walks;
+    for (int64_t i = from; i < to; i++) {
+        if (wsp__grow((void **)&l->stack, &l->capstack, n + 1, sizeof *l->stack)) return -1;
+        l->stack[n++] = l->named[i];
+    }
+    while (n > 0) {
+        int32_t q = l->stack[--n];
+        if (q == p) return 1;
+        if (q < p || l->seen[q] == walk) continue;  /* edges go forward: q < p never leads to p */
+        l->seen[q] = walk;
+        const wsp_simmemb *mq = memb_of(l, q);
+        if (declared(l, p, l->tasks[q].stream, mq ? mq->barrier : -1)) return 1;
+        for (int64_t i = l->namedat[q]; i < l->namedat[q + 1]; i++) {
+            if (wsp__grow((void **)&l->stack, &l->capstack, n + 1, sizeof *l->stack)) return -1;
+            l->stack[n++] = l->named[i];
         }
     }
     return 0;
@@ -94,7 +142,7 @@ int wsp__explicit_check(wsp_simlog *l, const wsp_task *task, int64_t first, int3
     w->stmt = task->stmt;
     w->ncoords = task->ncoords;
     memcpy(w->coords, task->coords, sizeof w->coords);
-    if (t == 0) l->nacc = 0;  /* a new run */
+    if (t == 0) l->nacc = l->nnamed = 0;  /* a new run */
     if (wsp__grow((void **)&l->accat, &l->capaccat, t + 2, sizeof *l->accat) ||
         wsp__grow((void **)&l->acc, &l->capacc, l->nacc + task->ntiles, sizeof *l->acc))
         return WSP_ERR_INTERNAL;
@@ -103,9 +151,29 @@ int wsp__explicit_check(wsp_simlog *l, const wsp_task *task, int64_t first, int3
     int32_t barrier = -1;
     if (l->depth > 0 && l->nmemb > 0 && l->memb[l->nmemb - 1].task == t)
         barrier = l->memb[l->nmemb - 1].barrier;
+    /* the named predecessors (`after`), kept for the tasks after this one */
+    int64_t n0 = l->nnamed;
+    int names = 0;
+    for (int32_t j = 0; j < task->ntiles && !names; j++) names = is_edge(l, task->access[j].tensor);
+    if (wsp__grow((void **)&l->namedat, &l->capnamedat, t + 2, sizeof *l->namedat) ||
+        wsp__grow((void **)&l->seen, &l->capseen, t + 1, sizeof *l->seen))
+        return WSP_ERR_INTERNAL;
+    l->seen[t] = 0;
+    for (int64_t i = first; i < l->npreds && names; i++) {
+        int32_t p = l->preds[i];
+        if (!named_by(l, p, task)) continue;
+        if (wsp__grow((void **)&l->named, &l->capnamed, l->nnamed + 1, sizeof *l->named))
+            return WSP_ERR_INTERNAL;
+        l->named[l->nnamed++] = p;
+    }
     for (int64_t i = first; i < l->npreds; i++) {
         int32_t p = l->preds[i];
-        if (declared(l, p, stream, barrier) || !conflicts(l, p, task, l->ptens[i])) continue;
+        if (is_edge(l, l->ptens[i]) || declared(l, p, stream, barrier) ||
+            !conflicts(l, p, task, l->ptens[i]))
+            continue;
+        int r = l->nnamed > n0 ? reached(l, p, n0, l->nnamed) : 0;
+        if (r < 0) return WSP_ERR_INTERNAL;
+        if (r) continue;
         char ct[200], cp[200];
         coords_text(ct, sizeof ct, w->ncoords, w->coords);
         coords_text(cp, sizeof cp, l->who[p].ncoords, l->who[p].coords);
@@ -113,8 +181,11 @@ int wsp__explicit_check(wsp_simlog *l, const wsp_task *task, int64_t first, int3
                  "undeclared dependency: statement %d [%s] on statement %d [%s] through tensor %d",
                  w->stmt, ct, l->who[p].stmt, cp, l->ptens[i]);
         l->npreds = first;  /* the task is not logged */
+        l->nnamed = n0;
         return WSP_ERR_DEPS;
     }
+    l->namedat[t] = n0;
+    l->namedat[t + 1] = l->nnamed;
     if (task->ntiles > 0)
         memcpy(&l->acc[l->nacc], task->access, (size_t)task->ntiles * sizeof *l->acc);
     l->nacc += task->ntiles;

@@ -208,6 +208,10 @@ void wsp__simlog_free(wsp_simlog *l) {
     free(l->ptens);
     free(l->acc);
     free(l->accat);
+    free(l->named);
+    free(l->namedat);
+    free(l->seen);
+    free(l->stack);
     free(l->preds);
     free(l->gates);
     free(l->gw);

@@ -788,6 +788,15 @@ struct wsp_simlog {
     int64_t capwho;
     int32_t *ptens;
     int64_t capptens;
+    int32_t *named;            /* every logged task's named predecessors (`after`), task after
+                                  task, and per task its first one (one past the last task) */
+    int64_t nnamed, capnamed;
+    int64_t *namedat;
+    int64_t capnamedat;
+    int64_t *seen;             /* per task: the last walk of the named edges that reached it */
+    int64_t capseen, walks;
+    int32_t *stack;            /* that walk's tasks to visit */
+    int64_t capstack;
     wsp_access *acc;           /* every logged task's boxes, task after task */
     int64_t nacc, capacc;
     int64_t *accat;            /* per task: its first box in acc (and one past the last task) */

@@ -217,6 +217,8 @@ typedef struct wsp_policy {
     int64_t start_n;          /* WSP_START_THRESHOLD: the enumeration of task start_n - 1 */
     int32_t deps;             /* WSP_DEPS_*: EXPLICIT checks every inferred edge (explicit.c) */
     int32_t task_cycles;      /* WSP_TASK_CYCLES_*: what wsp_task.cycles means to the model */
+    int32_t edge_tensors;     /* the last edge_tensors tensors are task handles' order tensors
+                                 (named edges, `after`): under EXPLICIT their edges are declared */
 } wsp_policy;
 
 /* wsp_policy.task_cycles: the cycles a task takes in the model are its kernel's (wsp_kcost;
@@ -228,7 +230,7 @@ typedef struct wsp_policy {
 #define WSP_TASK_CYCLES_SET 2
 
 /* wsp_policy.deps. EXPLICIT: the order a program declares (the steps of order scopes, one
- * stream's order) must imply every dependency the log infers; the first one it does not imply
+ * stream's order, the edges named with `after`) must imply every dependency the log infers; the first one it does not imply
  * fails the run (WSP_ERR_DEPS: "undeclared dependency: statement S [coords] on statement P
  * [coords] through tensor T") as the task is logged, before it can run. The runtime still
  * infers and keeps every edge, so nothing races meanwhile. Not with forked order contexts. */

@@ -4,14 +4,15 @@ run through the same checker, driver and back ends. `pto_wsp` is its import alia
 
 Its modules import only downwards, in this order (`|`: side by side, not importing each other):
 
-    source < errors < names < layouts < trace < values < axes < signature < kernel | schedule
-           | program | unsupported | collectives < assemble | ptoisa | host_keys | external
+    source < errors < names < layouts < trace < values < axes | calls < signature < kernel
+           | schedule | program | unsupported | collectives < assemble | ptoisa | host_keys
+           | external
            < workload < csp | auto_schedule
 
 `source` finds spans and names in the user's code; `errors` the seeds' error classes; `names`
 turns Python names into `.wsp` ones; `trace` records statements; `values` are what workloads
 handle (dtypes, annotations, scalar expressions, tensors, channels); `axes` the iteration
-spaces; `signature` a kernel's parameters and compiled source; `kernel` traces
+spaces; `calls` a kernel call's statement and the task handles its `after=` names; `signature` a kernel's parameters and compiled source; `kernel` traces
 `@kernel` bodies; `schedule` the policies; `program` the compiled program; `unsupported` the
 seed names wspc reports; `collectives` the collective statements (`allreduce`, ...); `ptoisa`
 the prototype's PTO-ISA kernels (`@ptoisa_kernel`); `external` the seeds' `ExternalKernel`

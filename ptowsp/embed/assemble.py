@@ -22,9 +22,9 @@ from .collectives import axis_of_key
 from .errors import TypeCheckError, from_wsp, user_error
 from .kernel import KernelRef
 from .layouts import TensorShard
-from .names import substitute, wsp_ident
+from .names import rewrite, substitute, wsp_ident
 from .source import source_text
-from .trace import Trace
+from .trace import TaskHandle, Trace
 from .values import Channel, Event, Symbol, Tensor, dtype_name
 
 
@@ -61,6 +61,22 @@ def _local_names(stmts) -> set:
 
 _RESERVED = frozenset({"P", "tl", "pto", "Dense", "DenseDyn", "Ragged", "Sparse", "In", "Out",
                        "InOut", "Tile", "Scalar", "Constexpr", "main", "_"}) | KEYWORDS | set(DTYPES)
+
+
+def _label_handles(stmts: tuple, refs: dict) -> tuple:
+    """Each kernel call an `after=` names, bound to its handle (`let t = k[i](...)`): the
+    handle's placeholder, named below as every object is (trace.py, `TaskHandle`)."""
+    labels = {id(h.stmt): key for key, h in refs.items() if isinstance(h, TaskHandle)}
+    if not labels:
+        return stmts
+
+    def fn(n):
+        key = labels.get(id(n))
+        if key is None or not isinstance(n, A.CallStmt):
+            return None
+        return dataclasses.replace(n, label=A.Name(key, span=n.span))
+
+    return rewrite(stmts, fn)
 
 
 def _mesh_resolver(w):
@@ -126,7 +142,7 @@ def assemble(w) -> Assembled:
     t = Trace()
     t.refs = dict(w.refs)
     resolve = _mesh_resolver(w)
-    stmts = _mesh_names(tuple(w.stmts), resolve)
+    stmts = _mesh_names(_label_handles(tuple(w.stmts), t.refs), resolve)
     # every object reachable from the statements (axes name tensors and other axes)
     axis_decls: dict[str, A.Node] = {}
     kernel_decls: dict[str, A.KernelDecl] = {}
@@ -237,6 +253,8 @@ def assemble(w) -> Assembled:
         elif isinstance(obj, KernelRef):
             d = kernel_decls[key]
             by_kind["kernel"].append(dataclasses.replace(d, name=A.Name(name, span=d.name.span)))
+        elif isinstance(obj, TaskHandle):
+            pass  # a task handle is bound by its call (`let t = k[i](...)`), not declared
         else:  # pragma: no cover - only the classes above are referenced
             raise InternalError("embed", f"a placeholder stands for {obj!r}, which has no "
                                 "declaration")

@@ -14,8 +14,9 @@ from typing import Any, Optional
 
 from ..frontend import ast as A
 from .axes import AxisIndex, Sparse, axis_expr, flat_selection, wrap_row
+from .calls import make_call, take_after
 from .errors import ChannelClosed, ChannelFull, user_error
-from .kernel import KERNELS, BoundKernel, KernelRef, make_call
+from .kernel import KERNELS, BoundKernel, KernelRef
 from .names import wsp_ident
 from .source import here, stored_name, user_frame
 from .trace import Fragment, current, key_of, tracing
@@ -214,8 +215,11 @@ def task(kernel: Any, coords: Any = None, args: Any = None, **kwargs: Any) -> Fr
     elif args is not None:
         pos = tuple(args)
     cs = None if coords is None else tuple(coords if isinstance(coords, (list, tuple)) else (coords,))
+    after = take_after([p for p, _, _ in kernel.params()], kw)  # `task(k, [t], {...}, after=[h])`: edges (docs/python.md)
     with tracing() as t:
-        return t.emit(make_call(t, kernel, cs, pos, kw, span, {"*": []}))
+        frag = t.emit(make_call(t, kernel, cs, pos, kw, span, {"*": []}, after))
+        frag.hint = stored_name(user_frame())
+        return frag
 
 
 class Process:

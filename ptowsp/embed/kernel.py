@@ -44,6 +44,7 @@ from ..dtypes import DTYPES
 from ..frontend import ast as A
 from ..frontend.builder import KEYWORDS
 from ..primitives import PRIMITIVES
+from .calls import make_call, take_after
 from .errors import KernelError, from_wsp, user_error
 from .names import substitute, wsp_ident
 from .signature import CompiledKernel, KernelSignature, signature_of
@@ -60,7 +61,7 @@ from .source import (
     stored_names,
     user_frame,
 )
-from .trace import Trace, tracing
+from .trace import tracing
 from .values import (
     Constexpr,
     ConstexprSpec,
@@ -70,7 +71,6 @@ from .values import (
     TileSpec,
     dtype_name,
     literal,
-    value_node,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -751,40 +751,13 @@ class BoundKernel:
 
     def __call__(self, *args: Any, **kwargs: Any):
         span = here()
+        after = take_after([p for p, _, _ in self.kernel.params()], kwargs)
         with tracing() as t:
-            stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span))
-            return t.emit(stmt)
-
-
-def make_call(t: Trace, k: KernelRef, coords: Optional[tuple], args: tuple, kwargs: dict,
-              span: A.Span, kwspans: dict) -> A.CallStmt:
-    """The CallStmt of `k[coords](*args, **kwargs)`: positional arguments bind the parameters
-    in order (the seeds allow it; `.wsp` binds by name), keywords by name."""
-    k.decl()  # the body is traced at its first use, so its errors are raised here
-    triples = k.params()
-    py_to_wsp = {p: w for p, w, _ in triples}
-    kws: list = []
-    pos_spans = kwspans.get("*", [])
-    if len(args) > len(triples):
-        raise user_error(span, f"kernel `{k.name}` takes {len(triples)} arguments, "
-                         f"{len(args)} given positionally", cls=KernelError)
-    seen = set()
-    for i, a in enumerate(args):
-        pname, wname, _ = triples[i]
-        sp = pos_spans[i] if i < len(pos_spans) else span
-        kws.append(A.Keyword(wname, value_node(a, t, sp), span=sp))
-        seen.add(pname)
-    for pname, a in kwargs.items():
-        sp = kwspans.get(pname, span)
-        if pname in seen:
-            raise user_error(sp, f"argument `{pname}` is given twice", cls=KernelError)
-        wname = py_to_wsp.get(pname, wsp_ident(pname))
-        vsp = sp
-        kws.append(A.Keyword(wname, value_node(a, t, vsp), span=sp))
-    cnodes = None
-    if coords is not None:
-        cnodes = tuple(value_node(c, t, span) for c in coords)
-    return A.CallStmt(t.ref(k, span), cnodes, (), tuple(kws), span=span)
+            stmt = make_call(t, self.kernel, self.coords, args, kwargs, span, keyword_spans(span),
+                             after)
+            frag = t.emit(stmt)
+            frag.hint = stored_name(user_frame())
+            return frag
 
 
 def kernel(fn=None, *, cpp_src: Optional[str] = None, cpp_includes=(), cpp_body_path=None,

@@ -23,12 +23,41 @@ def key_of(obj: Any) -> str:
 class Fragment:
     """Statements one construct produced, still standing in the block they were emitted into
     (so `send(ch, k[i](...))` or `sequential(a, b)` can take them back out). `refs` are the
-    objects behind the placeholder names in them."""
+    objects behind the placeholder names in them.
 
-    __slots__ = ("stmts", "block", "refs", "span")
+    The fragment of one kernel call is also its task handle, which `after=` names (`t` or
+    `t[i - 1]`: `__getitem__`): `hint` is the variable it was stored to, `handle` the
+    `TaskHandle` made the first time an `after=` names it."""
+
+    __slots__ = ("stmts", "block", "refs", "span", "hint", "handle")
 
     def __init__(self, stmts: list, block: Optional[list], refs: dict, span: A.Span):
         self.stmts, self.block, self.refs, self.span = list(stmts), block, refs, span
+        self.hint: Optional[str] = None
+        self.handle: Optional["TaskHandle"] = None
+
+    def __getitem__(self, coords: Any) -> "HandleAt":
+        return HandleAt(self, coords if isinstance(coords, tuple) else (coords,))
+
+
+class TaskHandle:
+    """A kernel call an `after=` names: its placeholder (`key_of`) is the `.wsp` handle's name,
+    given by module assembly as other objects' names are (`_wsp_name`: the variable the call
+    was stored to), which also binds it on the call (`let t = k[i](...)`, assemble.py)."""
+
+    __slots__ = ("stmt", "_wsp_name", "_default_name")
+
+    def __init__(self, stmt: A.CallStmt, hint: Optional[str]):
+        self.stmt, self._wsp_name, self._default_name = stmt, hint, "task"
+
+
+class HandleAt:
+    """`t[i - 1]`: a task handle at coordinates (of the loops around its call)."""
+
+    __slots__ = ("frag", "coords")
+
+    def __init__(self, frag: Fragment, coords: tuple):
+        self.frag, self.coords = frag, coords
 
 
 class Trace:
@@ -130,4 +159,4 @@ def pop(t: Trace) -> None:
         _STACK.remove(t)
 
 
-__all__ = ["key_of", "Fragment", "Trace", "current", "tracing", "push", "pop"]
+__all__ = ["key_of", "Fragment", "TaskHandle", "HandleAt", "Trace", "current", "tracing", "push", "pop"]

@@ -281,16 +281,29 @@ class ExprStmt(Node):
 
 
 @node
+class After(Node):
+    """One task handle a call's `after` names: `t` (its tasks at the iteration of the loops
+    around both calls, every iteration of the others), or `t[i - 1]` (coordinates for the
+    loops around `t`'s call, outermost first; docs/schedules.md, "Named edges")."""
+
+    handle: Name
+    index: Optional[tuple[Expr, ...]]
+
+
+@node
 class CallStmt(Node):
     """`callee[coords](args)`: a kernel task, or an inlined workload (resolved by the checker).
 
-    `coords` is None when the call has no bracket list.
+    `coords` is None when the call has no bracket list. `label` is the task handle a
+    `let t = k[i](...)` binds; `after` the handles its `after t` / `after [t1, t2]` names.
     """
 
     callee: Name
     coords: Optional[tuple[Expr, ...]]
     args: tuple[Expr, ...]
     kwargs: tuple[Keyword, ...]
+    label: Optional[Name] = None
+    after: tuple[After, ...] = ()
 
 
 @node

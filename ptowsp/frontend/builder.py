@@ -21,7 +21,7 @@ from .nesting import MAX_DEPTH
 KEYWORDS = frozenset(
     "module import sym const mesh input output inout scratch axis kernel workload schedule channel "
     "event let for in when else otherwise pipe process send consume as combine sequential record "
-    "synchronize extern and or not true false".split()
+    "synchronize extern after and or not true false".split()
 )
 KERNEL_PREFIXES = ("tl", "pto")
 
@@ -489,7 +489,33 @@ class AstBuilder:
         return _Block(_fold_when([x for x in c[1:-1] if x is not None]), self._sp(c))
 
     def let_stmt(self, c):
-        return A.Let(self._name(c[1]), _value(c[2]), span=self._sp(c))
+        name, value, after = self._name(c[1]), c[2], c[3]
+        span = self._sp(c[:3] + list(after or ()))
+        if isinstance(value, RawCall) or (after is not None and isinstance(value, A.Call)):
+            # `let t = k[i](...)`: a task handle (a bare `let t = k(...)` is one too, decided
+            # by the checker, which knows the kernels: frontend/workloads/edges.py)
+            stmt = _call_statement(self._taken(value), span)
+            if not isinstance(stmt, A.CallStmt):
+                raise ParseIssue(value.span, *_AFTER_TASK)
+            return replace(stmt, label=name, after=after or ())
+        if after is not None:
+            raise ParseIssue(value.span, *_AFTER_TASK)
+        return A.Let(name, _value(value), span=span)
+
+    def after_clause(self, c):
+        items = [x for x in c[1:] if x is not None and not isinstance(x, tuple)]
+        out = []
+        for x in items:
+            if isinstance(x, A.Name):
+                out.append(A.After(x, None, span=x.span))
+            elif (isinstance(x, A.Index) and isinstance(x.value, A.Name)
+                  and not any(isinstance(i, (A.Slice, A.Keyword)) for i in x.items)):
+                out.append(A.After(x.value, tuple(x.items), span=x.span))
+            else:
+                raise ParseIssue(x.span, "`after` names task handles",
+                                 "write `after t`, `after t[i - 1]` or `after [t1, t2]`, where "
+                                 "`let t = k[i](...)` bound `t`")
+        return tuple(out)
 
     def let_many_stmt(self, c):
         names = tuple(self._name(t) for t in c[1:-1])
@@ -503,7 +529,12 @@ class AstBuilder:
         return A.Assign(target, _value(value), span=self._sp(c))
 
     def expr_stmt(self, c):
-        return _call_statement(self._taken(c[0]), self._sp(c))
+        stmt = _call_statement(self._taken(c[0]), self._sp([c[0], *(c[1] or ())]))
+        if c[1] is None:
+            return stmt
+        if not isinstance(stmt, A.CallStmt):
+            raise ParseIssue(c[0].span, *_AFTER_TASK)
+        return replace(stmt, after=c[1])
 
     def block_stmt(self, c):
         head, block = c
@@ -600,6 +631,9 @@ _AXIS_HELP = {
 
 _STATEMENT_CALLS = {"store": 2, "slot_set": 2, "slot_load": 2}
 
+
+_AFTER_TASK = ("`after` follows a task call",
+               "write `k[i](...) after t`, or `let u = k[i](...) after t` to name the task too")
 
 _TASK_AS_VALUE = ("a task call is a statement, not a value",
                   "call kernels on their own line, or inside `send(ch, ...)`")

@@ -24,6 +24,20 @@ def expr_str(e: Optional[A.Node], parent: int = 0) -> str:
     return "".join(out)
 
 
+def call_text(s: A.CallStmt) -> str:
+    """A task call statement as written: `let t = ` before it when it binds a handle, its
+    `after` clause after it."""
+    text = expr_str(s)
+    if s.label is not None:
+        text = f"let {s.label.id} = {text}"
+    if s.after:
+        items = [a.handle.id + ("" if a.index is None else
+                                "[" + ", ".join(expr_str(i) for i in a.index) + "]")
+                 for a in s.after]
+        text += " after " + (items[0] if len(items) == 1 else "[" + ", ".join(items) + "]")
+    return text
+
+
 def _expr(e: Optional[A.Node], parent: int, out: list[str]) -> None:
     # the pieces go into one list, joined once: building each operand's text as a string made a
     # chain of n operators cost n^2
@@ -150,7 +164,7 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
     elif isinstance(s, A.ExprStmt):
         out.append(f"{pad}ExprStmt {expr_str(s.expr)}")
     elif isinstance(s, A.CallStmt):
-        out.append(f"{pad}Call {expr_str(s)}")
+        out.append(f"{pad}Call {call_text(s)}")
     elif isinstance(s, A.ForLoop):
         axes = ", ".join(expr_str(a) for a in s.axes)
         out.append(f"{pad}For[{s.kind}] {', '.join(v.id for v in s.vars)} in {s.spelling}({axes})")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..diagnostics import InternalError
 from . import ast as A
-from .printer import collective_str, expr_str, layout_str
+from .printer import call_text, collective_str, expr_str, layout_str
 
 _PAD = "    "
 
@@ -44,7 +44,7 @@ def _stmt(s: A.Node, depth: int, out: list[str]) -> None:
     elif isinstance(s, A.ExprStmt):
         out.append(f"{pad}{expr_str(s.expr)}")
     elif isinstance(s, A.CallStmt):
-        out.append(f"{pad}{expr_str(s)}")
+        out.append(f"{pad}{call_text(s)}")
     elif isinstance(s, A.ForLoop):
         axes = ", ".join(expr_str(a) for a in s.axes)
         names = ", ".join(v.id for v in s.vars)

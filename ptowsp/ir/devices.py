@@ -357,7 +357,11 @@ class _Lowering:
             tensors.append(replace(t, dims=(sym.const(devices), *dims), layout=None))
         order = self.tiler.order_tensor()
         if order is not None:
-            tensors.append(order)
+            # before the task handles' order tensors, which stay the module's last
+            # (backends/cpu/program.py, edge_tensor_count)
+            at = next((k for k, t in enumerate(tensors) if N.is_edge_tensor(t.name)),
+                      len(tensors))
+            tensors.insert(at, order)
             schedules = tuple(replace(s, body=substitute(s.body, {MOST_TILES: order.dims[2]}))
                               for s in schedules)
         devs = N.Devices(self.axes, tuple(self.placed[t.name] for t in m.tensors
@@ -621,6 +625,7 @@ class _Lowering:
                 row_dim=None if a.row_dim is None else a.row_dim + 1,
                 col_dim=None if a.col_dim is None else a.col_dim + 1,
                 checks=checks + tuple(agree.get(id(a), ())), gather=gather))
+        # other accesses (a task handle's order boxes, lower/edges.py) are the device's own
         extra = tuple(x if x.tensor in self.marks else
                       replace(x, offsets=(device, *x.offsets), extents=(sym.const(1), *x.extents))
                       for x in t.extra)

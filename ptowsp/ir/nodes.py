@@ -259,15 +259,18 @@ class Access:
     Dependencies are inferred on it exactly as on a `TileArg`'s box (`mode` "r": the task waits
     for earlier writers of an overlapping box; "w": also for earlier readers and writers), but
     no data reaches the kernel and the kernel writes nothing there. The box is
-    `[offsets[d], offsets[d] + extents[d])` per dimension of `tensor`, always inside it (lowering
-    only makes boxes of channel slot tensors, whose offsets are `item % slots`). Uses:
+    `[offsets[d], offsets[d] + extents[d])` per dimension of `tensor`, inside it (a channel slot
+    tensor's offsets are `item % slots`) but for a task handle's order tensor (below). Uses:
     - mode "r" on every task enumerated inside a `Consume` body (however deeply nested) that
       does not already read the item's slot box through a `TileArg`: the item is freed when
       every task of its body iteration has finished, so the next send into that slot waits
       for all of them (WAR);
     - mode "w" on the task of a `Send` to a token channel (no element type): the consumer's
       body tasks then wait for it (RAW on the token slot) and it waits for the body tasks of
-      the item that used the slot before (WAR), exactly as for a data channel.
+      the item that used the slot before (WAR), exactly as for a data channel;
+    - named edges (lower/edges.py): mode "w" of its coordinates' box on a task handle's order
+      tensor by each task of the handle, mode "r" of the boxes an `after` names; these boxes
+      are coordinates and may lie outside the tensor's one element (`is_edge_tensor`).
     """
 
     tensor: str
@@ -276,12 +279,23 @@ class Access:
     extents: tuple[sym.Expr, ...]
 
 
+def is_edge_tensor(name: str) -> bool:
+    """Whether tensor `name` is a task handle's order tensor (`edge@SCHEDULE@HANDLE`,
+    lower/edges.py): the boxes of its accesses are the coordinates of the handle's tasks, which
+    an `after` names (docs/schedules.md, "Named edges"), and no kernel reads or writes it, so
+    its boxes may lie outside its one element; back ends allocate nothing real for it, and the
+    `deps = explicit` check takes a dependency through it as declared."""
+    return name.startswith("edge@")
+
+
 @record
 class Task:
     """One task per enumeration: a kernel, its coordinates, and its arguments.
 
     `extra` are accesses without a tile (see `Access`): the back ends add them to the task's
-    dependency boxes and pass nothing to the kernel. Empty outside CSP."""
+    dependency boxes and pass nothing to the kernel. Empty outside CSP, the collectives' order
+    (ir/collective_tiles.py) and named edges (`after`: boxes of a task handle's order tensor,
+    `is_edge_tensor`)."""
 
     kernel: str
     coords: tuple[sym.Expr, ...]

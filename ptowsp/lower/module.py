@@ -19,6 +19,7 @@ from ..frontend.printer import expr_str
 from ..frontend.signatures import to_sym
 from ..ir import nodes as N
 from .csp import channel_decls
+from .edges import edge_tensors
 from .kernels import Specialisations, lower_kernels
 from .schedules import implicit_schedule, lower_schedule
 from .values import zero_divisor
@@ -51,7 +52,7 @@ def lower(env: ModuleEnv) -> N.Module:
     return N.Module(
         name=env.name,
         syms=syms,
-        tensors=tensors + slot_tensors,
+        tensors=tensors + slot_tensors + edge_tensors(schedules),
         kernels=tuple(kernels),
         schedules=tuple(schedules),
         default_schedule=default,

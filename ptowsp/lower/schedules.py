@@ -47,7 +47,7 @@ def lower_schedule(env: ModuleEnv, specs: Specialisations, diags: Diagnostics,
     reason is in `diags`)."""
     wl = WorkloadLowerer(env, specs, diags)
     try:
-        body = wl.scheduled(sd.workload.id, sd.args, sd.kwargs)
+        body = wl.scheduled(sd.workload.id, sd.args, sd.kwargs, sd.name.id)
     except Unsupported as u:
         u.report(diags)
         return None

@@ -27,8 +27,10 @@ from ..frontend.env import AxisInfo, ChannelInfo, ModuleEnv
 from ..frontend.printer import expr_str
 from ..frontend.signatures import to_sym
 from ..frontend.workloads.collectives import same_shape_reason
+from ..frontend.workloads.edges import task_binding
 from ..ir import nodes as N
 from .csp import CspLowering, marked, with_records
+from .edges import EdgeLowering
 from .kernels import Specialisations
 from .scope import Alias, AxisParam, Let, LoopVar, Scope, SelVar, unlet
 from .tasks import TaskLowering
@@ -68,13 +70,14 @@ def _splits(e: A.Expr, scope: Scope) -> bool:
     return isinstance(e, A.Binary) and e.op in ("and", "or") and _has_reads(e.right, scope)
 
 
-class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
+class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering, EdgeLowering):
     """One schedule's loop tree (inlined workloads included).
 
     The state below is shared by one mixin per concept: `ValueLowering` (values.py: scalar
     expressions, element reads, asserts, proofs), `TaskLowering` (tasks.py: tasks and their
-    arguments) and `CspLowering` (csp.py: pipes, processes, send, consume); this class adds the
-    statements, loops, `when` and axes."""
+    arguments), `CspLowering` (csp.py: pipes, processes, send, consume) and `EdgeLowering`
+    (edges.py: task handles and `after`); this class adds the statements, loops, `when` and
+    axes."""
 
     def __init__(self, env: ModuleEnv, specs: Specialisations, diags: Diagnostics):
         self.env = env
@@ -99,17 +102,28 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         self.items: list[tuple[ChannelInfo, str]] = []
         self.sending: Optional[tuple[ChannelInfo, str]] = None
         self.nsends = 0
+        self.edges_init("")
 
     # ---- entry points
-    def scheduled(self, wname: str, args, kwargs) -> list[N.Stmt]:
+    def scheduled(self, wname: str, args, kwargs, schedule: Optional[str] = None
+                  ) -> list[N.Stmt]:
         decl = self.env.workloads[wname]
+        self.edge_schedule = schedule or wname
         self.pre, self.memo = [], {}
         try:
             scope = self.bind_params(decl, args, kwargs, Scope())
             pre = self.pre
         finally:
             self.pre, self.memo = None, {}
-        return pre + self.block(decl.body, scope)
+        return pre + self.workload_body(decl.body, scope)
+
+    def workload_body(self, body, scope: Scope) -> list[N.Stmt]:
+        """A workload's statements (the schedule's, or one inlined), with its task handles."""
+        self.edges_enter(body)
+        try:
+            return self.block(body, scope)
+        finally:
+            self.edges_leave()
 
     def bind_params(self, decl: A.WorkloadDecl, args, kwargs, caller: Scope) -> Scope:
         scope = Scope()
@@ -162,8 +176,8 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             if s.callee.id in self.env.workloads:
                 decl = self.env.workloads[s.callee.id]
                 inner = self.bind_params(decl, s.args, s.kwargs, scope)
-                return self.block(decl.body, inner)
-            return [self.task(s, scope)]
+                return self.workload_body(decl.body, inner)
+            return [self.with_edges(self.task(s, scope), s, scope)]
         if isinstance(s, A.Combine):
             return [N.Block("combine", tuple(self.block(s.body, Scope(scope))))]
         if isinstance(s, A.Sequential):
@@ -182,6 +196,8 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             return [N.Block("sequential", tuple(items))]
         if isinstance(s, A.When):
             return self.when(list(s.branches), s.otherwise, scope)
+        if isinstance(s, A.Let) and task_binding(s, self.env.kernel_sigs) is not None:
+            return self.stmt(task_binding(s, self.env.kernel_sigs), scope)
         if isinstance(s, A.Let):
             kw = A.Keyword(s.name.id, s.value, span=s.name.span.merge(s.value.span))
             scope.names[s.name.id] = Let(s.value, scope, kw)
@@ -328,9 +344,10 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
         names = []
         saved: dict[str, tuple] = {}
         try:
-            for v, ext in zip(s.vars, extents):
+            for k, (v, ext) in enumerate(zip(s.vars, extents)):
                 name = self.fresh(v.id)
                 names.append(name)
+                self.edge_loop(s, k, name, ext)
                 inner.names[v.id] = LoopVar(name)
                 hi = sym.bounds(ext, self.ranges).hi
                 known = hi is not None and hi >= 1
@@ -339,6 +356,7 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             body: tuple[N.Stmt, ...] = tuple(self.block(s.body, inner))
         finally:
             self.unbind(saved)
+            self.edge_loop_end(len(names))
         kind = "seq" if s.kind == "seq" else "grid"
         # decision: `for a, b in P(x, y)` is one Loop per axis, nested in the order written (P.seq: lexicographic order)
         for name, ext in reversed(list(zip(names, extents))):
@@ -389,7 +407,11 @@ class WorkloadLowerer(ValueLowering, TaskLowering, CspLowering):
             inner.names[v.id] = SelVar(elem, pos)
             # no checks: the Asserts above make lo + pos an index of `indices`
             first = N.Read(elem, ix, (sym.add(lo, sym.var(pos)),), (), v.span)
-            body = (first,) + tuple(self.block(s.body, inner))
+            self.edge_loop(s, 0, pos, count)  # a handle's coordinate here: the position
+            try:
+                body = (first,) + tuple(self.block(s.body, inner))
+            finally:
+                self.edge_loop_end(1)
         finally:
             self.unbind(saved)
         return N.Loop(pos, count, "grid", body)

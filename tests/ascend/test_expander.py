@@ -120,6 +120,8 @@ PROGRAMS = {
     "tests/programs/ragged_attention.wsp": ({"B": 3, "S": 192},
                                             {"seq_lens": np.asarray([0, 65, 2000], np.int32)}),
     "tests/programs/spec_first_program.wsp": ({"B": 2, "T": 2}, {}),
+    # edges named one by one (`after`): the expander's waves wait on the order tensors' boxes
+    "tests/programs/named_edges.wsp": ({"N": 4}, {}),
     "tests/programs/spec_megakernel.wsp": ({"N": 4}, {}),
     "tests/programs/spec_schedules.wsp": ({"B": 2}, {}),
     "tests/programs/rope_rotate_half.wsp": ({"T": 3}, {}),

@@ -71,3 +71,23 @@ def test_every_python_example_is_run_by_a_test():
     missing = [p.name for p in sorted(EXAMPLES.glob("*.py")) if p.stem not in tests]
     assert not missing, f"examples no test runs: {missing}"
     assert len(list(EXAMPLES.glob("proto_*.py"))) >= 6
+
+
+def test_named_edges_on_both_targets():
+    g = _main("proto_named_edges")
+    want = g["reference"]()
+    for got in (g["got"], g["run"]("ref")):
+        assert got["tasks"] == 3 * g["TILES"] + 1
+        for key, ref in zip(("y", "m", "s"), want):
+            np.testing.assert_allclose(got[key], ref, rtol=1e-4, atol=1e-4)
+    text = assert_roundtrip(got["program"].workload)
+    assert "let t = rmsnorm[i](x = X[i], h = H[i])" in text, text
+    assert "stamp[i](x = X[i], s = M[i]) after [g, g[i - 1]]" in text, text
+    # the stamps share no data with the gates: the edges alone order them, in the model too
+    prog = g["got"]["program"]
+    ev, sim, names = prog.trace.events, prog.trace.sim, prog.trace.kernel_names
+    at = {(names[ev["kernel"][k]], int(ev["coords"][k][0])): k for k in range(len(ev))}
+    for i in range(g["TILES"]):
+        for j in (i - 1, i):
+            if j >= 0:
+                assert sim["start"][at[("stamp", i)]] >= sim["finish"][at[("gate", j)]]

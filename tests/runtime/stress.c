@@ -50,10 +50,10 @@ static void gated_model_runs(wsp_runtime *rt, int workers) {
     static int have[4];
     wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
     wsp_policy pols[4] = {
-        {1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0, 0, 0, 0},   /* run_one */
-        {3, 1, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 8, 0, 0, 0, 0, 0, 0},   /* run_plain, a window */
-        {3, 0, 0, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0},   /* run_general */
-        {2, 0, 0, WSP_TIMING_RATE_LIMIT, 0, 1e5, 4, 0, 0, 0, 0, 0, 0}};
+        {1, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0},   /* run_one */
+        {3, 1, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 8, 0, 0, 0, 0, 0, 0, 0},   /* run_plain, a window */
+        {3, 0, 0, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0, 0},   /* run_general */
+        {2, 0, 0, WSP_TIMING_RATE_LIMIT, 0, 1e5, 4, 0, 0, 0, 0, 0, 0, 0}};
     wsp_kcost costs[2] = {{WSP_UNIT_VECTOR, 0, 50}, {WSP_UNIT_CUBE, 0, 400}};
     wsp_simresult res[GATED_TASKS];
     for (int g = 0; g < 4; g++)
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
         /* placement, streams, the trace and the cycle model together */
         {
             wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
-            wsp_policy p = {3, 0, 2, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0};
+            wsp_policy p = {3, 0, 2, WSP_TIMING_BATCHED, 4, 0.0, 0, 0, 0, 0, 0, 0, 0, 0};
             wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
             CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable");
             CHECK(wsp_trace_enable(rt, 1) == 0, "trace enable");
@@ -450,7 +450,7 @@ int main(int argc, char **argv) {
         {
             wsp_machine m = {1.6, 4, 24, 48, 0, 140.0, 600.0};
             wsp_policy p = {2, 0, 0, WSP_TIMING_IMMEDIATE, 0, 0.0, 0, 0, 0, 0, 0,
-                            WSP_DEPS_EXPLICIT, 0};
+                            WSP_DEPS_EXPLICIT, 0, 0};
             wsp_kcost cost = {WSP_UNIT_VECTOR, 0, 50};
             CHECK(wsp_sim_enable(rt, &m, &p, &cost, 1) == 0, "sim enable (explicit)");
             for (int bad = 0; bad < 2; bad++) {

@@ -113,7 +113,9 @@ class LoopEmitter(V.Visitor):
                 self.emit(f"const int64_t t{i}_s{d} = {rest};")
             self.emit(f"char *const t{i} = (char *)tensors[{i}];")
         if s.deps == "infer_bytes_overlap":  # every tensor's dims, for wsp_flat
-            dims = ["(const int64_t[]){" + (", ".join(f"t{i}_d{d}" for d in range(len(t.dims)))
+            # (a task handle's order tensor has none: its boxes are coordinates, kept as boxes)
+            dims = ["NULL" if N.is_edge_tensor(t.name) else
+                    "(const int64_t[]){" + (", ".join(f"t{i}_d{d}" for d in range(len(t.dims)))
                                             or "1") + "}" for i, t in enumerate(self.m.tensors)]
             self.emit(f"const int64_t *const wsp_dims[] = {{{', '.join(dims) or 'NULL'}}};")
             self.emit("(void)wsp_dims;")
@@ -550,6 +552,7 @@ PRELUDE = """\
  * dtype: bytes scaled) from its first element to its last, row-major over the tensor's dims, so
  * two boxes of a tensor conflict whenever their byte ranges overlap, boxes or not */
 static inline void wsp_flat(wsp_access *a, const int64_t *dims) {
+    if (!dims) return;  /* a task handle's order tensor: its boxes stay coordinates */
     int64_t first = 0, last = 0, stride = 1;
     int empty = 0;
     for (int d = a->ndim - 1; d >= 0; d--) {

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ... import sym
-from ...diagnostics import Diagnostic, Note, WspError
+from ...diagnostics import Diagnostic, InternalError, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
 from ...limits import MAX_WORKERS
@@ -71,6 +71,7 @@ typedef struct wsp_policy {
     int32_t ndispatchers; int32_t steal; int32_t nstreams; int32_t timing; int64_t timing_n;
     double rate_per_ms; int64_t window; int64_t timing_first;
     int32_t start; int32_t ready; int64_t start_n; int32_t deps; int32_t task_cycles;
+    int32_t edge_tensors;
 } wsp_policy;
 typedef struct wsp_simsummary {
     int64_t tasks; int64_t total_cycles; int64_t critical_path; int64_t work[2];
@@ -252,7 +253,8 @@ class Backend:
                                        max(policy["start_n"], 1),
                                        graph_pools(sched, m if self.transport is None else None))
                     for i, a in enumerate(arrays):
-                        lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
+                        if not N.is_edge_tensor(m.tensors[i].name):  # (coordinates: hashed)
+                            lib.wsp_sim_shape(rt, i, 1 if flat else a.ndim, shapes[i])
                 return rc
 
             def tasks() -> None:
@@ -701,7 +703,18 @@ def schedule_policy(s: N.Schedule, machine_dispatchers: int,
             "start_n": int(s.start.args[0]) if s.start.name == "threshold" else 0,
             "deps": int(s.deps == "explicit"),  # WSP_DEPS_EXPLICIT: the log checks the order
             # WSP_TASK_CYCLES_*: what each task's `cycles` means (enumerate.task_cycles_mode)
-            "task_cycles": task_cycles_mode(module, s) if module is not None else 0}
+            "task_cycles": task_cycles_mode(module, s) if module is not None else 0,
+            # the task handles' order tensors, the module's last (named edges: explicit.c)
+            "edge_tensors": edge_tensor_count(module) if module is not None else 0}
+
+
+def edge_tensor_count(m: N.Module) -> int:
+    """How many of the module's last tensors are task handles' order tensors (lowering puts
+    them last, ir/devices.py keeps them there); the explicit check knows them by that."""
+    n = sum(N.is_edge_tensor(t.name) for t in m.tensors)
+    if n and not all(N.is_edge_tensor(t.name) for t in m.tensors[len(m.tensors) - n:]):
+        raise InternalError("emit", "the task handles' order tensors are not the module's last")
+    return n
 
 
 _READY = {"work_steal": 0, "fifo": 1, "priority": 2}  # WSP_READY_*

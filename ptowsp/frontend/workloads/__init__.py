@@ -11,6 +11,8 @@ other through `self`:
     csp.py          CspChecks        pipes, processes, channels, events, send/consume/record/
                                      synchronize (rendezvous cycles: deadlock.py)
     axes.py         AxisChecks       axis expressions, ragged/sparse inner axes, loop axes
+    edges.py        EdgeChecks       task handles (`let t = k[i](...)`) and `after`: edges named
+                                     one by one
     inline.py       InlineChecks     inlined workload calls, binding a workload's axis arguments
     calls.py        CallChecks       kernel calls: arguments by name, scalars, tiles, items, slots
     collectives.py  CollectiveChecks collective statements; where a task runs on the mesh

@@ -11,6 +11,7 @@ from .axes import AxisChecks
 from .calls import CallChecks
 from .collectives import CollectiveChecks
 from .csp import CspChecks
+from .edges import EdgeChecks
 from .inline import InlineChecks
 from .lets import LetChecks
 from .scalars import ScalarChecks
@@ -24,6 +25,7 @@ class Body(
     StatementChecks,
     LetChecks,
     CspChecks,
+    EdgeChecks,
     AxisChecks,
     InlineChecks,
     CallChecks,

@@ -16,6 +16,7 @@ from ...dtypes import FLOAT_DTYPES
 from .. import ast as A
 from ..signatures import ParamSig
 from .collectives import Operand
+from .edges import task_binding
 from .scope import ERR, LetVal, Scope, SVal, describe
 from .views import not_a_view_message, untranspose
 from .wording import article
@@ -27,6 +28,10 @@ class LetChecks:
     def stmt_Let(self, s: A.Let, scope: Scope) -> None:
         name = s.name.id
         scope.later.pop(name, None)
+        task = task_binding(s, self.env.kernel_sigs)
+        if task is not None:  # `let t = k(...)`: a task handle (edges.py)
+            self.stmt_CallStmt(task, scope)
+            return
         free = self.let_name_free(s, scope)
         val = self.let_value(s, scope)
         # decision: a `let` whose name is taken binds nothing: the name keeps its meaning

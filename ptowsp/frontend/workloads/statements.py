@@ -42,6 +42,7 @@ class StatementChecks:
             seen[name] = p
             scope.names[name] = self.param_axis(p)
         self.block(d.body, scope)
+        self.check_edges(d.body)
         return self.summary
 
     def param_axis(self, p: A.WorkloadParam) -> AxisVal:
@@ -195,6 +196,7 @@ class StatementChecks:
         self, s: A.CallStmt, scope: Scope, send: Optional[ChannelInfo] = None, in_send: bool = False
     ) -> None:
         name = s.callee.id
+        self.after_coords(s, scope)
         b = scope.lookup(name)
         if isinstance(b, LetVal) and b.poisoned:
             self.check_coords(s, scope)
