@@ -5,7 +5,9 @@
  * host program checks it. Only what main.asc uses is here, and wsp_stub_launch: what a
  * `KERNEL<<<blocks, l2ctrl, stream>>>(args)` launch becomes on the host (the tests rewrite the
  * launch into a call, tests/ascend/hostrun.py): logged as "<<<KERNEL>>>", run at once, block
- * by block; a kernel that throws (the Ascend C CPU shim's rule checks) ends the program. */
+ * by block; a kernel that throws (the Ascend C CPU shim's rule checks) ends the program.
+ * Each declaration here has the signature of the real acl_rt.h (tests/ascend/test_real_headers.py
+ * compiles main.asc against the real headers too, when they are present). */
 #ifndef WSP_TEST_ACL_H
 #define WSP_TEST_ACL_H
 #include <cstdint>
@@ -39,11 +41,38 @@ static inline aclError aclrtResetDevice(int) { return wsp_stub_call("aclrtResetD
 inline int wsp_stub_objects[64];  /* one set for every translation unit */
 static inline aclError aclrtCreateStream(aclrtStream *s) { *s = &wsp_stub_objects[0]; return wsp_stub_call("aclrtCreateStream"); }
 static inline aclError aclrtDestroyStream(aclrtStream) { return wsp_stub_call("aclrtDestroyStream"); }
-static inline aclError aclrtCreateEvent(aclrtEvent *e) { *e = &wsp_stub_objects[1]; return wsp_stub_call("aclrtCreateEvent"); }
+/* events: objects 8.. of wsp_stub_objects, each holding its creation flags. As acl_rt.h says,
+ * only an event made by aclrtCreateEventWithFlag(..., ACL_EVENT_SYNC) may be reset: resetting
+ * any other (aclrtCreateEvent's included) is refused here (ACL_ERROR_RT_PARAM_INVALID, with a
+ * message), where the real runtime leaves it undefined. */
+#define ACL_EVENT_SYNC 0x00000001U
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+inline int wsp_stub_nevents;
+static inline aclError wsp_stub_new_event(aclrtEvent *e, int flags, const char *name) {
+    aclError r = wsp_stub_call(name);
+    if (r) return r;
+    if (wsp_stub_nevents >= 56) return ACL_ERROR_RT_PARAM_INVALID;
+    int *ev = &wsp_stub_objects[8 + wsp_stub_nevents++];
+    *ev = flags;
+    *e = ev;
+    return ACL_SUCCESS;
+}
+static inline aclError aclrtCreateEvent(aclrtEvent *e) { return wsp_stub_new_event(e, 0, "aclrtCreateEvent"); }
+static inline aclError aclrtCreateEventWithFlag(aclrtEvent *e, uint32_t flag) {
+    return wsp_stub_new_event(e, (int)flag, "aclrtCreateEventWithFlag");
+}
 static inline aclError aclrtDestroyEvent(aclrtEvent) { return wsp_stub_call("aclrtDestroyEvent"); }
 static inline aclError aclrtRecordEvent(aclrtEvent, aclrtStream) { return wsp_stub_call("aclrtRecordEvent"); }
 static inline aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent) { return wsp_stub_call("aclrtStreamWaitEvent"); }
-static inline aclError aclrtResetEvent(aclrtEvent, aclrtStream) { return wsp_stub_call("aclrtResetEvent"); }
+static inline aclError aclrtResetEvent(aclrtEvent e, aclrtStream) {
+    aclError r = wsp_stub_call("aclrtResetEvent");
+    if (r) return r;
+    if (!e || !(*(const int *)e & (int)ACL_EVENT_SYNC)) {
+        std::fprintf(stderr, "stub ACL: aclrtResetEvent on an event not created with ACL_EVENT_SYNC\n");
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    return ACL_SUCCESS;
+}
 static inline aclError aclrtSynchronizeStream(aclrtStream) { return wsp_stub_call("aclrtSynchronizeStream"); }
 static inline aclError aclrtMalloc(void **p, size_t n, aclrtMemMallocPolicy) {
     aclError e = wsp_stub_call("aclrtMalloc");
