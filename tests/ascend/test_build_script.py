@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import ptowsp
+from ptowsp.backends.ascend import emit_project
 from ptowsp.driver import choose_schedule
 from ptowsp.ir.passes import optimize
-from ptowsp.backends.ascend import emit_project
 
 from .streams import ROOT
 
