@@ -56,10 +56,10 @@ def headers() -> Optional[Headers]:
     return None
 
 
-SKIP_REASON = ("CANN's real headers were not found: set WSP_CANN_HEADERS to a folder laid out as "
-               "/work/shared/third_party (acl/include/external/acl/acl.h, "
-               "asc-devkit/include/kernel_operator.h; .ci/run sets it when that folder exists) "
-               "or source a CANN installation's set_env.sh (ASCEND_HOME_PATH)")
+SKIP_REASON = ("CANN's real headers were not found: set WSP_CANN_HEADERS to a folder holding "
+               "acl/include/external/acl/acl.h and asc-devkit/include/kernel_operator.h (.ci/run "
+               "sets it to the shared third_party folder when that exists) or source a CANN "
+               "installation's set_env.sh (ASCEND_HOME_PATH)")
 
 
 # ---------------------------------------------------------------------------------------------
