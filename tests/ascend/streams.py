@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from ptowsp import sym
+from ptowsp.backends.ascend.abi import scalar_word
 from ptowsp.backends.ascend.plan import Plan, dispatchers, parse_c_array
 from ptowsp.backends.cpu.emit import emit_enumerators
 from ptowsp.backends.cpu.enumerate import entry_symbol
 from ptowsp.backends.cpu.kernels import kernel_symbol
-from ptowsp.dtypes import numpy_dtype
+from ptowsp.dtypes import TABLE, numpy_dtype
 from ptowsp.ir import nodes as N
 
 HERE = Path(__file__).resolve().parent
@@ -173,7 +175,7 @@ class Harness:
             if line.startswith("#"):
                 scopes.event(line[1:].split())
             elif line.startswith("task "):
-                tasks.append(self._task_line(line, enums.tasks))
+                tasks.append(self._task_line(_aicore_scalars(line, m), enums.tasks))
                 paths.append(scopes.path())
             elif line == "flush":
                 flushes.append(len(tasks))
@@ -287,6 +289,23 @@ class _Scopes:
 
     def path(self) -> tuple:
         return tuple((lv, self.steps[lv]) for lv in self.stacks[self.current])
+
+
+def _aicore_scalars(line: str, m: N.Module) -> str:
+    """cpu_sim's task line with each float scalar as the AICore's word (the f32 bits of the
+    value rounded to its parameter's dtype: abi.scalar_word) instead of cpu_sim's double."""
+    k = m.kernels[int(re.search(r" kernel=(\d+)", line).group(1))]
+    dtypes = [p.dtype for p in k.params if p.kind == "scalar"]
+    head, _, words = line.rpartition(" scal=")
+    if not words:
+        return line
+    out = []
+    for dt, w in zip(dtypes, words.split(",")):
+        v = int(w)
+        if TABLE[dt].kind == "float":
+            v = scalar_word(dt, struct.unpack("<d", struct.pack("<q", v))[0])
+        out.append(str(v))
+    return f"{head} scal={','.join(out)}"
 
 
 def boxes(task_line: str) -> list[tuple[int, int, list[tuple[int, int]]]]:

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "wsp_plan.h"
 extern "C" {
 #include "wsp_runtime.h"
 extern wsp_kernel_fn wsp_test_kernels[];
+extern unsigned long long wsp_test_float_scalars[];  /* per kernel: bit k = scalar k is a float */
 int wsp_kernel_fail(const char *message) {
     std::fprintf(stderr, "kernel failed: %s\n", message);
     return WSP_ERR_KERNEL;
@@ -39,7 +41,16 @@ void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, 
                 tiles[k].stride = t[WSP_TILE_STRIDE];
                 tiles[k].col_stride = t[WSP_TILE_COL_STRIDE];
             }
-            for (int64_t k = 0; k < r[WSP_T_NSCALARS]; k++) scalars[k].i = r[WSP_T_SCALARS + k];
+            const unsigned long long floats = wsp_test_float_scalars[r[WSP_T_KERNEL]];
+            for (int64_t k = 0; k < r[WSP_T_NSCALARS]; k++) {
+                scalars[k].i = r[WSP_T_SCALARS + k];
+                if ((floats >> k) & 1u) {  /* the record's f32 bits as cpu_sim's double */
+                    const uint32_t bits = (uint32_t)r[WSP_T_SCALARS + k];
+                    float f;
+                    std::memcpy(&f, &bits, sizeof f);
+                    scalars[k].f = (double)f;
+                }
+            }
             if (wsp_test_kernels[r[WSP_T_KERNEL]](tiles, scalars) != 0) std::exit(8);
             ran++;
         }

@@ -12,7 +12,8 @@ What each test proves:
   reductions (NaN propagates), float -> every integer dtype and bool (truncate, saturate,
   NaN -> 0), integer floor division (x / 0 == 0) and wrap-around, f16/bf16 rounding, bool
   tiles holding nonzero bytes, -inf through silu/gelu, broadcasts of every shape, views,
-  iota, matmul with an accumulator and integer / f16 operands, f64 on the scalar unit.
+  iota, matmul with an accumulator and integer / f16 operands; f64 is refused (no double on
+  the AI Core: test_f64_is_refused).
 - test_chunked_kernel: a kernel whose tiles exceed the UB runs in row chunks through
   double-buffered queues and still matches ref.
 - test_hypothesis_chains: generated elementwise / broadcast / reduction chains over f32, f16,
@@ -28,7 +29,9 @@ What each test proves:
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -141,9 +144,10 @@ def test_scalar_unit_expressions():
     assert text(S.literal(2**63, "i64")) == "-9223372036854775807ll - 1"
     assert text(S.literal(2**64 - 1, "u64")) == "18446744073709551615ull"
     assert text(S.literal(float("nan"), "f32")) == "wsp_f32_from_bits(0x7fc00000u)"
-    assert text(S.literal(float("-inf"), "f64")) == "wsp_f64_from_bits(0xfff0000000000000ull)"
-    assert text(S.literal(0.1, "bf16")) == "0.100097656f" and text(S.literal(-1.5, "f64")) == "-1.5"
-    assert text(S.scalar_param("f32", 0)) == "(float)scalars[0].f"
+    assert text(S.literal(0.1, "bf16")) == "0.100097656f"
+    # float scalars arrive as f32 bits already rounded to their dtype (no double on the AI Core)
+    assert text(S.scalar_param("f32", 0)) == "wsp_f32_from_bits((uint32_t)scalars[0].i)"
+    assert text(S.scalar_param("bf16", 1)) == "wsp_f32_from_bits((uint32_t)scalars[1].i)"
     assert text(S.scalar_param("bool", 2)) == "(uint8_t)(scalars[2].i != 0)"
     assert text(S.sexpr("add", "i32", ["a", "b"], ["i32", "i32"])) == \
         "(int32_t)((uint32_t)a + (uint32_t)b)"
@@ -153,7 +157,9 @@ def test_scalar_unit_expressions():
     assert text(S.sexpr("abs", "i16", ["a"], ["i16"])) == \
         "(int16_t)(a < 0 ? (uint32_t)0 - (uint32_t)a : (uint32_t)a)"
     assert text(S.sconvert("x", "f32", "i8")) == \
-        "wsp_f2i<int8_t, float>(x, -128.0f, 128.0f, (int8_t)127)"
+        "wsp_f2i<int8_t>(x, -128.0f, 128.0f, (int8_t)127)"
+    assert text(S.sconvert("n", "u32", "bf16")) == \
+        "wsp_round_bf16(wsp_i2f((int64_t)n, true, true))"
     assert text(C.cast("int64_t", S.literal(-(2**31), "i32"))) == "(int64_t)(-2147483647 - 1)"
 
 
@@ -200,8 +206,14 @@ def _edge_kernels() -> list[N.Kernel]:
     ks.append(b.kernel())
     b = KB("casts")
     x = b.tile("x", 3, 40)
-    for dt in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool", "f16", "bf16", "f64"):
+    for dt in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool", "f16", "bf16"):
         b.out("c_" + dt, b.op("cast", x, dtype=dt))
+    ks.append(b.kernel())
+    b = KB("int_to_float")  # every integer dtype to each float dtype, through int64_t
+    ins = {dt: b.tile("i_" + dt, 3, 12, dt) for dt in ("i8", "i32", "i64", "u8", "u32", "u64")}
+    for dt, t in ins.items():
+        for f in ("f32", "f16", "bf16"):
+            b.out(f"{dt}_{f}", b.op("convert", t, dtype=f), f)
     ks.append(b.kernel())
     b = KB("ints")
     a, c = b.tile("a", 4, 9, "i32"), b.tile("c", 4, 9, "i32")
@@ -292,15 +304,6 @@ def _edge_kernels() -> list[N.Kernel]:
     b = KB("matmul_inout")  # the right operand is stored to: read whole before any store
     a, c = b.tile("a", 16, 16), b.tile("c", 16, 16, mode="InOut")
     b.store("c", b.op("matmul", a, c, shape=(16, 16), dtype="f32"))
-    ks.append(b.kernel())
-    b = KB("f64s")
-    x, y, s = b.tile("x", 3, 5, "f64"), b.tile("y", 3, 5, "f64"), b.scalar("s", "f64")
-    b.out("a", b.op("add", b.op("mul", x, y), s))
-    b.out("d", b.op("div", x, y))
-    b.out("mx", b.op("maximum", x, y))
-    b.out("r", b.op("rowmax", x))
-    b.out("f", b.op("convert", x, dtype="f32"))
-    b.out("h", b.op("convert", x, dtype="f16"))
     ks.append(b.kernel())
     b = KB("scalars")
     x, s = b.tile("x", 4, 16), b.scalar("s", "f16")
@@ -423,7 +426,7 @@ def test_extern_ascend(misc_lib, tmp_path):
     assert lines[at + 1] == "" and lines[at + 2] == src_lines[opening]
     back = next(i for i, ln in enumerate(lines) if ln.startswith("#line") and "aicore/" in ln)
     assert lines[back] == f'#line {back + 2} "{aicore.header_path(k)}"'
-    assert "const float k = (float)scalars[0].f;" in text
+    assert "const float k = wsp_f32_from_bits((uint32_t)scalars[0].i);" in text
     task = H.random_task(k, np.random.default_rng(1), strided=True, scalar_values={"k": 1.5})
     sc = [H.scalar_arg("f32", 1.5)]
     lib.run("misc", k, task.tiles, sc, task.views)
@@ -466,6 +469,35 @@ workload w() { tr(x = X, y = Y) }
     text = _diagnostic(src, "big.wsp")
     assert text.startswith("big.wsp:5:1: error: kernel `tr` needs "), text
     assert "bytes of Unified Buffer" in text and f"has {aicore.UB_BUDGET} (of {aicore.UB_BYTES}" in text
+
+
+def test_f64_is_refused(tmp_path):
+    """An f64 tile or scalar is a compile error for ascend_npu, at the kernel's name with a
+    caret (the AI Core has no double); nothing is written. The other targets run it."""
+    src = """module dbl
+input X: f64[4, 8]
+output Y: f64[4, 8]
+
+kernel twice(x: In[Tile[4, 8, f64]], y: Out[Tile[4, 8, f64]], s: Scalar[f64]) {
+    store(y, x * s)
+}
+
+workload w() { twice(x = X, y = Y, s = 2.0) }
+"""
+    path = tmp_path / "dbl.wsp"
+    path.write_text(src)
+    text = _diagnostic(src, "dbl.wsp")
+    assert text.startswith("dbl.wsp:5:8: error: kernel `twice` cannot run on the ascend_npu "
+                           "target: its parameter `x` is f64, and the AI Core has no f64"), text
+    assert "   5 | kernel twice(" in text and "^^^^^" in text
+    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", str(path), "--target",
+                           "ascend_npu", "-o", str(tmp_path / "out")], capture_output=True,
+                          text=True, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 1 and "and the AI Core has no f64 (no double in AI Core code)" \
+        in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+    x = np.arange(32, dtype=np.float64).reshape(4, 8)
+    assert np.array_equal(ptowsp.parse(src, "dbl.wsp").compile("ref").run(X=x)["Y"], 2 * x)
 
 
 def test_wide_rows_are_a_diagnostic():
@@ -562,3 +594,54 @@ def test_rotate_half_runs_in_chunks(misc_lib):
     _, files = misc_lib
     k = next(k for k in _edge_kernels() if k.name == "big_rotate_half")
     assert "chunks of" in files[aicore.header_path(k)]
+
+
+# ---------------------------------------------------------------------------------------------
+# integer <-> float on the scalar unit without double
+
+
+def test_integer_float_conversions_without_double(tmp_path):
+    """wsp_aicore.h converts integers to floats and back through int64_t only (bisheng refuses
+    double and float <-> unsigned casts in AI Core code): the values ref gives at the ends of
+    every range (exact halfway cases, 2^24 + 1, the unsigned maxima, 2^63 and past it)."""
+    (tmp_path / "t.cpp").write_text('#include "kernel_operator.h"\n#include "wsp_aicore.h"\n'
+                                    '#include <cstdio>\nint main() {\n' + "".join(
+                                        f"    std::printf(\"%08x %08x %08x\\n\", wsp_f32_bits(wsp_i2f({_c(v)}, {u}, false)), "
+                                        f"wsp_f32_bits(wsp_round_f16(wsp_i2f({_c(v)}, {u}, true))), "
+                                        f"wsp_f32_bits(wsp_round_bf16(wsp_i2f({_c(v)}, {u}, true))));\n"
+                                        for v, u in _CONVERSIONS) + "".join(
+                                        f"    std::printf(\"%llu %lld\\n\", (unsigned long long)wsp_f2i<uint64_t>"
+                                        f"({x!r}f, 0.0f, 18446744073709551616.0f, 18446744073709551615ull), "
+                                        f"(long long)wsp_f2i<uint32_t>({x!r}f, 0.0f, 4294967296.0f, 4294967295u));\n"
+                                        for x in _TO_UNSIGNED) + "}\n")
+    (tmp_path / "wsp_aicore.h").write_text(aicore.support_header())
+    subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-I", str(H.HERE), "-I", str(tmp_path),
+                    str(tmp_path / "t.cpp"), "-o", str(tmp_path / "t")], check=True)
+    lines = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    from ptowsp.dtypes import literal_value
+
+    def bits(x: float) -> str:
+        return f"{np.float32(x).view(np.uint32):08x}"
+
+    for (v, unsigned), line in zip(_CONVERSIONS, lines):
+        value = v % 2**64 if unsigned == "true" else v
+        assert line.split() == [bits(literal_value(value, d)) for d in ("f32", "f16", "bf16")], v
+    for x, line in zip(_TO_UNSIGNED, lines[len(_CONVERSIONS):]):
+        x32 = float(np.float32(x))
+        want64 = 0 if x32 <= 0 else 2**64 - 1 if x32 >= 2**64 else int(x32)
+        want32 = 0 if x32 <= 0 else 2**32 - 1 if x32 >= 2**32 else int(x32)
+        assert line.split() == [str(want64), str(want32)], x
+
+
+def _c(v: int) -> str:
+    """`v` as a C++ int64_t expression (the word of an unsigned value past INT64_MAX)."""
+    return f"(int64_t){v % 2**64}ull"
+
+
+_CONVERSIONS = [(v, "false") for v in (0, 1, -1, 7, 2049, -4097, 65519, 65520, -65536,
+                                       2**24 + 1, 2**24 + 3, -(2**24) - 1, 2**31 - 1, -(2**31),
+                                       2**40 + 2**16 + 1, 2**53 - 1, 2**63 - 1, -(2**63))]
+_CONVERSIONS += [(v, "true") for v in (2**32 - 1, 2**63, 2**64 - 1, 2**40 + 2**15)]
+_TO_UNSIGNED = (0.0, -0.5, 0.99, 1.5, 2.0**31, 2.0**32 - 256.0, 2.0**32, 2.0**40 + 3.0, 2.0**63,
+                2.0**63 + 2.0**40, 2.0**64, 1e30, -1e30)

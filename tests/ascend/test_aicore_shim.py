@@ -188,10 +188,28 @@ def test_reduce(shim):
         call(shim, "t_reduce", 0, ptr(out), ptr(x), n, 16)
         assert out[0] == _a2_sum(x), n
         np.testing.assert_allclose(out[0], np.sum(x, dtype=np.float64), rtol=1e-5, atol=1e-5)
-        call(shim, "t_reduce", 1, ptr(out), ptr(x), n, 16)
+        call(shim, "t_reduce", 1, ptr(out), ptr(x), n, 32)
         assert out[0] == x.max()
-        call(shim, "t_reduce", 2, ptr(out), ptr(x), n, 16)
+        call(shim, "t_reduce", 2, ptr(out), ptr(x), n, 32)
         assert out[0] == x.min()
+
+
+@pytest.mark.parametrize("n", [257, 1000])
+def test_reduce_max_min_work_minimum(shim, n):
+    """ReduceMax / ReduceMin keep a value and an index per repeat in the work buffer (the API
+    documentation's iter1OutputCount = firstMaxRepeat * 2, rounded up to a 32-byte block);
+    ReduceSum one value per repeat. The stand-in refuses less, from 257 f32 columns on the
+    size that ReduceSum needs."""
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    repeats = -(-n // 64)
+    sum_work, max_work = -(-repeats // 8) * 8, -(-2 * repeats // 8) * 8
+    assert max_work > sum_work
+    call(shim, "t_reduce", 0, ptr(out), ptr(x), n, sum_work)
+    for op in (1, 2):
+        with pytest.raises(Failed, match="documented minimum"):
+            call(shim, "t_reduce", op, ptr(out), ptr(x), n, sum_work)
+        call(shim, "t_reduce", op, ptr(out), ptr(x), n, max_work)
 
 
 def test_copy_strides(shim):

@@ -27,6 +27,7 @@ import pytest
 
 import ptowsp
 from ptowsp.backends.ascend import expander
+from ptowsp.backends.ascend.abi import scalar_word
 from ptowsp.frontend.checker import check_source
 from ptowsp.ir.passes import optimize
 from ptowsp.lower import lower
@@ -504,3 +505,35 @@ def test_an_overflow_is_the_same_error(harness):
         assert cpu.end[:4] == ("check", f"`{expr}` overflows int64 with {named}", at, "b=1"), \
             cpu.end
         assert len(cpu.tasks) == 1
+
+
+FLOAT_SCALARS = """\
+    input  L: i64[7]
+    input  X: f32[7, 8]
+    output Y: f32[7, 8]
+    kernel put(x: In[Tile[1, 8, f32]], y: Out[Tile[1, 8, f32]], a: Scalar[f32], h: Scalar[f16],
+               b: Scalar[bf16]) { store(y, x) }
+    workload w() {
+        for i in P(7) {
+            put(x = X[i], y = Y[i], a = L[i], h = L[i], b = L[i])
+        }
+    }
+"""
+
+
+def test_float_scalars_reach_the_aicore_rounded(harness):
+    """A float scalar given by an integer expression: the expander puts the f32 bits of its
+    value rounded once to the parameter's dtype in the record (the AI Core has no double), the
+    word `abi.scalar_word` gives cpu_sim's value: halfway cases of f16 and bf16, f16's overflow
+    to inf, 2^24 + 1 in f32, int64's ends."""
+    m = ir_of_text(FLOAT_SCALARS)
+    lens = np.asarray([2049, 65519, 65520, 2**24 + 1, -(2**63), 2**63 - 1, 257 * 2**20 + 1],
+                      np.int64)
+    cpu, npu = compare(harness, m, m.schedules[0].name, {}, {"L": lens,
+                                                             "X": np.zeros((7, 8), np.float32)})
+    assert cpu.end == ("ok",) and len(npu.tasks) == 7
+    words = [[int(w) for w in t.rsplit(" scal=", 1)[1].split(",")] for t in npu.tasks]
+    assert words[0] == [scalar_word("f32", 2049.0), scalar_word("f16", 2049.0),
+                        scalar_word("bf16", 2049.0)]
+    assert np.uint32(words[2][1]).view(np.float32) == np.inf  # 65520 overflows f16
+    assert np.uint32(words[6][2]).view(np.float32) == 2.0**28 + 2.0**21  # rounded up, once

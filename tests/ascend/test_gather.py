@@ -24,9 +24,14 @@ from .ascendc_cpu import harness as H
 pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 
+# f64 is not an AI Core type (a compile error for ascend_npu: test_aicore.py::test_f64_is_refused)
+AICORE_CASES = [c for c in CASES if "f64" not in (c[2], c[5])]
+
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return H.build_levels(source(), "gathers", tmp_path_factory.mktemp("aicore_gathers"))
+    return H.build_levels(source(AICORE_CASES), "gathers",
+                          tmp_path_factory.mktemp("aicore_gathers"))
 
 
 def _indices(dtype: str, shape, extent: int, rng) -> np.ndarray:
@@ -45,9 +50,9 @@ def test_gather_on_the_aicore_equals_ref(lib, level):
     built, units = lib
     unit = units[level // 2]
     rng = np.random.default_rng(19)
-    assert len(unit.kernels) == len(CASES)
+    assert len(unit.kernels) == len(AICORE_CASES)
     gathered = 0
-    for k, (m, c, *_) in zip(unit.kernels, CASES):
+    for k, (m, c, *_) in zip(unit.kernels, AICORE_CASES):
         gathered += sum(op.op.startswith("gather_") for op in k.ops)
         for strided in (False, True):
             task = H.random_task(k, rng, strided=strided)
@@ -58,7 +63,7 @@ def test_gather_on_the_aicore_equals_ref(lib, level):
                 H.tile_view(task, k, name)[...] = arr
             got = H.run_task(built, unit.name, k, task)
             H.compare(k, got, H.ref_outputs(k, task), f"O{level} (strided={strided})")
-    assert gathered >= 4 * len(CASES)  # the gathers reached the AICore, not folded away
+    assert gathered >= 4 * len(AICORE_CASES)  # the gathers reached the AICore, not folded away
 
 
 CHUNKED = """

@@ -13,6 +13,7 @@ router through its Python twin, tests/test_examples_dynamic.py).
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from .streams import CC, HERE, ROOT, RUNTIME_C, run_compiler
 pytestmark = pytest.mark.cc
 
 CPU_DIR = ROOT / "ptowsp" / "backends" / "cpu"
-REQUIRED_ACL = ("aclInit", "aclrtSetDevice", "aclrtCreateStream", "aclrtCreateEvent",
+REQUIRED_ACL = ("aclInit", "aclrtSetDevice", "aclrtCreateStream", "aclrtCreateEventWithFlag",
                 "aclrtMalloc", "aclrtMemcpy", "aclrtMemset", "aclrtRecordEvent",
                 "aclrtStreamWaitEvent", "aclrtResetEvent", "aclrtSynchronizeStream", "aclrtFree",
                 "aclrtDestroyEvent", "aclrtDestroyStream", "aclrtResetDevice", "aclFinalize")
@@ -70,6 +71,12 @@ def build(tmp: Path, module, schedule=None) -> tuple[Path, object]:
         '#include "wsp_runtime.h"\n'
         + "".join(f"int {kernel_symbol(k)}(const wsp_tile *, const wsp_scalar *);\n" for k in ir.kernels)
         + "wsp_kernel_fn wsp_test_kernels[] = {" + ", ".join(kernel_symbol(k) for k in ir.kernels)
+        + "};\n"
+        # per kernel, which scalars are floats: cpu_sim's kernels read a double where the task
+        # record holds the AICore's f32 bits
+        + "unsigned long long wsp_test_float_scalars[] = {"
+        + ", ".join(str(sum(1 << i for i, p in enumerate(q for q in k.params if q.kind == "scalar")
+                            if p.dtype in ("f16", "bf16", "f32"))) + "ull" for k in ir.kernels)
         + "};\n")
     objs = []
     for c in ("kernels.c", "table.c"):
@@ -166,12 +173,38 @@ def test_topk_moe_reads_what_its_tasks_wrote(tmp_path):
 def test_an_acl_failure_is_reported_and_resources_released(rmsnorm):
     tmp, exe, _ = rmsnorm
     data = tmp / "data"
-    done = run(exe, data, "B=2", fail="aclrtCreateEvent")
+    done = run(exe, data, "B=2", fail="aclrtCreateEventWithFlag")
     assert done.returncode == 3
-    assert "aclrtCreateEvent(&r.expanded) failed with ACL error 507899" in done.stderr
+    assert ("aclrtCreateEventWithFlag(&r.expanded, ACL_EVENT_SYNC) failed with ACL error 507899"
+            in done.stderr)
     calls = (data / "acl.log").read_text().split()
     assert calls[-3:] == ["aclrtDestroyStream", "aclrtResetDevice", "aclFinalize"]
     assert not (data / "dispatch.log").exists()
+
+
+def test_the_event_is_a_sync_event(rmsnorm, tmp_path):
+    """The expander's event is reset every segment, which ACL allows only for an event made by
+    aclrtCreateEventWithFlag(..., ACL_EVENT_SYNC): the stand-in ACL refuses a reset of any
+    other, so the tree made with aclrtCreateEvent fails where it would have been undefined."""
+    tmp, exe, _ = rmsnorm
+    text = (tmp / "tree/host/main.asc").read_text()
+    assert "aclrtCreateEventWithFlag(&r.expanded, ACL_EVENT_SYNC)" in text
+    assert "aclrtCreateEvent(" not in text
+    old = tmp_path / "tree"
+    shutil.copytree(tmp / "tree", old)
+    main = old / "host/main.asc"
+    main.write_text(text.replace("aclrtCreateEventWithFlag(&r.expanded, ACL_EVENT_SYNC)",
+                                 "aclrtCreateEvent(&r.expanded)"))
+    exe_old = tmp_path / "wsp_main"
+    compile_host(exe_old, old, [HERE / "stub_dispatch.cpp", *sorted(map(str, tmp.glob("*.c.o")))],
+                 includes=[RUNTIME_C])
+    data = tmp_path / "data"
+    write_inputs(data, {"X": np.zeros((2, 3, 16, 128), np.float32),
+                        "W": np.zeros((1, 128), np.float32)})
+    done = run(exe_old, data, "B=2")
+    assert done.returncode == 3
+    assert "aclrtResetEvent on an event not created with ACL_EVENT_SYNC" in done.stderr
+    assert "aclrtResetEvent(r.expanded, r.compute_stream) failed with ACL error 107000" in done.stderr
 
 
 def test_bad_inputs_are_user_errors(rmsnorm):

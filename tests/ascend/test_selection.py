@@ -19,9 +19,14 @@ from .ascendc_cpu import harness as H
 pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 
+# f64 is not an AI Core type (a compile error for ascend_npu: test_aicore.py::test_f64_is_refused)
+AICORE_CASES = [c for c in CASES if c[2] != "f64"]
+
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return H.build_levels(_source(), "selection", tmp_path_factory.mktemp("aicore_selection"))
+    return H.build_levels(_source(AICORE_CASES), "selection",
+                          tmp_path_factory.mktemp("aicore_selection"))
 
 
 def _tied(dtype: str, shape, rng) -> np.ndarray:
@@ -39,7 +44,7 @@ def test_selection_on_the_aicore_equals_ref(lib, level):
     built, units = lib
     unit = units[level // 2]
     rng = np.random.default_rng(18)
-    assert len(unit.kernels) == len(CASES)
+    assert len(unit.kernels) == len(AICORE_CASES)
     for k in unit.kernels:
         for strided in (False, True):
             task = H.random_task(k, rng, strided=strided)

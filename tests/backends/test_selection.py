@@ -62,10 +62,10 @@ output AMIN{n}: i32[{r}, 1]
 """
 
 
-def _source() -> str:
+def _source(cases=CASES) -> str:
     parts = ["module selection"]
     calls = []
-    for n, (r, c, dt, k) in enumerate(CASES):
+    for n, (r, c, dt, k) in enumerate(cases):
         parts.append(_kernel(n, r, c, dt, k))
         calls.append(f"    sel{n}[0](x = X{n}, tv = TV{n}, ti = TI{n}, sv = SV{n}, si = SI{n}, "
                      f"dv = DV{n}, di = DI{n}, amax = AMAX{n}, amin = AMIN{n})")

@@ -24,7 +24,7 @@ from ...files import FileError, replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..target import KeepsNothing, KernelCode, target_options
-from .aicore import emit_aicore, kernel_entry
+from .aicore import emit_aicore, f64_errors, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
 from .host import emit_host
@@ -66,8 +66,8 @@ def emit_project(module: N.Module, schedule: str,
     """The CANN project of `schedule` of `module` (an optimised IR module)."""
     options = options or AscendOptions()
     s = module.schedule(schedule)
-    errors = (extern_errors(module) + layout_errors(module, s) + gather_errors(module, s)
-              + transpose_errors(s) + strided_extern_errors(module, s)
+    errors = (extern_errors(module) + f64_errors(module) + layout_errors(module, s)
+              + gather_errors(module, s) + transpose_errors(s) + strided_extern_errors(module, s)
               + mesh_csp_errors(module, s))
     if errors:
         raise WspError(errors, dict(module.sources))

@@ -10,6 +10,10 @@ types: `<stdint.h>` on the host and the AICPU, `kernel_operator.h` on the AICore
 
 from __future__ import annotations
 
+import struct
+
+from ...dtypes import TABLE, literal_value
+
 ABI_C = """\
 #ifndef WSP_ABI_H
 #define WSP_ABI_H
@@ -25,10 +29,29 @@ typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
     uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
-/* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
-   integer dtypes and bool (0 or 1) in .i */
-typedef union WspScalar { double f; int64_t i; } WspScalar;
+/* a scalar argument, one 64-bit word: integer dtypes and bool (0 or 1) as the value; f32, f16
+   and bf16 as the bits of an f32 in the low 32 bits, the value already rounded to the
+   parameter's dtype (so the AI Core, which has no double, only reinterprets them; f64 is not
+   an AI Core type: such a kernel is a compile error) */
+typedef struct WspScalar { int64_t i; } WspScalar;
 #endif /* WSP_ABI_H */
 """
 
-__all__ = ["ABI_C"]
+
+
+def scalar_word(dtype: str, value) -> int:
+    """The `WspScalar` word (a signed int64) of scalar `value` passed to a parameter of `dtype`:
+    a float as the bits of its f32 after rounding once to `dtype` (`dtypes.literal_value`, as
+    ref rounds it); an integer wrapped; a bool 0 or 1. The expander computes the same word for a
+    scalar given by an integer expression (`wsp_scalar_f32` in wsp_expand.h)."""
+    if dtype == "f64":
+        raise ValueError("f64 scalars have no AICore word (the AI Core has no double)")
+    v = literal_value(value, dtype)
+    if TABLE[dtype].kind == "float":
+        return struct.unpack("<I", struct.pack("<f", v))[0]
+    if TABLE[dtype].kind == "bool":
+        return int(v)
+    return struct.unpack("<q", struct.pack("<Q", int(v) & (2**64 - 1)))[0]
+
+
+__all__ = ["ABI_C", "scalar_word"]

@@ -29,6 +29,7 @@ from ...diagnostics import InternalError
 from ...dtypes import DTYPES, TABLE
 from ...ir import nodes as N
 from ...ir.visit import Visitor, loop_nest_tasks
+from .abi import scalar_word
 
 MAGIC = 0x314E414C50505357  # "WSPPLAN1" read as a little-endian int64
 VERSION = 3  # 2: the mesh section and COMM (a mesh runs one process per device); 3: a
@@ -92,7 +93,9 @@ TIMING = ("immediate", "batched", "interleaved", "rate_limit")
 
 # Scalar argument kinds (`WSP_SC_*`): an integer expression into `.i`, an integer expression
 # converted to double into `.f`, or constant raw bits
-SCALAR_KINDS = ("INT", "FLOAT", "BITS")
+# a float scalar given by an expression is rounded by the expander to its dtype (F32 / F16 /
+# BF16, `wsp_scalar_f32`); a constant is already its word (BITS: `abi.scalar_word`)
+SCALAR_KINDS = ("INT", "F32", "F16", "BF16", "BITS")
 
 # Element types of the tensor table (`WSP_DT_*`) are numbered in the order of dtypes.DTYPES (an
 # ABI); READ converts integer elements to int64
@@ -535,11 +538,14 @@ class _Builder(Visitor):
     def scalar(self, p: N.KParam, a: N.ScalarArg) -> list[int]:
         floating = TABLE[p.dtype].is_float
         if isinstance(a.value, sym.Expr):
-            return [SCALAR_KINDS.index("FLOAT" if floating else "INT"), self.expr(a.value)]
+            kind = p.dtype.upper() if floating else "INT"
+            if kind not in SCALAR_KINDS:  # f64: the kernels' emitter refused it first
+                raise InternalError("ascend", f"no AICore scalar of dtype {p.dtype}")
+            return [SCALAR_KINDS.index(kind), self.expr(a.value)]
         if isinstance(a.value, bool):
             return [SCALAR_KINDS.index("BITS"), int(a.value)]
         if floating:
-            return [SCALAR_KINDS.index("BITS"), float_bits(float(a.value))]
+            return [SCALAR_KINDS.index("BITS"), scalar_word(p.dtype, float(a.value))]
         return [SCALAR_KINDS.index("BITS"), int(a.value)]
 
     def recorded(self) -> list[N.Channel]:

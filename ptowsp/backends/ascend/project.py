@@ -62,6 +62,7 @@ def emit_project_files(module: N.Module, schedule: str, npu_arch: str, soc_versi
         "README.md": render("README.md", policies=policy_summary(s, ndispatchers), **common),
         "scripts/gen_data.py": render("scripts/gen_data.py", syms=syms, tensors=tensors, **common),
         "scripts/verify_result.py": render("scripts/verify_result.py", outputs=outputs),
+        "scripts/build_and_run.sh": render("scripts/build_and_run.sh", **common),
         "host/host_expander/aicpu_api.h": render("host/aicpu_api_host.h"),
     }
     if module.devices is not None:  # one process per device (docs/ascend.md, "A mesh on Ascend")

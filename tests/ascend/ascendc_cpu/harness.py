@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ptowsp.backends.ascend import aicore
+from ptowsp.backends.ascend.abi import scalar_word
 from ptowsp.backends.ref import values as R
 from ptowsp.backends.ref.kernels import eval_kernel
 from ptowsp.ir import nodes as N
@@ -41,8 +42,8 @@ class WspTile(ctypes.Structure):
                 ("col_stride", ctypes.c_int64)]
 
 
-class WspScalar(ctypes.Union):
-    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
+class WspScalar(ctypes.Structure):
+    _fields_ = [("i", ctypes.c_int64)]
 
 
 class KernelFailed(Exception):
@@ -155,11 +156,10 @@ def random_values(dtype: str, shape, rng, lo=-4.0, hi=4.0) -> np.ndarray:
 
 
 def scalar_arg(dtype: str, value) -> WspScalar:
+    """The scalar as the expander passes it (abi.scalar_word: a float as the f32 bits of its
+    value rounded to `dtype`)."""
     s = WspScalar()
-    if dtype in ("f16", "bf16", "f32", "f64"):
-        s.f = float(value)
-    else:
-        s.i = int(value)
+    s.i = scalar_word(dtype, value)
     return s
 
 

@@ -42,6 +42,12 @@
 #define GM_ADDR uint8_t *
 #endif
 
+/* the kernel type a kernel declares (KERNEL_TASK_TYPE_DEFAULT in its body, as CANN's samples
+ * do): recorded in the binary's metadata on the device, nothing on the host */
+enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIV_1_0,
+                      KERNEL_TYPE_MIX_AIC_1_0, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2 };
+#define KERNEL_TASK_TYPE_DEFAULT(t) ((void)(t))
+
 // the Unified Buffer of one 910B vector core: 192 KiB (tests may pass -DWSP_UB_BYTES=...).
 // The API keeps its own temporaries in the top 8 KiB (TMP_UB_OFFSET / TMP_UB_SIZE of the CANN
 // headers): TPipe may hand that space out, but Select overwrites the start of it, as on the
@@ -336,10 +342,12 @@ public:
         detail::Read(ptr_ + index, sizeof(T), detail::P_S, "LocalTensor::GetValue");
         return ptr_[index];
     }
-    __aicore__ inline void SetValue(const uint32_t index, const T value) const
+    // as the real LocalTensor declares it (a template over the value's type, converted)
+    template <typename S>
+    __aicore__ inline void SetValue(const uint32_t index, const S value) const
     {
         if (index >= size_) ShimFail("LocalTensor::SetValue", "index past the tensor");
-        ptr_[index] = value;
+        ptr_[index] = (T)value;
         detail::Write(ptr_ + index, sizeof(T), detail::P_S);
     }
     template <typename U>
@@ -369,7 +377,8 @@ inline TPipe *&CurrentPipe()
     static TPipe *p = nullptr;
     return p;
 }
-__aicore__ inline TPipe *GetTPipePtr() { return CurrentPipe(); }
+// GetTPipePtr is declared in the global namespace (basic_api/kernel_common.h), not in
+// AscendC: it is defined after the namespace closes, so `AscendC::GetTPipePtr()` fails here too
 
 template <TPosition pos, int32_t depth>
 class TQue {
@@ -512,8 +521,9 @@ public:
                 ShimFail("TPipe::Destroy", "a queue tensor was allocated and never freed");
         CurrentPipe() = nullptr;
     }
-    template <TPosition pos, int32_t depth>
-    __aicore__ inline bool InitBuffer(TQue<pos, depth> &que, uint8_t num, uint32_t len)
+    // as the real TPipe declares it: a template over the queue's type
+    template <class Q>
+    __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len)
     {
         if (num < 1 || num > 8) ShimFail("TPipe::InitBuffer", "a queue takes 1 to 8 buffers");
         uint32_t l = (len + 31u) / 32u * 32u;
@@ -1022,18 +1032,19 @@ __aicore__ inline void Select(const LocalTensor<T> &dstLocal, const LocalTensor<
 }
 
 // ReduceSum / ReduceMax / ReduceMin, level 2: dst[0] = the reduction of the first count
-// elements; workLocal must hold the first pass (one value per 256-byte repeat, rounded up to
-// a 32-byte block). On A2 the sum is a binary tree within each repeat and the repeats' sums
+// elements; workLocal must hold the first pass rounded up to a 32-byte block: one value per
+// 256-byte repeat for ReduceSum, a value and its index per repeat for ReduceMax / ReduceMin
+// (the documentation's "iter1OutputCount = firstMaxRepeat * 2", whether or not calIndex). On A2 the sum is a binary tree within each repeat and the repeats' sums
 // are added in sequence ("method 2" of the documentation).
 namespace detail {
 template <typename T>
 inline void ReduceCheck(const char *api, const LocalTensor<T> &d, const LocalTensor<T> &s,
-                        const LocalTensor<T> &w, int32_t count)
+                        const LocalTensor<T> &w, int32_t count, int32_t perRepeatOut = 1)
 {
     static_assert(std::is_same<T, float>::value, "Reduce*: only float is modelled");
     if (count < 1) ShimFail(api, "count must be positive");
     int32_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
-    int32_t first = (count + perRepeat - 1) / perRepeat;
+    int32_t first = (count + perRepeat - 1) / perRepeat * perRepeatOut;
     int32_t need = (first + perBlock - 1) / perBlock * perBlock;
     if ((int64_t)w.size_ < need) ShimFail(api, "workLocal is smaller than the documented minimum");
     VecIn(s, count, api, "srcLocal");
@@ -1074,7 +1085,7 @@ __aicore__ inline void ReduceSum(const LocalTensor<T> &dstLocal, const LocalTens
                                 const LocalTensor<T> &workLocal, const int32_t count,        \
                                 bool calIndex = 0)                                           \
     {                                                                                        \
-        detail::ReduceCheck(#NAME, dstLocal, srcLocal, workLocal, count);                    \
+        detail::ReduceCheck(#NAME, dstLocal, srcLocal, workLocal, count, 2);                 \
         if (calIndex) ShimFail(#NAME, "calIndex is not modelled");                           \
         T acc = srcLocal.ptr_[0];                                                            \
         for (int32_t i = 1; i < count; ++i) acc = F(acc, srcLocal.ptr_[i]);                  \
@@ -1159,6 +1170,8 @@ __aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &)
 }
 
 }  // namespace AscendC
+
+__aicore__ inline AscendC::TPipe *GetTPipePtr() { return AscendC::CurrentPipe(); }
 
 // on the device `half` and `bfloat16_t` are types of the global namespace
 using AscendC::bfloat16_t;

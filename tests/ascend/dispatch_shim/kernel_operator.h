@@ -12,6 +12,12 @@
 #define __gm__
 #define GM_ADDR uint8_t *
 
+/* the kernel type a kernel declares (KERNEL_TASK_TYPE_DEFAULT in its body, as CANN's samples
+ * do): recorded in the binary's metadata on the device, nothing on the host */
+enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIV_1_0,
+                      KERNEL_TYPE_MIX_AIC_1_0, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2 };
+#define KERNEL_TASK_TYPE_DEFAULT(t) ((void)(t))
+
 namespace AscendC {
 extern int64_t test_block;        /* the block GetBlockIdx reports */
 extern int64_t test_cache_drops;  /* DataCacheCleanAndInvalid calls */

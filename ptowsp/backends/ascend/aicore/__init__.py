@@ -61,6 +61,34 @@ def support_header() -> str:
     return render("aicore/wsp_aicore.h", abi=ABI_C, version=__version__)
 
 
+def f64_error(k: N.Kernel) -> Optional[Diagnostic]:
+    """Kernel `k` with an f64 parameter or value, as an error at its name: the AI Core has no
+    double (bisheng refuses `double` in AI Core code, and its vector unit has no f64), so the
+    kernel is refused rather than emitted as code a real toolkit would refuse."""
+    # decision: refused rather than emulated in integer arithmetic on the scalar unit: f64 in
+    # an NPU kernel is almost always a mistake, and emulation would be orders slower
+    what = next((f"its parameter `{p.name}` is f64" for p in k.params if p.dtype == "f64"), None)
+    if what is None and any(op.dtype == "f64" for op in k.ops):
+        what = "it computes an f64 value"
+    if what is None:
+        return None
+    return Diagnostic(
+        k.name_span if k.name_span.line else k.span, "ascend-f64",
+        f"kernel `{k.source}` cannot run on the ascend_npu target: {what}, and the AI Core has "
+        "no f64 (no double in AI Core code)",
+        "compute in f32 (or f16 / bf16); f64 runs on cpu_sim and ref")
+
+
+def f64_errors(module: N.Module) -> list[Diagnostic]:
+    """`f64_error` of every kernel, once per source kernel (specialisations share a span)."""
+    out: dict = {}
+    for k in module.kernels:
+        d = f64_error(k)
+        if d is not None:
+            out.setdefault((d.span, d.message), d)
+    return list(out.values())
+
+
 def emit_aicore(module: N.Module) -> dict[str, str]:
     """Every kernel of `module` as Ascend C: {"aicore/wsp_aicore.h": ..., "aicore/kernel_<name>.h":
     ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
@@ -70,7 +98,10 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
     diags: list[Diagnostic] = []
     sources = dict(module.sources)
     names = source_names(module)
+    diags += f64_errors(module)
     for k in module.kernels:
+        if f64_error(k) is not None:
+            continue
         if k.is_extern and k.extern_ascend is None:  # extern c only (language.md section 4)
             diags.append(Diagnostic(
                 k.name_span if k.name_span.line else k.span, "extern-no-ascend",
@@ -102,5 +133,5 @@ def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None
     return emit_tile_kernel(k, module)
 
 
-__all__ = ["emit_aicore", "emit_kernel", "kernel_entry", "header_path", "support_header",
+__all__ = ["emit_aicore", "f64_errors", "emit_kernel", "kernel_entry", "header_path", "support_header",
            "AicoreError", "UB_BYTES", "UB_BUDGET", "API_RESERVE", "pc", "vcount"]

@@ -6,6 +6,7 @@ them per element (`scalar_ops.py`)."""
 
 from __future__ import annotations
 
+from ....diagnostics import InternalError
 from ....dtypes import TABLE, kind_of, literal_value
 from ... import cexpr as C
 from ...cexpr import ASCEND_C, Expr, ExprLike
@@ -34,14 +35,12 @@ def literal(value, dtype: str) -> Expr:
 
 
 def scalar_param(dtype: str, s: int) -> Expr:
-    """Scalar parameter `s` as a held value of `dtype` (floats rounded once, from the double)."""
-    f, i = f"scalars[{s}].f", f"scalars[{s}].i"
-    if dtype == "f32":
-        return C.cast("float", f)
-    if dtype == "f64":
-        return C.E(f)
-    if dtype in ("f16", "bf16"):
-        return C.call(f"wsp_round_{dtype}_d", f)
+    """Scalar parameter `s` as a held value of `dtype`. A float parameter arrives as the bits
+    of an f32 in the low word of `.i`, already rounded to its dtype by the expander (there is
+    no double on the AI Core); f64 never gets here (`f64_error`)."""
+    i = f"scalars[{s}].i"
+    if kind_of(dtype) == "float":
+        return C.call("wsp_f32_from_bits", C.cast("uint32_t", i))
     if dtype == "bool":
         return C.cast("uint8_t", C.binop("!=", i, 0))
     return C.cast(TABLE[dtype].c_compute, i)
@@ -56,8 +55,19 @@ def _f2i(e: Expr, src: str, dst: str) -> Expr:
     `hi` is the first value past the range and `lo` the least value, 0 when unsigned)."""
     ft, it = TABLE[src].c_compute, TABLE[dst].c_compute
     lo, hi = TABLE[dst].limits
-    return C.call(f"wsp_f2i<{it}, {ft}>", e, float_lit(float(lo), ft),
+    return C.call(f"wsp_f2i<{it}>", e, float_lit(float(lo), ft),
                   float_lit(float(hi + 1), ft), C.cast(it, C.int_lit(hi, dst, ASCEND_C)))
+
+
+def _i2f(e: Expr, src: str, dst: str) -> Expr:
+    """An integer or bool -> float cast, through int64_t (`wsp_i2f` in wsp_aicore.h): f32
+    correctly rounded; f16 / bf16 rounded to odd in f32, then to their dtype, so rounded
+    once."""
+    v = C.cast("int64_t", e)
+    unsigned = "true" if src.startswith("u") else "false"
+    if dst == "f32":
+        return C.call("wsp_i2f", v, unsigned, "false")
+    return C.call(f"wsp_round_{dst}", C.call("wsp_i2f", v, unsigned, "true"))
 
 
 def sconvert(e: ExprLike, src: str, dst: str) -> Expr:
@@ -66,17 +76,13 @@ def sconvert(e: ExprLike, src: str, dst: str) -> Expr:
     if src == dst:
         return e
     ks, kd = kind_of(src), kind_of(dst)
+    if "f64" in (src, dst):  # f64_error refuses such kernels first
+        raise InternalError("ascend", f"an f64 conversion ({src} -> {dst}) reached the AICore")
     if kd == "bool":
         return C.cast("uint8_t", C.binop("!=", e, 0))
     if kd == "float":
-        if ks != "float":  # integers and bool: exact in double up to 2^53, then one rounding
-            if dst in ("f32", "f64"):
-                return C.cast(TABLE[dst].c_compute, e)
-            return C.call(f"wsp_round_{dst}_d", C.cast("double", e))
-        if dst == "f64":
-            return C.cast("double", e)
-        if src == "f64":
-            return C.cast("float", e) if dst == "f32" else C.call(f"wsp_round_{dst}_d", e)
+        if ks != "float":
+            return _i2f(e, src, dst)
         if dst == "f32":
             return e
         return C.call(f"wsp_round_{dst}", e)

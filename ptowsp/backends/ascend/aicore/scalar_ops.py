@@ -209,7 +209,9 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
 
 
 def _mean(acc: str, n: int, ct: str, fl: bool) -> Expr:
-    """A sum of `n` elements as their mean (integers: through double, truncated)."""
+    """A sum of `n` elements as their mean (integers: the quotient truncated toward zero, by
+    integer division: there is no double on the AI Core; the same value as cpu_sim's division
+    in double while the sum is below 2^53)."""
     if fl:
         return C.binop("/", acc, C.cast(ct, n))
-    return C.cast(ct, C.binop("/", C.cast("double", acc), float_lit(float(n), "double")))
+    return C.cast(ct, C.binop("/", acc, C.cast(ct, n)))

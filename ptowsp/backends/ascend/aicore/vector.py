@@ -365,7 +365,11 @@ class VectorOps(Frame):
         n = self.count(i)
         what = op.op[3:]
         if op.op.startswith("row"):
-            work = self.temp("float", ceil_to(max(-(-cols // REPEAT), 1), 8))
+            # the first pass's output, rounded up to a 32-byte block: a value per repeat for
+            # ReduceSum, a value and its index per repeat for ReduceMax / ReduceMin (the API
+            # documentation's iter1OutputCount = firstMaxRepeat * 2, whether or not calIndex)
+            per_repeat = 2 if what in ("max", "min") else 1
+            work = self.temp("float", ceil_to(per_repeat * max(-(-cols // REPEAT), 1), 8))
             api = {"sum": "ReduceSum", "mean": "ReduceSum", "max": "ReduceMax",
                    "min": "ReduceMin"}[what]
             self.need_v()

@@ -19,7 +19,10 @@
  * never shows). Each op run is logged as "@STREAM:NAME" (streams numbered from 1 in creation
  * order). Enforced: an ACL_EVENT_SYNC event (aclrtCreateEventWithFlag) is not recorded again
  * before it is reset; a stream never waits for an event that nothing recorded (it would hang).
- * A reset puts an event back to not recorded. */
+ * A reset puts an event back to not recorded, and only an ACL_EVENT_SYNC event may be reset
+ * (acl_rt.h: resetting any other is undefined; refused here, ACL_ERROR_RT_PARAM_INVALID).
+ * Each declaration here has the signature of the real acl_rt.h (tests/ascend/test_real_headers.py
+ * compiles main.asc against the real headers too, when they are present). */
 #ifndef WSP_TEST_ACL_H
 #define WSP_TEST_ACL_H
 #include <cstdint>
@@ -38,6 +41,7 @@ typedef enum { ACL_MEMCPY_HOST_TO_HOST = 0, ACL_MEMCPY_HOST_TO_DEVICE = 1,
                ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 } aclrtMemcpyKind;
 #define ACL_SUCCESS 0
 #define ACL_EVENT_SYNC 0x00000001U  /* acl_rt.h's values */
+#define ACL_ERROR_RT_PARAM_INVALID 107000  /* acl_rt.h's value */
 #define ACL_EVENT_TIME_LINE 0x00000008U
 
 /* the log: $WSP_ACL_LOG, with `{rank}` replaced by $RANK_ID (one log per rank of a mesh) */

@@ -199,6 +199,10 @@ static inline aclError aclrtResetEvent(aclrtEvent e, aclrtStream stream) {
     if (r) return r;
     WspStubEvent *ev = wsp_stub_event(e);
     if (!ev || !ev->live) return 107000;
+    if (!ev->sync) {  /* acl_rt.h: only an ACL_EVENT_SYNC event may be reset */
+        std::fprintf(stderr, "stub ACL: aclrtResetEvent on an event not created with ACL_EVENT_SYNC\n");
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
     return wsp_stub_push(stream, WspStubOp{3, ev, "reset", nullptr});
 }
 static inline aclError aclrtSynchronizeEvent(aclrtEvent e) {

@@ -43,7 +43,7 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
     pipe.InitBuffer(calc, 47360);
     const int32_t s1 = (int32_t)tiles[1].rows;
     (void)s1;
-    const float s7 = (float)scalars[0].f;
+    const float s7 = wsp_f32_from_bits((uint32_t)scalars[0].i);
     (void)s7;
     const float s9 = -1.00000002e+30f;
     (void)s9;

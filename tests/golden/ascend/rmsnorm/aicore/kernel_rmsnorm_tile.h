@@ -26,7 +26,7 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
     pipe.InitBuffer(q_in1, 1, 512);
     pipe.InitBuffer(q_out2, 1, 8192);
     pipe.InitBuffer(calc, 28672);
-    const float s3 = (float)scalars[0].f;
+    const float s3 = wsp_f32_from_bits((uint32_t)scalars[0].i);
     (void)s3;
     // resident values: every row, computed once
     AscendC::LocalTensor<float> in1 = q_in1.AllocTensor<float>();

@@ -23,19 +23,21 @@ typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
     uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
-/* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
-   integer dtypes and bool (0 or 1) in .i */
-typedef union WspScalar { double f; int64_t i; } WspScalar;
+/* a scalar argument, one 64-bit word: integer dtypes and bool (0 or 1) as the value; f32, f16
+   and bf16 as the bits of an f32 in the low 32 bits, the value already rounded to the
+   parameter's dtype (so the AI Core, which has no double, only reinterprets them; f64 is not
+   an AI Core type: such a kernel is a compile error) */
+typedef struct WspScalar { int64_t i; } WspScalar;
 #endif /* WSP_ABI_H */
 
 // ------------------------------------------------------------------------------------------
-// scalar-unit helpers: bit casts, rounding to f16/bf16 (to nearest even), float -> integer
-// (truncate, saturate, NaN -> 0), floor division (x / 0 == 0), NaN-propagating max/min
+// scalar-unit helpers: bit casts, rounding to f16/bf16 (to nearest even), integer -> float and
+// float -> integer (truncate, saturate, NaN -> 0), floor division (x / 0 == 0), NaN-propagating
+// max/min. No `double` anywhere and no cast between a float and an unsigned type: bisheng
+// refuses both in AI Core code, so unsigned values go through int64_t.
 
 __aicore__ inline uint32_t wsp_f32_bits(float f) { union { float f; uint32_t u; } v; v.f = f; return v.u; }
 __aicore__ inline float wsp_f32_from_bits(uint32_t u) { union { float f; uint32_t u; } v; v.u = u; return v.f; }
-__aicore__ inline uint64_t wsp_f64_bits(double f) { union { double f; uint64_t u; } v; v.f = f; return v.u; }
-__aicore__ inline double wsp_f64_from_bits(uint64_t u) { union { double f; uint64_t u; } v; v.u = u; return v.f; }
 
 __aicore__ inline float wsp_round_f16(float f)
 {
@@ -59,30 +61,39 @@ __aicore__ inline float wsp_round_bf16(float f)
     return wsp_f32_from_bits(((x + 0x7fffu + ((x >> 16) & 1u)) >> 16) << 16);
 }
 
-// f64 -> f32 rounding to odd: a second rounding to f16/bf16 is then the correctly rounded one
-__aicore__ inline float wsp_f64_to_f32_odd(double d)
+// A magnitude as a float: shifted below 2^bits with the shifted-out bits jammed into the
+// lowest (rounding to odd), converted from int32_t, scaled back by a power of two. bits = 26
+// gives the correctly rounded f32 (two guard bits: the conversion's one rounding is exact to
+// nearest even); bits = 24 gives f32 rounded to odd, whose rounding to f16 / bf16 is then the
+// correctly rounded one (as ref rounds an integer to a half type).
+__aicore__ inline float wsp_mag_to_f32(uint64_t u, uint32_t bits)
 {
-    float f = (float)d;
-    double back = (double)f;
-    uint32_t u = wsp_f32_bits(f);
-    bool inexact = back != d;
-    bool away = (back < 0 ? -back : back) > (d < 0 ? -d : d);
-    if (inexact && away) u -= 1u;
-    if (inexact) u |= 1u;
-    return wsp_f32_from_bits(u);
+    uint32_t e = 0;
+    while (u >= (1ull << bits)) { u = (u >> 1) | (u & 1ull); e++; }
+    return (float)(int32_t)u * wsp_f32_from_bits((127u + e) << 23);
 }
-__aicore__ inline float wsp_round_f16_d(double d) { return wsp_round_f16(wsp_f64_to_f32_odd(d)); }
-__aicore__ inline float wsp_round_bf16_d(double d) { return wsp_round_bf16(wsp_f64_to_f32_odd(d)); }
+// an integer (its value as int64_t, or as uint64_t when `is_unsigned`) as f32, or as f32
+// rounded to odd ahead of a rounding to a half type (`for_half`)
+__aicore__ inline float wsp_i2f(int64_t v, bool is_unsigned, bool for_half)
+{
+    const bool neg = !is_unsigned && v < 0;
+    const uint64_t u = neg ? 0ull - (uint64_t)v : (uint64_t)v;
+    const float f = wsp_mag_to_f32(u, for_half ? 24u : 26u);
+    return neg ? -f : f;
+}
 
 // float -> integer: `hi` is the first value past the range (a power of two), `lo` the minimum
-// (0 for unsigned types: x <= 0 gives 0, and what lies above truncates to 0 or more)
-template <typename T, typename F>
-__aicore__ inline T wsp_f2i(F x, F lo, F hi, T tmax)
+// (0 for unsigned types: x <= 0 gives 0, and what lies above truncates to 0 or more). Every
+// conversion goes through int64_t; values from 2^63 (u64 only) are offset below it first.
+template <typename T>
+__aicore__ inline T wsp_f2i(float x, float lo, float hi, T tmax)
 {
     if (x != x) return (T)0;
     if (x >= hi) return tmax;
-    if (x <= lo) return (T)lo;
-    return (T)x;
+    if (x <= lo) return (T)(int64_t)lo;
+    if (x >= 9223372036854775808.0f)
+        return (T)((uint64_t)(int64_t)(x - 9223372036854775808.0f) + 0x8000000000000000ull);
+    return (T)(int64_t)x;
 }
 
 template <typename T, typename U>
@@ -101,7 +112,6 @@ __aicore__ inline F wsp_fmax(F a, F b) { return (a >= b || a != a) ? a : b; }
 template <typename F>
 __aicore__ inline F wsp_fmin(F a, F b) { return (a <= b || a != a) ? a : b; }
 __aicore__ inline float wsp_fabs(float x) { return wsp_f32_from_bits(wsp_f32_bits(x) & 0x7fffffffu); }
-__aicore__ inline double wsp_fabs(double x) { return wsp_f64_from_bits(wsp_f64_bits(x) & 0x7fffffffffffffffull); }
 
 // ------------------------------------------------------------------------------------------
 // pipes: `wsp_sync<E>()` makes the destination pipe of E wait for everything its source pipe
@@ -110,7 +120,8 @@ __aicore__ inline double wsp_fabs(double x) { return wsp_f64_from_bits(wsp_f64_b
 template <AscendC::HardEvent E>
 __aicore__ inline void wsp_sync()
 {
-    AscendC::TEventID id = AscendC::GetTPipePtr()->FetchEventID(E);
+    // GetTPipePtr is declared in the global namespace (basic_api/kernel_common.h)
+    AscendC::TEventID id = GetTPipePtr()->FetchEventID(E);
     AscendC::SetFlag<E>(id);
     AscendC::WaitFlag<E>(id);
 }

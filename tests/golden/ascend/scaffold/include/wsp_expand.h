@@ -38,6 +38,39 @@ static inline uint64_t wsp_hash64(uint64_t x) {  /* splitmix64's finaliser: spre
     return x ^ (x >> 31);
 }
 
+/* A float scalar given by an integer expression, as the AICore reads it (WspScalar in
+ * wsp_plan.h): the value as a double, as cpu_sim and ref hold it, rounded once to the
+ * parameter's dtype (kind WSP_SC_F32 / F16 / BF16) and passed as its f32 bits. Done here, on
+ * the AICPU or the host, because the AI Core has no double. f16 and bf16 go through an f32
+ * rounded to odd, so that their rounding is the correctly rounded one (the rounding of
+ * wsp_aicore.h's wsp_round_f16 / wsp_round_bf16, for the host's FPU). */
+static inline uint32_t wsp_bits_f32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float wsp_f32_of(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline float wsp_f64_to_f32_odd(double d) {
+    float f = (float)d;
+    double back = (double)f;
+    uint32_t u = wsp_bits_f32(f);
+    if (back != d && (back < 0 ? -back : back) > (d < 0 ? -d : d)) u -= 1u;
+    if (back != d) u |= 1u;
+    return wsp_f32_of(u);
+}
+static inline uint32_t wsp_round_half_bits(float f, int64_t kind) {
+    uint32_t x = wsp_bits_f32(f), sign = x & 0x80000000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return kind == WSP_SC_BF16 ? ((x | 0x00400000u) & 0xffff0000u) : x;
+    if (kind == WSP_SC_BF16) return ((x + 0x7fffu + ((x >> 16) & 1u)) >> 16) << 16;
+    if (a >= 0x477ff000u) return sign | 0x7f800000u;               /* rounds to inf */
+    if (a < 0x38800000u) {                                         /* f16 subnormal: 2^-24 */
+        float q = wsp_f32_of(a) + 0.5f;                            /* the FPU rounds at 2^-24 */
+        return sign | wsp_bits_f32(q - 0.5f);
+    }
+    return sign | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u);
+}
+static inline int64_t wsp_scalar_f32(int64_t v, int64_t kind) {
+    const double d = (double)v;
+    if (kind == WSP_SC_F32) return (int64_t)wsp_bits_f32((float)d);
+    return (int64_t)wsp_round_half_bits(wsp_f64_to_f32_odd(d), kind);
+}
+
 static inline int64_t wsp_binop(int64_t op, int64_t a, int64_t b) {
     switch (op) {
     case WSP_E_ADD: return wsp_add(a, b);

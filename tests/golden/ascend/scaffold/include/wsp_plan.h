@@ -29,9 +29,11 @@ typedef struct WspTile {
     uint64_t addr; int64_t rows; int64_t cols; int64_t stride;
     uint64_t index; int64_t index_stride; int64_t index_kind; int64_t col_stride;
 } WspTile;
-/* a scalar argument: float dtypes in .f (rounded to the parameter's dtype by the kernel),
-   integer dtypes and bool (0 or 1) in .i */
-typedef union WspScalar { double f; int64_t i; } WspScalar;
+/* a scalar argument, one 64-bit word: integer dtypes and bool (0 or 1) as the value; f32, f16
+   and bf16 as the bits of an f32 in the low 32 bits, the value already rounded to the
+   parameter's dtype (so the AI Core, which has no double, only reinterprets them; f64 is not
+   an AI Core type: such a kernel is a compile error) */
+typedef struct WspScalar { int64_t i; } WspScalar;
 #endif /* WSP_ABI_H */
 
 #define WSP_PLAN_MAGIC 3552848952062661463LL
@@ -160,8 +162,10 @@ enum {
 /* scalar argument kinds */
 enum {
     WSP_SC_INT = 0,
-    WSP_SC_FLOAT = 1,
-    WSP_SC_BITS = 2,
+    WSP_SC_F32 = 1,
+    WSP_SC_F16 = 2,
+    WSP_SC_BF16 = 3,
+    WSP_SC_BITS = 4,
 };
 
 /* element types */
