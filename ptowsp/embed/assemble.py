@@ -24,7 +24,7 @@ from .kernel import KernelRef
 from .layouts import TensorShard
 from .names import rewrite, substitute, wsp_ident
 from .source import source_text
-from .trace import TaskHandle, Trace
+from .trace import TaskHandle, Trace, key_of
 from .values import Channel, Event, Symbol, Tensor, dtype_name
 
 
@@ -219,6 +219,7 @@ def assemble(w) -> Assembled:
     tensors, kinds, syms, events, axes = {}, {}, {}, {}, {}
     by_kind: dict[str, list] = {"sym": [], "tensor": [], "axis": [], "channel": [], "kernel": []}
     elems = _channel_elems(stmts, kernel_decls, names, t.refs)
+    arrays: dict = {}  # id of a tensor (or of the tensor a `with_layout` copies): its user
     for key in order:
         obj, name = t.refs[key], names[key]
         if isinstance(obj, Symbol):
@@ -226,6 +227,15 @@ def assemble(w) -> Assembled:
             by_kind["sym"].append(A.SymDecl(A.Name(name, span=obj._span), d, span=obj._span))
             syms[name] = obj
         elif isinstance(obj, Tensor):
+            root = obj._alias_of or obj  # `with_layout` results share their tensor's array
+            other = arrays.setdefault(id(root), obj)
+            if other is not obj:
+                later, first = (obj, other) if obj._span.line >= other._span.line else (other, obj)
+                raise user_error(later._span, f"`{names[key_of(later)]}` and "
+                                 f"`{names[key_of(first)]}` are one array (one is "
+                                 "the other's `with_layout`), and the workload uses both",
+                                 "use one of them in the workload: `with_layout` renames the "
+                                 "tensor, it does not copy it", cls=TypeCheckError)
             kind = "scratch" if obj.scratch else "inout" if name in written else "input"
             sp = obj._span
             ttype = A.TensorType(obj.dtype.value, tuple(A.IntLit(int(d), span=sp) for d in obj.shape),

@@ -26,8 +26,10 @@ import itertools
 from typing import Any, Callable
 
 from ..frontend import ast as A
+from ..frontend.printer import expr_str
 from .errors import ScheduleError, user_error
 from .program import enumerate_tasks
+from .schedule import TaskParams, TaskTags
 from .values import ScalarExpr, smax, smin
 
 MAX_POINTS = 1 << 16
@@ -38,8 +40,17 @@ class _Coords:
     """The `t` a key function is called with on the host: concrete coordinates, by the names
     the traced proxy accepts (`t.get("b")`, `t.get("batch")`, `t.b`)."""
 
-    def __init__(self, values: dict, alias: Callable[[str], str], reads: list):
-        self._values, self._alias, self._reads = values, alias, reads
+    def __init__(self, values: dict, alias: Callable[[str], str], reads: list, param=None):
+        self._values, self._alias, self._reads, self._param = values, alias, reads, param
+
+    @property
+    def params(self) -> "_Params":
+        """The prototype's `t.params[i]`: the loop variable the calls' coordinate i is."""
+        return _Params(self)
+
+    @property
+    def tags(self) -> Any:
+        return TaskTags(self._param[1])
 
     def get(self, name: str, default: Any = None) -> int:
         var = self._alias(str(name))
@@ -51,6 +62,23 @@ class _Coords:
         if name.startswith("_"):
             raise AttributeError(name)
         return self.get(name)
+
+
+class _Params:
+    def __init__(self, coords: _Coords):
+        self._coords = coords
+
+    def __getitem__(self, i: Any) -> int:
+        w, span = self._coords._param
+        node = TaskParams(w._task_param, span)[i].node
+        if isinstance(node, A.IntLit):  # past the end of every call: 0
+            return node.value
+        if not isinstance(node, A.Name):
+            raise user_error(span, f"`t.params[{i}]` is the coordinate `{expr_str(node)}`; a key "
+                             "function with an `if` reads coordinates that are loop variables",
+                             "read the loop variables themselves: `t.get(\"b\")`",
+                             cls=ScheduleError)
+        return self._coords.get(node.id)
 
 
 def _as_int(v: Any, span: A.Span) -> int:
@@ -81,7 +109,7 @@ def host_key(w: Any, fn: Callable, span: A.Span) -> ScalarExpr:
     reads: list = []
     top: dict = {}
     for task in tasks:
-        _as_int(fn(_Coords(task.coords, alias, reads)), span)
+        _as_int(fn(_Coords(task.coords, alias, reads, (w, span))), span)
         for var in reads:
             top[var] = max(top.get(var, 0), int(task.coords.get(var, 0)))
     names = list(reads)
@@ -97,7 +125,7 @@ def host_key(w: Any, fn: Callable, span: A.Span) -> ScalarExpr:
                          "runtime evaluates per task", cls=ScheduleError)
     table = []
     for combo in itertools.product(*(range(e) for e in extents)):
-        table.append(_as_int(fn(_Coords(dict(zip(names, combo)), alias, [])), span))
+        table.append(_as_int(fn(_Coords(dict(zip(names, combo)), alias, [], (w, span))), span))
     steps = [(i, table[i] - table[i - 1]) for i in range(1, len(table)) if table[i] != table[i - 1]]
     if len(steps) > MAX_STEPS:
         raise user_error(span, f"the schedule key function changes value {len(steps)} times "

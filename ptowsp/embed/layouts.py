@@ -15,6 +15,7 @@ is read into the program's row-major storage and the results are written back in
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional
 
 from .errors import TypeCheckError, user_error
@@ -106,12 +107,36 @@ class MemLayout:
 
     @staticmethod
     def col_major(shape: tuple) -> "MemLayout":
-        """Fortran order (refused on a tensor: write a transposed view, `X.T`)."""
+        """Fortran order: the first dimension contiguous (a Fortran-ordered array)."""
         strides, step = [], 1
         for d in tuple(int(x) for x in shape):
             strides.append(step)
             step *= d
         return MemLayout(tuple(strides), tuple(reversed(range(len(shape)))))
+
+    def permute(self, perm: tuple) -> "MemLayout":
+        """The prototype's `permute`: the layout of the tensor whose dimension k is this one's
+        dimension `perm[k]`, stored in the same places. Its strides are permuted as the
+        prototype's are; its `order` (which the prototype keeps unchanged, then contradicting
+        the strides) is renumbered to the new dimensions. Neither given: row-major either way,
+        so itself."""
+        span = here()
+        rank = len(self.strides) if self.strides is not None else \
+            len(self.order) if self.order is not None else None
+        given = perm
+        try:
+            perm = tuple(operator.index(p) for p in perm)
+        except TypeError:
+            perm = None
+        if perm is None or (rank is not None and sorted(perm) != list(range(rank))) or \
+                sorted(perm) != list(range(len(perm))):
+            raise user_error(span, f"`permute` takes an order of the layout's dimensions "
+                             f"(0 to {'n' if rank is None else rank} - 1, each once), not "
+                             f"{given!r}",
+                             "write e.g. `layout.permute((1, 0))`", cls=TypeCheckError)
+        strides = None if self.strides is None else tuple(self.strides[p] for p in perm)
+        order = None if self.order is None else tuple(perm.index(o) for o in self.order)
+        return MemLayout(strides, order, self.swizzle, self.pack)
 
     def strides_for(self, shape: tuple, span=None) -> tuple:
         """The element strides of a tensor of `shape` stored so, a `TypeCheckError` at `span`

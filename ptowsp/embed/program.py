@@ -49,6 +49,14 @@ class ProgramStats(Stats):
     def __call__(self) -> "ProgramStats":
         return self
 
+    @property
+    def parallel_tasks(self) -> int:
+        """The prototype's "number of tasks executed in parallel" (a field it declares and
+        never sets): the most tasks in flight at once in the last run, enumerated and not yet
+        finished (cpu_sim's `max_in_flight`, which a `TaskWindow` bounds); 0 before a run and
+        on a target that does not count it (ref runs tasks one by one)."""
+        return int(self.extra.get("max_in_flight", 0))
+
 
 class Program(_RuntimeProgram):
     """A compiled workload bound to the caller's tensors."""

@@ -29,6 +29,14 @@ class TaskWindow:
     def __init__(self, size: int, unit: str = "tasks", mode: Any = WindowMode.STALL):
         self.size, self.unit = int(size), str(unit)
         self.mode = mode.value if isinstance(mode, WindowMode) else str(mode).lower()
+        if self.unit in ("bytes", "entries"):
+            # the prototype declares these units but gives them no meaning: its code
+            # generator enforces only a window in tasks and reports the others unsupported
+            raise user_error(here(), f"a task window in `{self.unit}` is not supported: the "
+                             "prototype declares the unit but enforces only windows counted in "
+                             "tasks, so it gives it no meaning to follow",
+                             "count the window in tasks: `TaskWindow(n, \"tasks\", "
+                             "WindowMode.STALL)`", cls=ScheduleError)
         if self.mode == WindowMode.BENCHMARK.value:
             # the prototype admits a task past a full window and counts it; neither the
             # runtime's window nor the cycle model's has such a count
@@ -281,10 +289,20 @@ class TaskGraphConfig:
 
 
 class TaskProxy:
-    """The `t` of a key lambda (`lambda t: t.get("batch") % 2`): its coordinates by name."""
+    """The `t` of a key lambda (`lambda t: t.get("batch") % 2`): its coordinates by name, and
+    the prototype's `t.params[i]` (coordinate i of the task's call, `param(i, span)`) and
+    `t.tags[name]` (refused: `TaskTags`)."""
 
-    def __init__(self, resolve, span: A.Span):
-        self._resolve, self._span = resolve, span
+    def __init__(self, resolve, span: A.Span, param=None):
+        self._resolve, self._span, self._param = resolve, span, param
+
+    @property
+    def params(self) -> "TaskParams":
+        return TaskParams(self._param, self._span)
+
+    @property
+    def tags(self) -> "TaskTags":
+        return TaskTags(self._span)
 
     def get(self, name: str, default: Any = None) -> ScalarExpr:
         return self._resolve(str(name), self._span)
@@ -295,6 +313,39 @@ class TaskProxy:
         return self._resolve(name, self._span)
 
 
+class TaskParams:
+    """The prototype's `t.params`: `t.params[i]` is the i-th bracket coordinate of the task's
+    call (`k[b, t]`: `t.params[1]` is `t`), 0 past the end as in the prototype's runtime;
+    `param(i, span)` (the workload's) gives it as an expression."""
+
+    def __init__(self, param, span: A.Span):
+        self._param, self._span = param, span
+
+    def __getitem__(self, i: Any) -> ScalarExpr:
+        import numpy as np
+
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0:
+            raise user_error(here(), f"`t.params[...]` takes a coordinate's position (0, 1, "
+                             f"...), not {i!r}", cls=ScheduleError)
+        return self._param(int(i), self._span)
+
+
+class TaskTags:
+    """The prototype's `t.tags[name]`: refused. Its tags are a placeholder there: no API sets
+    one, and its runtime reads the run-time symbol of the same id instead."""
+
+    def __init__(self, span: A.Span):
+        self._span = span
+
+    def __getitem__(self, name: Any):
+        raise user_error(here(), f"`t.tags[{name!r}]` is not supported: the prototype's task "
+                         "tags are a placeholder (nothing sets a tag; its runtime reads the "
+                         "run-time symbol of that name instead)",
+                         "key on the task's coordinates (`t.get(\"b\")`, `t.params[0]`)",
+                         cls=ScheduleError)
+
+
 __all__ = ["WindowMode", "TaskWindow", "Policy", "PoolNames", "DispatchPolicy", "TimingPolicy", "TaskProxy",
+           "TaskParams", "TaskTags",
            "DepsMode", "Deps", "ReadyPolicy", "StartPolicy", "TracePolicy", "Pools",
            "TaskGraphConfig"]

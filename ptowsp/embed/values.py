@@ -706,6 +706,36 @@ class Tensor:
             return TensorLayout.default(len(self.shape))
         return _resolved(self._layout, resolve, self._span)
 
+    @property
+    def base(self) -> "Tensor":
+        """The prototype's base tensor of a view: a tensor is its own."""
+        return self
+
+    @property
+    def index_exprs(self) -> tuple:
+        """The indices that reach this view from `base`: none for a tensor."""
+        return ()
+
+    def with_layout(self, layout: Any) -> "Tensor":
+        """The prototype's `with_layout`: this tensor's array as a tensor of another layout
+        annotation, without moving data (`relayout` moves it). The two are one array, so a
+        workload may use only one of them (assembly checks; `_alias_of`)."""
+        span = here()
+        if self.scratch:
+            raise user_error(span, "`with_layout` of a scratch tensor: the program owns its "
+                             "storage, so another layout would be another tensor",
+                             "give the layout where the scratch tensor is made "
+                             "(`scratch(shape, dtype, layout=L)`)", cls=TypeCheckError)
+        t = Tensor.__new__(Tensor)
+        t.__dict__.update(self.__dict__)
+        t._span, t._derive = span, None
+        t._layout = _tensor_layout(layout, self.shape, span)
+        t._wsp_name = stored_name(user_frame())
+        t._alias_of = self._alias_of or self
+        return t
+
+    _alias_of: Any = None  # the tensor whose array a `with_layout` result shares
+
     def nbytes(self) -> int:
         if self.scratch:
             return math.prod(self._shape) * size_of(self.dtype.value)
@@ -1051,6 +1081,20 @@ class TensorView(ScalarExpr):
         if stop is None:
             stop = base.stop
         return _Slice(start, stop, base.step * step, span)
+
+    @property
+    def base(self) -> Tensor:
+        """The prototype's base tensor: the tensor this view indexes."""
+        return self.tensor
+
+    @property
+    def index_exprs(self) -> tuple:
+        """The prototype's index expressions: one per indexed dimension of `base`, in order,
+        an integer index as its expression and a slice as a Python `slice` of expressions
+        (None for a bound left out). Indexing again composes them (`X[b][t]` is `X[b, t]`)."""
+        return tuple(d if isinstance(d, ScalarExpr)
+                     else slice(d.start, d.stop, None if d.step == 1 else d.step)
+                     for d in self.dims)
 
     @property
     def shape(self) -> tuple:

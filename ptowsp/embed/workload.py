@@ -643,10 +643,39 @@ class Workload(Fragment):
 
         return resolve
 
+    def _task_param(self, i: int, span: A.Span) -> ScalarExpr:
+        """The prototype's `t.params[i]` in a key: the i-th bracket coordinate of the task's
+        call, 0 past the end (its runtime's `task_param`). A key is one expression for every
+        task, so the workload's calls must agree on that coordinate."""
+        from ..frontend.printer import expr_str
+
+        seen: dict[str, Any] = {}
+        for top in self.stmts:
+            for s in top.walk():
+                if isinstance(s, A.CallStmt):
+                    coords = s.coords or ()
+                    c = coords[i] if i < len(coords) else None
+                    seen.setdefault("none" if c is None else expr_str(c), c)
+        if len(seen) > 1:
+            raise user_error(span, f"`t.params[{i}]` is coordinate {i} of the task's call, and "
+                             "the workload's calls differ there (" + ", ".join(
+                                 f"`{t}`" for t in seen) + "): a key is one expression for "
+                             "every task", "name the loop variable instead: `t.get(\"b\")`",
+                             cls=ScheduleError)
+        c = next(iter(seen.values()), None)
+        if c is None:
+            return ScalarExpr(A.IntLit(0, span=span))
+        if any(isinstance(n, A.Name) and n.id.startswith("@") for n in c.walk()):
+            raise user_error(span, f"`t.params[{i}]` is the coordinate `{expr_str(c)}`, which "
+                             "reads a tensor or a symbol: a schedule key reads only loop "
+                             "variables", "name the loop variable instead: `t.get(\"b\")`",
+                             cls=ScheduleError)
+        return ScalarExpr(c)
+
     def _key(self, key: Any, span: A.Span) -> A.Expr:
         if callable(key) and not isinstance(key, (ScalarExpr, Symbol)):
             try:
-                out = key(TaskProxy(self._resolver(), span))
+                out = key(TaskProxy(self._resolver(), span, self._task_param))
             except HostDecision:  # an `if` on the task: tabulated on the host (host_keys.py)
                 out = host_key(self, key, span)
         elif isinstance(key, str):
