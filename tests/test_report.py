@@ -190,7 +190,7 @@ def test_lanes_are_sorted_by_start_with_kernels_and_coordinates_from_the_names()
     assert len(payload["lanes"]) == len(lanes_of(chrome))
     for lane in payload["lanes"]:
         assert lane["start"] == sorted(lane["start"])
-        for k, i, t in zip(lane["kernel"], range(len(lane["task"])), lane["task"]):
+        for k, t in zip(lane["kernel"], lane["task"]):
             assert payload["kernels"][k] == KERNELS[t % 3]
         at = np.concatenate([[0], np.cumsum(lane["nc"])]).astype(int)
         for i, t in enumerate(lane["task"]):
@@ -216,6 +216,15 @@ def test_the_page_is_self_contained(csp_run):
     for outside in ("http://", "https://", "src=", "<link", "@import", "url("):
         assert outside not in page
     assert page.count("<script") == 2  # the data and the inlined report.js
+
+
+def test_the_pages_script_parses_as_strict_javascript():
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("no node on PATH to parse report.js with (the browser tests still load it)")
+    js = ROOT / "ptowsp" / "report" / "templates" / "report.js"
+    r = subprocess.run([node, "--check", str(js)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -268,6 +277,15 @@ def test_report_needs_a_target_with_a_trace(tmp_path):
     assert r.returncode == 2
     assert "--report needs --target cpu_sim (ref records no trace to draw)" in r.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_trace_larger_than_the_limit_is_refused_unread(tmp_path, monkeypatch):
+    src = tmp_path / "run.json"
+    src.write_text('{"traceEvents": []}')
+    monkeypatch.setattr(report, "MAX_TRACE_BYTES", 10)
+    with pytest.raises(WspError) as err:
+        report.read_trace(src)
+    assert f"{src}: error: is larger than 10 bytes: not a trace wspc wrote" in err.value.render()
 
 
 def test_render_refuses_a_trace_of_the_wrong_shape():

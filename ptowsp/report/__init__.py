@@ -40,7 +40,7 @@ def read_trace(path: Union[str, Path]) -> Any:
     except FileError as err:
         raise _at_file(err.where, f"cannot read the trace: {err.message}") from None
     if len(raw) > MAX_TRACE_BYTES:
-        raise _at_file(path, f"is larger than {MAX_TRACE_BYTES >> 30} GiB: not a trace wspc wrote")
+        raise _at_file(path, f"is larger than {MAX_TRACE_BYTES:,} bytes: not a trace wspc wrote")
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, ValueError) as err:

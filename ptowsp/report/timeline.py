@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +43,7 @@ def timeline(data: Any) -> dict[str, Any]:
     events = _events(data)
     meta = _metadata(events)
     tasks = [e for e in events if e.get("ph") == "X"]
-    for i, e in enumerate(tasks):
-        _check_task(i, e)
+    _check_tasks(tasks)
     counters = [e for e in events if e.get("ph") == "C" and _number(e.get("ts"))]
     # the real runs' times from their first task or counter, and the models' from theirs:
     # the real run starts after the enumeration began, the model at 0, and one origin would
@@ -107,6 +106,21 @@ def _events(data: Any) -> list[dict[str, Any]]:
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x \
         and abs(x) < 1e15
+
+
+def _check_tasks(tasks: list[dict[str, Any]]) -> None:
+    """Every task event has a lane (pid, tid) and numeric times (`_check_task`); the usual
+    case, a trace wspc wrote, is seen from the set of types each field holds."""
+    def kinds(field):
+        return {type(e.get(field)) for e in tasks}
+
+    times, lanes = kinds("ts") | kinds("dur"), kinds("pid") | kinds("tid")
+    if times <= {int, float} and lanes <= {int, str}:
+        ts = np.array([e["ts"] for e in tasks] + [e["dur"] for e in tasks], np.float64)
+        if np.all(np.abs(ts) < 1e15):  # also false for NaN
+            return
+    for i, e in enumerate(tasks):
+        _check_task(i, e)
 
 
 def _check_task(i: int, e: dict[str, Any]) -> None:
@@ -175,17 +189,27 @@ def _fill_lane(lane: dict[str, Any], events: list[dict], start_us: np.ndarray,
     lane["dur"] = np.rint(dur_us * PS_PER_US).astype(np.int64).tolist()
     kernel, task, ncoords, coords = [], [], [], []
     for e in events:
-        name = str(e.get("name", ""))
-        m = _NAME.match(name)
-        k = m.group(1) if m else name
+        k, cs = _split_name(str(e.get("name", "")))
         kernel.append(kernels.setdefault(k, len(kernels)))
-        cs = [int(c) for c in m.group(2).split(", ")] if m else []
         ncoords.append(len(cs))
         coords.extend(cs)
         args = e.get("args")
         t = args.get("task") if isinstance(args, dict) else None
         task.append(t if isinstance(t, int) and not isinstance(t, bool) else -1)
     lane.update(kernel=kernel, task=task, nc=ncoords, coords=coords)
+
+
+def _split_name(name: str) -> tuple[str, list[int]]:
+    """`mm[0, 3]` -> ("mm", [0, 3]); a name of another form is all kernel, no coordinates."""
+    if name.endswith("]"):
+        k, _, rest = name.partition("[")
+        try:
+            return k, [int(c) for c in rest[:-1].split(", ")]
+        except ValueError:
+            m = _NAME.match(name)  # a kernel name with a `[` of its own
+            if m:
+                return m.group(1), [int(c) for c in m.group(2).split(", ")]
+    return name, []
 
 
 def _groups(lanes: list[dict[str, Any]], meta: _Meta, tasks: list[dict]) -> list[dict[str, Any]]:
@@ -240,21 +264,25 @@ def _critical_paths(events, n, lanes, orders, where, start_us, dur_us) -> list[d
     if not n:
         return []
     lane_keys = {(lane["pid"], lane["tid"]): li for li, lane in enumerate(lanes)}
-    sorted_start = [start_us[order] for order in orders]
-    ends: dict[Any, list] = defaultdict(lambda: [None, None])
-    for e in events:
-        ph = e.get("ph")
-        if ph not in ("s", "f") or "id" not in e or not _number(e.get("ts")):
-            continue
-        li = lane_keys.get((e.get("pid"), e.get("tid")))
-        if li is None:
-            continue
-        t = _task_at(sorted_start[li], orders[li], start_us, dur_us, e["ts"])
-        if t is not None:
-            ends[(e.get("cat"), e["id"])][0 if ph == "s" else 1] = t
-    preds: list[list[int]] = [[] for _ in range(n)]
-    succs: list[list[int]] = [[] for _ in range(n)]
-    parent = list(range(len(lanes)))  # union-find over lanes' processes, joined by arrows
+    # an arrow's two ends: columns built with comprehensions (a loop of appends over the
+    # events costs seconds at 100,000 tasks), an end without its lane or time dropped
+    flows = [e for e in events if e.get("ph") in ("s", "f") and "id" in e]
+    lane_a = np.array([lane_keys.get((e.get("pid"), e.get("tid")), -1) for e in flows], np.int64)
+    ts_a = np.array([t if type(t) in (int, float) else np.nan
+                     for t in (e.get("ts") for e in flows)], np.float64)
+    side = np.array([e["ph"] == "f" for e in flows], np.int64)
+    _, flow = np.unique(np.array([f"{e.get('cat')}\x00{e['id']}" for e in flows], object),
+                        return_inverse=True) if flows else (None, np.zeros(0, np.int64))
+    flow = np.asarray(flow, np.int64).reshape(-1)
+    task_a = np.full(len(flows), -1, np.int64)
+    for li in np.unique(lane_a[lane_a >= 0]).tolist():
+        sel = np.nonzero((lane_a == li) & ~np.isnan(ts_a))[0]
+        task_a[sel] = _tasks_at(orders[li], start_us, dur_us, ts_a[sel])
+    pair = np.full((int(flow.max(initial=-1)) + 1, 2), -1, np.int64)  # per flow: its two ends
+    pair[flow, side] = task_a
+    pair = pair[(pair[:, 0] >= 0) & (pair[:, 1] >= 0) & (pair[:, 0] != pair[:, 1])]
+    # timelines: a lane's process, and processes joined by an arrow (the devices under MPI)
+    parent = list(range(len(lanes)))
 
     def find(x):
         while parent[x] != x:
@@ -264,18 +292,15 @@ def _critical_paths(events, n, lanes, orders, where, start_us, dur_us) -> list[d
 
     pid_lane: dict[Any, int] = {}
     for li, lane in enumerate(lanes):
-        first = pid_lane.setdefault(lane["pid"], li)
-        parent[find(li)] = find(first)
-    for a, b in ends.values():
-        if a is None or b is None or a == b:
-            continue
-        preds[b].append(a)
-        succs[a].append(b)
-        parent[find(int(where[a, 0]))] = find(int(where[b, 0]))
-    best, via = _longest(preds, succs, dur_us)
+        parent[find(li)] = find(pid_lane.setdefault(lane["pid"], li))
+    joined = np.unique(where[pair, 0], axis=0) if len(pair) else np.zeros((0, 2), np.int64)
+    for a, b in joined.tolist():
+        parent[find(a)] = find(b)
+    best, via = _longest(n, pair, dur_us)
+    roots = np.array([find(li) for li in range(len(lanes))], np.int64)
+    comp = roots[where[:, 0]]
     paths = []
-    comp = np.array([find(int(li)) for li in where[:, 0].tolist()], np.int64)
-    for c in sorted(set(comp.tolist())):
+    for c in np.unique(comp).tolist():
         mine = np.nonzero(comp == c)[0]
         # the end of the longest chain; among equals, the task listed first in the trace
         end = int(mine[np.argmax(best[mine])])
@@ -288,36 +313,43 @@ def _critical_paths(events, n, lanes, orders, where, start_us, dur_us) -> list[d
     return paths
 
 
-def _task_at(starts: np.ndarray, order: np.ndarray, start_us, dur_us, ts: float) -> Optional[int]:
-    """The task of a lane whose slice holds `ts` (an arrow's end); among several (zero-length
-    tasks at one moment), the one whose middle is nearest."""
-    if not len(starts):
-        return None
-    eps = 1e-9 * max(1.0, abs(ts))  # the middle is start + dur / 2 in floats
-    hi = int(np.searchsorted(starts, ts + eps, side="right"))
-    best, gap = None, None
-    for j in range(hi - 1, max(-1, hi - 9), -1):
-        t = int(order[j])
-        s, d = start_us[t], dur_us[t]
-        if s - eps <= ts <= s + d + eps:
-            g = abs(s + d / 2 - ts)
-            if gap is None or g < gap:
-                best, gap = t, g
-    return best
+def _tasks_at(order: np.ndarray, start_us, dur_us, ts: np.ndarray) -> np.ndarray:
+    """For each time in `ts` (an arrow's end on one lane whose tasks are `order`, by start),
+    the task whose slice holds it (-1: none); among several (zero-length tasks at one
+    moment), the one whose middle is nearest. Looks at the 4 latest tasks starting by then."""
+    out = np.full(len(ts), -1, np.int64)
+    if not len(order):
+        return out
+    starts, durs = start_us[order], dur_us[order]
+    eps = 1e-9 * np.maximum(1.0, np.abs(ts))  # the middle is start + dur / 2 in floats
+    hi = np.searchsorted(starts, ts + eps, side="right")
+    gap = np.full(len(ts), np.inf)
+    for back in range(1, 5):
+        j = hi - back
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        s, d = starts[jj], durs[jj]
+        ok &= (s - eps <= ts) & (ts <= s + d + eps)
+        g = np.abs(s + d / 2 - ts)
+        better = ok & (g < gap)
+        out[better], gap[better] = order[jj[better]], g[better]
+    return out
 
 
-def _longest(preds, succs, dur_us) -> tuple[np.ndarray, np.ndarray]:
-    """Per task, the longest chain ending at it (its duration included) and its predecessor
-    on that chain (-1: none), in topological order (Kahn). A predecessor among equals: the
-    one listed first. Tasks on a cycle (not a trace wspc writes) keep their own duration."""
-    n = len(preds)
-    best = dur_us.astype(np.float64).copy()
-    via = np.full(n, -1, np.int64)
-    indeg = [len(p) for p in preds]
+def _longest(n: int, pairs: np.ndarray, dur_us) -> tuple[np.ndarray, np.ndarray]:
+    """Per task, the longest chain ending at it (its duration included) along `pairs`
+    (source, target), and its predecessor on that chain (-1: none), in topological order
+    (Kahn). A predecessor among equals: the one listed first. Tasks on a cycle (not a trace
+    wspc writes) keep their own duration."""
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))] if len(pairs) else pairs
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for a, b in pairs.tolist():
+        succs[a].append(b)
+    indeg = np.bincount(pairs[:, 1], minlength=n).tolist() if len(pairs) else [0] * n
     ready = [i for i in range(n) if indeg[i] == 0]
     dur = dur_us.tolist()
-    best_l = best.tolist()
-    via_l = via.tolist()
+    best_l = list(dur)
+    via_l = [-1] * n
     while ready:
         nxt = []
         for u in ready:
