@@ -211,6 +211,19 @@ def test_the_trace_carries_the_per_kernel_table_and_the_dispatchers_of_stats(csp
     assert "channel" in json.dumps(timeline(csp_run.trace.to_chrome_trace())["counters"])
 
 
+def test_an_mpi_runs_merged_trace_shows_each_device_and_its_tables():
+    from ptowsp.backends.cpu.trace import merge_devices
+
+    merged = json.loads(merge_devices([synthetic(40).to_json(), synthetic(40).to_json()]))
+    payload = timeline(merged)
+    assert [g["name"] for g in payload["groups"]] == [
+        "device 0: real run", "device 1: real run", "device 0: cycle model",
+        "device 1: cycle model"]
+    assert sum(len(lane["start"]) for lane in payload["lanes"]) == 4 * 40
+    page = report.render(merged, "mpi.json")
+    assert page.count("<h3>device 0</h3>") == 2 and page.count("<h3>device 1</h3>") == 2
+
+
 def test_the_page_is_self_contained(csp_run):
     page = report.render(csp_run.trace.to_chrome_trace(), "run.json")
     for outside in ("http://", "https://", "src=", "<link", "@import", "url("):
