@@ -66,7 +66,7 @@ def render(data: Any, source: str) -> str:
         source=source,
         summary=_summary(other),
         kernels=[(name, _rows(t.get("kernels"))) for name, t in tables],
-        dispatchers=[(name, t.get("dispatchers") or [], t.get("total_cycles") or 0)
+        dispatchers=[(name, _dispatchers(t.get("dispatchers")), _int(t.get("total_cycles")))
                      for name, t in tables],
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         js=(TEMPLATES / "report.js").read_text(encoding="utf-8"),
@@ -115,10 +115,24 @@ def _summary(other: dict) -> list[tuple[str, str]]:
                 out.append((label, fmt.format(v)))
             except (ValueError, TypeError):
                 out.append((label, str(v)))
-    for unit, u in (other.get("utilisation") or {}).items():
-        if isinstance(u, (int, float)):
+    util = other.get("utilisation")
+    for unit, u in (util.items() if isinstance(util, dict) else ()):
+        if isinstance(u, (int, float)) and not isinstance(u, bool):
             out.append((f"{unit} busy", f"{100.0 * u:.1f}%"))
     return out
+
+
+def _int(x: Any) -> int:
+    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x \
+        and abs(x) < 1e18 else 0
+
+
+def _dispatchers(rows: Any) -> list[dict[str, int]]:
+    """`--json`'s dispatcher rows, each field an int (0 where a hand-edited trace lacks it)."""
+    if not isinstance(rows, list):
+        return []
+    return [{k: _int(r.get(k)) for k in ("dispatcher", "tasks", "stolen", "busy_cycles")}
+            for r in rows if isinstance(r, dict)]
 
 
 def _rows(rows: Any) -> list[dict[str, Any]]:
@@ -126,21 +140,25 @@ def _rows(rows: Any) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         return []
     good = [r for r in rows if isinstance(r, dict) and "kernel" in r]
-    total = sum(float(r.get("real_ms") or 0) for r in good)
+
+    def num(x) -> float:
+        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+        return float(x) if ok and abs(x) < 1e300 else 0.0
 
     def rate(x):
-        return "-" if x is None else f"{x:.2f}"
+        return "-" if x is None else f"{num(x):.2f}"
 
+    total = sum(num(r.get("real_ms")) for r in good)
     out = []
     for r in good:
-        real = float(r.get("real_ms") or 0)
+        real = num(r.get("real_ms"))
         sim = r.get("sim_cycles")
-        out.append({"kernel": str(r["kernel"]), "tasks": f"{int(r.get('tasks') or 0):,}",
+        out.append({"kernel": str(r["kernel"]), "tasks": f"{_int(r.get('tasks')):,}",
                     "real_ms": f"{real:.3f}",
                     "share": f"{100.0 * real / total:.0f}" if total > 0 else "-",
-                    "mean_us": f"{float(r.get('real_mean_us') or 0):.2f}",
-                    "sim": f"{int(sim):,}" if sim is not None else "-",
-                    "mb": f"{int(r.get('bytes') or 0) / 1e6:.2f}",
+                    "mean_us": f"{num(r.get('real_mean_us')):.2f}",
+                    "sim": f"{_int(sim):,}" if sim is not None else "-",
+                    "mb": f"{_int(r.get('bytes')) / 1e6:.2f}",
                     "gbs": rate(r.get("gb_per_s")), "gflops": rate(r.get("gflop_per_s"))})
     return out
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 PS_PER_US = 1_000_000  # the trace's times are µs; the page's are integer picoseconds
+MAX_SPAN_US = 2**53 / PS_PER_US  # about 2.5 hours: JavaScript's numbers hold the ps exactly
 _NAME = re.compile(r"^(.*)\[(-?\d+(?:, -?\d+)*)\]$")
 
 
@@ -44,7 +45,8 @@ def timeline(data: Any) -> dict[str, Any]:
     meta = _metadata(events)
     tasks = [e for e in events if e.get("ph") == "X"]
     _check_tasks(tasks)
-    counters = [e for e in events if e.get("ph") == "C" and _number(e.get("ts"))]
+    counters = [e for e in events if e.get("ph") == "C" and _number(e.get("ts"))
+                and _key(e.get("pid")) is not None]
     # the real runs' times from their first task or counter, and the models' from theirs:
     # the real run starts after the enumeration began, the model at 0, and one origin would
     # squeeze both; the devices of an MPI run (one clock per kind) stay aligned
@@ -53,6 +55,11 @@ def timeline(data: Any) -> dict[str, Any]:
         kind = meta.is_model(e.get("pid"))
         first[kind] = min(first.get(kind, e["ts"]), e["ts"])
     origins = {pid: first[meta.is_model(pid)] for pid in {e.get("pid") for e in tasks + counters}}
+    last = max([e["ts"] + max(e["dur"], 0) - origins[e["pid"]] for e in tasks] +
+               [e["ts"] - origins[e["pid"]] for e in counters], default=0.0)
+    if last > MAX_SPAN_US:  # the page's times are integer ps, exact in a double up to 2^53
+        raise TraceShapeError(f"spans {last / 3.6e9:,.1f} hours: the report draws at most "
+                              f"{MAX_SPAN_US / 3.6e9:.1f} hours of a run")
     kernels: dict[str, int] = {}
     lane_of: dict[tuple, int] = {}
     lanes: list[dict[str, Any]] = []
@@ -161,6 +168,12 @@ class _Meta:
         return self.process.get(pid, f"process {pid}")
 
 
+def _key(x) -> Any:
+    """A process or thread id as a dict key: an int or a string (anything else: None, and
+    the event it belongs to is left out)."""
+    return x if isinstance(x, (int, str)) and not isinstance(x, bool) else None
+
+
 def _num(x) -> float:
     return float(x) if isinstance(x, (int, float)) else 0.0
 
@@ -170,7 +183,9 @@ def _metadata(events: list[dict[str, Any]]) -> _Meta:
     for e in events:
         if e.get("ph") != "M" or not isinstance(e.get("args"), dict):
             continue
-        kind, args, pid, tid = e.get("name"), e["args"], e.get("pid"), e.get("tid")
+        kind, args, pid, tid = e.get("name"), e["args"], _key(e.get("pid")), _key(e.get("tid"))
+        if pid is None or (tid is None and kind in ("thread_name", "thread_sort_index")):
+            continue
         if kind == "process_name":
             m.process[pid] = str(args.get("name"))
         elif kind == "thread_name":
@@ -267,7 +282,8 @@ def _critical_paths(events, n, lanes, orders, where, start_us, dur_us) -> list[d
     # an arrow's two ends: columns built with comprehensions (a loop of appends over the
     # events costs seconds at 100,000 tasks), an end without its lane or time dropped
     flows = [e for e in events if e.get("ph") in ("s", "f") and "id" in e]
-    lane_a = np.array([lane_keys.get((e.get("pid"), e.get("tid")), -1) for e in flows], np.int64)
+    lane_a = np.array([lane_keys.get((_key(e.get("pid")), _key(e.get("tid"))), -1)
+                       for e in flows], np.int64)
     ts_a = np.array([t if type(t) in (int, float) else np.nan
                      for t in (e.get("ts") for e in flows)], np.float64)
     side = np.array([e["ph"] == "f" for e in flows], np.int64)
