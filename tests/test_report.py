@@ -345,6 +345,18 @@ def test_wspc_run_writes_the_report_of_its_run(tmp_path):
     assert check["tasks"] > 0 and check["critical"] >= 2
 
 
+def test_the_report_is_one_of_the_runs_outputs_all_or_none(tmp_path):
+    page = tmp_path / "report.html"
+    r = wspc("run", "examples/softmax.wsp", "--random-inputs", "0", "--report", page,
+             "--outputs", "/dev/full")
+    assert r.returncode == 1 and "--outputs /dev/full: error: is a character device" in r.stderr
+    assert not page.exists()
+    r = wspc("run", "examples/softmax.wsp", "--random-inputs", "0", "--report", page,
+             "--trace", page)
+    assert r.returncode == 2 and "the same destination twice" in r.stderr
+    assert not page.exists()
+
+
 HOVER_AND_ZOOM = """
 const R = window.wspReport;
 const lane = R.lanes.findIndex((l) => l.n > 3);
