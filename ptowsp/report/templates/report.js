@@ -324,6 +324,8 @@ function makeReport(data) {
     let text = `${g.name}, ${l.name}\n  start ${us(s)} µs, end ${us(s + d)} µs, ` +
                `${(d / 1e6).toFixed(3)} µs`;
     if (g.ghz) text += ` (${Math.round(d / 1000 * g.ghz).toLocaleString("en-US")} cycles)`;
+    // where Perfetto would show it: the trace's own time
+    text += `; ${(s / 1e6 + g.origin_us).toFixed(3)} µs in the trace`;
     return text;
   }
 
