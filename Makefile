@@ -39,6 +39,7 @@ demo: $(STAMP)
 	@echo "== 6. rmsnorm.wsp as a CANN project for an Ascend NPU (build it where CANN is installed)"
 	$(BIN)/wspc compile examples/rmsnorm.wsp --target ascend_npu -o build/rmsnorm_npu
 	@ls build/rmsnorm_npu
+	$(BIN)/wspc run examples/worker_pool.wsp --random-inputs 0 --report build/worker_pool_report.html && echo "== the timeline report of a CSP run: open build/worker_pool_report.html in a browser (docs/tools.md)"
 
 test: $(STAMP) $(MPI)
 	$(BIN)/python -m pytest -q

@@ -466,6 +466,9 @@ def _at(where: str):
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
               callback=_named,
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
+@click.option("--report", "report_file", type=click.Path(), default=None, callback=_named,
+              metavar="R.html",
+              help="Write the run's timeline report: one self-contained HTML page.")
 @click.option("--stats", is_flag=True,
               help="Print task count, times, simulated cycles, loads and a per-kernel table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
@@ -484,12 +487,12 @@ def _at(where: str):
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
-        machine_file, stats, as_json, meshes, check_replicas, launcher, rank_dir, include_dirs,
-        opt_level, print_after, time_passes, verify_each) -> None:
+        machine_file, report_file, stats, as_json, meshes, check_replicas, launcher, rank_dir,
+        include_dirs, opt_level, print_after, time_passes, verify_each) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
-    Every output file (--output, --outputs, --trace) is checked before anything runs and
-    written only when the run succeeded, all of them or none."""
+    Every output file (--output, --outputs, --trace, --report) is checked before anything
+    runs and written only when the run succeeded, all of them or none."""
     if rank_dir is not None:
         from . import launch
 
@@ -502,9 +505,13 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     if not target.cycle_model and (trace_file or machine_file):
         raise click.UsageError(f"--trace and --machine need --target cpu_sim ({target.name} has "
                                "no cycle model)")
+    if not target.cycle_model and report_file:
+        raise click.UsageError(f"--report needs --target cpu_sim ({target.name} records no "
+                               "trace to draw)")
     destinations = [(p.value, p.where) for p in outputs]
     destinations += [(outputs_npz, f"--outputs {outputs_npz}")] if outputs_npz else []
     destinations += [(trace_file, f"--trace {trace_file}")] if trace_file else []
+    destinations += [(report_file, f"--report {report_file}")] if report_file else []
     _run_guarded(ctx, "outputs", lambda: _check_destinations(ctx, destinations))
     machine = None
     if machine_file:
@@ -540,24 +547,29 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
         rank = launch.RANK
     results = _run_guarded(ctx, "run", lambda: program.run_arrays(
         # the per-kernel table of --stats and --json comes from the trace's per-task times
-        arrays, bind, random_inputs, workers, sources, trace=bool(trace_file or stats or as_json),
+        arrays, bind, random_inputs, workers, sources,
+        trace=bool(trace_file or report_file or stats or as_json),
         max_memory=max_memory, check_replicas=check_replicas))
     trace_write = None
     if rank is not None:  # rank 0 writes every rank's trace, one process track per device
         texts = _run_guarded(ctx, "mpi", lambda: launch.gather_traces(
-            program.trace.to_json() if trace_file else None))
+            program.trace.to_json() if trace_file or report_file else None))
         if rank.rank != 0:
             _run_guarded(ctx, "mpi", launch.rank_end)
             return
-        if trace_file:
+        if trace_file or report_file:
             from .backends.cpu.trace import merge_devices
 
             merged = merge_devices(texts).encode("utf-8")
 
             def trace_write(fh):
                 fh.write(merged)
+    report_write = None
+    if report_file:  # the page of the run's trace object: the trace need not be written
+        report_write = _run_guarded(ctx, "report", lambda: _report_of(program, trace_write))
     _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, outputs, outputs_npz,
-                                                        trace_file, trace_write))
+                                                        trace_file, trace_write, report_file,
+                                                        report_write))
     if rank is not None:
         _run_guarded(ctx, "mpi", launch.rank_end)
     if stats or as_json:
@@ -649,6 +661,24 @@ def _write_trace_json(program):
     """What `--trace` writes: the trace's Chrome JSON."""
     data = program.trace.to_json().encode("utf-8")
     return lambda fh: fh.write(data)
+
+
+def _report_of(program, merged_write=None):
+    """What `--report` writes: the page of the run's trace (of every rank's, merged, under
+    MPI: `merged_write` writes that trace's JSON)."""
+    import io
+    import json
+
+    from . import report
+
+    if merged_write is not None:
+        buf = io.BytesIO()
+        merged_write(buf)
+        data = json.loads(buf.getvalue())
+    else:
+        data = program.trace.to_chrome_trace()
+    page = report.render(data, f"the run of {program.module.name}").encode("utf-8")
+    return lambda fh: fh.write(page)
 
 
 def _print_stats(info: dict) -> None:
@@ -762,7 +792,8 @@ def _launch_mpi(ctx: click.Context, program) -> None:
     ctx.exit(outcome.status)
 
 
-def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_write=None) -> None:
+def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_write=None,
+                   report_file=None, report_write=None) -> None:
     """Write every requested file after a successful run, all or none (`files.Staged`); a
     file that cannot be written is reported at the option naming it."""
     import numpy as np
@@ -785,9 +816,40 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_wri
             if trace_file:
                 staged.add(trace_file, trace_write or _write_trace_json(program),
                            f"--trace {trace_file}")
+            if report_file:
+                staged.add(report_file, report_write, f"--report {report_file}")
             staged.commit()
     except FileError as err:
         raise WspError([Diagnostic(_at(err.where), "io", err.message)]) from None
+
+
+@main.command()
+@click.argument("trace_file", metavar="RUN.json", type=click.Path())
+@click.option("-o", "--output", "output", type=click.Path(), required=True,
+              metavar="REPORT.html", help="The page to write (replaced atomically).")
+@click.pass_context
+def report(ctx: click.Context, trace_file: str, output: str) -> None:
+    """Write the timeline report of a run: one self-contained HTML page (real and modelled
+    timelines, the critical path, channels, dispatchers, the per-kernel table) from the
+    Chrome trace `wspc run FILE --trace RUN.json` wrote (docs/tools.md)."""
+    from . import report as pages
+
+    _run_guarded(ctx, "outputs", lambda: _check_destinations(ctx, [(output, output)]))
+    data = _run_guarded(ctx, "report", lambda: pages.read_trace(trace_file))
+    html = _run_guarded(ctx, "report", lambda: pages.render(data, trace_file))
+
+    def write() -> None:
+        from .diagnostics import file_error
+        from .files import FileError
+
+        try:
+            pages.write(output, html)
+        except FileError as err:
+            raise file_error(err) from None
+        except OSError as err:
+            raise file_error(FileError(output, f"cannot write it: {err.strerror or err}")) from None
+
+    _run_guarded(ctx, "outputs", write)
 
 
 @main.group()

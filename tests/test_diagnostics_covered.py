@@ -34,6 +34,15 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
+    # issue 22: the timeline report (wspc report, wspc run --report)
+    '--report needs --target cpu_sim ({*} records no trace to draw)':
+        'tests/test_report.py::test_report_needs_a_target_with_a_trace',
+    'cannot read the trace: {*}':
+        'tests/test_report.py::test_a_trace_that_is_missing_or_not_json_is_an_error_at_the_file',
+    'is not JSON: {*}':
+        'tests/test_report.py::test_a_trace_that_is_missing_or_not_json_is_an_error_at_the_file',
+    'is larger than {*} bytes: not a trace wspc wrote':
+        'tests/test_report.py::test_a_trace_larger_than_the_limit_is_refused_unread',
     # issue 20: wspc run --launcher mpi
     '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
         'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',

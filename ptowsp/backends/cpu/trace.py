@@ -174,6 +174,11 @@ class Trace:
         if self.machine is not None:
             other["machine"] = self.machine.name
         other.update(self.summary_data)
+        # what `--stats` prints beside the timelines, for `wspc report` (ptowsp/report)
+        other.setdefault("kernels", self.kernel_table())
+        if self.dispatchers:
+            other.setdefault("dispatchers", [dict(d, dispatcher=i)
+                                             for i, d in enumerate(self.dispatchers)])
         return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": other}
 
     def to_json(self) -> str:
