@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from ptowsp.backends.cube import cube_tiling
 from ptowsp.backends.machine import load_machine
 from ptowsp.ir import nodes as N
 
+ROOT = Path(__file__).resolve().parents[2]
 MACHINE = load_machine(None)
 CUBE = P.Rates.of(MACHINE, MACHINE.cube_cores)
 
@@ -139,3 +141,17 @@ def test_a_vector_kernel_runs_the_emitters_chunks():
     # one chunk: nothing overlaps
     whole = cost.kernel_pipeline(k, MACHINE, chunks=1)
     assert whole.cycles == sum(whole.busy().values())
+
+
+def test_the_kernel_table_reports_each_pipes_busy_cycles():
+    """`--json`'s kernels[].pipes: per kernel, the cycles its tasks keep each pipe busy in the
+    model: a matmul's M pipe is its Mmads, its tasks times the cube cycles of one."""
+    text = (ROOT / "examples" / "gemm.wsp").read_text()
+    prog = ptowsp.parse(text, "gemm.wsp").compile(target="cpu_sim")
+    prog.simulate(trace=True)
+    (row,) = prog.trace.kernel_table()
+    (k,) = prog.module.kernels
+    assert row["pipes"]["M"] == row["tasks"] * cost.cube_cycles(k, MACHINE)
+    assert set(row["pipes"]) == {"MTE2", "MTE1", "M", "FIX"}
+    assert row["pipes"] == {p: row["tasks"] * c
+                            for p, c in cost.kernel_pipeline(k, MACHINE).busy().items()}

@@ -181,11 +181,35 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
     if chunks is None:
         return None
     rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
-    ins = [_dma(p, rates, touched or {}) for p in kernel.params
-           if p.kind == "tile" and p.mode in ("In", "InOut")]
-    outs = [_dma(p, rates, touched or {}) for p in kernel.params
-            if p.kind == "tile" and p.mode in ("Out", "InOut")]
+    places = places or {}
+
+    def moved(p: N.KParam) -> float:
+        # a parameter placed on chip moves at its level's rate: as HBM bytes, the HBM-share
+        # equivalent (the chunk pipeline has one rate)
+        rate = {"ub": machine.ub_bytes_per_cycle, "l1": machine.l1_bytes_per_cycle,
+                "l2": rates.l2}.get(places.get(p.name, "global"), rates.hbm)
+        return _dma(p, rates, touched or {}) * rates.hbm / rate
+
+    ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")]
+    outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
     return P.chain([P.vector_stages(ins, outs, vector_cycles(kernel, machine), chunks, rates)])
+
+
+def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] | None"]:
+    """Per kernel of `module` (in order), the cycles one task keeps each pipe busy (`--json`'s
+    `kernels[].pipes`): its pipeline's `busy()`, a vector kernel's as one chunk (a pipe's busy
+    time does not depend on the chunks, only the overlap does). None for a collective and an
+    extern kernel (no pipeline)."""
+    places = placements(module)
+    touched = touched_bytes(module, machine)
+    out: list["dict[str, int] | None"] = []
+    for k in module.kernels:
+        if k.comm is not None or k.is_extern:
+            out.append(None)
+            continue
+        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name), chunks=1)
+        out.append(pipe.busy() if pipe is not None else None)
+    return out
 
 
 def _dma(p: N.KParam, rates: "P.Rates", touched: dict) -> int:
