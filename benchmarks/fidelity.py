@@ -23,9 +23,15 @@ TSTORE = FIX), printed beside the model's for one task. That kernel uses the sam
 (baseM 128, baseN 256, baseK 64) and double-buffers L1, L0A and L0B; it runs one loop per core
 over a 1536 x 1024 slice of C (6144^3) where this program has one task per 128 x 256 block.
 
-No other Ascend kernel timing with its device, sizes and a bandwidth-bound kernel was found in a
-stored public source (searched: memory-bound vector kernels on the 910B, flash attention): the
-timings found are launch-dominated wall clock of tiny kernels, or without the device named.
+Other published figures, and why they are not compared here: PTO-ISA's flash attention
+(`kernels/manual/a2a3/flash_atten/README.md`, "Performance": 1 to 8 cores, S1 1024 to 8192)
+gives per-task times dominated by a fixed cost the model has no counterpart for (42 us at
+S1 = 1024 and 44 us at S1 = 4096 on one core, for 4x the work), and its kernel overlaps cube
+and vector cores through FIFOs that a WSP kernel with a matmul and vector work (run on one cube
+core, its vector work after the product) does not express; the memory-bound kernel timings
+found (ascend-rs's appendix of 910B3 kernels) are wall clock of 16K-element launches, tens of
+us of launch each, not bandwidth. No memory-bound 910B / A3 kernel at HBM bandwidth with its
+sizes was found in a stored public source.
 
     python benchmarks/fidelity.py [--size 1536 --size 3072 ...] [--no-tree]
 """
@@ -37,7 +43,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
 
 import ptowsp  # noqa: E402
 from ptowsp.backends.cpu import cost  # noqa: E402
