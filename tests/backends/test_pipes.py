@@ -188,3 +188,32 @@ def test_the_smallest_published_gemm_stays_within_the_target():
     published, _ = fid.PUBLISHED[1536]
     assert abs(r["ms"] / published - 1) <= fid.TARGET
     assert r["tasks"] == (1536 // 128) * (1536 // 256)
+
+
+def test_attention_runs_its_softmax_between_its_matmuls():
+    """softmax(q kᵀ) v in one kernel: the second matmul reads the softmax, which reads the first
+    matmul's product, so the stages run product, softmax, product, in that order."""
+    src = """module att
+input Q: f16[64, 64]
+input K: f16[128, 64]
+input V: f16[128, 64]
+output O: f32[64, 64]
+kernel attend(q: In[Tile[64, 64, f16]], k: In[Tile[128, 64, f16]], v: In[Tile[128, 64, f16]],
+              o: Out[Tile[64, 64, f32]]) {
+    store(o, matmul(softmax(matmul(q, transpose(k))), v))
+}
+workload w() { attend[0](q = Q, k = K, v = V, o = O) }
+schedule main = w()
+"""
+    (k,) = ptowsp.parse(src, "att.wsp").ir.kernels
+    pipe = cost.kernel_pipeline(k, MACHINE)
+    kinds = [s.pipe for s in pipe.stages]
+    fixes = [i for i, p in enumerate(kinds) if p == "FIX"]
+    (vec,) = [i for i, p in enumerate(kinds) if p == "V"]
+    assert len(fixes) == 2 and fixes[0] < vec < fixes[1]
+    when = pipe.schedule()
+    assert when[vec][0] >= when[fixes[0]][1]  # the softmax waits for the first product
+    second = [i for i in range(vec + 1, len(kinds)) if kinds[i] == "M"]
+    assert second and when[second[0]][0] >= when[vec][1]  # the second matmul for the softmax
+    # the first product goes to UB (the softmax reads it), the second to GM
+    assert pipe.stages[fixes[0]].port == "" and pipe.stages[fixes[1]].port == "GM"

@@ -16,12 +16,13 @@ The model, and what it assumes:
   an Mmad of whole fractals (16 x 16 x 16 at `cube_macs_per_cycle` for f16 / bf16, 16 x 16 x 8
   at `cube_f32_macs_per_cycle` for f32), per block a FIX of the product (to GM at the core's
   HBM share), double-buffered as the tiling says. Its time is the list schedule's, so a
-  GEMM block costs about its first load + its Mmads + its FIX. Vector ops a matmul reads run
-  before it (the prologue), the others after the last FIX (the epilogue, not overlapped: they
-  need the product); a `convert` of the product is the fixpipe's, and a convert, cast or
-  transpose between a parameter and the matmuls that alone read it is the cube's load (free).
-- A vector kernel given its row chunks (`chunks`, the Ascend emitter's: tests and
-  benchmarks/fidelity.py ask it) is the chunk pipeline of pipes.py: per chunk an MTE2, a V
+  GEMM block costs about its first load + its Mmads + its FIX. Vector ops run in op order
+  between the matmuls (the ops before a matmul, then its tiling, then the next ops: not
+  overlapped with cube work, conservatively); a `convert` of the product is the fixpipe's, and a
+  convert, cast or transpose between a parameter and the matmuls that alone read it is the
+  cube's load (free).
+- A vector kernel given its row chunks (`chunks`, the Ascend emitter's, which a caller that
+  imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an MTE2, a V
   and an MTE3, double-buffered when there is more than one chunk. Without them (cpu_sim's own
   runs: back ends do not import each other, and the emitter chooses R by emitting the kernel)
   it is that pipeline's steady state, max(compute, memory), the old roofline:
@@ -252,22 +253,12 @@ def _cube_bytes(ops, op: N.Op) -> int:
     return 1 if size == 1 else 2 if size == 2 else 4
 
 
-def _ancestors(ops, roots) -> set[int]:
-    seen: set[int] = set()
-    todo = list(roots)
-    while todo:
-        u = todo.pop()
-        if u not in seen:
-            seen.add(u)
-            todo.extend(ops[u].args)
-    return seen
-
-
 def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
                    touched: dict) -> "P.Pipeline":
-    """A kernel with matmuls: a prologue (its other inputs' MTE2, the vector ops a matmul reads),
-    each matmul's tiling in op order, an epilogue (the other vector ops, then MTE3 of the
-    results that do not leave through the fixpipe)."""
+    """A kernel with matmuls: its other inputs' MTE2, then in op order the vector ops before
+    each matmul and the matmul's tiling (after them: it may read them), then the vector ops
+    after the last matmul and the MTE3 of the results that do not leave through the
+    fixpipe."""
     ops = kernel.ops
     rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
     params = {p.name: p for p in kernel.params}
@@ -275,7 +266,6 @@ def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
     mms = [i for i, op in enumerate(ops) if op.op == "matmul"]
     # what the cube reads from GM: its operands' and accumulators' parameters
     cube_read = {_source(ops, a) for i in mms for a in ops[i].args}
-    fed = _ancestors(ops, [a for i in mms for a in ops[i].args])
     vec = [i for i, op in enumerate(ops) if op.shape is not None and op.op not in _FREE
            and op.op != "matmul" and i not in fixpipe and i not in _operand_paths(ops)]
     stored = {v: p for p, v in kernel.stores}
@@ -296,13 +286,18 @@ def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
                   for p in other_in)
         stages.append(P.Stage("MTE2", cyc, (), "inputs -> UB", "GM"))
         pro.append(len(stages) - 1)
-    pre = sum(_vector_op_cycles(kernel, ops[i], machine) for i in vec if i in fed)
-    if pre:
-        stages.append(P.Stage("V", pre, tuple(pro), "vector prologue"))
-        pro = [len(stages) - 1]
-    ends: list[int] = []
+    # in op order: the vector ops before each matmul (it may read them) run after what came
+    # before, the matmul after them, the vector ops after the last matmul at the end
+    # (conservative: the model does not overlap a kernel's vector work with its cube work)
+    after = pro
+    placed = 0
     for i in mms:
         op = ops[i]
+        between = sum(_vector_op_cycles(kernel, ops[j], machine) for j in vec if placed <= j < i)
+        placed = i + 1
+        if between:
+            stages.append(P.Stage("V", between, tuple(after), "vector work before a matmul"))
+            after = [len(stages) - 1]
         a, b = op.args[0], op.args[1]
         m, n = op.shape
         k = ops[a].shape[1]
@@ -324,13 +319,13 @@ def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
         io = P.MatmulIO(panel_rate=panel, out_bytes=size_of(out_dtype), acc=acc,
                         to_gm=i in out_of_fix or conv is not None,
                         scale_a=scale(a), scale_b=scale(b))
-        part = P.cube_stages(t, io, rates, tuple(pro), first=len(stages))
-        stages.extend(part)
-        ends.append(len(stages) - 1)
-    post = sum(_vector_op_cycles(kernel, ops[i], machine) for i in vec if i not in fed)
+        stages.extend(P.cube_stages(t, io, rates, tuple(after), first=len(stages)))
+        after = [len(stages) - 1]  # its last FIX: the product is out
+    post = sum(_vector_op_cycles(kernel, ops[j], machine) for j in vec if j >= placed)
     if post:
-        stages.append(P.Stage("V", post, tuple(ends), "vector epilogue"))
-        ends = [len(stages) - 1]
+        stages.append(P.Stage("V", post, tuple(after), "vector epilogue"))
+        after = [len(stages) - 1]
+    ends = after
     rest = [params[p] for p, v in kernel.stores if v not in out_of_fix and p in params]
     if rest:
         cyc = sum(P.transfer(_dma(p, rates, touched), rate_of(p.name, rates.hbm)) for p in rest)
