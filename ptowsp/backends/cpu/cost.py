@@ -22,10 +22,10 @@ The model, and what it assumes:
   convert, cast or transpose between a parameter and the matmuls that alone read it is the
   cube's load (free).
 - A vector kernel given its row chunks (`chunks`, the Ascend emitter's, which a caller that
-  imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an MTE2, a V
-  and an MTE3, double-buffered when there is more than one chunk. Without them (cpu_sim's own
-  runs: back ends do not import each other, and the emitter chooses R by emitting the kernel)
-  it is that pipeline's steady state, max(compute, memory), the old roofline:
+  imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an
+  MTE2, a V and an MTE3, double-buffered when there is more than one chunk. Without them
+  (cpu_sim's own runs: back ends do not import each other, and the emitter chooses R by emitting
+  the kernel) it is that pipeline's steady state, max(compute, memory), the old roofline:
   - Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
     repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
     softmax) cost four times that (assumed: no published per-op figure; they take several
