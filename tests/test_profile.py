@@ -59,7 +59,8 @@ def test_rows_sum_sort_and_rate():
     real = np.array([100, 2000, 3000, 300, 999_999])
     ran = np.array([True, True, True, True, False])  # the last never ran: its time is not real
     sim = np.array([10, 20, 20, 10, 20])
-    rows = kernel_rows(["a", "b"], kernel, real, ran, sim, [(64, 0), (1000, 500)])
+    rows = kernel_rows(["a", "b"], kernel, real, ran, sim, [(64, 0), (1000, 500)],
+                       [{"V": 7, "MTE2": 3}, None])
     assert [r["kernel"] for r in rows] == ["b", "a"]  # the largest real time first
     b, a = rows
     assert set(b) == set(ROW_FIELDS)
@@ -70,6 +71,8 @@ def test_rows_sum_sort_and_rate():
     assert b["gb_per_s"] == pytest.approx(3000 / 5000)  # bytes per ns
     assert b["gflop_per_s"] == pytest.approx(1500 / 5000)
     assert a["gflop_per_s"] is None and a["gb_per_s"] == pytest.approx(128 / 400)
+    # a pipe's busy cycles per task, times the tasks; none for a kernel without a pipeline
+    assert a["pipes"] == {"V": 14, "MTE2": 6} and b["pipes"] is None
     lines = table_lines(rows)
     assert len(lines) == 3 and lines[1].split()[0] == "b" and "-" in lines[2].split()
 
@@ -78,6 +81,7 @@ def test_a_kernel_that_never_ran_has_no_rate():
     rows = kernel_rows(["k"], np.array([0]), np.array([0]), np.array([False]), None, [(8, 8)])
     assert rows[0]["tasks_run"] == 0 and rows[0]["real_mean_us"] == 0.0
     assert rows[0]["gb_per_s"] is None and rows[0]["sim_cycles"] is None
+    assert rows[0]["pipes"] is None  # the model did not replay
 
 
 # -- a real run --------------------------------------------------------------------------------
@@ -190,6 +194,8 @@ def emitted_fields(value, prefix: str = "") -> set[str]:
         if key in ("channels", "events") and not prefix:
             for sub in v.values():
                 out |= emitted_fields(sub, path + ".NAME.")
+        elif key == "pipes" and isinstance(v, dict):
+            out.add(path + ".PIPE")  # keyed by the pipes the kernel uses
         elif isinstance(v, dict):
             out |= emitted_fields(v, path + ".")
         elif isinstance(v, list) and v and isinstance(v[0], dict):

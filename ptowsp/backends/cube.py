@@ -1,5 +1,6 @@
 """The cube unit's tiling of one matmul, shared by the Ascend C emitter (which emits these
-loops: `backends/ascend/aicore`) and the cycle model (which costs them: `backends/cpu/cost.py`),
+loops: `backends/ascend/aicore`) and the cycle model (which costs them as a pipeline per pipe:
+`backends/pipes.py`, called by `backends/cpu/cost.py`),
 so the model follows the code instead of a whole-tile roofline. One fact, one place: neither
 side chooses block sizes of its own.
 

@@ -48,6 +48,9 @@ class Machine:
     l2_gbps: float = 6400
     l1_bytes_per_cycle: int = 128
     ub_bytes_per_cycle: int = 256
+    # the cube's pipes (backends/pipes.py): f32 MACs per cycle, L0C -> out bytes per cycle
+    cube_f32_macs_per_cycle: int = 2048
+    fix_bytes_per_cycle: int = 128
     # the DMA's unit between global memory and a core's buffers: a strided view moves the blocks
     # its elements touch (backends/cpu/cost.py)
     dma_block_bytes: int = 32
@@ -97,6 +100,8 @@ _KEYS: dict[str, tuple[str, str]] = {
     "l2_gbps": ("number", "positive"),
     "l1_bytes_per_cycle": ("count", "positive"),
     "ub_bytes_per_cycle": ("count", "positive"),
+    "cube_f32_macs_per_cycle": ("count", "positive"),
+    "fix_bytes_per_cycle": ("count", "positive"),
     "dma_block_bytes": ("count", "positive"),
 }
 # Tables of the file: their keys (named `table.key` in messages) are Machine fields too.

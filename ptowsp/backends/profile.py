@@ -17,14 +17,16 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 ROW_FIELDS = ("kernel", "tasks", "tasks_run", "real_ms", "real_mean_us", "sim_cycles", "bytes",
-              "flops", "gb_per_s", "gflop_per_s")
+              "flops", "gb_per_s", "gflop_per_s", "pipes")
 
 
 def kernel_rows(names: Sequence[str], kernel: np.ndarray, real_ns: np.ndarray, ran: np.ndarray,
-                sim_cycles: Optional[np.ndarray], work: Sequence[tuple[int, int]]
-                ) -> list[dict[str, Any]]:
+                sim_cycles: Optional[np.ndarray], work: Sequence[tuple[int, int]],
+                pipes: Sequence[Optional[dict[str, int]]] = ()) -> list[dict[str, Any]]:
     """One row per kernel with at least one task (fields `ROW_FIELDS`), largest real time
-    first. `real_ns` counts only where `ran`; `sim_cycles` None: the model did not replay."""
+    first. `real_ns` counts only where `ran`; `sim_cycles` None: the model did not replay;
+    `pipes`: per kernel, the cycles one task keeps each pipe busy in the model (None or
+    missing: `pipes` is None in the row)."""
     n = max(len(names), int(kernel.max(initial=-1)) + 1)
     k = kernel.astype(np.int64)
     tasks = np.bincount(k, minlength=n)
@@ -44,7 +46,9 @@ def kernel_rows(names: Sequence[str], kernel: np.ndarray, real_ns: np.ndarray, r
             "bytes": b, "flops": f,
             # bytes per ns are GB/s, flops per ns GFLOP/s
             "gb_per_s": b / ns if ns > 0 else None,
-            "gflop_per_s": f / ns if ns > 0 and f else None})
+            "gflop_per_s": f / ns if ns > 0 and f else None,
+            "pipes": ({p: c * t for p, c in pipes[i].items()}
+                      if i < len(pipes) and pipes[i] is not None and sim is not None else None)})
     rows.sort(key=lambda row: (-row["real_ms"], -(row["sim_cycles"] or 0), row["kernel"]))
     return rows
 

@@ -9,27 +9,39 @@ C replay's business.
 The model, and what it assumes:
 - A kernel with a `matmul` runs on a cube core (unit 1), every other kernel on a vector core
   (unit 0). An `extern c` kernel is opaque: vector unit, memory time only.
-- Cube: the cube computes 16x16x16 fractals, so an M x K @ K x N matmul costs
-  ceil(M/16) * ceil(N/16) * ceil(K/16) * 4096 / cube_macs_per_cycle cycles, whatever the
-  operand dtypes (assumed: every dtype at the fp16 rate).
-- Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
-  repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
-  softmax) cost four times that (assumed: no published per-op figure; they take several
-  instructions each). Reductions count the elements they read; broadcast, transpose, slices,
-  interleave, concat and gather move data and count once.
-- Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
-  core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to a
-  tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
-  level's rate instead: the core's share of `l2_gbps`, or `l1_bytes_per_cycle` /
-  `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
+- A kernel with a matmul is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
+  each matmul runs the loops of `backends/cube.py`'s tiling (the loops the Ascend emitter
+  writes): per C block and L1 stage an MTE2 of the operand panels (at the core's share of
+  `l2_gbps`: a GEMM's panels are re-read by the other blocks' tasks), per L0 step an MTE1 and
+  an Mmad of whole fractals (16 x 16 x 16 at `cube_macs_per_cycle` for f16 / bf16, 16 x 16 x 8
+  at `cube_f32_macs_per_cycle` for f32), per block a FIX of the product (to GM at the core's
+  HBM share), double-buffered as the tiling says. Its time is the list schedule's, so a
+  GEMM block costs about its first load + its Mmads + its FIX. Vector ops run in op order
+  between the matmuls (the ops before a matmul, then its tiling, then the next ops: not
+  overlapped with cube work, conservatively); a `convert` of the product is the fixpipe's, and a
+  convert, cast or transpose between a parameter and the matmuls that alone read it is the
+  cube's load (free).
+- A vector kernel given its row chunks (`chunks`, the Ascend emitter's, which a caller that
+  imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an
+  MTE2, a V and an MTE3, double-buffered when there is more than one chunk. Without them
+  (cpu_sim's own runs: back ends do not import each other, and the emitter chooses R by emitting
+  the kernel) it is that pipeline's steady state, max(compute, memory), the old roofline:
+  - Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
+    repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
+    softmax) cost four times that (assumed: no published per-op figure; they take several
+    instructions each). Reductions count the elements they read; broadcast, transpose, slices,
+    interleave, concat and gather move data and count once.
+  - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
+    core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to
+    a tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
+    level's rate instead: the core's share of `l2_gbps`, or `l1_bytes_per_cycle` /
+    `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
 - A strided view (`X[r, 0:64:2]`, language.md section 6) moves the DMA blocks its elements
   touch, not its elements: a tile row whose elements lie `k` apart along the tensor's last
   dimension touches the `dma_block_bytes` blocks covering its span (one block per element
   once `k * element size` reaches a block). A kernel has one cost, so a parameter takes the
   largest over the kernel's calls (`touched_bytes`). A step on the rows moves whole rows, as
   an unstrided view does.
-- A kernel's cycles are max(compute, memory), at least 1: cores double-buffer their DMA
-  against compute, so the slower of the two sets the pace.
 - A collective's kernel (`Kernel.comm`, made by the device lowering) is a message of its
   algorithm on the interconnect: comm.py costs it, on unit 2 (the device's comm engine).
 - Per task, not here: a kernel's `add_cycles(n)` adds n (from the task's scalars) and a
@@ -45,6 +57,8 @@ from typing import TYPE_CHECKING
 from ...dtypes import size_of
 from ...ir import nodes as N
 from ...primitives import OPS
+from .. import pipes as P
+from ..cube import cube_tiling
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -133,28 +147,202 @@ def strided_row_bytes(n: int, step: int, esize: int, block: int) -> int:
 
 def kernel_cost(kernel: N.Kernel, machine: "Machine",
                 places: "dict[str, str] | None" = None,
-                touched: "dict[str, int] | None" = None) -> tuple[int, int]:
+                touched: "dict[str, int] | None" = None,
+                chunks: "int | None" = None) -> tuple[int, int]:
     """`(unit, cycles)` of one kernel on one core of its unit (`places`: its parameters placed
     on chip, from `placements`; `touched`: the bytes a strided parameter moves, from
-    `touched_bytes`)."""
+    `touched_bytes`; `chunks`: the Ascend emitter's row chunks of a vector kernel, when the
+    caller can ask it)."""
     if kernel.is_extern:
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places, touched))
     unit = kernel_unit(kernel)
-    compute = cube_cycles(kernel, machine) + vector_cycles(kernel, machine)
-    # decision: on a cube kernel the vector epilogue is added, not overlapped: it needs the
-    # product first (conservative; the 910B runs it on the AI core's paired vector cores)
+    pipe = kernel_pipeline(kernel, machine, places, touched, chunks)
+    if pipe is not None:
+        return unit, pipe.cycles
+    # decision: without the emitter's chunks, a vector kernel is its steady state (the limit of
+    # the chunk pipeline as the chunks grow: the slower of compute and memory). cpu_sim cannot
+    # ask the Ascend emitter (back ends do not import each other), and R comes from emitting
+    # the kernel (backends/ascend/aicore/kernel.py), so it is not duplicated here.
+    compute = vector_cycles(kernel, machine)
     return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched))
 
 
+def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
+                    places: "dict[str, str] | None" = None,
+                    touched: "dict[str, int] | None" = None,
+                    chunks: "int | None" = None) -> "P.Pipeline | None":
+    """The kernel's stages per pipe (backends/pipes.py): a kernel with a matmul as the cube
+    tiling's loops (backends/cube.py) between its vector prologue and epilogue; a vector kernel
+    in `chunks` chunks of rows. None for a vector kernel whose chunks are not given, and for an
+    extern kernel (opaque)."""
+    if kernel.is_extern:
+        return None
+    if kernel_unit(kernel) == UNIT_CUBE:
+        return _cube_pipeline(kernel, machine, places or {}, touched or {})
+    if chunks is None:
+        return None
+    rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
+    places = places or {}
+
+    def moved(p: N.KParam) -> float:
+        # a parameter placed on chip moves at its level's rate: as HBM bytes, the HBM-share
+        # equivalent (the chunk pipeline has one rate)
+        rate = {"ub": machine.ub_bytes_per_cycle, "l1": machine.l1_bytes_per_cycle,
+                "l2": rates.l2}.get(places.get(p.name, "global"), rates.hbm)
+        return _dma(p, rates, touched or {}) * rates.hbm / rate
+
+    ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")]
+    outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
+    return P.chain([P.vector_stages(ins, outs, vector_cycles(kernel, machine), chunks, rates)])
+
+
+def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] | None"]:
+    """Per kernel of `module` (in order), the cycles one task keeps each pipe busy (`--json`'s
+    `kernels[].pipes`): its pipeline's `busy()`, a vector kernel's as one chunk (a pipe's busy
+    time does not depend on the chunks, only the overlap does). None for a collective and an
+    extern kernel (no pipeline)."""
+    places = placements(module)
+    touched = touched_bytes(module, machine)
+    out: list["dict[str, int] | None"] = []
+    for k in module.kernels:
+        if k.comm is not None or k.is_extern:
+            out.append(None)
+            continue
+        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name), chunks=1)
+        out.append(pipe.busy() if pipe is not None else None)
+    return out
+
+
+def _dma(p: N.KParam, rates: "P.Rates", touched: dict) -> int:
+    """Bytes a DMA of parameter `p` moves: whole blocks per row (a strided view: the blocks its
+    elements touch)."""
+    if p.name in touched:
+        return touched[p.name]
+    return P.dma_bytes(p.rows, p.cols * size_of(p.dtype), rates.block)
+
+
+def _source(ops, i: int) -> int:
+    """The op a matmul operand reads through converts, casts and transposes (a parameter when
+    it comes from GM)."""
+    while ops[i].op in ("convert", "cast", "transpose") and ops[i].args:
+        i = ops[i].args[0]
+    return i
+
+
+def _operand_paths(ops) -> set[int]:
+    """The converts, casts and transposes between a parameter and the matmuls that are their
+    only readers: the cube reads the parameter as it is in GM (an f16 operand natively, a
+    transposed one with the transposing load), so they are no vector work."""
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for i, op in enumerate(ops):
+        for pos, a in enumerate(op.args):
+            readers.setdefault(a, []).append((i, pos))
+    out: set[int] = set()
+    for i in range(len(ops) - 1, -1, -1):
+        if ops[i].op in ("convert", "cast", "transpose") and readers.get(i) and all(
+                (ops[u].op == "matmul" and pos < 2) or u in out for u, pos in readers[i]):
+            if ops[_source(ops, i)].op == "param":
+                out.add(i)
+    return out
+
+
+def _cube_bytes(ops, op: N.Op) -> int:
+    """The element size the cube reads a matmul's operands at: the larger of its two sources'
+    (`_source`), 2 for f16 / bf16, 4 for f32 (and wider types, which the cube has not)."""
+    size = max(size_of(ops[_source(ops, a)].dtype) for a in op.args[:2])
+    return 1 if size == 1 else 2 if size == 2 else 4
+
+
+def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
+                   touched: dict) -> "P.Pipeline":
+    """A kernel with matmuls: its other inputs' MTE2, then in op order the vector ops before
+    each matmul and the matmul's tiling (after them: it may read them), then the vector ops
+    after the last matmul and the MTE3 of the results that do not leave through the
+    fixpipe."""
+    ops = kernel.ops
+    rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
+    params = {p.name: p for p in kernel.params}
+    fixpipe = _fixpipe_converts(kernel)
+    mms = [i for i, op in enumerate(ops) if op.op == "matmul"]
+    # what the cube reads from GM: its operands' and accumulators' parameters
+    cube_read = {_source(ops, a) for i in mms for a in ops[i].args}
+    vec = [i for i, op in enumerate(ops) if op.shape is not None and op.op not in _FREE
+           and op.op != "matmul" and i not in fixpipe and i not in _operand_paths(ops)]
+    stored = {v: p for p, v in kernel.stores}
+    out_of_fix = {i for i in mms if i in stored} | {i for i in fixpipe if i in stored}
+    stages: list[P.Stage] = []
+
+    def rate_of(name: str, default: float) -> float:
+        loc = places.get(name, "global")
+        return {"ub": float(machine.ub_bytes_per_cycle), "l1": float(machine.l1_bytes_per_cycle),
+                "l2": rates.l2}.get(loc, default)
+
+    other_in = [p for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")
+                and not any(ops[i].op == "param" and str(ops[i].attr) == p.name
+                            for i in cube_read)]
+    pro: list[int] = []
+    if other_in:
+        cyc = sum(P.transfer(_dma(p, rates, touched), rate_of(p.name, rates.hbm))
+                  for p in other_in)
+        stages.append(P.Stage("MTE2", cyc, (), "inputs -> UB", "GM"))
+        pro.append(len(stages) - 1)
+    # in op order: the vector ops before each matmul (it may read them) run after what came
+    # before, the matmul after them, the vector ops after the last matmul at the end
+    # (conservative: the model does not overlap a kernel's vector work with its cube work)
+    after = pro
+    placed = 0
+    for i in mms:
+        op = ops[i]
+        between = sum(_vector_op_cycles(kernel, ops[j], machine) for j in vec if placed <= j < i)
+        placed = i + 1
+        if between:
+            stages.append(P.Stage("V", between, tuple(after), "vector work before a matmul"))
+            after = [len(stages) - 1]
+        a, b = op.args[0], op.args[1]
+        m, n = op.shape
+        k = ops[a].shape[1]
+        t = cube_tiling(m, n, k, _cube_bytes(ops, op))
+
+        def scale(x: int) -> float:
+            src = _source(ops, x)
+            if ops[src].op != "param" or str(ops[src].attr) not in touched:
+                return 1.0
+            p = params[str(ops[src].attr)]
+            return touched[p.name] / max(1, p.rows * p.cols * size_of(p.dtype))
+
+        srcs = [_source(ops, a), _source(ops, b)]
+        names = [str(ops[s].attr) for s in srcs if ops[s].op == "param"]
+        panel = min([rate_of(nm, rates.l2) for nm in names] or [rates.l2])
+        acc = len(op.args) > 2 and ops[_source(ops, op.args[2])].op == "param"
+        conv = next((c for c in fixpipe if ops[c].args[0] == i and c in stored), None)
+        out_dtype = ops[conv].dtype if conv is not None else op.dtype
+        io = P.MatmulIO(panel_rate=panel, out_bytes=size_of(out_dtype), acc=acc,
+                        to_gm=i in out_of_fix or conv is not None,
+                        scale_a=scale(a), scale_b=scale(b))
+        stages.extend(P.cube_stages(t, io, rates, tuple(after), first=len(stages)))
+        after = [len(stages) - 1]  # its last FIX: the product is out
+    post = sum(_vector_op_cycles(kernel, ops[j], machine) for j in vec if j >= placed)
+    if post:
+        stages.append(P.Stage("V", post, tuple(after), "vector epilogue"))
+        after = [len(stages) - 1]
+    ends = after
+    rest = [params[p] for p, v in kernel.stores if v not in out_of_fix and p in params]
+    if rest:
+        cyc = sum(P.transfer(_dma(p, rates, touched), rate_of(p.name, rates.hbm)) for p in rest)
+        stages.append(P.Stage("MTE3", cyc, tuple(ends), "results -> GM", "GM"))
+    return P.Pipeline(tuple(stages))
+
+
 def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
-    """Cycles of the kernel's matmuls on one cube core."""
+    """Cycles of the kernel's Mmads on one cube core (the M pipe's busy time): whole fractals
+    of each matmul's tiling, at the cube's rate for its input size."""
+    rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
     total = 0
     for op in kernel.ops:
         if op.op == "matmul":
             m, n = op.shape
             k = kernel.ops[op.args[0]].shape[1]
-            fractals = _ceil_div(m, FRACTAL) * _ceil_div(n, FRACTAL) * _ceil_div(k, FRACTAL)
-            total += _ceil_div(fractals * FRACTAL ** 3, machine.cube_macs_per_cycle)
+            total += P.mmad_cycles(m, n, k, _cube_bytes(kernel.ops, op), rates)
     return total
 
 

@@ -436,9 +436,15 @@ class Backend:
 
             self._work = [(moved_bytes(k), kernel_flops(k)) for k in m.kernels]
             self._work_for = m
+        if mach is not None and getattr(self, "_pipes_for", None) != (m, mach):
+            from .cost import kernel_pipes
+
+            self._pipes = kernel_pipes(m, mach)
+            self._pipes_for = (m, mach)
         return Trace(real, names, mach, sim=sim, schedule=sched.name, summary=summary,
                      dispatchers=info.get("dispatchers", []), notes=notes,
                      channels=[c.name for c in m.channels], work=self._work,
+                     pipes=self._pipes if mach is not None else (),
                      edges=self._links(rt, 0), batches=self._links(rt, 1),
                      model_edges=self._links(rt, 2) if sim is not None else None,
                      dropped_edges=int(lib.wsp_trace_links(rt, 3, 0, 0, ffi.NULL)),

@@ -97,7 +97,8 @@ class Trace:
                  batches: Optional[np.ndarray] = None, model_edges: Optional[np.ndarray] = None,
                  dropped_edges: int = 0, devices: int = 1,
                  comm_kernels: Sequence[bool] = (), task_devices: Optional[np.ndarray] = None,
-                 rank_device: Optional[int] = None):
+                 rank_device: Optional[int] = None,
+                 pipes: Sequence[Optional[dict[str, int]]] = ()):
         events = np.asarray(events)
         if events.dtype != EVENT_DTYPE:
             raise ValueError(f"events must have EVENT_DTYPE, not {events.dtype}")
@@ -129,6 +130,9 @@ class Trace:
         # per kernel, what one task moves and computes: (bytes, flops) (cost.moved_bytes,
         # cost.kernel_flops)
         self.work = [tuple(w) for w in work]
+        # per kernel, the cycles one task keeps each pipe busy in the model (cost.kernel_pipes;
+        # None: no pipeline), empty without a machine
+        self.pipes = list(pipes)
         # (pred, succ) trace indices: the runtime's edges between its tasks, each named by its
         # first task; (first, count): its tasks standing for several (batches); the model's edges
         self.edges = _links(edges)
@@ -464,7 +468,7 @@ class Trace:
         ev = self.events
         sim = None if self.sim is None else self.sim["finish"] - self.sim["start"]
         return kernel_rows(self.kernel_names, ev["kernel"], ev["end_ns"] - ev["start_ns"],
-                           ev["worker"] >= 0, sim, self.work)
+                           ev["worker"] >= 0, sim, self.work, self.pipes)
 
     # -- channel occupancy (CSP) --------------------------------------------------------------
 
