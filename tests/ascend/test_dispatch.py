@@ -2,8 +2,10 @@
 (the `<<<...>>>` launcher cut off) behind dispatch_shim/kernel_operator.h, with recording
 stubs for the kernels, run on the segments the expander writes, every wave on every block.
 Each task must run exactly once, in its wave, on its block, with its record's kernel, tiles
-and scalars (dispatch_driver.cpp checks), and the dispatcher must drop stale cache lines before
-reading records."""
+and scalars (dispatch_driver.cpp checks), a block must read (GetValue, counted per block by the
+shim) two words of the index of runs and then only its own tasks' numbers and records, never
+another block's (O(its tasks), not O(the wave)), and the dispatcher must drop stale cache lines
+before reading records."""
 
 from __future__ import annotations
 
@@ -61,8 +63,10 @@ def test_dispatcher_runs_each_task_once_on_its_block(tmp_path, example, schedule
     done = subprocess.run([str(exe), str(plan), str(data), "4", str(blocks)],
                           capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    tasks, calls, launches, drops = map(int, re.fullmatch(
-        r"ok (\d+) tasks (\d+) calls (\d+) launches (\d+) cache-drops\n", done.stdout).groups())
+    tasks, calls, launches, drops, reads = map(int, re.fullmatch(
+        r"ok (\d+) tasks (\d+) calls (\d+) launches (\d+) cache-drops (\d+) reads\n",
+        done.stdout).groups())
     expected = {"megakernel": 3 * syms["N"], "gemm": 2 * 3 * 4}[example]
     assert tasks == calls == expected
     assert drops == launches > 0
+    assert reads < launches * 2 + tasks * 100  # a bound; the driver checks each block exactly

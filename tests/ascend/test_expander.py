@@ -165,7 +165,8 @@ def compare(harness, m, schedule, syms, arrays, capacity=64, blocks=3):
 
 def check_waves(s, cpu, npu, blocks):
     """Each task's wave is one past the largest wave of the tasks of its segment it must
-    follow (0 without any); its core is its dispatcher's block when pinned."""
+    follow (0 without any); its core is its dispatcher's block when pinned, else its place
+    among its wave's tasks in enumeration order, dealt round robin over the blocks."""
     streams = "streams" in s.given
     pinned = "dispatch" in s.given and s.dispatch.name != "work_steal"
     for seg in segments(len(cpu.tasks), cpu.flushes):
@@ -181,6 +182,9 @@ def check_waves(s, cpu, npu, blocks):
             if pinned:
                 disp = int(cpu.tasks[b].split(" disp=")[1].split()[0])
                 assert core == disp % blocks
+            else:
+                dealt = sum(npu.waves[a][0] == npu.waves[b][0] for a in range(seg.start, b))
+                assert core == dealt % blocks, f"task {b}: core {core}, dealt {dealt}"
 
 
 @pytest.mark.parametrize("path", sorted(PROGRAMS))
