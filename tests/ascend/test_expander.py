@@ -209,6 +209,19 @@ def test_small_segments(harness, path):
     assert len(cpu.flushes) >= len(cpu.tasks) // 5 > 0
 
 
+@pytest.mark.parametrize("blocks", [1, 2, 7, 64])
+@pytest.mark.parametrize("path, schedule", [("examples/gemm.wsp", "main"),
+                                            ("examples/megakernel.wsp", "per_tile"),
+                                            ("tests/programs/spec_schedules.wsp", "hashed")])
+def test_the_index_of_runs_for_any_block_count(harness, path, schedule, blocks):
+    """The index of runs (expand_driver's index_ok: every task once, in the run of its wave and
+    block, in enumeration order) and each task's block, dealt or pinned, for one block, a few,
+    and more blocks than a wave has tasks (empty runs)."""
+    syms, arrays = PROGRAMS[path]
+    m = ir_of(ROOT / path)
+    compare(harness, m, schedule, syms, arrays, capacity=16, blocks=blocks)
+
+
 def test_data_dependent_reads_end_segments(harness):
     """moe: each route chunk reads the Indptr element the previous chunk writes, and the
     expert loop reads what the routes wrote, so segments end right there (and only there)."""
