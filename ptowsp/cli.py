@@ -178,6 +178,17 @@ def _target(ctx: click.Context, name: str, options: dict):
 _OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers",
                  "include_dirs": "--include-dir"}  # target options by flag
 
+_QUIET = click.option("-q", "--quiet", is_flag=True,
+                      help="No progress line (shown on a terminal when a step takes over 0.5 s).")
+
+
+def _progress(quiet: bool) -> None:
+    """Progress on a terminal (stderr a tty) unless --quiet: docs/tools.md, "Progress"."""
+    from . import progress
+
+    progress.enable(sys.stderr if sys.stderr.isatty() and not quiet else None)
+
+
 _INCLUDE_DIR = click.option(
     "--include-dir", "include_dirs", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
     help="cpu_sim: a directory the headers of `extern cpp` bodies are found in (repeatable).")
@@ -205,12 +216,14 @@ _INCLUDE_DIR = click.option(
               callback=lambda ctx, param, values: _mesh_sizes(ctx, param, values),  # below
               help="Devices along a mesh axis (overrides its size; --emit ir shows the result).")
 @_opt_options
+@_QUIET
 @click.pass_context
 def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
             output: Optional[str], schedule: Optional[str], depfile: Optional[str],
             npu_arch: Optional[str], include_dirs: tuple, meshes, opt_level: Optional[int],
-            print_after, time_passes: bool, verify_each: bool) -> None:
+            print_after, time_passes: bool, verify_each: bool, quiet: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
+    _progress(quiet)
     from . import driver
 
     options = {"npu_arch": npu_arch} if npu_arch is not None else {}
@@ -481,15 +494,17 @@ def _at(where: str):
               hidden=True)
 @_INCLUDE_DIR
 @_opt_options
+@_QUIET
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
         machine_file, stats, as_json, meshes, check_replicas, launcher, rank_dir, include_dirs,
-        opt_level, print_after, time_passes, verify_each) -> None:
+        opt_level, print_after, time_passes, verify_each, quiet) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace) is checked before anything runs and
     written only when the run succeeded, all of them or none."""
+    _progress(quiet or rank_dir is not None)
     if rank_dir is not None:
         from . import launch
 

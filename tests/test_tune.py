@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cc
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("wspc-cache")
+    return tmp_path_factory.getbasetemp() / "wspc-cache"  # conftest's: the runtime built once
 
 
 @pytest.fixture(autouse=True)
