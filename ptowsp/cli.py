@@ -807,87 +807,38 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_wri
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--schedule", default=None, help="The schedule to improve (default: main or the only one).")
-@click.option("--budget", type=int, default=None, metavar="N",
-              help="Candidates to simulate (default 48; the same budget gives the same answer).")
-@click.option("--seconds", type=float, default=None, metavar="S",
-              help="Search for about S seconds instead (the answer then depends on the host's speed).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="The seed of the search's random choices.")
-@click.option("--apply", "apply_", is_flag=True,
-              help="Write the winner into FILE as a new schedule (the rest of FILE unchanged).")
-@click.option("--name", default="tuned", show_default=True,
-              help="The new schedule's name for --apply.")
-@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
-              help="How many of the best candidates to list.")
-@click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds,
-              help="Bind a sym for the cycle model (as `wspc run`).")
-@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy",
-              callback=_pairs_of("--input"),
+@click.option("--schedule", default=None, help="The schedule to start from (default: main or the only one).")
+@click.option("--budget", type=int, default=None, metavar="N", help="Candidates to simulate (default 48; deterministic).")
+@click.option("--seconds", type=float, default=None, metavar="S", help="Search about S seconds instead (not deterministic).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The search's seed.")
+@click.option("--apply", "apply_", is_flag=True, help="Add the winner to FILE as a new schedule (the rest unchanged).")
+@click.option("--name", default="tuned", show_default=True, help="The new schedule's name for --apply.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to list.")
+@click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds, help="Bind a sym (as `wspc run`).")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy", callback=_pairs_of("--input"),
               help="An input whose data decides the task space (default: random data).")
-@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes,
-              help="Devices along a mesh axis (as `wspc run`).")
-@click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None,
-              callback=_named, metavar="M.toml",
-              help="The cycle model's machine (default: the built-in ascend910b).")
+@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes, help="As `wspc run`.")
+@click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None, callback=_named,
+              metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
 @click.pass_context
-def tune(ctx: click.Context, file: str, schedule: Optional[str], budget: Optional[int],
-         seconds: Optional[float], seed: int, apply_: bool, name: str, top: int, binds, inputs,
-         meshes, machine_file: Optional[str]) -> None:
-    """Search FILE's schedules on the cycle model and print the best (docs/tools.md).
-
-    Candidate 0 is the given schedule, so the winner is never worse than it."""
-    from types import SimpleNamespace
-
-    from .diagnostics import Diagnostic, WspError
-
-    def options() -> None:
-        if budget is not None and seconds is not None:
-            raise WspError([Diagnostic(_at(f"--budget {budget}"), "tune",
-                                       "give --budget or --seconds, not both",
-                                       "--budget N is deterministic; --seconds S depends on the "
-                                       "host's speed")])
-        if budget is not None and budget < 1:
-            raise WspError([Diagnostic(_at(f"--budget {budget}"), "tune",
-                                       "the budget must be at least 1 candidate (the given "
-                                       "schedule)")])
-        if seconds is not None and not seconds > 0:
-            raise WspError([Diagnostic(_at(f"--seconds {seconds:g}"), "tune",
-                                       "the time budget must be a positive number of seconds")])
-
-    _run_guarded(ctx, "tune", options)
-    _run_guarded(ctx, "check", lambda: _check_source(file, "file"))
-    from . import driver, tuning
-    from .api import Module
-
-    module = _run_guarded(ctx, "check", lambda: Module(driver.check_file(file)))
-
-    def names() -> None:
-        _check_names(SimpleNamespace(module=module.ir), binds, inputs, [])
-        if apply_ and name in module.env.names:
-            raise WspError([Diagnostic(_at(file), "tune", f"module `{module.name}` already has "
-                                       f"{_a(module.env.kind_of(name))} named `{name}`, and "
-                                       f"--apply would add a schedule `{name}`",
-                                       "choose another name with --name")])
-
-    _run_guarded(ctx, "inputs", names)
-    machine = None
-    if machine_file:
-        from .backends.machine import load_machine
-
-        _run_guarded(ctx, "machine", lambda: _check_source(machine_file, "machine file"))
-        machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
+def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, name: str,
+         top: int, binds, inputs, meshes, machine_file) -> None:
+    """Search FILE's schedules on the cycle model and print the best (docs/tools.md)."""
+    from . import tuning
     from .limits import memory_limit
 
-    arrays, _ = _run_guarded(ctx, "inputs", lambda: _read_inputs(
-        SimpleNamespace(module=module.ir), inputs, None, memory_limit()))
-    result = _run_guarded(ctx, "tune", lambda: tuning.tune(
-        module, schedule, budget, seconds, {p.name: p.value for p in binds}, arrays, seed,
-        machine=machine, mesh={p.name: p.value for p in meshes} or None))
+    for path, what in ((file, "file"), (machine_file, "machine file")):
+        if path:
+            _run_guarded(ctx, "check", lambda path=path, what=what: _check_source(path, what))
+    job = _run_guarded(ctx, "tune", lambda: tuning.Job(file, budget, seconds, name if apply_ else None,
+                                                       machine_file))
+    _run_guarded(ctx, "inputs", lambda: _check_names(job, binds, inputs, []))
+    arrays, _ = _run_guarded(ctx, "inputs", lambda: _read_inputs(job, inputs, None, memory_limit()))
+    result = _run_guarded(ctx, "tune", lambda: job.search(
+        schedule, {p.name: p.value for p in binds}, arrays, seed, {p.name: p.value for p in meshes}))
     click.echo(tuning.report(result, file, top))
     if apply_:
-        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name,
-                                                       [p.where for p in binds]))
+        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
         click.echo(f"\nwrote schedule `{name}` into {file}")
 
 

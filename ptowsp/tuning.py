@@ -429,6 +429,56 @@ def tune(module, schedule: Optional[str] = None, budget: Optional[int] = None,
                       else None, seconds, seed, filled)
 
 
+class Job:
+    """`wspc tune`'s work on a file: the options checked (each error at the option naming it),
+    the module checked, and, for `--apply`, the new name free; `module` is the lowered module
+    (the command line's names are checked against it), `search` runs `tune`."""
+
+    def __init__(self, file: str, budget: Optional[int], seconds: Optional[float],
+                 new_name: Optional[str], machine_file: Optional[str]):
+        from . import driver
+        from .api import Module
+        from .diagnostics import Diagnostic
+        from .spans import Span
+
+        def at(where: str) -> Span:
+            return Span(where, 0, 0, 0, 0)
+
+        if budget is not None and seconds is not None:
+            raise WspError([Diagnostic(at(f"--budget {budget}"), "tune",
+                                       "give --budget or --seconds, not both",
+                                       "--budget N is deterministic; --seconds S depends on the "
+                                       "host's speed")])
+        if budget is not None and budget < 1:
+            raise WspError([Diagnostic(at(f"--budget {budget}"), "tune",
+                                       "the budget must be at least 1 candidate (the given "
+                                       "schedule)")])
+        if seconds is not None and not seconds > 0:
+            raise WspError([Diagnostic(at(f"--seconds {seconds:g}"), "tune",
+                                       "the time budget must be a positive number of seconds")])
+        self.budget, self.seconds = budget, seconds
+        self.machine = None
+        if machine_file:
+            from .backends.machine import load_machine
+
+            self.machine = load_machine(machine_file)
+        self.checked = Module(driver.check_file(file))
+        env = self.checked.env
+        if new_name is not None and new_name in env.names:
+            kind = env.kind_of(new_name)
+            article = "an" if kind[0] in "aeiou" else "a"
+            raise WspError([Diagnostic(at(file), "tune", f"module `{env.name}` already has "
+                                       f"{article} {kind} named `{new_name}`, and --apply would "
+                                       f"add a schedule `{new_name}`",
+                                       "choose another name with --name")])
+        self.module = self.checked.ir
+
+    def search(self, schedule: Optional[str], bindings: Mapping[str, int],
+               arrays: Mapping[str, Any], seed: int, mesh: Optional[Mapping[str, int]]):
+        return tune(self.checked, schedule, self.budget, self.seconds, bindings, arrays, seed,
+                    machine=self.machine, mesh=mesh or None)
+
+
 def report(result: TuneResult, file: str, top: int = 5) -> str:
     """What `wspc tune` prints: the search, the best candidates against the given schedule,
     and the winner as a declaration to paste."""

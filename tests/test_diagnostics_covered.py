@@ -34,6 +34,15 @@ ERRORS = Path(__file__).resolve().parent / "errors"
 
 # message pattern (as collect() spells it) -> "tests/path.py::test_name"
 ELSEWHERE: dict[str, str] = {
+    # issue 22: wspc tune
+    'give --budget or --seconds, not both':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the budget must be at least 1 candidate (the given schedule)':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the time budget must be a positive number of seconds':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'module `{*}` already has {*} {*} named `{*}`, and --apply would add a schedule `{*}`':
+        'tests/test_tune.py::test_apply_writes_a_schedule_that_checks_with_the_printed_cycles',
     # issue 20: wspc run --launcher mpi
     '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
         'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',

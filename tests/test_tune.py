@@ -105,12 +105,14 @@ def test_apply_writes_a_schedule_that_checks_with_the_printed_cycles(tmp_path, c
     again = wspc("tune", f, "--budget", "2", "--bind", "R=256", "--apply", "--name", "fast",
                  cache=cache)
     assert again.returncode == 1 and "Traceback" not in again.stderr
-    assert "already has a schedule named `fast`, and --apply would add" in again.stderr
+    assert ("already has a schedule named `fast`, and --apply would add a schedule `fast`"
+            in again.stderr)
     assert f.read_bytes() == text
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--budget", "0"], "--budget 0: error: the budget must be at least 1 candidate"),
+    (["--budget", "0"],
+     "--budget 0: error: the budget must be at least 1 candidate (the given schedule)"),
     (["--seconds", "0"], "--seconds 0: error: the time budget must be a positive number of seconds"),
     (["--budget", "3", "--seconds", "2"], "error: give --budget or --seconds, not both"),
     (["--schedule", "nope"], "error: module `softmax` has no schedule `nope`"),
