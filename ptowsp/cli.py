@@ -820,13 +820,15 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_wri
 @click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes, help="As `wspc run`.")
 @click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None, callback=_named,
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
+@_QUIET
 @click.pass_context
 def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, name: str,
-         top: int, binds, inputs, meshes, machine_file) -> None:
+         top: int, binds, inputs, meshes, machine_file, quiet: bool) -> None:
     """Search FILE's schedules on the cycle model and print the best (docs/tools.md)."""
     from . import tuning
     from .limits import memory_limit
 
+    _progress(quiet)
     for path, what in ((file, "file"), (machine_file, "machine file")):
         if path:
             _run_guarded(ctx, "check", lambda path=path, what=what: _check_source(path, what))

@@ -27,8 +27,10 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .diagnostics import InternalError, WspError
+from .progress import phase
 
 DEFAULT_BUDGET = 48  # candidates simulated when neither a budget nor seconds is given
+BATCH = 16  # points evaluated together when the whole space is tried (one build each)
 _TRANSFORMS = ("split", "tile", "reorder", "fuse_axes", "decompose")
 _CANDIDATE = "<tune candidate {}>"
 
@@ -61,13 +63,12 @@ def search(sizes: Sequence[int], evaluate: Callable[[list], list], budget: int, 
         return len(order) < budget and (deadline is None or time.monotonic() <= deadline)
 
     origin = tuple(0 for _ in sizes)
-    if total <= budget:  # small: all of it, in a fixed order (batches of one dimension's size)
+    if total <= budget:  # small: all of it, in a fixed order, `BATCH` points at a time
         everything = list(itertools.product(*(range(n) for n in sizes)))
-        step = max(1, sizes[-1] if sizes else 1)
-        for i in range(0, len(everything), step):
+        for i in range(0, len(everything), BATCH):
             if not left():
                 break
-            run(everything[i:i + step])
+            run(everything[i:i + BATCH])
         return order
     rng = random.Random(seed)
     run([origin])
@@ -362,10 +363,8 @@ def _data_inputs(ir, schedule: str, arrays: Mapping[str, Any], bindings: Mapping
 
     body = ir.schedule(schedule).body
     read, produced = V.read_tensors(body), V.written_tensors(body)
-    if read & produced:
-        needed = {t.name for t in ir.tensors if t.kind in ("input", "inout")}
-    else:
-        needed = set(read) - set(produced)
+    given = {t.name for t in ir.tensors if t.kind in ("input", "inout")}  # others: no array
+    needed = given if read & produced else (set(read) - set(produced)) & given
     rng = np.random.default_rng(seed)
     out, filled = dict(arrays), []
     values = dict(ir_defaults(ir))
@@ -417,7 +416,9 @@ def tune(module, schedule: Optional[str] = None, budget: Optional[int] = None,
     evaluate = _Evaluator(env, decl, dims, bindings or {}, arrays, opt_level, machine, mesh)
     deadline = None if seconds is None else time.monotonic() + float(seconds)
     limit = budget if budget is not None else (10 ** 9 if seconds is not None else DEFAULT_BUDGET)
-    search([len(d.options) for d in dims], evaluate, limit, seed, deadline)
+    count = f"of {limit}" if seconds is None else f"in about {seconds:g} s"
+    with phase("tuning", lambda: f"{len(evaluate.tried)} candidates simulated {count}"):
+        search([len(d.options) for d in dims], evaluate, limit, seed, deadline)
     given = evaluate.tried[0]
     if given.cycles is None:  # the given schedule itself failed: the model's own report
         prog = module.compile(schedule=name, opt_level=opt_level, mesh=mesh)

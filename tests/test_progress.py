@@ -83,6 +83,13 @@ def test_compile_and_run_say_what_they_do_on_a_terminal(module, tmp_path):
     assert err.endswith("\r\x1b[K")
 
 
+def test_tune_counts_its_candidates(module):
+    rc, out, err = wspc("tune", module, "--budget", "2", terminal=True)
+    assert rc == 0, err
+    assert "\rwspc: tuning: " in err and "candidates simulated of 2" in err
+    assert "best: " in out and err.endswith("\r\x1b[K")
+
+
 def test_nothing_when_not_on_a_terminal_or_quiet(module):
     rc, out, err = wspc("run", module, "--random-inputs", "0", terminal=False)
     assert rc == 0 and err == ""
