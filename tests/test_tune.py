@@ -110,6 +110,14 @@ def test_apply_writes_a_schedule_that_checks_with_the_printed_cycles(tmp_path, c
     assert f.read_bytes() == text
 
 
+def test_a_time_budget_says_it_is_not_deterministic(cache):
+    # the first candidate is always tried, however short the time
+    r = wspc("tune", SOFTMAX, "--seconds", "0.001", "--bind", "R=64", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "a time budget, so another run may try more or fewer and answer differently" in r.stdout
+    assert "schedule tuned = rows()" in r.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["--budget", "0"],
      "--budget 0: error: the budget must be at least 1 candidate (the given schedule)"),
