@@ -178,6 +178,17 @@ def _target(ctx: click.Context, name: str, options: dict):
 _OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers",
                  "include_dirs": "--include-dir"}  # target options by flag
 
+_QUIET = click.option("-q", "--quiet", is_flag=True,
+                      help="No progress line (shown on a terminal when a step takes over 0.5 s).")
+
+
+def _progress(quiet: bool) -> None:
+    """Progress on a terminal (stderr a tty) unless --quiet: docs/tools.md, "Progress"."""
+    from . import progress
+
+    progress.enable(sys.stderr if sys.stderr.isatty() and not quiet else None)
+
+
 _INCLUDE_DIR = click.option(
     "--include-dir", "include_dirs", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
     help="cpu_sim: a directory the headers of `extern cpp` bodies are found in (repeatable).")
@@ -205,12 +216,14 @@ _INCLUDE_DIR = click.option(
               callback=lambda ctx, param, values: _mesh_sizes(ctx, param, values),  # below
               help="Devices along a mesh axis (overrides its size; --emit ir shows the result).")
 @_opt_options
+@_QUIET
 @click.pass_context
 def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
             output: Optional[str], schedule: Optional[str], depfile: Optional[str],
             npu_arch: Optional[str], include_dirs: tuple, meshes, opt_level: Optional[int],
-            print_after, time_passes: bool, verify_each: bool) -> None:
+            print_after, time_passes: bool, verify_each: bool, quiet: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
+    _progress(quiet)
     from . import driver
 
     options = {"npu_arch": npu_arch} if npu_arch is not None else {}
@@ -484,15 +497,17 @@ def _at(where: str):
               hidden=True)
 @_INCLUDE_DIR
 @_opt_options
+@_QUIET
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
         machine_file, report_file, stats, as_json, meshes, check_replicas, launcher, rank_dir,
-        include_dirs, opt_level, print_after, time_passes, verify_each) -> None:
+        include_dirs, opt_level, print_after, time_passes, verify_each, quiet) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace, --report) is checked before anything
     runs and written only when the run succeeded, all of them or none."""
+    _progress(quiet or rank_dir is not None)
     if rank_dir is not None:
         from . import launch
 
@@ -850,6 +865,45 @@ def report(ctx: click.Context, trace_file: str, output: str) -> None:
             raise file_error(FileError(output, f"cannot write it: {err.strerror or err}")) from None
 
     _run_guarded(ctx, "outputs", write)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--schedule", default=None, help="The schedule to start from (default: main or the only one).")
+@click.option("--budget", type=int, default=None, metavar="N", help="Candidates to simulate (default 48; deterministic).")
+@click.option("--seconds", type=float, default=None, metavar="S", help="Search about S seconds instead (not deterministic).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The search's seed.")
+@click.option("--apply", "apply_", is_flag=True, help="Add the winner to FILE as a new schedule (the rest unchanged).")
+@click.option("--name", default="tuned", show_default=True, help="The new schedule's name for --apply.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to list.")
+@click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds, help="Bind a sym (as `wspc run`).")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy", callback=_pairs_of("--input"),
+              help="An input whose data decides the task space (default: random data).")
+@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes, help="As `wspc run`.")
+@click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None, callback=_named,
+              metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
+@_QUIET
+@click.pass_context
+def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, name: str,
+         top: int, binds, inputs, meshes, machine_file, quiet: bool) -> None:
+    """Search FILE's schedules on the cycle model and print the best (docs/tools.md)."""
+    from . import tuning
+    from .limits import memory_limit
+
+    _progress(quiet)
+    for path, what in ((file, "file"), (machine_file, "machine file")):
+        if path:
+            _run_guarded(ctx, "check", lambda path=path, what=what: _check_source(path, what))
+    job = _run_guarded(ctx, "tune", lambda: tuning.Job(file, budget, seconds, name if apply_ else None,
+                                                       machine_file))
+    _run_guarded(ctx, "inputs", lambda: _check_names(job, binds, inputs, []))
+    arrays, _ = _run_guarded(ctx, "inputs", lambda: _read_inputs(job, inputs, None, memory_limit()))
+    result = _run_guarded(ctx, "tune", lambda: job.search(
+        schedule, {p.name: p.value for p in binds}, arrays, seed, {p.name: p.value for p in meshes}))
+    click.echo(tuning.report(result, file, top))
+    if apply_:
+        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
+        click.echo(f"\nwrote schedule `{name}` into {file}")
 
 
 @main.group()

@@ -43,6 +43,15 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_report.py::test_a_trace_that_is_missing_or_not_json_is_an_error_at_the_file',
     'is larger than {*} bytes: not a trace wspc wrote':
         'tests/test_report.py::test_a_trace_larger_than_the_limit_is_refused_unread',
+    # issue 22: wspc tune
+    'give --budget or --seconds, not both':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the budget must be at least 1 candidate (the given schedule)':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the time budget must be a positive number of seconds':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'module `{*}` already has {*} {*} named `{*}`, and --apply would add a schedule `{*}`':
+        'tests/test_tune.py::test_apply_writes_a_schedule_that_checks_with_the_printed_cycles',
     # issue 20: wspc run --launcher mpi
     '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
         'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',
