@@ -822,20 +822,19 @@ def _fmt_one(path: str, check_only: bool, diff: bool) -> bool:
     from .limits import MAX_SOURCE_BYTES
     from .spans import Span
 
-    def error(message: str, help: Optional[str] = None) -> WspError:
-        return WspError([Diagnostic(Span(name, 0, 0, 0, 0), "io", message, help)])
-
     name = "<stdin>" if path == "-" else path
+    here = Span(name, 0, 0, 0, 0)  # the file as a whole: `name: error: ...`
     if path == "-":
         data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
         if len(data) > MAX_SOURCE_BYTES:
-            raise error(f"larger than {MAX_SOURCE_BYTES >> 20} MiB, the limit for a source file")
+            raise WspError([Diagnostic(here, "io", f"larger than {MAX_SOURCE_BYTES >> 20} MiB, the limit "
+                                                   "for a source file")])
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise error("not UTF-8 text", "save the file as UTF-8") from None
+            raise WspError([Diagnostic(here, "io", "not UTF-8 text", "save the file as UTF-8")]) from None
     elif os.path.isdir(path):
-        raise error("no `.wsp` file below this directory")
+        raise WspError([Diagnostic(here, "io", "no `.wsp` file below this directory")])
     else:
         text = read_source(path)
     formatted = format_text(text, name)
@@ -854,7 +853,7 @@ def _fmt_one(path: str, check_only: bool, diff: bool) -> bool:
         try:
             write_atomic(path, formatted)
         except OSError as err:
-            raise error(f"cannot write the file: {os_reason(err)}") from None
+            raise WspError([Diagnostic(here, "io", f"cannot write the file: {os_reason(err)}")]) from None
     return changed
 
 
