@@ -408,3 +408,20 @@ def test_standard_input_over_the_size_limit():
                        capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (r.returncode, r.stdout) == (1, b"")
     assert r.stderr.decode() == "<stdin>: error: larger than 16 MiB, the limit for a source file\n"
+
+
+def test_comments_between_the_branches_of_a_when_stay_in_the_branch_before():
+    text = ("workload w() {\n    for i in P(4) {\n        when i < 2 {\n            k[i](x = X[i])\n"
+            "        }  // first\n        // between\n        else when i < 3 { k[i](x = X[i]) } /* second */\n"
+            "        otherwise {\n        }\n    }\n}\n")
+    out = fmt(text)
+    assert out == ("workload w() {\n    for i in P(4) {\n        when i < 2 {\n            k[i](x = X[i])\n"
+                   "            // first\n            // between\n        } else when i < 3 {  /* second */\n"
+                   "            k[i](x = X[i])\n        } otherwise {\n        }\n    }\n}\n")
+    assert fmt(out) == out
+
+
+def test_crlf_line_ends_become_lf_and_a_long_chain_of_operators_stays_one_line():
+    assert fmt("module m\r\nconst A = 1  // c\r\n\r\n\r\nconst B = 2\r\n") == "module m\nconst A = 1  // c\n\nconst B = 2\n"
+    chain = "const A = " + " + ".join(["max(1, 2)"] * 500) + "\n"
+    assert fmt(chain) == chain  # breaking at one call's comma would not make it readable

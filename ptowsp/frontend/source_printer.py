@@ -32,6 +32,7 @@ LINE_LENGTH = 100
 # a wrapped argument list lines up after its `(` unless that is further right than this; then
 # the arguments go two levels in (not one, which would look like the block's body)
 _ALIGN_MAX = 50
+_TRY_CALLS = 16  # the calls of one line tried for a break, outermost and leftmost first
 
 Pos = tuple[int, int]  # (line, col), 1-based
 _NOWHERE: Pos = (0, 0)
@@ -109,9 +110,11 @@ class _Out:
             self.last = c.end_line
             self.next += 1
 
-    def emit(self, depth: int, text: str, first: Pos = _NOWHERE, last: Pos = _NOWHERE) -> None:
+    def emit(self, depth: int, text: str, first: Pos = _NOWHERE, last: Pos = _NOWHERE,
+             inside: Optional[int] = None) -> None:
         """One statement, declaration or block line whose source runs from `first` to `last`
-        (the end of its last token), wrapped when too long."""
+        (the end of its last token), wrapped when too long. The comments inside it go before
+        it at `depth`, or at `inside` (a `} else when ... {` line: in the block it closes)."""
         self.comments_before(first, depth)
         self._blank_before(first[0])
         trailing = None
@@ -120,7 +123,7 @@ class _Out:
             cs = lay.comments
             # comments inside the statement: on lines of their own before it
             while self.next < len(cs) and (cs[self.next].line, cs[self.next].col) < last:
-                self._comment_row(depth, cs[self.next])
+                self._comment_row(depth if inside is None else inside, cs[self.next])
                 self.next += 1
             # comments after it on its last line stay there
             after = []
@@ -164,19 +167,24 @@ def _wrap(text: str, indent: int) -> list[str]:
     """`text` as lines of at most `LINE_LENGTH` columns (from `indent`) where it can: broken
     after the commas of one call's arguments, filled, and lined up after its `(`. The call is
     the first (outermost, then leftmost) whose breaking makes every line fit, else the one that
-    leaves the shortest longest line. A text with no call to break, or with a `\"\"\"` body,
-    stays one line."""
+    leaves the shortest longest line, if that is at most two thirds of the text. A text with no
+    call to break, or with a `\"\"\"` body, stays one line."""
     if indent + len(text) <= LINE_LENGTH or "\n" in text:
         return [text]
     best: Optional[list[str]] = None
-    for open_at, commas, close_at in _calls(text):
+    # the first few calls only: a generated line of thousands of calls would cost their square
+    for open_at, commas, close_at in _calls(text)[:_TRY_CALLS]:
         lines = _wrap_at(text, indent, open_at, commas, close_at)
         widest = max(len(x) for x in lines) + indent
         if widest <= LINE_LENGTH:
             return lines
         if best is None or widest < max(len(x) for x in best) + indent:
             best = lines
-    return best or [text]
+    # no break makes it fit: the best one, if it at least leaves a much shorter longest line
+    # (breaking a long chain of operators at one call's comma only makes it harder to read)
+    if best is not None and max(len(x) for x in best) + indent <= (indent + len(text)) * 2 // 3:
+        return best
+    return [text]
 
 
 def _wrap_at(text: str, indent: int, open_at: int, commas: list[int], close_at: int) -> list[str]:
@@ -251,7 +259,7 @@ class _Printer:
         """`}` (or `} else ... {`): the comments left in the block first, inside it."""
         self.out.comments_before(close, depth + 1)
         self.out.opened = True  # no blank line before a `}`
-        self.out.emit(depth, text, close, last)
+        self.out.emit(depth, text, close, last, inside=depth + 1)
 
     def block(self, head: str, body, depth: int, start: Pos) -> None:
         o, c = self._braces(start)
