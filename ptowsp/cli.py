@@ -790,70 +790,25 @@ def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_wri
         raise WspError([Diagnostic(_at(err.where), "io", err.message)]) from None
 
 
-# ---- wspc fmt (docs/tools.md, "wspc fmt") ------------------------------------------------------
-
-
-def _fmt_files(paths: tuple[str, ...]) -> list[str]:
-    """The files `wspc fmt` formats: those named (one that is not `.wsp` is an error), and the
-    `.wsp` files below a directory named, in name order, hidden files and folders left out."""
-    import os
-
-    out = []
-    for path in paths:
-        if path != "-" and os.path.isdir(path):
-            found = []
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, n) for n in sorted(names)
-                          if n.endswith(".wsp") and not n.startswith(".")]
-            out += found or [path]  # none: `_fmt_one` says so
-        else:
-            out.append(path)
-    return out
+# ---- wspc fmt (docs/tools.md, "wspc fmt"; its files: frontend/formatting.py) -----------------
 
 
 def _fmt_one(path: str, check_only: bool, diff: bool) -> bool:
-    """Format one file (`-`: standard input to standard output); True when it changed."""
-    import os
+    """Format one file (`-`: standard input to standard output); True when it changes."""
+    from .driver import format_text
+    from .frontend import formatting as F
 
-    from .diagnostics import Diagnostic, WspError
-    from .driver import format_text, read_source
-    from .files import os_reason, write_atomic
-    from .limits import MAX_SOURCE_BYTES
-    from .spans import Span
-
-    name = "<stdin>" if path == "-" else path
-    here = Span(name, 0, 0, 0, 0)  # the file as a whole: `name: error: ...`
-    if path == "-":
-        data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
-        if len(data) > MAX_SOURCE_BYTES:
-            raise WspError([Diagnostic(here, "io", f"larger than {MAX_SOURCE_BYTES >> 20} MiB, the limit "
-                                                   "for a source file")])
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise WspError([Diagnostic(here, "io", "not UTF-8 text", "save the file as UTF-8")]) from None
-    elif os.path.isdir(path):
-        raise WspError([Diagnostic(here, "io", "no `.wsp` file below this directory")])
-    else:
-        text = read_source(path)
-    formatted = format_text(text, name)
+    text = F.read(path)
+    formatted = format_text(text, F.name_of(path))
     changed = formatted != text
     if diff and changed:
-        import difflib
-
-        click.echo("".join(difflib.unified_diff(text.splitlines(True), formatted.splitlines(True),
-                                                 name, name + " (formatted)")), nl=False)
-    if check_only:
-        if changed:
-            click.echo(name)
-    elif path == "-" and not diff:
+        click.echo(F.diff(path, text, formatted), nl=False)
+    if check_only and changed:
+        click.echo(F.name_of(path))
+    elif path == F.STDIN and not (check_only or diff):
         click.echo(formatted, nl=False)
-    elif changed and not diff:
-        try:
-            write_atomic(path, formatted)
-        except OSError as err:
-            raise WspError([Diagnostic(here, "io", f"cannot write the file: {os_reason(err)}")]) from None
+    elif changed and not (check_only or diff):
+        F.write(path, formatted)
     return changed
 
 
@@ -868,12 +823,13 @@ def fmt(ctx: click.Context, files: tuple[str, ...], check_only: bool, diff: bool
 
     `-` formats standard input to standard output. A file that does not parse is reported
     and left as it is."""
+    from .frontend.formatting import files_of
+
     failed = unformatted = False
-    for path in _fmt_files(files):
+    for path in files_of(files):
         changed = _run_guarded(ctx, "fmt", lambda path=path: _fmt_one(path, check_only, diff),
                                exit_on_error=False)
-        failed = failed or changed is None
-        unformatted = unformatted or bool(changed)
+        failed, unformatted = failed or changed is None, unformatted or bool(changed)
     if failed or (check_only and unformatted):
         ctx.exit(EXIT_USER)
 

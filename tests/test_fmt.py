@@ -352,12 +352,12 @@ def test_standard_input_that_is_not_utf8(tmp_path):
 
 
 def test_a_file_that_cannot_be_written_is_an_error_and_stays_as_it_was(tmp_path, monkeypatch):
-    import ptowsp.files
+    import ptowsp.frontend.formatting
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(ptowsp.files, "write_atomic", refuse)
+    monkeypatch.setattr(ptowsp.frontend.formatting, "write_atomic", refuse)
     path = tmp_path / "a.wsp"
     path.write_text(UGLY)
     r = CliRunner().invoke(main, ["fmt", str(path)])
