@@ -736,6 +736,50 @@ def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, ap
         click.echo(f"\nwrote schedule `{name}` into {file}")
 
 
+# ---- wspc fmt (docs/tools.md, "wspc fmt"; its files: frontend/formatting.py) -----------------
+
+
+def _fmt_one(path: str, check_only: bool, diff: bool) -> bool:
+    """Format one file (`-`: standard input to standard output); True when it changes."""
+    from .driver import format_text
+    from .frontend import formatting as F
+
+    text = F.read(path)
+    formatted = format_text(text, F.name_of(path))
+    changed = formatted != text
+    if diff and changed:
+        click.echo(F.diff(path, text, formatted), nl=False)
+    if check_only and changed:
+        click.echo(F.name_of(path))
+    elif path == F.STDIN and not (check_only or diff):
+        click.echo(formatted, nl=False)
+    elif changed and not (check_only or diff):
+        F.write(path, formatted)
+    return changed
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--check", "check_only", is_flag=True,
+              help="Write nothing; print the files not formatted and exit 1 if there are any.")
+@click.option("--diff", is_flag=True, help="Write nothing; print what would change as a unified diff.")
+@click.pass_context
+def fmt(ctx: click.Context, files: tuple[str, ...], check_only: bool, diff: bool) -> None:
+    """Rewrite FILES (and the .wsp files below a directory) in the canonical layout.
+
+    `-` formats standard input to standard output. A file that does not parse is reported
+    and left as it is."""
+    from .frontend.formatting import files_of
+
+    failed = unformatted = False
+    for path in files_of(files):
+        changed = _run_guarded(ctx, "fmt", lambda path=path: _fmt_one(path, check_only, diff),
+                               exit_on_error=False)
+        failed, unformatted = failed or changed is None, unformatted or bool(changed)
+    if failed or (check_only and unformatted):
+        ctx.exit(EXIT_USER)
+
+
 @main.group()
 def cache() -> None:
     """The build cache ($WSPC_CACHE_DIR or ~/.cache/wspc)."""
