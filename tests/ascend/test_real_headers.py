@@ -54,7 +54,11 @@ CLASSES = {"LocalTensor": ("LocalTensor",), "GlobalTensor": ("GlobalTensor",),
            "TPipe": ("TPipe",), "TBuf": ("TBuf",), "TQue": ("TQue", "TQueBind"),
            "DataCopyParams": ("DataCopyParams",), "DataCopyExtParams": ("DataCopyExtParams",),
            "DataCopyPadExtParams": ("DataCopyPadExtParams",),
-           "CopyRepeatParams": ("CopyRepeatParams",)}
+           "CopyRepeatParams": ("CopyRepeatParams",),
+           # the cube kernels' (aicore/cube.py, wsp_cube.h)
+           "Nd2NzParams": ("Nd2NzParams",), "LoadData2DParams": ("LoadData2DParams",),
+           "MmadParams": ("MmadParams",), "FixpipeParamsV220": ("FixpipeParamsV220",),
+           "InitConstValueParams": ("InitConstValueParams",)}
 HOST_PROGRAMS = ("examples/rmsnorm.wsp", "examples/moe.wsp", "examples/megakernel.wsp",
                  "examples/attention_varlen.wsp")
 
@@ -92,6 +96,18 @@ def _corpus() -> dict[str, str]:
     mod, _ = optimize(ptowsp.load(str(ROOT / "examples/megakernel.wsp")).ir, 2)
     tree = emit_project(mod, choose_schedule(mod, None)).files
     out["megakernel/aicore/dispatch.asc"] = tree["aicore/dispatch.asc"]
+    # the cube path: a GEMM of f16 tiles (its kernel, wsp_cube.h, both dispatchers), and the
+    # kernel of every layout and output dtype
+    from .test_cube import GEMM16, program
+
+    mod, _ = optimize(ptowsp.parse(GEMM16, "gemm16.wsp").ir, 2)
+    for path, text in emit_project(mod, "main").files.items():
+        if path.startswith("aicore/"):
+            out[f"gemm16/{path}"] = text
+    for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16")):
+        m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
+        for path, text in aicore.emit_aicore(m).items():
+            out[f"cube_{dt}_{o}/{path}"] = text
     return out
 
 
