@@ -192,6 +192,32 @@ schedule main = wl()
     assert "Mmad" not in aicore.emit_aicore(mod)[aicore.header_path(kern)]
 
 
+def test_matmuls_whose_panels_do_not_fit_l1_together_stay_on_the_vector_path():
+    """Two matmuls of one kernel share the queues, sized for the largest panel of each: when
+    those do not fit L1 together the kernel keeps the vector path (no tiling of its own)."""
+    src = """
+input A: f16[128, 4096]
+input B: f16[4096, 16]
+input C: f16[16, 4096]
+input D: f16[4096, 256]
+output Y: f32[128, 16]
+output Z: f32[16, 256]
+kernel k(a: In[Tile[128, 4096, f16]], b: In[Tile[4096, 16, f16]], c: In[Tile[16, 4096, f16]],
+         d: In[Tile[4096, 256, f16]], y: Out[Tile[128, 16, f32]], z: Out[Tile[16, 256, f32]]) {
+    store(y, matmul(a, b))
+    store(z, matmul(c, d))
+}
+workload wl() { k[0](a = A, b = B, c = C, d = D, y = Y, z = Z) }
+schedule main = wl()
+"""
+    (kern,) = driver.lower(driver.check_text(src, "two.wsp")).kernels
+    assert not aicore.is_cube(kern)
+    # each alone fits (its tiling is made to), and both fill most of L1
+    one, two = cube_tiling(128, 16, 4096, 2), cube_tiling(16, 256, 4096, 2)
+    assert one.fits() and two.fits()
+    assert one.l1_bytes() + two.l1_bytes() > 512 * 1024 - 256
+
+
 def test_a_gathered_operand_stays_on_the_vector_path():
     """A task passing a gather view (or a column-strided one): the cube's Nd2Nz copies take
     rows of contiguous elements, so that kernel keeps the vector path's copies."""

@@ -230,13 +230,20 @@ def test_stand_in_declarations_are_the_real_ones(real, stand_in, corpus):
 
 def test_a_wrong_stand_in_declaration_is_caught(real, stand_in, corpus):
     """The check is not vacuous: a stand-in declaring ReduceMax with the work buffer's count as
-    uint32_t, or GetTPipePtr inside AscendC (as it once did), is caught."""
+    uint32_t, Mmad with its MmadParams by pointer, or GetTPipePtr inside AscendC (as it once
+    did), is caught."""
     wrong = scan("namespace AscendC { template <typename T> class LocalTensor {};\n"
                  "template <typename T> void ReduceMax(const LocalTensor<T> &d, "
                  "const LocalTensor<T> &s, const LocalTensor<T> &w, const uint32_t count, "
                  "bool calIndex = 0); }")
     merged = Index(stand_in.decls + wrong.decls, stand_in.enums, stand_in.classes, stand_in.types)
     assert any("ReduceMax" in b for b in _mismatches(real, merged, corpus))
+    # and on the cube side: Mmad taking its parameters by pointer
+    wrong = scan("namespace AscendC { template <typename T> class LocalTensor {}; struct MmadParams;\n"
+                 "template <typename T, typename U, typename S> void Mmad(const LocalTensor<T> &d, "
+                 "const LocalTensor<U> &f, const LocalTensor<S> &g, MmadParams *p); }")
+    merged = Index(stand_in.decls + wrong.decls, stand_in.enums, stand_in.classes, stand_in.types)
+    assert any("Mmad" in b for b in _mismatches(real, merged, corpus))
     inside = scan("namespace AscendC { class TPipe; TPipe *GetTPipePtr(); }")
     assert inside.functions("GetTPipePtr") and not real.functions("GetTPipePtr")
 

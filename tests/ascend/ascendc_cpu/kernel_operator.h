@@ -233,7 +233,7 @@ constexpr uint32_t NBLOCKS = WSP_ARENA_BYTES / BLOCK;
 enum Mem { M_UB = 0, M_L1, M_L0A, M_L0B, M_L0C, NMEMS };
 inline const char *MemName(int m)
 {
-    static const char *n[] = {"the Unified Buffer", "L1", "L0A", "L0B", "L0C"};
+    static const char *n[] = {"UB", "L1", "L0A", "L0B", "L0C"};
     return n[m];
 }
 constexpr uint32_t MEM_AT[NMEMS] = {0, WSP_L1_AT, WSP_L0A_AT, WSP_L0B_AT, WSP_L0C_AT};

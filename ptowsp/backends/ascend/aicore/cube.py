@@ -38,7 +38,7 @@ from typing import Optional
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
-from ...cube import CubeTiling, cube_tiling
+from ...cube import A2, CubeTiling, cube_tiling
 from ..render import render
 from .names import describe, guard, kernel_entry
 
@@ -122,7 +122,25 @@ def cube_jobs(k: N.Kernel) -> Optional[list[CubeJob]]:
         jobs.append(CubeJob(out, tindex[out], Operand(a[0], tindex[a[0]], a[1]),
                             Operand(b[0], tindex[b[0]], b[1]), acc, pa.dtype, pout.dtype,
                             cube_tiling(m, n, kk, TABLE[pa.dtype].size)))
+    b = buffers(jobs)
+    # several matmuls share the queues, sized for the largest of each: each tiling fits the
+    # core alone, but their largest A and B panels together may not fit L1 (then the kernel
+    # keeps the vector path rather than a tiling of its own that the cycle model would not see)
+    if b["l1_buffers"] * (b["l1a"] + b["l1b"]) > A2.l1:
+        return None
     return jobs
+
+
+def buffers(jobs: list[CubeJob]) -> dict[str, int]:
+    """The queues' buffer counts and bytes per buffer for `jobs` (the largest each needs)."""
+    return dict(
+        l1_buffers=min(j.tiling.l1_buffers for j in jobs),
+        l0_buffers=min(j.tiling.l0_buffers for j in jobs),
+        l1a=max(j.tiling.base_m * j.tiling.step_k * j.tiling.in_bytes for j in jobs),
+        l1b=max(j.tiling.base_n * j.tiling.step_k * j.tiling.in_bytes for j in jobs),
+        l0a=max(j.tiling.base_m * j.tiling.base_k * j.tiling.in_bytes for j in jobs),
+        l0b=max(j.tiling.base_n * j.tiling.base_k * j.tiling.in_bytes for j in jobs),
+        l0c=max(j.tiling.base_m * j.tiling.base_n for j in jobs) * 4)
 
 
 class _Lines(list):
@@ -135,13 +153,9 @@ class _Lines(list):
 def emit_cube_kernel(k: N.Kernel, module: str, jobs: list[CubeJob]) -> str:
     """The header of cube kernel `k` (`jobs`: `cube_jobs(k)`)."""
     out = _Lines()
-    l1a = max(j.tiling.base_m * j.tiling.step_k for j in jobs) * 2
-    l1b = max(j.tiling.base_n * j.tiling.step_k for j in jobs) * 2
-    l0a = max(j.tiling.base_m * j.tiling.base_k for j in jobs) * 2
-    l0b = max(j.tiling.base_n * j.tiling.base_k for j in jobs) * 2
-    l0c = max(j.tiling.base_m * j.tiling.base_n for j in jobs) * 4
-    nl1 = min(j.tiling.l1_buffers for j in jobs)
-    nl0 = min(j.tiling.l0_buffers for j in jobs)
+    b = buffers(jobs)
+    l1a, l1b, l0a, l0b, l0c = b["l1a"], b["l1b"], b["l0a"], b["l0b"], b["l0c"]
+    nl1, nl0 = b["l1_buffers"], b["l0_buffers"]
     out("AscendC::TPipe pipe;")
     out(f"AscendC::TQue<AscendC::TPosition::A1, {nl1}> q_a1;")
     out(f"AscendC::TQue<AscendC::TPosition::B1, {nl1}> q_b1;")
@@ -238,7 +252,9 @@ def _job(out: _Lines, j: CubeJob) -> None:
     out("q_b2.EnQue(b2);", d)
     out(f"a2 = q_a2.DeQue<{it}>();", d)
     out(f"b2 = q_b2.DeQue<{it}>();", d)
-    out("AscendC::MmadParams mp((uint16_t)bm, (uint16_t)bn, (uint16_t)kk, 0, false, "
+    # m in whole fractals (bmp, never 1: m == 1 would put the cube in its GEMV mode, which
+    # reads L0A in another layout); the padding rows are computed and never stored
+    out("AscendC::MmadParams mp((uint16_t)bmp, (uint16_t)bn, (uint16_t)kk, 0, false, "
         "k1 == 0 && k0 == 0);", d)
     out("AscendC::Mmad(c, a2, b2, mp);", d)
     out("q_a2.FreeTensor(a2);", d)
