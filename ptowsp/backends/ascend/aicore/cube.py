@@ -98,8 +98,8 @@ def cube_jobs(k: N.Kernel) -> Optional[list[CubeJob]]:
         pout = params[out]
         if op.op == "convert" and op.dtype == pout.dtype:
             op = k.ops[op.args[0]]
-        if op.op != "matmul" or pout.dtype not in CUBE_OUT:
-            return None
+        if op.op != "matmul" or pout.dtype not in CUBE_OUT or (pout.rows, pout.cols) != op.shape:
+            return None  # (a store broadcasting the product is vector work)
         a, b = (_operand(k, j) for j in op.args[:2])
         if a is None or b is None:
             return None
