@@ -3,8 +3,8 @@ of `ascendc_cpu/`, whose cube model permutes the NZ / ZZ / ZN fractal layouts in
 checks L1 / L0A / L0B / L0C capacities, 512-byte fractal alignment and the MTE2 / MTE1 / M / FIX
 hand-offs:
 
-- every layout (a·b, a·sᵀ, sᵀ·b, sᵀ·tᵀ, and `acc` stored into its own tile) x dtype (f16 and
-  bf16 in, f32 / f16 / bf16 out) x shapes across the fractal, block and stage edges of
+- every layout (a·b, a·sᵀ, sᵀ·b, sᵀ·tᵀ, and `acc` stored into its own tile) x dtype (f16,
+  bf16 and f32 in, f32 / f16 / bf16 out) x shapes across the fractal, block and stage edges of
   `backends/cube.py`'s tiling (1, 15, 16, 17, 127, 129, 255, 257, and a K past step_k), kernel
   == ref == NumPy in float64; shapes and values under hypothesis;
 - the stand-in's rules: a missing flag, an over-capacity buffer, a misaligned fractal, a cube
@@ -114,33 +114,35 @@ def check(m: int, k: int, n: int, dt: str, seed: int, tmp_path, out: str = "f32"
 EDGES = [(1, 1, 1), (15, 16, 17), (17, 15, 16), (16, 127, 129), (129, 17, 255), (255, 33, 257)]
 
 
-@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("dt", ["f16", "bf16", "f32"])
 @pytest.mark.parametrize("shape", EDGES, ids=lambda s: "x".join(map(str, s)))
 def test_every_layout_dtype_and_edge(dt, shape, tmp_path):
     m, k, n = shape
     check(m, k, n, dt, sum(shape), tmp_path, levels=(2,))
 
 
-@pytest.mark.parametrize("dt, out", [("f16", "f16"), ("bf16", "bf16"), ("f16", "bf16")])
+@pytest.mark.parametrize("dt, out", [("f16", "f16"), ("bf16", "bf16"), ("f16", "bf16"),
+                                     ("f32", "f16")])
 def test_fixpipe_converts_on_the_way_out(dt, out, tmp_path):
     """C stored as f16 / bf16: Fixpipe's F322F16 / F322BF16 (one rounding of the f32 sum)."""
     text = check(20, 40, 24, dt, 5, tmp_path, out=out)
     assert "wsp_cube_out<" + {"f16": "half", "bf16": "bfloat16_t"}[out] + ">" in text
 
 
-def test_k_past_one_l1_stage(tmp_path):
+@pytest.mark.parametrize("dt", ["f16", "f32"])
+def test_k_past_one_l1_stage(dt, tmp_path):
     """K deeper than one L1 stage (step_k): the stages accumulate in L0C (cmatrixInitVal only
     on the first Mmad), at -O0 and -O2."""
     m, k, n = 17, 2600, 15
-    t = cube_tiling(m, n, k, 2)
+    t = cube_tiling(m, n, k, 2 if dt == "f16" else 4)
     assert t.l1_stages > 1 and t.k_steps > t.l1_stages, t
-    text = check(m, k, n, "f16", 3, tmp_path)
+    text = check(m, k, n, dt, 3, tmp_path)
     assert f"k1 += {t.step_k}" in text and f"k0 += {t.base_k}" in text
 
 
 @settings(max_examples=4, deadline=None)
 @given(st.integers(1, 140), st.integers(1, 140), st.integers(1, 140),
-       st.sampled_from(["f16", "bf16"]), st.integers(0, 2**31))
+       st.sampled_from(["f16", "bf16", "f32"]), st.integers(0, 2**31))
 def test_shapes_and_values(tmp_path_factory, m, k, n, dt, seed):
     check(m, k, n, dt, seed, tmp_path_factory.mktemp("cube"), levels=(2,))
 
@@ -162,7 +164,7 @@ def test_the_emitted_loops_are_the_tiling():
 # -- which kernels go to the cube
 
 STAYS = {
-    "f32 operands (the vector path: docs/ascend.md)": "store(y, matmul(x, w))",
+    "integer operands": "store(y, matmul(x, w))",
     "vector work after the matmul (a mixed kernel)": "store(y, exp(matmul(h, w)))",
     "acc from another tile": "store(y, matmul(h, w, acc = c))",
     "mixed operand dtypes": "store(y, matmul(h, g))",
@@ -172,14 +174,14 @@ STAYS = {
 @pytest.mark.parametrize("why", list(STAYS))
 def test_what_stays_on_the_vector_path(why):
     src = f"""
-input X: f32[16, 32]
+input X: i32[16, 32]
 input H: f16[16, 32]
 input G: bf16[32, 16]
-input W: {"f32" if why.startswith("f32") else "f16"}[32, 16]
+input W: {"i32" if why.startswith("integer") else "f16"}[32, 16]
 input C: f32[16, 16]
 output Y: f32[16, 16]
-kernel k(x: In[Tile[16, 32, f32]], h: In[Tile[16, 32, f16]], g: In[Tile[32, 16, bf16]],
-         w: In[Tile[32, 16, {"f32" if why.startswith("f32") else "f16"}]], c: In[Tile[16, 16, f32]],
+kernel k(x: In[Tile[16, 32, i32]], h: In[Tile[16, 32, f16]], g: In[Tile[32, 16, bf16]],
+         w: In[Tile[32, 16, {"i32" if why.startswith("integer") else "f16"}]], c: In[Tile[16, 16, f32]],
          y: Out[Tile[16, 16, f32]]) {{
     {STAYS[why]}
 }}
@@ -377,11 +379,13 @@ GEMM16 = (ROOT / "examples/gemm.wsp").read_text().replace(
     "a: In[Tile[TS, TS, f16]], b: In[Tile[TS, TS, f16]]")
 
 
-def test_gemm_tree_on_the_cube_end_to_end(tmp_path):
-    """The example GEMM with f16 operands: every task on the cube through wsp_dispatch_cube
-    (partial edge tiles, `acc` through Fixpipe's atomic add, three K steps in order), the host
-    binary's C equal to ref's."""
-    ir, _ = optimize(ptowsp.parse(GEMM16, "gemm16.wsp").ir, 2)
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_gemm_tree_on_the_cube_end_to_end(dt, tmp_path):
+    """The example GEMM (f32 as written, and with f16 operands): every task on the cube through
+    wsp_dispatch_cube (partial edge tiles, `acc` through Fixpipe's atomic add, three K steps in
+    order), the host binary's C equal to ref's."""
+    text = GEMM16 if dt == "f16" else (ROOT / "examples/gemm.wsp").read_text()
+    ir, _ = optimize(ptowsp.parse(text, f"gemm_{dt}.wsp").ir, 2)
     tree, exe = build_host(tmp_path, ir, "main")
     assert "KERNEL_TYPE_AIC_ONLY" in (tree / "aicore/dispatch.asc").read_text()
     data = tmp_path / "data"

@@ -58,7 +58,8 @@ CLASSES = {"LocalTensor": ("LocalTensor",), "GlobalTensor": ("GlobalTensor",),
            # the cube kernels' (aicore/cube.py, wsp_cube.h)
            "Nd2NzParams": ("Nd2NzParams",), "LoadData2DParams": ("LoadData2DParams",),
            "MmadParams": ("MmadParams",), "FixpipeParamsV220": ("FixpipeParamsV220",),
-           "InitConstValueParams": ("InitConstValueParams",)}
+           "InitConstValueParams": ("InitConstValueParams",),
+           "LoadData2dTransposeParams": ("LoadData2dTransposeParams",)}
 HOST_PROGRAMS = ("examples/rmsnorm.wsp", "examples/moe.wsp", "examples/megakernel.wsp",
                  "examples/attention_varlen.wsp")
 
@@ -104,7 +105,7 @@ def _corpus() -> dict[str, str]:
     for path, text in emit_project(mod, "main").files.items():
         if path.startswith("aicore/"):
             out[f"gemm16/{path}"] = text
-    for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16")):
+    for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("f32", "f32")):
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():
             out[f"cube_{dt}_{o}/{path}"] = text

@@ -1311,6 +1311,21 @@ struct LoadData2DParams {
     uint8_t addrMode = 0;
 };
 
+struct LoadData2dTransposeParams {
+    __aicore__ LoadData2dTransposeParams() {}
+    __aicore__ LoadData2dTransposeParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+                                         const uint16_t srcStrideIn, const uint16_t dstGapIn,
+                                         const uint16_t dstfracGapIn)
+        : startIndex(startIndexIn), repeatTimes(repeatTimesIn), srcStride(srcStrideIn), dstGap(dstGapIn),
+          dstFracGap(dstfracGapIn) {}
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+};
+
 struct MmadParams {
     __aicore__ MmadParams() {}
     __aicore__ MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
@@ -1466,6 +1481,45 @@ __aicore__ inline void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> 
             std::memcpy((void *)d, (const void *)s, 512);
         }
         detail::Write(d, 512, detail::P_MTE1);
+    }
+}
+
+// L1 -> L0A / L0B transposing 4-byte data (the LoadDataWithTranspose page,
+// atlasascendc_api_07_0239): each repeat joins two consecutive 16 x 8 fractals of the source
+// side by side into a 16 x 16 square (the first its columns 0-7), transposes it and writes it
+// as two 16 x 8 fractals (columns 0-7 of the transpose, then 8-15) dstFracGap fractals apart;
+// srcStride counts squares (1024 bytes), dstGap the fractals between one repeat's first
+// fractal and the next one's. Modelled for 4-byte types with startIndex 0 (the kernels offset
+// the tensors instead), as wspc uses it; 2-byte types transpose through LoadData2DParams.
+template <typename T>
+__aicore__ inline void LoadDataWithTranspose(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                             const LoadData2dTransposeParams &loadDataParams)
+{
+    const char *api = "LoadDataWithTranspose";
+    detail::CubeCore(api);
+    const LoadData2dTransposeParams &p = loadDataParams;
+    static_assert(sizeof(T) == 4, "LoadDataWithTranspose is modelled for 4-byte types only");
+    const int dm = detail::MemOf(dst.ptr_);
+    if (dm != detail::M_L0A && dm != detail::M_L0B) ShimFail(api, "the destination must be in L0A or L0B");
+    if (p.startIndex != 0) ShimFail(api, "startIndex other than 0 is not modelled");
+    if (p.repeatTimes == 0) ShimFail(api, "repeatTimes is 0");
+    const uint64_t srcEnd = ((uint64_t)(p.repeatTimes - 1) * p.srcStride + 1) * 1024u;
+    const uint64_t dstEnd = ((uint64_t)(p.repeatTimes - 1) * (1u + p.dstGap) + 2u + p.dstFracGap) * 512u;
+    detail::CubeOperand(api, src, detail::M_L1, srcEnd, 32, "the source");
+    detail::CubeOperand(api, dst, dm, dstEnd, 512, "the destination");
+    for (uint32_t i = 0; i < p.repeatTimes; ++i) {
+        const T *s = src.ptr_ + (uint64_t)i * p.srcStride * 256u;
+        T *d0 = dst.ptr_ + (uint64_t)i * (1u + p.dstGap) * 128u;
+        T *d1 = d0 + (uint64_t)(1u + p.dstFracGap) * 128u;
+        detail::Read(s, 1024, detail::P_MTE1, api);
+        T sq[16][16];
+        for (uint32_t r = 0; r < 16; ++r)
+            for (uint32_t c = 0; c < 16; ++c) sq[r][c] = s[(c / 8u) * 128u + r * 8u + c % 8u];
+        for (uint32_t r = 0; r < 16; ++r)      // the transpose's row r ...
+            for (uint32_t c = 0; c < 16; ++c)  // ... column c = the square's [c][r]
+                (c < 8u ? d0 : d1)[r * 8u + c % 8u] = sq[c][r];
+        detail::Write(d0, 512, detail::P_MTE1);
+        detail::Write(d1, 512, detail::P_MTE1);
     }
 }
 

@@ -26,10 +26,11 @@ How a tile kernel becomes Ascend C (`kernel.py`):
    its own temporaries); values that need all rows are resident, a matmul's weights stream from
    GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
    even R = 1 does not fit, the kernel is a compile error at its span.
-4. Units. A kernel whose work is all matmuls of f16 / bf16 operands runs on the cube core (AIC)
-   instead (`cube.py`, `cube_jobs`: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM, the tiling of
-   `backends/cube.py`); `aicore/wsp_cube.h` holds what those kernels share. Otherwise float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
-   (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
+4. Units. A kernel whose work is all matmuls (f16 / bf16 / f32 operands) runs on the cube core
+   (AIC) instead (`cube.py`, `cube_jobs`: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM, the
+   tiling of `backends/cube.py`); `aicore/wsp_cube.h` holds what those kernels share.
+   Otherwise float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector
+   unit (`vector.py`; `matmul.py` on the vector unit too, reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
    and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, concat,
    gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,

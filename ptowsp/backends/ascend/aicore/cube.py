@@ -4,9 +4,9 @@ cube core (AIC) instead of its vector cores, and `emit_cube_kernel(k, module)` w
 A kernel goes to the cube when all its work is matmuls (docs/ascend.md, "The AICore kernels"):
 every store receives `matmul(a, b)` (or `matmul(a, b, acc = y)` stored back into the InOut `y`
 it reads), possibly converted to the stored tile's f16 / bf16 (Fixpipe converts on the way out),
-whose operands are f16 or bf16 tile parameters (both the same dtype), each possibly transposed
-and widened to f32 (exact: the cube multiplies f16 / bf16 exactly and accumulates in f32, which
-is ref's f32 matmul up to the order of the sums). Anything else in the kernel keeps the whole
+whose operands are f16, bf16 or f32 tile parameters (both the same dtype), each possibly
+transposed, f16 / bf16 widened to f32 (exact: the cube multiplies them exactly and accumulates in
+f32, which is ref's f32 matmul up to the order of the sums). Anything else in the kernel keeps the whole
 kernel on the vector path (`matmul.py`): a kernel with a matmul AND vector work needs L0C -> GM
 -> UB on a vector core with cross-core flags (mixed kernels), which is the next step.
 
@@ -24,7 +24,9 @@ stage's copy and the next step's loads overlap the current Mmad, the queues' EnQ
 making the MTE2 -> MTE1 -> M -> FIX hand-offs. Transposed operands are loaded transposed, never
 copied: `a` [M, K] is NZ in L1 and loads into ZZ as is; `s` of aᵀ = transpose(s) ([K, M]) is NZ
 by K and each fractal loads transposed (`ifTranspose`); `b` [K, N] loads its fractals
-transposed into ZN; `t` of tᵀ ([N, K]) is already ZN's fractal order. A block or stage at an
+transposed into ZN; `t` of tᵀ ([N, K]) is already ZN's fractal order. For f32 (16 x 8 fractals,
+which `ifTranspose` does not transpose) `b` and `s` are copied in slabs of 16 rows and their
+16 x 16 squares transposed by `LoadDataWithTranspose` (docs/ascend.md says how). A block or stage at an
 edge is partial: rounded up to whole 16 x 16 fractals, its K padding zero (`Fill` of the L1
 buffer, before the copy), its M / N padding never stored; a partial view (a ragged last tile)
 is clipped the same way at run time (its pad must be 0, which the kernel's parameter says).
@@ -38,11 +40,11 @@ from typing import Optional
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
-from ...cube import A2, CubeTiling, cube_tiling
+from ...cube import A2, CubeTiling, cube_tiling, fractal_k
 from ..render import render
 from .names import describe, guard, kernel_entry
 
-CUBE_IN = ("f16", "bf16")          # operand dtypes the cube path takes (f32: see docs/ascend.md)
+CUBE_IN = ("f16", "bf16", "f32")   # operand dtypes the cube path takes
 CUBE_OUT = ("f32", "f16", "bf16")  # stored dtypes Fixpipe writes (NoQuant, F322F16, F322BF16)
 QUANT = {"f32": "NoQuant", "f16": "F322F16", "bf16": "F322BF16"}
 
@@ -77,7 +79,7 @@ def _operand(k: N.Kernel, i: int) -> Optional[tuple[str, bool]]:
             return str(op.attr), flips % 2 == 1
         if op.op == "transpose":
             flips += 1
-        elif op.op == "convert" and op.dtype == "f32" and ops[op.args[0]].dtype in CUBE_IN:
+        elif op.op == "convert" and op.dtype == "f32" and ops[op.args[0]].dtype in ("f16", "bf16"):
             pass  # widening f16 / bf16 -> f32: exact, the cube's own input conversion
         else:
             return None
@@ -209,10 +211,12 @@ def _job(out: _Lines, j: CubeJob) -> None:
     out(f"const int32_t sk = {K} - k1 < {t.step_k} ? {K} - k1 : {t.step_k};", d)
     out("const int32_t skp = (sk + 15) / 16 * 16;", d)
     # A's block: a rows m0.., columns k1.. (NZ by M: C0 stride bmp); or s rows k1.., columns
-    # m0.. (NZ by K: C0 stride skp)
+    # m0.. (NZ by K: C0 stride skp; for f32 in slabs of 16 rows, the transposing load's squares)
+    wide = t.in_bytes == 4
     out(f"AscendC::LocalTensor<{it}> a1 = q_a1.AllocTensor<{it}>();", d)
     if a.transposed:
-        out(f"wsp_cube_in<{it}>(a1, tiles[{a.t}], k1, m0, sk, bm, skp);", d)
+        fn = "wsp_cube_in_slabs" if wide else "wsp_cube_in"
+        out(f"{fn}<{it}>(a1, tiles[{a.t}], k1, m0, sk, bm, skp);", d)
     else:
         out(f"wsp_cube_in<{it}>(a1, tiles[{a.t}], m0, k1, bm, sk, bmp);", d)
     out("q_a1.EnQue(a1);", d)
@@ -220,34 +224,51 @@ def _job(out: _Lines, j: CubeJob) -> None:
     if b.transposed:
         out(f"wsp_cube_in<{it}>(b1, tiles[{b.t}], n0, k1, bn, sk, bnp);", d)
     else:
-        out(f"wsp_cube_in<{it}>(b1, tiles[{b.t}], k1, n0, sk, bn, skp);", d)
+        fn = "wsp_cube_in_slabs" if wide else "wsp_cube_in"
+        out(f"{fn}<{it}>(b1, tiles[{b.t}], k1, n0, sk, bn, skp);", d)
     out("q_b1.EnQue(b1);", d)
     out(f"a1 = q_a1.DeQue<{it}>();", d)
     out(f"b1 = q_b1.DeQue<{it}>();", d)
     out(f"for (int32_t k0 = 0; k0 < skp; k0 += {t.base_k}) {{", d)
     d = 5
+    fk, fe = fractal_k(t.in_bytes), 512 // t.in_bytes  # K of a fractal, elements of one
     out(f"const int32_t kk = skp - k0 < {t.base_k} ? skp - k0 : {t.base_k};", d)
-    out("const int32_t kf = kk / 16, mf = bmp / 16, nf = bnp / 16;", d)
+    out(f"const int32_t kf = kk / {fk}, mf = bmp / 16, nf = bnp / 16;", d)
     out(f"AscendC::LocalTensor<{it}> a2 = q_a2.AllocTensor<{it}>();", d)
-    out("for (int32_t i = 0; i < mf; ++i) {", d)
-    if a.transposed:  # s's fractal (k, i) transposed is A's (i, k)
-        out("AscendC::LoadData2DParams p((uint16_t)(i * (skp / 16) + k0 / 16), (uint8_t)kf, 1, 0, 0, "
-            "true, 0);", d + 1)
-    else:  # a's NZ fractals (k, i), mf apart, in ZZ order
-        out("AscendC::LoadData2DParams p((uint16_t)((k0 / 16) * mf + i), (uint8_t)kf, (uint16_t)mf, 0, "
-            "0, false, 0);", d + 1)
-    out("AscendC::LoadData(a2[i * kf * 256], a1, p);", d + 1)
+    if a.transposed and wide:
+        # each 16-row slab of s: squares of two 16 x 8 fractals (m 16q..16q+15) transposed
+        # into A's ZZ fractals (q, 2j) and (q, 2j + 1), kf apart from one square to the next
+        out("for (int32_t j = 0; j < kk / 16; ++j) {", d)
+        out("AscendC::LoadData2dTransposeParams p(0, (uint8_t)mf, 1, (uint16_t)(kf - 1), 0);", d + 1)
+        out(f"AscendC::LoadDataWithTranspose(a2[2 * j * {fe}], a1[(k0 / 16 + j) * 16 * bmp], p);", d + 1)
+    else:
+        out("for (int32_t i = 0; i < mf; ++i) {", d)
+        if a.transposed:  # s's fractal (k, i) transposed is A's (i, k)
+            out("AscendC::LoadData2DParams p((uint16_t)(i * (skp / 16) + k0 / 16), (uint8_t)kf, 1, 0, 0, "
+                "true, 0);", d + 1)
+        else:  # a's NZ fractals (k, i), mf apart, in ZZ order
+            out(f"AscendC::LoadData2DParams p((uint16_t)((k0 / {fk}) * mf + i), (uint8_t)kf, (uint16_t)mf, "
+                "0, 0, false, 0);", d + 1)
+        out(f"AscendC::LoadData(a2[i * kf * {fe}], a1, p);", d + 1)
     out("}", d)
     out("q_a2.EnQue(a2);", d)
     out(f"AscendC::LocalTensor<{it}> b2 = q_b2.AllocTensor<{it}>();", d)
-    out("for (int32_t j = 0; j < kf; ++j) {", d)
-    if b.transposed:  # t's NZ fractal (k, n) is ZN's as it is
-        out("AscendC::LoadData2DParams p((uint16_t)((k0 / 16 + j) * nf), (uint8_t)nf, 1, 0, 0, false, 0);",
+    if not b.transposed and wide:
+        # each 16-row slab of b: squares of two 16 x 8 fractals (n 16p..16p+15) transposed into
+        # ZN fractals (2j, p) and (2j + 1, p), nf apart
+        out("for (int32_t j = 0; j < kk / 16; ++j) {", d)
+        out("AscendC::LoadData2dTransposeParams p(0, (uint8_t)nf, 1, 0, (uint16_t)(nf - 1));", d + 1)
+        out(f"AscendC::LoadDataWithTranspose(b2[2 * j * nf * {fe}], b1[(k0 / 16 + j) * 16 * bnp], p);",
             d + 1)
-    else:  # b's NZ fractal (n, k) transposed is ZN's (k, n)
-        out("AscendC::LoadData2DParams p((uint16_t)(k0 / 16 + j), (uint8_t)nf, (uint16_t)(skp / 16), 0, 0, "
-            "true, 0);", d + 1)
-    out("AscendC::LoadData(b2[j * nf * 256], b1, p);", d + 1)
+    else:
+        out("for (int32_t j = 0; j < kf; ++j) {", d)
+        if b.transposed:  # t's NZ fractal (k, n) is ZN's as it is
+            out(f"AscendC::LoadData2DParams p((uint16_t)((k0 / {fk} + j) * nf), (uint8_t)nf, 1, 0, 0, false, "
+                "0);", d + 1)
+        else:  # b's NZ fractal (n, k) transposed is ZN's (k, n)
+            out("AscendC::LoadData2DParams p((uint16_t)(k0 / 16 + j), (uint8_t)nf, (uint16_t)(skp / 16), 0, "
+                "0, true, 0);", d + 1)
+        out(f"AscendC::LoadData(b2[j * nf * {fe}], b1, p);", d + 1)
     out("}", d)
     out("q_b2.EnQue(b2);", d)
     out(f"a2 = q_a2.DeQue<{it}>();", d)
