@@ -73,8 +73,14 @@ int main(int argc, char **argv) {
             const size_t before = calls.size();
             for (int64_t b = 0; b < blocks; b++) {  /* the blocks of one launch */
                 AscendC::test_block = b;
+#ifndef WSP_NO_VECTOR_DISPATCH  /* every kernel on the cube: no AIV launch */
                 wsp_dispatch((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity);
                 launches++;
+#endif
+#ifdef WSP_CUBE_DISPATCH  /* the tree runs some kernels on the cube: its AIC launch too */
+                wsp_dispatch_cube((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity);
+                launches++;
+#endif
             }
             for (size_t i = before; i < calls.size(); i++) {  /* match calls to the wave's records */
                 int64_t hit = -1;

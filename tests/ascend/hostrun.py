@@ -34,7 +34,8 @@ def write_tree(dest: Path, ir, schedule: str | None = None) -> dict[str, str]:
 def split_dispatch(text: str) -> tuple[str, str]:
     """aicore/dispatch.asc as (the kernel, the launcher main.asc calls)."""
     kernel, launcher = text.split(LAUNCHER_MARK, 1)
-    assert "wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
+    assert ("wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
+            or "wsp_dispatch_cube<<<blocks, nullptr, stream>>>" in launcher)
     return kernel, LAUNCHER_MARK + launcher
 
 

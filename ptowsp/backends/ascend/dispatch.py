@@ -2,7 +2,8 @@
 task's kernel (part B's `aicore/kernel_<name>.h`, entry `aicore.kernel_entry`) through a switch
 on the record's kernel index (the module's kernel order, as in the plan). When some kernels run
 on the cube (`aicore.is_cube`), a second AIC-only dispatcher with the same loop calls those, and
-the AIV one the rest: each wave is both launches, on the same stream."""
+the AIV one the rest: each wave is both launches, on the same stream (only the one whose kind
+of kernel the module has, when it has one kind)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,6 @@ def emit_dispatch(module: N.Module, headers: list[str], entry, cube=lambda k: Fa
                for i, k in enumerate(module.kernels)]
     text = render("aicore/dispatch.asc", module=module.name, kernels=kernels,
                   cube=any(k["cube"] for k in kernels),
+                  vector=not all(k["cube"] for k in kernels) or not kernels,
                   headers=[h.split("/", 1)[1] for h in headers])
     return {"aicore/dispatch.asc": text}
