@@ -61,6 +61,12 @@ def fractal_k(in_bytes: int) -> int:
     return FRACTAL_BYTES // in_bytes
 
 
+def k_quantum(in_bytes: int) -> int:
+    """What base_k is a multiple of: a fractal's K, but 16 for f32 (two 16 x 8 fractals, the
+    square the 4-byte transposing load moves)."""
+    return max(fractal_k(in_bytes), FRACTAL)
+
+
 @dataclass(frozen=True)
 class CubeTiling:
     """How one M x K @ K x N matmul runs on one core's cube (see the module doc)."""
@@ -70,7 +76,7 @@ class CubeTiling:
     in_bytes: int       # element size of A and B in L0A / L0B
     base_m: int         # C block rows (multiple of 16)
     base_n: int         # C block columns (multiple of 16)
-    base_k: int         # K depth of one Mmad (multiple of fractal_k)
+    base_k: int         # K depth of one Mmad (multiple of k_quantum)
     step_k: int         # K depth of one L1 stage (multiple of base_k)
     l1_buffers: int     # copies of each L1 operand buffer (2: double-buffered)
     l0_buffers: int     # copies of each L0A / L0B buffer
@@ -117,7 +123,6 @@ def cube_tiling(m: int, n: int, k: int, in_bytes: int, caps: CubeCaps = A2) -> C
     is split, never refused."""
     if min(m, n, k) < 1 or in_bytes not in (1, 2, 4):
         raise ValueError(f"cube_tiling({m}, {n}, {k}, {in_bytes})")
-    fk = fractal_k(in_bytes)
     base_m = min(_MAX_BASE_M, _ceil_to(m, FRACTAL))
     base_n = min(_MAX_BASE_N, _ceil_to(n, FRACTAL))
     while base_m * base_n * _ACC_BYTES > caps.l0c and max(base_m, base_n) > FRACTAL:
@@ -127,11 +132,14 @@ def cube_tiling(m: int, n: int, k: int, in_bytes: int, caps: CubeCaps = A2) -> C
             base_m -= FRACTAL
     # the deepest base_k (whole fractals) with two L0A and two L0B buffers
     widest = max(base_m, base_n)
-    base_k = min(caps.l0a, caps.l0b) // (2 * widest * in_bytes) // fk * fk
+    # (K in whole 16-deep squares for f32: its transposing load, LoadDataWithTranspose, moves
+    # two 16 x 8 fractals at a time)
+    kq = k_quantum(in_bytes)
+    base_k = min(caps.l0a, caps.l0b) // (2 * widest * in_bytes) // kq * kq
     l0_buffers = 2
-    if base_k < fk:  # cannot double-buffer even one fractal deep: single buffers
-        base_k, l0_buffers = fk, 1
-    base_k = min(base_k, _ceil_to(k, fk))
+    if base_k < kq:  # cannot double-buffer even one fractal deep: single buffers
+        base_k, l0_buffers = kq, 1
+    base_k = min(base_k, _ceil_to(k, kq))
     # the deepest L1 stage, a multiple of base_k, with both panels double-buffered
     per_k = 2 * (base_m + base_n) * in_bytes
     step_k = max(base_k, caps.l1 // per_k // base_k * base_k)

@@ -77,33 +77,48 @@ int main(int argc, char **argv) {
             const size_t before = calls.size();
             for (int64_t b = 0; b < blocks; b++) {  /* the blocks of one launch */
                 AscendC::test_block = b;
-                reads.clear();
-                wsp_dispatch((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity, blocks);
-                launches++;
-                /* what it read: ctl words (two of the index of runs, one task number per task)
-                   and words of the records of its own tasks of this wave, nothing else */
-                int64_t ctl_reads = 0, own = 0;
-                for (int64_t j = 0; j < n; j++)
-                    own += tasks[j * WSP_TASK_WORDS + WSP_T_WAVE] == w &&
-                           tasks[j * WSP_TASK_WORDS + WSP_T_CORE] == b;
-                for (const void *at : reads) {
-                    const int64_t *p = (const int64_t *)at;
-                    if (p >= ctl.data() && p < ctl.data() + ctl.size()) { ctl_reads++; continue; }
-                    const int64_t off = p - tasks.data();
-                    if (off < 0 || off >= n * WSP_TASK_WORDS) { std::printf("a read outside the segment\n"); return 1; }
-                    const int64_t *r = tasks.data() + (off / WSP_TASK_WORDS) * WSP_TASK_WORDS;
-                    if (r[WSP_T_WAVE] != w || r[WSP_T_CORE] != b) {
-                        std::printf("block %lld read a record of another run (task %lld)\n",
-                                    (long long)b, (long long)(off / WSP_TASK_WORDS));
+                for (int kind = 0; kind < 2; kind++) {  /* the AIV launch, then the AIC one */
+                    reads.clear();
+                    if (kind == 0) {
+#ifndef WSP_NO_VECTOR_DISPATCH  /* every kernel on the cube: no AIV launch */
+                        wsp_dispatch((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity, blocks);
+#else
+                        continue;
+#endif
+                    } else {
+#ifdef WSP_CUBE_DISPATCH  /* the tree runs some kernels on the cube: its AIC launch too */
+                        wsp_dispatch_cube((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity,
+                                          blocks);
+#else
+                        continue;
+#endif
+                    }
+                    launches++;
+                    /* what it read: ctl words (two of the index of runs, one task number per task)
+                       and words of the records of its own tasks of this wave, nothing else */
+                    int64_t ctl_reads = 0, own = 0;
+                    for (int64_t j = 0; j < n; j++)
+                        own += tasks[j * WSP_TASK_WORDS + WSP_T_WAVE] == w &&
+                               tasks[j * WSP_TASK_WORDS + WSP_T_CORE] == b;
+                    for (const void *at : reads) {
+                        const int64_t *p = (const int64_t *)at;
+                        if (p >= ctl.data() && p < ctl.data() + ctl.size()) { ctl_reads++; continue; }
+                        const int64_t off = p - tasks.data();
+                        if (off < 0 || off >= n * WSP_TASK_WORDS) { std::printf("a read outside the segment\n"); return 1; }
+                        const int64_t *r = tasks.data() + (off / WSP_TASK_WORDS) * WSP_TASK_WORDS;
+                        if (r[WSP_T_WAVE] != w || r[WSP_T_CORE] != b) {
+                            std::printf("block %lld read a record of another run (task %lld)\n",
+                                        (long long)b, (long long)(off / WSP_TASK_WORDS));
+                            return 1;
+                        }
+                    }
+                    if (ctl_reads != 2 + own) {
+                        std::printf("block %lld read %lld control words for %lld tasks\n", (long long)b,
+                                    (long long)ctl_reads, (long long)own);
                         return 1;
                     }
+                    total_reads += (int64_t)reads.size();
                 }
-                if (ctl_reads != 2 + own) {
-                    std::printf("block %lld read %lld control words for %lld tasks\n", (long long)b,
-                                (long long)ctl_reads, (long long)own);
-                    return 1;
-                }
-                total_reads += (int64_t)reads.size();
             }
             for (size_t i = before; i < calls.size(); i++) {  /* match calls to the wave's records */
                 int64_t hit = -1;

@@ -34,7 +34,8 @@ def write_tree(dest: Path, ir, schedule: str | None = None) -> dict[str, str]:
 def split_dispatch(text: str) -> tuple[str, str]:
     """aicore/dispatch.asc as (the kernel, the launcher main.asc calls)."""
     kernel, launcher = text.split(LAUNCHER_MARK, 1)
-    assert "wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
+    assert ("wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
+            or "wsp_dispatch_cube<<<blocks, nullptr, stream>>>" in launcher)
     return kernel, LAUNCHER_MARK + launcher
 
 
@@ -46,7 +47,8 @@ def host_launcher(launcher: str) -> str:
     out, n = LAUNCH.subn(
         lambda m: (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [=](uint32_t wsp_block_) '
                    f'{{ AscendC::test_block = wsp_block_; {m[1]}({m[5]}); }});'), launcher)
-    assert n == 1 and "<<<" not in out, launcher
+    # one launch per wave, or two when some kernels run on the cube (wsp_dispatch_cube)
+    assert n in (1, 2) and "<<<" not in out, launcher
     return '#include "acl/acl.h"\n' + out
 
 

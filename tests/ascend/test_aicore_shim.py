@@ -278,7 +278,7 @@ VIOLATIONS = {
     4: "multiple of 256 bytes",
     5: "round mode is not supported",
     6: "queue is empty",
-    7: "pipe V (vector), but pipe MTE2 (GM->UB copy) wrote them",
+    7: "pipe V (vector), but pipe MTE2 (GM->UB/L1 copy) wrote them",
     8: "not 32-byte aligned",
     9: "no SetFlag",
     10: "a second TPipe",

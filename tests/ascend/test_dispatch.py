@@ -51,6 +51,8 @@ def run_dispatcher(tmp_path, example, schedule, syms, edit=lambda kernel: kernel
     run_compiler([CXX, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror",
                   f"-I{HERE / 'shim'}", f"-I{HERE / 'dispatch_shim'}", f"-I{src}",
                   f"-I{src / 'include'}", f"-I{src / 'aicpu'}", f"-I{HERE}",
+                  *(["-DWSP_CUBE_DISPATCH"] if "wsp_dispatch_cube(" in kernel else []),
+                  *([] if "wsp_dispatch(" in kernel else ["-DWSP_NO_VECTOR_DISPATCH"]),
                   str(HERE / "dispatch_driver.cpp"), "-o", str(exe)])
     plan = tmp_path / "plan.bin"
     plan.write_bytes(np.asarray(parse_c_array(files["include/wsp_plan_data.h"]), "<i8").tobytes())
@@ -63,6 +65,7 @@ def run_dispatcher(tmp_path, example, schedule, syms, edit=lambda kernel: kernel
 @pytest.mark.parametrize("example, schedule, syms", [
     ("megakernel", "per_tile", {"N": 5}),   # CSP, affinity: tasks pinned to blocks
     # no .dispatch: each wave dealt over the blocks; tiles whose rows are K or N apart
+    # (its kernel runs on the cube: the AIC dispatcher's launch runs its tasks)
     ("gemm", "main", {"M": 128, "N": 192, "K": 256}),
 ])
 def test_dispatcher_runs_each_task_once_on_its_block(tmp_path, example, schedule, syms):

@@ -54,7 +54,12 @@ CLASSES = {"LocalTensor": ("LocalTensor",), "GlobalTensor": ("GlobalTensor",),
            "TPipe": ("TPipe",), "TBuf": ("TBuf",), "TQue": ("TQue", "TQueBind"),
            "DataCopyParams": ("DataCopyParams",), "DataCopyExtParams": ("DataCopyExtParams",),
            "DataCopyPadExtParams": ("DataCopyPadExtParams",),
-           "CopyRepeatParams": ("CopyRepeatParams",)}
+           "CopyRepeatParams": ("CopyRepeatParams",),
+           # the cube kernels' (aicore/cube.py, wsp_cube.h)
+           "Nd2NzParams": ("Nd2NzParams",), "LoadData2DParams": ("LoadData2DParams",),
+           "MmadParams": ("MmadParams",), "FixpipeParamsV220": ("FixpipeParamsV220",),
+           "InitConstValueParams": ("InitConstValueParams",),
+           "LoadData2dTransposeParams": ("LoadData2dTransposeParams",)}
 HOST_PROGRAMS = ("examples/rmsnorm.wsp", "examples/moe.wsp", "examples/megakernel.wsp",
                  "examples/attention_varlen.wsp")
 
@@ -92,6 +97,18 @@ def _corpus() -> dict[str, str]:
     mod, _ = optimize(ptowsp.load(str(ROOT / "examples/megakernel.wsp")).ir, 2)
     tree = emit_project(mod, choose_schedule(mod, None)).files
     out["megakernel/aicore/dispatch.asc"] = tree["aicore/dispatch.asc"]
+    # the cube path: a GEMM of f16 tiles (its kernel, wsp_cube.h, both dispatchers), and the
+    # kernel of every layout and output dtype
+    from .test_cube import GEMM16, program
+
+    mod, _ = optimize(ptowsp.parse(GEMM16, "gemm16.wsp").ir, 2)
+    for path, text in emit_project(mod, "main").files.items():
+        if path.startswith("aicore/"):
+            out[f"gemm16/{path}"] = text
+    for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("f32", "f32")):
+        m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
+        for path, text in aicore.emit_aicore(m).items():
+            out[f"cube_{dt}_{o}/{path}"] = text
     return out
 
 
@@ -214,13 +231,20 @@ def test_stand_in_declarations_are_the_real_ones(real, stand_in, corpus):
 
 def test_a_wrong_stand_in_declaration_is_caught(real, stand_in, corpus):
     """The check is not vacuous: a stand-in declaring ReduceMax with the work buffer's count as
-    uint32_t, or GetTPipePtr inside AscendC (as it once did), is caught."""
+    uint32_t, Mmad with its MmadParams by pointer, or GetTPipePtr inside AscendC (as it once
+    did), is caught."""
     wrong = scan("namespace AscendC { template <typename T> class LocalTensor {};\n"
                  "template <typename T> void ReduceMax(const LocalTensor<T> &d, "
                  "const LocalTensor<T> &s, const LocalTensor<T> &w, const uint32_t count, "
                  "bool calIndex = 0); }")
     merged = Index(stand_in.decls + wrong.decls, stand_in.enums, stand_in.classes, stand_in.types)
     assert any("ReduceMax" in b for b in _mismatches(real, merged, corpus))
+    # and on the cube side: Mmad taking its parameters by pointer
+    wrong = scan("namespace AscendC { template <typename T> class LocalTensor {}; struct MmadParams;\n"
+                 "template <typename T, typename U, typename S> void Mmad(const LocalTensor<T> &d, "
+                 "const LocalTensor<U> &f, const LocalTensor<S> &g, MmadParams *p); }")
+    merged = Index(stand_in.decls + wrong.decls, stand_in.enums, stand_in.classes, stand_in.types)
+    assert any("Mmad" in b for b in _mismatches(real, merged, corpus))
     inside = scan("namespace AscendC { class TPipe; TPipe *GetTPipePtr(); }")
     assert inside.functions("GetTPipePtr") and not real.functions("GetTPipePtr")
 

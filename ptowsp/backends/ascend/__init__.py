@@ -24,7 +24,7 @@ from ...files import FileError, replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
 from ..target import KeepsNothing, KernelCode, target_options
-from .aicore import emit_aicore, f64_errors, kernel_entry
+from .aicore import emit_aicore, f64_errors, is_cube, kernel_entry
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
 from .host import emit_host
@@ -73,16 +73,27 @@ def emit_project(module: N.Module, schedule: str,
         raise WspError(errors, dict(module.sources))
     plan, files = plan_files(module, schedule)
     files.update(shared_files())
-    kernels = emit_aicore(module)
+    vector_only = cube_views(module)
+    kernels = emit_aicore(module, vector_only)
     files.update(kernels)
     headers = [p for p in kernels if os.path.basename(p).startswith("kernel_")]
-    files.update(emit_dispatch(module, headers, kernel_entry))
+    files.update(emit_dispatch(module, headers, kernel_entry,
+                               lambda k: is_cube(k, vector_only)))
     nd = dispatchers(s) if "dispatch" in s.given else 0
     blocks = options.blocks or _default_blocks(s, nd)
     files.update(emit_host(module, plan, blocks, options.capacity))
     files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
                                     blocks, options.capacity, nd))
     return Project(dict(sorted(files.items())), policy_warnings(s, dict(s.combinator_spans)))
+
+
+def cube_views(module: N.Module) -> frozenset:
+    """The kernels that stay on the vector path because a task of some schedule passes them a
+    gather view or a view strided along its columns: the cube's copies (Nd2Nz, rows of
+    contiguous elements) read neither (the vector path's copy-in reads both)."""
+    return frozenset(
+        t.kernel for s in module.schedules for t in V.tasks(s.body) for a in t.args
+        if isinstance(a, N.TileArg) and (a.gather is not None or a.step(a.col_dim) != 1))
 
 
 def _default_blocks(s: N.Schedule, nd: int) -> int:
@@ -246,7 +257,7 @@ class AscendTarget(KeepsNothing):
 
         self.options(options)
         k = module.kernel(kernel)
-        return KernelCode(kernel_entry(k), emit_aicore(module)[header_path(k)])
+        return KernelCode(kernel_entry(k), emit_aicore(module, cube_views(module))[header_path(k)])
 
     def build(self, emitted: Project) -> Project:
         return emitted  # nothing to build here: the tree is the product

@@ -1,6 +1,9 @@
 """`aicore/dispatch.asc`: the AICore kernel that runs a wave of task records, calling each
 task's kernel (part B's `aicore/kernel_<name>.h`, entry `aicore.kernel_entry`) through a switch
-on the record's kernel index (the module's kernel order, as in the plan)."""
+on the record's kernel index (the module's kernel order, as in the plan). When some kernels run
+on the cube (`aicore.is_cube`), a second AIC-only dispatcher with the same loop calls those, and
+the AIV one the rest: each wave is both launches, on the same stream (only the one whose kind
+of kernel the module has, when it has one kind)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,14 @@ from ...ir import nodes as N
 from .render import render
 
 
-def emit_dispatch(module: N.Module, headers: list[str], entry) -> dict[str, str]:
+def emit_dispatch(module: N.Module, headers: list[str], entry, cube=lambda k: False) -> dict[str, str]:
     """The dispatcher; `headers` are the kernel headers to include (paths under aicore/),
-    `entry(kernel)` the name of a kernel's AICore function."""
-    kernels = [dict(entry=entry(k), name=k.name) for k in module.kernels]
+    `entry(kernel)` the name of a kernel's AICore function, `cube(kernel)` whether it runs on
+    the cube cores (then a second, AIC-only dispatcher runs it)."""
+    kernels = [dict(entry=entry(k), name=k.name, index=i, cube=cube(k))
+               for i, k in enumerate(module.kernels)]
     text = render("aicore/dispatch.asc", module=module.name, kernels=kernels,
+                  cube=any(k["cube"] for k in kernels),
+                  vector=not all(k["cube"] for k in kernels) or not kernels,
                   headers=[h.split("/", 1)[1] for h in headers])
     return {"aicore/dispatch.asc": text}

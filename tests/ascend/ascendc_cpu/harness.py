@@ -92,6 +92,9 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
             path.write_text(text)
     if units:
         lines.append(f'#include "{units[0].name}/aicore/wsp_aicore.h"')
+    cube = next((u for u in units if "aicore/wsp_cube.h" in u.files), None)
+    if cube:  # the cube kernels' shared header, outside the units' namespaces as wsp_aicore.h
+        lines.append(f'#include "{cube.name}/aicore/wsp_cube.h"')
     for u in units:
         lines.append(f"namespace {u.name} {{")
         for k in u.kernels:

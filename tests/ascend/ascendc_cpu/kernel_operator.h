@@ -19,8 +19,18 @@
 // Failures throw AscendC::ShimError (a std::runtime_error) naming the API: the test driver
 // catches it and reports it, so a kernel bug is a test failure, never a crash.
 //
+// The cube side (an AIC core of dav-2201) is modelled too: L1 (A1 / B1, 512 KiB - 256), L0A
+// (A2, 64 KiB), L0B (B2, 64 KiB) and L0C (CO1, 128 KiB) are memories of their own with those
+// capacities; DataCopy GM -> L1 with Nd2NzParams writes the NZ fractal layout, LoadData L1 ->
+// L0A / L0B moves 512-byte fractals (transposing them with ifTranspose), Mmad reads L0A as ZZ
+// and L0B as ZN and accumulates f32 (i32) in L0C's NZ layout, Fixpipe writes L0C to GM in rows
+// (converting f32 to f16 / bf16, adding to GM under SetAtomicAdd): each layout really permuted
+// in memory, so a wrong layout gives wrong numbers. L0 operands must start on a 512-byte
+// fractal; the pipes MTE1, M and FIX join the hazard tracking (a queue hand-off at A1 / B1
+// orders MTE2 -> MTE1, at A2 / B2 MTE1 -> M, at CO1 M -> FIX; or SetFlag / WaitFlag).
+//
 // Deliberately not modelled: timing and asynchrony (everything runs in program order, which is
-// why hazards are tracked instead), level-0 mask-bit APIs, half arithmetic, the cube unit.
+// why hazards are tracked instead), level-0 mask-bit APIs, half arithmetic, the bias table.
 
 #ifndef WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
 #define WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
@@ -46,7 +56,9 @@
  * do): recorded in the binary's metadata on the device, nothing on the host */
 enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIV_1_0,
                       KERNEL_TYPE_MIX_AIC_1_0, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2 };
-#define KERNEL_TASK_TYPE_DEFAULT(t) ((void)(t))
+/* on the host it says which core the launch's blocks run on: a cube API in an AIV-only kernel,
+ * or a Unified Buffer queue in an AIC-only one, fails (detail::Core::ktype) */
+#define KERNEL_TASK_TYPE_DEFAULT(t) (AscendC::detail::core().ktype = (int)(t))
 
 // the Unified Buffer of one 910B vector core: 192 KiB (tests may pass -DWSP_UB_BYTES=...).
 // The API keeps its own temporaries in the top 8 KiB (TMP_UB_OFFSET / TMP_UB_SIZE of the CANN
@@ -56,6 +68,17 @@ enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MI
 #define WSP_UB_BYTES (192 * 1024)
 #endif
 #define WSP_TMP_UB_OFFSET (WSP_UB_BYTES - 8 * 1024)
+// the cube core's memories (asc-devkit sys_constants.h, __NPU_ARCH__ 2201), after the UB in one
+// arena so that the hazard tracking covers them too
+#define WSP_L1_BYTES (512 * 1024 - 256)
+#define WSP_L0A_BYTES (64 * 1024)
+#define WSP_L0B_BYTES (64 * 1024)
+#define WSP_L0C_BYTES (128 * 1024)
+#define WSP_L1_AT WSP_UB_BYTES
+#define WSP_L0A_AT (WSP_L1_AT + 512 * 1024)
+#define WSP_L0B_AT (WSP_L0A_AT + WSP_L0A_BYTES)
+#define WSP_L0C_AT (WSP_L0B_AT + WSP_L0B_BYTES)
+#define WSP_ARENA_BYTES (WSP_L0C_AT + WSP_L0C_BYTES)
 
 enum pipe_t { PIPE_S = 0, PIPE_V = 1, PIPE_M = 2, PIPE_MTE1 = 3, PIPE_MTE2 = 4, PIPE_MTE3 = 5,
               PIPE_ALL = 6 };
@@ -197,24 +220,38 @@ struct CopyRepeatParams {
 // which other pipe may not read yet
 
 namespace detail {
-enum Pipe { P_S = 0, P_V = 1, P_MTE2 = 2, P_MTE3 = 3, NPIPES = 4 };
+enum Pipe { P_S = 0, P_V = 1, P_MTE2 = 2, P_MTE3 = 3, P_MTE1 = 4, P_M = 5, P_FIX = 6, NPIPES = 7 };
 inline const char *PipeName(int p)
 {
-    static const char *n[] = {"S (scalar)", "V (vector)", "MTE2 (GM->UB copy)", "MTE3 (UB->GM copy)"};
+    static const char *n[] = {"S (scalar)", "V (vector)", "MTE2 (GM->UB/L1 copy)", "MTE3 (UB->GM copy)",
+                              "MTE1 (L1->L0A/L0B load)", "M (cube)", "FIX (L0C->GM fixpipe)"};
     return n[p];
 }
 constexpr uint32_t BLOCK = 32;
-constexpr uint32_t NBLOCKS = WSP_UB_BYTES / BLOCK;
+constexpr uint32_t NBLOCKS = WSP_ARENA_BYTES / BLOCK;
+// the memories of the arena: UB, L1, L0A, L0B, L0C
+enum Mem { M_UB = 0, M_L1, M_L0A, M_L0B, M_L0C, NMEMS };
+inline const char *MemName(int m)
+{
+    static const char *n[] = {"UB", "L1", "L0A", "L0B", "L0C"};
+    return n[m];
+}
+constexpr uint32_t MEM_AT[NMEMS] = {0, WSP_L1_AT, WSP_L0A_AT, WSP_L0B_AT, WSP_L0C_AT};
+constexpr uint32_t MEM_BYTES[NMEMS] = {WSP_UB_BYTES, WSP_L1_BYTES, WSP_L0A_BYTES, WSP_L0B_BYTES,
+                                       WSP_L0C_BYTES};
 
 struct Core {
-    alignas(256) uint8_t ub[WSP_UB_BYTES];
+    alignas(512) uint8_t ub[WSP_ARENA_BYTES];  // UB, then L1, L0A, L0B, L0C (MEM_AT)
     // a write by pipe `from` to block b is visible to pipe `to` once a synchronisation
     // from -> to (SetFlag/WaitFlag, a queue hand-off, PipeBarrier<PIPE_V> for V -> V) has
     // happened since: stamp[b][from][to] == gen[from][to] + 1 means "not yet"
     uint32_t stamp[NBLOCKS][NPIPES][NPIPES];
     uint32_t gen[NPIPES][NPIPES];
     void *pipe = nullptr;
-    uint32_t used = 0;            // bytes handed out by TPipe::InitBuffer
+    uint32_t used = 0;            // bytes of UB handed out by TPipe::InitBuffer
+    uint32_t usedMem[NMEMS] = {0};  // the same for L1, L0A, L0B, L0C
+    int atomic = 0;               // SetAtomicAdd<T>: 1 f32, 2 f16, 3 bf16 (0: none)
+    int ktype = -1;               // KERNEL_TASK_TYPE_DEFAULT of the running kernel (-1: none)
     int live[32] = {0};           // tensors allocated and not freed, per TPosition
     bool flagSet[64][8] = {{false}};
 };
@@ -232,9 +269,23 @@ inline uint32_t UbOffset(const void *p)
 {
     return (uint32_t)(static_cast<const uint8_t *>(p) - core().ub);
 }
+inline bool InArena(const void *p)
+{
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    return b >= core().ub && b < core().ub + WSP_ARENA_BYTES;
+}
+// the memory `p` lies in (NMEMS: not on the core)
+inline int MemOf(const void *p)
+{
+    if (!InArena(p)) return NMEMS;
+    const uint32_t o = UbOffset(p);
+    for (int m = NMEMS - 1; m >= 0; --m)
+        if (o >= MEM_AT[m]) return o < MEM_AT[m] + MEM_BYTES[m] ? m : NMEMS;
+    return NMEMS;
+}
 inline void Write(const void *p, size_t bytes, Pipe by)
 {
-    if (!bytes || !InUb(p)) return;
+    if (!bytes || !InArena(p)) return;
     Core &c = core();
     uint32_t lo = UbOffset(p) / BLOCK, hi = (UbOffset(p) + (uint32_t)bytes - 1) / BLOCK;
     for (uint32_t b = lo; b <= hi && b < NBLOCKS; ++b)
@@ -243,7 +294,7 @@ inline void Write(const void *p, size_t bytes, Pipe by)
 }
 inline void Read(const void *p, size_t bytes, Pipe by, const char *api)
 {
-    if (!bytes || !InUb(p)) return;
+    if (!bytes || !InArena(p)) return;
     Core &c = core();
     uint32_t lo = UbOffset(p) / BLOCK, hi = (UbOffset(p) + (uint32_t)bytes - 1) / BLOCK;
     for (uint32_t b = lo; b <= hi && b < NBLOCKS; ++b) {
@@ -251,10 +302,11 @@ inline void Read(const void *p, size_t bytes, Pipe by, const char *api)
             if (c.stamp[b][from][by] == c.gen[from][by] + 1) {
                 char msg[256];
                 std::snprintf(msg, sizeof msg,
-                              "reads UB bytes [%u, %u) on pipe %s, but pipe %s wrote them with no "
+                              "reads %s bytes [%u, %u) on pipe %s, but pipe %s wrote them with no "
                               "synchronisation in between (SetFlag/WaitFlag, a queue hand-off or "
                               "PipeBarrier<PIPE_V>)",
-                              UbOffset(p), UbOffset(p) + (uint32_t)bytes, PipeName(by),
+                              MemName(MemOf(p)), UbOffset(p) - MEM_AT[MemOf(p)],
+                              UbOffset(p) - MEM_AT[MemOf(p)] + (uint32_t)bytes, PipeName(by),
                               PipeName(from));
                 ShimFail(api, msg);
             }
@@ -384,6 +436,7 @@ template <TPosition pos, int32_t depth>
 class TQue {
 public:
     static_assert(depth >= 1, "AllocTensor (non-inplace) needs a TQue depth of at least 1");
+    static constexpr TPosition position = pos;
     __aicore__ inline TQue() = default;
 
     template <typename T>
@@ -430,6 +483,10 @@ public:
         // the hand-off the queue's EnQue/DeQue events make: copy-in -> vector, vector -> copy-out
         if (pos == TPosition::VECIN) detail::Sync(detail::P_MTE2, detail::P_V);
         if (pos == TPosition::VECOUT) detail::Sync(detail::P_V, detail::P_MTE3);
+        // the cube's: GM -> L1 -> L0A / L0B (MTE2, MTE1), Mmad (M), L0C -> GM (FIX)
+        if (pos == TPosition::A1 || pos == TPosition::B1) detail::Sync(detail::P_MTE2, detail::P_MTE1);
+        if (pos == TPosition::A2 || pos == TPosition::B2) detail::Sync(detail::P_MTE1, detail::P_M);
+        if (pos == TPosition::CO1) detail::Sync(detail::P_M, detail::P_FIX);
         LocalTensor<T> t;
         t.ptr_ = reinterpret_cast<T *>(base_ + (size_t)i * len_);
         t.size_ = len_ / sizeof(T);
@@ -469,6 +526,7 @@ private:
 template <TPosition pos = TPosition::VECCALC>
 class TBuf {
 public:
+    static constexpr TPosition position = pos;
     __aicore__ inline TBuf() = default;
     template <typename T>
     __aicore__ inline LocalTensor<T> Get()
@@ -504,6 +562,8 @@ public:
         if (CurrentPipe()) ShimFail("TPipe", "a second TPipe while another is alive (one per kernel)");
         CurrentPipe() = this;
         detail::core().used = 0;
+        std::memset(detail::core().usedMem, 0, sizeof detail::core().usedMem);
+        detail::core().atomic = 0;
         detail::SyncAll();  // nothing of an earlier kernel is pending
         std::memset(detail::core().live, 0, sizeof detail::core().live);
     }
@@ -527,7 +587,7 @@ public:
     {
         if (num < 1 || num > 8) ShimFail("TPipe::InitBuffer", "a queue takes 1 to 8 buffers");
         uint32_t l = (len + 31u) / 32u * 32u;
-        que.base_ = Take((uint64_t)l * num, "TPipe::InitBuffer");
+        que.base_ = Take((uint64_t)l * num, "TPipe::InitBuffer", Q::position);
         que.len_ = l;
         que.num_ = num;
         return true;
@@ -536,7 +596,7 @@ public:
     __aicore__ inline bool InitBuffer(TBuf<pos> &buf, uint32_t len)
     {
         uint32_t l = (len + 31u) / 32u * 32u;
-        buf.base_ = Take(l, "TPipe::InitBuffer");
+        buf.base_ = Take(l, "TPipe::InitBuffer", pos);
         buf.len_ = l;
         return true;
     }
@@ -545,8 +605,42 @@ public:
     __aicore__ inline TEventID FetchEventID(HardEvent) { return 0; }
 
 private:
-    uint8_t *Take(uint64_t bytes, const char *api)
+    // the memory a position's buffers live in on dav-2201 (A1 / B1 / C1 in L1, A2 in L0A, B2 in
+    // L0B, CO1 in L0C, the vector positions in the UB)
+    static int MemOfPosition(TPosition pos, const char *api)
     {
+        switch (pos) {
+        case TPosition::A1: case TPosition::B1: case TPosition::C1: return detail::M_L1;
+        case TPosition::A2: return detail::M_L0A;
+        case TPosition::B2: return detail::M_L0B;
+        case TPosition::CO1: return detail::M_L0C;
+        case TPosition::CO2: case TPosition::C2:
+            ShimFail(api, "CO2 / C2 buffers are not modelled (on dav-2201 Fixpipe writes L0C to GM)");
+        default: return detail::M_UB;
+        }
+    }
+    uint8_t *Take(uint64_t bytes, const char *api, TPosition pos)
+    {
+        const int mem = MemOfPosition(pos, api);
+        if (mem == detail::M_UB && detail::core().ktype == (int)KERNEL_TYPE_AIC_ONLY)
+            ShimFail(api, "a Unified Buffer queue in a KERNEL_TYPE_AIC_ONLY kernel (the cube core has no UB)");
+        if (mem != detail::M_UB && detail::core().ktype == (int)KERNEL_TYPE_AIV_ONLY)
+            ShimFail(api, "an L1 / L0 buffer in a KERNEL_TYPE_AIV_ONLY kernel (the vector cores have none)");
+        if (mem != detail::M_UB) {
+            detail::Core &c = detail::core();
+            uint32_t &used = c.usedMem[mem];
+            if (used + bytes > (uint64_t)detail::MEM_BYTES[mem]) {
+                char msg[200];
+                std::snprintf(msg, sizeof msg, "%llu more bytes after %u exceed %s (%u bytes)",
+                              (unsigned long long)bytes, used, detail::MemName(mem),
+                              (unsigned)detail::MEM_BYTES[mem]);
+                ShimFail(api, msg);
+            }
+            uint8_t *p = c.ub + detail::MEM_AT[mem] + used;
+            used += (uint32_t)bytes;
+            detail::Garbage(p, bytes);
+            return p;
+        }
         detail::Core &c = detail::core();
         if (c.used + bytes > (uint64_t)WSP_UB_BYTES) {
             char msg[200];
@@ -582,7 +676,15 @@ inline bool EventPipes(HardEvent e, Pipe &from, Pipe &to)
     case HardEvent::MTE2_S: from = P_MTE2; to = P_S; return true;
     case HardEvent::S_MTE3: from = P_S; to = P_MTE3; return true;
     case HardEvent::MTE3_S: from = P_MTE3; to = P_S; return true;
-    default: return false;  // cube-side events: nothing of the vector core to order
+    case HardEvent::MTE2_MTE1: from = P_MTE2; to = P_MTE1; return true;
+    case HardEvent::MTE1_MTE2: from = P_MTE1; to = P_MTE2; return true;
+    case HardEvent::MTE1_M: from = P_MTE1; to = P_M; return true;
+    case HardEvent::M_MTE1: from = P_M; to = P_MTE1; return true;
+    case HardEvent::M_FIX: from = P_M; to = P_FIX; return true;
+    case HardEvent::FIX_M: from = P_FIX; to = P_M; return true;
+    case HardEvent::MTE2_M: from = P_MTE2; to = P_M; return true;
+    case HardEvent::M_MTE2: from = P_M; to = P_MTE2; return true;
+    default: return false;
     }
 }
 }  // namespace detail
@@ -1152,6 +1254,381 @@ __aicore__ inline void Power(const LocalTensor<T> &dstTensor, const LocalTensor<
     detail::VecDone(dstTensor, calCount);
     detail::VecDone(sharedTmpBuffer, sharedTmpBuffer.size_);
 }
+
+// ------------------------------------------------------------------------------------------
+// the cube unit (an AIC core of dav-2201): GM -> L1 (ND -> NZ), L1 -> L0A / L0B (fractals),
+// Mmad into L0C, Fixpipe L0C -> GM. Layouts, with C0 = 32 / sizeof(T) elements (16 for
+// f16 / bf16, 8 for f32) and fractals of 16 rows x C0 (512 bytes):
+// - NZ (L1, as Nd2Nz writes it): column block j of C0 columns holds every row in turn, row r of
+//   it at (j * dstNzC0Stride + r * dstNzNStride) * C0;
+// - ZZ (L0A): fractal (i, j) of A (rows 16 i.., columns C0 j..) at (i * kF + j) * 512 bytes,
+//   row-major inside;
+// - ZN (L0B): fractal (j, i) of B (rows C0 j.., columns 16 i..) at (j * nF + i) * 512 bytes,
+//   column-major inside (16 columns of C0 consecutive k);
+// - NZ (L0C): element (r, c) of C at ((c / 16) * mF * 16 + r) * 16 + c % 16, mF = ceil(m / 16).
+
+enum QuantMode_t { NoQuant = 0, F322F16 = 1, F322BF16 = 16 };
+enum class CO2Layout : uint8_t { NZ = 0, ROW_MAJOR, COLUMN_MAJOR };
+struct FixpipeConfig {
+    CO2Layout format;
+    __aicore__ constexpr inline FixpipeConfig(CO2Layout format_, bool isToUB_) : format(format_), isToUB(isToUB_) {}
+    bool isToUB;
+};
+constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR, false};
+
+struct Nd2NzParams {
+    __aicore__ Nd2NzParams() {}
+    __aicore__ Nd2NzParams(const uint16_t ndNumIn, const uint16_t nValueIn, const uint16_t dValueIn,
+                           const uint16_t srcNdMatrixStrideIn, const uint16_t srcDValueIn,
+                           const uint16_t dstNzC0StrideIn, const uint16_t dstNzNStrideIn,
+                           const uint16_t dstNzMatrixStrideIn)
+        : ndNum(ndNumIn), nValue(nValueIn), dValue(dValueIn), srcNdMatrixStride(srcNdMatrixStrideIn),
+          srcDValue(srcDValueIn), dstNzC0Stride(dstNzC0StrideIn), dstNzNStride(dstNzNStrideIn),
+          dstNzMatrixStride(dstNzMatrixStrideIn) {}
+    uint16_t ndNum = 0;
+    uint16_t nValue = 0;
+    uint16_t dValue = 0;
+    uint16_t srcNdMatrixStride = 0;
+    uint16_t srcDValue = 0;
+    uint16_t dstNzC0Stride = 0;
+    uint16_t dstNzNStride = 0;
+    uint16_t dstNzMatrixStride = 0;
+};
+
+struct LoadData2DParams {
+    __aicore__ LoadData2DParams() {}
+    __aicore__ LoadData2DParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+                                const uint16_t srcStrideIn, const uint8_t sidIn, const uint16_t dstGapIn,
+                                const bool ifTransposeIn, const uint8_t addrModeIn)
+        : startIndex(startIndexIn), dstGap(dstGapIn), srcStride(srcStrideIn), ifTranspose(ifTransposeIn),
+          repeatTimes(repeatTimesIn), sid(sidIn), addrMode(addrModeIn) {}
+    uint16_t startIndex = 0;
+    uint16_t dstGap = 0;
+    uint16_t srcStride = 0;
+    bool ifTranspose = 0;
+    uint8_t repeatTimes = 0;
+    uint8_t sid = 0;
+    uint8_t addrMode = 0;
+};
+
+struct LoadData2dTransposeParams {
+    __aicore__ LoadData2dTransposeParams() {}
+    __aicore__ LoadData2dTransposeParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+                                         const uint16_t srcStrideIn, const uint16_t dstGapIn,
+                                         const uint16_t dstfracGapIn)
+        : startIndex(startIndexIn), repeatTimes(repeatTimesIn), srcStride(srcStrideIn), dstGap(dstGapIn),
+          dstFracGap(dstfracGapIn) {}
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+};
+
+struct MmadParams {
+    __aicore__ MmadParams() {}
+    __aicore__ MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
+                          const bool cmatrixSourceIn, const bool cmatrixInitValIn)
+        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
+          cmatrixInitVal(cmatrixInitValIn) {}
+    uint16_t m = 0;
+    uint16_t n = 0;
+    uint16_t k = 0;
+    bool isBias = false;
+    int32_t fmOffset = 0;
+    bool enSsparse = false;
+    bool enWinogradA = false;
+    bool enWinogradB = false;
+    uint8_t unitFlag = 0;
+    bool kDirectionAlign = false;
+    bool cmatrixSource = false;
+    bool cmatrixInitVal = true;
+};
+
+struct FixpipeParamsV220 {
+    __aicore__ FixpipeParamsV220() {}
+    uint16_t nSize = 0;
+    uint16_t mSize = 0;
+    uint16_t srcStride = 0;
+    uint32_t dstStride = 0;
+    QuantMode_t quantPre = QuantMode_t::NoQuant;
+    uint64_t deqScalar;
+    uint16_t ndNum = 1;
+    uint16_t srcNdStride = 0;
+    uint16_t dstNdStride = 0;
+    bool reluEn = false;
+    uint8_t unitFlag = 0;
+    bool isChannelSplit = false;
+};
+
+template <typename T>
+struct InitConstValueParams {
+    __aicore__ InitConstValueParams() {}
+    __aicore__ InitConstValueParams(const uint16_t repeatTimesIn, const uint16_t blockNumIn,
+                                    const uint16_t dstGapIn, const T initValueIn)
+        : repeatTimes(repeatTimesIn), blockNum(blockNumIn), dstGap(dstGapIn), initValue(initValueIn) {}
+    uint16_t repeatTimes = 0;
+    uint16_t blockNum = 0;
+    uint16_t dstGap = 0;
+    T initValue = 0;
+};
+
+template <typename T> using PrimT = T;
+namespace Std {
+using std::enable_if;
+using std::is_same;
+}
+
+namespace detail {
+// a cube API: refused in a kernel declared KERNEL_TYPE_AIV_ONLY (vector cores have no cube)
+inline void CubeCore(const char *api)
+{
+    if (core().ktype == (int)KERNEL_TYPE_AIV_ONLY)
+        ShimFail(api, "a cube instruction in a KERNEL_TYPE_AIV_ONLY kernel (the vector cores have no cube)");
+}
+inline void CubeFail(const char *api, const char *fmt, long a = 0, long b = 0)
+{
+    char msg[240];
+    std::snprintf(msg, sizeof msg, fmt, a, b);
+    ShimFail(api, msg);
+}
+// tensor `t` lies in memory `mem`, `bytes` long from its start, starting `align`-byte aligned
+template <typename T>
+inline void CubeOperand(const char *api, const LocalTensor<T> &t, int mem, uint64_t bytes, uint32_t align,
+                        const char *what)
+{
+    const int m = MemOf(t.ptr_);
+    if (m != mem) {
+        char msg[200];
+        std::snprintf(msg, sizeof msg, "%s must be in %s, not %s", what, MemName(mem),
+                      m == NMEMS ? "outside the core" : MemName(m));
+        ShimFail(api, msg);
+    }
+    const uint32_t off = UbOffset(t.ptr_) - MEM_AT[mem];
+    if (off % align != 0) {
+        char msg[200];
+        std::snprintf(msg, sizeof msg, "%s starts at %s offset %u, which is not %u-byte aligned%s", what,
+                      MemName(mem), off, align, align == 512 ? " (a whole 512-byte fractal)" : "");
+        ShimFail(api, msg);
+    }
+    if (bytes > (uint64_t)t.size_ * sizeof(T)) {
+        char msg[200];
+        std::snprintf(msg, sizeof msg, "%s: %llu bytes past its start run past the tensor (%llu bytes)", what,
+                      (unsigned long long)bytes, (unsigned long long)t.size_ * sizeof(T));
+        ShimFail(api, msg);
+    }
+}
+template <typename T> constexpr uint32_t C0() { return 32u / (uint32_t)sizeof(T); }
+template <typename T> inline float CubeIn(T v) { return (float)v; }
+}  // namespace detail
+
+// GM (ND, rows srcDValue elements apart) -> L1 (NZ): nValue rows of dValue elements per matrix
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const Nd2NzParams &intriParams)
+{
+    const char *api = "DataCopy (Nd2Nz)";
+    detail::CubeCore(api);
+    const Nd2NzParams &p = intriParams;
+    constexpr uint32_t c0 = detail::C0<T>();
+    if (p.ndNum < 1) ShimFail(api, "ndNum must be at least 1");
+    if (p.dValue > p.srcDValue && p.nValue > 1) ShimFail(api, "dValue is larger than srcDValue (the row stride)");
+    if (p.dstNzC0Stride < p.nValue) ShimFail(api, "dstNzC0Stride is smaller than nValue: column blocks overlap");
+    const uint32_t blocks = (p.dValue + c0 - 1) / c0;
+    uint64_t last = 0;
+    for (uint32_t m = 0; m < p.ndNum; ++m)
+        for (uint32_t r = 0; r < p.nValue; ++r)
+            for (uint32_t c = 0; c < p.dValue; ++c) {
+                const uint64_t g = (uint64_t)m * p.srcNdMatrixStride + (uint64_t)r * p.srcDValue + c;
+                const uint64_t l = (uint64_t)m * p.dstNzMatrixStride + ((uint64_t)(c / c0) * p.dstNzC0Stride
+                                   + (uint64_t)r * p.dstNzNStride) * c0 + c % c0;
+                if (g >= src.size_) ShimFail(api, "reads past the GlobalTensor");
+                if (l + 1 > last) last = l + 1;
+                if (l >= dst.size_) ShimFail(api, "writes past the L1 tensor");
+                dst.ptr_[l] = src.ptr_[g];
+            }
+    (void)blocks;
+    detail::CubeOperand(api, dst, detail::M_L1, last * sizeof(T), 32, "the destination");
+    detail::Write(dst.ptr_, last * sizeof(T), detail::P_MTE2);
+}
+
+// L1 -> L0A / L0B: repeatTimes fractals of 512 bytes, the first startIndex fractals into src,
+// srcStride fractals apart; in dst one after another with dstGap fractals between; with
+// ifTranspose each 16 x 16 fractal (2-byte types) is transposed
+template <typename T>
+__aicore__ inline void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LoadData2DParams &loadDataParams)
+{
+    const char *api = "LoadData (2D)";
+    detail::CubeCore(api);
+    const LoadData2DParams &p = loadDataParams;
+    constexpr uint32_t fe = 512u / (uint32_t)sizeof(T);
+    const int dm = detail::MemOf(dst.ptr_);
+    if (dm != detail::M_L0A && dm != detail::M_L0B) ShimFail(api, "the destination must be in L0A or L0B");
+    if (p.ifTranspose && sizeof(T) != 2) ShimFail(api, "ifTranspose transposes 16 x 16 fractals of 2-byte types only");
+    if (p.repeatTimes == 0) ShimFail(api, "repeatTimes is 0");
+    const uint64_t srcEnd = ((uint64_t)p.startIndex + (uint64_t)(p.repeatTimes - 1) * p.srcStride + 1) * 512u;
+    const uint64_t dstEnd = ((uint64_t)(p.repeatTimes - 1) * (1u + p.dstGap) + 1) * 512u;
+    detail::CubeOperand(api, src, detail::M_L1, srcEnd, 32, "the source");
+    detail::CubeOperand(api, dst, dm, dstEnd, 512, "the destination");
+    for (uint32_t i = 0; i < p.repeatTimes; ++i) {
+        const T *s = src.ptr_ + ((uint64_t)p.startIndex + (uint64_t)i * p.srcStride) * fe;
+        T *d = dst.ptr_ + (uint64_t)i * (1u + p.dstGap) * fe;
+        detail::Read(s, 512, detail::P_MTE1, api);
+        if (p.ifTranspose) {
+            for (uint32_t r = 0; r < 16; ++r)
+                for (uint32_t c = 0; c < 16; ++c) d[c * 16 + r] = s[r * 16 + c];
+        } else {
+            std::memcpy((void *)d, (const void *)s, 512);
+        }
+        detail::Write(d, 512, detail::P_MTE1);
+    }
+}
+
+// L1 -> L0A / L0B transposing 4-byte data (the LoadDataWithTranspose page,
+// atlasascendc_api_07_0239): each repeat joins two consecutive 16 x 8 fractals of the source
+// side by side into a 16 x 16 square (the first its columns 0-7), transposes it and writes it
+// as two 16 x 8 fractals (columns 0-7 of the transpose, then 8-15) dstFracGap fractals apart;
+// srcStride counts squares (1024 bytes), dstGap the fractals between one repeat's first
+// fractal and the next one's. Modelled for 4-byte types with startIndex 0 (the kernels offset
+// the tensors instead), as wspc uses it; 2-byte types transpose through LoadData2DParams.
+template <typename T>
+__aicore__ inline void LoadDataWithTranspose(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                             const LoadData2dTransposeParams &loadDataParams)
+{
+    const char *api = "LoadDataWithTranspose";
+    detail::CubeCore(api);
+    const LoadData2dTransposeParams &p = loadDataParams;
+    static_assert(sizeof(T) == 4, "LoadDataWithTranspose is modelled for 4-byte types only");
+    const int dm = detail::MemOf(dst.ptr_);
+    if (dm != detail::M_L0A && dm != detail::M_L0B) ShimFail(api, "the destination must be in L0A or L0B");
+    if (p.startIndex != 0) ShimFail(api, "startIndex other than 0 is not modelled");
+    if (p.repeatTimes == 0) ShimFail(api, "repeatTimes is 0");
+    const uint64_t srcEnd = ((uint64_t)(p.repeatTimes - 1) * p.srcStride + 1) * 1024u;
+    const uint64_t dstEnd = ((uint64_t)(p.repeatTimes - 1) * (1u + p.dstGap) + 2u + p.dstFracGap) * 512u;
+    detail::CubeOperand(api, src, detail::M_L1, srcEnd, 32, "the source");
+    detail::CubeOperand(api, dst, dm, dstEnd, 512, "the destination");
+    for (uint32_t i = 0; i < p.repeatTimes; ++i) {
+        const T *s = src.ptr_ + (uint64_t)i * p.srcStride * 256u;
+        T *d0 = dst.ptr_ + (uint64_t)i * (1u + p.dstGap) * 128u;
+        T *d1 = d0 + (uint64_t)(1u + p.dstFracGap) * 128u;
+        detail::Read(s, 1024, detail::P_MTE1, api);
+        T sq[16][16];
+        for (uint32_t r = 0; r < 16; ++r)
+            for (uint32_t c = 0; c < 16; ++c) sq[r][c] = s[(c / 8u) * 128u + r * 8u + c % 8u];
+        for (uint32_t r = 0; r < 16; ++r)      // the transpose's row r ...
+            for (uint32_t c = 0; c < 16; ++c)  // ... column c = the square's [c][r]
+                (c < 8u ? d0 : d1)[r * 8u + c % 8u] = sq[c][r];
+        detail::Write(d0, 512, detail::P_MTE1);
+        detail::Write(d1, 512, detail::P_MTE1);
+    }
+}
+
+// C (L0C, NZ, f32 or i32) = [C +] A (L0A, ZZ) @ B (L0B, ZN): m x k by k x n, in whole fractals
+template <typename T, typename U, typename S>
+__aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm, const LocalTensor<S> &filter,
+                            const MmadParams &mmadParams)
+{
+    const char *api = "Mmad";
+    detail::CubeCore(api);
+    static_assert((std::is_same<T, float>::value && std::is_same<U, S>::value &&
+                   (std::is_same<U, half>::value || std::is_same<U, bfloat16_t>::value ||
+                    std::is_same<U, float>::value)) ||
+                  (std::is_same<T, int32_t>::value && std::is_same<U, int8_t>::value &&
+                   std::is_same<S, int8_t>::value),
+                  "Mmad on dav-2201: half x half, bfloat16_t x bfloat16_t, float x float -> float, int8 -> int32");
+    const MmadParams &p = mmadParams;
+    if (p.cmatrixSource) ShimFail(api, "cmatrixSource (a C matrix from the bias table) is not modelled");
+    if (p.m == 0 || p.n == 0 || p.k == 0) ShimFail(api, "m, n and k must be at least 1");
+    if (p.m > 4095 || p.n > 4095 || p.k > 4095) ShimFail(api, "m, n and k are at most 4095");
+    constexpr uint32_t c0 = detail::C0<U>();
+    const uint32_t mF = (p.m + 15u) / 16u, nF = (p.n + 15u) / 16u, kF = (p.k + c0 - 1u) / c0;
+    detail::CubeOperand(api, fm, detail::M_L0A, (uint64_t)mF * kF * 512u, 512, "the left matrix (fm)");
+    detail::CubeOperand(api, filter, detail::M_L0B, (uint64_t)nF * kF * 512u, 512, "the right matrix (filter)");
+    detail::CubeOperand(api, dst, detail::M_L0C, (uint64_t)mF * nF * 256u * sizeof(T), 512, "the result (dst)");
+    detail::Read(fm.ptr_, (size_t)mF * kF * 512u, detail::P_M, api);
+    detail::Read(filter.ptr_, (size_t)nF * kF * 512u, detail::P_M, api);
+    if (!p.cmatrixInitVal) detail::Read(dst.ptr_, (size_t)mF * nF * 256u * sizeof(T), detail::P_M, api);
+    // the cube works on whole fractals: rows past m, columns past n and k past k (to whole C0)
+    // take part as whatever the buffers hold
+    const uint32_t M = mF * 16u, N = nF * 16u, K = kF * c0;
+    for (uint32_t r = 0; r < M; ++r)
+        for (uint32_t c = 0; c < N; ++c) {
+            T acc = 0;
+            for (uint32_t k = 0; k < K; ++k) {
+                const U a = fm.ptr_[((r / 16u) * kF + k / c0) * 16u * c0 + (r % 16u) * c0 + k % c0];
+                const S b = filter.ptr_[((k / c0) * nF + c / 16u) * 16u * c0 + (c % 16u) * c0 + k % c0];
+                if (std::is_same<T, float>::value) acc += detail::CubeIn(a) * detail::CubeIn(b);
+                else acc += (T)a * (T)b;
+            }
+            T &o = dst.ptr_[((c / 16u) * M + r) * 16u + c % 16u];
+            o = p.cmatrixInitVal ? acc : (T)(o + acc);
+        }
+    detail::Write(dst.ptr_, (size_t)M * N * sizeof(T), detail::P_M);
+}
+
+// L0C (NZ, srcStride rows of 16 between column blocks) -> GM rows dstStride elements apart:
+// mSize x nSize, f32 converted by quantPre (NoQuant f32, F322F16, F322BF16); under
+// SetAtomicAdd the values are added to GM's
+template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
+__aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src, const FixpipeParamsV220 &intriParams)
+{
+    const char *api = "Fixpipe";
+    detail::CubeCore(api);
+    const FixpipeParamsV220 &p = intriParams;
+    static_assert(std::is_same<U, float>::value || std::is_same<U, int32_t>::value, "Fixpipe reads f32 or i32 from L0C");
+    if (config.format != CO2Layout::ROW_MAJOR) ShimFail(api, "only CFG_ROW_MAJOR (NZ -> ND) is modelled");
+    if (p.ndNum != 1) ShimFail(api, "ndNum other than 1 is not modelled");
+    const bool want = std::is_same<T, U>::value ? p.quantPre == NoQuant
+                      : std::is_same<T, half>::value ? p.quantPre == F322F16
+                      : std::is_same<T, bfloat16_t>::value ? p.quantPre == F322BF16 : false;
+    if (!want) ShimFail(api, "quantPre does not convert L0C's type to the destination's");
+    if (p.srcStride < p.mSize || p.srcStride % 16u) ShimFail(api, "srcStride must be mSize rounded up to 16 rows (or more)");
+    const uint32_t nB = (p.nSize + 15u) / 16u;
+    detail::CubeOperand(api, src, detail::M_L0C, (uint64_t)((nB - 1u) * p.srcStride + p.mSize) * 16u * sizeof(U), 512,
+                        "the source");
+    detail::Read(src.ptr_, (size_t)((nB - 1u) * p.srcStride + p.mSize) * 16u * sizeof(U), detail::P_FIX, api);
+    const int atomic = detail::core().atomic;
+    if (atomic && !(atomic == 1 && std::is_same<T, float>::value))
+        ShimFail(api, "SetAtomicAdd's type is not the destination's (only float is modelled)");
+    for (uint32_t r = 0; r < p.mSize; ++r)
+        for (uint32_t c = 0; c < p.nSize; ++c) {
+            const uint64_t g = (uint64_t)r * p.dstStride + c;
+            if (g >= dst.size_) ShimFail(api, "writes past the GlobalTensor");
+            const U v = src.ptr_[((c / 16u) * p.srcStride + r) * 16u + c % 16u];
+            if (atomic) dst.ptr_[g] = (T)((float)dst.ptr_[g] + (float)v);
+            else dst.ptr_[g] = (T)v;
+        }
+}
+
+// fill L1 (blocks of 32 bytes; MTE2) or L0A / L0B (blocks of 512 bytes; MTE1) with a value
+template <typename T, typename U = PrimT<T>,
+          typename Std::enable_if<Std::is_same<PrimT<T>, U>::value, bool>::type = true>
+__aicore__ inline void Fill(const LocalTensor<T> &dst, const InitConstValueParams<U> &initConstValueParams)
+{
+    const char *api = "Fill";
+    detail::CubeCore(api);
+    const InitConstValueParams<U> &p = initConstValueParams;
+    const int m = detail::MemOf(dst.ptr_);
+    if (m != detail::M_L1 && m != detail::M_L0A && m != detail::M_L0B) ShimFail(api, "fills L1, L0A or L0B only");
+    const uint32_t block = m == detail::M_L1 ? 32u : 512u;
+    const uint64_t end = ((uint64_t)p.repeatTimes * (p.blockNum + p.dstGap)) * block;
+    detail::CubeOperand(api, dst, m, end, m == detail::M_L1 ? 32u : 512u, "the destination");
+    const uint32_t per = block / (uint32_t)sizeof(T);
+    for (uint32_t r = 0; r < p.repeatTimes; ++r)
+        for (uint32_t b = 0; b < p.blockNum; ++b) {
+            T *d = dst.ptr_ + ((uint64_t)r * (p.blockNum + p.dstGap) + b) * per;
+            for (uint32_t i = 0; i < per; ++i) d[i] = (T)p.initValue;
+            detail::Write(d, block, m == detail::M_L1 ? detail::P_MTE2 : detail::P_MTE1);
+        }
+}
+
+template <typename T>
+__aicore__ inline void SetAtomicAdd()
+{
+    detail::core().atomic = std::is_same<T, float>::value ? 1 : std::is_same<T, half>::value ? 2
+                            : std::is_same<T, bfloat16_t>::value ? 3 : 4;
+}
+__aicore__ inline void DisableDmaAtomic() { detail::core().atomic = 0; }
 
 // ------------------------------------------------------------------------------------------
 // what the dispatcher (aicore/dispatch.asc) uses besides the kernels' API: the block index and

@@ -26,8 +26,11 @@ How a tile kernel becomes Ascend C (`kernel.py`):
    its own temporaries); values that need all rows are resident, a matmul's weights stream from
    GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
    even R = 1 does not fit, the kernel is a compile error at its span.
-4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
-   (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
+4. Units. A kernel whose work is all matmuls (f16 / bf16 / f32 operands) runs on the cube core
+   (AIC) instead (`cube.py`, `cube_jobs`: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM, the
+   tiling of `backends/cube.py`); `aicore/wsp_cube.h` holds what those kernels share.
+   Otherwise float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector
+   unit (`vector.py`; `matmul.py` on the vector unit too, reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
    and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, concat,
    gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,
@@ -49,6 +52,7 @@ from ....version import __version__
 from ..abi import ABI_C
 from ..host import source_names
 from ..render import render
+from .cube import cube_header, cube_jobs, emit_cube_kernel
 from .errors import AicoreError
 from .extern import emit_extern
 from .kernel import emit_tile_kernel
@@ -89,9 +93,17 @@ def f64_errors(module: N.Module) -> list[Diagnostic]:
     return list(out.values())
 
 
-def emit_aicore(module: N.Module) -> dict[str, str]:
+def is_cube(k: N.Kernel, vector_only: frozenset = frozenset()) -> bool:
+    """Whether kernel `k` runs on the cube core (AIC): all its work is matmuls the cube runs
+    (`cube.cube_jobs`) and it is not in `vector_only` (kernels some task passes a view the cube
+    copies cannot read: `cube_views`)."""
+    return k.name not in vector_only and f64_error(k) is None and cube_jobs(k) is not None
+
+
+def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[str, str]:
     """Every kernel of `module` as Ascend C: {"aicore/wsp_aicore.h": ..., "aicore/kernel_<name>.h":
-    ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
+    ...}, and "aicore/wsp_cube.h" when a kernel runs on the cube (`is_cube`; never the kernels
+    named in `vector_only`). Raises WspError with a diagnostic at the span of every kernel that cannot run on the
     AICore (too big for the UB even in chunks, an op it has no code for, an extern kernel
     without an `extern ascend` body)."""
     out = {"aicore/wsp_aicore.h": support_header()}
@@ -110,6 +122,10 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
                 "`extern c` body"))
             continue
         try:
+            if is_cube(k, vector_only):
+                out["aicore/wsp_cube.h"] = cube_header()
+                out[header_path(k)] = emit_cube_kernel(k, module.name, cube_jobs(k))
+                continue
             out[header_path(k)] = emit_kernel(k, module.name, sources, names)
         except AicoreError as e:
             diags.append(Diagnostic(e.span, "ascend-kernel", e.message, e.help))
@@ -133,5 +149,5 @@ def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None
     return emit_tile_kernel(k, module)
 
 
-__all__ = ["emit_aicore", "f64_errors", "emit_kernel", "kernel_entry", "header_path", "support_header",
+__all__ = ["emit_aicore", "is_cube", "f64_errors", "emit_kernel", "kernel_entry", "header_path", "support_header",
            "AicoreError", "UB_BYTES", "UB_BUDGET", "API_RESERVE", "pc", "vcount"]

@@ -1,6 +1,6 @@
 """`matmul` on the vector unit: C[i, :] += a[i, k] * B[k, :] with Muls and Add, in k order,
-accumulating in f32 (the scalar unit reads a[i, k]); the cube unit (Mmad, L0A/L0B/L0C) is not
-used by this emitter. A right operand that is a parameter streams from GM in blocks of about
+accumulating in f32 (the scalar unit reads a[i, k]), for the kernels that do not run on the cube
+(a kernel whose work is all matmuls does: `cube.py`). A right operand that is a parameter streams from GM in blocks of about
 STREAM_BYTES of rows through a VECIN queue of its own (`chunks.streamed_operands`), so weights
 need not fit the Unified Buffer.
 
