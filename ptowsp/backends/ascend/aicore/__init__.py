@@ -49,6 +49,7 @@ from typing import Optional
 from ....diagnostics import Diagnostic, WspError
 from ....ir import nodes as N
 from ....version import __version__
+from ...cube import runs_on_cube
 from ..abi import ABI_C
 from ..host import source_names
 from ..render import render
@@ -96,8 +97,9 @@ def f64_errors(module: N.Module) -> list[Diagnostic]:
 def is_cube(k: N.Kernel, vector_only: frozenset = frozenset()) -> bool:
     """Whether kernel `k` runs on the cube core (AIC): all its work is matmuls the cube runs
     (`cube.cube_jobs`) and it is not in `vector_only` (kernels some task passes a view the cube
-    copies cannot read: `cube_views`)."""
-    return k.name not in vector_only and f64_error(k) is None and cube_jobs(k) is not None
+    copies cannot read: `cube_views`). The rule is `backends/cube.runs_on_cube`, which the cycle
+    model asks too, so both see the same kernels on the cube."""
+    return runs_on_cube(k, vector_only)
 
 
 def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[str, str]:
