@@ -4,6 +4,7 @@ Exit status: 0 success, 1 a user error (diagnostics printed), 2 bad command-line
 70 an internal error (the message names the stage; the traceback only with `--debug`), 130
 interrupted (Ctrl-C: `wspc: interrupted`, nothing written).
 Importing this module must stay cheap: no numpy, no cffi, Lark only when a file is parsed.
+Why one file: click's group holds every command; each is a short block calling elsewhere.
 """
 
 from __future__ import annotations
@@ -850,6 +851,15 @@ def report(ctx: click.Context, trace_file: str, output: str) -> None:
             raise file_error(FileError(output, f"cannot write it: {err.strerror or err}")) from None
 
     _run_guarded(ctx, "outputs", write)
+
+
+@main.command()
+@click.pass_context
+def lsp(ctx: click.Context) -> None:
+    """Run the language server over standard input and output, for editors (docs/tools.md)."""
+    from .lsp import serve
+
+    _run_guarded(ctx, "lsp", serve)
 
 
 @main.group()
