@@ -153,10 +153,13 @@ def test_a_session_as_an_editor_drives_it(session):
     assert diag["severity"] == 1 and diag["source"] == "wspc"
     path.write_text(good)
 
-    # hover and completion still answer in a module with errors (from the file as written)
-    hovered = client.request("textDocument/hover", {"textDocument": {"uri": uri},
-                                                    "position": _position(bad, "X[i]")})
-    assert "input  X: f32[N, 4, 8]" in hovered["contents"]["value"]
+    # hover goes on answering in a module with errors: a tensor, and a type in a kernel that
+    # checked (the error is in `fill`)
+    for needle, offset, text in (("X[i]", 0, "input  X: f32[N, 4, 8]"),
+                                 ("store(y, x)", 9, "x: [4, 8] f32 tile")):
+        hovered = client.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                        "position": _position(bad, needle, 0, offset)})
+        assert text in hovered["contents"]["value"]
 
     # didChange to the fixed text: the diagnostics are cleared
     client.notify("textDocument/didChange", {
@@ -248,3 +251,41 @@ def test_a_file_that_does_not_parse(session):
     client.notify("exit", None)
     assert client.proc.wait(timeout=GUARD) == 0
     assert not client.logged, client.logged
+
+
+def test_proofs_kept_across_checks_change_no_answer():
+    """The server keeps the checker's proofs from one check to the next: the diagnostics and
+    the run-time checks of a module are those of a check from scratch."""
+    from ptowsp import driver
+    from ptowsp.diagnostics import WspError
+
+    proofs: dict = {}
+    for name in ("ragged_attention.wsp", "moe_sparse.wsp", "spec_schedules.wsp"):
+        path = str(PROGRAMS / name)
+        text = (PROGRAMS / name).read_text()
+        fresh = driver.check_text(text, path)
+        for _ in range(2):  # the second time every proof comes from the first
+            env, diagnostics = driver.check_text_partial(text, path, proofs)
+            assert diagnostics == [] and env.checks == fresh.checks
+        broken = text.replace("store(", "stor(", 1)
+        with pytest.raises(WspError) as err:
+            driver.check_text(broken, path)
+        assert driver.check_text_partial(broken, path, proofs)[1] == err.value.diagnostics
+    assert proofs
+
+
+def test_a_bug_in_a_handler_is_logged_and_answered_empty():
+    from ptowsp.lsp import server
+
+    logged = []
+
+    class Stub:
+        def log(self, message):
+            logged.append(message)
+
+    @server._guarded(list)
+    def broken(ls, params):
+        raise KeyError("nothing")
+
+    assert broken(Stub(), None) == []
+    assert "internal error in broken: KeyError" in logged[0]

@@ -6,19 +6,19 @@ as `Span` has them; `server.py` converts to and from the client's UTF-16 units.
 
 `analyse` runs the checker, the one `wspc check` runs (`driver.check_text`). A module that
 checks gives its `ModuleEnv`: its files' ASTs, every kernel expression's inferred type, the
-tensors' symbolic shapes and layouts. A module with errors gives no environment, so the server
-falls back to the files that still parse (the document and, depth-first, what it imports): the
-declarations, as written, are then enough for definitions, symbols, completion and a hover
-without inferred tile shapes. A document that does not parse has only its diagnostics.
+tensors' symbolic shapes and layouts. A module with errors still gives its environment as far as
+the check got (`driver.check_text_partial`): the files that parse, the declarations that were
+right, the types of the kernels that checked, so hover, definition, completion and symbols go on
+working around the error. A document that does not parse has only its diagnostics (and
+completion the names of its last analysis that parsed).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterator, Optional
 
-from ..diagnostics import Diagnostic, WspError
+from ..diagnostics import Diagnostic
 from ..frontend import ast as A
 from ..frontend.env import DECL_KINDS, ModuleEnv
 
@@ -33,69 +33,36 @@ KEYWORDS = ("kernel", "workload", "schedule", "input", "output", "inout", "scrat
 
 @dataclass
 class Analysis:
-    """One document's analysis. `files`: the main file first (when it parses), then its imports;
-    `env`: the checked module, None when it has errors (then `diagnostics` lists them)."""
+    """One document's analysis. `env`: the checked module, or with `diagnostics` as far as its
+    check got (what the declarations that were right say); `files`: the files that parsed, the
+    document first unless it does not parse, then its imports."""
 
     filename: str
     text: str
-    env: Optional[ModuleEnv]
-    files: list[A.SourceFile]
-    sources: dict[str, str]
+    env: ModuleEnv
     diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[A.SourceFile]:
+        return self.env.files
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self.env.sources
 
     @property
     def main(self) -> Optional[A.SourceFile]:
         return self.files[0] if self.files and self.files[0].path == self.filename else None
 
 
-def analyse(text: str, filename: str) -> Analysis:
-    """Check `text` as the file `filename` (its imports read from disk, relative to it).
-    Raises only what the checker raises for a bug (`InternalError`): the server logs those."""
-    from ..driver import check_text, deep
+def analyse(text: str, filename: str, proofs: Optional[dict] = None) -> Analysis:
+    """Check `text` as the file `filename` (its imports read from disk, relative to it), as
+    `wspc check` does. Raises only what the checker raises for a bug (`InternalError`): the
+    server logs those. `proofs`: the checker's proofs, kept from one analysis to the next."""
+    from ..driver import check_text_partial
 
-    def run() -> Analysis:
-        try:
-            env = check_text(text, filename)
-        except WspError as err:
-            files, sources = _parsed(text, filename)
-            return Analysis(filename, text, None, files, sources, list(err.diagnostics))
-        return Analysis(filename, text, env, list(env.files), dict(env.sources))
-
-    return deep(run)  # the parser and checker recurse: as deep as `wspc check` lets them
-
-
-def _parsed(text: str, filename: str) -> tuple[list[A.SourceFile], dict[str, str]]:
-    """The document and the files it imports (depth-first, each once) that parse."""
-    from ..frontend.checker import import_target
-    from ..frontend.parser import parse
-    from ..frontend.sources import SourceError, read_source
-
-    files: list[A.SourceFile] = []
-    sources: dict[str, str] = {filename: text}
-    seen: set[Path] = set()
-
-    def load(body: str, name: str) -> None:
-        try:
-            f = parse(body, name)
-        except WspError:
-            return
-        files.append(f)
-        for d in f.decls:
-            if not isinstance(d, A.Import):
-                continue
-            target = import_target(name, d.path)
-            if target is None or target in seen:
-                continue
-            seen.add(target)
-            try:
-                imported = read_source(target)
-            except SourceError:
-                continue
-            sources[str(target)] = imported
-            load(imported, str(target))
-
-    load(text, filename)
-    return files, sources
+    env, diagnostics = check_text_partial(text, filename, proofs)
+    return Analysis(filename, text, env, diagnostics)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,8 +103,9 @@ def declarations(files: list[A.SourceFile]) -> Iterator[A.Node]:
 
 
 def global_decl(a: Analysis, name: str) -> Optional[A.Node]:
-    if a.env is not None and name in a.env.names:
+    if name in a.env.names:
         return a.env.names[name]
+    # a name declared twice, or in a file whose check stopped early: its first declaration
     return next((d for d in declarations(a.files) if d.name.id == name), None)
 
 
@@ -201,8 +169,8 @@ def decl_hover(a: Analysis, d: A.Node) -> str:
         return _block(f"workload {d.name.id}({params})")
     if isinstance(d, A.TensorDecl):
         code = source_of(a, d.span)
-        info = a.env.tensors.get(d.name.id) if a.env is not None else None
-        if info is not None:
+        info = a.env.tensors.get(d.name.id)
+        if info is not None and info.sound:
             from .. import sym
 
             shape = "[" + ", ".join(sym.to_str(x) for x in info.dims) + "]"
@@ -236,9 +204,7 @@ def hover(a: Analysis, line: int, col: int) -> Optional[tuple[str, A.Span]]:
     if not chain:
         return None
     decl = chain[0]
-    types = None
-    if a.env is not None and isinstance(decl, A.KernelDecl):
-        types = a.env.kernel_types.get(decl.name.id)
+    types = a.env.kernel_types.get(decl.name.id) if isinstance(decl, A.KernelDecl) else None
     for i in range(len(chain) - 1, -1, -1):
         node = chain[i]
         if types is not None:

@@ -25,6 +25,7 @@ from ..version import __version__
 from . import analysis as An
 
 R = TypeVar("R")
+MAX_PROOFS = 100_000  # a bound on their memory (a module asks hundreds): then they start again
 
 # a declaration's kind (env.DECL_KINDS) as the symbol kind editors draw it with
 _SYMBOL_KIND = {
@@ -52,6 +53,9 @@ class WspServer(LanguageServer):
         self.published: dict[str, set[str]] = {}
         # each document's last analysis in which it parsed: completion's names while it does not
         self.last_parsed: dict[str, An.Analysis] = {}
+        # the checker's symbolic proofs, each keyed by all it depends on: kept across checks,
+        # they are most of the time of checking a module again after an edit
+        self.proofs: dict = {}
 
     def report_server_error(self, error: Exception, source) -> None:
         # pygls's default shows a message box; a log line is enough and does not interrupt
@@ -144,7 +148,9 @@ def _refresh(ls: WspServer, uri: str) -> None:
     """Analyse the document again and publish its diagnostics (and clear those gone)."""
     doc = ls.workspace.get_text_document(uri)
     try:
-        a = An.analyse(doc.source, _filename(uri))
+        if len(ls.proofs) > MAX_PROOFS:
+            ls.proofs.clear()
+        a = An.analyse(doc.source, _filename(uri), ls.proofs)
     except Exception as err:  # noqa: BLE001 - InternalError or worse: logged, the session goes on
         ls.log(f"wspc lsp: internal error while checking {uri}: {type(err).__name__}: {err}")
         return
