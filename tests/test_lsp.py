@@ -289,3 +289,34 @@ def test_a_bug_in_a_handler_is_logged_and_answered_empty():
 
     assert broken(Stub(), None) == []
     assert "internal error in broken: KeyError" in logged[0]
+
+
+def test_an_error_in_an_imported_file_is_shown_in_that_file(session):
+    client, folder = session
+    lib = folder / "lib_shared.wsp"
+    lib.write_text(lib.read_text().replace("const TILES = 4", "const TILES = 4 +"))
+    main = (folder / MAIN).as_uri()
+    client.request("initialize", {"processId": None, "capabilities": {}})
+    client.notify("initialized", {})
+    client.notify("textDocument/didOpen", {"textDocument": {
+        "uri": main, "languageId": "wsp", "version": 1, "text": (folder / MAIN).read_text()}})
+    published = {}
+    while len(published) < 2:
+        message = client.next_message()
+        if message.get("method") == "textDocument/publishDiagnostics":
+            published[message["params"]["uri"]] = message["params"]["diagnostics"]
+    [diag] = published[lib.as_uri()]
+    assert diag["range"]["start"]["line"] == 1 and diag["source"] == "wspc"
+    # the file fixed and saved: its diagnostics are cleared
+    lib.write_text(lib.read_text().replace("const TILES = 4 +", "const TILES = 4"))
+    client.notify("textDocument/didSave", {"textDocument": {"uri": main}})
+    cleared = {}
+    while len(cleared) < 2:
+        message = client.next_message()
+        if message.get("method") == "textDocument/publishDiagnostics":
+            cleared[message["params"]["uri"]] = message["params"]["diagnostics"]
+    assert cleared == {main: [], lib.as_uri(): []}
+    assert client.request("shutdown", None) is None
+    client.notify("exit", None)
+    assert client.proc.wait(timeout=GUARD) == 0
+    assert not client.logged, client.logged
