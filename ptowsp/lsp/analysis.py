@@ -22,13 +22,15 @@ from ..diagnostics import Diagnostic
 from ..frontend import ast as A
 from ..frontend.env import DECL_KINDS, ModuleEnv
 
-# Names the language gives a meaning to that no declaration makes: loop forms and statements
-# of workload bodies, offered by completion next to the primitives (docs/language.md).
-KEYWORDS = ("kernel", "workload", "schedule", "input", "output", "inout", "scratch", "sym", "const",
-            "axis", "channel", "event", "import", "module", "mesh", "let", "for", "in", "when",
-            "else", "combine", "sequential", "process", "store", "P", "P.grid", "P.seq", "P.sel",
-            "Dense", "DenseDyn", "Ragged", "Sparse", "In", "Out", "InOut", "Tile", "Scalar",
-            "Constexpr", "send", "consume", "record", "synchronize", "after")
+# What completion offers besides the primitives and the module's names: the grammar's keywords
+# (grammar/wsp.lark), and the names the language gives a meaning that no declaration makes:
+# statements written as calls, the loop form, axis and parameter types (docs/language.md).
+KEYWORDS = ("after", "and", "as", "axis", "channel", "combine", "const", "consume", "else", "event",
+            "extern", "false", "for", "import", "in", "inout", "input", "kernel", "let", "mesh",
+            "module", "not", "or", "otherwise", "output", "pipe", "process", "record", "schedule",
+            "scratch", "send", "sequential", "sym", "synchronize", "true", "when", "workload")
+BUILTIN_NAMES = ("store", "slot_set", "slot_load", "P", "Dense", "DenseDyn", "Ragged", "Sparse",
+                 "In", "Out", "InOut", "Tile", "Scalar", "Constexpr")
 
 
 @dataclass
@@ -345,7 +347,9 @@ def completions(a: Analysis, line: int, col: int, after_dot: Optional[str]) -> l
                 if v.id not in seen and v.id != "_":
                     seen.add(v.id)
                     items.append(Item(v.id, "local", f"in `{decl.name.id}`"))
-    items += [Item(k, "keyword") for k in KEYWORDS if k not in seen and "." not in k]
+    from ..dtypes import TABLE
+
+    items += [Item(k, "keyword") for k in (*KEYWORDS, *BUILTIN_NAMES, *TABLE) if k not in seen]
     return items
 
 
