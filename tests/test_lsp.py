@@ -320,3 +320,30 @@ def test_an_error_in_an_imported_file_is_shown_in_that_file(session):
     client.notify("exit", None)
     assert client.proc.wait(timeout=GUARD) == 0
     assert not client.logged, client.logged
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.wsp")) + [PROGRAMS / MAIN],
+                         ids=lambda p: p.name)
+def test_every_name_of_the_examples_has_an_answer(path: Path):
+    """Hover, definition and completion at every name of every example: no exception, a hover
+    on every use of a declared name, and a definition that is a declaration of that name."""
+    from ptowsp.frontend import ast as A
+    from ptowsp.lsp import analysis as An
+
+    a = An.analyse(path.read_text(), str(path))
+    assert a.main is not None
+    assert (a.diagnostics != []) == (path.name == "errors_demo.wsp")  # its errors on purpose
+    declared = {d.name.id for d in An.declarations(a.files)}
+    for decl in a.main.decls:
+        for node in decl.walk():
+            if not isinstance(node, A.Name) or node.span.line <= 0:
+                continue
+            at = (node.span.line, node.span.col)
+            found = An.hover(a, *at)
+            where = An.definition(a, *at)
+            assert An.completions(a, *at, None)
+            if any(isinstance(n, A.Combinator) and n.name is node for n in decl.walk()):
+                assert "a schedule combinator" in found[0]
+            if node.id in declared and where is not None:
+                assert found is not None, (node, at)
+                assert An.source_of(a, where) == node.id, (node, at, where)

@@ -113,12 +113,15 @@ def global_decl(a: Analysis, name: str) -> Optional[A.Node]:
 
 def local_binding(decl: A.Node, chain: list[A.Node], name: str) -> Optional[A.Name]:
     """The `Name` that binds `name` inside a kernel or workload: a loop variable of an enclosing
-    `for`, a parameter, or a `let` (the first)."""
+    `for`, the item of an enclosing `consume`, a parameter, or (the first) `let`, task handle
+    or `process` (`workers.id`)."""
     for n in reversed(chain):
         if isinstance(n, A.ForLoop):
             for v in n.vars:
                 if v.id == name:
                     return v
+        if isinstance(n, A.Consume) and n.var.id == name:
+            return n.var
     for p in getattr(decl, "params", ()) if isinstance(decl, (A.KernelDecl, A.WorkloadDecl)) else ():
         if p.name.id == name:
             return p.name
@@ -130,6 +133,10 @@ def local_binding(decl: A.Node, chain: list[A.Node], name: str) -> Optional[A.Na
                 for v in n.names:
                     if v.id == name:
                         return v
+            if isinstance(n, (A.CallStmt, A.Process)):
+                bound = n.label if isinstance(n, A.CallStmt) else n.name
+                if bound is not None and bound.id == name:
+                    return bound
     return None
 
 
@@ -216,6 +223,14 @@ def hover(a: Analysis, line: int, col: int) -> Optional[tuple[str, A.Span]]:
         if not isinstance(node, A.Name):
             continue
         parent = chain[i - 1] if i else None
+        if isinstance(parent, A.Combinator) and parent.name is node:
+            args = ", ".join(source_of(a, x.span) for x in (*parent.args, *parent.kwargs))
+            return _block(f".{node.id}({args})") + "\n\na schedule combinator (docs/schedules.md)", \
+                node.span
+        if isinstance(decl, A.ScheduleDecl) and isinstance(parent, A.Call) and parent.func is node:
+            kind = _POLICY_KINDS.get(node.id)
+            if kind is not None:
+                return _block(source_of(a, parent.span)) + f"\n\n{kind} (docs/schedules.md)", node.span
         if isinstance(parent, A.Call) and parent.func is node:
             text = _call_hover(a, parent, types)
             if text is not None:
@@ -232,6 +247,17 @@ def hover(a: Analysis, line: int, col: int) -> Optional[tuple[str, A.Span]]:
         if target is not None:
             return decl_hover(a, target), node.span
     return None
+
+
+def _policy_kinds() -> dict[str, str]:
+    from ..frontend.workloads.schedules import DISPATCH_POLICIES, TIMING_POLICIES
+
+    kinds = {p: "a dispatch policy" for p in DISPATCH_POLICIES}
+    kinds.update({p: "a timing policy" for p in TIMING_POLICIES})
+    return kinds
+
+
+_POLICY_KINDS = _policy_kinds()
 
 
 def _call_hover(a: Analysis, call: A.Call, types) -> Optional[str]:
@@ -271,6 +297,14 @@ def _local_hover(a: Analysis, decl, chain, node: A.Name, types) -> Optional[str]
             axes = ", ".join(source_of(a, x.span) for x in n.axes)
             return _block(f"for {', '.join(v.id for v in n.vars)} in {n.spelling}({axes})") \
                 + "\n\nloop variable"
+        if isinstance(n, A.Consume) and binder is n.var:
+            return _block(f"consume({n.channel.id}) as {n.var.id}") + "\n\nan item of the channel"
+    for n in decl.walk():
+        if isinstance(n, A.Process) and n.name is binder:
+            replicas = f" * {source_of(a, n.replicas.span)}" if n.replicas is not None else ""
+            return _block(f"process {n.name.id}{replicas}")
+        if isinstance(n, A.CallStmt) and n.label is binder:
+            return _block(f"let {binder.id} = {n.callee.id}[...](...)") + "\n\na task handle"
     return _block(f"let {node.id}")
 
 
