@@ -155,7 +155,7 @@ def test_a_session_as_an_editor_drives_it(session):
 
     # hover goes on answering in a module with errors: a tensor, and a type in a kernel that
     # checked (the error is in `fill`)
-    for needle, offset, text in (("X[i]", 0, "input  X: f32[N, 4, 8]"),
+    for needle, offset, text in (("X[i]", 0, "X: f32[N, 4, 8]"),
                                  ("store(y, x)", 9, "x: [4, 8] f32 tile")):
         hovered = client.request("textDocument/hover", {"textDocument": {"uri": uri},
                                                         "position": _position(bad, needle, 0, offset)})
