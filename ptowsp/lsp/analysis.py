@@ -6,12 +6,12 @@ as `Span` has them; `server.py` converts to and from the client's units (UTF-16 
 
 `analyse` runs the check `wspc check` runs, through `driver.check_text_partial`: the same
 diagnostics, and the environment kept whatever they are. A module that checks gives its
-`ModuleEnv`: its files' ASTs, every kernel expression's inferred type, the
-tensors' symbolic shapes and layouts. A module with errors still gives its environment as far as
-the check got: the files that parse, the declarations that were
-right, the types of the kernels that checked, so hover, definition, completion and symbols go on
-working around the error. A document that does not parse has only its diagnostics (and
-completion the names of its last analysis that parsed).
+`ModuleEnv`: its files' ASTs, every kernel expression's inferred type, the tensors' symbolic
+shapes and layouts. A module with errors still gives its environment as far as the check got:
+the files that parse, the declarations that were right, the types of the kernels that checked,
+so hover, definition, completion and symbols go on working around the error. A document that
+does not parse has only its diagnostics (and completion the names of its last analysis that
+parsed).
 """
 
 from __future__ import annotations
