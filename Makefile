@@ -5,13 +5,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MPI    := $(VENV)/.installed-mpi
 
-.PHONY: demo test bench fuzz clean
+.PHONY: install demo test bench fuzz clean
+
+# the package and its C runtime (built now, so the first `wspc run` compiles only its module)
+install: $(STAMP)
 
 # editable_mode=compat: a plain path entry, not setuptools' import hook (~15 ms per start)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test]" --config-settings editable_mode=compat
+	$(BIN)/python -m ptowsp.backends.cpu.build
 	touch $(STAMP)
 
 # the `mpi` extra (mpi4py and the mpich wheel) for the MPI tests; `make demo` does without it
@@ -40,6 +44,7 @@ demo: $(STAMP)
 	$(BIN)/wspc compile examples/rmsnorm.wsp --target ascend_npu -o build/rmsnorm_npu
 	@ls build/rmsnorm_npu
 	$(BIN)/wspc run examples/worker_pool.wsp --random-inputs 0 --report build/worker_pool_report.html && echo "== the timeline report of a CSP run: open build/worker_pool_report.html in a browser (docs/tools.md)"
+	$(BIN)/wspc tune examples/softmax.wsp --budget 16
 
 test: $(STAMP) $(MPI)
 	$(BIN)/python -m pytest -q

@@ -36,9 +36,27 @@ def parse(text: str, filename: str = "<string>"):
     return Module(check_text(text, filename))
 
 
+def tune(module, schedule=None, budget=None, seconds=None, bindings=None, inputs=None,
+         seed=0, **options):
+    """Search `module`'s schedules on the cycle model around `schedule`: a
+    `ptowsp.tuning.TuneResult` (`best`, `given`, `ranked()`, `schedule_text(name)`;
+    docs/python.md, "Tuning a schedule")."""
+    from .tuning import tune as search
+
+    return search(module, schedule, budget, seconds, bindings, inputs, seed, **options)
+
+
+def format_source(text: str, filename: str = "<string>") -> str:
+    """`text` in the canonical layout of `wspc fmt` (docs/tools.md), comments kept. Raises
+    `ptowsp.WspError` with the parser's diagnostic when the text does not parse."""
+    from .driver import format_text
+
+    return format_text(text, filename)
+
+
 _PASSES = ("PassManager", "Pass", "PrintPass", "FlattenCombinePass", "FunctionPass")
 
-__all__ = ["load", "parse", "WspError", "InternalError", "Diagnostic", *_embed.EXPORTS, *_PASSES]
+__all__ = ["load", "parse", "format_source", "tune", "WspError", "InternalError", "Diagnostic", *_embed.EXPORTS, *_PASSES]
 
 
 def __getattr__(name: str):

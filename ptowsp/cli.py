@@ -4,7 +4,6 @@ Exit status: 0 success, 1 a user error (diagnostics printed), 2 bad command-line
 70 an internal error (the message names the stage; the traceback only with `--debug`), 130
 interrupted (Ctrl-C: `wspc: interrupted`, nothing written).
 Importing this module must stay cheap: no numpy, no cffi, Lark only when a file is parsed.
-Why one file: click's group holds every command; each is a short block calling elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any, Callable, NamedTuple, Optional, TypeVar
 
 import click
 
+from . import run_io
 from .backends import TARGETS
 from .limits import MAX_WORKERS
 from .version import __version__
@@ -179,6 +179,17 @@ def _target(ctx: click.Context, name: str, options: dict):
 _OPTION_FLAGS = {"npu_arch": "--npu-arch", "workers": "--workers",
                  "include_dirs": "--include-dir"}  # target options by flag
 
+_QUIET = click.option("-q", "--quiet", is_flag=True,
+                      help="No progress line (shown on a terminal when a step takes over 0.5 s).")
+
+
+def _progress(quiet: bool) -> None:
+    """Progress on a terminal (stderr a tty) unless --quiet: docs/tools.md, "Progress"."""
+    from . import progress
+
+    progress.enable(sys.stderr if sys.stderr.isatty() and not quiet else None)
+
+
 _INCLUDE_DIR = click.option(
     "--include-dir", "include_dirs", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
     help="cpu_sim: a directory the headers of `extern cpp` bodies are found in (repeatable).")
@@ -206,12 +217,14 @@ _INCLUDE_DIR = click.option(
               callback=lambda ctx, param, values: _mesh_sizes(ctx, param, values),  # below
               help="Devices along a mesh axis (overrides its size; --emit ir shows the result).")
 @_opt_options
+@_QUIET
 @click.pass_context
 def compile(ctx: click.Context, file: str, target_name: str, emit: Optional[str],
             output: Optional[str], schedule: Optional[str], depfile: Optional[str],
             npu_arch: Optional[str], include_dirs: tuple, meshes, opt_level: Optional[int],
-            print_after, time_passes: bool, verify_each: bool) -> None:
+            print_after, time_passes: bool, verify_each: bool, quiet: bool) -> None:
     """Check FILE and build it for TARGET (or print an intermediate form)."""
+    _progress(quiet)
     from . import driver
 
     options = {"npu_arch": npu_arch} if npu_arch is not None else {}
@@ -429,11 +442,7 @@ def _named(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> 
     return value
 
 
-def _at(where: str):
-    """The span of a diagnostic about a command-line option or a file, not a source line."""
-    from .spans import Span
-
-    return Span(where, 0, 0, 0, 0)
+_at = run_io.at
 
 
 @main.command()
@@ -485,15 +494,17 @@ def _at(where: str):
               hidden=True)
 @_INCLUDE_DIR
 @_opt_options
+@_QUIET
 @click.pass_context
 def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, inputs, inputs_npz,
         outputs, outputs_npz, random_inputs, workers, max_memory, target_name, trace_file,
         machine_file, report_file, stats, as_json, meshes, check_replicas, launcher, rank_dir,
-        include_dirs, opt_level, print_after, time_passes, verify_each) -> None:
+        include_dirs, opt_level, print_after, time_passes, verify_each, quiet) -> None:
     """Run a module (a .wsp file, or an artifact directory from `wspc compile -o`).
 
     Every output file (--output, --outputs, --trace, --report) is checked before anything
     runs and written only when the run succeeded, all of them or none."""
+    _progress(quiet or rank_dir is not None)
     if rank_dir is not None:
         from . import launch
 
@@ -518,7 +529,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     if machine_file:
         from .backends.machine import load_machine
 
-        _run_guarded(ctx, "machine", lambda: _check_source(machine_file, "machine file"))
+        _run_guarded(ctx, "machine", lambda: run_io.check_source(machine_file, "machine file"))
         machine = _run_guarded(ctx, "machine", lambda: load_machine(machine_file))
     _check_pass_names(ctx, print_after)
     passes = {"opt_level": opt_level, "print_after": print_after, "time_passes": time_passes,
@@ -531,12 +542,12 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     if time_passes and program.passes is not None:
         click.echo(program.passes.report(), err=True, nl=False)
     program.machine = machine
-    _run_guarded(ctx, "inputs", lambda: _check_names(program, binds, inputs, outputs))
+    _run_guarded(ctx, "inputs", lambda: run_io.check_names(program, binds, inputs, outputs))
     if max_memory is None:
         from .limits import memory_limit
 
         max_memory = memory_limit()
-    arrays, sources = _run_guarded(ctx, "inputs", lambda: _read_inputs(program, inputs, inputs_npz,
+    arrays, sources = _run_guarded(ctx, "inputs", lambda: run_io.read_inputs(program, inputs, inputs_npz,
                                                                        max_memory))
     if launcher == "mpi":  # everything is checked: now the ranks run it (launch.py)
         _launch_mpi(ctx, program)
@@ -568,7 +579,7 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
     report_write = None
     if report_file:  # the page of the run's trace object: the trace need not be written
         report_write = _run_guarded(ctx, "report", lambda: _report_of(program, trace_write))
-    _run_guarded(ctx, "outputs", lambda: _write_outputs(program, results, outputs, outputs_npz,
+    _run_guarded(ctx, "outputs", lambda: run_io.write_outputs(program, results, outputs, outputs_npz,
                                                         trace_file, trace_write, report_file,
                                                         report_write))
     if rank is not None:
@@ -582,7 +593,8 @@ def run(ctx: click.Context, target_path: str, schedule: Optional[str], binds, in
 
             click.echo(json.dumps(info, sort_keys=True))
         else:
-            _print_stats(info)
+            for line in run_io.stats_lines(info):
+                click.echo(line)
 
 
 def _check_destinations(ctx: click.Context, destinations: list[tuple[str, str]]) -> None:
@@ -605,65 +617,6 @@ def _check_destinations(ctx: click.Context, destinations: list[tuple[str, str]])
         raise WspError(diags)
 
 
-def _check_source(path: str, what: str) -> None:
-    """A file read whole (the module, a machine) is a regular file: a FIFO would block, a
-    device might never end."""
-    from .diagnostics import Diagnostic, WspError
-    from .files import FileError, check_regular
-
-    try:
-        check_regular(path)
-    except FileError as err:
-        raise WspError([Diagnostic(_at(path), "io", f"cannot read {what}: {err.message}")]) from None
-
-
-def _check_names(program, binds, inputs, outputs) -> None:
-    """Every name on the command line is a sym or a tensor of the right kind, before any file
-    is read or anything runs: an unknown name is reported at the option naming it."""
-    from .diagnostics import Diagnostic, WspError, did_you_mean
-
-    m = program.module
-    syms = {s.name for s in m.syms}
-    tensors = {t.name: t for t in m.tensors}
-    diags = []
-    for pair in binds:
-        if pair.name not in syms:
-            diags.append(Diagnostic(_at(pair.where), "binding",
-                                    f"`{pair.name}` is not a sym of module `{m.name}`",
-                                    did_you_mean(pair.name, syms)))
-    def unknown(pair: _Pair) -> Diagnostic:
-        return Diagnostic(_at(pair.where), "binding",
-                          f"`{pair.name}` is not a tensor of module `{m.name}`",
-                          did_you_mean(pair.name, tensors))
-
-    for pair in inputs:
-        t = tensors.get(pair.name)
-        if t is None:
-            diags.append(unknown(pair))
-        elif t.kind not in ("input", "inout"):
-            diags.append(Diagnostic(t.span, "binding", f"`{t.name}` is {_a(t.kind)}; it takes "
-                                    "no input array", "pass inputs and inouts only"))
-    for pair in outputs:
-        t = tensors.get(pair.name)
-        if t is None:
-            diags.append(unknown(pair))
-        elif t.kind not in ("output", "inout"):
-            diags.append(Diagnostic(t.span, "io", f"`{t.name}` is {_a(t.kind)}, not an output",
-                                    "--output names outputs and inouts"))
-    if diags:
-        raise WspError(diags, dict(m.sources))
-
-
-def _a(kind: str) -> str:
-    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
-
-
-def _write_trace_json(program):
-    """What `--trace` writes: the trace's Chrome JSON."""
-    data = program.trace.to_json().encode("utf-8")
-    return lambda fh: fh.write(data)
-
-
 def _report_of(program, merged_write=None):
     """What `--report` writes: the page of the run's trace (of every rank's, merged, under
     MPI: `merged_write` writes that trace's JSON)."""
@@ -682,43 +635,6 @@ def _report_of(program, merged_write=None):
     return lambda fh: fh.write(page)
 
 
-def _print_stats(info: dict) -> None:
-    for k in ("task_count", "compile_time_ms", "execute_time_ms", "runtime_ms", "workers",
-              "dependencies", "max_in_flight", "batches", "total_cycles", "critical_path_cycles",
-              "simulated_us"):
-        if k in info:
-            v = info[k]
-            click.echo(f"{k:>20}: {round(v, 3) if isinstance(v, float) else v}")
-    for unit, u in info.get("utilisation", {}).items():
-        click.echo(f"{unit + ' utilisation':>20}: {u * 100:.1f}%")
-    if "devices" in info:  # a mesh: the interconnect (docs/running.md)
-        click.echo(f"{'devices':>20}: {info['devices']}")
-        click.echo(f"{'communication':>20}: {info['comm_us']:.3f} us on the comm engines "
-                   f"({info['comm_cycles']} cycles)")
-    for c in info.get("collectives", []):
-        click.echo(f"{'collective':>20}: {c['collective']}: {c['bytes']} bytes in "
-                   f"{c['messages']} messages ({c['algorithm']}), {c['modelled_us']:.3f} us")
-    for name, c in info.get("channels", {}).items():  # CSP (docs/csp.md, "Run information")
-        click.echo(f"{'channel ' + name:>20}: {c['items']} items, at most {c['max_in_flight']} "
-                   f"in flight (depth {c['depth']})")
-    for name, e in info.get("events", {}).items():
-        click.echo(f"{'event ' + name:>20}: {e['records']} records, {e['synchronizes']} "
-                   "synchronizes")
-    disp = info.get("dispatchers", [])
-    if disp:
-        total = info.get("total_cycles") or 1
-        click.echo(f"{'dispatcher':>12} {'tasks':>10} {'stolen':>8} {'busy':>7}")
-        for d in disp:
-            click.echo(f"{d['dispatcher']:>12} {d['tasks']:>10} {d['stolen']:>8} "
-                       f"{d['busy_cycles'] / total * 100:>6.1f}%")
-    if info.get("kernels"):
-        from .backends.profile import table_lines
-
-        click.echo("per kernel, by real time:")
-        for line in table_lines(info["kernels"]):
-            click.echo(line)
-
-
 def _program(path: str, target: str, schedule: Optional[str], workers: Optional[int],
              passes: dict, include_dirs: tuple = (), mesh: Optional[dict] = None,
              bind: Optional[dict] = None):
@@ -732,52 +648,11 @@ def _program(path: str, target: str, schedule: Optional[str], workers: Optional[
             raise click.UsageError("--mesh sizes a mesh when a module is compiled; an artifact "
                                    "directory keeps the sizes it was compiled with")
         return load_artifact(p, schedule, workers, target)
-    _check_source(path, "file")
+    run_io.check_source(path, "file")
     level = passes["opt_level"]
     flags = {k: v for k, v in passes.items() if k != "opt_level" and v}
     return program_for_file(p, target, schedule, workers, level, include_dirs=include_dirs,
                             mesh=mesh, bind=bind, **flags)
-
-
-def _read_inputs(program, inputs, inputs_npz, limit):
-    """The arrays named on the command line, read as untrusted files (`files.read_npy`,
-    `read_npz`) within the memory `limit`; an unreadable file is a diagnostic at the tensor
-    (`--input`) or at the file (`--inputs`)."""
-    from .diagnostics import Diagnostic, WspError
-    from .files import FileError, read_npy, read_npz
-
-    m = program.module
-    tensors = {t.name: t for t in m.tensors}
-    arrays, sources, diags = {}, {}, []
-    left = limit.bytes
-    if inputs_npz:
-        try:
-            arrays = read_npz(inputs_npz, left, limit.what)
-        except FileError as err:
-            diags.append(Diagnostic(_at(inputs_npz), "io", err.message))
-        for name, a in arrays.items():
-            sources[name] = f"{inputs_npz}[{name}]"
-            left -= a.nbytes
-            if name not in tensors:
-                diags.append(Diagnostic(_at(inputs_npz), "binding",
-                                        f"`{name}` (in {inputs_npz}) is not a tensor of module "
-                                        f"`{m.name}`"))
-    for p in inputs:
-        if p.name in arrays:
-            diags.append(Diagnostic(_at(p.where), "binding", f"`{p.name}` is also in {inputs_npz}",
-                                    "give each tensor one array"))
-            continue
-        try:
-            arrays[p.name] = read_npy(p.value, left, limit.what)
-        except FileError as err:
-            diags.append(Diagnostic(tensors[p.name].span, "io",
-                                    f"cannot read {p.value} for `{p.name}`: {err.message}"))
-            continue
-        sources[p.name] = p.value
-        left -= arrays[p.name].nbytes
-    if diags:
-        raise WspError(diags, dict(m.sources))
-    return arrays, sources
 
 
 def _launch_mpi(ctx: click.Context, program) -> None:
@@ -791,37 +666,6 @@ def _launch_mpi(ctx: click.Context, program) -> None:
     click.echo(outcome.stdout, nl=False)
     click.echo(outcome.stderr, err=True, nl=False)
     ctx.exit(outcome.status)
-
-
-def _write_outputs(program, results, outputs, outputs_npz, trace_file, trace_write=None,
-                   report_file=None, report_write=None) -> None:
-    """Write every requested file after a successful run, all or none (`files.Staged`); a
-    file that cannot be written is reported at the option naming it."""
-    import numpy as np
-
-    from .diagnostics import Diagnostic, WspError
-    from .files import FileError, Staged
-
-    def save(path, content, npz=False):
-        if npz or str(path).endswith(".npz"):
-            return lambda fh: np.savez(fh, **content)
-        return lambda fh: np.save(fh, next(iter(content.values())))
-
-    try:
-        with Staged() as staged:
-            for p in outputs:
-                staged.add(p.value, save(p.value, {p.name: results[p.name]}), p.where)
-            if outputs_npz:
-                staged.add(outputs_npz, save(outputs_npz, dict(results), npz=True),
-                           f"--outputs {outputs_npz}")
-            if trace_file:
-                staged.add(trace_file, trace_write or _write_trace_json(program),
-                           f"--trace {trace_file}")
-            if report_file:
-                staged.add(report_file, report_write, f"--report {report_file}")
-            staged.commit()
-    except FileError as err:
-        raise WspError([Diagnostic(_at(err.where), "io", err.message)]) from None
 
 
 @main.command()
@@ -860,6 +704,89 @@ def lsp(ctx: click.Context) -> None:
     from .lsp import serve
 
     _run_guarded(ctx, "lsp", serve)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--schedule", default=None, help="The schedule to start from (default: main or the only one).")
+@click.option("--budget", type=int, default=None, metavar="N", help="Candidates to simulate (default 48; deterministic).")
+@click.option("--seconds", type=float, default=None, metavar="S", help="Search about S seconds instead (not deterministic).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The search's seed.")
+@click.option("--apply", "apply_", is_flag=True, help="Add the winner to FILE as a new schedule (the rest unchanged).")
+@click.option("--name", default="tuned", show_default=True, help="The new schedule's name for --apply.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to list.")
+@click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds, help="Bind a sym (as `wspc run`).")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=F.npy", callback=_pairs_of("--input"),
+              help="An input whose data decides the task space (default: random data).")
+@click.option("--mesh", "meshes", multiple=True, metavar="AXIS=N", callback=_mesh_sizes, help="As `wspc run`.")
+@click.option("--machine", "machine_file", type=click.Path(dir_okay=False), default=None, callback=_named,
+              metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
+@_QUIET
+@click.pass_context
+def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, name: str,
+         top: int, binds, inputs, meshes, machine_file, quiet: bool) -> None:
+    """Search FILE's schedules on the cycle model and print the best (docs/tools.md)."""
+    from . import tuning
+    from .limits import memory_limit
+
+    _progress(quiet)
+    for path, what in ((file, "file"), (machine_file, "machine file")):
+        if path:
+            _run_guarded(ctx, "check", lambda path=path, what=what: run_io.check_source(path, what))
+    job = _run_guarded(ctx, "tune", lambda: tuning.Job(file, budget, seconds, name if apply_ else None,
+                                                       machine_file))
+    _run_guarded(ctx, "inputs", lambda: run_io.check_names(job, binds, inputs, []))
+    arrays, _ = _run_guarded(ctx, "inputs", lambda: run_io.read_inputs(job, inputs, None, memory_limit()))
+    result = _run_guarded(ctx, "tune", lambda: job.search(
+        schedule, {p.name: p.value for p in binds}, arrays, seed, {p.name: p.value for p in meshes}))
+    click.echo(tuning.report(result, file, top))
+    if apply_:
+        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
+        click.echo(f"\nwrote schedule `{name}` into {file}")
+
+
+# ---- wspc fmt (docs/tools.md, "wspc fmt"; its files: frontend/formatting.py) -----------------
+
+
+def _fmt_one(path: str, check_only: bool, diff: bool) -> bool:
+    """Format one file (`-`: standard input to standard output); True when it changes."""
+    from .driver import format_text
+    from .frontend import formatting as F
+
+    text = F.read(path)
+    formatted = format_text(text, F.name_of(path))
+    changed = formatted != text
+    if diff and changed:
+        click.echo(F.diff(path, text, formatted), nl=False)
+    if check_only and changed:
+        click.echo(F.name_of(path))
+    elif path == F.STDIN and not (check_only or diff):
+        click.echo(formatted, nl=False)
+    elif changed and not (check_only or diff):
+        F.write(path, formatted)
+    return changed
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--check", "check_only", is_flag=True,
+              help="Write nothing; print the files not formatted and exit 1 if there are any.")
+@click.option("--diff", is_flag=True, help="Write nothing; print what would change as a unified diff.")
+@click.pass_context
+def fmt(ctx: click.Context, files: tuple[str, ...], check_only: bool, diff: bool) -> None:
+    """Rewrite FILES (and the .wsp files below a directory) in the canonical layout.
+
+    `-` formats standard input to standard output. A file that does not parse is reported
+    and left as it is."""
+    from .frontend.formatting import files_of
+
+    failed = unformatted = False
+    for path in files_of(files):
+        changed = _run_guarded(ctx, "fmt", lambda path=path: _fmt_one(path, check_only, diff),
+                               exit_on_error=False)
+        failed, unformatted = failed or changed is None, unformatted or bool(changed)
+    if failed or (check_only and unformatted):
+        ctx.exit(EXIT_USER)
 
 
 @main.group()

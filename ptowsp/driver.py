@@ -165,6 +165,23 @@ def check_text(text: str, filename: str = "<string>") -> "ModuleEnv":
     return check_source(text, filename)
 
 
+def read_source(path) -> str:
+    """The text of the `.wsp` file `path`, read as `check_file` reads it (a `WspError` at the
+    file when it may not be read)."""
+    from .frontend.checker import read_main
+
+    return read_main(str(path))
+
+
+@_deep_stage
+def format_text(text: str, filename: str = "<string>") -> str:
+    """`wspc fmt`: the canonical layout of module text, comments kept (docs/tools.md); a
+    `WspError` with the parser's diagnostic when the text does not parse."""
+    from .frontend.source_printer import format_text as fmt
+
+    return fmt(text, filename)
+
+
 @_deep_stage
 def check_text_partial(text: str, filename: str, proofs: Optional[dict] = None
                        ) -> tuple["ModuleEnv", list[Diagnostic]]:

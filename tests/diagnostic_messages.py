@@ -26,7 +26,7 @@ PACKAGE = ROOT / "ptowsp"
 # the driver's choice of a schedule, the primitive table's typing rules). ptowsp/embed has its
 # own error tests (tests/embed/test_errors.py) and is not scanned.
 SCANNED = ("frontend", "lower", "backends", "api.py", "cli.py", "driver.py", "primitives",
-           "launch.py", "ir/devices.py", "report")
+           "launch.py", "ir/devices.py", "report", "tuning.py", "run_io.py")
 
 WILD = "{*}"
 

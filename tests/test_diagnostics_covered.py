@@ -43,6 +43,24 @@ ELSEWHERE: dict[str, str] = {
         'tests/test_report.py::test_a_trace_that_is_missing_or_not_json_is_an_error_at_the_file',
     'is larger than {*} bytes: not a trace wspc wrote':
         'tests/test_report.py::test_a_trace_larger_than_the_limit_is_refused_unread',
+    # issue 22: wspc tune
+    'give --budget or --seconds, not both':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the budget must be at least 1 candidate (the given schedule)':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'the time budget must be a positive number of seconds':
+        'tests/test_tune.py::test_bad_options_are_diagnostics',
+    'module `{*}` already has {*} {*} named `{*}`, and --apply would add a schedule `{*}`':
+        'tests/test_tune.py::test_apply_writes_a_schedule_that_checks_with_the_printed_cycles',
+    # issue 22: wspc fmt (the files it reads and writes)
+    'no `.wsp` file below this directory':
+        'tests/test_fmt.py::test_a_directory_formats_every_wsp_file_below_it',
+    'cannot write the file: {*}':
+        'tests/test_fmt.py::test_a_file_that_cannot_be_written_is_an_error_and_stays_as_it_was',
+    'not UTF-8 text':
+        'tests/test_fmt.py::test_standard_input_that_is_not_utf8',
+    'larger than {*} MiB, the limit for a source file':
+        'tests/test_fmt.py::test_standard_input_over_the_size_limit',
     # issue 20: wspc run --launcher mpi
     '--launcher mpi needs MPI, and the mpi4py and mpich wheels are not installed':
         'tests/test_mesh_mpi.py::test_the_launcher_without_mpi_says_how_to_install_it',

@@ -261,7 +261,7 @@ def test_attention_examples_with_lets_emit_the_c_of_the_views_in_place():
     """examples/attention_tiered.wsp names its views with `let`; written out in place (as it
     was before), the program is the same."""
     text = (ROOT / "examples" / "attention_tiered.wsp").read_text()
-    assert "let q = Q[b, h, qi*BLK : qi1, :]" in text
+    assert "let q = Q[b, h, qi * BLK : qi1, :]" in text
     in_place = expand_lets(text)
     assert "let " not in in_place.split("workload", 1)[1]
     assert emitted(text, "cpu_sim") == emitted(in_place, "cpu_sim")

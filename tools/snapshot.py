@@ -6,7 +6,8 @@
 For every `.wsp` file under examples/ and tests/ (valid and wrong programs alike) it records,
 through the `wspc` command line run in-process, the exit status, stdout and stderr of: `check`;
 `compile --emit ast`; `--emit ir` at -O0 and -O2; `--emit c` at -O0 and -O2; `--print-after all
---verify-each`; and `compile --target ascend_npu` (every file of the tree). The checkout's
+--verify-each`; `compile --target ascend_npu` (every file of the tree); and `fmt --diff` (what
+`wspc fmt` would change, which writes nothing). The checkout's
 absolute path is replaced by `<ROOT>`, so snapshots of two checkouts compare. Nothing is built
 or run: only the forms that text produces.
 """
@@ -31,6 +32,7 @@ FORMS = {
     "c2": ["compile", "{f}", "--emit", "c"],
     "passes": ["compile", "{f}", "--emit", "ir", "--print-after", "all", "--verify-each"],
     "ascend": ["compile", "{f}", "--target", "ascend_npu", "-o", "{tree}"],
+    "fmt": ["fmt", "--diff", "{f}"],
 }
 
 

@@ -8,6 +8,9 @@ applies each configuration it tries to the workload, compiles it for cpu_sim and
 the cycle model (`Program.simulate`, on the data the workload's tensors hold), and picks the
 fewest `total_cycles`. The prototype timed real runs; the model is deterministic, so the same
 call always gives the same answer and one simulation per configuration is enough.
+`find_best` and `auto_schedule` walk the space with `ptowsp.tuning.search`, the search of
+`wspc tune` (every configuration in order when the budget covers the space, else a seeded
+coordinate descent).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Optional
 
 from ..diagnostics import WspError
 from ..frontend import ast as A
+from ..tuning import search
 from .errors import CompileError, ScheduleError, from_wsp, user_error
 from .schedule import DispatchPolicy, Policy, TaskWindow, TimingPolicy, WindowMode
 from .source import here
@@ -345,6 +349,17 @@ class SearchSpace:
     def size(self) -> int:
         return len(self.enumerate_configs())
 
+    def _dimensions(self) -> list:
+        """The space as `tuning.search`'s product: (stream count, key) pairs, dispatch, timing,
+        windows; its order of points is `enumerate_configs()`'s."""
+        streams = [(s, key) for s in self._streams
+                   for key in (self._stream_by if s is not None else [None])]
+        return [streams, self._dispatch, self._timing, self._windows]
+
+    def _config(self, dims: list, point: tuple) -> ScheduleConfig:
+        (s, key), (d, n, k), (t, tp), (win, mode) = (dim[i] for dim, i in zip(dims, point))
+        return ScheduleConfig(s, d, n, t, tp, key, k, win, mode)
+
 
 class AutoScheduler:
     """Explores a workload's schedules on the cycle model. `symbols` binds run-time symbols
@@ -405,10 +420,11 @@ class AutoScheduler:
                                  {k: extra[k] for k in _MODEL if k in extra}), None
 
     def explore(self, space: SearchSpace, trials: Optional[int] = None, warmup: int = 1,
-                verbose: bool = False, seed: int = 0) -> tuple:
+                verbose: bool = False, seed: int = 0, *, descent: bool = False) -> tuple:
         """(best configuration, `ExplorationSummary`). `trials` is how many configurations
         are tried (default: all); fewer than the space holds are `random.Random(seed).sample`
-        of their numbers, tried in order. `warmup` is checked and changes nothing (the model
+        of their numbers, tried in order, or with `descent` the points `tuning.search`'s
+        seeded coordinate descent picks. `warmup` is checked and changes nothing (the model
         has no warm state)."""
         span = here()
         if not isinstance(space, SearchSpace):
@@ -418,20 +434,39 @@ class AutoScheduler:
         if space._stream_by != [None] and all(c.streams is None for c in configs):
             raise user_error(span, "a `stream_by` key needs a stream count: the space has none",
                              "add them: `space.add_streams([2, 4])`", cls=ScheduleError)
-        if trials is not None and _positive(trials, "`trials`", span) < len(configs):
+        fewer = trials is not None and _positive(trials, "`trials`", span) < len(configs)
+        if fewer and not descent:
             picked = sorted(random.Random(seed).sample(range(len(configs)), trials))
             configs = [configs[i] for i in picked]
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
             raise user_error(span, f"`warmup` must be a non-negative integer, not {warmup!r}",
                              cls=ScheduleError)
-        results, first_error = [], None
-        for i, config in enumerate(configs):
-            r, err = self._trial(config, span)
-            results.append(r)
-            first_error = first_error or err
-            if verbose:
-                print(f"  [{i + 1}/{len(configs)}] {config}: " +
-                      (f"{r.total_cycles} cycles" if r.success else "failed"))
+        results: list = []
+        errors: list = []
+        done: dict = {}
+        count = trials if fewer else len(configs)
+
+        def tried(config: ScheduleConfig) -> ExplorationResult:
+            if config not in done:
+                r, err = self._trial(config, span)
+                results.append(r)
+                errors.append(err)
+                done[config] = r
+                if verbose:
+                    print(f"  [{len(results)}/{count}] {config}: " +
+                          (f"{r.total_cycles} cycles" if r.success else "failed"))
+            return done[config]
+
+        if descent:
+            dims = space._dimensions()
+            search([len(d) for d in dims],
+                   lambda points: [r.total_cycles if r.success else None for r in
+                                   (tried(space._config(dims, p)) for p in points)],
+                   count, seed)
+        else:
+            for config in configs:
+                tried(config)
+        first_error = next((e for e in errors if e is not None), None)
         ok = [r for r in results if r.success]
         if not ok:  # nothing could be simulated: the first error, at its own line
             raise first_error
@@ -445,13 +480,14 @@ class AutoScheduler:
 
     def find_best(self, max_streams: int = 8, trials: Optional[int] = None) -> ScheduleConfig:
         """The best of a default space: no streams or 1, 2, 4, `max_streams` streams, times
-        `round_robin(4)` and `work_steal(4)`, immediate timing."""
+        `round_robin(4)` and `work_steal(4)`, immediate timing; searched by `tuning.search`
+        (all of it by default, else `trials` points of its coordinate descent)."""
         span = here()
         top = _positive(max_streams, "`max_streams`", span)
         space = SearchSpace().add_streams(
             [None, *sorted({s for s in (1, 2, 4, min(8, top)) if s <= top})])
         space.add_dispatch(["round_robin", "work_steal"], [4])
-        return self.explore(space, trials=trials)[0]
+        return self.explore(space, trials=trials, descent=True)[0]
 
 
 def auto_schedule(workload: Any, verbose: bool = False) -> Workload:

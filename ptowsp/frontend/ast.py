@@ -59,9 +59,10 @@ class Name(Node):
 
 @node
 class IntLit(Node):
-    """An integer literal (`42`, `0x2A`, `1_000`)."""
+    """An integer literal (`42`, `0x2A`, `1_000`); `text` keeps the spelling (for `wspc fmt`)."""
 
     value: int
+    text: str = field(compare=False, default="")
 
 
 @node

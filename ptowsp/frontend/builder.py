@@ -109,7 +109,8 @@ class _Climber:
             return operand
         if item.value == "-" and isinstance(operand, A.IntLit):
             # `-3` is a literal, so `-1` and `-inf` read naturally in messages and dumps
-            return A.IntLit(-operand.value, span=span)
+            text = "-" + operand.text if operand.text and operand.text[0] != "-" else ""
+            return A.IntLit(-operand.value, text, span=span)
         if item.value == "-" and isinstance(operand, A.FloatLit) and not operand.text.startswith("-"):
             return A.FloatLit(-operand.value, "-" + operand.text, span=span)
         return A.Unary(str(item.value), operand, span=span)
@@ -248,7 +249,7 @@ class AstBuilder:
                              f"{MAX_INT_DIGITS}",
                              "sizes and indices are int64 (19 digits); write a large float as "
                              "`1e30`")
-        return A.IntLit(_int(c[0].value), span=_tok_span(self.file, c[0]))
+        return A.IntLit(_int(c[0].value), c[0].value, span=_tok_span(self.file, c[0]))
 
     def float_lit(self, c):
         text = c[0].value

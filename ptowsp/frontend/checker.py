@@ -40,12 +40,17 @@ from .workloads import check_workloads
 def check_file(path: str) -> ModuleEnv:
     """Load and check the module in `path` (with its imports). The file is read only if it is
     a regular `.wsp` file of at most 16 MiB of UTF-8 (`sources.py`, language.md section 1)."""
+    return check_source(read_main(path), str(path))
+
+
+def read_main(path: str) -> str:
+    """The text of the source file `path` (`sources.read_source`), or the `WspError` at the
+    file that says why it is not read."""
     try:
-        text = read_source(path)
+        return read_source(path)
     except SourceError as err:
         span = A.Span(str(path), 0, 0, 0, 0)
         raise WspError([Diagnostic(span, "io", f"cannot read file: {err.reason}", err.help)]) from None
-    return check_source(text, str(path))
 
 
 def check_readable(path: str) -> None:

@@ -184,3 +184,44 @@ class Lexer:
         lines = text.rstrip().split("\n")  # "end of file" is shown after the last visible text
         end_line, end_col = len(lines), len(lines[-1]) + 1
         yield new(("$END", "", len(text), end_line, end_col, end_line, end_col + 1))
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A `//` or `/* */` comment: where it starts (1-based), the line it ends on, its text, and
+    whether only blanks precede it on its line (`alone`: a comment line of its own)."""
+
+    line: int
+    col: int
+    end_line: int
+    text: str
+    alone: bool
+
+
+def layout_scan(lexer: Lexer, text: str) -> tuple[list[Comment], list[tuple[int, int, str]]]:
+    """What `wspc fmt` needs beyond the AST: the comments (which `tokens` skips as blanks) and
+    the positions of the braces, `(line, col, "{" or "}")`, in source order.
+
+    A second pass with the same master regex, so a `//` inside a string or a `\"\"\"` body is
+    never taken for a comment; only the formatter pays for it. Call it on text that lexed."""
+    match = lexer.master.match
+    comments: list[Comment] = []
+    braces: list[tuple[int, int, str]] = []
+    pos, line, line_start, n = 0, 1, 0, len(text)
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            raise UnexpectedCharacter(pos, line, pos - line_start + 1)
+        value, end, kind = m.group(), m.end(), m.lastgroup
+        col = pos - line_start + 1
+        if kind == "WS" and value[:2] in ("//", "/*"):
+            alone = not text[line_start:pos].strip()
+            comments.append(Comment(line, col, line + value.count("\n"), value.rstrip(), alone))
+        elif kind == "PUNCT" and value in ("{", "}"):
+            braces.append((line, col, value))
+        newlines = value.count("\n")
+        if newlines:
+            line += newlines
+            line_start = pos + value.rfind("\n") + 1
+        pos = end
+    return comments, braces

@@ -24,10 +24,10 @@ from ..diagnostics import Diagnostic, Diagnostics, InternalError
 from ..files import FileError, cache_dir, read_bounded, write_with
 from . import ast as A
 from .builder import _TASK_AS_VALUE, KEYWORDS, AstBuilder, ParseIssue
-from .lexer import Lexer, LexSpec, Tok, UnexpectedCharacter
+from .lexer import Comment, Lexer, LexSpec, Tok, UnexpectedCharacter, layout_scan
 from .nesting import MAX_BLOCKS, MAX_DEPTH, nesting_errors
 
-__all__ = ["parse", "grammar_text"]
+__all__ = ["parse", "grammar_text", "layout"]
 
 _TABLES_FORMAT = 4  # bump when the pickled layout below changes
 
@@ -411,3 +411,8 @@ def parse(text: str, file: str = "<string>") -> A.SourceFile:
         diags.raise_if_any()
     return sf
 
+
+
+def layout(text: str) -> tuple[list[Comment], list[tuple[int, int, str]]]:
+    """The comments and brace positions of text that `parse` accepted (`lexer.layout_scan`)."""
+    return layout_scan(_parser().lexer, text)

@@ -46,7 +46,7 @@ def _expr(e: Optional[A.Node], parent: int, out: list[str]) -> None:
     if isinstance(e, A.Name):
         out.append(e.id)
     elif isinstance(e, A.IntLit):
-        out.append(str(e.value))
+        out.append(e.text or str(e.value))
     elif isinstance(e, A.FloatLit):
         out.append(e.text or repr(e.value))
     elif isinstance(e, A.BoolLit):

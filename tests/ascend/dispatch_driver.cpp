@@ -2,7 +2,9 @@
 // dispatch_shim/kernel_operator.h, on the segments the expander writes: every wave launched
 // on every block, as the host launches it on the device. The kernels are recording stubs
 // (kernels.inc, written by the test), so what is checked is the dispatcher itself: each task
-// of the wave runs exactly once, on its block, with its record's kernel, tiles and scalars.
+// of the wave runs exactly once, on its block, with its record's kernel, tiles and scalars,
+// and each block reads (GetValue) two words of the index of runs, then its own tasks' numbers
+// and records and nothing else: O(its tasks), not O(the wave).
 //
 //   dispatch_driver PLAN DATA CAPACITY BLOCKS
 #include <cstdio>
@@ -12,8 +14,10 @@
 #include "harness_io.h"
 #include "expand.aicpu"
 
+static std::vector<const void *> reads;  /* the words the running block read, in order */
 namespace AscendC {
 int64_t test_block = 0, test_cache_drops = 0;
+void test_read(const void *at) { reads.push_back(at); }
 }
 struct Call { int64_t kernel, block; WspTile tiles[WSP_MAX_TILES]; WspScalar scalars[WSP_MAX_SCALARS]; };
 static std::vector<Call> calls;
@@ -57,13 +61,13 @@ int main(int argc, char **argv) {
     const int64_t capacity = std::atoll(argv[3]), blocks = std::atoll(argv[4]);
     std::vector<uint64_t> bases(d.ntensors + 1);
     for (int64_t t = 0; t < d.ntensors; t++) bases[t] = (uint64_t)(uintptr_t)d.tensors[t];
-    std::vector<int64_t> tasks(capacity * WSP_TASK_WORDS), ctl(WSP_CTL_WORDS(capacity));
+    std::vector<int64_t> tasks(capacity * WSP_TASK_WORDS), ctl(WSP_CTL_WORDS(capacity, blocks));
     std::vector<int64_t> state(wsp_state_words(plan.data(), capacity), 0);
     WspExpandArgs a = {(uint64_t)(uintptr_t)plan.data(), (uint64_t)(uintptr_t)d.syms,
                        (uint64_t)(uintptr_t)bases.data(), (uint64_t)(uintptr_t)bases.data(),
                        (uint64_t)(uintptr_t)tasks.data(), (uint64_t)(uintptr_t)ctl.data(),
                        (uint64_t)(uintptr_t)state.data(), capacity, blocks, 0};
-    int64_t total = 0, launches = 0;
+    int64_t total = 0, launches = 0, total_reads = 0;
     for (;;) {
         wsp_expand(&a);
         if (ctl[WSP_C_STATUS] == WSP_EXPAND_ERROR) { std::printf("expander error\n"); return 1; }
@@ -73,8 +77,33 @@ int main(int argc, char **argv) {
             const size_t before = calls.size();
             for (int64_t b = 0; b < blocks; b++) {  /* the blocks of one launch */
                 AscendC::test_block = b;
-                wsp_dispatch((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity);
+                reads.clear();
+                wsp_dispatch((GM_ADDR)tasks.data(), (GM_ADDR)ctl.data(), w, capacity, blocks);
                 launches++;
+                /* what it read: ctl words (two of the index of runs, one task number per task)
+                   and words of the records of its own tasks of this wave, nothing else */
+                int64_t ctl_reads = 0, own = 0;
+                for (int64_t j = 0; j < n; j++)
+                    own += tasks[j * WSP_TASK_WORDS + WSP_T_WAVE] == w &&
+                           tasks[j * WSP_TASK_WORDS + WSP_T_CORE] == b;
+                for (const void *at : reads) {
+                    const int64_t *p = (const int64_t *)at;
+                    if (p >= ctl.data() && p < ctl.data() + ctl.size()) { ctl_reads++; continue; }
+                    const int64_t off = p - tasks.data();
+                    if (off < 0 || off >= n * WSP_TASK_WORDS) { std::printf("a read outside the segment\n"); return 1; }
+                    const int64_t *r = tasks.data() + (off / WSP_TASK_WORDS) * WSP_TASK_WORDS;
+                    if (r[WSP_T_WAVE] != w || r[WSP_T_CORE] != b) {
+                        std::printf("block %lld read a record of another run (task %lld)\n",
+                                    (long long)b, (long long)(off / WSP_TASK_WORDS));
+                        return 1;
+                    }
+                }
+                if (ctl_reads != 2 + own) {
+                    std::printf("block %lld read %lld control words for %lld tasks\n", (long long)b,
+                                (long long)ctl_reads, (long long)own);
+                    return 1;
+                }
+                total_reads += (int64_t)reads.size();
             }
             for (size_t i = before; i < calls.size(); i++) {  /* match calls to the wave's records */
                 int64_t hit = -1;
@@ -90,7 +119,8 @@ int main(int argc, char **argv) {
         total += n;
         if (ctl[WSP_C_STATUS] == WSP_EXPAND_DONE) break;
     }
-    std::printf("ok %lld tasks %lld calls %lld launches %lld cache-drops\n", (long long)total,
-                (long long)calls.size(), (long long)launches, (long long)AscendC::test_cache_drops);
+    std::printf("ok %lld tasks %lld calls %lld launches %lld cache-drops %lld reads\n", (long long)total,
+                (long long)calls.size(), (long long)launches, (long long)AscendC::test_cache_drops,
+                (long long)total_reads);
     return 0;
 }

@@ -53,17 +53,23 @@ static void print_task(const int64_t *rec, const int64_t *st, const WspLayout &l
     std::printf(" | wave=%lld core=%lld\n", (long long)rec[WSP_T_WAVE], (long long)rec[WSP_T_CORE]);
 }
 
-// The wave index must list every task of the segment once, by wave.
-static bool index_ok(const int64_t *ctl, const int64_t *tasks, int64_t capacity) {
+// The index of runs must list every task of the segment once, by wave, then block (its CORE),
+// in enumeration order within a run.
+static bool index_ok(const int64_t *ctl, const int64_t *tasks, int64_t capacity, int64_t blocks) {
     const int64_t n = ctl[WSP_C_NTASKS], nw = ctl[WSP_C_NWAVES];
-    const int64_t *start = ctl + WSP_C_WAVE_START, *order = ctl + WSP_C_ORDER(capacity);
+    const int64_t *runs = ctl + WSP_C_RUN_START(capacity), *order = ctl + WSP_C_ORDER;
     std::vector<int> seen(n, 0);
-    if (start[0] != 0 || start[nw] != n) return false;
+    if (runs[0] != 0 || runs[nw * blocks] != n) return false;
     for (int64_t w = 0; w < nw; w++)
-        for (int64_t j = start[w]; j < start[w + 1]; j++) {
-            if (order[j] < 0 || order[j] >= n || seen[order[j]]++) return false;
-            if (tasks[order[j] * WSP_TASK_WORDS + WSP_T_WAVE] != w) return false;
-            if (j > start[w] && order[j] < order[j - 1]) return false;
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t r = w * blocks + b;
+            if (runs[r + 1] < runs[r]) return false;
+            for (int64_t j = runs[r]; j < runs[r + 1]; j++) {
+                if (order[j] < 0 || order[j] >= n || seen[order[j]]++) return false;
+                const int64_t *rec = tasks + order[j] * WSP_TASK_WORDS;
+                if (rec[WSP_T_WAVE] != w || rec[WSP_T_CORE] != b) return false;
+                if (j > runs[r] && order[j] < order[j - 1]) return false;
+            }
         }
     return true;
 }
@@ -79,7 +85,7 @@ int main(int argc, char **argv) {
     const int64_t capacity = std::atoll(argv[3]), blocks = std::atoll(argv[4]);
     std::vector<uint64_t> bases(d.ntensors + 1);
     for (int64_t t = 0; t < d.ntensors; t++) bases[t] = (uint64_t)(uintptr_t)d.tensors[t];
-    std::vector<int64_t> tasks(capacity * WSP_TASK_WORDS), ctl(WSP_CTL_WORDS(capacity));
+    std::vector<int64_t> tasks(capacity * WSP_TASK_WORDS), ctl(WSP_CTL_WORDS(capacity, blocks));
     std::vector<int64_t> state(wsp_state_words(plan.data(), capacity), 0);
     WspExpandArgs args;
     args.plan = (uint64_t)(uintptr_t)plan.data();
@@ -109,7 +115,7 @@ int main(int argc, char **argv) {
             std::printf("\n");
             return 0;
         }
-        if (!index_ok(ctl.data(), tasks.data(), capacity)) {
+        if (!index_ok(ctl.data(), tasks.data(), capacity, blocks)) {
             std::printf("end bad-index\n");
             return 1;
         }

@@ -21,7 +21,7 @@ from .streams import CXX, HERE, run_compiler
 STUB_ACL = HERE / "stub_acl"
 LAUNCHER_MARK = "/* Called by host/main.asc"
 # KERNEL<<<BLOCKS, L2CTRL, STREAM>>>(ARGS);
-LAUNCH = re.compile(r"(\w+)<<<([^,]+), ([^,]+), ([^>]+)>>>\((.*)\);")
+LAUNCH = re.compile(r"(\w+)<<<([^,]+), ([^,]+), ([^>]+)>>>\(([^;]*)\);")  # ARGS: lines
 
 
 def write_tree(dest: Path, ir, schedule: str | None = None) -> dict[str, str]:

@@ -1,6 +1,6 @@
 // A stand-in for aicore/dispatch.asc on the host (tests/ascend/test_host.py): runs a wave of
 // the segment's task records the way the AICore dispatcher does (block by block, each block
-// its tasks in order), calling cpu_sim's C kernels for the kernels (kernels.c of
+// its own run of the wave, in order), calling cpu_sim's C kernels for the kernels (kernels.c of
 // backends/cpu, whose `wsp_tile` has the same fields as WspTile, the column stride a
 // strided view's or 1).
 // Checks the wave index as it goes and appends "wave W: N tasks" to $WSP_DISPATCH_LOG.
@@ -24,13 +24,15 @@ void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, 
                          int64_t capacity) {
     (void)stream;
     const int64_t *rec = (const int64_t *)tasks, *cb = (const int64_t *)ctl;
-    const int64_t first = cb[WSP_C_WAVE_START + wave], last = cb[WSP_C_WAVE_START + wave + 1];
+    const int64_t *runs = cb + WSP_C_RUN_START(capacity) + wave * (int64_t)blocks;
     int64_t ran = 0;
-    for (uint32_t block = 0; block < blocks; block++)
-        for (int64_t j = first; j < last; j++) {
-            const int64_t *r = rec + cb[WSP_C_ORDER(capacity) + j] * WSP_TASK_WORDS;
-            if (r[WSP_T_WAVE] != wave) { std::fprintf(stderr, "task in the wrong wave\n"); std::exit(9); }
-            if (r[WSP_T_CORE] != (int64_t)block) continue;
+    for (uint32_t block = 0; block < blocks; block++)  /* each block its own run of the wave */
+        for (int64_t j = runs[block]; j < runs[block + 1]; j++) {
+            const int64_t *r = rec + cb[WSP_C_ORDER + j] * WSP_TASK_WORDS;
+            if (r[WSP_T_WAVE] != wave || r[WSP_T_CORE] != (int64_t)block) {
+                std::fprintf(stderr, "task in the wrong run\n");
+                std::exit(9);
+            }
             wsp_tile tiles[WSP_MAX_TILES];
             wsp_scalar scalars[WSP_MAX_SCALARS];
             for (int64_t k = 0; k < r[WSP_T_NTILES]; k++) {
@@ -54,7 +56,9 @@ void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, 
             if (wsp_test_kernels[r[WSP_T_KERNEL]](tiles, scalars) != 0) std::exit(8);
             ran++;
         }
-    if (ran != last - first) { std::fprintf(stderr, "a task of the wave ran on no block\n"); std::exit(9); }
+    int64_t in_wave = 0;  /* the wave's tasks by the wave's own flag, against the runs */
+    for (int64_t i = 0; i < cb[WSP_C_NTASKS]; i++) in_wave += rec[i * WSP_TASK_WORDS + WSP_T_WAVE] == wave;
+    if (ran != in_wave) { std::fprintf(stderr, "a task of the wave ran on no block\n"); std::exit(9); }
     const char *log = std::getenv("WSP_DISPATCH_LOG");
     if (log) {
         FILE *f = std::fopen(log, "a");

@@ -165,7 +165,8 @@ def compare(harness, m, schedule, syms, arrays, capacity=64, blocks=3):
 
 def check_waves(s, cpu, npu, blocks):
     """Each task's wave is one past the largest wave of the tasks of its segment it must
-    follow (0 without any); its core is its dispatcher's block when pinned."""
+    follow (0 without any); its core is its dispatcher's block when pinned, else its place
+    among its wave's tasks in enumeration order, dealt round robin over the blocks."""
     streams = "streams" in s.given
     pinned = "dispatch" in s.given and s.dispatch.name != "work_steal"
     for seg in segments(len(cpu.tasks), cpu.flushes):
@@ -181,6 +182,9 @@ def check_waves(s, cpu, npu, blocks):
             if pinned:
                 disp = int(cpu.tasks[b].split(" disp=")[1].split()[0])
                 assert core == disp % blocks
+            else:
+                dealt = sum(npu.waves[a][0] == npu.waves[b][0] for a in range(seg.start, b))
+                assert core == dealt % blocks, f"task {b}: core {core}, dealt {dealt}"
 
 
 @pytest.mark.parametrize("path", sorted(PROGRAMS))
@@ -203,6 +207,19 @@ def test_small_segments(harness, path):
     m = ir_of(ROOT / path)
     cpu, _ = compare(harness, m, m.schedules[0].name, syms, arrays, capacity=5, blocks=2)
     assert len(cpu.flushes) >= len(cpu.tasks) // 5 > 0
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 7, 64])
+@pytest.mark.parametrize("path, schedule", [("examples/gemm.wsp", "main"),
+                                            ("examples/megakernel.wsp", "per_tile"),
+                                            ("tests/programs/spec_schedules.wsp", "hashed")])
+def test_the_index_of_runs_for_any_block_count(harness, path, schedule, blocks):
+    """The index of runs (expand_driver's index_ok: every task once, in the run of its wave and
+    block, in enumeration order) and each task's block, dealt or pinned, for one block, a few,
+    and more blocks than a wave has tasks (empty runs)."""
+    syms, arrays = PROGRAMS[path]
+    m = ir_of(ROOT / path)
+    compare(harness, m, schedule, syms, arrays, capacity=16, blocks=blocks)
 
 
 def test_data_dependent_reads_end_segments(harness):

@@ -220,6 +220,11 @@ def test_bad_inputs_are_user_errors(rmsnorm):
     assert done.returncode == 1 and "`W` is [1, 128], but its array has shape [1, 64]" in done.stderr
     done = run(exe, data, "--bogus")
     assert done.returncode == 2 and "usage:" in done.stderr
+    # the index of runs has capacity x blocks words; a launch takes at most 65535 blocks
+    done = run(exe, data, "-b", "65536")
+    assert done.returncode == 2 and "-b takes at most 65535 blocks" in done.stderr
+    done = run(exe, data, "-c", str(2**24 + 1))
+    assert done.returncode == 2 and "-c takes at most 16777216 tasks" in done.stderr
 
 
 def test_a_failed_view_check_is_reported_like_cpu_sim(tmp_path):

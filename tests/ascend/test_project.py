@@ -206,9 +206,9 @@ def test_policy_warnings_on_the_command_line(tmp_path):
     lines = r.output.splitlines()
     heads = [ln for ln in lines if ": warning: " in ln]
     assert len(heads) == 2
-    assert re.match(r".*spec_schedules\.wsp:37:6: warning: `\.dispatch\(work_steal\(n = 2\)\)` "
+    assert re.match(r".*spec_schedules\.wsp:38:6: warning: `\.dispatch\(work_steal\(n = 2\)\)` "
                     r"is not honoured on ascend_npu", heads[0])
-    assert "spec_schedules.wsp:38:6: warning: `.task_graph(mode = abort)`" in heads[1]
+    assert "spec_schedules.wsp:39:6: warning: `.task_graph(mode = abort)`" in heads[1]
     caret = lines[lines.index(heads[0]) + 2]
     assert caret.endswith("|      ^^^^^^^^")  # under `dispatch`
     r = compile_cli(ROOT / "examples/rmsnorm.wsp", "--target", "ascend_npu", "-o", tmp_path / "q")

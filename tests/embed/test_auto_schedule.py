@@ -144,6 +144,19 @@ def test_fewer_trials_sample_the_space_with_a_fixed_seed():
     assert len(whole.results) == len(configs)
 
 
+def test_descent_walks_wspc_tunes_search():
+    # `descent=True` (find_best's way) tries the points of `ptowsp.tuning.search`: the first
+    # configuration first, then its coordinates one dimension at a time, never one twice
+    rag, *_ = ragged_case()
+    sp = space()
+    configs = sp.enumerate_configs()
+    best, summary = AutoScheduler(rag()).explore(sp, trials=8, descent=True)
+    tried = [r.config for r in summary.results]
+    assert len(tried) == 8 == len(set(tried)) and tried[0] == configs[0]
+    assert tried[1:3] == [configs[12], configs[24]]  # the other stream counts, the rest held
+    assert AutoScheduler(rag()).explore(sp, trials=8, descent=True) == (best, summary)
+
+
 def test_applying_replaces_the_workloads_own_schedule():
     rag, x, y, lens = ragged_case()
     w = rag().dispatch(DispatchPolicy.affinity("b", n=2)).streams(1)

@@ -53,6 +53,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 from ...diagnostics import Diagnostic, InternalError, WspError, file_error
 from ...files import FileError, cache_dir, write_atomic
+from ...progress import phase
 from ...spans import Span
 from ...version import __version__
 
@@ -649,13 +650,17 @@ def _build_entry(entry: Path, name: str, fill) -> None:
         _publish(tmp, entry, name)
 
 
+_BUILDING_RUNTIME = "building the runtime (once per compiler and flags; then cached)"
+
+
 def runtime_object(root: Optional[Path] = None) -> Path:
     """The runtime compiled with the current compiler and flags (built once, then cached)."""
     root = root or cache_root()
     entry = root / "runtime" / _runtime_key()
     with _environment_errors(root):
         if not _ready(entry, RUNTIME):
-            _build_entry(entry, RUNTIME, _compile_runtime)
+            with phase(_BUILDING_RUNTIME):
+                _build_entry(entry, RUNTIME, _compile_runtime)
     return entry / RUNTIME
 
 
@@ -711,8 +716,9 @@ def _build(sources: Mapping[str, str], root: Path, include_dirs: tuple[str, ...]
 
         builder = threading.Thread(target=build_runtime)
         builder.start()
+    what = "compiling the module's C" + (f", {_BUILDING_RUNTIME}" if builder else "")
     try:
-        with _workspace(final.parent, key) as tmp:
+        with phase(what), _workspace(final.parent, key) as tmp:
             for name, text in sources.items():
                 (tmp / name).write_text(text)
             c_files = [tmp / n for n in sorted(sources) if n.endswith(".c")]
@@ -828,3 +834,13 @@ def cache_clear(root: Optional[Path] = None) -> dict:
 
 def internal_build_error(err: BuildError) -> InternalError:
     return InternalError("cpu build", f"{err}\n{err.output.strip()}")
+
+
+if __name__ == "__main__":  # `python -m ptowsp.backends.cpu.build`: the runtime built now (make)
+    import time as _time
+
+    _t0 = _time.perf_counter()
+    _was = _ready(cache_root() / "runtime" / _runtime_key(), RUNTIME)
+    _obj = runtime_object()
+    print(f"wspc runtime: {_obj} " + ("(already built)" if _was else
+                                     f"(built in {_time.perf_counter() - _t0:.1f} s)"))

@@ -29,6 +29,7 @@ from ...diagnostics import Diagnostic, InternalError, Note, WspError
 from ...ir import nodes as N
 from ...ir import visit as V
 from ...limits import MAX_WORKERS
+from ...progress import phase
 from ..target import RunFailure
 from .buffers import BufferPool, covered
 from .csp import REPORT_WORDS
@@ -260,7 +261,15 @@ class Backend:
             def tasks() -> None:
                 fn(rt, syms_c, tensors_c, counters)
 
-            _run_interruptibly(lib, rt, begin, tasks)
+            def done() -> str:  # read while the run goes on: a moment's figures
+                now = ffi.new("wsp_stats *")
+                lib.wsp_get_stats(rt, now)
+                if not execute:
+                    return f"{now.tasks} tasks enumerated"
+                return f"{now.tasks_run} of {now.tasks} enumerated tasks done"
+
+            with phase("running" if execute else "simulating", done):
+                _run_interruptibly(lib, rt, begin, tasks)
             code = lib.wsp_error_code(rt)
             message = ffi.string(lib.wsp_error_message(rt)).decode("utf-8", "replace") if code else ""
             stats = ffi.new("wsp_stats *")

@@ -1,7 +1,8 @@
 /* The few Ascend C names aicore/dispatch.asc uses, on the host (tests/ascend/test_dispatch.py):
- * GM_ADDR and the qualifiers, GlobalTensor's SetGlobalBuffer / GetValue, GetBlockIdx (the
- * block the test is running) and DataCacheCleanAndInvalid (counted: the dispatcher must drop
- * stale cache lines before reading records another processor wrote). Not part B's CPU
+ * GM_ADDR and the qualifiers, GlobalTensor's SetGlobalBuffer / GetValue (each read reported to
+ * the test's test_read: a block must read only its own tasks), GetBlockIdx (the block the test
+ * is running) and DataCacheCleanAndInvalid (counted: the dispatcher must drop stale cache
+ * lines before reading records another processor wrote). Not part B's CPU
  * implementation of the kernels' API: the kernels are replaced by recording stubs here. */
 #ifndef WSP_TEST_DISPATCH_SHIM_H
 #define WSP_TEST_DISPATCH_SHIM_H
@@ -21,13 +22,17 @@ enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MI
 namespace AscendC {
 extern int64_t test_block;        /* the block GetBlockIdx reports */
 extern int64_t test_cache_drops;  /* DataCacheCleanAndInvalid calls */
+void test_read(const void *at);   /* a GetValue of the word at `at` */
 enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
 enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
 template <typename T>
 class GlobalTensor {
 public:
     void SetGlobalBuffer(T *buffer) { ptr_ = buffer; }
-    T GetValue(const uint64_t offset) const { return ptr_[offset]; }
+    T GetValue(const uint64_t offset) const {
+        test_read(ptr_ + offset);
+        return ptr_[offset];
+    }
     T *ptr_ = nullptr;
 };
 inline int64_t GetBlockIdx() { return test_block; }

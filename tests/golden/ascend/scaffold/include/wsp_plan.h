@@ -213,9 +213,14 @@ enum {
     WSP_TASK_WORDS = ((WSP_T_SCALARS + WSP_MAX_SCALARS + 7) / 8) * 8
 };
 
-/* The control block of a segment (int64 words): the expander's answer to the host and the
- * wave index the dispatcher walks. WAVE_START[w] .. WAVE_START[w + 1] index ORDER, the
- * segment's task numbers sorted by wave (enumeration order within a wave). */
+/* The control block of a segment (int64 words): the expander's answer to the host, then the
+ * index the dispatcher reads. ORDER holds the segment's task numbers grouped by run, a run
+ * being the tasks of one wave on one block (wave-major, then block; enumeration order within
+ * a run); RUN_START[w * blocks + b] .. RUN_START[w * blocks + b + 1] are the positions in
+ * ORDER of run (w, b), for w < NWAVES (RUN_START[NWAVES * blocks] = NTASKS). A block of the
+ * wave-w launch reads two words of RUN_START and its own tasks, never the other blocks'
+ * records; wave w is ORDER[RUN_START[w * blocks] .. RUN_START[(w + 1) * blocks]). `blocks` is
+ * the expander's (WspExpandArgs.blocks), which the host launches the dispatcher with. */
 enum {
     WSP_C_STATUS = 0,   /* WSP_EXPAND_* */
     WSP_C_NTASKS,       /* task records in this segment */
@@ -235,9 +240,11 @@ enum {
     WSP_C_EXPAND_WAIT,  /* a mesh: the call that must be done before the next launch, or -1 */
     WSP_C_HEADER
 };
-#define WSP_C_WAVE_START WSP_C_HEADER
-#define WSP_C_ORDER(capacity) (WSP_C_HEADER + (capacity) + 1)
-#define WSP_CTL_WORDS(capacity) (WSP_C_HEADER + 2 * (capacity) + 1)
+#define WSP_C_ORDER WSP_C_HEADER
+#define WSP_C_RUN_START(capacity) (WSP_C_HEADER + (capacity))
+/* the words of a control block; the first WSP_CTL_USED(capacity, nwaves, blocks) hold a segment */
+#define WSP_CTL_WORDS(capacity, blocks) (WSP_C_HEADER + (capacity) + (capacity) * (blocks) + 1)
+#define WSP_CTL_USED(capacity, nwaves, blocks) (WSP_C_HEADER + (capacity) + (nwaves) * (blocks) + 1)
 
 /* STATUS */
 #define WSP_EXPAND_DONE 1   /* the last segment: run it and copy the outputs out */
@@ -265,10 +272,10 @@ typedef struct WspExpandArgs {
                            tensor (the same addresses on the device; host copies when the
                            expander runs on the host) */
     uint64_t tasks;     /* int64_t[capacity * WSP_TASK_WORDS]: the segment's task records */
-    uint64_t ctl;       /* int64_t[WSP_CTL_WORDS(capacity)] */
+    uint64_t ctl;       /* int64_t[WSP_CTL_WORDS(capacity, blocks)] */
     uint64_t state;     /* the expander's state between launches (wsp_state_words) */
     int64_t capacity;   /* tasks per segment */
-    int64_t blocks;     /* AICore blocks the dispatcher is launched on */
+    int64_t blocks;     /* AICore blocks the dispatcher is launched on (the runs of a wave) */
     int64_t rank;       /* a mesh (WSP_P_NDEVICES > 0): the device whose tasks to expand */
 } WspExpandArgs;
 

@@ -1,0 +1,154 @@
+"""`wspc tune` and `ptowsp.tune` (docs/tools.md, "wspc tune"): the given schedule is candidate 0
+so the winner is never worse; the same budget gives the same answer; `--apply` adds the winner
+to the file (every other byte kept) as a schedule that checks and whose modelled cycles are
+what tune printed; a candidate that does not check is skipped; bad options, files and names
+are diagnostics (exit 1, no traceback, the file untouched)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ptowsp
+from ptowsp.tuning import Candidate, search
+
+ROOT = Path(__file__).resolve().parents[1]
+SOFTMAX = ROOT / "examples" / "softmax.wsp"
+VARLEN = ROOT / "examples" / "attention_varlen.wsp"
+
+pytestmark = pytest.mark.cc
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "wspc-cache"  # conftest's: the runtime built once
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(cache, monkeypatch):
+    monkeypatch.setenv("WSPC_CACHE_DIR", str(cache))
+
+
+def wspc(*args, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WSPC_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-m", "ptowsp", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, env=env)
+
+
+def test_the_search_tries_the_given_point_first_and_stays_in_budget():
+    calls = []
+
+    def evaluate(points):
+        calls.append(list(points))
+        return [sum(p) if p != (1, 1, 1) else None for p in points]
+
+    small = search([2, 2], evaluate, budget=10)
+    assert [p for p, _ in small] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # all, in order
+    big = search([3, 3, 3], evaluate, budget=7, seed=1)
+    assert big[0] == ((0, 0, 0), 0) and len(big) == 7
+    assert len({p for p, _ in big}) == 7  # no point twice
+    assert search([3, 3, 3], evaluate, budget=7, seed=1) == big  # seeded: the same points
+
+
+def test_the_winner_is_never_worse_and_the_same_budget_gives_the_same_answer():
+    m = ptowsp.load(str(SOFTMAX))
+    first = ptowsp.tune(m, budget=10, bindings={"R": 256})
+    assert first.given.chain == ".dispatch(round_robin(2))"
+    assert first.candidates[0] is first.given and len(first.candidates) == 10
+    assert first.best.cycles <= first.given.cycles
+    again = ptowsp.tune(m, budget=10, bindings={"R": 256})
+    assert again.candidates == first.candidates and again.best == first.best
+    assert first.deterministic and first.schedule_text("s").startswith("schedule s = rows()")
+    with pytest.raises(ValueError, match="budget must be a positive number of candidates"):
+        ptowsp.tune(m, budget=0)
+    with pytest.raises(ValueError, match="seconds must be a positive number"):
+        ptowsp.tune(m, seconds=-1)
+    with pytest.raises(ValueError, match="in candidates or in seconds, not both"):
+        ptowsp.tune(m, budget=3, seconds=1)
+
+
+def test_a_candidate_that_does_not_check_is_skipped_and_data_comes_random():
+    # the ragged attention: a `.reorder` of its P.seq loop does not check, and `seq_lens`,
+    # whose elements decide the task space, is filled with random data
+    r = ptowsp.tune(ptowsp.load(str(VARLEN)), budget=12,
+                    bindings={"B": 2, "H": 2, "S": 64})
+    assert r.random_inputs == ("seq_lens",)
+    failed = [c for c in r.candidates if c.cycles is None]
+    assert failed and all(c.error for c in failed)
+    assert any("P.seq" in c.error or "read at run time" in c.error for c in failed)
+    assert r.best.cycles <= r.given.cycles
+
+
+def test_apply_writes_a_schedule_that_checks_with_the_printed_cycles(tmp_path, cache):
+    f = tmp_path / "softmax.wsp"
+    original = SOFTMAX.read_bytes()
+    f.write_bytes(original)
+    r = wspc("tune", f, "--budget", "6", "--bind", "R=256", "--apply", "--name", "fast",
+             cache=cache)
+    assert r.returncode == 0, r.stderr
+    best = int(re.search(r"^best: (\d+) cycles", r.stdout, re.M).group(1))
+    given = int(re.search(r"^given +(\d+) ", r.stdout, re.M).group(1))
+    assert best <= given and "schedule tuned = rows()" in r.stdout
+    assert f"wrote schedule `fast` into {f}" in r.stdout
+    text = f.read_bytes()
+    assert text.startswith(original)  # inserted, nothing reprinted
+    assert b"schedule fast = rows()" in text[len(original):]
+    assert wspc("check", f, cache=cache).returncode == 0
+    prog = ptowsp.load(str(f)).compile(schedule="fast")
+    assert prog.simulate(bind={"R": 256}).total_cycles == best
+    # a second --apply under the same name is refused, and the file is left as it is
+    again = wspc("tune", f, "--budget", "2", "--bind", "R=256", "--apply", "--name", "fast",
+                 cache=cache)
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert ("already has a schedule named `fast`, and --apply would add a schedule `fast`"
+            in again.stderr)
+    assert f.read_bytes() == text
+
+
+def test_a_time_budget_says_it_is_not_deterministic(cache):
+    # the first candidate is always tried, however short the time
+    r = wspc("tune", SOFTMAX, "--seconds", "0.001", "--bind", "R=64", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "a time budget, so another run may try more or fewer and answer differently" in r.stdout
+    assert "schedule tuned = rows()" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "0"],
+     "--budget 0: error: the budget must be at least 1 candidate (the given schedule)"),
+    (["--seconds", "0"], "--seconds 0: error: the time budget must be a positive number of seconds"),
+    (["--budget", "3", "--seconds", "2"], "error: give --budget or --seconds, not both"),
+    (["--schedule", "nope"], "error: module `softmax` has no schedule `nope`"),
+    (["--bind", "Q=3"], "error: `Q` is not a sym of module `softmax`"),
+])
+def test_bad_options_are_diagnostics(args, message, cache):
+    r = wspc("tune", SOFTMAX, *args, cache=cache)
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_bad_files_are_diagnostics(tmp_path, cache):
+    missing = wspc("tune", tmp_path / "missing.wsp", cache=cache)
+    assert missing.returncode == 1 and "missing.wsp: error: cannot read file" in missing.stderr
+    none = tmp_path / "none.wsp"
+    none.write_text("module none\nsym N = 4\ninput X: f32[N, 16]\n")
+    r = wspc("tune", none, "--apply", cache=cache)
+    assert r.returncode == 1 and "module `none` has nothing to run" in r.stderr
+    assert none.read_text() == "module none\nsym N = 4\ninput X: f32[N, 16]\n"
+    bad = tmp_path / "bad.wsp"
+    bad.write_text("module bad\nschedule main = nothing()\n")
+    r = wspc("tune", bad, cache=cache)
+    assert r.returncode == 1 and "bad.wsp:2:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_candidate_prints_as_a_declaration():
+    c = Candidate(".dispatch(affinity(b, n = 4)).streams(2).task_graph(window = 64, mode = stall)",
+                  10)
+    assert c.schedule_text("t", "w()") == ("schedule t = w()\n    .dispatch(affinity(b, n = 4))"
+                                           "\n    .streams(2)\n    .task_graph(window = 64, "
+                                           "mode = stall)")
