@@ -126,7 +126,7 @@ def test_a_session_as_an_editor_drives_it(session):
                                          "capabilities": {}})
     caps = init["capabilities"]
     for cap in ("hoverProvider", "definitionProvider", "completionProvider",
-                "documentSymbolProvider"):
+                "documentSymbolProvider", "documentFormattingProvider"):
         assert caps.get(cap), cap
     assert init["serverInfo"]["name"] == "wspc"
     client.notify("initialized", {})
@@ -225,10 +225,42 @@ def test_a_session_as_an_editor_drives_it(session):
         ("part", "workload"), ("all", "workload"), ("main", "schedule")]
     assert symbols[6]["selectionRange"]["start"] == _position(good, "copy(x")
 
+    # formatting: the edits make the text `ptowsp.format_source`'s; none when it is formatted
+    import ptowsp
+
+    messy = good.replace("kernel copy(x: In[Tile[4, 8, f32]], y: Out[Tile[4, 8, f32]]) {",
+                         "kernel   copy( x : In[Tile[4,8,f32]],y: Out[Tile[4, 8, f32]] )   {")
+    assert messy != good
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 5},
+                                             "contentChanges": [{"text": messy}]})
+    assert client.diagnostics(uri) == []
+    options = {"tabSize": 4, "insertSpaces": True}
+    edits = client.request("textDocument/formatting", {"textDocument": {"uri": uri},
+                                                       "options": options})
+    assert _applied(messy, edits) == ptowsp.format_source(messy, str(path)) != messy
+    formatted = ptowsp.format_source(good, str(path))
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 6},
+                                             "contentChanges": [{"text": formatted}]})
+    assert client.diagnostics(uri) == []
+    assert client.request("textDocument/formatting", {"textDocument": {"uri": uri},
+                                                      "options": options}) == []
+
     assert client.request("shutdown", None) is None
     client.notify("exit", None)
     assert client.proc.wait(timeout=GUARD) == 0  # a hang guard only
     assert not client.logged, client.logged
+
+
+def _applied(text: str, edits: list[dict]) -> str:
+    """`text` with LSP text edits applied (ASCII text: characters are UTF-16 units)."""
+    lines = text.split("\n")
+
+    def offset(p: dict) -> int:
+        return sum(len(x) + 1 for x in lines[:p["line"]]) + p["character"]
+
+    for e in sorted(edits, key=lambda e: offset(e["range"]["start"]), reverse=True):
+        text = text[:offset(e["range"]["start"])] + e["newText"] + text[offset(e["range"]["end"]):]
+    return text
 
 
 def test_a_file_that_does_not_parse(session):
@@ -247,6 +279,8 @@ def test_a_file_that_does_not_parse(session):
     assert client.request("textDocument/definition", at) is None
     assert "load" in {i["label"] for i in client.request("textDocument/completion", at)["items"]}
     assert client.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}}) == []
+    assert client.request("textDocument/formatting", {"textDocument": {"uri": uri}, "options": {
+        "tabSize": 4, "insertSpaces": True}}) is None
     assert client.request("shutdown", None) is None
     client.notify("exit", None)
     assert client.proc.wait(timeout=GUARD) == 0

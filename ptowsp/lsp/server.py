@@ -2,7 +2,8 @@
 
 Each open document is analysed (analysis.py) when it is opened and on every change: the
 checker's diagnostics are published for it (and for each imported file they fall in), and the
-analysis answers hover, definition, completion and symbols until the next change. No debounce:
+analysis answers hover, definition, completion and symbols until the next change; formatting
+is `wspc fmt`'s. No debounce:
 checking a 2,000-line module after an edit takes well under the 200 ms an editor can hide
 (docs/tools.md, "wspc lsp"). A request the server cannot answer (a document that does not
 parse, a position on nothing) gets an empty answer; a bug in the server is logged to the client
@@ -270,6 +271,28 @@ def document_symbol(ls: WspServer, params: T.DocumentSymbolParams) -> list[T.Doc
     return [T.DocumentSymbol(name=d.name.id, kind=_SYMBOL_KIND.get(kind, T.SymbolKind.Object),
                              range=_range(ls, a, d.span), selection_range=_range(ls, a, d.name.span),
                              detail=kind) for d, kind in An.symbols(a)]
+
+
+@server.feature(T.TEXT_DOCUMENT_FORMATTING)
+@_guarded(lambda: None)
+def formatting(ls: WspServer, params: T.DocumentFormattingParams) -> Optional[list[T.TextEdit]]:
+    """The document in `wspc fmt`'s layout (`ptowsp.format_source`), as one edit of the whole
+    text; none when it is already; nothing when it does not parse (its error is shown)."""
+    from ..diagnostics import WspError
+    from ..driver import format_text
+
+    uri = params.text_document.uri
+    text = ls.workspace.get_text_document(uri).source
+    try:
+        formatted = format_text(text, _filename(uri))
+    except WspError:
+        return None
+    if formatted == text:
+        return []
+    lines = text.split("\n")
+    end = ls.workspace.position_codec.position_to_client_units(
+        lines, T.Position(len(lines) - 1, len(lines[-1])))
+    return [T.TextEdit(range=T.Range(T.Position(0, 0), end), new_text=formatted)]
 
 
 def serve() -> None:
