@@ -1,7 +1,8 @@
 """`wspc lsp`'s diagnostics latency after an edit (docs/tools.md, "wspc lsp"): the time from
 sending a `didChange` of one character to receiving the `publishDiagnostics` it causes, on the
-2,000-line module of benchmarks/tools.py, median of many edits. The edits alternate between
-breaking a name (one diagnostic) and restoring it (none), so every one is a full check.
+2,000-line module of benchmarks/tools.py, median of many edits, and the server's CPU time per
+edit. The edits alternate between breaking a name (one diagnostic) and restoring it (none), so
+every one is a full check.
 
     python benchmarks/lsp.py [--lines 2000] [--edits 41] [--file MODULE.wsp]
 """
@@ -58,6 +59,17 @@ class Server:
                 return m
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) a process has used so far (Linux's /proc; 0 elsewhere):
+    the server's work per edit, which other processes' load does not stretch as it does the
+    wall time."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=2000)
@@ -89,17 +101,19 @@ def main() -> None:
         first = s.until("textDocument/publishDiagnostics")
         t_open = time.perf_counter() - t0
         assert first["params"]["diagnostics"] == [], first
-        times, counts = [], set()
+        times, cpu, counts = [], [], set()
         for k in range(args.edits):
             broken = k % 2 == 0
             change = {"range": {"start": {"line": line, "character": col + 4},
                                 "end": {"line": line, "character": col + (5 if broken else 4)}},
                       "text": "" if broken else "e"}
+            c0 = cpu_seconds(s.proc.pid)
             t0 = time.perf_counter()
             s.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": k + 2},
                                               "contentChanges": [change]})
             m = s.until("textDocument/publishDiagnostics")
             times.append(time.perf_counter() - t0)
+            cpu.append(cpu_seconds(s.proc.pid) - c0)
             counts.add((broken, len(m["params"]["diagnostics"])))
         s.send("shutdown", None, request=True)
         s.until("response")
@@ -109,7 +123,8 @@ def main() -> None:
     print(f"a {text.count(chr(10))}-line module: didOpen to diagnostics {t_open * 1000:.0f} ms; "
           f"an edit to its diagnostics, median of {args.edits}: "
           f"{statistics.median(times) * 1000:.0f} ms (min {min(times) * 1000:.0f}, "
-          f"max {max(times) * 1000:.0f})")
+          f"max {max(times) * 1000:.0f}); the server's CPU time per edit, median "
+          f"{statistics.median(cpu) * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
