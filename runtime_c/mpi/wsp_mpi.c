@@ -3,19 +3,20 @@
  * against the mpich wheel's mpi.h and libmpi into a library of its own), so the runtime linked
  * into every module never needs MPI.
  *
- * One PROGRESS THREAD makes every MPI call of a run: the submitter (a receive, posted when the
- * reading task is enumerated) and the workers (a send, when the send task's tile is written:
- * from the tensor's memory when the tile is one block, else packed) only queue an operation
- * and return, so no worker ever blocks in MPI and a kernel never waits
- * for a message. The thread posts what is queued (MPI_Irecv / MPI_Isend on a duplicate of
- * MPI_COMM_WORLD, tagged with the remote read's number), tests everything outstanding
- * (MPI_Testsome), tells the runtime of each receive that completed (wsp_arrived: the reading
- * task may then run) and of each send from a tensor (its send task may then finish, and the
- * tile's next writer run), and frees each packed send's buffer. It sleeps when nothing is outstanding, and
- * backs off to short sleeps when nothing completes, so that it does not take a core from the
- * kernels. Point-to-point messages match by (source, tag), so the tiles of one collective may
- * become ready in any order on each process: no MPI collective call (which every process must
- * start in the same order) is used, and the reduction is the kernel's own fixed order.
+ * A send is posted (MPI_Isend on a duplicate of MPI_COMM_WORLD, tagged with the remote read's
+ * number) by the worker that runs its send task, as soon as the tile is written: from the
+ * tensor's memory when the tile is one block, else packed. A receive is queued by the submitter
+ * when the reading task is enumerated. One PROGRESS THREAD makes every other MPI call: it posts
+ * the queued receives (MPI_Irecv), tests everything outstanding (MPI_Testsome), tells the
+ * runtime of each receive that completed (wsp_arrived: the reading task may then run) and of
+ * each send from a tensor (its send task may then finish, and the tile's next writer run), and
+ * frees each packed send's buffer. No thread ever waits in MPI for a message (a worker's
+ * MPI_Isend waits at most for MPI's lock), so a kernel never waits for one. The thread sleeps
+ * when nothing is outstanding, and backs off to short sleeps when nothing completes, so that it
+ * does not take a core from the kernels. Point-to-point messages match by (source, tag), so the
+ * tiles of one collective may become ready in any order on each process: no MPI collective call
+ * (which every process must start in the same order) is used, and the reduction is the
+ * kernel's own fixed order.
  *
  * A failed run (the runtime calls `fail`): every receive (and send from a tensor) still
  * outstanding is reported to the runtime as not arrived (the run drains: no task runs after an error) and its buffer kept
@@ -42,6 +43,8 @@ enum { OP_RECV = 0, OP_SEND = 1, OP_SEND_FROM = 2 };  /* SEND_FROM: the tensor's
 
 typedef struct op {
     struct op *next;
+    MPI_Request req;           /* a send posted by its caller: the request to test */
+    int posted;                /* so: the progress thread only tests it */
     void *buf;
     void *token;               /* a receive's or send_from's task; NULL once reported (orphaned) */
     int64_t bytes;
@@ -92,14 +95,22 @@ static int grow(wsp_mpi *m) {
     return 0;
 }
 
-/* Posts o; on failure reports it (a receive as not arrived) and frees what it can. */
+/* Posts o (or takes the request its caller posted); on failure reports it (a receive as not
+ * arrived) and frees what it can. */
 static void post(wsp_mpi *m, op *o) {
     int rc = MPI_ERR_OTHER;
     if (m->n == m->cap && grow(m) != 0) {
+        if (o->posted) {  /* MPI has the buffer: wait for it rather than lose it */
+            MPI_Wait(&o->req, MPI_STATUS_IGNORE);
+            o->posted = 0;
+        }
         snprintf(m->error, sizeof m->error, "out of memory (MPI requests)");
     } else if (o->bytes > INT_MAX) {
         snprintf(m->error, sizeof m->error, "a tile of %lld bytes (MPI counts are int)",
                  (long long)o->bytes);
+    } else if (o->posted) {
+        m->reqs[m->n] = o->req;
+        rc = MPI_SUCCESS;
     } else if (o->kind == OP_RECV) {
         rc = MPI_Irecv(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
     } else {  /* OP_SEND, OP_SEND_FROM */
@@ -220,6 +231,7 @@ static op *new_op(wsp_mpi *m, int kind, void *buf, int64_t bytes, int32_t peer, 
                   void *token) {
     op *o = malloc(sizeof *o);
     if (!o) return NULL;
+    o->posted = 0;
     o->buf = buf;
     o->token = token;
     o->bytes = bytes;
@@ -237,14 +249,30 @@ static int x_recv(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag
     return 0;
 }
 
+/* A send is posted by the thread that asks for it (the worker whose send task runs once the
+ * tile's producer has finished), then handed to the progress thread only to be tested: queued
+ * for that thread to post, it would wait for the thread's current MPI call, and a receive's
+ * MPI_Testsome on this host copies the whole message (a 256 KiB tile: about 20 us), so the
+ * peer waited that long for a tile that was ready. MPI_THREAD_MULTIPLE (checked at
+ * wsp_mpi_new) allows the call from any thread. */
+static int send_now(wsp_mpi *m, op *o) {
+    if (o->bytes > INT_MAX ||
+        MPI_Isend(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &o->req) !=
+            MPI_SUCCESS)
+        return -1;
+    o->posted = 1;
+    enqueue(m, o);
+    return 0;
+}
+
 static int x_send(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag) {
     wsp_mpi *m = ctx;
     op *o = new_op(m, OP_SEND, buf, bytes, to, tag, NULL);
-    if (!o) {
+    if (!o || send_now(m, o) != 0) {
         free(buf);
+        free(o);
         return -1;
     }
-    enqueue(m, o);
     return 0;
 }
 
@@ -252,8 +280,10 @@ static int x_send_from(void *ctx, const void *buf, int64_t bytes, int32_t to, in
                        void *token) {
     wsp_mpi *m = ctx;
     op *o = new_op(m, OP_SEND_FROM, (void *)buf, bytes, to, tag, token);
-    if (!o) return -1;
-    enqueue(m, o);
+    if (!o || send_now(m, o) != 0) {
+        free(o);
+        return -1;
+    }
     return 0;
 }
 
