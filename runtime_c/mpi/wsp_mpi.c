@@ -77,7 +77,8 @@ typedef struct wsp_mpi {
     /* whoever makes progress holds poll_mu: the progress thread, or an idle worker (x_poll) */
     pthread_mutex_t poll_mu;
     atomic_int seen_failed;
-    atomic_llong polls;        /* x_poll calls: a worker making progress, which the thread leaves to it */    /* the outstanding operations were orphaned after a failure */
+    atomic_llong polls;        /* x_poll calls: a worker making progress, which the thread leaves to it */
+    atomic_llong worker_steps; /* x_poll calls that moved something (wsp_mpi_worker_steps) */    /* the outstanding operations were orphaned after a failure */
     MPI_Request *reqs;
     op **ops;
     int *idx;
@@ -281,6 +282,7 @@ static int x_poll(void *ctx) {
     if (pthread_mutex_trylock(&m->poll_mu) != 0) return 0;
     int got = step(m);
     pthread_mutex_unlock(&m->poll_mu);
+    if (got) atomic_fetch_add_explicit(&m->worker_steps, 1, memory_order_relaxed);
     return got;
 }
 
@@ -402,6 +404,7 @@ wsp_mpi *wsp_mpi_new(wsp_runtime *rt, wsp_arrived_fn arrived, char *why, int why
     atomic_init(&m->idle_wait, 0);
     atomic_init(&m->seen_failed, 0);
     atomic_init(&m->polls, 0);
+    atomic_init(&m->worker_steps, 0);
     if (pthread_create(&m->thread, NULL, progress, m) != 0) {
         snprintf(why, (size_t)whylen, "cannot start the MPI progress thread");
         MPI_Comm_free(&m->comm);
@@ -427,6 +430,9 @@ void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out) {
 
 /* Operations queued or in flight (0 once every send of the runs so far has gone). */
 int64_t wsp_mpi_outstanding(wsp_mpi *m) { return atomic_load(&m->outstanding); }
+
+/* Steps of progress that workers made (`poll`) and that moved something, over every run. */
+int64_t wsp_mpi_worker_steps(wsp_mpi *m) { return atomic_load(&m->worker_steps); }
 
 /* Waits until nothing is outstanding (after a successful run every send completes, since every
  * process posted its receives while enumerating), then stops the thread and frees everything;
