@@ -88,7 +88,13 @@ class VectorOps(Frame):
         src = self.at(u, chunk)
         words = pc(cols) * held_size(op.dtype) // 4
         dup = ct in ("float", "int32_t", "uint32_t", "int16_t", "uint16_t")
-        if op.shape == (1, 1) and dup:
+        if op.shape[1] == 1 and self.urows(u, chunk) == rows and ct == "float" and \
+                u in self.replicated:  # each row's value fills its first block: copy blocks
+            self.need_v()
+            self.out(f"wsp_bcast_blocks({t}.ReinterpretCast<uint32_t>(), "
+                     f"{src}.ReinterpretCast<uint32_t>(), {rows}, {pc(cols)});")
+            self.v_dirty = True
+        elif op.shape == (1, 1) and dup:
             self.need_s()
             self.out(f"{{ const {ct} b = {src}.GetValue(0); AscendC::Duplicate({t}, b, {n}); }}")
             self.out("AscendC::PipeBarrier<PIPE_V>();")
@@ -112,6 +118,22 @@ class VectorOps(Frame):
                      f"{t}.SetValue({C.iadd(C.imul('i', pc(cols)), 'j')}, {read});")
             self.s_dirty = True
         return t
+
+    def note_replicated(self, i: int) -> None:
+        """Record float [rows, 1] value i as `replicated` (each row's value in the whole of its
+        first 32-byte block) when it is elementwise in values that are: a row reduction's
+        result (`row_reduction`), scalars and [1, 1] tiles (filled by Duplicate)."""
+        op = self.ops[i]
+        if (op.shape is None or op.shape[1] != 1 or TABLE[op.dtype].c_compute != "float"
+                or OPS[op.op].plan != "ew" or op.op == "broadcast"):
+            return
+        for a in op.args:
+            sh, dt = self.ops[a].shape, self.ops[a].dtype
+            if TABLE[dt].c_compute != "float":
+                return
+            if not (sh is None or a in self.replicated or (sh == (1, 1) and op.shape != (1, 1))):
+                return
+        self.replicated.add(i)
 
     def convert_tile(self, src: str, sdt: str, ddt: str, n: int) -> str:
         """A converted copy of tile `src` (dtype sdt) as dtype ddt, n elements."""
@@ -365,33 +387,7 @@ class VectorOps(Frame):
         n = self.count(i)
         what = op.op[3:]
         if op.op.startswith("row"):
-            # the first pass's output, rounded up to a 32-byte block: a value per repeat for
-            # ReduceSum, a value and its index per repeat for ReduceMax / ReduceMin (the API
-            # documentation's iter1OutputCount = firstMaxRepeat * 2, whether or not calIndex)
-            per_repeat = 2 if what in ("max", "min") else 1
-            work = self.temp("float", ceil_to(per_repeat * max(-(-cols // REPEAT), 1), 8))
-            api = {"sum": "ReduceSum", "mean": "ReduceSum", "max": "ReduceMax",
-                   "min": "ReduceMin"}[what]
-            self.need_v()
-            self.out(f"for (int32_t i = 0; i < {rows}; ++i) AscendC::{api}({dst}[i * {pc(1)}], "
-                     f"{x}[i * {pcx}], {work}, {cols});")
-            self.out("AscendC::PipeBarrier<PIPE_V>();")
-            self.v_dirty = True
-            if what == "mean":
-                d = self.temp("float", n)
-                self.vec(f"AscendC::Duplicate({d}, {float_lit(float(cols), 'float')}, {n});")
-                self.vec(f"AscendC::Div({dst}, {dst}, {d}, {n});")
-            if what in ("max", "min"):  # NaN anywhere in the row gives NaN
-                mask = self.temp("uint8_t", nx // 8)
-                t = self.temp("float", nx)
-                s = self.temp("float", n)
-                self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
-                self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
-                         f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
-                self.out(f"for (int32_t i = 0; i < {rows}; ++i) "
-                         f"AscendC::ReduceSum({s}[i * {pc(1)}], {t}[i * {pcx}], {work}, {cols});")
-                self.out("AscendC::PipeBarrier<PIPE_V>();")
-                self.nan_fix(dst, s, s, n)
+            self.row_reduction(i, dst, x, what, rows, cols)
             return
         # column reductions: the rows added (or max'ed) in order, as NumPy does
         api = {"sum": "Add", "mean": "Add", "max": "Max", "min": "Min"}[what]
@@ -417,6 +413,49 @@ class VectorOps(Frame):
             self.out(f"for (int32_t i = 1; i < {rows}; ++i) {{ AscendC::Add({s}, {s}, "
                      f"{t}[i * {pcx}], {pcx}); AscendC::PipeBarrier<PIPE_V>(); }}")
             self.nan_fix(dst, s, s, n)
+
+    def row_reduction(self, i: int, dst: str, x: str, what: str, rows: int, cols: int) -> None:
+        """A row reduction that never leaves the vector unit (`wsp_row_reduce`: ReduceRepeat a
+        repeat per row, blocks of 64 columns combined in column order), its per-row values
+        then spread by Brcb over the first 32-byte block of each row of dst, so a broadcast
+        back along the rows is a block copy (`replicated`, `materialise`)."""
+        pcx = pc(cols)
+        nr = ceil_to(rows, REPEAT)
+        rt = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}[what]
+        vals = self.temp("float", nr)
+        part = self.temp("float", nr) if cols > REPEAT else vals
+        self.need_v()
+        self.out(f"wsp_row_reduce<AscendC::ReduceType::{rt}>({vals}, {part}, {x}, {rows}, "
+                 f"{cols}, {pcx});")
+        self.v_dirty = True
+        if what == "mean":
+            d = self.temp("float", nr)
+            self.vec(f"AscendC::Duplicate({d}, {float_lit(float(cols), 'float')}, {nr});")
+            self.vec(f"AscendC::Div({vals}, {vals}, {d}, {nr});")
+        if what in ("max", "min"):  # NaN anywhere in the row gives NaN: a sum of the NaNs
+            nx = vcount(rows, cols)
+            mask = self.temp("uint8_t", nx // 8)
+            t = self.temp("float", nx)
+            s = self.temp("float", nr)
+            self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
+            self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
+                     f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
+            self.out(f"wsp_row_reduce<AscendC::ReduceType::SUM>({s}, {part}, {t}, {rows}, "
+                     f"{cols}, {pcx});")
+            self.nan_fix(vals, s, s, nr)
+        # Brcb writes whole groups of 8 rows: straight into dst when it has them
+        spread = ceil_to(rows, 8) * pc(1)
+        if spread <= self.count(i):
+            self.need_v()
+            self.out(f"wsp_brcb_rows({dst}, {vals}, {rows});")
+        else:
+            t = self.temp("float", spread)
+            self.need_v()
+            self.out(f"wsp_brcb_rows({t}, {vals}, {rows});")
+            self.out(f"wsp_copy_words({dst}.ReinterpretCast<uint32_t>(), "
+                     f"{t}.ReinterpretCast<uint32_t>(), {self.count(i)});")
+        self.v_dirty = True
+        self.replicated.add(i)
 
     def as_float(self, u: int, chunk: bool) -> str:
         """Value u as an f32 tile (a matmul operand)."""

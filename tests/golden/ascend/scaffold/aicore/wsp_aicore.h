@@ -422,6 +422,70 @@ __aicore__ inline void wsp_bcast_cols(const AscendC::LocalTensor<T> &dst,
     AscendC::PipeBarrier<PIPE_V>();
 }
 
+// Row reductions on the vector unit, no value through the scalar unit: out[r], r < rows
+// (contiguous), = the sum / max / min of the `cols` elements of row r of src (rows `pitch`
+// elements apart, a multiple of 32). ReduceRepeat (WholeReduce* before CANN 9.1) reduces
+// 64-column block b of every row at once, a repeat per row (255 rows per instruction); block 0
+// lands in out, each later one in part and is combined into out (Add / Max / Min), so a sum is
+// a binary tree within each 256-byte block and the blocks added in column order, the order
+// ReduceSum's count mode uses. out and part hold ceil(rows / 64) * 64 floats. Max / min do
+// not propagate NaN (the kernel adds a NaN check).
+template <AscendC::ReduceType RT>
+__aicore__ inline void wsp_row_reduce(const AscendC::LocalTensor<float> &out,
+                                      const AscendC::LocalTensor<float> &part,
+                                      const AscendC::LocalTensor<float> &src, uint32_t rows,
+                                      uint32_t cols, uint32_t pitch)
+{
+    const int32_t n = (int32_t)((rows + 63u) / 64u * 64u);
+    for (uint32_t b = 0; b * 64u < cols; ++b) {
+        const int32_t m = (int32_t)(cols - b * 64u < 64u ? cols - b * 64u : 64u);
+        const AscendC::LocalTensor<float> &d = b == 0 ? out : part;
+        for (uint32_t r0 = 0; r0 < rows; r0 += 255u) {
+            const int32_t k = (int32_t)(rows - r0 < 255u ? rows - r0 : 255u);
+            AscendC::ReduceRepeat<RT, float, float>(d[r0], src[r0 * pitch + b * 64u], m, k, 1, 1,
+                                                    (int32_t)(pitch / 8u),
+                                                    AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+        }
+        AscendC::PipeBarrier<PIPE_V>();
+        if (b == 0) continue;
+        if (RT == AscendC::ReduceType::SUM) AscendC::Add(out, out, part, n);
+        else if (RT == AscendC::ReduceType::MAX) AscendC::Max(out, out, part, n);
+        else AscendC::Min(out, out, part, n);
+        AscendC::PipeBarrier<PIPE_V>();
+    }
+}
+
+// dst[r * 32 + j] = vals[r] for j < 8 and r < ceil(rows / 8) * 8: each row of a [rows, 1] tile
+// (32 elements apart) gets its value in the whole of its first 32-byte block (Brcb, 8 rows a
+// repeat), so a broadcast along the row is a block copy (wsp_bcast_blocks)
+__aicore__ inline void wsp_brcb_rows(const AscendC::LocalTensor<float> &dst,
+                                     const AscendC::LocalTensor<float> &vals, uint32_t rows)
+{
+    const uint32_t reps = (rows + 7u) / 8u;
+    for (uint32_t r = 0; r < reps; r += 255u) {
+        const uint32_t k = reps - r < 255u ? reps - r : 255u;
+        AscendC::Brcb(dst[r * 256u], vals[r * 8u], (uint8_t)k, AscendC::BrcbRepeatParams(4, 32));
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+// every row of dst (`row` words apart, a multiple of 32) = the first 32-byte block of the same
+// row of src (32 words apart) repeated: a Copy whose source block stride is 0
+__aicore__ inline void wsp_bcast_blocks(const AscendC::LocalTensor<uint32_t> &dst,
+                                        const AscendC::LocalTensor<uint32_t> &src, uint32_t rows,
+                                        uint32_t row)
+{
+    for (uint32_t g = 0; g < row; g += 64u) {
+        const uint32_t m = row - g < 64u ? row - g : 64u;
+        for (uint32_t r = 0; r < rows; r += 255u) {
+            const uint32_t k = rows - r < 255u ? rows - r : 255u;
+            AscendC::Copy(dst[r * row + g], src[r * 32u], m, (uint8_t)k,
+                          AscendC::CopyRepeatParams(1, 0, (uint16_t)(row / 8u), 4));
+        }
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
 // where src0 or src1 is NaN, dst = that NaN (src0's first): Max/Min/Relu do not propagate it
 __aicore__ inline void wsp_nan_fix(const AscendC::LocalTensor<float> &dst,
                                    const AscendC::LocalTensor<float> &src0,
