@@ -43,13 +43,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ....diagnostics import Diagnostic, WspError
+from ....diagnostics import Diagnostic, Note, WspError
 from ....ir import nodes as N
+from ....ir import visit as V
 from ....version import __version__
 from ..abi import ABI_C
 from ..host import source_names
 from ..render import render
-from .errors import AicoreError
+from .errors import AicoreError, UbOverflow
 from .extern import emit_extern
 from .kernel import emit_tile_kernel
 from .layout import API_RESERVE, UB_BUDGET, UB_BYTES, pc, vcount
@@ -89,6 +90,27 @@ def f64_errors(module: N.Module) -> list[Diagnostic]:
     return list(out.values())
 
 
+def creating_call(module: N.Module, kernel: str) -> Optional[N.Span]:
+    """The span of the first call (in schedule order) that runs specialisation `kernel`."""
+    for s in module.schedules:
+        for t in V.tasks(s.body):
+            if t.kernel == kernel and t.span.line:
+                return t.span
+    return None
+
+
+def ub_diagnostic(k: N.Kernel, e: UbOverflow, module: N.Module) -> Diagnostic:
+    """A kernel too big for the Unified Buffer: at the call that creates its specialisation
+    when it has Constexpr values (the values are what the user chose there), the kernel's
+    declaration as a note; else at the kernel."""
+    call = creating_call(module, k.name) if k.constexprs else None
+    if call is None:
+        return Diagnostic(e.span, "ascend-kernel", e.message, e.help)
+    where = k.name_span if k.name_span.line else k.span
+    return Diagnostic(call, "ascend-kernel", e.message, e.help,
+                      (Note(where, f"kernel `{k.source}` is declared here"),))
+
+
 def emit_aicore(module: N.Module) -> dict[str, str]:
     """Every kernel of `module` as Ascend C: {"aicore/wsp_aicore.h": ..., "aicore/kernel_<name>.h":
     ...}. Raises WspError with a diagnostic at the span of every kernel that cannot run on the
@@ -111,6 +133,8 @@ def emit_aicore(module: N.Module) -> dict[str, str]:
             continue
         try:
             out[header_path(k)] = emit_kernel(k, module.name, sources, names)
+        except UbOverflow as e:
+            diags.append(ub_diagnostic(k, e, module))
         except AicoreError as e:
             diags.append(Diagnostic(e.span, "ascend-kernel", e.message, e.help))
     if diags:

@@ -22,7 +22,7 @@ from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
 from ..render import render
-from .errors import AicoreError
+from .errors import AicoreError, UbOverflow
 from .frame import Lines
 from .layout import (
     API_RESERVE,
@@ -81,11 +81,15 @@ class KernelEmitter(MatmulOps, ScalarOps):
             how = ("even in chunks of 1 row" if chunked and m > 1 else
                    "(its rows must all be resident: a transpose, a column reduction or the right "
                    "operand of a matmul needs them)" if m > 1 else "")
-            raise AicoreError(
-                " ".join(f"kernel `{k.source}` needs {smallest} bytes of Unified Buffer {how}; an "
+            cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
+            which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
+            raise UbOverflow(
+                " ".join(f"{which} needs {smallest} bytes of Unified Buffer {how}; an "
                          f"AICore vector core has {UB_BUDGET} (of {UB_BYTES}: Ascend C keeps "
                          f"{API_RESERVE} for itself)".split()), k.span,
-                help="use smaller tiles (fewer columns, or split the work over more tasks)")
+                help=("use smaller tiles (" + (f"smaller Constexpr values than {cvals} at this "
+                                               "call, " if cvals else "")
+                      + "fewer columns, or split the work over more tasks)"))
         best.run(final=True)
         return best.header(module)
 
@@ -171,6 +175,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         self.out = Lines(1)
         self.scalars: dict[int, str] = {}  # scalar op -> its C++ local
         self.tensor: dict[int, str] = {}  # tile op -> its LocalTensor
+        self.replicated: set[int] = set()  # [rows, 1] values whose rows' first blocks are full
         self.body()
         if not final:
             self.allocate()
@@ -403,6 +408,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 self.matmul(i, dst, chunk)
             elif self.vector_ok(op):
                 self.vector_op(i, dst, chunk)
+                self.note_replicated(i)
             else:
                 self.scalar_op(i, dst, chunk)
         except AicoreError as err:
