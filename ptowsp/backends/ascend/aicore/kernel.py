@@ -50,6 +50,7 @@ class _Input:
     t: int  # index in `tiles`
     chunked: bool
     ops: list = field(default_factory=list)
+    queued: bool = True  # through a TQue<VECIN> of its own; else copied into the arena
 
 
 def emit_tile_kernel(k: N.Kernel, module: str) -> str:
@@ -110,6 +111,12 @@ class KernelEmitter(MatmulOps, ScalarOps):
             if any(i not in self.chunked for i in inp.ops):
                 inp.chunked = False
                 self.chunked.difference_update(inp.ops)
+        # an AICore TPosition holds at most MAX_LIVE tensors at once: the first inputs (the
+        # chunked ones first: their queues double-buffer) get a queue each, the others are
+        # copied into arena buffers with explicit MTE2 / V hand-offs (any number of inputs)
+        slots = MAX_LIVE - (1 if self.streams else 0)
+        for n, inp in enumerate(sorted(inputs.values(), key=lambda x: (not x.chunked, x.t))):
+            inp.queued = n < slots
         self.inputs = inputs
         pro = [i for i, op in enumerate(ops) if op.shape is not None and i not in self.chunked
                and op.op != "param" and i not in self.skip]
@@ -184,10 +191,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """(name, position, buffers, bytes per buffer) of every queue."""
         out = []
         for inp in self.inputs.values():
+            if not inp.queued:
+                continue
             p = self.params[inp.name]
-            rows = self.r if inp.chunked else p.rows
-            slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
-            n = vcount(rows, p.cols) + slack
+            n = self.in_elems(inp)
             out.append((f"q_in{inp.t}", "VECIN", self.bufnum if inp.chunked else 1,
                         ceil_to(n * TABLE[p.dtype].size, 32)))
         for pname, v in self.stores:
@@ -202,6 +209,14 @@ class KernelEmitter(MatmulOps, ScalarOps):
             out.append((f"q_mm{mm}", "VECIN", 1,
                         ceil_to(vcount(self.kblock(mm), p.cols) * TABLE[p.dtype].size, 32)))
         return out
+
+    def in_elems(self, inp: _Input) -> int:
+        """Elements of an input's UB tensor (a resident input read a chunk at a time has the
+        last chunk's whole repeats past its end)."""
+        p = self.params[inp.name]
+        rows = self.r if inp.chunked else p.rows
+        slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
+        return vcount(rows, p.cols) + slack
 
     def footprint(self) -> int:
         """Bytes of UB the kernel takes: its queues and its arena."""
@@ -223,11 +238,6 @@ class KernelEmitter(MatmulOps, ScalarOps):
             out(f"pipe.InitBuffer({name}, {nbuf}, {size});")
         arena = getattr(self, "arena", 0) if self.final else 0
         out(f"pipe.InitBuffer(calc, {max(arena, 256)});")
-        live_in = len(self.inputs) + (1 if self.streams else 0)
-        if live_in > MAX_LIVE:
-            raise AicoreError(f"kernel `{self.k.source}` reads {live_in} tiles; an AICore "
-                              f"queue position holds at most {MAX_LIVE} tensors at once",
-                              self.k.span)
         # scalars, computed once
         self.cur = 0
         for i, op in enumerate(ops):
@@ -262,7 +272,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 self.store_all([s], "c0", chunk=True)
                 self.copy_out([s], "c0", chunk=True)
             for inp in chunk_inputs:
-                out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+                if inp.queued:
+                    out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
             out.close()
             self.reset_pipes()
         for s in self.estores:
@@ -270,7 +281,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
             self.store_all([s], "0", chunk=False)
             self.copy_out([s], "0", chunk=False)
         for inp in res_inputs:
-            out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+            if inp.queued:
+                out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
         # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
         # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
         out("AscendC::PipeBarrier<PIPE_ALL>();")
@@ -308,20 +320,38 @@ class KernelEmitter(MatmulOps, ScalarOps):
         if not inputs:
             return
         out = self.out
+        if any(not inp.queued for inp in inputs):
+            # arena inputs: the copy engine may not overwrite what the vector pipe or the
+            # scalar unit still reads (the previous chunk's)
+            out("wsp_sync<AscendC::HardEvent::V_MTE2>();")
+            out("wsp_sync<AscendC::HardEvent::S_MTE2>();")
         for inp in inputs:
             p = self.params[inp.name]
             st = TABLE[p.dtype].ascend
             cp = COPY_T[TABLE[p.dtype].size]
             rows = self.r if inp.chunked else p.rows
-            out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
+            if inp.queued:
+                out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
+            else:
+                n = self.in_elems(inp)
+                start = self.loop_start if inp.chunked else 0
+                end = self.loop_end if inp.chunked else max(
+                    [self.last.get(i, 0) for i in inp.ops] + [start])
+                off = self.request(("in", inp.t), n * TABLE[p.dtype].size, start, end)
+                out(f"const AscendC::LocalTensor<{st}> in{inp.t} = "
+                    f"calc.GetWithOffset<{st}>({n}, {off});")
             out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
                 f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
                 f"{TABLE[p.dtype].size}, {pad_word(p)});")
-            out(f"q_in{inp.t}.EnQue(in{inp.t});")
+            if inp.queued:
+                out(f"q_in{inp.t}.EnQue(in{inp.t});")
         for inp in inputs:
             p = self.params[inp.name]
             st = TABLE[p.dtype].ascend
-            out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
+            if inp.queued:
+                out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
+        if any(not inp.queued for inp in inputs):
+            out("wsp_sync<AscendC::HardEvent::MTE2_V>();")
         # a partial or gathered view is padded by the vector unit (or the scalar unit) too
         self.mte2_s = self.v_dirty = self.s_dirty = True
         for inp in inputs:
