@@ -65,3 +65,59 @@ def test_many_inputs(lib, k):
         x = R.to_compute(task.inputs[p.name], p.dtype).astype(np.float64) * (i + 1)
         want = x if want is None else want + x
     np.testing.assert_allclose(got["y"].astype(np.float64), want, rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# rows wider than the Unified Buffer: blocks of columns
+
+def _wide(name: str, rows: int, cols: int, dt: str) -> N.Kernel:
+    """y = silu(x * w + b) - 2: x [rows, cols] (dt), w a [1, cols] row, b a [rows, 1] column
+    (the same in every block of columns), stored as dt."""
+    b = KB(name)
+    x = b.tile("x", rows, cols, dt)
+    xf = x if dt == "f32" else b.op("convert", x, dtype="f32")
+    w = b.tile("w", 1, cols)
+    c = b.tile("b", rows, 1)
+    y = b.op("sub", b.op("silu", b.op("add", b.op("mul", xf, w), c)), b.lit(2.0))
+    b.out("y", y, dt)
+    return b.kernel()
+
+
+def _numpy_wide(task, k) -> np.ndarray:
+    p = {q.name: q for q in k.params}
+    x = R.to_compute(task.inputs["x"], p["x"].dtype).astype(np.float64)
+    u = x * task.inputs["w"].astype(np.float64) + task.inputs["b"].astype(np.float64)
+    return u / (1 + np.exp(-u)) - 2
+
+
+WIDE = [_wide(f"wide_{dt}_{rows}_{cols}", rows, cols, dt)
+        for dt, rows, cols in (("f32", 3, 16), ("f32", 2, 9000), ("f32", 3, 20011),
+                               ("f16", 2, 33333), ("f32", 1, 70000), ("bf16", 4, 12345))]
+
+
+@pytest.fixture(scope="module")
+def wide_lib(tmp_path_factory):
+    m = N.Module("wide", (), (), tuple(WIDE), (), None)
+    files = aicore.emit_aicore(m)
+    return H.build([H.Unit("wide", files, WIDE)], tmp_path_factory.mktemp("wide")), files
+
+
+@pytest.mark.parametrize("k", WIDE, ids=[k.name for k in WIDE])
+def test_rows_wider_than_the_ub(wide_lib, k):
+    """A row wider than the UB runs in blocks of columns (the last one partial), in contiguous
+    and in strided (wider GM rows) tiles, equal to ref and to NumPy."""
+    dll, files = wide_lib
+    text = files[aicore.header_path(k)]
+    cols = k.params[0].cols
+    if cols >= 20000 or cols == 16:  # past the UB with room to spare / far inside it
+        assert ("columns" in text.split("\n")[8]) == (cols >= 20000), text[:600]
+    assert f"x: In[Tile[{k.params[0].rows}, {cols}, " in text
+    rng = np.random.default_rng(cols)
+    for strided in (False, True):
+        task = H.random_task(k, rng, strided=strided)
+        got = H.run_task(dll, "wide", k, task)
+        H.compare(k, got, H.ref_outputs(k, task), f"strided={strided}", rtol=1e-4)
+        dt = k.params[0].dtype
+        g = R.to_compute(got["y"], dt).astype(np.float64)
+        tol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}[dt]
+        np.testing.assert_allclose(g, _numpy_wide(task, k), rtol=tol, atol=tol * 10)

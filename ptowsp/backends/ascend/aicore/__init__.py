@@ -24,12 +24,15 @@ How a tile kernel becomes Ascend C (`kernel.py`):
 3. Chunks (`chunks.py`). The row extent of the stored tiles is split into chunks of R rows, R
    the largest divisor whose footprint fits the UB (192 KiB less the 8 KiB Ascend C keeps for
    its own temporaries); values that need all rows are resident, a matmul's weights stream from
-   GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
-   even R = 1 does not fit, the kernel is a compile error at its span.
+   GM. Inputs and results go through double-buffered queues so copies overlap the compute
+   (past the 8 tensors a queue position holds, inputs are copied into the arena instead). If
+   even R = 1 does not fit, a kernel elementwise along its rows runs in blocks of columns too
+   (`chunks.column_width`); any other is a compile error, at the call that creates the
+   specialisation when it has Constexpr values, else at the kernel.
 4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
    (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
-   and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, concat,
+   and bool arithmetic, f64 (refused), float -> integer casts, transpose, slices, interleave, concat,
    gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,
    expressions from `scalar.py`): slow, exact, and documented as the fallback.
 5. Value semantics are ref's (nodes.py); where the real API differs, the emitter composes

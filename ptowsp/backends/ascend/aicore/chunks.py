@@ -13,10 +13,16 @@ A `transpose` that only matmuls read, as their left or right operand, is never c
 (`in_place_transposes`): the matmul reads its operand in place (`matmul.py`), so its operand is
 resident and no transposed copy exists. A matmul whose both operands are transposed is resident
 too (it writes its result a column at a time).
+
+Columns (`column_width`, `narrow`): when even one row does not fit, an elementwise kernel runs
+in blocks of C columns too, C a multiple of 32: the kernel is emitted for [*, C] tiles inside
+a loop over the blocks, each block's tiles a view of C columns of the task's (the last one
+partial: padded on load, only its columns stored).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from ....primitives import OPS
@@ -115,3 +121,46 @@ def chunking(ops: tuple, params: dict, stores: tuple):
             continue
         chunked.add(i)
     return m, chunked, streams, skip, in_place
+
+
+def column_width(k) -> Optional[int]:
+    """N when kernel k can also run in blocks of columns (a row wider than the UB): every
+    stored tile is [*, N] (N > 1), and every tile value either is [*, N] and elementwise
+    (a parameter, an elementwise op or a broadcast of values that are) or is [*, 1] and reads
+    no [*, N] value (so it is the same in every block and is recomputed per block). A
+    reduction along the row, a transpose, a slice, a matmul or a column index needs the whole
+    row: such a kernel keeps whole rows. None otherwise."""
+    if not k.stores:
+        return None
+    params = {p.name: p for p in k.params}
+    widths = {params[p].cols for p, _ in k.stores}
+    if len(widths) != 1:
+        return None
+    (n,) = widths
+    if n <= 1:
+        return None
+    wide: set[int] = set()
+    for i, op in enumerate(k.ops):
+        if op.shape is None:
+            continue
+        if op.shape[1] == n:
+            if op.op != "param" and OPS[op.op].plan != "ew" and op.op != "broadcast":
+                return None
+            wide.add(i)
+        elif op.shape[1] == 1:
+            if op.op not in ("param",) and OPS[op.op].plan != "ew":
+                return None
+            if any(a in wide for a in op.args):
+                return None
+        else:
+            return None
+    return n
+
+
+def narrow(k, n: int, c: int):
+    """Kernel k with every [*, n] parameter and value made [*, c]: one block of columns."""
+    params = tuple(dataclasses.replace(p, cols=c) if p.kind == "tile" and p.cols == n else p
+                   for p in k.params)
+    ops = tuple(dataclasses.replace(op, shape=(op.shape[0], c))
+                if op.shape is not None and op.shape[1] == n else op for op in k.ops)
+    return dataclasses.replace(k, params=params, ops=ops)

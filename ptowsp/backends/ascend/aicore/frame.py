@@ -74,6 +74,9 @@ class Frame:
         self.r = rows if self.chunked else self.m
         self.nchunks = self.m // self.r if self.chunked and self.r else 1
         self.bufnum = 2 if self.nchunks > 1 else 1
+        # (N, C): this kernel is one block of C of a task's N columns, run in a loop over the
+        # blocks (`chunks.column_width`); None: whole rows
+        self.colblock: Optional[tuple[int, int]] = None
 
     # -- shapes, places
     def rows_of(self, i: int) -> int:

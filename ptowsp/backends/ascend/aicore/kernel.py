@@ -13,6 +13,7 @@ instruction for it, by the scalar unit (`scalar_ops.py`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ....dtypes import TABLE
@@ -22,6 +23,7 @@ from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
 from ..render import render
+from .chunks import column_width, narrow
 from .errors import AicoreError, UbOverflow
 from .frame import Lines
 from .layout import (
@@ -29,6 +31,7 @@ from .layout import (
     COPY_T,
     MAX_LIVE,
     REPEAT,
+    ROW_ALIGN,
     UB_BUDGET,
     UB_BYTES,
     ceil_to,
@@ -66,22 +69,28 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """The header of `k` with the largest chunk of rows that fits the UB."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
-        probe = cls(k, 0)
-        m, chunked = probe.m, probe.chunked
-        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
-        best, smallest = None, None
-        for r in candidates:  # the largest chunk that fits
-            em = cls(k, r)
-            em.run(final=False)
-            fp = em.footprint()
-            smallest = fp if smallest is None else min(smallest, fp)
-            if fp <= UB_BUDGET:
-                best = em
-                break
+        best, smallest, chunked, m = cls.fit(k, None)
+        n = column_width(k) if best is None else None
+        if n is not None:
+            # a row wider than the UB: blocks of C columns, C the widest multiple of 32 that
+            # fits (n split in 2, 3, ... blocks)
+            for nb in range(2, n + 1):
+                c = ceil_to(-(-n // nb), ROW_ALIGN)
+                if c >= n:
+                    continue
+                best, fp, _, _ = cls.fit(narrow(k, n, c), (n, c))
+                smallest = min(smallest, fp)
+                if best is not None or c == ROW_ALIGN:
+                    break
         if best is None:
             how = ("even in chunks of 1 row" if chunked and m > 1 else
                    "(its rows must all be resident: a transpose, a column reduction or the right "
                    "operand of a matmul needs them)" if m > 1 else "")
+            if n is not None:
+                how += f" and in blocks of {ROW_ALIGN} columns"
+            elif chunked or m <= 1:
+                how += (" (a row is not split into blocks of columns where a reduction along "
+                        "it, a transpose, a slice, a matmul or a column index reads it whole)")
             cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
             which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
             raise UbOverflow(
@@ -93,6 +102,24 @@ class KernelEmitter(MatmulOps, ScalarOps):
                       + "fewer columns, or split the work over more tasks)"))
         best.run(final=True)
         return best.header(module)
+
+    @classmethod
+    def fit(cls, k: N.Kernel, cols):
+        """(emitter or None, smallest footprint, chunked, M): the largest chunk of rows of k
+        that fits the UB; `cols` (N, C) when k is one block of C of N columns."""
+        probe = cls(k, 0)
+        m, chunked = probe.m, probe.chunked
+        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
+        smallest = None
+        for r in candidates:  # the largest chunk that fits
+            em = cls(k, r)
+            em.colblock = cols
+            em.run(final=False)
+            fp = em.footprint()
+            smallest = fp if smallest is None else min(smallest, fp)
+            if fp <= UB_BUDGET:
+                return em, fp, chunked, m
+        return None, smallest, chunked, m
 
     # -- the plan of the whole kernel: which ops run where, and when
     def schedule(self) -> None:
@@ -243,6 +270,12 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for i, op in enumerate(ops):
             if op.shape is None:
                 self.scalar(i)
+        if self.colblock is not None:
+            n, c = self.colblock
+            out(f"// columns: {n} in {-(-n // c)} blocks of {c} (a row does not fit the UB)")
+            out.open(f"for (uint32_t cb = 0; cb < {-(-n // c)}u; ++cb)")
+            out(f"const uint32_t cb0 = cb * {c}u;")
+            self.reset_pipes()
         # resident inputs, the prologue
         self.cur = 0
         res_inputs = [inp for inp in self.inputs.values() if not inp.chunked]
@@ -283,6 +316,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for inp in res_inputs:
             if inp.queued:
                 out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+        if self.colblock is not None:
+            out.close()
         # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
         # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
         out("AscendC::PipeBarrier<PIPE_ALL>();")
@@ -314,6 +349,15 @@ class KernelEmitter(MatmulOps, ScalarOps):
         self.scalars[i] = name
 
     # -- copies between GM and UB
+    def tile_ref(self, name: str) -> str:
+        """Tile parameter `name` as the copies see it: the task's tile, or in a kernel run in
+        blocks of columns, this block's columns of a wide one (`wsp_col_block`)."""
+        p = self.params[name]
+        t = self.tile_index[name]
+        if self.colblock is None or p.cols != self.colblock[1]:
+            return f"tiles[{t}]"
+        return f"wsp_col_block(tiles[{t}], cb0, {p.cols}, {TABLE[p.dtype].size})"
+
     def copy_in(self, inputs: list, row0: str) -> None:
         """The inputs' rows from row `row0` into their VECIN tensors (f16 / bf16 then held in
         f32, bool bytes made 0 or 1)."""
@@ -340,7 +384,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 off = self.request(("in", inp.t), n * TABLE[p.dtype].size, start, end)
                 out(f"const AscendC::LocalTensor<{st}> in{inp.t} = "
                     f"calc.GetWithOffset<{st}>({n}, {off});")
-            out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
+            out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), {self.tile_ref(inp.name)}, {row0}, "
                 f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
                 f"{TABLE[p.dtype].size}, {pad_word(p)});")
             if inp.queued:
@@ -418,7 +462,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             rows = self.r if chunk else p.rows
             self.out.open("")
             self.out(f"AscendC::LocalTensor<{st}> out{t} = q_out{t}.DeQue<{st}>();")
-            self.out(f"wsp_copy_out<{cp}>(tiles[{t}], out{t}.ReinterpretCast<{cp}>(), {row0}, "
+            self.out(f"wsp_copy_out<{cp}>({self.tile_ref(pname)}, out{t}.ReinterpretCast<{cp}>(), {row0}, "
                      f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
                      f"{TABLE[p.dtype].size});")
             self.out(f"q_out{t}.FreeTensor(out{t});")
@@ -452,6 +496,12 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return f"({', '.join(parts)})"
 
     # -- the file
+    def whole(self, p: N.KParam) -> N.KParam:
+        """Parameter p as the task passes it (its N columns when this is one block of C)."""
+        if self.colblock is not None and p.kind == "tile" and p.cols == self.colblock[1]:
+            return dataclasses.replace(p, cols=self.colblock[0])
+        return p
+
     def header(self, module: str) -> str:
         """The kernel's header: the template around the body."""
         k = self.k
@@ -461,7 +511,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
             f"UB: {self.footprint()} of {UB_BUDGET} bytes ({self.arena} arena, "
             f"{self.footprint() - self.arena} queues); rows {self.m} "
             + (f"in {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r}"
-               if self.chunked else "resident"),
+               if self.chunked else "resident")
+            + (f"; columns {self.colblock[0]} in blocks of {self.colblock[1]}"
+               if self.colblock else ""),
             "units: " + (", ".join(units) or "copies only")
             + ("; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube"
                if any(op.op == "matmul" for op in self.ops) else "")
@@ -470,6 +522,6 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return render(
             "aicore/kernel.h",
             name=k.name, source=k.source, module=module, version=__version__,
-            params=[describe(p) for p in k.params], summary=summary, guard=guard(module, k),
+            params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 

@@ -1,14 +1,16 @@
 """Tile ops on the vector unit: float values (f16/bf16 held in f32, as nodes.py says) computed
 by Add, Sub, Mul, Div, Max, Min, Adds, Muls, Exp, Ln, Sqrt, Abs, Relu, Tanh, Sin, Cos, Power,
-Compare, Select, Cast, ReduceSum/Max/Min, Duplicate and Copy, one instruction or a few over a
+Compare, Select, Cast, ReduceRepeat, Brcb, Duplicate and Copy, one instruction or a few over a
 whole UB tile; operands broadcast or converted into temporaries first.
 
 Value semantics are ref's (nodes.py), chosen against the real API's behaviour where the two
 differ: Cast rounds with CAST_RINT to f16/bf16 (f16 overflow gives inf), Max/Min/Relu and the
 max/min reductions get an explicit NaN fix-up (Compare(x, x, NE) + Select) because the hardware
 select does not propagate NaN, rsqrt is 1 / Sqrt (not the approximate Rsqrt), sigmoid / silu /
-gelu are composed exactly as ref spells them. Row sums use ReduceSum, whose order (a tree per
-256-byte repeat) differs from NumPy's: sums agree to a tolerance, not bit for bit.
+gelu are composed exactly as ref spells them. Row reductions never leave the vector unit
+(`row_reduction`: ReduceRepeat a repeat per row, the 64-column blocks combined in column order,
+Brcb to spread the per-row values); a sum's order (a tree per 256-byte block, blocks in
+sequence) differs from NumPy's: sums agree to a tolerance, not bit for bit.
 """
 
 from __future__ import annotations

@@ -317,6 +317,19 @@ __aicore__ inline void wsp_strided_out(const WspTile &t, const AscendC::LocalTen
     }
 }
 
+// Columns [c0, c0 + width) of tile t's view as a view of their own, for a kernel run in blocks
+// of columns (a row wider than the UB): its first element c0 columns on, its valid columns
+// those of the view inside the block (none past the view's last)
+__aicore__ inline WspTile wsp_col_block(const WspTile &t, uint32_t c0, uint32_t width,
+                                        uint32_t esize)
+{
+    WspTile b = t;
+    b.addr = t.addr + (uint64_t)c0 * (uint64_t)t.col_stride * esize;
+    const int64_t left = t.cols - (int64_t)c0;
+    b.cols = left <= 0 ? 0 : (left < (int64_t)width ? left : (int64_t)width);
+    return b;
+}
+
 // Load the block of `rows` tile rows from row `row0` of tile t into UB (`row_bytes` bytes of a
 // whole tile row, `ub_row` bytes apart): the view's rows and columns, and `pad` (the bits of
 // one element) past them; the rows of a gather view from their index (language.md sections 4
@@ -337,7 +350,8 @@ __aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const Ws
     const bool wide = esize == 8 && (uint32_t)pad != (uint32_t)(pad >> 32);
     const bool padded = vrows < rows || vbytes < row_bytes;
     if (padded && !wide) wsp_fill<CT>(dst, rows * ub_row, pad, esize);
-    if (t.col_stride != 1 && t.cols > 1) {  // a strided view's columns, element by element
+    if (vbytes == 0) {  // a block of columns past the view's (wsp_col_block): all pad
+    } else if (t.col_stride != 1 && t.cols > 1) {  // a strided view's columns, element by element
         wsp_strided_in<CT>(dst, t, row0, vrows, ub_row, esize);
     } else if (t.index != 0) {  // one copy per row, from the row its index names
         AscendC::GlobalTensor<uint8_t> ix;
@@ -369,7 +383,7 @@ __aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor
     const uint32_t vrows = wsp_view_rows(t, row0, rows);
     if (vrows > 0 && t.col_stride != 1 && t.cols > 1)
         wsp_strided_out<CT>(t, src, row0, vrows, ub_row, esize);
-    else if (vrows > 0)
+    else if (vrows > 0 && t.cols > 0)
         wsp_ub_to_gm<CT>(t.addr + (uint64_t)row0 * gstride, gstride, src, vrows,
                          (uint32_t)t.cols * esize, ub_row);
 }
