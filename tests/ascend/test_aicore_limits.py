@@ -121,3 +121,43 @@ def test_rows_wider_than_the_ub(wide_lib, k):
         g = R.to_compute(got["y"], dt).astype(np.float64)
         tol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}[dt]
         np.testing.assert_allclose(g, _numpy_wide(task, k), rtol=tol, atol=tol * 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# slices and concatenations moved by the vector unit
+
+def _slices() -> N.Kernel:
+    b = KB("vec_slices")
+    x = b.tile("x", 6, 72)
+    y = b.tile("y", 6, 40, "f16")
+    yf = b.op("convert", y, dtype="f32")
+    lo = b.op("slice_cols", x, shape=(6, 32), attr=0)
+    hi = b.op("slice_cols", x, shape=(6, 40), attr=32)
+    b.out("rot", b.op("concat_cols", b.op("neg", hi), lo, shape=(6, 72)))  # rotate_half-like
+    b.out("cat", b.op("concat_cols", b.op("slice_cols", x, shape=(6, 8), attr=64), yf,
+                      shape=(6, 48)))
+    b.out("rows", b.op("concat_rows", b.op("slice_rows", x, shape=(2, 72), attr=3), x,
+                       shape=(8, 72)))
+    b.out("odd", b.op("slice_cols", x, shape=(6, 5), attr=3))  # unaligned: the scalar unit
+    return b.kernel()
+
+
+def test_slices_and_concat_on_the_vector_unit(tmp_path):
+    k = _slices()
+    m = N.Module("sl", (), (), (k,), (), None)
+    files = aicore.emit_aicore(m)
+    text = files[aicore.header_path(k)]
+    # three aligned slices (1 box each), two concatenations (2 each); slice_rows + concat_rows
+    assert text.count("wsp_copy_box(") == 7 and text.count("wsp_copy_words(") >= 3
+    lib = H.build([H.Unit("sl", files, [k])], tmp_path)
+    rng = np.random.default_rng(11)
+    for strided in (False, True):
+        task = H.random_task(k, rng, strided=strided)
+        got = H.run_task(lib, "sl", k, task)
+        H.compare(k, got, H.ref_outputs(k, task))
+        x = task.inputs["x"]
+        yf = R.to_compute(task.inputs["y"], "f16").astype(np.float32)
+        np.testing.assert_array_equal(got["rot"], np.concatenate([-x[:, 32:], x[:, :32]], 1))
+        np.testing.assert_array_equal(got["cat"], np.concatenate([x[:, 64:72], yf], 1))
+        np.testing.assert_array_equal(got["rows"], np.concatenate([x[3:5], x], 0))
+        np.testing.assert_array_equal(got["odd"], x[:, 3:8])

@@ -480,6 +480,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
         try:
             if op.op == "matmul":
                 self.matmul(i, dst, chunk)
+            elif self.copy_ok(op):
+                self.copy_op(i, dst, chunk)
             elif self.vector_ok(op):
                 self.vector_op(i, dst, chunk)
                 self.note_replicated(i)
@@ -505,7 +507,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
     def header(self, module: str) -> str:
         """The kernel's header: the template around the body."""
         k = self.k
-        units = sorted({"vector" if self.vector_ok(self.ops[i]) else "scalar"
+        units = sorted({"vector" if self.vector_ok(self.ops[i]) or self.copy_ok(self.ops[i])
+                        else "scalar"
                         for i in self.pro + self.loop})
         summary = [
             f"UB: {self.footprint()} of {UB_BUDGET} bytes ({self.arena} arena, "

@@ -2,7 +2,8 @@
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
 `slice_rows`/`slice_cols`), interleave, concat, gather, iota and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
-(`VectorOps.vector_ok`)."""
+(`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
+unit instead, `VectorOps.copy_ok`)."""
 
 from __future__ import annotations
 

@@ -121,6 +121,55 @@ class VectorOps(Frame):
             self.s_dirty = True
         return t
 
+    def copy_ok(self, op: N.Op) -> bool:
+        """A slice or a concatenation the vector unit moves as boxes of 32-bit words
+        (`wsp_copy_box`, `wsp_copy_words`): values held in 32-bit words, one dtype, the same
+        rows, and every column offset on a 32-byte block (8 words), where Copy can start."""
+        if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
+            return False
+        args = [self.ops[a] for a in op.args]
+        if any(a.shape is None or a.dtype != op.dtype for a in args) or held_size(op.dtype) != 4:
+            return False
+        if op.op == "slice_cols":
+            return int(op.attr) % 8 == 0 and args[0].shape[0] == op.shape[0]
+        if op.op == "concat_cols":
+            return args[0].shape[1] % 8 == 0 and all(a.shape[0] == op.shape[0] for a in args)
+        return all(a.shape[1] == op.shape[1] for a in args)
+
+    def copy_op(self, i: int, dst: str, chunk: bool) -> None:
+        """A `copy_ok` op: boxes of words moved by the vector unit, no scalar round trip."""
+        op = self.ops[i]
+        rows, cols = self.rows_of(i), op.shape[1]
+        words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        self.need_v()
+        if op.op == "slice_cols":
+            (a,) = op.args
+            src = f"{self.at(a, chunk)}[{int(op.attr)}]"
+            self.out(f"wsp_copy_box({words(dst)}, {words(src)}, {rows}, {cols}, {pc(cols)}, "
+                     f"{pc(self.ops[a].shape[1])});")
+        elif op.op == "concat_cols":
+            at = 0
+            for a in op.args:
+                ac = self.ops[a].shape[1]
+                d = f"{dst}[{at}]" if at else dst
+                self.out(f"wsp_copy_box({words(d)}, {words(self.at(a, chunk))}, {rows}, {ac}, "
+                         f"{pc(cols)}, {pc(ac)});")
+                at += ac
+        else:  # whole rows: contiguous words
+            p = pc(cols)
+            if op.op == "slice_rows":
+                (a,) = op.args
+                src = self.at(a, chunk)
+                self.out(f"wsp_copy_words({words(dst)}, {words(f'{src}[{int(op.attr) * p}]')}, "
+                         f"{rows * p});")
+            else:
+                a, b = op.args
+                na = self.ops[a].shape[0]
+                self.out(f"wsp_copy_words({words(dst)}, {words(self.at(a, chunk))}, {na * p});")
+                self.out(f"wsp_copy_words({words(f'{dst}[{na * p}]')}, "
+                         f"{words(self.at(b, chunk))}, {(rows - na) * p});")
+        self.v_dirty = True
+
     def note_replicated(self, i: int) -> None:
         """Record float [rows, 1] value i as `replicated` (each row's value in the whole of its
         first 32-byte block) when it is elementwise in values that are: a row reduction's

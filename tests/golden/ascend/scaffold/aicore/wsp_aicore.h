@@ -436,6 +436,26 @@ __aicore__ inline void wsp_bcast_cols(const AscendC::LocalTensor<T> &dst,
     AscendC::PipeBarrier<PIPE_V>();
 }
 
+// dst[r * dst_row + j] = src[r * src_row + j] for r < rows, j < cols: a box of 32-bit words
+// between two UB tiles of different pitches (multiples of 8 words, both operands 32-byte
+// aligned): a slice of columns, one side of a concatenation. A Copy per 64 columns, a repeat
+// per row.
+__aicore__ inline void wsp_copy_box(const AscendC::LocalTensor<uint32_t> &dst,
+                                    const AscendC::LocalTensor<uint32_t> &src, uint32_t rows,
+                                    uint32_t cols, uint32_t dst_row, uint32_t src_row)
+{
+    for (uint32_t g = 0; g < cols; g += 64u) {
+        const uint32_t m = cols - g < 64u ? cols - g : 64u;
+        for (uint32_t r = 0; r < rows; r += 255u) {
+            const uint32_t k = rows - r < 255u ? rows - r : 255u;
+            AscendC::Copy(dst[r * dst_row + g], src[r * src_row + g], m, (uint8_t)k,
+                          AscendC::CopyRepeatParams(1, 1, (uint16_t)(dst_row / 8u),
+                                                    (uint16_t)(src_row / 8u)));
+        }
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
 // Row reductions on the vector unit, no value through the scalar unit: out[r], r < rows
 // (contiguous), = the sum / max / min of the `cols` elements of row r of src (rows `pitch`
 // elements apart, a multiple of 32). ReduceRepeat (WholeReduce* before CANN 9.1) reduces
