@@ -26,8 +26,9 @@ How a tile kernel becomes Ascend C (`kernel.py`):
    its own temporaries); values that need all rows are resident, a matmul's weights stream from
    GM. Inputs and results go through double-buffered queues so copies overlap the compute
    (past the 8 tensors a queue position holds, inputs are copied into the arena instead). If
-   even R = 1 does not fit, a kernel elementwise along its rows runs in blocks of columns too
-   (`chunks.column_width`); any other is a compile error, at the call that creates the
+   even R = 1 does not fit, a kernel elementwise along its rows, or reducing them, runs in
+   blocks of columns too, in passes when a reduction feeds the row again
+   (`chunks.column_passes`); any other is a compile error, at the call that creates the
    specialisation when it has Constexpr values, else at the kernel.
 4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
    (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand

@@ -14,10 +14,12 @@ A `transpose` that only matmuls read, as their left or right operand, is never c
 resident and no transposed copy exists. A matmul whose both operands are transposed is resident
 too (it writes its result a column at a time).
 
-Columns (`column_width`, `narrow`): when even one row does not fit, an elementwise kernel runs
-in blocks of C columns too, C a multiple of 32: the kernel is emitted for [*, C] tiles inside
-a loop over the blocks, each block's tiles a view of C columns of the task's (the last one
-partial: padded on load, only its columns stored).
+Columns (`column_passes`, `narrow`): when even one row does not fit, a kernel elementwise along
+its rows, row reductions allowed, runs in blocks of C columns too, C a multiple of 32: the
+kernel is emitted for [*, C] tiles inside a loop over the blocks, each block's tiles a view of
+C columns of the task's (the last one partial: padded on load, only its columns stored), once
+per pass when row reductions feed the row again (their partial results accumulated across the
+blocks, read back in the next pass).
 """
 
 from __future__ import annotations
@@ -123,13 +125,32 @@ def chunking(ops: tuple, params: dict, stores: tuple):
     return m, chunked, streams, skip, in_place
 
 
-def column_width(k) -> Optional[int]:
-    """N when kernel k can also run in blocks of columns (a row wider than the UB): every
-    stored tile is [*, N] (N > 1), and every tile value either is [*, N] and elementwise
-    (a parameter, an elementwise op or a broadcast of values that are) or is [*, 1] and reads
-    no [*, N] value (so it is the same in every block and is recomputed per block). A
-    reduction along the row, a transpose, a slice, a matmul or a column index needs the whole
-    row: such a kernel keeps whole rows. None otherwise."""
+ROW_REDUCTIONS = ("rowsum", "rowmean", "rowmax", "rowmin")
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnPass:
+    """One pass over the blocks of columns: the ops it computes (`ops`), the row reductions
+    it accumulates across the blocks (`writes`), and those of earlier passes it reads back
+    from their accumulators (`reads`)."""
+
+    ops: frozenset
+    writes: frozenset
+    reads: frozenset
+
+
+def column_passes(k) -> Optional[tuple[int, tuple[ColumnPass, ...]]]:
+    """(N, passes) when kernel k can also run in blocks of columns (a row wider than the UB):
+    every stored tile is [*, N] (N > 1), and every tile value is [*, N] and elementwise (a
+    parameter, an elementwise op, a broadcast), or [*, 1] (a parameter, elementwise) reading
+    no [*, N] value, or a row reduction of a float [*, N] value. A transpose, a slice, a
+    matmul, a column index or a column reduction needs the whole row: None.
+
+    A row reduction's result is known only after every block: a reduction of level L (L - 1
+    reductions on its longest path from the inputs) is accumulated in pass L - 1 and read
+    back in the passes after it; the last pass computes the stores. An elementwise kernel is
+    one pass; softmax (max, then the sum of exp(x - max)) is three, each loading its inputs
+    again."""
     if not k.stores:
         return None
     params = {p.name: p for p in k.params}
@@ -139,22 +160,56 @@ def column_width(k) -> Optional[int]:
     (n,) = widths
     if n <= 1:
         return None
+    ops = k.ops
     wide: set[int] = set()
-    for i, op in enumerate(k.ops):
+    reds: set[int] = set()
+    level: dict[int, int] = {}
+    for i, op in enumerate(ops):
         if op.shape is None:
+            level[i] = 0
             continue
+        lv = max((level[a] for a in op.args), default=0)
         if op.shape[1] == n:
             if op.op != "param" and OPS[op.op].plan != "ew" and op.op != "broadcast":
                 return None
             wide.add(i)
         elif op.shape[1] == 1:
-            if op.op not in ("param",) and OPS[op.op].plan != "ew":
+            if op.op in ROW_REDUCTIONS and op.args[0] in wide:
+                if op.dtype not in VFLOAT or ops[op.args[0]].dtype not in VFLOAT:
+                    return None
+                reds.add(i)
+                lv += 1
+            elif op.op != "param" and OPS[op.op].plan != "ew":
                 return None
-            if any(a in wide for a in op.args):
+            elif any(a in wide for a in op.args):
                 return None
         else:
             return None
-    return n
+        level[i] = lv
+
+    def needed(roots, writes=frozenset()) -> tuple[frozenset, frozenset]:
+        """The ops computing `roots` (the reductions in `writes` computed, others read back)."""
+        seen, reads, todo = set(), set(), list(roots)
+        while todo:
+            u = todo.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            if u in reds and u not in writes:
+                reads.add(u)
+                continue
+            todo.extend(ops[u].args)
+        return frozenset(seen), frozenset(reads)
+
+    last = max(level[v] for _, v in k.stores)
+    passes = []
+    for p in range(last):
+        writes = frozenset(r for r in reds if level[r] == p + 1)
+        got, reads = needed(writes, writes)
+        passes.append(ColumnPass(got, writes, reads))
+    got, reads = needed([v for _, v in k.stores])
+    passes.append(ColumnPass(got, frozenset(), reads))
+    return n, tuple(passes)
 
 
 def narrow(k, n: int, c: int):

@@ -23,7 +23,7 @@ from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
 from ..render import render
-from .chunks import column_width, narrow
+from .chunks import column_passes, narrow
 from .errors import AicoreError, UbOverflow
 from .frame import Lines
 from .layout import (
@@ -70,15 +70,16 @@ class KernelEmitter(MatmulOps, ScalarOps):
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
         best, smallest, chunked, m = cls.fit(k, None)
-        n = column_width(k) if best is None else None
-        if n is not None:
+        colp = column_passes(k) if best is None else None
+        n = colp[0] if colp else None
+        if colp is not None:
             # a row wider than the UB: blocks of C columns, C the widest multiple of 32 that
             # fits (n split in 2, 3, ... blocks)
             for nb in range(2, n + 1):
                 c = ceil_to(-(-n // nb), ROW_ALIGN)
                 if c >= n:
                     continue
-                best, fp, _, _ = cls.fit(narrow(k, n, c), (n, c))
+                best, fp, _, _ = cls.fit(narrow(k, n, c), (n, c), colp[1])
                 smallest = min(smallest, fp)
                 if best is not None or c == ROW_ALIGN:
                     break
@@ -89,8 +90,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
             if n is not None:
                 how += f" and in blocks of {ROW_ALIGN} columns"
             elif chunked or m <= 1:
-                how += (" (a row is not split into blocks of columns where a reduction along "
-                        "it, a transpose, a slice, a matmul or a column index reads it whole)")
+                how += (" (its rows are not split into blocks of columns: a transpose, a "
+                        "slice, a matmul, a column index or a column reduction reads a row "
+                        "whole, and its stored tiles must all have the same width)")
             cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
             which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
             raise UbOverflow(
@@ -104,16 +106,17 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return best.header(module)
 
     @classmethod
-    def fit(cls, k: N.Kernel, cols):
+    def fit(cls, k: N.Kernel, cols, passes=()):
         """(emitter or None, smallest footprint, chunked, M): the largest chunk of rows of k
-        that fits the UB; `cols` (N, C) when k is one block of C of N columns."""
+        that fits the UB; `cols` (N, C) when k is one block of C of N columns, computed in
+        `passes` over the blocks (`chunks.column_passes`)."""
         probe = cls(k, 0)
         m, chunked = probe.m, probe.chunked
         candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
         smallest = None
         for r in candidates:  # the largest chunk that fits
             em = cls(k, r)
-            em.colblock = cols
+            em.colblock, em.passes = cols, passes
             em.run(final=False)
             fp = em.footprint()
             smallest = fp if smallest is None else min(smallest, fp)
@@ -247,7 +250,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
 
     def footprint(self) -> int:
         """Bytes of UB the kernel takes: its queues and its arena."""
-        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena
+        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena + self.acc_bytes()
 
     # -- the body
     def body(self) -> None:
@@ -265,29 +268,64 @@ class KernelEmitter(MatmulOps, ScalarOps):
             out(f"pipe.InitBuffer({name}, {nbuf}, {size});")
         arena = getattr(self, "arena", 0) if self.final else 0
         out(f"pipe.InitBuffer(calc, {max(arena, 256)});")
+        self.declare_accs()
         # scalars, computed once
         self.cur = 0
         for i, op in enumerate(ops):
             if op.shape is None:
                 self.scalar(i)
-        if self.colblock is not None:
+        if self.colblock is None:
+            self.this_pass = None
+            self.pass_body()
+        else:
             n, c = self.colblock
-            out(f"// columns: {n} in {-(-n // c)} blocks of {c} (a row does not fit the UB)")
-            out.open(f"for (uint32_t cb = 0; cb < {-(-n // c)}u; ++cb)")
-            out(f"const uint32_t cb0 = cb * {c}u;")
-            self.reset_pipes()
+            for p, cp in enumerate(self.passes):
+                self.this_pass = cp
+                self.temp_keys = {}  # the same ops' temporaries as in the other passes
+                what = ("the stores" if p == len(self.passes) - 1 else "accumulate " + ", ".join(
+                    f"%{r} = {self.ops[r].op}" for r in sorted(cp.writes)))
+                out(f"// pass {p + 1} of {len(self.passes)} over the columns ({what}): {n} in "
+                    f"{-(-n // c)} blocks of {c} (a row does not fit the UB)")
+                self.start_accs(cp)
+                out.open(f"for (uint32_t cb = 0; cb < {-(-n // c)}u; ++cb)")
+                out(f"const uint32_t cb0 = cb * {c}u;")
+                out(f"const uint32_t cbn = cb0 + {c}u <= {n}u ? {c}u : {n}u - cb0;")
+                out("(void)cbn;")
+                self.reset_pipes()
+                self.pass_body()
+                out.close()
+                self.reset_pipes()
+        # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
+        # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
+        out("AscendC::PipeBarrier<PIPE_ALL>();")
+        out("pipe.Destroy();")
+
+    def in_pass(self, i: int) -> bool:
+        """Whether op i is computed (or read back) in the current pass over the columns."""
+        return self.this_pass is None or i in self.this_pass.ops
+
+    def pass_body(self) -> None:
+        """The resident values, the chunk loop and the stores of the current pass (all of the
+        kernel when it runs on whole rows)."""
+        out = self.out
+        final = self.this_pass is None or self.this_pass is self.passes[-1]
+        inputs = [inp for inp in self.inputs.values() if any(self.in_pass(i) for i in inp.ops)]
+        pro = [i for i in self.pro if self.in_pass(i)]
+        loop = [i for i in self.loop if self.in_pass(i)]
+        cstores = self.cstores if final else []
+        estores = self.estores if final else []
         # resident inputs, the prologue
         self.cur = 0
-        res_inputs = [inp for inp in self.inputs.values() if not inp.chunked]
-        if res_inputs or self.pro:
+        res_inputs = [inp for inp in inputs if not inp.chunked]
+        if res_inputs or pro:
             out("// resident values: every row, computed once")
         self.copy_in(res_inputs, "0")
-        for i in self.pro:
+        for i in pro:
             self.cur = self.when[i]
             self.op(i)
         # the chunk loop
-        chunk_inputs = [inp for inp in self.inputs.values() if inp.chunked]
-        if self.loop or self.cstores or chunk_inputs:
+        chunk_inputs = [inp for inp in inputs if inp.chunked]
+        if loop or cstores or chunk_inputs:
             overlap = " (copy-in of the next overlaps the compute of this one)"
             out(f"// {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r} rows"
                 f"{overlap if self.bufnum > 1 else ''}")
@@ -297,11 +335,11 @@ class KernelEmitter(MatmulOps, ScalarOps):
             self.reset_pipes()
             self.cur = self.loop_start
             self.copy_in(chunk_inputs, "c0")
-            for i in self.loop:
+            for i in loop:
                 self.cur = self.when[i]
                 self.op(i)
             self.cur = self.cstore_t
-            for s in self.cstores:  # one VECOUT tensor live at a time (at most 8 may be)
+            for s in cstores:  # one VECOUT tensor live at a time (at most 8 may be)
                 self.store_all([s], "c0", chunk=True)
                 self.copy_out([s], "c0", chunk=True)
             for inp in chunk_inputs:
@@ -309,19 +347,13 @@ class KernelEmitter(MatmulOps, ScalarOps):
                     out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
             out.close()
             self.reset_pipes()
-        for s in self.estores:
+        for s in estores:
             self.cur = self.estore_t[s]
             self.store_all([s], "0", chunk=False)
             self.copy_out([s], "0", chunk=False)
         for inp in res_inputs:
             if inp.queued:
                 out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
-        if self.colblock is not None:
-            out.close()
-        # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
-        # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
-        out("AscendC::PipeBarrier<PIPE_ALL>();")
-        out("pipe.Destroy();")
 
     def scalar(self, i: int) -> None:
         """Scalar op i as a const local, computed once."""
@@ -478,7 +510,11 @@ class KernelEmitter(MatmulOps, ScalarOps):
         dst = self.value_buffer(i)
         self.out.open("")
         try:
-            if op.op == "matmul":
+            if self.this_pass is not None and i in self.this_pass.writes:
+                self.accumulate(i, dst, chunk)
+            elif self.this_pass is not None and i in self.this_pass.reads:
+                self.read_back(i, dst, chunk)
+            elif op.op == "matmul":
                 self.matmul(i, dst, chunk)
             elif self.copy_ok(op):
                 self.copy_op(i, dst, chunk)
@@ -516,6 +552,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             + (f"in {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r}"
                if self.chunked else "resident")
             + (f"; columns {self.colblock[0]} in blocks of {self.colblock[1]}"
+               + (f", {len(self.passes)} passes" if len(self.passes) > 1 else "")
                if self.colblock else ""),
             "units: " + (", ".join(units) or "copies only")
             + ("; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube"

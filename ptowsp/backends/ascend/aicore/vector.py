@@ -508,6 +508,109 @@ class VectorOps(Frame):
         self.v_dirty = True
         self.replicated.add(i)
 
+    # -- row reductions over a row in blocks of columns (`chunks.column_passes`)
+    def acc_slots(self) -> list[tuple[int, str]]:
+        """(reduction, "v" | "nan") of every accumulator: a value per row, and for max / min
+        the sum of the row's NaNs (the hardware's max does not propagate NaN)."""
+        out = []
+        for cp in self.passes:
+            for r in sorted(cp.writes):
+                out.append((r, "v"))
+                if self.ops[r].op in ("rowmax", "rowmin"):
+                    out.append((r, "nan"))
+        return out
+
+    def acc_size(self) -> int:
+        """Bytes of one accumulator: a 32-byte block per row of the task's M."""
+        return ceil_to(self.m * 8 * 4, 256)
+
+    def acc_bytes(self) -> int:
+        return len(self.acc_slots()) * self.acc_size()
+
+    def acc_name(self, r: int, kind: str) -> str:
+        return f"acc{r}" if kind == "v" else f"accn{r}"
+
+    def declare_accs(self) -> None:
+        """The accumulators' TBuf, outside the arena: they live across every pass."""
+        slots = self.acc_slots()
+        if not slots:
+            return
+        self.out("AscendC::TBuf<AscendC::TPosition::VECCALC> accs;")
+        self.out(f"pipe.InitBuffer(accs, {self.acc_bytes()});")
+        for n, (r, kind) in enumerate(slots):
+            self.out(f"const AscendC::LocalTensor<float> {self.acc_name(r, kind)} = "
+                     f"accs.GetWithOffset<float>({self.m * 8}, {n * self.acc_size()});")
+
+    def start_accs(self, cp) -> None:
+        """Before a pass: its accumulators at the reduction's identity."""
+        init = {"rowsum": 0.0, "rowmean": 0.0, "rowmax": float("-inf"), "rowmin": float("inf")}
+        for r, kind in self.acc_slots():
+            if r in cp.writes:
+                v = init[self.ops[r].op] if kind == "v" else 0.0
+                self.vec(f"AscendC::Duplicate({self.acc_name(r, kind)}, "
+                         f"{float_lit(v, 'float')}, {self.m * 8});")
+
+    def accumulate(self, i: int, dst: str, chunk: bool) -> None:
+        """Row reduction i over this block's columns (`cbn` of them: the last block's valid
+        ones), combined into its accumulator rows (Add / Max / Min; blocks in column order)."""
+        del dst  # the value is read back in a later pass
+        op = self.ops[i]
+        (a,) = op.args
+        x = self.at(a, chunk)
+        rows = self.rows_of(i)
+        pcx = pc(self.ops[a].shape[1])
+        nr = ceil_to(rows, REPEAT)
+        what = op.op[3:]
+        rt = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}[what]
+        vals = self.temp("float", nr)
+        part = self.temp("float", nr)
+        row0 = "c0" if i in self.chunked else "0"
+        self.need_v()
+        self.out(f"wsp_row_reduce<AscendC::ReduceType::{rt}>({vals}, {part}, {x}, {rows}, cbn, "
+                 f"{pcx});")
+        self.v_dirty = True
+        spread = self.temp("float", ceil_to(rows, 8) * 8)
+        acc = f"{self.acc_name(i, 'v')}[{row0} * 8]"
+        api = {"sum": "Add", "mean": "Add", "max": "Max", "min": "Min"}[what]
+        self.out(f"wsp_brcb_rows({spread}, {vals}, {rows}, 1);")
+        self.vec(f"AscendC::{api}({acc}, {acc}, {spread}, {rows * 8});")
+        if what in ("max", "min"):  # and the sum of the block's NaNs
+            nx = vcount(rows, self.ops[a].shape[1])
+            mask = self.temp("uint8_t", nx // 8)
+            t = self.temp("float", nx)
+            self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
+            self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
+                     f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
+            self.out(f"wsp_row_reduce<AscendC::ReduceType::SUM>({vals}, {part}, {t}, {rows}, "
+                     f"cbn, {pcx});")
+            self.out(f"wsp_brcb_rows({spread}, {vals}, {rows}, 1);")
+            accn = f"{self.acc_name(i, 'nan')}[{row0} * 8]"
+            self.vec(f"AscendC::Add({accn}, {accn}, {spread}, {rows * 8});")
+
+    def read_back(self, i: int, dst: str, chunk: bool) -> None:
+        """Row reduction i of an earlier pass: its accumulator rows copied into the first block
+        of each row of dst (so it is `replicated`), a mean divided by the row's width, a max /
+        min made NaN where its row held one."""
+        op = self.ops[i]
+        rows = self.rows_of(i)
+        n = self.count(i)
+        row0 = "c0" if i in self.chunked else "0"
+        words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        acc = f"{self.acc_name(i, 'v')}[{row0} * 8]"
+        self.need_v()
+        self.out(f"wsp_copy_box({words(dst)}, {words(acc)}, {rows}, 8, {pc(1)}, 8);")
+        self.v_dirty = True
+        if op.op == "rowmean":
+            d = self.temp("float", n)
+            self.vec(f"AscendC::Duplicate({d}, {float_lit(float(self.colblock[0]), 'float')}, {n});")
+            self.vec(f"AscendC::Div({dst}, {dst}, {d}, {n});")
+        if op.op in ("rowmax", "rowmin"):
+            t = self.temp("float", n)
+            accn = f"{self.acc_name(i, 'nan')}[{row0} * 8]"
+            self.out(f"wsp_copy_box({words(t)}, {words(accn)}, {rows}, 8, {pc(1)}, 8);")
+            self.nan_fix(dst, t, t, n)
+        self.replicated.add(i)
+
     def as_float(self, u: int, chunk: bool) -> str:
         """Value u as an f32 tile (a matmul operand)."""
         op = self.ops[u]

@@ -489,16 +489,19 @@ __aicore__ inline void wsp_row_reduce(const AscendC::LocalTensor<float> &out,
     }
 }
 
-// dst[r * 32 + j] = vals[r] for j < 8 and r < ceil(rows / 8) * 8: each row of a [rows, 1] tile
-// (32 elements apart) gets its value in the whole of its first 32-byte block (Brcb, 8 rows a
-// repeat), so a broadcast along the row is a block copy (wsp_bcast_blocks)
+// dst[r * 8 * row_blocks + j] = vals[r] for j < 8 and r < ceil(rows / 8) * 8: each row of a
+// [rows, 1] tile (32 elements apart: row_blocks 4; or 8, an accumulator's: 1) gets its value in
+// the whole of its first 32-byte block (Brcb, 8 rows a repeat), so a broadcast along the row
+// is a block copy (wsp_bcast_blocks)
 __aicore__ inline void wsp_brcb_rows(const AscendC::LocalTensor<float> &dst,
-                                     const AscendC::LocalTensor<float> &vals, uint32_t rows)
+                                     const AscendC::LocalTensor<float> &vals, uint32_t rows,
+                                     uint32_t row_blocks = 4u)
 {
     const uint32_t reps = (rows + 7u) / 8u;
     for (uint32_t r = 0; r < reps; r += 255u) {
         const uint32_t k = reps - r < 255u ? reps - r : 255u;
-        AscendC::Brcb(dst[r * 256u], vals[r * 8u], (uint8_t)k, AscendC::BrcbRepeatParams(4, 32));
+        AscendC::Brcb(dst[r * 64u * row_blocks], vals[r * 8u], (uint8_t)k,
+                      AscendC::BrcbRepeatParams((uint16_t)row_blocks, (uint16_t)(8u * row_blocks)));
     }
     AscendC::PipeBarrier<PIPE_V>();
 }
