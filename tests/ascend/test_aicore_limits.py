@@ -17,8 +17,12 @@ Each output equals ref's and an independent NumPy formula, with the stand-in's r
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ptowsp.backends.ascend import aicore
 from ptowsp.backends.ref import values as R
@@ -119,6 +123,8 @@ def test_rows_wider_than_the_ub(wide_lib, k):
     if cols >= 20000 or cols == 16:  # past the UB with room to spare / far inside it
         assert ("columns" in text.split("\n")[8]) == (cols >= 20000), text[:600]
     assert f"x: In[Tile[{k.params[0].rows}, {cols}, " in text
+    # the [rows, 1] column b is spread along the rows by the vector unit, not read by GetValue
+    assert "GetValue" not in text and "wsp_bcast_col(" in text
     rng = np.random.default_rng(cols)
     for strided in (False, True):
         task = H.random_task(k, rng, strided=strided)
@@ -244,3 +250,28 @@ def test_row_reductions_wider_than_the_ub(wide_red_lib, k):
         want = _numpy_norm(k, task)
         np.testing.assert_allclose(g, want, rtol=tol, atol=tol * np.nanmax(np.abs(want)),
                                    equal_nan=True)
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
+@given(st.data())
+def test_hypothesis_widths_across_the_ub(tmp_path_factory, data):
+    """Widths drawn from 16 to 70000 f32 columns (and a row count), each kernel elementwise or
+    reducing its rows: whole rows below the UB, blocks of columns above it, equal to ref."""
+    ks = []
+    for i in range(3):
+        cols = data.draw(st.integers(16, 70000), label=f"cols {i}")
+        rows = data.draw(st.integers(1, 3), label=f"rows {i}")
+        kind = data.draw(st.sampled_from(["wide", "rms", "softmax", "minmax"]), label="kind")
+        if kind == "wide":
+            k = _wide(f"hw{i}_{cols}", rows, cols, "f32")
+        else:
+            k = _wide_norms(rows, cols, "f32")[["rms", "softmax", "minmax"].index(kind)]
+            k = dataclasses.replace(k, name=f"hw{i}_{k.name}", source=f"hw{i}_{k.name}")
+        ks.append(k)
+    m = N.Module("hw", (), (), tuple(ks), (), None)
+    lib = H.build([H.Unit("hw", aicore.emit_aicore(m), ks)], tmp_path_factory.mktemp("hw"))
+    rng = np.random.default_rng(len(ks))
+    for k in ks:
+        task = H.random_task(k, rng, strided=True)
+        H.compare(k, H.run_task(lib, "hw", k, task), H.ref_outputs(k, task), rtol=1e-4)

@@ -96,6 +96,13 @@ class VectorOps(Frame):
             self.out(f"wsp_bcast_blocks({t}.ReinterpretCast<uint32_t>(), "
                      f"{src}.ReinterpretCast<uint32_t>(), {rows}, {pc(cols)});")
             self.v_dirty = True
+        elif op.shape[1] == 1 and self.urows(u, chunk) == rows and ct == "float":
+            # a loaded column: gathered and spread by the vector unit (`wsp_bcast_col`)
+            vals = self.temp("float", ceil_to(rows, REPEAT))
+            spread = self.temp("float", ceil_to(rows, 8) * pc(1))
+            self.need_v()
+            self.out(f"wsp_bcast_col({t}, {src}, {vals}, {spread}, {rows}, {pc(cols)});")
+            self.v_dirty = True
         elif op.shape == (1, 1) and dup:
             self.need_s()
             self.out(f"{{ const {ct} b = {src}.GetValue(0); AscendC::Duplicate({t}, b, {n}); }}")

@@ -523,6 +523,26 @@ __aicore__ inline void wsp_bcast_blocks(const AscendC::LocalTensor<uint32_t> &ds
     AscendC::PipeBarrier<PIPE_V>();
 }
 
+// every row of dst (`row` elements apart) = `row` copies of src[r * 32] (a [rows, 1] tile)
+// without the scalar unit: the column gathered into vals (ReduceRepeat MAX of one element per
+// repeat: the element itself), spread over each row's first block (Brcb), then block copies.
+// vals holds ceil(rows / 64) * 64 floats, spread ceil(rows / 8) * 256.
+__aicore__ inline void wsp_bcast_col(const AscendC::LocalTensor<float> &dst,
+                                     const AscendC::LocalTensor<float> &src,
+                                     const AscendC::LocalTensor<float> &vals,
+                                     const AscendC::LocalTensor<float> &spread, uint32_t rows,
+                                     uint32_t row)
+{
+    for (uint32_t r0 = 0; r0 < rows; r0 += 255u) {
+        const int32_t k = (int32_t)(rows - r0 < 255u ? rows - r0 : 255u);
+        AscendC::ReduceRepeat<AscendC::ReduceType::MAX, float, float>(
+            vals[r0], src[r0 * 32u], 1, k, 1, 1, 4, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+    wsp_brcb_rows(spread, vals, rows);
+    wsp_bcast_blocks(dst.ReinterpretCast<uint32_t>(), spread.ReinterpretCast<uint32_t>(), rows, row);
+}
+
 // where src0 or src1 is NaN, dst = that NaN (src0's first): Max/Min/Relu do not propagate it
 __aicore__ inline void wsp_nan_fix(const AscendC::LocalTensor<float> &dst,
                                    const AscendC::LocalTensor<float> &src0,
