@@ -141,7 +141,8 @@ class ColumnPass:
 
 def column_passes(k) -> Optional[tuple[int, tuple[ColumnPass, ...]]]:
     """(N, passes) when kernel k can also run in blocks of columns (a row wider than the UB):
-    every stored tile is [*, N] (N > 1), and every tile value is [*, N] and elementwise (a
+    every stored tile is [*, N] (N > 1) or [*, 1] (written by the first block of the last pass;
+    not also read), and every tile value is [*, N] and elementwise (a
     parameter, an elementwise op, a broadcast), or [*, 1] (a parameter, elementwise) reading
     no [*, N] value, or a row reduction of a float [*, N] value. A transpose, a slice, a
     matmul, a column index or a column reduction needs the whole row: None.
@@ -155,12 +156,13 @@ def column_passes(k) -> Optional[tuple[int, tuple[ColumnPass, ...]]]:
         return None
     params = {p.name: p for p in k.params}
     widths = {params[p].cols for p, _ in k.stores}
-    if len(widths) != 1:
-        return None
-    (n,) = widths
-    if n <= 1:
+    n = max(widths)
+    if n <= 1 or not widths <= {1, n}:
         return None
     ops = k.ops
+    read = {str(op.attr) for op in ops if op.op == "param"}
+    if any(params[p].cols == 1 and p in read for p, _ in k.stores):
+        return None  # a narrow InOut written in block 0 would be read back by the others
     wide: set[int] = set()
     reds: set[int] = set()
     level: dict[int, int] = {}

@@ -92,7 +92,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             elif chunked or m <= 1:
                 how += (" (its rows are not split into blocks of columns: a transpose, a "
                         "slice, a matmul, a column index or a column reduction reads a row "
-                        "whole, and its stored tiles must all have the same width)")
+                        "whole, as does a [rows, 1] tile both read and stored)")
             cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
             which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
             raise UbOverflow(
@@ -300,6 +300,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
         out("AscendC::PipeBarrier<PIPE_ALL>();")
         out("pipe.Destroy();")
 
+    def narrow_store(self, s: tuple) -> bool:
+        """Whether store s is of a [*, 1] tile in a kernel run in blocks of columns."""
+        return self.colblock is not None and self.params[s[0]].cols == 1
+
     def in_pass(self, i: int) -> bool:
         """Whether op i is computed (or read back) in the current pass over the columns."""
         return self.this_pass is None or i in self.this_pass.ops
@@ -340,8 +344,14 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 self.op(i)
             self.cur = self.cstore_t
             for s in cstores:  # one VECOUT tensor live at a time (at most 8 may be)
+                narrow = self.narrow_store(s)
+                if narrow:  # a [*, 1] result: the same in every block, stored by the first
+                    out.open("if (cb == 0)")
                 self.store_all([s], "c0", chunk=True)
                 self.copy_out([s], "c0", chunk=True)
+                if narrow:
+                    out.close()
+                    self.reset_pipes()  # the syncs inside may not have run
             for inp in chunk_inputs:
                 if inp.queued:
                     out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
@@ -349,8 +359,14 @@ class KernelEmitter(MatmulOps, ScalarOps):
             self.reset_pipes()
         for s in estores:
             self.cur = self.estore_t[s]
+            narrow = self.narrow_store(s)
+            if narrow:
+                out.open("if (cb == 0)")
             self.store_all([s], "0", chunk=False)
             self.copy_out([s], "0", chunk=False)
+            if narrow:
+                out.close()
+                self.reset_pipes()
         for inp in res_inputs:
             if inp.queued:
                 out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
