@@ -12,6 +12,8 @@ What each test proves:
   the UB run in passes over the blocks (reductions accumulated, read back), NaN propagated.
 - test_slices_and_concat_on_the_vector_unit: slices and concatenations on 32-byte blocks are
   moved by Copy (an unaligned slice stays on the scalar unit), equal to ref and NumPy.
+- test_column_reductions_in_chunks: column reductions only stores read are accumulated chunk
+  by chunk, bit for bit ref's, NaN propagated.
 Each output equals ref's and an independent NumPy formula, with the stand-in's rules on.
 """
 
@@ -291,3 +293,45 @@ def test_hypothesis_widths_across_the_ub(tmp_path_factory, data):
     for k in ks:
         task = H.random_task(k, rng, strided=True)
         H.compare(k, H.run_task(lib, "hw", k, task), H.ref_outputs(k, task), rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# column reductions accumulated across chunks of rows
+
+def _colred(rows: int, cols: int, dt: str) -> N.Kernel:
+    b = KB(f"colred_{dt}_{rows}_{cols}")
+    x = b.tile("x", rows, cols, dt)
+    xf = x if dt == "f32" else b.op("convert", x, dtype="f32")
+    y = b.op("mul", xf, b.lit(0.5))
+    b.out("y", y, dt)  # the rows themselves (chunked)
+    for what in ("colsum", "colmean", "colmax", "colmin"):
+        b.out(what, b.op(what, y))
+    return b.kernel()
+
+
+COLRED = [_colred(2048, 96, "f32"), _colred(1024, 200, "f16"), _colred(6, 40, "f32")]
+
+
+def test_column_reductions_in_chunks(tmp_path):
+    """colsum / colmean / colmax / colmin of a value whose rows do not fit the UB at once are
+    accumulated chunk by chunk (rows added in order: bit for bit ref's), NaN propagated."""
+    m = N.Module("colred", (), (), tuple(COLRED), (), None)
+    files = aicore.emit_aicore(m)
+    lib = H.build([H.Unit("colred", files, COLRED)], tmp_path)
+    for k in COLRED:
+        text = files[aicore.header_path(k)]
+        rows = k.params[0].rows
+        assert ("chunks of" in text and "vn" in text) or rows < 100, text[:600]
+        rng = np.random.default_rng(rows)
+        for trial in range(2):
+            task = H.random_task(k, rng, strided=trial == 1)
+            if trial == 1:
+                x = task.inputs["x"]
+                x[rows // 2, 3] = np.nan
+                H.tile_view(task, k, "x")[...] = x
+            got = H.run_task(lib, "colred", k, task)
+            H.compare(k, got, H.ref_outputs(k, task), f"trial {trial}")
+            y = R.to_compute(task.inputs["x"], k.params[0].dtype).astype(np.float32) * 0.5
+            with np.errstate(invalid="ignore"):
+                np.testing.assert_array_equal(got["colmax"], y.max(0, keepdims=True))
+                np.testing.assert_array_equal(got["colmin"], y.min(0, keepdims=True))

@@ -3,9 +3,9 @@
 The row extent M of the stored tiles is split into chunks of R rows (R is chosen by
 `kernel.py`: the largest divisor of M whose footprint fits the UB). Every value computed row by
 row (elementwise ops, row reductions, broadcasts, slices, gathers, matmul in its left operand)
-is computed per chunk; a value that needs all rows (the operand of a `transpose`, a column
-reduction, a matmul's right operand that is computed in the kernel, the x of a row `gather`,
-and everything they depend on) is resident: loaded and computed once, before the chunk loop. A
+is computed per chunk; a value that needs all rows (the operand of a `transpose`, of a column
+reduction other ops read, a matmul's right operand that is computed in the kernel, the x of a
+row `gather`, and everything they depend on) is resident: loaded and computed once, before the chunk loop. A
 matmul's right operand that is a parameter (possibly converted to f32) is never resident: it
 streams from GM in blocks of rows through a queue of its own, so weights need not fit the UB.
 
@@ -76,13 +76,30 @@ def in_place_transposes(ops: tuple, stored: frozenset = frozenset()) -> dict[int
             and all(ops[u].op == "matmul" and pos < 2 for u, pos in users[i])}
 
 
+COL_REDUCTIONS = ("colsum", "colmean", "colmax", "colmin")
+
+
+def accumulated_columns(ops: tuple, params: dict, stores: tuple) -> frozenset:
+    """Column reductions of a float [M, N] value (M the stored row extent) that only stores
+    read: accumulated chunk by chunk (rows added in order, as ref), so their operand need not
+    be resident."""
+    m = max((params[p].rows for p, _ in stores), default=1)
+    readers = {a for op in ops for a in op.args}
+    return frozenset(i for i, op in enumerate(ops)
+                     if op.op in COL_REDUCTIONS and i not in readers and m > 1
+                     and ops[op.args[0]].shape[0] == m and op.dtype in VFLOAT
+                     and ops[op.args[0]].dtype in VFLOAT)
+
+
 def chunking(ops: tuple, params: dict, stores: tuple):
     """(M, chunked, streams, skip, in_place): the row extent the chunks split, the ops computed
     per chunk, the matmuls whose right operand streams from GM (`streamed_operands`), the ops
     that are therefore never materialised (those and the transposes matmuls read in place), and
     those transposes (`in_place_transposes`). Every other tile value is resident (all its rows
-    in UB, computed once before the chunk loop)."""
+    in UB, computed once before the chunk loop), except the column reductions accumulated
+    across the chunks (`accumulated_columns`)."""
     streams = streamed_operands(ops, frozenset(p for p, _ in stores))
+    col_acc = accumulated_columns(ops, params, stores)
     in_place = in_place_transposes(ops, frozenset(v for _, v in stores))
     skip = {x for pair in streams.values() for x in pair if x is not None} | set(in_place)
     forced: set[int] = set()
@@ -105,6 +122,8 @@ def chunking(ops: tuple, params: dict, stores: tuple):
         elif op.op == "gather_rows":
             # row i reads row i of the indices and any row of x: only x needs all its rows
             force(op.args[0])
+        elif i in col_acc:
+            continue
         elif not OPS[op.op].row_local:  # a transpose, a column reduction
             force(op.args[0])
             force(i)

@@ -22,7 +22,7 @@ from ....dtypes import TABLE, literal_value
 from ....ir import nodes as N
 from ... import cexpr as C
 from ...cexpr import Expr
-from .chunks import chunking
+from .chunks import accumulated_columns, chunking
 from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
 
 
@@ -71,6 +71,9 @@ class Frame:
         self.stores = tuple(k.stores)
         self.m, self.chunked, self.streams, self.skip, self.in_place = chunking(
             self.ops, self.params, self.stores)
+        # column reductions accumulated in the chunk loop (their operand is chunked)
+        self.col_acc = frozenset(i for i in accumulated_columns(self.ops, self.params, self.stores)
+                                 if self.ops[i].args[0] in self.chunked)
         self.r = rows if self.chunked else self.m
         self.nchunks = self.m // self.r if self.chunked and self.r else 1
         self.bufnum = 2 if self.nchunks > 1 else 1

@@ -149,8 +149,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
             inp.queued = n < slots
         self.inputs = inputs
         pro = [i for i, op in enumerate(ops) if op.shape is not None and i not in self.chunked
-               and op.op != "param" and i not in self.skip]
-        loop = [i for i in range(len(ops)) if i in self.chunked and ops[i].op != "param"]
+               and op.op != "param" and i not in self.skip and i not in self.col_acc]
+        loop = [i for i in range(len(ops)) if (i in self.chunked and ops[i].op != "param")
+                or i in self.col_acc]
         cstores = [(p, v) for p, v in self.stores if v in self.chunked]
         estores = [(p, v) for p, v in self.stores if v not in self.chunked]
         # steps: 0 resident inputs, 1.. prologue, then chunk inputs, the loop, chunk stores,
@@ -327,6 +328,11 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for i in pro:
             self.cur = self.when[i]
             self.op(i)
+        # column reductions accumulated across the chunks start at their identity
+        col_acc = [i for i in loop if i in self.col_acc]
+        for i in col_acc:
+            self.cur = self.when[i]
+            self.start_columns(i)
         # the chunk loop
         chunk_inputs = [inp for inp in inputs if inp.chunked]
         if loop or cstores or chunk_inputs:
@@ -357,6 +363,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
                     out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
             out.close()
             self.reset_pipes()
+        for i in col_acc:
+            self.cur = self.when[i]
+            self.finish_columns(i)
         for s in estores:
             self.cur = self.estore_t[s]
             narrow = self.narrow_store(s)
@@ -526,7 +535,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
         dst = self.value_buffer(i)
         self.out.open("")
         try:
-            if self.this_pass is not None and i in self.this_pass.writes:
+            if i in self.col_acc:
+                self.accumulate_columns(i, dst)
+            elif self.this_pass is not None and i in self.this_pass.writes:
                 self.accumulate(i, dst, chunk)
             elif self.this_pass is not None and i in self.this_pass.reads:
                 self.read_back(i, dst, chunk)

@@ -515,6 +515,70 @@ class VectorOps(Frame):
         self.v_dirty = True
         self.replicated.add(i)
 
+    # -- column reductions accumulated across the chunks of rows (`chunks.accumulated_columns`)
+    def col_buffers(self, i: int) -> tuple[str, str]:
+        """Column reduction i's value and NaN-sum buffers, declared in the current scope (the
+        same bytes wherever declared: one key each, live from before the loop to its store)."""
+        n = self.count(i)
+        end = self.last.get(i, self.when[i])
+        # live across every chunk: from the loop's start (its identity is set just before)
+        off = self.request(("v", i), n * 4, self.loop_start, end)
+        offn = self.request(("colnan", i), n * 4, self.loop_start, end)
+        self.out(f"const AscendC::LocalTensor<float> v{i} = calc.GetWithOffset<float>({n}, {off});")
+        self.out(f"const AscendC::LocalTensor<float> vn{i} = "
+                 f"calc.GetWithOffset<float>({n}, {offn});")
+        self.tensor[i] = f"v{i}"
+        return f"v{i}", f"vn{i}"
+
+    def start_columns(self, i: int) -> None:
+        """Before the chunk loop: the accumulator at the reduction's identity (-0 for a sum,
+        so the first row's value comes out exactly, -0 included)."""
+        v, vn = self.col_buffers(i)
+        n = self.count(i)
+        init = {"colsum": -0.0, "colmean": -0.0, "colmax": float("-inf"),
+                "colmin": float("inf")}[self.ops[i].op]
+        self.vec(f"AscendC::Duplicate({v}, {float_lit(init, 'float')}, {n});")
+        self.vec(f"AscendC::Duplicate({vn}, 0.0f, {n});")
+
+    def accumulate_columns(self, i: int, dst: str) -> None:
+        """This chunk's rows combined into column reduction i, one row after the other (the
+        order ref adds them in), and for max / min the rows' NaNs summed."""
+        del dst
+        op = self.ops[i]
+        (a,) = op.args
+        x = self.at(a, True)
+        rows = self.rows_of(a)
+        pcx = pc(op.shape[1])
+        v, vn = f"v{i}", f"vn{i}"
+        api = {"colsum": "Add", "colmean": "Add", "colmax": "Max", "colmin": "Min"}[op.op]
+        self.need_v()
+        self.out(f"for (int32_t i = 0; i < {rows}; ++i) {{ AscendC::{api}({v}, {v}, "
+                 f"{x}[i * {pcx}], {pcx}); AscendC::PipeBarrier<PIPE_V>(); }}")
+        self.v_dirty = True
+        if op.op in ("colmax", "colmin"):
+            nx = vcount(rows, op.shape[1])
+            mask = self.temp("uint8_t", nx // 8)
+            t = self.temp("float", nx)
+            self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
+            self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
+                     f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
+            self.out(f"for (int32_t i = 0; i < {rows}; ++i) {{ AscendC::Add({vn}, {vn}, "
+                     f"{t}[i * {pcx}], {pcx}); AscendC::PipeBarrier<PIPE_V>(); }}")
+
+    def finish_columns(self, i: int) -> None:
+        """After the chunk loop: a mean divided by the row count, a max / min made NaN where a
+        column held one."""
+        op = self.ops[i]
+        v, vn = f"v{i}", f"vn{i}"  # declared before the loop (`start_columns`)
+        self.tensor[i] = v
+        n = self.count(i)
+        if op.op == "colmean":
+            d = self.temp("float", n)
+            self.vec(f"AscendC::Duplicate({d}, {float_lit(float(self.m), 'float')}, {n});")
+            self.vec(f"AscendC::Div({v}, {v}, {d}, {n});")
+        if op.op in ("colmax", "colmin"):
+            self.nan_fix(v, vn, vn, n)
+
     # -- row reductions over a row in blocks of columns (`chunks.column_passes`)
     def acc_slots(self) -> list[tuple[int, str]]:
         """(reduction, "v" | "nan") of every accumulator: a value per row, and for max / min
