@@ -31,7 +31,7 @@ How a tile kernel becomes Ascend C (`kernel.py`):
    (`chunks.column_passes`); any other is a compile error, at the call that creates the
    specialisation when it has Constexpr values, else at the kernel.
 4. Units. Float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector unit
-   (`vector.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
+   (`vector.py`, reductions in `reductions.py`; `matmul.py` on the vector unit too, not the cube, reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
    and bool arithmetic, f64 (refused), float -> integer casts, transpose, slices, interleave, concat,
    gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,
