@@ -12,6 +12,8 @@ What each test proves:
   the UB run in passes over the blocks (reductions accumulated, read back), NaN propagated.
 - test_slices_and_concat_on_the_vector_unit: slices and concatenations on 32-byte blocks are
   moved by Copy (an unaligned slice stays on the scalar unit), equal to ref and NumPy.
+- test_gather_rows_by_row_copies: gather_rows of 32-bit values copies whole rows by the vector
+  unit (the index read once per row), out-of-range indices giving 0 rows.
 - test_column_reductions_in_chunks: column reductions only stores read are accumulated chunk
   by chunk, bit for bit ref's, NaN propagated.
 Each output equals ref's and an independent NumPy formula, with the stand-in's rules on.
@@ -335,3 +337,42 @@ def test_column_reductions_in_chunks(tmp_path):
             with np.errstate(invalid="ignore"):
                 np.testing.assert_array_equal(got["colmax"], y.max(0, keepdims=True))
                 np.testing.assert_array_equal(got["colmin"], y.min(0, keepdims=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# gathers of rows moved by the vector unit
+
+def _gathers() -> N.Kernel:
+    b = KB("vec_gather")
+    x = b.tile("x", 10, 40)
+    h = b.tile("h", 10, 24, "f16")
+    i32 = b.tile("i32", 6, 1, "i32")
+    i64 = b.tile("i64", 6, 1, "i64")
+    b.out("g", b.op("gather_rows", x, i32, shape=(6, 40)))
+    b.out("gh", b.op("gather_rows", b.op("convert", h, dtype="f32"), i64, shape=(6, 24)), "f16")
+    b.out("gi", b.op("gather_rows", b.tile("n", 10, 8, "i32"), i32, shape=(6, 8)))
+    return b.kernel()
+
+
+def test_gather_rows_by_row_copies(tmp_path):
+    """gather_rows of 32-bit values: the index read once per row, the row moved by the vector
+    unit; out-of-range and negative indices give a 0 row, as ref."""
+    k = _gathers()
+    m = N.Module("ga", (), (), (k,), (), None)
+    files = aicore.emit_aicore(m)
+    text = files[aicore.header_path(k)]
+    assert text.count("if (ok) wsp_copy_words(") == 3
+    lib = H.build([H.Unit("ga", files, [k])], tmp_path)
+    rng = np.random.default_rng(2)
+    for strided in (False, True):
+        task = H.random_task(k, rng, strided=strided)
+        for name in ("i32", "i64"):
+            idx = np.array([3, -1, 9, 10, 0, 3], dtype=task.inputs[name].dtype).reshape(6, 1)
+            task.inputs[name] = idx
+            H.tile_view(task, k, name)[...] = idx
+        got = H.run_task(lib, "ga", k, task)
+        H.compare(k, got, H.ref_outputs(k, task))
+        x = task.inputs["x"]
+        want = np.stack([x[r] if 0 <= r < 10 else np.zeros(40, np.float32)
+                         for r in (3, -1, 9, 10, 0, 3)])
+        np.testing.assert_array_equal(got["g"], want)
