@@ -3,7 +3,8 @@
 specialisation (naming its values, the kernel's declaration as a note), with a caret, exit 1
 and no tree written. And the FFN case of issue 21 (three 512 KB f32 weight tiles, no
 diagnostic): its weights are matmul right operands streamed from GM in 16 KiB blocks, so the
-kernel needs no UB for them and compiles, as it should.
+kernel needs no UB for them, compiles and runs (on the CPU Ascend C, equal to ref and NumPy),
+as it should.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ptowsp
 from ptowsp.backends.ascend import aicore
+
+from .ascendc_cpu import harness as H
 
 pytestmark = pytest.mark.cc
 
@@ -83,13 +87,23 @@ workload w() { ffn(x = X, w1 = W1, w3 = W3, w2 = W2, y = Y) }
 """
 
 
-def test_ffn_weights_stream_from_gm():
+def test_ffn_weights_stream_from_gm(tmp_path):
     """Three 512 KB f32 weights, each larger than the whole UB: no diagnostic, because none is
-    resident (each streams through a 16 KiB queue), and the UB summary says what the kernel
-    holds."""
+    resident (each streams through a 16 KiB queue), the UB summary says what the kernel holds,
+    and the kernel runs on the CPU Ascend C equal to ref and to NumPy."""
     m = ptowsp.parse(FFN, "ffn.wsp").ir
-    text = aicore.emit_aicore(m)["aicore/kernel_ffn.h"]
+    files = aicore.emit_aicore(m)
+    text = files["aicore/kernel_ffn.h"]
     ub = next(ln for ln in text.split("\n") if "// UB:" in ln)
     used = int(ub.split("UB: ")[1].split(" ")[0])
     assert used <= aicore.UB_BUDGET
     assert text.count("q_mm") >= 3  # one streaming queue per weight
+    (k,) = m.kernels
+    lib = H.build([H.Unit("ffn", files, [k])], tmp_path)
+    task = H.random_task(k, np.random.default_rng(4))
+    got = H.run_task(lib, "ffn", k, task)
+    H.compare(k, got, H.ref_outputs(k, task))
+    x, w1, w3, w2 = (task.inputs[n].astype(np.float64) for n in ("x", "w1", "w3", "w2"))
+    h = x @ w1
+    want = (h / (1 + np.exp(-h)) * (x @ w3)) @ w2
+    np.testing.assert_allclose(got["y"], want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
