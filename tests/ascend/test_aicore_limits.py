@@ -16,6 +16,8 @@ What each test proves:
   unit (the index read once per row), out-of-range indices giving 0 rows.
 - test_column_reductions_in_chunks: column reductions only stores read are accumulated chunk
   by chunk, bit for bit ref's, NaN propagated.
+- test_column_reductions_read_by_the_rows: x - colmean(x) and a column max of it over rows
+  that do not fit at once run in passes over the chunks of rows.
 Each output equals ref's and an independent NumPy formula, with the stand-in's rules on.
 """
 
@@ -376,3 +378,43 @@ def test_gather_rows_by_row_copies(tmp_path):
         want = np.stack([x[r] if 0 <= r < 10 else np.zeros(40, np.float32)
                          for r in (3, -1, 9, 10, 0, 3)])
         np.testing.assert_array_equal(got["g"], want)
+
+
+def _colnorm(rows: int, cols: int, dt: str) -> N.Kernel:
+    """x - colmean(x), scaled by 1 / colmax(|x|): column reductions other ops read, over rows
+    that do not fit the UB at once (passes over the chunks of rows)."""
+    b = KB(f"colnorm_{dt}_{rows}_{cols}")
+    x = b.tile("x", rows, cols, dt)
+    xf = x if dt == "f32" else b.op("convert", x, dtype="f32")
+    c = b.op("sub", xf, b.op("colmean", xf))
+    y = b.op("div", c, b.op("colmax", b.op("abs", c)))
+    b.out("y", y, dt)
+    b.out("s", b.op("colsum", y))
+    return b.kernel()
+
+
+COLNORM = [_colnorm(2048, 96, "f32"), _colnorm(1024, 72, "bf16"), _colnorm(8, 40, "f32")]
+
+
+def test_column_reductions_read_by_the_rows(tmp_path):
+    """A column reduction the rows read (x - colmean(x)) is accumulated in a pass over the
+    chunks, read back in the next: 3 passes here (mean, then max |x - mean|, then the output and
+    its column sums), equal to ref and NumPy."""
+    m = N.Module("colnorm", (), (), tuple(COLNORM), (), None)
+    files = aicore.emit_aicore(m)
+    lib = H.build([H.Unit("colnorm", files, COLNORM)], tmp_path)
+    for k in COLNORM:
+        text = files[aicore.header_path(k)]
+        rows = k.params[0].rows
+        assert ("// pass 3 of 3 over the rows" in text) == (rows > 8), text[:600]
+        rng = np.random.default_rng(rows)
+        dt = k.params[0].dtype
+        for strided in (False, True):
+            task = H.random_task(k, rng, strided=strided)
+            got = H.run_task(lib, "colnorm", k, task)
+            H.compare(k, got, H.ref_outputs(k, task), f"strided={strided}", rtol=1e-4)
+            x = R.to_compute(task.inputs["x"], dt).astype(np.float64)
+            c = x - x.mean(0, keepdims=True)
+            want = c / np.abs(c).max(0, keepdims=True)
+            tol = {"f32": 1e-5, "bf16": 1.6e-2}[dt]
+            np.testing.assert_allclose(R.to_compute(got["y"], dt), want, rtol=tol, atol=tol)

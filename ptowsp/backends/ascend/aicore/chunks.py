@@ -4,8 +4,9 @@ The row extent M of the stored tiles is split into chunks of R rows (R is chosen
 `kernel.py`: the largest divisor of M whose footprint fits the UB). Every value computed row by
 row (elementwise ops, row reductions, broadcasts, slices, gathers, matmul in its left operand)
 is computed per chunk; a value that needs all rows (the operand of a `transpose`, of a column
-reduction other ops read, a matmul's right operand that is computed in the kernel, the x of a
-row `gather`, and everything they depend on) is resident: loaded and computed once, before the chunk loop. A
+reduction other ops read unless the kernel needs passes over the chunks, a matmul's right
+operand that is computed in the kernel, the x of a row `gather`, and everything they depend
+on) is resident: loaded and computed once, before the chunk loop. A
 matmul's right operand that is a parameter (possibly converted to f32) is never resident: it
 streams from GM in blocks of rows through a queue of its own, so weights need not fit the UB.
 
@@ -79,19 +80,61 @@ def in_place_transposes(ops: tuple, stored: frozenset = frozenset()) -> dict[int
 COL_REDUCTIONS = ("colsum", "colmean", "colmax", "colmin")
 
 
-def accumulated_columns(ops: tuple, params: dict, stores: tuple) -> frozenset:
-    """Column reductions of a float [M, N] value (M the stored row extent) that only stores
-    read: accumulated chunk by chunk (rows added in order, as ref), so their operand need not
-    be resident."""
+def accumulated_columns(ops: tuple, params: dict, stores: tuple, read: bool = False) -> frozenset:
+    """Column reductions of a float [M, N] value (M the stored row extent): accumulated chunk
+    by chunk (rows added in order, as ref), so their operand need not be resident. One that
+    other ops read is known only after the last chunk: the chunks then run in passes
+    (`row_passes`), which reload the inputs, so such reductions are accumulated only when
+    `read` (the kernel does not fit otherwise)."""
     m = max((params[p].rows for p, _ in stores), default=1)
     readers = {a for op in ops for a in op.args}
     return frozenset(i for i, op in enumerate(ops)
-                     if op.op in COL_REDUCTIONS and i not in readers and m > 1
+                     if op.op in COL_REDUCTIONS and m > 1 and (read or i not in readers)
                      and ops[op.args[0]].shape[0] == m and op.dtype in VFLOAT
                      and ops[op.args[0]].dtype in VFLOAT)
 
 
-def chunking(ops: tuple, params: dict, stores: tuple):
+def row_passes(ops: tuple, stores: tuple, col_acc: frozenset) -> tuple:
+    """The passes over the chunks of rows (`ColumnPass`es: ops, the column reductions each
+    accumulates, those it reads back) when ops read a column reduction of `col_acc`: one of
+    level L (L - 1 such reductions on its longest path) is accumulated in pass L, the last pass
+    computes the stores (and accumulates the reductions only stores read). () when no op reads
+    one: a single pass, the reductions accumulated beside the stores."""
+    readers = {a for op in ops for a in op.args}
+    read = frozenset(i for i in col_acc if i in readers)
+    if not read:
+        return ()
+    level: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        lv = max((level[a] for a in op.args), default=0)
+        level[i] = lv + 1 if i in read else lv
+
+    def needed(roots, writes) -> tuple[frozenset, frozenset]:
+        seen, reads, todo = set(), set(), list(roots)
+        while todo:
+            u = todo.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            if u in read and u not in writes:
+                reads.add(u)
+                continue
+            todo.extend(ops[u].args)
+        return frozenset(seen), frozenset(reads)
+
+    last = max(level[v] for _, v in stores)
+    passes = []
+    for p in range(last):
+        writes = frozenset(r for r in read if level[r] == p + 1)
+        got, reads = needed(writes, writes)
+        passes.append(ColumnPass(got, writes, reads))
+    stored_only = frozenset(col_acc - read)
+    got, reads = needed([v for _, v in stores], stored_only)
+    passes.append(ColumnPass(got, stored_only & got, reads))
+    return tuple(passes)
+
+
+def chunking(ops: tuple, params: dict, stores: tuple, read: bool = False):
     """(M, chunked, streams, skip, in_place): the row extent the chunks split, the ops computed
     per chunk, the matmuls whose right operand streams from GM (`streamed_operands`), the ops
     that are therefore never materialised (those and the transposes matmuls read in place), and
@@ -99,7 +142,7 @@ def chunking(ops: tuple, params: dict, stores: tuple):
     in UB, computed once before the chunk loop), except the column reductions accumulated
     across the chunks (`accumulated_columns`)."""
     streams = streamed_operands(ops, frozenset(p for p, _ in stores))
-    col_acc = accumulated_columns(ops, params, stores)
+    col_acc = accumulated_columns(ops, params, stores, read)
     in_place = in_place_transposes(ops, frozenset(v for _, v in stores))
     skip = {x for pair in streams.values() for x in pair if x is not None} | set(in_place)
     forced: set[int] = set()

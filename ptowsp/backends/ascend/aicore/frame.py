@@ -22,7 +22,7 @@ from ....dtypes import TABLE, literal_value
 from ....ir import nodes as N
 from ... import cexpr as C
 from ...cexpr import Expr
-from .chunks import accumulated_columns, chunking
+from .chunks import accumulated_columns, chunking, row_passes
 from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
 
 
@@ -60,7 +60,7 @@ class Lines:
 class Frame:
     """The state of one kernel's emission with chunks of `rows` rows, and its primitives."""
 
-    def __init__(self, k: N.Kernel, rows: int):
+    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False):
         self.k = k
         self.ops = k.ops
         self.params = {p.name: p for p in k.params}
@@ -70,17 +70,22 @@ class Frame:
                                                                if p.kind == "scalar")}
         self.stores = tuple(k.stores)
         self.m, self.chunked, self.streams, self.skip, self.in_place = chunking(
-            self.ops, self.params, self.stores)
-        # column reductions accumulated in the chunk loop (their operand is chunked)
-        self.col_acc = frozenset(i for i in accumulated_columns(self.ops, self.params, self.stores)
+            self.ops, self.params, self.stores, read_acc)
+        # column reductions accumulated in the chunk loop (their operand is chunked); those
+        # other ops read only with `read_acc` (`KernelEmitter.emit`: when nothing else fits)
+        self.col_acc = frozenset(i for i in accumulated_columns(self.ops, self.params, self.stores,
+                                                                read_acc)
                                  if self.ops[i].args[0] in self.chunked)
+        # passes over the chunks when ops read an accumulated column reduction
+        self.row_passes = row_passes(self.ops, self.stores, self.col_acc)
         self.r = rows if self.chunked else self.m
         self.nchunks = self.m // self.r if self.chunked and self.r else 1
         self.bufnum = 2 if self.nchunks > 1 else 1
         # (N, C): this kernel is one block of C of a task's N columns, run in a loop over the
         # blocks (`chunks.column_passes`); None: whole rows
         self.colblock: Optional[tuple[int, int]] = None
-        self.passes: tuple = ()  # its passes over the blocks (`chunks.ColumnPass`)
+        # its passes over the blocks of columns, or over the chunks of rows (`chunks.ColumnPass`)
+        self.passes: tuple = self.row_passes
         self.this_pass = None  # the pass being written; None: whole rows
 
     # -- shapes, places

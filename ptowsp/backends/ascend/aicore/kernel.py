@@ -70,6 +70,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
         best, smallest, chunked, m = cls.fit(k, None)
+        if best is None:  # column reductions the rows read: passes over the chunks of rows
+            best, fp, _, _ = cls.fit(k, None, read_acc=True)
+            smallest = min(smallest, fp)
         colp = column_passes(k) if best is None else None
         n = colp[0] if colp else None
         if colp is not None:
@@ -106,17 +109,18 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return best.header(module)
 
     @classmethod
-    def fit(cls, k: N.Kernel, cols, passes=()):
+    def fit(cls, k: N.Kernel, cols, passes=(), read_acc: bool = False):
         """(emitter or None, smallest footprint, chunked, M): the largest chunk of rows of k
         that fits the UB; `cols` (N, C) when k is one block of C of N columns, computed in
         `passes` over the blocks (`chunks.column_passes`)."""
-        probe = cls(k, 0)
+        probe = cls(k, 0, read_acc)
         m, chunked = probe.m, probe.chunked
         candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
         smallest = None
         for r in candidates:  # the largest chunk that fits
-            em = cls(k, r)
-            em.colblock, em.passes = cols, passes
+            em = cls(k, r, read_acc)
+            if cols is not None:
+                em.colblock, em.passes = cols, passes
             em.run(final=False)
             fp = em.footprint()
             smallest = fp if smallest is None else min(smallest, fp)
@@ -275,9 +279,19 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for i, op in enumerate(ops):
             if op.shape is None:
                 self.scalar(i)
-        if self.colblock is None:
+        if self.colblock is None and not self.passes:
             self.this_pass = None
             self.pass_body()
+        elif self.colblock is None:  # column reductions other ops read: passes over the rows
+            for p, cp in enumerate(self.passes):
+                self.this_pass = cp
+                self.temp_keys = {}  # the same ops' temporaries as in the other passes
+                what = ("the stores" if p == len(self.passes) - 1 else "accumulate " + ", ".join(
+                    f"%{r} = {self.ops[r].op}" for r in sorted(cp.writes)))
+                out(f"// pass {p + 1} of {len(self.passes)} over the rows ({what})")
+                self.reset_pipes()
+                self.pass_body()
+                self.reset_pipes()
         else:
             n, c = self.colblock
             for p, cp in enumerate(self.passes):
@@ -328,8 +342,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
         for i in pro:
             self.cur = self.when[i]
             self.op(i)
-        # column reductions accumulated across the chunks start at their identity
-        col_acc = [i for i in loop if i in self.col_acc]
+        # column reductions accumulated across the chunks start at their identity (those of
+        # an earlier pass are read back as they are)
+        col_acc = [i for i in loop if i in self.col_acc
+                   and (self.this_pass is None or i in self.this_pass.writes)]
         for i in col_acc:
             self.cur = self.when[i]
             self.start_columns(i)
@@ -535,7 +551,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
         dst = self.value_buffer(i)
         self.out.open("")
         try:
-            if i in self.col_acc:
+            if i in self.col_acc and self.this_pass is not None and i in self.this_pass.reads:
+                self.out(f"// (accumulated by an earlier pass: v{i})")
+            elif i in self.col_acc:
                 self.accumulate_columns(i, dst)
             elif self.this_pass is not None and i in self.this_pass.writes:
                 self.accumulate(i, dst, chunk)

@@ -104,10 +104,13 @@ class ReductionOps(Frame):
         """Column reduction i's value and NaN-sum buffers, declared in the current scope (the
         same bytes wherever declared: one key each, live from before the loop to its store)."""
         n = self.count(i)
-        end = self.last.get(i, self.when[i])
-        # live across every chunk: from the loop's start (its identity is set just before)
-        off = self.request(("v", i), n * 4, self.loop_start, end)
-        offn = self.request(("colnan", i), n * 4, self.loop_start, end)
+        # live across every chunk: from the loop's start (its identity is set just before) to
+        # its store, or to the loop's end when the chunks of a later pass read it
+        end = max(self.last.get(i, self.when[i]), self.loop_end)
+        # read by a later pass over the rows (its prologue included): live over every step
+        start = 0 if self.passes and self.colblock is None else self.loop_start
+        off = self.request(("v", i), n * 4, start, end)
+        offn = self.request(("colnan", i), n * 4, start, end)
         self.out(f"const AscendC::LocalTensor<float> v{i} = calc.GetWithOffset<float>({n}, {off});")
         self.out(f"const AscendC::LocalTensor<float> vn{i} = "
                  f"calc.GetWithOffset<float>({n}, {offn});")
@@ -168,6 +171,8 @@ class ReductionOps(Frame):
         """(reduction, "v" | "nan") of every accumulator: a value per row, and for max / min
         the sum of the row's NaNs (the hardware's max does not propagate NaN)."""
         out = []
+        if self.colblock is None:  # passes over the rows accumulate in the arena
+            return out
         for cp in self.passes:
             for r in sorted(cp.writes):
                 out.append((r, "v"))
