@@ -698,6 +698,15 @@ def report(ctx: click.Context, trace_file: str, output: str) -> None:
 
 
 @main.command()
+@click.pass_context
+def lsp(ctx: click.Context) -> None:
+    """Run the language server over standard input and output, for editors (docs/tools.md)."""
+    from .lsp import serve
+
+    _run_guarded(ctx, "lsp", serve)
+
+
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--schedule", default=None, help="The schedule to start from (default: main or the only one).")
 @click.option("--budget", type=int, default=None, metavar="N", help="Candidates to simulate (default 48; deterministic).")

@@ -183,6 +183,18 @@ def format_text(text: str, filename: str = "<string>") -> str:
 
 
 @_deep_stage
+def check_text_partial(text: str, filename: str, proofs: Optional[dict] = None
+                       ) -> tuple["ModuleEnv", list[Diagnostic]]:
+    """For an editor: the module `text` as far as its check got, and its errors (the list
+    `check_text` would raise; empty when it checks). Only for reading declarations and types:
+    a module with errors goes no further down the pipeline. `proofs`: a dict the caller keeps
+    from one check to the next, so that each symbolic proof is made once."""
+    from .frontend.checker import check_source_partial
+
+    return check_source_partial(text, filename, proofs)
+
+
+@_deep_stage
 def check_sources(files, sources: Mapping[str, str]) -> "ModuleEnv":
     """The checked module of source files already parsed, or built by the Python embedding
     (`SourceFile`s; `sources` maps file names to text for the diagnostics' source lines)."""

@@ -70,12 +70,37 @@ def check_source(text: str, filename: str = "<string>") -> ModuleEnv:
     return check_files(loader.files, loader.sources, loader.diags, parsed=True)
 
 
+def check_source_partial(text: str, filename: str, proofs: Optional[dict] = None
+                         ) -> tuple[ModuleEnv, list[Diagnostic]]:
+    """For an editor (`wspc lsp`): the module as far as its check got, and its errors (none:
+    the module checks, and the environment is `check_source`'s). With errors, the environment
+    holds what the declarations that were right say, and the files that parsed; the main file
+    is missing from `files` when it does not parse. `proofs`: the workload checker's answers
+    to keep from one check to the next (`check_workloads`)."""
+    loader = _Loader()
+    loader.load_main(text, filename)
+    env = _checked(loader.files, loader.sources, loader.diags, parsed=True, proofs=proofs)
+    try:
+        loader.diags.raise_if_any()
+    except WspError as err:  # sorted and deduplicated as `check_source` raises them
+        return env, err.diagnostics
+    return env, []
+
+
 def check_files(files: list[A.SourceFile], sources: dict[str, str],
                 diags: Optional[Diagnostics] = None, *, parsed: bool = False) -> ModuleEnv:
     """Check already-parsed files (the main file first) as one module. `parsed`: every file
     comes from `parse`, which held it to the nesting limits (an AST built otherwise, by the
     Python embedding, is held to them here)."""
     diags = diags if diags is not None else Diagnostics(sources)
+    env = _checked(files, sources, diags, parsed=parsed)
+    diags.raise_if_any()
+    return env
+
+
+def _checked(files: list[A.SourceFile], sources: dict[str, str], diags: Diagnostics, *,
+             parsed: bool, proofs: Optional[dict] = None) -> ModuleEnv:
+    """`check_files` without raising: the environment, and the errors left in `diags`."""
     diags.sources = sources
     too_deep = [] if parsed else nesting_errors(files)  # no recursive stage sees a deeper tree
     if too_deep:
@@ -83,8 +108,7 @@ def check_files(files: list[A.SourceFile], sources: dict[str, str],
         diags.raise_if_any()
     main = files[0] if files else None
     env = ModuleEnv(name=_module_name(main), sources=sources, files=list(files))
-    _DeclChecker(env, diags).run()
-    diags.raise_if_any()
+    _DeclChecker(env, diags, proofs).run()
     return env
 
 
@@ -207,9 +231,10 @@ def _display(p: Path) -> str:
 
 
 class _DeclChecker:
-    def __init__(self, env: ModuleEnv, diags: Diagnostics):
+    def __init__(self, env: ModuleEnv, diags: Diagnostics, proofs: Optional[dict] = None):
         self.env = env
         self.diags = diags
+        self.proofs = proofs
         self.imported_by: dict[str, A.Import] = {}  # file path -> the import that brought it
 
     def run(self) -> None:
@@ -222,7 +247,7 @@ class _DeclChecker:
         self._axes()
         self._channels()
         self._kernels()
-        check_workloads(self.env, self.diags)
+        check_workloads(self.env, self.diags, self.proofs)
 
     # -- `module NAME`: optional, first, once per file
     def _module_decls(self) -> None:
@@ -574,4 +599,4 @@ def _runtime(lhs: sym.Expr, op: str, rhs: sym.Expr, reason: str, span: A.Span):
     return RuntimeCheck(sym.Check(lhs, op, rhs, reason), span)
 
 
-__all__ = ["check_file", "check_source", "check_files", "ModuleEnv"]
+__all__ = ["check_file", "check_source", "check_source_partial", "check_files", "ModuleEnv"]

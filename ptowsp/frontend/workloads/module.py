@@ -26,20 +26,24 @@ from .scope import LoopVar, Scope
 from .state import Summary
 
 
-def check_workloads(env: ModuleEnv, diags: Diagnostics) -> None:
-    """Check every workload body and every schedule of the module."""
-    _ModuleCheck(env, diags).run()
+def check_workloads(env: ModuleEnv, diags: Diagnostics,
+                    proofs: Optional[dict[tuple, Optional[bool]]] = None) -> None:
+    """Check every workload body and every schedule of the module. `proofs`: the answers of
+    earlier checks to keep using (`BodyState.decide`: each is keyed by everything it depends
+    on, so an editor checking one module after each edit asks each question once)."""
+    _ModuleCheck(env, diags, proofs).run()
 
 
 class _ModuleCheck:
     """The check of one module's workloads and schedules (a `ModuleState` for its bodies)."""
 
-    def __init__(self, env: ModuleEnv, diags: Diagnostics):
+    def __init__(self, env: ModuleEnv, diags: Diagnostics,
+                 proofs: Optional[dict[tuple, Optional[bool]]] = None):
         self.env = env
         self.diags = diags
         self.summaries: dict[str, Summary] = {}
         self.in_progress: list[str] = []
-        self.proofs: dict[tuple, Optional[bool]] = {}  # see `BodyState.decide`
+        self.proofs = proofs if proofs is not None else {}  # see `BodyState.decide`
 
     def run(self) -> None:
         self._ragged_lengths()

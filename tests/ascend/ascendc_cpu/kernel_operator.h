@@ -1200,6 +1200,100 @@ WSP_SHIM_REDUCE(ReduceMax, detail::FMax)
 WSP_SHIM_REDUCE(ReduceMin, detail::FMin)
 #undef WSP_SHIM_REDUCE
 
+// ReduceRepeat (WholeReduceSum / WholeReduceMax / WholeReduceMin up to CANN 9.0), level 0,
+// mask count mode: repeat r reduces the first `mask` elements of its 8 blocks (blocks
+// srcBlkStride apart, repeats srcRepStride blocks apart) to one value written at
+// dst[r * dstRepStride]. As documented (ReduceRepeat page of asc-devkit): repeatTime in
+// [0, 255], mask in [1, 64] for float (0 or repeatTime 0: nothing happens), the strides in
+// [0, 65535], src 32-byte aligned, dst 4-byte aligned for SUM and ORDER_ONLY_VALUE (8 for the
+// orders that write an index, which wspc never asks for and the model refuses). A sum is a
+// binary tree within the repeat (as ReduceSum's); MAX / MIN use the documented select, so NaN
+// does not propagate (a kernel must see to it, as for Max / Min).
+enum class ReduceType { SUM, MAX, MIN };
+enum class ReduceOrder { ORDER_VALUE_INDEX, ORDER_INDEX_VALUE, ORDER_ONLY_VALUE, ORDER_ONLY_INDEX };
+
+template <ReduceType reduceType, typename T, typename U, bool isSetMask = true>
+__aicore__ inline void ReduceRepeat(const LocalTensor<T> &dst, const LocalTensor<U> &src,
+                                    const int32_t mask, const int32_t repeatTime,
+                                    const int32_t dstRepStride, const int32_t srcBlkStride,
+                                    const int32_t srcRepStride,
+                                    ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX)
+{
+    static_assert(std::is_same<T, float>::value && std::is_same<U, float>::value,
+                  "ReduceRepeat: only float is modelled (A2: dst and src of one type)");
+    const char *api = "ReduceRepeat";
+    if (repeatTime < 0 || repeatTime > 255) ShimFail(api, "repeatTime outside [0, 255]");
+    if (mask < 0 || mask > 64) ShimFail(api, "mask outside [1, 64] for float");
+    for (int32_t s : {dstRepStride, srcBlkStride, srcRepStride})
+        if (s < 0 || s > 65535) ShimFail(api, "a stride outside [0, 65535]");
+    if (reduceType != ReduceType::SUM && order != ReduceOrder::ORDER_ONLY_VALUE)
+        ShimFail(api, "only ORDER_ONLY_VALUE is modelled for MAX / MIN");
+    detail::CheckAligned(src.ptr_, api, "src");
+    if ((uintptr_t)dst.ptr_ % 4) ShimFail(api, "dst is not 4-byte aligned");
+    if (mask == 0 || repeatTime == 0) return;  // a NOP, as documented for A2
+    auto at = [&](int32_t r, int32_t e) -> uint64_t {
+        return ((uint64_t)r * srcRepStride + (uint64_t)(e / 8) * srcBlkStride) * 8 + e % 8;
+    };
+    float out[255];
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        float lanes[64];
+        for (int32_t e = 0; e < mask; ++e) {
+            uint64_t s = at(r, e);
+            if (s >= src.size_) ShimFail(api, "src: a repeat runs past the tensor");
+            detail::Read(src.ptr_ + s, 4, detail::P_V, api);
+            lanes[e] = src.ptr_[s];
+        }
+        if (reduceType == ReduceType::SUM) {
+            out[r] = detail::Tree<float>(lanes, mask, [](float a, float b) { return a + b; }, 0.0f);
+        } else {
+            float acc = lanes[0];
+            for (int32_t e = 1; e < mask; ++e)
+                acc = reduceType == ReduceType::MAX ? detail::FMax(acc, lanes[e])
+                                                    : detail::FMin(acc, lanes[e]);
+            out[r] = acc;
+        }
+    }
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        uint64_t d = (uint64_t)r * dstRepStride;
+        if (d >= dst.size_) ShimFail(api, "dst: a repeat runs past the tensor");
+        dst.ptr_[d] = out[r];
+        detail::Write(dst.ptr_ + d, 4, detail::P_V);
+    }
+}
+
+// Brcb, level 0: repeat r takes the 8 elements src[8r .. 8r + 7] and fills 32-byte block j of
+// the repeat (dstBlkStride blocks apart, 0 meaning 1; repeats dstRepStride blocks apart) with
+// element j. As documented: repeatTime in [0, 255], src and dst 32-byte aligned and not the
+// same memory.
+struct BrcbRepeatParams {
+    BrcbRepeatParams() {}
+    BrcbRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t dstRepStrideIn)
+        : dstRepStride(dstRepStrideIn), dstBlkStride(dstBlkStrideIn) {}
+    uint16_t dstRepStride = 8;
+    uint16_t dstBlkStride = 1;
+};
+
+template <typename T>
+__aicore__ inline void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                            const uint8_t repeatTime, const BrcbRepeatParams &repeatParams)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb: 16- and 32-bit types only");
+    const char *api = "Brcb";
+    constexpr uint32_t perBlock = 32 / sizeof(T);
+    detail::CheckAligned(dst.ptr_, api, "dst");
+    detail::CheckAligned(src0.ptr_, api, "src0");
+    if (dst.ptr_ == src0.ptr_) ShimFail(api, "src0 and dst are the same memory");
+    detail::VecIn(src0, 8u * repeatTime, api, "src0");
+    const uint64_t blk = repeatParams.dstBlkStride ? repeatParams.dstBlkStride : 1;
+    for (uint32_t r = 0; r < repeatTime; ++r)
+        for (uint32_t j = 0; j < 8; ++j) {
+            uint64_t d = ((uint64_t)r * repeatParams.dstRepStride + j * blk) * perBlock;
+            if (d + perBlock > dst.size_) ShimFail(api, "dst: a repeat runs past the tensor");
+            for (uint32_t e = 0; e < perBlock; ++e) dst.ptr_[d + e] = src0.ptr_[8 * r + j];
+            detail::Write(dst.ptr_ + d, 32, detail::P_V);
+        }
+}
+
 // ------------------------------------------------------------------------------------------
 // advanced math (adv_api/math): the caller passes the temporary space. The real minimum comes
 // from GetXxxMaxMinTmpSize on the host; the model asks for at least 1 KiB.

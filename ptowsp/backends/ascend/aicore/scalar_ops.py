@@ -2,7 +2,9 @@
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
 `slice_rows`/`slice_cols`), interleave, concat, gather, iota and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
-(`VectorOps.vector_ok`)."""
+(`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
+unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
+`gather_rows_by_copies`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
 from .frame import Frame
-from .layout import pc
+from .layout import held_size, pc
 from .scalar import float_lit, int_lit, sconvert, sexpr
 
 
@@ -29,6 +31,29 @@ class ScalarOps(Frame):
         col = C.E(0) if op.shape[1] == 1 else C.E(j)
         return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
 
+    def gather_rows_by_copies(self, i: int, dst: str, chunk: bool) -> None:
+        """`gather_rows` of values held in 32-bit words: the scalar unit reads each row's index
+        and the vector unit copies the whole row (`wsp_copy_words`), or fills it with 0 when
+        the index is out of range; no element crosses the scalar unit."""
+        op = self.ops[i]
+        a, b = op.args
+        rows, p = self.rows_of(i), pc(op.shape[1])
+        k = self.sread(b, "i", 0, chunk)
+        n = self.ops[a].shape[0]
+        ok = C.binop("<", C.cast("uint64_t", k), int_lit(n, "u64"))
+        x = self.tensor[a]
+        words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        out = self.out
+        self.need_v()  # x may come from the scalar unit; the loop itself only reads indices
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    const bool ok = {ok};")
+        out(f"    const int64_t r = ok ? (int64_t){k} : 0;")
+        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {p});")
+        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {p}); "
+            "AscendC::PipeBarrier<PIPE_V>(); }")
+        out("}")
+        self.v_dirty = True
+
     def scalar_op(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]
         name = op.op
@@ -37,6 +62,10 @@ class ScalarOps(Frame):
         self.need_s()
         out = self.out
         kind = OPS[name].plan
+        if name == "gather_rows" and held_size(op.dtype) == 4 and \
+                self.ops[op.args[0]].dtype == op.dtype:
+            self.gather_rows_by_copies(i, dst, chunk)
+            return
         if kind == "red":
             self.scalar_reduction(i, dst, chunk)
             self.s_dirty = True
