@@ -1,8 +1,9 @@
-"""The cube unit's tiling of one matmul, shared by the Ascend C emitter (which emits these
-loops: `backends/ascend/aicore`) and the cycle model (which costs them as a pipeline per pipe:
-`backends/pipes.py`, called by `backends/cpu/cost.py`),
-so the model follows the code instead of a whole-tile roofline. One fact, one place: neither
-side chooses block sizes of its own.
+"""Which kernels run on the cube unit, and the cube's tiling of one matmul, shared by the
+Ascend C emitter (which emits these loops for these kernels: `backends/ascend/aicore`) and the
+cycle model (which costs them as a pipeline per pipe: `backends/pipes.py`, called by
+`backends/cpu/cost.py`, and every other kernel as the vector code the emitter writes), so the
+model follows the code instead of a whole-tile roofline. One fact, one place: neither side
+chooses the unit or the block sizes of its own (`runs_on_cube`, `cube_tiling`).
 
 Capacities of one AI Core of the 910B / A3 (`dav-2201`, `__NPU_ARCH__ == 2201`), as asc-devkit's
 `include/utils/base/sys_constants.h` declares them: L1 512 KiB - 256, L0A and L0B 64 KiB each,
