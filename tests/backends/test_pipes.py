@@ -233,7 +233,9 @@ def _programs():
 def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
     """Every kernel of every example and test program the ascend_npu target compiles: the
     cycle model puts it on the cube (unit 1) exactly when the emitted header runs it there, and
-    every other kernel (a matmul mixed with vector work among them) on a vector core."""
+    every other kernel (a matmul mixed with vector work among them) on a vector core, where
+    each of its matmuls is the calls the emitted block runs (`_count_calls`, times the chunks
+    of rows for a block in the chunk loop)."""
     from ptowsp import driver
     from ptowsp.backends.ascend import cube_views
     from ptowsp.backends.ascend.aicore import emit_aicore, header_path
@@ -262,10 +264,22 @@ def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
         for k, (unit, _) in zip(ir.kernels, units):
             if k.comm is not None or k.is_extern:
                 continue
-            on_cube = "on the cube (AIC)" in files[header_path(k)]
+            text = files[header_path(k)]
+            on_cube = "on the cube (AIC)" in text
             assert unit == (cost.UNIT_CUBE if on_cube else cost.UNIT_VECTOR), (path.name, k.name)
-            mm = any(op.op == "matmul" for op in k.ops)
-            seen["cube" if on_cube else "vector matmul" if mm else "vector"] += 1
+            mms = [i for i, op in enumerate(k.ops) if op.op == "matmul"]
+            seen["cube" if on_cube else "vector matmul" if mms else "vector"] += 1
+            if on_cube or not mms:
+                continue
+            chunks = [int(n) for n in re.findall(r"// (\d+) chunks? of \d+ rows", text)] or [1]
+            blocks = _matmul_blocks(text)
+            assert len(blocks) == len(mms), (path.name, k.name)
+            for i, block in zip(mms, blocks):
+                model = cost.vector_matmul(k, i, MACHINE, chunks[0])
+                times = 1 if model.form == "tt" else chunks[0]  # tt: resident, before the loop
+                calls, copies = _count_calls(block)
+                assert model.calls == {c: n * times for c, n in calls.items()}, (path.name, k.name)
+                assert model.copies == copies * times, (path.name, k.name)
     assert min(seen.values()) > 0, seen
     assert len(checked) >= len(_programs()) - 2, checked
 
