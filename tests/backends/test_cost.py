@@ -18,6 +18,7 @@ import tomllib
 
 import ptowsp
 from ptowsp.backends import machine as machine_module
+from ptowsp.backends import pipes as P
 from ptowsp.backends.cpu import cost
 from ptowsp.backends.cpu.cost import kernel_cost, kernel_costs
 from ptowsp.backends.machine import Machine, load_machine
@@ -376,3 +377,28 @@ def test_to_c_fills_wsp_machine():
     assert (cm.dispatch_ns, cm.completion_ns) == (140.0, 600.0)
     out = ffi.new("wsp_machine *")
     assert dataclasses.replace(M910B, dispatchers=2).to_c(ffi, out) is out and out.dispatchers == 2
+
+
+def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
+    """exp(x @ w): a matmul with vector work runs on a vector core (as the Ascend emitter runs
+    it), its matmul the vector matmul's calls; w streams from GM once per chunk, its loads in
+    the V pipe's time (single-buffered), at the rate of the level w is placed in."""
+    m, k, n = 16, 64, 64
+    ops = (N.Op("param", (), (m, k), "f32", "x"), N.Op("param", (), (k, n), "f32", "w"),
+           N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
+    params = (tile("x", m, k, "f32"), tile("w", k, n, "f32"), tile("y", m, n, "f32", "Out"))
+    kern = N.Kernel("k", "k", params, ops, (("y", 3),))
+    assert cost.kernel_unit(kern) == cost.UNIT_VECTOR
+    mm = cost.vector_matmul(kern, 2, M910B)
+    # per (row, k): a scalar read, Muls and Add of a 64-column row (one repeat each), two
+    # barriers; once: the Duplicate of C (16 x 64 f32: 16 repeats) and its barrier
+    pairs = m * k
+    assert mm.form == "streamed" and mm.copies == 1  # 16 KiB of w in one block
+    assert mm.cycles == (pairs * (P.SCALAR_ACCESS_CYCLES + 1 + 1 + 2 * P.VECTOR_BARRIER_CYCLES)
+                         + 16 + P.VECTOR_BARRIER_CYCLES)
+    share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
+    w_load = _cycles(k * n * 4, share)
+    exp = 16 * 4  # 1024 f32 = 16 repeats, a transcendental 4x
+    assert kernel_cost(kern, M910B) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
+    ub = kernel_cost(kern, M910B, places={"w": "ub"})[1]
+    assert ub == mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)

@@ -184,7 +184,7 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
     # the kernel (backends/ascend/aicore/kernel.py), so it is not duplicated here.
     # (a streamed matmul operand is part of the compute: its single-buffered loads wait for
     # the vector work, and the other parameters' bytes are the memory side)
-    compute = vector_cycles(kernel, machine) + _stream_cycles(kernel, machine, 1)
+    compute = vector_cycles(kernel, machine) + _stream_cycles(kernel, machine, 1, places)
     return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched,
                                                skip=_streamed_params(kernel)))
 
@@ -218,7 +218,8 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
     ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")
            and p.name not in streamed]
     outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
-    v = vector_cycles(kernel, machine, chunks) + _stream_cycles(kernel, machine, chunks)
+    v = (vector_cycles(kernel, machine, chunks)
+         + _stream_cycles(kernel, machine, chunks, places))
     return P.chain([P.vector_stages(ins, outs, v, chunks, rates)])
 
 
@@ -597,9 +598,11 @@ def _streamed_params(kernel: N.Kernel) -> frozenset:
     return frozenset(str(kernel.ops[s].attr) for s in _streams(kernel).values())
 
 
-def _stream_cycles(kernel: N.Kernel, machine: "Machine", chunks: int) -> int:
+def _stream_cycles(kernel: N.Kernel, machine: "Machine", chunks: int,
+                   places: "dict[str, str] | None" = None) -> int:
     """Cycles of the streamed matmul operands' loads: every chunk of rows copies the whole
-    operand in again, block by block, at the vector core's HBM share."""
+    operand in again, block by block, at the vector core's HBM share (or the rate of the
+    on-chip level it is placed in, `places`)."""
     if kernel.is_extern:
         return 0
     rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
@@ -607,7 +610,9 @@ def _stream_cycles(kernel: N.Kernel, machine: "Machine", chunks: int) -> int:
     total = 0
     for s in _streams(kernel).values():
         p = params[str(kernel.ops[s].attr)]
-        total += P.transfer(_dma(p, rates, {}), rates.hbm)
+        rate = {"ub": float(machine.ub_bytes_per_cycle), "l1": float(machine.l1_bytes_per_cycle),
+                "l2": rates.l2}.get((places or {}).get(p.name, "global"), rates.hbm)
+        total += P.transfer(_dma(p, rates, {}), rate)
     return total * max(1, chunks)
 
 
