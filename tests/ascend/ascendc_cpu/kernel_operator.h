@@ -35,6 +35,7 @@
 #ifndef WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
 #define WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #define __aicore__
 #define __gm__
@@ -1292,6 +1294,55 @@ __aicore__ inline void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src
             for (uint32_t e = 0; e < perBlock; ++e) dst.ptr_[d + e] = src0.ptr_[8 * r + j];
             detail::Write(dst.ptr_ + d, 32, detail::P_V);
         }
+}
+
+// Sort32 (dav-2201 and later): each repeat sorts the 32 scores src0[32r .. 32r + 31] with their
+// uint32 indices src1[32r ..], the greatest first, into 32 (score, index) pairs of 8 bytes at
+// dst + 256r bytes: a float score in the low 4 bytes, a half score in the low 2 (2 reserved),
+// the index in the high 4. As documented: T half or float, repeatTime in [0, 255], every
+// operand 32-byte aligned, equal scores in their input order (the lower position first), no
+// order between repeats. What the documentation does not state is refused, so a kernel cannot
+// depend on it: a NaN score, and +0 and -0 in the same repeat (their order is not stated).
+template <typename T>
+__aicore__ inline void Sort32(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                              const LocalTensor<uint32_t> &src1, const int32_t repeatTime)
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value,
+                  "Sort32: half and float scores only");
+    const char *api = "Sort32";
+    if (repeatTime < 0 || repeatTime > 255) ShimFail(api, "repeatTime out of [0, 255]");
+    const uint32_t n = 32u * (uint32_t)repeatTime;
+    detail::VecIn(src0, n, api, "src0");
+    detail::VecIn(src1, n, api, "src1");
+    detail::CheckAligned(dst.ptr_, api, "dst");
+    const uint64_t bytes = 8ull * n;
+    if (bytes > (uint64_t)dst.size_ * sizeof(T)) ShimFail(api, "dst: the pairs run past the tensor");
+    const uint8_t *d0 = reinterpret_cast<const uint8_t *>(dst.ptr_);
+    const uint8_t *a0 = reinterpret_cast<const uint8_t *>(src0.ptr_);
+    const uint8_t *b0 = reinterpret_cast<const uint8_t *>(src1.ptr_);
+    if ((d0 < a0 + n * sizeof(T) && a0 < d0 + bytes) || (d0 < b0 + 4ull * n && b0 < d0 + bytes))
+        ShimFail(api, "dst overlaps a source");
+    std::vector<uint8_t> out(bytes, 0);
+    for (uint32_t r = 0; r < (uint32_t)repeatTime; ++r) {
+        float key[32];
+        bool pos0 = false, neg0 = false;
+        for (uint32_t e = 0; e < 32; ++e) {
+            key[e] = (float)src0.ptr_[32 * r + e];
+            if (key[e] != key[e]) ShimFail(api, "a NaN score: its order is not documented");
+            if (key[e] == 0.0f) (std::signbit(key[e]) ? neg0 : pos0) = true;
+        }
+        if (pos0 && neg0) ShimFail(api, "+0 and -0 in one repeat: their order is not documented");
+        uint32_t ord[32];
+        for (uint32_t e = 0; e < 32; ++e) ord[e] = e;
+        std::stable_sort(ord, ord + 32, [&](uint32_t x, uint32_t y) { return key[x] > key[y]; });
+        for (uint32_t e = 0; e < 32; ++e) {
+            uint8_t *pair = out.data() + 256ull * r + 8ull * e;
+            std::memcpy(pair, &src0.ptr_[32 * r + ord[e]], sizeof(T));
+            std::memcpy(pair + 4, &src1.ptr_[32 * r + ord[e]], 4);
+        }
+    }
+    std::memcpy(dst.ptr_, out.data(), bytes);
+    detail::Write(dst.ptr_, bytes, detail::P_V);
 }
 
 // ------------------------------------------------------------------------------------------
