@@ -1,7 +1,7 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
 `slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
-most 32 floats: `Sort32`, sorting.py) and their reductions. Slow,
+most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
 (`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
 unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
@@ -209,7 +209,7 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py). Rows of at most 32 floats take `Sort32` instead
+    NaN the greatest value; selection.py). Rows of at most 128 floats take `Sort32` / `MrgSort`
     (sorting.py), with these lines as its fallback for a chunk holding NaN or -0. Not the API's
     `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
     advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
