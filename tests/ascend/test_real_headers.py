@@ -55,6 +55,8 @@ CLASSES = {"LocalTensor": ("LocalTensor",), "GlobalTensor": ("GlobalTensor",),
            "DataCopyParams": ("DataCopyParams",), "DataCopyExtParams": ("DataCopyExtParams",),
            "DataCopyPadExtParams": ("DataCopyPadExtParams",),
            "CopyRepeatParams": ("CopyRepeatParams",), "BrcbRepeatParams": ("BrcbRepeatParams",),
+           # the sorts' (aicore/sorting.py)
+           "MrgSort4Info": ("MrgSort4Info",), "MrgSortSrcList": ("MrgSortSrcList",),
            # the cube kernels' (aicore/cube.py, wsp_cube.h)
            "Nd2NzParams": ("Nd2NzParams",), "LoadData2DParams": ("LoadData2DParams",),
            "MmadParams": ("MmadParams",), "FixpipeParamsV220": ("FixpipeParamsV220",),
@@ -109,6 +111,13 @@ def _corpus() -> dict[str, str]:
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():
             out[f"cube_{dt}_{o}/{path}"] = text
+    # the sorts: Sort32 alone (rows of 8), Sort32 runs merged by MrgSort (rows of 70)
+    from .test_sort32 import _kernel as sort_kernel
+
+    m = ptowsp.parse("module sorts\n" + sort_kernel(0, 4, 8, "f32", 2)
+                     + sort_kernel(1, 4, 70, "bf16", 5), "sorts.wsp").ir
+    for path, text in aicore.emit_aicore(m).items():
+        out[f"sorts/{path}"] = text
     return out
 
 
