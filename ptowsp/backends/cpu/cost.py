@@ -72,6 +72,7 @@ from ...ir import nodes as N
 from ...primitives import OPS
 from .. import pipes as P
 from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
+from ..vector_plan import in_place_transposes, streamed_operands
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -547,49 +548,14 @@ def _vcount(rows: int, cols: int) -> int:
 
 
 def _in_place_transposes(ops, stored: frozenset) -> set[int]:
-    """The transposes only matmuls read as an operand (the vector path reads them in place:
-    aicore/chunks.py `in_place_transposes`)."""
-    users: dict[int, list[tuple[int, int]]] = {}
-    for i, op in enumerate(ops):
-        for pos, a in enumerate(op.args):
-            users.setdefault(a, []).append((i, pos))
-    return {i for i, op in enumerate(ops)
-            if op.op == "transpose" and i not in stored and users.get(i)
-            and all(ops[u].op == "matmul" and pos < 2 for u, pos in users[i])}
+    """The transposes only matmuls read as an operand (the vector path reads them in place)."""
+    return set(in_place_transposes(ops, stored))
 
 
 def _streams(kernel: N.Kernel) -> dict[int, int]:
-    """matmul op -> the parameter op of a right operand streamed from GM in blocks of rows
-    (aicore/chunks.py `streamed_operands`: a float parameter, possibly converted to a float,
-    that only matmuls read as their right operand and the kernel does not store to)."""
-    ops = kernel.ops
+    """matmul op -> the parameter op of a right operand streamed from GM in blocks of rows."""
     stored = frozenset(p for p, _ in kernel.stores)
-    floats = ("f32", "f16", "bf16")
-    users: dict[int, list[int]] = {}
-    for i, op in enumerate(ops):
-        for a in op.args:
-            users.setdefault(a, []).append(i)
-
-    def only_b(u: int) -> bool:
-        return all(ops[c].op == "matmul" and ops[c].args[1] == u and u not in ops[c].args[:1]
-                   + ops[c].args[2:] for c in users.get(u, []))
-
-    out = {}
-    for i, op in enumerate(ops):
-        if op.op != "matmul":
-            continue
-        b = op.args[1]
-        src = ops[b].args[0] if ops[b].op in ("convert", "cast") else b
-        if ops[src].op != "param" or str(ops[src].attr) in stored:
-            continue
-        if ops[b].op == "param" and ops[b].dtype in floats and only_b(b):
-            out[i] = b
-        elif (ops[b].op in ("convert", "cast") and ops[b].dtype in floats and only_b(b)
-              and ops[src].dtype in floats
-              and all(c == b or (ops[c].op in ("convert", "cast") and only_b(c))
-                      for c in users.get(src, []))):
-            out[i] = src
-    return out
+    return {i: p for i, (p, _) in streamed_operands(kernel.ops, stored).items()}
 
 
 def _streamed_params(kernel: N.Kernel) -> frozenset:
