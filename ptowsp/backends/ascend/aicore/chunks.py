@@ -49,6 +49,23 @@ def accumulated_columns(ops: tuple, params: dict, stores: tuple, read: bool = Fa
                      and ops[op.args[0]].dtype in VFLOAT)
 
 
+def _needed(ops: tuple, reductions, roots, writes) -> tuple[frozenset, frozenset]:
+    """The ops one pass computes for `roots`, and the reductions it reads back: a reduction in
+    `reductions` but not in `writes` was accumulated by an earlier pass (its value is read, not
+    recomputed), one in `writes` is accumulated by this pass."""
+    seen, reads, todo = set(), set(), list(roots)
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u in reductions and u not in writes:
+            reads.add(u)
+            continue
+        todo.extend(ops[u].args)
+    return frozenset(seen), frozenset(reads)
+
+
 def row_passes(ops: tuple, stores: tuple, col_acc: frozenset) -> tuple:
     """The passes over the chunks of rows (`ColumnPass`es: ops, the column reductions each
     accumulates, those it reads back) when ops read a column reduction of `col_acc`: one of
@@ -64,27 +81,14 @@ def row_passes(ops: tuple, stores: tuple, col_acc: frozenset) -> tuple:
         lv = max((level[a] for a in op.args), default=0)
         level[i] = lv + 1 if i in read else lv
 
-    def needed(roots, writes) -> tuple[frozenset, frozenset]:
-        seen, reads, todo = set(), set(), list(roots)
-        while todo:
-            u = todo.pop()
-            if u in seen:
-                continue
-            seen.add(u)
-            if u in read and u not in writes:
-                reads.add(u)
-                continue
-            todo.extend(ops[u].args)
-        return frozenset(seen), frozenset(reads)
-
     last = max(level[v] for _, v in stores)
     passes = []
     for p in range(last):
         writes = frozenset(r for r in read if level[r] == p + 1)
-        got, reads = needed(writes, writes)
+        got, reads = _needed(ops, read, writes, writes)
         passes.append(ColumnPass(got, writes, reads))
     stored_only = frozenset(col_acc - read)
-    got, reads = needed([v for _, v in stores], stored_only)
+    got, reads = _needed(ops, read, [v for _, v in stores], stored_only)
     passes.append(ColumnPass(got, stored_only & got, reads))
     return tuple(passes)
 
@@ -206,27 +210,13 @@ def column_passes(k) -> Optional[tuple[int, tuple[ColumnPass, ...]]]:
             return None
         level[i] = lv
 
-    def needed(roots, writes=frozenset()) -> tuple[frozenset, frozenset]:
-        """The ops computing `roots` (the reductions in `writes` computed, others read back)."""
-        seen, reads, todo = set(), set(), list(roots)
-        while todo:
-            u = todo.pop()
-            if u in seen:
-                continue
-            seen.add(u)
-            if u in reds and u not in writes:
-                reads.add(u)
-                continue
-            todo.extend(ops[u].args)
-        return frozenset(seen), frozenset(reads)
-
     last = max(level[v] for _, v in k.stores)
     passes = []
     for p in range(last):
         writes = frozenset(r for r in reds if level[r] == p + 1)
-        got, reads = needed(writes, writes)
+        got, reads = _needed(ops, reds, writes, writes)
         passes.append(ColumnPass(got, writes, reads))
-    got, reads = needed([v for _, v in k.stores])
+    got, reads = _needed(ops, reds, [v for _, v in k.stores], frozenset())
     passes.append(ColumnPass(got, frozenset(), reads))
     return n, tuple(passes)
 
