@@ -297,3 +297,17 @@ def test_data_store_barrier_is_the_real_one(cann_headers):
     idx = scan(api.read_text(errors="replace"))
     assert idx.functions("DataStoreBarrier"), "aicpu_api.h no longer declares DataStoreBarrier"
 
+
+
+def test_the_mixed_kernels_calls_are_the_real_ones(real, stand_in):
+    """What the split of a mixed kernel uses (tests/ascend/test_mixed.py; docs/ascend.md,
+    "Mixed kernels: the split"), as the stand-in declares it, is the real declaration: the
+    cross-core flags (template <uint8_t modeId, pipe_t pipe>, a uint16_t flag id) and the
+    core's place in its group."""
+    for name in ("CrossCoreSetFlag", "CrossCoreWaitFlag", "GetBlockIdx", "GetSubBlockIdx",
+                 "GetTaskRatio"):
+        want = {d.signature() for d in real.functions(name)}
+        have = stand_in.functions(name)
+        assert want and have, name
+        for d in have:
+            assert d.signature() in want, f"AscendC::{name}: the stand-in's `{d.text}`"
