@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -31,9 +32,11 @@ import ptowsp
 from ptowsp.backends.ascend import aicore
 from ptowsp.backends.ascend.aicore.mixed import split_epilogue
 from ptowsp.backends.ref import values as R
+from ptowsp.ir.passes import optimize
 from tests.accuracy import UNIT, assert_close
 
 from .ascendc_cpu import harness as H
+from .hostrun import build_host, run
 from .streams import ROOT
 
 pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
@@ -305,3 +308,47 @@ schedule main = wl()
 """
         (k,) = ptowsp.parse(text, f"{what}.wsp").ir.kernels
         assert split_epilogue(k) is None, what
+
+
+# -- end to end: the tree, with the MIX dispatcher
+
+SWIGLU16 = (ROOT / "examples/swiglu_ffn.wsp").read_text().replace(
+    "input X: f32[T, 64]", "input X: f16[T, 64]").replace(
+    "input W1: f32[64, 256]", "input W1: f16[64, 256]").replace(
+    "input W3: f32[64, 256]", "input W3: f16[64, 256]").replace(
+    "x: In[Tile[16, 64, f32]], w1: In[Tile[64, 256, f32]], w3: In[Tile[64, 256, f32]]",
+    "x: In[Tile[16, 64, f16]], w1: In[Tile[64, 256, f16]], w3: In[Tile[64, 256, f16]]")
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_swiglu_ffn_split_end_to_end(dt, tmp_path):
+    """examples/swiglu_ffn (f32 as written, and with f16 X, W1, W3) at -O1, where `gate` is a
+    kernel of its own (-O2 fuses it with `down` into a kernel whose vector work feeds a matmul,
+    which is not split): `gate` split, its cube part on each block's AIC and its vector part on
+    the two AIVs through wsp_dispatch_mix (8 rows each), `down` on the cube, the host
+    binary's Y equal to ref's and to NumPy's formula; T = 48 on 2 blocks: one block runs two
+    gate tasks in a wave, the AIC's second Fixpipe into the workspace waiting for the AIVs'
+    flag."""
+    text = SWIGLU16 if dt == "f16" else (ROOT / "examples/swiglu_ffn.wsp").read_text()
+    ir, _ = optimize(ptowsp.parse(text, f"swiglu_{dt}.wsp").ir, 1)
+    tree, exe = build_host(tmp_path, ir, "main")
+    dispatch = (tree / "aicore/dispatch.asc").read_text()
+    assert "KERNEL_TYPE_MIX_AIC_1_2" in dispatch and "wsp_aicore_gate_aiv" in dispatch
+    data = tmp_path / "data"
+    binds = ["T=48"]
+    done = subprocess.run([sys.executable, str(tree / "scripts/gen_data.py"), "--data", str(data),
+                           "--target", "ref", *binds], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    done = run(exe, data, "-b", "2", *binds)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = (data / "acl.log").read_text().split()
+    assert "<<<wsp_dispatch_mix>>>" in calls and "<<<wsp_dispatch_cube>>>" in calls
+    got = np.load(data / "output/Y.npy").astype(np.float64)
+    want = np.load(data / "expected/Y.npy").astype(np.float64)
+    rt, at = H.TOL_MATMUL["f32"]
+    np.testing.assert_allclose(got, want, rtol=rt, atol=at * np.abs(want).max())
+    x, w1, w3, w2 = (np.load(data / f"input/{n}.npy").astype(np.float64)
+                     for n in ("X", "W1", "W3", "W2"))
+    g = x @ w1
+    h = g / (1 + np.exp(-g)) * (x @ w3)
+    np.testing.assert_allclose(got, h @ w2, rtol=1e-3, atol=1e-3 * np.abs(h @ w2).max())

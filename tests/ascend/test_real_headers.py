@@ -105,6 +105,13 @@ def _corpus() -> dict[str, str]:
     for path, text in emit_project(mod, "main").files.items():
         if path.startswith("aicore/"):
             out[f"gemm16/{path}"] = text
+    # a mixed kernel split over the AIC and the AIVs (swiglu_ffn's gate at -O1): its parts, its
+    # MIX entries, the MIX dispatcher with its cross-core flags
+    mod, _ = optimize(ptowsp.load(str(ROOT / "examples/swiglu_ffn.wsp")).ir, 1)
+    for path, text in emit_project(mod, "main").files.items():
+        if path.startswith("aicore/"):
+            out[f"swiglu_mix/{path}"] = text
+    assert "CrossCoreSetFlag" in out["swiglu_mix/aicore/dispatch.asc"]
     for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("f32", "f32")):
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():

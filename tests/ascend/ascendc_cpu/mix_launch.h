@@ -66,7 +66,9 @@ struct MixHold {
 };
 struct MixGroup {
     MixMutex mu;
-    int ncores = 0, finished = 0, waiting = 0;
+    int ncores = 0;
+    int waitsFor[MIX_CORES] = {-1, -1, -1};  // the flag a core waits for (-1: running)
+    bool done[MIX_CORES] = {false, false, false};
     std::deque<MixSet> counter[MIX_CORES][MIX_FLAGS];
     std::deque<MixSet> fromAiv[MIX_CORES][MIX_FLAGS];  // the AIC's, per AIV, until all have set
     uint32_t sets[MIX_CORES] = {0};
@@ -83,6 +85,21 @@ inline std::vector<std::pair<uint8_t *, size_t>> &trackedGm()
 {
     static std::vector<std::pair<uint8_t *, size_t>> t;
     return t;
+}
+inline size_t MixNeed(const MixGroup *g, int c)
+{
+    // the AIC's counter holds one entry per AIV for each set of the group
+    return c == 0 ? (size_t)(g->ncores - 1) : 1;
+}
+// no core can go on: each has finished or waits for a flag its counter does not have
+inline bool MixStuck(const MixGroup *g)
+{
+    for (int c = 0; c < g->ncores; ++c) {
+        if (g->done[c]) continue;
+        const int f = g->waitsFor[c];
+        if (f < 0 || g->counter[c][f].size() >= MixNeed(g, c)) return false;
+    }
+    return true;
 }
 inline const char *MixCoreName(int c) { return c == 0 ? "the AIC" : c == 1 ? "AIV 0" : "AIV 1"; }
 
@@ -120,27 +137,26 @@ inline void MixWaitHook(unsigned flagId)
     MixHold hold(g->mu);
     const int me = mixCore;
     std::deque<MixSet> &q = g->counter[me][flagId];
-    // the AIC's counter holds one entry per AIV for each set of the group
-    const size_t need = me == 0 ? (size_t)(g->ncores - 1) : 1;
-    g->waiting++;
+    const size_t need = MixNeed(g, me);
+    g->waitsFor[me] = (int)flagId;
     while (q.size() < need) {
         if (!g->failure.empty()) {
-            g->waiting--;
+            g->waitsFor[me] = -1;
             ShimFail(api, "another core of the group failed: " + g->failure);
         }
-        if (g->waiting + g->finished == g->ncores) {
+        if (MixStuck(g)) {
             char msg[200];
             std::snprintf(msg, sizeof msg, "%s waits for flag %u, which no core of the group sets: "
                           "every other core is waiting or finished (a hang on the device)",
                           MixCoreName(me), flagId);
-            g->waiting--;  // the launcher records the failure as the thread ends
+            g->waitsFor[me] = -1;  // the launcher records the failure as the thread ends
             ShimFail(api, msg);
         }
         g->mu.unlock();  // let the other cores run, then look again
         std::this_thread::yield();
         g->mu.lock();
     }
-    g->waiting--;
+    g->waitsFor[me] = -1;
     for (size_t k = 0; k < need; ++k) {
         const MixSet s = q.front();
         q.pop_front();
@@ -222,7 +238,7 @@ inline void wsp_cpu_mix_launch(int64_t block, int ratio, Aic aic, Aiv aiv)
                 if (g.failure.empty()) g.failure = e.what();
             }
             detail::MixHold hold(g.mu);
-            g.finished++;
+            g.done[c] = true;
             detail::DropCore();
             detail::mixCore = -1;
         });
