@@ -4,18 +4,19 @@ CPU Ascend C of `ascendc_cpu/` (docs/ascend.md, "Mixed kernels: the split"):
 - the stand-in's MIX launch (`wsp_cpu_mix_launch`: the block's AIC and its one or two AIVs as
   threads, each with its own memories), its cross-core flags in mode 2 and its tracking of
   the GM workspace's producers;
-- matmul -> vector epilogue, the first form of the split, composed from kernels the emitter
-  makes today: swiglu_ffn's `silu(x @ Wg) * (x @ Wu)` with both matmuls on the AIC (the cube
-  kernel, Fixpipe into an f32 GM workspace), `CrossCoreSetFlag<2, PIPE_FIX>`, and on each
-  AIV `CrossCoreWaitFlag` then the vector kernel on its half of the rows (GetSubBlockIdx),
-  equal to ref's fused kernel and to NumPy in float64, for f16 / bf16 / f32 operands at
-  shapes across the fractal and block edges, with one and two AIVs per group;
+- matmul -> vector epilogue, the form built: `aicore.mixed.split_epilogue` of swiglu_ffn's
+  `silu(x @ Wg) * (x @ Wu)`, a gemm + bias + relu and a softmax of x · wtᵀ, the cube part on
+  the AIC (Fixpipe into the GM workspace), `CrossCoreSetFlag<2, PIPE_FIX>`, and on each AIV
+  `CrossCoreWaitFlag` then the vector part on its share of the rows (GetSubBlockIdx), equal
+  to ref's unsplit kernel and to NumPy in float64, for f16 / bf16 / f32 operands at shapes
+  across the fractal and block edges, with one and two AIVs per group;
 - each missing or misplaced synchronisation caught: no set (the wait hangs), no wait (a
   race on the workspace), a set on a pipe other than the writer's, a set never waited for,
-  a flag id past 10, a kernel declaring another kernel type.
-
-The emitter does not split kernels yet (docs/ascend.md says what is left): a kernel with a
-matmul and vector work keeps the vector path, which `test_the_eligibility_rule_today` holds.
+  a flag id past 10, a kernel declaring another kernel type;
+- the rule (`test_the_eligibility_rule`): what splits, and what keeps the vector path (a
+  vector value feeding a matmul, attention, an `acc`);
+- swiglu_ffn split end to end on the host, through the tree's MIX dispatcher
+  (`wsp_dispatch_mix`) and hostrun's MIX launches.
 """
 
 from __future__ import annotations
@@ -276,9 +277,8 @@ def test_each_missing_synchronisation_is_caught(lib, mode, message, ratio):
 
 
 def test_the_eligibility_rule():
-    """What splits and what does not (aicore/mixed.py's rule); the emitter still runs every
-    mixed kernel wholly on the vector path (never a wrong answer), swiglu_ffn's `gate`
-    included, until the MIX dispatcher is built."""
+    """What splits and what does not (aicore/mixed.py's rule): what does not keeps the vector
+    path for the whole kernel (never a wrong answer)."""
     mod = ptowsp.load(str(ROOT / "examples/swiglu_ffn.wsp")).ir
     gate, down = (next(k for k in mod.kernels if k.name == x) for x in ("gate", "down"))
     assert not aicore.is_cube(gate) and aicore.is_cube(down)
