@@ -34,8 +34,8 @@ def write_tree(dest: Path, ir, schedule: str | None = None) -> dict[str, str]:
 def split_dispatch(text: str) -> tuple[str, str]:
     """aicore/dispatch.asc as (the kernel, the launcher main.asc calls)."""
     kernel, launcher = text.split(LAUNCHER_MARK, 1)
-    assert ("wsp_dispatch<<<blocks, nullptr, stream>>>" in launcher
-            or "wsp_dispatch_cube<<<blocks, nullptr, stream>>>" in launcher)
+    assert any(f"{k}<<<blocks, nullptr, stream>>>" in launcher
+               for k in ("wsp_dispatch", "wsp_dispatch_cube", "wsp_dispatch_mix"))
     return kernel, LAUNCHER_MARK + launcher
 
 
@@ -44,12 +44,23 @@ def host_launcher(launcher: str) -> str:
     ACL's wsp_stub_launch that runs K(args) on each block in turn when the stream runs it
     (the arguments captured by value: the launch returns first), AscendC::GetBlockIdx()
     reporting the block (the Ascend C CPU shim's `test_block`)."""
-    out, n = LAUNCH.subn(
-        lambda m: (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [=](uint32_t wsp_block_) '
-                   f'{{ AscendC::test_block = wsp_block_; {m[1]}({m[5]}); }});'), launcher)
-    # one launch per wave, or two when some kernels run on the cube (wsp_dispatch_cube)
-    assert n in (1, 2) and "<<<" not in out, launcher
-    return '#include "acl/acl.h"\n' + out
+    def launch(m):
+        if m[1] == "wsp_dispatch_mix":
+            # a MIX launch: each block's AIC and two AIVs as threads, the launcher's workspace
+            # tracked (a read or overwrite across cores without a flag between fails)
+            return (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [=](uint32_t wsp_block_) '
+                    '{ AscendC::wsp_cpu_untrack_gm(); '
+                    'AscendC::wsp_cpu_track_gm(wsp_ws, (size_t)blocks * WSP_MIX_WORKSPACE); '
+                    f'AscendC::wsp_cpu_mix_launch(wsp_block_, 2, [&] {{ {m[1]}({m[5]}); }}, '
+                    f'[&] {{ {m[1]}({m[5]}); }}); }});')
+        return (f'wsp_stub_launch("{m[1]}", {m[2]}, {m[3]}, {m[4]}, [=](uint32_t wsp_block_) '
+                f'{{ AscendC::test_block = wsp_block_; {m[1]}({m[5]}); }});')
+
+    out, n = LAUNCH.subn(launch, launcher)
+    # one launch per wave, or two or three when some kernels run on the cube
+    # (wsp_dispatch_cube) or are split over both (wsp_dispatch_mix)
+    assert n in (1, 2, 3) and "<<<" not in out, launcher
+    return '#include "acl/acl.h"\n#include "mix_launch.h"\n' + out
 
 
 def compile_host(exe: Path, tree: Path, sources=(), includes=(), flags=()) -> None:

@@ -251,10 +251,11 @@ def test_tree_runs_end_to_end(trees, program, schedule, syms, given, opts):
         r"(\d+) tasks in (\d+) segments, (\d+) waves", done.stdout).groups())
     assert tasks > 0 and segments >= (2 if "-c" in opts else 1)
     calls = (data / "acl.log").read_text().split()
-    # one launch per wave of each dispatcher the tree has: AIV (vector kernels), AIC (cube)
-    kinds = [k for k in ("wsp_dispatch", "wsp_dispatch_cube")
+    # one launch per wave of each dispatcher the tree has: AIV (vector kernels), AIC (cube),
+    # MIX (kernels split between the cube and the vector cores)
+    kinds = [k for k in ("wsp_dispatch", "wsp_dispatch_cube", "wsp_dispatch_mix")
              if f"{k}<<<" in (tree / "aicore/dispatch.asc").read_text()]
-    assert kinds and all(calls.count(f"<<<{k}>>>") == waves for k in kinds)
+    assert kinds and all(calls.count(f"<<<{k}>>>") == waves for k in kinds), kinds
     assert calls[0] == "aclInit" and calls[-1] == "aclFinalize"
     tol = tolerance(ir)
     expected = sorted((data / "expected").glob("*.npy"))

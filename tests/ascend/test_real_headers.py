@@ -107,6 +107,13 @@ def _corpus() -> dict[str, str]:
     for path, text in emit_project(mod, "main").files.items():
         if path.startswith("aicore/"):
             out[f"gemm16/{path}"] = text
+    # a mixed kernel split over the AIC and the AIVs (swiglu_ffn's gate at -O1): its parts, its
+    # MIX entries, the MIX dispatcher with its cross-core flags
+    mod, _ = optimize(ptowsp.load(str(ROOT / "examples/swiglu_ffn.wsp")).ir, 1)
+    for path, text in emit_project(mod, "main").files.items():
+        if path.startswith("aicore/"):
+            out[f"swiglu_mix/{path}"] = text
+    assert "CrossCoreSetFlag" in out["swiglu_mix/aicore/dispatch.asc"]
     for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("f32", "f32")):
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():
@@ -308,3 +315,17 @@ def test_data_store_barrier_is_the_real_one(cann_headers):
     idx = scan(api.read_text(errors="replace"))
     assert idx.functions("DataStoreBarrier"), "aicpu_api.h no longer declares DataStoreBarrier"
 
+
+
+def test_the_mixed_kernels_calls_are_the_real_ones(real, stand_in):
+    """What the split of a mixed kernel uses (tests/ascend/test_mixed.py; docs/ascend.md,
+    "Mixed kernels: the split"), as the stand-in declares it, is the real declaration: the
+    cross-core flags (template <uint8_t modeId, pipe_t pipe>, a uint16_t flag id) and the
+    core's place in its group."""
+    for name in ("CrossCoreSetFlag", "CrossCoreWaitFlag", "GetBlockIdx", "GetSubBlockIdx",
+                 "GetTaskRatio"):
+        want = {d.signature() for d in real.functions(name)}
+        have = stand_in.functions(name)
+        assert want and have, name
+        for d in have:
+            assert d.signature() in want, f"AscendC::{name}: the stand-in's `{d.text}`"

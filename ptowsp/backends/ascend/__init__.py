@@ -25,7 +25,8 @@ from ...ir import nodes as N
 from ...ir import visit as V
 from ..cube import vector_only_kernels
 from ..target import KeepsNothing, KernelCode, target_options
-from .aicore import emit_aicore, f64_errors, is_cube, kernel_entry
+from .aicore import emit_aicore, f64_errors, is_cube, kernel_entry, mixed_split
+from .aicore.mixed import workspace_offsets
 from .dispatch import emit_dispatch
 from .expander import plan_files, shared_files
 from .host import emit_host
@@ -79,13 +80,19 @@ def emit_project(module: N.Module, schedule: str,
     files.update(kernels)
     headers = [p for p in kernels if os.path.basename(p).startswith("kernel_")]
     files.update(emit_dispatch(module, headers, kernel_entry,
-                               lambda k: is_cube(k, vector_only)))
+                               lambda k: is_cube(k, vector_only), lambda k: _workspace(k, vector_only)))
     nd = dispatchers(s) if "dispatch" in s.given else 0
     blocks = options.blocks or _default_blocks(s, nd)
     files.update(emit_host(module, plan, blocks, options.capacity))
     files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
                                     blocks, options.capacity, nd))
     return Project(dict(sorted(files.items())), policy_warnings(s, dict(s.combinator_spans)))
+
+
+def _workspace(k: N.Kernel, vector_only: frozenset) -> Optional[int]:
+    """The GM workspace bytes per block of mixed kernel k (None: not split)."""
+    sp = mixed_split(k, vector_only)
+    return None if sp is None else workspace_offsets(sp)[1]
 
 
 def cube_views(module: N.Module) -> frozenset:
@@ -251,12 +258,20 @@ class AscendTarget(KeepsNothing):
 
     def kernel_code(self, module: N.Module, kernel: str,
                     options: Mapping[str, object]) -> KernelCode:
-        """The kernel's AICore header, as `emit` writes it into the tree."""
+        """The kernel's AICore header, as `emit` writes it into the tree; a split mixed
+        kernel's three (its cube part, its vector part, the one joining them, whose entries
+        are `<entry>_aic` and `<entry>_aiv`: the first is given)."""
         from .aicore import header_path
 
         self.options(options)
         k = module.kernel(kernel)
-        return KernelCode(kernel_entry(k), emit_aicore(module, cube_views(module))[header_path(k)])
+        vector_only = cube_views(module)
+        files = emit_aicore(module, vector_only)
+        sp = mixed_split(k, vector_only)
+        if sp is None:
+            return KernelCode(kernel_entry(k), files[header_path(k)])
+        code = "\n".join(files[header_path(x)] for x in (sp.cube, sp.vector, k))
+        return KernelCode(f"{kernel_entry(k)}_aic", code)
 
     def build(self, emitted: Project) -> Project:
         return emitted  # nothing to build here: the tree is the product

@@ -84,7 +84,7 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
     """Write every unit's headers and one driver, compile them into a shared library."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    lines = ["#include <cstdio>", "#include <exception>", '#include "kernel_operator.h"']
+    lines = ["#include <cstdio>", "#include <exception>", '#include "mix_launch.h"']
     for u in units:
         for rel, text in u.files.items():
             path = workdir / u.name / rel
@@ -104,7 +104,7 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
             lines += [
                 f'extern "C" int {_sym(u.name, k)}(const WspTile *t, const WspScalar *s, char *err, int n)',
                 "{",
-                f"    try {{ {u.name}::{aicore.kernel_entry(k)}(t, s); return 0; }}",
+                f"    try {{ {_call(u.name, k)} return 0; }}",
                 '    catch (const std::exception &e) { std::snprintf(err, n, "%s", e.what()); return 1; }',
                 "}",
             ]
@@ -116,6 +116,26 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
     if proc.returncode != 0:
         raise AssertionError("g++ failed:\n" + proc.stderr[-8000:])
     return Lib(ctypes.CDLL(str(lib)), units)
+
+
+def _call(unit: str, k: N.Kernel) -> str:
+    """The C++ that runs one task of k: its entry, or for a kernel split over the cube and
+    the vector cores (aicore/mixed.py) a MIX launch of one block (the AIC and two AIVs as
+    threads, mix_launch.h) over a workspace of its own, with the MIX dispatcher's flags."""
+    from ptowsp.backends.ascend.aicore.mixed import workspace_offsets
+
+    entry = f"{unit}::{aicore.kernel_entry(k)}"
+    sp = aicore.mixed_split(k)
+    if sp is None:
+        return f"{entry}(t, s);"
+    size = workspace_offsets(sp)[1]
+    kind = "KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);"
+    return (f"alignas(512) static uint8_t ws[{size}]; AscendC::wsp_cpu_untrack_gm(); "
+            f"AscendC::wsp_cpu_track_gm(ws, {size}); "
+            f"AscendC::wsp_cpu_mix_launch(0, 2, [&] {{ {kind} {entry}_aic(t, s, ws); "
+            "AscendC::CrossCoreSetFlag<2, PIPE_FIX>(0); AscendC::CrossCoreWaitFlag<2, PIPE_FIX>(1); }, "
+            f"[&] {{ {kind} AscendC::CrossCoreWaitFlag<2, PIPE_MTE2>(0); {entry}_aiv(t, s, ws); "
+            "AscendC::CrossCoreSetFlag<2, PIPE_MTE2>(1); }); AscendC::wsp_cpu_untrack_gm();")
 
 
 class Lib:

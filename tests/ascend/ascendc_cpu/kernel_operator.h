@@ -60,7 +60,11 @@ enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MI
                       KERNEL_TYPE_MIX_AIC_1_0, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2 };
 /* on the host it says which core the launch's blocks run on: a cube API in an AIV-only kernel,
  * or a Unified Buffer queue in an AIC-only one, fails (detail::Core::ktype) */
-#define KERNEL_TASK_TYPE_DEFAULT(t) (AscendC::detail::core().ktype = (int)(t))
+#define KERNEL_TASK_TYPE_DEFAULT(t) (AscendC::detail::DeclareKernelType((int)(t)))
+/* which core type runs the code (in asc-devkit's impl/, as `if ASCEND_IS_AIV { ... }` uses
+ * them): in a MIX launch each core's, else the kernel type's */
+#define ASCEND_IS_AIC (AscendC::detail::core().ktype == (int)KERNEL_TYPE_AIC_ONLY)
+#define ASCEND_IS_AIV (AscendC::detail::core().ktype != (int)KERNEL_TYPE_AIC_ONLY)
 
 // the Unified Buffer of one 910B vector core: 192 KiB (tests may pass -DWSP_UB_BYTES=...).
 // The API keeps its own temporaries in the top 8 KiB (TMP_UB_OFFSET / TMP_UB_SIZE of the CANN
@@ -83,7 +87,7 @@ enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MI
 #define WSP_ARENA_BYTES (WSP_L0C_AT + WSP_L0C_BYTES)
 
 enum pipe_t { PIPE_S = 0, PIPE_V = 1, PIPE_M = 2, PIPE_MTE1 = 3, PIPE_MTE2 = 4, PIPE_MTE3 = 5,
-              PIPE_ALL = 6 };
+              PIPE_ALL = 6, PIPE_FIX = 10 };
 
 namespace AscendC {
 
@@ -257,10 +261,22 @@ struct Core {
     int live[32] = {0};           // tensors allocated and not freed, per TPosition
     bool flagSet[64][8] = {{false}};
 };
+// one core per thread (the cores of a MIX launch are threads: mix_launch.h)
+inline Core *&CorePtr()
+{
+    static thread_local Core *c = nullptr;
+    return c;
+}
 inline Core &core()
 {
-    static Core *c = new Core();  // never freed: outlives every static destructor
+    Core *&c = CorePtr();
+    if (!c) c = new Core();  // the main thread's is never freed: it outlives static destructors
     return *c;
+}
+inline void DropCore()
+{
+    delete CorePtr();
+    CorePtr() = nullptr;
 }
 inline bool InUb(const void *p)
 {
@@ -338,6 +354,75 @@ inline void ApiScratch()
     Write(core().ub + WSP_TMP_UB_OFFSET, 32, P_V);
 }
 }  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+// MIX launches (KERNEL_TYPE_MIX_AIC_1_2 / _1_1): one block is one cube core (AIC) and one or
+// two vector cores (AIV) of an AI Core group, each with its own memories (core() is per
+// thread). `mix_launch.h` runs a block's cores as threads (wsp_cpu_mix_launch) and models the
+// cross-core flags and the GM workspace's producers through these hooks; here is only what a
+// kernel sees (the calls, the core's place in its group), so that this header's declarations
+// stay checkable against the real ones (tests/ascend/cann_decls.py scans it).
+
+namespace detail {
+inline thread_local int mixCore = -1;      // 0: the AIC, 1 / 2: AIV 0 / 1; -1: not in a MIX launch
+inline thread_local int64_t mixBlock = 0;  // the block of the MIX launch
+inline thread_local int mixRatio = 0;      // AIVs per AIC in the launch
+struct MixHooks {
+    void (*set)(int pipe, unsigned flagId);  // CrossCoreSetFlag in mode 2
+    void (*wait)(unsigned flagId);           // CrossCoreWaitFlag in mode 2
+    void (*gm)(const void *p, size_t bytes, bool write, int pipe, const char *api);
+};
+inline MixHooks mixHooks = {nullptr, nullptr, nullptr};
+// a GM access by this core (tracked in the workspace of a MIX launch only)
+inline void MixGm(const void *p, size_t bytes, bool write, Pipe pipe, const char *api)
+{
+    if (mixCore >= 0 && mixHooks.gm && bytes) mixHooks.gm(p, bytes, write, pipe, api);
+}
+// KERNEL_TASK_TYPE_DEFAULT: the type a launch's blocks run as; inside a MIX launch the core's
+// own (set by the launcher), which the kernel must declare as the launch's MIX type
+inline void DeclareKernelType(int t)
+{
+    if (mixCore < 0) { core().ktype = t; return; }
+    const int want = mixRatio == 2 ? (int)KERNEL_TYPE_MIX_AIC_1_2 : (int)KERNEL_TYPE_MIX_AIC_1_1;
+    if (t != want) ShimFail("KERNEL_TASK_TYPE_DEFAULT", "a kernel of a MIX launch declares another kernel type");
+}
+inline Pipe PipeOf(pipe_t p)
+{
+    switch (p) {
+    case PIPE_V: return P_V;
+    case PIPE_M: return P_M;
+    case PIPE_MTE1: return P_MTE1;
+    case PIPE_MTE2: return P_MTE2;
+    case PIPE_MTE3: return P_MTE3;
+    case PIPE_FIX: return P_FIX;
+    default: return P_S;
+    }
+}
+inline void MixCall(const char *api, int mode, uint16_t flagId)
+{
+    if (mode != 2) ShimFail(api, "only mode 2 (between the AIC and the AIVs of a group) is modelled");
+    if (mixCore < 0 || !mixHooks.set) ShimFail(api, "mode 2 outside a MIX launch (no core of the other kind)");
+    if (flagId > 10) ShimFail(api, "flag ids are 0..10 on Atlas A2 / A3");
+}
+}  // namespace detail
+
+// mode 2 (the CrossCoreSetFlag page, atlasascendc_api_07_0273): the AIC's set adds 1 to the
+// flag's counter on every AIV of its group, the AIVs' sets add 1 to the AIC's once each has set
+template <uint8_t modeId, pipe_t pipe>
+__aicore__ inline void CrossCoreSetFlag(uint16_t flagId)
+{
+    static_assert(pipe != PIPE_S && pipe != PIPE_ALL, "CrossCoreSetFlag: PIPE_S and PIPE_ALL are not supported on Atlas A2");
+    detail::MixCall("CrossCoreSetFlag", modeId, flagId);
+    detail::mixHooks.set(detail::PipeOf(pipe), flagId);
+}
+
+// blocks while the flag's counter is 0, then takes 1
+template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
+__aicore__ inline void CrossCoreWaitFlag(uint16_t flagId)
+{
+    detail::MixCall("CrossCoreWaitFlag", modeId, flagId);
+    detail::mixHooks.wait(flagId);
+}
 
 // ------------------------------------------------------------------------------------------
 // tensors
@@ -428,7 +513,7 @@ public:
 class TPipe;
 inline TPipe *&CurrentPipe()
 {
-    static TPipe *p = nullptr;
+    static thread_local TPipe *p = nullptr;  // per core: the cores of a MIX launch are threads
     return p;
 }
 // GetTPipePtr is declared in the global namespace (basic_api/kernel_common.h), not in
@@ -751,6 +836,8 @@ __aicore__ inline void DataCopy(const LocalTensor<T> &dstLocal, const GlobalTens
     uint64_t gspan = ((uint64_t)p.blockCount * (p.blockLen + p.srcStride) - p.srcStride) * 32;
     if (gspan > srcGlobal.size_ * sizeof(T)) ShimFail(api, "the GM side runs past its buffer");
     for (uint32_t b = 0; b < p.blockCount; ++b) {
+        detail::MixGm(src + (uint64_t)b * (p.blockLen + p.srcStride) * 32, (size_t)p.blockLen * 32, false,
+                      detail::P_MTE2, api);
         std::memcpy(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32,
                     src + (uint64_t)b * (p.blockLen + p.srcStride) * 32, (size_t)p.blockLen * 32);
         detail::Write(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32, (size_t)p.blockLen * 32,
@@ -777,6 +864,8 @@ __aicore__ inline void DataCopy(const GlobalTensor<T> &dstGlobal, const LocalTen
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         const uint8_t *s = src + (uint64_t)b * (p.blockLen + p.srcStride) * 32;
         detail::Read(s, (size_t)p.blockLen * 32, detail::P_MTE3, api);
+        detail::MixGm(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32, (size_t)p.blockLen * 32, true,
+                      detail::P_MTE3, api);
         std::memcpy(dst + (uint64_t)b * (p.blockLen + p.dstStride) * 32, s, (size_t)p.blockLen * 32);
     }
 }
@@ -804,6 +893,7 @@ __aicore__ inline void DataCopyPad(const LocalTensor<T> &dstLocal, const GlobalT
     uint8_t *dst = reinterpret_cast<uint8_t *>(dstLocal.ptr_);
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         uint8_t *d = dst + b * ustride;
+        detail::MixGm(src + b * gstride, p.blockLen, false, detail::P_MTE2, api);
         std::memcpy(d, src + b * gstride, p.blockLen);
         if (padParams.isPad) {
             T *e = reinterpret_cast<T *>(d + p.blockLen);
@@ -835,6 +925,7 @@ __aicore__ inline void DataCopyPad(const GlobalTensor<T> &dstGlobal, const Local
     uint8_t *dst = reinterpret_cast<uint8_t *>(dstGlobal.ptr_);
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         detail::Read(src + b * ustride, p.blockLen, detail::P_MTE3, api);
+        detail::MixGm(dst + b * gstride, p.blockLen, true, detail::P_MTE3, api);
         std::memcpy(dst + b * gstride, src + b * ustride, p.blockLen);
     }
 }
@@ -1671,6 +1762,10 @@ __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T>
     uint64_t last = 0;
     for (uint32_t m = 0; m < p.ndNum; ++m)
         for (uint32_t r = 0; r < p.nValue; ++r)
+            detail::MixGm(src.ptr_ + (uint64_t)m * p.srcNdMatrixStride + (uint64_t)r * p.srcDValue,
+                          (size_t)p.dValue * sizeof(T), false, detail::P_MTE2, api);
+    for (uint32_t m = 0; m < p.ndNum; ++m)
+        for (uint32_t r = 0; r < p.nValue; ++r)
             for (uint32_t c = 0; c < p.dValue; ++c) {
                 const uint64_t g = (uint64_t)m * p.srcNdMatrixStride + (uint64_t)r * p.srcDValue + c;
                 const uint64_t l = (uint64_t)m * p.dstNzMatrixStride + ((uint64_t)(c / c0) * p.dstNzC0Stride
@@ -1824,6 +1919,8 @@ __aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> 
     if (atomic && !(atomic == 1 && std::is_same<T, float>::value))
         ShimFail(api, "SetAtomicAdd's type is not the destination's (only float is modelled)");
     for (uint32_t r = 0; r < p.mSize; ++r)
+        detail::MixGm(dst.ptr_ + (uint64_t)r * p.dstStride, (size_t)p.nSize * sizeof(T), true, detail::P_FIX, api);
+    for (uint32_t r = 0; r < p.mSize; ++r)
         for (uint32_t c = 0; c < p.nSize; ++c) {
             const uint64_t g = (uint64_t)r * p.dstStride + c;
             if (g >= dst.size_) ShimFail(api, "writes past the GlobalTensor");
@@ -1872,7 +1969,19 @@ inline int64_t test_block = 0;
 inline int64_t test_cache_drops = 0;
 enum class CacheLine { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
 enum class DcciDst { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
-__aicore__ inline int64_t GetBlockIdx() { return test_block; }
+// in a MIX launch (wsp_cpu_mix_launch) the AIC of block b reports b, its AIVs b * ratio +
+// GetSubBlockIdx() (the vector cores are numbered across the launch), GetTaskRatio() the
+// AIVs per AIC on a vector core and 1 on the cube core
+__aicore__ inline int64_t GetBlockIdx()
+{
+    if (detail::mixCore < 0) return test_block;
+    return detail::mixCore == 0 ? detail::mixBlock : detail::mixBlock * detail::mixRatio + detail::mixCore - 1;
+}
+__aicore__ inline int64_t GetSubBlockIdx() { return detail::mixCore > 0 ? detail::mixCore - 1 : 0; }
+__aicore__ inline int64_t GetTaskRatio()
+{
+    return detail::mixCore > 0 ? detail::mixRatio : 1;
+}
 template <typename T, CacheLine entireType, DcciDst dcciDst>
 __aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &)
 {

@@ -64,6 +64,7 @@ from .errors import AicoreError, UbOverflow
 from .extern import emit_extern
 from .kernel import emit_tile_kernel
 from .layout import API_RESERVE, UB_BUDGET, UB_BYTES, pc, vcount
+from .mixed import MixedSplit, emit_mixed, split_epilogue
 from .names import header_path, kernel_entry
 
 
@@ -129,10 +130,19 @@ def ub_diagnostic(k: N.Kernel, e: UbOverflow, module: N.Module) -> Diagnostic:
                       (Note(where, f"kernel `{k.source}` is declared here"),))
 
 
+def mixed_split(k: N.Kernel, vector_only: frozenset = frozenset()) -> Optional[MixedSplit]:
+    """The split of mixed kernel `k` into a cube part and a vector part (`mixed.py`), or None
+    (`k` is not one, or runs wholly on the vector path: in `vector_only`, or f64)."""
+    if k.name in vector_only or f64_error(k) is not None:
+        return None
+    return split_epilogue(k)
+
+
 def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[str, str]:
     """Every kernel of `module` as Ascend C: {"aicore/wsp_aicore.h": ..., "aicore/kernel_<name>.h":
     ...}, and "aicore/wsp_cube.h" when a kernel runs on the cube (`is_cube`; never the kernels
-    named in `vector_only`). Raises WspError with a diagnostic at the span of every kernel that cannot run on the
+    named in `vector_only`) or is split over the cube and the vector cores (`mixed_split`: its
+    two parts' headers and its own joining them). Raises WspError with a diagnostic at the span of every kernel that cannot run on the
     AICore (too big for the UB even in chunks, an op it has no code for, an extern kernel
     without an `extern ascend` body)."""
     out = {"aicore/wsp_aicore.h": support_header()}
@@ -154,6 +164,11 @@ def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[
             if is_cube(k, vector_only):
                 out["aicore/wsp_cube.h"] = cube_header()
                 out[header_path(k)] = emit_cube_kernel(k, module.name, cube_jobs(k))
+                continue
+            sp = mixed_split(k, vector_only)
+            if sp is not None:
+                out["aicore/wsp_cube.h"] = cube_header()
+                out.update(emit_mixed(k, sp, module.name))
                 continue
             out[header_path(k)] = emit_kernel(k, module.name, sources, names)
         except UbOverflow as e:
@@ -180,5 +195,5 @@ def emit_kernel(k: N.Kernel, module: str = "wsp", sources: Optional[dict] = None
     return emit_tile_kernel(k, module)
 
 
-__all__ = ["emit_aicore", "is_cube", "f64_errors", "emit_kernel", "kernel_entry", "header_path", "support_header",
+__all__ = ["emit_aicore", "is_cube", "mixed_split", "f64_errors", "emit_kernel", "kernel_entry", "header_path", "support_header",
            "AicoreError", "UB_BYTES", "UB_BUDGET", "API_RESERVE", "pc", "vcount"]

@@ -8,8 +8,8 @@ it reads), possibly converted to the stored tile's f16 / bf16 (Fixpipe converts 
 whose operands are f16, bf16 or f32 tile parameters (both the same dtype), each possibly
 transposed, f16 / bf16 widened to f32 (exact: the cube multiplies them exactly and accumulates in
 f32, which is ref's f32 matmul up to the order of the sums). Anything else in the kernel keeps the whole
-kernel on the vector path (`matmul.py`): a kernel with a matmul AND vector work needs L0C -> GM
--> UB on a vector core with cross-core flags (mixed kernels), which is the next step.
+kernel on the vector path (`matmul.py`), except a matmul -> vector epilogue, which `mixed.py`
+splits into a kernel of this module's kind and a vector one (L0C -> GM -> UB, cross-core flags).
 
 Each matmul C[M, N] = A[M, K] @ B[K, N] runs the loops of `backends/cube.py`'s tiling, never
 block sizes of its own:
