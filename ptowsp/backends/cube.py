@@ -177,7 +177,7 @@ class CubeMatmul:
     tiling: CubeTiling
 
 
-def _operand(k: "N.Kernel", i: int):
+def matmul_operand(k: "N.Kernel", i: int):
     """(param, transposed) of op i through widening converts and transposes, or None."""
     ops, flips = k.ops, 0
     while True:
@@ -218,7 +218,7 @@ def cube_matmuls(k: "N.Kernel", caps: CubeCaps = A2) -> "list[CubeMatmul] | None
             op = k.ops[op.args[0]]
         if op.op != "matmul" or pout.dtype not in CUBE_OUT or (pout.rows, pout.cols) != op.shape:
             return None  # (a store broadcasting the product is vector work)
-        a, b = (_operand(k, j) for j in op.args[:2])
+        a, b = (matmul_operand(k, j) for j in op.args[:2])
         if a is None or b is None:
             return None
         pa, pb = params[a[0]], params[b[0]]

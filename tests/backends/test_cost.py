@@ -235,7 +235,8 @@ def test_cube_pipeline_adds_its_vector_epilogue():
     """The cube pipeline of a kernel with vector work after its matmul (the model of a mixed
     kernel once those run on the cube): the vector work waits for the product (conservative:
     the 910B runs it on the AI core's paired vector cores, in a pipeline the model does not
-    overlap). Today the emitter runs such a kernel on the vector unit, and so does the model."""
+    overlap). The emitter splits such a kernel between the cube and the vector cores instead,
+    and the model costs the parts (the next test)."""
     m, k, n = 64, 64, 64
     ops = (N.Op("param", (), (m, k), "f16", "a"), N.Op("param", (), (k, n), "f16", "b"),
            N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
@@ -248,7 +249,30 @@ def test_cube_pipeline_adds_its_vector_epilogue():
     assert pipe.stages[-2].cycles == 256 and pipe.busy()["M"] == 64
     ends = pipe.schedule()
     assert ends[-2][0] == ends[-3][1] and ends[-1][0] == ends[-2][1]
-    assert kernel_cost(kern, FAST_HBM)[0] == cost.UNIT_VECTOR
+    assert kernel_cost(kern, FAST_HBM)[0] == cost.UNIT_CUBE  # split: the next test
+
+
+def test_a_matmul_epilogue_kernel_is_its_cube_part_then_its_vector_part():
+    """exp(a @ b) is split by the emitter (backends/mixed_split.py): the matmul on the group's
+    cube core, stored into a workspace tile, then exp on the vector cores, which share its
+    rows (exp is row-local). The model: the cube part's pipeline, then the vector part's time
+    over two vector cores, one after the other."""
+    m, k, n = 64, 64, 64
+    ops = (N.Op("param", (), (m, k), "f16", "a"), N.Op("param", (), (k, n), "f16", "b"),
+           N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
+    params = (tile("a", m, k, "f16"), tile("b", k, n, "f16"), tile("y", m, n, "f32", "Out"))
+    kern = N.Kernel("k", "k", params, ops, (("y", 3),))
+    # the parts, written out: a kernel storing a @ b into a workspace tile; one reading it
+    cube = N.Kernel("k__aic", "k", (tile("a", m, k, "f16"), tile("b", k, n, "f16"),
+                                    tile("ws", m, n, "f32", "Out")), ops[:3], (("ws", 2),))
+    vec = N.Kernel("k__aiv", "k", (tile("ws", m, n, "f32"), tile("y", m, n, "f32", "Out")),
+                   (N.Op("param", (), (m, n), "f32", "ws"), N.Op("exp", (0,), (m, n), "f32")),
+                   (("y", 1),))
+    want = (cost.cube_pipeline(cube, M910B, {}, {}).cycles
+            + -(-kernel_cost(vec, M910B)[1] // 2))
+    assert kernel_cost(kern, M910B) == (cost.UNIT_CUBE, want)
+    # kept off the cube (a gather view passed to it), it is one vector kernel again
+    assert kernel_cost(kern, M910B, vector_only=frozenset({"k"}))[0] == cost.UNIT_VECTOR
 
 
 def test_at_least_one_cycle():
@@ -380,15 +404,18 @@ def test_to_c_fills_wsp_machine():
 
 
 def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
-    """exp(x @ w): a matmul with vector work runs on a vector core (as the Ascend emitter runs
-    it), its matmul the vector matmul's calls; w streams from GM once per chunk, its loads in
-    the V pipe's time (single-buffered), at the rate of the level w is placed in."""
+    """exp(x @ w) kept off the cube (as a task passing it a gather view keeps it: `vector_only`)
+    runs on a vector core, as the Ascend emitter runs it, its matmul the vector matmul's calls;
+    w streams from GM once per chunk, its loads in the V pipe's time (single-buffered), at the
+    rate of the level w is placed in. (Off that list it is split between the cube and the
+    vector cores: test_a_matmul_epilogue_kernel_is_its_cube_part_then_its_vector_part.)"""
+    vo = frozenset({"k"})
     m, k, n = 16, 64, 64
     ops = (N.Op("param", (), (m, k), "f32", "x"), N.Op("param", (), (k, n), "f32", "w"),
            N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
     params = (tile("x", m, k, "f32"), tile("w", k, n, "f32"), tile("y", m, n, "f32", "Out"))
     kern = N.Kernel("k", "k", params, ops, (("y", 3),))
-    assert cost.kernel_unit(kern) == cost.UNIT_VECTOR
+    assert cost.kernel_unit(kern, vo) == cost.UNIT_VECTOR
     mm = cost.vector_matmul(kern, 2, M910B)
     # per (row, k): a scalar read, Muls and Add of a 64-column row (one repeat each), two
     # barriers; once: the Duplicate of C (16 x 64 f32: 16 repeats) and its barrier
@@ -399,6 +426,6 @@ def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
     share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
     w_load = _cycles(k * n * 4, share)
     exp = 16 * 4  # 1024 f32 = 16 repeats, a transcendental 4x
-    assert kernel_cost(kern, M910B) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
-    ub = kernel_cost(kern, M910B, places={"w": "ub"})[1]
+    assert kernel_cost(kern, M910B, vector_only=vo) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
+    ub = kernel_cost(kern, M910B, places={"w": "ub"}, vector_only=vo)[1]
     assert ub == mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)

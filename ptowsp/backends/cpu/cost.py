@@ -10,8 +10,11 @@ The model, and what it assumes:
 - A kernel runs where the Ascend emitter puts it: on a cube core (unit 1) when all its work is
   matmuls the cube runs (`backends/cube.runs_on_cube`, the rule `aicore.is_cube` asks too: the
   kernel's stores, dtypes and pads, and no task passing it a gather or column-strided view),
-  every other kernel on a vector core (unit 0), a matmul among its ops included. An `extern c`
-  kernel is opaque: vector unit, memory time only.
+  every other kernel on a vector core (unit 0), a matmul among its ops included, except a
+  kernel the emitter splits (`backends/mixed_split.py`: matmuls feeding a vector epilogue),
+  which runs on an AI Core group (unit 1): its cube part's pipeline, then its vector part
+  (shared by the two AIVs when row-local), one after the other. An `extern c` kernel is
+  opaque: vector unit, memory time only.
 - A cube kernel is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
   each matmul runs the loops of `backends/cube.py`'s tiling (the loops the Ascend emitter
   writes): per C block and L1 stage an MTE2 of the operand panels (at the core's share of
@@ -72,6 +75,7 @@ from ...ir import nodes as N
 from ...primitives import OPS
 from .. import pipes as P
 from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
+from ..mixed_split import split_epilogue
 from ..vector_plan import in_place_transposes, streamed_operands
 
 if TYPE_CHECKING:
@@ -105,7 +109,17 @@ def kernel_unit(kernel: N.Kernel, vector_only: frozenset = frozenset()) -> int:
     (extern kernels, and kernels mixing a matmul with vector work, too) vector."""
     if kernel.is_extern:
         return UNIT_VECTOR
-    return UNIT_CUBE if runs_on_cube(kernel, vector_only) else UNIT_VECTOR
+    if runs_on_cube(kernel, vector_only) or _split(kernel, vector_only) is not None:
+        return UNIT_CUBE
+    return UNIT_VECTOR
+
+
+def _split(kernel: N.Kernel, vector_only: frozenset):
+    """The kernel's split into a cube part and a vector part when the emitter runs it split
+    (`backends/mixed_split.py`: a matmul -> vector epilogue kernel), else None."""
+    if kernel.is_extern or kernel.name in vector_only or runs_on_cube(kernel, vector_only):
+        return None
+    return split_epilogue(kernel)
 
 
 def placements(module: N.Module) -> dict[str, dict[str, str]]:
@@ -175,6 +189,17 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
     views, `vector_only_kernels`)."""
     if kernel.is_extern:
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places, touched))
+    sp = _split(kernel, vector_only)
+    if sp is not None:
+        # decision: a split kernel's task is its cube part (on the group's AIC) and then its
+        # vector part (on the AIVs, after the cross-core flag), one after the other: the
+        # emitter overlaps only the next task's cube part with this one's vector part, which
+        # the model leaves out (an over-estimate of at most the shorter part). The vector
+        # part's rows are shared by the two AIVs when every op is row-local.
+        cube = cube_pipeline(sp.cube, machine, places or {}, touched or {}).cycles
+        _, vec = kernel_cost(sp.vector, machine, places, touched, chunks)
+        share = 2 if any(sp.row_tiles) else 1
+        return UNIT_CUBE, max(1, cube + -(-vec // share))
     unit = kernel_unit(kernel, vector_only)
     pipe = kernel_pipeline(kernel, machine, places, touched, chunks, vector_only)
     if pipe is not None:
@@ -199,8 +224,8 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
     loops (backends/cube.py); a vector kernel in `chunks` chunks of rows (its matmuls' vector
     work and streamed operands in its V stages). None for a vector kernel whose chunks are not
     given, and for an extern kernel (opaque)."""
-    if kernel.is_extern:
-        return None
+    if kernel.is_extern or _split(kernel, vector_only) is not None:
+        return None  # a split kernel is two pipelines, on two kinds of core (kernel_cost)
     if kernel_unit(kernel, vector_only) == UNIT_CUBE:
         return cube_pipeline(kernel, machine, places or {}, touched or {})
     if chunks is None:
