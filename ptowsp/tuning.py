@@ -233,11 +233,22 @@ def with_consts(text: str, changes: Sequence) -> str:
 
 
 def _tile_const_names(main) -> list:
-    """The int-literal consts of the file `main` named in a kernel's parameter types."""
+    """The int-literal consts of the file `main` named in a kernel's parameter types (its tile
+    dimensions) or passed whole to a `Constexpr` parameter by a call."""
     from .frontend import ast as A
 
-    used = {n.id for d in main.decls if isinstance(d, A.KernelDecl) for p in d.params
+    kernels = {d.name.id: d for d in main.decls if isinstance(d, A.KernelDecl)}
+    used = {n.id for d in kernels.values() for p in d.params
             for n in p.walk() if isinstance(n, A.Name)}
+    for call in (n for d in main.decls for n in d.walk() if isinstance(n, A.CallStmt)):
+        kernel = kernels.get(call.callee.id)
+        if kernel is None:
+            continue
+        params = {p.name.id: p for p in kernel.params}
+        bound = [*zip((p.name.id for p in kernel.params), call.args),
+                 *((k.name, k.value) for k in call.kwargs)]
+        used |= {value.id for name, value in bound if isinstance(value, A.Name)
+                 and name in params and isinstance(params[name].type, A.ConstexprParamType)}
     return [d for d in main.decls if isinstance(d, A.ConstDecl) and d.name.id in used
             and isinstance(d.value, A.IntLit) and d.value.value > 0]
 

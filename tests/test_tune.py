@@ -219,3 +219,17 @@ def test_a_block_size_that_changes_the_outputs_is_never_chosen():
     tried = [c for c in r.candidates if c.consts]
     assert tried and all(c.cycles is None and "changes output `Y`" in c.error for c in tried)
     assert r.consts == {} and r.meaning_rejected
+
+
+def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
+    from ptowsp.tuning import _tile_const_names
+
+    m = ptowsp.parse(BLOCKS.replace("OP", "x").replace("const C = 64    // columns: sizes the "
+                                                       "tensors", "const C = 64\nconst W = 4\n"
+                                                       "const U = 2")
+                     .replace("y: Out[Tile[RB, C, f32]])", "y: Out[Tile[RB, C, f32]], "
+                              "n: Constexpr[i32])")
+                     .replace("Y[t * RB : min(t * RB + RB, R), :])",
+                              "Y[t * RB : min(t * RB + RB, R), :], n = W)"))
+    # RB and C size tiles, W is passed to a Constexpr, U reaches no kernel
+    assert [d.name.id for d in _tile_const_names(m.env.files[0])] == ["RB", "C", "W"]
