@@ -359,29 +359,30 @@ def _same(got, want, dtype: str, kind: str) -> bool:
 
 
 def tile_consts(variants: _Variants) -> tuple[list, dict]:
-    """The tile consts searched (each with the values that keep every tensor's shape) and the
-    consts found to change the meaning at every other value (name -> the first reason)."""
+    """The tile consts searched (each with the values that check and keep every tensor's
+    shape) and the consts with no other such value (name -> why: the tensor a value sizes,
+    else the first value's error)."""
     searched, changing = [], {}
     for decl in _tile_const_names(variants.main):
         const = TileConst(decl.name.id, decl.value.value, _options(decl.value.value),
                           decl.value.span)
-        keep, first = [const.value], None
+        keep, moved, failed = [const.value], None, None
         for v in const.options[1:]:
-            try:
+            try:  # a value that does not check fails whatever the schedule: not tried
                 variant = variants.module([(const, v)])
                 shapes = variants._shapes(variant.ir)
-            except WspError:
-                keep.append(v)  # it fails in the search, counted there
+            except WspError as err:
+                failed = failed or f"{const.name} = {v}: {err.diagnostics[0].message}"
                 continue
-            moved = next((n for n, s in shapes.items() if variants.shapes.get(n) != s), None)
-            if moved is None:
+            tensor = next((n for n, s in shapes.items() if variants.shapes.get(n) != s), None)
+            if tensor is None:
                 keep.append(v)
-            elif first is None:
-                first = f"sizes tensor `{moved}`"
+            else:
+                moved = moved or f"sizes tensor `{tensor}`"
         if len(keep) > 1:
             searched.append(dataclasses.replace(const, options=tuple(keep)))
         else:
-            changing[const.name] = first or "no other value"
+            changing[const.name] = moved or failed or "no other value"
     return searched, changing
 
 
@@ -759,7 +760,7 @@ def report(result: TuneResult, file: str, top: int = 5) -> str:
         lines.append(f"tile size `{c.name}` (file: {c.value}) searched: "
                      + ", ".join(map(str, c.options)))
     for name, why in result.meaning_consts.items():
-        lines.append(f"tile size `{name}` not searched: another value changes the meaning ({why})")
+        lines.append(f"tile size `{name}` not searched: no other value keeps the meaning ({why})")
     if result.meaning_rejected:
         lines.append(f"{len(result.meaning_rejected)} combinations of tile sizes skipped: they "
                      "change the meaning (" + "; ".join(result.meaning_rejected[:3])

@@ -188,7 +188,7 @@ def test_a_block_size_is_searched_and_apply_rewrites_only_its_number(tmp_path, c
     r = wspc("tune", f, "--budget", "24", "--apply", cache=cache)
     assert r.returncode == 0, r.stderr
     assert "tile size `RB` (file: 8) searched: 8, 16, 32" in r.stdout
-    assert "tile size `C` not searched: another value changes the meaning (sizes tensor `X`)" \
+    assert "tile size `C` not searched: no other value keeps the meaning (sizes tensor `X`)" \
         in r.stdout
     best = int(re.search(r"^best: (\d+) cycles", r.stdout, re.M).group(1))
     given = int(re.search(r"^given +(\d+) ", r.stdout, re.M).group(1))
