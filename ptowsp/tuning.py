@@ -735,9 +735,10 @@ class Job:
         self.module = self.checked.ir
 
     def search(self, schedule: Optional[str], bindings: Mapping[str, int],
-               arrays: Mapping[str, Any], seed: int, mesh: Optional[Mapping[str, int]]):
+               arrays: Mapping[str, Any], seed: int, mesh: Optional[Mapping[str, int]],
+               tile_sizes: bool = True):
         return tune(self.checked, schedule, self.budget, self.seconds, bindings, arrays, seed,
-                    machine=self.machine, mesh=mesh or None)
+                    machine=self.machine, mesh=mesh or None, tile_sizes=tile_sizes)
 
 
 def report(result: TuneResult, file: str, top: int = 5) -> str:

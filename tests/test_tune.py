@@ -211,6 +211,11 @@ def test_a_block_size_is_searched_and_apply_rewrites_only_its_number(tmp_path, c
     # without tile sizes, as before: no const changed in any candidate
     plain = ptowsp.tune(m, budget=6, tile_sizes=False)
     assert not any(c.consts for c in plain.candidates) and not plain.tile_consts
+    g = tmp_path / "plain.wsp"
+    g.write_text(original)
+    r = wspc("tune", g, "--budget", "3", "--no-tile-sizes", "--apply", cache=cache)
+    assert r.returncode == 0 and "tile size" not in r.stdout and "const RB" not in r.stdout
+    assert g.read_text().startswith(original)
 
 
 def test_a_block_size_that_changes_the_outputs_is_never_chosen():
