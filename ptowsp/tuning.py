@@ -16,6 +16,14 @@ schedule is replayed on the cycle model (`Program.simulate`). A candidate whose 
 fails to check or lower (a key the policy refuses, a transform of a loop that cannot take it)
 is skipped: its diagnostics name its file. `pto_wsp.auto_schedule` runs the same `search` over
 its `SearchSpace`.
+
+Tile sizes are more dimensions: a *tile const* of the main file (a `const` that sizes a kernel's
+tiles or is passed to a `Constexpr`) takes other powers of two, in a copy of the file's text
+with only that number changed. A value is kept only where the module means the same: every
+tensor's shape unchanged (checked for each value before the search) and the outputs on `ref`
+those of the file's sizes on the same random inputs (checked for each combination the search
+reaches, `_Variants.meaning`); a combination that fails is a failed candidate. `--apply` writes
+the winner's numbers into the const lines (docs/tools.md, "Tile sizes").
 """
 
 from __future__ import annotations
@@ -272,7 +280,8 @@ class _Variants:
         self.env, self.schedule, self.bindings = module.env, schedule, dict(bindings)
         self.arrays, self.mesh = arrays, mesh
         self.main = self.env.files[0]
-        self.text = self.main.text or self.env.sources[self.main.path]
+        # a module built in Python (`embed/`) has no text to rewrite: its sizes are not searched
+        self.text = self.main.text or self.env.sources.get(self.main.path, "")
         self.shapes = self._shapes(module.ir)
         self._outputs: Optional[dict] = None
         self.verdicts: dict = {}
@@ -366,7 +375,7 @@ def tile_consts(variants: _Variants) -> tuple[list, dict]:
     shape) and the consts with no other such value (name -> why: the tensor a value sizes,
     else the first value's error)."""
     searched, changing = [], {}
-    for decl in _tile_const_names(variants.main):
+    for decl in (_tile_const_names(variants.main) if variants.text else ()):
         const = TileConst(decl.name.id, decl.value.value, _options(decl.value.value),
                           decl.value.span)
         keep, moved, failed = [const.value], None, None
