@@ -2,7 +2,10 @@
 per device and tile, the tile's shape `ir/collective_tiles.tile_shape`'s, reading the P addends
 of the tile in device order: a point-to-point message per remote tile through the runtime's
 transport, and the fixed-order sum), against a bare mpi4py `Allreduce` of the same bytes, in the
-same run, interleaved.
+same run, interleaved. A third column, `rs+ag`, submits the same allreduce as a reduce-scatter
+and an allgather (tile k summed in the same fixed order on device k % P only, then copied from
+there to the others): what docs/running.md ("Running on MPI", Speed) weighs against today's
+lowering. Every run's result is checked against the fixed-order sum, bit for bit.
 
     python benchmarks/mesh_mpi.py [--ranks 2] [--runs 15] [--workers 1] [--tile ROWSxCOLS]
 
@@ -46,41 +49,73 @@ static int k_sum(const wsp_tile *t, const wsp_scalar *s) {
     return 0;
 }
 
-/* the lowering's allreduce of A[p, rows, cols] into Y[p, rows, cols]: a task per device and tile */
+/* A task of device d on tile (r, c): reading tile (r, c) of A on every device in order (the
+ * fixed-order sum), or with `from` >= 0 that of Y on device `from` (a copy), into Y on d. */
+static int submit(wsp_runtime *rt, float *a, float *y, int p, int d, int from, int64_t rows,
+                  int64_t cols, int64_t r, int64_t c, int64_t trows, int64_t tcols) {
+    wsp_task task;
+    memset(&task, 0, sizeof task);
+    int n = from >= 0 ? 1 : p;
+    task.fn = k_sum;
+    task.device = d;
+    task.ntiles = n + 1;
+    task.nscalars = 1;
+    task.scalars[0].i = n;
+    for (int q = 0; q <= n; q++) {
+        int dev = q < n ? (from >= 0 ? from : q) : d;
+        float *base = q < n && from < 0 ? a : y;
+        int64_t nr = rows - r < trows ? rows - r : trows;
+        int64_t nc = cols - c < tcols ? cols - c : tcols;
+        task.tiles[q].data = base + ((int64_t)dev * rows + r) * cols + c;
+        task.tiles[q].rows = nr;
+        task.tiles[q].cols = nc;
+        task.tiles[q].stride = cols;
+        task.tiles[q].col_stride = 1;
+        wsp_access *acc = &task.access[q];
+        acc->tensor = base == a ? 0 : 1;
+        acc->mode = q < n ? WSP_READ : WSP_WRITE;
+        acc->ndim = 3;
+        acc->lo[0] = dev; acc->hi[0] = dev + 1;
+        acc->lo[1] = r; acc->hi[1] = r + nr;
+        acc->lo[2] = c; acc->hi[2] = c + nc;
+    }
+    return wsp_submit(rt, &task);
+}
+
+/* Allreduce as reduce-scatter + allgather: tile k is summed (in the fixed order) only on device
+ * k % p, then copied from there to the others. */
+static int submit_rsag(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, int64_t cols,
+                       int64_t trows, int64_t tcols) {
+    int rc = 0;
+    for (int phase = 0; phase < 2; phase++)
+        for (int d = 0; d < p && !rc; d++) {
+            int64_t k = 0;
+            for (int64_t r = 0; r < rows && !rc; r += trows)
+                for (int64_t c = 0; c < cols && !rc; c += tcols, k++) {
+                    int owner = (int)(k % p);
+                    if (phase == 0 && owner == d)
+                        rc = submit(rt, a, y, p, d, -1, rows, cols, r, c, trows, tcols);
+                    else if (phase == 1 && owner != d)
+                        rc = submit(rt, a, y, p, d, owner, rows, cols, r, c, trows, tcols);
+                }
+        }
+    return rc;
+}
+
+/* the lowering's allreduce of A[p, rows, cols] into Y[p, rows, cols]: a task per device and tile
+ * (rsag: as reduce-scatter + allgather instead) */
 int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, int64_t cols,
-                    int64_t trows, int64_t tcols) {
+                    int64_t trows, int64_t tcols, int rsag) {
     int rc = wsp_begin(rt, 0, 0);
     if (rc) return rc;
-    wsp_task task;
-    for (int d = 0; d < p && !rc; d++)
-        for (int64_t r = 0; r < rows && !rc; r += trows)
-            for (int64_t c = 0; c < cols && !rc; c += tcols) {
-                memset(&task, 0, sizeof task);
-                task.fn = k_sum;
-                task.device = d;
-                task.ntiles = p + 1;
-                task.nscalars = 1;
-                task.scalars[0].i = p;
-                for (int q = 0; q <= p; q++) {
-                    int dev = q < p ? q : d;
-                    float *base = q < p ? a : y;
-                    int64_t nr = rows - r < trows ? rows - r : trows;
-                    int64_t nc = cols - c < tcols ? cols - c : tcols;
-                    task.tiles[q].data = base + ((int64_t)dev * rows + r) * cols + c;
-                    task.tiles[q].rows = nr;
-                    task.tiles[q].cols = nc;
-                    task.tiles[q].stride = cols;
-                    task.tiles[q].col_stride = 1;
-                    wsp_access *acc = &task.access[q];
-                    acc->tensor = q < p ? 0 : 1;
-                    acc->mode = q < p ? WSP_READ : WSP_WRITE;
-                    acc->ndim = 3;
-                    acc->lo[0] = dev; acc->hi[0] = dev + 1;
-                    acc->lo[1] = r; acc->hi[1] = r + nr;
-                    acc->lo[2] = c; acc->hi[2] = c + nc;
-                }
-                rc = wsp_submit(rt, &task);
-            }
+    if (rsag) {
+        rc = submit_rsag(rt, a, y, p, rows, cols, trows, tcols);
+    } else {
+        for (int d = 0; d < p && !rc; d++)
+            for (int64_t r = 0; r < rows && !rc; r += trows)
+                for (int64_t c = 0; c < cols && !rc; c += tcols)
+                    rc = submit(rt, a, y, p, d, -1, rows, cols, r, c, trows, tcols);
+    }
     int w = wsp_wait(rt);
     return rc ? rc : w;
 }
@@ -102,7 +137,7 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
     ffi = cffi.FFI()
     ffi.cdef(text[text.index("/* CDEF-BEGIN */") + 16:text.index("/* CDEF-END */")]
              + "int bench_allreduce(wsp_runtime *rt, float *a, float *y, int p, int64_t rows, "
-               "int64_t cols, int64_t trows, int64_t tcols);")
+               "int64_t cols, int64_t trows, int64_t tcols, int rsag);")
     lib = ffi.dlopen(so)
     comm = MPI.COMM_WORLD
     me, p = comm.rank, comm.size
@@ -119,22 +154,33 @@ def rank(so: str, transport: str, runs: int, workers: int, tile: tuple[int, int]
         send, recv = np.ascontiguousarray(a[me]), np.empty((rows, cols), np.float32)
         pa = ffi.cast("float *", ffi.from_buffer(a))
         py = ffi.cast("float *", ffi.from_buffer(y))
-        times = {"wspc": [], "mpi4py": []}
+        # the fixed-order sum of the addends, as every method's result must be (bit for bit: the
+        # same float32 additions in the same order)
+        want = np.zeros((rows, cols), np.float32)
+        for q in range(p):
+            want += np.random.default_rng(q).standard_normal((rows, cols)).astype(np.float32)
+        methods = ["wspc", "rs+ag", "mpi4py"]
+        times: dict[str, list[float]] = {w: [] for w in methods}
         for k in range(runs + 2):  # two warm-up rounds
-            for what in ("wspc", "mpi4py") if k % 2 == 0 else ("mpi4py", "wspc"):
+            for what in methods[k % 3:] + methods[:k % 3]:  # each goes first in turn
+                y[me] = 0
                 comm.Barrier()
                 t0 = time.perf_counter()
-                if what == "wspc":
-                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, *shape) == 0
-                else:
+                if what == "mpi4py":
                     comm.Allreduce(send, recv, op=MPI.SUM)
+                else:
+                    assert lib.bench_allreduce(rt, pa, py, p, rows, cols, *shape,
+                                               int(what == "rs+ag")) == 0
                 dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+                if what != "mpi4py":
+                    assert np.array_equal(y[me], want), what
                 if k >= 2:
                     times[what].append(dt * 1e3)
         if me == 0:
-            w, m = statistics.median(times["wspc"]), statistics.median(times["mpi4py"])
-            print(f"{mib:>3} MiB  {p} ranks  tiles {shape[0]}x{shape[1]}  wspc {w:8.3f} ms   mpi4py Allreduce {m:8.3f} ms   "
-                  f"ratio {w / m:5.2f}", flush=True)
+            w, r, m = (statistics.median(times[k]) for k in methods)
+            print(f"{mib:>3} MiB  {p} ranks  tiles {shape[0]}x{shape[1]}  wspc {w:7.3f} ms  "
+                  f"rs+ag {r:7.3f} ms  mpi4py Allreduce {m:7.3f} ms  ratios {w / m:5.2f} "
+                  f"{r / m:5.2f}", flush=True)
     x.close()
     lib.wsp_runtime_free(rt)
 

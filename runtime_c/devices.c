@@ -90,7 +90,9 @@ static int send_in_place(const wsp_tile *tiles, const wsp_scalar *s) {
     int64_t bytes = tl->rows * tl->cols * s[3].i;
     t->resume = 1;
     atomic_store_explicit(&t->h.pending, 2, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rt->xwaiting, 1, memory_order_seq_cst);  /* as a receive's */
     if (rt->xport.send_from(rt->xport.ctx, tl->data, bytes, (int32_t)s[1].i, s[2].i, t) != 0) {
+        atomic_fetch_sub_explicit(&rt->xwaiting, 1, memory_order_seq_cst);
         t->resume = 0;
         atomic_store_explicit(&t->h.pending, 0, memory_order_relaxed);
         return wsp_kernel_fail("the transport could not send a tile to another device");
@@ -231,7 +233,10 @@ int wsp__device_submit(wsp_runtime *rt, const wsp_task *task, int *taken) {
         const wsp_access *a = &task->access[remote[k]];
         wsp_tile *tl = &tiles[remote[k]];
         int64_t bytes = tl->rows * tl->cols * device_elem(rt, a);
+        /* counted before it is posted: its arrival (any thread) counts it off */
+        atomic_fetch_add_explicit(&rt->xwaiting, 1, memory_order_seq_cst);
         if (rt->xport.recv(rt->xport.ctx, tl->data, bytes, (int32_t)a->lo[0], tags[k], t) != 0) {
+            atomic_fetch_sub_explicit(&rt->xwaiting, 1, memory_order_seq_cst);
             /* the receives not posted never arrive: release their holds here */
             wsp_fail(rt, WSP_ERR_INTERNAL, "the transport could not receive a tile from another "
                      "device");
@@ -244,6 +249,7 @@ int wsp__device_submit(wsp_runtime *rt, const wsp_task *task, int *taken) {
 
 void wsp_arrived(wsp_runtime *rt, void *token, void *buf, int ok) {
     wsp_tasknode *t = token;
+    atomic_fetch_sub_explicit(&rt->xwaiting, 1, memory_order_seq_cst);
     if (!ok && buf) {  /* the buffer is the transport's now: the node must not free it */
         wsp_fail(rt, WSP_ERR_INTERNAL, "a tile from another device did not arrive");
         wsp_tile *tiles = wsp__tiles(t);

@@ -20,7 +20,9 @@
  * `in`); `out` overflows onto the lock-free `finished` stack.
  *
  * Idle workers spin briefly -- at most online CPUs - 1 of them at once, because the submitting
- * thread needs a core too -- and then sleep on their queue's condition variable. No wake-up is
+ * thread needs a core too -- and then sleep on their queue's condition variable. While tasks of
+ * this process wait for another process's data (devices.c), the spin polls the transport
+ * instead, for as long as the polls move something. No wake-up is
  * lost, by Dekker's pairing (every access below sequentially consistent):
  *   - a PUBLISHER (the submitter publishing a batch, a worker queueing a released successor)
  *     first makes the work visible (the ring's `tail`, the FIFO's `n`), then looks for whom to
@@ -51,6 +53,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +61,7 @@
 
 #define SPIN_ROUNDS 300            /* ~6 us of pause instructions before sleeping */
 #define AWAIT_SPIN_ROUNDS 300      /* the submitter's spin in wsp_await before it sleeps */
+#define POLL_ROUNDS 4096           /* a spin's transport polls in a row that find nothing */
 #define PREFETCH_AHEAD 4
 
 static inline void cpu_relax(void) {
@@ -668,11 +672,40 @@ static wsp_tasknode *next_task(wsp_worker *w) {
         int found = 0;
         if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->max_spinners) {
             WSP_TEST_HOOK(rt, WSP_HOOK_SPIN, w->index);
-            for (int i = 1; i <= SPIN_ROUNDS && !found && !t; i++) {
-                cpu_relax();
+            /* tasks of this process wait for messages (devices.c): the spin makes the
+             * transport's progress, so that a message's copy and the task it releases run on
+             * this thread, with no hand-off between a progress thread and a worker; it goes on
+             * while the polls find something */
+            int poll = 0;
+            if (atomic_load_explicit(&rt->xwaiting, memory_order_relaxed) > 0 && rt->xport.poll) {
+                /* counted first, then checked again: wsp_wait, which waits for the count, ends
+                 * a run only once every transfer has arrived */
+                atomic_fetch_add_explicit(&rt->xpolling, 1, memory_order_seq_cst);
+                poll = atomic_load_explicit(&rt->xwaiting, memory_order_seq_cst) > 0;
+                if (!poll) atomic_fetch_sub_explicit(&rt->xpolling, 1, memory_order_seq_cst);
+            }
+            int rounds = poll ? POLL_ROUNDS : SPIN_ROUNDS;
+            for (int i = 1; i <= rounds && !found && !t; i++) {
+                if (poll) {
+                    int r = atomic_load_explicit(&rt->xwaiting, memory_order_seq_cst) > 0
+                                ? rt->xport.poll(rt->xport.ctx) : -1;
+                    if (r > 0) i = 0;
+                    /* a poll that moved nothing: let the threads that share this core (the
+                     * submitter, the other ranks' threads) have it now and then; a poll is a
+                     * system call's cost, a timeslice a millisecond */
+                    if (r == 0 && (i & 7) == 0) sched_yield();
+                    if (r < 0) {  /* nothing is awaited any more, or the run failed */
+                        poll = 0;
+                        rounds = i + SPIN_ROUNDS;
+                        atomic_fetch_sub_explicit(&rt->xpolling, 1, memory_order_seq_cst);
+                    }
+                } else {
+                    cpu_relax();
+                }
                 found = own_work(w);
                 if (!found && (i & 15) == 0) t = steal(w);
             }
+            if (poll) atomic_fetch_sub_explicit(&rt->xpolling, 1, memory_order_seq_cst);
         }
         /* seq_cst, pairing with publish_in: the submitter saw this spinner, or the scan below
          * sees what it published */

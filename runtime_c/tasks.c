@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "wsp_internal.h"
@@ -161,6 +162,8 @@ wsp_runtime *wsp_runtime_new(int32_t workers, int32_t ntensors) {
     atomic_init(&rt->spinners, 0);
     atomic_init(&rt->pinned, 0);
     atomic_init(&rt->graph_on, 0);
+    atomic_init(&rt->xwaiting, 0);
+    atomic_init(&rt->xpolling, 0);
     rt->unpub_since = -1;
     rt->free_ctx = -1;
     rt->ntensors = ntensors;
@@ -545,6 +548,9 @@ int wsp_wait(wsp_runtime *rt) {
     wsp__submitter_wait(rt, WSP_WAIT_ALL, 0);
     if (atomic_load_explicit(&rt->graph_on, memory_order_relaxed)) wsp__graph_end(rt);
     wsp__drain(rt, INT64_MAX);
+    /* every receive and send in place has arrived (or was released by the failure), so a
+     * worker still inside the transport's poll leaves it at once (dispatch.c) */
+    while (atomic_load_explicit(&rt->xpolling, memory_order_seq_cst) > 0) sched_yield();
     rt->running = 0;
     rt->execute_ms = (double)(wsp__now_ns() - rt->t_begin_ns) / 1e6;
     rt->finished_run = 1;

@@ -405,6 +405,11 @@ struct wsp_runtime {
     int32_t *xelem;
     int32_t nxelem;
     int64_t xseq;
+    /* receives and sends in place posted and not arrived (workers poll the transport while
+     * there are some: tasks wait for them), and workers inside such polls (wsp_wait returns
+     * once none is: the transport may go after) */
+    _Atomic int64_t xwaiting;
+    atomic_int xpolling;
     /* devices.c: receive buffers kept for the next receives of their size (submitter only):
      * a fresh malloc of a tile's size is a fresh mapping, every page of which faults in */
     void *xbuf[WSP_XBUFS];

@@ -464,7 +464,11 @@ int64_t wsp_note_read(const wsp_runtime *rt, int64_t first, int64_t n, int64_t *
  * it, whatever order the tasks of a collective become ready in on each device. The transport
  * calls must not block; `fail` (may be NULL) is called once when the run fails, from any
  * thread: the transport must then make every receive and `send_from` still pending arrive
- * (a receive's buffer as it is), so that the run drains (no task runs after an error). */
+ * (a receive's buffer as it is), so that the run drains (no task runs after an error).
+ * `poll` (may be NULL) makes progress on the calling thread: an idle worker calls it in its
+ * spin while a receive or a `send_from` of this process is pending, and the task a receive
+ * releases then runs on that worker without a wake-up. It returns 1 if anything moved, 0 if not, -1 once the run
+ * has failed; wsp_wait returns only when no worker is inside it. */
 typedef struct wsp_transport {
     void *ctx;
     int32_t device;           /* this process's device */
@@ -474,6 +478,7 @@ typedef struct wsp_transport {
     void (*fail)(void *ctx);
     int (*send_from)(void *ctx, const void *buf, int64_t bytes, int32_t to, int64_t tag,
                      void *token);    /* may be NULL: every tile is packed for `send` */
+    int (*poll)(void *ctx);   /* may be NULL: see below */
 } wsp_transport;
 /* Between runs: x == NULL (or x->devices == 0) removes it. elem_bytes: per tensor, its element
  * size when its first dimension is the device dimension, else 0 (ntensors entries). */

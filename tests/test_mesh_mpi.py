@@ -120,6 +120,11 @@ def test_the_transport_allreduces_bit_identically_to_the_fixed_order(case_libs, 
         # every process numbers the same remote reads
         assert got["tasks"].tolist() == [tiles * (2 + ranks - 1)] * runs
         assert got["reads"].tolist() == [tiles * ranks * (ranks - 1)] * runs
+    # idle workers made MPI progress themselves (a tile's copy and its sum on one thread, no
+    # hand-off: docs/running.md, "How data moves"); a worker spins only with a core to spare
+    if (os.cpu_count() or 1) > 1:
+        steps = [int(np.load(tmp_path / f"rank-{r}.npz")["worker_steps"]) for r in range(ranks)]
+        assert sum(steps) > 0, steps
 
 
 @needs_mpi

@@ -1,8 +1,9 @@
-"""The cube unit's tiling of one matmul, shared by the Ascend C emitter (which emits these
-loops: `backends/ascend/aicore`) and the cycle model (which costs them as a pipeline per pipe:
-`backends/pipes.py`, called by `backends/cpu/cost.py`),
-so the model follows the code instead of a whole-tile roofline. One fact, one place: neither
-side chooses block sizes of its own.
+"""Which kernels run on the cube unit, and the cube's tiling of one matmul, shared by the
+Ascend C emitter (which emits these loops for these kernels: `backends/ascend/aicore`) and the
+cycle model (which costs them as a pipeline per pipe: `backends/pipes.py`, called by
+`backends/cpu/cost.py`, and every other kernel as the vector code the emitter writes), so the
+model follows the code instead of a whole-tile roofline. One fact, one place: neither side
+chooses the unit or the block sizes of its own (`runs_on_cube`, `cube_tiling`).
 
 Capacities of one AI Core of the 910B / A3 (`dav-2201`, `__NPU_ARCH__ == 2201`), as asc-devkit's
 `include/utils/base/sys_constants.h` declares them: L1 512 KiB - 256, L0A and L0B 64 KiB each,
@@ -25,6 +26,8 @@ the remainder, rounded up to whole fractals in L0 (the padding is zeros and neve
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..ir import nodes as N
 
 FRACTAL = 16            # rows of an L0A / L0B fractal, and C's 16 x 16 accumulation block
 FRACTAL_BYTES = 32      # one fractal row: 16 f16 / bf16 or 8 f32 elements
@@ -148,3 +151,129 @@ def cube_tiling(m: int, n: int, k: int, in_bytes: int, caps: CubeCaps = A2) -> C
     t = CubeTiling(m, n, k, in_bytes, base_m, base_n, base_k, step_k, l1_buffers, l0_buffers)
     assert t.fits(caps), t
     return t
+
+
+# -- which kernels run on the cube: one rule for the Ascend emitter (`aicore/cube.py` writes
+# these kernels, `aicore.is_cube` asks this) and the cycle model (`cpu/cost.py` costs these on
+# the cube and every other kernel with a matmul as the vector matmul the emitter writes then)
+
+CUBE_IN = ("f16", "bf16", "f32")   # operand dtypes the cube path takes
+CUBE_OUT = ("f32", "f16", "bf16")  # stored dtypes Fixpipe writes (NoQuant, F322F16, F322BF16)
+
+
+@dataclass(frozen=True)
+class CubeMatmul:
+    """One store of a cube kernel: tile parameter `out` = [out +] a @ b, `a` and `b` tile
+    parameters read transposed or not (`a_t`, `b_t`), `dtype` theirs, `out_dtype` the stored
+    one, `tiling` the loops it runs."""
+    out: str
+    a: str
+    a_t: bool
+    b: str
+    b_t: bool
+    acc: bool
+    dtype: str
+    out_dtype: str
+    tiling: CubeTiling
+
+
+def _operand(k: "N.Kernel", i: int):
+    """(param, transposed) of op i through widening converts and transposes, or None."""
+    ops, flips = k.ops, 0
+    while True:
+        op = ops[i]
+        if op.op == "param":
+            return str(op.attr), flips % 2 == 1
+        if op.op == "transpose":
+            flips += 1
+        elif op.op == "convert" and op.dtype == "f32" and ops[op.args[0]].dtype in ("f16", "bf16"):
+            pass  # widening f16 / bf16 -> f32: exact, the cube's own input conversion
+        else:
+            return None
+        i = op.args[0]
+
+
+def cube_matmuls(k: "N.Kernel", caps: CubeCaps = A2) -> "list[CubeMatmul] | None":
+    """The matmuls of tile kernel `k` when all its work is matmuls the cube runs, else None
+    (docs/ascend.md, "The AICore kernels"): every store receives `matmul(a, b)` (or
+    `matmul(a, b, acc = y)` stored back into the f32 InOut `y` it reads, once), possibly
+    converted to the stored tile's dtype, whose operands are tile parameters of one dtype of
+    CUBE_IN with pad 0, each possibly transposed or widened to f32, that the kernel does not
+    store to; the largest A and B panels of its matmuls (each its own tiling, the queues sized
+    for the largest) fit L1 together. An extern kernel, one with nothing stored and one with an
+    f64 value never run on the cube (the AI Core has no f64)."""
+    from ..dtypes import size_of
+
+    if k.is_extern or not k.stores:
+        return None
+    if any(p.dtype == "f64" for p in k.params) or any(op.dtype == "f64" for op in k.ops):
+        return None
+    params = {p.name: p for p in k.params}
+    stored = {name for name, _ in k.stores}
+    out: list[CubeMatmul] = []
+    for name, v in k.stores:
+        op = k.ops[v]
+        pout = params[name]
+        if op.op == "convert" and op.dtype == pout.dtype:
+            op = k.ops[op.args[0]]
+        if op.op != "matmul" or pout.dtype not in CUBE_OUT or (pout.rows, pout.cols) != op.shape:
+            return None  # (a store broadcasting the product is vector work)
+        a, b = (_operand(k, j) for j in op.args[:2])
+        if a is None or b is None:
+            return None
+        pa, pb = params[a[0]], params[b[0]]
+        if pa.dtype != pb.dtype or pa.dtype not in CUBE_IN or pa.pad != 0 or pb.pad != 0:
+            return None
+        if a[0] in stored or b[0] in stored:
+            return None  # an operand the kernel also writes: the order of the two matters
+        acc = len(op.args) > 2
+        if acc:
+            ao = k.ops[op.args[2]]
+            # acc + a @ b stored into the acc's own tile: Fixpipe adds to GM (SetAtomicAdd)
+            if (ao.op != "param" or str(ao.attr) != name or pout.mode != "InOut"
+                    or pout.dtype != "f32" or pout.pad != 0):
+                return None
+            if sum(1 for s, _ in k.stores if s == name) != 1:
+                return None
+        m, n = op.shape
+        kk = k.ops[op.args[0]].shape[1]
+        out.append(CubeMatmul(name, a[0], a[1], b[0], b[1], acc, pa.dtype, pout.dtype,
+                              cube_tiling(m, n, kk, size_of(pa.dtype), caps)))
+    b = cube_buffers([x.tiling for x in out])
+    # several matmuls share the queues, sized for the largest of each: each tiling fits the
+    # core alone, but their largest A and B panels together may not fit L1 (then the kernel
+    # keeps the vector path rather than a tiling of its own that the cycle model would not see)
+    if b["l1_buffers"] * (b["l1a"] + b["l1b"]) > caps.l1:
+        return None
+    return out
+
+
+def cube_buffers(tilings: "list[CubeTiling]") -> dict[str, int]:
+    """The cube kernel's queues: buffer counts, and bytes per buffer (the largest each of
+    `tilings` needs)."""
+    return dict(
+        l1_buffers=min(t.l1_buffers for t in tilings),
+        l0_buffers=min(t.l0_buffers for t in tilings),
+        l1a=max(t.base_m * t.step_k * t.in_bytes for t in tilings),
+        l1b=max(t.base_n * t.step_k * t.in_bytes for t in tilings),
+        l0a=max(t.base_m * t.base_k * t.in_bytes for t in tilings),
+        l0b=max(t.base_n * t.base_k * t.in_bytes for t in tilings),
+        l0c=max(t.base_m * t.base_n for t in tilings) * _ACC_BYTES)
+
+
+def vector_only_kernels(module: "N.Module") -> frozenset:
+    """The kernels that stay on the vector path because a task of some schedule passes them a
+    gather view or a view strided along its columns: the cube's copies (Nd2Nz, rows of
+    contiguous elements) read neither (the vector path's copy-in reads both)."""
+    from ..ir.visit import tasks
+
+    return frozenset(
+        t.kernel for s in module.schedules for t in tasks(s.body) for a in t.args
+        if isinstance(a, N.TileArg) and (a.gather is not None or a.step(a.col_dim) != 1))
+
+
+def runs_on_cube(k: "N.Kernel", vector_only: frozenset = frozenset()) -> bool:
+    """Whether kernel `k` runs on a cube core (AIC): all its work is matmuls the cube runs
+    (`cube_matmuls`) and no task passes it a view the cube's copies cannot read (`vector_only`:
+    `vector_only_kernels` of its module). Every other kernel runs on a vector core."""
+    return k.name not in vector_only and cube_matmuls(k) is not None

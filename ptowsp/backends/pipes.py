@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 
 PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 
+# What the vector pipe waits for besides its repeats (the vector matmul of a vector kernel pays
+# them per (row, k): `cpu/cost.vector_matmul`). Both assumed, no published figure at hand: a
+# `PipeBarrier<PIPE_V>` (or the scalar unit's wait for the vector pipe, `V_S`) drains the vector
+# pipeline, about its depth; a scalar `GetValue` / `SetValue` of the Unified Buffer a few cycles.
+VECTOR_BARRIER_CYCLES = 16
+SCALAR_ACCESS_CYCLES = 4
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -3,17 +3,24 @@
  * against the mpich wheel's mpi.h and libmpi into a library of its own), so the runtime linked
  * into every module never needs MPI.
  *
- * One PROGRESS THREAD makes every MPI call of a run: the submitter (a receive, posted when the
- * reading task is enumerated) and the workers (a send, when the send task's tile is written:
- * from the tensor's memory when the tile is one block, else packed) only queue an operation
- * and return, so no worker ever blocks in MPI and a kernel never waits
- * for a message. The thread posts what is queued (MPI_Irecv / MPI_Isend on a duplicate of
- * MPI_COMM_WORLD, tagged with the remote read's number), tests everything outstanding
- * (MPI_Testsome), tells the runtime of each receive that completed (wsp_arrived: the reading
- * task may then run) and of each send from a tensor (its send task may then finish, and the
- * tile's next writer run), and frees each packed send's buffer. It sleeps when nothing is outstanding, and
- * backs off to short sleeps when nothing completes, so that it does not take a core from the
- * kernels. Point-to-point messages match by (source, tag), so the tiles of one collective may
+ * A send is posted (MPI_Isend on a duplicate of MPI_COMM_WORLD, tagged with the remote read's
+ * number) by the worker that runs its send task, as soon as the tile is written: from the
+ * tensor's memory when the tile is one block, else packed. A receive is queued by the submitter
+ * when the reading task is enumerated. Every other MPI call is a STEP of progress, made by
+ * whoever holds `poll_mu`: it posts the queued receives (MPI_Irecv), tests a window of what is
+ * outstanding (MPI_Testsome: on one host, MPI copies a message inside it), tells the runtime of
+ * each receive that completed (wsp_arrived: the reading task may then run) and of each send
+ * from a tensor (its send task may then finish, and the tile's next writer run), and frees each
+ * packed send's buffer. The steps are made by
+ *   - an idle worker, in its spin, while tasks of its process wait for a transfer (`poll`, see
+ *     dispatch.c): the task a receive releases then runs on the thread that copied the
+ *     message, without a wake-up; on a host with a core per rank, the hand-offs between a
+ *     progress thread and a worker were most of the time of a 1 MiB allreduce;
+ *   - else the PROGRESS THREAD, so that messages move while every worker runs a kernel. It
+ *     naps while workers poll, sleeps when nothing is outstanding, and backs off to short
+ *     sleeps when nothing completes, so that it does not take a core from the kernels.
+ * No thread ever waits in MPI for a message (a worker's MPI_Isend waits at most for MPI's
+ * lock). Point-to-point messages match by (source, tag), so the tiles of one collective may
  * become ready in any order on each process: no MPI collective call (which every process must
  * start in the same order) is used, and the reduction is the kernel's own fixed order.
  *
@@ -42,6 +49,8 @@ enum { OP_RECV = 0, OP_SEND = 1, OP_SEND_FROM = 2 };  /* SEND_FROM: the tensor's
 
 typedef struct op {
     struct op *next;
+    MPI_Request req;           /* a send posted by its caller: the request to test */
+    int posted;                /* so: the progress thread only tests it */
     void *buf;
     void *token;               /* a receive's or send_from's task; NULL once reported (orphaned) */
     int64_t bytes;
@@ -63,7 +72,13 @@ typedef struct wsp_mpi {
     int stop;                  /* under mu */
     atomic_int failed;
     atomic_llong outstanding;  /* queued + posted, for wsp_mpi_quiet */
-    /* the progress thread's own */
+    atomic_int n_posted;       /* n, for reading without `poll_mu` */
+    atomic_int idle_wait;      /* the progress thread waits on cv with nothing outstanding */
+    /* whoever makes progress holds poll_mu: the progress thread, or an idle worker (x_poll) */
+    pthread_mutex_t poll_mu;
+    atomic_int seen_failed;
+    atomic_llong polls;        /* x_poll calls: a worker making progress, which the thread leaves to it */
+    atomic_llong worker_steps; /* x_poll calls that moved something (wsp_mpi_worker_steps) */    /* the outstanding operations were orphaned after a failure */
     MPI_Request *reqs;
     op **ops;
     int *idx;
@@ -92,14 +107,22 @@ static int grow(wsp_mpi *m) {
     return 0;
 }
 
-/* Posts o; on failure reports it (a receive as not arrived) and frees what it can. */
+/* Posts o (or takes the request its caller posted); on failure reports it (a receive as not
+ * arrived) and frees what it can. */
 static void post(wsp_mpi *m, op *o) {
     int rc = MPI_ERR_OTHER;
     if (m->n == m->cap && grow(m) != 0) {
+        if (o->posted) {  /* MPI has the buffer: wait for it rather than lose it */
+            MPI_Wait(&o->req, MPI_STATUS_IGNORE);
+            o->posted = 0;
+        }
         snprintf(m->error, sizeof m->error, "out of memory (MPI requests)");
     } else if (o->bytes > INT_MAX) {
         snprintf(m->error, sizeof m->error, "a tile of %lld bytes (MPI counts are int)",
                  (long long)o->bytes);
+    } else if (o->posted) {
+        m->reqs[m->n] = o->req;
+        rc = MPI_SUCCESS;
     } else if (o->kind == OP_RECV) {
         rc = MPI_Irecv(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &m->reqs[m->n]);
     } else {  /* OP_SEND, OP_SEND_FROM */
@@ -132,53 +155,107 @@ static void done(wsp_mpi *m, op *o) {
     atomic_fetch_sub(&m->outstanding, 1);
 }
 
+/* One step of progress, under poll_mu: posts what is queued, then tests a window of the
+ * outstanding requests and reports what completed. 1 if it posted or completed anything. */
+static int step(wsp_mpi *m) {
+    pthread_mutex_lock(&m->mu);
+    op *list = m->head;
+    m->head = m->tail = NULL;
+    pthread_mutex_unlock(&m->mu);
+    for (op *o = list, *next; o; o = next) {
+        next = o->next;
+        post(m, o);
+    }
+    if (!atomic_load_explicit(&m->seen_failed, memory_order_relaxed) &&
+        atomic_load_explicit(&m->failed, memory_order_acquire)) {
+        atomic_store_explicit(&m->seen_failed, 1, memory_order_relaxed);
+        for (int i = 0; i < m->n; i++) orphan(m, m->ops[i]);
+    }
+    if (list) {
+        /* posted by a worker's step: the progress thread may have gone to wait, having seen
+         * nothing queued and nothing outstanding, and must test these once workers stop
+         * polling. seq_cst store, then load: Dekker's pairing with the thread's announcement,
+         * which it makes under mu before it looks at n_posted, so a signal sent under mu after
+         * it announced is not lost */
+        atomic_store_explicit(&m->n_posted, m->n, memory_order_seq_cst);
+        if (m->n > 0 && atomic_load_explicit(&m->idle_wait, memory_order_seq_cst)) {
+            pthread_mutex_lock(&m->mu);
+            pthread_cond_signal(&m->cv);
+            pthread_mutex_unlock(&m->mu);
+        }
+    }
+    if (m->n == 0) return list != NULL;
+    /* a window of the outstanding requests per call: testing all of them would make a run
+     * of n messages cost n^2 (a collective of 16 MiB is 1024 tiles each way); the window
+     * moves on when nothing in it completes. Messages mostly complete in enumeration order,
+     * which is the order of the array (compaction keeps it), so the oldest go first. */
+    if (m->win >= m->n) m->win = 0;
+    int first = m->win, count = m->n - first < WINDOW ? m->n - first : WINDOW;
+    int outcount = 0;
+    if (MPI_Testsome(count, m->reqs + first, &outcount, m->idx, MPI_STATUSES_IGNORE) !=
+            MPI_SUCCESS || outcount == MPI_UNDEFINED)
+        outcount = 0;
+    for (int k = 0; k < outcount; k++) {
+        done(m, m->ops[first + m->idx[k]]);
+        m->ops[first + m->idx[k]] = NULL;
+    }
+    if (outcount == 0) {
+        m->win = first + count;
+        return list != NULL;
+    }
+    int j = 0;  /* compact: the order of what is left does not matter */
+    for (int i = 0; i < m->n; i++) {
+        if (!m->ops[i]) continue;
+        m->ops[j] = m->ops[i];
+        m->reqs[j] = m->reqs[i];
+        j++;
+    }
+    m->n = j;
+    atomic_store_explicit(&m->n_posted, m->n, memory_order_relaxed);
+    return 1;
+}
+
+/* Sleeps on cv for up to `ns` (a newly queued operation ends it: enqueue signals). */
+static void nap(wsp_mpi *m, long ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ns;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&m->mu);
+    if (!m->head && !m->stop) pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void *progress(void *arg) {
     wsp_mpi *m = arg;
-    int idle = 0, seen_failed = 0;
+    int idle = 0;
+    long long polls = 0;
     for (;;) {
         pthread_mutex_lock(&m->mu);
-        while (!m->head && m->n == 0 && !m->stop &&
-               atomic_load_explicit(&m->failed, memory_order_acquire) == seen_failed)
+        atomic_store_explicit(&m->idle_wait, 1, memory_order_seq_cst);
+        while (!m->head && atomic_load_explicit(&m->n_posted, memory_order_seq_cst) == 0 &&
+               !m->stop && atomic_load_explicit(&m->failed, memory_order_acquire) ==
+                               atomic_load_explicit(&m->seen_failed, memory_order_relaxed))
             pthread_cond_wait(&m->cv, &m->mu);
-        op *list = m->head;
-        m->head = m->tail = NULL;
-        int stop = m->stop;
+        atomic_store_explicit(&m->idle_wait, 0, memory_order_relaxed);
+        int stop = m->stop, queued = m->head != NULL;
         pthread_mutex_unlock(&m->mu);
-        if (stop && !list && m->n == 0) break;
-        if (list) idle = 0;  /* new work: its messages are near, so poll before backing off */
-        for (op *o = list, *next; o; o = next) {
-            next = o->next;
-            post(m, o);
+        if (stop && !queued && atomic_load_explicit(&m->n_posted, memory_order_relaxed) == 0)
+            break;
+        if (queued) idle = 0;  /* new work: its messages are near, so poll before backing off */
+        long long seen = atomic_load_explicit(&m->polls, memory_order_relaxed);
+        if (seen != polls || pthread_mutex_trylock(&m->poll_mu) != 0) {
+            /* an idle worker is making progress (x_poll): leave it the core and the calls */
+            polls = seen;
+            nap(m, 50000);
+            continue;
         }
-        if (!seen_failed && atomic_load_explicit(&m->failed, memory_order_acquire)) {
-            seen_failed = 1;
-            for (int i = 0; i < m->n; i++) orphan(m, m->ops[i]);
-        }
-        if (m->n == 0) continue;
-        /* a window of the outstanding requests per call: testing all of them would make a run
-         * of n messages cost n^2 (a collective of 16 MiB is 1024 tiles each way); the window
-         * moves on when nothing in it completes. Messages mostly complete in enumeration order,
-         * which is the order of the array (compaction keeps it), so the oldest go first. */
-        if (m->win >= m->n) m->win = 0;
-        int first = m->win, count = m->n - first < WINDOW ? m->n - first : WINDOW;
-        int outcount = 0;
-        if (MPI_Testsome(count, m->reqs + first, &outcount, m->idx, MPI_STATUSES_IGNORE) !=
-                MPI_SUCCESS || outcount == MPI_UNDEFINED)
-            outcount = 0;
-        for (int k = 0; k < outcount; k++) {
-            done(m, m->ops[first + m->idx[k]]);
-            m->ops[first + m->idx[k]] = NULL;
-        }
-        if (outcount == 0) m->win = first + count;
-        if (outcount > 0) {  /* compact: the order of what is left does not matter */
-            int j = 0;
-            for (int i = 0; i < m->n; i++) {
-                if (!m->ops[i]) continue;
-                m->ops[j] = m->ops[i];
-                m->reqs[j] = m->reqs[i];
-                j++;
-            }
-            m->n = j;
+        int got = step(m);
+        pthread_mutex_unlock(&m->poll_mu);
+        if (got) {
             idle = 0;
             continue;
         }
@@ -186,23 +263,27 @@ static void *progress(void *arg) {
          * whoever wants it (the kernels) without sleeping first, then sleep in short steps,
          * which a newly queued operation ends (enqueue signals) */
         if (++idle > 16) {
-            if (idle < 4096) {
-                sched_yield();
-            } else {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 50000;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_mutex_lock(&m->mu);
-                if (!m->head && !m->stop) pthread_cond_timedwait(&m->cv, &m->mu, &ts);
-                pthread_mutex_unlock(&m->mu);
-            }
+            if (idle < 4096) sched_yield();
+            else nap(m, 50000);
         }
     }
     return NULL;
+}
+
+/* The transport's `poll`: a step of progress on the calling thread (an idle worker while tasks
+ * of this process wait for messages), so that a receive's copy and the task it releases run on
+ * one thread with no hand-off between them; the progress thread naps while workers poll. 1 if
+ * it posted or completed anything, 0 if not (or another thread is making progress), -1 once
+ * the run has failed (the progress thread reports what is outstanding then). */
+static int x_poll(void *ctx) {
+    wsp_mpi *m = ctx;
+    if (atomic_load_explicit(&m->failed, memory_order_acquire)) return -1;
+    atomic_fetch_add_explicit(&m->polls, 1, memory_order_relaxed);
+    if (pthread_mutex_trylock(&m->poll_mu) != 0) return 0;
+    int got = step(m);
+    pthread_mutex_unlock(&m->poll_mu);
+    if (got) atomic_fetch_add_explicit(&m->worker_steps, 1, memory_order_relaxed);
+    return got;
 }
 
 static void enqueue(wsp_mpi *m, op *o) {
@@ -220,6 +301,7 @@ static op *new_op(wsp_mpi *m, int kind, void *buf, int64_t bytes, int32_t peer, 
                   void *token) {
     op *o = malloc(sizeof *o);
     if (!o) return NULL;
+    o->posted = 0;
     o->buf = buf;
     o->token = token;
     o->bytes = bytes;
@@ -237,14 +319,30 @@ static int x_recv(void *ctx, void *buf, int64_t bytes, int32_t from, int64_t tag
     return 0;
 }
 
+/* A send is posted by the thread that asks for it (the worker whose send task runs once the
+ * tile's producer has finished), then handed to the progress thread only to be tested: queued
+ * for that thread to post, it would wait for the thread's current MPI call, and a receive's
+ * MPI_Testsome on this host copies the whole message (a 256 KiB tile: about 20 us), so the
+ * peer waited that long for a tile that was ready. MPI_THREAD_MULTIPLE (checked at
+ * wsp_mpi_new) allows the call from any thread. */
+static int send_now(wsp_mpi *m, op *o) {
+    if (o->bytes > INT_MAX ||
+        MPI_Isend(o->buf, (int)o->bytes, MPI_BYTE, o->peer, o->tag, m->comm, &o->req) !=
+            MPI_SUCCESS)
+        return -1;
+    o->posted = 1;
+    enqueue(m, o);
+    return 0;
+}
+
 static int x_send(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag) {
     wsp_mpi *m = ctx;
     op *o = new_op(m, OP_SEND, buf, bytes, to, tag, NULL);
-    if (!o) {
+    if (!o || send_now(m, o) != 0) {
         free(buf);
+        free(o);
         return -1;
     }
-    enqueue(m, o);
     return 0;
 }
 
@@ -252,8 +350,10 @@ static int x_send_from(void *ctx, const void *buf, int64_t bytes, int32_t to, in
                        void *token) {
     wsp_mpi *m = ctx;
     op *o = new_op(m, OP_SEND_FROM, (void *)buf, bytes, to, tag, token);
-    if (!o) return -1;
-    enqueue(m, o);
+    if (!o || send_now(m, o) != 0) {
+        free(o);
+        return -1;
+    }
     return 0;
 }
 
@@ -298,7 +398,13 @@ wsp_mpi *wsp_mpi_new(wsp_runtime *rt, wsp_arrived_fn arrived, char *why, int why
     MPI_Comm_get_attr(m->comm, MPI_TAG_UB, &ub, &flag);
     m->tag_ub = flag && ub ? *ub : 32767;
     pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->poll_mu, NULL);
     pthread_cond_init(&m->cv, NULL);
+    atomic_init(&m->n_posted, 0);
+    atomic_init(&m->idle_wait, 0);
+    atomic_init(&m->seen_failed, 0);
+    atomic_init(&m->polls, 0);
+    atomic_init(&m->worker_steps, 0);
     if (pthread_create(&m->thread, NULL, progress, m) != 0) {
         snprintf(why, (size_t)whylen, "cannot start the MPI progress thread");
         MPI_Comm_free(&m->comm);
@@ -319,10 +425,14 @@ void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out) {
     out->send = x_send;
     out->fail = x_fail;
     out->send_from = x_send_from;
+    out->poll = x_poll;
 }
 
 /* Operations queued or in flight (0 once every send of the runs so far has gone). */
 int64_t wsp_mpi_outstanding(wsp_mpi *m) { return atomic_load(&m->outstanding); }
+
+/* Steps of progress that workers made (`poll`) and that moved something, over every run. */
+int64_t wsp_mpi_worker_steps(wsp_mpi *m) { return atomic_load(&m->worker_steps); }
 
 /* Waits until nothing is outstanding (after a successful run every send completes, since every
  * process posted its receives while enumerating), then stops the thread and frees everything;
@@ -347,6 +457,7 @@ void wsp_mpi_free(wsp_mpi *m) {
         free(m->ops);
         free(m->idx);
         pthread_mutex_destroy(&m->mu);
+        pthread_mutex_destroy(&m->poll_mu);
         pthread_cond_destroy(&m->cv);
         free(m);
     }

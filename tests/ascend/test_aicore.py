@@ -19,8 +19,9 @@ What each test proves:
 - test_hypothesis_chains: generated elementwise / broadcast / reduction chains over f32, f16,
   bf16 and i32, a few batches of kernels per compile.
 - test_ub_overflow_is_a_diagnostic / test_wide_rows_are_a_diagnostic: a kernel that cannot
-  fit even in 1-row chunks is a compile error at the kernel's span, rendered as
-  `file:line:col: error: ...`.
+  fit even in 1-row chunks (nor in blocks of columns, when it reads and stores a [rows, 1]
+  tile) is a compile error at the kernel's span, rendered as `file:line:col: error: ...`; the
+  kernel storing its row max to an Out tile compiles in blocks of columns, in two passes.
 - test_extern_ascend: an `extern ascend` body is pasted verbatim behind a `#line` directive
   into the .wsp file (compiler errors point there), binds the parameters by name, and runs.
 - test_extern_c_only / test_emit_is_deterministic / test_kernel_entry: the API part A uses.
@@ -455,6 +456,11 @@ def _diagnostic(src: str, name: str) -> str:
     return e.value.render()
 
 
+def _diagnostic_free(src: str, name: str) -> str:
+    m = ptowsp.parse(src, name).ir
+    return "\n".join(t for p, t in aicore.emit_aicore(m).items() if "/kernel_" in p)
+
+
 def test_ub_overflow_is_a_diagnostic():
     src = """module big
 input X: f32[256, 256]
@@ -501,19 +507,28 @@ workload w() { twice(x = X, y = Y, s = 2.0) }
 
 
 def test_wide_rows_are_a_diagnostic():
+    """An elementwise row wider than the UB runs in blocks of columns (test_aicore_limits);
+    one a reduction reads whole is still a compile error at the kernel, saying why."""
     src = """module wide
-input X: f32[8, 40000]
-output Y: f32[8, 40000]
+input X: f32[8, 60000]
+output Y: f32[8, 60000]
+output S: f32[8, 1]
 
-kernel twice(x: In[Tile[8, 40000, f32]], y: Out[Tile[8, 40000, f32]]) {
-    store(y, x * 2)
+kernel center(x: In[Tile[8, 60000, f32]], y: Out[Tile[8, 60000, f32]], s: InOut[Tile[8, 1, f32]]) {
+    store(y, x - rowmax(x))
+    store(s, s + rowmax(x))
 }
 
-workload w() { twice(x = X, y = Y) }
+workload w() { center(x = X, y = Y, s = S) }
 """
     text = _diagnostic(src, "wide.wsp")
-    assert text.startswith("wide.wsp:5:1: error: kernel `twice` needs "), text
-    assert "even in chunks of 1 row" in text
+    assert text.startswith("wide.wsp:6:1: error: kernel `center` needs "), text
+    assert "even in chunks of 1 row (its rows are not split into blocks of columns: a " \
+        "transpose, a slice, a matmul, a column index or a column reduction reads a row whole, " \
+        "as does a [rows, 1] tile both read and stored)" in " ".join(text.split()), text
+    ok = _diagnostic_free(src.replace("s + rowmax(x)", "rowmax(x)").replace("InOut", "Out"),
+                          "wide.wsp")
+    assert "columns 60000 in blocks of" in ok and ", 2 passes" in ok and "if (cb == 0)" in ok
 
 
 # ---------------------------------------------------------------------------------------------

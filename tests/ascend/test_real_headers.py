@@ -48,13 +48,15 @@ pytestmark = pytest.mark.cc
 # include/): checked against a CANN installation's headers, which have impl/; by hand here
 # against asc-devkit's impl/ at the commit of /work/shared/third_party (docs/ascend.md)
 IMPL_ONLY = {"CMPMODE", "CacheLine", "DcciDst", "HardEvent", "RoundMode", "SELMODE", "TEventID",
-             "TPosition"}
+             "TPosition", "ReduceType", "ReduceOrder"}
 # the stand-in's classes, and the real classes declaring what the kernels call on them
 CLASSES = {"LocalTensor": ("LocalTensor",), "GlobalTensor": ("GlobalTensor",),
            "TPipe": ("TPipe",), "TBuf": ("TBuf",), "TQue": ("TQue", "TQueBind"),
            "DataCopyParams": ("DataCopyParams",), "DataCopyExtParams": ("DataCopyExtParams",),
            "DataCopyPadExtParams": ("DataCopyPadExtParams",),
-           "CopyRepeatParams": ("CopyRepeatParams",),
+           "CopyRepeatParams": ("CopyRepeatParams",), "BrcbRepeatParams": ("BrcbRepeatParams",),
+           # the sorts' (aicore/sorting.py)
+           "MrgSort4Info": ("MrgSort4Info",), "MrgSortSrcList": ("MrgSortSrcList",),
            # the cube kernels' (aicore/cube.py, wsp_cube.h)
            "Nd2NzParams": ("Nd2NzParams",), "LoadData2DParams": ("LoadData2DParams",),
            "MmadParams": ("MmadParams",), "FixpipeParamsV220": ("FixpipeParamsV220",),
@@ -109,6 +111,13 @@ def _corpus() -> dict[str, str]:
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():
             out[f"cube_{dt}_{o}/{path}"] = text
+    # the sorts: Sort32 alone (rows of 8), Sort32 runs merged by MrgSort (rows of 70)
+    from .test_sort32 import _kernel as sort_kernel
+
+    m = ptowsp.parse("module sorts\n" + sort_kernel(0, 4, 8, "f32", 2)
+                     + sort_kernel(1, 4, 70, "bf16", 5), "sorts.wsp").ir
+    for path, text in aicore.emit_aicore(m).items():
+        out[f"sorts/{path}"] = text
     return out
 
 
@@ -230,15 +239,17 @@ def test_stand_in_declarations_are_the_real_ones(real, stand_in, corpus):
 
 
 def test_a_wrong_stand_in_declaration_is_caught(real, stand_in, corpus):
-    """The check is not vacuous: a stand-in declaring ReduceMax with the work buffer's count as
-    uint32_t, Mmad with its MmadParams by pointer, or GetTPipePtr inside AscendC (as it once
-    did), is caught."""
+    """The check is not vacuous: a stand-in declaring ReduceRepeat (which the row reductions
+    call) with its mask as uint32_t, Mmad with its MmadParams by pointer, or GetTPipePtr inside
+    AscendC (as it once did), is caught."""
     wrong = scan("namespace AscendC { template <typename T> class LocalTensor {};\n"
-                 "template <typename T> void ReduceMax(const LocalTensor<T> &d, "
-                 "const LocalTensor<T> &s, const LocalTensor<T> &w, const uint32_t count, "
-                 "bool calIndex = 0); }")
+                 "template <ReduceType reduceType, typename T, typename U, bool isSetMask = true> "
+                 "void ReduceRepeat(const LocalTensor<T> &d, const LocalTensor<U> &s, "
+                 "const uint32_t mask, const int32_t repeatTime, const int32_t dstRepStride, "
+                 "const int32_t srcBlkStride, const int32_t srcRepStride, "
+                 "ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX); }")
     merged = Index(stand_in.decls + wrong.decls, stand_in.enums, stand_in.classes, stand_in.types)
-    assert any("ReduceMax" in b for b in _mismatches(real, merged, corpus))
+    assert any("ReduceRepeat" in b for b in _mismatches(real, merged, corpus))
     # and on the cube side: Mmad taking its parameters by pointer
     wrong = scan("namespace AscendC { template <typename T> class LocalTensor {}; struct MmadParams;\n"
                  "template <typename T, typename U, typename S> void Mmad(const LocalTensor<T> &d, "

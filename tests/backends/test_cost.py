@@ -18,6 +18,7 @@ import tomllib
 
 import ptowsp
 from ptowsp.backends import machine as machine_module
+from ptowsp.backends import pipes as P
 from ptowsp.backends.cpu import cost
 from ptowsp.backends.cpu.cost import kernel_cost, kernel_costs
 from ptowsp.backends.machine import Machine, load_machine
@@ -79,7 +80,7 @@ def test_matmul_256_cube_and_memory():
     # 16 x 16 x 16 fractals of 4096 MACs at 4096 MACs per cycle
     assert cost.cube_cycles(k, M910B) == 4096
     # the f32 -> f16 convert of the product is the fixpipe's: no vector work
-    assert cost.vector_cycles(k, M910B) == 0
+    assert "V" not in cost.kernel_pipeline(k, M910B).busy()
     # a, b read and c written: 3 x 128 KiB = 393216 bytes x 0.027 = 10616.8 (the roofline's
     # memory time, kept for vector kernels without their chunks)
     assert cost.memory_cycles(k, M910B, cost.UNIT_CUBE) == 10617
@@ -230,9 +231,11 @@ def test_ops_work_at_their_widest_dtype():
     assert cost.vector_cycles(k, M910B) == 32 + 32
 
 
-def test_cube_kernel_adds_its_vector_epilogue():
-    """The vector work after a matmul waits for its product (conservative: the 910B runs it on
-    the AI core's paired vector cores, in a pipeline the model does not overlap)."""
+def test_cube_pipeline_adds_its_vector_epilogue():
+    """The cube pipeline of a kernel with vector work after its matmul (the model of a mixed
+    kernel once those run on the cube): the vector work waits for the product (conservative:
+    the 910B runs it on the AI core's paired vector cores, in a pipeline the model does not
+    overlap). Today the emitter runs such a kernel on the vector unit, and so does the model."""
     m, k, n = 64, 64, 64
     ops = (N.Op("param", (), (m, k), "f16", "a"), N.Op("param", (), (k, n), "f16", "b"),
            N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
@@ -240,12 +243,12 @@ def test_cube_kernel_adds_its_vector_epilogue():
     kern = N.Kernel("k", "k", params, ops, (("y", 3),))
     # exp over 64 x 64 f32: 16384 / 256 x 4 = 256 cycles, after the matmul's pipeline (its
     # FIX to UB), then y's MTE3 to GM
-    pipe = cost.kernel_pipeline(kern, FAST_HBM)
+    pipe = cost.cube_pipeline(kern, FAST_HBM, {}, {})
     assert [s.pipe for s in pipe.stages[-3:]] == ["FIX", "V", "MTE3"]
     assert pipe.stages[-2].cycles == 256 and pipe.busy()["M"] == 64
     ends = pipe.schedule()
     assert ends[-2][0] == ends[-3][1] and ends[-1][0] == ends[-2][1]
-    assert kernel_cost(kern, FAST_HBM) == (1, ends[-1][1])
+    assert kernel_cost(kern, FAST_HBM)[0] == cost.UNIT_VECTOR
 
 
 def test_at_least_one_cycle():
@@ -374,3 +377,28 @@ def test_to_c_fills_wsp_machine():
     assert (cm.dispatch_ns, cm.completion_ns) == (140.0, 600.0)
     out = ffi.new("wsp_machine *")
     assert dataclasses.replace(M910B, dispatchers=2).to_c(ffi, out) is out and out.dispatchers == 2
+
+
+def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
+    """exp(x @ w): a matmul with vector work runs on a vector core (as the Ascend emitter runs
+    it), its matmul the vector matmul's calls; w streams from GM once per chunk, its loads in
+    the V pipe's time (single-buffered), at the rate of the level w is placed in."""
+    m, k, n = 16, 64, 64
+    ops = (N.Op("param", (), (m, k), "f32", "x"), N.Op("param", (), (k, n), "f32", "w"),
+           N.Op("matmul", (0, 1), (m, n), "f32"), N.Op("exp", (2,), (m, n), "f32"))
+    params = (tile("x", m, k, "f32"), tile("w", k, n, "f32"), tile("y", m, n, "f32", "Out"))
+    kern = N.Kernel("k", "k", params, ops, (("y", 3),))
+    assert cost.kernel_unit(kern) == cost.UNIT_VECTOR
+    mm = cost.vector_matmul(kern, 2, M910B)
+    # per (row, k): a scalar read, Muls and Add of a 64-column row (one repeat each), two
+    # barriers; once: the Duplicate of C (16 x 64 f32: 16 repeats) and its barrier
+    pairs = m * k
+    assert mm.form == "streamed" and mm.copies == 1  # 16 KiB of w in one block
+    assert mm.cycles == (pairs * (P.SCALAR_ACCESS_CYCLES + 1 + 1 + 2 * P.VECTOR_BARRIER_CYCLES)
+                         + 16 + P.VECTOR_BARRIER_CYCLES)
+    share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
+    w_load = _cycles(k * n * 4, share)
+    exp = 16 * 4  # 1024 f32 = 16 repeats, a transcendental 4x
+    assert kernel_cost(kern, M910B) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
+    ub = kernel_cost(kern, M910B, places={"w": "ub"})[1]
+    assert ub == mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)

@@ -191,8 +191,10 @@ def test_the_smallest_published_gemm_stays_within_the_target():
 
 
 def test_attention_runs_its_softmax_between_its_matmuls():
-    """softmax(q kᵀ) v in one kernel: the second matmul reads the softmax, which reads the first
-    matmul's product, so the stages run product, softmax, product, in that order."""
+    """softmax(q kᵀ) v in one kernel, on the cube pipeline (the model of a mixed kernel once
+    those run on the cube; today the vector unit runs it, and the model costs it there): the
+    second matmul reads the softmax, which reads the first matmul's product, so the stages run
+    product, softmax, product, in that order."""
     src = """module att
 input Q: f16[64, 64]
 input K: f16[128, 64]
@@ -206,7 +208,8 @@ workload w() { attend[0](q = Q, k = K, v = V, o = O) }
 schedule main = w()
 """
     (k,) = ptowsp.parse(src, "att.wsp").ir.kernels
-    pipe = cost.kernel_pipeline(k, MACHINE)
+    assert cost.kernel_unit(k) == cost.UNIT_VECTOR
+    pipe = cost.cube_pipeline(k, MACHINE, {}, {})
     kinds = [s.pipe for s in pipe.stages]
     fixes = [i for i, p in enumerate(kinds) if p == "FIX"]
     (vec,) = [i for i, p in enumerate(kinds) if p == "V"]
@@ -217,3 +220,239 @@ schedule main = w()
     assert second and when[second[0]][0] >= when[vec][1]  # the second matmul for the softmax
     # the first product goes to UB (the softmax reads it), the second to GM
     assert pipe.stages[fixes[0]].port == "" and pipe.stages[fixes[1]].port == "GM"
+
+
+# ---------------------------------------------------------------------------------------------
+# The model follows the emitter: which kernels run on the cube, and what a vector matmul runs
+
+def _programs():
+    return sorted((ROOT / "examples").glob("*.wsp")) + sorted(
+        (ROOT / "tests" / "programs").glob("*.wsp"))
+
+
+def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
+    """Every kernel of every example and test program the ascend_npu target compiles: the
+    cycle model puts it on the cube (unit 1) exactly when the emitted header runs it there, and
+    every other kernel (a matmul mixed with vector work among them) on a vector core, where
+    each of its matmuls is the calls the emitted block runs (`_count_calls`, times the chunks
+    of rows for a block in the chunk loop)."""
+    from ptowsp import driver
+    from ptowsp.backends.ascend import cube_views
+    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
+    from ptowsp.diagnostics import WspError
+
+    seen = {"cube": 0, "vector matmul": 0, "vector": 0}
+    checked = []
+    for path in _programs():
+        try:
+            ir = driver.lower(driver.check_file(path))
+        except WspError:
+            continue  # a program that is an error on purpose
+        # a mesh's axes at two devices each (the examples leave their sizes to the run)
+        mesh = {a.name: 2 for a in ir.mesh.axes} if ir.mesh is not None else None
+        ir, _ = driver.optimize(ir, mesh=mesh)
+        # (an extern kernel with only an `extern c` body is refused by this target: the rest
+        # of its module is checked)
+        runs = dataclasses.replace(ir, kernels=tuple(
+            k for k in ir.kernels if not (k.is_extern and k.extern_ascend is None)))
+        try:
+            files = emit_aicore(runs, cube_views(runs))
+        except WspError:
+            continue  # not a program for this target (an f64 kernel)
+        checked.append(path.name)
+        units = cost.kernel_costs(ir, MACHINE)
+        for k, (unit, _) in zip(ir.kernels, units):
+            if k.comm is not None or k.is_extern:
+                continue
+            text = files[header_path(k)]
+            on_cube = "on the cube (AIC)" in text
+            assert unit == (cost.UNIT_CUBE if on_cube else cost.UNIT_VECTOR), (path.name, k.name)
+            mms = [i for i, op in enumerate(k.ops) if op.op == "matmul"]
+            seen["cube" if on_cube else "vector matmul" if mms else "vector"] += 1
+            if on_cube or not mms:
+                continue
+            chunks = [int(n) for n in re.findall(r"// (\d+) chunks? of \d+ rows", text)] or [1]
+            blocks = _matmul_blocks(text)
+            assert len(blocks) == len(mms), (path.name, k.name)
+            for i, block in zip(mms, blocks):
+                model = cost.vector_matmul(k, i, MACHINE, chunks[0])
+                times = 1 if model.form == "tt" else chunks[0]  # tt: resident, before the loop
+                calls, copies = _count_calls(block)
+                assert model.calls == {c: n * times for c, n in calls.items()}, (path.name, k.name)
+                assert model.copies == copies * times, (path.name, k.name)
+    assert min(seen.values()) > 0, seen
+    assert len(checked) >= len(_programs()) - 2, checked
+
+
+_FOR = re.compile(r"for \(int32_t (\w+) = (.+?); \1 < (.+?); (?:\+\+\1|\1 \+= (.+?))\)\s*(\{?)(.*)$")
+_CALLS = ("Duplicate", "Muls", "Add", "Mul", "ReduceSum", "PipeBarrier", "Cast")
+
+
+def _matmul_blocks(text: str) -> list[list[str]]:
+    """The lines of each `// %i = matmul(...)` block of an emitted vector kernel, in order."""
+    lines = text.splitlines()
+    out = []
+    for n, line in enumerate(lines):
+        if re.match(r"\s*// %\d+ = matmul\(", line):
+            j = n + 1
+            while lines[j].strip() != "{":
+                j += 1
+            depth, block = 0, []
+            for x in lines[j:]:
+                depth += x.count("{") - x.count("}")
+                block.append(x)
+                if depth == 0:
+                    break
+            out.append(block)
+    return out
+
+
+def _count_calls(block: list[str]) -> tuple[dict, int]:
+    """({(call, elements it covers or 0): times run}, copies) of one block, its loops run: the
+    C++ loop skeleton turned into Python (a `for` with its bounds, a `const int32_t` with a
+    ternary, a call counted on its line). A `wsp_sync` outside the loops (a hand-off set by
+    what came before) is left out, as the model leaves it out."""
+    py, ind = ["def run(count):"], 1
+
+    def calls(body: str, depth: int) -> None:
+        found = [c for c in re.findall(r"AscendC::(\w+)[<(]", body) if c in _CALLS]
+        found += ["GetValue"] * body.count(".GetValue(") + ["SetValue"] * body.count(".SetValue(")
+        if "wsp_sync<" in body and depth > 1:
+            found.append("wsp_sync")
+        if "wsp_copy_in<" in body:
+            found.append("copy")
+        m = re.search(r", (\d+)\);$", body)
+        for c in found:
+            key = (c, int(m.group(1)) if c in _CALLS and c != "PipeBarrier" and m else 0)
+            py.append("    " * depth + f"count[{key!r}] = count.get({key!r}, 0) + 1")
+
+    for raw in block:
+        line = raw.strip()
+        m = _FOR.match(line)
+        if m:
+            var, lo, hi, step, brace, rest = m.groups()
+            py.append("    " * ind + f"for {var} in range({lo}, {hi}, {step or 1}):")
+            if brace:
+                ind += 1
+            else:
+                calls(rest, ind + 1)
+                py.append("    " * (ind + 1) + "pass")
+            continue
+        if line.startswith("}"):
+            ind -= 1 if ind > 1 else 0
+            continue
+        m = re.match(r"const int32_t (\w+) = (.+) < (.+) \? (.+) : (.+);$", line)
+        if m:
+            name, a, b, c, d = m.groups()
+            py.append("    " * ind + f"{name} = ({c}) if ({a}) < ({b}) else ({d})")
+            continue
+        calls(line, ind)
+    count: dict = {}
+    env: dict = {}
+    exec("\n".join(py + ["    pass"]), env)
+    env["run"](count)
+    copies = count.pop(("copy", 0), 0)
+    return count, copies
+
+
+MIXED = {
+    # RMSNorm -> a matmul with streamed weights (f32 and f16)
+    "rmsnorm_proj": ("f32", "store(y, matmul(x * rsqrt(rowmean(x * x) + 1e-6), w))"),
+    "rmsnorm_proj_f16": ("f16", "store(y, matmul(x * rsqrt(rowmean(x * x) + 1e-6), w))"),
+    # a matmul -> SiLU, a resident right operand computed in the kernel
+    "silu_resident": ("f32", "store(y, silu(matmul(x, exp(w))))"),
+    # a dot-product form (a @ transpose(s)) and a transpose-transpose form, with vector work
+    "dot": ("f32", "store(y, exp(matmul(x, transpose(s))))"),
+    "tt": ("f32", "store(y, exp(matmul(transpose(t), transpose(s))))"),
+    # an accumulator
+    "acc": ("f32", "store(y, exp(matmul(x, w, acc = x)))"),
+}
+
+
+def _mixed_source(body: str, wdtype: str) -> str:
+    return f"""module mixed
+input X: f32[32, 64]
+input W: {wdtype}[64, 64]
+input S: f32[64, 64]
+input T: f32[64, 32]
+output Y: f32[32, 64]
+kernel k(x: In[Tile[32, 64, f32]], w: In[Tile[64, 64, {wdtype}]], s: In[Tile[64, 64, f32]],
+         t: In[Tile[64, 32, f32]], y: Out[Tile[32, 64, f32]]) {{
+    {body}
+}}
+workload wl() {{ k[0](x = X, w = W, s = S, t = T, y = Y) }}
+schedule main = wl()
+"""
+
+
+@pytest.mark.parametrize("name", sorted(MIXED))
+def test_a_mixed_kernel_is_costed_as_its_emitted_vector_matmul(name):
+    """A kernel with a matmul and vector work runs on a vector core (the emitter writes the
+    vector matmul of aicore/matmul.py), and the model counts that matmul's calls as the
+    emitted kernel runs them: each AscendC call of the matmul's block, its loops run, with the
+    elements each covers, and the streamed operand's block copies; its V cycles are those
+    counts at the model's figures."""
+    from ptowsp.backends.ascend.aicore import emit_aicore
+
+    wdtype, body = MIXED[name]
+    ir = ptowsp.parse(_mixed_source(body, wdtype), "mixed.wsp").ir
+    (k,) = [x for x in ir.kernels if x.name == "k"]
+    assert cost.kernel_unit(k) == cost.UNIT_VECTOR
+    text = emit_aicore(ir)["aicore/kernel_k.h"]
+    assert "on the cube" not in text and "// 1 chunk of" in text
+    mms = [i for i, op in enumerate(k.ops) if op.op == "matmul"]
+    blocks = _matmul_blocks(text)
+    assert len(blocks) == len(mms)
+    total = 0
+    for i, block in zip(mms, blocks):
+        model = cost.vector_matmul(k, i, MACHINE)
+        calls, copies = _count_calls(block)
+        assert calls == model.calls, (model.form, block)
+        assert copies == model.copies, model.form
+        width = MACHINE.vector_bytes_per_cycle
+        cycles = sum(n * (-(-e * 4 // width) if e
+                          else P.SCALAR_ACCESS_CYCLES if c in ("GetValue", "SetValue")
+                          else P.VECTOR_BARRIER_CYCLES) for (c, e), n in calls.items())
+        assert model.cycles == cycles
+        total += cycles
+    # the kernel's time holds its matmuls' vector work (and more: the other ops, the DMA)
+    assert cost.kernel_cost(k, MACHINE)[1] > total
+    forms = {cost.vector_matmul(k, i, MACHINE).form for i in mms}
+    assert forms <= {"rows", "streamed", "dot", "tt"}
+
+
+def test_a_chunked_mixed_kernel_streams_its_weights_once_per_chunk():
+    """A kernel too large for the UB at once runs its rows in chunks, each running the matmul's
+    block again (the streamed weights copied in again): the model's counts for the emitter's
+    chunk count are the block's counts times the chunks, and its pipeline's V stages hold the
+    streamed loads of every chunk."""
+    from ptowsp.backends.ascend.aicore import emit_aicore
+
+    src = """module big
+input X: f32[512, 256]
+input W: f32[256, 256]
+output Y: f32[512, 256]
+kernel k(x: In[Tile[512, 256, f32]], w: In[Tile[256, 256, f32]], y: Out[Tile[512, 256, f32]]) {
+    store(y, exp(matmul(x * 2.0, w)))
+}
+workload wl() { k[0](x = X, w = W, y = Y) }
+schedule main = wl()
+"""
+    ir = ptowsp.parse(src, "big.wsp").ir
+    (k,) = ir.kernels
+    text = emit_aicore(ir)["aicore/kernel_k.h"]
+    (chunks,) = [int(n) for n in re.findall(r"// (\d+) chunks? of \d+ rows", text)]
+    assert chunks > 1
+    (i,) = [i for i, op in enumerate(k.ops) if op.op == "matmul"]
+    (block,) = _matmul_blocks(text)
+    calls, copies = _count_calls(block)
+    model = cost.vector_matmul(k, i, MACHINE, chunks)
+    assert model.form == "streamed"
+    assert model.calls == {c: n * chunks for c, n in calls.items()}
+    assert model.copies == copies * chunks
+    pipe = cost.kernel_pipeline(k, MACHINE, chunks=chunks)
+    rates = P.Rates.of(MACHINE, MACHINE.vector_cores)
+    streamed = P.transfer(256 * 256 * 4, rates.hbm) * chunks
+    assert pipe.busy()["V"] >= model.cycles + streamed
+    # W is not among the chunks' MTE2 (it streams), X is
+    assert pipe.busy()["MTE2"] == chunks * P.transfer(512 * 256 * 4 / chunks, rates.hbm)

@@ -7,7 +7,8 @@ a tile that was not received shows); then, enumerated identically on every rank:
   - per device d and tile: k_scale(A[d, tile]) *= 2 (device d's own work before the collective);
   - per device d and tile: k_sum(A[0, tile], ..., A[P-1, tile]) -> Y[d, tile] (device d): the
     collective's tile task, which reads P - 1 remote tiles in the fixed order 0 .. P-1.
-The rank writes its Y slice, the runtime's counts and the task count to OUT/rank-R.npz.
+The rank writes its Y slice, the runtime's counts, the task count and the transport's steps of
+progress made by workers to OUT/rank-R.npz.
 Usage: transport_case.py RUNTIME_SO TRANSPORT_SO OUT ROWS COLS TILE WORKERS RUNS [FAIL_RANK]
 """
 
@@ -107,10 +108,12 @@ def main() -> None:
         stats = ffi.new("wsp_stats *")
         lib.wsp_get_stats(rt, stats)
         results.append((y[me].copy(), int(stats.tasks), int(lib.wsp_transport_count(rt))))
+    steps = x.worker_steps
     x.close()
     lib.wsp_runtime_free(rt)
     np.savez(out / f"rank-{me}.npz", **{f"y{i}": r[0] for i, r in enumerate(results)},
-             tasks=np.array([r[1] for r in results]), reads=np.array([r[2] for r in results]))
+             tasks=np.array([r[1] for r in results]), reads=np.array([r[2] for r in results]),
+             worker_steps=np.array(steps))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from ...diagnostics import Diagnostic, WspError, file_error
 from ...files import FileError, replace_dir
 from ...ir import nodes as N
 from ...ir import visit as V
+from ..cube import vector_only_kernels
 from ..target import KeepsNothing, KernelCode, target_options
 from .aicore import emit_aicore, f64_errors, is_cube, kernel_entry
 from .dispatch import emit_dispatch
@@ -89,11 +90,9 @@ def emit_project(module: N.Module, schedule: str,
 
 def cube_views(module: N.Module) -> frozenset:
     """The kernels that stay on the vector path because a task of some schedule passes them a
-    gather view or a view strided along its columns: the cube's copies (Nd2Nz, rows of
-    contiguous elements) read neither (the vector path's copy-in reads both)."""
-    return frozenset(
-        t.kernel for s in module.schedules for t in V.tasks(s.body) for a in t.args
-        if isinstance(a, N.TileArg) and (a.gather is not None or a.step(a.col_dim) != 1))
+    gather view or a view strided along its columns (`backends/cube.vector_only_kernels`, the
+    rule the cycle model follows too)."""
+    return vector_only_kernels(module)
 
 
 def _default_blocks(s: N.Schedule, nd: int) -> int:

@@ -7,20 +7,32 @@ wsp_runtime.h). It models one core in isolation; dispatch, dependencies and cont
 C replay's business.
 
 The model, and what it assumes:
-- A kernel with a `matmul` runs on a cube core (unit 1), every other kernel on a vector core
-  (unit 0). An `extern c` kernel is opaque: vector unit, memory time only.
-- A kernel with a matmul is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
+- A kernel runs where the Ascend emitter puts it: on a cube core (unit 1) when all its work is
+  matmuls the cube runs (`backends/cube.runs_on_cube`, the rule `aicore.is_cube` asks too: the
+  kernel's stores, dtypes and pads, and no task passing it a gather or column-strided view),
+  every other kernel on a vector core (unit 0), a matmul among its ops included. An `extern c`
+  kernel is opaque: vector unit, memory time only.
+- A cube kernel is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
   each matmul runs the loops of `backends/cube.py`'s tiling (the loops the Ascend emitter
   writes): per C block and L1 stage an MTE2 of the operand panels (at the core's share of
   `l2_gbps`: a GEMM's panels are re-read by the other blocks' tasks), per L0 step an MTE1 and
   an Mmad of whole fractals (16 x 16 x 16 at `cube_macs_per_cycle` for f16 / bf16, 16 x 16 x 8
   at `cube_f32_macs_per_cycle` for f32), per block a FIX of the product (to GM at the core's
   HBM share), double-buffered as the tiling says. Its time is the list schedule's, so a
-  GEMM block costs about its first load + its Mmads + its FIX. Vector ops run in op order
-  between the matmuls (the ops before a matmul, then its tiling, then the next ops: not
-  overlapped with cube work, conservatively); a `convert` of the product is the fixpipe's, and a
-  convert, cast or transpose between a parameter and the matmuls that alone read it is the
-  cube's load (free).
+  GEMM block costs about its first load + its Mmads + its FIX. A `convert` of the product is
+  the fixpipe's, and a convert or transpose between a parameter and the matmul is the cube's
+  load (free). (`cube_pipeline` also places vector ops between matmuls in op order, for a
+  kernel with both: no such kernel runs on the cube until mixed kernels do.)
+- A matmul in a vector kernel is the vector matmul `aicore/matmul.py` writes, counted call by
+  call (`vector_matmul`): C[i, :] += a[i, k] * B[k, :] as, per (row, k), a scalar read of
+  a[i, k], a `Muls` and an `Add` over a row of C (whole 256-byte repeats) and two
+  `PipeBarrier<PIPE_V>`; a @ transpose(s) as a `Mul` and a `ReduceSum` of a row pair and two
+  barriers per (row, column), the sums gathered by the scalar unit; transpose(s) @
+  transpose(t) a column at a time. A right operand that is a parameter streams from GM in
+  blocks of rows through a single-buffered queue, once per chunk of rows: its loads wait for
+  the vector work on the previous block, so they add to the V pipe's time. A barrier is
+  `pipes.VECTOR_BARRIER_CYCLES`, a scalar access of UB `pipes.SCALAR_ACCESS_CYCLES` (both
+  assumed).
 - A vector kernel given its row chunks (`chunks`, the Ascend emitter's, which a caller that
   imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an
   MTE2, a V and an MTE3, double-buffered when there is more than one chunk. Without them
@@ -51,6 +63,7 @@ The model, and what it assumes:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -58,7 +71,8 @@ from ...dtypes import size_of
 from ...ir import nodes as N
 from ...primitives import OPS
 from .. import pipes as P
-from ..cube import cube_tiling
+from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
+from ..vector_plan import in_place_transposes, streamed_operands
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -78,16 +92,20 @@ def kernel_costs(module: N.Module, machine: "Machine") -> list[tuple[int, int]]:
 
     places = placements(module)
     touched = touched_bytes(module, machine)
+    vector_only = vector_only_kernels(module)
     return [(k.comm is not None and comm_cost(k, machine, module))
-            or kernel_cost(k, machine, places.get(k.name), touched.get(k.name))
+            or kernel_cost(k, machine, places.get(k.name), touched.get(k.name),
+                           vector_only=vector_only)
             for k in module.kernels]
 
 
-def kernel_unit(kernel: N.Kernel) -> int:
-    """The unit a kernel runs on: cube with a `matmul`, else (extern kernels too) vector."""
+def kernel_unit(kernel: N.Kernel, vector_only: frozenset = frozenset()) -> int:
+    """The unit a kernel runs on: the cube when the Ascend emitter puts it there
+    (`backends/cube.runs_on_cube`; `vector_only`: `vector_only_kernels` of its module), else
+    (extern kernels, and kernels mixing a matmul with vector work, too) vector."""
     if kernel.is_extern:
         return UNIT_VECTOR
-    return UNIT_CUBE if any(op.op == "matmul" for op in kernel.ops) else UNIT_VECTOR
+    return UNIT_CUBE if runs_on_cube(kernel, vector_only) else UNIT_VECTOR
 
 
 def placements(module: N.Module) -> dict[str, dict[str, str]]:
@@ -148,37 +166,43 @@ def strided_row_bytes(n: int, step: int, esize: int, block: int) -> int:
 def kernel_cost(kernel: N.Kernel, machine: "Machine",
                 places: "dict[str, str] | None" = None,
                 touched: "dict[str, int] | None" = None,
-                chunks: "int | None" = None) -> tuple[int, int]:
+                chunks: "int | None" = None,
+                vector_only: frozenset = frozenset()) -> tuple[int, int]:
     """`(unit, cycles)` of one kernel on one core of its unit (`places`: its parameters placed
     on chip, from `placements`; `touched`: the bytes a strided parameter moves, from
     `touched_bytes`; `chunks`: the Ascend emitter's row chunks of a vector kernel, when the
-    caller can ask it)."""
+    caller can ask it; `vector_only`: the kernels of its module kept off the cube by their
+    views, `vector_only_kernels`)."""
     if kernel.is_extern:
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places, touched))
-    unit = kernel_unit(kernel)
-    pipe = kernel_pipeline(kernel, machine, places, touched, chunks)
+    unit = kernel_unit(kernel, vector_only)
+    pipe = kernel_pipeline(kernel, machine, places, touched, chunks, vector_only)
     if pipe is not None:
         return unit, pipe.cycles
     # decision: without the emitter's chunks, a vector kernel is its steady state (the limit of
     # the chunk pipeline as the chunks grow: the slower of compute and memory). cpu_sim cannot
     # ask the Ascend emitter (back ends do not import each other), and R comes from emitting
     # the kernel (backends/ascend/aicore/kernel.py), so it is not duplicated here.
-    compute = vector_cycles(kernel, machine)
-    return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched))
+    # (a streamed matmul operand is part of the compute: its single-buffered loads wait for
+    # the vector work, and the other parameters' bytes are the memory side)
+    compute = vector_cycles(kernel, machine) + _stream_cycles(kernel, machine, 1, places)
+    return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched,
+                                               skip=_streamed_params(kernel)))
 
 
 def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
                     places: "dict[str, str] | None" = None,
                     touched: "dict[str, int] | None" = None,
-                    chunks: "int | None" = None) -> "P.Pipeline | None":
-    """The kernel's stages per pipe (backends/pipes.py): a kernel with a matmul as the cube
-    tiling's loops (backends/cube.py) between its vector prologue and epilogue; a vector kernel
-    in `chunks` chunks of rows. None for a vector kernel whose chunks are not given, and for an
-    extern kernel (opaque)."""
+                    chunks: "int | None" = None,
+                    vector_only: frozenset = frozenset()) -> "P.Pipeline | None":
+    """The kernel's stages per pipe (backends/pipes.py): a cube kernel as the cube tiling's
+    loops (backends/cube.py); a vector kernel in `chunks` chunks of rows (its matmuls' vector
+    work and streamed operands in its V stages). None for a vector kernel whose chunks are not
+    given, and for an extern kernel (opaque)."""
     if kernel.is_extern:
         return None
-    if kernel_unit(kernel) == UNIT_CUBE:
-        return _cube_pipeline(kernel, machine, places or {}, touched or {})
+    if kernel_unit(kernel, vector_only) == UNIT_CUBE:
+        return cube_pipeline(kernel, machine, places or {}, touched or {})
     if chunks is None:
         return None
     rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
@@ -191,9 +215,13 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
                 "l2": rates.l2}.get(places.get(p.name, "global"), rates.hbm)
         return _dma(p, rates, touched or {}) * rates.hbm / rate
 
-    ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")]
+    streamed = _streamed_params(kernel)
+    ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")
+           and p.name not in streamed]
     outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
-    return P.chain([P.vector_stages(ins, outs, vector_cycles(kernel, machine), chunks, rates)])
+    v = (vector_cycles(kernel, machine, chunks)
+         + _stream_cycles(kernel, machine, chunks, places))
+    return P.chain([P.vector_stages(ins, outs, v, chunks, rates)])
 
 
 def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] | None"]:
@@ -203,12 +231,14 @@ def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] |
     extern kernel (no pipeline)."""
     places = placements(module)
     touched = touched_bytes(module, machine)
+    vector_only = vector_only_kernels(module)
     out: list["dict[str, int] | None"] = []
     for k in module.kernels:
         if k.comm is not None or k.is_extern:
             out.append(None)
             continue
-        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name), chunks=1)
+        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name), chunks=1,
+                               vector_only=vector_only)
         out.append(pipe.busy() if pipe is not None else None)
     return out
 
@@ -253,12 +283,15 @@ def _cube_bytes(ops, op: N.Op) -> int:
     return 1 if size == 1 else 2 if size == 2 else 4
 
 
-def _cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
+def cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
                    touched: dict) -> "P.Pipeline":
-    """A kernel with matmuls: its other inputs' MTE2, then in op order the vector ops before
-    each matmul and the matmul's tiling (after them: it may read them), then the vector ops
-    after the last matmul and the MTE3 of the results that do not leave through the
-    fixpipe."""
+    """A kernel with matmuls on a cube core: its other inputs' MTE2, then in op order the vector
+    ops before each matmul and the matmul's tiling (after them: it may read them), then the
+    vector ops after the last matmul and the MTE3 of the results that do not leave through the
+    fixpipe. `kernel_pipeline` uses it for the kernels the emitter puts on the cube (matmuls
+    only); for a kernel that mixes a matmul with vector work it is what the model would be
+    once mixed kernels run on the cube (docs/ascend.md, "Hooks and known gaps"): today the
+    emitter runs those on the vector unit and kernel_pipeline costs them there."""
     ops = kernel.ops
     rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
     params = {p.name: p for p in kernel.params}
@@ -346,12 +379,17 @@ def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
     return total
 
 
-def vector_cycles(kernel: N.Kernel, machine: "Machine") -> int:
-    """Cycles of the kernel's non-matmul ops on one vector core."""
-    fixpipe = _fixpipe_converts(kernel)
+def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1) -> int:
+    """Cycles of the kernel's ops on one vector core, as the vector path emits them: its
+    matmuls as `vector_matmul`'s calls, its rows in `chunks` chunks (a transpose that only matmuls read is read in place,
+    never computed)."""
+    in_place = _in_place_transposes(kernel.ops, frozenset(v for _, v in kernel.stores))
     total = 0
     for i, op in enumerate(kernel.ops):
-        if op.op in _FREE or op.op == "matmul" or i in fixpipe:
+        if op.op == "matmul":
+            total += vector_matmul(kernel, i, machine, chunks).cycles
+            continue
+        if op.op in _FREE or i in in_place:
             continue
         if op.shape is None:
             # decision: scalar arithmetic runs on the core's scalar unit, beside the vector
@@ -437,10 +475,14 @@ _NOT_ARITHMETIC = frozenset({"convert", "cast"})
 
 def memory_cycles(kernel: N.Kernel, machine: "Machine", unit: int,
                   places: "dict[str, str] | None" = None,
-                  touched: "dict[str, int] | None" = None) -> int:
+                  touched: "dict[str, int] | None" = None,
+                  skip: frozenset = frozenset()) -> int:
     """Cycles to move the kernel's tile parameters through one core's share of HBM (those
     in `places`: through the on-chip level they are placed in; those in `touched`: the DMA
-    blocks their strided views touch)."""
+    blocks their strided views touch; none of those in `skip`)."""
+    if skip:
+        kernel = dataclasses.replace(kernel, params=tuple(p for p in kernel.params
+                                                          if p.name not in skip))
     if not places:
         moved = moved_bytes(kernel, touched)
         bytes_per_ns = machine.hbm_gbps / machine.cores(unit)
@@ -470,3 +512,136 @@ def _elements(shape) -> int:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+# -- the vector matmul (backends/ascend/aicore/matmul.py), call by call. The layout facts are
+# the vector emitter's (aicore/layout.py, which this back end may not import): a UB row holds
+# its columns rounded up to 32 elements, an instruction covers whole 64-element f32 repeats, a
+# streamed operand moves in blocks of about 16 KiB of f32 rows. tests/backends/test_pipes.py
+# counts the calls in the emitted kernels and checks these against them.
+_ROW_ALIGN = 32
+_REPEAT = 64
+_STREAM_BYTES = 16 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorMatmul:
+    """One matmul as the vector path emits it: `form` ("rows": C[i, :] += a[i, k] * B[k, :],
+    B resident; "streamed": the same, B streamed from GM; "dot": a @ transpose(s) as row dot
+    products; "tt": transpose(s) @ transpose(t) a column at a time), `calls` {(AscendC call,
+    elements it covers, 0 for a barrier or a scalar access): how many over the whole tile},
+    `copies` (streamed blocks copied in, all chunks) and `cycles` (the V pipe's time: repeats,
+    barriers and the scalar unit's accesses)."""
+
+    form: str
+    calls: dict
+    copies: int
+    cycles: int
+
+
+def _pc(cols: int) -> int:
+    return _ceil_div(max(cols, 1), _ROW_ALIGN) * _ROW_ALIGN
+
+
+def _vcount(rows: int, cols: int) -> int:
+    return _ceil_div(rows * _pc(cols), _REPEAT) * _REPEAT
+
+
+def _in_place_transposes(ops, stored: frozenset) -> set[int]:
+    """The transposes only matmuls read as an operand (the vector path reads them in place)."""
+    return set(in_place_transposes(ops, stored))
+
+
+def _streams(kernel: N.Kernel) -> dict[int, int]:
+    """matmul op -> the parameter op of a right operand streamed from GM in blocks of rows."""
+    stored = frozenset(p for p, _ in kernel.stores)
+    return {i: p for i, (p, _) in streamed_operands(kernel.ops, stored).items()}
+
+
+def _streamed_params(kernel: N.Kernel) -> frozenset:
+    if kernel.is_extern:
+        return frozenset()
+    return frozenset(str(kernel.ops[s].attr) for s in _streams(kernel).values())
+
+
+def _stream_cycles(kernel: N.Kernel, machine: "Machine", chunks: int,
+                   places: "dict[str, str] | None" = None) -> int:
+    """Cycles of the streamed matmul operands' loads: every chunk of rows copies the whole
+    operand in again, block by block, at the vector core's HBM share (or the rate of the
+    on-chip level it is placed in, `places`)."""
+    if kernel.is_extern:
+        return 0
+    rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
+    params = {p.name: p for p in kernel.params}
+    total = 0
+    for s in _streams(kernel).values():
+        p = params[str(kernel.ops[s].attr)]
+        rate = {"ub": float(machine.ub_bytes_per_cycle), "l1": float(machine.l1_bytes_per_cycle),
+                "l2": rates.l2}.get((places or {}).get(p.name, "global"), rates.hbm)
+        total += P.transfer(_dma(p, rates, {}), rate)
+    return total * max(1, chunks)
+
+
+def vector_matmul(kernel: N.Kernel, i: int, machine: "Machine",
+                  chunks: int = 1) -> VectorMatmul:
+    """Matmul op `i` of `kernel` as the vector path emits it (aicore/matmul.py), its rows in
+    `chunks` chunks (see VectorMatmul). Calls that hand off between the scalar and the vector
+    unit once per matmul (the `wsp_sync` before its loops, set by what came before) are left
+    out: a few cycles per matmul."""
+    ops = kernel.ops
+    op = ops[i]
+    a, b = op.args[0], op.args[1]
+    in_place = _in_place_transposes(ops, frozenset(v for _, v in kernel.stores))
+    streams = _streams(kernel)
+    m, n = op.shape
+    inner = ops[a].shape[1]
+    calls: dict[tuple[str, int], int] = {}
+    copies = 0
+
+    def call(name: str, times: int, elems: int = 0, barrier: bool = False) -> None:
+        calls[name, elems] = calls.get((name, elems), 0) + times
+        if barrier:
+            calls["PipeBarrier", 0] = calls.get(("PipeBarrier", 0), 0) + times
+
+    if a in in_place and b in in_place:
+        form = "tt"  # resident: one pass over all rows
+        call("Duplicate", n, _pc(m), True)
+        call("GetValue", n * inner + n * m)
+        call("Muls", n * inner, _pc(m), True)
+        call("Add", n * inner, _pc(m), True)
+        call("SetValue", n * m)
+        call("wsp_sync", n)
+        chunks = 1
+    elif b in in_place:
+        form = "dot"
+        call("Mul", m * n, inner, True)
+        call("ReduceSum", m * n, inner, True)
+        call("wsp_sync", m)
+        call("GetValue", m * n)
+        call("SetValue", m * n)
+    else:
+        rows = max(1, m // max(1, chunks))
+        call("Duplicate", chunks, _vcount(rows, n), True)
+        call("GetValue", m * inner)
+        call("Muls", m * inner, _pc(n), True)
+        call("Add", m * inner, _pc(n), True)
+        form = "rows"
+        if i in streams:
+            form = "streamed"
+            p = next(x for x in kernel.params if x.name == str(ops[streams[i]].attr))
+            kb = max(1, min(p.rows, _STREAM_BYTES // (_pc(p.cols) * 4)))
+            copies = chunks * _ceil_div(inner, kb)
+            if p.dtype != "f32":  # the block widened to f32 before the Muls read it
+                call("Cast", copies, _vcount(kb, n), True)
+    if len(op.args) > 2:  # acc + a @ b: the product first, as ref
+        call("Add", chunks, _vcount(max(1, m // chunks), n), True)
+    width = machine.vector_bytes_per_cycle
+    cycles = 0
+    for (name, elems), times in calls.items():
+        if elems:
+            cycles += times * _ceil_div(elems * 4, width)
+        elif name in ("GetValue", "SetValue"):
+            cycles += times * P.SCALAR_ACCESS_CYCLES
+        else:  # a barrier, or the scalar unit waiting for the vector pipe (V_S)
+            cycles += times * P.VECTOR_BARRIER_CYCLES
+    return VectorMatmul(form, calls, copies, cycles)

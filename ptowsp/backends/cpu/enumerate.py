@@ -23,6 +23,7 @@ from ...ir import nodes as N
 from ...ir import visit as V
 from ...ir.independence import independent_nest
 from ..cexpr import c_ident
+from ..cube import vector_only_kernels
 from .cost import kernel_unit
 from .gather import gathered, wrapper, wrapper_name
 from .kernels import kernel_symbol
@@ -72,6 +73,7 @@ class LoopEmitter(V.Visitor):
         self.out = out
         self.tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
         self.kernel_index = {k.name: i for i, k in enumerate(module.kernels)}
+        self.vector_only = vector_only_kernels(module)  # kept off the cube by their views
         self.lines: list[str] = []
         self.depth = 1
         self.loop_vars: list[str] = []
@@ -390,8 +392,9 @@ class LoopEmitter(V.Visitor):
             self.emit(f"task.device = (int32_t)({self.c(t.device)});")
             self.emit("task.pool = task.device;")
         elif s.pools.name == "by_exec_unit":
-            # decision: a kernel's pool is the unit the cycle model runs it on (a matmul: cube)
-            self.emit(f"task.pool = {kernel_unit(kernel)};")
+            # decision: a kernel's pool is the unit the cycle model runs it on (the cube when
+            # the Ascend emitter puts it there: backends/cube.runs_on_cube)
+            self.emit(f"task.pool = {kernel_unit(kernel, self.vector_only)};")
         elif s.pools.name == "custom":
             self.emit(f"task.pool = (int32_t)wsp_mod({self.c(s.pools.args[0])}, {s.pools.n});")
 

@@ -103,6 +103,7 @@ typedef void (*wsp_arrived_fn)(wsp_runtime *rt, void *token, void *buf, int ok);
 wsp_mpi *wsp_mpi_new(wsp_runtime *rt, wsp_arrived_fn arrived, char *why, int whylen);
 void wsp_mpi_transport(wsp_mpi *m, wsp_transport *out);
 int64_t wsp_mpi_outstanding(wsp_mpi *m);
+int64_t wsp_mpi_worker_steps(wsp_mpi *m);
 void wsp_mpi_free(wsp_mpi *m);
 """
 
@@ -153,6 +154,12 @@ class Transport:
 
         for a in arrays:
             MPI.COMM_WORLD.Allgather(MPI.IN_PLACE, a)
+
+    @property
+    def worker_steps(self) -> int:
+        """Steps of MPI progress that idle workers made and that moved something (the rest
+        were the progress thread's: runtime_c/mpi/wsp_mpi.c)."""
+        return int(self.lib.wsp_mpi_worker_steps(self._m))
 
     @property
     def device(self) -> int:

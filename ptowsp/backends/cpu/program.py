@@ -53,6 +53,7 @@ typedef struct wsp_transport {
     int (*send)(void *ctx, void *buf, int64_t bytes, int32_t to, int64_t tag);
     void (*fail)(void *ctx);
     int (*send_from)(void *ctx, const void *buf, int64_t bytes, int32_t to, int64_t tag, void *token);
+    int (*poll)(void *ctx);
 } wsp_transport;
 """
 

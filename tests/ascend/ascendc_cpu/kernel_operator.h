@@ -35,6 +35,7 @@
 #ifndef WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
 #define WSP_ASCENDC_CPU_KERNEL_OPERATOR_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #define __aicore__
 #define __gm__
@@ -1199,6 +1201,237 @@ __aicore__ inline void ReduceSum(const LocalTensor<T> &dstLocal, const LocalTens
 WSP_SHIM_REDUCE(ReduceMax, detail::FMax)
 WSP_SHIM_REDUCE(ReduceMin, detail::FMin)
 #undef WSP_SHIM_REDUCE
+
+// ReduceRepeat (WholeReduceSum / WholeReduceMax / WholeReduceMin up to CANN 9.0), level 0,
+// mask count mode: repeat r reduces the first `mask` elements of its 8 blocks (blocks
+// srcBlkStride apart, repeats srcRepStride blocks apart) to one value written at
+// dst[r * dstRepStride]. As documented (ReduceRepeat page of asc-devkit): repeatTime in
+// [0, 255], mask in [1, 64] for float (0 or repeatTime 0: nothing happens), the strides in
+// [0, 65535], src 32-byte aligned, dst 4-byte aligned for SUM and ORDER_ONLY_VALUE (8 for the
+// orders that write an index, which wspc never asks for and the model refuses). A sum is a
+// binary tree within the repeat (as ReduceSum's); MAX / MIN use the documented select, so NaN
+// does not propagate (a kernel must see to it, as for Max / Min).
+enum class ReduceType { SUM, MAX, MIN };
+enum class ReduceOrder { ORDER_VALUE_INDEX, ORDER_INDEX_VALUE, ORDER_ONLY_VALUE, ORDER_ONLY_INDEX };
+
+template <ReduceType reduceType, typename T, typename U, bool isSetMask = true>
+__aicore__ inline void ReduceRepeat(const LocalTensor<T> &dst, const LocalTensor<U> &src,
+                                    const int32_t mask, const int32_t repeatTime,
+                                    const int32_t dstRepStride, const int32_t srcBlkStride,
+                                    const int32_t srcRepStride,
+                                    ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX)
+{
+    static_assert(std::is_same<T, float>::value && std::is_same<U, float>::value,
+                  "ReduceRepeat: only float is modelled (A2: dst and src of one type)");
+    const char *api = "ReduceRepeat";
+    if (repeatTime < 0 || repeatTime > 255) ShimFail(api, "repeatTime outside [0, 255]");
+    if (mask < 0 || mask > 64) ShimFail(api, "mask outside [1, 64] for float");
+    for (int32_t s : {dstRepStride, srcBlkStride, srcRepStride})
+        if (s < 0 || s > 65535) ShimFail(api, "a stride outside [0, 65535]");
+    if (reduceType != ReduceType::SUM && order != ReduceOrder::ORDER_ONLY_VALUE)
+        ShimFail(api, "only ORDER_ONLY_VALUE is modelled for MAX / MIN");
+    detail::CheckAligned(src.ptr_, api, "src");
+    if ((uintptr_t)dst.ptr_ % 4) ShimFail(api, "dst is not 4-byte aligned");
+    if (mask == 0 || repeatTime == 0) return;  // a NOP, as documented for A2
+    auto at = [&](int32_t r, int32_t e) -> uint64_t {
+        return ((uint64_t)r * srcRepStride + (uint64_t)(e / 8) * srcBlkStride) * 8 + e % 8;
+    };
+    float out[255];
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        float lanes[64];
+        for (int32_t e = 0; e < mask; ++e) {
+            uint64_t s = at(r, e);
+            if (s >= src.size_) ShimFail(api, "src: a repeat runs past the tensor");
+            detail::Read(src.ptr_ + s, 4, detail::P_V, api);
+            lanes[e] = src.ptr_[s];
+        }
+        if (reduceType == ReduceType::SUM) {
+            out[r] = detail::Tree<float>(lanes, mask, [](float a, float b) { return a + b; }, 0.0f);
+        } else {
+            float acc = lanes[0];
+            for (int32_t e = 1; e < mask; ++e)
+                acc = reduceType == ReduceType::MAX ? detail::FMax(acc, lanes[e])
+                                                    : detail::FMin(acc, lanes[e]);
+            out[r] = acc;
+        }
+    }
+    for (int32_t r = 0; r < repeatTime; ++r) {
+        uint64_t d = (uint64_t)r * dstRepStride;
+        if (d >= dst.size_) ShimFail(api, "dst: a repeat runs past the tensor");
+        dst.ptr_[d] = out[r];
+        detail::Write(dst.ptr_ + d, 4, detail::P_V);
+    }
+}
+
+// Brcb, level 0: repeat r takes the 8 elements src[8r .. 8r + 7] and fills 32-byte block j of
+// the repeat (dstBlkStride blocks apart, 0 meaning 1; repeats dstRepStride blocks apart) with
+// element j. As documented: repeatTime in [0, 255], src and dst 32-byte aligned and not the
+// same memory.
+struct BrcbRepeatParams {
+    BrcbRepeatParams() {}
+    BrcbRepeatParams(const uint16_t dstBlkStrideIn, const uint16_t dstRepStrideIn)
+        : dstRepStride(dstRepStrideIn), dstBlkStride(dstBlkStrideIn) {}
+    uint16_t dstRepStride = 8;
+    uint16_t dstBlkStride = 1;
+};
+
+template <typename T>
+__aicore__ inline void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                            const uint8_t repeatTime, const BrcbRepeatParams &repeatParams)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb: 16- and 32-bit types only");
+    const char *api = "Brcb";
+    constexpr uint32_t perBlock = 32 / sizeof(T);
+    detail::CheckAligned(dst.ptr_, api, "dst");
+    detail::CheckAligned(src0.ptr_, api, "src0");
+    if (dst.ptr_ == src0.ptr_) ShimFail(api, "src0 and dst are the same memory");
+    detail::VecIn(src0, 8u * repeatTime, api, "src0");
+    const uint64_t blk = repeatParams.dstBlkStride ? repeatParams.dstBlkStride : 1;
+    for (uint32_t r = 0; r < repeatTime; ++r)
+        for (uint32_t j = 0; j < 8; ++j) {
+            uint64_t d = ((uint64_t)r * repeatParams.dstRepStride + j * blk) * perBlock;
+            if (d + perBlock > dst.size_) ShimFail(api, "dst: a repeat runs past the tensor");
+            for (uint32_t e = 0; e < perBlock; ++e) dst.ptr_[d + e] = src0.ptr_[8 * r + j];
+            detail::Write(dst.ptr_ + d, 32, detail::P_V);
+        }
+}
+
+// Sort32 (dav-2201 and later): each repeat sorts the 32 scores src0[32r .. 32r + 31] with their
+// uint32 indices src1[32r ..], the greatest first, into 32 (score, index) pairs of 8 bytes at
+// dst + 256r bytes: a float score in the low 4 bytes, a half score in the low 2 (2 reserved),
+// the index in the high 4. As documented: T half or float, repeatTime in [0, 255], every
+// operand 32-byte aligned, equal scores in their input order (the lower position first), no
+// order between repeats. What the documentation does not state is refused, so a kernel cannot
+// depend on it: a NaN score, and +0 and -0 in the same repeat (their order is not stated).
+template <typename T>
+__aicore__ inline void Sort32(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                              const LocalTensor<uint32_t> &src1, const int32_t repeatTime)
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value,
+                  "Sort32: half and float scores only");
+    const char *api = "Sort32";
+    if (repeatTime < 0 || repeatTime > 255) ShimFail(api, "repeatTime out of [0, 255]");
+    const uint32_t n = 32u * (uint32_t)repeatTime;
+    detail::VecIn(src0, n, api, "src0");
+    detail::VecIn(src1, n, api, "src1");
+    detail::CheckAligned(dst.ptr_, api, "dst");
+    const uint64_t bytes = 8ull * n;
+    if (bytes > (uint64_t)dst.size_ * sizeof(T)) ShimFail(api, "dst: the pairs run past the tensor");
+    const uint8_t *d0 = reinterpret_cast<const uint8_t *>(dst.ptr_);
+    const uint8_t *a0 = reinterpret_cast<const uint8_t *>(src0.ptr_);
+    const uint8_t *b0 = reinterpret_cast<const uint8_t *>(src1.ptr_);
+    if ((d0 < a0 + n * sizeof(T) && a0 < d0 + bytes) || (d0 < b0 + 4ull * n && b0 < d0 + bytes))
+        ShimFail(api, "dst overlaps a source");
+    std::vector<uint8_t> out(bytes, 0);
+    for (uint32_t r = 0; r < (uint32_t)repeatTime; ++r) {
+        float key[32];
+        bool pos0 = false, neg0 = false;
+        for (uint32_t e = 0; e < 32; ++e) {
+            key[e] = (float)src0.ptr_[32 * r + e];
+            if (key[e] != key[e]) ShimFail(api, "a NaN score: its order is not documented");
+            if (key[e] == 0.0f) (std::signbit(key[e]) ? neg0 : pos0) = true;
+        }
+        if (pos0 && neg0) ShimFail(api, "+0 and -0 in one repeat: their order is not documented");
+        uint32_t ord[32];
+        for (uint32_t e = 0; e < 32; ++e) ord[e] = e;
+        std::stable_sort(ord, ord + 32, [&](uint32_t x, uint32_t y) { return key[x] > key[y]; });
+        for (uint32_t e = 0; e < 32; ++e) {
+            uint8_t *pair = out.data() + 256ull * r + 8ull * e;
+            std::memcpy(pair, &src0.ptr_[32 * r + ord[e]], sizeof(T));
+            std::memcpy(pair + 4, &src1.ptr_[32 * r + ord[e]], 4);
+        }
+    }
+    std::memcpy(dst.ptr_, out.data(), bytes);
+    detail::Write(dst.ptr_, bytes, detail::P_V);
+}
+
+// MrgSort (dav-2201, the MrgSort4Info form): merges 2 to 4 lists of (score, index) pairs as
+// Sort32 writes them, each sorted greatest first, into one list greatest first at dst. As
+// documented: T half or float, dst 32-byte aligned, the lists 8-byte aligned, validBit 0b11,
+// 0b111 or 0b1111 (the first 2, 3 or 4 lists), elementLengths in [0, 4095]. Modelled: one
+// repeat, no exhausted suspension (others refused). The documentation states no order between
+// equal scores of different lists: this model takes the LATER list's first, so a kernel that
+// relied on the earlier list's coming first would fail here. Refused as misuse: a list that is
+// not sorted greatest first, a NaN score, dst over a list.
+constexpr int32_t MRG_SORT_ELEMENT_LEN = 4;  // a constant of impl/ in the real headers
+struct MrgSort4Info {
+    MrgSort4Info() {}
+    MrgSort4Info(const uint16_t elementLengthsIn[MRG_SORT_ELEMENT_LEN], const bool ifExhaustedSuspensionIn,
+                 const uint16_t validBitIn, const uint16_t repeatTimesIn)
+        : ifExhaustedSuspension(ifExhaustedSuspensionIn), validBit(validBitIn),
+          repeatTimes((uint8_t)repeatTimesIn)
+    {
+        for (int32_t i = 0; i < MRG_SORT_ELEMENT_LEN; ++i) elementLengths[i] = elementLengthsIn[i];
+    }
+    uint16_t elementLengths[MRG_SORT_ELEMENT_LEN] = {0};
+    bool ifExhaustedSuspension = false;
+    uint16_t validBit = 0;
+    uint8_t repeatTimes = 1;
+};
+
+template <typename T>
+struct MrgSortSrcList {
+    MrgSortSrcList() {}
+    MrgSortSrcList(const LocalTensor<T> &src1In, const LocalTensor<T> &src2In,
+                   const LocalTensor<T> &src3In, const LocalTensor<T> &src4In)
+        : src1(src1In), src2(src2In), src3(src3In), src4(src4In) {}
+    LocalTensor<T> src1;
+    LocalTensor<T> src2;
+    LocalTensor<T> src3;
+    LocalTensor<T> src4;
+};
+
+template <typename T>
+__aicore__ inline void MrgSort(const LocalTensor<T> &dst, const MrgSortSrcList<T> &src,
+                               const MrgSort4Info &params)
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value,
+                  "MrgSort: half and float scores only");
+    const char *api = "MrgSort";
+    int lists = params.validBit == 3 ? 2 : params.validBit == 7 ? 3 : params.validBit == 15 ? 4 : 0;
+    if (!lists) ShimFail(api, "validBit is not 0b11, 0b111 or 0b1111");
+    if (params.repeatTimes != 1) ShimFail(api, "only repeatTimes 1 is modelled");
+    if (params.ifExhaustedSuspension) ShimFail(api, "exhausted suspension is not modelled");
+    detail::CheckAligned(dst.ptr_, api, "dst");
+    const LocalTensor<T> *ls[4] = {&src.src1, &src.src2, &src.src3, &src.src4};
+    const uint32_t perPair = 8 / sizeof(T);
+    uint64_t total = 0;
+    const uint8_t *d0 = reinterpret_cast<const uint8_t *>(dst.ptr_);
+    for (int q = 0; q < lists; ++q) {
+        if (params.elementLengths[q] > 4095) ShimFail(api, "a list longer than 4095");
+        total += params.elementLengths[q];
+    }
+    if (8 * total > (uint64_t)dst.size_ * sizeof(T)) ShimFail(api, "dst: the pairs run past the tensor");
+    for (int q = 0; q < lists; ++q) {
+        const uint32_t len = params.elementLengths[q];
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(ls[q]->ptr_);
+        if (detail::InUb(p) && detail::UbOffset(p) % 8 != 0) ShimFail(api, "a list is not 8-byte aligned");
+        if ((uint64_t)len * perPair > ls[q]->size_) ShimFail(api, "a list runs past its tensor");
+        if (d0 < p + 8ull * len && p < d0 + 8 * total) ShimFail(api, "dst overlaps a list");
+        detail::Read(p, 8ull * len, detail::P_V, api);
+    }
+    auto score = [&](int q, uint32_t e) {
+        float f = (float)ls[q]->ptr_[e * perPair];
+        if (f != f) ShimFail("MrgSort", "a NaN score: its order is not documented");
+        return f;
+    };
+    for (int q = 0; q < lists; ++q)
+        for (uint32_t e = 1; e < params.elementLengths[q]; ++e)
+            if (score(q, e) > score(q, e - 1)) ShimFail(api, "a list is not sorted greatest first");
+    std::vector<uint8_t> out(8 * total);
+    uint32_t at[4] = {0, 0, 0, 0};
+    for (uint64_t o = 0; o < total; ++o) {
+        int best = -1;
+        for (int q = lists - 1; q >= 0; --q)  // ties: the later list first (see above)
+            if (at[q] < params.elementLengths[q] &&
+                (best < 0 || score(q, at[q]) > score(best, at[best])))
+                best = q;
+        std::memcpy(out.data() + 8 * o, ls[best]->ptr_ + at[best] * perPair, 8);
+        ++at[best];
+    }
+    std::memcpy(dst.ptr_, out.data(), out.size());
+    detail::Write(dst.ptr_, out.size(), detail::P_V);
+}
 
 // ------------------------------------------------------------------------------------------
 // advanced math (adv_api/math): the caller passes the temporary space. The real minimum comes

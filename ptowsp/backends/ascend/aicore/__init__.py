@@ -24,15 +24,20 @@ How a tile kernel becomes Ascend C (`kernel.py`):
 3. Chunks (`chunks.py`). The row extent of the stored tiles is split into chunks of R rows, R
    the largest divisor whose footprint fits the UB (192 KiB less the 8 KiB Ascend C keeps for
    its own temporaries); values that need all rows are resident, a matmul's weights stream from
-   GM. Inputs and results go through double-buffered queues so copies overlap the compute. If
-   even R = 1 does not fit, the kernel is a compile error at its span.
+   GM. Inputs and results go through double-buffered queues so copies overlap the compute
+   (past the 8 tensors a queue position holds, inputs are copied into the arena instead). If
+   even R = 1 does not fit, a kernel elementwise along its rows, or reducing them, runs in
+   blocks of columns too, in passes when a reduction feeds the row again
+   (`chunks.column_passes`); any other is a compile error, at the call that creates the
+   specialisation when it has Constexpr values, else at the kernel.
 4. Units. A kernel whose work is all matmuls (f16 / bf16 / f32 operands) runs on the cube core
    (AIC) instead (`cube.py`, `cube_jobs`: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM, the
    tiling of `backends/cube.py`); `aicore/wsp_cube.h` holds what those kernels share.
    Otherwise float values (f16/bf16 held in f32, as nodes.py says) are computed by the vector
-   unit (`vector.py`; `matmul.py` on the vector unit too, reading a transposed operand
+   unit (`vector.py`, reductions in `reductions.py`; `matmul.py` on the vector unit too,
+   reading a transposed operand
    in place: a transpose only matmuls read is never computed). Everything else (integer
-   and bool arithmetic, f64, float -> integer casts, transpose, slices, interleave, concat,
+   and bool arithmetic, f64 (refused), float -> integer casts, transpose, slices, interleave, concat,
    gather, iota) runs on the scalar unit over GetValue / SetValue (`scalar_ops.py`,
    expressions from `scalar.py`): slow, exact, and documented as the fallback.
 5. Value semantics are ref's (nodes.py); where the real API differs, the emitter composes
@@ -46,14 +51,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ....diagnostics import Diagnostic, WspError
+from ....diagnostics import Diagnostic, Note, WspError
 from ....ir import nodes as N
+from ....ir import visit as V
 from ....version import __version__
+from ...cube import runs_on_cube
 from ..abi import ABI_C
 from ..host import source_names
 from ..render import render
 from .cube import cube_header, cube_jobs, emit_cube_kernel
-from .errors import AicoreError
+from .errors import AicoreError, UbOverflow
 from .extern import emit_extern
 from .kernel import emit_tile_kernel
 from .layout import API_RESERVE, UB_BUDGET, UB_BYTES, pc, vcount
@@ -96,8 +103,30 @@ def f64_errors(module: N.Module) -> list[Diagnostic]:
 def is_cube(k: N.Kernel, vector_only: frozenset = frozenset()) -> bool:
     """Whether kernel `k` runs on the cube core (AIC): all its work is matmuls the cube runs
     (`cube.cube_jobs`) and it is not in `vector_only` (kernels some task passes a view the cube
-    copies cannot read: `cube_views`)."""
-    return k.name not in vector_only and f64_error(k) is None and cube_jobs(k) is not None
+    copies cannot read: `cube_views`). The rule is `backends/cube.runs_on_cube`, which the cycle
+    model asks too, so both see the same kernels on the cube."""
+    return runs_on_cube(k, vector_only)
+
+
+def creating_call(module: N.Module, kernel: str) -> Optional[N.Span]:
+    """The span of the first call (in schedule order) that runs specialisation `kernel`."""
+    for s in module.schedules:
+        for t in V.tasks(s.body):
+            if t.kernel == kernel and t.span.line:
+                return t.span
+    return None
+
+
+def ub_diagnostic(k: N.Kernel, e: UbOverflow, module: N.Module) -> Diagnostic:
+    """A kernel too big for the Unified Buffer: at the call that creates its specialisation
+    when it has Constexpr values (the values are what the user chose there), the kernel's
+    declaration as a note; else at the kernel."""
+    call = creating_call(module, k.name) if k.constexprs else None
+    if call is None:
+        return Diagnostic(e.span, "ascend-kernel", e.message, e.help)
+    where = k.name_span if k.name_span.line else k.span
+    return Diagnostic(call, "ascend-kernel", e.message, e.help,
+                      (Note(where, f"kernel `{k.source}` is declared here"),))
 
 
 def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[str, str]:
@@ -127,6 +156,8 @@ def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[
                 out[header_path(k)] = emit_cube_kernel(k, module.name, cube_jobs(k))
                 continue
             out[header_path(k)] = emit_kernel(k, module.name, sources, names)
+        except UbOverflow as e:
+            diags.append(ub_diagnostic(k, e, module))
         except AicoreError as e:
             diags.append(Diagnostic(e.span, "ascend-kernel", e.message, e.help))
     if diags:

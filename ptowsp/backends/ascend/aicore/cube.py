@@ -1,7 +1,8 @@
 """Matmul kernels on the Cube unit: `cube_jobs(k)` says whether a tile kernel runs on an AI Core's
 cube core (AIC) instead of its vector cores, and `emit_cube_kernel(k, module)` writes it.
 
-A kernel goes to the cube when all its work is matmuls (docs/ascend.md, "The AICore kernels"):
+A kernel goes to the cube when all its work is matmuls (docs/ascend.md, "The AICore kernels";
+the rule is `backends/cube.cube_matmuls`, shared with the cycle model):
 every store receives `matmul(a, b)` (or `matmul(a, b, acc = y)` stored back into the InOut `y`
 it reads), possibly converted to the stored tile's f16 / bf16 (Fixpipe converts on the way out),
 whose operands are f16, bf16 or f32 tile parameters (both the same dtype), each possibly
@@ -40,12 +41,10 @@ from typing import Optional
 from ....dtypes import TABLE
 from ....ir import nodes as N
 from ....version import __version__
-from ...cube import A2, CubeTiling, cube_tiling, fractal_k
+from ...cube import CubeTiling, cube_buffers, cube_matmuls, fractal_k
 from ..render import render
 from .names import describe, guard, kernel_entry
 
-CUBE_IN = ("f16", "bf16", "f32")   # operand dtypes the cube path takes
-CUBE_OUT = ("f32", "f16", "bf16")  # stored dtypes Fixpipe writes (NoQuant, F322F16, F322BF16)
 QUANT = {"f32": "NoQuant", "f16": "F322F16", "bf16": "F322BF16"}
 
 
@@ -65,84 +64,27 @@ class CubeJob:
     a: Operand
     b: Operand
     acc: bool
-    dtype: str          # A's and B's dtype (f16 / bf16)
+    dtype: str          # A's and B's dtype (f16 / bf16 / f32)
     out_dtype: str
     tiling: CubeTiling
 
 
-def _operand(k: N.Kernel, i: int) -> Optional[tuple[str, bool]]:
-    """(param, transposed) of op i through widening converts and transposes, or None."""
-    ops, flips = k.ops, 0
-    while True:
-        op = ops[i]
-        if op.op == "param":
-            return str(op.attr), flips % 2 == 1
-        if op.op == "transpose":
-            flips += 1
-        elif op.op == "convert" and op.dtype == "f32" and ops[op.args[0]].dtype in ("f16", "bf16"):
-            pass  # widening f16 / bf16 -> f32: exact, the cube's own input conversion
-        else:
-            return None
-        i = op.args[0]
-
-
 def cube_jobs(k: N.Kernel) -> Optional[list[CubeJob]]:
-    """The cube jobs of tile kernel `k`, or None when it is not all matmuls the cube runs (the
-    module doc's rule); an extern kernel or one with nothing stored is never a cube kernel."""
-    if k.is_extern or not k.stores:
+    """The cube jobs of tile kernel `k`, or None when it is not all matmuls the cube runs: the
+    shared rule `backends/cube.cube_matmuls` (the cycle model asks the same one), with each
+    parameter's index in `tiles`."""
+    mms = cube_matmuls(k)
+    if mms is None:
         return None
-    params = {p.name: p for p in k.params}
     tindex = {p.name: j for j, p in enumerate(p for p in k.params if p.kind == "tile")}
-    stored = {name for name, _ in k.stores}
-    jobs = []
-    for out, v in k.stores:
-        op = k.ops[v]
-        pout = params[out]
-        if op.op == "convert" and op.dtype == pout.dtype:
-            op = k.ops[op.args[0]]
-        if op.op != "matmul" or pout.dtype not in CUBE_OUT or (pout.rows, pout.cols) != op.shape:
-            return None  # (a store broadcasting the product is vector work)
-        a, b = (_operand(k, j) for j in op.args[:2])
-        if a is None or b is None:
-            return None
-        pa, pb = params[a[0]], params[b[0]]
-        if pa.dtype != pb.dtype or pa.dtype not in CUBE_IN or pa.pad != 0 or pb.pad != 0:
-            return None
-        if a[0] in stored or b[0] in stored:
-            return None  # an operand the kernel also writes: the order of the two matters
-        acc = len(op.args) > 2
-        if acc:
-            ao = k.ops[op.args[2]]
-            # acc + a @ b stored into the acc's own tile: Fixpipe adds to GM (SetAtomicAdd)
-            if (ao.op != "param" or str(ao.attr) != out or pout.mode != "InOut"
-                    or pout.dtype != "f32" or pout.pad != 0):
-                return None
-            if sum(1 for name, _ in k.stores if name == out) != 1:
-                return None
-        m, n = op.shape
-        kk = k.ops[op.args[0]].shape[1]
-        jobs.append(CubeJob(out, tindex[out], Operand(a[0], tindex[a[0]], a[1]),
-                            Operand(b[0], tindex[b[0]], b[1]), acc, pa.dtype, pout.dtype,
-                            cube_tiling(m, n, kk, TABLE[pa.dtype].size)))
-    b = buffers(jobs)
-    # several matmuls share the queues, sized for the largest of each: each tiling fits the
-    # core alone, but their largest A and B panels together may not fit L1 (then the kernel
-    # keeps the vector path rather than a tiling of its own that the cycle model would not see)
-    if b["l1_buffers"] * (b["l1a"] + b["l1b"]) > A2.l1:
-        return None
-    return jobs
+    return [CubeJob(x.out, tindex[x.out], Operand(x.a, tindex[x.a], x.a_t),
+                    Operand(x.b, tindex[x.b], x.b_t), x.acc, x.dtype, x.out_dtype, x.tiling)
+            for x in mms]
 
 
 def buffers(jobs: list[CubeJob]) -> dict[str, int]:
     """The queues' buffer counts and bytes per buffer for `jobs` (the largest each needs)."""
-    return dict(
-        l1_buffers=min(j.tiling.l1_buffers for j in jobs),
-        l0_buffers=min(j.tiling.l0_buffers for j in jobs),
-        l1a=max(j.tiling.base_m * j.tiling.step_k * j.tiling.in_bytes for j in jobs),
-        l1b=max(j.tiling.base_n * j.tiling.step_k * j.tiling.in_bytes for j in jobs),
-        l0a=max(j.tiling.base_m * j.tiling.base_k * j.tiling.in_bytes for j in jobs),
-        l0b=max(j.tiling.base_n * j.tiling.base_k * j.tiling.in_bytes for j in jobs),
-        l0c=max(j.tiling.base_m * j.tiling.base_n for j in jobs) * 4)
+    return cube_buffers([j.tiling for j in jobs])
 
 
 class _Lines(list):

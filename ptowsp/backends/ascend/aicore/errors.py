@@ -14,3 +14,9 @@ class AicoreError(Exception):
     def __init__(self, message: str, span=N.NO_SPAN, help: Optional[str] = None):
         super().__init__(message)
         self.message, self.span, self.help = message, span, help
+
+
+class UbOverflow(AicoreError):
+    """A kernel whose buffers do not fit the Unified Buffer even in the smallest chunks:
+    reported at the call that creates its specialisation when it has `Constexpr` values
+    (`emit_aicore`), else at the kernel."""

@@ -22,7 +22,7 @@ from ....dtypes import TABLE, literal_value
 from ....ir import nodes as N
 from ... import cexpr as C
 from ...cexpr import Expr
-from .chunks import chunking
+from .chunks import accumulated_columns, chunking, row_passes
 from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
 
 
@@ -60,7 +60,7 @@ class Lines:
 class Frame:
     """The state of one kernel's emission with chunks of `rows` rows, and its primitives."""
 
-    def __init__(self, k: N.Kernel, rows: int):
+    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False):
         self.k = k
         self.ops = k.ops
         self.params = {p.name: p for p in k.params}
@@ -70,10 +70,23 @@ class Frame:
                                                                if p.kind == "scalar")}
         self.stores = tuple(k.stores)
         self.m, self.chunked, self.streams, self.skip, self.in_place = chunking(
-            self.ops, self.params, self.stores)
+            self.ops, self.params, self.stores, read_acc)
+        # column reductions accumulated in the chunk loop (their operand is chunked); those
+        # other ops read only with `read_acc` (`KernelEmitter.emit`: when nothing else fits)
+        self.col_acc = frozenset(i for i in accumulated_columns(self.ops, self.params, self.stores,
+                                                                read_acc)
+                                 if self.ops[i].args[0] in self.chunked)
+        # passes over the chunks when ops read an accumulated column reduction
+        self.row_passes = row_passes(self.ops, self.stores, self.col_acc)
         self.r = rows if self.chunked else self.m
         self.nchunks = self.m // self.r if self.chunked and self.r else 1
         self.bufnum = 2 if self.nchunks > 1 else 1
+        # (N, C): this kernel is one block of C of a task's N columns, run in a loop over the
+        # blocks (`chunks.column_passes`); None: whole rows
+        self.colblock: Optional[tuple[int, int]] = None
+        # its passes over the blocks of columns, or over the chunks of rows (`chunks.ColumnPass`)
+        self.passes: tuple = self.row_passes
+        self.this_pass = None  # the pass being written; None: whole rows
 
     # -- shapes, places
     def rows_of(self, i: int) -> int:
@@ -98,27 +111,33 @@ class Frame:
         final one reads back their offsets in the same order."""
         self.final = final
         if not final:
-            self.reqs: list[_Req] = []
-        self.req_at = 0
+            self.reqs: dict[tuple, _Req] = {}
         self.temp_at = 0
+        self.temp_keys: dict[int, int] = {}  # step -> temporaries requested at it so far
 
     def request(self, key: tuple, size: int, start: int, end: int) -> int:
-        """The arena offset of a buffer (0 while sizing)."""
+        """The arena offset of a buffer (0 while sizing). A key asked for again (the same value
+        or temporary in another pass over the columns) is the same buffer, as large as the
+        largest asked for."""
         size = ceil_to(max(size, 32), 256)
         if not self.final:
-            self.reqs.append(_Req(key, size, start, end))
+            req = self.reqs.get(key)
+            if req is None:
+                self.reqs[key] = _Req(key, size, start, end)
+            else:
+                req.size, req.start, req.end = (max(req.size, size), min(req.start, start),
+                                                max(req.end, end))
             return 0
-        req = self.reqs[self.req_at]
-        self.req_at += 1
-        if req.key != key or req.size != size:
+        req = self.reqs.get(key)
+        if req is None or req.size < size:
             raise InternalError("ascend", f"kernel `{self.k.name}`: the two emission passes "
-                                f"diverged at buffer {req.key} / {key}")
+                                f"diverged at buffer {key}")
         return req.off
 
     def allocate(self) -> None:
         """Place every recorded buffer at the lowest offset free over its lifetime."""
         placed: list[_Req] = []
-        for req in sorted(self.reqs, key=lambda q: (q.start, -q.size)):
+        for req in sorted(self.reqs.values(), key=lambda q: (q.start, -q.size)):
             off = 0
             clash = sorted((p.off, p.off + p.size) for p in placed
                            if p.start <= req.end and req.start <= p.end)
@@ -128,7 +147,7 @@ class Frame:
                 off = max(off, hi)
             req.off = off
             placed.append(req)
-        self.arena = max((q.off + q.size for q in self.reqs), default=0)
+        self.arena = max((q.off + q.size for q in self.reqs.values()), default=0)
 
     # -- pipes: which unit wrote last, so hand-offs get a SetFlag/WaitFlag pair
     def reset_pipes(self) -> None:
@@ -159,7 +178,9 @@ class Frame:
     def temp(self, dtype_ct: str, elems: int) -> str:
         """A temporary LocalTensor of `elems` elements of C++ type `dtype_ct`, for this step."""
         size = elems * CXX_SIZE[dtype_ct]
-        key = ("t", self.temp_at)
+        n = self.temp_keys.get(self.cur, 0)
+        self.temp_keys[self.cur] = n + 1
+        key = ("t", self.cur, n)  # the same op's temporaries in another pass share bytes
         self.temp_at += 1
         off = self.request(key, size, self.cur, self.cur)
         name = f"w{self.temp_at}"

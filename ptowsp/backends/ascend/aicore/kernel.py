@@ -13,6 +13,7 @@ instruction for it, by the scalar unit (`scalar_ops.py`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ....dtypes import TABLE
@@ -22,13 +23,15 @@ from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
 from ..render import render
-from .errors import AicoreError
+from .chunks import column_passes, narrow
+from .errors import AicoreError, UbOverflow
 from .frame import Lines
 from .layout import (
     API_RESERVE,
     COPY_T,
     MAX_LIVE,
     REPEAT,
+    ROW_ALIGN,
     UB_BUDGET,
     UB_BYTES,
     ceil_to,
@@ -50,6 +53,7 @@ class _Input:
     t: int  # index in `tiles`
     chunked: bool
     ops: list = field(default_factory=list)
+    queued: bool = True  # through a TQue<VECIN> of its own; else copied into the arena
 
 
 def emit_tile_kernel(k: N.Kernel, module: str) -> str:
@@ -65,29 +69,64 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """The header of `k` with the largest chunk of rows that fits the UB."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
-        probe = cls(k, 0)
-        m, chunked = probe.m, probe.chunked
-        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
-        best, smallest = None, None
-        for r in candidates:  # the largest chunk that fits
-            em = cls(k, r)
-            em.run(final=False)
-            fp = em.footprint()
-            smallest = fp if smallest is None else min(smallest, fp)
-            if fp <= UB_BUDGET:
-                best = em
-                break
+        best, smallest, chunked, m = cls.fit(k, None)
+        if best is None:  # column reductions the rows read: passes over the chunks of rows
+            best, fp, _, _ = cls.fit(k, None, read_acc=True)
+            smallest = min(smallest, fp)
+        colp = column_passes(k) if best is None else None
+        n = colp[0] if colp else None
+        if colp is not None:
+            # a row wider than the UB: blocks of C columns, C the widest multiple of 32 that
+            # fits (n split in 2, 3, ... blocks)
+            for nb in range(2, n + 1):
+                c = ceil_to(-(-n // nb), ROW_ALIGN)
+                if c >= n:
+                    continue
+                best, fp, _, _ = cls.fit(narrow(k, n, c), (n, c), colp[1])
+                smallest = min(smallest, fp)
+                if best is not None or c == ROW_ALIGN:
+                    break
         if best is None:
             how = ("even in chunks of 1 row" if chunked and m > 1 else
                    "(its rows must all be resident: a transpose, a column reduction or the right "
                    "operand of a matmul needs them)" if m > 1 else "")
-            raise AicoreError(
-                " ".join(f"kernel `{k.source}` needs {smallest} bytes of Unified Buffer {how}; an "
+            if n is not None:
+                how += f" and in blocks of {ROW_ALIGN} columns"
+            elif chunked or m <= 1:
+                how += (" (its rows are not split into blocks of columns: a transpose, a "
+                        "slice, a matmul, a column index or a column reduction reads a row "
+                        "whole, as does a [rows, 1] tile both read and stored)")
+            cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
+            which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
+            raise UbOverflow(
+                " ".join(f"{which} needs {smallest} bytes of Unified Buffer {how}; an "
                          f"AICore vector core has {UB_BUDGET} (of {UB_BYTES}: Ascend C keeps "
                          f"{API_RESERVE} for itself)".split()), k.span,
-                help="use smaller tiles (fewer columns, or split the work over more tasks)")
+                help=("use smaller tiles (" + (f"smaller Constexpr values than {cvals} at this "
+                                               "call, " if cvals else "")
+                      + "fewer columns, or split the work over more tasks)"))
         best.run(final=True)
         return best.header(module)
+
+    @classmethod
+    def fit(cls, k: N.Kernel, cols, passes=(), read_acc: bool = False):
+        """(emitter or None, smallest footprint, chunked, M): the largest chunk of rows of k
+        that fits the UB; `cols` (N, C) when k is one block of C of N columns, computed in
+        `passes` over the blocks (`chunks.column_passes`)."""
+        probe = cls(k, 0, read_acc)
+        m, chunked = probe.m, probe.chunked
+        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
+        smallest = None
+        for r in candidates:  # the largest chunk that fits
+            em = cls(k, r, read_acc)
+            if cols is not None:
+                em.colblock, em.passes = cols, passes
+            em.run(final=False)
+            fp = em.footprint()
+            smallest = fp if smallest is None else min(smallest, fp)
+            if fp <= UB_BUDGET:
+                return em, fp, chunked, m
+        return None, smallest, chunked, m
 
     # -- the plan of the whole kernel: which ops run where, and when
     def schedule(self) -> None:
@@ -106,10 +145,17 @@ class KernelEmitter(MatmulOps, ScalarOps):
             if any(i not in self.chunked for i in inp.ops):
                 inp.chunked = False
                 self.chunked.difference_update(inp.ops)
+        # an AICore TPosition holds at most MAX_LIVE tensors at once: the first inputs (the
+        # chunked ones first: their queues double-buffer) get a queue each, the others are
+        # copied into arena buffers with explicit MTE2 / V hand-offs (any number of inputs)
+        slots = MAX_LIVE - (1 if self.streams else 0)
+        for n, inp in enumerate(sorted(inputs.values(), key=lambda x: (not x.chunked, x.t))):
+            inp.queued = n < slots
         self.inputs = inputs
         pro = [i for i, op in enumerate(ops) if op.shape is not None and i not in self.chunked
-               and op.op != "param" and i not in self.skip]
-        loop = [i for i in range(len(ops)) if i in self.chunked and ops[i].op != "param"]
+               and op.op != "param" and i not in self.skip and i not in self.col_acc]
+        loop = [i for i in range(len(ops)) if (i in self.chunked and ops[i].op != "param")
+                or i in self.col_acc]
         cstores = [(p, v) for p, v in self.stores if v in self.chunked]
         estores = [(p, v) for p, v in self.stores if v not in self.chunked]
         # steps: 0 resident inputs, 1.. prologue, then chunk inputs, the loop, chunk stores,
@@ -171,6 +217,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         self.out = Lines(1)
         self.scalars: dict[int, str] = {}  # scalar op -> its C++ local
         self.tensor: dict[int, str] = {}  # tile op -> its LocalTensor
+        self.replicated: set[int] = set()  # [rows, 1] values whose rows' first blocks are full
         self.body()
         if not final:
             self.allocate()
@@ -179,10 +226,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """(name, position, buffers, bytes per buffer) of every queue."""
         out = []
         for inp in self.inputs.values():
+            if not inp.queued:
+                continue
             p = self.params[inp.name]
-            rows = self.r if inp.chunked else p.rows
-            slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
-            n = vcount(rows, p.cols) + slack
+            n = self.in_elems(inp)
             out.append((f"q_in{inp.t}", "VECIN", self.bufnum if inp.chunked else 1,
                         ceil_to(n * TABLE[p.dtype].size, 32)))
         for pname, v in self.stores:
@@ -198,9 +245,17 @@ class KernelEmitter(MatmulOps, ScalarOps):
                         ceil_to(vcount(self.kblock(mm), p.cols) * TABLE[p.dtype].size, 32)))
         return out
 
+    def in_elems(self, inp: _Input) -> int:
+        """Elements of an input's UB tensor (a resident input read a chunk at a time has the
+        last chunk's whole repeats past its end)."""
+        p = self.params[inp.name]
+        rows = self.r if inp.chunked else p.rows
+        slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
+        return vcount(rows, p.cols) + slack
+
     def footprint(self) -> int:
         """Bytes of UB the kernel takes: its queues and its arena."""
-        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena
+        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena + self.acc_bytes()
 
     # -- the body
     def body(self) -> None:
@@ -218,28 +273,85 @@ class KernelEmitter(MatmulOps, ScalarOps):
             out(f"pipe.InitBuffer({name}, {nbuf}, {size});")
         arena = getattr(self, "arena", 0) if self.final else 0
         out(f"pipe.InitBuffer(calc, {max(arena, 256)});")
-        live_in = len(self.inputs) + (1 if self.streams else 0)
-        if live_in > MAX_LIVE:
-            raise AicoreError(f"kernel `{self.k.source}` reads {live_in} tiles; an AICore "
-                              f"queue position holds at most {MAX_LIVE} tensors at once",
-                              self.k.span)
+        self.declare_accs()
         # scalars, computed once
         self.cur = 0
         for i, op in enumerate(ops):
             if op.shape is None:
                 self.scalar(i)
+        if self.colblock is None and not self.passes:
+            self.this_pass = None
+            self.pass_body()
+        elif self.colblock is None:  # column reductions other ops read: passes over the rows
+            for p, cp in enumerate(self.passes):
+                self.this_pass = cp
+                self.temp_keys = {}  # the same ops' temporaries as in the other passes
+                what = ("the stores" if p == len(self.passes) - 1 else "accumulate " + ", ".join(
+                    f"%{r} = {self.ops[r].op}" for r in sorted(cp.writes)))
+                out(f"// pass {p + 1} of {len(self.passes)} over the rows ({what})")
+                self.reset_pipes()
+                self.pass_body()
+                self.reset_pipes()
+        else:
+            n, c = self.colblock
+            for p, cp in enumerate(self.passes):
+                self.this_pass = cp
+                self.temp_keys = {}  # the same ops' temporaries as in the other passes
+                what = ("the stores" if p == len(self.passes) - 1 else "accumulate " + ", ".join(
+                    f"%{r} = {self.ops[r].op}" for r in sorted(cp.writes)))
+                out(f"// pass {p + 1} of {len(self.passes)} over the columns ({what}): {n} in "
+                    f"{-(-n // c)} blocks of {c} (a row does not fit the UB)")
+                self.start_accs(cp)
+                out.open(f"for (uint32_t cb = 0; cb < {-(-n // c)}u; ++cb)")
+                out(f"const uint32_t cb0 = cb * {c}u;")
+                out(f"const uint32_t cbn = cb0 + {c}u <= {n}u ? {c}u : {n}u - cb0;")
+                out("(void)cbn;")
+                self.reset_pipes()
+                self.pass_body()
+                out.close()
+                self.reset_pipes()
+        # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
+        # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
+        out("AscendC::PipeBarrier<PIPE_ALL>();")
+        out("pipe.Destroy();")
+
+    def narrow_store(self, s: tuple) -> bool:
+        """Whether store s is of a [*, 1] tile in a kernel run in blocks of columns."""
+        return self.colblock is not None and self.params[s[0]].cols == 1
+
+    def in_pass(self, i: int) -> bool:
+        """Whether op i is computed (or read back) in the current pass over the columns."""
+        return self.this_pass is None or i in self.this_pass.ops
+
+    def pass_body(self) -> None:
+        """The resident values, the chunk loop and the stores of the current pass (all of the
+        kernel when it runs on whole rows)."""
+        out = self.out
+        final = self.this_pass is None or self.this_pass is self.passes[-1]
+        inputs = [inp for inp in self.inputs.values() if any(self.in_pass(i) for i in inp.ops)]
+        pro = [i for i in self.pro if self.in_pass(i)]
+        loop = [i for i in self.loop if self.in_pass(i)]
+        cstores = self.cstores if final else []
+        estores = self.estores if final else []
         # resident inputs, the prologue
         self.cur = 0
-        res_inputs = [inp for inp in self.inputs.values() if not inp.chunked]
-        if res_inputs or self.pro:
+        res_inputs = [inp for inp in inputs if not inp.chunked]
+        if res_inputs or pro:
             out("// resident values: every row, computed once")
         self.copy_in(res_inputs, "0")
-        for i in self.pro:
+        for i in pro:
             self.cur = self.when[i]
             self.op(i)
+        # column reductions accumulated across the chunks start at their identity (those of
+        # an earlier pass are read back as they are)
+        col_acc = [i for i in loop if i in self.col_acc
+                   and (self.this_pass is None or i in self.this_pass.writes)]
+        for i in col_acc:
+            self.cur = self.when[i]
+            self.start_columns(i)
         # the chunk loop
-        chunk_inputs = [inp for inp in self.inputs.values() if inp.chunked]
-        if self.loop or self.cstores or chunk_inputs:
+        chunk_inputs = [inp for inp in inputs if inp.chunked]
+        if loop or cstores or chunk_inputs:
             overlap = " (copy-in of the next overlaps the compute of this one)"
             out(f"// {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r} rows"
                 f"{overlap if self.bufnum > 1 else ''}")
@@ -249,27 +361,40 @@ class KernelEmitter(MatmulOps, ScalarOps):
             self.reset_pipes()
             self.cur = self.loop_start
             self.copy_in(chunk_inputs, "c0")
-            for i in self.loop:
+            for i in loop:
                 self.cur = self.when[i]
                 self.op(i)
             self.cur = self.cstore_t
-            for s in self.cstores:  # one VECOUT tensor live at a time (at most 8 may be)
+            for s in cstores:  # one VECOUT tensor live at a time (at most 8 may be)
+                narrow = self.narrow_store(s)
+                if narrow:  # a [*, 1] result: the same in every block, stored by the first
+                    out.open("if (cb == 0)")
                 self.store_all([s], "c0", chunk=True)
                 self.copy_out([s], "c0", chunk=True)
+                if narrow:
+                    out.close()
+                    self.reset_pipes()  # the syncs inside may not have run
             for inp in chunk_inputs:
-                out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
+                if inp.queued:
+                    out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
             out.close()
             self.reset_pipes()
-        for s in self.estores:
+        for i in col_acc:
+            self.cur = self.when[i]
+            self.finish_columns(i)
+        for s in estores:
             self.cur = self.estore_t[s]
+            narrow = self.narrow_store(s)
+            if narrow:
+                out.open("if (cb == 0)")
             self.store_all([s], "0", chunk=False)
             self.copy_out([s], "0", chunk=False)
+            if narrow:
+                out.close()
+                self.reset_pipes()
         for inp in res_inputs:
-            out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
-        # the next task's kernel builds its own TPipe over the same UB: let every pipe drain
-        # (the last copy-out included), then release this one ("repeated TPipes" in the docs)
-        out("AscendC::PipeBarrier<PIPE_ALL>();")
-        out("pipe.Destroy();")
+            if inp.queued:
+                out(f"q_in{inp.t}.FreeTensor(in{inp.t});")
 
     def scalar(self, i: int) -> None:
         """Scalar op i as a const local, computed once."""
@@ -297,26 +422,53 @@ class KernelEmitter(MatmulOps, ScalarOps):
         self.scalars[i] = name
 
     # -- copies between GM and UB
+    def tile_ref(self, name: str) -> str:
+        """Tile parameter `name` as the copies see it: the task's tile, or in a kernel run in
+        blocks of columns, this block's columns of a wide one (`wsp_col_block`)."""
+        p = self.params[name]
+        t = self.tile_index[name]
+        if self.colblock is None or p.cols != self.colblock[1]:
+            return f"tiles[{t}]"
+        return f"wsp_col_block(tiles[{t}], cb0, {p.cols}, {TABLE[p.dtype].size})"
+
     def copy_in(self, inputs: list, row0: str) -> None:
         """The inputs' rows from row `row0` into their VECIN tensors (f16 / bf16 then held in
         f32, bool bytes made 0 or 1)."""
         if not inputs:
             return
         out = self.out
+        if any(not inp.queued for inp in inputs):
+            # arena inputs: the copy engine may not overwrite what the vector pipe or the
+            # scalar unit still reads (the previous chunk's)
+            out("wsp_sync<AscendC::HardEvent::V_MTE2>();")
+            out("wsp_sync<AscendC::HardEvent::S_MTE2>();")
         for inp in inputs:
             p = self.params[inp.name]
             st = TABLE[p.dtype].ascend
             cp = COPY_T[TABLE[p.dtype].size]
             rows = self.r if inp.chunked else p.rows
-            out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
-            out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), tiles[{inp.t}], {row0}, "
+            if inp.queued:
+                out(f"AscendC::LocalTensor<{st}> in{inp.t} = q_in{inp.t}.AllocTensor<{st}>();")
+            else:
+                n = self.in_elems(inp)
+                start = self.loop_start if inp.chunked else 0
+                end = self.loop_end if inp.chunked else max(
+                    [self.last.get(i, 0) for i in inp.ops] + [start])
+                off = self.request(("in", inp.t), n * TABLE[p.dtype].size, start, end)
+                out(f"const AscendC::LocalTensor<{st}> in{inp.t} = "
+                    f"calc.GetWithOffset<{st}>({n}, {off});")
+            out(f"wsp_copy_in<{cp}>(in{inp.t}.ReinterpretCast<{cp}>(), {self.tile_ref(inp.name)}, {row0}, "
                 f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
                 f"{TABLE[p.dtype].size}, {pad_word(p)});")
-            out(f"q_in{inp.t}.EnQue(in{inp.t});")
+            if inp.queued:
+                out(f"q_in{inp.t}.EnQue(in{inp.t});")
         for inp in inputs:
             p = self.params[inp.name]
             st = TABLE[p.dtype].ascend
-            out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
+            if inp.queued:
+                out(f"in{inp.t} = q_in{inp.t}.DeQue<{st}>();")
+        if any(not inp.queued for inp in inputs):
+            out("wsp_sync<AscendC::HardEvent::MTE2_V>();")
         # a partial or gathered view is padded by the vector unit (or the scalar unit) too
         self.mte2_s = self.v_dirty = self.s_dirty = True
         for inp in inputs:
@@ -383,7 +535,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
             rows = self.r if chunk else p.rows
             self.out.open("")
             self.out(f"AscendC::LocalTensor<{st}> out{t} = q_out{t}.DeQue<{st}>();")
-            self.out(f"wsp_copy_out<{cp}>(tiles[{t}], out{t}.ReinterpretCast<{cp}>(), {row0}, "
+            self.out(f"wsp_copy_out<{cp}>({self.tile_ref(pname)}, out{t}.ReinterpretCast<{cp}>(), {row0}, "
                      f"{rows}, {p.cols * TABLE[p.dtype].size}, {pc(p.cols) * TABLE[p.dtype].size}, "
                      f"{TABLE[p.dtype].size});")
             self.out(f"q_out{t}.FreeTensor(out{t});")
@@ -399,10 +551,21 @@ class KernelEmitter(MatmulOps, ScalarOps):
         dst = self.value_buffer(i)
         self.out.open("")
         try:
-            if op.op == "matmul":
+            if i in self.col_acc and self.this_pass is not None and i in self.this_pass.reads:
+                self.out(f"// (accumulated by an earlier pass: v{i})")
+            elif i in self.col_acc:
+                self.accumulate_columns(i, dst)
+            elif self.this_pass is not None and i in self.this_pass.writes:
+                self.accumulate(i, dst, chunk)
+            elif self.this_pass is not None and i in self.this_pass.reads:
+                self.read_back(i, dst, chunk)
+            elif op.op == "matmul":
                 self.matmul(i, dst, chunk)
+            elif self.copy_ok(op):
+                self.copy_op(i, dst, chunk)
             elif self.vector_ok(op):
                 self.vector_op(i, dst, chunk)
+                self.note_replicated(i)
             else:
                 self.scalar_op(i, dst, chunk)
         except AicoreError as err:
@@ -416,16 +579,26 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return f"({', '.join(parts)})"
 
     # -- the file
+    def whole(self, p: N.KParam) -> N.KParam:
+        """Parameter p as the task passes it (its N columns when this is one block of C)."""
+        if self.colblock is not None and p.kind == "tile" and p.cols == self.colblock[1]:
+            return dataclasses.replace(p, cols=self.colblock[0])
+        return p
+
     def header(self, module: str) -> str:
         """The kernel's header: the template around the body."""
         k = self.k
-        units = sorted({"vector" if self.vector_ok(self.ops[i]) else "scalar"
+        units = sorted({"vector" if self.vector_ok(self.ops[i]) or self.copy_ok(self.ops[i])
+                        else "scalar"
                         for i in self.pro + self.loop})
         summary = [
             f"UB: {self.footprint()} of {UB_BUDGET} bytes ({self.arena} arena, "
             f"{self.footprint() - self.arena} queues); rows {self.m} "
             + (f"in {self.nchunks} chunk{'s' if self.nchunks > 1 else ''} of {self.r}"
-               if self.chunked else "resident"),
+               if self.chunked else "resident")
+            + (f"; columns {self.colblock[0]} in blocks of {self.colblock[1]}"
+               + (f", {len(self.passes)} passes" if len(self.passes) > 1 else "")
+               if self.colblock else ""),
             "units: " + (", ".join(units) or "copies only")
             + ("; matmul on the vector unit (C[i,:] += a[i,k] * B[k,:]), not the cube"
                if any(op.op == "matmul" for op in self.ops) else "")
@@ -434,6 +607,6 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return render(
             "aicore/kernel.h",
             name=k.name, source=k.source, module=module, version=__version__,
-            params=[describe(p) for p in k.params], summary=summary, guard=guard(module, k),
+            params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 

@@ -12,10 +12,9 @@ move `cols`).
 
 from __future__ import annotations
 
-from ....dtypes import FLOAT_DTYPES, TABLE, element_bits
+from ....dtypes import TABLE, element_bits
+from ...vector_plan import VFLOAT  # noqa: F401 (held in f32: the vector unit's dtypes, one definition)
 
-# held in f32 (as nodes.py says): the dtypes of the vector unit
-VFLOAT = tuple(n for n in FLOAT_DTYPES if TABLE[n].c_compute == "float")
 # bytes of each C++ element type a UB tensor is declared with (f16 and bf16 as half and
 # bfloat16_t; a value held as float, double or an integer)
 CXX_SIZE = {d.ascend: d.size for d in TABLE.values()}

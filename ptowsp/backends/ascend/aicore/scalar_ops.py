@@ -1,8 +1,11 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, gather, iota and their reductions. Slow,
+`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
+most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
-(`VectorOps.vector_ok`)."""
+(`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
+unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
+`gather_rows_by_copies`)."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
 from .errors import AicoreError
 from .frame import Frame
-from .layout import pc
+from .layout import held_size, pc
 from .scalar import float_lit, int_lit, sconvert, sexpr
+from .sorting import sort32_fits, sort32_lines
 
 
 class ScalarOps(Frame):
@@ -29,6 +33,29 @@ class ScalarOps(Frame):
         col = C.E(0) if op.shape[1] == 1 else C.E(j)
         return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
 
+    def gather_rows_by_copies(self, i: int, dst: str, chunk: bool) -> None:
+        """`gather_rows` of values held in 32-bit words: the scalar unit reads each row's index
+        and the vector unit copies the whole row (`wsp_copy_words`), or fills it with 0 when
+        the index is out of range; no element crosses the scalar unit."""
+        op = self.ops[i]
+        a, b = op.args
+        rows, p = self.rows_of(i), pc(op.shape[1])
+        k = self.sread(b, "i", 0, chunk)
+        n = self.ops[a].shape[0]
+        ok = C.binop("<", C.cast("uint64_t", k), int_lit(n, "u64"))
+        x = self.tensor[a]
+        words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        out = self.out
+        self.need_v()  # x may come from the scalar unit; the loop itself only reads indices
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    const bool ok = {ok};")
+        out(f"    const int64_t r = ok ? (int64_t){k} : 0;")
+        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {p});")
+        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {p}); "
+            "AscendC::PipeBarrier<PIPE_V>(); }")
+        out("}")
+        self.v_dirty = True
+
     def scalar_op(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]
         name = op.op
@@ -37,6 +64,10 @@ class ScalarOps(Frame):
         self.need_s()
         out = self.out
         kind = OPS[name].plan
+        if name == "gather_rows" and held_size(op.dtype) == 4 and \
+                self.ops[op.args[0]].dtype == op.dtype:
+            self.gather_rows_by_copies(i, dst, chunk)
+            return
         if kind == "red":
             self.scalar_reduction(i, dst, chunk)
             self.s_dirty = True
@@ -123,7 +154,11 @@ class ScalarOps(Frame):
         def read(j: str) -> Expr:
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
-        for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
+        lines = _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read)
+        if sort32_fits(adt, n):
+            sort32_lines(self, i, rows, chunk, dst, lines)
+            return
+        for line in lines:
             self.out(line)
 
     def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
@@ -174,10 +209,11 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py). Not the API's `Sort`: the 910B's `Sort<T,
-    isFullSort>` orders region proposals, descending only; the advanced `Sort` (`SortConfig`:
-    ascending or descending) is declared for other `__NPU_ARCH__`es only, for fewer dtypes, and
-    neither states an order of ties or NaN."""
+    NaN the greatest value; selection.py). Rows of at most 128 floats take `Sort32` / `MrgSort`
+    (sorting.py), with these lines as its fallback for a chunk holding NaN or -0. Not the API's
+    `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
+    advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
+    `__NPU_ARCH__`es only, for fewer dtypes, and neither states an order of ties or NaN."""
     ct = TABLE[adt].c_compute
     fl = kind_of(adt) == "float"
     desc = op.attr == "desc"

@@ -1,15 +1,14 @@
 """Tile ops on the vector unit: float values (f16/bf16 held in f32, as nodes.py says) computed
 by Add, Sub, Mul, Div, Max, Min, Adds, Muls, Exp, Ln, Sqrt, Abs, Relu, Tanh, Sin, Cos, Power,
-Compare, Select, Cast, ReduceSum/Max/Min, Duplicate and Copy, one instruction or a few over a
+Compare, Select, Cast, ReduceRepeat, Brcb, Duplicate and Copy, one instruction or a few over a
 whole UB tile; operands broadcast or converted into temporaries first.
 
 Value semantics are ref's (nodes.py), chosen against the real API's behaviour where the two
 differ: Cast rounds with CAST_RINT to f16/bf16 (f16 overflow gives inf), Max/Min/Relu and the
 max/min reductions get an explicit NaN fix-up (Compare(x, x, NE) + Select) because the hardware
 select does not propagate NaN, rsqrt is 1 / Sqrt (not the approximate Rsqrt), sigmoid / silu /
-gelu are composed exactly as ref spells them. Row sums use ReduceSum, whose order (a tree per
-256-byte repeat) differs from NumPy's: sums agree to a tolerance, not bit for bit.
-"""
+gelu are composed exactly as ref spells them. The reductions are in `reductions.py`; slices
+and concatenations on 32-byte blocks are moved here too (`copy_ok`)."""
 
 from __future__ import annotations
 
@@ -20,12 +19,12 @@ from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
 from ....primitives import OPS
 from ... import cexpr as C
-from .frame import Frame
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
+from .reductions import ReductionOps
 from .scalar import CMP, float_lit, sconvert
 
 
-class VectorOps(Frame):
+class VectorOps(ReductionOps):
     """The vector unit's ops (and the scalar-unit fallbacks their operands need)."""
 
     def vector_ok(self, op: N.Op) -> bool:
@@ -88,7 +87,20 @@ class VectorOps(Frame):
         src = self.at(u, chunk)
         words = pc(cols) * held_size(op.dtype) // 4
         dup = ct in ("float", "int32_t", "uint32_t", "int16_t", "uint16_t")
-        if op.shape == (1, 1) and dup:
+        if op.shape[1] == 1 and self.urows(u, chunk) == rows and ct == "float" and \
+                u in self.replicated:  # each row's value fills its first block: copy blocks
+            self.need_v()
+            self.out(f"wsp_bcast_blocks({t}.ReinterpretCast<uint32_t>(), "
+                     f"{src}.ReinterpretCast<uint32_t>(), {rows}, {pc(cols)});")
+            self.v_dirty = True
+        elif op.shape[1] == 1 and self.urows(u, chunk) == rows and ct == "float":
+            # a loaded column: gathered and spread by the vector unit (`wsp_bcast_col`)
+            vals = self.temp("float", ceil_to(rows, REPEAT))
+            spread = self.temp("float", ceil_to(rows, 8) * pc(1))
+            self.need_v()
+            self.out(f"wsp_bcast_col({t}, {src}, {vals}, {spread}, {rows}, {pc(cols)});")
+            self.v_dirty = True
+        elif op.shape == (1, 1) and dup:
             self.need_s()
             self.out(f"{{ const {ct} b = {src}.GetValue(0); AscendC::Duplicate({t}, b, {n}); }}")
             self.out("AscendC::PipeBarrier<PIPE_V>();")
@@ -112,6 +124,71 @@ class VectorOps(Frame):
                      f"{t}.SetValue({C.iadd(C.imul('i', pc(cols)), 'j')}, {read});")
             self.s_dirty = True
         return t
+
+    def copy_ok(self, op: N.Op) -> bool:
+        """A slice or a concatenation the vector unit moves as boxes of 32-bit words
+        (`wsp_copy_box`, `wsp_copy_words`): values held in 32-bit words, one dtype, the same
+        rows, and every column offset on a 32-byte block (8 words), where Copy can start."""
+        if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
+            return False
+        args = [self.ops[a] for a in op.args]
+        if any(a.shape is None or a.dtype != op.dtype for a in args) or held_size(op.dtype) != 4:
+            return False
+        if op.op == "slice_cols":
+            return int(op.attr) % 8 == 0 and args[0].shape[0] == op.shape[0]
+        if op.op == "concat_cols":
+            return args[0].shape[1] % 8 == 0 and all(a.shape[0] == op.shape[0] for a in args)
+        return all(a.shape[1] == op.shape[1] for a in args)
+
+    def copy_op(self, i: int, dst: str, chunk: bool) -> None:
+        """A `copy_ok` op: boxes of words moved by the vector unit, no scalar round trip."""
+        op = self.ops[i]
+        rows, cols = self.rows_of(i), op.shape[1]
+        words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        self.need_v()
+        if op.op == "slice_cols":
+            (a,) = op.args
+            src = f"{self.at(a, chunk)}[{int(op.attr)}]"
+            self.out(f"wsp_copy_box({words(dst)}, {words(src)}, {rows}, {cols}, {pc(cols)}, "
+                     f"{pc(self.ops[a].shape[1])});")
+        elif op.op == "concat_cols":
+            at = 0
+            for a in op.args:
+                ac = self.ops[a].shape[1]
+                d = f"{dst}[{at}]" if at else dst
+                self.out(f"wsp_copy_box({words(d)}, {words(self.at(a, chunk))}, {rows}, {ac}, "
+                         f"{pc(cols)}, {pc(ac)});")
+                at += ac
+        else:  # whole rows: contiguous words
+            p = pc(cols)
+            if op.op == "slice_rows":
+                (a,) = op.args
+                src = self.at(a, chunk)
+                self.out(f"wsp_copy_words({words(dst)}, {words(f'{src}[{int(op.attr) * p}]')}, "
+                         f"{rows * p});")
+            else:
+                a, b = op.args
+                na = self.ops[a].shape[0]
+                self.out(f"wsp_copy_words({words(dst)}, {words(self.at(a, chunk))}, {na * p});")
+                self.out(f"wsp_copy_words({words(f'{dst}[{na * p}]')}, "
+                         f"{words(self.at(b, chunk))}, {(rows - na) * p});")
+        self.v_dirty = True
+
+    def note_replicated(self, i: int) -> None:
+        """Record float [rows, 1] value i as `replicated` (each row's value in the whole of its
+        first 32-byte block) when it is elementwise in values that are: a row reduction's
+        result (`row_reduction`), scalars and [1, 1] tiles (filled by Duplicate)."""
+        op = self.ops[i]
+        if (op.shape is None or op.shape[1] != 1 or TABLE[op.dtype].c_compute != "float"
+                or OPS[op.op].plan != "ew" or op.op == "broadcast"):
+            return
+        for a in op.args:
+            sh, dt = self.ops[a].shape, self.ops[a].dtype
+            if TABLE[dt].c_compute != "float":
+                return
+            if not (sh is None or a in self.replicated or (sh == (1, 1) and op.shape != (1, 1))):
+                return
+        self.replicated.add(i)
 
     def convert_tile(self, src: str, sdt: str, ddt: str, n: int) -> str:
         """A converted copy of tile `src` (dtype sdt) as dtype ddt, n elements."""
@@ -352,71 +429,6 @@ class VectorOps(Frame):
         self.sigmoid(b, b, n)  # in place: sigmoid reads its operand before it writes dst
         self.vec(f"AscendC::Mul({dst}, {x}, {b}, {n});")
         self.neg_inf_zero(dst, x, n)
-
-    def reduction(self, i: int, dst: str, chunk: bool) -> None:
-        op = self.ops[i]
-        (a,) = op.args
-        src_op = self.ops[a]
-        x = self.at(a, chunk)
-        rows = self.rows_of(i) if op.op.startswith("row") else self.rows_of(a)
-        cols = src_op.shape[1]
-        pcx = pc(cols)
-        nx = vcount(rows, cols)
-        n = self.count(i)
-        what = op.op[3:]
-        if op.op.startswith("row"):
-            # the first pass's output, rounded up to a 32-byte block: a value per repeat for
-            # ReduceSum, a value and its index per repeat for ReduceMax / ReduceMin (the API
-            # documentation's iter1OutputCount = firstMaxRepeat * 2, whether or not calIndex)
-            per_repeat = 2 if what in ("max", "min") else 1
-            work = self.temp("float", ceil_to(per_repeat * max(-(-cols // REPEAT), 1), 8))
-            api = {"sum": "ReduceSum", "mean": "ReduceSum", "max": "ReduceMax",
-                   "min": "ReduceMin"}[what]
-            self.need_v()
-            self.out(f"for (int32_t i = 0; i < {rows}; ++i) AscendC::{api}({dst}[i * {pc(1)}], "
-                     f"{x}[i * {pcx}], {work}, {cols});")
-            self.out("AscendC::PipeBarrier<PIPE_V>();")
-            self.v_dirty = True
-            if what == "mean":
-                d = self.temp("float", n)
-                self.vec(f"AscendC::Duplicate({d}, {float_lit(float(cols), 'float')}, {n});")
-                self.vec(f"AscendC::Div({dst}, {dst}, {d}, {n});")
-            if what in ("max", "min"):  # NaN anywhere in the row gives NaN
-                mask = self.temp("uint8_t", nx // 8)
-                t = self.temp("float", nx)
-                s = self.temp("float", n)
-                self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
-                self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
-                         f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
-                self.out(f"for (int32_t i = 0; i < {rows}; ++i) "
-                         f"AscendC::ReduceSum({s}[i * {pc(1)}], {t}[i * {pcx}], {work}, {cols});")
-                self.out("AscendC::PipeBarrier<PIPE_V>();")
-                self.nan_fix(dst, s, s, n)
-            return
-        # column reductions: the rows added (or max'ed) in order, as NumPy does
-        api = {"sum": "Add", "mean": "Add", "max": "Max", "min": "Min"}[what]
-        self.need_v()
-        self.out(f"wsp_copy_words({dst}.ReinterpretCast<uint32_t>(), "
-                 f"{x}.ReinterpretCast<uint32_t>(), {pcx});")
-        self.out(f"for (int32_t i = 1; i < {rows}; ++i) {{ AscendC::{api}({dst}, {dst}, "
-                 f"{x}[i * {pcx}], {pcx}); AscendC::PipeBarrier<PIPE_V>(); }}")
-        self.v_dirty = True
-        if what == "mean":
-            d = self.temp("float", n)
-            self.vec(f"AscendC::Duplicate({d}, {float_lit(float(rows), 'float')}, {n});")
-            self.vec(f"AscendC::Div({dst}, {dst}, {d}, {n});")
-        if what in ("max", "min"):
-            mask = self.temp("uint8_t", nx // 8)
-            t = self.temp("float", nx)
-            s = self.temp("float", n)
-            self.vec(f"AscendC::Compare({mask}, {x}, {x}, AscendC::CMPMODE::NE, {nx});")
-            self.vec(f"AscendC::Select({t}, {mask}, {x}, 0.0f, "
-                     f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {nx});")
-            self.out(f"wsp_copy_words({s}.ReinterpretCast<uint32_t>(), "
-                     f"{t}.ReinterpretCast<uint32_t>(), {pcx});")
-            self.out(f"for (int32_t i = 1; i < {rows}; ++i) {{ AscendC::Add({s}, {s}, "
-                     f"{t}[i * {pcx}], {pcx}); AscendC::PipeBarrier<PIPE_V>(); }}")
-            self.nan_fix(dst, s, s, n)
 
     def as_float(self, u: int, chunk: bool) -> str:
         """Value u as an f32 tile (a matmul operand)."""

@@ -5,7 +5,7 @@
 //   l: In[Tile[64, 1, f32]]
 //   o: Out[Tile[64, 64, f32]]
 //
-// UB: 73728 of 188416 bytes (32768 arena, 40960 queues); rows 64 in 1 chunk of 64
+// UB: 82176 of 188416 bytes (41216 arena, 40960 queues); rows 64 in 1 chunk of 64
 // units: vector
 #ifndef WSP_AICORE_ATTENTION_VARLEN_ATTN_FINISH_H
 #define WSP_AICORE_ATTENTION_VARLEN_ATTN_FINISH_H
@@ -24,7 +24,7 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
     pipe.InitBuffer(q_in0, 1, 16384);
     pipe.InitBuffer(q_in1, 1, 8192);
     pipe.InitBuffer(q_out2, 1, 16384);
-    pipe.InitBuffer(calc, 32768);
+    pipe.InitBuffer(calc, 41216);
     // 1 chunk of 64 rows
     for (int32_t c = 0; c < 1; ++c) {
         const int32_t c0 = c * 64;
@@ -41,10 +41,10 @@ __aicore__ inline void wsp_aicore_attn_finish(const WspTile *tiles, const WspSca
         const AscendC::LocalTensor<float> v2 = calc.GetWithOffset<float>(4096, 0);
         {
             const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(4096, 16384);
-            wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_sync<AscendC::HardEvent::MTE2_S>();
-            wsp_bcast_cols<float>(w1, in1, 64, 32, 64, 64);
+            const AscendC::LocalTensor<float> w2 = calc.GetWithOffset<float>(64, 40960);
+            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(2048, 32768);
             wsp_sync<AscendC::HardEvent::S_V>();
+            wsp_bcast_col(w1, in1, w2, w3, 64, 64);
             AscendC::Div(v2, in0, w1, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }

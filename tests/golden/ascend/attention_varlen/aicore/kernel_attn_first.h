@@ -123,27 +123,25 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         // %11 = rowmax(%10) -> [64, 1] f32
         const AscendC::LocalTensor<float> v11 = calc.GetWithOffset<float>(2048, 32768);
         {
-            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(8, 49664);
-            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceMax(v11[i * 32], v10[i * 64], w9, 64);
-            AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(512, 49152);
+            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(64, 41472);
+            wsp_row_reduce<AscendC::ReduceType::MAX>(w9, w9, v10, 64, 64, 64);
+            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(512, 40960);
             const AscendC::LocalTensor<float> w11 = calc.GetWithOffset<float>(4096, 16384);
-            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(2048, 40960);
+            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(64, 41728);
             AscendC::Compare(w10, v10, v10, AscendC::CMPMODE::NE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::Select(w11, w10, v10, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 4096);
             AscendC::PipeBarrier<PIPE_V>();
-            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceSum(w12[i * 32], w11[i * 64], w9, 64);
-            AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(256, 49920);
-            wsp_nan_fix(v11, w12, w12, w13, 2048);
+            wsp_row_reduce<AscendC::ReduceType::SUM>(w12, w9, w11, 64, 64, 64);
+            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(8, 41984);
+            wsp_nan_fix(w9, w12, w12, w13, 64);
+            wsp_brcb_rows(v11, w9, 64);
         }
         // %12 = sub(%10, %11) -> [64, 64] f32
         const AscendC::LocalTensor<float> v12 = calc.GetWithOffset<float>(4096, 16384);
         {
             const AscendC::LocalTensor<float> w14 = calc.GetWithOffset<float>(4096, 40960);
-            wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w14, v11, 64, 32, 64, 64);
+            wsp_bcast_blocks(w14.ReinterpretCast<uint32_t>(), v11.ReinterpretCast<uint32_t>(), 64, 64);
             AscendC::Sub(v12, v10, w14, 4096);
             AscendC::PipeBarrier<PIPE_V>();
         }
@@ -156,9 +154,9 @@ __aicore__ inline void wsp_aicore_attn_first(const WspTile *tiles, const WspScal
         // %14 = rowsum(%13) -> [64, 1] f32
         const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(2048, 16384);
         {
-            const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(8, 24576);
-            for (int32_t i = 0; i < 64; ++i) AscendC::ReduceSum(v14[i * 32], v13[i * 64], w15, 64);
-            AscendC::PipeBarrier<PIPE_V>();
+            const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(64, 24576);
+            wsp_row_reduce<AscendC::ReduceType::SUM>(w15, w15, v13, 64, 64, 64);
+            wsp_brcb_rows(v14, w15, 64);
         }
         // %16 = matmul(%13, %15) -> [64, 64] f32
         const AscendC::LocalTensor<float> v16 = calc.GetWithOffset<float>(4096, 40960);

@@ -141,20 +141,19 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         // %12 = rowmax(%10) -> [64, 1] f32
         const AscendC::LocalTensor<float> v12 = calc.GetWithOffset<float>(1024, 16384);
         {
-            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(8, 24576);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceMax(v12[i * 32], v10[i * 64], w9, 64);
-            AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(256, 24832);
+            const AscendC::LocalTensor<float> w9 = calc.GetWithOffset<float>(64, 20480);
+            wsp_row_reduce<AscendC::ReduceType::MAX>(w9, w9, v10, 32, 64, 64);
+            const AscendC::LocalTensor<uint8_t> w10 = calc.GetWithOffset<uint8_t>(256, 20736);
             const AscendC::LocalTensor<float> w11 = calc.GetWithOffset<float>(2048, 8192);
-            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(1024, 20480);
+            const AscendC::LocalTensor<float> w12 = calc.GetWithOffset<float>(64, 20992);
             AscendC::Compare(w10, v10, v10, AscendC::CMPMODE::NE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::Select(w11, w10, v10, 0.0f, AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, 2048);
             AscendC::PipeBarrier<PIPE_V>();
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(w12[i * 32], w11[i * 64], w9, 64);
-            AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(128, 25088);
-            wsp_nan_fix(v12, w12, w12, w13, 1024);
+            wsp_row_reduce<AscendC::ReduceType::SUM>(w12, w9, w11, 32, 64, 64);
+            const AscendC::LocalTensor<uint8_t> w13 = calc.GetWithOffset<uint8_t>(8, 21248);
+            wsp_nan_fix(w9, w12, w12, w13, 64);
+            wsp_brcb_rows(v12, w9, 32);
         }
         // %13 = maximum(%11, %12) -> [64, 1] f32
         const AscendC::LocalTensor<float> v13 = calc.GetWithOffset<float>(1024, 8192);
@@ -168,8 +167,9 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         const AscendC::LocalTensor<float> v14 = calc.GetWithOffset<float>(2048, 12288);
         {
             const AscendC::LocalTensor<float> w15 = calc.GetWithOffset<float>(2048, 20480);
-            wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w15, v13, 32, 32, 64, 64);
+            const AscendC::LocalTensor<float> w16 = calc.GetWithOffset<float>(64, 32768);
+            const AscendC::LocalTensor<float> w17 = calc.GetWithOffset<float>(1024, 28672);
+            wsp_bcast_col(w15, v13, w16, w17, 32, 64);
             AscendC::Sub(v14, v10, w15, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
@@ -200,9 +200,9 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         // %20 = rowsum(%15) -> [64, 1] f32
         const AscendC::LocalTensor<float> v20 = calc.GetWithOffset<float>(1024, 20480);
         {
-            const AscendC::LocalTensor<float> w16 = calc.GetWithOffset<float>(8, 24576);
-            for (int32_t i = 0; i < 32; ++i) AscendC::ReduceSum(v20[i * 32], v15[i * 64], w16, 64);
-            AscendC::PipeBarrier<PIPE_V>();
+            const AscendC::LocalTensor<float> w18 = calc.GetWithOffset<float>(64, 24576);
+            wsp_row_reduce<AscendC::ReduceType::SUM>(w18, w18, v15, 32, 64, 64);
+            wsp_brcb_rows(v20, w18, 32);
         }
         // %21 = add(%19, %20) -> [64, 1] f32
         const AscendC::LocalTensor<float> v21 = calc.GetWithOffset<float>(1024, 24576);
@@ -213,16 +213,17 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
         // %24 = mul(%23, %17) -> [64, 64] f32
         const AscendC::LocalTensor<float> v24 = calc.GetWithOffset<float>(2048, 28672);
         {
-            const AscendC::LocalTensor<float> w17 = calc.GetWithOffset<float>(2048, 36864);
-            wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_bcast_cols<float>(w17, v17, 32, 32, 64, 64);
-            AscendC::Mul(v24, in5, w17, 2048);
+            const AscendC::LocalTensor<float> w19 = calc.GetWithOffset<float>(2048, 36864);
+            const AscendC::LocalTensor<float> w20 = calc.GetWithOffset<float>(64, 20480);
+            const AscendC::LocalTensor<float> w21 = calc.GetWithOffset<float>(1024, 12288);
+            wsp_bcast_col(w19, v17, w20, w21, 32, 64);
+            AscendC::Mul(v24, in5, w19, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
         // %25 = matmul(%15, %22, %24) -> [64, 64] f32
         const AscendC::LocalTensor<float> v25 = calc.GetWithOffset<float>(2048, 12288);
         {
-            const AscendC::LocalTensor<float> w18 = calc.GetWithOffset<float>(64, 20480);
+            const AscendC::LocalTensor<float> w22 = calc.GetWithOffset<float>(64, 20480);
             AscendC::Duplicate(v25, 0.0f, 2048);
             AscendC::PipeBarrier<PIPE_V>();
             wsp_sync<AscendC::HardEvent::V_S>();
@@ -235,9 +236,9 @@ __aicore__ inline void wsp_aicore_attn_step(const WspTile *tiles, const WspScala
                 for (int32_t i = 0; i < 32; ++i) {
                     for (int32_t k = 0; k < nk; ++k) {
                         const float aik = v15.GetValue(i * 64 + kb + k);
-                        AscendC::Muls(w18, bq[k * 64], aik, 64);
+                        AscendC::Muls(w22, bq[k * 64], aik, 64);
                         AscendC::PipeBarrier<PIPE_V>();
-                        AscendC::Add(v25[i * 64], v25[i * 64], w18, 64);
+                        AscendC::Add(v25[i * 64], v25[i * 64], w22, 64);
                         AscendC::PipeBarrier<PIPE_V>();
                     }
                 }

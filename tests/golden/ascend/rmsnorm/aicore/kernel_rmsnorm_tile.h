@@ -51,14 +51,15 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
         // %2 = rowmean(%1) -> [16, 1] f32
         const AscendC::LocalTensor<float> v2 = calc.GetWithOffset<float>(512, 8192);
         {
-            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(8, 12288);
-            for (int32_t i = 0; i < 16; ++i) AscendC::ReduceSum(v2[i * 32], v1[i * 128], w1, 128);
+            const AscendC::LocalTensor<float> w1 = calc.GetWithOffset<float>(64, 10240);
+            const AscendC::LocalTensor<float> w2 = calc.GetWithOffset<float>(64, 10496);
+            wsp_row_reduce<AscendC::ReduceType::SUM>(w1, w2, v1, 16, 128, 128);
+            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(64, 10752);
+            AscendC::Duplicate(w3, 128.0f, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            const AscendC::LocalTensor<float> w2 = calc.GetWithOffset<float>(512, 10240);
-            AscendC::Duplicate(w2, 128.0f, 512);
+            AscendC::Div(w1, w1, w3, 64);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Div(v2, v2, w2, 512);
-            AscendC::PipeBarrier<PIPE_V>();
+            wsp_brcb_rows(v2, w1, 16);
         }
         // %4 = add(%2, %3) -> [16, 1] f32
         const AscendC::LocalTensor<float> v4 = calc.GetWithOffset<float>(512, 0);
@@ -69,30 +70,28 @@ __aicore__ inline void wsp_aicore_rmsnorm_tile(const WspTile *tiles, const WspSc
         // %5 = rsqrt(%4) -> [16, 1] f32
         const AscendC::LocalTensor<float> v5 = calc.GetWithOffset<float>(512, 2048);
         {
-            const AscendC::LocalTensor<float> w3 = calc.GetWithOffset<float>(512, 4096);
+            const AscendC::LocalTensor<float> w4 = calc.GetWithOffset<float>(512, 4096);
             AscendC::Sqrt(v5, v4, 512);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Duplicate(w3, 1.0f, 512);
+            AscendC::Duplicate(w4, 1.0f, 512);
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Div(v5, w3, v5, 512);
+            AscendC::Div(v5, w4, v5, 512);
             AscendC::PipeBarrier<PIPE_V>();
         }
         // %6 = mul(%0, %5) -> [16, 128] f32
         const AscendC::LocalTensor<float> v6 = calc.GetWithOffset<float>(2048, 4096);
         {
-            const AscendC::LocalTensor<float> w4 = calc.GetWithOffset<float>(2048, 12288);
-            wsp_sync<AscendC::HardEvent::V_S>();
-            wsp_sync<AscendC::HardEvent::MTE2_S>();
-            wsp_bcast_cols<float>(w4, v5, 16, 32, 128, 128);
-            AscendC::Mul(v6, in0, w4, 2048);
+            const AscendC::LocalTensor<float> w5 = calc.GetWithOffset<float>(2048, 12288);
+            wsp_bcast_blocks(w5.ReinterpretCast<uint32_t>(), v5.ReinterpretCast<uint32_t>(), 16, 128);
+            AscendC::Mul(v6, in0, w5, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
         // %8 = mul(%6, %7) -> [16, 128] f32
         const AscendC::LocalTensor<float> v8 = calc.GetWithOffset<float>(2048, 12288);
         {
-            const AscendC::LocalTensor<float> w5 = calc.GetWithOffset<float>(2048, 20480);
-            wsp_bcast_rows(w5.ReinterpretCast<uint32_t>(), in1.ReinterpretCast<uint32_t>(), 16, 128);
-            AscendC::Mul(v8, v6, w5, 2048);
+            const AscendC::LocalTensor<float> w6 = calc.GetWithOffset<float>(2048, 20480);
+            wsp_bcast_rows(w6.ReinterpretCast<uint32_t>(), in1.ReinterpretCast<uint32_t>(), 16, 128);
+            AscendC::Mul(v8, v6, w6, 2048);
             AscendC::PipeBarrier<PIPE_V>();
         }
         {

@@ -317,6 +317,19 @@ __aicore__ inline void wsp_strided_out(const WspTile &t, const AscendC::LocalTen
     }
 }
 
+// Columns [c0, c0 + width) of tile t's view as a view of their own, for a kernel run in blocks
+// of columns (a row wider than the UB): its first element c0 columns on, its valid columns
+// those of the view inside the block (none past the view's last)
+__aicore__ inline WspTile wsp_col_block(const WspTile &t, uint32_t c0, uint32_t width,
+                                        uint32_t esize)
+{
+    WspTile b = t;
+    b.addr = t.addr + (uint64_t)c0 * (uint64_t)t.col_stride * esize;
+    const int64_t left = t.cols - (int64_t)c0;
+    b.cols = left <= 0 ? 0 : (left < (int64_t)width ? left : (int64_t)width);
+    return b;
+}
+
 // Load the block of `rows` tile rows from row `row0` of tile t into UB (`row_bytes` bytes of a
 // whole tile row, `ub_row` bytes apart): the view's rows and columns, and `pad` (the bits of
 // one element) past them; the rows of a gather view from their index (language.md sections 4
@@ -337,7 +350,8 @@ __aicore__ inline void wsp_copy_in(const AscendC::LocalTensor<CT> &dst, const Ws
     const bool wide = esize == 8 && (uint32_t)pad != (uint32_t)(pad >> 32);
     const bool padded = vrows < rows || vbytes < row_bytes;
     if (padded && !wide) wsp_fill<CT>(dst, rows * ub_row, pad, esize);
-    if (t.col_stride != 1 && t.cols > 1) {  // a strided view's columns, element by element
+    if (vbytes == 0) {  // a block of columns past the view's (wsp_col_block): all pad
+    } else if (t.col_stride != 1 && t.cols > 1) {  // a strided view's columns, element by element
         wsp_strided_in<CT>(dst, t, row0, vrows, ub_row, esize);
     } else if (t.index != 0) {  // one copy per row, from the row its index names
         AscendC::GlobalTensor<uint8_t> ix;
@@ -369,7 +383,7 @@ __aicore__ inline void wsp_copy_out(const WspTile &t, const AscendC::LocalTensor
     const uint32_t vrows = wsp_view_rows(t, row0, rows);
     if (vrows > 0 && t.col_stride != 1 && t.cols > 1)
         wsp_strided_out<CT>(t, src, row0, vrows, ub_row, esize);
-    else if (vrows > 0)
+    else if (vrows > 0 && t.cols > 0)
         wsp_ub_to_gm<CT>(t.addr + (uint64_t)row0 * gstride, gstride, src, vrows,
                          (uint32_t)t.cols * esize, ub_row);
 }
@@ -420,6 +434,113 @@ __aicore__ inline void wsp_bcast_cols(const AscendC::LocalTensor<T> &dst,
         AscendC::Duplicate(dst[r * dst_row], v, (int32_t)cols);
     }
     AscendC::PipeBarrier<PIPE_V>();
+}
+
+// dst[r * dst_row + j] = src[r * src_row + j] for r < rows, j < cols: a box of 32-bit words
+// between two UB tiles of different pitches (multiples of 8 words, both operands 32-byte
+// aligned): a slice of columns, one side of a concatenation. A Copy per 64 columns, a repeat
+// per row.
+__aicore__ inline void wsp_copy_box(const AscendC::LocalTensor<uint32_t> &dst,
+                                    const AscendC::LocalTensor<uint32_t> &src, uint32_t rows,
+                                    uint32_t cols, uint32_t dst_row, uint32_t src_row)
+{
+    for (uint32_t g = 0; g < cols; g += 64u) {
+        const uint32_t m = cols - g < 64u ? cols - g : 64u;
+        for (uint32_t r = 0; r < rows; r += 255u) {
+            const uint32_t k = rows - r < 255u ? rows - r : 255u;
+            AscendC::Copy(dst[r * dst_row + g], src[r * src_row + g], m, (uint8_t)k,
+                          AscendC::CopyRepeatParams(1, 1, (uint16_t)(dst_row / 8u),
+                                                    (uint16_t)(src_row / 8u)));
+        }
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+// Row reductions on the vector unit, no value through the scalar unit: out[r], r < rows
+// (contiguous), = the sum / max / min of the `cols` elements of row r of src (rows `pitch`
+// elements apart, a multiple of 32). ReduceRepeat (WholeReduce* before CANN 9.1) reduces
+// 64-column block b of every row at once, a repeat per row (255 rows per instruction); block 0
+// lands in out, each later one in part and is combined into out (Add / Max / Min), so a sum is
+// a binary tree within each 256-byte block and the blocks added in column order, the order
+// ReduceSum's count mode uses. out and part hold ceil(rows / 64) * 64 floats. Max / min do
+// not propagate NaN (the kernel adds a NaN check).
+template <AscendC::ReduceType RT>
+__aicore__ inline void wsp_row_reduce(const AscendC::LocalTensor<float> &out,
+                                      const AscendC::LocalTensor<float> &part,
+                                      const AscendC::LocalTensor<float> &src, uint32_t rows,
+                                      uint32_t cols, uint32_t pitch)
+{
+    const int32_t n = (int32_t)((rows + 63u) / 64u * 64u);
+    for (uint32_t b = 0; b * 64u < cols; ++b) {
+        const int32_t m = (int32_t)(cols - b * 64u < 64u ? cols - b * 64u : 64u);
+        const AscendC::LocalTensor<float> &d = b == 0 ? out : part;
+        for (uint32_t r0 = 0; r0 < rows; r0 += 255u) {
+            const int32_t k = (int32_t)(rows - r0 < 255u ? rows - r0 : 255u);
+            AscendC::ReduceRepeat<RT, float, float>(d[r0], src[r0 * pitch + b * 64u], m, k, 1, 1,
+                                                    (int32_t)(pitch / 8u),
+                                                    AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+        }
+        AscendC::PipeBarrier<PIPE_V>();
+        if (b == 0) continue;
+        if (RT == AscendC::ReduceType::SUM) AscendC::Add(out, out, part, n);
+        else if (RT == AscendC::ReduceType::MAX) AscendC::Max(out, out, part, n);
+        else AscendC::Min(out, out, part, n);
+        AscendC::PipeBarrier<PIPE_V>();
+    }
+}
+
+// dst[r * 8 * row_blocks + j] = vals[r] for j < 8 and r < ceil(rows / 8) * 8: each row of a
+// [rows, 1] tile (32 elements apart: row_blocks 4; or 8, an accumulator's: 1) gets its value in
+// the whole of its first 32-byte block (Brcb, 8 rows a repeat), so a broadcast along the row
+// is a block copy (wsp_bcast_blocks)
+__aicore__ inline void wsp_brcb_rows(const AscendC::LocalTensor<float> &dst,
+                                     const AscendC::LocalTensor<float> &vals, uint32_t rows,
+                                     uint32_t row_blocks = 4u)
+{
+    const uint32_t reps = (rows + 7u) / 8u;
+    for (uint32_t r = 0; r < reps; r += 255u) {
+        const uint32_t k = reps - r < 255u ? reps - r : 255u;
+        AscendC::Brcb(dst[r * 64u * row_blocks], vals[r * 8u], (uint8_t)k,
+                      AscendC::BrcbRepeatParams((uint16_t)row_blocks, (uint16_t)(8u * row_blocks)));
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+// every row of dst (`row` words apart, a multiple of 32) = the first 32-byte block of the same
+// row of src (32 words apart) repeated: a Copy whose source block stride is 0
+__aicore__ inline void wsp_bcast_blocks(const AscendC::LocalTensor<uint32_t> &dst,
+                                        const AscendC::LocalTensor<uint32_t> &src, uint32_t rows,
+                                        uint32_t row)
+{
+    for (uint32_t g = 0; g < row; g += 64u) {
+        const uint32_t m = row - g < 64u ? row - g : 64u;
+        for (uint32_t r = 0; r < rows; r += 255u) {
+            const uint32_t k = rows - r < 255u ? rows - r : 255u;
+            AscendC::Copy(dst[r * row + g], src[r * 32u], m, (uint8_t)k,
+                          AscendC::CopyRepeatParams(1, 0, (uint16_t)(row / 8u), 4));
+        }
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+// every row of dst (`row` elements apart) = `row` copies of src[r * 32] (a [rows, 1] tile)
+// without the scalar unit: the column gathered into vals (ReduceRepeat MAX of one element per
+// repeat: the element itself), spread over each row's first block (Brcb), then block copies.
+// vals holds ceil(rows / 64) * 64 floats, spread ceil(rows / 8) * 256.
+__aicore__ inline void wsp_bcast_col(const AscendC::LocalTensor<float> &dst,
+                                     const AscendC::LocalTensor<float> &src,
+                                     const AscendC::LocalTensor<float> &vals,
+                                     const AscendC::LocalTensor<float> &spread, uint32_t rows,
+                                     uint32_t row)
+{
+    for (uint32_t r0 = 0; r0 < rows; r0 += 255u) {
+        const int32_t k = (int32_t)(rows - r0 < 255u ? rows - r0 : 255u);
+        AscendC::ReduceRepeat<AscendC::ReduceType::MAX, float, float>(
+            vals[r0], src[r0 * 32u], 1, k, 1, 1, 4, AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    }
+    AscendC::PipeBarrier<PIPE_V>();
+    wsp_brcb_rows(spread, vals, rows);
+    wsp_bcast_blocks(dst.ReinterpretCast<uint32_t>(), spread.ReinterpretCast<uint32_t>(), rows, row);
 }
 
 // where src0 or src1 is NaN, dst = that NaN (src0's first): Max/Min/Relu do not propagate it
