@@ -1,7 +1,8 @@
 """How much `wspc tune` improves the modelled time of each example over its hand-written
 schedule: `ptowsp.tune` with the examples' run sizes (examples/Makefile's BIND_ and MESH_
-lines), a budget of candidates (default 48, seed 0: deterministic), and the real time the
-search took. Prints a Markdown table (docs/tools.md, "wspc tune").
+lines), a budget of candidates (default 48, seed 0: deterministic), the tile sizes the winner
+changes, the consts searched, and the real time the search took. Prints a Markdown table
+(docs/tools.md, "wspc tune").
 
     python benchmarks/tune.py [--budget 48] [EXAMPLE ...]
 """
@@ -38,8 +39,9 @@ def main() -> None:
     ap.add_argument("examples", nargs="*")
     args = ap.parse_args()
     names, binds, meshes = makefile_sizes()
-    print("| example | given schedule | cycles | tuned | cycles | speedup | search (s) |")
-    print("|---|---|---:|---|---:|---:|---:|")
+    print("| example | given schedule | cycles | tuned | tile sizes | cycles | speedup | "
+          "consts searched | search (s) |")
+    print("|---|---|---:|---|---|---:|---:|---|---:|")
     for name in args.examples or names:
         m = ptowsp.load(str(ROOT / "examples" / f"{name}.wsp"))
         t0 = time.perf_counter()
@@ -47,13 +49,15 @@ def main() -> None:
             r = ptowsp.tune(m, budget=args.budget, bindings=binds.get(name, {}),
                             mesh=meshes.get(name))
         except ptowsp.WspError as err:
-            print(f"| {name} | failed: {str(err).splitlines()[0]} | | | | | |")
+            print(f"| {name} | failed: {str(err).splitlines()[0]} | | | | | | | |")
             continue
         took = time.perf_counter() - t0
         given, best = r.given, r.best
+        sizes = ", ".join(f"{n} {was} → {v}" for n, v, was in best.consts)
+        searched = ", ".join(c.name for c in r.tile_consts) or "–"
         print(f"| {name} | `{given.chain or '(none)'}` | {given.cycles} | "
-              f"`{best.chain or '(none)'}` | {best.cycles} | {r.speedup:.2f}x | {took:.0f} |",
-              flush=True)
+              f"`{best.chain or '(none)'}` | {sizes or '–'} | {best.cycles} | {r.speedup:.2f}x | "
+              f"{searched} | {took:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

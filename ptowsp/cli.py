@@ -712,7 +712,10 @@ def lsp(ctx: click.Context) -> None:
 @click.option("--budget", type=int, default=None, metavar="N", help="Candidates to simulate (default 48; deterministic).")
 @click.option("--seconds", type=float, default=None, metavar="S", help="Search about S seconds instead (not deterministic).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The search's seed.")
-@click.option("--apply", "apply_", is_flag=True, help="Add the winner to FILE as a new schedule (the rest unchanged).")
+@click.option("--apply", "apply_", is_flag=True,
+              help="Add the winner to FILE as a new schedule, and write its tile sizes into their const lines.")
+@click.option("--tile-sizes/--no-tile-sizes", default=True, show_default=True,
+              help="Also search the consts that size kernel tiles (where the outputs stay the same).")
 @click.option("--name", default="tuned", show_default=True, help="The new schedule's name for --apply.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to list.")
 @click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds, help="Bind a sym (as `wspc run`).")
@@ -723,8 +726,8 @@ def lsp(ctx: click.Context) -> None:
               metavar="M.toml", help="The cycle model's machine (default: the built-in ascend910b).")
 @_QUIET
 @click.pass_context
-def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, name: str,
-         top: int, binds, inputs, meshes, machine_file, quiet: bool) -> None:
+def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, apply_: bool, tile_sizes: bool,
+         name: str, top: int, binds, inputs, meshes, machine_file, quiet: bool) -> None:
     """Search FILE's schedules on the cycle model and print the best (docs/tools.md)."""
     from . import tuning
     from .limits import memory_limit
@@ -738,7 +741,8 @@ def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, ap
     _run_guarded(ctx, "inputs", lambda: run_io.check_names(job, binds, inputs, []))
     arrays, _ = _run_guarded(ctx, "inputs", lambda: run_io.read_inputs(job, inputs, None, memory_limit()))
     result = _run_guarded(ctx, "tune", lambda: job.search(
-        schedule, {p.name: p.value for p in binds}, arrays, seed, {p.name: p.value for p in meshes}))
+        schedule, {p.name: p.value for p in binds}, arrays, seed, {p.name: p.value for p in meshes},
+        tile_sizes))
     click.echo(tuning.report(result, file, top))
     if apply_:
         _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))

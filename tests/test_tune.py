@@ -152,3 +152,89 @@ def test_a_candidate_prints_as_a_declaration():
     assert c.schedule_text("t", "w()") == ("schedule t = w()\n    .dispatch(affinity(b, n = 4))"
                                            "\n    .streams(2)\n    .task_graph(window = 64, "
                                            "mode = stall)")
+
+
+# A block size the search may change: RB sizes only the tiles and the task count (more rows a
+# task, fewer tasks to dispatch); C also sizes the tensors, so it is never changed.
+BLOCKS = """\
+// rows of X, RB rows a task
+module blocks
+
+sym R = 1024
+const RB = 8    // rows a task: a tile size
+const C = 64    // columns: sizes the tensors
+
+input X: f32[R, C]
+output Y: f32[R, C]
+
+kernel rows_of(x: In[Tile[RB, C, f32]], y: Out[Tile[RB, C, f32]]) {
+    store(y, OP)
+}
+
+workload rows() {
+    for t in P(ceildiv(R, RB)) {
+        rows_of[t](x = X[t * RB : min(t * RB + RB, R), :], y = Y[t * RB : min(t * RB + RB, R), :])
+    }
+}
+
+schedule main = rows().dispatch(round_robin(4))
+"""
+
+
+def test_a_block_size_is_searched_and_apply_rewrites_only_its_number(tmp_path, cache):
+    f = tmp_path / "blocks.wsp"
+    original = BLOCKS.replace("OP", "softmax(x)")
+    f.write_text(original)
+    r = wspc("tune", f, "--budget", "24", "--apply", cache=cache)
+    assert r.returncode == 0, r.stderr
+    assert "tile size `RB` (file: 8) searched: 8, 16, 32" in r.stdout
+    assert "tile size `C` not searched: no other value keeps the meaning (sizes tensor `X`)" \
+        in r.stdout
+    best = int(re.search(r"^best: (\d+) cycles", r.stdout, re.M).group(1))
+    given = int(re.search(r"^given +(\d+) ", r.stdout, re.M).group(1))
+    assert best < given
+    changed = re.search(r"^const RB = (\d+)  // was 8$", r.stdout, re.M)
+    assert changed and int(changed.group(1)) > 8
+    text = f.read_text()
+    # the number only: the comment, the spacing and every other line as they were
+    assert text.startswith(original.replace("const RB = 8    //", f"const RB = {changed.group(1)}"
+                                                                  "    //"))
+    assert "const C = 64    // columns" in text and "schedule tuned = rows()" in text
+    prog = ptowsp.load(str(f)).compile(schedule="tuned")
+    assert prog.simulate().total_cycles == best
+    # the same budget: the same candidates, const choices included
+    m = ptowsp.parse(original)
+    first = ptowsp.tune(m, budget=24)
+    assert first.candidates == ptowsp.tune(m, budget=24).candidates
+    assert first.best.cycles == best and first.consts == {"RB": int(changed.group(1))}
+    assert [c.name for c in first.tile_consts] == ["RB"] and "C" in first.meaning_consts
+    # without tile sizes, as before: no const changed in any candidate
+    plain = ptowsp.tune(m, budget=6, tile_sizes=False)
+    assert not any(c.consts for c in plain.candidates) and not plain.tile_consts
+    g = tmp_path / "plain.wsp"
+    g.write_text(original)
+    r = wspc("tune", g, "--budget", "3", "--no-tile-sizes", "--apply", cache=cache)
+    assert r.returncode == 0 and "tile size" not in r.stdout and "const RB" not in r.stdout
+    assert g.read_text().startswith(original)
+
+
+def test_a_block_size_that_changes_the_outputs_is_never_chosen():
+    # each row scaled by the rows of its tile: a bigger block gives other numbers, same shapes
+    r = ptowsp.tune(ptowsp.parse(BLOCKS.replace("OP", "x * valid_rows(x)")), budget=24)
+    tried = [c for c in r.candidates if c.consts]
+    assert tried and all(c.cycles is None and "changes output `Y`" in c.error for c in tried)
+    assert r.consts == {} and r.meaning_rejected
+
+
+def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
+    from ptowsp.tuning import _tile_const_names
+
+    m = ptowsp.parse(BLOCKS.replace("OP", "x").replace("const C = 64    // columns: sizes the "
+                                                       "tensors", "const C = 64\nconst W = 4\n"
+                                                       "const U = 2")
+                     .replace("y: Out[Tile[RB, C, f32]])", "y: Out[Tile[RB, C, f32]], "
+                              "n: Constexpr[i32])")
+                     .replace("Y[t * RB : min(t * RB + RB, R), :])",
+                              "Y[t * RB : min(t * RB + RB, R), :], n = W)"))
+    # RB and C size tiles, W is passed to a Constexpr, U reaches no kernel
+    assert [d.name.id for d in _tile_const_names(m.env.files[0])] == ["RB", "C", "W"]
