@@ -51,7 +51,7 @@ class MixedSplit:
     @property
     def workspace_bytes(self) -> int:
         """The GM workspace one task needs (each tile's rows x cols elements)."""
-        from ....dtypes import TABLE
+        from ..dtypes import TABLE
 
         return sum(p.rows * p.cols * TABLE[p.dtype].size for p in self.workspace)
 
