@@ -312,7 +312,7 @@ def test_a_failing_rank_reports_once_with_its_rank_and_nothing_is_written(tmp_pa
     lines = proc.stderr.splitlines()
     assert lines[0].startswith(f"rank 0: {RMSNORM}:6:1: error: `X` is declared f32[B, T, 16, 128]")
     assert "but its array (bad.npy) has shape [3, 3]" in lines[0]
-    assert lines[1].strip().startswith("6 | input  X:")  # the source line and its caret
+    assert lines[1].strip().startswith("6 | input X:")  # the source line and its caret
     assert proc.stderr.count("error:") == 1 and proc.stdout == ""
     assert "Traceback" not in proc.stderr and "BAD TERMINATION" not in proc.stderr
     assert not (tmp_path / "o.npz").exists() and not (tmp_path / "t.json").exists()
