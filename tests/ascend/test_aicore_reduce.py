@@ -15,8 +15,6 @@ What each test proves:
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
@@ -155,12 +153,7 @@ int main(int argc, char **argv)
 
 
 def test_stand_in_checks_reduce_rules(tmp_path):
-    src = tmp_path / "misuse.cpp"
-    src.write_text(_MISUSE)
-    exe = tmp_path / "misuse"
-    subprocess.run(["g++", "-std=c++17", "-w", "-I", str(H.HERE), "-o", str(exe), str(src)],
-                   check=True)
-    run = lambda c: subprocess.run([str(exe), c], capture_output=True, text=True)  # noqa: E731
+    run = H.misuse_program(tmp_path, _MISUSE)
     ok = run("0")
     assert ok.returncode == 0 and ok.stdout.strip() == "64", ok.stdout
     for case, words in (("1", "repeatTime outside [0, 255]"), ("2", "mask outside [1, 64]"),

@@ -206,12 +206,7 @@ int main(int argc, char **argv)
 
 
 def test_stand_in_checks_sort32_rules(tmp_path):
-    src = tmp_path / "misuse.cpp"
-    src.write_text(_MISUSE)
-    exe = tmp_path / "misuse"
-    subprocess.run(["g++", "-std=c++17", "-w", "-I", str(H.HERE), "-o", str(exe), str(src)],
-                   check=True)
-    run = lambda c: subprocess.run([str(exe), c], capture_output=True, text=True)  # noqa: E731
+    run = H.misuse_program(tmp_path, _MISUSE)
     ok = run("0")
     assert ok.returncode == 0, ok.stdout
     twos = [i for i in range(32) if i % 3 == 2]

@@ -59,6 +59,16 @@ class Unit:
     kernels: list  # N.Kernel
 
 
+def misuse_program(tmp: Path, source: str):
+    """`source` (a C++ program over this stand-in, one misuse per command-line case) compiled in
+    `tmp`: a function running it on one case, returning the completed process."""
+    src, exe = tmp / "misuse.cpp", tmp / "misuse"
+    src.write_text(source)
+    subprocess.run(["g++", "-std=c++17", "-w", "-I", str(HERE), "-o", str(exe), str(src)],
+                   check=True)
+    return lambda case: subprocess.run([str(exe), case], capture_output=True, text=True)
+
+
 def _sym(unit: str, k: N.Kernel) -> str:
     return f"run_{unit}_{aicore.kernel_entry(k)}"
 
