@@ -745,8 +745,13 @@ def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, ap
         tile_sizes))
     click.echo(tuning.report(result, file, top))
     if apply_:
-        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
-        click.echo(f"\nwrote schedule `{name}` into {file}")
+        written = _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
+        click.echo("")
+        for path in written:
+            if path != file:  # an imported file: every module that imports it gets the new sizes
+                sizes = ", ".join(f"`{c.name}`" for c, _ in result.changes() if c.file == path)
+                click.echo(f"wrote tile size {sizes} into {path} (imported: every module importing it sees it)")
+        click.echo(f"wrote schedule `{name}` into {file}")
 
 
 # ---- wspc fmt (docs/tools.md, "wspc fmt"; its files: frontend/formatting.py) -----------------

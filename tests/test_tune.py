@@ -227,7 +227,7 @@ def test_a_block_size_that_changes_the_outputs_is_never_chosen():
 
 
 def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
-    from ptowsp.tuning import _tile_const_names
+    from ptowsp.tile_sizes import sites
 
     m = ptowsp.parse(BLOCKS.replace("OP", "x").replace("const C = 64    // columns: sizes the "
                                                        "tensors", "const C = 64\nconst W = 4\n"
@@ -237,4 +237,6 @@ def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
                      .replace("Y[t * RB : min(t * RB + RB, R), :])",
                               "Y[t * RB : min(t * RB + RB, R), :], n = W)"))
     # RB and C size tiles, W is passed to a Constexpr, U reaches no kernel
-    assert [d.name.id for d in _tile_const_names(m.env.files[0])] == ["RB", "C", "W"]
+    found = sites(m.env.files, m.env.files[0].path)
+    assert [(c.name, c.value, c.argument) for c in found] == [("RB", 8, False), ("C", 64, False),
+                                                              ("W", 4, False)]
