@@ -749,8 +749,8 @@ def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, ap
         click.echo("")
         for path in written:
             if path != file:  # an imported file: every module that imports it gets the new sizes
-                sizes = ", ".join(f"`{c.name}`" for c, _ in result.changes() if c.file == path)
-                click.echo(f"wrote tile size {sizes} into {path} (imported: every module importing it sees it)")
+                sizes = ", ".join(f"`{c.name} = {v}`" for c, v in result.changes() if c.file == path)
+                click.echo(f"wrote {sizes} into {path} (imported by {file}: every module importing it gets the value)")
         click.echo(f"wrote schedule `{name}` into {file}")
 
 

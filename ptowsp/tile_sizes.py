@@ -240,6 +240,9 @@ def _same(got, want, dtype: str, kind: str) -> bool:
     return bool(ok.all())
 
 
+RUN_TIME = "the call's views would fit it only at run time"
+
+
 def _check_key(c) -> tuple:
     from . import sym
 
@@ -303,31 +306,33 @@ def tile_consts(variants: _Variants) -> tuple[list, dict]:
     files = [f for f in variants.env.files if variants.texts[f.path]]
     for site in sites(files, variants.main.path) if variants.texts[variants.main.path] else ():
         const = dataclasses.replace(site, options=_options(site.value))
-        keep, moved, failed, run_time = [const.value], None, None, []
+        keep, left = [const.value], {}  # left: why -> the values left out for it
         for v in const.options[1:]:
             try:  # a value that does not check fails whatever the schedule: not tried
                 variant = variants.module([(const, v)])
                 shapes = variants._shapes(variant.ir)
             except WspError as err:
-                failed = failed or f"{const.name} = {v}: {err.diagnostics[0].message}"
+                left.setdefault(err.diagnostics[0].message, []).append(v)
                 continue
             tensor = next((n for n, s in shapes.items() if variants.shapes.get(n) != s), None)
             unproven = (_unproven(variants.env.checks, variant.env.checks)
                         if const.argument and tensor is None else None)
             if tensor is not None:
-                moved = moved or f"sizes tensor `{tensor}`"
+                left.setdefault(f"sizes tensor `{tensor}`", []).append(v)
             elif unproven is not None:
-                run_time.append(v)
-                failed = failed or (f"{const.name} = {v} fits the views only at run time: "
-                                    f"{unproven.check.reason}")
+                left.setdefault(RUN_TIME, []).append(v)
             else:
                 keep.append(v)
         if len(keep) > 1:
-            note = (f"not {', '.join(map(str, run_time))}: the call's views would fit "
-                    f"{'them' if len(run_time) > 1 else 'it'} only at run time") if run_time else ""
+            note = "; ".join(f"not {', '.join(map(str, vs))}: "
+                             + (why.replace(" it ", " them ") if len(vs) > 1 else why)
+                             for why, vs in left.items())
             searched.append(dataclasses.replace(const, options=tuple(keep), note=note))
-        else:
-            changing[const.name] = moved or failed or "no other value"
+        else:  # why not: a tensor it sizes, else the first value's reason
+            sizes = next((why for why in left if why.startswith("sizes tensor")), None)
+            first = next(((why, vs[0]) for why, vs in left.items()), None)
+            changing[const.name] = (sizes or (f"{const.name} = {first[1]}: {first[0]}" if first
+                                              else "no other value"))
     return searched, changing
 
 

@@ -614,8 +614,9 @@ def apply(result: TuneResult, path, name: str, binds: Sequence[str] = ()) -> dic
     text = (f"// {given}: {result.best.cycles} modelled cycles, "
             f"`{result.schedule}` {result.given.cycles}\n")
     if result.best.consts:
-        text += ("// with " + ", ".join(f"{n} = {v} (was {was})"
-                                        for n, v, was in result.best.consts) + "\n")
+        text += ("// with " + ", ".join(
+            f"{c.name} = {v} (was {c.value}" + ("" if c.file == str(path) else f", in {c.file}")
+            + ")" for c, v in result.changes()) + "\n")
     text += result.schedule_text(name) + "\n"
     files = rewritten(str(path), result.changes(), text)
     new = {p: t for p, (_, t) in files.items()}
