@@ -43,6 +43,7 @@ from .matmul import MatmulOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
+from .sorting import SORT_OPS
 
 
 @dataclass
@@ -70,6 +71,10 @@ class KernelEmitter(MatmulOps, ScalarOps):
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
         best, smallest, chunked, m = cls.fit(k, None)
+        if best is None and cls.vector_sorts and any(op.op in SORT_OPS for op in k.ops):
+            # the scratch of Sort32 / MrgSort (16 bytes a row element) did not fit even in
+            # chunks of one row: the scalar sort needs none (sorting.py)
+            return ScalarSorts.emit(k, module)
         if best is None:  # column reductions the rows read: passes over the chunks of rows
             best, fp, _, _ = cls.fit(k, None, read_acc=True)
             smallest = min(smallest, fp)
@@ -610,3 +615,9 @@ class KernelEmitter(MatmulOps, ScalarOps):
             params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 
+
+class ScalarSorts(KernelEmitter):
+    """A kernel whose sorts run on the scalar unit: for one whose Sort32 / MrgSort scratch
+    does not fit the UB (`KernelEmitter.emit`)."""
+
+    vector_sorts = False

@@ -1,7 +1,7 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
 `slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
-most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
+most 8192 values: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
 (`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
 unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
@@ -22,6 +22,10 @@ from .sorting import sort32_fits, sort32_lines
 
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
+
+    # sorts on Sort32 / MrgSort where sorting.sort32_fits; false: all on the scalar unit,
+    # which needs no scratch (`kernel.ScalarSorts`, for a kernel whose sort scratch overflows)
+    vector_sorts = True
 
     def sread(self, u: int, i: ExprLike, j: ExprLike, chunk: bool) -> Expr:
         """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
@@ -155,7 +159,7 @@ class ScalarOps(Frame):
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
         lines = _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read)
-        if sort32_fits(adt, n):
+        if self.vector_sorts and sort32_fits(adt, n):
             sort32_lines(self, i, rows, chunk, dst, lines)
             return
         for line in lines:
@@ -209,8 +213,9 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py). Rows of at most 128 floats take `Sort32` / `MrgSort`
-    (sorting.py), with these lines as its fallback for a chunk holding NaN or -0. Not the API's
+    NaN the greatest value; selection.py). Rows of at most 8192 values take `Sort32` /
+    `MrgSort` (sorting.py), with these lines as its fallback for a chunk of 32- or 64-bit
+    integer keys past 2^24 (not exact in the f32 scores those instructions take). Not the API's
     `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
     advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
     `__NPU_ARCH__`es only, for fewer dtypes, and neither states an order of ties or NaN."""
