@@ -12,8 +12,15 @@
   values in column order); the emitted kernel calls Sort32 (and MrgSort past 32 columns).
 - test_row_lengths_around_the_runs: n at and around multiples of 32 and 128, descending and
   ascending, against the same formula (i64 keys past 2^24 among them: the scalar path).
-- test_scratch_past_the_ub_falls_back_to_the_scalar_sort: a row whose Sort32 / MrgSort scratch
-  cannot fit the UB is emitted on the scalar path (no error) and still equals ref.
+- test_rows_past_8192_go_by_blocks: top-k of rows of 8193 to 10000 (blocks of 2048, each
+  sorted and merged, their first k merged by the scalar unit) against the formula.
+- test_blocks_equal_ref: the blocked path with blocks of 64 (one block, a partial last block,
+  k below and above the block width, every kind of key) against the formula.
+- test_scratch_past_the_ub_falls_back_to_blocks_then_the_scalar_sort: a row whose whole-row
+  scratch cannot fit the UB is sorted by blocks of 512 (no error) and still equals ref; one
+  whose blocks' winners cannot fit either is emitted on the scalar path.
+- test_a_row_wider_than_the_ub_is_a_diagnostic_naming_the_constexpr: a row the UB cannot
+  hold is `file:line:col: error:` at the specialising call, naming N, exit 1.
 - test_stand_in_merges_uneven_lists: the CPU MrgSort on lists of uneven lengths (the last list
   of a row is shorter) equals a Python merge of them (ties: the later list first).
 - test_stand_in_checks_mrgsort_rules / test_stand_in_checks_sort32_rules: the CPU MrgSort and
@@ -24,19 +31,27 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ptowsp
+from ptowsp.backends.ascend import aicore
+from ptowsp.backends.ascend.aicore import kernel as aicore_kernel
 from ptowsp.backends.ascend.aicore import sorting
 from ptowsp.backends.ref import values as R
 
 from .ascendc_cpu import harness as H
 
 pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KEY_DTYPES = ("f32", "f16", "bf16", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 
@@ -97,10 +112,21 @@ def _values(dt: str, shape, rng, wide: bool) -> np.ndarray:
     return np.array(pool, dtype=object)[rng.integers(0, len(pool), shape)].astype(H.NP[dt])
 
 
-def _run_cases(tmp, cases, seed: int, wide: bool = False) -> list:
+def _topk_kernel(n: int, r: int, c: int, dt: str, k: int) -> str:
+    return f"""
+kernel s{n}(x: In[Tile[{r}, {c}, {dt}]], tv: Out[Tile[{r}, {k}, {dt}]],
+            ti: Out[Tile[{r}, {k}, i32]]) {{
+    let v, i = topk(x, {k})
+    store(tv, v)
+    store(ti, i)
+}}
+"""
+
+
+def _run_cases(tmp, cases, seed: int, wide: bool = False, kernel=_kernel) -> list:
     """Build the kernels of `cases` (rows, n, dtype, k), run each on the stand-in and check it
     against ref and ref against the formula; the emitted sources."""
-    text = "module srt\n" + "".join(_kernel(n, *c) for n, c in enumerate(cases))
+    text = "module srt\n" + "".join(kernel(n, *c) for n, c in enumerate(cases))
     lib, units = H.build_levels(text, "srt", tmp, levels=(2,))
     unit = units[0]
     rng = np.random.default_rng(seed)
@@ -114,6 +140,8 @@ def _run_cases(tmp, cases, seed: int, wide: bool = False) -> list:
         H.compare(kern, got, want, f"sort {dt} n={c} k={k}")
         x = R.to_compute(stored, dt) if dt in ("f16", "bf16") else stored
         for name, w in _formula(x, k).items():
+            if name not in want:
+                continue
             have = want[name]
             if name[1] == "v" and dt in ("f16", "bf16"):
                 have = R.to_compute(have, dt)
@@ -165,9 +193,27 @@ def test_row_lengths_around_the_runs(tmp_path):
     assert any("not exact in f32" in t for t in files)  # the i64 rows' check
 
 
-def test_scratch_past_the_ub_falls_back_to_the_scalar_sort(tmp_path):
+def test_rows_past_8192_go_by_blocks(tmp_path):
+    # a merge of a row past 8192 would need lists past 4095 pairs: blocks of 2048 columns,
+    # each sorted and merged, their first k pairs merged by the scalar unit
+    cases = [(2, 9000, "f32", 5), (1, 8193, "i32", 40), (1, 10000, "bf16", 1)]
+    files = _run_cases(tmp_path, cases, 11, kernel=_topk_kernel)
+    assert sum(t.count("int32_t h[") for t in files) == 3 * 2  # values and indices
+
+
+def test_blocks_equal_ref(tmp_path, monkeypatch):
+    """The blocked path with blocks of 64 columns: rows of one block, of a block and a bit,
+    of several and a partial one, k below and above the block, every kind of key."""
+    monkeypatch.setattr(aicore_kernel.KernelEmitter, "sort_block", 64)
+    cases = [(2, 1, "f32", 1), (3, 64, "f16", 10), (2, 65, "f32", 65), (2, 130, "i16", 70),
+             (1, 300, "bf16", 3), (2, 200, "u8", 200), (2, 129, "i64", 5)]
+    files = _run_cases(tmp_path, cases, 13, wide=True)
+    assert any("int32_t h[" in t for t in files)
+
+
+def test_scratch_past_the_ub_falls_back_to_blocks_then_the_scalar_sort(tmp_path):
     # 8000 f32 a row: the input, the indices and Sort32 / MrgSort's 16 bytes an element are
-    # past the 184 KiB a kernel may use; the scalar sort needs no scratch
+    # past the 184 KiB a kernel may use: blocks of 512 columns (16 blocks)
     text = """module wide
 
 kernel w(x: In[Tile[1, 8000, f32]], si: Out[Tile[1, 8000, i32]]) {
@@ -177,7 +223,7 @@ kernel w(x: In[Tile[1, 8000, f32]], si: Out[Tile[1, 8000, i32]]) {
 """
     lib, units = H.build_levels(text, "wide", tmp_path, levels=(2,))
     unit = units[0]
-    assert not any("AscendC::Sort32(" in t for t in unit.files.values())
+    assert any("int32_t h[16]" in t for t in unit.files.values())
     (kern,) = unit.kernels
     rng = np.random.default_rng(3)
     task = H.random_task(kern, rng)
@@ -187,6 +233,40 @@ kernel w(x: In[Tile[1, 8000, f32]], si: Out[Tile[1, 8000, i32]]) {
     want = H.ref_outputs(kern, task)
     H.compare(kern, H.run_task(lib, unit.name, kern, task), want, "wide")
     np.testing.assert_array_equal(want["si"][0], _order([v.item() for v in x[0]], True))
+    # 12000 a row: not even the blocks' winners (8 bytes a column) fit; the scalar sort needs
+    # no scratch (emitted only: its n^2 compares are slow on the stand-in)
+    files = aicore.emit_aicore(ptowsp.parse(text.replace("8000", "12000"), "wide.wsp").ir)
+    assert not any("AscendC::Sort32(" in t for t in files.values())
+    assert any("sort_indices" in t for t in files.values())
+
+
+WIDER = """module widest
+input X: f32[2, 60000]
+output I: i32[2, 60000]
+
+kernel order(x: In[Tile[1, N, f32]], i: Out[Tile[1, N, i32]], N: Constexpr[i32]) {
+    let _, j = sort(x)
+    store(i, j)
+}
+
+workload w() {
+    order(x = X[0:1, 0:64], i = I[0:1, 0:64], N = 64)
+    order(x = X[1:2, :], i = I[1:2, :], N = 60000)
+}
+"""
+
+
+def test_a_row_wider_than_the_ub_is_a_diagnostic_naming_the_constexpr(tmp_path):
+    """A sort reads its row whole from the UB: a row of 60000 f32 (234 KiB) is a compile
+    error at the call that makes N = 60000, saying why; the call with N = 64 is not."""
+    (tmp_path / "widest.wsp").write_text(WIDER)
+    done = subprocess.run([sys.executable, "-m", "ptowsp", "compile", "widest.wsp", "--target",
+                           "ascend_npu", "-o", "tree"], capture_output=True, text=True,
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    err = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "Traceback" not in err, done.stderr
+    assert err.startswith("widest.wsp:12:5: error: kernel `order` with N = 60000 needs "), err
+    assert "a sort, a matmul" in err and "smaller Constexpr values than N = 60000" in err, err
 
 
 _UNEVEN = r'''

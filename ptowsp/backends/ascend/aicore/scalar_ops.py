@@ -17,15 +17,18 @@ from .errors import AicoreError
 from .frame import Frame
 from .layout import held_size, pc
 from .scalar import float_lit, int_lit, sconvert, sexpr
-from .sorting import sort32_fits, sort32_lines
+from .sorting import BLOCK, blocked_lines, sort32_fits, sort32_lines, sortable
 
 
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
 
-    # sorts on Sort32 / MrgSort where sorting.sort32_fits; false: all on the scalar unit,
-    # which needs no scratch (`kernel.ScalarSorts`, for a kernel whose sort scratch overflows)
+    # sorts on Sort32 / MrgSort (sorting.py): whole rows where `sort32_fits` and, when
+    # `sort_block` is set or a row is longer, by blocks of sort_block (or BLOCK) columns;
+    # `vector_sorts` false: all on the scalar unit, which needs no scratch (`kernel.py`: the
+    # fallbacks of a kernel whose sort scratch overflows the UB)
     vector_sorts = True
+    sort_block = None
 
     def sread(self, u: int, i: ExprLike, j: ExprLike, chunk: bool) -> Expr:
         """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
@@ -159,8 +162,11 @@ class ScalarOps(Frame):
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
         lines = _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read)
-        if self.vector_sorts and sort32_fits(adt, n):
-            sort32_lines(self, i, rows, chunk, dst, lines)
+        if self.vector_sorts and sortable(adt):
+            if sort32_fits(adt, n) and n <= (self.sort_block or n):
+                sort32_lines(self, i, rows, chunk, dst, lines)
+            else:
+                blocked_lines(self, i, rows, chunk, dst, lines, self.sort_block or BLOCK)
             return
         for line in lines:
             self.out(line)

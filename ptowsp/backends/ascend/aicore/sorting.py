@@ -1,6 +1,6 @@
 """`sort_values` / `sort_indices` (`sort`, `topk`) on the vector unit's `Sort32` and `MrgSort`:
-rows of up to 8192 values of any float or integer dtype take one Sort32 per 32 values and a
-merge pass per factor of 4, instead of the scalar unit's n^2 compares a row.
+rows of any float or integer dtype take one Sort32 per 32 values and a merge pass per factor
+of 4 (by blocks past 8192 columns), instead of the scalar unit's n^2 compares a row.
 
 How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal to +0):
 - Keys. A row of n elements is staged by the scalar unit as ceil(n / 32) runs of 32 f32 scores
@@ -25,9 +25,15 @@ How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal 
   payloads and the sign of zero come out as they went in.
 The staging and the read-back of the first k pairs are scalar (n + k element moves a row);
 the sort is one vector instruction per 255 runs, and the merges one per group of lists.
-Rows longer than 8192 (a merge would need a list past 4095 pairs), and kernels whose sort
-scratch does not fit the UB even in chunks of one row (`kernel.ScalarSorts`), stay on the
-scalar path, which needs no scratch.
+
+Rows longer than 8192 (a merge would need a list past 4095 pairs) go by blocks of 2048
+columns (`blocked_lines`): each block is sorted and merged as a row is, its first
+kk = min(k, 2048) pairs tie-fixed (so they are the block's first kk in ref's order, a
+superset of what the block gives the row's first k) and kept; the scalar unit then merges
+the blocks' lists (k x blocks compares a row: a top-k of k << n sorts blocks, never the whole
+row). A kernel whose whole-row scratch does not fit the UB even in chunks of one row sorts by
+blocks of 512 (`kernel.BlockedSorts`), and if the winners do not fit either, on the scalar
+path, which needs no scratch (`kernel.ScalarSorts`).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ MAX_LIST = 4095  # pairs in one MrgSort list (MrgSort4Info's elementLengths)
 EXACT_INT = 1 << 24  # integers of at most this magnitude are exact in f32
 TAG = 0x40000000  # index bit ranking a NaN against the infinities it is staged as
 SORT_OPS = ("sort_values", "sort_indices")
+BLOCK = 2048  # columns a block of a row longer than 8192 (`blocked_lines`)
+SMALL_BLOCK = 512  # ... and of a kernel whose whole-row sort scratch overflows the UB
 
 
 def _group_sizes(lists: int) -> list[int]:
@@ -77,12 +85,18 @@ def merge_passes(n: int) -> tuple:
     return tuple(passes)
 
 
+def sortable(adt: str) -> bool:
+    """Whether keys of dtype adt go to Sort32 (as f32 scores): floats but f64 (not an AICore
+    type) and integers (bool is not sorted)."""
+    return kind_of(adt) in ("float", "int") and TABLE[adt].c_compute != "double"
+
+
 def sort32_fits(adt: str, n: int) -> bool:
-    """Whether a sort of rows of n values of dtype adt runs on Sort32 and MrgSort: float and
-    integer keys (bool cannot be sorted), while no merge needs a list past 4095 pairs."""
-    if kind_of(adt) not in ("float", "int") or TABLE[adt].c_compute == "double":
-        return False
-    return all(ln <= MAX_LIST for p in merge_passes(n) for _, g in p for ln in g)
+    """Whether a sort of rows of n values of dtype adt runs on Sort32 and MrgSort as whole
+    rows: sortable keys, while no merge needs a list past 4095 pairs (n <= 8192; longer rows
+    go by blocks, `blocked_lines`)."""
+    return sortable(adt) and all(ln <= MAX_LIST for p in merge_passes(n) for _, g in p
+                                 for ln in g)
 
 
 def _needs_range_check(adt: str) -> bool:
@@ -90,103 +104,212 @@ def _needs_range_check(adt: str) -> bool:
     return kind_of(adt) == "int" and TABLE[adt].bits > 16
 
 
-def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list) -> None:
-    """Emit the Sort32 path of select op i (its operand's `rows` rows) into frame f's body;
-    `scalar_lines` (the scalar path) is the fallback for a chunk of 32- or 64-bit integer
-    keys past 2^24 (float keys and narrow integers never need it)."""
-    op = f.ops[i]
-    (a,) = op.args
-    adt = f.ops[a].dtype
-    n, k = f.ops[a].shape[1], op.shape[1]
-    asc = op.attr == "asc"
-    fl = kind_of(adt) == "float"
-    check = _needs_range_check(adt)
-    out = f.out
-    p = pc(n)  # a row's elements: its runs of 32, one Sort32 repeat each, back to back
-    runs = p // SORT32
-    # two buffers of 2p floats a row: A stages the scores (rows * p) and indices (rows * p),
-    # Sort32 writes the pairs to B, and the merge passes go B -> A -> B ...
-    buf_a = f.temp("float", rows * 2 * p)
-    buf_b = f.temp("float", rows * 2 * p)
-    sbits = f"{buf_a}.ReinterpretCast<uint32_t>()"
-    index = f"{buf_a}[{rows * p}].ReinterpretCast<uint32_t>()"
-    f.vec(f"AscendC::Duplicate({sbits}, 0xff800000u, {rows * p});")  # the pad: -inf
-    f.need_s()
-    src = f.ops[a]
-    row = C.E(0) if src.shape[0] == 1 else f.row_offset(a, chunk)
-    at = C.to_c(C.iadd(C.imul(row, p), "j"))
-    x = f.tensor[a]
-    odd = f"odd{i}"
-    if check:
-        out(f"bool {odd} = false;  // a key past 2^24: not exact in f32")
-    passes = merge_passes(n)
-    nans = f"nan{i}" if fl and not passes else None
-    if nans:  # one run: Sort32 keeps ties in position order, so only a NaN needs the fix-up
-        out(f"bool {nans} = false;")
-    out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
-    out(f"    for (int32_t j = 0; j < {n}; ++j) {{")
-    if fl:
-        flip = " ^ 0x80000000u" if asc else ""
-        nan_tag = f"{TAG:#x}u : 0u" if asc else f"0u : {TAG:#x}u"
-        out(f"        uint32_t b = {x}.ReinterpretCast<uint32_t>().GetValue({at});")
-        out("        const bool nan = (b & 0x7fffffffu) > 0x7f800000u;")
-        out("        b = nan ? 0x7f800000u : b == 0x80000000u ? 0u : b;  // NaN as +inf, -0 as +0")
-        out(f"        {sbits}.SetValue(i * {p} + j, b{flip});")
-        out(f"        {index}.SetValue(i * {p} + j, (uint32_t)j | (nan ? {nan_tag}));")
-        if nans:
-            out(f"        {nans} = {nans} || nan;")
-    else:
-        ct = TABLE[adt].c_compute
-        out(f"        const {ct} v = {x}.GetValue({at});")
-        if check:
-            lo = "" if not TABLE[adt].signed else f" || v < ({ct})-{EXACT_INT}"
-            out(f"        {odd} = {odd} || v > ({ct}){EXACT_INT}{lo};")
-        neg = "-" if asc else ""
-        out(f"        {buf_a}.SetValue(i * {p} + j, {neg}(float)v);")
-        out(f"        {index}.SetValue(i * {p} + j, (uint32_t)j);")
-    out("    }")
-    out("}")
-    if check:
-        out(f"if (!{odd}) {{")
-        f.out.depth += 1
-    out("wsp_sync<AscendC::HardEvent::S_V>();")
-    for r0 in range(0, rows * runs, MAX_REPEAT):
-        rep = min(MAX_REPEAT, rows * runs - r0)
-        o = r0 * SORT32
-        out(f"AscendC::Sort32({buf_b}[{2 * o}], {buf_a}[{o}], {index}[{o}], {rep});")
-    out("AscendC::PipeBarrier<PIPE_V>();")
-    bufs = (buf_b, buf_a)
-    for t, groups in enumerate(passes):
-        _merge_lines(out, rows, p, groups, bufs[t % 2], bufs[(t + 1) % 2])
-    final = bufs[len(passes) % 2]
-    mbits = f"{final}.ReinterpretCast<uint32_t>()"
-    out("wsp_sync<AscendC::HardEvent::V_S>();")
-    if passes:
-        _tie_lines(out, rows, p, n, k, mbits)
-    elif nans:
-        out.open(f"if ({nans})")
-        _tie_lines(out, rows, p, n, k, mbits)
-        out.close()
-    q = pc(k)
-    src_at = C.to_c(C.iadd(C.imul(row, p), "x"))
-    mask = f" & {TAG - 1:#x}u" if fl else ""
-    out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
-    out(f"    for (int32_t r = 0; r < {k}; ++r) {{")
-    out(f"        const uint32_t x = {mbits}.GetValue(2 * (i * {p} + r) + 1){mask};")
-    if op.op == "sort_values":
-        out(f"        {dst}.SetValue(i * {q} + r, {x}.GetValue({src_at}));")
-    else:
-        out(f"        {dst}.SetValue(i * {q} + r, (int32_t)x);")
-    out("    }")
-    out("}")
-    if check:
-        f.out.depth -= 1
-        out("} else {")
-        for ln in scalar_lines:
-            out("    " + ln)
+class _Sort:
+    """What the Sort32 paths of one select op share: its operand, order and key kind, and the
+    emission of one block of w columns staged, sorted, merged and tie-fixed in two buffers."""
+
+    def __init__(self, f, i: int, rows: int, chunk: bool, width: int):
+        op = f.ops[i]
+        (a,) = op.args
+        self.f, self.i, self.op, self.rows, self.out = f, i, op, rows, f.out
+        self.adt = f.ops[a].dtype
+        self.n, self.k = f.ops[a].shape[1], op.shape[1]
+        self.asc = op.attr == "asc"
+        self.fl = kind_of(self.adt) == "float"
+        self.check = _needs_range_check(self.adt)
+        self.p = pc(self.n)  # the source's row pitch
+        self.row = C.E(0) if f.ops[a].shape[0] == 1 else f.row_offset(a, chunk)
+        self.x = f.tensor[a]
+        self.odd = f"odd{i}"
+        self.mask = f" & {TAG - 1:#x}u" if self.fl else ""
+        # two buffers of 2 * width floats a row: A stages the scores and indices of a block
+        # (rows * pw each), Sort32 writes the pairs to B, the merge passes go B -> A -> B ...
+        w = pc(width)
+        self.buf_a = f.temp("float", rows * 2 * w)
+        self.buf_b = f.temp("float", rows * 2 * w)
+
+    def src_at(self, col: str) -> str:
+        return C.to_c(C.iadd(C.imul(self.row, self.p), col))
+
+    def block(self, c0: str, w: int, kk: int, nans=None) -> str:
+        """Stage columns [c0, c0 + w) of every row (the pad -inf; indices the columns, tagged),
+        sort and merge them, and put the ties of the first kk pairs in index order (only when
+        `nans` is set, for a single run: then Sort32's order is already right but for a NaN);
+        the buffer holding the rows' sorted pairs at pitch 2 * pc(w)."""
+        out, rows, pw = self.out, self.rows, pc(w)
+        sbits = f"{self.buf_a}.ReinterpretCast<uint32_t>()"
+        index = f"{self.buf_a}[{rows * pw}].ReinterpretCast<uint32_t>()"
+        at = self.src_at(f"{c0} + j" if c0 != "0" else "j")
+        col = "(uint32_t)j" if c0 == "0" else f"(uint32_t)({c0} + j)"
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    for (int32_t j = 0; j < {w}; ++j) {{")
+        if self.fl:
+            flip = " ^ 0x80000000u" if self.asc else ""
+            nan_tag = f"{TAG:#x}u : 0u" if self.asc else f"0u : {TAG:#x}u"
+            out(f"        uint32_t b = {self.x}.ReinterpretCast<uint32_t>().GetValue({at});")
+            out("        const bool nan = (b & 0x7fffffffu) > 0x7f800000u;")
+            out("        b = nan ? 0x7f800000u : b == 0x80000000u ? 0u : b;  "
+                "// NaN as +inf, -0 as +0")
+            out(f"        {sbits}.SetValue(i * {pw} + j, b{flip});")
+            out(f"        {index}.SetValue(i * {pw} + j, {col} | (nan ? {nan_tag}));")
+            if nans:
+                out(f"        {nans} = {nans} || nan;")
+        else:
+            ct = TABLE[self.adt].c_compute
+            out(f"        const {ct} v = {self.x}.GetValue({at});")
+            if self.check:
+                lo = "" if not TABLE[self.adt].signed else f" || v < ({ct})-{EXACT_INT}"
+                out(f"        {self.odd} = {self.odd} || v > ({ct}){EXACT_INT}{lo};")
+            neg = "-" if self.asc else ""
+            out(f"        {self.buf_a}.SetValue(i * {pw} + j, {neg}(float)v);")
+            out(f"        {index}.SetValue(i * {pw} + j, {col});")
+        out("    }")
+        if pw > w:  # the pad of the last run: -inf, after every real element (Sort32 is stable)
+            out(f"    for (int32_t j = {w}; j < {pw}; ++j) {{")
+            out(f"        {sbits}.SetValue(i * {pw} + j, 0xff800000u);")
+            out(f"        {index}.SetValue(i * {pw} + j, 0u);")
+            out("    }")
         out("}")
-    # both branches end with the scalar unit's writes, after the vector unit's were waited for
-    f.v_dirty, f.s_dirty = False, True
+        out("wsp_sync<AscendC::HardEvent::S_V>();")
+        runs = rows * pw // SORT32
+        for r0 in range(0, runs, MAX_REPEAT):
+            o = r0 * SORT32
+            out(f"AscendC::Sort32({self.buf_b}[{2 * o}], {self.buf_a}[{o}], {index}[{o}], "
+                f"{min(MAX_REPEAT, runs - r0)});")
+        out("AscendC::PipeBarrier<PIPE_V>();")
+        bufs = (self.buf_b, self.buf_a)
+        passes = merge_passes(w)
+        for t, groups in enumerate(passes):
+            _merge_lines(out, rows, pw, groups, bufs[t % 2], bufs[(t + 1) % 2])
+        final = bufs[len(passes) % 2]
+        mbits = f"{final}.ReinterpretCast<uint32_t>()"
+        out("wsp_sync<AscendC::HardEvent::V_S>();")
+        if passes or nans is None:
+            _tie_lines(out, rows, pw, w, kk, mbits)
+        else:
+            out.open(f"if ({nans})")
+            _tie_lines(out, rows, pw, w, kk, mbits)
+            out.close()
+        return final
+
+    def put(self, r: str, idx: str) -> str:
+        """The statement writing result r of row i: the source element at column idx (values)
+        or idx itself (indices)."""
+        q = pc(self.k)
+        if self.op.op == "sort_values":
+            return f"{self.dst}.SetValue(i * {q} + {r}, {self.x}.GetValue({self.src_at(idx)}));"
+        return f"{self.dst}.SetValue(i * {q} + {r}, (int32_t){idx});"
+
+    def finish(self, body, scalar_lines: list) -> None:
+        """`body` (the vector path's emission), guarded by the range check of wide integer
+        keys, with the scalar path as the other branch."""
+        out = self.out
+        self.f.need_s()
+        if self.check:
+            out(f"bool {self.odd} = false;  // a key past 2^24: not exact in f32")
+        body()
+        if self.check:
+            out.close("} else {")
+            out.depth += 1
+            for ln in scalar_lines:
+                out(ln)
+            out.close()
+        # every branch ends with the scalar unit's writes, after the vector unit's were waited for
+        self.f.v_dirty, self.f.s_dirty = False, True
+
+    def guard(self) -> None:
+        """Open the branch of the vector path's results (after the range check)."""
+        if self.check:
+            self.out.open(f"if (!{self.odd})")
+
+
+def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list) -> None:
+    """Emit the Sort32 path of select op i (its operand's `rows` rows, whole) into frame f's
+    body; `scalar_lines` (the scalar path) is the fallback for a chunk of 32- or 64-bit
+    integer keys past 2^24 (float keys and narrow integers never need it)."""
+    s = _Sort(f, i, rows, chunk, f.ops[f.ops[i].args[0]].shape[1])
+    s.dst = dst
+
+    def body():
+        out, n = s.out, s.n
+        nans = f"nan{i}" if s.fl and not merge_passes(n) else None
+        if nans:  # one run: Sort32 keeps ties in position order, so only a NaN needs the fix-up
+            out(f"bool {nans} = false;")
+        final = s.block("0", n, s.k, nans)
+        mbits = f"{final}.ReinterpretCast<uint32_t>()"
+        s.guard()
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    for (int32_t r = 0; r < {s.k}; ++r) {{")
+        out(f"        const uint32_t x = {mbits}.GetValue(2 * (i * {pc(n)} + r) + 1){s.mask};")
+        out(f"        {s.put('r', 'x')}")
+        out("    }")
+        out("}")
+
+    s.finish(body, scalar_lines)
+
+
+def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list,
+                  width: int) -> None:
+    """Emit the Sort32 path of select op i by blocks of `width` columns: each block sorted and
+    merged as a whole row is (`_Sort.block`), its first kk = min(k, width) pairs (ties in
+    index order, so they are the block's first kk in ref's order) kept in a list of winners,
+    and the rows' k results taken from the blocks' lists by the scalar unit (k x blocks
+    compares a row). For rows past 8192 columns, and for kernels whose whole-row scratch does
+    not fit the UB (`kernel.BlockedSorts`)."""
+    s = _Sort(f, i, rows, chunk, width)
+    s.dst = dst
+    n, k = s.n, s.k
+    nb = -(-n // width)
+    full = n // width  # blocks of `width` columns; the last one may be narrower
+    last = n - (nb - 1) * width
+    kk = min(k, width)
+    wins = f.temp("float", rows * nb * kk * 2)
+    wbits = f"{wins}.ReinterpretCast<uint32_t>()"
+    out = s.out
+
+    def keep(final: str, w: int, b: str) -> None:
+        """Copy the first min(kk, w) pairs of each row's block b to the winners."""
+        mbits = f"{final}.ReinterpretCast<uint32_t>()"
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    for (int32_t r = 0; r < {min(kk, w) * 2}; ++r)")
+        out(f"        {wbits}.SetValue(2 * (i * {nb * kk} + {b} * {kk}) + r, "
+            f"{mbits}.GetValue(2 * i * {pc(w)} + r));")
+        out("}")
+
+    def body():
+        if full:
+            out.open(f"for (int32_t cb = 0; cb < {full}; ++cb)")
+            out(f"const int32_t c0 = cb * {width};")
+            keep(s.block("c0", width, kk), width, "cb")
+            out.close()
+        if last < width:
+            keep(s.block(str(full * width), last, kk), last, str(full))
+        s.guard()
+        tail = min(kk, last)
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    int32_t h[{nb}] = {{0}};  // the next pair of each block's list")
+        out(f"    for (int32_t r = 0; r < {k}; ++r) {{")
+        out("        int32_t best = -1;")
+        out("        float bs = 0.0f;")
+        out("        uint32_t bi = 0u;")
+        out(f"        for (int32_t b = 0; b < {nb}; ++b) {{")
+        out(f"            if (h[b] >= (b == {nb - 1} ? {tail} : {kk})) continue;")
+        out(f"            const int32_t e = 2 * (i * {nb * kk} + b * {kk} + h[b]);")
+        out(f"            const float sc = {wins}.GetValue(e);")
+        out(f"            const uint32_t ix = {wbits}.GetValue(e + 1);")
+        out("            if (best < 0 || sc > bs || (sc == bs && ix < bi)) {")
+        out("                best = b;")
+        out("                bs = sc;")
+        out("                bi = ix;")
+        out("            }")
+        out("        }")
+        out("        ++h[best];")
+        out(f"        const uint32_t x = bi{s.mask};")
+        out(f"        {s.put('r', 'x')}")
+        out("    }")
+        out("}")
+
+    s.finish(body, scalar_lines)
 
 
 def _merge_lines(out, rows: int, p: int, groups: tuple, src: str, dst: str) -> None:
