@@ -6,12 +6,13 @@
   does not fit and stays on the scalar unit.
 - test_sort_equals_ref_and_a_python_sort: hypothesis shapes (rows, n up to 2000, k) in every
   key dtype, values drawn from a few levels (ties everywhere; for floats +-inf, NaN, +0 and
-  -0; for 32- and 64-bit integers now and then a value past 2^24, whose chunk takes the
-  scalar path), topk and both orders of sort: the kernel equals ref bit for bit, and ref
+  -0; for 32- and 64-bit integers now and then their limits and neighbours whose f32 scores
+  are equal, which the tie pass orders by the exact key), topk and both orders of sort: the kernel equals ref bit for bit, and ref
   equals Python's stable sort on a key written here (NaN the greatest, -0 equal to +0, equal
   values in column order); the emitted kernel calls Sort32 (and MrgSort past 32 columns).
 - test_row_lengths_around_the_runs: n at and around multiples of 32 and 128, descending and
-  ascending, against the same formula (i64 keys past 2^24 among them: the scalar path).
+  ascending, against the same formula (i64 keys at their limits among them: no scalar
+  rank loop is emitted).
 - test_rows_past_8192_go_by_blocks: top-k of rows of 8193 to 10000 (blocks of 2048, each
   sorted and merged, their first k merged by the scalar unit) against the formula.
 - test_blocks_equal_ref: the blocked path with blocks of 64 (one block, a partial last block,
@@ -101,14 +102,16 @@ FLOAT_LEVELS = np.array([0.0, -0.0, 1.5, -1.5, 2.0, 0.25, np.inf, -np.inf, np.na
 
 def _values(dt: str, shape, rng, wide: bool) -> np.ndarray:
     """Few distinct values (ties everywhere); floats with NaN, +-inf and signed zeros;
-    integers with their limits when `wide` (past 2^24 for 32 and 64 bits)."""
+    integers with their limits when `wide` (for 32 and 64 bits, neighbours whose f32
+    scores are equal: 2^24 and 2^24 + 1, the limits and their neighbours)."""
     if dt in ("f32", "f16", "bf16"):
         x = FLOAT_LEVELS[rng.integers(0, len(FLOAT_LEVELS), shape)].astype(np.float32)
         return R.bf16_bits(x) if dt == "bf16" else x.astype(H.NP[dt])
     info = np.iinfo(H.NP[dt])
     pool = [0, 1, 2, 3, min(info.max, 1 << 24), max(info.min, -(1 << 24))]
     if wide:
-        pool += [info.min, info.max, min(info.max, (1 << 24) + 1)]
+        pool += [info.min, info.max, min(info.max, (1 << 24) + 1), info.max - 1, info.max - 2,
+                 info.min + 1]
     return np.array(pool, dtype=object)[rng.integers(0, len(pool), shape)].astype(H.NP[dt])
 
 
@@ -178,7 +181,7 @@ def test_sort_equals_ref_and_a_python_sort(tmp_path_factory, data):
         c = data.draw(st.one_of(st.integers(1, 160), st.integers(1, 2000)), label=f"n {dt}")
         cases.append((data.draw(st.integers(1, 3), label=f"rows {dt}"), c, dt,
                       data.draw(st.integers(1, c), label=f"k {dt}")))
-    wide = data.draw(st.booleans(), label="keys past 2^24")
+    wide = data.draw(st.booleans(), label="integer limits")
     files = _run_cases(tmp_path_factory.mktemp("sort32"), cases, len(str(cases)), wide)
     assert any("AscendC::Sort32(" in t for t in files)
     if max(c[1] for c in cases) > 32:
@@ -190,7 +193,7 @@ def test_row_lengths_around_the_runs(tmp_path):
     cases = [(2, n, ("f32", "i16", "bf16", "i64")[t % 4], max(1, n // 3))
              for t, n in enumerate(ns)]
     files = _run_cases(tmp_path, cases, 7, wide=True)
-    assert any("not exact in f32" in t for t in files)  # the i64 rows' check
+    assert not any("for (int32_t l = 0;" in t for t in files)  # no scalar rank loop
 
 
 def test_rows_past_8192_go_by_blocks(tmp_path):

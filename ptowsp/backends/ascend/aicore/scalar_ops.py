@@ -1,7 +1,7 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
-most 8192 values: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
+`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (only where `Sort32` /
+`MrgSort` cannot take them: sorting.py) and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
 (`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
 unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
@@ -161,14 +161,13 @@ class ScalarOps(Frame):
         def read(j: str) -> Expr:
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
-        lines = _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read)
         if self.vector_sorts and sortable(adt):
             if sort32_fits(adt, n) and n <= (self.sort_block or n):
-                sort32_lines(self, i, rows, chunk, dst, lines)
+                sort32_lines(self, i, rows, chunk, dst)
             else:
-                blocked_lines(self, i, rows, chunk, dst, lines, self.sort_block or BLOCK)
+                blocked_lines(self, i, rows, chunk, dst, self.sort_block or BLOCK)
             return
-        for line in lines:
+        for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
             self.out(line)
 
     def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
@@ -219,9 +218,8 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py). Rows of at most 8192 values take `Sort32` /
-    `MrgSort` (sorting.py), with these lines as its fallback for a chunk of 32- or 64-bit
-    integer keys past 2^24 (not exact in the f32 scores those instructions take). Not the API's
+    NaN the greatest value; selection.py). Sorts take `Sort32` / `MrgSort` (sorting.py)
+    unless the kernel's UB cannot hold their scratch (`kernel.ScalarSorts`). Not the API's
     `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
     advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
     `__NPU_ARCH__`es only, for fewer dtypes, and neither states an order of ties or NaN."""

@@ -7,8 +7,9 @@ How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal 
   (its UB pitch), the pad -inf. Float keys (f32, f16 and bf16 held in f32) go as they are,
   -0 as +0 (they are equal); NaN as +inf, with an index tag that puts it after (ascending) or
   before (descending) the real infinities it then ties with (below). Integer keys go as f32:
-  8- and 16-bit ones are exact; 32- and 64-bit ones are exact while |v| <= 2^24, and a chunk
-  holding one past that is ordered by the scalar path (`scalar_ops._select_lines`) instead.
+  8- and 16-bit ones exactly; 32- and 64-bit ones rounded, which is monotone, so the sort
+  is right but for keys whose scores became equal, and those are runs of equal scores that
+  the tie pass (below) orders by the exact keys, read back by index.
   Ascending is the descending order of the scores with the sign flipped (exact, ties kept).
 - Sort32 orders each run greatest first and, as documented, equal scores in input order; a
   pad (-inf, after every real element of its run) comes last in its run and is left out of
@@ -18,8 +19,9 @@ How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal 
   copied), ping-ponging between two buffers of 16 bytes a row element (`merge_passes`).
   Its documentation states no order between equal scores of different lists, so the scalar
   unit then puts the indices of each run of equal scores that starts before position k in
-  ascending order of the tagged index (usually a run is one pair; the CPU MrgSort takes the
-  later list first on a tie, so this is tested). The tag (bit 30 of the index) ranks NaN
+  ascending order of the tagged index, or of (exact key, index) for 32- / 64-bit integers
+  (usually a run is one pair; the CPU MrgSort takes the later list first on a tie, so this
+  is tested). The tag (bit 30 of the index) ranks NaN
   against the infinities; the read-back masks it off.
 - The results are read back by index: `sort_values` copies the source element, so NaN
   payloads and the sign of zero come out as they went in.
@@ -48,7 +50,6 @@ SORT32 = 32  # scores one Sort32 repeat orders
 MAX_REPEAT = 255  # Sort32's repeatTime range is [0, 255]
 MAX_LISTS = 4  # lists one MrgSort merges
 MAX_LIST = 4095  # pairs in one MrgSort list (MrgSort4Info's elementLengths)
-EXACT_INT = 1 << 24  # integers of at most this magnitude are exact in f32
 TAG = 0x40000000  # index bit ranking a NaN against the infinities it is staged as
 SORT_OPS = ("sort_values", "sort_indices")
 BLOCK = 2048  # columns a block of a row longer than 8192 (`blocked_lines`)
@@ -99,7 +100,7 @@ def sort32_fits(adt: str, n: int) -> bool:
                                  for ln in g)
 
 
-def _needs_range_check(adt: str) -> bool:
+def _inexact(adt: str) -> bool:
     """Integer keys that f32 does not hold exactly whatever their value (32 and 64 bits)."""
     return kind_of(adt) == "int" and TABLE[adt].bits > 16
 
@@ -116,11 +117,12 @@ class _Sort:
         self.n, self.k = f.ops[a].shape[1], op.shape[1]
         self.asc = op.attr == "asc"
         self.fl = kind_of(self.adt) == "float"
-        self.check = _needs_range_check(self.adt)
+        # 32- and 64-bit keys: their f32 scores are rounded (monotone), so equal scores are
+        # ordered by the exact keys, read back by index (`before`)
+        self.refine = _inexact(self.adt)
         self.p = pc(self.n)  # the source's row pitch
         self.row = C.E(0) if f.ops[a].shape[0] == 1 else f.row_offset(a, chunk)
         self.x = f.tensor[a]
-        self.odd = f"odd{i}"
         self.mask = f" & {TAG - 1:#x}u" if self.fl else ""
         # two buffers of 2 * width floats a row: A stages the scores and indices of a block
         # (rows * pw each), Sort32 writes the pairs to B, the merge passes go B -> A -> B ...
@@ -131,11 +133,12 @@ class _Sort:
     def src_at(self, col: str) -> str:
         return C.to_c(C.iadd(C.imul(self.row, self.p), col))
 
-    def block(self, c0: str, w: int, kk: int, nans=None) -> str:
+    def block(self, c0: str, w: int, kk: int, nans=None, always: bool = False) -> str:
         """Stage columns [c0, c0 + w) of every row (the pad -inf; indices the columns, tagged),
-        sort and merge them, and put the ties of the first kk pairs in index order (only when
-        `nans` is set, for a single run: then Sort32's order is already right but for a NaN);
-        the buffer holding the rows' sorted pairs at pitch 2 * pc(w)."""
+        sort and merge them, and put the ties of the first kk pairs in ref's order (`before`);
+        the buffer holding the rows' sorted pairs at pitch 2 * pc(w). A single run needs that
+        only for 32- / 64-bit keys, or `always`, or when the flag `nans` says it held a NaN:
+        else Sort32's order (equal scores by position) is already ref's."""
         out, rows, pw = self.out, self.rows, pc(w)
         sbits = f"{self.buf_a}.ReinterpretCast<uint32_t>()"
         index = f"{self.buf_a}[{rows * pw}].ReinterpretCast<uint32_t>()"
@@ -157,9 +160,6 @@ class _Sort:
         else:
             ct = TABLE[self.adt].c_compute
             out(f"        const {ct} v = {self.x}.GetValue({at});")
-            if self.check:
-                lo = "" if not TABLE[self.adt].signed else f" || v < ({ct})-{EXACT_INT}"
-                out(f"        {self.odd} = {self.odd} || v > ({ct}){EXACT_INT}{lo};")
             neg = "-" if self.asc else ""
             out(f"        {self.buf_a}.SetValue(i * {pw} + j, {neg}(float)v);")
             out(f"        {index}.SetValue(i * {pw} + j, {col});")
@@ -184,11 +184,11 @@ class _Sort:
         final = bufs[len(passes) % 2]
         mbits = f"{final}.ReinterpretCast<uint32_t>()"
         out("wsp_sync<AscendC::HardEvent::V_S>();")
-        if passes or nans is None:
-            _tie_lines(out, rows, pw, w, kk, mbits)
-        else:
+        if passes or always or self.refine:
+            _tie_lines(out, rows, pw, w, kk, mbits, self.before)
+        elif nans:
             out.open(f"if ({nans})")
-            _tie_lines(out, rows, pw, w, kk, mbits)
+            _tie_lines(out, rows, pw, w, kk, mbits, self.before)
             out.close()
         return final
 
@@ -200,33 +200,26 @@ class _Sort:
             return f"{self.dst}.SetValue(i * {q} + {r}, {self.x}.GetValue({self.src_at(idx)}));"
         return f"{self.dst}.SetValue(i * {q} + {r}, (int32_t){idx});"
 
-    def finish(self, body, scalar_lines: list) -> None:
-        """`body` (the vector path's emission), guarded by the range check of wide integer
-        keys, with the scalar path as the other branch."""
-        out = self.out
+    def before(self, a: str, b: str) -> str:
+        """C: the element at (tagged) index a goes before the one at b, both of one run of
+        equal scores: by the exact key for 32- / 64-bit integers, then by index."""
+        if not self.refine:
+            return f"{a} < {b}"
+        va, vb = (f"{self.x}.GetValue({self.src_at(e)})" for e in (a, b))
+        cmp = "<" if self.asc else ">"
+        return f"({va} {cmp} {vb} || ({va} == {vb} && {a} < {b}))"
+
+    def finish(self, body) -> None:
+        """`body` (the emission), after the hand-off to the scalar unit that stages."""
         self.f.need_s()
-        if self.check:
-            out(f"bool {self.odd} = false;  // a key past 2^24: not exact in f32")
         body()
-        if self.check:
-            out.close("} else {")
-            out.depth += 1
-            for ln in scalar_lines:
-                out(ln)
-            out.close()
-        # every branch ends with the scalar unit's writes, after the vector unit's were waited for
+        # it ends with the scalar unit's writes, after the vector unit's were waited for
         self.f.v_dirty, self.f.s_dirty = False, True
 
-    def guard(self) -> None:
-        """Open the branch of the vector path's results (after the range check)."""
-        if self.check:
-            self.out.open(f"if (!{self.odd})")
 
-
-def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list) -> None:
+def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str) -> None:
     """Emit the Sort32 path of select op i (its operand's `rows` rows, whole) into frame f's
-    body; `scalar_lines` (the scalar path) is the fallback for a chunk of 32- or 64-bit
-    integer keys past 2^24 (float keys and narrow integers never need it)."""
+    body."""
     s = _Sort(f, i, rows, chunk, f.ops[f.ops[i].args[0]].shape[1])
     s.dst = dst
 
@@ -237,7 +230,6 @@ def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list
             out(f"bool {nans} = false;")
         final = s.block("0", n, s.k, nans)
         mbits = f"{final}.ReinterpretCast<uint32_t>()"
-        s.guard()
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    for (int32_t r = 0; r < {s.k}; ++r) {{")
         out(f"        const uint32_t x = {mbits}.GetValue(2 * (i * {pc(n)} + r) + 1){s.mask};")
@@ -245,11 +237,10 @@ def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list
         out("    }")
         out("}")
 
-    s.finish(body, scalar_lines)
+    s.finish(body)
 
 
-def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: list,
-                  width: int) -> None:
+def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int) -> None:
     """Emit the Sort32 path of select op i by blocks of `width` columns: each block sorted and
     merged as a whole row is (`_Sort.block`), its first kk = min(k, width) pairs (ties in
     index order, so they are the block's first kk in ref's order) kept in a list of winners,
@@ -279,12 +270,11 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: lis
     def body():
         if full:
             out.open(f"for (int32_t cb = 0; cb < {full}; ++cb)")
-            out(f"const int32_t c0 = cb * {width};")
-            keep(s.block("c0", width, kk), width, "cb")
+            out(f"const int32_t cb0 = cb * {width};")
+            keep(s.block("cb0", width, kk, always=True), width, "cb")
             out.close()
         if last < width:
-            keep(s.block(str(full * width), last, kk), last, str(full))
-        s.guard()
+            keep(s.block(str(full * width), last, kk, always=True), last, str(full))
         tail = min(kk, last)
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    int32_t h[{nb}] = {{0}};  // the next pair of each block's list")
@@ -297,7 +287,7 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: lis
         out(f"            const int32_t e = 2 * (i * {nb * kk} + b * {kk} + h[b]);")
         out(f"            const float sc = {wins}.GetValue(e);")
         out(f"            const uint32_t ix = {wbits}.GetValue(e + 1);")
-        out("            if (best < 0 || sc > bs || (sc == bs && ix < bi)) {")
+        out(f"            if (best < 0 || sc > bs || (sc == bs && {s.before('ix', 'bi')})) {{")
         out("                best = b;")
         out("                bs = sc;")
         out("                bi = ix;")
@@ -309,7 +299,7 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, scalar_lines: lis
         out("    }")
         out("}")
 
-    s.finish(body, scalar_lines)
+    s.finish(body)
 
 
 def _merge_lines(out, rows: int, p: int, groups: tuple, src: str, dst: str) -> None:
@@ -348,7 +338,7 @@ def _merge_lines(out, rows: int, p: int, groups: tuple, src: str, dst: str) -> N
     out("AscendC::PipeBarrier<PIPE_V>();")
 
 
-def _tie_lines(out, rows: int, p: int, n: int, k: int, mbits: str) -> None:
+def _tie_lines(out, rows: int, p: int, n: int, k: int, mbits: str, before) -> None:
     """MrgSort states no order between equal scores of different lists: the scalar unit puts
     the (tagged) indices of each run of equal scores that starts before position k in
     ascending order (ref's stable order). A run is usually one pair; all equal is n^2."""
@@ -362,7 +352,7 @@ def _tie_lines(out, rows: int, p: int, n: int, k: int, mbits: str) -> None:
     out("        for (int32_t a = r + 1; a < e; ++a) {")
     out(f"            const uint32_t x = {mbits}.GetValue(o + 2 * a + 1);")
     out("            int32_t b = a;")
-    out(f"            for (; b > r && {mbits}.GetValue(o + 2 * b - 1) > x; --b)")
+    out(f"            for (; b > r && {before('x', f'{mbits}.GetValue(o + 2 * b - 1)')}; --b)")
     out(f"                {mbits}.SetValue(o + 2 * b + 1, {mbits}.GetValue(o + 2 * b - 1));")
     out(f"            {mbits}.SetValue(o + 2 * b + 1, x);")
     out("        }")
