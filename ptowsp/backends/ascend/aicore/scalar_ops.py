@@ -17,7 +17,15 @@ from .errors import AicoreError
 from .frame import Frame
 from .layout import held_size, pc
 from .scalar import float_lit, int_lit, sconvert, sexpr
-from .sorting import BLOCK, blocked_lines, sort32_fits, sort32_lines, sortable
+from .sorting import (
+    BLOCK,
+    blocked_lines,
+    paired_lines,
+    sort32_fits,
+    sort32_lines,
+    sort_pairs,
+    sortable,
+)
 
 
 class ScalarOps(Frame):
@@ -162,13 +170,34 @@ class ScalarOps(Frame):
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
         if self.vector_sorts and sortable(adt):
-            if sort32_fits(adt, n) and n <= (self.sort_block or n):
-                sort32_lines(self, i, rows, chunk, dst)
+            side = self.sort_side(i, rows)
+            if side is not None and self.sort_pairs[i][1] == i:
+                paired_lines(self, i, rows, chunk, dst, side)
+            elif sort32_fits(adt, n) and n <= (self.sort_block or n):
+                sort32_lines(self, i, rows, chunk, dst, side)
             else:
-                blocked_lines(self, i, rows, chunk, dst, self.sort_block or BLOCK)
+                blocked_lines(self, i, rows, chunk, dst, self.sort_block or BLOCK, side)
             return
         for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
             self.out(line)
+
+    def sort_side(self, i: int, rows: int):
+        """The buffer of indices shared by the two results of one `topk` / `sort` (the first
+        sorts and leaves its indices there, the second reads them: `sorting.sort_pairs`),
+        live from the first's step to the second's; None when op i has no such pair (or the
+        kernel runs in passes, which may emit one without the other)."""
+        if not hasattr(self, "sort_pairs"):
+            self.sort_pairs = sort_pairs(self.ops)
+        pair = self.sort_pairs.get(i)
+        if pair is None or self.passes or any(j not in self.when for j in pair):
+            return None
+        first, second = pair
+        elems = rows * pc(self.ops[i].shape[1])
+        off = self.request(("sorted", first), elems * 4, self.when[first], self.when[second])
+        name = f"sorted{first}"
+        self.out(f"const AscendC::LocalTensor<int32_t> {name} = "
+                 f"calc.GetWithOffset<int32_t>({elems}, {off});")
+        return name
 
     def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]

@@ -26,7 +26,8 @@ How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal 
 - The results are read back by index: `sort_values` copies the source element, so NaN
   payloads and the sign of zero come out as they went in.
 The staging and the read-back of the first k pairs are scalar (n + k element moves a row);
-the sort is one vector instruction per 255 runs, and the merges one per group of lists.
+the sort is one vector instruction per 255 runs, and the merges one per group of lists. The
+values and the indices of one `topk` / `sort` are sorted once (`sort_pairs`).
 
 Rows longer than 8192 (a merge would need a list past 4095 pairs) go by blocks of 2048
 columns (`blocked_lines`): each block is sorted and merged as a row is, its first
@@ -109,7 +110,7 @@ class _Sort:
     """What the Sort32 paths of one select op share: its operand, order and key kind, and the
     emission of one block of w columns staged, sorted, merged and tie-fixed in two buffers."""
 
-    def __init__(self, f, i: int, rows: int, chunk: bool, width: int):
+    def __init__(self, f, i: int, rows: int, chunk: bool, dst: str, side=None, width: int = 0):
         op = f.ops[i]
         (a,) = op.args
         self.f, self.i, self.op, self.rows, self.out = f, i, op, rows, f.out
@@ -126,9 +127,11 @@ class _Sort:
         self.mask = f" & {TAG - 1:#x}u" if self.fl else ""
         # two buffers of 2 * width floats a row: A stages the scores and indices of a block
         # (rows * pw each), Sort32 writes the pairs to B, the merge passes go B -> A -> B ...
-        w = pc(width)
-        self.buf_a = f.temp("float", rows * 2 * w)
-        self.buf_b = f.temp("float", rows * 2 * w)
+        self.dst, self.side = dst, side
+        if width:
+            w = pc(width)
+            self.buf_a = f.temp("float", rows * 2 * w)
+            self.buf_b = f.temp("float", rows * 2 * w)
 
     def src_at(self, col: str) -> str:
         return C.to_c(C.iadd(C.imul(self.row, self.p), col))
@@ -193,12 +196,14 @@ class _Sort:
         return final
 
     def put(self, r: str, idx: str) -> str:
-        """The statement writing result r of row i: the source element at column idx (values)
-        or idx itself (indices)."""
+        """The statements writing result r of row i: the source element at column idx (values)
+        or idx itself (indices), and idx to the side buffer the paired op reads (`side`)."""
         q = pc(self.k)
+        keep = f" {self.side}.SetValue(i * {q} + {r}, (int32_t){idx});" if self.side else ""
         if self.op.op == "sort_values":
-            return f"{self.dst}.SetValue(i * {q} + {r}, {self.x}.GetValue({self.src_at(idx)}));"
-        return f"{self.dst}.SetValue(i * {q} + {r}, (int32_t){idx});"
+            return (f"{self.dst}.SetValue(i * {q} + {r}, {self.x}.GetValue({self.src_at(idx)}));"
+                    + keep)
+        return f"{self.dst}.SetValue(i * {q} + {r}, (int32_t){idx});" + keep
 
     def before(self, a: str, b: str) -> str:
         """C: the element at (tagged) index a goes before the one at b, both of one run of
@@ -217,11 +222,10 @@ class _Sort:
         self.f.v_dirty, self.f.s_dirty = False, True
 
 
-def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str) -> None:
+def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str, side=None) -> None:
     """Emit the Sort32 path of select op i (its operand's `rows` rows, whole) into frame f's
-    body."""
-    s = _Sort(f, i, rows, chunk, f.ops[f.ops[i].args[0]].shape[1])
-    s.dst = dst
+    body; with `side`, the indices also go there for the paired op (`paired_lines`)."""
+    s = _Sort(f, i, rows, chunk, dst, side, f.ops[f.ops[i].args[0]].shape[1])
 
     def body():
         out, n = s.out, s.n
@@ -240,15 +244,15 @@ def sort32_lines(f, i: int, rows: int, chunk: bool, dst: str) -> None:
     s.finish(body)
 
 
-def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int) -> None:
+def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int,
+                  side=None) -> None:
     """Emit the Sort32 path of select op i by blocks of `width` columns: each block sorted and
     merged as a whole row is (`_Sort.block`), its first kk = min(k, width) pairs (ties in
     index order, so they are the block's first kk in ref's order) kept in a list of winners,
     and the rows' k results taken from the blocks' lists by the scalar unit (k x blocks
     compares a row). For rows past 8192 columns, and for kernels whose whole-row scratch does
     not fit the UB (`kernel.BlockedSorts`)."""
-    s = _Sort(f, i, rows, chunk, width)
-    s.dst = dst
+    s = _Sort(f, i, rows, chunk, dst, side, width)
     n, k = s.n, s.k
     nb = -(-n // width)
     full = n // width  # blocks of `width` columns; the last one may be narrower
@@ -302,6 +306,39 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int) -> No
     s.finish(body)
 
 
+def sort_pairs(ops) -> dict:
+    """op -> (the op that sorts, the op that reads its indices) for each `topk` / `sort` whose
+    values and indices are both used: one sort_values and one sort_indices of the same
+    operand, order and k (the two results of one call), sorted once."""
+    groups: dict = {}
+    for j, o in enumerate(ops):
+        if o.op in SORT_OPS:
+            groups.setdefault((o.args, o.attr, o.shape), []).append(j)
+    pairs = {}
+    for g in groups.values():
+        if len(g) == 2 and ops[g[0]].op != ops[g[1]].op:
+            pairs[g[0]] = pairs[g[1]] = (g[0], g[1])
+    return pairs
+
+
+def paired_lines(f, i: int, rows: int, chunk: bool, dst: str, side: str) -> None:
+    """Select op i whose pair already sorted: its results from the indices left in `side`
+    (k element moves a row)."""
+    s = _Sort(f, i, rows, chunk, dst)
+    q = pc(s.k)
+
+    def body():
+        out = s.out
+        out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
+        out(f"    for (int32_t r = 0; r < {s.k}; ++r) {{")
+        out(f"        const uint32_t x = (uint32_t){side}.GetValue(i * {q} + r);")
+        out(f"        {s.put('r', 'x')}")
+        out("    }")
+        out("}")
+
+    s.finish(body)
+
+
 def _merge_lines(out, rows: int, p: int, groups: tuple, src: str, dst: str) -> None:
     """One merge pass over every row: each group of 2..4 lists merged by one MrgSort (validBit
     its first 2, 3 or 4 lists); consecutive groups of the same lengths as one loop."""
@@ -340,8 +377,12 @@ def _merge_lines(out, rows: int, p: int, groups: tuple, src: str, dst: str) -> N
 
 def _tie_lines(out, rows: int, p: int, n: int, k: int, mbits: str, before) -> None:
     """MrgSort states no order between equal scores of different lists: the scalar unit puts
-    the (tagged) indices of each run of equal scores that starts before position k in
-    ascending order (ref's stable order). A run is usually one pair; all equal is n^2."""
+    each run of equal scores that starts before position k in ref's order (`before`: the
+    tagged index, or the exact key then the index; all distinct, so no stability is needed):
+    the first `need` of a long run by selection (need x run compares), else the run by a
+    Shell sort (gaps x 5 / 11). A run is usually one pair, which costs one compare."""
+    get = lambda e: f"{mbits}.GetValue(o + 2 * ({e}) + 1)"  # noqa: E731
+    put = lambda e, v: f"{mbits}.SetValue(o + 2 * ({e}) + 1, {v});"  # noqa: E731
     out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
     out(f"    const int32_t o = i * {2 * p};")
     out("    int32_t r = 0;")
@@ -349,12 +390,30 @@ def _tie_lines(out, rows: int, p: int, n: int, k: int, mbits: str, before) -> No
     out(f"        const uint32_t v = {mbits}.GetValue(o + 2 * r);")
     out("        int32_t e = r + 1;")
     out(f"        while (e < {n} && {mbits}.GetValue(o + 2 * e) == v) ++e;")
-    out("        for (int32_t a = r + 1; a < e; ++a) {")
-    out(f"            const uint32_t x = {mbits}.GetValue(o + 2 * a + 1);")
-    out("            int32_t b = a;")
-    out(f"            for (; b > r && {before('x', f'{mbits}.GetValue(o + 2 * b - 1)')}; --b)")
-    out(f"                {mbits}.SetValue(o + 2 * b + 1, {mbits}.GetValue(o + 2 * b - 1));")
-    out(f"            {mbits}.SetValue(o + 2 * b + 1, x);")
+    out(f"        const int32_t need = (e < {k} ? e : {k}) - r;")
+    out("        if (need * 8 < e - r) {")
+    out("            for (int32_t t = r; t < r + need; ++t) {")
+    out("                int32_t m = t;")
+    out(f"                uint32_t mx = {get('t')};")
+    out("                for (int32_t a = t + 1; a < e; ++a) {")
+    out(f"                    const uint32_t y = {get('a')};")
+    out(f"                    if ({before('y', 'mx')}) {{")
+    out("                        m = a;")
+    out("                        mx = y;")
+    out("                    }")
+    out("                }")
+    out(f"                if (m != t) {{ {put('m', get('t'))} {put('t', 'mx')} }}")
+    out("            }")
+    out("        } else {")
+    out("            for (int32_t g = (e - r) / 2; g > 0; g = g == 2 ? 1 : g * 5 / 11) {")
+    out("                for (int32_t a = r + g; a < e; ++a) {")
+    out(f"                    const uint32_t x = {get('a')};")
+    out("                    int32_t b = a;")
+    out(f"                    for (; b - g >= r && {before('x', get('b - g'))}; b -= g)")
+    out(f"                        {put('b', get('b - g'))}")
+    out(f"                    {put('b', 'x')}")
+    out("                }")
+    out("            }")
     out("        }")
     out("        r = e;")
     out("    }")
