@@ -21,8 +21,8 @@ How ref's order is kept (selection.py: stable, NaN the greatest value, -0 equal 
   unit then puts the indices of each run of equal scores that starts before position k in
   ascending order of the tagged index, or of (exact key, index) for 32- / 64-bit integers
   (usually a run is one pair; the CPU MrgSort takes the later list first on a tie, so this
-  is tested). The tag (bit 30 of the index) ranks NaN
-  against the infinities; the read-back masks it off.
+  is tested). The tag (bit 30 of the index) ranks NaN against the infinities; the read-back
+  masks it off.
 - The results are read back by index: `sort_values` copies the source element, so NaN
   payloads and the sign of zero come out as they went in.
 The staging and the read-back of the first k pairs are scalar (n + k element moves a row);
