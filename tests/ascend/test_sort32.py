@@ -13,6 +13,8 @@
 - test_row_lengths_around_the_runs: n at and around multiples of 32 and 128, descending and
   ascending, against the same formula (i64 keys at their limits among them: no scalar
   rank loop is emitted).
+- test_chunks_of_rows: tiles of 64 to 128 rows in chunks, one Sort32 a topk, equal to the
+  formula.
 - test_rows_past_8192_go_by_blocks: top-k of rows of 8193 to 10000 (blocks of 2048, each
   sorted and merged, their first k merged by the scalar unit) against the formula.
 - test_blocks_equal_ref: the blocked path with blocks of 64 (one block, a partial last block,
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,7 +175,7 @@ def test_merge_passes_obey_mrgsort():
     assert not sorting.sort32_fits("bool", 8) and not sorting.sort32_fits("f64", 8)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(st.data())
 def test_sort_equals_ref_and_a_python_sort(tmp_path_factory, data):
@@ -194,6 +197,15 @@ def test_row_lengths_around_the_runs(tmp_path):
              for t, n in enumerate(ns)]
     files = _run_cases(tmp_path, cases, 7, wide=True)
     assert not any("for (int32_t l = 0;" in t for t in files)  # no scalar rank loop
+
+
+def test_chunks_of_rows(tmp_path):
+    """Tiles of many rows run in chunks (the sort scratch sized with the rest by the UB plan),
+    each chunk's topk sorted once for its values and indices."""
+    cases = [(128, 128, "f32", 8), (96, 200, "i32", 3), (64, 33, "f16", 33)]
+    files = _run_cases(tmp_path, cases, 17, wide=True, kernel=_topk_kernel)
+    assert any(re.search(r"// \d+ chunks of \d+ rows", t) for t in files)
+    assert sum(t.count("AscendC::Sort32(") for t in files) == len(cases)
 
 
 def test_rows_past_8192_go_by_blocks(tmp_path):
