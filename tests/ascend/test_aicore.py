@@ -524,7 +524,8 @@ workload w() { center(x = X, y = Y, s = S) }
     text = _diagnostic(src, "wide.wsp")
     assert text.startswith("wide.wsp:6:1: error: kernel `center` needs "), text
     assert "even in chunks of 1 row (its rows are not split into blocks of columns: a " \
-        "transpose, a slice, a matmul, a column index or a column reduction reads a row whole, " \
+        "transpose, a slice, a sort, a matmul, a column index or a column reduction reads a row " \
+        "whole, " \
         "as does a [rows, 1] tile both read and stored)" in " ".join(text.split()), text
     ok = _diagnostic_free(src.replace("s + rowmax(x)", "rowmax(x)").replace("InOut", "Out"),
                           "wide.wsp")

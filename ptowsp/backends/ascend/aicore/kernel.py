@@ -43,6 +43,7 @@ from .matmul import MatmulOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
+from .sorting import SMALL_BLOCK, SORT_OPS
 
 
 @dataclass
@@ -70,6 +71,11 @@ class KernelEmitter(MatmulOps, ScalarOps):
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
         best, smallest, chunked, m = cls.fit(k, None)
+        if best is None and cls.vector_sorts and any(op.op in SORT_OPS for op in k.ops):
+            # the scratch of Sort32 / MrgSort (16 bytes a row element) did not fit even in
+            # chunks of one row: sorts by smaller blocks, then the scalar sort, which needs
+            # none (sorting.py)
+            return (ScalarSorts if cls.sort_block else BlockedSorts).emit(k, module)
         if best is None:  # column reductions the rows read: passes over the chunks of rows
             best, fp, _, _ = cls.fit(k, None, read_acc=True)
             smallest = min(smallest, fp)
@@ -94,7 +100,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 how += f" and in blocks of {ROW_ALIGN} columns"
             elif chunked or m <= 1:
                 how += (" (its rows are not split into blocks of columns: a transpose, a "
-                        "slice, a matmul, a column index or a column reduction reads a row "
+                        "slice, a sort, a matmul, a column index or a column reduction reads a row "
                         "whole, as does a [rows, 1] tile both read and stored)")
             cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
             which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
@@ -610,3 +616,16 @@ class KernelEmitter(MatmulOps, ScalarOps):
             params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 
+
+class BlockedSorts(KernelEmitter):
+    """A kernel whose sorts run on Sort32 / MrgSort by blocks of SMALL_BLOCK columns: for one
+    whose whole-row sort scratch does not fit the UB (`KernelEmitter.emit`)."""
+
+    sort_block = SMALL_BLOCK
+
+
+class ScalarSorts(KernelEmitter):
+    """A kernel whose sorts run on the scalar unit: for one whose Sort32 / MrgSort scratch
+    does not fit the UB even by blocks (`KernelEmitter.emit`)."""
+
+    vector_sorts = False
