@@ -259,8 +259,8 @@ class AscendTarget(KeepsNothing):
     def kernel_code(self, module: N.Module, kernel: str,
                     options: Mapping[str, object]) -> KernelCode:
         """The kernel's AICore header, as `emit` writes it into the tree; a split mixed
-        kernel's three (its cube part, its vector part, the one joining them, whose entries
-        are `<entry>_aic` and `<entry>_aiv`: the first is given)."""
+        kernel's stages' and the one joining them, whose task functions are `<entry>_aic` and
+        `<entry>_aiv` (the first is given)."""
         from .aicore import header_path
 
         self.options(options)
@@ -270,7 +270,7 @@ class AscendTarget(KeepsNothing):
         sp = mixed_split(k, vector_only)
         if sp is None:
             return KernelCode(kernel_entry(k), files[header_path(k)])
-        code = "\n".join(files[header_path(x)] for x in (sp.cube, sp.vector, k))
+        code = "\n".join(files[header_path(x)] for x in (*(s.kernel for s in sp.stages), k))
         return KernelCode(f"{kernel_entry(k)}_aic", code)
 
     def build(self, emitted: Project) -> Project:

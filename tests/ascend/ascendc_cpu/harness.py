@@ -131,7 +131,8 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
 def _call(unit: str, k: N.Kernel) -> str:
     """The C++ that runs one task of k: its entry, or for a kernel split over the cube and
     the vector cores (aicore/mixed.py) a MIX launch of one block (the AIC and two AIVs as
-    threads, mix_launch.h) over a workspace of its own, with the MIX dispatcher's flags."""
+    threads, mix_launch.h) over a workspace of its own: its task functions (the stages and
+    their flags) and the MIX dispatcher's wait after a run."""
     from ptowsp.backends.ascend.aicore.mixed import workspace_offsets
 
     entry = f"{unit}::{aicore.kernel_entry(k)}"
@@ -142,10 +143,9 @@ def _call(unit: str, k: N.Kernel) -> str:
     kind = "KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);"
     return (f"alignas(512) static uint8_t ws[{size}]; AscendC::wsp_cpu_untrack_gm(); "
             f"AscendC::wsp_cpu_track_gm(ws, {size}); "
-            f"AscendC::wsp_cpu_mix_launch(0, 2, [&] {{ {kind} {entry}_aic(t, s, ws); "
-            "AscendC::CrossCoreSetFlag<2, PIPE_FIX>(0); AscendC::CrossCoreWaitFlag<2, PIPE_FIX>(1); }, "
-            f"[&] {{ {kind} AscendC::CrossCoreWaitFlag<2, PIPE_MTE2>(0); {entry}_aiv(t, s, ws); "
-            "AscendC::CrossCoreSetFlag<2, PIPE_MTE2>(1); }); AscendC::wsp_cpu_untrack_gm();")
+            f"AscendC::wsp_cpu_mix_launch(0, 2, [&] {{ {kind} {entry}_aic(t, s, ws, false); "
+            "AscendC::CrossCoreWaitFlag<2, PIPE_FIX>(1); }, "
+            f"[&] {{ {kind} {entry}_aiv(t, s, ws, false); }}); AscendC::wsp_cpu_untrack_gm();")
 
 
 class Lib:
