@@ -415,20 +415,22 @@ SWIGLU16 = (ROOT / "examples/swiglu_ffn.wsp").read_text().replace(
     "x: In[Tile[16, 64, f16]], w1: In[Tile[64, 256, f16]], w3: In[Tile[64, 256, f16]]")
 
 
-@pytest.mark.parametrize("dt", ["f32", "f16"])
-def test_swiglu_ffn_split_end_to_end(dt, tmp_path):
+@pytest.mark.parametrize("dt, level", [("f32", 1), ("f16", 1), ("f32", 2)])
+def test_swiglu_ffn_split_end_to_end(dt, level, tmp_path):
     """examples/swiglu_ffn (f32 as written, and with f16 X, W1, W3) at -O1, where `gate` is a
     kernel of its own: `gate` split, its cube stage on each block's AIC and its vector stage on
-    the two AIVs through wsp_dispatch_mix (8 rows each), `down` on the cube, the host
-    binary's Y equal to ref's and to NumPy's formula; T = 48 on 2 blocks: one block runs two
-    gate tasks in a wave, the AIC's second Fixpipe into the workspace waiting for the AIVs'
-    flag. (-O2, where gate and down fuse into a chain cube -> vector -> cube, runs in
-    test_end_to_end.py's swiglu_ffn tree.)"""
+    the two AIVs through wsp_dispatch_mix (8 rows each), `down` on the cube; at -O2, where
+    gate and down fuse, the chain cube -> vector -> cube (the AIVs writing the operand of
+    `down`'s matmul, the AIC waiting for both). The host binary's Y equal to ref's and to
+    NumPy's formula; T = 48 on 2 blocks: one block runs two tasks in a wave (the flags
+    between tasks). The workspace is the host's: allocated with the run's buffers and freed
+    with them (the stand-in ACL fails aclFinalize on an allocation never freed)."""
     text = SWIGLU16 if dt == "f16" else (ROOT / "examples/swiglu_ffn.wsp").read_text()
-    ir, _ = optimize(ptowsp.parse(text, f"swiglu_{dt}.wsp").ir, 1)
+    ir, _ = optimize(ptowsp.parse(text, f"swiglu_{dt}.wsp").ir, level)
     tree, exe = build_host(tmp_path, ir, "main")
     dispatch = (tree / "aicore/dispatch.asc").read_text()
-    assert "KERNEL_TYPE_MIX_AIC_1_2" in dispatch and "wsp_aicore_gate_aiv" in dispatch
+    mixed = "gate" if level == 1 else "gate__down"
+    assert "KERNEL_TYPE_MIX_AIC_1_2" in dispatch and f"wsp_aicore_{mixed}_aiv(" in dispatch
     data = tmp_path / "data"
     binds = ["T=48"]
     done = subprocess.run([sys.executable, str(tree / "scripts/gen_data.py"), "--data", str(data),
@@ -437,7 +439,10 @@ def test_swiglu_ffn_split_end_to_end(dt, tmp_path):
     done = run(exe, data, "-b", "2", *binds)
     assert done.returncode == 0, done.stdout + done.stderr
     calls = (data / "acl.log").read_text().split()
-    assert "<<<wsp_dispatch_mix>>>" in calls and "<<<wsp_dispatch_cube>>>" in calls
+    assert "<<<wsp_dispatch_mix>>>" in calls
+    assert ("<<<wsp_dispatch_cube>>>" in calls) == (level == 1)  # -O2: every kernel mixed
+    assert calls.count("aclrtMalloc") == calls.count("aclrtFree")
+    assert calls.index("aclrtMalloc") < calls.index("<<<wsp_dispatch_mix>>>")
     got = np.load(data / "output/Y.npy").astype(np.float64)
     want = np.load(data / "expected/Y.npy").astype(np.float64)
     rt, at = H.TOL_MATMUL["f32"]
@@ -447,3 +452,27 @@ def test_swiglu_ffn_split_end_to_end(dt, tmp_path):
     g = x @ w1
     h = g / (1 + np.exp(-g)) * (x @ w3)
     np.testing.assert_allclose(got, h @ w2, rtol=1e-3, atol=1e-3 * np.abs(h @ w2).max())
+
+
+def test_the_stand_in_acl_catches_a_leak_and_a_bad_free(tmp_path):
+    """The stand-in ACL's allocation tracking that the trees run under: aclFinalize fails
+    while an aclrtMalloc is not freed, aclrtFree of a pointer it did not return fails."""
+    src = tmp_path / "leak.cpp"
+    src.write_text("""#include "acl/acl.h"
+int main(int argc, char **) {
+    void *p = nullptr, *q = nullptr;
+    if (aclrtMalloc(&p, 64, ACL_MEM_MALLOC_HUGE_FIRST) || aclrtMalloc(&q, 64, ACL_MEM_MALLOC_HUGE_FIRST)) return 5;
+    if (aclrtFree(p)) return 6;
+    if (aclrtFree(p) == ACL_SUCCESS) return 7;  /* freed twice */
+    if (argc > 1 && aclrtFree(q)) return 8;
+    return aclFinalize() == ACL_SUCCESS ? 0 : 4;
+}
+""")
+    exe = tmp_path / "leak"
+    subprocess.run(["g++", "-std=c++17", f"-I{ROOT / 'tests/ascend/stub_acl'}", str(src), "-o",
+                    str(exe)], check=True)
+    leak = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert leak.returncode == 4, leak.stderr
+    assert "aclFinalize with 1 device allocations never freed" in leak.stderr
+    assert "which aclrtMalloc did not return or was freed" in leak.stderr
+    assert subprocess.run([str(exe), "free"], capture_output=True).returncode == 0

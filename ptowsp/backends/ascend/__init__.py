@@ -83,7 +83,8 @@ def emit_project(module: N.Module, schedule: str,
                                lambda k: is_cube(k, vector_only), lambda k: _workspace(k, vector_only)))
     nd = dispatchers(s) if "dispatch" in s.given else 0
     blocks = options.blocks or _default_blocks(s, nd)
-    files.update(emit_host(module, plan, blocks, options.capacity))
+    mix = max((_workspace(k, vector_only) or 0 for k in module.kernels), default=0)
+    files.update(emit_host(module, plan, blocks, options.capacity, mix))
     files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
                                     blocks, options.capacity, nd))
     return Project(dict(sorted(files.items())), policy_warnings(s, dict(s.combinator_spans)))
