@@ -26,7 +26,8 @@ The model, and what it assumes:
   GEMM block costs about its first load + its Mmads + its FIX. A `convert` of the product is
   the fixpipe's, and a convert or transpose between a parameter and the matmul is the cube's
   load (free). (`cube_pipeline` also places vector ops between matmuls in op order, for a
-  kernel with both: no such kernel runs on the cube until mixed kernels do.)
+  kernel with both: no such kernel runs on the cube core, a mixed kernel being split into
+  stages of one kind each.)
 - A matmul in a vector kernel is the vector matmul `aicore/matmul.py` writes, counted call by
   call (`vector_matmul`): C[i, :] += a[i, k] * B[k, :] as, per (row, k), a scalar read of
   a[i, k], a `Muls` and an `Add` over a row of C (whole 256-byte repeats) and two
@@ -319,9 +320,8 @@ def cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
     ops before each matmul and the matmul's tiling (after them: it may read them), then the
     vector ops after the last matmul and the MTE3 of the results that do not leave through the
     fixpipe. `kernel_pipeline` uses it for the kernels the emitter puts on the cube (matmuls
-    only); for a kernel that mixes a matmul with vector work it is what the model would be
-    once mixed kernels run on the cube (docs/ascend.md, "Hooks and known gaps"): today the
-    emitter runs those on the vector unit and kernel_pipeline costs them there."""
+    only) and `kernel_cost` for the cube stages of a split mixed kernel (matmuls only too);
+    a kernel mixing both on one core is not emitted."""
     ops = kernel.ops
     rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
     params = {p.name: p for p in kernel.params}
