@@ -191,8 +191,9 @@ def test_the_smallest_published_gemm_stays_within_the_target():
 
 
 def test_attention_runs_its_softmax_between_its_matmuls():
-    """softmax(q kᵀ) v in one kernel, on the cube pipeline (the model of a mixed kernel once
-    those run on the cube; today the vector unit runs it, and the model costs it there): the
+    """softmax(q kᵀ) v in one kernel, on the cube pipeline (what `cube_pipeline` makes of a
+    kernel with both; this one, f32 probabilities into a matmul with f16 `v`, is not split and
+    runs on a vector core, and an f32 one is split into stages: test_cost.py): the
     second matmul reads the softmax, which reads the first matmul's product, so the stages run
     product, softmax, product, in that order."""
     src = """module att
