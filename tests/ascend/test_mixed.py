@@ -238,15 +238,20 @@ def _tiles(k, task) -> "ctypes.Array":
 
 
 def run_tasks(lib, key, knames: list[str], ratio: int, mode: int = 0, seed: int = 0,
-              tasks=None):
+              tasks=None, rows: int = 0):
     """Tasks of kernels `knames` of unit `key` run one after the other in one MIX launch of
-    one block; their tasks (H.Task: the outputs in their buffers). Raises H.KernelFailed."""
+    one block; their tasks (H.Task: the outputs in their buffers). `rows`: every tile of the
+    kernel's M rows (the stored tile's) a partial view of that many. Raises H.KernelFailed."""
     dll, kernels = lib
     name, kern, splits = kernels[key]
     order = {x: i for i, x in enumerate(kern)}
     rng = np.random.default_rng(seed)
     tasks = tasks or [H.random_task(kern[x], rng, strided=bool(j % 2)) for j, x in enumerate(knames)]
     tiles = [_tiles(kern[x], t) for x, t in zip(knames, tasks)]
+    for x, arr in zip(knames, tiles):
+        m = kern[x].params[-1].rows  # y's
+        for t in arr if rows else ():
+            t.rows = rows if t.rows == m else t.rows
     scal = []
     for x, t in zip(knames, tasks):
         sc = [H.scalar_arg(p.dtype, t.scalars[p.name]) for p in kern[x].params if p.kind == "scalar"]
@@ -329,6 +334,25 @@ def test_split_equals_ref_and_numpy(lib, case, ratio):
             # of their argument's relative error), then the dtype's roundings
             assert_close(_f64(got["y"], dt), exact, rtol=8 * UNIT[dt], atol=4 * err + 1e-6,
                          what=what)
+
+
+@pytest.mark.parametrize("kname", ["rms", "gate", "attn"])
+def test_a_partial_view_of_the_rows(lib, kname):
+    """x and y partial views of 5 of their 33 rows: the AIVs share the kernel's 33 rows
+    (17 and 16), so AIV 1's share of the task's tiles is empty; it still computes its share of
+    the workspace (from the pad values) and keeps the flags. The 5 rows equal ref's (every op
+    row-local: a row depends on its own row only), the rows past the view are left as they
+    were."""
+    key = ("bf16", 33, 257, 16)
+    _, kern, splits = lib[1][key]
+    assert splits[kname].rows_split
+    (task,) = run_tasks(lib, key, [kname], 2, seed=5, rows=5)
+    k = kern[kname]
+    full = H.tile_view(task, k, "y")
+    want = H.ref_outputs(k, task)["y"]
+    H.compare(k, {"y": np.array(full[:5])}, {"y": want[:5]}, f"{kname} rows 0..4")
+    before = H.random_task(k, np.random.default_rng(5))  # the garbage the Out tile started as
+    assert np.array_equal(np.array(full[5:]), np.array(H.tile_view(before, k, "y"))[5:])
 
 
 @pytest.mark.parametrize("what", sorted(MUTANTS))
