@@ -12,7 +12,8 @@ on the CPU Ascend C of `ascendc_cpu/` (docs/ascend.md, "Mixed kernels: the split
   cube -> vector (attention's exp(s - max) v / sum), equal to ref's unsplit kernel and to
   NumPy in float64, for f16 / bf16 / f32 operands at shapes across the fractal and block
   edges, with one and two AIVs per group; two tasks of a kernel, and a run of every kernel
-  one after the other on one group's workspace (the flags between tasks);
+  one after the other on one group's workspace (the flags between tasks); a partial view
+  that leaves AIV 1 no rows;
 - each flag of the emitted protocol taken out or misplaced, caught: the wait it feeds hangs,
   or a race on the workspace, or a set never waited for; a flag id past 10, a kernel declaring
   another kernel type;
