@@ -40,6 +40,7 @@ from .layout import (
     vcount,
 )
 from .matmul import MatmulOps
+from .moves import MoveOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
@@ -61,7 +62,7 @@ def emit_tile_kernel(k: N.Kernel, module: str) -> str:
     return KernelEmitter.emit(k, module)
 
 
-class KernelEmitter(MatmulOps, ScalarOps):
+class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
     """Ascend C for one planned tile kernel with chunks of `rows` rows (see the module doc)."""
 
     @classmethod
@@ -563,6 +564,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 self.matmul(i, dst, chunk)
             elif self.copy_ok(op):
                 self.copy_op(i, dst, chunk)
+            elif self.move_ok(op):
+                self.move_op(i, dst, chunk)
             elif self.vector_ok(op):
                 self.vector_op(i, dst, chunk)
                 self.note_replicated(i)
@@ -589,6 +592,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """The kernel's header: the template around the body."""
         k = self.k
         units = sorted({"vector" if self.vector_ok(self.ops[i]) or self.copy_ok(self.ops[i])
+                        or self.move_ok(self.ops[i])
                         else "scalar"
                         for i in self.pro + self.loop})
         summary = [

@@ -34,12 +34,13 @@ class ScalarOps(Frame):
         return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
 
     def gather_rows_by_copies(self, i: int, dst: str, chunk: bool) -> None:
-        """`gather_rows` of values held in 32-bit words: the scalar unit reads each row's index
+        """`gather_rows` (any dtype: a UB row is whole 32-bit words): the scalar unit reads each row's index
         and the vector unit copies the whole row (`wsp_copy_words`), or fills it with 0 when
         the index is out of range; no element crosses the scalar unit."""
         op = self.ops[i]
         a, b = op.args
         rows, p = self.rows_of(i), pc(op.shape[1])
+        w = p * held_size(op.dtype) // 4  # a UB row is whole 32-byte blocks in any dtype
         k = self.sread(b, "i", 0, chunk)
         n = self.ops[a].shape[0]
         ok = C.binop("<", C.cast("uint64_t", k), int_lit(n, "u64"))
@@ -50,8 +51,8 @@ class ScalarOps(Frame):
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    const bool ok = {ok};")
         out(f"    const int64_t r = ok ? (int64_t){k} : 0;")
-        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {p});")
-        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {p}); "
+        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {w});")
+        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {w}); "
             "AscendC::PipeBarrier<PIPE_V>(); }")
         out("}")
         self.v_dirty = True
@@ -64,8 +65,7 @@ class ScalarOps(Frame):
         self.need_s()
         out = self.out
         kind = OPS[name].plan
-        if name == "gather_rows" and held_size(op.dtype) == 4 and \
-                self.ops[op.args[0]].dtype == op.dtype:
+        if name == "gather_rows" and self.ops[op.args[0]].dtype == op.dtype:
             self.gather_rows_by_copies(i, dst, chunk)
             return
         if kind == "red":

@@ -1,0 +1,197 @@
+"""Index maps on the vector unit with Ascend C's `Gather`: `gather_cols` (indices in i32),
+`slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
+`interleave`, of values held in 8, 16 or 32 bits.
+
+Each op is dst[e] = src[offset[e]] over the op's UB tile (rows x pitch elements, `count` of
+them), one `Gather` (level 2: byte offsets from src's start, as the API takes them). The
+offsets are built on the vector unit: the first row's source indices in f32 (`CreateVecIndex`,
+`Muls`, `Adds`, `Maxs` / `Mins`, a `Cast` with CAST_FLOOR for an interleave's halves; exact
+integers, the UB being far below 2^24 elements), the other rows by doubling (`wsp_rows_plus`:
+one `Adds` per power of two), then bytes as int32 (`wsp_byte_offsets`). A source of two operands
+(a concatenation, an interleave) is first staged row by row as [a row | b row] (`wsp_copy_box`,
+32-bit words), so one Gather reads both. A `gather_cols` stages its x with one zeroed 32-byte
+block after it: an index out of range (a `Compare` of the index in f32, then `Select`) reads that
+block, so it gives 0 as on every target, and no element crosses the scalar unit.
+
+A2 / A3 `Gather` takes 16- and 32-bit types only: 32-bit words (f32; f16 / bf16 held in f32;
+i32, u32) gather as uint32_t, 16-bit ones as uint16_t, and 8-bit values (i8, u8, bool) are cast
+to half (exact), gathered, and cast back. Left to the scalar unit (`scalar_ops.py`): 64-bit
+values (no Gather form), a `gather_cols` whose indices are not i32 (no vector Cast of them to
+f32 on A2), operands of another dtype than the result or of other rows (broadcasts).
+
+Padding columns (the pitch past the columns) gather a valid element too (their indices are
+clamped into the source row), so every offset stays inside the source tensor, as the CPU
+Ascend C checks.
+"""
+
+from __future__ import annotations
+
+from ....dtypes import TABLE
+from ....ir import nodes as N
+from .frame import Frame
+from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
+
+# the type a Gather moves for each size an element is held in (8-bit values go through half)
+_GATHER_T = {4: "uint32_t", 2: "uint16_t", 1: "half"}
+MOVE_OPS = ("gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd", "interleave")
+
+
+class MoveOps(Frame):
+    """The ops `move_ok` accepts, each one Gather over byte offsets built on the vector unit."""
+
+    def move_ok(self, op: N.Op) -> bool:
+        if op.op not in MOVE_OPS or op.shape is None:
+            return False
+        args = [self.ops[a] for a in op.args]
+        if any(a.shape is None for a in args) or held_size(op.dtype) not in _GATHER_T:
+            return False
+        x = args[0]
+        if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
+            return False
+        if op.op == "gather_cols":
+            return args[1].dtype == "i32" and args[1].shape == op.shape
+        return all(a.dtype == op.dtype and a.shape == x.shape for a in args) or \
+            (op.op == "concat_cols" and all(a.dtype == op.dtype and a.shape[0] == x.shape[0]
+                                            for a in args))
+
+    # -- helpers
+    def _gtensor(self, name: str, ct: str) -> str:
+        """A tensor of C++ type `ct` as the type Gather moves it in."""
+        return name if ct == "half" else f"{name}.ReinterpretCast<{_GATHER_T[CXX_SIZE[ct]]}>()"
+
+    def _words(self, t: str) -> str:
+        return f"{t}.ReinterpretCast<uint32_t>()"
+
+    def _source(self, u: int, rows: int, chunk: bool) -> tuple[str, str]:
+        """(tensor, its C++ type) Gather reads value u from: the value itself, or for 8-bit
+        values a half copy."""
+        op = self.ops[u]
+        src = self.at(u, chunk)
+        if held_size(op.dtype) != 1:
+            return src, TABLE[op.dtype].c_compute
+        n = rows * pc(op.shape[1])
+        h = self.temp("half", n)
+        self.vec(f"AscendC::Cast({h}, {src}, AscendC::RoundMode::CAST_NONE, {n});")
+        return h, "half"
+
+    def move_op(self, i: int, dst: str, chunk: bool) -> None:
+        op = self.ops[i]
+        rows, cols = self.rows_of(i), op.shape[1]
+        pd = pc(cols)
+        count = rows * pd
+        self.need_v()
+        if op.op == "gather_cols":
+            src, gdt, offs = self._gather_cols_offsets(i, rows, chunk)
+        else:
+            src, gdt, pitch, maxc = self._staged(i, rows, chunk)
+            f = self.temp("float", vcount(rows, cols))
+            self._first_row(op, f, pd, pitch)
+            self.vec(f"AscendC::Mins({f}, {f}, {float(maxc)}f, {pd});")
+            self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pitch)}f);")
+            offs = self.temp("int32_t", vcount(rows, cols))
+            self.out(f"wsp_byte_offsets({offs}, {f}, {count}, {CXX_SIZE[gdt]});")
+        narrow = held_size(op.dtype) == 1
+        out = self.temp("half", count) if narrow else dst
+        self.out(f"AscendC::Gather({self._gtensor(out, gdt)}, {self._gtensor(src, gdt)}, "
+                 f"{offs}.ReinterpretCast<uint32_t>(), 0u, {count});")
+        self.out("AscendC::PipeBarrier<PIPE_V>();")
+        if narrow:
+            self.out(f"AscendC::Cast({dst}, {out}, AscendC::RoundMode::CAST_RINT, {count});")
+            self.out("AscendC::PipeBarrier<PIPE_V>();")
+        self.v_dirty = True
+
+    def _staged(self, i: int, rows: int, chunk: bool) -> tuple[str, str, int, int]:
+        """(source, its dtype, its row pitch, the largest column a row may read): the operand,
+        or two operands side by side, row by row (8-bit values as half)."""
+        op = self.ops[i]
+        if len(op.args) == 1:
+            (a,) = op.args
+            src, gdt = self._source(a, rows, chunk)
+            p = pc(self.ops[a].shape[1])
+            return src, gdt, p, p - 1
+        a, b = op.args
+        pa, pb = pc(self.ops[a].shape[1]), pc(self.ops[b].shape[1])
+        sa, gdt = self._source(a, rows, chunk)
+        sb, _ = self._source(b, rows, chunk)
+        s = self.temp(gdt, rows * (pa + pb))
+        w = CXX_SIZE[gdt]
+        self.out(f"wsp_copy_box({self._words(s)}, {self._words(sa)}, {rows}, {pa * w // 4}, "
+                 f"{(pa + pb) * w // 4}, {pa * w // 4});")
+        self.out(f"wsp_copy_box({self._words(f'{s}[{pa}]')}, {self._words(sb)}, {rows}, "
+                 f"{pb * w // 4}, {(pa + pb) * w // 4}, {pb * w // 4});")
+        return s, gdt, pa + pb, pa + pb - 1
+
+    def _first_row(self, op: N.Op, f: str, pd: int, pitch: int) -> None:
+        """f[0, pd) = the source column of each column of the op's first row."""
+        n = ceil_to(pd, 64)
+        if op.op == "slice_cols":
+            self.vec(f"AscendC::CreateVecIndex({f}, {float(int(op.attr))}f, {pd});")
+        elif op.op in ("slice_even", "slice_odd"):
+            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
+            self.vec(f"AscendC::Muls({f}, {f}, 2.0f, {pd});")
+            if op.op == "slice_odd":
+                self.vec(f"AscendC::Adds({f}, {f}, 1.0f, {pd});")
+        elif op.op == "concat_cols":
+            # column j + (pa - na) past a's na columns: j + clamp(j - na + 1, 0, 1) * (pa - na)
+            a = op.args[0]
+            na, pa = self.ops[a].shape[1], pc(self.ops[a].shape[1])
+            t = self.temp("float", n)
+            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
+            self.vec(f"AscendC::Adds({t}, {f}, {float(1 - na)}f, {pd});")
+            self.vec(f"AscendC::Maxs({t}, {t}, 0.0f, {pd});")
+            self.vec(f"AscendC::Mins({t}, {t}, 1.0f, {pd});")
+            self.vec(f"AscendC::Muls({t}, {t}, {float(pa - na)}f, {pd});")
+            self.vec(f"AscendC::Add({f}, {f}, {t}, {pd});")
+        elif op.op == "interleave":
+            # column j of the result is a's (even j) or b's (odd j) column j / 2: h + parity * pa,
+            # h = floor(j / 2) (a Cast with CAST_FLOOR), parity = j - 2 h
+            pa = pc(self.ops[op.args[0]].shape[1])
+            h = self.temp("float", n)
+            k = self.temp("int32_t", n)
+            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
+            self.vec(f"AscendC::Muls({h}, {f}, 0.5f, {pd});")
+            self.vec(f"AscendC::Cast({k}, {h}, AscendC::RoundMode::CAST_FLOOR, {pd});")
+            self.vec(f"AscendC::Cast({h}, {k}, AscendC::RoundMode::CAST_RINT, {pd});")
+            self.vec(f"AscendC::Muls({f}, {f}, 0.5f, {pd});")
+            self.vec(f"AscendC::Sub({f}, {f}, {h}, {pd});")  # parity / 2
+            self.vec(f"AscendC::Muls({f}, {f}, {float(2 * pa)}f, {pd});")
+            self.vec(f"AscendC::Add({f}, {f}, {h}, {pd});")
+
+    def _gather_cols_offsets(self, i: int, rows: int, chunk: bool) -> tuple[str, str, str]:
+        """(source, its dtype, offsets) of a gather within rows: x staged with a zeroed 32-byte
+        block after it, each index's element offset, or the block's for an index out of
+        range."""
+        op = self.ops[i]
+        a, b = op.args
+        ncols = self.ops[a].shape[1]
+        pa = pc(ncols)
+        cols = op.shape[1]
+        pd = pc(cols)
+        n = vcount(rows, cols)
+        xs = self.at(a, chunk)
+        narrow = held_size(op.dtype) == 1
+        gdt = "half" if narrow else TABLE[op.dtype].c_compute
+        w = CXX_SIZE[gdt]
+        zero = rows * pa  # the zero block's first element
+        s = self.temp(gdt, zero + 32 // w)
+        if narrow:
+            self.vec(f"AscendC::Cast({s}, {xs}, AscendC::RoundMode::CAST_NONE, {zero});")
+        else:
+            self.out(f"wsp_copy_words({self._words(s)}, {self._words(xs)}, {zero * w // 4});")
+        self.vec(f"AscendC::Duplicate({self._words(f'{s}[{zero}]')}, 0u, 8);")
+        fi = self.temp("float", n)
+        self.vec(f"AscendC::Cast({fi}, {self.at(b, chunk)}, AscendC::RoundMode::CAST_RINT, {n});")
+        f = self.temp("float", n)
+        self.vec(f"AscendC::Duplicate({f}, 0.0f, {pd});")
+        self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pa)}f);")
+        self.vec(f"AscendC::Add({f}, {f}, {fi}, {rows * pd});")
+        t = self.temp("float", n)
+        m = self.temp("uint8_t", n // 8)
+        for bound, mode in ((0, "GE"), (ncols, "LT")):
+            self.vec(f"AscendC::Duplicate({t}, {float(bound)}f, {n});")
+            self.vec(f"AscendC::Compare({m}, {fi}, {t}, AscendC::CMPMODE::{mode}, {n});")
+            self.vec(f"AscendC::Select({f}, {m}, {f}, {float(zero)}f, "
+                     f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
+        offs = self.temp("int32_t", n)
+        self.out(f"wsp_byte_offsets({offs}, {f}, {rows * pd}, {w});")
+        return s, gdt, offs

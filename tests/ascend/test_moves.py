@@ -1,0 +1,193 @@
+"""Index maps on the AICore's vector unit (aicore/moves.py: `Gather` over byte offsets built by
+vector instructions; vector.py's `copy_ok`: whole 32-byte blocks copied in words): slices and
+concatenations off a 32-byte block, `slice_even` / `slice_odd`, `interleave` and `gather_cols`,
+and the row moves (`slice_rows`, `concat_rows`, `gather_rows`), in every element size the
+language has, emitted at -O0 and -O2, compiled against the CPU Ascend C (its rule checks on:
+Gather's byte offsets, alignment, 16- / 32-bit types only) and run on the host. Every output
+equals a NumPy formula written here bit for bit (NaN and -0 in the float inputs: a move never
+touches a value's bits), and equals ref's. A tile past the UB runs in row chunks, its offset
+tensors counted in the kernel's UB plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+import ptowsp
+from ptowsp.backends.ascend import aicore
+from ptowsp.ir.passes import optimize
+
+from .ascendc_cpu import harness as H
+
+pytestmark = [pytest.mark.cc, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+DTYPES = ("f32", "f16", "bf16", "i8", "u8", "bool", "i16", "u16", "i32", "u32", "i64")
+M, N, K = 5, 38, 11  # 38 columns: no slice or concatenation below falls on a 32-byte block
+
+
+def moves(dt: str) -> str:
+    """The Gather-backed ops (`mv_`) and the row moves (`rw_`) of one dtype."""
+    return f"""
+kernel mv_{dt}(x: In[Tile[{M}, {N}, {dt}]], y: In[Tile[{M}, {N}, {dt}]],
+               c: In[Tile[{M}, {K}, i32]],
+               sc: Out[Tile[{M}, {N - 3}, {dt}]], ev: Out[Tile[{M}, {N // 2}, {dt}]],
+               od: Out[Tile[{M}, {N // 2}, {dt}]], il: Out[Tile[{M}, {2 * N}, {dt}]],
+               cc: Out[Tile[{M}, {2 * N - 5}, {dt}]], gc: Out[Tile[{M}, {K}, {dt}]]) {{
+    store(sc, x[:, 3:])
+    store(ev, slice_even(x))
+    store(od, slice_odd(y))
+    store(il, interleave(x, y))
+    store(cc, concat(x, y[:, 5:], axis = 1))
+    store(gc, gather(x, c, axis = 1))
+}}
+kernel rw_{dt}(x: In[Tile[{M}, {N}, {dt}]], y: In[Tile[{M}, {N}, {dt}]],
+               r: In[Tile[3, 1, i32]],
+               sr: Out[Tile[2, {N}, {dt}]], cr: Out[Tile[{2 * M}, {N}, {dt}]],
+               gr: Out[Tile[3, {N}, {dt}]]) {{
+    store(sr, x[1:3])
+    store(cr, concat(x, y))
+    store(gr, gather(x, r))
+}}
+"""
+
+
+def interleave(a, b):
+    out = np.empty((a.shape[0], 2 * a.shape[1]), a.dtype)
+    out[:, 0::2], out[:, 1::2] = a, b
+    return out
+
+
+def take(x, idx, axis):
+    """x at idx along `axis`, 0 where the index is out of range (every target's rule)."""
+    n = x.shape[axis]
+    ok = (idx >= 0) & (idx < n)
+    safe = np.where(ok, idx, 0)
+    if axis == 1:
+        return np.where(ok, np.take_along_axis(x, safe, 1), np.zeros((), x.dtype))
+    return np.where(ok, x[safe[:, 0]], np.zeros((), x.dtype))
+
+
+def formula(name: str, v: dict) -> np.ndarray:
+    x, y = v["x"], v["y"]
+    return {
+        "sc": lambda: x[:, 3:], "ev": lambda: x[:, 0::2], "od": lambda: y[:, 1::2],
+        "il": lambda: interleave(x, y), "cc": lambda: np.concatenate((x, y[:, 5:]), axis=1),
+        "gc": lambda: take(x, v["c"], 1), "sr": lambda: x[1:3],
+        "cr": lambda: np.concatenate((x, y), axis=0), "gr": lambda: take(x, v["r"], 0),
+    }[name]()
+
+
+def _specials(arr: np.ndarray, dt: str, rng) -> None:
+    """NaN (with a payload), +-inf and -0 among the float inputs' storage bits."""
+    if dt not in ("f32", "f16", "bf16"):
+        return
+    bits = {"f32": [0x7FC12345, 0xFF800000, 0x80000000], "f16": [0x7E55, 0xFC00, 0x8000],
+            "bf16": [0x7FC5, 0xFF80, 0x8000]}[dt]
+    view = arr.view(np.uint32 if dt == "f32" else np.uint16)
+    flat = view.reshape(-1)
+    for b in bits:
+        flat[rng.integers(0, flat.size)] = b
+
+
+def _indices(shape, extent: int, rng) -> np.ndarray:
+    out = np.array([-1, -extent, extent, extent + 7, -(2**31), 2**31 - 1], np.int64)
+    inside = rng.integers(0, extent, shape)
+    return np.where(rng.random(shape) < 0.6, inside,
+                    out[rng.integers(0, len(out), shape)]).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return H.build_levels("".join(moves(dt) for dt in DTYPES), "moves",
+                          tmp_path_factory.mktemp("aicore_moves"))
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+@pytest.mark.parametrize("level", (0, 2))
+def test_moves_equal_the_formula_and_ref_in_every_element_size(lib, level):
+    built, units = lib
+    unit = units[level // 2]
+    rng = np.random.default_rng(23 + level)
+    for k in unit.kernels:
+        for strided in (False, True):
+            task = H.random_task(k, rng, strided=strided)
+            for name in ("x", "y"):
+                if name in task.inputs:
+                    _specials(task.inputs[name], k.params[0].dtype, rng)
+                    H.tile_view(task, k, name)[...] = task.inputs[name]
+            for name, extent in (("c", N), ("r", M)):
+                if name in task.inputs:
+                    task.inputs[name][...] = _indices(task.inputs[name].shape, extent, rng)
+                    H.tile_view(task, k, name)[...] = task.inputs[name]
+            got = H.run_task(built, unit.name, k, task)
+            what = f"-O{level} {k.name} (strided={strided})"
+            for name, g in got.items():
+                want = formula(name, task.inputs)
+                np.testing.assert_array_equal(_bits(g), _bits(np.ascontiguousarray(want)),
+                                              err_msg=f"{what}: {name} against the formula")
+            H.compare(k, got, H.ref_outputs(k, task), what)
+
+
+@pytest.mark.parametrize("dt", [d for d in DTYPES if d != "i64"])
+def test_no_element_of_a_move_crosses_the_scalar_unit(lib, dt):
+    """Up to 32-bit values, the moves kernel is vector work only: Gather, Copy, no GetValue /
+    SetValue."""
+    _, units = lib
+    for unit in units:
+        (k,) = [k for k in unit.kernels if k.name == f"mv_{dt}"]
+        text = unit.files[aicore.header_path(k)]
+        assert "AscendC::Gather(" in text
+        assert "units: vector\n" in text or "units: vector;" in text, text[:1500]
+        # bool's copy-in makes each input byte 0 / 1 (`inN.SetValue(e, ...)`): not a move
+        body = [ln for ln in text.splitlines() if not re.search(r"\bin\d+\.SetValue\(e, ", ln)]
+        assert not [ln for ln in body if "SetValue" in ln or "GetValue" in ln], dt
+
+
+def test_i64_moves_stay_on_the_scalar_unit(lib):
+    """No Gather form moves 64-bit elements on A2 / A3: those ops keep the scalar path."""
+    _, units = lib
+    (k,) = [k for k in units[1].kernels if k.name == "mv_i64"]
+    text = units[1].files[aicore.header_path(k)]
+    assert "AscendC::Gather(" not in text and "SetValue" in text
+
+
+BIG = """
+module moves_big
+kernel big(x: In[Tile[2048, 100, f32]], c: In[Tile[2048, 64, i32]], h: In[Tile[2048, 100, f16]],
+           il: Out[Tile[2048, 200, f32]], gc: Out[Tile[2048, 64, f32]],
+           cc: Out[Tile[2048, 197, f16]]) {
+    store(il, interleave(x, x * 2.0))
+    store(gc, gather(x, c, axis = 1))
+    store(cc, concat(h, h[:, 3:], axis = 1))
+}
+"""
+
+
+def test_tiles_past_the_ub_run_in_chunks_with_their_offsets_planned(tmp_path):
+    """[2048, 200] results do not fit the UB: the kernel runs in row chunks, each chunk's
+    staging and offset tensors in the arena its footprint counts (the header's UB line)."""
+    m, _ = optimize(ptowsp.parse(BIG, "big.wsp").ir, 2)
+    m = dataclasses.replace(m, name="moves_big")
+    (k,) = m.kernels
+    files = aicore.emit_aicore(m)
+    text = files[aicore.header_path(k)]
+    assert "chunks of" in text and text.count("AscendC::Gather(") == 4  # h[:, 3:] too
+    ub = int(text.split("UB: ")[1].split(" of ")[0])
+    assert ub <= aicore.UB_BUDGET
+    built = H.build([H.Unit(m.name, files, [k])], tmp_path)
+    rng = np.random.default_rng(3)
+    task = H.random_task(k, rng)
+    task.inputs["c"][...] = _indices(task.inputs["c"].shape, 100, rng)
+    H.tile_view(task, k, "c")[...] = task.inputs["c"]
+    got = H.run_task(built, m.name, k, task)
+    x, c, h = task.inputs["x"], task.inputs["c"], task.inputs["h"]
+    np.testing.assert_array_equal(got["il"], interleave(x, x * np.float32(2.0)))
+    np.testing.assert_array_equal(got["gc"], take(x, c, 1))
+    np.testing.assert_array_equal(got["cc"], np.concatenate((h, h[:, 3:]), axis=1))
