@@ -7,7 +7,9 @@ them), one `Gather` (level 2: byte offsets from src's start, as the API takes th
 offsets are built on the vector unit: the first row's source indices in f32 (`CreateVecIndex`,
 `Muls`, `Adds`, `Maxs` / `Mins`, a `Cast` with CAST_FLOOR for an interleave's halves; exact
 integers, the UB being far below 2^24 elements), the other rows by doubling (`wsp_rows_plus`:
-one `Adds` per power of two), then bytes as int32 (`wsp_byte_offsets`). A source of two operands
+one `Adds` per power of two), then bytes as int32 (`wsp_byte_offsets`); in a kernel run in
+chunks of rows they are the same for every chunk, so the first chunk builds them into a buffer
+that lives through the loop (`_offsets_buffer`). A source of two operands
 (a concatenation, an interleave) is first staged row by row as [a row | b row] (`wsp_copy_box`,
 32-bit words), so one Gather reads both. A `gather_cols` stages its x with one zeroed 32-byte
 block after it: an index out of range (a `Compare` of the index in f32, then `Select`) reads that
@@ -84,12 +86,20 @@ class MoveOps(Frame):
             src, gdt, offs = self._gather_cols_offsets(i, rows, chunk)
         else:
             src, gdt, pitch, maxc = self._staged(i, rows, chunk)
+            # the same offsets for every chunk: built by the first, kept in a buffer of their
+            # own that lives through the chunk loop
+            cached = chunk and self.nchunks > 1
+            offs = self._offsets_buffer(i, vcount(rows, cols)) if cached else None
+            if cached:
+                self.out.open("if (c == 0)")
             f = self.temp("float", vcount(rows, cols))
             self._first_row(op, f, pd, pitch)
             self.vec(f"AscendC::Mins({f}, {f}, {float(maxc)}f, {pd});")
             self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pitch)}f);")
-            offs = self.temp("int32_t", vcount(rows, cols))
+            offs = offs or self.temp("int32_t", vcount(rows, cols))
             self.out(f"wsp_byte_offsets({offs}, {f}, {count}, {CXX_SIZE[gdt]});")
+            if cached:
+                self.out.close()
         narrow = held_size(op.dtype) == 1
         out = self.temp("half", count) if narrow else dst
         self.out(f"AscendC::Gather({self._gtensor(out, gdt)}, {self._gtensor(src, gdt)}, "
@@ -99,6 +109,16 @@ class MoveOps(Frame):
             self.out(f"AscendC::Cast({dst}, {out}, AscendC::RoundMode::CAST_RINT, {count});")
             self.out("AscendC::PipeBarrier<PIPE_V>();")
         self.v_dirty = True
+
+    def _offsets_buffer(self, i: int, n: int) -> str:
+        """An int32 tensor of n elements for op i's offsets, live from the chunk loop's start
+        to its end (the arena places nothing else there meanwhile)."""
+        off = self.request(("off", i), n * 4, self.loop_start, self.loop_end)
+        self.temp_at += 1
+        name = f"w{self.temp_at}"
+        self.out(f"const AscendC::LocalTensor<int32_t> {name} = "
+                 f"calc.GetWithOffset<int32_t>({n}, {off});")
+        return name
 
     def _staged(self, i: int, rows: int, chunk: bool) -> tuple[str, str, int, int]:
         """(source, its dtype, its row pitch, the largest column a row may read): the operand,

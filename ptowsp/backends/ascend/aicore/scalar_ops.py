@@ -1,10 +1,11 @@
-"""Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
-arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
-most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
-exact, and the documented fallback for whatever the vector unit has no instruction for
-(`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
-unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
+"""Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and
+bool arithmetic, f64, float -> integer casts, transpose, iota, sorts (but those of rows of at
+most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions, and the data moves no
+vector API covers: those of 64-bit values, a `gather_cols` whose indices are not i32, moves of
+broadcast or converted operands. Slow, exact, and the documented fallback for whatever the
+vector unit has no instruction for (`VectorOps.vector_ok`; slices and concatenations on
+32-byte blocks are copied by the vector unit, `VectorOps.copy_ok`, the other moves gathered,
+`MoveOps.move_ok` in moves.py, and a `gather_rows` reads only its indices here,
 `gather_rows_by_copies`)."""
 
 from __future__ import annotations

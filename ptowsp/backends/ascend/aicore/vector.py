@@ -48,8 +48,8 @@ class VectorOps(ReductionOps):
             return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
         if name in ("and", "or", "not"):
             return False
-        # every other float elementwise op has instructions; leaves and the other views
-        # (transpose, slices, interleave, concat, gather: index maps) run on the scalar unit
+        # every other float elementwise op has instructions; leaves and the other views (index
+        # maps) are not elementwise: copies (`copy_ok`), gathers (moves.py) or the scalar unit
         return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
 
     def operand(self, u: int, ishape: tuple, chunk: bool) -> str:
