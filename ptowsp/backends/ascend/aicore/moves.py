@@ -1,5 +1,5 @@
-"""Index maps on the vector unit with Ascend C's `Gather`: `gather_cols` (indices in i32),
-`slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
+"""Index maps on the vector unit with Ascend C's `Gather`: `gather_cols` (indices of 8, 32 or
+64 bits), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
 `interleave`, of values held in 8, 16 or 32 bits.
 
 Each op is dst[e] = src[offset[e]] over the op's UB tile (rows x pitch elements, `count` of
@@ -18,8 +18,8 @@ block, so it gives 0 as on every target, and no element crosses the scalar unit.
 A2 / A3 `Gather` takes 16- and 32-bit types only: 32-bit words (f32; f16 / bf16 held in f32;
 i32, u32) gather as uint32_t, 16-bit ones as uint16_t, and 8-bit values (i8, u8, bool) are cast
 to half (exact), gathered, and cast back. Left to the scalar unit (`scalar_ops.py`): 64-bit
-values (no Gather form), a `gather_cols` whose indices are not i32 (no vector Cast of them to
-f32 on A2), operands of another dtype than the result or of other rows (broadcasts).
+values (no Gather form), a `gather_cols` whose indices are 16-bit (i16 / u16 through half is
+exact only below 2048; other conversions are not modelled), operands of another dtype than the result or of other rows (broadcasts).
 
 Padding columns (the pitch past the columns) gather a valid element too (their indices are
 clamped into the source row), so every offset stays inside the source tensor, as the CPU
@@ -35,6 +35,8 @@ from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
 
 # the type a Gather moves for each size an element is held in (8-bit values go through half)
 _GATHER_T = {4: "uint32_t", 2: "uint16_t", 1: "half"}
+# the index dtypes a gather_cols converts to f32 on the vector unit (`_index_as_float`)
+_INDEX_DTYPES = ("i32", "u32", "i8", "u8", "i64", "u64")
 MOVE_OPS = ("gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd", "interleave")
 
 
@@ -51,7 +53,7 @@ class MoveOps(Frame):
         if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
             return False
         if op.op == "gather_cols":
-            return args[1].dtype == "i32" and args[1].shape == op.shape
+            return args[1].dtype in _INDEX_DTYPES and args[1].shape == op.shape
         return all(a.dtype == op.dtype and a.shape == x.shape for a in args) or \
             (op.op == "concat_cols" and all(a.dtype == op.dtype and a.shape[0] == x.shape[0]
                                             for a in args))
@@ -177,6 +179,38 @@ class MoveOps(Frame):
             self.vec(f"AscendC::Muls({f}, {f}, {float(2 * pa)}f, {pd});")
             self.vec(f"AscendC::Add({f}, {f}, {h}, {pd});")
 
+    def _index_as_float(self, b: int, n: int, chunk: bool) -> tuple[str, str]:
+        """(f32 tile of index tile b, f32 tile of its high words or ""): exact for every index
+        that can be in range (the columns are far below 2^24). i32 and u32 (as int32: one at
+        2^31 or above reads negative, out of range either way) by `Cast`; i8 / u8 through half
+        (exact); i64 / u64 as their two 32-bit words, taken apart by two Gathers (byte offsets
+        8 e, `srcBaseOffset` 0 for the low words, 4 for the high ones), the index in range only
+        where the high word is 0 and the low one, as int32, is."""
+        dt = self.ops[b].dtype
+        idx = self.at(b, chunk)
+        fi = self.temp("float", n)
+        if dt in ("i32", "u32"):
+            self.vec(f"AscendC::Cast({fi}, {idx}.ReinterpretCast<int32_t>(), "
+                     f"AscendC::RoundMode::CAST_RINT, {n});")
+            return fi, ""
+        if dt in ("i8", "u8"):
+            h = self.temp("half", n)
+            self.vec(f"AscendC::Cast({h}, {idx}, AscendC::RoundMode::CAST_NONE, {n});")
+            self.vec(f"AscendC::Cast({fi}, {h}, AscendC::RoundMode::CAST_NONE, {n});")
+            return fi, ""
+        words = self._words(idx)
+        f = self.temp("float", n)
+        offs = self.temp("int32_t", n)
+        self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {n});")
+        self.out(f"wsp_byte_offsets({offs}, {f}, {n}, 8);")
+        fh = self.temp("float", n)
+        for half_, base in ((fi, 0), (fh, 4)):
+            w = self.temp("int32_t", n)
+            self.vec(f"AscendC::Gather({self._words(w)}, {words}, {self._words(offs)}, {base}u, "
+                     f"{n});")
+            self.vec(f"AscendC::Cast({half_}, {w}, AscendC::RoundMode::CAST_RINT, {n});")
+        return fi, fh
+
     def _gather_cols_offsets(self, i: int, rows: int, chunk: bool) -> tuple[str, str, str]:
         """(source, its dtype, offsets) of a gather within rows: x staged with a zeroed 32-byte
         block after it, each index's element offset, or the block's for an index out of
@@ -199,17 +233,17 @@ class MoveOps(Frame):
         else:
             self.out(f"wsp_copy_words({self._words(s)}, {self._words(xs)}, {zero * w // 4});")
         self.vec(f"AscendC::Duplicate({self._words(f'{s}[{zero}]')}, 0u, 8);")
-        fi = self.temp("float", n)
-        self.vec(f"AscendC::Cast({fi}, {self.at(b, chunk)}, AscendC::RoundMode::CAST_RINT, {n});")
+        fi, hi = self._index_as_float(b, n, chunk)
         f = self.temp("float", n)
         self.vec(f"AscendC::Duplicate({f}, 0.0f, {pd});")
         self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pa)}f);")
         self.vec(f"AscendC::Add({f}, {f}, {fi}, {rows * pd});")
         t = self.temp("float", n)
         m = self.temp("uint8_t", n // 8)
-        for bound, mode in ((0, "GE"), (ncols, "LT")):
+        tests = [(fi, 0, "GE"), (fi, ncols, "LT")] + ([(hi, 0, "EQ")] if hi else [])
+        for val, bound, mode in tests:
             self.vec(f"AscendC::Duplicate({t}, {float(bound)}f, {n});")
-            self.vec(f"AscendC::Compare({m}, {fi}, {t}, AscendC::CMPMODE::{mode}, {n});")
+            self.vec(f"AscendC::Compare({m}, {val}, {t}, AscendC::CMPMODE::{mode}, {n});")
             self.vec(f"AscendC::Select({f}, {m}, {f}, {float(zero)}f, "
                      f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
         offs = self.temp("int32_t", n)
