@@ -7,10 +7,10 @@ them), one `Gather` (level 2: byte offsets from src's start, as the API takes th
 offsets are built on the vector unit: the first row's source indices in f32 (`CreateVecIndex`,
 `Muls`, `Adds`, `Maxs` / `Mins`, a `Cast` with CAST_FLOOR for an interleave's halves; exact
 integers, the UB being far below 2^24 elements), the other rows by doubling (`wsp_rows_plus`:
-one `Adds` per power of two), then bytes as int32 (`wsp_byte_offsets`); in a kernel run in
-chunks of rows they are the same for every chunk, so the first chunk builds them into a buffer
-that lives through the loop (`_offsets_buffer`). A source of two operands
-(a concatenation, an interleave) is first staged row by row as [a row | b row] (`wsp_copy_box`,
+one `Adds` per power of two), then bytes as int32 in place (`wsp_byte_offsets`); in a kernel
+run in chunks of rows they are the same for every chunk, so the first chunk builds them into a
+buffer that lives through the loop (`_offsets_buffer`). A source of two operands (a
+concatenation, an interleave) is first staged row by row as [a row | b row] (`wsp_copy_box`,
 32-bit words), so one Gather reads both. A `gather_cols` stages its x with one zeroed 32-byte
 block after it: an index out of range (a `Compare` of the index in f32, then `Select`) reads that
 block, so it gives 0 as on every target, and no element crosses the scalar unit.
@@ -91,21 +91,21 @@ class MoveOps(Frame):
             # the same offsets for every chunk: built by the first, kept in a buffer of their
             # own that lives through the chunk loop
             cached = chunk and self.nchunks > 1
-            offs = self._offsets_buffer(i, vcount(rows, cols)) if cached else None
+            n = vcount(rows, cols)
+            f = self._offsets_buffer(i, n) if cached else self.temp("float", n)
             if cached:
                 self.out.open("if (c == 0)")
-            f = self.temp("float", vcount(rows, cols))
             self._first_row(op, f, pd, pitch)
             self.vec(f"AscendC::Mins({f}, {f}, {float(maxc)}f, {pd});")
             self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pitch)}f);")
-            offs = offs or self.temp("int32_t", vcount(rows, cols))
-            self.out(f"wsp_byte_offsets({offs}, {f}, {count}, {CXX_SIZE[gdt]});")
+            self.out(f"wsp_byte_offsets({f}, {count}, {CXX_SIZE[gdt]});")
             if cached:
                 self.out.close()
+            offs = f
         narrow = held_size(op.dtype) == 1
         out = self.temp("half", count) if narrow else dst
         self.out(f"AscendC::Gather({self._gtensor(out, gdt)}, {self._gtensor(src, gdt)}, "
-                 f"{offs}.ReinterpretCast<uint32_t>(), 0u, {count});")
+                 f"{self._words(offs)}, 0u, {count});")
         self.out("AscendC::PipeBarrier<PIPE_V>();")
         if narrow:
             self.out(f"AscendC::Cast({dst}, {out}, AscendC::RoundMode::CAST_RINT, {count});")
@@ -113,13 +113,14 @@ class MoveOps(Frame):
         self.v_dirty = True
 
     def _offsets_buffer(self, i: int, n: int) -> str:
-        """An int32 tensor of n elements for op i's offsets, live from the chunk loop's start
-        to its end (the arena places nothing else there meanwhile)."""
+        """A float tensor of n elements for op i's offsets (built as f32 indices, then made
+        int32 bytes in place), live from the chunk loop's start to its end (the arena places
+        nothing else there meanwhile)."""
         off = self.request(("off", i), n * 4, self.loop_start, self.loop_end)
         self.temp_at += 1
         name = f"w{self.temp_at}"
-        self.out(f"const AscendC::LocalTensor<int32_t> {name} = "
-                 f"calc.GetWithOffset<int32_t>({n}, {off});")
+        self.out(f"const AscendC::LocalTensor<float> {name} = "
+                 f"calc.GetWithOffset<float>({n}, {off});")
         return name
 
     def _staged(self, i: int, rows: int, chunk: bool) -> tuple[str, str, int, int]:
@@ -199,16 +200,16 @@ class MoveOps(Frame):
             self.vec(f"AscendC::Cast({fi}, {h}, AscendC::RoundMode::CAST_NONE, {n});")
             return fi, ""
         words = self._words(idx)
-        f = self.temp("float", n)
-        offs = self.temp("int32_t", n)
-        self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {n});")
-        self.out(f"wsp_byte_offsets({offs}, {f}, {n}, 8);")
+        offs = self.temp("float", n)
+        self.vec(f"AscendC::CreateVecIndex({offs}, 0.0f, {n});")
+        self.out(f"wsp_byte_offsets({offs}, {n}, 8);")
         fh = self.temp("float", n)
         for half_, base in ((fi, 0), (fh, 4)):
-            w = self.temp("int32_t", n)
-            self.vec(f"AscendC::Gather({self._words(w)}, {words}, {self._words(offs)}, {base}u, "
-                     f"{n});")
-            self.vec(f"AscendC::Cast({half_}, {w}, AscendC::RoundMode::CAST_RINT, {n});")
+            # the word lands in the f32 tile's bytes, then Cast in place (one width)
+            w = self._words(half_)
+            self.vec(f"AscendC::Gather({w}, {words}, {self._words(offs)}, {base}u, {n});")
+            self.vec(f"AscendC::Cast({half_}, {half_}.ReinterpretCast<int32_t>(), "
+                     f"AscendC::RoundMode::CAST_RINT, {n});")
         return fi, fh
 
     def _gather_cols_offsets(self, i: int, rows: int, chunk: bool) -> tuple[str, str, str]:
@@ -246,6 +247,5 @@ class MoveOps(Frame):
             self.vec(f"AscendC::Compare({m}, {val}, {t}, AscendC::CMPMODE::{mode}, {n});")
             self.vec(f"AscendC::Select({f}, {m}, {f}, {float(zero)}f, "
                      f"AscendC::SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
-        offs = self.temp("int32_t", n)
-        self.out(f"wsp_byte_offsets({offs}, {f}, {rows * pd}, {w});")
-        return s, gdt, offs
+        self.out(f"wsp_byte_offsets({f}, {rows * pd}, {w});")
+        return s, gdt, f

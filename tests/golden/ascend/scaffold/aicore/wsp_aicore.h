@@ -470,15 +470,15 @@ __aicore__ inline void wsp_rows_plus(const AscendC::LocalTensor<float> &f, int32
     }
 }
 
-// the first n source indices of `f` as byte offsets (x size) in `off` (uint32 words written as
-// int32: Cast rounds the exact integers to themselves)
-__aicore__ inline void wsp_byte_offsets(const AscendC::LocalTensor<int32_t> &off,
-                                        const AscendC::LocalTensor<float> &f, int32_t n,
+// the first n source indices of `f` made byte offsets (x size) in place, as int32 (an
+// elementwise Cast of one width may write its result over its source: the API's overlap rule
+// asks the two to coincide exactly)
+__aicore__ inline void wsp_byte_offsets(const AscendC::LocalTensor<float> &f, int32_t n,
                                         int32_t size)
 {
     AscendC::Muls(f, f, (float)size, n);
     AscendC::PipeBarrier<PIPE_V>();
-    AscendC::Cast(off, f, AscendC::RoundMode::CAST_RINT, (uint32_t)n);
+    AscendC::Cast(f.ReinterpretCast<int32_t>(), f, AscendC::RoundMode::CAST_RINT, (uint32_t)n);
     AscendC::PipeBarrier<PIPE_V>();
 }
 
