@@ -1,6 +1,7 @@
 """Index maps on the AICore's vector unit (aicore/moves.py: `Gather` over byte offsets built by
 vector instructions; vector.py's `copy_ok`: whole 32-byte blocks copied in words): slices and
-concatenations off a 32-byte block, `slice_even` / `slice_odd`, `interleave` and `gather_cols`,
+concatenations off a 32-byte block, `slice_even` / `slice_odd`, `interleave`, `transpose` and
+`gather_cols`,
 and the row moves (`slice_rows`, `concat_rows`, `gather_rows`), in every element size the
 language has, emitted at -O0 and -O2, compiled against the CPU Ascend C (its rule checks on:
 Gather's byte offsets, alignment, 16- / 32-bit types only) and run on the host. Every output
@@ -36,13 +37,15 @@ kernel mv_{dt}(x: In[Tile[{M}, {N}, {dt}]], y: In[Tile[{M}, {N}, {dt}]],
                c: In[Tile[{M}, {K}, i32]],
                sc: Out[Tile[{M}, {N - 3}, {dt}]], ev: Out[Tile[{M}, {N // 2}, {dt}]],
                od: Out[Tile[{M}, {N // 2}, {dt}]], il: Out[Tile[{M}, {2 * N}, {dt}]],
-               cc: Out[Tile[{M}, {2 * N - 5}, {dt}]], gc: Out[Tile[{M}, {K}, {dt}]]) {{
+               cc: Out[Tile[{M}, {2 * N - 5}, {dt}]], gc: Out[Tile[{M}, {K}, {dt}]],
+               tr: Out[Tile[{N}, {M}, {dt}]]) {{
     store(sc, x[:, 3:])
     store(ev, slice_even(x))
     store(od, slice_odd(y))
     store(il, interleave(x, y))
     store(cc, concat(x, y[:, 5:], axis = 1))
     store(gc, gather(x, c, axis = 1))
+    store(tr, transpose(y))
 }}
 kernel rw_{dt}(x: In[Tile[{M}, {N}, {dt}]], y: In[Tile[{M}, {N}, {dt}]],
                r: In[Tile[3, 1, i32]],
@@ -76,7 +79,7 @@ def formula(name: str, v: dict) -> np.ndarray:
     return {
         "sc": lambda: x[:, 3:], "ev": lambda: x[:, 0::2], "od": lambda: y[:, 1::2],
         "il": lambda: interleave(x, y), "cc": lambda: np.concatenate((x, y[:, 5:]), axis=1),
-        "gc": lambda: take(x, v["c"], 1), "sr": lambda: x[1:3],
+        "gc": lambda: take(x, v["c"], 1), "tr": lambda: y.T, "sr": lambda: x[1:3],
         "cr": lambda: np.concatenate((x, y), axis=0), "gr": lambda: take(x, v["r"], 0),
     }[name]()
 

@@ -1,5 +1,5 @@
-"""Index maps on the vector unit with Ascend C's `Gather`: `gather_cols` (indices of 8, 32 or
-64 bits), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
+"""Index maps on the vector unit with Ascend C's `Gather`: `transpose`, `gather_cols` (indices
+of 8, 32 or 64 bits), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
 `interleave`, of values held in 8, 16 or 32 bits.
 
 Each op is dst[e] = src[offset[e]] over the op's UB tile (rows x pitch elements, `count` of
@@ -37,7 +37,7 @@ from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
 _GATHER_T = {4: "uint32_t", 2: "uint16_t", 1: "half"}
 # the index dtypes a gather_cols converts to f32 on the vector unit (`_index_as_float`)
 _INDEX_DTYPES = ("i32", "u32", "i8", "u8", "i64", "u64")
-MOVE_OPS = ("gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd", "interleave")
+MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd", "interleave")
 
 
 class MoveOps(Frame):
@@ -50,6 +50,8 @@ class MoveOps(Frame):
         if any(a.shape is None for a in args) or held_size(op.dtype) not in _GATHER_T:
             return False
         x = args[0]
+        if op.op == "transpose":  # resident (never chunked): a's rows are the op's columns
+            return x.dtype == op.dtype
         if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
             return False
         if op.op == "gather_cols":
@@ -124,9 +126,15 @@ class MoveOps(Frame):
         return name
 
     def _staged(self, i: int, rows: int, chunk: bool) -> tuple[str, str, int, int]:
-        """(source, its dtype, its row pitch, the largest column a row may read): the operand,
-        or two operands side by side, row by row (8-bit values as half)."""
+        """(source, its C++ type, the step from one output row's sources to the next's, the
+        largest source index a row may read): the operand, or two operands side by side, row by
+        row (8-bit values as half)."""
         op = self.ops[i]
+        if op.op == "transpose":  # output row r is a's column r: row steps of 1 element
+            (a,) = op.args
+            ra = self.ops[a].shape[0]
+            src, gdt = self._source(a, ra, chunk)
+            return src, gdt, 1, (ra - 1) * pc(self.ops[a].shape[1])
         if len(op.args) == 1:
             (a,) = op.args
             src, gdt = self._source(a, rows, chunk)
@@ -147,7 +155,10 @@ class MoveOps(Frame):
     def _first_row(self, op: N.Op, f: str, pd: int, pitch: int) -> None:
         """f[0, pd) = the source column of each column of the op's first row."""
         n = ceil_to(pd, 64)
-        if op.op == "slice_cols":
+        if op.op == "transpose":  # column j of row 0 is a[j, 0]
+            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
+            self.vec(f"AscendC::Muls({f}, {f}, {float(pc(self.ops[op.args[0]].shape[1]))}f, {pd});")
+        elif op.op == "slice_cols":
             self.vec(f"AscendC::CreateVecIndex({f}, {float(int(op.attr))}f, {pd});")
         elif op.op in ("slice_even", "slice_odd"):
             self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
