@@ -1,6 +1,6 @@
 """The CPU Ascend C's `Gather`, `CreateVecIndex` and the casts the AICore moves use (float ->
-int32_t with each round mode, int8_t <-> half), on their own against NumPy through
-`ascendc_cpu/moves_selftest.cpp`, and the misuses a device rejects (or reads wrongly), which
+int32_t with each round mode, int8_t <-> half, int16_t -> half), on their own against NumPy
+through `ascendc_cpu/moves_selftest.cpp`, and the misuses a device rejects (or reads wrongly), which
 the stand-in must refuse loudly: offsets not a multiple of the element size, past the source,
 unaligned operands, a destination over an operand, 8- and 64-bit element types (no Gather form
 on A2 / A3: a compile error)."""
@@ -146,3 +146,11 @@ def test_int8_through_half_and_back_is_exact(lib):
     call(lib, "m_cast_i8", ptr(out), ptr(mid), ptr(x), len(x), ROUND["CAST_RINT"])
     np.testing.assert_array_equal(mid.view(np.float16), x.astype(np.float16))
     np.testing.assert_array_equal(out, x)
+
+
+def test_int16_to_half_is_exact_below_2048_and_rounds_to_nearest_even_past_it(lib):
+    x = np.array([0, 1, -1, 2047, 2048, 2049, 2051, -2049, 4097, 32767, -32768], np.int16)
+    out = np.zeros(len(x), np.uint16)
+    call(lib, "m_cast_i16", ptr(out), ptr(x), len(x))
+    np.testing.assert_array_equal(out.view(np.float16), x.astype(np.float16))
+    assert out.view(np.float16)[5] == 2048 and out.view(np.float16)[6] == 2052

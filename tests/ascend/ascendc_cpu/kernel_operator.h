@@ -1200,6 +1200,14 @@ template <> inline bool CastOne<uint8_t, half>(uint8_t &d, half s, RoundMode m)
     d = (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);  // saturates
     return true;
 }
+// int16_t -> half: exact up to 2048 in magnitude, rounded to nearest even past it (CAST_NONE
+// means CAST_RINT where the conversion loses precision)
+template <> inline bool CastOne<half, int16_t>(half &d, int16_t s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE && m != RoundMode::CAST_RINT) return false;
+    d = half((float)s);
+    return true;
+}
 template <> inline bool CastOne<half, int8_t>(half &d, int8_t s, RoundMode m)
 {
     if (m != RoundMode::CAST_NONE) return false;

@@ -124,3 +124,20 @@ extern "C" int m_cast_i8(int8_t *out, uint16_t *mid, const int8_t *src, int n, i
         pipe.Destroy();
     })
 }
+
+// int16_t -> half (CAST_NONE): `out` receives the half bits
+extern "C" int m_cast_i16(uint16_t *out, const int16_t *src, int n)
+{
+    GUARD({
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> bs, bh;
+        pipe.InitBuffer(bs, n * 2 + 32);
+        pipe.InitBuffer(bh, n * 2 + 32);
+        LocalTensor<int16_t> s = bs.Get<int16_t>();
+        std::memcpy(s.ptr_, src, n * 2);
+        LocalTensor<half> h = bh.Get<half>();
+        Cast(h, s, RoundMode::CAST_NONE, (uint32_t)n);
+        std::memcpy(out, h.ptr_, n * 2);
+        pipe.Destroy();
+    })
+}

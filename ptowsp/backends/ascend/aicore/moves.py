@@ -18,8 +18,8 @@ block, so it gives 0 as on every target, and no element crosses the scalar unit.
 A2 / A3 `Gather` takes 16- and 32-bit types only: 32-bit words (f32; f16 / bf16 held in f32;
 i32, u32) gather as uint32_t, 16-bit ones as uint16_t, and 8-bit values (i8, u8, bool) are cast
 to half (exact), gathered, and cast back. Left to the scalar unit (`scalar_ops.py`): 64-bit
-values (no Gather form), a `gather_cols` whose indices are 16-bit (i16 / u16 through half is
-exact only below 2048; other conversions are not modelled), operands of another dtype than the result or of other rows (broadcasts).
+values (no Gather form), a `gather_cols` over more than 2048 columns with 16-bit indices
+(through half they are exact only below 2048), operands of another dtype than the result or of other rows (broadcasts).
 
 Padding columns (the pitch past the columns) gather a valid element too (their indices are
 clamped into the source row), so every offset stays inside the source tensor, as the CPU
@@ -55,7 +55,11 @@ class MoveOps(Frame):
         if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
             return False
         if op.op == "gather_cols":
-            return args[1].dtype in _INDEX_DTYPES and args[1].shape == op.shape
+            it = args[1].dtype
+            # 16-bit indices go through half, exact below 2048: for up to 2048 columns any
+            # index it rounds is out of range before and after
+            return args[1].shape == op.shape and (
+                it in _INDEX_DTYPES or (it in ("i16", "u16") and x.shape[1] <= 2048))
         return all(a.dtype == op.dtype and a.shape == x.shape for a in args) or \
             (op.op == "concat_cols" and all(a.dtype == op.dtype and a.shape[0] == x.shape[0]
                                             for a in args))
@@ -195,7 +199,8 @@ class MoveOps(Frame):
         """(f32 tile of index tile b, f32 tile of its high words or ""): exact for every index
         that can be in range (the columns are far below 2^24). i32 and u32 (as int32: one at
         2^31 or above reads negative, out of range either way) by `Cast`; i8 / u8 through half
-        (exact); i64 / u64 as their two 32-bit words, taken apart by two Gathers (byte offsets
+        (exact), i16 and u16 (as int16, likewise) through half when the row has at most 2048
+        columns (exact below 2048; a larger index rounds to 2048 or more, still out of range); i64 / u64 as their two 32-bit words, taken apart by two Gathers (byte offsets
         8 e, `srcBaseOffset` 0 for the low words, 4 for the high ones), the index in range only
         where the high word is 0 and the low one, as int32, is."""
         dt = self.ops[b].dtype
@@ -205,9 +210,10 @@ class MoveOps(Frame):
             self.vec(f"AscendC::Cast({fi}, {idx}.ReinterpretCast<int32_t>(), "
                      f"AscendC::RoundMode::CAST_RINT, {n});")
             return fi, ""
-        if dt in ("i8", "u8"):
+        if dt in ("i8", "u8", "i16", "u16"):
             h = self.temp("half", n)
-            self.vec(f"AscendC::Cast({h}, {idx}, AscendC::RoundMode::CAST_NONE, {n});")
+            src = f"{idx}.ReinterpretCast<int16_t>()" if dt == "u16" else idx
+            self.vec(f"AscendC::Cast({h}, {src}, AscendC::RoundMode::CAST_NONE, {n});")
             self.vec(f"AscendC::Cast({fi}, {h}, AscendC::RoundMode::CAST_NONE, {n});")
             return fi, ""
         words = self._words(idx)
