@@ -237,3 +237,32 @@ def test_gather_cols_takes_every_index_dtype_to_the_vector_unit(tmp_path):
         want = take(task.inputs["x"], task.inputs["c"].astype(np.int64), 1)
         np.testing.assert_array_equal(got["y"], want, err_msg=k.name)
         H.compare(k, got, H.ref_outputs(k, task), k.name)
+
+
+TIGHT = """
+module moves_tight
+kernel tr(x: In[Tile[96, 128, f32]], y: Out[Tile[128, 96, f32]]) {
+    store(y, transpose(x))
+}
+kernel tr_small(x: In[Tile[64, 128, f32]], y: Out[Tile[128, 64, f32]]) {
+    store(y, transpose(x))
+}
+"""
+
+
+def test_a_kernel_whose_move_offsets_do_not_fit_moves_on_the_scalar_unit(tmp_path):
+    """A resident transpose of [96, 128] f32: input, result and output take 144 KiB, and the
+    offsets another 48: past the UB. The kernel then keeps its transpose on the scalar unit
+    (no offsets), as before the vector moves, and is still right; the smaller one gathers."""
+    m, _ = optimize(ptowsp.parse(TIGHT, "tight.wsp").ir, 2)
+    m = dataclasses.replace(m, name="moves_tight")
+    files = aicore.emit_aicore(m)
+    big, small = (files[aicore.header_path(k)] for k in m.kernels)
+    assert "AscendC::Gather(" not in big and "units: scalar" in big
+    assert "AscendC::Gather(" in small
+    built = H.build([H.Unit(m.name, files, list(m.kernels))], tmp_path)
+    rng = np.random.default_rng(1)
+    for k in m.kernels:
+        task = H.random_task(k, rng)
+        got = H.run_task(built, m.name, k, task)
+        np.testing.assert_array_equal(got["y"], task.inputs["x"].T, err_msg=k.name)

@@ -40,7 +40,7 @@ from .layout import (
     vcount,
 )
 from .matmul import MatmulOps
-from .moves import MoveOps
+from .moves import MOVE_OPS, MoveOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
@@ -67,9 +67,20 @@ class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
 
     @classmethod
     def emit(cls, k: N.Kernel, module: str) -> str:
-        """The header of `k` with the largest chunk of rows that fits the UB."""
+        """The header of `k` with the largest chunk of rows that fits the UB; when its moves'
+        staging and offset tensors (moves.py) are what does not fit, with those moves on the
+        scalar unit, which needs none."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
+        try:
+            return cls.emit_planned(k, module)
+        except UbOverflow:
+            if not cls.vector_moves or not any(op.op in MOVE_OPS for op in k.ops):
+                raise
+            return _ScalarMoves.emit_planned(k, module)
+
+    @classmethod
+    def emit_planned(cls, k: N.Kernel, module: str) -> str:
         best, smallest, chunked, m = cls.fit(k, None)
         if best is None:  # column reductions the rows read: passes over the chunks of rows
             best, fp, _, _ = cls.fit(k, None, read_acc=True)
@@ -614,3 +625,8 @@ class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
             params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 
+
+class _ScalarMoves(KernelEmitter):
+    """The emitter with every move on the scalar unit (`KernelEmitter.emit`'s fallback)."""
+
+    vector_moves = False

@@ -43,8 +43,11 @@ MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even
 class MoveOps(Frame):
     """The ops `move_ok` accepts, each one Gather over byte offsets built on the vector unit."""
 
+    # False: every move on the scalar unit (a kernel whose staging and offsets do not fit)
+    vector_moves = True
+
     def move_ok(self, op: N.Op) -> bool:
-        if op.op not in MOVE_OPS or op.shape is None:
+        if not self.vector_moves or op.op not in MOVE_OPS or op.shape is None:
             return False
         args = [self.ops[a] for a in op.args]
         if any(a.shape is None for a in args) or held_size(op.dtype) not in _GATHER_T:
