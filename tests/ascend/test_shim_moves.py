@@ -109,7 +109,8 @@ def test_gather_has_no_8_or_64_bit_form(tmp_path, ctype):
                    "LocalTensor<uint32_t> o) { Gather(d, s, o, 0u, 8u); }\n")
     proc = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-I", str(H.HERE), str(src)],
                           capture_output=True, text=True)
-    assert proc.returncode != 0 and "Gather: A2 / A3 gather 16- and 32-bit types only" in proc.stderr
+    assert proc.returncode != 0
+    assert "Gather: A2 / A3 gather 16- and 32-bit types only" in proc.stderr
 
 
 def test_create_vec_index_counts_from_its_first_value(lib):

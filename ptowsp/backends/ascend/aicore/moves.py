@@ -1,6 +1,6 @@
 """Index maps on the vector unit with Ascend C's `Gather`: `transpose`, `gather_cols` (indices
-of 8, 32 or 64 bits), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` / `slice_odd` and
-`interleave`, of values held in 8, 16 or 32 bits.
+of any integer dtype), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` /
+`slice_odd` and `interleave`, of values held in 8, 16 or 32 bits.
 
 Each op is dst[e] = src[offset[e]] over the op's UB tile (rows x pitch elements, `count` of
 them), one `Gather` (level 2: byte offsets from src's start, as the API takes them). The
@@ -19,7 +19,9 @@ A2 / A3 `Gather` takes 16- and 32-bit types only: 32-bit words (f32; f16 / bf16 
 i32, u32) gather as uint32_t, 16-bit ones as uint16_t, and 8-bit values (i8, u8, bool) are cast
 to half (exact), gathered, and cast back. Left to the scalar unit (`scalar_ops.py`): 64-bit
 values (no Gather form), a `gather_cols` over more than 2048 columns with 16-bit indices
-(through half they are exact only below 2048), operands of another dtype than the result or of other rows (broadcasts).
+(through half they are exact only below 2048), operands of another dtype than the result or of
+other rows (broadcasts), and every move of a kernel that does not fit the UB with the moves'
+temporaries (`KernelEmitter.emit`).
 
 Padding columns (the pitch past the columns) gather a valid element too (their indices are
 clamped into the source row), so every offset stays inside the source tensor, as the CPU
@@ -37,7 +39,8 @@ from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
 _GATHER_T = {4: "uint32_t", 2: "uint16_t", 1: "half"}
 # the index dtypes a gather_cols converts to f32 on the vector unit (`_index_as_float`)
 _INDEX_DTYPES = ("i32", "u32", "i8", "u8", "i64", "u64")
-MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd", "interleave")
+MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd",
+            "interleave")
 
 
 class MoveOps(Frame):
@@ -203,7 +206,8 @@ class MoveOps(Frame):
         that can be in range (the columns are far below 2^24). i32 and u32 (as int32: one at
         2^31 or above reads negative, out of range either way) by `Cast`; i8 / u8 through half
         (exact), i16 and u16 (as int16, likewise) through half when the row has at most 2048
-        columns (exact below 2048; a larger index rounds to 2048 or more, still out of range); i64 / u64 as their two 32-bit words, taken apart by two Gathers (byte offsets
+        columns (exact below 2048; a larger index rounds to 2048 or more, still out of range);
+        i64 / u64 as their two 32-bit words, taken apart by two Gathers (byte offsets
         8 e, `srcBaseOffset` 0 for the low words, 4 for the high ones), the index in range only
         where the high word is 0 and the low one, as int32, is."""
         dt = self.ops[b].dtype
