@@ -1,6 +1,6 @@
 """Index maps on the vector unit with Ascend C's `Gather`: `transpose`, `gather_cols` (indices
 of any integer dtype), `slice_cols` and `concat_cols` off a 32-byte block, `slice_even` /
-`slice_odd` and `interleave`, of values held in 8, 16 or 32 bits.
+`slice_odd` and `interleave`, of values of every size.
 
 Each op is dst[e] = src[offset[e]] over the op's UB tile (rows x pitch elements, `count` of
 them), one `Gather` (level 2: byte offsets from src's start, as the API takes them). The
@@ -16,9 +16,11 @@ block after it: an index out of range (a `Compare` of the index in f32, then `Se
 block, so it gives 0 as on every target, and no element crosses the scalar unit.
 
 A2 / A3 `Gather` takes 16- and 32-bit types only: 32-bit words (f32; f16 / bf16 held in f32;
-i32, u32) gather as uint32_t, 16-bit ones as uint16_t, and 8-bit values (i8, u8, bool) are cast
-to half (exact), gathered, and cast back. Left to the scalar unit (`scalar_ops.py`): 64-bit
-values (no Gather form), a `gather_cols` over more than 2048 columns with 16-bit indices
+i32, u32) gather as uint32_t, 16-bit ones as uint16_t, 8-bit values (i8, u8, bool) are cast to
+half (exact), gathered, and cast back, and 64-bit values (i64, u64) move as their two 32-bit
+words, the offsets built per word (`_first_row` with k = 2). Left to the scalar unit
+(`scalar_ops.py`): a `gather_cols` of 64-bit values (its offsets come per element), one over
+more than 2048 columns with 16-bit indices
 (through half they are exact only below 2048), operands of another dtype than the result or of
 other rows (broadcasts), and every move of a kernel that does not fit the UB with the moves'
 temporaries (`KernelEmitter.emit`).
@@ -35,8 +37,9 @@ from ....ir import nodes as N
 from .frame import Frame
 from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
 
-# the type a Gather moves for each size an element is held in (8-bit values go through half)
-_GATHER_T = {4: "uint32_t", 2: "uint16_t", 1: "half"}
+# the type a Gather moves for each size an element is held in (8-bit values go through half,
+# and 64-bit ones as pairs of 32-bit words)
+_GATHER_T = {8: "uint32_t", 4: "uint32_t", 2: "uint16_t", 1: "half"}
 # the index dtypes a gather_cols converts to f32 on the vector unit (`_index_as_float`)
 _INDEX_DTYPES = ("i32", "u32", "i8", "u8", "i64", "u64")
 MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd",
@@ -61,6 +64,8 @@ class MoveOps(Frame):
         if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
             return False
         if op.op == "gather_cols":
+            if held_size(op.dtype) == 8:  # its offsets come per element, not per word
+                return False
             it = args[1].dtype
             # 16-bit indices go through half, exact below 2048: for up to 2048 columns any
             # index it rounds is out of range before and after
@@ -103,17 +108,20 @@ class MoveOps(Frame):
             # the same offsets for every chunk: built by the first, kept in a buffer of their
             # own that lives through the chunk loop
             cached = chunk and self.nchunks > 1
-            n = vcount(rows, cols)
+            # a 64-bit element is two 32-bit words, each gathered: k words an element
+            k = 2 if held_size(op.dtype) == 8 else 1
+            n = k * vcount(rows, cols)
             f = self._offsets_buffer(i, n) if cached else self.temp("float", n)
             if cached:
                 self.out.open("if (c == 0)")
-            self._first_row(op, f, pd, pitch)
-            self.vec(f"AscendC::Mins({f}, {f}, {float(maxc)}f, {pd});")
-            self.out(f"wsp_rows_plus({f}, {rows}, {pd}, {float(pitch)}f);")
-            self.out(f"wsp_byte_offsets({f}, {count}, {CXX_SIZE[gdt]});")
+            self._first_row(op, f, k * pd, k)
+            self.vec(f"AscendC::Mins({f}, {f}, {float(k * maxc + k - 1)}f, {k * pd});")
+            self.out(f"wsp_rows_plus({f}, {rows}, {k * pd}, {float(k * pitch)}f);")
+            self.out(f"wsp_byte_offsets({f}, {k * count}, {CXX_SIZE[gdt] // k});")
             if cached:
                 self.out.close()
             offs = f
+            count *= k
         narrow = held_size(op.dtype) == 1
         out = self.temp("half", count) if narrow else dst
         self.out(f"AscendC::Gather({self._gtensor(out, gdt)}, {self._gtensor(src, gdt)}, "
@@ -162,44 +170,55 @@ class MoveOps(Frame):
                  f"{pb * w // 4}, {(pa + pb) * w // 4}, {pb * w // 4});")
         return s, gdt, pa + pb, pa + pb - 1
 
-    def _first_row(self, op: N.Op, f: str, pd: int, pitch: int) -> None:
-        """f[0, pd) = the source column of each column of the op's first row."""
-        n = ceil_to(pd, 64)
+    def _first_row(self, op: N.Op, f: str, m: int, k: int) -> None:
+        """f[0, m) = the source index of each element (k = 1) or 32-bit word (k = 2: a 64-bit
+        element's two words) of the op's first row, from j, the element's column."""
+        n = ceil_to(m, 64)
+        if k == 1:
+            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {m});")
+        else:  # word w is half w - 2 j of element j = floor(w / 2)
+            w = self.temp("float", n)
+            fl = self.temp("int32_t", n)
+            self.vec(f"AscendC::CreateVecIndex({w}, 0.0f, {m});")
+            self.vec(f"AscendC::Muls({f}, {w}, 0.5f, {m});")
+            self.vec(f"AscendC::Cast({fl}, {f}, AscendC::RoundMode::CAST_FLOOR, {m});")
+            self.vec(f"AscendC::Cast({f}, {fl}, AscendC::RoundMode::CAST_RINT, {m});")
+            self.vec(f"AscendC::Sub({w}, {w}, {f}, {m});")
+            self.vec(f"AscendC::Sub({w}, {w}, {f}, {m});")  # the half: w - 2 j
         if op.op == "transpose":  # column j of row 0 is a[j, 0]
-            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
-            self.vec(f"AscendC::Muls({f}, {f}, {float(pc(self.ops[op.args[0]].shape[1]))}f, {pd});")
+            self.vec(f"AscendC::Muls({f}, {f}, {float(pc(self.ops[op.args[0]].shape[1]))}f, {m});")
         elif op.op == "slice_cols":
-            self.vec(f"AscendC::CreateVecIndex({f}, {float(int(op.attr))}f, {pd});")
+            self.vec(f"AscendC::Adds({f}, {f}, {float(int(op.attr))}f, {m});")
         elif op.op in ("slice_even", "slice_odd"):
-            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
-            self.vec(f"AscendC::Muls({f}, {f}, 2.0f, {pd});")
+            self.vec(f"AscendC::Muls({f}, {f}, 2.0f, {m});")
             if op.op == "slice_odd":
-                self.vec(f"AscendC::Adds({f}, {f}, 1.0f, {pd});")
+                self.vec(f"AscendC::Adds({f}, {f}, 1.0f, {m});")
         elif op.op == "concat_cols":
             # column j + (pa - na) past a's na columns: j + clamp(j - na + 1, 0, 1) * (pa - na)
             a = op.args[0]
             na, pa = self.ops[a].shape[1], pc(self.ops[a].shape[1])
             t = self.temp("float", n)
-            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
-            self.vec(f"AscendC::Adds({t}, {f}, {float(1 - na)}f, {pd});")
-            self.vec(f"AscendC::Maxs({t}, {t}, 0.0f, {pd});")
-            self.vec(f"AscendC::Mins({t}, {t}, 1.0f, {pd});")
-            self.vec(f"AscendC::Muls({t}, {t}, {float(pa - na)}f, {pd});")
-            self.vec(f"AscendC::Add({f}, {f}, {t}, {pd});")
+            self.vec(f"AscendC::Adds({t}, {f}, {float(1 - na)}f, {m});")
+            self.vec(f"AscendC::Maxs({t}, {t}, 0.0f, {m});")
+            self.vec(f"AscendC::Mins({t}, {t}, 1.0f, {m});")
+            self.vec(f"AscendC::Muls({t}, {t}, {float(pa - na)}f, {m});")
+            self.vec(f"AscendC::Add({f}, {f}, {t}, {m});")
         elif op.op == "interleave":
             # column j of the result is a's (even j) or b's (odd j) column j / 2: h + parity * pa,
             # h = floor(j / 2) (a Cast with CAST_FLOOR), parity = j - 2 h
             pa = pc(self.ops[op.args[0]].shape[1])
             h = self.temp("float", n)
-            k = self.temp("int32_t", n)
-            self.vec(f"AscendC::CreateVecIndex({f}, 0.0f, {pd});")
-            self.vec(f"AscendC::Muls({h}, {f}, 0.5f, {pd});")
-            self.vec(f"AscendC::Cast({k}, {h}, AscendC::RoundMode::CAST_FLOOR, {pd});")
-            self.vec(f"AscendC::Cast({h}, {k}, AscendC::RoundMode::CAST_RINT, {pd});")
-            self.vec(f"AscendC::Muls({f}, {f}, 0.5f, {pd});")
-            self.vec(f"AscendC::Sub({f}, {f}, {h}, {pd});")  # parity / 2
-            self.vec(f"AscendC::Muls({f}, {f}, {float(2 * pa)}f, {pd});")
-            self.vec(f"AscendC::Add({f}, {f}, {h}, {pd});")
+            fl = self.temp("int32_t", n)
+            self.vec(f"AscendC::Muls({h}, {f}, 0.5f, {m});")
+            self.vec(f"AscendC::Cast({fl}, {h}, AscendC::RoundMode::CAST_FLOOR, {m});")
+            self.vec(f"AscendC::Cast({h}, {fl}, AscendC::RoundMode::CAST_RINT, {m});")
+            self.vec(f"AscendC::Muls({f}, {f}, 0.5f, {m});")
+            self.vec(f"AscendC::Sub({f}, {f}, {h}, {m});")  # parity / 2
+            self.vec(f"AscendC::Muls({f}, {f}, {float(2 * pa)}f, {m});")
+            self.vec(f"AscendC::Add({f}, {f}, {h}, {m});")
+        if k == 2:  # word 2 c + half of source element c
+            self.vec(f"AscendC::Muls({f}, {f}, 2.0f, {m});")
+            self.vec(f"AscendC::Add({f}, {f}, {w}, {m});")
 
     def _index_as_float(self, b: int, n: int, chunk: bool) -> tuple[str, str]:
         """(f32 tile of index tile b, f32 tile of its high words or ""): exact for every index

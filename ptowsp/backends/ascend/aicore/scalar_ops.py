@@ -1,9 +1,9 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and
 bool arithmetic, f64, float -> integer casts, iota, sorts (but those of rows of at most 128
 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions, and the data moves no vector
-API covers: those of 64-bit values (transposes included), a `gather_cols` of more than 2048
-columns with 16-bit indices, moves of broadcast or converted operands. Slow, exact, and the documented fallback for whatever the
-vector unit has no instruction for (`VectorOps.vector_ok`; slices and concatenations on
+API covers: a `gather_cols` of 64-bit values or of more than 2048 columns with 16-bit indices,
+moves of broadcast or converted operands. Slow, exact, and the documented fallback for whatever
+the vector unit has no instruction for (`VectorOps.vector_ok`; slices and concatenations on
 32-byte blocks are copied by the vector unit, `VectorOps.copy_ok`, the other moves gathered,
 `MoveOps.move_ok` in moves.py, and a `gather_rows` reads only its indices here,
 `gather_rows_by_copies`)."""
