@@ -9,9 +9,10 @@ name may have more declarations than one configuration has) as
     Decl(namespace, class, name, template parameters, parameter types, defaults)
 
 with the parameter types normalised for what a call can tell apart: no names, no `const` or
-`&`, no CANN qualifiers (`__aicore__`, `__gm__`, `__ubuf__`, `__inout_pipe__(S)`), template
-parameters by position (`$0`, `$1`), `PrimT<T>` as `T` (the same type for a plain T). Two
-declarations with the same normalised form accept the same calls.
+`&`, no CANN qualifiers (`__aicore__`, `__gm__`, `__ubuf__`, `__inout_pipe__(S)` and its
+`__in_pipe__` / `__out_pipe__` kin), template parameters by position (`$0`, `$1`), `PrimT<T>`
+as `T` (the same type for a plain T). Two declarations with the same normalised form accept
+the same calls.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _strip(text: str) -> str:
     text = re.sub(r"(?m)^\s*#[^\n]*", " ", text)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
     text = re.sub(r"\[\[.*?\]\]", " ", text)
-    text = re.sub(r"__inout_pipe__\s*\(\s*\w*\s*\)", " ", text)
+    text = re.sub(r"__(?:inout|in|out)_pipe__\s*\(\s*\w*\s*\)", " ", text)
     text = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", text)
     # CANN's annotation macros (`__ASC_USE_RESERVED_UBUF__(3510, "...")`) before a declaration
     text = re.sub(r"\b__[A-Z][A-Z0-9_]*__\s*\((?:[^()]|\([^()]*\))*\)", " ", text)

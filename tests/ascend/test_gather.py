@@ -3,8 +3,10 @@ dtypes and index dtypes; rows gathered, elements gathered within rows, one gathe
 gathers at computed indices under a `where`) emitted at -O0 and -O2, compiled with g++ against
 the CPU Ascend C (`ascendc_cpu/`, whose rule checks stay on), and run on indices in range and out
 of it (negative, the extent, the index dtype's extremes), contiguous and strided: every result
-equals ref's bit for bit (ref equals the independent formula there). Gathers run on the scalar
-unit, an index out of range read by nothing (a conditional) and giving 0.
+equals ref's bit for bit (ref equals the independent formula there). A gather within rows is
+a `Gather` (aicore/moves.py: an index out of range reads a zeroed block) unless its values are
+64-bit or its indices 16-bit (the scalar unit, under a conditional); a gather of rows reads one
+index a row and copies the row.
 """
 
 from __future__ import annotations

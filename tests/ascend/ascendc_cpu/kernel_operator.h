@@ -1082,6 +1082,72 @@ __aicore__ inline void Copy(const LocalTensor<T> &dstLocal, const LocalTensor<T>
         }
 }
 
+// CreateVecIndex, level 2: dst[i] = firstValue + i for the first `count` elements (int16_t,
+// half, int32_t, float on A2; half arithmetic is not modelled, so not half)
+template <typename T>
+__aicore__ inline void CreateVecIndex(LocalTensor<T> dst, const T &firstValue, uint32_t count)
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, int32_t>::value ||
+                      std::is_same<T, int16_t>::value,
+                  "CreateVecIndex: int16_t / int32_t / float are modelled (A2 also has half)");
+    detail::VecOut(dst, count, "CreateVecIndex");
+    for (uint32_t i = 0; i < count; ++i) dst.ptr_[i] = (T)(firstValue + (T)i);
+    detail::VecDone(dst, count);
+}
+
+// Gather, level 2: dst[i] = the element of src that starts srcBaseOffset + srcOffset[i] BYTES
+// past src's start, for the first `count` elements. As documented for A2 / A3: T is a 16- or
+// 32-bit type (no 8- or 64-bit form), dst, src and srcOffset start 32-byte aligned, every
+// offset is a multiple of sizeof(T) (the device reads a wrong element otherwise). Stricter
+// than the device, which reads any UB address: an offset past the src tensor fails here (it
+// would read another buffer's bytes), and so does a dst overlapping src or srcOffset (the
+// general overlap rule: only elementwise instructions may write over their operands).
+template <typename T>
+__aicore__ inline void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                              const LocalTensor<uint32_t> &srcOffset, const uint32_t srcBaseOffset,
+                              const uint32_t count)
+{
+    static_assert(std::is_same<T, int16_t>::value || std::is_same<T, uint16_t>::value ||
+                      std::is_same<T, int32_t>::value || std::is_same<T, uint32_t>::value ||
+                      std::is_same<T, float>::value || std::is_same<T, half>::value ||
+                      std::is_same<T, bfloat16_t>::value,
+                  "Gather: A2 / A3 gather 16- and 32-bit types only");
+    const char *api = "Gather";
+    detail::CheckAligned(src.ptr_, api, "src");
+    detail::VecIn(srcOffset, count, api, "srcOffset");
+    detail::VecOut(dst, count, api);
+    const uint8_t *d0 = reinterpret_cast<const uint8_t *>(dst.ptr_);
+    const uint8_t *d1 = d0 + (size_t)count * sizeof(T);
+    auto overlaps = [&](const void *p, size_t bytes) {
+        const uint8_t *b = static_cast<const uint8_t *>(p);
+        return b < d1 && d0 < b + bytes;
+    };
+    if (overlaps(src.ptr_, (size_t)src.size_ * sizeof(T)))
+        ShimFail(api, "dst overlaps src (only elementwise instructions may write over an operand)");
+    if (overlaps(srcOffset.ptr_, (size_t)count * 4))
+        ShimFail(api, "dst overlaps srcOffset");
+    std::vector<T> got(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        const uint64_t at = (uint64_t)srcBaseOffset + srcOffset.ptr_[i];
+        if (at % sizeof(T) != 0) {
+            char msg[160];
+            std::snprintf(msg, sizeof msg, "srcOffset[%u] + srcBaseOffset = %llu bytes is not a "
+                          "multiple of sizeof(T) = %u", i, (unsigned long long)at, (unsigned)sizeof(T));
+            ShimFail(api, msg);
+        }
+        if (at / sizeof(T) >= src.size_) {
+            char msg[160];
+            std::snprintf(msg, sizeof msg, "srcOffset[%u] + srcBaseOffset = %llu bytes runs past "
+                          "src (%u elements)", i, (unsigned long long)at, src.size_);
+            ShimFail(api, msg);
+        }
+        detail::Read(src.ptr_ + at / sizeof(T), sizeof(T), detail::P_V, api);
+        got[i] = src.ptr_[at / sizeof(T)];
+    }
+    for (uint32_t i = 0; i < count; ++i) dst.ptr_[i] = got[i];
+    detail::VecDone(dst, count);
+}
+
 // Cast: the conversions of the dav_c220 table that wspc uses, each with the round modes the
 // device accepts for it
 namespace detail {
@@ -1132,6 +1198,37 @@ template <> inline bool CastOne<uint8_t, half>(uint8_t &d, half s, RoundMode m)
     float v = (float)s;
     v = (v != v) ? 0.0f : RoundF(v, m);
     d = (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);  // saturates
+    return true;
+}
+// int16_t -> half: exact up to 2048 in magnitude, rounded to nearest even past it (CAST_NONE
+// means CAST_RINT where the conversion loses precision)
+template <> inline bool CastOne<half, int16_t>(half &d, int16_t s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE && m != RoundMode::CAST_RINT) return false;
+    d = half((float)s);
+    return true;
+}
+template <> inline bool CastOne<half, int8_t>(half &d, int8_t s, RoundMode m)
+{
+    if (m != RoundMode::CAST_NONE) return false;
+    d = half((float)s);
+    return true;
+}
+template <> inline bool CastOne<int8_t, half>(int8_t &d, half s, RoundMode m)
+{
+    if (m == RoundMode::CAST_ODD) return false;
+    float v = (float)s;
+    v = (v != v) ? 0.0f : RoundF(v, m);
+    d = (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v);  // saturates
+    return true;
+}
+// float -> int32_t: rounded as the mode says (CAST_NONE is rejected, as for every float ->
+// integer cast), saturated; NaN gives 0 (not documented: a kernel must not rely on it)
+template <> inline bool CastOne<int32_t, float>(int32_t &d, float s, RoundMode m)
+{
+    if (m == RoundMode::CAST_NONE || m == RoundMode::CAST_ODD) return false;
+    double v = (s != s) ? 0.0 : (double)RoundF(s, m);
+    d = (int32_t)(v < -2147483648.0 ? -2147483648.0 : v > 2147483647.0 ? 2147483647.0 : v);
     return true;
 }
 template <> inline bool CastOne<float, int32_t>(float &d, int32_t s, RoundMode m)

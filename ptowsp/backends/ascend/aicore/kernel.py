@@ -40,6 +40,7 @@ from .layout import (
     vcount,
 )
 from .matmul import MatmulOps
+from .moves import MOVE_OPS, MoveOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
@@ -62,14 +63,25 @@ def emit_tile_kernel(k: N.Kernel, module: str) -> str:
     return KernelEmitter.emit(k, module)
 
 
-class KernelEmitter(MatmulOps, ScalarOps):
+class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
     """Ascend C for one planned tile kernel with chunks of `rows` rows (see the module doc)."""
 
     @classmethod
     def emit(cls, k: N.Kernel, module: str) -> str:
-        """The header of `k` with the largest chunk of rows that fits the UB."""
+        """The header of `k` with the largest chunk of rows that fits the UB; when its moves'
+        staging and offset tensors (moves.py) are what does not fit, with those moves on the
+        scalar unit, which needs none."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
+        try:
+            return cls.emit_planned(k, module)
+        except UbOverflow:
+            if not cls.vector_moves or not any(op.op in MOVE_OPS for op in k.ops):
+                raise
+            return _ScalarMoves.emit_planned(k, module)
+
+    @classmethod
+    def emit_planned(cls, k: N.Kernel, module: str) -> str:
         best, smallest, chunked, m = cls.fit(k, None)
         if best is None and cls.vector_sorts and any(op.op in SORT_OPS for op in k.ops):
             # the scratch of Sort32 / MrgSort (16 bytes a row element) did not fit even in
@@ -569,6 +581,8 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 self.matmul(i, dst, chunk)
             elif self.copy_ok(op):
                 self.copy_op(i, dst, chunk)
+            elif self.move_ok(op):
+                self.move_op(i, dst, chunk)
             elif self.vector_ok(op):
                 self.vector_op(i, dst, chunk)
                 self.note_replicated(i)
@@ -595,6 +609,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
         """The kernel's header: the template around the body."""
         k = self.k
         units = sorted({"vector" if self.vector_ok(self.ops[i]) or self.copy_ok(self.ops[i])
+                        or self.move_ok(self.ops[i])
                         else "scalar"
                         for i in self.pro + self.loop})
         summary = [
@@ -629,3 +644,9 @@ class ScalarSorts(KernelEmitter):
     does not fit the UB even by blocks (`KernelEmitter.emit`)."""
 
     vector_sorts = False
+
+
+class _ScalarMoves(KernelEmitter):
+    """The emitter with every move on the scalar unit (`KernelEmitter.emit`'s fallback)."""
+
+    vector_moves = False

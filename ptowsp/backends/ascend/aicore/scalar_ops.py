@@ -1,10 +1,11 @@
-"""Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
-arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (only where `Sort32` /
-`MrgSort` cannot take them: sorting.py) and their reductions. Slow,
-exact, and the documented fallback for whatever the vector unit has no instruction for
-(`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
-unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
+"""Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and
+bool arithmetic, f64, float -> integer casts, iota, sorts (only where `Sort32` / `MrgSort`
+cannot take them: sorting.py) and their reductions, and the data moves no vector API covers:
+a `gather_cols` of 64-bit values or of more than 2048 columns with 16-bit indices, moves of
+broadcast or converted operands. Slow, exact, and the documented fallback for whatever the
+vector unit has no instruction for (`VectorOps.vector_ok`; slices and concatenations on
+32-byte blocks are copied by the vector unit, `VectorOps.copy_ok`, the other moves gathered,
+`MoveOps.move_ok` in moves.py, and a `gather_rows` reads only its indices here,
 `gather_rows_by_copies`)."""
 
 from __future__ import annotations
@@ -49,12 +50,13 @@ class ScalarOps(Frame):
         return C.call(f"{self.tensor[u]}.GetValue", C.iadd(C.imul(row, pc(op.shape[1])), col))
 
     def gather_rows_by_copies(self, i: int, dst: str, chunk: bool) -> None:
-        """`gather_rows` of values held in 32-bit words: the scalar unit reads each row's index
+        """`gather_rows` (any dtype: a UB row is whole 32-bit words): the scalar unit reads each row's index
         and the vector unit copies the whole row (`wsp_copy_words`), or fills it with 0 when
         the index is out of range; no element crosses the scalar unit."""
         op = self.ops[i]
         a, b = op.args
         rows, p = self.rows_of(i), pc(op.shape[1])
+        w = p * held_size(op.dtype) // 4  # a UB row is whole 32-byte blocks in any dtype
         k = self.sread(b, "i", 0, chunk)
         n = self.ops[a].shape[0]
         ok = C.binop("<", C.cast("uint64_t", k), int_lit(n, "u64"))
@@ -65,8 +67,8 @@ class ScalarOps(Frame):
         out(f"for (int32_t i = 0; i < {rows}; ++i) {{")
         out(f"    const bool ok = {ok};")
         out(f"    const int64_t r = ok ? (int64_t){k} : 0;")
-        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {p});")
-        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {p}); "
+        out(f"    if (ok) wsp_copy_words({words(f'{dst}[i * {p}]')}, {words(f'{x}[r * {p}]')}, {w});")
+        out(f"    else {{ AscendC::Duplicate({words(f'{dst}[i * {p}]')}, 0u, {w}); "
             "AscendC::PipeBarrier<PIPE_V>(); }")
         out("}")
         self.v_dirty = True
@@ -79,8 +81,7 @@ class ScalarOps(Frame):
         self.need_s()
         out = self.out
         kind = OPS[name].plan
-        if name == "gather_rows" and held_size(op.dtype) == 4 and \
-                self.ops[op.args[0]].dtype == op.dtype:
+        if name == "gather_rows" and self.ops[op.args[0]].dtype == op.dtype:
             self.gather_rows_by_copies(i, dst, chunk)
             return
         if kind == "red":

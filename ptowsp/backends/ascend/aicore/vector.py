@@ -48,8 +48,8 @@ class VectorOps(ReductionOps):
             return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
         if name in ("and", "or", "not"):
             return False
-        # every other float elementwise op has instructions; leaves and the other views
-        # (transpose, slices, interleave, concat, gather: index maps) run on the scalar unit
+        # every other float elementwise op has instructions; leaves and the other views (index
+        # maps) are not elementwise: copies (`copy_ok`), gathers (moves.py) or the scalar unit
         return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
 
     def operand(self, u: int, ishape: tuple, chunk: bool) -> str:
@@ -127,37 +127,41 @@ class VectorOps(ReductionOps):
 
     def copy_ok(self, op: N.Op) -> bool:
         """A slice or a concatenation the vector unit moves as boxes of 32-bit words
-        (`wsp_copy_box`, `wsp_copy_words`): values held in 32-bit words, one dtype, the same
-        rows, and every column offset on a 32-byte block (8 words), where Copy can start."""
+        (`wsp_copy_box`, `wsp_copy_words`): one dtype (any: a UB row is whole 32-byte blocks),
+        the same rows, and every column offset on a 32-byte block, where Copy can start."""
         if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
             return False
         args = [self.ops[a] for a in op.args]
-        if any(a.shape is None or a.dtype != op.dtype for a in args) or held_size(op.dtype) != 4:
+        if any(a.shape is None or a.dtype != op.dtype for a in args):
             return False
+        es = held_size(op.dtype)
         if op.op == "slice_cols":
-            return int(op.attr) % 8 == 0 and args[0].shape[0] == op.shape[0]
+            return int(op.attr) * es % 32 == 0 and args[0].shape[0] == op.shape[0]
         if op.op == "concat_cols":
-            return args[0].shape[1] % 8 == 0 and all(a.shape[0] == op.shape[0] for a in args)
+            return args[0].shape[1] * es % 32 == 0 and all(a.shape[0] == op.shape[0] for a in args)
         return all(a.shape[1] == op.shape[1] for a in args)
 
     def copy_op(self, i: int, dst: str, chunk: bool) -> None:
-        """A `copy_ok` op: boxes of words moved by the vector unit, no scalar round trip."""
+        """A `copy_ok` op: boxes of words moved by the vector unit, no scalar round trip (a
+        row's last word may carry padding elements: they land in the padding of dst's row)."""
         op = self.ops[i]
         rows, cols = self.rows_of(i), op.shape[1]
+        es = held_size(op.dtype)
         words = lambda t: f"{t}.ReinterpretCast<uint32_t>()"  # noqa: E731
+        nw = lambda n: -(-n * es // 4)  # noqa: E731  (words holding n elements)
         self.need_v()
         if op.op == "slice_cols":
             (a,) = op.args
             src = f"{self.at(a, chunk)}[{int(op.attr)}]"
-            self.out(f"wsp_copy_box({words(dst)}, {words(src)}, {rows}, {cols}, {pc(cols)}, "
-                     f"{pc(self.ops[a].shape[1])});")
+            self.out(f"wsp_copy_box({words(dst)}, {words(src)}, {rows}, {nw(cols)}, "
+                     f"{nw(pc(cols))}, {nw(pc(self.ops[a].shape[1]))});")
         elif op.op == "concat_cols":
             at = 0
             for a in op.args:
                 ac = self.ops[a].shape[1]
                 d = f"{dst}[{at}]" if at else dst
-                self.out(f"wsp_copy_box({words(d)}, {words(self.at(a, chunk))}, {rows}, {ac}, "
-                         f"{pc(cols)}, {pc(ac)});")
+                self.out(f"wsp_copy_box({words(d)}, {words(self.at(a, chunk))}, {rows}, "
+                         f"{nw(ac)}, {nw(pc(cols))}, {nw(pc(ac))});")
                 at += ac
         else:  # whole rows: contiguous words
             p = pc(cols)
@@ -165,13 +169,13 @@ class VectorOps(ReductionOps):
                 (a,) = op.args
                 src = self.at(a, chunk)
                 self.out(f"wsp_copy_words({words(dst)}, {words(f'{src}[{int(op.attr) * p}]')}, "
-                         f"{rows * p});")
+                         f"{nw(rows * p)});")
             else:
                 a, b = op.args
                 na = self.ops[a].shape[0]
-                self.out(f"wsp_copy_words({words(dst)}, {words(self.at(a, chunk))}, {na * p});")
+                self.out(f"wsp_copy_words({words(dst)}, {words(self.at(a, chunk))}, {nw(na * p)});")
                 self.out(f"wsp_copy_words({words(f'{dst}[{na * p}]')}, "
-                         f"{words(self.at(b, chunk))}, {(rows - na) * p});")
+                         f"{words(self.at(b, chunk))}, {nw((rows - na) * p)});")
         self.v_dirty = True
 
     def note_replicated(self, i: int) -> None:

@@ -456,6 +456,32 @@ __aicore__ inline void wsp_copy_box(const AscendC::LocalTensor<uint32_t> &dst,
     AscendC::PipeBarrier<PIPE_V>();
 }
 
+// Byte offsets for Gather (aicore/moves.py: a gather within rows, a slice or a concatenation
+// off a 32-byte block, an interleave). `f` holds each element's source index (a float: exact
+// below 2^24, and the UB has 192 KiB) for the first `row` elements; wsp_rows_plus makes row r
+// of the tile the first row plus r * step, doubling (one Adds per power of two of the rows).
+__aicore__ inline void wsp_rows_plus(const AscendC::LocalTensor<float> &f, int32_t rows,
+                                     int32_t row, float step)
+{
+    for (int32_t have = 1; have < rows; have *= 2) {
+        const int32_t n = (rows - have < have ? rows - have : have) * row;
+        AscendC::Adds(f[(uint32_t)(have * row)], f, (float)have * step, n);
+        AscendC::PipeBarrier<PIPE_V>();
+    }
+}
+
+// the first n source indices of `f` made byte offsets (x size) in place, as int32 (an
+// elementwise Cast of one width may write its result over its source: the API's overlap rule
+// asks the two to coincide exactly)
+__aicore__ inline void wsp_byte_offsets(const AscendC::LocalTensor<float> &f, int32_t n,
+                                        int32_t size)
+{
+    AscendC::Muls(f, f, (float)size, n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(f.ReinterpretCast<int32_t>(), f, AscendC::RoundMode::CAST_RINT, (uint32_t)n);
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
 // Row reductions on the vector unit, no value through the scalar unit: out[r], r < rows
 // (contiguous), = the sum / max / min of the `cols` elements of row r of src (rows `pitch`
 // elements apart, a multiple of 32). ReduceRepeat (WholeReduce* before CANN 9.1) reduces
