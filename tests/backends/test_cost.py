@@ -142,13 +142,20 @@ def test_matmul_with_inout_accumulator():
     assert kernel_cost(k, M910B) == (1, acc + load + mte1 + 128 + fix)
 
 
-def test_elementwise_f32_is_memory_bound():
+def test_elementwise_f32_is_its_chunk_pipeline():
     k = elementwise_kernel(64, 128)
     # mul and add: 64 x 128 x 4 bytes / 256 = 128 cycles each; scalars are free
     assert cost.vector_cycles(k, M910B) == 256
-    # x read and y written: 65536 bytes x 0.054 = 3538.9
-    assert kernel_cost(k, M910B) == (0, 3539)
-    assert kernel_cost(k, FAST_HBM) == (0, 256)
+    # x and y (32 KiB each) and the two values fit the UB at once: the emitter writes one chunk
+    # of 64 rows, so nothing overlaps: x read, the ops, y written (32768 bytes x 0.054 = 1769.4
+    # each way)
+    fit = cost.vector_fit(k)
+    assert (fit.nchunks, fit.rows, fit.colblock) == (1, 64, None)
+    share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
+    assert _cycles(32768, share) == 1770
+    assert kernel_cost(k, M910B) == (0, 1770 + 256 + 1770)
+    # memory (almost) free: the ops, and a cycle each way
+    assert kernel_cost(k, FAST_HBM) == (0, 1 + 256 + 1)
 
 
 def test_softmax_from_source():
@@ -156,9 +163,10 @@ def test_softmax_from_source():
     text = (ROOT / "examples" / "softmax.wsp").read_text()
     (k,) = ptowsp.parse(text, "softmax.wsp").ir.kernels
     assert cost.vector_cycles(k, M910B) == 16 * 128 * 4 // 256 * 4
-    # 2 x 8 KiB x 0.054 = 884.7
-    assert kernel_cost(k, M910B) == (0, 885)
-    assert kernel_cost(k, FAST_HBM) == (0, 128)
+    # one chunk of 16 rows (8 KiB in, 8 KiB out): read, the ops, written; 8 KiB x 0.054 = 442.4
+    assert cost.vector_fit(k).nchunks == 1
+    assert kernel_cost(k, M910B) == (0, 443 + 128 + 443)
+    assert kernel_cost(k, FAST_HBM) == (0, 1 + 128 + 1)
 
 
 EXTERN = '''
@@ -426,6 +434,11 @@ def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
     share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
     w_load = _cycles(k * n * 4, share)
     exp = 16 * 4  # 1024 f32 = 16 repeats, a transcendental 4x
-    assert kernel_cost(kern, M910B, vector_only=vo) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
+    # x, y and the values fit the UB at once (one chunk of 16 rows): x read, the V work (w's
+    # loads in it), y written, one after the other
+    assert cost.vector_fit(kern).nchunks == 1
+    xy = _cycles(m * k * 4, share) + _cycles(m * n * 4, share)
+    assert kernel_cost(kern, M910B, vector_only=vo) == (cost.UNIT_VECTOR,
+                                                        xy + mm.cycles + exp + w_load)
     ub = kernel_cost(kern, M910B, places={"w": "ub"}, vector_only=vo)[1]
-    assert ub == mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)
+    assert ub == xy + mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)

@@ -1,0 +1,116 @@
+"""The UB plan (`backends/ub_plan.py`) is what the Ascend emitter does: for every vector kernel
+of every example and test program, at every chunk of rows the emitter's search tries, the
+buffers the emitter requests while writing the kernel (key, size, lifetime, offset) are the
+plan's, so its footprint is; and the chunking the cycle model costs (`cost.vector_fit`) is the
+one the emitted header says it runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from ptowsp.backends.cpu import cost
+
+from .ub_plan_check import CHECKED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _programs():
+    return sorted((ROOT / "examples").glob("*.wsp")) + sorted(
+        (ROOT / "tests" / "programs").glob("*.wsp"))
+
+
+def _summary(text: str):
+    """(footprint, M, chunks, R, (N, C) or None, passes) from an emitted header's summary."""
+    m = re.search(r"UB: (\d+) of \d+ bytes .*?; rows (\d+) (?:in (\d+) chunks? of (\d+)|resident)"
+                  r"(?:; columns (\d+) in blocks of (\d+)(?:, (\d+) passes)?)?", text)
+    assert m, text[:2000]
+    fp, rows, n, r, cn, cc, passes = m.groups()
+    return (int(fp), int(rows), int(n or 1), int(r or rows),
+            (int(cn), int(cc)) if cn else None, int(passes or 1))
+
+
+def test_the_plan_is_the_emitters_for_every_kernel_of_every_program():
+    """(conftest.py checks each measure the emitter's search makes against the plan.)"""
+    from ptowsp import driver
+    from ptowsp.backends.ascend import cube_views
+    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
+    from ptowsp.diagnostics import WspError
+
+    del CHECKED[:]
+    checked, kernels, shapes, splits = [], 0, set(), 0
+    for path in _programs():
+        try:
+            ir = driver.lower(driver.check_file(path))
+        except WspError:
+            continue  # a program that is an error on purpose
+        mesh = {a.name: 2 for a in ir.mesh.axes} if ir.mesh is not None else None
+        ir, _ = driver.optimize(ir, mesh=mesh)
+        runs = dataclasses.replace(ir, kernels=tuple(
+            k for k in ir.kernels if not (k.is_extern and k.extern_ascend is None)))
+        try:
+            files = emit_aicore(runs, cube_views(runs))
+        except WspError:
+            continue  # not a program for this target (an f64 kernel, a kernel too large)
+        checked.append(path.name)
+        vector_only = cube_views(runs)
+        for k in runs.kernels:
+            if k.comm is not None or k.is_extern:
+                continue
+            sp = cost._split(k, vector_only)
+            if sp is not None:  # its vector part, emitted as a vector kernel of its own
+                k = sp.vector
+            elif cost.kernel_unit(k, vector_only) != 0:
+                continue
+            text = files[header_path(k)]
+            fp, m, n, r, cols, passes = _summary(text)
+            fit = cost.vector_fit(k)
+            assert fit is not None, (path.name, k.name)
+            assert (fit.footprint, fit.m, fit.nchunks, fit.rows, fit.colblock, fit.passes) == (
+                fp, m, n, r, cols, passes), (path.name, k.name)
+            kernels += 1
+            shapes.add((n > 1, cols is not None, passes > 1))
+            splits += sp is not None
+    assert len(checked) >= len(_programs()) - 4, checked
+    assert kernels >= 50 and splits > 0 and len(CHECKED) > kernels
+    # chunked and resident kernels both occur among the programs
+    assert (True, False, False) in shapes and (False, False, False) in shapes, shapes
+
+
+def test_a_row_wider_than_the_ub_costs_its_passes():
+    """A softmax over rows wider than the UB runs in blocks of columns, in three passes (the
+    max, the sum of exp(x - max), the output), each loading x again: the model costs the
+    emitter's passes and blocks (`vector_fit`, what the header says), so x crosses HBM three
+    times and y once, and nothing in one pass waits for a later one."""
+    from ptowsp.backends import pipes as P
+    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
+    from ptowsp.backends.machine import load_machine
+    from ptowsp.ir import nodes as N
+    from tests.kernel_builder import KB
+
+    rows, cols = 4, 65536  # 256 KiB a row of f32
+    b = KB("wide_softmax")
+    x = b.tile("x", rows, cols, "f32")
+    e = b.op("exp", b.op("sub", x, b.op("rowmax", x)))
+    b.out("y", b.op("div", e, b.op("rowsum", e)))
+    k = b.kernel()
+    files = emit_aicore(N.Module("wide", (), (), (k,), (), None))
+    fp, m, n, r, colblock, passes = _summary(files[header_path(k)])
+    fit = cost.vector_fit(k)
+    assert passes == fit.passes == 3 and colblock == fit.colblock and colblock[1] < cols
+    assert (fp, m, n, r) == (fit.footprint, fit.m, fit.nchunks, fit.rows)
+
+    machine = load_machine(None)
+    rates = P.Rates.of(machine, machine.cores(cost.UNIT_VECTOR))
+    steps = -(-cols // colblock[1]) * n  # blocks x chunks, in each pass
+    pipe = cost.kernel_pipeline(k, machine)
+    assert [s.pipe for s in pipe.stages] == ["MTE2", "V", "MTE3"] * (3 * steps)
+    one = P.transfer(rows * cols * 4 / steps, rates.hbm)  # a step's share of x (or of y)
+    busy = pipe.busy()
+    assert busy["MTE2"] == 3 * steps * one and busy["MTE3"] == steps * one
+    # at least its three reads of x and its write of y, one after the other on the core's
+    # share of HBM, which the steady state of one read and one write never saw
+    assert pipe.cycles >= 4 * steps * one
+    assert cost.kernel_cost(k, machine) == (cost.UNIT_VECTOR, pipe.cycles)
