@@ -12,10 +12,13 @@ What is one definition and what is two: the shape facts (chunking, the schedule 
 queues, the accumulators, the arena's allocation) are `KernelShape`, shared. Each op's
 temporaries are requested by the emitter's op writers while they write their text
 (`Frame.temp` in vector.py, matmul.py, reductions.py, sorting.py); `UbPlan` declares the same
-temporaries, writer by writer (`_op`, `_vector_op`, `_matmul`, ...), without text.
-tests/ascend/test_ub_plan.py checks, for every kernel of every example and test program, that
-the buffers the emitter requests (key, size, lifetime) are the plan's, so its footprint and R
-are the plan's: a writer that changes its temporaries changes the plan's declaration with it.
+temporaries, writer by writer (`_op`, `_vector_op`, `_matmul`, ...), without text, and
+repeats which writer takes an op (`_vector_ok`, `_copy_ok`: vector.py's `vector_ok`,
+`copy_ok`). The chunk search (`search`) is one, run with the emitter's measure or the plan's.
+tests/ascend/conftest.py checks, at every measure of every kernel the Ascend tests emit (every
+example and test program among them), that the buffers the emitter requests (key, size,
+lifetime, offset, order) are the plan's, so its footprint and R are the plan's: a writer that
+changes its temporaries changes the plan's declaration with it.
 """
 
 from __future__ import annotations
