@@ -114,3 +114,45 @@ def test_a_row_wider_than_the_ub_costs_its_passes():
     # share of HBM, which the steady state of one read and one write never saw
     assert pipe.cycles >= 4 * steps * one
     assert cost.kernel_cost(k, machine) == (cost.UNIT_VECTOR, pipe.cycles)
+
+
+def test_the_model_does_not_need_the_ascend_back_end():
+    """cpu_sim's figures for a vector kernel are the emitter's chunks whether or not the Ascend
+    back end was imported: a fresh interpreter that never imports it costs swiglu_ffn's and
+    llama_layer's kernels as this one (which has) does."""
+    import json
+    import subprocess
+    import sys
+
+    from ptowsp import driver
+    from ptowsp.backends.machine import load_machine
+
+    programs = [ROOT / "examples" / "swiglu_ffn.wsp", ROOT / "examples" / "llama_layer.wsp"]
+    script = (
+        "import json, sys\n"
+        "from ptowsp import driver\n"
+        "from ptowsp.backends.cpu import cost\n"
+        "from ptowsp.backends.machine import load_machine\n"
+        "out = []\n"
+        "for p in sys.argv[1:]:\n"
+        "    ir, _ = driver.optimize(driver.lower(driver.check_file(p)))\n"
+        "    out.append(cost.kernel_costs(ir, load_machine(None)))\n"
+        "print(json.dumps([out, any(m.startswith('ptowsp.backends.ascend') for m in sys.modules)]))\n")
+    run = subprocess.run([sys.executable, "-c", script, *map(str, programs)], capture_output=True,
+                         text=True, check=True, cwd=ROOT)
+    theirs, imported = json.loads(run.stdout)
+    assert not imported
+    import ptowsp.backends.ascend  # noqa: F401 (here it is)
+
+    ours = [[list(c) for c in cost.kernel_costs(driver.optimize(driver.lower(
+        driver.check_file(p)))[0], load_machine(None))] for p in programs]
+    assert theirs == ours
+    # and those figures are the emitter's chunks: llama_layer's out_ffn (its FFN weights
+    # streamed, its rows too many for the UB at once) runs in several, and costs them
+    ir, _ = driver.optimize(driver.lower(driver.check_file(programs[1])))
+    (k,) = [k for k in ir.kernels if k.name == "out_ffn"]
+    fit = cost.vector_fit(k)
+    machine = load_machine(None)
+    assert fit.nchunks > 1
+    assert cost.kernel_cost(k, machine)[1] == cost.kernel_cost(k, machine, chunks=fit.nchunks)[1]
+    assert cost.kernel_cost(k, machine)[1] != cost.kernel_cost(k, machine, chunks=1)[1]
