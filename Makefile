@@ -65,6 +65,7 @@ bench: $(STAMP) $(MPI)
 	$(BIN)/python benchmarks/trace.py
 	$(BIN)/python benchmarks/layer.py
 	$(BIN)/python benchmarks/fidelity.py
+	$(BIN)/python benchmarks/ascend_sort.py
 	$(BIN)/python benchmarks/mesh_mpi.py
 
 # Mutated programs through check and run (fuzz/harness.py); not part of `make test`, which

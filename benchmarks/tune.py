@@ -1,7 +1,8 @@
 """How much `wspc tune` improves the modelled time of each example over its hand-written
 schedule: `ptowsp.tune` with the examples' run sizes (examples/Makefile's BIND_ and MESH_
 lines), a budget of candidates (default 48, seed 0: deterministic), the tile sizes the winner
-changes, the consts searched, and the real time the search took. Prints a Markdown table
+changes, the tile sizes searched (consts and literal `Constexpr` arguments, named as `wspc tune`
+names them), and the real time the search took. Prints a Markdown table
 (docs/tools.md, "wspc tune").
 
     python benchmarks/tune.py [--budget 48] [EXAMPLE ...]
@@ -40,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     names, binds, meshes = makefile_sizes()
     print("| example | given schedule | cycles | tuned | tile sizes | cycles | speedup | "
-          "consts searched | search (s) |")
+          "sizes searched | search (s) |")
     print("|---|---|---:|---|---|---:|---:|---|---:|")
     for name in args.examples or names:
         m = ptowsp.load(str(ROOT / "examples" / f"{name}.wsp"))

@@ -713,9 +713,11 @@ def lsp(ctx: click.Context) -> None:
 @click.option("--seconds", type=float, default=None, metavar="S", help="Search about S seconds instead (not deterministic).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The search's seed.")
 @click.option("--apply", "apply_", is_flag=True,
-              help="Add the winner to FILE as a new schedule, and write its tile sizes into their const lines.")
+              help="Add the winner to FILE as a new schedule, and write its tile sizes where they are written "
+                   "(in FILE, or in the imported file that declares the const).")
 @click.option("--tile-sizes/--no-tile-sizes", default=True, show_default=True,
-              help="Also search the consts that size kernel tiles (where the outputs stay the same).")
+              help="Also search the tile sizes: consts and literal Constexpr arguments that size kernel tiles "
+                   "(where the outputs stay the same).")
 @click.option("--name", default="tuned", show_default=True, help="The new schedule's name for --apply.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to list.")
 @click.option("--bind", "binds", multiple=True, metavar="SYM=N", callback=_binds, help="Bind a sym (as `wspc run`).")
@@ -745,8 +747,13 @@ def tune(ctx: click.Context, file: str, schedule, budget, seconds, seed: int, ap
         tile_sizes))
     click.echo(tuning.report(result, file, top))
     if apply_:
-        _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
-        click.echo(f"\nwrote schedule `{name}` into {file}")
+        written = _run_guarded(ctx, "tune", lambda: tuning.apply(result, file, name, [p.where for p in binds]))
+        click.echo("")
+        for path in written:
+            if path != file:  # an imported file: every module that imports it gets the new sizes
+                sizes = ", ".join(f"`{c.name} = {v}`" for c, v in result.changes() if c.file == path)
+                click.echo(f"wrote {sizes} into {path} (imported by {file}: every module importing it gets the value)")
+        click.echo(f"wrote schedule `{name}` into {file}")
 
 
 # ---- wspc fmt (docs/tools.md, "wspc fmt"; its files: frontend/formatting.py) -----------------

@@ -17,13 +17,14 @@ fails to check or lower (a key the policy refuses, a transform of a loop that ca
 is skipped: its diagnostics name its file. `pto_wsp.auto_schedule` runs the same `search` over
 its `SearchSpace`.
 
-Tile sizes are more dimensions: a *tile const* of the main file (a `const` that sizes a kernel's
-tiles or is passed to a `Constexpr`) takes other powers of two, in a copy of the file's text
+Tile sizes are more dimensions (`tile_sizes.py`): a `const` of the module (of the main file or
+an imported one) that sizes a kernel's tiles or is passed to a `Constexpr`, and an integer
+literal a call passes to a `Constexpr`, takes other powers of two, in a copy of its file's text
 with only that number changed. A value is kept only where the module means the same: every
 tensor's shape unchanged (checked for each value before the search) and the outputs on `ref`
 those of the file's sizes on the same random inputs (checked for each combination the search
 reaches, `_Variants.meaning`); a combination that fails is a failed candidate. `--apply` writes
-the winner's numbers into the const lines (docs/tools.md, "Tile sizes").
+the winner's numbers where they are written, in whichever file (docs/tools.md, "Tile sizes").
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .diagnostics import InternalError, WspError
 from .progress import phase
+from .tile_sizes import _Variants, check_rewritten, ir_defaults, rewritten, tile_consts
 
 DEFAULT_BUDGET = 48  # candidates simulated when neither a budget nor seconds is given
 BATCH = 16  # points evaluated together when the whole space is tried (one build each)
@@ -199,226 +201,22 @@ def dimensions(decl, workload, dispatchers: int) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tile sizes: the module's consts that size kernel tiles, as more dimensions of the search
-
-MIN_TILE = 8  # the smallest tile size tried: a fractal row of the cube unit (docs/tools.md)
-# a float output of a candidate with other tile sizes may differ from the file's by the rounding
-# of sums taken in another order (and BLAS blocks a product by its shape), through a chain of
-# matrix products and online softmaxes: the bound tests/test_mesh_examples.py holds the mesh
-# examples' f32 outputs to (2e-5, "through a few matrix products"), in unit roundoffs of the
-# output's dtype, of each element plus as much of the largest output for the elements near 0
-# (where terms cancel). 32 units, the cpu_sim-vs-ref bound of one attention
-# (tests/test_examples_dynamic.py), rejects tp_attention's other key blocks, 1e-5 apart.
-REASSOCIATION_UNITS = 336
-
-
-@dataclasses.dataclass(frozen=True)
-class TileConst:
-    """A module-level `const NAME = N` of the main file that reaches a kernel's tile or
-    `Constexpr` parameter: `value` is the file's, `options` the values tried (the file's first),
-    `span` that of the number (what `--apply` rewrites)."""
-
-    name: str
-    value: int
-    options: tuple
-    span: Any
-
-
-def _offset(text: str, line: int, col: int) -> int:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts[line - 1] + col - 1
-
-
-def with_consts(text: str, changes: Sequence) -> str:
-    """`text` with the number of each (TileConst, value) in `changes` replaced: only those
-    characters change (comments, spacing, everything else kept)."""
-    edits = sorted(((_offset(text, c.span.line, c.span.col),
-                     _offset(text, c.span.end_line, c.span.end_col), str(v)) for c, v in changes),
-                   reverse=True)
-    for start, end, number in edits:
-        text = text[:start] + number + text[end:]
-    return text
-
-
-def _tile_const_names(main) -> list:
-    """The int-literal consts of the file `main` named in a kernel's parameter types (its tile
-    dimensions) or passed whole to a `Constexpr` parameter by a call."""
-    from .frontend import ast as A
-
-    kernels = {d.name.id: d for d in main.decls if isinstance(d, A.KernelDecl)}
-    used = {n.id for d in kernels.values() for p in d.params
-            for n in p.walk() if isinstance(n, A.Name)}
-    for call in (n for d in main.decls for n in d.walk() if isinstance(n, A.CallStmt)):
-        kernel = kernels.get(call.callee.id)
-        if kernel is None:
-            continue
-        params = {p.name.id: p for p in kernel.params}
-        bound = [*zip((p.name.id for p in kernel.params), call.args),
-                 *((k.name, k.value) for k in call.kwargs)]
-        used |= {value.id for name, value in bound if isinstance(value, A.Name)
-                 and name in params and isinstance(params[name].type, A.ConstexprParamType)}
-    return [d for d in main.decls if isinstance(d, A.ConstDecl) and d.name.id in used
-            and isinstance(d.value, A.IntLit) and d.value.value > 0]
-
-
-def _options(value: int) -> tuple:
-    powers = [1 << k for k in range(3, 31) if MIN_TILE <= 1 << k <= 4 * value]
-    return tuple(dict.fromkeys([value, *powers]))
-
-
-class _Variants:
-    """The module with other values of its tile consts: each checked, lowered, its tensors'
-    shapes compared with the file's and its outputs on `ref` with the file's (the same random
-    inputs, seed 0); `meaning(values)` is None when the variant computes the same, else why
-    not."""
-
-    def __init__(self, module, schedule: str, bindings: Mapping[str, int], arrays: dict,
-                 mesh: Optional[Mapping[str, int]]):
-        self.env, self.schedule, self.bindings = module.env, schedule, dict(bindings)
-        self.arrays, self.mesh = arrays, mesh
-        self.main = self.env.files[0]
-        # a module built in Python (`embed/`) has no text to rewrite: its sizes are not searched
-        self.text = self.main.text or self.env.sources.get(self.main.path, "")
-        self.shapes = self._shapes(module.ir)
-        self._outputs: Optional[dict] = None
-        self.verdicts: dict = {}
-
-    def _shapes(self, ir) -> dict:
-        from . import sym
-
-        values = dict(ir_defaults(ir))
-        values.update(self.bindings)
-        out = {}
-        for t in ir.tensors:
-            try:
-                out[t.name] = (t.dtype, tuple(sym.evaluate(d, values) for d in t.dims))
-            except (sym.SymError, KeyError):
-                out[t.name] = (t.dtype, tuple(sym.to_str(d) for d in t.dims))
-        return out
-
-    def file(self, changes: Sequence):
-        """The main file's text and parse with `changes` ((TileConst, value) pairs)."""
-        from .frontend.parser import parse
-
-        text = with_consts(self.text, changes)
-        return text, parse(text, self.main.path)
-
-    def module(self, changes: Sequence):
-        from . import driver
-        from .api import Module
-
-        text, main = self.file(changes)
-        sources = {**self.env.sources, self.main.path: text}
-        return Module(driver.check_sources([main, *self.env.files[1:]], sources))
-
-    def _run(self, module) -> dict:
-        prog = module.compile(target="ref", schedule=self.schedule, mesh=self.mesh)
-        return prog.run(bind=self.bindings, random_inputs=0, **self.arrays)
-
-    def meaning(self, changes: tuple) -> Optional[str]:
-        """None when the module with `changes` declares the same tensors and computes the same
-        outputs as the file's; else the reason, naming the consts."""
-        from .dtypes import kind_of
-
-        key = tuple((c.name, v) for c, v in changes)
-        if key in self.verdicts:
-            return self.verdicts[key]
-        what = ", ".join(f"{c.name} = {v}" for c, v in changes)
-        try:
-            variant = self.module(changes)
-            shapes = self._shapes(variant.ir)
-            reason = next((f"{what} changes tensor `{n}` ({s[1]} for {self.shapes[n][1]})"
-                           for n, s in shapes.items() if self.shapes.get(n) != s), None)
-            if reason is None:
-                if self._outputs is None:
-                    from .api import Module
-
-                    self._outputs = self._run(Module(self.env))
-                got = self._run(variant)
-                dtypes = {t.name: t.dtype for t in variant.ir.tensors}
-                for name, want in self._outputs.items():
-                    if not _same(got[name], want, dtypes[name], kind_of(dtypes[name])):
-                        reason = f"{what} changes output `{name}`"
-                        break
-        except WspError as err:
-            reason = f"{what}: {err.diagnostics[0].message}"
-        self.verdicts[key] = reason
-        return reason
-
-
-def _same(got, want, dtype: str, kind: str) -> bool:
-    """Integer and bool outputs equal; float ones within the reassociation bound."""
-    import numpy as np
-
-    from .dtypes import numpy_dtype, to_compute
-
-    if kind != "float":
-        return got.shape == want.shape and np.array_equal(got, want)
-    a = np.asarray(to_compute(got, dtype), np.float64)
-    e = np.asarray(to_compute(want, dtype), np.float64)
-    if a.shape != e.shape:
-        return False
-    unit = 2.0 ** -8 if dtype == "bf16" else float(np.finfo(numpy_dtype(dtype)).eps) / 2
-    finite = np.isfinite(e)
-    scale = float(np.abs(e[finite]).max()) if finite.any() else 0.0
-    bound = REASSOCIATION_UNITS * unit * (np.abs(e) + scale)
-    with np.errstate(invalid="ignore"):
-        ok = (a == e) | (np.isnan(a) & np.isnan(e)) | (np.abs(a - e) <= bound)
-    return bool(ok.all())
-
-
-def tile_consts(variants: _Variants) -> tuple[list, dict]:
-    """The tile consts searched (each with the values that check and keep every tensor's
-    shape) and the consts with no other such value (name -> why: the tensor a value sizes,
-    else the first value's error)."""
-    searched, changing = [], {}
-    for decl in (_tile_const_names(variants.main) if variants.text else ()):
-        const = TileConst(decl.name.id, decl.value.value, _options(decl.value.value),
-                          decl.value.span)
-        keep, moved, failed = [const.value], None, None
-        for v in const.options[1:]:
-            try:  # a value that does not check fails whatever the schedule: not tried
-                variant = variants.module([(const, v)])
-                shapes = variants._shapes(variant.ir)
-            except WspError as err:
-                failed = failed or f"{const.name} = {v}: {err.diagnostics[0].message}"
-                continue
-            tensor = next((n for n, s in shapes.items() if variants.shapes.get(n) != s), None)
-            if tensor is None:
-                keep.append(v)
-            else:
-                moved = moved or f"sizes tensor `{tensor}`"
-        if len(keep) > 1:
-            searched.append(dataclasses.replace(const, options=tuple(keep)))
-        else:
-            changing[const.name] = moved or failed or "no other value"
-    return searched, changing
-
-
-# ---------------------------------------------------------------------------------------------
 # Candidates and their results
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     """A schedule tried: its combinator chain, its modelled cycles (None when it failed), why
-    it failed (the first diagnostic's message), and the tile consts it changes: (name, value,
-    the file's value) triples, empty for the file's sizes."""
+    it failed (the first diagnostic's message), and the tile sizes it changes: (name, value,
+    the file's value) triples (`TileConst.name`), empty for the file's sizes."""
 
     chain: str
     cycles: Optional[int]
     error: Optional[str] = None
     consts: tuple = ()
 
-    def const_lines(self) -> list:
-        """`const BLK = 128  // was 64` for each const changed."""
-        return [f"const {n} = {v}  // was {was}" for n, v, was in self.consts]
-
     def label(self) -> str:
-        """The chain, and the consts changed (`[BLK = 128]`)."""
+        """The chain, and the tile sizes changed (`[BLK = 128, attn_tile R (98:37) = 256]`)."""
         text = self.chain or "(no combinators)"
         if self.consts:
             text += "  [" + ", ".join(f"{n} = {v}" for n, v, _ in self.consts) + "]"
@@ -463,6 +261,7 @@ class TuneResult:
     seed: int
     random_inputs: tuple = ()
     tile_consts: tuple = ()  # TileConsts searched (their `options`: the values tried)
+    main: str = ""  # the main file's path (a tile size elsewhere is printed with its file)
     meaning_consts: Mapping = dataclasses.field(default_factory=dict)  # name -> why not searched
     meaning_rejected: tuple = ()  # why each combination of tile sizes tried was rejected
 
@@ -493,8 +292,17 @@ class TuneResult:
 
     @property
     def consts(self) -> dict:
-        """The winner's tile consts that differ from the file's: name -> value."""
+        """The winner's tile sizes that differ from the file's: name -> value."""
         return {n: v for n, v, _ in self.best.consts}
+
+    def changes(self) -> list:
+        """The winner's tile sizes that differ from the file's: (TileConst, value) pairs."""
+        sites = {c.name: c for c in self.tile_consts}
+        return [(sites[n], v) for n, v, _ in self.best.consts]
+
+    def const_lines(self) -> list:
+        """The lines the winner's tile sizes change, as `TileConst.line` prints them."""
+        return [c.line(v, self.main) for c, v in self.changes()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,10 +371,8 @@ class _Evaluator:
         texts = {_CANDIDATE.format(n): f"schedule {self.prefix}{n} = {self.call}{c}\n"
                  for n, c in chains.items()}
         errors: dict[str, str] = {}
-        files = list(self.env.files)
-        sources = dict(self.env.sources)
-        if changes:
-            sources[files[0].path], files[0] = self.variants.file(changes)
+        files, sources = (self.variants.files(changes) if changes else
+                          (list(self.env.files), dict(self.env.sources)))
         for file, text in texts.items():
             try:
                 decls = parse(text, file).decls
@@ -643,10 +449,6 @@ def _data_inputs(ir, schedule: str, arrays: Mapping[str, Any], bindings: Mapping
     return out, tuple(filled)
 
 
-def ir_defaults(ir) -> dict:
-    return {s.name: s.default for s in ir.syms if s.default is not None}
-
-
 def tune(module, schedule: Optional[str] = None, budget: Optional[int] = None,
          seconds: Optional[float] = None, bindings: Optional[Mapping[str, int]] = None,
          inputs: Optional[Mapping[str, Any]] = None, seed: int = 0,
@@ -656,8 +458,9 @@ def tune(module, schedule: Optional[str] = None, budget: Optional[int] = None,
     the only one) on the cycle model: `budget` candidates (default 48), or as many as fit in
     `seconds` (then the answer depends on the machine's speed). `bindings` binds syms,
     `inputs` gives arrays for tensors whose data decide the task space (random data stands
-    in for those not given). With `tile_sizes`, the main file's consts that size kernel tiles
-    are searched too, each value kept only where the module computes the same (`TileConst`).
+    in for those not given). With `tile_sizes`, the module's tile sizes (its consts that size
+    kernel tiles, the literals its calls pass to `Constexpr` parameters: `tile_sizes.py`) are
+    searched too, each value kept only where the module computes the same.
     The same arguments give the same `TuneResult`."""
     from . import driver
 
@@ -699,7 +502,8 @@ def tune(module, schedule: Optional[str] = None, budget: Optional[int] = None,
                             f"candidates: {given.error}")
     rejected = tuple(r for r in (variants.verdicts.values() if variants else ()) if r)
     return TuneResult(env.name, name, evaluate.call, evaluate.tried, budget if seconds is None
-                      else None, seconds, seed, filled, tuple(consts), changing, rejected)
+                      else None, seconds, seed, filled, tuple(consts), env.files[0].path,
+                      changing, rejected)
 
 
 class Job:
@@ -770,8 +574,9 @@ def report(result: TuneResult, file: str, top: int = 5) -> str:
         lines.append(f"inputs: {names} random (seed 0): their data decide the task space; "
                      "give --input NAME=F.npy to tune on your own")
     for c in result.tile_consts:
-        lines.append(f"tile size `{c.name}` (file: {c.value}) searched: "
-                     + ", ".join(map(str, c.options)))
+        where = "file" if c.file == result.main else c.file
+        lines.append(f"tile size `{c.name}` ({where}: {c.value}) searched: "
+                     + ", ".join(map(str, c.options)) + (f" ({c.note})" if c.note else ""))
     for name, why in result.meaning_consts.items():
         lines.append(f"tile size `{name}` not searched: no other value keeps the meaning ({why})")
     if result.meaning_rejected:
@@ -790,37 +595,36 @@ def report(result: TuneResult, file: str, top: int = 5) -> str:
     lines += ["", f"best: {best.cycles} cycles, {result.speedup:.2f}x fewer than "
               f"`{result.schedule}` ({given.cycles})", "", result.schedule_text("tuned")]
     if best.consts:
-        lines += ["", "with the tile sizes (--apply changes these lines):", *best.const_lines()]
+        lines += ["", "with the tile sizes (--apply changes these lines):", *result.const_lines()]
     return "\n".join(lines)
 
 
-def apply(result: TuneResult, path, name: str, binds: Sequence[str] = ()) -> str:
+def apply(result: TuneResult, path, name: str, binds: Sequence[str] = ()) -> dict:
     """Add the winner to the file `path` as schedule `name`, after a comment saying where it
-    came from, and write the winner's tile sizes into their const lines (the numbers only):
-    every other byte of the file kept, the declaration appended, the file replaced atomically,
-    in one write (`files.write_atomic`). Returns the new text."""
-    from . import driver
+    came from, and write the winner's tile sizes where they are written: the numbers only, in
+    the main file or in the imported file that declares the const (`tile_sizes.rewritten`:
+    every other byte kept, or the layout `wspc fmt` gives a file it passed). The new texts are
+    checked together first, then each file is replaced atomically (`files.write_atomic`), the
+    imported ones before the main file. Returns the texts written (path -> text), in that
+    order."""
     from .files import write_atomic
 
-    with open(path, "rb") as fh:
-        old = fh.read()
-    if result.best.consts:  # the numbers of the const lines, at their spans in the file
-        spans = {c.name: c for c in result.tile_consts}
-        old = with_consts(old.decode("utf-8"), [(spans[n], v) for n, v, _ in
-                                                result.best.consts]).encode("utf-8")
     how = f"budget {result.budget}" if result.deterministic else f"{result.seconds:g} s"
     given = " ".join(["wspc tune", *binds]) + f" ({how}, seed {result.seed})"
     text = (f"// {given}: {result.best.cycles} modelled cycles, "
             f"`{result.schedule}` {result.given.cycles}\n")
     if result.best.consts:
-        text += ("// with " + ", ".join(f"const {n} = {v} (was {was})"
-                                        for n, v, was in result.best.consts) + "\n")
+        text += ("// with " + ", ".join(
+            f"{c.name} = {v} (was {c.value}" + ("" if c.file == str(path) else f", in {c.file}")
+            + ")" for c, v in result.changes()) + "\n")
     text += result.schedule_text(name) + "\n"
-    head = old if not old or old.endswith(b"\n") else old + b"\n"
-    new = head + (b"\n" if head else b"") + text.encode("utf-8")
+    files = rewritten(str(path), result.changes(), text)
+    new = {p: t for p, (_, t) in files.items()}
     try:  # the winner checked in the module already: a failure here is wspc's
-        driver.check_text(new.decode("utf-8"), str(path))
+        check_rewritten(str(path), new)
     except WspError as err:
         raise InternalError("tune", f"the tuned schedule does not check: {err}") from None
-    write_atomic(path, new)
-    return new.decode("utf-8")
+    order = [p for p in new if p != str(path)] + [str(path)]
+    for p in order:
+        write_atomic(p, new[p].encode("utf-8"))
+    return {p: new[p] for p in order}

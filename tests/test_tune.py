@@ -227,7 +227,7 @@ def test_a_block_size_that_changes_the_outputs_is_never_chosen():
 
 
 def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
-    from ptowsp.tuning import _tile_const_names
+    from ptowsp.tile_sizes import sites
 
     m = ptowsp.parse(BLOCKS.replace("OP", "x").replace("const C = 64    // columns: sizes the "
                                                        "tensors", "const C = 64\nconst W = 4\n"
@@ -237,4 +237,193 @@ def test_tile_consts_are_those_of_tile_types_and_constexpr_arguments():
                      .replace("Y[t * RB : min(t * RB + RB, R), :])",
                               "Y[t * RB : min(t * RB + RB, R), :], n = W)"))
     # RB and C size tiles, W is passed to a Constexpr, U reaches no kernel
-    assert [d.name.id for d in _tile_const_names(m.env.files[0])] == ["RB", "C", "W"]
+    found = sites(m.env.files, m.env.files[0].path)
+    assert [(c.name, c.value, c.argument) for c in found] == [("RB", 8, False), ("C", 64, False),
+                                                              ("W", 4, False)]
+    # a literal passed to a `Constexpr` parameter: one tile size a call, after the consts
+    lit = ptowsp.parse(LITERAL)
+    assert [(c.name, c.value, c.kernel, c.param) for c in sites(lit.env.files, "<string>")] == [
+        ("C", 64, "", ""),
+        *((f"rows_of RB ({_at(LITERAL, needle, nth)})", value, "rows_of", "RB")
+          for needle, nth, value in (("RB = 32", 0, 32), ("RB = 16", 0, 16), ("RB = 16", 1, 16)))]
+
+
+# Literal `Constexpr` arguments: each call's literal is a tile size of its own. The first call's
+# 8-row views provably fit a tile of 8 or 16 rows; the second's `Z[0:N, :]` fits a tile of 8 only
+# when N <= 8, which only a run would tell; the third's 16 rows never fit one of 8.
+LITERAL = """\
+// rows of X in tasks of 8 rows; Z's first rows in one task (N: how many, bound at run time)
+// and its first 16 in another; each task a tile of RB rows, passed as a literal
+module lit
+
+sym R = 256
+sym N = 8
+const C = 64
+
+input X: f32[R, C]
+input Z: f32[64, C]
+output Y: f32[R, C]
+output W: f32[64, C]
+output V: f32[16, C]
+
+kernel rows_of(x: In[Tile[RB, C, f32]], y: Out[Tile[RB, C, f32]], RB: Constexpr[i32]) {
+    store(y, softmax(x))  // a row's softmax: the same for any RB
+}
+
+workload rows() {
+    for t in P(ceildiv(R, 8)) {
+        rows_of[t](x = X[t * 8 : min(t * 8 + 8, R), :], y = Y[t * 8 : min(t * 8 + 8, R), :],
+                   RB = 32)
+    }
+    rows_of(x = Z[0:N, :], y = W[0:N, :], RB = 16)
+    rows_of(x = Z[0:16, :], y = V, RB = 16)
+}
+
+schedule main = rows().dispatch(round_robin(4))
+"""
+
+
+def _at(text: str, needle: str, nth: int = 0) -> str:
+    """`LINE:COL` of the number at the end of the `nth` occurrence of `needle` in `text`."""
+    start = -1
+    for _ in range(nth + 1):
+        start = text.index(needle, start + 1)
+    number = start + len(needle) - len(needle.split()[-1])
+    line = text.count("\n", 0, number) + 1
+    return f"{line}:{number - (text.rfind(chr(10), 0, number) + 1) + 1}"
+
+
+def _softmax(a):
+    import numpy as np
+
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_a_literal_constexpr_argument_is_searched_and_apply_writes_it_where_it_is(tmp_path, cache):
+    import numpy as np
+
+    from ptowsp.driver import format_text
+
+    f = tmp_path / "lit.wsp"
+    f.write_text(LITERAL)
+    assert wspc("fmt", "--check", f, cache=cache).returncode == 0
+    r = wspc("tune", f, "--budget", "32", "--apply", cache=cache)
+    assert r.returncode == 0, r.stderr
+    first, second, third = (f"rows_of RB ({_at(LITERAL, 'RB = 32')})",
+                            f"rows_of RB ({_at(LITERAL, 'RB = 16')})",
+                            f"rows_of RB ({_at(LITERAL, 'RB = 16', 1)})")
+    # the file's value first, then the powers of two from 8 to 4x it that fit the call's views
+    assert f"tile size `{first}` (file: 32) searched: 32, 8, 16, 64, 128\n" in r.stdout
+    assert (f"tile size `{second}` (file: 16) searched: 16, 32, 64 (not 8: the call's views "
+            "would fit it only at run time)") in r.stdout
+    assert (f"tile size `{third}` (file: 16) searched: 16, 32, 64 (not 8: `x = Z[0:16, :]` is "
+            "a [16, 64] view but `x` takes Tile[8, 64, f32])") in r.stdout
+    best = int(re.search(r"^best: (\d+) cycles", r.stdout, re.M).group(1))
+    given = int(re.search(r"^given +(\d+) ", r.stdout, re.M).group(1))
+    assert best < given  # fewer padded rows a task
+    changed = re.search(rf"^rows_of\[\.\.\.\]\(\.\.\., RB = (\d+)\)  // was 32, at {re.escape(str(f))}"
+                        rf":{_at(LITERAL, 'RB = 32')}$", r.stdout, re.M)
+    assert changed and int(changed.group(1)) in (8, 16), r.stdout
+    value = int(changed.group(1))
+    # the number at its own place; the file passed `wspc fmt --check`, so it is laid out again
+    # (the shorter call now fits one line) and still passes; the comments stay
+    text = f.read_text()
+    assert text.startswith(format_text(LITERAL.replace("RB = 32", f"RB = {value}")))
+    assert "RB = 16)\n    rows_of(x = Z[0:16, :], y = V, RB = 16)" in text
+    assert f"// with {first} = {value} (was 32)\nschedule tuned = rows()" in text
+    assert wspc("fmt", "--check", f, cache=cache).returncode == 0
+    tuned = ptowsp.load(str(f))
+    assert tuned.compile(schedule="tuned").simulate().total_cycles == best
+    # what the file computes, before and after: each row's softmax (W's rows past N untouched)
+    rng = np.random.default_rng(1)
+    x, z = rng.standard_normal((256, 64), np.float32), rng.standard_normal((64, 64), np.float32)
+    for prog in (ptowsp.parse(LITERAL).compile(target="ref"),
+                 tuned.compile(target="ref", schedule="tuned")):
+        out = prog.run(X=x, Z=z)
+        np.testing.assert_allclose(out["Y"], _softmax(x), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(out["W"][:8], _softmax(z[:8]), rtol=1e-5, atol=1e-7)
+        assert not out["W"][8:].any()
+        np.testing.assert_allclose(out["V"], _softmax(z[:16]), rtol=1e-5, atol=1e-7)
+    # the same budget from Python: the same search, so the same winner
+    again = ptowsp.tune(ptowsp.parse(LITERAL), budget=32)
+    assert again.consts == {first: value} and again.best.cycles == best
+    assert [c.name for c in again.tile_consts] == [first, second, third]
+
+
+LIB = """\
+// the kernel of blocks.wsp and its block size
+module blocks_lib
+
+const RB = 8  // rows a task: a tile size
+const C = 64  // columns: sizes the tensors
+
+kernel rows_of(x: In[Tile[RB, C, f32]], y: Out[Tile[RB, C, f32]]) {
+    store(y, softmax(x))
+}
+"""
+
+IMPORTER = """\
+// rows of X, RB rows a task (RB and the kernel: blocks_lib.wsp)
+module blocks
+import "blocks_lib.wsp"
+
+sym R = 1024
+
+input X: f32[R, C]
+output Y: f32[R, C]
+
+workload rows() {
+    for t in P(ceildiv(R, RB)) {
+        rows_of[t](x = X[t * RB : min(t * RB + RB, R), :], y = Y[t * RB : min(t * RB + RB, R), :])
+    }
+}
+
+schedule main = rows().dispatch(round_robin(4))
+"""
+
+
+def test_a_const_of_an_imported_file_is_searched_and_apply_writes_it_there(tmp_path, cache):
+    import numpy as np
+
+    from ptowsp.driver import format_text
+
+    lib, main = tmp_path / "blocks_lib.wsp", tmp_path / "blocks.wsp"
+    lib.write_text(LIB)
+    main.write_text(IMPORTER)
+    assert wspc("fmt", "--check", lib, main, cache=cache).returncode == 0
+    r = wspc("tune", main, "--budget", "24", "--apply", cache=cache)
+    assert r.returncode == 0, r.stderr
+    shown = str(lib.resolve())  # an imported file is named as diagnostics name it
+    assert f"tile size `RB` ({shown}: 8) searched: 8, 16, 32\n" in r.stdout
+    assert "tile size `C` not searched: no other value keeps the meaning (sizes tensor `X`)" \
+        in r.stdout
+    best = int(re.search(r"^best: (\d+) cycles", r.stdout, re.M).group(1))
+    given = int(re.search(r"^given +(\d+) ", r.stdout, re.M).group(1))
+    assert best < given  # fewer, bigger tasks
+    changed = re.search(rf"^const RB = (\d+)  // was 8, in {re.escape(shown)}:4$", r.stdout, re.M)
+    assert changed and int(changed.group(1)) > 8, r.stdout
+    value = int(changed.group(1))
+    assert (f"wrote `RB = {value}` into {shown} (imported by {main}: every module importing it "
+            "gets the value)\n") in r.stdout
+    assert f"wrote schedule `tuned` into {main}" in r.stdout
+    # the const written in the file that declares it, its comment aligned again as `wspc fmt`
+    # lays it out; the main file gets the schedule only
+    assert lib.read_text() == format_text(LIB.replace("const RB = 8", f"const RB = {value}"))
+    assert "const C = 64" in lib.read_text() and "// rows a task: a tile size" in lib.read_text()
+    text = main.read_text()
+    assert text.startswith(IMPORTER)
+    assert f"// with RB = {value} (was 8, in {shown})\nschedule tuned = rows()" in text
+    assert wspc("fmt", "--check", lib, main, cache=cache).returncode == 0
+    tuned = ptowsp.load(str(main))
+    assert tuned.compile(schedule="tuned").simulate().total_cycles == best
+    x = np.random.default_rng(2).standard_normal((1024, 64), np.float32)
+    out = tuned.compile(target="ref", schedule="tuned").run(X=x)
+    np.testing.assert_allclose(out["Y"], _softmax(x), rtol=1e-5, atol=1e-7)
+    # the same budget from Python, on the files as they were: the same winner
+    (tmp_path / "before").mkdir()
+    for f, t in ((lib, LIB), (main, IMPORTER)):
+        (tmp_path / "before" / f.name).write_text(t)
+    again = ptowsp.tune(ptowsp.load(str(tmp_path / "before" / main.name)), budget=24)
+    assert again.consts == {"RB": value} and again.best.cycles == best
+    assert [c.file for c in again.tile_consts] == [str((tmp_path / "before" / lib.name).resolve())]

@@ -30,6 +30,7 @@ from typing import Optional
 from ..dtypes import TABLE, literal_value
 from ..ir import nodes as N
 from ..primitives import OPS
+from .sort_plan import BLOCK, ON_SORT32, Sorts, has_sorts, sort_pairs, sortable, whole_rows
 from .vector_chunks import accumulated_columns, chunking, column_passes, narrow, row_passes
 from .vector_plan import (
     ADV_TMP,
@@ -47,8 +48,6 @@ from .vector_plan import (
 )
 
 _CMP = ("lt", "le", "gt", "ge", "eq", "ne")  # aicore/scalar.py's CMP: compares
-_SORT32 = 32  # aicore/sorting.py: scores one Sort32 repeat orders
-_SORT_LISTS = 4  # lists one MrgSort merges
 
 
 @dataclass
@@ -109,11 +108,13 @@ class Input:
 
 class KernelShape:
     """The shape facts of one vector kernel run in chunks of `rows` rows (and, when `colblock`
-    is (N, C), in blocks of C of its N columns over `passes`): shared by the emitter and the
-    plan."""
+    is (N, C), in blocks of C of its N columns over `passes`), its sorts run as `sorts` says:
+    shared by the emitter and the plan."""
 
-    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False):
+    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False,
+                 sorts: Sorts = ON_SORT32):
         self.k = k
+        self.sorts = sorts
         self.ops = k.ops
         self.read_acc = read_acc
         self.params = {p.name: p for p in k.params}
@@ -326,8 +327,9 @@ class UbPlan(KernelShape):
     requests them (`requests`), their allocation (`arena`) and the kernel's `footprint`."""
 
     def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False,
-                 cols: Optional[tuple[int, int]] = None, passes: tuple = ()):
-        super().__init__(k, rows, read_acc)
+                 cols: Optional[tuple[int, int]] = None, passes: tuple = (),
+                 sorts: Sorts = ON_SORT32):
+        super().__init__(k, rows, read_acc, sorts)
         if cols is not None:
             self.colblock, self.passes = cols, passes
         self.schedule()
@@ -750,21 +752,40 @@ class UbPlan(KernelShape):
         if OPS[op.op].plan != "select":
             return
         (a,) = op.args
-        adt, ncols = self.ops[a].dtype, self.ops[a].shape[1]
-        if TABLE[adt].c_compute == "float" and ncols <= _SORT32 * _SORT_LISTS:  # sort32_fits
-            rows, p = self.urows(a, chunk), pc(ncols)
-            self._temp("float", rows * p)
-            self._temp("uint32_t", rows * p)
-            self._temp("float", rows * p * 2)
-            if p // _SORT32 > 1:
-                self._temp("float", rows * p * 2)
+        adt = self.ops[a].dtype
+        if self.sorts.vector and sortable(adt):
+            self._sort(i, self.urows(a, chunk))
+
+    def _sort(self, i: int, rows: int) -> None:
+        """A sort on Sort32 / MrgSort (`scalar_select`): the indices buffer a topk's two ops
+        share (`sort_side`), then, unless op i reads its pair's indices, the staging and
+        merging buffers A and B (2 floats a column of a row, or of a block) and, by blocks,
+        the list of each block's first min(k, block) pairs (`sorting.blocked_lines`)."""
+        op = self.ops[i]
+        a = op.args[0]
+        adt, n, k = self.ops[a].dtype, self.ops[a].shape[1], op.shape[1]
+        if not hasattr(self, "sort_pairs"):
+            self.sort_pairs = sort_pairs(self.ops)
+        pair = self.sort_pairs.get(i)
+        if pair is not None and not self.passes and all(j in self.when for j in pair):
+            first, second = pair
+            record(self.reqs, ("sorted", first), rows * pc(k) * 4, self.when[first],
+                   self.when[second])
+            if pair[1] == i:  # paired_lines: its pair's indices, no scratch
+                return
+        whole = whole_rows(self.sorts, adt, n)
+        width = n if whole else self.sorts.block or BLOCK
+        self._temp("float", rows * 2 * pc(width))
+        self._temp("float", rows * 2 * pc(width))
+        if not whole:  # blocked_lines' winners
+            self._temp("float", rows * -(-n // width) * min(k, width) * 2)
 
 
 def footprint(k: N.Kernel, rows: int, cols: Optional[tuple[int, int]] = None,
-              passes: tuple = (), read_acc: bool = False) -> int:
+              passes: tuple = (), read_acc: bool = False, sorts: Sorts = ON_SORT32) -> int:
     """Bytes of UB kernel k takes in chunks of `rows` rows (`cols` (N, C): k is one block of C
-    of N columns, `narrow`ed, computed in `passes`)."""
-    return UbPlan(k, rows, read_acc, cols, passes).footprint
+    of N columns, `narrow`ed, computed in `passes`; its sorts as `sorts` says)."""
+    return UbPlan(k, rows, read_acc, cols, passes, sorts).footprint
 
 
 @dataclass(frozen=True)
@@ -772,7 +793,8 @@ class Fit:
     """The chunking the Ascend emitter writes for a vector kernel: rows `m` in `nchunks` chunks
     of `rows`, and when a row does not fit, its N columns in blocks of C (`colblock` (N, C)) in
     `passes` passes; `footprint` its bytes of UB. `read_acc`: column reductions other ops read
-    are accumulated across the chunks (then `passes` are over the rows)."""
+    are accumulated across the chunks (then `passes` are over the rows). `sorts`: how its
+    sorts run (whole rows, by blocks, or on the scalar unit when their scratch did not fit)."""
 
     rows: int
     m: int
@@ -781,6 +803,7 @@ class Fit:
     passes: int
     footprint: int
     read_acc: bool
+    sorts: Sorts
     plan: UbPlan = dataclasses.field(repr=False, compare=False)
 
     @property
@@ -789,36 +812,40 @@ class Fit:
         return 1 if self.colblock is None else -(-self.colblock[0] // self.colblock[1])
 
 
-def _plan_measure(k: N.Kernel, rows: int, read_acc: bool, cols, passes):
-    plan = UbPlan(k, rows, read_acc, cols, passes)
+def _plan_measure(k: N.Kernel, rows: int, read_acc: bool, cols, passes, sorts: Sorts):
+    plan = UbPlan(k, rows, read_acc, cols, passes, sorts)
     return plan, plan.footprint
 
 
-def _largest(measure, k: N.Kernel, cols, passes=(), read_acc: bool = False):
+def _largest(measure, k: N.Kernel, cols, sorts: Sorts, passes=(), read_acc: bool = False):
     """(result or None, smallest footprint): the largest chunk of rows of k that fits the UB."""
     probe = KernelShape(k, 0, read_acc)
     m, chunked = probe.m, probe.chunked
     candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
     smallest = None
     for r in candidates:
-        got, fp = measure(k, r, read_acc, cols, passes)
+        got, fp = measure(k, r, read_acc, cols, passes, sorts)
         smallest = fp if smallest is None else min(smallest, fp)
         if fp <= UB_BUDGET:
             return got, smallest
     return None, smallest
 
 
-def search(k: N.Kernel, measure=_plan_measure):
+def search(k: N.Kernel, measure=_plan_measure, sorts: Sorts = ON_SORT32):
     """(result or None, smallest footprint seen, column passes or None): the search
-    for the chunking of kernel k: the largest chunk of rows that fits; when none does and
-    column reductions feed the rows, the same with passes over the rows; when none does and a
+    for the chunking of kernel k: the largest chunk of rows that fits; when none does and k
+    sorts (on Sort32 / MrgSort, whose scratch is 16 bytes a row element), the same search with
+    its sorts by blocks, then on the scalar unit (`Sorts.fallback`); when none does and column
+    reductions feed the rows, the same with passes over the rows; when none does and a
     row is elementwise, blocks of the widest multiple of 32 columns that fit (N split in 2, 3,
-    ...). `measure(k, rows, read_acc, cols, passes)` -> (result, footprint): the plan's
+    ...). `measure(k, rows, read_acc, cols, passes, sorts)` -> (result, footprint): the plan's
     (`UbPlan`), or the emitter's (`KernelEmitter.emit`, which emits the kernel and measures
     it: one search, so the two agree when their footprints do)."""
-    best, smallest = _largest(measure, k, None)
+    best, smallest = _largest(measure, k, None, sorts)
+    if best is None and has_sorts(k.ops) and sorts.fallback() is not None:
+        return search(k, measure, sorts.fallback())
     if best is None:
-        best, fp = _largest(measure, k, None, read_acc=True)
+        best, fp = _largest(measure, k, None, sorts, read_acc=True)
         smallest = min(smallest, fp)
     colp = column_passes(k) if best is None else None
     if colp is not None:
@@ -827,7 +854,7 @@ def search(k: N.Kernel, measure=_plan_measure):
             c = ceil_to(-(-n // nb), ROW_ALIGN)
             if c >= n:
                 continue
-            best, fp = _largest(measure, narrow(k, n, c), (n, c), colp[1])
+            best, fp = _largest(measure, narrow(k, n, c), (n, c), sorts, colp[1])
             smallest = min(smallest, fp)
             if best is not None or c == ROW_ALIGN:
                 break
@@ -842,4 +869,4 @@ def fit(k: N.Kernel) -> Optional[Fit]:
     if plan is None:
         return None
     return Fit(plan.r, plan.m, plan.nchunks, plan.colblock, max(1, len(plan.passes)),
-               plan.footprint, plan.read_acc, plan)
+               plan.footprint, plan.read_acc, plan.sorts, plan)

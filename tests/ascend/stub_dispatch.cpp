@@ -21,8 +21,9 @@ int wsp_kernel_fail(const char *message) {
 }
 
 void wsp_launch_dispatch(uint32_t blocks, void *stream, void *tasks, void *ctl, int64_t wave,
-                         int64_t capacity) {
+                         int64_t capacity, void *wsp_ws) {
     (void)stream;
+    (void)wsp_ws;
     const int64_t *rec = (const int64_t *)tasks, *cb = (const int64_t *)ctl;
     const int64_t *runs = cb + WSP_C_RUN_START(capacity) + wave * (int64_t)blocks;
     int64_t ran = 0;

@@ -113,7 +113,13 @@ def _corpus() -> dict[str, str]:
     for path, text in emit_project(mod, "main").files.items():
         if path.startswith("aicore/"):
             out[f"swiglu_mix/{path}"] = text
-    assert "CrossCoreSetFlag" in out["swiglu_mix/aicore/dispatch.asc"]
+    assert "CrossCoreSetFlag" in out["swiglu_mix/aicore/kernel_gate.h"]
+    # at -O2, gate and down fused: a chain cube -> vector -> cube (flags in both directions)
+    mod, _ = optimize(ptowsp.load(str(ROOT / "examples/swiglu_ffn.wsp")).ir, 2)
+    for path, text in emit_project(mod, "main").files.items():
+        if path.startswith("aicore/"):
+            out[f"swiglu_chain/{path}"] = text
+    assert "CrossCoreSetFlag<2, PIPE_MTE3>(2)" in out["swiglu_chain/aicore/kernel_gate__down.h"]
     for dt, o in (("f16", "f32"), ("bf16", "bf16"), ("f16", "f16"), ("f32", "f32")):
         m = ptowsp.parse(program(40, 300, 24, dt, o), f"cube_{dt}_{o}.wsp").ir
         for path, text in aicore.emit_aicore(m).items():

@@ -3,8 +3,8 @@ tests/backends/test_selection.py (a grid of shapes, dtypes and k) emitted at -O0
 compiled with g++ against the CPU Ascend C (`ascendc_cpu/`, whose rule checks stay on), and
 run on values full of ties, NaN, infinities and signed zeros, contiguous and strided: every
 result equals ref's bit for bit (ref equals the independent formula there). `sort_values` /
-`sort_indices` run on the scalar unit (a rank per element), or on `Sort32` / `MrgSort` for rows of
-at most 128 floats whose chunk holds no NaN and no -0 (test_sort32.py); argmax / argmin are their
+`sort_indices` run on `Sort32` / `MrgSort` (test_sort32.py; the integer limits here are keys
+whose f32 scores tie, ordered by the tie pass); argmax / argmin are their
 expansion (rowmax, compare, select, rowmin) on the vector and scalar units.
 """
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ptowsp.backends import ub_plan
 from ptowsp.backends.cpu import cost
+from ptowsp.backends.sort_plan import Sorts
 
 from .ub_plan_check import CHECKED
 
@@ -61,19 +62,21 @@ def test_the_plan_is_the_emitters_for_every_kernel_of_every_program():
             if k.comm is not None or k.is_extern:
                 continue
             sp = cost._split(k, vector_only)
-            if sp is not None:  # its vector part, emitted as a vector kernel of its own
-                k = sp.vector
+            if sp is not None:  # its vector stages, each emitted as a vector kernel of its own
+                vectors = [s.kernel for s in sp.stages if s.kind == "vector"]
             elif cost.kernel_unit(k, vector_only) != 0:
                 continue
-            text = files[header_path(k)]
-            fp, m, n, r, cols, passes = _summary(text)
-            fit = cost.vector_fit(k)
-            assert fit is not None, (path.name, k.name)
-            assert (fit.footprint, fit.m, fit.nchunks, fit.rows, fit.colblock, fit.passes) == (
-                fp, m, n, r, cols, passes), (path.name, k.name)
-            kernels += 1
-            shapes.add((n > 1, cols is not None, passes > 1))
-            splits += sp is not None
+            else:
+                vectors = [k]
+            for v in vectors:
+                fp, m, n, r, cols, passes = _summary(files[header_path(v)])
+                fit = cost.vector_fit(v)
+                assert fit is not None, (path.name, v.name)
+                assert (fit.footprint, fit.m, fit.nchunks, fit.rows, fit.colblock,
+                        fit.passes) == (fp, m, n, r, cols, passes), (path.name, v.name)
+                kernels += 1
+                shapes.add((n > 1, cols is not None, passes > 1))
+                splits += sp is not None
     assert len(checked) >= len(_programs()) - 4, checked
     assert kernels >= 50 and splits > 0 and len(CHECKED) > kernels
     # chunked and resident kernels both occur among the programs
@@ -148,15 +151,23 @@ def test_the_model_does_not_need_the_ascend_back_end():
     ours = [[list(c) for c in cost.kernel_costs(driver.optimize(driver.lower(
         driver.check_file(p)))[0], load_machine(None))] for p in programs]
     assert theirs == ours
-    # and those figures are the emitter's chunks: llama_layer's out_ffn (its FFN weights
-    # streamed, its rows too many for the UB at once) runs in several, and costs them
+    # and those figures are the emitter's chunks: llama_layer's out_ffn is split into stages
+    # (cube, vector, ...), and one of its vector stages (the FFN's activation, its rows too
+    # many for the UB at once) runs in several chunks, and costs them, shared by the AIVs
     ir, _ = driver.optimize(driver.lower(driver.check_file(programs[1])))
     (k,) = [k for k in ir.kernels if k.name == "out_ffn"]
-    fit = cost.vector_fit(k)
+    sp = cost._split(k, frozenset())
     machine = load_machine(None)
-    assert fit.nchunks > 1
-    assert cost.kernel_cost(k, machine)[1] == cost.kernel_cost(k, machine, chunks=fit.nchunks)[1]
-    assert cost.kernel_cost(k, machine)[1] != cost.kernel_cost(k, machine, chunks=1)[1]
+    chunked = [s.kernel for s in sp.stages if s.kind == "vector"
+               and cost.vector_fit(s.kernel).nchunks > 1]
+    assert chunked and sp.rows_split
+    for v in chunked:
+        n = cost.vector_fit(v).nchunks
+        assert (cost.kernel_cost(v, machine)[1] == cost.kernel_cost(v, machine, chunks=n)[1]
+                != cost.kernel_cost(v, machine, chunks=1)[1])
+    stages = sum(cost.cube_pipeline(s.kernel, machine, {}, {}).cycles if s.kind == "cube"
+                 else -(-cost.kernel_cost(s.kernel, machine)[1] // 2) for s in sp.stages)
+    assert cost.kernel_cost(k, machine) == (cost.UNIT_CUBE, stages)
 
 
 def _zoo():
@@ -277,7 +288,7 @@ def test_the_plan_follows_every_writer_at_every_chunk():
         k = PK.plan_kernel(k, fuse=False)
         try:
             for r in (16, 8, 4, 2, 1):
-                _, fp = K.KernelEmitter.measure(k, r, False, None, ())
+                _, fp = K.KernelEmitter.measure(k, r, False, None, (), Sorts())
                 assert fp == ub_plan.footprint(k, r)
         except WspError:
             refused += 1  # an op the AICore does not run (the message is another test's)
@@ -286,3 +297,81 @@ def test_the_plan_follows_every_writer_at_every_chunk():
         temps += sum(key[0] == "t" for key in ub_plan.UbPlan(k, 4).reqs)
     assert refused == 0 and emitted == len(_zoo()) and len(CHECKED) == 5 * emitted
     assert temps > 200
+
+
+def _sort_zoo():
+    """Kernels over the sort paths of scalar_ops.py / sorting.py: a topk's two results (one
+    sort, its indices shared through a buffer), values only, indices only, sorted keys computed
+    in the kernel, integer keys, a row of one run and rows of many."""
+    from tests.kernel_builder import KB
+
+    ks = []
+    for name, dt, cols, k, what in (("topk", "f32", 80, 5, "both"), ("values", "f16", 200, 200, "v"),
+                                    ("indices", "i32", 40, 40, "i"), ("one_run", "f32", 20, 3, "both"),
+                                    ("computed", "f32", 130, 7, "exp")):
+        b = KB(f"sort_{name}")
+        x = b.tile("x", 8, cols, dt)
+        if what == "exp":
+            x = b.op("exp", x)
+        if what in ("both", "v", "exp"):
+            b.out("v", b.op("sort_values", x, shape=(8, k), attr="desc"))
+        if what in ("both", "i", "exp"):
+            b.out("i", b.op("sort_indices", x, shape=(8, k), dtype="i32", attr="asc"
+                            if what == "i" else "desc"))
+        ks.append(b.kernel())
+    return ks
+
+
+def test_the_plan_follows_every_sort_path():
+    """Each sort kernel measured by the emitter at every chunk of its 8 rows, its sorts as whole
+    rows, by blocks of 64 columns (the blocked path's winners), and on the scalar unit:
+    conftest.py's check holds at each (the buffers A and B, the winners, the shared indices),
+    and the paths differ as sorting.py says: A and B are 2 floats a column of a row (of a
+    block), the winners 2 floats a kept pair, the scalar path no scratch."""
+    from ptowsp.backends.ascend.aicore import kernel as K
+    from ptowsp.ir.passes import plan_kernels as PK
+
+    del CHECKED[:]
+    modes = (Sorts(), Sorts(True, 64), Sorts(False))
+    zoo = _sort_zoo()
+    for k in zoo:
+        k = PK.plan_kernel(k, fuse=False)
+        for sorts in modes:
+            for r in (8, 4, 2, 1):
+                _, fp = K.KernelEmitter.measure(k, r, False, None, (), sorts)
+                assert fp == ub_plan.footprint(k, r, sorts=sorts)
+    assert len(CHECKED) == len(zoo) * len(modes) * 4
+    # topk's [8, 80] f32 in chunks of 2 rows: by hand, not from the plan's code
+    k = PK.plan_kernel(zoo[0], fuse=False)
+    sizes = {m: sorted(q.size for key, q in ub_plan.UbPlan(k, 2, sorts=m).reqs.items()
+                       if key[0] == "t") for m in modes}
+    a_b = 2 * 96 * 2 * 4  # 2 rows, 2 floats a column, the row's 80 at a pitch of 96
+    assert sizes[Sorts()] == [a_b, a_b]
+    # by blocks of 64: A and B of a block (2 rows x 2 x 64 floats), and the winners: 2 blocks
+    # of min(5, 64) pairs a row, 2 floats a pair (rounded up to a 256-byte repeat)
+    assert sizes[Sorts(True, 64)] == [256, 2 * 64 * 2 * 4, 2 * 64 * 2 * 4]
+    assert sizes[Sorts(False)] == []
+    shared = [q for key, q in ub_plan.UbPlan(k, 2).reqs.items() if key[0] == "sorted"]
+    assert len(shared) == 1 and shared[0].size == 256  # 2 rows of 5 i32 at a pitch of 32
+
+
+def test_a_sort_whose_scratch_overflows_falls_back_as_the_emitter_does():
+    """A sort of 8000 f32 a row needs 16 bytes a column of scratch and does not fit the UB as
+    a whole row: the plan's search (the cycle model's) then sorts by blocks of 512, as the
+    emitted header does (16 blocks); at 12000 a row not even the blocks' winners fit, and both
+    sort on the scalar unit. The model's chunking and footprint are the header's."""
+    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
+    from ptowsp.ir import nodes as N
+    from tests.kernel_builder import KB
+
+    for cols, want in ((8000, Sorts(True, 512)), (12000, Sorts(False))):
+        b = KB("wide_sort")
+        x = b.tile("x", 1, cols)
+        b.out("i", b.op("sort_indices", x, shape=(1, cols), dtype="i32", attr="desc"))
+        k = b.kernel()
+        text = emit_aicore(N.Module("wide", (), (), (k,), (), None))[header_path(k)]
+        fit = cost.vector_fit(k)
+        assert fit.sorts == want
+        assert (fit.footprint, fit.m, fit.nchunks, fit.rows) == _summary(text)[:4]
+        assert ("AscendC::Sort32(" in text) == want.vector
+        assert ("int32_t h[16]" in text) == (cols == 8000)

@@ -283,6 +283,47 @@ def test_a_matmul_epilogue_kernel_is_its_cube_part_then_its_vector_part():
     assert kernel_cost(kern, M910B, vector_only=frozenset({"k"}))[0] == cost.UNIT_VECTOR
 
 
+def test_a_prologue_and_a_chain_are_their_stages_in_order():
+    """RMSNorm -> matmul is a vector stage (row-local: over two vector cores) writing the
+    normalised rows into a workspace tile, then the cube stage reading it; softmax(a @ bᵀ) @ b
+    is cube, vector (softmax is not in the row-local list: one vector core), cube, the last
+    product stored by the cube. The model: the stages' times one after the other."""
+    m, k = 32, 64
+    a, b = N.Op("param", (), (m, k), "f32", "a"), N.Op("param", (), (k, k), "f32", "b")
+    norm = (a, N.Op("mul", (0, 0), (m, k), "f32"), N.Op("rowmean", (1,), (m, 1), "f32"),
+            N.Op("rsqrt", (2,), (m, 1), "f32"), N.Op("broadcast", (3,), (m, k), "f32"),
+            N.Op("mul", (0, 4), (m, k), "f32"))
+    params = (tile("a", m, k, "f32"), tile("b", k, k, "f32"), tile("y", m, k, "f32", "Out"))
+    rms = N.Kernel("k", "k", params, (*norm, b, N.Op("matmul", (5, 6), (m, k), "f32")),
+                   (("y", 7),))
+    vec = N.Kernel("k__s0", "k", (tile("a", m, k, "f32"), tile("ws", m, k, "f32", "Out")),
+                   norm, (("ws", 5),))
+    cube = N.Kernel("k__s1", "k", (tile("b", k, k, "f32"), tile("ws", m, k, "f32"),
+                                   tile("y", m, k, "f32", "Out")),
+                    (N.Op("param", (), (m, k), "f32", "ws"), N.Op("param", (), (k, k), "f32", "b"),
+                     N.Op("matmul", (0, 1), (m, k), "f32")), (("y", 2),))
+    want = -(-kernel_cost(vec, M910B)[1] // 2) + cost.cube_pipeline(cube, M910B, {}, {}).cycles
+    assert kernel_cost(rms, M910B) == (cost.UNIT_CUBE, want)
+    # softmax(a @ bᵀ) @ b, a [m, k], b [k, k]
+    ops = (a, b, N.Op("transpose", (1,), (k, k), "f32"), N.Op("matmul", (0, 2), (m, k), "f32"),
+           N.Op("softmax", (3,), (m, k), "f32"), N.Op("matmul", (4, 1), (m, k), "f32"))
+    att = N.Kernel("k", "k", params, ops, (("y", 5),))
+    s0 = N.Kernel("k__s0", "k", (tile("a", m, k, "f32"), tile("b", k, k, "f32"),
+                                 tile("mm", m, k, "f32", "Out")), ops[:4], (("mm", 3),))
+    s1 = N.Kernel("k__s1", "k", (tile("mm", m, k, "f32"), tile("p", m, k, "f32", "Out")),
+                  (N.Op("param", (), (m, k), "f32", "mm"), N.Op("softmax", (0,), (m, k), "f32")),
+                  (("p", 1),))
+    s2 = N.Kernel("k__s2", "k", (tile("b", k, k, "f32"), tile("p", m, k, "f32"),
+                                 tile("y", m, k, "f32", "Out")),
+                  (N.Op("param", (), (m, k), "f32", "p"), N.Op("param", (), (k, k), "f32", "b"),
+                   N.Op("matmul", (0, 1), (m, k), "f32")), (("y", 2),))
+    want = (cost.cube_pipeline(s0, M910B, {}, {}).cycles + kernel_cost(s1, M910B)[1]
+            + cost.cube_pipeline(s2, M910B, {}, {}).cycles)
+    assert kernel_cost(att, M910B) == (cost.UNIT_CUBE, want)
+    # far below the vector matmul the kernel would be on one vector core
+    assert want * 10 < kernel_cost(att, M910B, vector_only=frozenset({"k"}))[1]
+
+
 def test_at_least_one_cycle():
     empty = N.Kernel("nothing", "nothing", (), (), ())
     assert kernel_cost(empty, M910B) == (0, 1)

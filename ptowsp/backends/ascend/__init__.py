@@ -83,7 +83,8 @@ def emit_project(module: N.Module, schedule: str,
                                lambda k: is_cube(k, vector_only), lambda k: _workspace(k, vector_only)))
     nd = dispatchers(s) if "dispatch" in s.given else 0
     blocks = options.blocks or _default_blocks(s, nd)
-    files.update(emit_host(module, plan, blocks, options.capacity))
+    mix = max((_workspace(k, vector_only) or 0 for k in module.kernels), default=0)
+    files.update(emit_host(module, plan, blocks, options.capacity, mix))
     files.update(emit_project_files(module, schedule, options.npu_arch, options.soc_version,
                                     blocks, options.capacity, nd))
     return Project(dict(sorted(files.items())), policy_warnings(s, dict(s.combinator_spans)))
@@ -259,8 +260,8 @@ class AscendTarget(KeepsNothing):
     def kernel_code(self, module: N.Module, kernel: str,
                     options: Mapping[str, object]) -> KernelCode:
         """The kernel's AICore header, as `emit` writes it into the tree; a split mixed
-        kernel's three (its cube part, its vector part, the one joining them, whose entries
-        are `<entry>_aic` and `<entry>_aiv`: the first is given)."""
+        kernel's stages' and the one joining them, whose task functions are `<entry>_aic` and
+        `<entry>_aiv` (the first is given)."""
         from .aicore import header_path
 
         self.options(options)
@@ -270,7 +271,7 @@ class AscendTarget(KeepsNothing):
         sp = mixed_split(k, vector_only)
         if sp is None:
             return KernelCode(kernel_entry(k), files[header_path(k)])
-        code = "\n".join(files[header_path(x)] for x in (sp.cube, sp.vector, k))
+        code = "\n".join(files[header_path(x)] for x in (*(s.kernel for s in sp.stages), k))
         return KernelCode(f"{kernel_entry(k)}_aic", code)
 
     def build(self, emitted: Project) -> Project:

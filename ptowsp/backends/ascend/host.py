@@ -216,9 +216,11 @@ def _mesh(module: N.Module, plan: Plan, names) -> dict:
                       for a, n in devices.axes])
 
 
-def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[str, str]:
+def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int,
+              mix_workspace: int = 0) -> dict[str, str]:
     """`host/main.asc` and `host/wsp_npy.h` of `plan` (a schedule of `module`); with a mesh,
-    `host/wsp_mesh.h` too."""
+    `host/wsp_mesh.h` too. `mix_workspace`: the GM workspace bytes per block of the mixed
+    kernels (0: none), which the host allocates and frees with the run's other buffers."""
     names = source_names(module)
     mesh = _mesh(module, plan, names)
     tensor_index = {t.name: i for i, t in enumerate(module.tensors)}
@@ -231,7 +233,7 @@ def emit_host(module: N.Module, plan: Plan, blocks: int, capacity: int) -> dict[
         channels=_list([c_string(c.name) for c in module.channels]),
         task_text=_list([c_string(t.text) for t in plan.tasks]),
         reads=", ".join(str(r) for r in reads) or "-1", nreads=len(reads),
-        capacity=capacity, blocks=blocks, **mesh)
+        capacity=capacity, blocks=blocks, mix_workspace=mix_workspace, **mesh)
     files = {"host/main.asc": main, "host/wsp_npy.h": render("host/wsp_npy.h")}
     if mesh["mesh"]:
         files["host/wsp_mesh.h"] = render("host/wsp_mesh.h")

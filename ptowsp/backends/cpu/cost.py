@@ -11,10 +11,12 @@ The model, and what it assumes:
   matmuls the cube runs (`backends/cube.runs_on_cube`, the rule `aicore.is_cube` asks too: the
   kernel's stores, dtypes and pads, and no task passing it a gather or column-strided view),
   every other kernel on a vector core (unit 0), a matmul among its ops included, except a
-  kernel the emitter splits (`backends/mixed_split.py`: matmuls feeding a vector epilogue),
-  which runs on an AI Core group (unit 1): its cube part's pipeline, then its vector part
-  (shared by the two AIVs when row-local), one after the other. An `extern c` kernel is
-  opaque: vector unit, memory time only.
+  kernel the emitter splits (`backends/mixed_split.py`: matmuls and vector work, in stages
+  alternating between the cube and the vector cores), which runs on an AI Core group (unit
+  1): its stages one after the other, each cube stage's pipeline and each vector stage's
+  cost as a vector kernel's, below (in the emitter's chunks of that stage; shared by the two
+  AIVs when row-local). An `extern c` kernel is opaque: vector unit,
+  memory time only.
 - A cube kernel is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
   each matmul runs the loops of `backends/cube.py`'s tiling (the loops the Ascend emitter
   writes): per C block and L1 stage an MTE2 of the operand panels (at the core's share of
@@ -25,7 +27,8 @@ The model, and what it assumes:
   GEMM block costs about its first load + its Mmads + its FIX. A `convert` of the product is
   the fixpipe's, and a convert or transpose between a parameter and the matmul is the cube's
   load (free). (`cube_pipeline` also places vector ops between matmuls in op order, for a
-  kernel with both: no such kernel runs on the cube until mixed kernels do.)
+  kernel with both: no such kernel runs on the cube core, a mixed kernel being split into
+  stages of one kind each.)
 - A matmul in a vector kernel is the vector matmul `aicore/matmul.py` writes, counted call by
   call (`vector_matmul`): C[i, :] += a[i, k] * B[k, :] as, per (row, k), a scalar read of
   a[i, k], a `Muls` and an `Add` over a row of C (whole 256-byte repeats) and two
@@ -79,7 +82,7 @@ from ...ir.passes import plan_kernels as PK
 from ...primitives import OPS
 from .. import pipes as P
 from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
-from ..mixed_split import split_epilogue
+from ..mixed_split import CUBE, split_mixed
 from ..ub_plan import Fit
 from ..ub_plan import fit as ub_fit
 from ..vector_plan import STREAM_BYTES, in_place_transposes, pc, streamed_operands, vcount
@@ -121,11 +124,11 @@ def kernel_unit(kernel: N.Kernel, vector_only: frozenset = frozenset()) -> int:
 
 
 def _split(kernel: N.Kernel, vector_only: frozenset):
-    """The kernel's split into a cube part and a vector part when the emitter runs it split
-    (`backends/mixed_split.py`: a matmul -> vector epilogue kernel), else None."""
+    """The kernel's stages on the cube and the vector cores when the emitter runs it split
+    (`backends/mixed_split.py`: a kernel mixing matmuls and vector work), else None."""
     if kernel.is_extern or kernel.name in vector_only or runs_on_cube(kernel, vector_only):
         return None
-    return split_epilogue(kernel)
+    return split_mixed(kernel)
 
 
 def placements(module: N.Module) -> dict[str, dict[str, str]]:
@@ -197,15 +200,21 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
         return UNIT_VECTOR, max(1, memory_cycles(kernel, machine, UNIT_VECTOR, places, touched))
     sp = _split(kernel, vector_only)
     if sp is not None:
-        # decision: a split kernel's task is its cube part (on the group's AIC) and then its
-        # vector part (on the AIVs, after the cross-core flag), one after the other: the
-        # emitter overlaps only the next task's cube part with this one's vector part, which
-        # the model leaves out (an over-estimate of at most the shorter part). The vector
-        # part's rows are shared by the two AIVs when every op is row-local.
-        cube = cube_pipeline(sp.cube, machine, places or {}, touched or {}).cycles
-        _, vec = kernel_cost(sp.vector, machine, places, touched, chunks)
-        share = 2 if any(sp.row_tiles) else 1
-        return UNIT_CUBE, max(1, cube + -(-vec // share))
+        # decision: a split kernel's task is its stages one after the other (each waits for
+        # the previous one's cross-core flag, and a task's stages for the previous task's):
+        # a cube stage its pipeline on the group's AIC, a vector stage its cost on the AIVs
+        # (a vector kernel's: the chunk pipeline in the chunks the emitter writes for that
+        # stage's kernel, `vector_fit`), its rows shared by the two when the split is
+        # row-local (`rows_split`). `chunks` (a caller's, of a whole vector kernel) belong to
+        # no stage and are not used.
+        share = 2 if sp.rows_split else 1
+        total = 0
+        for s in sp.stages:
+            if s.kind == CUBE:
+                total += cube_pipeline(s.kernel, machine, places or {}, touched or {}).cycles
+            else:
+                total += -(-kernel_cost(s.kernel, machine, places, touched)[1] // share)
+        return UNIT_CUBE, max(1, total)
     unit = kernel_unit(kernel, vector_only)
     pipe = kernel_pipeline(kernel, machine, places, touched, chunks, vector_only)
     if pipe is not None:
@@ -240,7 +249,7 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
     one pass), its matmuls' vector work and streamed operands in its V stages. None for a
     vector kernel that does not fit the UB, and for an extern kernel (opaque)."""
     if kernel.is_extern or _split(kernel, vector_only) is not None:
-        return None  # a split kernel is two pipelines, on two kinds of core (kernel_cost)
+        return None  # a split kernel is its stages' pipelines, on two kinds of core (kernel_cost)
     if kernel_unit(kernel, vector_only) == UNIT_CUBE:
         return cube_pipeline(kernel, machine, places or {}, touched or {})
     fit = None
@@ -368,9 +377,8 @@ def cube_pipeline(kernel: N.Kernel, machine: "Machine", places: dict,
     ops before each matmul and the matmul's tiling (after them: it may read them), then the
     vector ops after the last matmul and the MTE3 of the results that do not leave through the
     fixpipe. `kernel_pipeline` uses it for the kernels the emitter puts on the cube (matmuls
-    only); for a kernel that mixes a matmul with vector work it is what the model would be
-    once mixed kernels run on the cube (docs/ascend.md, "Hooks and known gaps"): today the
-    emitter runs those on the vector unit and kernel_pipeline costs them there."""
+    only) and `kernel_cost` for the cube stages of a split mixed kernel (matmuls only too);
+    a kernel mixing both on one core is not emitted."""
     ops = kernel.ops
     rates = P.Rates.of(machine, machine.cores(UNIT_CUBE))
     params = {p.name: p for p in kernel.params}

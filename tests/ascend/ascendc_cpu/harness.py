@@ -114,7 +114,7 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
             lines += [
                 f'extern "C" int {_sym(u.name, k)}(const WspTile *t, const WspScalar *s, char *err, int n)',
                 "{",
-                f"    try {{ {_call(u.name, k)} return 0; }}",
+                f"    try {{ {_call(u.name, k, u.files)} return 0; }}",
                 '    catch (const std::exception &e) { std::snprintf(err, n, "%s", e.what()); return 1; }',
                 "}",
             ]
@@ -128,24 +128,27 @@ def build(units: list[Unit], workdir: Path) -> "Lib":
     return Lib(ctypes.CDLL(str(lib)), units)
 
 
-def _call(unit: str, k: N.Kernel) -> str:
+def _call(unit: str, k: N.Kernel, files: dict) -> str:
     """The C++ that runs one task of k: its entry, or for a kernel split over the cube and
     the vector cores (aicore/mixed.py) a MIX launch of one block (the AIC and two AIVs as
-    threads, mix_launch.h) over a workspace of its own, with the MIX dispatcher's flags."""
+    threads, mix_launch.h) over a workspace of its own: its task functions (the stages and
+    their flags) and the MIX dispatcher's wait after a run."""
     from ptowsp.backends.ascend.aicore.mixed import workspace_offsets
 
     entry = f"{unit}::{aicore.kernel_entry(k)}"
-    sp = aicore.mixed_split(k)
+    # split when its header has the task functions (a unit emitted with the kernel in
+    # `vector_only` has the vector path's header)
+    split = f"{aicore.kernel_entry(k)}_aic(" in files[aicore.header_path(k)]
+    sp = aicore.mixed_split(k) if split else None
     if sp is None:
         return f"{entry}(t, s);"
     size = workspace_offsets(sp)[1]
     kind = "KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);"
     return (f"alignas(512) static uint8_t ws[{size}]; AscendC::wsp_cpu_untrack_gm(); "
             f"AscendC::wsp_cpu_track_gm(ws, {size}); "
-            f"AscendC::wsp_cpu_mix_launch(0, 2, [&] {{ {kind} {entry}_aic(t, s, ws); "
-            "AscendC::CrossCoreSetFlag<2, PIPE_FIX>(0); AscendC::CrossCoreWaitFlag<2, PIPE_FIX>(1); }, "
-            f"[&] {{ {kind} AscendC::CrossCoreWaitFlag<2, PIPE_MTE2>(0); {entry}_aiv(t, s, ws); "
-            "AscendC::CrossCoreSetFlag<2, PIPE_MTE2>(1); }); AscendC::wsp_cpu_untrack_gm();")
+            f"AscendC::wsp_cpu_mix_launch(0, 2, [&] {{ {kind} {entry}_aic(t, s, ws, false); "
+            "AscendC::CrossCoreWaitFlag<2, PIPE_FIX>(1); }, "
+            f"[&] {{ {kind} {entry}_aiv(t, s, ws, false); }}); AscendC::wsp_cpu_untrack_gm();")
 
 
 class Lib:

@@ -16,13 +16,16 @@
 // GM -> UB / L1 copy: MTE2). A core may read a block another core wrote only after waiting for
 // a set of that core issued on the writing pipe after the write (a set is ordered after its
 // own pipe's earlier instructions only), and may overwrite a block another core read only
-// after the same from the reader (on MTE2): otherwise a race, reported at the access.
+// after the same from the reader (on MTE2): otherwise a race, reported at the access. What a
+// core knows passes on: a set carries what its setter had waited for (AIV 0 learns of AIV 1's
+// copies through a set of the AIC issued after the AIC waited for AIV 1's).
 
 #ifndef WSP_ASCENDC_CPU_MIX_LAUNCH_H
 #define WSP_ASCENDC_CPU_MIX_LAUNCH_H
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <string>
@@ -39,6 +42,9 @@ struct MixSet {
     int setter;
     int pipe;
     uint32_t ordinal;  // the setter's count of sets, this one included
+    // what the setter knew when it set (its `seen`): a wait orders the waiter after the sets it
+    // took, so a set after it carries them on (the AIC relaying one AIV's sets to the other)
+    uint32_t knew[MIX_CORES][NPIPES];
 };
 struct MixBlockUse {
     int writer = -1, wpipe = 0;
@@ -109,7 +115,8 @@ inline void MixSetHook(int pipe, unsigned flagId)
     MixGroup *g = mixGroup();
     MixHold hold(g->mu);
     const int me = mixCore;
-    const MixSet s{me, pipe, ++g->sets[me]};
+    MixSet s{me, pipe, ++g->sets[me], {}};
+    std::memcpy(s.knew, g->seen[me], sizeof s.knew);
     auto push = [&](std::deque<MixSet> &q, const MixSet &v) {
         if ((int)q.size() >= MIX_MAX_SETS)
             ShimFail(api, "more than 15 sets of one flag id pending (the counter's limit)");
@@ -162,6 +169,8 @@ inline void MixWaitHook(unsigned flagId)
         q.pop_front();
         uint32_t &seen = g->seen[me][s.setter][s.pipe];
         seen = std::max(seen, s.ordinal);
+        for (int c = 0; c < MIX_CORES; ++c)
+            for (int q = 0; q < NPIPES; ++q) g->seen[me][c][q] = std::max(g->seen[me][c][q], s.knew[c][q]);
     }
 }
 

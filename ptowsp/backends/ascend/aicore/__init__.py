@@ -64,7 +64,7 @@ from .errors import AicoreError, UbOverflow
 from .extern import emit_extern
 from .kernel import emit_tile_kernel
 from .layout import API_RESERVE, UB_BUDGET, UB_BYTES, pc, vcount
-from .mixed import MixedSplit, emit_mixed, split_epilogue
+from .mixed import MixedSplit, emit_mixed, split_mixed
 from .names import header_path, kernel_entry
 
 
@@ -131,11 +131,11 @@ def ub_diagnostic(k: N.Kernel, e: UbOverflow, module: N.Module) -> Diagnostic:
 
 
 def mixed_split(k: N.Kernel, vector_only: frozenset = frozenset()) -> Optional[MixedSplit]:
-    """The split of mixed kernel `k` into a cube part and a vector part (`mixed.py`), or None
+    """The split of mixed kernel `k` into cube and vector stages (`mixed.py`), or None
     (`k` is not one, or runs wholly on the vector path: in `vector_only`, or f64)."""
     if k.name in vector_only or f64_error(k) is not None:
         return None
-    return split_epilogue(k)
+    return split_mixed(k)
 
 
 def emit_aicore(module: N.Module, vector_only: frozenset = frozenset()) -> dict[str, str]:

@@ -7,9 +7,10 @@ every store receives `matmul(a, b)` (or `matmul(a, b, acc = y)` stored back into
 it reads), possibly converted to the stored tile's f16 / bf16 (Fixpipe converts on the way out),
 whose operands are f16, bf16 or f32 tile parameters (both the same dtype), each possibly
 transposed, f16 / bf16 widened to f32 (exact: the cube multiplies them exactly and accumulates in
-f32, which is ref's f32 matmul up to the order of the sums). Anything else in the kernel keeps the whole
-kernel on the vector path (`matmul.py`), except a matmul -> vector epilogue, which `mixed.py`
-splits into a kernel of this module's kind and a vector one (L0C -> GM -> UB, cross-core flags).
+f32, which is ref's f32 matmul up to the order of the sums). A kernel mixing matmuls with
+vector work is split by `mixed.py` into stages, its cube stages kernels of this module's kind
+(their operands and products in GM workspace, cross-core flags between); one the split refuses
+keeps the vector path (`matmul.py`).
 
 Each matmul C[M, N] = A[M, K] @ B[K, N] runs the loops of `backends/cube.py`'s tiling, never
 block sizes of its own:

@@ -22,6 +22,7 @@ from ....dtypes import TABLE
 from ....ir import nodes as N
 from ... import cexpr as C
 from ...cexpr import Expr
+from ...sort_plan import ON_SORT32, Sorts
 from ...ub_plan import KernelShape, allocate, record, request_size
 from .layout import CXX_SIZE, held_size, pc
 
@@ -49,8 +50,9 @@ class Lines:
 class Frame(KernelShape):
     """The state of one kernel's emission with chunks of `rows` rows, and its primitives."""
 
-    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False):
-        super().__init__(k, rows, read_acc)
+    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False,
+                 sorts: Sorts = ON_SORT32):
+        super().__init__(k, rows, read_acc, sorts)
         self.scalar_index = {p.name: s for s, p in enumerate(p for p in k.params
                                                                if p.kind == "scalar")}
         self.this_pass = None  # the pass being written; None: whole rows

@@ -21,6 +21,7 @@ from ....ir.passes import plan_kernels as PK
 from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
+from ...sort_plan import Sorts
 from ...ub_plan import KernelShape, search
 from ..render import render
 from .errors import AicoreError, UbOverflow
@@ -49,13 +50,20 @@ def emit_tile_kernel(k: N.Kernel, module: str) -> str:
 class KernelEmitter(MatmulOps, ScalarOps):
     """Ascend C for one planned tile kernel with chunks of `rows` rows (see the module doc)."""
 
+    # how the search first tries a kernel's sorts (sort_plan.Sorts: on Sort32 / MrgSort, whole
+    # rows where they fit; `ub_plan.search` falls back to blocks of 512, then to the scalar
+    # unit, when their scratch overflows the UB). Tests and benchmarks/ascend_sort.py set
+    # these to run other paths.
+    vector_sorts = True
+    sort_block = None
+
     @classmethod
     def emit(cls, k: N.Kernel, module: str) -> str:
         """The header of `k` with the largest chunk of rows that fits the UB (the search is
         `ub_plan.search`, each candidate emitted and measured)."""
         if k.plan is None:
             k = PK.plan_kernel(k, fuse=False)
-        best, smallest, colp = search(k, cls.measure)
+        best, smallest, colp = search(k, cls.measure, Sorts(cls.vector_sorts, cls.sort_block))
         if best is None:
             probe = KernelShape(k, 0)
             chunked, m = probe.chunked, probe.m
@@ -67,7 +75,7 @@ class KernelEmitter(MatmulOps, ScalarOps):
                 how += f" and in blocks of {ROW_ALIGN} columns"
             elif chunked or m <= 1:
                 how += (" (its rows are not split into blocks of columns: a transpose, a "
-                        "slice, a matmul, a column index or a column reduction reads a row "
+                        "slice, a sort, a matmul, a column index or a column reduction reads a row "
                         "whole, as does a [rows, 1] tile both read and stored)")
             cvals = ", ".join(f"{n} = {v}" for n, v in k.constexprs)
             which = f"kernel `{k.source}`" + (f" with {cvals}" if cvals else "")
@@ -82,10 +90,11 @@ class KernelEmitter(MatmulOps, ScalarOps):
         return best.header(module)
 
     @classmethod
-    def measure(cls, k: N.Kernel, rows: int, read_acc: bool, cols, passes):
+    def measure(cls, k: N.Kernel, rows: int, read_acc: bool, cols, passes, sorts: Sorts):
         """(emitter, footprint): k emitted in chunks of `rows` rows (`cols` (N, C) when k is
-        one block of C of N columns, computed in `passes` over the blocks), its arena sized."""
-        em = cls(k, rows, read_acc)
+        one block of C of N columns, computed in `passes` over the blocks; its sorts as
+        `sorts` says), its arena sized."""
+        em = cls(k, rows, read_acc, sorts)
         if cols is not None:
             em.colblock, em.passes = cols, passes
         em.run(final=False)

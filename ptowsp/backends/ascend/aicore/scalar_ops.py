@@ -1,7 +1,7 @@
 """Tile ops on the scalar unit, element by element over GetValue / SetValue: integer and bool
 arithmetic, f64, float -> integer casts, transpose, slices (`slice_even`/`slice_odd`,
-`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (but those of rows of at
-most 128 floats: `Sort32` / `MrgSort`, sorting.py) and their reductions. Slow,
+`slice_rows`/`slice_cols`), interleave, concat, gather, iota, sorts (only where `Sort32` /
+`MrgSort` cannot take them: sorting.py) and their reductions. Slow,
 exact, and the documented fallback for whatever the vector unit has no instruction for
 (`VectorOps.vector_ok`; slices and concatenations on 32-byte blocks are moved by the vector
 unit instead, `VectorOps.copy_ok`, and a gather of 32-bit rows reads only its indices here,
@@ -13,11 +13,19 @@ from ....dtypes import TABLE, kind_of
 from ....primitives import GATHER_OPS, OPS
 from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
+from ...sort_plan import whole_rows
 from .errors import AicoreError
 from .frame import Frame
 from .layout import held_size, pc
 from .scalar import float_lit, int_lit, sconvert, sexpr
-from .sorting import sort32_fits, sort32_lines
+from .sorting import (
+    BLOCK,
+    blocked_lines,
+    paired_lines,
+    sort32_lines,
+    sort_pairs,
+    sortable,
+)
 
 
 class ScalarOps(Frame):
@@ -154,12 +162,38 @@ class ScalarOps(Frame):
         def read(j: str) -> Expr:
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
-        lines = _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read)
-        if sort32_fits(adt, n):
-            sort32_lines(self, i, rows, chunk, dst, lines)
+        # `self.sorts` (sort_plan.Sorts): on Sort32 / MrgSort, whole rows or by blocks, or all
+        # on the scalar unit, which needs no scratch (the fallbacks of a kernel whose sort
+        # scratch overflows the UB, `ub_plan.search`); `UbPlan._sort` declares the same buffers
+        if self.sorts.vector and sortable(adt):
+            side = self.sort_side(i, rows)
+            if side is not None and self.sort_pairs[i][1] == i:
+                paired_lines(self, i, rows, chunk, dst, side)
+            elif whole_rows(self.sorts, adt, n):
+                sort32_lines(self, i, rows, chunk, dst, side)
+            else:
+                blocked_lines(self, i, rows, chunk, dst, self.sorts.block or BLOCK, side)
             return
-        for line in lines:
+        for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
             self.out(line)
+
+    def sort_side(self, i: int, rows: int):
+        """The buffer of indices shared by the two results of one `topk` / `sort` (the first
+        sorts and leaves its indices there, the second reads them: `sorting.sort_pairs`),
+        live from the first's step to the second's; None when op i has no such pair (or the
+        kernel runs in passes, which may emit one without the other)."""
+        if not hasattr(self, "sort_pairs"):
+            self.sort_pairs = sort_pairs(self.ops)
+        pair = self.sort_pairs.get(i)
+        if pair is None or self.passes or any(j not in self.when for j in pair):
+            return None
+        first, second = pair
+        elems = rows * pc(self.ops[i].shape[1])
+        off = self.request(("sorted", first), elems * 4, self.when[first], self.when[second])
+        name = f"sorted{first}"
+        self.out(f"const AscendC::LocalTensor<int32_t> {name} = "
+                 f"calc.GetWithOffset<int32_t>({elems}, {off});")
+        return name
 
     def scalar_reduction(self, i: int, dst: str, chunk: bool) -> None:
         op = self.ops[i]
@@ -209,8 +243,8 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     """`sort_values` / `sort_indices` on the scalar unit: element j of a row goes to its rank,
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
-    NaN the greatest value; selection.py). Rows of at most 128 floats take `Sort32` / `MrgSort`
-    (sorting.py), with these lines as its fallback for a chunk holding NaN or -0. Not the API's
+    NaN the greatest value; selection.py). Sorts take `Sort32` / `MrgSort` (sorting.py)
+    unless the kernel's UB cannot hold their scratch (`sort_plan.Sorts`). Not the API's
     `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
     advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
     `__NPU_ARCH__`es only, for fewer dtypes, and neither states an order of ties or NaN."""

@@ -25,6 +25,7 @@
  * compiles main.asc against the real headers too, when they are present). */
 #ifndef WSP_TEST_ACL_H
 #define WSP_TEST_ACL_H
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 typedef int aclError;
 typedef void *aclrtStream;
@@ -65,15 +67,40 @@ static inline aclError wsp_stub_call(const char *name) {
 #include "acl_streams.h"
 
 static inline aclError aclInit(const char *) { return wsp_stub_call("aclInit"); }
-static inline aclError aclFinalize() { return wsp_stub_call("aclFinalize"); }
+/* device memory's allocations, tracked: aclrtFree of a pointer aclrtMalloc did not return is
+ * refused, and aclFinalize with an allocation never freed fails (a leak of the program) */
+static inline std::vector<void *> &wsp_stub_allocations() {
+    static std::vector<void *> live;
+    return live;
+}
+static inline aclError aclFinalize() {
+    aclError e = wsp_stub_call("aclFinalize");
+    if (!e && !wsp_stub_allocations().empty()) {
+        std::fprintf(stderr, "stub ACL: aclFinalize with %zu device allocations never freed (aclrtMalloc "
+                     "without aclrtFree)\n", wsp_stub_allocations().size());
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    return e;
+}
 static inline aclError aclrtSetDevice(int) { return wsp_stub_call("aclrtSetDevice"); }
 static inline aclError aclrtResetDevice(int) { return wsp_stub_call("aclrtResetDevice"); }
 static inline aclError aclrtMalloc(void **p, size_t n, aclrtMemMallocPolicy) {
     aclError e = wsp_stub_call("aclrtMalloc");
     *p = e ? nullptr : std::calloc(1, n + 64);
+    if (*p) wsp_stub_allocations().push_back(*p);
     return e;
 }
-static inline aclError aclrtFree(void *p) { std::free(p); return wsp_stub_call("aclrtFree"); }
+static inline aclError aclrtFree(void *p) {
+    std::vector<void *> &live = wsp_stub_allocations();
+    auto at = std::find(live.begin(), live.end(), p);
+    if (at == live.end()) {
+        std::fprintf(stderr, "stub ACL: aclrtFree(%p), which aclrtMalloc did not return or was freed\n", p);
+        return ACL_ERROR_RT_PARAM_INVALID;
+    }
+    live.erase(at);
+    std::free(p);
+    return wsp_stub_call("aclrtFree");
+}
 /* synchronous: runs now, whatever the streams hold (as the real call: it does not wait for them) */
 static inline aclError aclrtMemcpy(void *dst, size_t max, const void *src, size_t n, aclrtMemcpyKind) {
     aclError e = wsp_stub_call("aclrtMemcpy");
