@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Optional
 
 from ..dtypes import TABLE, kind_of
+from .vector_plan import pc
 
 SORT32 = 32  # scores one Sort32 repeat orders
 MAX_REPEAT = 255  # Sort32's repeatTime range is [0, 255]
@@ -114,3 +115,64 @@ def sort_pairs(ops) -> dict:
         if len(g) == 2 and ops[g[0]].op != ops[g[1]].op:
             pairs[g[0]] = pairs[g[1]] = (g[0], g[1])
     return pairs
+
+
+@dataclass(frozen=True)
+class SortWork:
+    """What the emitter writes for one sort op (`sorting.py`, `scalar_ops._select_lines`), as
+    counts the cycle model bills (`cost._sort_cycles`): Sort32 repeats (32 scores each), the
+    pairs MrgSort writes over all its passes, the pipe barriers and S_V / V_S hand-offs, and
+    the scalar unit's GetValue / SetValue of the UB (staging the keys, the pad, the tie pass,
+    reading the results back; the scalar path's rank loop)."""
+
+    sort32: int = 0
+    merged: int = 0
+    barriers: int = 0
+    scalar: int = 0
+
+    def __add__(self, o: "SortWork") -> "SortWork":
+        return SortWork(self.sort32 + o.sort32, self.merged + o.merged,
+                        self.barriers + o.barriers, self.scalar + o.scalar)
+
+    def times(self, n: int) -> "SortWork":
+        return SortWork(self.sort32 * n, self.merged * n, self.barriers * n, self.scalar * n)
+
+
+def _block_work(rows: int, w: int, kk: int, tie: bool) -> SortWork:
+    """`_Sort.block` over `rows` rows of w columns: staging (a read and two writes a column,
+    two writes a pad column), Sort32 over the runs, the merge passes (each pair of each row
+    once a pass, a barrier after each), the hand-offs, and the tie pass over the first kk
+    positions when it runs (keys assumed distinct: two reads a position, one at the row's
+    end; a NaN's fix-up of a single run is not counted)."""
+    pw = pc(w)
+    passes = len(merge_passes(w))
+    ties = rows * (2 * kk - (kk == w)) if tie else 0
+    return SortWork(rows * pw // SORT32, rows * w * passes, 3 + passes,
+                    3 * rows * w + 2 * rows * (pw - w) + ties)
+
+
+def sort_work(sorts: Sorts, adt: str, rows: int, n: int, k: int, values: bool,
+              role: Optional[str] = None, chunks: int = 1) -> SortWork:
+    """The work of one sort op of a [rows, n] operand of dtype adt into [rows, k], run in
+    `chunks` chunks of rows, its kernel's sorts as `sorts` says: `values` sort_values (a
+    result is a read and a write) or sort_indices (a write); `role` "first" for the op of a
+    topk pair that sorts (it also writes each index to the shared buffer), "second" for the
+    one that reads them (`sort_pairs`), None alone."""
+    r = -(-rows // max(1, chunks))
+    put = (2 if values else 1) + (role == "first")
+    if not (sorts.vector and sortable(adt)):  # _select_lines: n^2 reads a row, k writes
+        return SortWork(scalar=r * (n + n * n + k)).times(chunks)
+    if role == "second":  # paired_lines: the indices read back, the results written
+        return SortWork(scalar=r * k * (1 + put)).times(chunks)
+    if whole_rows(sorts, adt, n):
+        refine = kind_of(adt) == "int" and TABLE[adt].bits > 16
+        work = _block_work(r, n, k, bool(merge_passes(n)) or refine)
+        return (work + SortWork(scalar=r * k * (1 + put))).times(chunks)
+    w = sorts.block or BLOCK
+    nb, kk = -(-n // w), min(k, w)
+    work = SortWork()
+    for b in range(nb):
+        wb = min(w, n - b * w)
+        work = work + _block_work(r, wb, kk, True) + SortWork(scalar=4 * r * min(kk, wb))
+    # the blocks' lists merged by the scalar unit: a score and an index read per block a result
+    return (work + SortWork(scalar=r * k * (2 * nb + put))).times(chunks)

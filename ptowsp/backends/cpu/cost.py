@@ -51,7 +51,12 @@ The model, and what it assumes:
     repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
     softmax) cost four times that (assumed: no published per-op figure; they take several
     instructions each). Reductions count the elements they read; broadcast, transpose, slices,
-    interleave, concat and gather move data and count once.
+    interleave, concat and gather move data and count once. A sort (`sort`, `topk`) is what
+    the emitter writes for it (`_sort_cycles`, counted by `sort_plan.sort_work`, below both
+    back ends): the scalar unit's staging of the keys and read-back of the results, Sort32's
+    runs and MrgSort's passes (8 bytes a pair at the vector rate, assumed), their barriers,
+    whole rows or by blocks as the emitter's plan chose (`vector_fit`), or the scalar rank
+    loop when their scratch did not fit; a topk's values and indices one sort.
   - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both; an input
     once per pass that reads it), at the core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to
     a tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
@@ -83,6 +88,7 @@ from ...primitives import OPS
 from .. import pipes as P
 from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
 from ..mixed_split import CUBE, split_mixed
+from ..sort_plan import ON_SORT32, SORT_OPS, Sorts, SortWork, sort_pairs, sort_work
 from ..ub_plan import Fit
 from ..ub_plan import fit as ub_fit
 from ..vector_plan import STREAM_BYTES, in_place_transposes, pc, streamed_operands, vcount
@@ -272,7 +278,7 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
     ins = {p.name: moved(p) for p in kernel.params if p.kind == "tile"
            and p.mode in ("In", "InOut") and p.name not in streamed}
     outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
-    v = (vector_cycles(kernel, machine, chunks)
+    v = (vector_cycles(kernel, machine, chunks, fit.sorts if fit is not None else ON_SORT32)
          + _stream_cycles(kernel, machine, chunks, places))
     if fit is None or fit.passes == 1:
         if fit is None:
@@ -301,6 +307,8 @@ def _pass_units(fit: "Fit", machine: "Machine", ins: dict, out_bytes: float) -> 
             op = k.ops[i]
             if op.op == "matmul":
                 v += vector_matmul(k, i, machine, fit.nchunks).cycles
+            elif op.op in SORT_OPS:  # each pass sorts for each op (no shared indices)
+                v += _sort_cycles(k, i, machine, fit.nchunks, plan.sorts, {})
             elif op.op not in _FREE and op.shape is not None and i not in plan.in_place:
                 v += _vector_op_cycles(k, op, machine)
         unit = P.VectorUnit(sum(b for p, b in ins.items() if p in read) / steps,
@@ -466,15 +474,21 @@ def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
     return total
 
 
-def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1) -> int:
+def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1,
+                  sorts: Sorts = ON_SORT32) -> int:
     """Cycles of the kernel's ops on one vector core, as the vector path emits them: its
-    matmuls as `vector_matmul`'s calls, its rows in `chunks` chunks (a transpose that only matmuls read is read in place,
-    never computed)."""
+    matmuls as `vector_matmul`'s calls, its sorts as `sort_plan.sort_work`'s (run as `sorts`
+    says: the emitter's, `vector_fit`), its rows in `chunks` chunks (a transpose that only
+    matmuls read is read in place, never computed)."""
     in_place = _in_place_transposes(kernel.ops, frozenset(v for _, v in kernel.stores))
+    pairs = sort_pairs(kernel.ops)
     total = 0
     for i, op in enumerate(kernel.ops):
         if op.op == "matmul":
             total += vector_matmul(kernel, i, machine, chunks).cycles
+            continue
+        if op.op in SORT_OPS:
+            total += _sort_cycles(kernel, i, machine, chunks, sorts, pairs)
             continue
         if op.op in _FREE or i in in_place:
             continue
@@ -484,6 +498,25 @@ def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1) -> int:
             continue
         total += _vector_op_cycles(kernel, op, machine)
     return total
+
+
+def _sort_cycles(kernel: N.Kernel, i: int, machine: "Machine", chunks: int, sorts: Sorts,
+                 pairs: dict) -> int:
+    """Cycles of sort op i as the emitter writes it (`sort_plan.sort_work`: Sort32 runs, MrgSort
+    passes, the scalar unit's staging and read-back, or the scalar rank loop): Sort32 and
+    MrgSort stream 8 bytes a pair at the vector unit's bytes per cycle (assumed: no published
+    figure), a barrier or hand-off `pipes.VECTOR_BARRIER_CYCLES`, a scalar access of the UB
+    `pipes.SCALAR_ACCESS_CYCLES`. A topk's two ops share one sort (`pairs`; in a kernel run in
+    passes the emitter sorts for each, which this leaves out)."""
+    op = kernel.ops[i]
+    src = kernel.ops[op.args[0]]
+    pair = pairs.get(i)
+    role = None if pair is None else "first" if pair[0] == i else "second"
+    w: SortWork = sort_work(sorts, src.dtype, src.shape[0], src.shape[1], op.shape[1],
+                            op.op == "sort_values", role, chunks if src.shape[0] > 1 else 1)
+    vb = machine.vector_bytes_per_cycle
+    return (_ceil_div(w.sort32 * 32 * 8, vb) + _ceil_div(w.merged * 8, vb)
+            + w.barriers * P.VECTOR_BARRIER_CYCLES + w.scalar * P.SCALAR_ACCESS_CYCLES)
 
 
 def _vector_op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine") -> int:
