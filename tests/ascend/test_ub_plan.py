@@ -375,3 +375,27 @@ def test_a_sort_whose_scratch_overflows_falls_back_as_the_emitter_does():
         assert (fit.footprint, fit.m, fit.nchunks, fit.rows) == _summary(text)[:4]
         assert ("AscendC::Sort32(" in text) == want.vector
         assert ("int32_t h[16]" in text) == (cols == 8000)
+
+
+def test_the_models_sort_runs_are_the_emitted_ones():
+    """The Sort32 repeats the cycle model bills (`sort_plan.sort_work`) are those the emitted
+    kernels run: each zoo kernel whole (it fits in one chunk), the repeat counts of its
+    `AscendC::Sort32(...)` calls added up; a topk's second op sorts nothing."""
+    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
+    from ptowsp.backends.sort_plan import sort_pairs, sort_work
+    from ptowsp.ir import nodes as N
+
+    for k in _sort_zoo():
+        text = emit_aicore(N.Module("z", (), (), (k,), (), None))[header_path(k)]
+        fit = cost.vector_fit(k)
+        assert fit.nchunks == 1 and fit.sorts == Sorts()
+        emitted = sum(int(n) for n in re.findall(r"AscendC::Sort32\([^;]*, (\d+)\);", text))
+        pairs = sort_pairs(k.ops)
+        modelled = 0
+        for i, op in enumerate(k.ops):
+            if op.op in ("sort_values", "sort_indices"):
+                src = k.ops[op.args[0]]
+                role = None if i not in pairs else "first" if pairs[i][0] == i else "second"
+                modelled += sort_work(fit.sorts, src.dtype, *src.shape, op.shape[1],
+                                      op.op == "sort_values", role).sort32
+        assert emitted == modelled > 0, k.name
