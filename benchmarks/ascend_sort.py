@@ -1,6 +1,6 @@
 """`topk` / `sort` kernels of the Ascend target on `Sort32` / `MrgSort` (aicore/sorting.py)
 against the scalar unit's rank loop (the same kernels emitted with every sort on the scalar
-path, `kernel.ScalarSorts`), both run on the CPU Ascend C (tests/ascend/ascendc_cpu) and
+path: `KernelEmitter.vector_sorts` false), both run on the CPU Ascend C (tests/ascend/ascendc_cpu) and
 checked against ref. The stand-in's time is dominated by its per-element `GetValue` /
 `SetValue` checks, so the ratio measures the scalar unit's work the vector path saves, not
 a device's time (no device here).

@@ -20,9 +20,9 @@ What the stages are, from the same decisions the emitters make:
   one MTE1 of both operands (l0_buffers copies) and one Mmad, then one FIX of the block (one L0C
   buffer: the next block's first Mmad waits for it). An accumulator operand (`acc = c` from
   GM) is one MTE2 of the block before its first Mmad.
-- A vector kernel (`vector_stages`): per chunk of rows (the Ascend emitter's chunks, passed in:
-  `backends/ascend/aicore` chooses R by emitting the kernel, which this layer cannot import)
-  one MTE2 of the chunk's inputs, one V of its ops and one MTE3 of its results, through two
+- A vector kernel (`vector_stages`, `vector_units`): per chunk of rows (the Ascend emitter's
+  chunks, `ub_plan.fit`; per block of columns and per pass too when a row does not fit) one
+  MTE2 of the chunk's inputs, one V of its ops and one MTE3 of its results, through two
   buffers when there is more than one chunk (the emitter's queues).
 
 Transfer rates are per core (`Rates.of`): global memory at the core's equal share of HBM, a
@@ -232,25 +232,41 @@ def vector_stages(in_bytes: Sequence[int], out_bytes: Sequence[int], v_cycles: i
     each split evenly over the chunks (the emitter's chunks are equal: R divides the rows).
     Two buffers per queue when there is more than one chunk, as the emitter's queues (`buffers`
     overrides it)."""
+    chunks = max(1, chunks)
+    unit = VectorUnit(sum(in_bytes) / chunks, -(-v_cycles // chunks), sum(out_bytes) / chunks)
+    return vector_units([unit] * chunks, rates, rate, buffers or (2 if chunks > 1 else 1))
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """One iteration of a vector kernel's loops (a chunk of rows, of a block of columns, of a
+    pass): the bytes it loads, its vector cycles, the bytes it stores."""
+
+    in_bytes: float
+    v_cycles: int
+    out_bytes: float
+
+
+def vector_units(units: Sequence[VectorUnit], rates: Rates, rate: Optional[float] = None,
+                 buffers: int = 1) -> list[Stage]:
+    """The stages of a vector kernel's iterations in order: per unit an MTE2, a V and an MTE3
+    (none when it moves no bytes), through `buffers` buffers per queue (the emitter's queues
+    are declared once, so the buffering runs on across blocks of columns and passes)."""
     port = "GM" if rate is None else ""
     rate = rates.hbm if rate is None else rate
-    chunks = max(1, chunks)
-    bufs = buffers or (2 if chunks > 1 else 1)
     out: list[Stage] = []
     vs: list[int] = []
     stores: list[int] = []
-    load_c = transfer(sum(in_bytes) / chunks, rate)
-    v_c = -(-v_cycles // chunks)
-    store_c = transfer(sum(out_bytes) / chunks, rate)
-    for c in range(chunks):
-        reuse = (vs[c - bufs],) if c >= bufs else ()
+    for c, u in enumerate(units):
+        reuse = (vs[c - buffers],) if c >= buffers else ()
         load = len(out)
-        out.append(Stage("MTE2", load_c, reuse, f"chunk {c} in", port))
-        out_reuse = (stores[c - bufs],) if c >= bufs else ()
+        out.append(Stage("MTE2", transfer(u.in_bytes, rate), reuse, f"chunk {c} in", port))
+        out_reuse = (stores[c - buffers],) if c >= buffers else ()
         vs.append(len(out))
-        out.append(Stage("V", v_c, (load,) + out_reuse, f"chunk {c} ops"))
+        out.append(Stage("V", u.v_cycles, (load,) + out_reuse, f"chunk {c} ops"))
         stores.append(len(out))
-        out.append(Stage("MTE3", store_c, (vs[-1],), f"chunk {c} out", port))
+        out.append(Stage("MTE3", transfer(u.out_bytes, rate), (vs[-1],), f"chunk {c} out",
+                         port))
     return out
 
 

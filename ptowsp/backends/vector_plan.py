@@ -1,7 +1,8 @@
 """What the Ascend vector emitter never holds whole in the Unified Buffer, as rules on a kernel's
 op DAG: a matmul's right operand streamed from GM in blocks of rows, and a transpose that only
-matmuls read (read in place, never computed). Shared by the emitter, which emits it
-(`backends/ascend/aicore/chunks.py`), and the cycle model, which costs it
+matmuls read (read in place, never computed); and the UB's layout facts (its size, the row
+pitch, the repeats). Shared by the emitter, which emits it (`backends/ascend/aicore/`), the UB
+plan (`backends/ub_plan.py`), which sizes it, and the cycle model, which costs it
 (`backends/cpu/cost.py`), so the model follows the code: one rule, one place.
 """
 
@@ -13,6 +14,46 @@ from ..dtypes import FLOAT_DTYPES, TABLE
 
 # the dtypes the vector unit computes in f32 (f16 / bf16 held in f32, as nodes.py says)
 VFLOAT = tuple(n for n in FLOAT_DTYPES if TABLE[n].c_compute == "float")
+
+# -- how values lie in the Unified Buffer (UB) of one AICore vector core (the emitter's
+# `aicore/layout.py` says why; the UB plan, `ub_plan.py`, sizes kernels with the same facts)
+
+# bytes of each C++ element type a UB tensor is declared with (f16 and bf16 as half and
+# bfloat16_t; a value held as float, double or an integer)
+CXX_SIZE = {d.ascend: d.size for d in TABLE.values()}
+ROW_ALIGN = 32  # elements: a UB row is a multiple of 32 elements of any dtype
+REPEAT = 64  # elements: vector instructions run over whole 256-byte repeats of f32
+ADV_TMP = 8 * 1024  # sharedTmpBuffer of Tanh/Sin/Cos/Power (their minimum is far below)
+MAX_LIVE = 8  # tensors one TPosition may have allocated at once (910B)
+STREAM_BYTES = 16 * 1024  # a block of matmul weights streamed from GM
+
+# The Unified Buffer of one 910B vector core
+UB_BYTES = 192 * 1024
+# Ascend C keeps the top 8 KiB of UB for its own temporaries (TMP_UB_OFFSET = 184 KiB,
+# TMP_UB_SIZE = 8 KiB in the CANN headers; Select stages its mask address there): a kernel's
+# buffers must stay below it
+API_RESERVE = 8 * 1024
+UB_BUDGET = UB_BYTES - API_RESERVE
+
+
+def ceil_to(a: int, b: int) -> int:
+    """`a` rounded up to a multiple of `b`."""
+    return -(-a // b) * b
+
+
+def pc(cols: int) -> int:
+    """Elements between the rows of a UB tile of `cols` columns."""
+    return ceil_to(max(cols, 1), ROW_ALIGN)
+
+
+def vcount(rows: int, cols: int) -> int:
+    """Elements a vector instruction covers for a UB tile: whole 256-byte f32 repeats."""
+    return ceil_to(rows * pc(cols), REPEAT)
+
+
+def held_size(dtype: str) -> int:
+    """Bytes of a value of `dtype` as a kernel holds it (f16 and bf16 as f32)."""
+    return CXX_SIZE[TABLE[dtype].c_compute]
 
 
 def streamed_operands(ops: tuple, stored: frozenset = frozenset()) -> dict[int, tuple[int, Optional[int]]]:

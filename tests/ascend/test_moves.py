@@ -271,3 +271,21 @@ def test_a_kernel_whose_move_offsets_do_not_fit_moves_on_the_scalar_unit(tmp_pat
         task = H.random_task(k, rng)
         got = H.run_task(built, m.name, k, task)
         np.testing.assert_array_equal(got["y"], task.inputs["x"].T, err_msg=k.name)
+
+
+def test_the_plan_and_the_cycle_model_take_the_same_scalar_moves_fallback():
+    """The UB plan's search (below both back ends) falls back to scalar moves exactly where the
+    emitter does, so cpu_sim's cycle model bills the big transpose as the scalar unit's
+    element-by-element moves (a GetValue and a SetValue of each of its 128 x 96 elements, 4
+    cycles each) and the small one as one vector pass over its 32 KiB."""
+    from ptowsp.backends import ub_plan
+    from ptowsp.backends.cpu import cost
+    from ptowsp.backends.machine import load_machine
+
+    m, _ = optimize(ptowsp.parse(TIGHT, "tight.wsp").ir, 2)
+    big, small = (ub_plan.fit(k) for k in m.kernels)
+    assert big is not None and not big.sorts.moves
+    assert small is not None and small.sorts.moves
+    machine = load_machine(None)
+    got = [cost.vector_cycles(f.plan.k, machine, f.nchunks, f.sorts) for f in (big, small)]
+    assert got == [128 * 96 * 2 * 4, -(-64 * 128 * 4 // machine.vector_bytes_per_cycle)]

@@ -142,13 +142,20 @@ def test_matmul_with_inout_accumulator():
     assert kernel_cost(k, M910B) == (1, acc + load + mte1 + 128 + fix)
 
 
-def test_elementwise_f32_is_memory_bound():
+def test_elementwise_f32_is_its_chunk_pipeline():
     k = elementwise_kernel(64, 128)
     # mul and add: 64 x 128 x 4 bytes / 256 = 128 cycles each; scalars are free
     assert cost.vector_cycles(k, M910B) == 256
-    # x read and y written: 65536 bytes x 0.054 = 3538.9
-    assert kernel_cost(k, M910B) == (0, 3539)
-    assert kernel_cost(k, FAST_HBM) == (0, 256)
+    # x and y (32 KiB each) and the two values fit the UB at once: the emitter writes one chunk
+    # of 64 rows, so nothing overlaps: x read, the ops, y written (32768 bytes x 0.054 = 1769.4
+    # each way)
+    fit = cost.vector_fit(k)
+    assert (fit.nchunks, fit.rows, fit.colblock) == (1, 64, None)
+    share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
+    assert _cycles(32768, share) == 1770
+    assert kernel_cost(k, M910B) == (0, 1770 + 256 + 1770)
+    # memory (almost) free: the ops, and a cycle each way
+    assert kernel_cost(k, FAST_HBM) == (0, 1 + 256 + 1)
 
 
 def test_softmax_from_source():
@@ -156,9 +163,10 @@ def test_softmax_from_source():
     text = (ROOT / "examples" / "softmax.wsp").read_text()
     (k,) = ptowsp.parse(text, "softmax.wsp").ir.kernels
     assert cost.vector_cycles(k, M910B) == 16 * 128 * 4 // 256 * 4
-    # 2 x 8 KiB x 0.054 = 884.7
-    assert kernel_cost(k, M910B) == (0, 885)
-    assert kernel_cost(k, FAST_HBM) == (0, 128)
+    # one chunk of 16 rows (8 KiB in, 8 KiB out): read, the ops, written; 8 KiB x 0.054 = 442.4
+    assert cost.vector_fit(k).nchunks == 1
+    assert kernel_cost(k, M910B) == (0, 443 + 128 + 443)
+    assert kernel_cost(k, FAST_HBM) == (0, 1 + 128 + 1)
 
 
 EXTERN = '''
@@ -467,6 +475,54 @@ def test_a_mixed_kernel_runs_on_a_vector_core_with_its_weights_streamed():
     share = M910B.hbm_gbps / (M910B.clock_ghz * M910B.vector_cores)
     w_load = _cycles(k * n * 4, share)
     exp = 16 * 4  # 1024 f32 = 16 repeats, a transcendental 4x
-    assert kernel_cost(kern, M910B, vector_only=vo) == (cost.UNIT_VECTOR, mm.cycles + exp + w_load)
+    # x, y and the values fit the UB at once (one chunk of 16 rows): x read, the V work (w's
+    # loads in it), y written, one after the other
+    assert cost.vector_fit(kern).nchunks == 1
+    xy = _cycles(m * k * 4, share) + _cycles(m * n * 4, share)
+    assert kernel_cost(kern, M910B, vector_only=vo) == (cost.UNIT_VECTOR,
+                                                        xy + mm.cycles + exp + w_load)
     ub = kernel_cost(kern, M910B, places={"w": "ub"}, vector_only=vo)[1]
-    assert ub == mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)
+    assert ub == xy + mm.cycles + exp + _cycles(k * n * 4, M910B.ub_bytes_per_cycle)
+
+
+def test_a_topk_is_billed_as_the_sort_the_emitter_writes():
+    """topk(x, 5) of x [8, 80] f32 (its values and indices: one sort, aicore/sorting.py), one
+    chunk of 8 rows, counted by hand from what sorting.py writes, at the built-in machine's
+    256 vector bytes a cycle, 16 cycles a barrier and 4 a scalar access:
+    - staging: a read and two writes a column, 8 x 80 x 3 = 1,920 accesses; the pad of the
+      last run (80 columns at a pitch of 96): 2 writes a pad column, 8 x 16 x 2 = 256;
+    - Sort32: 8 x 96 / 32 = 24 runs of 32 pairs (256 bytes each): 24 cycles;
+    - MrgSort: 80 = 32 + 32 + 16 is 3 lists, one pass of one group, 640 pairs of 8 bytes:
+      20 cycles; barriers: S_V, after Sort32, after the pass, V_S: 4 x 16 = 64;
+    - ties of the first 5 positions (a merge ran): 2 reads each, 8 x 10 = 80 accesses;
+    - the values' read-back: the merged index, the source element, the result and the shared
+      index, 8 x 5 x 4 = 160; the indices: the shared index and the result, 8 x 5 x 2 = 80.
+    So (1,920 + 256 + 80 + 160 + 80) x 4 + 24 + 20 + 64 = 10,092 cycles, not the 2 an
+    elementwise op over the [8, 5] results would be. On the scalar path (a kernel whose
+    scratch does not fit) each op is its own n^2 rank loop: 8 x (80 + 6,400 + 5) reads and
+    writes."""
+    from ptowsp.backends.sort_plan import Sorts
+
+    x = N.Op("param", (), (8, 80), "f32", "x")
+    ops = (x, N.Op("sort_values", (0,), (8, 5), "f32", "desc"),
+           N.Op("sort_indices", (0,), (8, 5), "i32", "desc"))
+    k = N.Kernel("topk", "topk", (tile("x", 8, 80, "f32"), tile("v", 8, 5, "f32", "Out"),
+                                  tile("i", 8, 5, "i32", "Out")), ops, (("v", 1), ("i", 2)))
+    m = load_machine(None)
+    assert (m.vector_bytes_per_cycle, P.VECTOR_BARRIER_CYCLES, P.SCALAR_ACCESS_CYCLES) == (256, 16, 4)
+    assert cost.vector_cycles(k, m) == (1920 + 256 + 80 + 160 + 80) * 4 + 24 + 20 + 64
+    assert cost.vector_cycles(k, m, sorts=Sorts(False)) == 2 * 8 * (80 + 80 * 80 + 5) * 4
+    # the model's pipeline of the kernel bills it so: its V stage is those cycles
+    pipe = cost.kernel_pipeline(k, m)
+    assert pipe.busy()["V"] == 10092
+    # by blocks of 64 (sorting.blocked_lines), the values of a [1, 80] row alone, k = 5:
+    # block 0 (64 columns): staging 192, Sort32 2 runs, one merge pass of 64 pairs, 4
+    # barriers, ties 10, its 5 winners kept (a read and a write of 2 words each) 20; block 1
+    # (16 columns at a pitch of 32): staging 48 + pad 32, 1 run, no merge, 3 barriers, ties 10
+    # (always, by blocks), kept 20; the blocks' lists merged: 5 results x (2 reads a block +
+    # the source read and the result written) 30
+    one = N.Kernel("row", "row", (tile("x", 1, 80, "f32"), tile("v", 1, 5, "f32", "Out")),
+                   (N.Op("param", (), (1, 80), "f32", "x"),
+                    N.Op("sort_values", (0,), (1, 5), "f32", "desc")), (("v", 1),))
+    scalar = 192 + 10 + 20 + 48 + 32 + 10 + 20 + 30
+    assert cost.vector_cycles(one, m, sorts=Sorts(True, 64)) == scalar * 4 + 3 + 2 + 7 * 16

@@ -14,7 +14,8 @@ The model, and what it assumes:
   kernel the emitter splits (`backends/mixed_split.py`: matmuls and vector work, in stages
   alternating between the cube and the vector cores), which runs on an AI Core group (unit
   1): its stages one after the other, each cube stage's pipeline and each vector stage's
-  cost (shared by the two AIVs when row-local). An `extern c` kernel is opaque: vector unit,
+  cost as a vector kernel's, below (in the emitter's chunks of that stage; shared by the two
+  AIVs when row-local). An `extern c` kernel is opaque: vector unit,
   memory time only.
 - A cube kernel is a pipeline of stages per pipe (`backends/pipes.py`, its module doc):
   each matmul runs the loops of `backends/cube.py`'s tiling (the loops the Ascend emitter
@@ -38,18 +39,29 @@ The model, and what it assumes:
   the vector work on the previous block, so they add to the V pipe's time. A barrier is
   `pipes.VECTOR_BARRIER_CYCLES`, a scalar access of UB `pipes.SCALAR_ACCESS_CYCLES` (both
   assumed).
-- A vector kernel given its row chunks (`chunks`, the Ascend emitter's, which a caller that
-  imports both back ends can ask: the tests do) is the chunk pipeline of pipes.py: per chunk an
-  MTE2, a V and an MTE3, double-buffered when there is more than one chunk. Without them
-  (cpu_sim's own runs: back ends do not import each other, and the emitter chooses R by emitting
-  the kernel) it is that pipeline's steady state, max(compute, memory), the old roofline:
+- A vector kernel is the chunk pipeline of pipes.py in the Ascend emitter's chunks
+  (`vector_fit`: `backends/ub_plan.fit`, the plan below both back ends that the emitter's
+  search measures the same footprints as, tests/ascend/test_ub_plan.py): per chunk of rows an
+  MTE2, a V and an MTE3, double-buffered when there is more than one chunk; a row wider than
+  the UB per block of columns too, and per pass (each pass loads its inputs again, the last
+  one stores). `chunks=` overrides the rows' chunks (one pass, whole rows). A kernel the
+  emitter refuses (nothing fits the UB) is the pipeline's steady state, max(compute, memory).
+  Its parts:
   - Vector: an op costs ceil(elements * bytes / vector_bytes_per_cycle) cycles, one 256-byte
     repeat per cycle; transcendental ops (exp log sqrt rsqrt tanh sigmoid sin cos gelu silu pow
     softmax) cost four times that (assumed: no published per-op figure; they take several
     instructions each). Reductions count the elements they read; broadcast, transpose, slices,
-    interleave, concat and gather move data and count once.
-  - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both), at the
-    core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to
+    interleave, concat and gather move data and count once (one `Gather` / `Copy` pass), but
+    in a kernel the emitter's search put on scalar moves (`Sorts.moves` False: its moves'
+    offsets did not fit the UB) a move is element by element on the scalar unit
+    (`_scalar_move_cycles`: two or three UB accesses an element). A sort (`sort`, `topk`) is what
+    the emitter writes for it (`_sort_cycles`, counted by `sort_plan.sort_work`, below both
+    back ends): the scalar unit's staging of the keys and read-back of the results, Sort32's
+    runs and MrgSort's passes (8 bytes a pair at the vector rate, assumed), their barriers,
+    whole rows or by blocks as the emitter's plan chose (`vector_fit`), or the scalar rank
+    loop when their scratch did not fit; a topk's values and indices one sort.
+  - Memory: every tile parameter crosses HBM once (In read, Out written, InOut both; an input
+    once per pass that reads it), at the core's equal share of the HBM bandwidth. A parameter that every call of the kernel binds to
     a tensor placed on chip (`location = l2 | l1 | ub`, the same level for all) moves at that
     level's rate instead: the core's share of `l2_gbps`, or `l1_bytes_per_cycle` /
     `ub_bytes_per_cycle` of its own (calls that disagree keep HBM: one cost per kernel).
@@ -74,11 +86,16 @@ from typing import TYPE_CHECKING
 
 from ...dtypes import size_of
 from ...ir import nodes as N
+from ...ir.passes import plan_kernels as PK
 from ...primitives import OPS
 from .. import pipes as P
 from ..cube import cube_tiling, runs_on_cube, vector_only_kernels
 from ..mixed_split import CUBE, split_mixed
-from ..vector_plan import in_place_transposes, streamed_operands
+from ..move_plan import MOVE_OPS
+from ..sort_plan import ON_SORT32, SORT_OPS, Sorts, SortWork, sort_pairs, sort_work
+from ..ub_plan import Fit
+from ..ub_plan import fit as ub_fit
+from ..vector_plan import STREAM_BYTES, in_place_transposes, pc, streamed_operands, vcount
 
 if TYPE_CHECKING:
     from ..machine import Machine
@@ -195,9 +212,11 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
     if sp is not None:
         # decision: a split kernel's task is its stages one after the other (each waits for
         # the previous one's cross-core flag, and a task's stages for the previous task's):
-        # a cube stage its pipeline on the group's AIC, a vector stage its cost on the AIVs,
-        # its rows shared by the two when the split is row-local (`rows_split`). `chunks`
-        # (the emitter's, of a vector kernel) belong to no stage and are not used.
+        # a cube stage its pipeline on the group's AIC, a vector stage its cost on the AIVs
+        # (a vector kernel's: the chunk pipeline in the chunks the emitter writes for that
+        # stage's kernel, `vector_fit`), its rows shared by the two when the split is
+        # row-local (`rows_split`). `chunks` (a caller's, of a whole vector kernel) belong to
+        # no stage and are not used.
         share = 2 if sp.rows_split else 1
         total = 0
         for s in sp.stages:
@@ -210,15 +229,23 @@ def kernel_cost(kernel: N.Kernel, machine: "Machine",
     pipe = kernel_pipeline(kernel, machine, places, touched, chunks, vector_only)
     if pipe is not None:
         return unit, pipe.cycles
-    # decision: without the emitter's chunks, a vector kernel is its steady state (the limit of
-    # the chunk pipeline as the chunks grow: the slower of compute and memory). cpu_sim cannot
-    # ask the Ascend emitter (back ends do not import each other), and R comes from emitting
-    # the kernel (backends/ascend/aicore/kernel.py), so it is not duplicated here.
+    # decision: a vector kernel the Ascend emitter refuses (nothing fits its UB, not even a
+    # row in blocks of columns: `ub_plan.fit` is None) still runs here: it costs its steady
+    # state, the slower of compute and memory (the chunk pipeline's limit as chunks grow).
     # (a streamed matmul operand is part of the compute: its single-buffered loads wait for
     # the vector work, and the other parameters' bytes are the memory side)
     compute = vector_cycles(kernel, machine) + _stream_cycles(kernel, machine, 1, places)
     return unit, max(1, compute, memory_cycles(kernel, machine, unit, places, touched,
                                                skip=_streamed_params(kernel)))
+
+
+def vector_fit(kernel: N.Kernel) -> "Fit | None":
+    """The Ascend emitter's chunking of vector kernel `kernel` (`ub_plan.fit`, below both back
+    ends, on the kernel planned as the emitter plans it): R, the chunks, the blocks of columns
+    and the passes; None when nothing fits the UB."""
+    if kernel.is_extern or kernel.comm is not None:
+        return None
+    return ub_fit(kernel if kernel.plan is not None else PK.plan_kernel(kernel, fuse=False))
 
 
 def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
@@ -227,15 +254,20 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
                     chunks: "int | None" = None,
                     vector_only: frozenset = frozenset()) -> "P.Pipeline | None":
     """The kernel's stages per pipe (backends/pipes.py): a cube kernel as the cube tiling's
-    loops (backends/cube.py); a vector kernel in `chunks` chunks of rows (its matmuls' vector
-    work and streamed operands in its V stages). None for a vector kernel whose chunks are not
-    given, and for an extern kernel (opaque)."""
+    loops (backends/cube.py); a vector kernel as the Ascend emitter's loops (`vector_fit`: its
+    chunks of rows, blocks of columns and passes; `chunks` given: that many chunks of rows in
+    one pass), its matmuls' vector work and streamed operands in its V stages. None for a
+    vector kernel that does not fit the UB, and for an extern kernel (opaque)."""
     if kernel.is_extern or _split(kernel, vector_only) is not None:
-        return None  # a split kernel is two pipelines, on two kinds of core (kernel_cost)
+        return None  # a split kernel is its stages' pipelines, on two kinds of core (kernel_cost)
     if kernel_unit(kernel, vector_only) == UNIT_CUBE:
         return cube_pipeline(kernel, machine, places or {}, touched or {})
+    fit = None
     if chunks is None:
-        return None
+        fit = vector_fit(kernel)
+        if fit is None:
+            return None
+        chunks = fit.nchunks
     rates = P.Rates.of(machine, machine.cores(UNIT_VECTOR))
     places = places or {}
 
@@ -247,12 +279,46 @@ def kernel_pipeline(kernel: N.Kernel, machine: "Machine",
         return _dma(p, rates, touched or {}) * rates.hbm / rate
 
     streamed = _streamed_params(kernel)
-    ins = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("In", "InOut")
-           and p.name not in streamed]
+    ins = {p.name: moved(p) for p in kernel.params if p.kind == "tile"
+           and p.mode in ("In", "InOut") and p.name not in streamed}
     outs = [moved(p) for p in kernel.params if p.kind == "tile" and p.mode in ("Out", "InOut")]
-    v = (vector_cycles(kernel, machine, chunks)
+    v = (vector_cycles(kernel, machine, chunks, fit.sorts if fit is not None else ON_SORT32)
          + _stream_cycles(kernel, machine, chunks, places))
-    return P.chain([P.vector_stages(ins, outs, v, chunks, rates)])
+    if fit is None or fit.passes == 1:
+        if fit is None:
+            return P.chain([P.vector_stages(list(ins.values()), outs, v, chunks, rates)])
+        # a row in blocks of columns: each block's chunks, the queues' buffers the emitter's
+        return P.chain([P.vector_stages(list(ins.values()), outs, v, chunks * fit.blocks, rates,
+                                        buffers=fit.plan.bufnum)])
+    return P.Pipeline(tuple(P.vector_units(_pass_units(fit, machine, ins, sum(outs)), rates,
+                                           buffers=fit.plan.bufnum)))
+
+
+def _pass_units(fit: "Fit", machine: "Machine", ins: dict, out_bytes: float) -> list:
+    """The iterations of a vector kernel run in passes (over its blocks of columns, or over its
+    chunks of rows when column reductions feed the rows): each pass loads the inputs its ops
+    read again and computes its ops (a reduction of an earlier pass is read back, not
+    recomputed), the last one stores; each split evenly over the blocks and chunks. The V of
+    a pass is its ops' (`_vector_op_cycles`, a matmul's `vector_matmul`) on the planned kernel
+    the emitter writes (`fit.plan.k`)."""
+    k, plan = fit.plan.k, fit.plan
+    steps = fit.blocks * fit.nchunks
+    units = []
+    for n, cp in enumerate(plan.passes):
+        read = {str(k.ops[i].attr) for i in cp.ops if k.ops[i].op == "param"}
+        v = 0
+        for i in sorted(cp.ops - cp.reads):
+            op = k.ops[i]
+            if op.op == "matmul":
+                v += vector_matmul(k, i, machine, fit.nchunks).cycles
+            elif op.op in SORT_OPS:  # each pass sorts for each op (no shared indices)
+                v += _sort_cycles(k, i, machine, fit.nchunks, plan.sorts, {})
+            elif op.op not in _FREE and op.shape is not None and i not in plan.in_place:
+                v += _op_cycles(k, op, machine, plan.sorts)
+        unit = P.VectorUnit(sum(b for p, b in ins.items() if p in read) / steps,
+                            -(-v // steps), out_bytes / steps if n == len(plan.passes) - 1 else 0)
+        units.extend([unit] * steps)
+    return units
 
 
 def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] | None"]:
@@ -268,8 +334,11 @@ def kernel_pipes(module: N.Module, machine: "Machine") -> list["dict[str, int] |
         if k.comm is not None or k.is_extern:
             out.append(None)
             continue
-        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name), chunks=1,
+        pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name),
                                vector_only=vector_only)
+        if pipe is None:  # a vector kernel that does not fit the UB: as one chunk
+            pipe = kernel_pipeline(k, machine, places.get(k.name), touched.get(k.name),
+                                   chunks=1, vector_only=vector_only)
         out.append(pipe.busy() if pipe is not None else None)
     return out
 
@@ -409,15 +478,21 @@ def cube_cycles(kernel: N.Kernel, machine: "Machine") -> int:
     return total
 
 
-def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1) -> int:
+def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1,
+                  sorts: Sorts = ON_SORT32) -> int:
     """Cycles of the kernel's ops on one vector core, as the vector path emits them: its
-    matmuls as `vector_matmul`'s calls, its rows in `chunks` chunks (a transpose that only matmuls read is read in place,
-    never computed)."""
+    matmuls as `vector_matmul`'s calls, its sorts as `sort_plan.sort_work`'s (run as `sorts`
+    says: the emitter's, `vector_fit`), its rows in `chunks` chunks (a transpose that only
+    matmuls read is read in place, never computed)."""
     in_place = _in_place_transposes(kernel.ops, frozenset(v for _, v in kernel.stores))
+    pairs = sort_pairs(kernel.ops)
     total = 0
     for i, op in enumerate(kernel.ops):
         if op.op == "matmul":
             total += vector_matmul(kernel, i, machine, chunks).cycles
+            continue
+        if op.op in SORT_OPS:
+            total += _sort_cycles(kernel, i, machine, chunks, sorts, pairs)
             continue
         if op.op in _FREE or i in in_place:
             continue
@@ -425,8 +500,44 @@ def vector_cycles(kernel: N.Kernel, machine: "Machine", chunks: int = 1) -> int:
             # decision: scalar arithmetic runs on the core's scalar unit, beside the vector
             # pipeline: free next to tile work
             continue
-        total += _vector_op_cycles(kernel, op, machine)
+        total += _op_cycles(kernel, op, machine, sorts)
     return total
+
+
+def _op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine", sorts: Sorts) -> int:
+    """A tile op's cycles: a vector op's, or, for a data move of a kernel the emitter's search
+    put on its scalar-moves fallback (`sorts.moves` False: its Gathers' staging and offsets did
+    not fit the UB), the scalar unit's element by element moves (`_scalar_move_cycles`)."""
+    if op.op in MOVE_OPS and not sorts.moves:
+        return _scalar_move_cycles(op)
+    return _vector_op_cycles(kernel, op, machine)
+
+
+def _scalar_move_cycles(op: N.Op) -> int:
+    """A data move on the scalar unit (`scalar_ops.py`): a GetValue and a SetValue of the UB an
+    element of the result, and a `gather_cols` reads its index too, each
+    `pipes.SCALAR_ACCESS_CYCLES`."""
+    accesses = 3 if op.op == "gather_cols" else 2
+    return _elements(op.shape) * accesses * P.SCALAR_ACCESS_CYCLES
+
+
+def _sort_cycles(kernel: N.Kernel, i: int, machine: "Machine", chunks: int, sorts: Sorts,
+                 pairs: dict) -> int:
+    """Cycles of sort op i as the emitter writes it (`sort_plan.sort_work`: Sort32 runs, MrgSort
+    passes, the scalar unit's staging and read-back, or the scalar rank loop): Sort32 and
+    MrgSort stream 8 bytes a pair at the vector unit's bytes per cycle (assumed: no published
+    figure), a barrier or hand-off `pipes.VECTOR_BARRIER_CYCLES`, a scalar access of the UB
+    `pipes.SCALAR_ACCESS_CYCLES`. A topk's two ops share one sort (`pairs`; in a kernel run in
+    passes the emitter sorts for each, which this leaves out)."""
+    op = kernel.ops[i]
+    src = kernel.ops[op.args[0]]
+    pair = pairs.get(i)
+    role = None if pair is None else "first" if pair[0] == i else "second"
+    w: SortWork = sort_work(sorts, src.dtype, src.shape[0], src.shape[1], op.shape[1],
+                            op.op == "sort_values", role, chunks if src.shape[0] > 1 else 1)
+    vb = machine.vector_bytes_per_cycle
+    return (_ceil_div(w.sort32 * 32 * 8, vb) + _ceil_div(w.merged * 8, vb)
+            + w.barriers * P.VECTOR_BARRIER_CYCLES + w.scalar * P.SCALAR_ACCESS_CYCLES)
 
 
 def _vector_op_cycles(kernel: N.Kernel, op: N.Op, machine: "Machine") -> int:
@@ -545,13 +656,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 # -- the vector matmul (backends/ascend/aicore/matmul.py), call by call. The layout facts are
-# the vector emitter's (aicore/layout.py, which this back end may not import): a UB row holds
-# its columns rounded up to 32 elements, an instruction covers whole 64-element f32 repeats, a
-# streamed operand moves in blocks of about 16 KiB of f32 rows. tests/backends/test_pipes.py
-# counts the calls in the emitted kernels and checks these against them.
-_ROW_ALIGN = 32
-_REPEAT = 64
-_STREAM_BYTES = 16 * 1024
+# the vector emitter's, one definition below both back ends (`backends/vector_plan.py`): a UB
+# row holds its columns rounded up to 32 elements, an instruction covers whole 64-element f32
+# repeats, a streamed operand moves in blocks of about 16 KiB of f32 rows.
+# tests/backends/test_pipes.py counts the calls in the emitted kernels and checks these
+# against them.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -567,14 +676,6 @@ class VectorMatmul:
     calls: dict
     copies: int
     cycles: int
-
-
-def _pc(cols: int) -> int:
-    return _ceil_div(max(cols, 1), _ROW_ALIGN) * _ROW_ALIGN
-
-
-def _vcount(rows: int, cols: int) -> int:
-    return _ceil_div(rows * _pc(cols), _REPEAT) * _REPEAT
 
 
 def _in_place_transposes(ops, stored: frozenset) -> set[int]:
@@ -635,10 +736,10 @@ def vector_matmul(kernel: N.Kernel, i: int, machine: "Machine",
 
     if a in in_place and b in in_place:
         form = "tt"  # resident: one pass over all rows
-        call("Duplicate", n, _pc(m), True)
+        call("Duplicate", n, pc(m), True)
         call("GetValue", n * inner + n * m)
-        call("Muls", n * inner, _pc(m), True)
-        call("Add", n * inner, _pc(m), True)
+        call("Muls", n * inner, pc(m), True)
+        call("Add", n * inner, pc(m), True)
         call("SetValue", n * m)
         call("wsp_sync", n)
         chunks = 1
@@ -651,20 +752,20 @@ def vector_matmul(kernel: N.Kernel, i: int, machine: "Machine",
         call("SetValue", m * n)
     else:
         rows = max(1, m // max(1, chunks))
-        call("Duplicate", chunks, _vcount(rows, n), True)
+        call("Duplicate", chunks, vcount(rows, n), True)
         call("GetValue", m * inner)
-        call("Muls", m * inner, _pc(n), True)
-        call("Add", m * inner, _pc(n), True)
+        call("Muls", m * inner, pc(n), True)
+        call("Add", m * inner, pc(n), True)
         form = "rows"
         if i in streams:
             form = "streamed"
             p = next(x for x in kernel.params if x.name == str(ops[streams[i]].attr))
-            kb = max(1, min(p.rows, _STREAM_BYTES // (_pc(p.cols) * 4)))
+            kb = max(1, min(p.rows, STREAM_BYTES // (pc(p.cols) * 4)))
             copies = chunks * _ceil_div(inner, kb)
             if p.dtype != "f32":  # the block widened to f32 before the Muls read it
-                call("Cast", copies, _vcount(kb, n), True)
+                call("Cast", copies, vcount(kb, n), True)
     if len(op.args) > 2:  # acc + a @ b: the product first, as ref
-        call("Add", chunks, _vcount(max(1, m // chunks), n), True)
+        call("Add", chunks, vcount(max(1, m // chunks), n), True)
     width = machine.vector_bytes_per_cycle
     cycles = 0
     for (name, elems), times in calls.items():

@@ -2,10 +2,13 @@
 shape facts (its row extent M, the chunk size R, which values are chunked), the lines written,
 the hand-offs between pipes, and the Unified Buffer arena its values and temporaries live in.
 
-The arena is sized by running the emission twice: the first run records every buffer request
-(size, first and last step it is live), `allocate` places them (buffers whose lifetimes do not
+The shape facts (chunking, the schedule of steps, the queues) are `backends/ub_plan.KernelShape`,
+below both back ends, which the cycle model's plan of the same kernel uses too. The arena is
+sized by running the emission twice: the first run records every buffer request (size, first
+and last step it is live), `ub_plan.allocate` places them (buffers whose lifetimes do not
 overlap share bytes), and the second run reads back the same requests in the same order with
-their offsets.
+their offsets. `ub_plan.UbPlan` declares the same requests without writing the kernel
+(tests/ascend/test_ub_plan.py checks they agree).
 
 Pipes: vector instructions that depend on each other are separated by PipeBarrier<PIPE_V>; a
 hand-off between the vector pipe, the scalar unit and the copy engines is a SetFlag/WaitFlag
@@ -14,27 +17,14 @@ pair (`wsp_sync<E>`) unless a queue's EnQue/DeQue makes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 from ....diagnostics import InternalError
-from ....dtypes import TABLE, literal_value
+from ....dtypes import TABLE
 from ....ir import nodes as N
 from ... import cexpr as C
 from ...cexpr import Expr
-from .chunks import accumulated_columns, chunking, row_passes
-from .layout import CXX_SIZE, REPEAT, ceil_to, held_size, pc, vcount
-
-
-@dataclass
-class _Req:
-    """A UB buffer of the arena: `size` bytes live over steps [start, end]."""
-
-    key: tuple
-    size: int
-    start: int
-    end: int
-    off: int = 0
+from ...sort_plan import ON_SORT32, Sorts
+from ...ub_plan import KernelShape, allocate, record, request_size
+from .layout import CXX_SIZE, held_size, pc
 
 
 class Lines:
@@ -57,53 +47,15 @@ class Lines:
         self(text)
 
 
-class Frame:
+class Frame(KernelShape):
     """The state of one kernel's emission with chunks of `rows` rows, and its primitives."""
 
-    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False):
-        self.k = k
-        self.ops = k.ops
-        self.params = {p.name: p for p in k.params}
-        self.tiles = [p for p in k.params if p.kind == "tile"]
-        self.tile_index = {p.name: t for t, p in enumerate(self.tiles)}
+    def __init__(self, k: N.Kernel, rows: int, read_acc: bool = False,
+                 sorts: Sorts = ON_SORT32):
+        super().__init__(k, rows, read_acc, sorts)
         self.scalar_index = {p.name: s for s, p in enumerate(p for p in k.params
                                                                if p.kind == "scalar")}
-        self.stores = tuple(k.stores)
-        self.m, self.chunked, self.streams, self.skip, self.in_place = chunking(
-            self.ops, self.params, self.stores, read_acc)
-        # column reductions accumulated in the chunk loop (their operand is chunked); those
-        # other ops read only with `read_acc` (`KernelEmitter.emit`: when nothing else fits)
-        self.col_acc = frozenset(i for i in accumulated_columns(self.ops, self.params, self.stores,
-                                                                read_acc)
-                                 if self.ops[i].args[0] in self.chunked)
-        # passes over the chunks when ops read an accumulated column reduction
-        self.row_passes = row_passes(self.ops, self.stores, self.col_acc)
-        self.r = rows if self.chunked else self.m
-        self.nchunks = self.m // self.r if self.chunked and self.r else 1
-        self.bufnum = 2 if self.nchunks > 1 else 1
-        # (N, C): this kernel is one block of C of a task's N columns, run in a loop over the
-        # blocks (`chunks.column_passes`); None: whole rows
-        self.colblock: Optional[tuple[int, int]] = None
-        # its passes over the blocks of columns, or over the chunks of rows (`chunks.ColumnPass`)
-        self.passes: tuple = self.row_passes
         self.this_pass = None  # the pass being written; None: whole rows
-
-    # -- shapes, places
-    def rows_of(self, i: int) -> int:
-        """Rows of value i's UB tile (R for a chunked value)."""
-        return self.r if i in self.chunked else self.ops[i].shape[0]
-
-    def count(self, i: int) -> int:
-        """Elements a vector instruction covers for value i's UB tile."""
-        return vcount(self.rows_of(i), self.ops[i].shape[1])
-
-    def slack(self, i: int) -> int:
-        """Extra elements after a resident value read a chunk at a time (the last chunk's
-        instructions cover whole repeats past its end)."""
-        op = self.ops[i]
-        if self.nchunks > 1 and i not in self.chunked and op.shape and op.shape[0] == self.m:
-            return REPEAT
-        return 0
 
     # -- the arena
     def start_arena(self, final: bool) -> None:
@@ -111,7 +63,7 @@ class Frame:
         final one reads back their offsets in the same order."""
         self.final = final
         if not final:
-            self.reqs: dict[tuple, _Req] = {}
+            self.reqs: dict = {}
         self.temp_at = 0
         self.temp_keys: dict[int, int] = {}  # step -> temporaries requested at it so far
 
@@ -119,35 +71,18 @@ class Frame:
         """The arena offset of a buffer (0 while sizing). A key asked for again (the same value
         or temporary in another pass over the columns) is the same buffer, as large as the
         largest asked for."""
-        size = ceil_to(max(size, 32), 256)
         if not self.final:
-            req = self.reqs.get(key)
-            if req is None:
-                self.reqs[key] = _Req(key, size, start, end)
-            else:
-                req.size, req.start, req.end = (max(req.size, size), min(req.start, start),
-                                                max(req.end, end))
+            record(self.reqs, key, size, start, end)
             return 0
         req = self.reqs.get(key)
-        if req is None or req.size < size:
+        if req is None or req.size < request_size(size):
             raise InternalError("ascend", f"kernel `{self.k.name}`: the two emission passes "
                                 f"diverged at buffer {key}")
         return req.off
 
     def allocate(self) -> None:
         """Place every recorded buffer at the lowest offset free over its lifetime."""
-        placed: list[_Req] = []
-        for req in sorted(self.reqs.values(), key=lambda q: (q.start, -q.size)):
-            off = 0
-            clash = sorted((p.off, p.off + p.size) for p in placed
-                           if p.start <= req.end and req.start <= p.end)
-            for lo, hi in clash:
-                if off + req.size <= lo:
-                    break
-                off = max(off, hi)
-            req.off = off
-            placed.append(req)
-        self.arena = max((q.off + q.size for q in self.reqs.values()), default=0)
+        self.arena = allocate(self.reqs)
 
     # -- pipes: which unit wrote last, so hand-offs get a SetFlag/WaitFlag pair
     def reset_pipes(self) -> None:
@@ -214,18 +149,3 @@ class Frame:
         if op_chunked and u not in self.chunked and sh[0] == self.m and self.nchunks > 1:
             return C.binop("+", "c0", "i")
         return C.E("i")
-
-    def urows(self, u: int, chunk: bool) -> int:
-        """Rows of value u as the current op sees it (R for a chunked op reading M rows)."""
-        rows = self.ops[u].shape[0]
-        return self.r if chunk and rows == self.m else rows
-
-    def exponent(self, op: N.Op) -> Optional[float]:
-        """The exponent of a `pow` when it is a literal (special cases: 2, 1, 0, -1)."""
-        if op.op != "pow":
-            return None
-        e = self.ops[op.args[1]]
-        if e.op == "literal":
-            v = literal_value(e.attr, e.dtype)
-            return float(v)
-        return None

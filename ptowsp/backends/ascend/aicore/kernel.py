@@ -14,7 +14,6 @@ instruction for it, by the scalar unit (`scalar_ops.py`).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 from ....dtypes import TABLE
 from ....ir import nodes as N
@@ -22,40 +21,26 @@ from ....ir.passes import plan_kernels as PK
 from ....primitives import OPS
 from ....version import __version__
 from ... import cexpr as C
+from ...sort_plan import Sorts
+from ...ub_plan import KernelShape, search
 from ..render import render
-from .chunks import column_passes, narrow
 from .errors import AicoreError, UbOverflow
 from .frame import Lines
 from .layout import (
     API_RESERVE,
     COPY_T,
-    MAX_LIVE,
-    REPEAT,
     ROW_ALIGN,
     UB_BUDGET,
     UB_BYTES,
-    ceil_to,
     pad_word,
     pc,
     vcount,
 )
 from .matmul import MatmulOps
-from .moves import MOVE_OPS, MoveOps
+from .moves import MoveOps
 from .names import describe, guard, kernel_entry
 from .scalar import literal, scalar_param, sconvert, sexpr
 from .scalar_ops import ScalarOps
-from .sorting import SMALL_BLOCK, SORT_OPS
-
-
-@dataclass
-class _Input:
-    """A tile parameter read by the kernel: its queue, and the value its param ops stand for."""
-
-    name: str
-    t: int  # index in `tiles`
-    chunked: bool
-    ops: list = field(default_factory=list)
-    queued: bool = True  # through a TQue<VECIN> of its own; else copied into the arena
 
 
 def emit_tile_kernel(k: N.Kernel, module: str) -> str:
@@ -66,45 +51,24 @@ def emit_tile_kernel(k: N.Kernel, module: str) -> str:
 class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
     """Ascend C for one planned tile kernel with chunks of `rows` rows (see the module doc)."""
 
-    @classmethod
-    def emit(cls, k: N.Kernel, module: str) -> str:
-        """The header of `k` with the largest chunk of rows that fits the UB; when its moves'
-        staging and offset tensors (moves.py) are what does not fit, with those moves on the
-        scalar unit, which needs none."""
-        if k.plan is None:
-            k = PK.plan_kernel(k, fuse=False)
-        try:
-            return cls.emit_planned(k, module)
-        except UbOverflow:
-            if not cls.vector_moves or not any(op.op in MOVE_OPS for op in k.ops):
-                raise
-            return _ScalarMoves.emit_planned(k, module)
+    # how the search first tries a kernel's sorts (sort_plan.Sorts: on Sort32 / MrgSort, whole
+    # rows where they fit; `ub_plan.search` falls back to blocks of 512, then to the scalar
+    # unit, when their scratch overflows the UB). Tests and benchmarks/ascend_sort.py set
+    # these to run other paths.
+    vector_sorts = True
+    sort_block = None
 
     @classmethod
-    def emit_planned(cls, k: N.Kernel, module: str) -> str:
-        best, smallest, chunked, m = cls.fit(k, None)
-        if best is None and cls.vector_sorts and any(op.op in SORT_OPS for op in k.ops):
-            # the scratch of Sort32 / MrgSort (16 bytes a row element) did not fit even in
-            # chunks of one row: sorts by smaller blocks, then the scalar sort, which needs
-            # none (sorting.py)
-            return (ScalarSorts if cls.sort_block else BlockedSorts).emit(k, module)
-        if best is None:  # column reductions the rows read: passes over the chunks of rows
-            best, fp, _, _ = cls.fit(k, None, read_acc=True)
-            smallest = min(smallest, fp)
-        colp = column_passes(k) if best is None else None
-        n = colp[0] if colp else None
-        if colp is not None:
-            # a row wider than the UB: blocks of C columns, C the widest multiple of 32 that
-            # fits (n split in 2, 3, ... blocks)
-            for nb in range(2, n + 1):
-                c = ceil_to(-(-n // nb), ROW_ALIGN)
-                if c >= n:
-                    continue
-                best, fp, _, _ = cls.fit(narrow(k, n, c), (n, c), colp[1])
-                smallest = min(smallest, fp)
-                if best is not None or c == ROW_ALIGN:
-                    break
+    def emit(cls, k: N.Kernel, module: str) -> str:
+        """The header of `k` with the largest chunk of rows that fits the UB (the search is
+        `ub_plan.search`, each candidate emitted and measured)."""
+        if k.plan is None:
+            k = PK.plan_kernel(k, fuse=False)
+        best, smallest, colp = search(k, cls.measure, Sorts(cls.vector_sorts, cls.sort_block))
         if best is None:
+            probe = KernelShape(k, 0)
+            chunked, m = probe.chunked, probe.m
+            n = colp[0] if colp else None
             how = ("even in chunks of 1 row" if chunked and m > 1 else
                    "(its rows must all be resident: a transpose, a column reduction or the right "
                    "operand of a matmul needs them)" if m > 1 else "")
@@ -127,105 +91,15 @@ class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
         return best.header(module)
 
     @classmethod
-    def fit(cls, k: N.Kernel, cols, passes=(), read_acc: bool = False):
-        """(emitter or None, smallest footprint, chunked, M): the largest chunk of rows of k
-        that fits the UB; `cols` (N, C) when k is one block of C of N columns, computed in
-        `passes` over the blocks (`chunks.column_passes`)."""
-        probe = cls(k, 0, read_acc)
-        m, chunked = probe.m, probe.chunked
-        candidates = [r for r in range(m, 0, -1) if m % r == 0] if chunked else [m]
-        smallest = None
-        for r in candidates:  # the largest chunk that fits
-            em = cls(k, r, read_acc)
-            if cols is not None:
-                em.colblock, em.passes = cols, passes
-            em.run(final=False)
-            fp = em.footprint()
-            smallest = fp if smallest is None else min(smallest, fp)
-            if fp <= UB_BUDGET:
-                return em, fp, chunked, m
-        return None, smallest, chunked, m
-
-    # -- the plan of the whole kernel: which ops run where, and when
-    def schedule(self) -> None:
-        """Which inputs are chunked, the resident ops (`pro`) and the chunked ones (`loop`),
-        the step each runs at (`when`) and the last step each value is read at (`last`)."""
-        ops = self.ops
-        inputs: dict[str, _Input] = {}
-        for i, op in enumerate(ops):
-            if op.op == "param" and i not in self.skip:
-                name = str(op.attr)
-                inp = inputs.setdefault(name, _Input(name, self.tile_index[name],
-                                                     i in self.chunked))
-                inp.ops.append(i)
-        for inp in inputs.values():
-            # all param ops of one parameter agree (the analysis looks at each; be safe)
-            if any(i not in self.chunked for i in inp.ops):
-                inp.chunked = False
-                self.chunked.difference_update(inp.ops)
-        # an AICore TPosition holds at most MAX_LIVE tensors at once: the first inputs (the
-        # chunked ones first: their queues double-buffer) get a queue each, the others are
-        # copied into arena buffers with explicit MTE2 / V hand-offs (any number of inputs)
-        slots = MAX_LIVE - (1 if self.streams else 0)
-        for n, inp in enumerate(sorted(inputs.values(), key=lambda x: (not x.chunked, x.t))):
-            inp.queued = n < slots
-        self.inputs = inputs
-        pro = [i for i, op in enumerate(ops) if op.shape is not None and i not in self.chunked
-               and op.op != "param" and i not in self.skip and i not in self.col_acc]
-        loop = [i for i in range(len(ops)) if (i in self.chunked and ops[i].op != "param")
-                or i in self.col_acc]
-        cstores = [(p, v) for p, v in self.stores if v in self.chunked]
-        estores = [(p, v) for p, v in self.stores if v not in self.chunked]
-        # steps: 0 resident inputs, 1.. prologue, then chunk inputs, the loop, chunk stores,
-        # epilogue stores
-        t = 1
-        when: dict[int, int] = {}
-        for inp in inputs.values():
-            if not inp.chunked:
-                for i in inp.ops:
-                    when[i] = 0
-        for i in pro:
-            when[i] = t
-            t += 1
-        loop_start = t
-        t += 1
-        for inp in inputs.values():
-            if inp.chunked:
-                for i in inp.ops:
-                    when[i] = loop_start
-        for i in loop:
-            when[i] = t
-            t += 1
-        cstore_t = t
-        t += 1
-        loop_end = t - 1
-        estore_t = {}
-        for s in estores:
-            estore_t[s] = t
-            t += 1
-        self.when, self.pro, self.loop = when, pro, loop
-        self.cstores, self.estores = cstores, estores
-        self.loop_start, self.loop_end, self.cstore_t, self.estore_t = (loop_start, loop_end,
-                                                                        cstore_t, estore_t)
-        # last step reading each value
-        last: dict[int, int] = {}
-        for i, op in enumerate(ops):
-            if op.shape is None or i not in when:
-                continue
-            for a in op.args:
-                if a in self.in_place:  # a matmul reads the transpose's operand in place
-                    a = self.in_place[a]
-                if a in self.skip:
-                    continue
-                last[a] = max(last.get(a, -1), when[i])
-        for _, v in cstores:
-            last[v] = max(last.get(v, -1), cstore_t)
-        for s in estores:
-            last[s[1]] = max(last.get(s[1], -1), estore_t[s])
-        for u in list(last):
-            if u not in self.chunked and last[u] >= loop_start and when.get(u, 0) < loop_start:
-                last[u] = max(last[u], loop_end)  # read by every chunk
-        self.last = last
+    def measure(cls, k: N.Kernel, rows: int, read_acc: bool, cols, passes, sorts: Sorts):
+        """(emitter, footprint): k emitted in chunks of `rows` rows (`cols` (N, C) when k is
+        one block of C of N columns, computed in `passes` over the blocks; its sorts as
+        `sorts` says), its arena sized."""
+        em = cls(k, rows, read_acc, sorts)
+        if cols is not None:
+            em.colblock, em.passes = cols, passes
+        em.run(final=False)
+        return em, em.footprint()
 
     # -- running the emission (twice: to size the arena, then with offsets)
     def run(self, final: bool) -> None:
@@ -240,40 +114,9 @@ class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
         if not final:
             self.allocate()
 
-    def queue_bytes(self) -> list[tuple[str, str, int, int]]:
-        """(name, position, buffers, bytes per buffer) of every queue."""
-        out = []
-        for inp in self.inputs.values():
-            if not inp.queued:
-                continue
-            p = self.params[inp.name]
-            n = self.in_elems(inp)
-            out.append((f"q_in{inp.t}", "VECIN", self.bufnum if inp.chunked else 1,
-                        ceil_to(n * TABLE[p.dtype].size, 32)))
-        for pname, v in self.stores:
-            p = self.params[pname]
-            t = self.tile_index[pname]
-            chunk = v in self.chunked
-            rows = self.r if chunk else p.rows
-            out.append((f"q_out{t}", "VECOUT", self.bufnum if chunk else 1,
-                        ceil_to(vcount(rows, p.cols) * TABLE[p.dtype].size, 32)))
-        for mm, (src, _) in sorted(self.streams.items()):
-            p = self.params[str(self.ops[src].attr)]
-            out.append((f"q_mm{mm}", "VECIN", 1,
-                        ceil_to(vcount(self.kblock(mm), p.cols) * TABLE[p.dtype].size, 32)))
-        return out
-
-    def in_elems(self, inp: _Input) -> int:
-        """Elements of an input's UB tensor (a resident input read a chunk at a time has the
-        last chunk's whole repeats past its end)."""
-        p = self.params[inp.name]
-        rows = self.r if inp.chunked else p.rows
-        slack = REPEAT if (not inp.chunked and self.nchunks > 1 and p.rows == self.m) else 0
-        return vcount(rows, p.cols) + slack
-
     def footprint(self) -> int:
         """Bytes of UB the kernel takes: its queues and its arena."""
-        return sum(n * b for _, _, n, b in self.queue_bytes()) + self.arena + self.acc_bytes()
+        return self.total_bytes(self.arena)
 
     # -- the body
     def body(self) -> None:
@@ -631,22 +474,3 @@ class KernelEmitter(MatmulOps, MoveOps, ScalarOps):
             params=[describe(self.whole(p)) for p in k.params], summary=summary, guard=guard(module, k),
             entry=kernel_entry(k), body=self.out.lines)
 
-
-class BlockedSorts(KernelEmitter):
-    """A kernel whose sorts run on Sort32 / MrgSort by blocks of SMALL_BLOCK columns: for one
-    whose whole-row sort scratch does not fit the UB (`KernelEmitter.emit`)."""
-
-    sort_block = SMALL_BLOCK
-
-
-class ScalarSorts(KernelEmitter):
-    """A kernel whose sorts run on the scalar unit: for one whose Sort32 / MrgSort scratch
-    does not fit the UB even by blocks (`KernelEmitter.emit`)."""
-
-    vector_sorts = False
-
-
-class _ScalarMoves(KernelEmitter):
-    """The emitter with every move on the scalar unit (`KernelEmitter.emit`'s fallback)."""
-
-    vector_moves = False

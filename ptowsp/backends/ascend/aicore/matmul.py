@@ -18,18 +18,12 @@ language.md section 4, "Matrix"):
 from __future__ import annotations
 
 from ....dtypes import TABLE
-from .layout import COPY_T, REPEAT, STREAM_BYTES, VFLOAT, ceil_to, pad_word, pc, vcount
+from .layout import COPY_T, REPEAT, VFLOAT, ceil_to, pad_word, pc, vcount
 from .vector import VectorOps
 
 
 class MatmulOps(VectorOps):
     """matmul, with its right operand resident or streamed from GM."""
-
-    def kblock(self, mm: int) -> int:
-        """Rows of a streamed matmul operand per block (about STREAM_BYTES of UB)."""
-        src = self.streams[mm][0]
-        p = self.params[str(self.ops[src].attr)]
-        return max(1, min(p.rows, STREAM_BYTES // (pc(p.cols) * 4)))
 
     def matmul(self, i: int, dst: str, chunk: bool) -> None:
         """C = a @ b (+ acc) on the vector unit: C[r, :] += a[r, k] * b[k, :] in k order (the

@@ -23,7 +23,9 @@ words, the offsets built per word (`_first_row` with k = 2). Left to the scalar 
 more than 2048 columns with 16-bit indices
 (through half they are exact only below 2048), operands of another dtype than the result or of
 other rows (broadcasts), and every move of a kernel that does not fit the UB with the moves'
-temporaries (`KernelEmitter.emit`).
+temporaries (`ub_plan.search` tries it with `Sorts.moves` False). Which ops move here is
+`backends/move_plan.vector_move`, and each temporary below is declared for the UB plan by
+`move_plan.MovePlan` too: a writer that changes its temporaries changes those with it.
 
 Padding columns (the pitch past the columns) gather a valid element too (their indices are
 clamped into the source row), so every offset stays inside the source tensor, as the CPU
@@ -34,51 +36,24 @@ from __future__ import annotations
 
 from ....dtypes import TABLE
 from ....ir import nodes as N
+from ...move_plan import GATHER_T, vector_move
 from .frame import Frame
 from .layout import CXX_SIZE, ceil_to, held_size, pc, vcount
-
-# the type a Gather moves for each size an element is held in (8-bit values go through half,
-# and 64-bit ones as pairs of 32-bit words)
-_GATHER_T = {8: "uint32_t", 4: "uint32_t", 2: "uint16_t", 1: "half"}
-# the index dtypes a gather_cols converts to f32 on the vector unit (`_index_as_float`)
-_INDEX_DTYPES = ("i32", "u32", "i8", "u8", "i64", "u64")
-MOVE_OPS = ("transpose", "gather_cols", "slice_cols", "concat_cols", "slice_even", "slice_odd",
-            "interleave")
 
 
 class MoveOps(Frame):
     """The ops `move_ok` accepts, each one Gather over byte offsets built on the vector unit."""
 
-    # False: every move on the scalar unit (a kernel whose staging and offsets do not fit)
-    vector_moves = True
-
     def move_ok(self, op: N.Op) -> bool:
-        if not self.vector_moves or op.op not in MOVE_OPS or op.shape is None:
-            return False
-        args = [self.ops[a] for a in op.args]
-        if any(a.shape is None for a in args) or held_size(op.dtype) not in _GATHER_T:
-            return False
-        x = args[0]
-        if op.op == "transpose":  # resident (never chunked): a's rows are the op's columns
-            return x.dtype == op.dtype
-        if x.dtype != op.dtype or x.shape[0] != op.shape[0]:
-            return False
-        if op.op == "gather_cols":
-            if held_size(op.dtype) == 8:  # its offsets come per element, not per word
-                return False
-            it = args[1].dtype
-            # 16-bit indices go through half, exact below 2048: for up to 2048 columns any
-            # index it rounds is out of range before and after
-            return args[1].shape == op.shape and (
-                it in _INDEX_DTYPES or (it in ("i16", "u16") and x.shape[1] <= 2048))
-        return all(a.dtype == op.dtype and a.shape == x.shape for a in args) or \
-            (op.op == "concat_cols" and all(a.dtype == op.dtype and a.shape[0] == x.shape[0]
-                                            for a in args))
+        """Whether op moves by one Gather here: the kernel's moves on the vector unit (not the
+        search's scalar fallback, `Sorts.moves`) and the op one the vector unit takes
+        (`move_plan.vector_move`, shared with the UB plan)."""
+        return self.sorts.moves and vector_move(self.ops, op)
 
     # -- helpers
     def _gtensor(self, name: str, ct: str) -> str:
         """A tensor of C++ type `ct` as the type Gather moves it in."""
-        return name if ct == "half" else f"{name}.ReinterpretCast<{_GATHER_T[CXX_SIZE[ct]]}>()"
+        return name if ct == "half" else f"{name}.ReinterpretCast<{GATHER_T[CXX_SIZE[ct]]}>()"
 
     def _words(self, t: str) -> str:
         return f"{t}.ReinterpretCast<uint32_t>()"

@@ -167,26 +167,6 @@ class ReductionOps(Frame):
             self.nan_fix(v, vn, vn, n)
 
     # -- row reductions over a row in blocks of columns (`chunks.column_passes`)
-    def acc_slots(self) -> list[tuple[int, str]]:
-        """(reduction, "v" | "nan") of every accumulator: a value per row, and for max / min
-        the sum of the row's NaNs (the hardware's max does not propagate NaN)."""
-        out = []
-        if self.colblock is None:  # passes over the rows accumulate in the arena
-            return out
-        for cp in self.passes:
-            for r in sorted(cp.writes):
-                out.append((r, "v"))
-                if self.ops[r].op in ("rowmax", "rowmin"):
-                    out.append((r, "nan"))
-        return out
-
-    def acc_size(self) -> int:
-        """Bytes of one accumulator: a 32-byte block per row of the task's M."""
-        return ceil_to(self.m * 8 * 4, 256)
-
-    def acc_bytes(self) -> int:
-        return len(self.acc_slots()) * self.acc_size()
-
     def acc_name(self, r: int, kind: str) -> str:
         return f"acc{r}" if kind == "v" else f"accn{r}"
 

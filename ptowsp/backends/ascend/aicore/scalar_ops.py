@@ -14,6 +14,7 @@ from ....dtypes import TABLE, kind_of
 from ....primitives import GATHER_OPS, OPS
 from ... import cexpr as C
 from ...cexpr import Expr, ExprLike
+from ...sort_plan import whole_rows
 from .errors import AicoreError
 from .frame import Frame
 from .layout import held_size, pc
@@ -22,7 +23,6 @@ from .sorting import (
     BLOCK,
     blocked_lines,
     paired_lines,
-    sort32_fits,
     sort32_lines,
     sort_pairs,
     sortable,
@@ -31,13 +31,6 @@ from .sorting import (
 
 class ScalarOps(Frame):
     """Tile ops computed element by element on the scalar unit."""
-
-    # sorts on Sort32 / MrgSort (sorting.py): whole rows where `sort32_fits` and, when
-    # `sort_block` is set or a row is longer, by blocks of sort_block (or BLOCK) columns;
-    # `vector_sorts` false: all on the scalar unit, which needs no scratch (`kernel.py`: the
-    # fallbacks of a kernel whose sort scratch overflows the UB)
-    vector_sorts = True
-    sort_block = None
 
     def sread(self, u: int, i: ExprLike, j: ExprLike, chunk: bool) -> Expr:
         """Element (i, j) of the op's index space, read from value u (broadcast); `i` is the
@@ -170,14 +163,17 @@ class ScalarOps(Frame):
         def read(j: str) -> Expr:
             return sconvert(self.sread(a, "i", j, chunk), adt, adt)
 
-        if self.vector_sorts and sortable(adt):
+        # `self.sorts` (sort_plan.Sorts): on Sort32 / MrgSort, whole rows or by blocks, or all
+        # on the scalar unit, which needs no scratch (the fallbacks of a kernel whose sort
+        # scratch overflows the UB, `ub_plan.search`); `UbPlan._sort` declares the same buffers
+        if self.sorts.vector and sortable(adt):
             side = self.sort_side(i, rows)
             if side is not None and self.sort_pairs[i][1] == i:
                 paired_lines(self, i, rows, chunk, dst, side)
-            elif sort32_fits(adt, n) and n <= (self.sort_block or n):
+            elif whole_rows(self.sorts, adt, n):
                 sort32_lines(self, i, rows, chunk, dst, side)
             else:
-                blocked_lines(self, i, rows, chunk, dst, self.sort_block or BLOCK, side)
+                blocked_lines(self, i, rows, chunk, dst, self.sorts.block or BLOCK, side)
             return
         for line in _select_lines(op, adt, n, op.shape[1], pc(op.shape[1]), rows, dst, read):
             self.out(line)
@@ -249,7 +245,7 @@ def _select_lines(op, adt: str, n: int, k: int, p: int, rows: int, dst: str, rea
     the number of elements ordered before it (strictly before, or equal at a lower column), if
     that is below k. n^2 compares per row and no scratch memory: the order is ref's (stable,
     NaN the greatest value; selection.py). Sorts take `Sort32` / `MrgSort` (sorting.py)
-    unless the kernel's UB cannot hold their scratch (`kernel.ScalarSorts`). Not the API's
+    unless the kernel's UB cannot hold their scratch (`sort_plan.Sorts`). Not the API's
     `Sort`: the 910B's `Sort<T, isFullSort>` orders region proposals, descending only; the
     advanced `Sort` (`SortConfig`: ascending or descending) is declared for other
     `__NPU_ARCH__`es only, for fewer dtypes, and neither states an order of ties or NaN."""

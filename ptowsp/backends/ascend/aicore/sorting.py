@@ -35,70 +35,34 @@ kk = min(k, 2048) pairs tie-fixed (so they are the block's first kk in ref's ord
 superset of what the block gives the row's first k) and kept; the scalar unit then merges
 the blocks' lists (k x blocks compares a row: a top-k of k << n sorts blocks, never the whole
 row). A kernel whose whole-row scratch does not fit the UB even in chunks of one row sorts by
-blocks of 512 (`kernel.BlockedSorts`), and if the winners do not fit either, on the scalar
-path, which needs no scratch (`kernel.ScalarSorts`).
+blocks of 512, and if the winners do not fit either, on the scalar path, which needs no
+scratch (`ub_plan.search` tries them in turn: `sort_plan.Sorts`).
+
+The rules without text (the merge passes, which keys sort, which rows go whole, the pairs of
+one `topk`) are `backends/sort_plan.py`, below both back ends: the UB plan sizes the two
+buffers and the winners each path takes from them (`ub_plan.UbPlan._sort`).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ....dtypes import TABLE, kind_of
 from ... import cexpr as C
+from ...sort_plan import (  # noqa: F401 (re-exported: the rules, below both back ends)
+    BLOCK,
+    MAX_LIST,
+    MAX_LISTS,
+    MAX_REPEAT,
+    SMALL_BLOCK,
+    SORT32,
+    SORT_OPS,
+    merge_passes,
+    sort32_fits,
+    sort_pairs,
+    sortable,
+)
 from .layout import pc
 
-SORT32 = 32  # scores one Sort32 repeat orders
-MAX_REPEAT = 255  # Sort32's repeatTime range is [0, 255]
-MAX_LISTS = 4  # lists one MrgSort merges
-MAX_LIST = 4095  # pairs in one MrgSort list (MrgSort4Info's elementLengths)
 TAG = 0x40000000  # index bit ranking a NaN against the infinities it is staged as
-SORT_OPS = ("sort_values", "sort_indices")
-BLOCK = 2048  # columns a block of a row longer than 8192 (`blocked_lines`)
-SMALL_BLOCK = 512  # ... and of a kernel whose whole-row sort scratch overflows the UB
-
-
-def _group_sizes(lists: int) -> list[int]:
-    """Lists merged by each MrgSort of a pass: 4 each, the tail 2, 3 or 3 + 2 (never 1)."""
-    q, r = divmod(lists, MAX_LISTS)
-    if r == 0:
-        return [MAX_LISTS] * q
-    if r == 1:
-        return [MAX_LISTS] * (q - 1) + [3, 2]
-    return [MAX_LISTS] * q + [r]
-
-
-@lru_cache(maxsize=None)
-def merge_passes(n: int) -> tuple:
-    """The MrgSort passes over a row of n pairs sorted in runs of 32: each pass a tuple of
-    groups (offset of its first list in pairs, lengths of its 2..4 lists). A group's result
-    lands at its first list's offset in the other buffer, so the lists stay back to back."""
-    lens = [min(SORT32, n - o) for o in range(0, n, SORT32)]
-    passes = []
-    while len(lens) > 1:
-        groups, new, at, off = [], [], 0, 0
-        for size in _group_sizes(len(lens)):
-            g = tuple(lens[at:at + size])
-            groups.append((off, g))
-            new.append(sum(g))
-            off += sum(g)
-            at += size
-        passes.append(tuple(groups))
-        lens = new
-    return tuple(passes)
-
-
-def sortable(adt: str) -> bool:
-    """Whether keys of dtype adt go to Sort32 (as f32 scores): floats but f64 (not an AICore
-    type) and integers (bool is not sorted)."""
-    return kind_of(adt) in ("float", "int") and TABLE[adt].c_compute != "double"
-
-
-def sort32_fits(adt: str, n: int) -> bool:
-    """Whether a sort of rows of n values of dtype adt runs on Sort32 and MrgSort as whole
-    rows: sortable keys, while no merge needs a list past 4095 pairs (n <= 8192; longer rows
-    go by blocks, `blocked_lines`)."""
-    return sortable(adt) and all(ln <= MAX_LIST for p in merge_passes(n) for _, g in p
-                                 for ln in g)
 
 
 def _inexact(adt: str) -> bool:
@@ -251,7 +215,7 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int,
     index order, so they are the block's first kk in ref's order) kept in a list of winners,
     and the rows' k results taken from the blocks' lists by the scalar unit (k x blocks
     compares a row). For rows past 8192 columns, and for kernels whose whole-row scratch does
-    not fit the UB (`kernel.BlockedSorts`)."""
+    not fit the UB (`sort_plan.Sorts` with a block)."""
     s = _Sort(f, i, rows, chunk, dst, side, width)
     n, k = s.n, s.k
     nb = -(-n // width)
@@ -304,21 +268,6 @@ def blocked_lines(f, i: int, rows: int, chunk: bool, dst: str, width: int,
         out("}")
 
     s.finish(body)
-
-
-def sort_pairs(ops) -> dict:
-    """op -> (the op that sorts, the op that reads its indices) for each `topk` / `sort` whose
-    values and indices are both used: one sort_values and one sort_indices of the same
-    operand, order and k (the two results of one call), sorted once."""
-    groups: dict = {}
-    for j, o in enumerate(ops):
-        if o.op in SORT_OPS:
-            groups.setdefault((o.args, o.attr, o.shape), []).append(j)
-    pairs = {}
-    for g in groups.values():
-        if len(g) == 2 and ops[g[0]].op != ops[g[1]].op:
-            pairs[g[0]] = pairs[g[1]] = (g[0], g[1])
-    return pairs
 
 
 def paired_lines(f, i: int, rows: int, chunk: bool, dst: str, side: str) -> None:
