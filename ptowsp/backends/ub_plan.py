@@ -43,9 +43,11 @@ from .vector_plan import (
     UB_BUDGET,
     VFLOAT,
     ceil_to,
+    copy_ok,
     held_size,
     pc,
     vcount,
+    vector_ok,
 )
 
 _CMP = ("lt", "le", "gt", "ge", "eq", "ne")  # aicore/scalar.py's CMP: compares
@@ -487,40 +489,10 @@ class UbPlan(MovePlan, KernelShape):
 
     # -- vector.py
     def _vector_ok(self, op: N.Op) -> bool:
-        name, dt = op.op, op.dtype
-        kind = OPS[name].plan
-        args = [self.ops[a] for a in op.args]
-        adts = [a.dtype for a in args]
-        if name == "matmul":
-            return True
-        if name == "broadcast" or kind == "red":
-            return dt in VFLOAT and adts[0] in VFLOAT
-        if name in ("convert", "cast"):
-            src = adts[0]
-            return dt in VFLOAT and (src in VFLOAT or src == "bool"
-                                     or (src == "i32" and dt != "bf16"))
-        if name in _CMP:
-            return all(d in VFLOAT for d in adts)
-        if name == "where":
-            return dt in VFLOAT and adts[0] == "bool" and all(d in VFLOAT for d in adts[1:])
-        if name == "pow":
-            return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
-        if name in ("and", "or", "not"):
-            return False
-        return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
+        return vector_ok(op, self.ops)
 
     def _copy_ok(self, op: N.Op) -> bool:
-        if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
-            return False
-        args = [self.ops[a] for a in op.args]
-        if any(a.shape is None or a.dtype != op.dtype for a in args):
-            return False
-        es = held_size(op.dtype)
-        if op.op == "slice_cols":
-            return int(op.attr) * es % 32 == 0 and args[0].shape[0] == op.shape[0]
-        if op.op == "concat_cols":
-            return args[0].shape[1] * es % 32 == 0 and all(a.shape[0] == op.shape[0] for a in args)
-        return all(a.shape[1] == op.shape[1] for a in args)
+        return copy_ok(op, self.ops)
 
     def _ushape(self, ishape: tuple, chunk: bool) -> tuple:
         return (self.r if chunk and ishape[0] == self.m else ishape[0], ishape[1])

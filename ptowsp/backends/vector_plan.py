@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..dtypes import FLOAT_DTYPES, TABLE
+from ..primitives import OPS
 
 # the dtypes the vector unit computes in f32 (f16 / bf16 held in f32, as nodes.py says)
 VFLOAT = tuple(n for n in FLOAT_DTYPES if TABLE[n].c_compute == "float")
@@ -99,3 +100,50 @@ def in_place_transposes(ops: tuple, stored: frozenset = frozenset()) -> dict[int
     return {i: op.args[0] for i, op in enumerate(ops)
             if op.op == "transpose" and i not in stored and users.get(i)
             and all(ops[u].op == "matmul" and pos < 2 for u, pos in users[i])}
+
+
+_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def vector_ok(op, ops: tuple) -> bool:
+    """Whether the vector unit has instructions for `op` (of the kernel's `ops`): the one rule
+    the Ascend emitter (`aicore/vector.py`) and the UB plan (`ub_plan.py`) both follow."""
+    name, dt = op.op, op.dtype
+    kind = OPS[name].plan
+    args = [ops[a] for a in op.args]
+    adts = [a.dtype for a in args]
+    if name == "matmul":
+        return True
+    if name == "broadcast" or kind == "red":
+        return dt in VFLOAT and adts[0] in VFLOAT
+    if name in ("convert", "cast"):
+        src = adts[0]
+        return dt in VFLOAT and (src in VFLOAT or src == "bool" or (src == "i32" and dt != "bf16"))
+    if name in _COMPARES:
+        return all(d in VFLOAT for d in adts)
+    if name == "where":
+        return dt in VFLOAT and adts[0] == "bool" and all(d in VFLOAT for d in adts[1:])
+    if name == "pow":
+        return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
+    if name in ("and", "or", "not"):
+        return False
+    # every other float elementwise op has instructions; leaves and the other views (index
+    # maps) are not elementwise: copies (`copy_ok`), gathers (moves.py) or the scalar unit
+    return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
+
+
+def copy_ok(op, ops: tuple) -> bool:
+    """A slice or a concatenation the vector unit moves as boxes of 32-bit words
+    (`wsp_copy_box`, `wsp_copy_words`): one dtype (any: a UB row is whole 32-byte blocks), the
+    same rows, and every column offset on a 32-byte block, where Copy can start."""
+    if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
+        return False
+    args = [ops[a] for a in op.args]
+    if any(a.shape is None or a.dtype != op.dtype for a in args):
+        return False
+    es = held_size(op.dtype)
+    if op.op == "slice_cols":
+        return int(op.attr) * es % 32 == 0 and args[0].shape[0] == op.shape[0]
+    if op.op == "concat_cols":
+        return args[0].shape[1] * es % 32 == 0 and all(a.shape[0] == op.shape[0] for a in args)
+    return all(a.shape[1] == op.shape[1] for a in args)

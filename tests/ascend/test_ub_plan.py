@@ -6,22 +6,17 @@ one the emitted header says it runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
 from ptowsp.backends import ub_plan
 from ptowsp.backends.cpu import cost
 from ptowsp.backends.sort_plan import Sorts
+from tests.emitted_programs import emitted_programs, program_paths
 
 from .ub_plan_check import CHECKED
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _programs():
-    return sorted((ROOT / "examples").glob("*.wsp")) + sorted(
-        (ROOT / "tests" / "programs").glob("*.wsp"))
 
 
 def _summary(text: str):
@@ -36,26 +31,12 @@ def _summary(text: str):
 
 def test_the_plan_is_the_emitters_for_every_kernel_of_every_program():
     """(conftest.py checks each measure the emitter's search makes against the plan.)"""
-    from ptowsp import driver
     from ptowsp.backends.ascend import cube_views
-    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
-    from ptowsp.diagnostics import WspError
+    from ptowsp.backends.ascend.aicore import header_path
 
     del CHECKED[:]
     checked, kernels, shapes, splits = [], 0, set(), 0
-    for path in _programs():
-        try:
-            ir = driver.lower(driver.check_file(path))
-        except WspError:
-            continue  # a program that is an error on purpose
-        mesh = {a.name: 2 for a in ir.mesh.axes} if ir.mesh is not None else None
-        ir, _ = driver.optimize(ir, mesh=mesh)
-        runs = dataclasses.replace(ir, kernels=tuple(
-            k for k in ir.kernels if not (k.is_extern and k.extern_ascend is None)))
-        try:
-            files = emit_aicore(runs, cube_views(runs))
-        except WspError:
-            continue  # not a program for this target (an f64 kernel, a kernel too large)
+    for path, _ir, runs, files in emitted_programs():
         checked.append(path.name)
         vector_only = cube_views(runs)
         for k in runs.kernels:
@@ -77,7 +58,7 @@ def test_the_plan_is_the_emitters_for_every_kernel_of_every_program():
                 kernels += 1
                 shapes.add((n > 1, cols is not None, passes > 1))
                 splits += sp is not None
-    assert len(checked) >= len(_programs()) - 4, checked
+    assert len(checked) >= len(program_paths()) - 4, checked
     assert kernels >= 50 and splits > 0 and len(CHECKED) > kernels
     # chunked and resident kernels both occur among the programs
     assert (True, False, False) in shapes and (False, False, False) in shapes, shapes

@@ -21,6 +21,7 @@ from ptowsp.backends.cpu import cost
 from ptowsp.backends.cube import cube_tiling
 from ptowsp.backends.machine import load_machine
 from ptowsp.ir import nodes as N
+from tests.emitted_programs import emitted_programs, program_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = load_machine(None)
@@ -226,11 +227,6 @@ schedule main = w()
 # ---------------------------------------------------------------------------------------------
 # The model follows the emitter: which kernels run on the cube, and what a vector matmul runs
 
-def _programs():
-    return sorted((ROOT / "examples").glob("*.wsp")) + sorted(
-        (ROOT / "tests" / "programs").glob("*.wsp"))
-
-
 def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
     """Every kernel of every example and test program the ascend_npu target compiles: the
     cycle model puts it on the cube (unit 1) exactly when the emitted header runs it there or
@@ -239,29 +235,12 @@ def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
     emitted block runs (`_count_calls`, times the chunks of rows for a block in the chunk
     loop). (Every example's matmuls run on the cube now, so the vector matmul's counts are
     held to the emitted code by the tests below.)"""
-    from ptowsp import driver
     from ptowsp.backends.ascend import cube_views
-    from ptowsp.backends.ascend.aicore import emit_aicore, header_path
-    from ptowsp.diagnostics import WspError
+    from ptowsp.backends.ascend.aicore import header_path
 
     seen = {"cube": 0, "split": 0, "vector matmul": 0, "vector": 0}
     checked = []
-    for path in _programs():
-        try:
-            ir = driver.lower(driver.check_file(path))
-        except WspError:
-            continue  # a program that is an error on purpose
-        # a mesh's axes at two devices each (the examples leave their sizes to the run)
-        mesh = {a.name: 2 for a in ir.mesh.axes} if ir.mesh is not None else None
-        ir, _ = driver.optimize(ir, mesh=mesh)
-        # (an extern kernel with only an `extern c` body is refused by this target: the rest
-        # of its module is checked)
-        runs = dataclasses.replace(ir, kernels=tuple(
-            k for k in ir.kernels if not (k.is_extern and k.extern_ascend is None)))
-        try:
-            files = emit_aicore(runs, cube_views(runs))
-        except WspError:
-            continue  # not a program for this target (an f64 kernel)
+    for path, ir, runs, files in emitted_programs():
         checked.append(path.name)
         units = cost.kernel_costs(ir, MACHINE)
         vector_only = cube_views(runs)
@@ -290,7 +269,7 @@ def test_the_cube_rule_agrees_with_the_emitter_for_every_example():
                 assert model.calls == {c: n * times for c, n in calls.items()}, (path.name, k.name)
                 assert model.copies == copies * times, (path.name, k.name)
     assert seen["cube"] and seen["split"] and seen["vector"], seen
-    assert len(checked) >= len(_programs()) - 2, checked
+    assert len(checked) >= len(program_paths()) - 2, checked
 
 
 _FOR = re.compile(r"for \(int32_t (\w+) = (.+?); \1 < (.+?); (?:\+\+\1|\1 \+= (.+?))\)\s*(\{?)(.*)$")

@@ -19,6 +19,7 @@ from ....dtypes import TABLE, round_float
 from ....ir import nodes as N
 from ....primitives import OPS
 from ... import cexpr as C
+from ...vector_plan import copy_ok, vector_ok
 from .layout import ADV_TMP, REPEAT, VFLOAT, ceil_to, held_size, pc, vcount
 from .reductions import ReductionOps
 from .scalar import CMP, float_lit, sconvert
@@ -28,29 +29,8 @@ class VectorOps(ReductionOps):
     """The vector unit's ops (and the scalar-unit fallbacks their operands need)."""
 
     def vector_ok(self, op: N.Op) -> bool:
-        name, dt = op.op, op.dtype
-        kind = OPS[name].plan
-        args = [self.ops[a] for a in op.args]
-        adts = [a.dtype for a in args]
-        if name == "matmul":
-            return True
-        if name == "broadcast" or kind == "red":
-            return dt in VFLOAT and adts[0] in VFLOAT
-        if name in ("convert", "cast"):
-            src = adts[0]
-            return dt in VFLOAT and (src in VFLOAT or src == "bool"
-                                     or (src == "i32" and dt != "bf16"))
-        if name in CMP:
-            return all(d in VFLOAT for d in adts)
-        if name == "where":
-            return dt in VFLOAT and adts[0] == "bool" and all(d in VFLOAT for d in adts[1:])
-        if name == "pow":
-            return dt in VFLOAT and adts[0] in VFLOAT and args[1].shape is None
-        if name in ("and", "or", "not"):
-            return False
-        # every other float elementwise op has instructions; leaves and the other views (index
-        # maps) are not elementwise: copies (`copy_ok`), gathers (moves.py) or the scalar unit
-        return kind == "ew" and dt in VFLOAT and all(d in VFLOAT for d in adts)
+        """`vector_plan.vector_ok`: the vector unit has instructions for op."""
+        return vector_ok(op, self.ops)
 
     def operand(self, u: int, ishape: tuple, chunk: bool) -> str:
         """Value u as a tile of the op's IR shape `ishape` (broadcasts and scalars
@@ -126,20 +106,8 @@ class VectorOps(ReductionOps):
         return t
 
     def copy_ok(self, op: N.Op) -> bool:
-        """A slice or a concatenation the vector unit moves as boxes of 32-bit words
-        (`wsp_copy_box`, `wsp_copy_words`): one dtype (any: a UB row is whole 32-byte blocks),
-        the same rows, and every column offset on a 32-byte block, where Copy can start."""
-        if op.op not in ("slice_cols", "concat_cols", "slice_rows", "concat_rows"):
-            return False
-        args = [self.ops[a] for a in op.args]
-        if any(a.shape is None or a.dtype != op.dtype for a in args):
-            return False
-        es = held_size(op.dtype)
-        if op.op == "slice_cols":
-            return int(op.attr) * es % 32 == 0 and args[0].shape[0] == op.shape[0]
-        if op.op == "concat_cols":
-            return args[0].shape[1] * es % 32 == 0 and all(a.shape[0] == op.shape[0] for a in args)
-        return all(a.shape[1] == op.shape[1] for a in args)
+        """`vector_plan.copy_ok`: a slice or concatenation moved as boxes of 32-bit words."""
+        return copy_ok(op, self.ops)
 
     def copy_op(self, i: int, dst: str, chunk: bool) -> None:
         """A `copy_ok` op: boxes of words moved by the vector unit, no scalar round trip (a
