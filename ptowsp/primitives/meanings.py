@@ -60,6 +60,17 @@ def divide(ev: Evaluation, a, b):
     return np.where(zero, a.dtype.type(0), q)
 
 
+def power(ev: Evaluation, a, b):
+    """a ** b. A float power is computed in f64 and rounded once to the operands' dtype: the
+    correctly rounded libm `pow` in f64, so the value does not depend on the NumPy release
+    (NumPy 2.4's f32 `power` is a SIMD routine up to 1 ULP from the rounded result, where earlier
+    releases called `powf`). Integer powers stay NumPy's."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind != "f" or a.dtype.itemsize >= 8:
+        return np.power(a, b)
+    return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+
+
 def sigmoid(x):
     # e = exp(-|x|) never overflows, so sigmoid stays accurate far into the negatives
     # (1 / (1 + exp(-x)) underflows to 0 below about -88 in f32)

@@ -117,7 +117,7 @@ _OPS = (
     # decision: maximum/minimum (and rowmax/rowmin) propagate NaN, as NumPy's maximum does
     _ew("maximum", 2, R.arith, lambda ev, a, b: np.maximum(a, b), cheap=True),
     _ew("minimum", 2, R.arith, lambda ev, a, b: np.minimum(a, b), cheap=True),
-    _ew("pow", 2, R.arith, lambda ev, a, b: np.power(a, b), transcendental=True),
+    _ew("pow", 2, R.arith, M.power, transcendental=True),
     _ew("lt", 2, R.compare, lambda ev, a, b: np.less(a, b), cheap=True),
     _ew("le", 2, R.compare, lambda ev, a, b: np.less_equal(a, b), cheap=True),
     _ew("gt", 2, R.compare, lambda ev, a, b: np.greater(a, b), cheap=True),
